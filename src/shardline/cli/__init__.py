@@ -1,0 +1,1 @@
+"""The command-line edge: parse arguments, call the core, render. No model logic here."""

@@ -1,0 +1,45 @@
+"""`shardline hw list` and `shardline hw show NAME`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from shardline.cli.common import add_json_arg, emit_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    hw = sub.add_parser("hw", help="the hardware catalog", description="List or show chips.")
+    hw_sub = hw.add_subparsers(dest="hw_command", metavar="ACTION", parser_class=type(hw))
+    hw_sub.required = True
+    ls = hw_sub.add_parser("list", help="every catalog chip with its headline numbers")
+    add_json_arg(ls)
+    ls.set_defaults(func=run_list)
+    show = hw_sub.add_parser("show", help="one chip with sources and ridge points per dtype")
+    show.add_argument("name", help="chip name, alias or .toml file")
+    add_json_arg(show)
+    show.set_defaults(func=run_show)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from shardline.hardware import list_chips
+    from shardline.report.hardware import chip_summary, render_chip_list
+
+    chips = list_chips()
+    if args.json:
+        emit_json({"chips": [chip_summary(c) for c in chips]})
+    else:
+        sys.stdout.write(render_chip_list(chips))
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from shardline.hardware import load_chip
+    from shardline.report.hardware import chip_detail, render_chip
+
+    chip = load_chip(args.name)
+    if args.json:
+        emit_json(chip_detail(chip))
+    else:
+        sys.stdout.write(render_chip(chip))
+    return 0

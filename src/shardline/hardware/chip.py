@@ -1,0 +1,120 @@
+"""A chip as typed data: peaks, memory, on-chip levels, interconnect, achievable figures.
+
+Every number keeps its source (`Chip.sources`, keyed by the dotted TOML path). Units are SI and in
+the field names. Loading and validation live in `catalog.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from shardline.dtypes import canonical_dtype
+from shardline.errors import InputError
+
+__all__ = ["Chip", "OnChip", "Interconnect", "ScaleOut", "Achievable"]
+
+
+@dataclass(frozen=True)
+class OnChip:
+    core_name: str = "core"
+    cores: int | None = None
+    shared_bytes_per_core: float | None = None
+    l2_bytes: float | None = None
+    l2_bytes_per_s: float | None = None
+    shared_bytes_per_s: float | None = None
+    clock_hz: float | None = None
+    align_bytes: int | None = None
+    matrix_unit_elements: int | None = None
+
+
+@dataclass(frozen=True)
+class ScaleOut:
+    link: str
+    bytes_per_s_per_device: float
+    hop_latency_s: float
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    link: str
+    topology: str  # "switch" or "torus"
+    link_bytes_per_s: float  # one-way, per link
+    links_per_chip: int
+    hop_latency_s: float
+    scale_up_devices: int
+    torus_dims: tuple[int, ...] = ()
+    wraparound: str = "full-axis"  # torus: "full-axis" or "multiple-of-4"
+    in_network_reduction: bool = False
+    scale_out: ScaleOut | None = None
+
+    @property
+    def egress_bytes_per_s(self) -> float:
+        """One-way bytes/s a device can push into the scale-up fabric over all its links."""
+        return self.link_bytes_per_s * self.links_per_chip
+
+
+@dataclass(frozen=True)
+class Achievable:
+    matmul_flops_per_s: dict[str, float] = field(default_factory=dict)
+    mem_bytes_per_s: float | None = None
+    launch_overhead_s: float | None = None
+    collective_bus_efficiency: float | None = None
+    collective_half_efficiency_bytes: float | None = None
+    per_call_overhead_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Chip:
+    name: str
+    display_name: str
+    kind: str  # "gpu", "tpu" or "cpu"
+    vendor: str
+    peak_flops_per_s: dict[str, float]
+    capacity_bytes: float
+    mem_bytes_per_s: float
+    aliases: tuple[str, ...] = ()
+    on_chip: OnChip = field(default_factory=OnChip)
+    interconnect: Interconnect | None = None
+    achievable: Achievable = field(default_factory=Achievable)
+    sources: dict[str, str] = field(default_factory=dict)
+    path: str | None = None
+    measured_on: str | None = None  # calibrated files: the machine kind they were measured on
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return tuple(self.peak_flops_per_s)
+
+    def peak(self, compute_dtype: str) -> float:
+        """Dense peak FLOP/s for a compute dtype; a dtype the chip lacks is an input error."""
+        key = canonical_dtype(compute_dtype)
+        if key not in self.peak_flops_per_s:
+            have = ", ".join(self.peak_flops_per_s)
+            raise InputError(f"{self.name} cannot compute in {key}; it has: {have}")
+        return self.peak_flops_per_s[key]
+
+    def ridge(self, compute_dtype: str) -> float:
+        """Critical intensity P / W_mem in FLOP/byte (MODEL.md section 2)."""
+        return self.peak(compute_dtype) / self.mem_bytes_per_s
+
+    def with_overrides(
+        self,
+        *,
+        compute_dtype: str | None = None,
+        flops_per_s: float | None = None,
+        mem_bytes_per_s: float | None = None,
+    ) -> Chip:
+        """A copy with the user's peak (for one compute dtype) and HBM bandwidth put in."""
+        chip = self
+        if flops_per_s is not None:
+            if compute_dtype is None:
+                raise InputError("--flops-per-s needs a compute dtype")
+            peaks = dict(chip.peak_flops_per_s)
+            peaks[canonical_dtype(compute_dtype)] = float(flops_per_s)
+            sources = dict(chip.sources)
+            sources[f"peak_flops_per_s.{canonical_dtype(compute_dtype)}"] = "user override"
+            chip = replace(chip, peak_flops_per_s=peaks, sources=sources)
+        if mem_bytes_per_s is not None:
+            sources = dict(chip.sources)
+            sources["memory.bytes_per_s"] = "user override"
+            chip = replace(chip, mem_bytes_per_s=float(mem_bytes_per_s), sources=sources)
+        return chip

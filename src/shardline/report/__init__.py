@@ -1,0 +1,1 @@
+"""Rendering edges: terminal text, Markdown explanations, tables, plots, HTML."""

@@ -1,0 +1,317 @@
+"""Single-device counting and the roofline: FLOPs, minimum HBM bytes, intensity, bound, times.
+
+MODEL.md section 2. Everything is vectorized: dimensions may be Python ints (counts stay exact
+integers) or numpy arrays that broadcast (float64, exact up to 2**53).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shardline.cost import roofline_times
+from shardline.dtypes import canonical_dtype, dtype_bits
+from shardline.einsum import EinsumSpec, check_dims, check_size, parse_einsum
+from shardline.errors import InputError
+from shardline.hardware import Chip, resolve_chip
+from shardline.serialize import jsonable
+
+__all__ = [
+    "HardwareUsed", "RooflineResult", "matmul", "einsum", "evaluate_einsum", "MATMUL_SPEC",
+    "operand_bytes", "resolve_dtypes", "critical_m",
+]
+
+MATMUL_SPEC = parse_einsum("a[M,K] * b[K,N] -> out[M,N]")
+
+
+@dataclass(frozen=True)
+class HardwareUsed:
+    name: str
+    flops_per_s: Any
+    mem_bytes_per_s: float
+    compute_dtype: Any
+
+
+@dataclass(frozen=True)
+class RooflineResult:
+    """One multiply on one device. Field names are the JSON keys (`to_dict`)."""
+
+    spec: str
+    dims: dict[str, Any]
+    dtypes: dict[str, Any]
+    flops: Any
+    bytes: dict[str, Any]
+    intensity_flop_per_byte: Any
+    ridge_flop_per_byte: Any
+    bound: Any
+    t_compute_s: Any
+    t_memory_s: Any
+    t_lower_s: Any
+    t_upper_s: Any
+    hardware: HardwareUsed
+    critical_m: Any = None
+    accumulate: bool = False
+    predicted_s: Any = None
+    predicted_bound: Any = None
+    prediction: dict[str, Any] | None = None
+    chip: Chip | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = jsonable({k: v for k, v in self.__dict__.items() if k != "chip"})
+        if self.predicted_s is None:
+            for key in ("predicted_s", "predicted_bound", "prediction"):
+                out.pop(key)
+        return out  # type: ignore[no-any-return]
+
+    def _repr_html_(self) -> str:
+        from shardline.report.html_table import result_table_html
+
+        return result_table_html(self.to_dict())
+
+    def to_pandas(self) -> Any:
+        from shardline.report.frames import to_dataframe
+
+        return to_dataframe(self.to_dict())
+
+
+def _is_array(value: Any) -> bool:
+    return isinstance(value, np.ndarray)
+
+
+def operand_bytes(elements: Any, bits: Any) -> Any:
+    """Bytes to hold `elements` values of `bits` each, rounded up to whole bytes (int4 packs two)."""
+    if isinstance(elements, int) and isinstance(bits, int):
+        return (elements * bits + 7) // 8
+    return np.ceil(np.asarray(elements, dtype=np.float64) * bits / 8)
+
+
+def _dtype_table(dtype: Any, chip: Chip | None, want_peak: bool) -> tuple[Any, Any]:
+    """(bits, peak FLOP/s) for a dtype name or an array of names."""
+    if isinstance(dtype, np.ndarray):
+        names, inverse = np.unique(dtype, return_inverse=True)
+        bits = np.array([dtype_bits(str(n)) for n in names], dtype=np.float64)[inverse]
+        peaks = None
+        if want_peak and chip is not None:
+            peaks = np.array([chip.peak(str(n)) for n in names])[inverse].reshape(dtype.shape)
+        return bits.reshape(dtype.shape), peaks
+    bits_one = dtype_bits(dtype)
+    return bits_one, (chip.peak(dtype) if want_peak and chip is not None else None)
+
+
+def resolve_dtypes(
+    names: tuple[str, str, str],
+    dtype: Any,
+    overrides: dict[str, str | None],
+    compute_dtype: str | None,
+) -> tuple[dict[str, Any], Any]:
+    """Per-operand storage dtypes and the compute dtype (MODEL.md section 1).
+
+    Each operand takes its override or `dtype`. The compute dtype is the one given, else the
+    widest input's (bf16 activations with int8 weights compute in bf16).
+    """
+    unknown = set(overrides) - set(names)
+    if unknown:
+        raise InputError(f"--dtypes names unknown operand(s) {', '.join(sorted(unknown))}; "
+                         f"operands are {', '.join(names)}")
+    vector = isinstance(dtype, np.ndarray)
+    if vector:
+        dtype = np.vectorize(canonical_dtype)(dtype) if dtype.size else dtype
+    else:
+        dtype = canonical_dtype(dtype)
+    dtypes: dict[str, Any] = {}
+    for name in names:
+        given = overrides.get(name)
+        dtypes[name] = canonical_dtype(given) if given else dtype
+    if compute_dtype:
+        return dtypes, canonical_dtype(compute_dtype)
+    lhs, rhs = dtypes[names[0]], dtypes[names[1]]
+    if isinstance(lhs, np.ndarray) or isinstance(rhs, np.ndarray):
+        if lhs is not rhs:
+            raise InputError("an array of dtypes needs the same dtype for both inputs, or --compute-dtype")
+        return dtypes, lhs
+    return dtypes, (rhs if dtype_bits(rhs) > dtype_bits(lhs) else lhs)
+
+
+def _check_dim(value: Any, name: str) -> Any:
+    if _is_array(value):
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "iuf" or np.any(arr <= 0) or np.any(arr != np.floor(arr)):
+            raise InputError(f"dimension {name} must hold positive integers")
+        return arr.astype(np.float64)
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise InputError(f"dimension {name} must be a positive integer, got {value!r}")
+    return check_size(int(value), f"dimension {name}")
+
+
+def evaluate_einsum(
+    spec: EinsumSpec,
+    dims: dict[str, Any],
+    chip: Chip,
+    dtypes: dict[str, Any],
+    compute_dtype: Any,
+    *,
+    accumulate: bool = False,
+) -> RooflineResult:
+    """Counts and roofline for one unsharded two-operand einsum on one chip."""
+    dims = {name: _check_dim(value, name) for name, value in dims.items()}
+    check_dims(spec, dims)
+    count = math.prod(dims[d] for d in spec.all_dims)
+    flops = 2 * count if spec.contracted else count
+    per_operand: dict[str, Any] = {}
+    for op in spec.operands:
+        bits, _ = _dtype_table(dtypes[op.name], None, want_peak=False)
+        elements = math.prod(dims[d] for d in op.dims)
+        per_operand[op.name] = operand_bytes(elements, bits)
+    if accumulate:  # beta != 0: the old output is read as well as written
+        per_operand[spec.out.name] = 2 * per_operand[spec.out.name]
+    total = sum(per_operand.values())
+    _, peak = _dtype_table(compute_dtype, chip, want_peak=True)
+    times = roofline_times(flops, total, peak, chip.mem_bytes_per_s)
+    return RooflineResult(
+        spec=spec.text(),
+        dims=dims,
+        dtypes={**dtypes, "compute": compute_dtype},
+        flops=flops,
+        bytes={**per_operand, "total": total},
+        intensity_flop_per_byte=flops / total,
+        ridge_flop_per_byte=peak / chip.mem_bytes_per_s,
+        bound=times.bound,
+        t_compute_s=times.t_compute_s,
+        t_memory_s=times.t_memory_s,
+        t_lower_s=times.t_lower_s,
+        t_upper_s=times.t_upper_s,
+        hardware=HardwareUsed(chip.name, peak, chip.mem_bytes_per_s, compute_dtype),
+        accumulate=accumulate,
+        chip=chip,
+    )
+
+
+def _setup(
+    hw: str | Chip,
+    names: tuple[str, str, str],
+    dtype: Any,
+    overrides: dict[str, str | None],
+    compute_dtype: str | None,
+    flops_per_s: float | None,
+    mem_bytes_per_s: float | None,
+) -> tuple[Chip, dict[str, Any], Any]:
+    dtypes, compute = resolve_dtypes(names, dtype, overrides, compute_dtype)
+    chip = resolve_chip(hw)
+    if flops_per_s is not None and isinstance(compute, np.ndarray):
+        raise InputError("--flops-per-s needs a single compute dtype")
+    chip = chip.with_overrides(
+        compute_dtype=None if isinstance(compute, np.ndarray) else compute,
+        flops_per_s=flops_per_s,
+        mem_bytes_per_s=mem_bytes_per_s,
+    )
+    return chip, dtypes, compute
+
+
+def matmul(
+    m: Any,
+    k: Any,
+    n: Any,
+    hw: str | Chip = "h100-sxm",
+    dtype: Any = "bf16",
+    *,
+    a_dtype: str | None = None,
+    b_dtype: str | None = None,
+    out_dtype: str | None = None,
+    compute_dtype: str | None = None,
+    flops_per_s: float | None = None,
+    mem_bytes_per_s: float | None = None,
+    accumulate: bool = False,
+) -> RooflineResult:
+    """C[M,N] = A[M,K] . B[K,N] on one chip: counts, bound, times and the exact critical M.
+
+    >>> r = matmul(8192, 8192, 8192, hw="h100-sxm", dtype="bf16")
+    >>> r.flops == 2 * 8192**3, r.bound
+    (True, 'compute')
+    """
+    overrides = {"a": a_dtype, "b": b_dtype, "out": out_dtype}
+    chip, dtypes, compute = _setup(hw, ("a", "b", "out"), dtype, overrides, compute_dtype,
+                                   flops_per_s, mem_bytes_per_s)
+    result = evaluate_einsum(MATMUL_SPEC, {"M": m, "K": k, "N": n}, chip, dtypes, compute,
+                             accumulate=accumulate)
+    crit = critical_m(result.dims["K"], result.dims["N"], dtypes, result.hardware.flops_per_s,
+                      chip.mem_bytes_per_s, accumulate=accumulate)
+    return _replace(result, critical_m=crit)
+
+
+def _replace(result: RooflineResult, **changes: Any) -> RooflineResult:
+    import dataclasses
+
+    return dataclasses.replace(result, **changes)
+
+
+def _bits(dtype: Any) -> Any:
+    return _dtype_table(dtype, None, want_peak=False)[0]
+
+
+def critical_m(
+    k: Any, n: Any, dtypes: dict[str, Any], flops_per_s: Any, mem_bytes_per_s: float,
+    *, accumulate: bool = False,
+) -> Any:
+    """The smallest integer M at which C = A[M,K] B[K,N] is compute-bound (MODEL.md section 2).
+
+    Solve M * (2KN/P - (sA*K + sC*N)/W) >= sB*K*N/W; no M exists when the bracket is <= 0.
+    The closed form is then checked against the exact bound (byte rounding, float rounding) so
+    that the bound flips exactly here. Scalars give an int or None; arrays give floats with NaN.
+    """
+    bits_a, bits_b, bits_c = _bits(dtypes["a"]), _bits(dtypes["b"]), _bits(dtypes["out"])
+    out_factor = 2 if accumulate else 1
+    s_a, s_b, s_c = bits_a / 8, bits_b / 8, out_factor * bits_c / 8
+    bracket = 2 * k * n / flops_per_s - (s_a * k + s_c * n) / mem_bytes_per_s
+    need = s_b * k * n / mem_bytes_per_s
+
+    def compute_bound(m: Any) -> Any:
+        flops = 2 * m * k * n
+        total = (operand_bytes(m * k, bits_a) + operand_bytes(k * n, bits_b)
+                 + out_factor * operand_bytes(m * n, bits_c))
+        return flops / flops_per_s >= total / mem_bytes_per_s
+
+    vector = any(_is_array(v) for v in (k, n, bits_a, bits_b, bits_c, flops_per_s))
+    if not vector:
+        if bracket <= 0:
+            return None
+        m = max(1, math.ceil(need / bracket))
+        while m > 1 and compute_bound(m - 1):
+            m -= 1
+        while not compute_bound(m):
+            m += 1
+        return m
+    valid = bracket > 0
+    safe = np.where(valid, bracket, 1.0)
+    m_arr = np.maximum(1.0, np.ceil(need / safe))
+    for _ in range(2):  # float and byte rounding move the answer by at most one step
+        m_arr = np.where((m_arr > 1) & compute_bound(m_arr - 1), m_arr - 1, m_arr)
+        m_arr = np.where(compute_bound(m_arr), m_arr, m_arr + 1)
+    return np.where(valid, m_arr, np.nan)
+
+
+def einsum(
+    spec: str | EinsumSpec,
+    dims: dict[str, Any],
+    hw: str | Chip = "h100-sxm",
+    dtype: Any = "bf16",
+    *,
+    dtypes: dict[str, str] | None = None,
+    compute_dtype: str | None = None,
+    flops_per_s: float | None = None,
+    mem_bytes_per_s: float | None = None,
+    accumulate: bool = False,
+) -> RooflineResult:
+    """Any two-operand einsum in named notation on one chip, e.g.
+    `einsum("X[B,D] * W[B,D,F] -> Y[B,F]", {"B": 64, "D": 4096, "F": 4096}, "tpu-v5e", "int8")`.
+    """
+    parsed = parse_einsum(spec) if isinstance(spec, str) else spec
+    names = (parsed.lhs.name, parsed.rhs.name, parsed.out.name)
+    chip, resolved, compute = _setup(hw, names, dtype, dict(dtypes or {}), compute_dtype,
+                                     flops_per_s, mem_bytes_per_s)
+    return evaluate_einsum(parsed, dims, chip, resolved, compute, accumulate=accumulate)

@@ -1,0 +1,124 @@
+"""SI constants, parsing of quantities with units, and human formatting.
+
+The only module that knows 1e9 and 2**30. Inside shardline every quantity is in SI units
+(seconds, bytes, FLOP, FLOP/s, bytes/s); conversion happens here, at the boundary.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from shardline.errors import InputError
+
+__all__ = [
+    "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
+    "parse_quantity", "parse_count",
+    "fmt_bytes", "fmt_flops", "fmt_time", "fmt_rate", "fmt_num", "fmt_int", "fmt_intensity",
+]
+
+KB, MB, GB, TB, PB = 1e3, 1e6, 1e9, 1e12, 1e15
+KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
+
+_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+_BINARY = {"Ki": KiB, "Mi": MiB, "Gi": GiB, "Ti": TiB}
+_TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+_QUANTITY = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ/]*)\s*$")
+
+
+def parse_quantity(text: str, unit: str) -> float:
+    """Parse "3.35 TB/s", "3.35e12", "989 TFLOP/s", "1 us", "16 GiB" into SI units.
+
+    `unit` is the base unit expected ("B/s", "FLOP/s", "B", "s"); a bare number is taken as SI.
+    """
+    match = _QUANTITY.match(text)
+    if not match:
+        raise InputError(f"cannot read {text!r} as a quantity in {unit}")
+    value = float(match.group(1))
+    suffix = match.group(2)
+    if suffix == "" or suffix == unit:
+        return value
+    if unit == "s" and suffix in _TIME:
+        return value * _TIME[suffix]
+    aliases = {unit, unit.replace("FLOP", "FLOPS"), unit.replace("B", "bytes")}
+    if unit == "FLOP/s":
+        aliases |= {"FLOPS", "FLOPs", "OPS", "OP/s"}
+    for base in aliases:
+        if suffix.endswith(base):
+            prefix = suffix[: -len(base)]
+            if prefix in _BINARY:
+                return value * _BINARY[prefix]
+            if prefix in _PREFIX:
+                return value * _PREFIX[prefix]
+    raise InputError(f"cannot read {text!r}: expected a number in {unit} (e.g. '3.35e12' or '3.35 T{unit}')")
+
+
+def parse_count(text: str, what: str) -> int:
+    """Parse a positive integer, allowing 4096, 4_096, 4k (=4000), 4Ki (=4096) and 1e6."""
+    raw = text.strip().replace("_", "")
+    try:
+        if raw[-2:] in _BINARY:
+            value = float(raw[:-2]) * _BINARY[raw[-2:]]
+        elif raw[-1:] in "kKMGT" and raw[:-1]:
+            value = float(raw[:-1]) * _PREFIX[raw[-1]]
+        else:
+            value = float(raw)
+    except ValueError:
+        raise InputError(f"{what} must be a positive integer, got {text!r}") from None
+    if not math.isfinite(value) or value != int(value):
+        raise InputError(f"{what} must be a positive integer, got {text!r}")
+    return int(value)
+
+
+def _scaled(value: float, unit: str, prefixes: tuple[tuple[float, str], ...], digits: int) -> str:
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g} {unit}"
+    for scale, prefix in prefixes:
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}g} {prefix}{unit}"
+    scale, prefix = prefixes[-1]
+    return f"{value / scale:.{digits}g} {prefix}{unit}"
+
+
+_DECIMAL = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+
+
+def fmt_bytes(value: float, digits: int = 3) -> str:
+    """Decimal bytes: 402653184 -> '403 MB' (GB = 1e9 B)."""
+    return _scaled(float(value), "B", _DECIMAL, digits)
+
+
+def fmt_flops(value: float, digits: int = 3) -> str:
+    return _scaled(float(value), "FLOP", _DECIMAL, digits)
+
+
+def fmt_rate(value: float, unit: str = "FLOP/s", digits: int = 3) -> str:
+    return _scaled(float(value), unit, _DECIMAL, digits)
+
+
+def fmt_time(seconds: float, digits: int = 3) -> str:
+    value = float(seconds)
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g} s"
+    for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}g} {name}"
+    return f"{value / 1e-9:.{digits}g} ns"
+
+
+def fmt_num(value: float, digits: int = 4) -> str:
+    """A plain number for formulas: integers with separators, others in short scientific form."""
+    v = float(value)
+    if v == int(v) and abs(v) < 1e15:
+        return f"{int(v):,}"
+    if 1e-3 <= abs(v) < 1e6:
+        return f"{v:.{digits}g}"
+    return f"{v:.{digits - 1}e}"
+
+
+def fmt_int(value: float) -> str:
+    return f"{int(value):,}"
+
+
+def fmt_intensity(value: float) -> str:
+    return f"{float(value):.4g} FLOP/B"
