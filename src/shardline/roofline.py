@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from shardline.cost import roofline_times
-from shardline.dtypes import canonical_dtype, dtype_bits
+from shardline.dtypes import canonical_dtype, categorize, dtype_bits
 from shardline.einsum import EinsumSpec, check_dims, check_size, parse_einsum
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
@@ -91,12 +91,12 @@ def operand_bytes(elements: Any, bits: Any) -> Any:
 def _dtype_table(dtype: Any, chip: Chip | None, want_peak: bool) -> tuple[Any, Any]:
     """(bits, peak FLOP/s) for a dtype name or an array of names."""
     if isinstance(dtype, np.ndarray):
-        names, inverse = np.unique(dtype, return_inverse=True)
-        bits = np.array([dtype_bits(str(n)) for n in names], dtype=np.float64)[inverse]
+        names, codes = categorize(dtype)
+        bits = np.array([dtype_bits(n) for n in names], dtype=np.float64)[codes]
         peaks = None
         if want_peak and chip is not None:
-            peaks = np.array([chip.peak(str(n)) for n in names])[inverse].reshape(dtype.shape)
-        return bits.reshape(dtype.shape), peaks
+            peaks = np.array([chip.peak(n) for n in names])[codes]
+        return bits, peaks
     bits_one = dtype_bits(dtype)
     return bits_one, (chip.peak(dtype) if want_peak and chip is not None else None)
 
@@ -116,9 +116,10 @@ def resolve_dtypes(
     if unknown:
         raise InputError(f"--dtypes names unknown operand(s) {', '.join(sorted(unknown))}; "
                          f"operands are {', '.join(names)}")
-    vector = isinstance(dtype, np.ndarray)
-    if vector:
-        dtype = np.vectorize(canonical_dtype)(dtype) if dtype.size else dtype
+    if isinstance(dtype, np.ndarray):
+        distinct, codes = categorize(dtype)
+        if any(d != str(dtype.flat[int(np.argmax(codes == i))]) for i, d in enumerate(distinct)):
+            dtype = np.array(distinct)[codes]  # spell every element canonically
     else:
         dtype = canonical_dtype(dtype)
     dtypes: dict[str, Any] = {}

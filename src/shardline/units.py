@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
+
 from shardline.errors import InputError
 
 __all__ = [
@@ -107,13 +109,18 @@ def fmt_time(seconds: float, digits: int = 3) -> str:
 
 
 def fmt_num(value: float, digits: int = 4) -> str:
-    """A plain number for formulas: integers with separators, others in short scientific form."""
+    """A number for formulas: exact counts (ints) with separators; rates and other floats in
+    short scientific form (9.894e14), so that a reader can retype them."""
+    if isinstance(value, int | np.integer) and abs(int(value)) < 10**18:
+        return f"{int(value):,}"
     v = float(value)
-    if v == int(v) and abs(v) < 1e15:
-        return f"{int(v):,}"
+    if v == 0:
+        return "0"
     if 1e-3 <= abs(v) < 1e6:
         return f"{v:.{digits}g}"
-    return f"{v:.{digits - 1}e}"
+    mantissa, exponent = f"{v:.{digits - 1}e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"
 
 
 def fmt_int(value: float) -> str:

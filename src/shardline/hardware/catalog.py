@@ -6,6 +6,7 @@ The file form is documented in docs/chip-schema.md. Every numeric leaf is `{valu
 from __future__ import annotations
 
 import tomllib
+from dataclasses import fields
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -138,14 +139,30 @@ def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+_KNOWN_FIELDS: dict[str, set[str]] = {
+    "": {"schema", "name", "display_name", "aliases", "vendor", "kind", "peak_flops_per_s",
+         "memory", "on_chip", "interconnect", "achievable", "measured_on", "notes"},
+    "memory": {"capacity_bytes", "bytes_per_s"},
+    "on_chip": {f.name for f in fields(OnChip)},
+    "interconnect": {f.name for f in fields(Interconnect)},
+    "interconnect.scale_out": {f.name for f in fields(ScaleOut)},
+    "achievable": {f.name for f in fields(Achievable)} | {"notes"},
+}
+
+
+def _check_known_fields(r: _Reader) -> None:
+    for table, known in _KNOWN_FIELDS.items():
+        node = r.table(table) if table else r.data
+        for key in node:
+            if key not in known:
+                where = f"{table}.{key}" if table else key
+                raise r.fail(where, f"is not a chip field (known here: {', '.join(sorted(known))})")
+
+
 def chip_from_dict(data: dict[str, Any], origin: str = "chip file", path: str | None = None) -> Chip:
     """Validate a parsed chip table and build the Chip; errors name the bad field."""
     r = _Reader(data, origin)
-    known = {"schema", "name", "display_name", "aliases", "vendor", "kind", "peak_flops_per_s",
-             "memory", "on_chip", "interconnect", "achievable", "measured_on", "notes"}
-    for key in data:
-        if key not in known:
-            raise r.fail(key, f"is not a chip field (known: {', '.join(sorted(known))})")
+    _check_known_fields(r)
     aliases = data.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise r.fail("aliases", "must be a list of strings")

@@ -50,12 +50,10 @@ def render_roofline(r: RooflineResult) -> str:
         terms.append(f"{mult}s_{op.name}·{'·'.join(op.dims)}")
         values.append(f"{'2 × ' if mult else ''}{_size(dtype)} × "
                       + " × ".join(fmt_int(dims[d]) for d in op.dims))
-    out.append(f"  bytes      Q = {' + '.join(terms)}")
+    out.append(f"  bytes      Q = {' + '.join(terms)}   (each input read once, the output written once)")
     out.append(f"               = {' + '.join(values)}")
-    for op in spec.operands:
-        out.append(f"               {op.name}: {fmt_int(r.bytes[op.name])} B")
-    out.append(f"               = {fmt_int(r.bytes['total'])} B ({fmt_bytes(r.bytes['total'])}); "
-               "each input read once, the output written once")
+    out.append(f"               = {' + '.join(fmt_int(r.bytes[op.name]) for op in spec.operands)}"
+               f" = {fmt_int(r.bytes['total'])} B ({fmt_bytes(r.bytes['total'])})")
     out.append(f"  intensity  I = F / Q = {fmt_num(r.flops)} / {fmt_num(r.bytes['total'])}"
                f" = {float(r.intensity_flop_per_byte):,.4g} FLOP/B")
     out.append(f"  ridge      R = P / W = {fmt_num(r.hardware.flops_per_s)} FLOP/s / "
