@@ -25,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BLOCK = re.compile(r"```console\n(.*?)```", re.S)
+PYTHON = re.compile(r"```python\n(.*?)```", re.S)
 
 
 @dataclass
@@ -52,6 +53,10 @@ def examples(path: Path) -> list[Example]:
         if command is not None:
             found.append(Example(path, command, "\n".join(lines)))
     return found
+
+
+def python_blocks(path: Path) -> list[str]:
+    return PYTHON.findall(path.read_text(encoding="utf-8"))
 
 
 def run(command: str) -> tuple[int, str]:
