@@ -98,7 +98,8 @@ def test_all_to_all_per_topology() -> None:
     ring = cost("all_to_all", v, n, "ring")
     assert ring.t_bandwidth_s == pytest.approx(8 * v / 64 / W, rel=1e-12)
     # odd n = 7: right-going chunks travel 1..3 hops: 1+2+3 = 6 = (49-1)/8 chunks of V/49
-    assert cost("all_to_all", v, 7, "ring").t_bandwidth_s == pytest.approx(6 * v / 49 / W, rel=1e-12)
+    odd = cost("all_to_all", v, 7, "ring")
+    assert odd.t_bandwidth_s == pytest.approx(6 * v / 49 / W, rel=1e-12)
     # line, n = 8: the middle link is crossed by 4 x 4 = 16 (source, destination) pairs
     line = cost("all_to_all", v, n, "line")
     assert line.t_bandwidth_s == pytest.approx(16 * v / 64 / W, rel=1e-12)

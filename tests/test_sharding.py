@@ -148,7 +148,8 @@ def test_overlap_rule() -> None:
     assert off.t_s == pytest.approx(max(tc, tm) + tn)
     # MODEL.md section 5: t_lower_s (overlapped) = max of the three; t_upper_s (serial) is the
     # --no-overlap time max(t_compute, t_memory) + t_network.
-    assert on.t_lower_s <= off.t_s == on.t_upper_s == off.t_upper_s == pytest.approx(max(tc, tm) + tn)
+    serial = max(tc, tm) + tn
+    assert on.t_lower_s <= off.t_s == on.t_upper_s == off.t_upper_s == pytest.approx(serial)
 
 
 # --- conservation -----------------------------------------------------------------------------
