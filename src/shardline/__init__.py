@@ -5,10 +5,13 @@ The core (counting, roofline, collectives, sharding, pipelines) is pure: no prin
 
 from shardline.errors import InputError
 from shardline.hardware import Chip, list_chips, load_chip
+from shardline.plan import plan, sweep_batch
 from shardline.roofline import RooflineResult, critical_m, einsum, matmul
+from shardline.stack import stack
+from shardline.workload import Layer, Workload, ffn, transformer  # noqa: I001
 
 __all__ = [
-    "Chip", "InputError", "RooflineResult", "critical_m", "einsum", "list_chips", "load_chip",
-    "matmul",
+    "Chip", "InputError", "Layer", "RooflineResult", "Workload", "critical_m", "einsum", "ffn",
+    "list_chips", "load_chip", "matmul", "plan", "stack", "sweep_batch", "transformer",
 ]
 __version__ = "0.1.0"

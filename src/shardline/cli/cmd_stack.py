@@ -1,0 +1,181 @@
+"""`shardline stack` (a layer stack on one device: per-layer roofline, totals, memory check) and
+`shardline plan` (data, FSDP, tensor and pipeline parallel plans over D devices)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from shardline.cli.common import add_chip_args, add_json_arg, emit_json, overrides_from_args
+from shardline.errors import InputError
+from shardline.units import parse_count
+
+__all__ = ["register"]
+
+
+def _add_workload_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "workload",
+        metavar="WORKLOAD",
+        help="a workload .toml (a [[layer]] stack, or a [transformer] / [ffn] "
+        "template) or a .csv/.xlsx sheet of (M, K, N) rows",
+    )
+    group = parser.add_argument_group("workload")
+    group.add_argument(
+        "--phase",
+        default=None,
+        choices=("forward", "training", "prefill", "decode"),
+        help="override the file's phase (prefill and decode: templates only)",
+    )
+    group.add_argument(
+        "--batch",
+        default=None,
+        metavar="N",
+        help="override the batch (the size of the workload's batch dim)",
+    )
+    group.add_argument(
+        "--seq-len",
+        default=None,
+        metavar="N",
+        help="override a template's sequence length (decode: the cached context)",
+    )
+    group.add_argument(
+        "--sheet",
+        default=None,
+        metavar="NAME",
+        help="worksheet of an .xlsx workload (default: the first)",
+    )
+
+
+def _positive(text: str, what: str) -> int:
+    value = parse_count(text, what)
+    if value < 1:
+        raise InputError(f"{what} must be a positive integer, got {text!r}")
+    return value
+
+
+def _count(text: str | None, what: str) -> int | None:
+    return None if text is None else _positive(text, what)
+
+
+def load_from_args(args: argparse.Namespace) -> Any:
+    from shardline.io.workload_toml import load_workload
+
+    return load_workload(
+        args.workload,
+        phase=args.phase,
+        batch=_count(args.batch, "--batch"),
+        seq_len=_count(args.seq_len, "--seq-len"),
+        sheet=args.sheet,
+    )
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,unused-ignore]
+    st = sub.add_parser(
+        "stack",
+        help="a layer stack on one chip: per-layer roofline, totals, memory check",
+        description="Per-layer FLOPs, bytes, bound and times of a workload on one chip, totals "
+        "that add up, compute versus data-transfer time, and whether weights, "
+        "activations, KV cache, gradients and optimizer state fit in memory.",
+    )
+    _add_workload_args(st)
+    add_chip_args(st, dtype=False)
+    add_json_arg(st)
+    st.set_defaults(func=run_stack)
+
+    pl = sub.add_parser(
+        "plan",
+        help="data, FSDP, tensor and pipeline parallel plans over D devices",
+        description="Evaluate every combination of tensor (tp), pipeline (pp), data (dp) and "
+        "fully-sharded data (fsdp) parallelism over D devices: latency, throughput, "
+        "memory per device, communication and bottleneck; recommend one and say why.",
+    )
+    _add_workload_args(pl)
+    add_chip_args(pl, dtype=False)
+    pl.add_argument("--devices", required=True, metavar="D", help="number of devices")
+    degrees = pl.add_argument_group("plan (each optional: fixes that degree)")
+    for name, what in (
+        ("tp", "tensor-parallel"),
+        ("pp", "pipeline stages"),
+        ("dp", "data-parallel replicas"),
+        ("fsdp", "FSDP (ZeRO-3) shards"),
+    ):
+        degrees.add_argument(f"--{name}", default=None, metavar="N", help=f"{what}")
+    degrees.add_argument(
+        "--microbatches",
+        default=None,
+        metavar="M",
+        help="microbatches per step (default: the best for each plan)",
+    )
+    pl.add_argument(
+        "--objective",
+        default="latency",
+        choices=("latency", "throughput"),
+        help="rank plans by latency (default) or throughput",
+    )
+    pl.add_argument(
+        "--top",
+        default="10",
+        metavar="N",
+        help="plans shown in the text table (default 10; --json lists all)",
+    )
+    pl.add_argument(
+        "--batches",
+        default=None,
+        metavar="LIST",
+        help="sweep the batch, e.g. 1,8,64,512: the recommended plan at each and the "
+        "batch where it changes (the crossover)",
+    )
+    add_json_arg(pl)
+    pl.set_defaults(func=run_plan)
+
+
+def run_stack(args: argparse.Namespace) -> int:
+    from shardline.report.stack_text import render_stack
+    from shardline.stack import stack
+
+    workload = load_from_args(args)
+    result = stack(workload, args.hw, **overrides_from_args(args))
+    if args.json:
+        emit_json(result.to_dict())
+    else:
+        sys.stdout.write(render_stack(result))
+    return 0
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from shardline.plan import plan, sweep_batch
+    from shardline.report.stack_text import render_plan, render_sweep
+
+    workload = load_from_args(args)
+    devices = _positive(args.devices, "--devices")
+    overrides: dict[str, Any] = dict(overrides_from_args(args))
+    options: dict[str, Any] = {
+        name: _count(getattr(args, name), f"--{name}") for name in ("tp", "pp", "dp", "fsdp")
+    }
+    options["microbatches"] = _count(args.microbatches, "--microbatches")
+    options["objective"] = args.objective
+    top = _positive(args.top, "--top")
+    if args.batches is not None:
+        if args.batch is not None:
+            raise InputError("give --batch or --batches, not both")
+        batches = [
+            _positive(item.strip(), "--batches entry")
+            for item in args.batches.split(",")
+            if item.strip()
+        ]
+        if not batches:
+            raise InputError("--batches needs at least one batch size, e.g. 1,8,64")
+        sweep = sweep_batch(workload, args.hw, devices, batches, **options, **overrides)
+        if args.json:
+            emit_json(sweep.to_dict())
+        else:
+            sys.stdout.write(render_sweep(sweep))
+        return 0
+    result = plan(workload, args.hw, devices, **options, **overrides)
+    if args.json:
+        emit_json(result.to_dict())
+    else:
+        sys.stdout.write(render_plan(result, top=top))
+    return 0

@@ -1,0 +1,439 @@
+"""Terminal rendering of stacks, parallel plans and batch sweeps: the answer first, then the
+derivation with the numbers put in."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shardline.dtypes import dtype_bytes
+from shardline.plan import BatchSweep, PlanResult, PlanSet
+from shardline.stack import OPTIMIZER_BYTES_PER_PARAM, LayerRow, MemoryCheck, StackResult
+from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_time
+from shardline.workload import Workload
+
+__all__ = ["render_stack", "render_plan", "render_sweep"]
+
+
+def _table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]
+) -> list[str]:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
+    ]
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right, strict=True)
+        ]
+        return "  " + "  ".join(parts).rstrip()
+
+    return [line(header), *(line(r) for r in rows)]
+
+
+def _rate(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
+
+
+def _describe(w: Workload) -> str:
+    per_block = sum(layer.count for layer in w.layers)
+    blocks = (
+        f"{w.layer_count} layer instances ({w.repeat} x {per_block} per block)"
+        if w.repeat > 1
+        else f"{w.layer_count} layer instances"
+    )
+    batch = f"batch {fmt_int(w.batch)} ({w.batch_dim})" if w.batch_dim else "no batch dim"
+    return f"{w.phase}, {blocks}, {batch}"
+
+
+def _sum_terms(rows: Sequence[LayerRow], attr: str) -> str:
+    if len(rows) > 6:
+        return f"sum over the {len(rows)} layers of count × {attr}"
+    return " + ".join(f"{r.count} × {fmt_int(getattr(r, attr))}" for r in rows)
+
+
+def _bound_line(r: StackResult) -> str:
+    t = r.totals
+    if t.t_compute_s >= t.t_memory_s:
+        head = (
+            f"COMPUTE-BOUND overall: t_compute {fmt_time(t.t_compute_s)} >= t_memory "
+            f"{fmt_time(t.t_memory_s)} (HBM data transfer)"
+        )
+    else:
+        head = (
+            f"MEMORY-BOUND overall: t_memory {fmt_time(t.t_memory_s)} (HBM data transfer) > "
+            f"t_compute {fmt_time(t.t_compute_s)}"
+        )
+    bounds = {row.bound for row in r.layers}
+    mixed = "" if len(bounds) == 1 else f"; layers differ ({', '.join(sorted(bounds))}-bound)"
+    return (
+        f"{head}{mixed}; lower bound {fmt_time(t.t_lower_s)}, upper bound {fmt_time(t.t_upper_s)}"
+    )
+
+
+def _fit_line(mem: MemoryCheck, chip_name: str) -> str:
+    parts = [
+        ("weights", mem.weights_bytes),
+        ("gradients", mem.gradients_bytes),
+        ("optimizer", mem.optimizer_bytes),
+        ("activations", mem.activations_bytes),
+        ("KV cache", mem.kv_cache_bytes),
+    ]
+    shown = ", ".join(f"{name} {fmt_bytes(v)}" for name, v in parts if v)
+    verdict = "FITS" if mem.fits else "DOES NOT FIT"
+    margin = (
+        f"{fmt_bytes(mem.headroom_bytes)} to spare"
+        if mem.fits
+        else f"{fmt_bytes(-mem.headroom_bytes)} short"
+    )
+    return (
+        f"{verdict} on one {chip_name}: needs {fmt_bytes(mem.total_bytes)} ({shown}) of "
+        f"{fmt_bytes(mem.capacity_bytes)}, {margin}"
+    )
+
+
+def _memory_lines(r: StackResult) -> list[str]:
+    w, mem = r.workload, r.memory
+    cap = mem.capacity_bytes
+    out = [f"Memory on one {r.chip.name} (capacity {fmt_bytes(cap)} = {fmt_int(cap)} B):"]
+    weight_dtypes = {layer.dtypes[name] for layer in w.layers for name in layer.weights}
+    if len(weight_dtypes) == 1:
+        (dtype,) = weight_dtypes
+        s_w = dtype_bytes(dtype)
+        out.append(
+            f"  weights      params × s_w = {fmt_int(mem.params)} × {s_w:g} B ({dtype}) = "
+            f"{fmt_int(mem.weights_bytes)} B ({fmt_bytes(mem.weights_bytes)})"
+        )
+    else:
+        out.append(
+            f"  weights      sum of params × s_w over the layers = "
+            f"{fmt_int(mem.weights_bytes)} B ({fmt_bytes(mem.weights_bytes)})"
+        )
+    if w.training:
+        out.append(
+            f"  activations  every activation input saved for the backward pass, plus the "
+            f"largest output = {fmt_int(mem.activations_bytes)} B "
+            f"({fmt_bytes(mem.activations_bytes)})"
+        )
+    else:
+        out.append(
+            f"  activations  largest live set (one layer's inputs + output) = "
+            f"{fmt_int(mem.activations_bytes)} B ({fmt_bytes(mem.activations_bytes)})"
+        )
+    if w.kv_cache_formula:
+        f = w.kv_cache_formula
+        s_kv = f["s_kv_bits"] / 8
+        out.append(
+            f"  KV cache     2·L·n_kv·d_head·S·B·s_kv = 2 × {f['L']} × {f['n_kv']} × "
+            f"{f['d_head']} × {fmt_int(f['S'])} × {fmt_int(f['B'])} × {s_kv:g} B = "
+            f"{fmt_int(mem.kv_cache_bytes)} B ({fmt_bytes(mem.kv_cache_bytes)})"
+        )
+    elif mem.kv_cache_bytes:
+        out.append(
+            f"  KV cache     the cache operands = {fmt_int(mem.kv_cache_bytes)} B "
+            f"({fmt_bytes(mem.kv_cache_bytes)})"
+        )
+    else:
+        out.append("  KV cache     none")
+    if w.training:
+        out.append(
+            f"  gradients    one per weight, in its dtype = {fmt_int(mem.gradients_bytes)} B "
+            f"({fmt_bytes(mem.gradients_bytes)})"
+        )
+        out.append(
+            f"  optimizer    Adam, fp32 master + 2 moments: {OPTIMIZER_BYTES_PER_PARAM} B × "
+            f"{fmt_int(mem.params)} params = {fmt_int(mem.optimizer_bytes)} B "
+            f"({fmt_bytes(mem.optimizer_bytes)})"
+        )
+    else:
+        out.append("  gradients, optimizer: none (no training)")
+    relation = "<=" if mem.fits else ">"
+    verdict = (
+        f"fits, {fmt_bytes(mem.headroom_bytes)} to spare"
+        if mem.fits
+        else f"does not fit, {fmt_bytes(-mem.headroom_bytes)} short"
+    )
+    out.append(
+        f"  total        {fmt_int(mem.total_bytes)} B ({fmt_bytes(mem.total_bytes)}) "
+        f"{relation} {fmt_bytes(cap)}: {verdict}"
+    )
+    ws_rel = "<=" if mem.working_set_fits else ">"
+    out.append(
+        f"  at once      one input + one output + the layer's weight, largest layer "
+        f"({mem.working_set_layer}): {fmt_int(mem.working_set_bytes)} B "
+        f"({fmt_bytes(mem.working_set_bytes)}) {ws_rel} {fmt_bytes(cap)}: "
+        f"{'fits' if mem.working_set_fits else 'does not fit'}"
+    )
+    return out
+
+
+def render_stack(r: StackResult) -> str:
+    w, t = r.workload, r.totals
+    out = [
+        f"{w.name} on {r.chip.display_name} ({r.chip.name})",
+        f"{_describe(w)}",
+        "",
+        _bound_line(r),
+        _fit_line(r.memory, r.chip.name),
+        "",
+    ]
+    header = (
+        "layer",
+        "count",
+        "FLOPs each",
+        "bytes each",
+        "FLOP/B",
+        "bound",
+        "t_lower each",
+        "× count",
+    )
+    rows = [
+        (
+            row.name,
+            fmt_int(row.count),
+            fmt_flops(row.flops),
+            fmt_bytes(row.bytes),
+            f"{row.intensity_flop_per_byte:,.4g}",
+            row.bound,
+            fmt_time(row.t_lower_s),
+            fmt_time(row.count * row.t_lower_s),
+        )
+        for row in r.layers
+    ]
+    rows.append(
+        (
+            "total",
+            fmt_int(sum(row.count for row in r.layers)),
+            fmt_flops(t.flops),
+            fmt_bytes(t.bytes),
+            "",
+            "",
+            "",
+            fmt_time(t.t_lower_s),
+        )
+    )
+    out += _table(header, rows, (False, True, True, True, True, False, True, True))
+    out += ["", "Totals (sum over the layers of count × the per-instance value):"]
+    out.append(
+        f"  FLOPs      {_sum_terms(r.layers, 'flops')} = {fmt_int(t.flops)} FLOP "
+        f"({fmt_flops(t.flops)})"
+    )
+    if w.training:
+        out.append(
+            f"             forward {fmt_flops(t.forward_flops)} + backward "
+            f"{fmt_flops(t.backward_flops)} (backward = "
+            f"{t.backward_flops / t.forward_flops:.3g} × forward)"
+        )
+    out.append(
+        f"  bytes      {_sum_terms(r.layers, 'bytes')} = {fmt_int(t.bytes)} B "
+        f"({fmt_bytes(t.bytes)})"
+    )
+    peaks = {layer.compute_dtype for layer in w.layers}
+    if len(peaks) == 1:
+        (dtype,) = peaks
+        peak = r.chip.peak(dtype or "bf16")
+        out.append(
+            f"  t_compute  FLOPs / P = {fmt_num(t.flops)} / {fmt_num(peak)} FLOP/s "
+            f"({dtype}) = {fmt_time(t.t_compute_s)}"
+        )
+    else:
+        out.append(f"  t_compute  sum of count × F / P(dtype) = {fmt_time(t.t_compute_s)}")
+    out.append(
+        f"  t_memory   bytes / W = {fmt_num(t.bytes)} / {fmt_num(r.chip.mem_bytes_per_s)} B/s"
+        f" = {fmt_time(t.t_memory_s)}  (HBM data transfer)"
+    )
+    out.append(
+        f"  lower      sum of count × max(t_compute, t_memory) = {fmt_time(t.t_lower_s)}"
+        "  (each layer overlaps its own transfers)"
+    )
+    out.append(
+        f"  upper      sum of count × (t_compute + t_memory) = {fmt_time(t.t_upper_s)}"
+        "  (no overlap)"
+    )
+    out.append("")
+    out += _memory_lines(r)
+    return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# Plans
+
+
+def _stage_share(w: Workload, stages: int) -> str:
+    if w.pipeline_splits(stages) == "blocks":
+        per = w.repeat // stages
+        return f"{per} block{'s' if per > 1 else ''} ({w.layer_count // stages} layers)"
+    return f"{w.layer_count // stages} layers"
+
+
+def _plan_row(p: PlanResult) -> tuple[str, ...]:
+    d = p.degrees
+    return (
+        p.name,
+        str(d["tp"]),
+        str(d["pp"]),
+        str(d["dp"]),
+        str(d["fsdp"]),
+        str(p.microbatches),
+        fmt_time(p.latency_s),
+        fmt_time(p.latency_upper_s),
+        _rate(p.throughput_per_s),
+        fmt_bytes(p.memory_per_device_bytes),
+        "yes" if p.fits else "NO",
+        fmt_bytes(p.comm_bytes),
+        p.bottleneck,
+    )
+
+
+def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
+    d = p.degrees
+    m, stages = p.microbatches, d["pp"]
+    unit = w.batch_dim or "items"
+    out = [f"How {p.name} adds up:"]
+    out.append(
+        f"  batch {fmt_int(w.batch)} {unit} split over dp × fsdp = {d['dp']} × {d['fsdp']} "
+        f"replicas and m = {m} microbatch(es): {fmt_int(p.microbatch_size)} per microbatch "
+        "per device"
+    )
+    if stages > 1:
+        out.append(
+            f"  {stages} pipeline stages of {_stage_share(w, stages)} each; bubble (P-1)/(m+P-1) = "
+            f"({stages}-1)/({m}+{stages}-1) = {p.bubble_fraction:.4g}"
+        )
+    if d["tp"] > 1:
+        out.append(
+            f"  tensor parallel over {d['tp']}: each layer's tp dims split {d['tp']} ways; "
+            "a layer that contracts a split dim all-reduces its output"
+        )
+    out.append(
+        f"  one microbatch through the slowest stage: {fmt_time(p.t_stage_s)} (per phase: "
+        "max(compute, overlapped FSDP traffic) + critical-path traffic)"
+    )
+    extra = p.latency_s - (m + stages - 1) * p.t_stage_s
+    if w.training:
+        out.append(
+            f"  latency = (m + P - 1) × t_stage + gradient all-reduce not hidden = "
+            f"({m} + {stages} - 1) × {fmt_time(p.t_stage_s)} + {fmt_time(max(extra, 0.0))} = "
+            f"{fmt_time(p.latency_s)}"
+        )
+    else:
+        out.append(
+            f"  latency = (m + P - 1) × t_stage = ({m} + {stages} - 1) × "
+            f"{fmt_time(p.t_stage_s)} = {fmt_time(p.latency_s)}"
+        )
+    if w.training or stages == 1:
+        out.append(
+            f"  throughput = batch / latency = {fmt_int(w.batch)} / {fmt_time(p.latency_s)} "
+            f"= {_rate(p.throughput_per_s)} {w.item}s/s"
+        )
+    else:
+        out.append(
+            f"  throughput (a stream of batches keeps every stage busy) = batch / "
+            f"(m × t_stage) = {_rate(p.throughput_per_s)} {w.item}s/s"
+        )
+    if p.comm:
+        out.append("  communication per step on one device (V = the array each collective moves):")
+        for c in p.comm:
+            where = {
+                "tp": "critical path",
+                "pp": "critical path",
+                "fsdp": "overlapped",
+                "dp": "overlaps the last backward pass",
+            }[c.purpose]
+            out.append(
+                f"    {c.purpose:<4} {c.kind:<14} over {c.devices:>4}: {fmt_num(c.calls)} × "
+                f"{fmt_bytes(c.bytes / c.calls if c.calls else 0)} = {fmt_bytes(c.bytes)}, "
+                f"{fmt_time(c.t_s)} ({where})"
+            )
+    else:
+        out.append("  communication: none")
+    mem = p.memory
+    parts = [
+        ("weights", mem.weights_bytes),
+        ("gradients", mem.gradients_bytes),
+        ("optimizer", mem.optimizer_bytes),
+        ("activations", mem.activations_bytes),
+        ("KV cache", mem.kv_cache_bytes),
+    ]
+    shown = " + ".join(f"{name} {fmt_bytes(v)}" for name, v in parts if v)
+    out.append(
+        f"  memory per device: {shown} = {fmt_bytes(mem.total_bytes)} of "
+        f"{fmt_bytes(mem.capacity_bytes)}"
+    )
+    by = ", ".join(f"{k} {fmt_time(v)}" for k, v in p.time_by_bound_s.items() if v)
+    out.append(f"  bottleneck {p.bottleneck}: time by what binds it: {by}")
+    return out
+
+
+def render_plan(ps: PlanSet, top: int = 10) -> str:
+    w = ps.workload
+    out = [
+        f"{w.name} over {ps.devices} × {ps.chip.display_name} ({ps.chip.name}, "
+        f"{fmt_bytes(ps.chip.capacity_bytes)} each)",
+        _describe(w),
+        "",
+    ]
+    if ps.recommended is None:
+        out.append(f"NO PLAN FITS: {ps.reason}")
+    else:
+        out.append(f"RECOMMENDED {ps.recommended}: {ps.reason}.")
+    out.append("")
+    header = (
+        "plan",
+        "tp",
+        "pp",
+        "dp",
+        "fsdp",
+        "mb",
+        "latency",
+        "no overlap",
+        f"{w.item}s/s",
+        "memory/device",
+        "fits",
+        "comm/step",
+        "bottleneck",
+    )
+    shown = ps.plans[:top]
+    out += _table(
+        header,
+        [_plan_row(p) for p in shown],
+        (False, True, True, True, True, True, True, True, True, True, False, True, False),
+    )
+    if len(ps.plans) > top:
+        out.append(f"  ... and {len(ps.plans) - top} more (--top N, or --json for all)")
+    best = ps.best()
+    if best is not None:
+        out += [""] + _derivation(best, w, ps)
+    return "\n".join(out) + "\n"
+
+
+def render_sweep(sw: BatchSweep) -> str:
+    w = sw.workload
+    per = f" of {w.tokens_per_item} tokens" if w.kind != "stack" and w.item != "token" else ""
+    out = [
+        f"{w.name} over {sw.devices} × {sw.chip.name}: the recommended plan by batch "
+        f"({w.item}s{per}; objective {sw.objective})",
+        "",
+    ]
+    header = ("batch", "per device", "recommended", "latency", f"{w.item}s/s", "bottleneck")
+    rows = []
+    for p in sw.points:
+        rows.append(
+            (
+                fmt_int(p.batch),
+                f"{p.batch / sw.devices:,.4g}",
+                p.recommended or "none fits",
+                fmt_time(p.latency_s) if p.latency_s is not None else "-",
+                _rate(p.throughput_per_s) if p.throughput_per_s is not None else "-",
+                p.bottleneck or "-",
+            )
+        )
+    out += _table(header, rows, (True, True, False, True, True, False))
+    out.append("")
+    if not sw.crossovers:
+        out.append("No crossover: the same plan wins at every batch shown.")
+    for c in sw.crossovers:
+        out.append(
+            f"CROSSOVER at batch {fmt_int(c.batch)} ({_rate(c.batch / sw.devices)} per device): "
+            f"{c.from_plan or 'nothing fits'} -> {c.to_plan or 'nothing fits'}"
+        )
+    return "\n".join(out) + "\n"
