@@ -1,0 +1,404 @@
+"""Plots (PNG and SVG via matplotlib, imported inside the functions): the roofline with the user's
+operations, achieved FLOP/s versus batch (seed 001 Question 3), and time per sharding strategy.
+
+The data of each plot is computed first (`batch_curves`, `roofline_data`, `strategy_bars`, all
+numpy and the library, no matplotlib) so that tests and the HTML report use the same numbers.
+Rendering is deterministic: matplotlib's default style whatever the user's matplotlibrc, no dates
+or versions in the metadata, a fixed SVG hash salt, and text drawn as paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shardline.errors import InputError
+from shardline.hardware import Chip
+
+__all__ = [
+    "Curve",
+    "BatchPlot",
+    "batch_curves",
+    "RoofLine",
+    "RoofPoint",
+    "RooflinePlot",
+    "roofline_data",
+    "StrategyBar",
+    "strategy_bars",
+    "strategy_label",
+    "render_batch",
+    "render_roofline",
+    "render_strategies",
+    "PLOT_SUFFIXES",
+]
+
+PLOT_SUFFIXES = (".png", ".svg")
+SVG_HASH_SALT = "shardline"  # fixed ids in the SVG (matplotlib otherwise salts them randomly)
+PNG_DPI = 100
+MAX_LABELED_POINTS = 30  # beyond this the points stay, their text labels go
+MAX_SEPARATE_POINTS = 500  # beyond this the points are drawn as one scatter per regime
+
+
+# ------------------------------------------------------------------------------------------------
+# Data
+
+
+@dataclass(frozen=True)
+class Curve:
+    label: str
+    x: np.ndarray
+    y: np.ndarray
+    critical_x: float | None = None  # where the curve turns compute-bound
+
+
+@dataclass(frozen=True)
+class BatchPlot:
+    """Achieved FLOP/s = F / max(F/P, Q/W) versus batch B for X[B,D] . W[D,F] -> Y[B,F]."""
+
+    curves: list[Curve]
+    flops_per_s: float
+    mem_bytes_per_s: float
+    compute_dtype: str
+    chip_name: str
+    dtypes: dict[str, str]
+
+
+def batch_curves(
+    shapes: Sequence[tuple[int, int]],
+    batch: np.ndarray,
+    hw: str | Chip,
+    dtype: str = "bf16",
+    *,
+    a_dtype: str | None = None,
+    b_dtype: str | None = None,
+    out_dtype: str | None = None,
+    compute_dtype: str | None = None,
+    flops_per_s: float | None = None,
+    mem_bytes_per_s: float | None = None,
+) -> BatchPlot:
+    """One vectorized library call per (D, F): exact bytes, not the small-B approximation."""
+    from shardline.roofline import matmul
+
+    curves: list[Curve] = []
+    first = None
+    for d, f in shapes:
+        r = matmul(
+            batch,
+            d,
+            f,
+            hw=hw,
+            dtype=dtype,
+            a_dtype=a_dtype,
+            b_dtype=b_dtype,
+            out_dtype=out_dtype,
+            compute_dtype=compute_dtype,
+            flops_per_s=flops_per_s,
+            mem_bytes_per_s=mem_bytes_per_s,
+        )
+        first = first or r
+        achieved = np.asarray(r.flops, dtype=np.float64) / np.asarray(r.t_lower_s, dtype=np.float64)
+        crit = r.critical_m
+        crit_value = (
+            None
+            if crit is None or not np.isfinite(np.atleast_1d(crit)[0])
+            else float(np.atleast_1d(crit)[0])
+        )
+        label = f"F=D={d}" if d == f else f"D={d}, F={f}"
+        curves.append(Curve(label, np.asarray(batch, dtype=np.float64), achieved, crit_value))
+    assert first is not None
+    return BatchPlot(
+        curves=curves,
+        flops_per_s=float(first.hardware.flops_per_s),
+        mem_bytes_per_s=float(first.hardware.mem_bytes_per_s),
+        compute_dtype=str(first.dtypes["compute"]),
+        chip_name=first.hardware.name,
+        dtypes={k: str(v) for k, v in first.dtypes.items()},
+    )
+
+
+@dataclass(frozen=True)
+class RoofLine:
+    """A roof: min(peak, intensity x bandwidth)."""
+
+    label: str
+    flops_per_s: float
+    bytes_per_s: float
+    style: str = "-"
+
+
+@dataclass(frozen=True)
+class RoofPoint:
+    label: str
+    intensity_flop_per_byte: float
+    flops_per_s: float  # attained on the roofline: F / max(t_compute, t_memory)
+    bound: str
+
+
+@dataclass(frozen=True)
+class RooflinePlot:
+    chip_name: str
+    roofs: list[RoofLine]
+    points: list[RoofPoint] = field(default_factory=list)
+
+
+def roofline_data(
+    chip: Chip,
+    points: Sequence[RoofPoint] = (),
+    *,
+    levels: bool = True,
+    dtypes: Sequence[str] | None = None,
+    level_dtype: str | None = None,
+) -> RooflinePlot:
+    """One roof per compute dtype (dtypes with equal peaks share one) under the HBM slope, plus the
+    on-chip levels' slopes under `level_dtype`'s peak when the chip file gives their bandwidth (a
+    hierarchical roofline, MODEL.md section 3)."""
+    names = list(dtypes) if dtypes else list(chip.peak_flops_per_s)
+    by_peak: dict[float, list[str]] = {}
+    for d in names:
+        by_peak.setdefault(chip.peak(d), []).append(d)
+    roofs = [
+        RoofLine(f"{'/'.join(ds)} peak, HBM", peak, chip.mem_bytes_per_s)
+        for peak, ds in sorted(by_peak.items(), reverse=True)
+    ]
+    if levels:
+        top = chip.peak(level_dtype) if level_dtype else max(by_peak)
+        name = f" ({level_dtype})" if level_dtype else ""
+        if chip.on_chip.l2_bytes_per_s:
+            roofs.append(RoofLine(f"L2{name}", top, chip.on_chip.l2_bytes_per_s, "--"))
+        if chip.on_chip.shared_bytes_per_s:
+            roofs.append(
+                RoofLine(
+                    f"{chip.on_chip.core_name} shared memory{name}",
+                    top,
+                    chip.on_chip.shared_bytes_per_s,
+                    ":",
+                )
+            )
+    return RooflinePlot(chip.name, roofs, list(points))
+
+
+@dataclass(frozen=True)
+class StrategyBar:
+    label: str
+    t_compute_s: float
+    t_memory_s: float
+    t_network_s: float
+    t_lower_s: float
+    bound: str
+
+
+def strategy_label(spec: str, mesh: dict[str, int]) -> str:
+    """'M/X=2, N/Y=4' from the strategy's spec and mesh: which dim each mesh axis splits."""
+    from shardline.einsum import parse_einsum
+
+    parsed = parse_einsum(spec)
+    splits: dict[str, str] = {}
+    for op in parsed.operands:
+        for dim, axes in zip(op.dims, op.shards, strict=True):
+            if axes and dim not in splits:
+                splits[dim] = "".join(axes)
+    if not splits:
+        return "replicated"
+    parts = []
+    for dim, names in splits.items():
+        sizes = "x".join(f"{a}={mesh.get(a, '?')}" for a in names)
+        parts.append(f"{dim}/{sizes}")
+    return ", ".join(parts)
+
+
+def strategy_bars(comparison: Any, top: int | None = None) -> list[StrategyBar]:
+    """Bars for the strategies of a `shardline.compare` result, fastest first."""
+    strategies = list(comparison.strategies)[: top or None]
+    return [
+        StrategyBar(
+            strategy_label(s.spec, dict(s.mesh)),
+            float(s.t_compute_s),
+            float(s.t_memory_s),
+            float(s.t_network_s),
+            float(s.t_s),
+            str(s.bound),
+        )
+        for s in strategies
+    ]
+
+
+# ------------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _figure(width: float, height: float) -> tuple[Any, Any]:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height))
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def _save(fig: Any, path: Path) -> None:
+    suffix = path.suffix.lower()
+    if suffix == ".svg":
+        fig.savefig(path, format="svg", metadata={"Date": None, "Creator": "shardline"})
+    elif suffix == ".png":
+        fig.savefig(path, format="png", dpi=PNG_DPI, metadata={"Software": None})
+    else:
+        raise InputError(f"plot output {path}: expected .png or .svg, got {suffix or '(none)'!r}")
+
+
+def _render(path: str | Path, draw: Any) -> None:
+    """Draw under matplotlib's default style and save deterministically."""
+    import matplotlib
+
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()
+        matplotlib.rcParams.update(
+            {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "path", "path.simplify": False}
+        )
+        fig = draw()
+        _save(fig, Path(path))
+
+
+def _fmt_si(value: float) -> str:
+    from shardline.units import fmt_rate
+
+    return fmt_rate(value)
+
+
+def render_batch(plot: BatchPlot, path: str | Path) -> None:
+    def draw() -> Any:
+        fig, ax = _figure(8, 4)
+        for i, curve in enumerate(plot.curves):
+            (line,) = ax.plot(curve.x, curve.y, label=curve.label)
+            line.set_gid(f"curve-{i}")
+        ax.axhline(
+            plot.flops_per_s,
+            color="0.5",
+            linestyle="--",
+            linewidth=0.8,
+            label=f"peak {_fmt_si(plot.flops_per_s)}",
+        ).set_gid("peak")
+        ax.legend()
+        ax.set_xlabel("batch size B")
+        ax.set_ylabel(f"achieved {plot.compute_dtype} FLOP/s")
+        dt = plot.dtypes
+        ax.set_title(
+            f"X[B,D] {dt.get('a')} · W[D,F] {dt.get('b')} -> {dt.get('out')} on "
+            f"{plot.chip_name}: P = {plot.flops_per_s:.3g} FLOP/s, "
+            f"W = {plot.mem_bytes_per_s:.3g} B/s",
+            fontsize=9,
+        )
+        ax.grid(True)
+        fig.tight_layout()
+        return fig
+
+    _render(path, draw)
+
+
+def render_roofline(plot: RooflinePlot, path: str | Path) -> None:
+    def draw() -> Any:
+        fig, ax = _figure(8, 5)
+        intensities = [p.intensity_flop_per_byte for p in plot.points]
+        ridges = [r.flops_per_s / r.bytes_per_s for r in plot.roofs]
+        lo = min([*intensities, *ridges, 1.0]) / 4
+        hi = max([*intensities, *ridges]) * 4
+        x = np.geomspace(lo, hi, 256)
+        for i, roof in enumerate(plot.roofs):
+            (line,) = ax.plot(
+                x,
+                np.minimum(roof.flops_per_s, x * roof.bytes_per_s),
+                roof.style,
+                label=f"{roof.label}: {_fmt_si(roof.flops_per_s)}, ridge "
+                f"{roof.flops_per_s / roof.bytes_per_s:,.0f} FLOP/B",
+            )
+            line.set_gid(f"roof-{i}")
+        colors = {"compute": "tab:green", "memory": "tab:orange", "network": "tab:blue"}
+        if len(plot.points) > MAX_SEPARATE_POINTS:  # one scatter per regime: fast for big sheets
+            for bound, color in colors.items():
+                group = [p for p in plot.points if p.bound == bound]
+                if group:
+                    ax.scatter([p.intensity_flop_per_byte for p in group],
+                               [p.flops_per_s for p in group], s=9, color=color,
+                               linewidths=0).set_gid(f"points-{bound}")
+        for i, p in enumerate(plot.points):
+            if len(plot.points) <= MAX_SEPARATE_POINTS:  # one artist each: the SVG names them
+                ax.plot(
+                    [p.intensity_flop_per_byte],
+                    [p.flops_per_s],
+                    "o",
+                    color=colors.get(p.bound, "k"),
+                    markersize=5,
+                )[0].set_gid(f"point-{i}")
+            if i < MAX_LABELED_POINTS:
+                ax.annotate(
+                    p.label,
+                    (p.intensity_flop_per_byte, p.flops_per_s),
+                    fontsize=7,
+                    xytext=(4, 4),
+                    textcoords="offset points",
+                )
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+        ax.set_ylabel("attainable FLOP/s")
+        ax.set_title(
+            f"roofline of {plot.chip_name}"
+            + (
+                f" ({len(plot.points)} operations; green compute-bound, orange memory-bound)"
+                if plot.points
+                else ""
+            ),
+            fontsize=9,
+        )
+        ax.grid(True, which="both", linewidth=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+        fig.tight_layout()
+        return fig
+
+    _render(path, draw)
+
+
+def render_strategies(bars: Sequence[StrategyBar], path: str | Path, title: str = "") -> None:
+    """Per strategy, three bars (compute, memory, network time) and a marker at the lower bound."""
+
+    def draw() -> Any:
+        fig, ax = _figure(max(6.0, 1.2 * len(bars) + 2), 4.5)
+        x = np.arange(len(bars))
+        width = 0.26
+        top = max(
+            [max(b.t_compute_s, b.t_memory_s, b.t_network_s, b.t_lower_s) for b in bars] + [0.0]
+        )
+        scale, unit = next(
+            ((f, u) for f, u in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")) if top >= f), (1e-9, "ns")
+        )
+        parts = (
+            ("t_compute_s", "compute", "tab:green"),
+            ("t_memory_s", "memory", "tab:orange"),
+            ("t_network_s", "network", "tab:blue"),
+        )
+        for j, (attr, label, color) in enumerate(parts):
+            values = [getattr(b, attr) / scale for b in bars]
+            container = ax.bar(x + (j - 1) * width, values, width, label=label, color=color)
+            for i, patch in enumerate(container.patches):
+                patch.set_gid(f"bar-{i}-{label}")
+        ax.hlines(
+            [b.t_lower_s / scale for b in bars],
+            x - 1.5 * width,
+            x + 1.5 * width,
+            colors="k",
+            linewidth=2,
+            label="step time",
+        ).set_gid("step")
+        ax.set_xticks(x)
+        ax.set_xticklabels([b.label for b in bars], rotation=20, ha="right", fontsize=8)
+        ax.set_ylabel(f"time per step per device ({unit})")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=8)
+        ax.grid(True, axis="y", linewidth=0.3)
+        fig.tight_layout()
+        return fig
+
+    _render(path, draw)
