@@ -141,7 +141,8 @@ def _opt_float(value: Any) -> float | None:
 
 _KNOWN_FIELDS: dict[str, set[str]] = {
     "": {"schema", "name", "display_name", "aliases", "vendor", "kind", "peak_flops_per_s",
-         "memory", "on_chip", "interconnect", "achievable", "measured_on", "notes"},
+         "memory", "on_chip", "interconnect", "achievable", "measured_on", "notes",
+         "calibration"},  # calibration: how a calibrated file was measured (shardline.calibrate)
     "memory": {"capacity_bytes", "bytes_per_s"},
     "on_chip": {f.name for f in fields(OnChip)},
     "interconnect": {f.name for f in fields(Interconnect)},
@@ -186,10 +187,13 @@ def chip_from_dict(data: dict[str, Any], origin: str = "chip file", path: str | 
             r.number("achievable.collective_half_efficiency_bytes")
         ),
         per_call_overhead_s=_opt_float(r.number("achievable.per_call_overhead_s")),
+        pack_bytes_per_s=_opt_float(r.number("achievable.pack_bytes_per_s")),
+        unaligned_matmul_efficiency=_opt_float(r.number("achievable.unaligned_matmul_efficiency")),
     )
-    eff = achievable.collective_bus_efficiency
-    if eff is not None and eff > 1:
-        raise r.fail("achievable.collective_bus_efficiency", f"must be at most 1, got {eff}")
+    for key in ("collective_bus_efficiency", "unaligned_matmul_efficiency"):
+        eff = getattr(achievable, key)
+        if eff is not None and eff > 1:
+            raise r.fail(f"achievable.{key}", f"must be at most 1, got {eff}")
     name = r.text("name").strip().lower()
     return Chip(
         name=name,

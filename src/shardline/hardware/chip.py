@@ -61,6 +61,10 @@ class Achievable:
     collective_bus_efficiency: float | None = None
     collective_half_efficiency_bytes: float | None = None
     per_call_overhead_s: float | None = None
+    # calibrated files (shardline.calibrate): CPU BLAS packing rate of the inputs, in bytes/s,
+    # and the matmul rate with unaligned dimensions as a fraction of the aligned rate
+    pack_bytes_per_s: float | None = None
+    unaligned_matmul_efficiency: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,139 @@
+"""Writing a measured chip as a TOML chip file (docs/chip-schema.md), atomically.
+
+A chip file is written to a temporary file in the same directory and renamed into place, so a reader
+never sees half a file and a failure leaves no file. Measurements that were taken before a failure
+go to a side CSV (`<out>.partial.csv`) instead, so nothing measured is lost.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from shardline.errors import InputError
+
+__all__ = ["Measured", "render_toml", "atomic_write", "check_output", "write_chip_file",
+           "write_partial_csv", "partial_path"]
+
+
+class Measured:
+    """A number with the source text the chip file keeps next to it."""
+
+    def __init__(self, value: float, source: str) -> None:
+        if hasattr(value, "item"):  # numpy scalars become Python numbers
+            value = value.item()
+        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+            raise InputError(f"measured value {value!r} for {source!r} is not a positive number")
+        self.value = value
+        self.source = source
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, Measured):
+        return f"{{ value = {_toml_value(value.value)}, source = {_toml_value(value.source)} }}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'"{escaped}"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} to TOML")
+
+
+def render_toml(data: dict[str, Any], header: str = "") -> str:
+    """TOML text for nested dicts of scalars, lists and Measured values (tables after scalars)."""
+    lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+
+    def emit(table: dict[str, Any], prefix: str) -> None:
+        scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
+        tables = {k: v for k, v in table.items() if isinstance(v, dict)}
+        if prefix and scalars:
+            lines.append("")
+            lines.append(f"[{prefix}]")
+        for key, value in scalars.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        for key, value in tables.items():
+            emit(value, f"{prefix}.{key}" if prefix else key)
+
+    emit(data, "")
+    return "\n".join(lines) + "\n"
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Call `write(tmp)` on a temporary file next to `path`, then rename it into place."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                dir=str(path.parent) if str(path.parent) else ".")
+    os.close(fd)
+    tmp = Path(name)
+    umask = os.umask(0)
+    os.umask(umask)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a chip file is an ordinary file
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def check_output(path: str | Path, inputs: Iterable[str | Path] = (), *, force: bool = False,
+                 suffixes: tuple[str, ...] = ()) -> Path:
+    """An output path that is not an input, is in an existing directory, and is not an existing
+    file unless `force`. Checked before any measurement starts."""
+    out = Path(path)
+    if suffixes and out.suffix.lower() not in suffixes:
+        raise InputError(f"output {out}: expected a {' or '.join(suffixes)} file")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"output {out}: directory {parent} does not exist")
+    for source in inputs:
+        if Path(source).resolve() == out.resolve():
+            raise InputError(f"output {out} is an input file; refusing to overwrite an input")
+    if out.is_dir():
+        raise InputError(f"output {out} is a directory")
+    if out.exists() and not force:
+        raise InputError(f"output {out} already exists; pass --force to replace it")
+    return out
+
+
+def write_chip_file(path: Path, data: dict[str, Any], header: str = "") -> None:
+    """Validate `data` as a chip (the loader's own checks) and write it atomically."""
+    import tomllib
+
+    from shardline.hardware import chip_from_dict
+
+    text = render_toml(data, header)
+    chip_from_dict(tomllib.loads(text), origin=str(path))  # never write a file the loader rejects
+    def write(tmp: Path) -> None:
+        tmp.write_text(text, encoding="utf-8")
+
+    atomic_write(path, write)
+
+
+def partial_path(out: Path) -> Path:
+    return out.with_name(out.name + ".partial.csv")
+
+
+def write_partial_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    """The measurements taken so far, one row each, raw SI numbers (atomic as well)."""
+    keys: list[str] = []
+    for row in rows:
+        keys.extend(k for k in row if k not in keys)
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=keys or ["kind"])
+            writer.writeheader()
+            writer.writerows(rows)
+
+    atomic_write(path, write)

@@ -1,0 +1,314 @@
+"""Tiles and on-chip memory (MODEL.md section 3): real HBM and L2 traffic, tile intensity against
+each level's ridge, the per-core working set, and GPU tile/wave quantization.
+
+Pure and vectorized: dimensions may be Python ints or numpy arrays that broadcast. The formulas:
+
+- output-stationary tiles bm x bn, K streamed in steps of bk (MODEL.md section 3):
+  traffic into the tiles `sA*M*K*ceil(N/bn) + sB*K*N*ceil(M/bm) + sC*M*N`
+- tile intensity `2*bm*bn / (sA*bm + sB*bn)` FLOP per byte loaded (square b, one dtype: b/s)
+- working set per tile `stages*(sA*bm*bk + sB*bk*bn) + 4*bm*bn` (fp32 accumulator)
+- NVIDIA "Matrix Multiplication Background" guide, section 3: tiles `T = ceil(M/bm)*ceil(N/bn)`,
+  waves `ceil(T/SMs)`, wave efficiency `T/(waves*SMs)`, tile efficiency
+  `M*N/(ceil(M/bm)*bm*ceil(N/bn)*bn)`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shardline.dtypes import ACCUMULATOR_BYTES, canonical_dtype, dtype_bytes
+from shardline.errors import InputError
+from shardline.hardware import Chip, resolve_chip
+
+__all__ = [
+    "Tile", "TileReport", "Level", "parse_tile", "default_bk", "tile_traffic_bytes",
+    "tile_intensity", "working_set_bytes", "quantization", "l2_blocked_hbm_bytes",
+    "analyze_tile", "smallest_tile", "DEFAULT_STAGES", "GPU_TILE_CANDIDATES",
+]
+
+# Pipeline stages of the K loop kept in shared memory (double buffering).
+DEFAULT_STAGES = 2
+# Bytes of K loaded per stage and operand row: 128 B is one full cache line / TMA box row
+# (64 bf16, 32 fp32 elements), the usual CUTLASS/cuBLAS k-tile.
+_BK_BYTES = 128
+# Output tiles a GPU BLAS library picks from (NVIDIA "Matrix Multiplication Background" guide,
+# section 2.3 "Typical Tile Dimensions In cuBLAS And Performance": 256x128 down to 64x64).
+GPU_TILE_CANDIDATES: tuple[tuple[int, int], ...] = (
+    (256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64),
+)
+_SEARCH_SIDES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+_TILE_TEXT = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)(?:\s*[xX×]\s*(\d+))?\s*$")
+
+
+@dataclass(frozen=True)
+class Tile:
+    bm: int
+    bn: int
+    bk: int
+
+    def text(self) -> str:
+        return f"{self.bm}x{self.bn}x{self.bk}"
+
+
+def default_bk(elem_bytes: float) -> int:
+    """K step of a tile: 128 bytes of each operand row (64 for bf16, 32 for fp32)."""
+    return max(8, int(_BK_BYTES // max(elem_bytes, 0.5)))
+
+
+def parse_tile(text: str, elem_bytes: float = 2.0) -> Tile:
+    """'128x256x64' (BMxBNxBK) or '128x256' (BK from the dtype: 128 bytes of K)."""
+    match = _TILE_TEXT.match(text or "")
+    if not match:
+        raise InputError(f"cannot read tile {text!r}: expected BMxBNxBK, e.g. 128x256x64")
+    bm, bn = int(match.group(1)), int(match.group(2))
+    bk = int(match.group(3)) if match.group(3) else default_bk(elem_bytes)
+    if min(bm, bn, bk) <= 0:
+        raise InputError(f"tile {text!r}: every side must be a positive integer")
+    return Tile(bm, bn, bk)
+
+
+def _ceil_div(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int):
+        return -(-a // b)
+    return np.ceil(np.asarray(a, dtype=np.float64) / b)
+
+
+def tile_traffic_bytes(m: Any, k: Any, n: Any, bm: Any, bn: Any,
+                       s_a: float, s_b: float, s_c: float, batch: Any = 1) -> Any:
+    """Bytes moved into output-stationary bm x bn tiles: each tile reads its A panel (bm x K) and
+    B panel (K x bn) once and writes its C tile once (MODEL.md section 3)."""
+    return batch * (s_a * m * k * _ceil_div(n, bn) + s_b * k * n * _ceil_div(m, bm) + s_c * m * n)
+
+
+def tile_intensity(bm: Any, bn: Any, s_a: float, s_b: float) -> Any:
+    """FLOP per byte loaded by one tile per K step: 2*bm*bn*bk / ((sA*bm + sB*bn)*bk)."""
+    return 2 * bm * bn / (s_a * bm + s_b * bn)
+
+
+def working_set_bytes(bm: Any, bn: Any, bk: Any, s_a: float, s_b: float,
+                      stages: int = DEFAULT_STAGES) -> Any:
+    """On-chip bytes of one tile: `stages` K slices of A and B plus the fp32 accumulator."""
+    return stages * (s_a * bm * bk + s_b * bk * bn) + ACCUMULATOR_BYTES * bm * bn
+
+
+def quantization(m: Any, n: Any, bm: Any, bn: Any, cores: int, batch: Any = 1) -> dict[str, Any]:
+    """Tile and wave quantization (NVIDIA "Matrix Multiplication Background" guide, section 3)."""
+    tiles_m, tiles_n = _ceil_div(m, bm), _ceil_div(n, bn)
+    tiles = batch * tiles_m * tiles_n
+    waves = _ceil_div(tiles, cores)
+    return {
+        "tiles": tiles,
+        "waves": waves,
+        "wave_efficiency": tiles / (waves * cores),
+        "tile_efficiency": (m * n) / (tiles_m * bm * tiles_n * bn),
+    }
+
+
+def l2_blocked_hbm_bytes(m: Any, k: Any, n: Any, bm: Any, bn: Any, s_a: float, s_b: float,
+                         s_c: float, l2_bytes: float | None, batch: Any = 1) -> Any:
+    """HBM bytes when the L2 keeps the panels of a g x g group of tiles (a rasterized tile order):
+    the traffic formula with blocks of g*bm x g*bn, g the largest integer whose A and B panels
+    `K*(sA*g*bm + sB*g*bn)` fit the L2; at least one tile (g = 1), at most the whole matrix.
+    Without an L2 the tiles stream from HBM."""
+    if not l2_bytes:
+        return tile_traffic_bytes(m, k, n, bm, bn, s_a, s_b, s_c, batch)
+    panel_bytes = k * (s_a * bm + s_b * bn)
+    g = np.maximum(1.0, np.floor(l2_bytes / panel_bytes))
+    block_m = np.minimum(g * bm, m)
+    block_n = np.minimum(g * bn, n)
+    out = tile_traffic_bytes(m, k, n, block_m, block_n, s_a, s_b, s_c, batch)
+    if all(isinstance(v, int) for v in (m, k, n)) and not isinstance(batch, np.ndarray):
+        return float(out)
+    return out
+
+
+@dataclass(frozen=True)
+class Level:
+    """One memory level that feeds the math units."""
+
+    name: str
+    bytes: float  # traffic through this level for the whole multiply
+    bytes_per_s: float
+    ridge_flop_per_byte: float
+    intensity_flop_per_byte: float  # FLOPs / bytes through this level
+
+    @property
+    def compute_bound(self) -> bool:
+        return self.intensity_flop_per_byte >= self.ridge_flop_per_byte
+
+
+@dataclass(frozen=True)
+class TileReport:
+    """`shardline tile`: the traffic and fit of one tile on one chip. Field names are JSON keys."""
+
+    m: int
+    k: int
+    n: int
+    dtypes: dict[str, str]
+    hardware: str
+    flops: int
+    minimum_bytes: float
+    flops_per_s: float
+    flops_per_s_source: str  # "achievable" or "peak"
+    tile: Tile
+    chosen_by: str  # "user" or "library heuristic"
+    stages: int
+    tile_intensity_flop_per_byte: float
+    feeding_level: str  # the level the tile's panels are loaded from
+    compute_bound: bool  # tile intensity >= ridge of the feeding level
+    levels: tuple[Level, ...]
+    working_set_bytes: float
+    shared_bytes_per_core: float | None
+    fits: bool | None
+    cores: int | None
+    quantization: dict[str, Any]
+    smallest: Tile | None  # smallest tile that is compute-bound and fits
+    smallest_intensity_flop_per_byte: float | None
+    smallest_working_set_bytes: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        from shardline.serialize import jsonable
+
+        out: dict[str, Any] = jsonable(self)
+        out["tile"] = {"bm": self.tile.bm, "bn": self.tile.bn, "bk": self.tile.bk,
+                       "text": self.tile.text()}
+        out["levels"] = [{**jsonable(level), "compute_bound": level.compute_bound}
+                         for level in self.levels]
+        out["smallest"] = (None if self.smallest is None else
+                           {"bm": self.smallest.bm, "bn": self.smallest.bn,
+                            "bk": self.smallest.bk, "text": self.smallest.text()})
+        return out
+
+
+def _rate(chip: Chip, compute: str, use_peak: bool) -> tuple[float, str]:
+    achievable = chip.achievable.matmul_flops_per_s.get(compute)
+    if achievable is not None and not use_peak:
+        return achievable, "achievable"
+    return chip.peak(compute), "peak"
+
+
+def _check_user_tile(tile: Tile, m: int, k: int, n: int) -> None:
+    for side, name, dim, dim_name in ((tile.bm, "BM", m, "M"), (tile.bn, "BN", n, "N"),
+                                      (tile.bk, "BK", k, "K")):
+        if dim % side:
+            raise InputError(
+                f"tile {tile.text()} does not divide the problem: {name}={side} does not divide "
+                f"{dim_name}={dim} ({dim_name} % {name} = {dim % side}); pick sides that divide "
+                "M, N and K (or leave out --tile to let shardline choose)")
+
+
+def _mxu(chip: Chip) -> int | None:
+    return chip.on_chip.matrix_unit_elements if chip.kind == "tpu" else None
+
+
+def smallest_tile(chip: Chip, s_a: float, s_b: float, bk: int, ridge: float,
+                  stages: int = DEFAULT_STAGES) -> Tile | None:
+    """The smallest tile (by area, then squarest) whose intensity reaches `ridge` and whose working
+    set fits the per-core memory; sides are powers of two (multiples of the MXU on a TPU)."""
+    unit = _mxu(chip)
+    sides = [s for s in _SEARCH_SIDES if unit is None or s % unit == 0]
+    limit = chip.on_chip.shared_bytes_per_core
+    best: tuple[float, float, Tile] | None = None
+    for bm in sides:
+        for bn in sides:
+            if tile_intensity(bm, bn, s_a, s_b) < ridge:
+                continue
+            if limit is not None and working_set_bytes(bm, bn, bk, s_a, s_b, stages) > limit:
+                continue
+            key = (bm * bn, abs(math.log2(bm / bn)), Tile(bm, bn, bk))
+            if best is None or key[:2] < best[:2]:
+                best = key
+    return None if best is None else best[2]
+
+
+def _heuristic_tile(chip: Chip, m: int, k: int, n: int, s_a: float, s_b: float, s_c: float,
+                    bk: int, ridge: float, stages: int, compute: str) -> Tile:
+    """The tile a library would pick for this shape. TPU (a compiler sizes VMEM blocks): the
+    smallest MXU-multiple block that reaches the HBM ridge and fits VMEM, else one MXU tile.
+    GPU: the candidate with the shortest quantized time (shardline.predict makes the same choice,
+    vectorized)."""
+    unit = _mxu(chip)
+    if unit:
+        return smallest_tile(chip, s_a, s_b, bk, ridge, stages) or Tile(unit, unit, bk)
+    from shardline.predict import choose_gpu_tile
+
+    bm, bn = choose_gpu_tile(chip, m, k, n, s_a, s_b, s_c, compute)
+    return Tile(bm, bn, bk)
+
+
+def analyze_tile(
+    m: int, k: int, n: int, hw: str | Chip = "h100-sxm", dtype: str = "bf16", *,
+    tile: str | Tile | None = None, stages: int = DEFAULT_STAGES, use_peak: bool = False,
+    a_dtype: str | None = None, b_dtype: str | None = None, out_dtype: str | None = None,
+    compute_dtype: str | None = None,
+) -> TileReport:
+    """Traffic per memory level, tile intensity against each ridge, fit in the per-core memory,
+    and the smallest tile that is compute-bound and fits."""
+    from shardline.roofline import resolve_dtypes
+
+    chip = resolve_chip(hw)
+    if stages < 1:
+        raise InputError(f"--stages must be at least 1, got {stages}")
+    dtypes, compute = resolve_dtypes(("a", "b", "out"), dtype,
+                                     {"a": a_dtype, "b": b_dtype, "out": out_dtype}, compute_dtype)
+    s_a, s_b, s_c = (dtype_bytes(dtypes[x]) for x in ("a", "b", "out"))
+    compute = canonical_dtype(compute)
+    rate, source = _rate(chip, compute, use_peak)
+    bk_default = default_bk(max(s_a, s_b))
+    if isinstance(tile, str):
+        tile = parse_tile(tile, max(s_a, s_b))
+    chosen_by = "user"
+    l2_rate = chip.on_chip.l2_bytes_per_s
+    ridge = rate / (l2_rate or chip.mem_bytes_per_s)  # of the level that feeds the tiles
+    if tile is None:
+        tile = _heuristic_tile(chip, m, k, n, s_a, s_b, s_c, bk_default, ridge, stages, compute)
+        chosen_by = "library heuristic"
+    else:
+        _check_user_tile(tile, m, k, n)
+    work = float(working_set_bytes(tile.bm, tile.bn, tile.bk, s_a, s_b, stages))
+    limit = chip.on_chip.shared_bytes_per_core
+    fits = None if limit is None else work <= limit
+    if chosen_by == "user" and fits is False:
+        raise InputError(
+            f"tile {tile.text()} does not fit: its working set {stages}*(sA*BM*BK + sB*BK*BN) + "
+            f"4*BM*BN = {work:,.0f} B exceeds the {limit:,.0f} B of shared memory per "
+            f"{chip.on_chip.core_name} on {chip.name}")
+    flops = 2 * m * k * n
+    minimum = s_a * m * k + s_b * k * n + s_c * m * n
+    intensity = float(tile_intensity(tile.bm, tile.bn, s_a, s_b))
+    levels = []
+    tile_bytes = float(tile_traffic_bytes(m, k, n, tile.bm, tile.bn, s_a, s_b, s_c))
+    if l2_rate:
+        hbm = float(l2_blocked_hbm_bytes(m, k, n, tile.bm, tile.bn, s_a, s_b, s_c,
+                                         chip.on_chip.l2_bytes))
+        levels.append(Level("HBM", hbm, chip.mem_bytes_per_s, rate / chip.mem_bytes_per_s,
+                            flops / hbm))
+        levels.append(Level("L2", tile_bytes, l2_rate, rate / l2_rate, flops / tile_bytes))
+        feeding = levels[-1]
+    else:
+        levels.append(Level("HBM", tile_bytes, chip.mem_bytes_per_s,
+                            rate / chip.mem_bytes_per_s, flops / tile_bytes))
+        feeding = levels[0]
+    small = smallest_tile(chip, s_a, s_b, tile.bk, ridge, stages)
+    cores = chip.on_chip.cores
+    quant = quantization(m, n, tile.bm, tile.bn, cores or 1)
+    return TileReport(
+        m=m, k=k, n=n, dtypes={**{x: str(dtypes[x]) for x in dtypes}, "compute": compute},
+        hardware=chip.name, flops=flops, minimum_bytes=minimum, flops_per_s=rate,
+        flops_per_s_source=source, tile=tile, chosen_by=chosen_by, stages=stages,
+        tile_intensity_flop_per_byte=intensity, feeding_level=feeding.name,
+        compute_bound=intensity >= ridge, levels=tuple(levels), working_set_bytes=work,
+        shared_bytes_per_core=limit, fits=fits, cores=cores,
+        quantization={key: float(value) for key, value in quant.items()},
+        smallest=small,
+        smallest_intensity_flop_per_byte=(None if small is None else
+                                          float(tile_intensity(small.bm, small.bn, s_a, s_b))),
+        smallest_working_set_bytes=(None if small is None else
+                                    float(working_set_bytes(small.bm, small.bn, small.bk, s_a,
+                                                            s_b, stages))),
+    )

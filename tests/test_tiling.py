@@ -1,0 +1,118 @@
+"""Tiles and on-chip memory (shardline.tiling, `shardline tile`): formulas derived by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from shardline.cli.main import main
+from shardline.tiling import (
+    Tile,
+    analyze_tile,
+    l2_blocked_hbm_bytes,
+    parse_tile,
+    smallest_tile,
+    tile_intensity,
+    tile_traffic_bytes,
+    working_set_bytes,
+)
+
+
+def test_traffic_formula_by_hand() -> None:
+    """M=K=N=1024 bf16, 128x256 tiles: A is read ceil(1024/256) = 4 times, B ceil(1024/128) = 8
+    times, C written once: 2*1024^2*(4 + 8 + 1) bytes."""
+    assert tile_traffic_bytes(1024, 1024, 1024, 128, 256, 2, 2, 2) == 2 * 1024**2 * 13
+    # a non-dividing tile still reads whole panels: ceil(1000/128) = 8, ceil(1000/256) = 4
+    assert tile_traffic_bytes(1000, 1000, 1000, 128, 256, 2, 2, 2) == 2 * 1000**2 * (4 + 8 + 1)
+
+
+def test_tile_intensity_square_is_b_over_s() -> None:
+    """Square b, one dtype: 2*b*b / (s*b + s*b) = b/s."""
+    for b in (64, 128, 256):
+        for s in (1, 2, 4):
+            assert tile_intensity(b, b, s, s) == pytest.approx(b / s)
+
+
+def test_working_set_by_hand() -> None:
+    """128x256x64 bf16, 2 stages: 2*(2*128*64 + 2*64*256) + 4*128*256 = 98,304 + 131,072 B."""
+    assert working_set_bytes(128, 256, 64, 2, 2, 2) == 229_376
+
+
+def test_smallest_tile_on_h100_bf16() -> None:
+    """Fed from L2 at 9.8e12 B/s with the achievable 794.5e12 FLOP/s, a tile needs
+    2*bm*bn/(2bm + 2bn) >= 81.07 FLOP/B: 128x128 gives 64 (too little), 128x256 gives 85.3 and its
+    working set 229,376 B fits the 233,472 B of shared memory per SM; 256x256 (128) does not fit."""
+    from shardline.hardware import load_chip
+
+    h100 = load_chip("h100-sxm")
+    ridge = 794.5e12 / 9.8e12
+    assert smallest_tile(h100, 2, 2, 64, ridge) == Tile(128, 256, 64)
+    assert working_set_bytes(256, 256, 64, 2, 2) > 233_472
+
+
+def test_l2_blocked_traffic_is_minimum_when_everything_fits() -> None:
+    """A 1024^3 bf16 multiply: the panels of all tiles (K*(2*1024 + 2*1024) = 4 MiB) fit a 50 MB
+    L2, so HBM sees each operand once."""
+    assert l2_blocked_hbm_bytes(1024, 1024, 1024, 128, 256, 2, 2, 2, 50e6) == 3 * 2 * 1024**2
+    # no L2: the plain tile traffic
+    assert l2_blocked_hbm_bytes(1024, 1024, 1024, 128, 256, 2, 2, 2, None) == \
+        tile_traffic_bytes(1024, 1024, 1024, 128, 256, 2, 2, 2)
+
+
+def test_analyze_user_tile_h100() -> None:
+    r = analyze_tile(8192, 8192, 8192, "h100-sxm", "bf16", tile="128x256x64")
+    assert r.fits is True and r.compute_bound is True and r.feeding_level == "L2"
+    assert r.working_set_bytes == 229_376
+    levels = {level.name: level for level in r.levels}
+    assert levels["L2"].bytes == 2 * 8192**2 * (8192 // 256 + 8192 // 128 + 1)
+    assert levels["L2"].ridge_flop_per_byte == pytest.approx(794.5e12 / 9.8e12)
+    assert levels["HBM"].ridge_flop_per_byte == pytest.approx(794.5e12 / 3.35e12)
+    q = r.quantization  # 64*32 = 2048 tiles over 132 SMs: 16 waves
+    assert (q["tiles"], q["waves"]) == (2048, math.ceil(2048 / 132))
+    # with the datasheet peak the L2 ridge is 989.4e12 / 9.8e12 = 101: 128x256 no longer reaches it
+    peak = analyze_tile(8192, 8192, 8192, "h100-sxm", "bf16", tile="128x256x64", use_peak=True)
+    assert peak.compute_bound is False and peak.flops_per_s_source == "peak"
+
+
+def test_tpu_tile_is_fed_from_hbm() -> None:
+    r = analyze_tile(4096, 4096, 4096, "tpu-v5e", "bf16")
+    assert r.feeding_level == "HBM" and len(r.levels) == 1
+    assert r.tile.bm % 128 == 0 and r.tile.bn % 128 == 0
+    # the heuristic picks the smallest MXU-multiple tile that reaches the HBM ridge 187.15e12/819e9
+    assert r.compute_bound and r.tile_intensity_flop_per_byte >= 187.15e12 / 8.19e11
+
+
+def test_parse_tile() -> None:
+    assert parse_tile("128x256x64") == Tile(128, 256, 64)
+    assert parse_tile("128x256", elem_bytes=4) == Tile(128, 256, 32)  # 128 bytes of K
+
+
+def test_cli_tile_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tile", "8192", "8192", "8192", "--hw", "h100", "--tile", "128x256x64"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("tile 128x256x64 (user)")
+    assert "COMPUTE-BOUND" in out and "229,376 B" in out
+    assert main(["tile", "4096", "4096", "4096", "--hw", "h100", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["chosen_by"] == "library heuristic"
+    assert {"levels", "tile", "fits", "working_set_bytes", "smallest", "quantization",
+            "tile_intensity_flop_per_byte"} <= set(data)
+    assert data["smallest"]["text"] == "128x256x64"
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["tile", "1000", "1000", "1000", "--tile", "128x128x64"], "does not divide"),
+    (["tile", "8192", "8192", "8192", "--tile", "512x512x64"], "does not fit"),
+    (["tile", "8192", "8192", "8192", "--tile", "128by64"], "cannot read tile"),
+    (["tile", "8192", "8192", "8192", "--stages", "0"], "--stages"),
+    (["tile", "0", "8", "8"], "dimension M"),
+])
+def test_cli_tile_bad_input(argv: list[str], words: str,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0]
