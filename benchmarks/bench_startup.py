@@ -1,6 +1,7 @@
 """Start-up time of `shardline matmul ...` against a bare `python -c pass`, side by side.
 
-Target (issue 2): the CLI answers in well under half a second. Run: python benchmarks/bench_startup.py
+Target (issue 2): the CLI answers in well under half a second.
+Run: python benchmarks/bench_startup.py
 """
 
 from __future__ import annotations
@@ -13,10 +14,27 @@ import time
 COMMANDS = {
     "python -c pass": [sys.executable, "-c", "pass"],
     "python -c 'import numpy'": [sys.executable, "-c", "import numpy"],
-    "shardline matmul 8192 8192 8192": [sys.executable, "-m", "shardline.cli.main", "matmul",
-                                        "8192", "8192", "8192", "--hw", "h100-sxm"],
-    "shardline matmul ... --json": [sys.executable, "-m", "shardline.cli.main", "matmul",
-                                    "8192", "8192", "8192", "--json"],
+    "shardline matmul 8192 8192 8192": [
+        sys.executable,
+        "-m",
+        "shardline.cli.main",
+        "matmul",
+        "8192",
+        "8192",
+        "8192",
+        "--hw",
+        "h100-sxm",
+    ],
+    "shardline matmul ... --json": [
+        sys.executable,
+        "-m",
+        "shardline.cli.main",
+        "matmul",
+        "8192",
+        "8192",
+        "8192",
+        "--json",
+    ],
 }
 
 

@@ -53,11 +53,15 @@ def main() -> None:
     t_loop = best_of(1, loop)
     vec_rate = args.configs / t_vec
     loop_rate = loop_n / t_loop
-    print(f"vectorized: {args.configs:,} configurations in {t_vec:.3f} s = {vec_rate:,.0f} configs/s")
+    print(
+        f"vectorized: {args.configs:,} configurations in {t_vec:.3f} s = {vec_rate:,.0f} configs/s"
+    )
     print(f"scalar loop: {loop_n:,} configurations in {t_loop:.3f} s = {loop_rate:,.0f} configs/s")
     print(f"speed-up vectorized / loop: {vec_rate / loop_rate:,.0f}x")
-    print(f"targets: >= 2,000,000 configs/s -> {'met' if vec_rate >= 2e6 else 'MISSED'}; "
-          f">= 100x loop -> {'met' if vec_rate / loop_rate >= 100 else 'MISSED'}")
+    print(
+        f"targets: >= 2,000,000 configs/s -> {'met' if vec_rate >= 2e6 else 'MISSED'}; "
+        f">= 100x loop -> {'met' if vec_rate / loop_rate >= 100 else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

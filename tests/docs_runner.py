@@ -60,7 +60,9 @@ def python_blocks(path: Path) -> list[str]:
 
 
 def run(command: str) -> tuple[int, str]:
-    """Run a `shardline ...` command in-process from the repository root; return (code, stdout+stderr)."""
+    """Run a `shardline ...` command in-process from the repository root.
+
+    Returns (exit code, stdout and stderr together)."""
     from shardline.cli.main import main
 
     argv = shlex.split(command)

@@ -14,13 +14,18 @@ def test_doc_example(example) -> None:  # type: ignore[no-untyped-def]
     code, output = run(example.command)
     expected_code = 2 if example.shown.startswith("error:") else 0
     assert code == expected_code, output
-    assert output == example.shown.rstrip("\n"), f"{example.path.name}: `{example.command}` output changed; run python tests/docs_runner.py --update"
+    assert output == example.shown.rstrip("\n"), (
+        f"{example.path.name}: `{example.command}` output changed; "
+        "run python tests/docs_runner.py --update"
+    )
 
 
 SNIPPETS = [(path, code) for path in doc_files() if path.exists() for code in python_blocks(path)]
 
 
-@pytest.mark.parametrize(("path", "code"), SNIPPETS, ids=[f"{p.name}:python{i}" for i, (p, _) in enumerate(SNIPPETS)])
+@pytest.mark.parametrize(
+    ("path", "code"), SNIPPETS, ids=[f"{p.name}:python{i}" for i, (p, _) in enumerate(SNIPPETS)]
+)
 def test_doc_python_snippet(path, code, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.chdir(ROOT)
     exec(compile(code, str(path), "exec"), {"__name__": "__doc_snippet__"})

@@ -11,8 +11,18 @@ import pytest
 from shardline.errors import InputError
 from shardline.hardware import chip_from_dict, list_chips, load_chip
 
-REQUIRED = ["a100-40gb", "a100-80gb", "h100-sxm", "h200", "b200", "mi300x",
-            "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"]
+REQUIRED = [
+    "a100-40gb",
+    "a100-80gb",
+    "h100-sxm",
+    "h200",
+    "b200",
+    "mi300x",
+    "tpu-v4",
+    "tpu-v5e",
+    "tpu-v5p",
+    "tpu-v6e",
+]
 
 
 def test_catalog_has_the_required_chips() -> None:
@@ -24,7 +34,9 @@ def _numeric_leaves(node: object, path: str = "") -> list[tuple[str, object]]:
     if isinstance(node, dict):
         if "value" in node:
             return [(path, node)]
-        return [leaf for k, v in node.items() for leaf in _numeric_leaves(v, f"{path}.{k}".strip("."))]
+        return [
+            leaf for k, v in node.items() for leaf in _numeric_leaves(v, f"{path}.{k}".strip("."))
+        ]
     if isinstance(node, int | float) and not isinstance(node, bool) and path != "schema":
         return [(path, node)]
     return []
@@ -96,15 +108,18 @@ def test_user_file_is_accepted(tmp_path: Path) -> None:
     assert chip.sources["memory.bytes_per_s"] == "user file"
 
 
-@pytest.mark.parametrize(("text", "field"), [
-    (MINIMAL.replace("bytes_per_s = 1e12", ""), "memory.bytes_per_s"),
-    (MINIMAL.replace("bytes_per_s = 1e12", "bytes_per_s = -1e12"), "memory.bytes_per_s"),
-    (MINIMAL.replace("bytes_per_s = 1e12", 'bytes_per_s = "fast"'), "memory.bytes_per_s"),
-    (MINIMAL.replace("bf16 =", "bf17 ="), "peak_flops_per_s.bf17"),
-    (MINIMAL.replace('kind = "gpu"', 'kind = "fpga"'), "kind"),
-    ("foo = 1\n" + MINIMAL, "foo"),
-    (MINIMAL + "\nfoo = 1\n", "memory.foo"),
-])
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        (MINIMAL.replace("bytes_per_s = 1e12", ""), "memory.bytes_per_s"),
+        (MINIMAL.replace("bytes_per_s = 1e12", "bytes_per_s = -1e12"), "memory.bytes_per_s"),
+        (MINIMAL.replace("bytes_per_s = 1e12", 'bytes_per_s = "fast"'), "memory.bytes_per_s"),
+        (MINIMAL.replace("bf16 =", "bf17 ="), "peak_flops_per_s.bf17"),
+        (MINIMAL.replace('kind = "gpu"', 'kind = "fpga"'), "kind"),
+        ("foo = 1\n" + MINIMAL, "foo"),
+        (MINIMAL + "\nfoo = 1\n", "memory.foo"),
+    ],
+)
 def test_invalid_user_file_names_the_field(tmp_path: Path, text: str, field: str) -> None:
     with pytest.raises(InputError, match=f"field '{field}'"):
         load_chip(_write(tmp_path, text))
@@ -118,6 +133,12 @@ def test_unreadable_files(tmp_path: Path) -> None:
 
 
 def test_chip_from_dict_bare_numbers() -> None:
-    chip = chip_from_dict({"name": "x", "kind": "cpu", "peak_flops_per_s": {"fp32": 1e12},
-                           "memory": {"capacity_bytes": 1e9, "bytes_per_s": 1e10}})
+    chip = chip_from_dict(
+        {
+            "name": "x",
+            "kind": "cpu",
+            "peak_flops_per_s": {"fp32": 1e12},
+            "memory": {"capacity_bytes": 1e9, "bytes_per_s": 1e10},
+        }
+    )
     assert chip.peak("float32") == 1e12

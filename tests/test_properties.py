@@ -30,11 +30,16 @@ def test_lower_le_upper_le_twice_lower(m: int, k: int, n: int, dtype: str, chip:
 
 
 @settings(max_examples=200, deadline=None)
-@given(dims, dims, st.sampled_from(["bf16", "int8", "fp32"]), st.sampled_from([None, "int8", "int4"]))
+@given(
+    dims, dims, st.sampled_from(["bf16", "int8", "fp32"]), st.sampled_from([None, "int8", "int4"])
+)
 def test_bound_flips_exactly_at_critical_m(k: int, n: int, dtype: str, weight: str | None) -> None:
     crit = shardline.matmul(1, k, n, hw="h100", dtype=dtype, b_dtype=weight).critical_m
     if crit is None:
-        assert shardline.matmul(1 << 30, k, n, hw="h100", dtype=dtype, b_dtype=weight).bound == "memory"
+        assert (
+            shardline.matmul(1 << 30, k, n, hw="h100", dtype=dtype, b_dtype=weight).bound
+            == "memory"
+        )
         return
     at = shardline.matmul(crit, k, n, hw="h100", dtype=dtype, b_dtype=weight)
     assert at.bound == "compute"

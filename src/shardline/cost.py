@@ -21,8 +21,11 @@ class Cost:
     net_bytes: Any = 0
 
     def __add__(self, other: Cost) -> Cost:
-        return Cost(self.flops + other.flops, self.hbm_bytes + other.hbm_bytes,
-                    self.net_bytes + other.net_bytes)
+        return Cost(
+            self.flops + other.flops,
+            self.hbm_bytes + other.hbm_bytes,
+            self.net_bytes + other.net_bytes,
+        )
 
     def __mul__(self, count: Any) -> Cost:
         return Cost(self.flops * count, self.hbm_bytes * count, self.net_bytes * count)
@@ -63,7 +66,9 @@ class Times:
 
 
 def roofline_times(flops: Any, hbm_bytes: Any, flops_per_s: Any, mem_bytes_per_s: Any) -> Times:
-    """T_math = F / P, T_mem = Q / W; lower bound max, upper bound sum ("How to Scale Your Model", ch. 1)."""
+    """T_math = F / P, T_mem = Q / W; lower bound max, upper bound sum.
+
+    Source: "How to Scale Your Model", roofline chapter."""
     t_compute_s = flops / flops_per_s
     t_memory_s = hbm_bytes / mem_bytes_per_s
     return Times(

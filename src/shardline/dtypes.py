@@ -1,6 +1,7 @@
 """Element sizes and the peak each dtype computes at (MODEL.md section 1).
 
-Sizes are kept in bits so that int4 and fp4 (half a byte) stay exact: `4 // 8 == 0` is a classic slip.
+Sizes are kept in bits so that int4 and fp4 (half a byte) stay exact: `4 // 8 == 0` is a
+classic slip.
 """
 
 from __future__ import annotations
@@ -11,8 +12,15 @@ import numpy as np
 
 from shardline.errors import InputError
 
-__all__ = ["DTYPE_BITS", "canonical_dtype", "dtype_bits", "dtype_bytes", "DTYPE_NAMES", "ACCUMULATOR_BYTES",
-           "categorize"]
+__all__ = [
+    "DTYPE_BITS",
+    "canonical_dtype",
+    "dtype_bits",
+    "dtype_bytes",
+    "DTYPE_NAMES",
+    "ACCUMULATOR_BYTES",
+    "categorize",
+]
 
 DTYPE_BITS: dict[str, int] = {
     "fp64": 64,
@@ -27,13 +35,32 @@ DTYPE_BITS: dict[str, int] = {
 }
 
 _ALIASES: dict[str, str] = {
-    "float64": "fp64", "f64": "fp64", "double": "fp64",
-    "float32": "fp32", "f32": "fp32", "float": "fp32", "single": "fp32",
+    "float64": "fp64",
+    "f64": "fp64",
+    "double": "fp64",
+    "float32": "fp32",
+    "f32": "fp32",
+    "float": "fp32",
+    "single": "fp32",
     "bfloat16": "bf16",
-    "float16": "fp16", "f16": "fp16", "half": "fp16",
-    "float8": "fp8", "e4m3": "fp8", "e5m2": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
-    "fp8e4m3": "fp8", "fp8e5m2": "fp8", "float8_e4m3fn": "fp8", "float8_e5m2": "fp8",
-    "i8": "int8", "s8": "int8", "i4": "int4", "s4": "int4", "mxfp4": "fp4", "nvfp4": "fp4",
+    "float16": "fp16",
+    "f16": "fp16",
+    "half": "fp16",
+    "float8": "fp8",
+    "e4m3": "fp8",
+    "e5m2": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+    "fp8e4m3": "fp8",
+    "fp8e5m2": "fp8",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "i8": "int8",
+    "s8": "int8",
+    "i4": "int4",
+    "s4": "int4",
+    "mxfp4": "fp4",
+    "nvfp4": "fp4",
 }
 
 DTYPE_NAMES: tuple[str, ...] = tuple(DTYPE_BITS)
@@ -68,7 +95,7 @@ def categorize(names: np.ndarray) -> tuple[list[str], np.ndarray]:
     so a million-row sweep with a handful of dtypes costs a few milliseconds.
     """
     if _LAST[0] is names:
-        return _LAST[1]  # type: ignore[no-any-return]
+        return _LAST[1]
     codes = np.zeros(names.shape, dtype=np.int16)
     todo = np.ones(names.shape, dtype=bool)
     distinct: list[str] = []

@@ -36,7 +36,9 @@ class Operand:
         return self.shards[self.dims.index(dim)] if dim in self.dims else ()
 
     def text(self) -> str:
-        parts = [d + ("_" + "".join(a) if a else "") for d, a in zip(self.dims, self.shards, strict=True)]
+        parts = [
+            d + ("_" + "".join(a) if a else "") for d, a in zip(self.dims, self.shards, strict=True)
+        ]
         return f"{self.name}[{','.join(parts)}]"
 
 
@@ -90,7 +92,9 @@ class EinsumSpec:
 def _parse_operand(text: str, where: str) -> Operand:
     match = _OPERAND.match(text)
     if not match:
-        raise InputError(f"malformed operand {text.strip()!r} in {where}: expected NAME[DIM,DIM,...]")
+        raise InputError(
+            f"malformed operand {text.strip()!r} in {where}: expected NAME[DIM,DIM,...]"
+        )
     name, body = match.group(1), match.group(2)
     dims: list[str] = []
     shards: list[tuple[str, ...]] = []
@@ -129,7 +133,9 @@ def parse_einsum(spec: str) -> EinsumSpec:
     names = [lhs.name, rhs.name, out.name]
     for name in names:
         if names.count(name) > 1:
-            raise InputError(f"operand name {name} is repeated in {spec!r}; give each operand its own name")
+            raise InputError(
+                f"operand name {name} is repeated in {spec!r}; give each operand its own name"
+            )
     for dim in out.dims:
         if dim not in lhs.dims and dim not in rhs.dims:
             raise InputError(f"output dimension {dim} of {out.name} appears in neither input")
@@ -165,7 +171,11 @@ def check_dims(spec: EinsumSpec, dims: dict[str, int]) -> None:
     """Every dim used is sized, and every dim sized is used."""
     missing = [d for d in spec.all_dims if d not in dims]
     if missing:
-        raise InputError(f"dimension(s) {', '.join(missing)} used in the spec but not sized in --dims")
+        raise InputError(
+            f"dimension(s) {', '.join(missing)} used in the spec but not sized in --dims"
+        )
     extra = [d for d in dims if d not in spec.all_dims]
     if extra:
-        raise InputError(f"dimension(s) {', '.join(extra)} sized in --dims but not used in the spec")
+        raise InputError(
+            f"dimension(s) {', '.join(extra)} sized in --dims but not used in the spec"
+        )

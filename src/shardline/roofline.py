@@ -20,8 +20,15 @@ from shardline.hardware import Chip, resolve_chip
 from shardline.serialize import jsonable
 
 __all__ = [
-    "HardwareUsed", "RooflineResult", "matmul", "einsum", "evaluate_einsum", "MATMUL_SPEC",
-    "operand_bytes", "resolve_dtypes", "critical_m",
+    "HardwareUsed",
+    "RooflineResult",
+    "matmul",
+    "einsum",
+    "evaluate_einsum",
+    "MATMUL_SPEC",
+    "operand_bytes",
+    "resolve_dtypes",
+    "critical_m",
 ]
 
 MATMUL_SPEC = parse_einsum("a[M,K] * b[K,N] -> out[M,N]")
@@ -64,7 +71,7 @@ class RooflineResult:
         if self.predicted_s is None:
             for key in ("predicted_s", "predicted_bound", "prediction"):
                 out.pop(key)
-        return out  # type: ignore[no-any-return]
+        return out
 
     def _repr_html_(self) -> str:
         from shardline.report.html_table import result_table_html
@@ -82,7 +89,8 @@ def _is_array(value: Any) -> bool:
 
 
 def operand_bytes(elements: Any, bits: Any) -> Any:
-    """Bytes to hold `elements` values of `bits` each, rounded up to whole bytes (int4 packs two)."""
+    """Bytes to hold `elements` values of `bits` each, rounded up to whole bytes (int4: two per
+    byte)."""
     if isinstance(elements, int) and isinstance(bits, int):
         return (elements * bits + 7) // 8
     return np.ceil(np.asarray(elements, dtype=np.float64) * bits / 8)
@@ -114,8 +122,10 @@ def resolve_dtypes(
     """
     unknown = set(overrides) - set(names)
     if unknown:
-        raise InputError(f"--dtypes names unknown operand(s) {', '.join(sorted(unknown))}; "
-                         f"operands are {', '.join(names)}")
+        raise InputError(
+            f"--dtypes names unknown operand(s) {', '.join(sorted(unknown))}; "
+            f"operands are {', '.join(names)}"
+        )
     if isinstance(dtype, np.ndarray):
         distinct, codes = categorize(dtype)
         if any(d != str(dtype.flat[int(np.argmax(codes == i))]) for i, d in enumerate(distinct)):
@@ -131,7 +141,9 @@ def resolve_dtypes(
     lhs, rhs = dtypes[names[0]], dtypes[names[1]]
     if isinstance(lhs, np.ndarray) or isinstance(rhs, np.ndarray):
         if lhs is not rhs:
-            raise InputError("an array of dtypes needs the same dtype for both inputs, or --compute-dtype")
+            raise InputError(
+                "an array of dtypes needs the same dtype for both inputs, or --compute-dtype"
+            )
         return dtypes, lhs
     return dtypes, (rhs if dtype_bits(rhs) > dtype_bits(lhs) else lhs)
 
@@ -236,12 +248,20 @@ def matmul(
     (True, 'compute')
     """
     overrides = {"a": a_dtype, "b": b_dtype, "out": out_dtype}
-    chip, dtypes, compute = _setup(hw, ("a", "b", "out"), dtype, overrides, compute_dtype,
-                                   flops_per_s, mem_bytes_per_s)
-    result = evaluate_einsum(MATMUL_SPEC, {"M": m, "K": k, "N": n}, chip, dtypes, compute,
-                             accumulate=accumulate)
-    crit = critical_m(result.dims["K"], result.dims["N"], dtypes, result.hardware.flops_per_s,
-                      chip.mem_bytes_per_s, accumulate=accumulate)
+    chip, dtypes, compute = _setup(
+        hw, ("a", "b", "out"), dtype, overrides, compute_dtype, flops_per_s, mem_bytes_per_s
+    )
+    result = evaluate_einsum(
+        MATMUL_SPEC, {"M": m, "K": k, "N": n}, chip, dtypes, compute, accumulate=accumulate
+    )
+    crit = critical_m(
+        result.dims["K"],
+        result.dims["N"],
+        dtypes,
+        result.hardware.flops_per_s,
+        chip.mem_bytes_per_s,
+        accumulate=accumulate,
+    )
     return _replace(result, critical_m=crit)
 
 
@@ -256,8 +276,13 @@ def _bits(dtype: Any) -> Any:
 
 
 def critical_m(
-    k: Any, n: Any, dtypes: dict[str, Any], flops_per_s: Any, mem_bytes_per_s: float,
-    *, accumulate: bool = False,
+    k: Any,
+    n: Any,
+    dtypes: dict[str, Any],
+    flops_per_s: Any,
+    mem_bytes_per_s: float,
+    *,
+    accumulate: bool = False,
 ) -> Any:
     """The smallest integer M at which C = A[M,K] B[K,N] is compute-bound (MODEL.md section 2).
 
@@ -273,8 +298,11 @@ def critical_m(
 
     def compute_bound(m: Any) -> Any:
         flops = 2 * m * k * n
-        total = (operand_bytes(m * k, bits_a) + operand_bytes(k * n, bits_b)
-                 + out_factor * operand_bytes(m * n, bits_c))
+        total = (
+            operand_bytes(m * k, bits_a)
+            + operand_bytes(k * n, bits_b)
+            + out_factor * operand_bytes(m * n, bits_c)
+        )
         return flops / flops_per_s >= total / mem_bytes_per_s
 
     vector = any(_is_array(v) for v in (k, n, bits_a, bits_b, bits_c, flops_per_s))
@@ -313,6 +341,7 @@ def einsum(
     """
     parsed = parse_einsum(spec) if isinstance(spec, str) else spec
     names = (parsed.lhs.name, parsed.rhs.name, parsed.out.name)
-    chip, resolved, compute = _setup(hw, names, dtype, dict(dtypes or {}), compute_dtype,
-                                     flops_per_s, mem_bytes_per_s)
+    chip, resolved, compute = _setup(
+        hw, names, dtype, dict(dtypes or {}), compute_dtype, flops_per_s, mem_bytes_per_s
+    )
     return evaluate_einsum(parsed, dims, chip, resolved, compute, accumulate=accumulate)

@@ -14,9 +14,23 @@ import numpy as np
 from shardline.errors import InputError
 
 __all__ = [
-    "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB",
-    "parse_quantity", "parse_count",
-    "fmt_bytes", "fmt_flops", "fmt_time", "fmt_rate", "fmt_num", "fmt_int", "fmt_intensity",
+    "KB",
+    "MB",
+    "GB",
+    "TB",
+    "KiB",
+    "MiB",
+    "GiB",
+    "TiB",
+    "parse_quantity",
+    "parse_count",
+    "fmt_bytes",
+    "fmt_flops",
+    "fmt_time",
+    "fmt_rate",
+    "fmt_num",
+    "fmt_int",
+    "fmt_intensity",
 ]
 
 KB, MB, GB, TB, PB = 1e3, 1e6, 1e9, 1e12, 1e15
@@ -52,7 +66,9 @@ def parse_quantity(text: str, unit: str) -> float:
                 return value * _BINARY[prefix]
             if prefix in _PREFIX:
                 return value * _PREFIX[prefix]
-    raise InputError(f"cannot read {text!r}: expected a number in {unit} (e.g. '3.35e12' or '3.35 T{unit}')")
+    raise InputError(
+        f"cannot read {text!r}: expected a number in {unit} (e.g. '3.35e12' or '3.35 T{unit}')"
+    )
 
 
 def parse_count(text: str, what: str) -> int:

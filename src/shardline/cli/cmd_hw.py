@@ -8,7 +8,7 @@ import sys
 from shardline.cli.common import add_json_arg, emit_json
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     hw = sub.add_parser("hw", help="the hardware catalog", description="List or show chips.")
     hw_sub = hw.add_subparsers(dest="hw_command", metavar="ACTION", parser_class=type(hw))
     hw_sub.required = True

@@ -46,7 +46,7 @@ def add_einsum_args(es: argparse.ArgumentParser) -> None:
     add_mesh_args(es)
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     mm = sub.add_parser("matmul", help="one matmul C[M,N] = A[M,K] B[K,N] on one chip",
                         description="Roofline of C[M,N] = A[M,K] . B[K,N] on one chip.")
     add_matmul_args(mm)

@@ -71,7 +71,7 @@ def load_from_args(args: argparse.Namespace) -> Any:
     )
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg,unused-ignore]
+def register(sub: argparse._SubParsersAction) -> None:
     st = sub.add_parser(
         "stack",
         help="a layer stack on one chip: per-layer roofline, totals, memory check",

@@ -15,18 +15,33 @@ __all__ = ["add_chip_args", "add_json_arg", "chip_from_args", "emit_json", "dim_
 
 def add_chip_args(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:
     group = parser.add_argument_group("hardware")
-    group.add_argument("--hw", default="h100-sxm",
-                       help="chip name or alias (see `shardline hw list`) or a chip .toml file "
-                            "(default: h100-sxm)")
+    group.add_argument(
+        "--hw",
+        default="h100-sxm",
+        help="chip name or alias (see `shardline hw list`) or a chip .toml file "
+        "(default: h100-sxm)",
+    )
     if dtype:
-        group.add_argument("--dtype", default="bf16",
-                           help="storage dtype of every operand (default bf16)")
-        group.add_argument("--compute-dtype", default=None,
-                           help="dtype whose peak FLOP/s applies (default: the widest input's)")
-    group.add_argument("--flops-per-s", default=None, metavar="X",
-                       help="override the peak FLOP/s for the compute dtype, e.g. 1.97e14 or '197 TFLOP/s'")
-    group.add_argument("--mem-bw", default=None, metavar="X",
-                       help="override the HBM bandwidth in bytes/s, e.g. 8.2e11 or '820 GB/s'")
+        group.add_argument(
+            "--dtype", default="bf16", help="storage dtype of every operand (default bf16)"
+        )
+        group.add_argument(
+            "--compute-dtype",
+            default=None,
+            help="dtype whose peak FLOP/s applies (default: the widest input's)",
+        )
+    group.add_argument(
+        "--flops-per-s",
+        default=None,
+        metavar="X",
+        help="override the peak FLOP/s for the compute dtype, e.g. 1.97e14 or '197 TFLOP/s'",
+    )
+    group.add_argument(
+        "--mem-bw",
+        default=None,
+        metavar="X",
+        help="override the HBM bandwidth in bytes/s, e.g. 8.2e11 or '820 GB/s'",
+    )
 
 
 def add_json_arg(parser: argparse.ArgumentParser) -> None:

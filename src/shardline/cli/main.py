@@ -32,7 +32,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="shardline",
-        description="First-principles performance modeling: rooflines, sharding, collectives, plans.",
+        description="First-principles performance modeling: rooflines, sharding, collectives, "
+        "plans.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True

@@ -52,7 +52,7 @@ class _Reader:
         if isinstance(raw, dict):
             unknown = set(raw) - {"value", "source", "note"}
             if "value" not in raw or unknown:
-                raise self.fail(path, "must be a number or a table {value = ..., source = \"...\"}")
+                raise self.fail(path, 'must be a number or a table {value = ..., source = "..."}')
             source = str(raw.get("source", source))
             raw = raw["value"]
         if isinstance(raw, bool) or not isinstance(raw, int | float):
@@ -140,9 +140,22 @@ def _opt_float(value: Any) -> float | None:
 
 
 _KNOWN_FIELDS: dict[str, set[str]] = {
-    "": {"schema", "name", "display_name", "aliases", "vendor", "kind", "peak_flops_per_s",
-         "memory", "on_chip", "interconnect", "achievable", "measured_on", "notes",
-         "calibration"},  # calibration: how a calibrated file was measured (shardline.calibrate)
+    "": {
+        "schema",
+        "name",
+        "display_name",
+        "aliases",
+        "vendor",
+        "kind",
+        "peak_flops_per_s",
+        "memory",
+        "on_chip",
+        "interconnect",
+        "achievable",
+        "measured_on",
+        "notes",
+        "calibration",
+    },  # calibration: how a calibrated file was measured (shardline.calibrate)
     "memory": {"capacity_bytes", "bytes_per_s"},
     "on_chip": {f.name for f in fields(OnChip)},
     "interconnect": {f.name for f in fields(Interconnect)},
@@ -160,7 +173,9 @@ def _check_known_fields(r: _Reader) -> None:
                 raise r.fail(where, f"is not a chip field (known here: {', '.join(sorted(known))})")
 
 
-def chip_from_dict(data: dict[str, Any], origin: str = "chip file", path: str | None = None) -> Chip:
+def chip_from_dict(
+    data: dict[str, Any], origin: str = "chip file", path: str | None = None
+) -> Chip:
     """Validate a parsed chip table and build the Chip; errors name the bad field."""
     r = _Reader(data, origin)
     _check_known_fields(r)

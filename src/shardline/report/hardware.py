@@ -32,24 +32,27 @@ def chip_detail(chip: Chip) -> dict[str, Any]:
     detail = jsonable(chip)
     detail["ridge_flop_per_byte"] = ridges(chip)
     detail["aliases"] = list(chip.aliases)
-    return detail  # type: ignore[no-any-return]
+    return detail
 
 
 def render_chip_list(chips: list[Chip]) -> str:
     rows = [("name", "kind", "bf16 peak", "HBM", "HBM bandwidth", "aliases")]
     for chip in chips:
         bf16 = chip.peak_flops_per_s.get("bf16")
-        rows.append((
-            chip.name,
-            chip.kind,
-            fmt_rate(bf16) if bf16 else "-",
-            fmt_bytes(chip.capacity_bytes),
-            fmt_rate(chip.mem_bytes_per_s, "B/s"),
-            ", ".join(chip.aliases),
-        ))
+        rows.append(
+            (
+                chip.name,
+                chip.kind,
+                fmt_rate(bf16) if bf16 else "-",
+                fmt_bytes(chip.capacity_bytes),
+                fmt_rate(chip.mem_bytes_per_s, "B/s"),
+                ", ".join(chip.aliases),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n"
-                   for r in rows)
+    return "".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows
+    )
 
 
 def _line(label: str, value: str, source: str | None) -> str:
@@ -69,53 +72,114 @@ def render_chip(chip: Chip) -> str:
         value = f"{fmt_rate(peak)}  ridge {chip.ridge(dtype):,.1f} FLOP/B"
         out.append(_line(dtype, value, s.get(f"peak_flops_per_s.{dtype}")))
     out.append("memory:")
-    out.append(_line("HBM capacity", fmt_bytes(chip.capacity_bytes), s.get("memory.capacity_bytes")))
-    out.append(_line("HBM bandwidth", fmt_rate(chip.mem_bytes_per_s, "B/s"), s.get("memory.bytes_per_s")))
+    out.append(
+        _line("HBM capacity", fmt_bytes(chip.capacity_bytes), s.get("memory.capacity_bytes"))
+    )
+    out.append(
+        _line("HBM bandwidth", fmt_rate(chip.mem_bytes_per_s, "B/s"), s.get("memory.bytes_per_s"))
+    )
     oc = chip.on_chip
     out.append("on chip:")
-    for label, key, value in (
+    for label, key, shown in (
         (f"{oc.core_name}s", "cores", str(oc.cores) if oc.cores else None),
-        (f"shared memory per {oc.core_name}", "shared_bytes_per_core",
-         fmt_bytes(oc.shared_bytes_per_core) if oc.shared_bytes_per_core else None),
+        (
+            f"shared memory per {oc.core_name}",
+            "shared_bytes_per_core",
+            fmt_bytes(oc.shared_bytes_per_core) if oc.shared_bytes_per_core else None,
+        ),
         ("L2", "l2_bytes", fmt_bytes(oc.l2_bytes) if oc.l2_bytes else None),
-        ("L2 bandwidth", "l2_bytes_per_s", fmt_rate(oc.l2_bytes_per_s, "B/s") if oc.l2_bytes_per_s else None),
-        ("shared memory bandwidth", "shared_bytes_per_s",
-         fmt_rate(oc.shared_bytes_per_s, "B/s") if oc.shared_bytes_per_s else None),
+        (
+            "L2 bandwidth",
+            "l2_bytes_per_s",
+            fmt_rate(oc.l2_bytes_per_s, "B/s") if oc.l2_bytes_per_s else None,
+        ),
+        (
+            "shared memory bandwidth",
+            "shared_bytes_per_s",
+            fmt_rate(oc.shared_bytes_per_s, "B/s") if oc.shared_bytes_per_s else None,
+        ),
         ("clock", "clock_hz", fmt_rate(oc.clock_hz, "Hz") if oc.clock_hz else None),
         ("alignment", "align_bytes", f"{oc.align_bytes} B" if oc.align_bytes else None),
-        ("matrix unit", "matrix_unit_elements",
-         f"{oc.matrix_unit_elements}x{oc.matrix_unit_elements}" if oc.matrix_unit_elements else None),
+        (
+            "matrix unit",
+            "matrix_unit_elements",
+            f"{oc.matrix_unit_elements}x{oc.matrix_unit_elements}"
+            if oc.matrix_unit_elements
+            else None,
+        ),
     ):
-        if value:
-            out.append(_line(label, value, s.get(f"on_chip.{key}")))
+        if shown:
+            out.append(_line(label, shown, s.get(f"on_chip.{key}")))
     ic = chip.interconnect
     if ic:
-        out.append(f"interconnect: {ic.link}, topology {ic.topology}"
-                   + (f" {'x'.join(map(str, ic.torus_dims))}, wraparound {ic.wraparound}"
-                      if ic.topology == "torus" else "")
-                   + (", in-network reduction" if ic.in_network_reduction else ""))
-        out.append(_line("per link, one-way", fmt_rate(ic.link_bytes_per_s, "B/s"),
-                         s.get("interconnect.link_bytes_per_s")))
-        out.append(_line("links per chip", str(ic.links_per_chip), s.get("interconnect.links_per_chip")))
-        out.append(_line("egress, one-way", fmt_rate(ic.egress_bytes_per_s, "B/s"), "links x per link"))
-        out.append(_line("per-hop latency", fmt_time(ic.hop_latency_s), s.get("interconnect.hop_latency_s")))
-        out.append(_line("scale-up domain", f"{ic.scale_up_devices} devices",
-                         s.get("interconnect.scale_up_devices")))
+        out.append(
+            f"interconnect: {ic.link}, topology {ic.topology}"
+            + (
+                f" {'x'.join(map(str, ic.torus_dims))}, wraparound {ic.wraparound}"
+                if ic.topology == "torus"
+                else ""
+            )
+            + (", in-network reduction" if ic.in_network_reduction else "")
+        )
+        out.append(
+            _line(
+                "per link, one-way",
+                fmt_rate(ic.link_bytes_per_s, "B/s"),
+                s.get("interconnect.link_bytes_per_s"),
+            )
+        )
+        out.append(
+            _line("links per chip", str(ic.links_per_chip), s.get("interconnect.links_per_chip"))
+        )
+        out.append(
+            _line("egress, one-way", fmt_rate(ic.egress_bytes_per_s, "B/s"), "links x per link")
+        )
+        out.append(
+            _line(
+                "per-hop latency", fmt_time(ic.hop_latency_s), s.get("interconnect.hop_latency_s")
+            )
+        )
+        out.append(
+            _line(
+                "scale-up domain",
+                f"{ic.scale_up_devices} devices",
+                s.get("interconnect.scale_up_devices"),
+            )
+        )
         if ic.scale_out:
             so = ic.scale_out
-            out.append(_line(f"scale-out ({so.link}), per device",
-                             fmt_rate(so.bytes_per_s_per_device, "B/s"),
-                             s.get("interconnect.scale_out.bytes_per_s_per_device")))
+            out.append(
+                _line(
+                    f"scale-out ({so.link}), per device",
+                    fmt_rate(so.bytes_per_s_per_device, "B/s"),
+                    s.get("interconnect.scale_out.bytes_per_s_per_device"),
+                )
+            )
     ach = chip.achievable
     if ach.matmul_flops_per_s or ach.mem_bytes_per_s:
         out.append("achievable (measured):")
-        for dtype, value in ach.matmul_flops_per_s.items():
-            out.append(_line(f"matmul {dtype}", fmt_rate(value),
-                             s.get(f"achievable.matmul_flops_per_s.{dtype}")))
+        for dtype, rate in ach.matmul_flops_per_s.items():
+            out.append(
+                _line(
+                    f"matmul {dtype}",
+                    fmt_rate(rate),
+                    s.get(f"achievable.matmul_flops_per_s.{dtype}"),
+                )
+            )
         if ach.mem_bytes_per_s:
-            out.append(_line("memory bandwidth", fmt_rate(ach.mem_bytes_per_s, "B/s"),
-                             s.get("achievable.mem_bytes_per_s")))
+            out.append(
+                _line(
+                    "memory bandwidth",
+                    fmt_rate(ach.mem_bytes_per_s, "B/s"),
+                    s.get("achievable.mem_bytes_per_s"),
+                )
+            )
         if ach.launch_overhead_s:
-            out.append(_line("launch overhead", fmt_time(ach.launch_overhead_s),
-                             s.get("achievable.launch_overhead_s")))
+            out.append(
+                _line(
+                    "launch overhead",
+                    fmt_time(ach.launch_overhead_s),
+                    s.get("achievable.launch_overhead_s"),
+                )
+            )
     return "\n".join(out) + "\n"
