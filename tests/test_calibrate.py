@@ -21,6 +21,7 @@ from shardline.dtypes import dtype_bytes
 from shardline.errors import InputError
 from shardline.hardware import chip_from_dict, load_chip
 from shardline.predict import stream_time
+from tests.conftest import require
 
 
 def _one_error_line(captured: pytest.CaptureResult[str]) -> str:
@@ -144,7 +145,7 @@ def test_progress_bar_renders() -> None:
 
 def test_torch_job_runner_on_cpu_device() -> None:
     """The torch path that times CUDA kernels, run on torch's CPU device (same code, no sync)."""
-    pytest.importorskip("torch")
+    require("torch", "pip install torch==2.13.0")
     from shardline.calibrate.gpu import run_torch_job
 
     quick = {"repeats": 1, "warmup": 0, "min_sample_s": 0.0}
@@ -241,7 +242,7 @@ def test_calibrate_bad_input(argv: list[str], words: str, tmp_path: Path,
 
 def test_collectives_with_gloo(tmp_path: Path) -> None:
     """Two local gloo processes, the quick size sweep: the fitted fields land in the chip file."""
-    pytest.importorskip("torch")
+    require("torch", "pip install torch==2.13.0")
     out = tmp_path / "net.toml"
     result = calibrate(out, quick=True, collectives=True, processes=2, progress=False)
     chip = load_chip(str(out))
@@ -257,7 +258,7 @@ def test_collectives_with_gloo(tmp_path: Path) -> None:
 def test_collectives_under_torchrun(tmp_path: Path) -> None:
     """`torchrun --nproc_per_node 2 shardline calibrate --collectives`: the ranks torchrun started
     measure, rank 0 fits and writes the chip file, and every rank exits cleanly."""
-    pytest.importorskip("torch")
+    require("torch", "pip install torch==2.13.0")
     import socket
     import subprocess
 

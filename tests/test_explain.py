@@ -142,7 +142,6 @@ def test_explain_writes_markdown_file_and_refuses(
 
 
 def test_explain_shard_network_bound(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("shardline.cli.cmd_shard")
     m = k = n = 8192
     text = _explain(
         capsys,
@@ -169,7 +168,6 @@ def test_explain_shard_network_bound(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_explain_sharded_einsum(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("shardline.cli.cmd_shard")
     text = _explain(
         capsys,
         "einsum",

@@ -138,7 +138,6 @@ def test_plot_roofline_from_the_seed003_sheet(
 
 
 def test_plot_strategies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("shardline.compare")
     from shardline.compare import compare
 
     out = tmp_path / "s.svg"

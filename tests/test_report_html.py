@@ -17,6 +17,7 @@ import pytest
 
 from shardline.cli.main import main
 from shardline.report.html import json_for_script
+from tests.conftest import require
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_FLAGS = [
@@ -144,7 +145,6 @@ def test_report_draws_one_point_per_row_in_chromium(
 
 def test_report_of_a_workload_toml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _chromium()
-    pytest.importorskip("shardline.io.workload_toml")
     toml = tmp_path / "w.toml"
     toml.write_text(
         'name = "two layers"\nrepeat = 4\n[dims]\nM = 4096\n'
@@ -205,9 +205,6 @@ def test_to_pandas_or_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InputError, match="pip install pandas"):
         r.to_pandas()
     monkeypatch.undo()
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
-        return
+    require("pandas", "pip install pandas")
     frame = r.to_pandas()
     assert frame.shape[0] == 1 and int(frame["flops"][0]) == 2 * 64**3

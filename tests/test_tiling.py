@@ -116,3 +116,13 @@ def test_cli_tile_bad_input(argv: list[str], words: str,
     assert captured.out == ""
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and words in lines[0]
+
+
+def test_tile_json_reports_the_model_traffic_formula(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tile", "4096", "2048", "1024", "--hw", "tpu-v5e", "--tile", "128x128x64",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    m, k, n, s = 4096, 2048, 1024, 2
+    # MODEL.md section 3: sA*M*K*ceil(N/bn) + sB*K*N*ceil(M/bm) + sC*M*N
+    expected = s * m * k * math.ceil(n / 128) + s * k * n * math.ceil(m / 128) + s * m * n
+    assert out["tile_traffic_bytes"] == expected

@@ -153,6 +153,10 @@ class TileReport:
     hardware: str
     flops: int
     minimum_bytes: float
+    # MODEL.md s.3: sA*M*K*ceil(N/bn) + sB*K*N*ceil(M/bm) + sC*M*N, the traffic into the tiles
+    # when nothing is reused across tiles: HBM traffic on a chip without an L2 level, L2 -> core
+    # traffic on a GPU (whose HBM level in `levels` credits the L2's reuse).
+    tile_traffic_bytes: float
     flops_per_s: float
     flops_per_s_source: str  # "achievable" or "peak"
     tile: Tile
@@ -299,7 +303,8 @@ def analyze_tile(
     quant = quantization(m, n, tile.bm, tile.bn, cores or 1)
     return TileReport(
         m=m, k=k, n=n, dtypes={**{x: str(dtypes[x]) for x in dtypes}, "compute": compute},
-        hardware=chip.name, flops=flops, minimum_bytes=minimum, flops_per_s=rate,
+        hardware=chip.name, flops=flops, minimum_bytes=minimum, tile_traffic_bytes=tile_bytes,
+        flops_per_s=rate,
         flops_per_s_source=source, tile=tile, chosen_by=chosen_by, stages=stages,
         tile_intensity_flop_per_byte=intensity, feeding_level=feeding.name,
         compute_bound=intensity >= ridge, levels=tuple(levels), working_set_bytes=work,
