@@ -29,6 +29,7 @@ import numpy as np
 from shardline.dtypes import canonical_dtype
 from shardline.einsum import MAX_DIM
 from shardline.errors import InputError
+from shardline.io.xlsx_writer import column_letter
 from shardline.units import parse_count
 
 __all__ = [
@@ -260,15 +261,6 @@ def _header_text(value: Any) -> str:
     return str(value).strip()
 
 
-def _column_letter(index: int) -> str:
-    letters = ""
-    index += 1
-    while index:
-        index, rem = divmod(index - 1, 26)
-        letters = chr(65 + rem) + letters
-    return letters
-
-
 def _roles_of(headers: Sequence[str]) -> dict[str, list[tuple[int, int]]]:
     """role -> [(alias rank, column index)] for every header that names a role."""
     found: dict[str, list[tuple[int, int]]] = {}
@@ -329,7 +321,7 @@ def _find_header(
 def _unique_headers(headers: list[str], width: int) -> list[str]:
     out: list[str] = []
     for i in range(width):
-        base = headers[i] if i < len(headers) and headers[i] else f"column {_column_letter(i)}"
+        base = headers[i] if i < len(headers) and headers[i] else f"column {column_letter(i)}"
         name, suffix = base, 2
         while name in out:
             name, suffix = f"{base} ({suffix})", suffix + 1
@@ -589,7 +581,7 @@ class OutputTable:
         return len(self.columns[0].values) if self.columns else 0
 
 
-def _cell(value: Any) -> Any:
+def json_cell(value: Any) -> Any:
     """A JSON/CSV-ready Python value: numpy scalars unwrapped, NaN -> None, dates -> ISO text."""
     if isinstance(value, np.generic):
         value = value.item()
@@ -620,7 +612,7 @@ def _column_lists(table: OutputTable) -> list[list[Any]]:
         raw = values.tolist() if isinstance(values, np.ndarray) else list(values)
         if col.kind == "int":
             raw = [int(v) if isinstance(v, float) and math.isfinite(v) else v for v in raw]
-        lists.append([_cell(v) for v in raw])
+        lists.append([json_cell(v) for v in raw])
     return lists
 
 
@@ -681,7 +673,7 @@ def _write_md(table: OutputTable, tmp: Path) -> None:
     if table.summary:
         lines += ["", "## Summary", "", "| quantity | value |", "|---|---:|"]
         for key, value in _flatten(table.summary):
-            lines.append(f"| {_md_escape(key)} | {_md_value(_cell(value), 'float')} |")
+            lines.append(f"| {_md_escape(key)} | {_md_value(json_cell(value), 'float')} |")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
@@ -712,7 +704,7 @@ def _write_xlsx(table: OutputTable, tmp: Path) -> None:
     sheets = [Sheet(table.sheet_name, [c.name for c in table.columns], zip(*lists, strict=True),
                     styles, widths)]
     if table.summary:
-        pairs = [(key, _cell(value)) for key, value in _flatten(table.summary)]
+        pairs = [(key, json_cell(value)) for key, value in _flatten(table.summary)]
         sheets.append(Sheet("summary", ["quantity", "value"], pairs, ["default", "float"],
                             [36, 20]))
     write_xlsx(tmp, sheets)

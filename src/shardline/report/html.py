@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from shardline.hardware import Chip
+from shardline.io.sheets import json_cell
 from shardline.units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
 
 __all__ = ["ReportData", "report_from_sheet", "report_from_stack", "render_html", "json_for_script"]
@@ -43,12 +44,7 @@ class ReportData:
 
 
 def _clean(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
+    value = json_cell(value)
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)
