@@ -125,16 +125,16 @@ def test_unaligned_dimension_penalty() -> None:
     assert aligned is not None and odd is not None
     assert aligned["align_efficiency"] == 1.0
     assert odd["align_efficiency"] == DEFAULT_UNALIGNED_EFFICIENCY
-    # by hand, for the tile the model chose: waves * 2*BM*BN*K / (SM rate at half the peak share)
+    # by hand, for the tile the model chose: waves * 2*BM*BN*K / (SM rate at the unaligned share)
     bm, bn = odd["tile_m"], odd["tile_n"]
     sm_rate = min(H100_ACHIEVABLE * DEFAULT_UNALIGNED_EFFICIENCY / H100_SMS,
                   2 * bm * bn / (2 * bm + 2 * bn) * H100_L2_BYTES_PER_S / H100_SMS)
     assert odd["t_compute_s"] == pytest.approx(odd["waves"] * 2 * bm * bn * 8191 / sm_rate)
-    assert odd["t_compute_s"] > 1.9 * aligned["t_compute_s"]
+    assert odd["t_compute_s"] > aligned["t_compute_s"]
     measured = dataclasses.replace(H100, achievable=dataclasses.replace(
-        H100.achievable, unaligned_matmul_efficiency=0.8))
+        H100.achievable, unaligned_matmul_efficiency=0.6))
     p = with_prediction(matmul(8192, 8191, 8192, hw=measured, dtype="bf16")).prediction
-    assert p is not None and p["align_efficiency"] == 0.8
+    assert p is not None and p["align_efficiency"] == 0.6
 
 
 def test_split_k_fills_the_sms() -> None:

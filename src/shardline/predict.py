@@ -47,10 +47,14 @@ __all__ = [
 
 # Rate of a matmul whose row strides are not a multiple of the chip's align_bytes, as a fraction of
 # the aligned rate, when the chip file has no measured `unaligned_matmul_efficiency`.
-# An assumption, not a measurement: Hopper's TMA copies need 16-byte aligned strides and the
-# NVIDIA guide ("Tensor Core Requirements") says such shapes run "less efficiently" without a
-# figure; `shardline calibrate` on a GPU measures the real ratio (8192^3 against 8192x8191x8192).
-DEFAULT_UNALIGNED_EFFICIENCY = 0.5
+# Hopper's TMA copies need 16-byte aligned strides and the NVIDIA guide ("Tensor Core
+# Requirements") says such shapes run "less efficiently" without a figure. Recent cuBLAS keeps the
+# loss small: on H100, bf16 8193x2501x5008 ran at 5.09e14 FLOP/s against 5.02e14 padded to aligned
+# sizes (meta-pytorch/float8_experimental PR 145), and MLX's maintainers report the unaligned
+# penalty "reduced to within 20%" with CUDA 13 (ml-explore/mlx issue 2712); older libraries fell to
+# align-1 kernels 2-3x slower. 0.8 takes the recent libraries' worst case; `shardline calibrate` on
+# a GPU measures the real ratio (8192^3 against 8192x8191x8192).
+DEFAULT_UNALIGNED_EFFICIENCY = 0.8
 
 
 def stream_time(q_bytes: Any, cache_bytes: float | None, cache_bytes_per_s: float | None,
