@@ -199,3 +199,18 @@ def test_cli_start_up_imports_no_heavy_modules() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_default_dtype_follows_the_chip(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a calibrated CPU file computes in fp32 and fp64 only: leaving out --dtype must not ask for bf16
+    chip = tmp_path / "cpu.toml"
+    chip.write_text(
+        'name = "cpu"\nkind = "cpu"\n[peak_flops_per_s]\nfp32 = 1e11\nfp64 = 5e10\n'
+        "[memory]\ncapacity_bytes = 16e9\nbytes_per_s = 2e10\n",
+        encoding="utf-8",
+    )
+    out = _json(capsys, ["matmul", "512", "512", "512", "--hw", str(chip), "--json"])
+    assert out["dtypes"]["compute"] == "fp32" and out["bytes"]["a"] == 4 * 512 * 512
+    assert _json(capsys, ["matmul", "8", "8", "8", "--json"])["dtypes"]["a"] == "bf16"

@@ -23,7 +23,9 @@ def add_chip_args(parser: argparse.ArgumentParser, *, dtype: bool = True) -> Non
     )
     if dtype:
         group.add_argument(
-            "--dtype", default="bf16", help="storage dtype of every operand (default bf16)"
+            "--dtype",
+            default=None,
+            help="storage dtype of every operand (default: bf16, or fp32 on a chip without bf16)",
         )
         group.add_argument(
             "--compute-dtype",
@@ -84,3 +86,12 @@ def dtype_map(text: str | None) -> dict[str, str]:
 
 def emit_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, indent=2, allow_nan=False) + "\n")
+
+
+def fill_default_dtype(args: argparse.Namespace) -> None:
+    """`--dtype` left out: the chip's default (bf16, or fp32 on a chip without bf16, such as a
+    calibrated CPU file)."""
+    if getattr(args, "dtype", "unset") is None and getattr(args, "hw", None):
+        from shardline.hardware import load_chip
+
+        args.dtype = load_chip(args.hw).default_dtype

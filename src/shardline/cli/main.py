@@ -8,6 +8,7 @@ import importlib
 import sys
 from typing import NoReturn
 
+from shardline.cli.common import fill_default_dtype
 from shardline.errors import InputError
 
 # Command modules, in the order `shardline --help` lists them.
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        fill_default_dtype(args)
         code = args.func(args)
     except InputError as exc:
         sys.stderr.write(f"error: {exc}\n")

@@ -88,6 +88,14 @@ class Chip:
     def dtypes(self) -> tuple[str, ...]:
         return tuple(self.peak_flops_per_s)
 
+    @property
+    def default_dtype(self) -> str:
+        """bf16 where the chip computes in it (the usual ML dtype), else fp32, else its first."""
+        for dtype in ("bf16", "fp32"):
+            if dtype in self.peak_flops_per_s:
+                return dtype
+        return next(iter(self.peak_flops_per_s))
+
     def peak(self, compute_dtype: str) -> float:
         """Dense peak FLOP/s for a compute dtype; a dtype the chip lacks is an input error."""
         key = canonical_dtype(compute_dtype)
