@@ -151,3 +151,14 @@ def test_bad_workload_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) 
     line = _error(capsys, ["plan", str(huge), "--hw", "a100-40gb", "--devices", "2"])
     assert "fits on no plan over 2 x a100-40gb: the smallest needs" in line
     assert "275 GB per device" in line  # 64 x 65536^2 x 2 B / 2 devices, plus activations
+
+
+def test_unknown_weight_name_is_an_error_not_a_traceback(capsys: pytest.CaptureFixture[str],
+                                                          tmp_path: Path) -> None:
+    # No tp_dim given: the default (the weight's largest dim) must not look up a missing operand.
+    for body in ('m = 4\nk = 8\nn = 16\nweights = ["q"]\n',
+                 'einsum = "x[M,K] * w[K,N] -> y[M,N]"\ndims = { M = 4, K = 8, N = 16 }\n'
+                 'weights = ["W"]\n'):
+        path = tmp_path / "weights.toml"
+        path.write_text(f'[[layer]]\nname = "a"\n{body}', encoding="utf-8")
+        assert "weights names unknown operand" in _error(capsys, ["stack", str(path)])

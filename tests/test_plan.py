@@ -103,6 +103,23 @@ def test_transformer_training_has_four_all_reduces_per_block() -> None:
     assert tp_comm.bytes == 4 * layers * 2 * b * s * d  # each on a bf16 [B, S, D] activation
 
 
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_transformer_inference_has_two_all_reduces_per_block_and_no_gather(phase: str) -> None:
+    # Megatron inference: the attention output and FFN down projections all-reduce [B, S, D]
+    # (S = 1 in decode); nothing else moves. The scores p stay split by head into attn_values,
+    # whose other input is the (head-split) V cache, so p is never all-gathered.
+    layers, b, s, d, kv_heads, head_dim = 3, 4, 512, 1024, 4, 64
+    w = transformer(d_model=d, d_ff=4 * d, heads=16, kv_heads=kv_heads, head_dim=head_dim,
+                    batch=b, seq_len=s, layers=layers, phase=phase)
+    p = plan(w, "h100-sxm", 4, tp=4).plans[0]
+    q_len = 1 if phase == "decode" else s
+    assert [(c.purpose, c.kind) for c in p.comm] == [("tp", "all_reduce")]
+    (ar,) = p.comm
+    assert ar.calls == 2 * layers and ar.bytes == 2 * layers * 2 * b * q_len * d
+    # the KV cache, 2*L*n_kv*d_head*S*B*s_kv, split over the 4 kv heads' devices
+    assert p.memory.kv_cache_bytes == 2 * layers * kv_heads * head_dim * s * b * 2 / 4
+
+
 def test_fsdp_memory_and_traffic_by_hand() -> None:
     d, f, tokens, layers, x = 1024, 4096, 4096, 2, 8
     w = ffn(d_model=d, d_ff=f, batch=tokens, gated=False, layers=layers, phase="training")

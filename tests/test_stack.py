@@ -48,6 +48,24 @@ def test_seed003_stack_totals_and_memory_by_hand() -> None:
     assert mem.working_set_bytes == 2 * (m * n + n * k + m * k) and mem.working_set_fits
 
 
+def test_fp32_training_has_no_separate_master_copy() -> None:
+    # fp32 weights are Adam's master copy: 4 B weights + 4 B gradients + 8 B (two fp32 moments)
+    # = 16 B per parameter (ZeRO, Rajbhandari et al. 2020, section 3.1), not 4 + 4 + 12.
+    d, f, b, layers = 512, 2048, 8, 3
+    w = ffn(d_model=d, d_ff=f, batch=b, gated=False, layers=layers, phase="training",
+            dtype="fp32")
+    mem = stack(w, "h100-sxm").memory
+    params = layers * 2 * d * f
+    assert mem.weights_bytes == mem.gradients_bytes == 4 * params
+    assert mem.optimizer_bytes == 8 * params
+    assert mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes == 16 * params
+    # int8 weights still need the fp32 master copy: 1 + 1 + 12 = 14 B per parameter
+    w8 = ffn(d_model=d, d_ff=f, batch=b, gated=False, layers=layers, phase="training",
+             dtype="int8")
+    mem8 = stack(w8, "h100-sxm").memory
+    assert mem8.optimizer_bytes == 12 * params and mem8.gradients_bytes == params
+
+
 def test_training_memory_is_16_bytes_per_param_plus_activations() -> None:
     # bf16 weights 2 B + bf16 gradients 2 B + Adam (fp32 master, m, v) 12 B = 16 B per parameter
     # (MODEL.md section 6; ZeRO, Rajbhandari et al. 2020, section 3.1).

@@ -312,7 +312,7 @@ class _Context:
             taken = set(tp_split_dims(following, tp)) & {
                 d
                 for op in following.inputs
-                if following.role(op.name) == "activation"
+                if following.role(op.name) != "weight"  # activation, on-chip scores or cache
                 for d in op.dims
             }
             self._gathers[key] = bool(sharded - taken)

@@ -4,7 +4,8 @@ MODEL.md section 6. Each layer is bound on its own (`t_lower_s` = max(t_compute,
 layer), so the stack's lower bound is the sum of the per-layer maxima, which is at least
 max(sum t_compute, sum t_memory). Memory: weights `params*s_w`; activations; KV cache
 `2*L*n_kv*d_head*S*B*s_kv`; training adds gradients and Adam state (fp32 master weights and two
-moments: 12 B per parameter, so 16 B per parameter with bf16 weights and gradients).
+moments: 12 B per parameter, so 16 B per parameter with bf16 weights and gradients; fp32 weights are
+their own master copy: 4 + 4 + 8 = 16 B).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from math import ceil
 from typing import Any
 
 from shardline.cost import roofline_times
+from shardline.dtypes import dtype_bits
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.roofline import evaluate_einsum
@@ -23,6 +25,7 @@ from shardline.workload import Layer, Workload
 
 __all__ = [
     "OPTIMIZER_BYTES_PER_PARAM",
+    "optimizer_bytes_per_param",
     "LayerCost",
     "LayerRow",
     "StackTotals",
@@ -38,7 +41,18 @@ __all__ = [
 # Mixed-precision Adam keeps an fp32 master copy of each weight plus two fp32 moments:
 # 4 + 4 + 4 = 12 B per parameter (ZeRO, Rajbhandari et al. 2020, section 3.1: "K = 12"). With bf16
 # weights (2 B) and bf16 gradients (2 B) that is the 16 B per parameter of MODEL.md section 6.
-OPTIMIZER_BYTES_PER_PARAM = 12
+# Weights already stored in fp32 (or wider) are their own master copy: only the two moments,
+# 8 B, so fp32 training is 4 + 4 + 8 = 16 B per parameter too (ZeRO, section 3.1).
+ADAM_MOMENTS_BYTES_PER_PARAM = 8
+FP32_MASTER_BYTES_PER_PARAM = 4
+OPTIMIZER_BYTES_PER_PARAM = ADAM_MOMENTS_BYTES_PER_PARAM + FP32_MASTER_BYTES_PER_PARAM
+
+
+def optimizer_bytes_per_param(weight_dtype: str) -> int:
+    """Adam state per parameter: two fp32 moments, plus an fp32 master copy when the weight is
+    stored narrower than fp32."""
+    master = FP32_MASTER_BYTES_PER_PARAM if dtype_bits(weight_dtype) < 32 else 0
+    return ADAM_MOMENTS_BYTES_PER_PARAM + master
 
 
 @dataclass(frozen=True)
@@ -187,7 +201,7 @@ def memory_check(
     sharded `fsdp` ways (ZeRO-3)."""
     if layers is None:
         layers = [(layer, layer.count * workload.repeat) for layer in workload.layers]
-    params = weights = kv = saved = 0.0
+    params = weights = kv = saved = adam = 0.0
     live = biggest_out = 0
     working, working_layer = 0, layers[0][0].name if layers else ""
     for layer, n in layers:
@@ -195,6 +209,10 @@ def memory_check(
         weights_one = sum(layer.operand_bytes(w, dims) for w in layer.weights)
         params_one = sum(_elements(layer, w, dims) for w in layer.weights)
         params += n * params_one
+        adam += n * sum(
+            _elements(layer, w, dims) * optimizer_bytes_per_param(layer.dtypes[w])
+            for w in layer.weights
+        )
         weights += n * weights_one
         kv += n * sum(layer.operand_bytes(c, dims) for c in layer.cache)
         ins = _activation_bytes(layer, dims, (op.name for op in layer.inputs))
@@ -207,7 +225,7 @@ def memory_check(
     weights_dev = weights / fsdp
     if workload.training:
         gradients = weights_dev  # gradients in the weights' dtype
-        optimizer = OPTIMIZER_BYTES_PER_PARAM * params / fsdp
+        optimizer = adam / fsdp
         activations = in_flight * saved + biggest_out
     else:
         gradients = optimizer = 0.0

@@ -178,7 +178,9 @@ def _default_tp_dim(
     if not weights:
         return ()
     spec = parse_einsum(spec_text)
-    weight = next(op for op in spec.operands if op.name == weights[0])
+    weight = next((op for op in spec.operands if op.name == weights[0]), None)
+    if weight is None:  # an unknown weight name: Layer() reports it with the operand names
+        return ()
     best = max(range(len(weight.dims)), key=lambda i: (dims[weight.dims[i]], i))
     return (weight.dims[best],)
 

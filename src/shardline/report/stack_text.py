@@ -7,7 +7,14 @@ from collections.abc import Sequence
 
 from shardline.dtypes import dtype_bytes
 from shardline.plan import BatchSweep, PlanResult, PlanSet
-from shardline.stack import OPTIMIZER_BYTES_PER_PARAM, LayerRow, MemoryCheck, StackResult
+from shardline.stack import (
+    ADAM_MOMENTS_BYTES_PER_PARAM,
+    OPTIMIZER_BYTES_PER_PARAM,
+    LayerRow,
+    MemoryCheck,
+    StackResult,
+    optimizer_bytes_per_param,
+)
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_time
 from shardline.workload import Workload
 
@@ -139,9 +146,18 @@ def _memory_lines(r: StackResult) -> list[str]:
             f"  gradients    one per weight, in its dtype = {fmt_int(mem.gradients_bytes)} B "
             f"({fmt_bytes(mem.gradients_bytes)})"
         )
+        per_param = {optimizer_bytes_per_param(dtype) for dtype in weight_dtypes}
+        if per_param == {OPTIMIZER_BYTES_PER_PARAM}:
+            adam = f"Adam, fp32 master + 2 moments: {OPTIMIZER_BYTES_PER_PARAM} B × "
+        elif per_param == {ADAM_MOMENTS_BYTES_PER_PARAM}:
+            adam = (
+                f"Adam, 2 fp32 moments (fp32 weights are the master copy): "
+                f"{ADAM_MOMENTS_BYTES_PER_PARAM} B × "
+            )
+        else:
+            adam = "Adam, 2 fp32 moments + an fp32 master copy of the narrower weights, over "
         out.append(
-            f"  optimizer    Adam, fp32 master + 2 moments: {OPTIMIZER_BYTES_PER_PARAM} B × "
-            f"{fmt_int(mem.params)} params = {fmt_int(mem.optimizer_bytes)} B "
+            f"  optimizer    {adam}{fmt_int(mem.params)} params = {fmt_int(mem.optimizer_bytes)} B "
             f"({fmt_bytes(mem.optimizer_bytes)})"
         )
     else:
