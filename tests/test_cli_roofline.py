@@ -140,7 +140,9 @@ def test_text_calls_the_bound_first(capsys: pytest.CaptureFixture[str]) -> None:
             "--flops-per-s", "1.97e14", "--mem-bw", "820 GB/s"]
     assert main(argv) == 0
     first = capsys.readouterr().out.splitlines()[0]
-    assert first == "MEMORY-BOUND: intensity 120.5 FLOP/B < ridge 240.2 FLOP/B (197 TFLOP/s / 820 GB/s)"
+    assert first == (
+        "MEMORY-BOUND: intensity 120.5 FLOP/B < ridge 240.2 FLOP/B (197 TFLOP/s / 820 GB/s)"
+    )
 
 
 def test_hw_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:

@@ -68,8 +68,10 @@ def test_shard_json_and_text(capsys: pytest.CaptureFixture[str]) -> None:
                          "--json"])
     _check_sharded_contract(out)
     assert out["strategy"] == "along k, output split" and out["bound"] == "network"
-    (t,) = out["thresholds"]
-    assert t["name"] == "K_network_bound_below"
+    bandwidth_only, t = out["thresholds"]
+    assert bandwidth_only["name"] == "K_network_bound_below"
+    assert bandwidth_only["value"] == pytest.approx(4 * 989.4e12 * 7 / (2 * 450e9))
+    assert t["name"] == "K_network_bound_below_with_latency"
     assert t["value"] == pytest.approx(4 * 989.4e12 * 7 / (2 * 450e9)
                                        + 1e-6 * 8 * 989.4e12 / (2 * 8192 * 8192))
     out = _json(capsys, ["shard", "8192", "8192", "8192", "--devices", "8", "--along", "m",
@@ -93,6 +95,20 @@ def test_collective_json_and_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["t_s"] == pytest.approx(15 / 16 * 2**26 / 2e11) and out["t_latency_s"] == 0
     assert main(["collective", "all-to-all", "--bytes", "1e3", "--devices", "8"]) == 0
     assert capsys.readouterr().out.splitlines()[3].startswith("LATENCY-BOUND")
+
+
+@pytest.mark.parametrize(("hw", "n", "word"), [
+    ("tpu-v5e", 16, "ring"), ("tpu-v6e", 8, "line"), ("tpu-v4", 12, "ring"), ("tpu-v4", 6, "line"),
+    ("h100-sxm", 8, "switch"), ("h100-sxm", 32, "hierarchical"), ("tpu-v5e", 64, "torus")])
+def test_collective_topology_is_the_topology_word(capsys: pytest.CaptureFixture[str], hw: str,
+                                                  n: int, word: str) -> None:
+    out = _json(capsys, ["collective", "reduce-scatter", "--bytes", "1e8", "--devices", str(n),
+                         "--hw", hw, "--json"])
+    assert out["topology"] == word and out["topology_detail"]
+    for override in ("ring", "line", "unidirectional-ring", "switch"):
+        out = _json(capsys, ["collective", "all-gather", "--bytes", "1e8", "--devices", str(n),
+                             "--hw", hw, "--topology", override, "--json"])
+        assert out["topology"] == override
 
 
 def test_compare_json_and_text(capsys: pytest.CaptureFixture[str]) -> None:

@@ -66,7 +66,7 @@ def test_switch_uses_per_device_egress() -> None:
     c = collective_cost("all-gather", 1e9, 8, H100)
     assert c.t_bandwidth_s == pytest.approx(7 / 8 * 1e9 / 450e9, rel=1e-12)
     assert c.t_latency_s == pytest.approx(1e-6)
-    assert c.topology == "switch of 8 (NVLink 4)"
+    assert c.topology == "switch" and c.topology_detail == "switch of 8 (NVLink 4)"
 
 
 @pytest.mark.parametrize("topo", ["ring", "line", "unidirectional-ring"])
@@ -206,7 +206,7 @@ def test_gpu_question_5_two_nodes_bound_by_the_node() -> None:
     # we're actually bounded by the node level reduction"
     v = 1e9
     c = collective_cost("all_gather", v, 16, H100)
-    assert c.topology.startswith("hierarchical")
+    assert c.topology == "hierarchical"
     assert c.t_bandwidth_s == pytest.approx(v * 7 / (8 * 450e9), rel=1e-12)
 
 
@@ -237,6 +237,42 @@ def test_catalog_topology_rules() -> None:
     assert name(H100, 8) == "switch" and name(H100, 64) == "hierarchical"
     assert name(V5E, 64) == "torus"  # 16 (ring) x 4 (line), axis by axis
     assert name(V5E, 512) == "hierarchical"  # beyond the 256-chip pod: DCN
+
+
+@pytest.mark.parametrize("n", [20, 24, 28])
+def test_v5p_axis_that_fits_one_torus_dimension_wraps(n: int) -> None:
+    # v5p's torus is 16 x 20 x 28 and wraps on multiples of 4: n = 20, 24 or 28 chips fit one
+    # dimension whole (the smallest that holds them), a bidirectional ring:
+    # (n-1)/n * V / (2W) with W = 9e10, latency alpha * floor(n/2)
+    v5p = load_chip("tpu-v5p")
+    c = collective_cost("all_gather", 1e9, n, v5p)
+    assert c.topology == "ring" and c.topology_detail == f"ring of {n} (ICI)"
+    assert c.t_bandwidth_s == pytest.approx((n - 1) / n * 1e9 / (2 * 9e10), rel=1e-12)
+    assert c.t_latency_s == pytest.approx(1e-6 * (n // 2))
+    # 6 is not a multiple of 4: a line, (n-1)/n * V / W and n-1 hops
+    c = collective_cost("all_gather", 1e9, 6, v5p)
+    assert c.topology == "line" and c.t_bandwidth_s == pytest.approx(5 / 6 * 1e9 / 9e10)
+    assert c.t_latency_s == pytest.approx(5e-6)
+
+
+def test_in_switch_all_reduce_over_two_axes_of_one_node() -> None:
+    # K_XY on X=4, Y=2 of one 8-GPU H100 node: NVLink SHARP reduces over all 8 at once,
+    # V / W + 2 alpha with W = 450e9, not two axis-by-axis all-reduces
+    nets = mesh_networks(H100, [("X", 4), ("Y", 2)])
+    v = 2**27
+    c = collective_over("all_reduce", v, [nets["X"], nets["Y"]], H100)
+    assert c.t_bandwidth_s == pytest.approx(v / 450e9, rel=1e-12)
+    assert c.t_latency_s == pytest.approx(2e-6) and c.topology == "switch"
+    # A100 has no in-switch reduction: RS + AG axis by axis, 2 * (3/4 + 1/2 * 1/4) V / W
+    # = 2 * 7/8 V / W, the same as one flat 8-GPU switch
+    a100 = load_chip("a100-80gb")
+    nets = mesh_networks(a100, [("X", 4), ("Y", 2)])
+    c = collective_over("all_reduce", v, [nets["X"], nets["Y"]], a100)
+    assert c.t_bandwidth_s == pytest.approx(2 * 7 / 8 * v / 300e9, rel=1e-12)
+    # across nodes (X=2 spills over the NICs) no SHARP: the hierarchical max, doubled
+    nets = mesh_networks(H100, [("X", 2), ("Y", 8)])
+    c = collective_over("all_reduce", v, [nets["X"], nets["Y"]], H100)
+    assert c.t_bandwidth_s == pytest.approx(2 * v * max(7 / (8 * 450e9), 1 / (2 * 400e9)))
 
 
 def test_multi_dimension_axis_runs_axis_by_axis() -> None:
@@ -342,3 +378,12 @@ def test_bad_input() -> None:
     # a chip without an interconnect is a flat switch of the given link
     flat = collective_cost("all_gather", 1e6, 4, bare, link_bytes_per_s=1e10)
     assert flat.t_bandwidth_s == pytest.approx(3 / 4 * 1e6 / 1e10) and flat.t_latency_s == 0
+
+
+def test_link_bw_on_a_switch_is_the_formula_w() -> None:
+    # MODEL.md section 4, switch: (X-1)/X * V / W + alpha with W the device's link into the switch;
+    # --link-bw gives that W directly (no multiplication by the chip's NVLink count)
+    v, x, w, alpha = 3e9, 8, 2e11, 2e-6
+    c = collective_cost("all_gather", v, x, H100, "switch", link_bytes_per_s=w, hop_latency_s=alpha)
+    assert c.t_bandwidth_s == pytest.approx((x - 1) / x * v / w, rel=1e-12)
+    assert c.t_latency_s == pytest.approx(alpha)

@@ -6,7 +6,16 @@ import pytest
 
 from shardline.einsum import check_dims, parse_dims, parse_einsum
 from shardline.errors import InputError
-from shardline.units import GB, GiB, fmt_bytes, fmt_time, parse_count, parse_quantity
+from shardline.units import (
+    GB,
+    GiB,
+    fmt_bytes,
+    fmt_capacity,
+    fmt_num,
+    fmt_time,
+    parse_count,
+    parse_quantity,
+)
 
 
 def test_parse_sharded_spec() -> None:
@@ -54,6 +63,9 @@ def test_quantities() -> None:
     assert parse_quantity("1 us", "s") == pytest.approx(1e-6)
     with pytest.raises(InputError):
         parse_quantity("fast", "B/s")
+    for infinite in ("1e400", "1e400 TB/s", "-1e999"):  # float() gives +-inf: not a quantity
+        with pytest.raises(InputError, match="not a finite number"):
+            parse_quantity(infinite, "B/s")
     assert parse_count("4_096", "M") == 4096
     assert GB == 1e9 and GiB == 2**30
 
@@ -62,3 +74,13 @@ def test_formatting() -> None:
     assert fmt_bytes(402_653_184) == "403 MB"  # decimal: GB = 1e9 B
     assert fmt_time(1.1e-3) == "1.1 ms"
     assert fmt_time(2.5e-6) == "2.5 µs"
+    assert fmt_num(float("inf")) == "inf"
+
+
+def test_capacity_says_gib_where_the_maker_does() -> None:
+    # TPU v4 HBM is 32 GiB = 32 * 2**30 = 34,359,738,368 B = 34.36 GB; H100 HBM is 80 GB = 80e9 B
+    # (80e9 is a multiple of 1024 too, but not a round number of GiB: 74.51)
+    assert fmt_capacity(32 * GiB) == "32 GiB = 34.36 GB"
+    assert fmt_capacity(80 * GB) == "80 GB"
+    assert fmt_capacity(228 * 1024) == "228 KiB = 233.5 kB"  # H100 shared memory per SM
+    assert fmt_capacity(50e6) == "50 MB"

@@ -101,6 +101,15 @@ def test_accumulate_and_int8_weights_are_stated(capsys: pytest.CaptureFixture[st
     assert "| 2·s_out·M·N | 2 × 2 B × 128 × 4,096 |" in text
 
 
+def test_accumulate_changes_the_square_estimate(capsys: pytest.CaptureFixture[str]) -> None:
+    # C += A·B on a square n: Q = s(n² + n² + 2n²) = 4sn², so I = 2n³ / (4sn²) = 2n/(4s) exactly
+    n, s = 1024, 2
+    text = _explain(capsys, "matmul", str(n), str(n), str(n), "--hw", "a100-40gb", "--accumulate")
+    assert f"I ≈ 2n/(4s) = 2 × 1,024 / (4 × 2) = {2 * n / (4 * s):,.4g} FLOP/B" in text
+    flops, q = 2 * n**3, 4 * s * n * n
+    assert f"| intensity | I = F / Q | {flops:,} / {q:,} | {n / 4:,.4g} FLOP/B |" in text
+
+
 def test_explain_takes_exactly_the_matmul_and_einsum_arguments() -> None:
     parser = build_parser()
     subs: dict = next(a for a in parser._actions if a.dest == "command").choices  # type: ignore[assignment]
@@ -181,3 +190,73 @@ def test_explain_sharded_einsum(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert "over 4 devices (X=4)" in text.splitlines()[0]
     assert f"| {2 * 1024 * 4096 * 4096:,} FLOP" in text  # M split 4 ways
+
+
+def test_explain_shard_memory_bound_units_roofline_and_advice(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # decode-sized M over 4 TPU v5e chips, N split: each chip reads its quarter of the weight
+    m, k, n, d = 16, 8192, 8192, 4
+    text = _explain(
+        capsys, "shard", str(m), str(k), str(n), "--devices", str(d), "--along", "n",
+        "--hw", "tpu-v5e",
+    )
+    p, w = 197e12, 8.19e11  # Google Cloud TPU v5e docs: bf16 peak, HBM bytes/s
+    flops = 2 * m * k * (n // d)
+    a, b, c = 2 * m * k, 2 * k * (n // d), 2 * m * (n // d)  # bf16 local shards, bytes
+    q = a + b + c
+    assert text.splitlines()[2].startswith("**Answer: MEMORY-BOUND")
+    # the times carry units on the numbers put in
+    assert f"= {flops:,} FLOP / 1.97e14 FLOP/s = **{fmt_time(flops / p)}**" in text
+    assert f"= {q:,} B / 8.19e11 B/s = **{fmt_time(q / w)}**" in text
+    # the local work placed on the roofline: I = F / Q below R = P / W
+    assert f"I = F / Q = {flops / q:,.4g} FLOP/B < R = P / W = {p / w:,.4g} FLOP/B" in text
+    # advice with its effect: B (the weight shard) in int8 halves its bytes, nothing else changes
+    t_mem_new = (q - b / 2) / w
+    assert (
+        f"Store B ({100 * b / q:.1f}% of the bytes each device reads) in int8 instead of bf16"
+        in text
+    )
+    assert f"step {fmt_time(q / w)} -> {fmt_time(t_mem_new)} ({(q / w) / t_mem_new:.2f}x" in text
+
+
+def test_explain_shard_no_overlap_advice_gives_the_overlapped_time(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    m, k, n, d = 4096, 8192, 8192, 8
+    text = _explain(
+        capsys, "shard", str(m), str(k), str(n), "--devices", str(d), "--along", "k",
+        "--hw", "h100-sxm", "--no-overlap",
+    )
+    p, w = 989.4e12, 3.35e12  # NVIDIA H100 SXM5 datasheet: dense bf16, HBM bytes/s
+    t_compute = 2 * m * (k // d) * n / p
+    t_memory = 2 * (m * (k // d) + (k // d) * n + m * n) / w
+    # reduce-scatter of fp32 partial sums over an NVSwitch of 8: (D-1)/D * V / W_link + alpha
+    t_network = (d - 1) / d * 4 * m * n / 450e9
+    step = max(t_compute, t_memory) + t_network
+    line = next(x for x in text.splitlines() if "Overlap the collective" in x)
+    assert line.startswith("2. Overlap the collective with computation (--overlap)")
+    # before: max(t_compute, t_memory) + t_network; after: the max of the three (= t_network);
+    # the per-hop latency alpha adds about a microsecond to both
+    before, after = (
+        float(part.rsplit(", ", 1)[-1].split(" µs")[0]) * 1e-6 for part in line.split(" -> ")
+    )
+    assert before == pytest.approx(step, abs=3e-6)
+    assert after == pytest.approx(t_network, abs=3e-6)
+    assert f"({before / after:.2f}x faster)" in line or f"({step / t_network:.2f}x" in line
+
+
+def test_einsum_with_its_own_operand_names_gets_the_estimate(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # a matmul spelled with other operand names (once a KeyError on "a"): int8 weights W, M small,
+    # so I ≈ 2M/s_W = 2 × 16 / 1 = 32 FLOP/B
+    text = _explain(
+        capsys, "einsum", "X[M,K] * W[K,N] -> Y[M,N]", "--dims", "M=16,K=4096,N=4096",
+        "--hw", "a100-40gb", "--dtypes", "W=int8",
+    )
+    assert "I = F / Q = 1 / (s_X/(2N) + s_W/(2M) + s_Y/(2K))" in text
+    assert "I ≈ 2M/s_W = 2 × 16 / 1 = 32 FLOP/B" in text
+    # exact: F = 2·16·4096·4096, Q = 2·16·4096 + 1·4096·4096 + 2·16·4096
+    flops, q = 2 * 16 * 4096 * 4096, 2 * 16 * 4096 + 4096 * 4096 + 2 * 16 * 4096
+    assert f"| intensity | I = F / Q | {flops:,} / {q:,} | {flops / q:,.4g} FLOP/B |" in text

@@ -186,3 +186,24 @@ def test_plot_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     err = capsys.readouterr().err.splitlines()
     assert len(err) == len(cases) and all(line.startswith("error: ") for line in err)
     assert existing.read_bytes() == b"keep" and not (tmp_path / "y.png").exists()
+
+
+def test_names_with_dollar_signs_are_plain_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # matplotlib reads "$...$" as mathtext; "$\frac{$" is invalid mathtext and used to crash the
+    # plot with a traceback. A name is text, drawn as written.
+    src = tmp_path / "s.csv"
+    src.write_text(
+        'name,M,K,N\n"cost $5 and $6",16,4096,4096\n"bad $\\frac{$",4096,4096,4096\n',
+        encoding="utf-8",
+    )
+    for suffix in (".png", ".svg"):
+        out = tmp_path / f"r{suffix}"
+        code = main(
+            ["plot", "roofline", "--hw", "a100-40gb", "--from", str(src), "--matmul",
+             "8x8x8=$x^2$", "-o", str(out)]
+        )
+        captured = capsys.readouterr()
+        assert code == 0 and captured.err == "" and "3 points" in captured.out
+        assert out.stat().st_size > 0

@@ -6,6 +6,7 @@ chromium the browser tests skip locally but FAIL in CI (CI=true), where `.ci/run
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -36,6 +37,7 @@ HOSTILE = [
     '<img src=x onerror="document.title=1">',
     "</script><script>document.title=2</script>",
     "a & b <!--",
+    "see https://example.com/x.js",
 ]
 
 
@@ -98,14 +100,14 @@ def test_page_is_self_contained_and_escapes_user_text(
     # no external resource of any kind: no src/href to a URL, no @import, and a CSP that forbids it
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
     assert "@import" not in page and "default-src 'none'" in page
-    assert [
-        m for m in re.findall(r"https?://[^\s\"']+", page) if m != "http://www.w3.org/2000/svg"
-    ] == []
+    assert re.findall(r"https?://", page) == []  # not even a namespace URI
     # user text only inside the JSON block, with < > & escaped
     for name in HOSTILE:
         assert name not in page
     assert page.count("<script") == 2 and page.count("</script>") == 2
-    assert json_for_script({"x": "</script>&"}) == '{"x":"\\u003c/script\\u003e\\u0026"}'
+    assert json_for_script({"x": "</script>&"}) == '{"x":"\\u003c\\/script\\u003e\\u0026"}'
+    assert json.loads(json_for_script({"u": "https://x.example/a"})) == {"u": "https://x.example/a"}
+    assert "//" not in json_for_script({"u": "https://x.example/a"})
 
 
 def test_report_draws_one_point_per_row_in_chromium(
@@ -208,3 +210,25 @@ def test_to_pandas_or_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     require("pandas", "pip install pandas")
     frame = r.to_pandas()
     assert frame.shape[0] == 1 and int(frame["flops"][0]) == 2 * 64**3
+
+
+def test_sheet_result_renders_in_a_notebook(tmp_path: Path) -> None:
+    from shardline.io.sheet_results import roofline_rows
+    from shardline.io.sheets import read_shape_rows
+
+    src = tmp_path / "s.csv"
+    src.write_text(
+        'name,M,K,N,count\n"<b>decode</b>",8,4096,16384,4\nsquare,4096,4096,4096,1\n',
+        encoding="utf-8",
+    )
+    result = roofline_rows(read_shape_rows(src), "a100-40gb")
+    page = result._repr_html_()
+    assert "<b>" not in page and "&lt;b&gt;decode&lt;/b&gt;" in page  # user text escaped
+    assert page.count("<tr>") == 3  # the header and two rows
+    assert f"{2 * 8 * 4096 * 16384:,}" in page and ">memory<" in page and ">compute<" in page
+    require("pandas", "pip install pandas")
+    frame = result.to_pandas()
+    assert list(frame["name"]) == ["<b>decode</b>", "square"]
+    assert list(frame["flops"]) == [2 * 8 * 4096 * 16384, 2 * 4096**3]
+    # Q = s(MK + KN + MN), bf16 s = 2 B
+    assert int(frame["bytes"][1]) == 2 * 3 * 4096**2 and list(frame["count"]) == [4, 1]

@@ -133,7 +133,11 @@ def test_dtype_the_chip_lacks_is_an_error() -> None:
         shardline.matmul(8, 8, 8, hw="a100-40gb", dtype="fp8")
 
 
-@pytest.mark.parametrize("bad", [0, -5, 2.5, "12", True, 2**41])
+@pytest.mark.parametrize(
+    "bad",
+    [0, -5, 2.5, "12", True, 2**41, np.array([8, 0]), np.array([1.5]), np.array([2**41]),
+     np.array([np.inf]), np.array([np.nan])],
+)
 def test_bad_dimensions(bad: object) -> None:
     with pytest.raises(InputError):
         shardline.matmul(bad, 8, 8)

@@ -197,15 +197,20 @@ def test_k_threshold_on_a_switch() -> None:
     # K < s_acc P (D-1) / (2W), independent of M and N; alpha adds alpha D P / (2 M N)
     d = 8
     r = shard_matmul(M, K, N, d, "k", H100)
-    (t,) = r.thresholds
+    bandwidth_only, t = r.thresholds
+    # first MODEL.md's bandwidth-only form, then the same with the per-hop latency
+    assert bandwidth_only.name == "K_network_bound_below"
+    assert bandwidth_only.formula == "K < s_fp32·P·(D-1)/(2·W)"
+    assert bandwidth_only.value == pytest.approx(4 * P * (d - 1) / (2 * W_NV), rel=1e-12)
     expect = 4 * P * (d - 1) / (2 * W_NV) + ALPHA * d * P / (2 * M * N)
+    assert t.name == "K_network_bound_below_with_latency"
     assert t.dim == "K" and t.value == pytest.approx(expect, rel=1e-12)
     assert t.formula.startswith("K < s_fp32·P·(D-1)/(2·W)")
     assert t.network_bound and r.bound == "network"
     above = shard_matmul(M, 32768, N, d, "k", H100)  # K above the threshold: compute-bound
     assert above.bound == "compute"
     # the same threshold for other M, N (only the tiny latency part moves)
-    other = shard_matmul(4096, K, 2048, d, "k", H100).thresholds[0].value
+    other = shard_matmul(4096, K, 2048, d, "k", H100).thresholds[1].value
     assert other == pytest.approx(4 * P * (d - 1) / (2 * W_NV) + ALPHA * d * P / (2 * 4096 * 2048))
 
 
@@ -219,7 +224,8 @@ def test_book_question_4_k_sharded_all_reduce_threshold() -> None:
     r = shard_matmul(b, 8192, f, x, "k", v5p, output="replicated",
                      options=ShardOptions(reduce_dtype="bf16"))
     assert r.networks["X"].name == "ring"  # 4 chips on v5p: a multiple of 4 wraps
-    (t,) = r.thresholds
+    bandwidth_only, t = r.thresholds
+    assert bandwidth_only.value == pytest.approx(5100 * (x - 1), rel=1e-9)
     latency = 2 * 1e-6 * (x // 2) * x * 4.59e14 / (2 * b * f)
     assert t.value == pytest.approx(5100 * (x - 1) + latency, rel=1e-9)
     assert pytest.approx(2550) == 4.59e14 / 1.8e11
@@ -228,7 +234,7 @@ def test_book_question_4_k_sharded_all_reduce_threshold() -> None:
 def test_threshold_for_m_when_weights_are_not_resident() -> None:
     d = 8
     r = shard_matmul(M, K, N, d, "m", H100, options=ShardOptions(resident=frozenset({"A"})))
-    (t,) = r.thresholds
+    _, t = r.thresholds
     # all-gather of B (V = 2KN) on the switch: M < s_B P (D-1)/(2W) + alpha D P/(2KN)
     assert t.dim == "M"
     assert t.value == pytest.approx(2 * P * (d - 1) / (2 * W_NV) + ALPHA * d * P / (2 * K * N))

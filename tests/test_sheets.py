@@ -114,7 +114,9 @@ def test_bad_cells_mark_their_row_and_name_row_and_column(tmp_path: Path) -> Non
     texts = [p.text() for p in t.problems]
     assert texts[0] == "row 3, column 'M': 'abc' is not a number; M must be a positive integer"
     assert texts[1] == "row 4, column 'K': '-8' is negative; K must be a positive integer"
-    assert texts[2].startswith("row 5, column 'N': '10.5'")
+    assert texts[2] == (
+        "row 5, column 'N': '10.5' is not a whole number; N must be a positive integer"
+    )
     assert texts[3] == "row 6, column 'K': K is blank"
     assert texts[4].startswith("row 7, column 'count': '-1' is negative")
     assert texts[5].startswith("row 8, column 'dtype': unknown dtype 'float7'")
@@ -309,7 +311,14 @@ def test_sheet_writes_every_format(tmp_path: Path, capsys: pytest.CaptureFixture
     bound_comp = ws.cell(row=3, column=header.index("bound") + 1)
     assert bound_mem.value == "memory" and bound_mem.fill.fgColor.rgb.endswith("F8CBAD")
     assert bound_comp.value == "compute" and bound_comp.fill.fgColor.rgb.endswith("C6E0B4")
+    # a blank input cell stays an empty cell (not a zero-length text that formulas trip on)
+    assert ws.cell(row=3, column=header.index("note") + 1).value is None
     summary = {r[0]: r[1] for r in wb["summary"].iter_rows(min_row=2, values_only=True)}
+    # totals over count: 32 decodes and 2 squares, each row's time times its count
+    square = _by_hand(8192, 8192, 8192)
+    assert summary["count_total"] == 32 + 2
+    for key in ("t_lower_s", "t_compute_s", "t_memory_s", "bytes"):
+        assert summary[f"totals.{key}"] == pytest.approx(32 * hand[key] + 2 * square[key])
     assert summary["rows"] == 2 and summary["totals.flops"] == payload["summary"]["totals"]["flops"]
 
 
@@ -462,3 +471,34 @@ def test_example_with_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     rows = list(csv.DictReader(out.open(encoding="utf-8")))
     assert [r["bound"] for r in rows] == ["memory", "", "", "compute"]
     assert int(rows[3]["flops"]) == 2 * 4096**3 and stdout.startswith(str(src))
+
+
+def test_atomic_write_leaves_nothing_on_error_and_a_normal_mode(tmp_path: Path) -> None:
+    import os
+
+    from shardline.io.sheets import atomic_write
+
+    target = tmp_path / "out.csv"
+
+    def half_then_fail(tmp: Path) -> None:
+        tmp.write_text("M,K,N\n1,", encoding="utf-8")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(target, half_then_fail)
+    assert list(tmp_path.iterdir()) == []  # no partial output, no temporary file
+    # a failure while replacing keeps the old file whole
+    target.write_text("old\n", encoding="utf-8")
+    target.chmod(0o640)
+    with pytest.raises(OSError):
+        atomic_write(target, half_then_fail)
+    assert target.read_text(encoding="utf-8") == "old\n" and len(list(tmp_path.iterdir())) == 1
+    # a new file gets the mode open() would give it (0666 less the umask), not mkstemp's 0600;
+    # a replaced file keeps its own mode
+    mask = os.umask(0)
+    os.umask(mask)
+    fresh = tmp_path / "fresh.csv"
+    atomic_write(fresh, lambda tmp: tmp.write_text("x\n", encoding="utf-8"))
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~mask
+    atomic_write(target, lambda tmp: tmp.write_text("new\n", encoding="utf-8"))
+    assert target.read_text(encoding="utf-8") == "new\n" and target.stat().st_mode & 0o777 == 0o640

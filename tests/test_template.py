@@ -268,3 +268,21 @@ def test_template_recomputes_in_libreoffice(tmp_path: Path) -> None:
         assert got["bound"] == lib.bound
         assert float(got["t_lower_s"]) == pytest.approx(float(lib.t_lower_s), rel=1e-12)
         assert got["critical_m"] == ("none" if lib.critical_m is None else str(lib.critical_m))
+
+
+def test_template_keeps_formula_like_names_as_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a name that looks like a formula must not become one (openpyxl stores "=..." as a formula)
+    src = tmp_path / "shapes.csv"
+    src.write_text('name,M,K,N\n"=1+1",8,8,8\n"=HYPERLINK(""x"")",16,16,16\n', encoding="utf-8")
+    out = tmp_path / "t.xlsx"
+    assert main(["template", str(out), "--hw", "a100-40gb", "--from", str(src), "--rows", "2"]) == 0
+    capsys.readouterr()
+    ws = openpyxl.load_workbook(out)[LAYOUT.sheet]
+    first = LAYOUT.first_row
+    names = [ws[f"A{first + i}"] for i in range(2)]
+    assert [c.value for c in names] == ["=1+1", '=HYPERLINK("x")']
+    assert [c.data_type for c in names] == ["s", "s"]  # text, not formulas
+    assert ws[f"{COL['flops']}{first}"].data_type == "f"  # the computed columns stay formulas
+    assert _book(out).value(f"{COL['flops']}{first}") == 2 * 8 * 8 * 8

@@ -20,6 +20,7 @@ Everything is vectorized over `bytes` (a numpy array broadcasts).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -101,10 +102,10 @@ class AxisNetwork:
 
     @property
     def name(self) -> str:
-        """The topology word for the whole axis."""
+        """The topology word for the whole axis (one of TOPOLOGIES, or "none" for one device)."""
         active = [s for s in self.stages if s.devices > 1]
         if not active:
-            return "none"
+            return self.stages[0].topology if self.stages else "none"
         if any(s.scale_out for s in active) and len(active) > 1:
             return "hierarchical"
         if len(active) > 1:
@@ -149,7 +150,7 @@ class CollectiveCost:
     kind: str
     bytes: Any  # V, the whole array
     devices: int
-    topology: str
+    topology: str  # the topology word: ring, line, switch, torus, hierarchical, ...
     t_s: Any  # alpha-beta: t_latency_s + t_bandwidth_s
     t_bandwidth_s: Any
     t_latency_s: Any
@@ -158,11 +159,12 @@ class CollectiveCost:
     formula: str
     combine: str  # how the steps add up: "sum" or "max(scale-up, scale-out)"
     steps: tuple[CollectiveStep, ...] = ()
+    topology_detail: str = ""  # the stages in words, e.g. "switch of 8 (NVLink 4)"
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: getattr(self, k) for k in (
-            "kind", "bytes", "devices", "topology", "t_s", "t_bandwidth_s", "t_latency_s",
-            "predicted_s", "bus_efficiency", "formula", "combine")}
+            "kind", "bytes", "devices", "topology", "topology_detail", "t_s", "t_bandwidth_s",
+            "t_latency_s", "predicted_s", "bus_efficiency", "formula", "combine")}
         out["steps"] = [
             {"topology": s.stage.topology, "devices": s.stage.devices, "link": s.stage.link,
              "scale_out": s.stage.scale_out, "bytes_per_s": s.stage.bytes_per_s,
@@ -274,7 +276,10 @@ def _compose(kind: str, nbytes: Any, nets: Sequence[AxisNetwork]) -> tuple[
         Any, float, list[CollectiveStep], str]:
     """Bandwidth time, latency time, the steps, and how they combine, for `kind` over `nets`."""
     stages = [s for net in nets for s in net.stages if s.devices > 1]
-    sharp = len(nets) == 1 and nets[0].in_network_reduction
+    active_nets = [net for net in nets if any(s.devices > 1 for s in net.stages)]
+    # in-switch reduction applies when every axis involved is a scale-up switch that has it
+    # (mesh_networks sets the flag only for those), i.e. the whole group sits in one node
+    sharp = bool(active_nets) and all(net.in_network_reduction for net in active_nets)
     steps: list[CollectiveStep] = []
     if not stages:
         return _scale(nbytes, 0.0), 0.0, steps, "sum"
@@ -292,6 +297,14 @@ def _compose(kind: str, nbytes: Any, nets: Sequence[AxisNetwork]) -> tuple[
         return one.t_bandwidth_s, one.t_latency_s, [one], "one hop over the slowest stage"
     if kind == "all_reduce" and len(stages) == 1:
         one = step(stages[0], nbytes, "all_reduce")
+        return one.t_bandwidth_s, one.t_latency_s, [one], "sum"
+    if kind == "all_reduce" and sharp:
+        # several mesh axes inside one NVSwitch node: the switch reduces over the whole group at
+        # once, V/W + 2·alpha (as for one axis), not axis by axis
+        merged = dataclasses.replace(stages[0], devices=total,
+                                     bytes_per_s=min(s.bytes_per_s for s in stages),
+                                     hop_latency_s=max(s.hop_latency_s for s in stages))
+        one = step(merged, nbytes, "all_reduce")
         return one.t_bandwidth_s, one.t_latency_s, [one], "sum"
     if kind == "all_to_all":
         # phase j is an all-to-all inside groups of n_j on the array those n_j devices hold,
@@ -339,13 +352,15 @@ def collective_over(kind: str, nbytes: Any, nets: Sequence[AxisNetwork],
     t_bw, t_lat, steps, combine = _compose(kind, nbytes, nets)
     eff = bus_efficiency(nbytes, chip)
     devices = math.prod(net.devices for net in nets)
-    topology = " + ".join(net.describe() for net in nets) if nets else "a single device"
+    detail = " + ".join(net.describe() for net in nets) if nets else "a single device"
+    words = [net.name for net in nets if net.name != "none"] or ["none"]
     formula = _formula(kind, steps, combine)
     return CollectiveCost(
         kind=kind,
         bytes=nbytes,
         devices=devices,
-        topology=topology,
+        topology=" + ".join(dict.fromkeys(words)),
+        topology_detail=detail,
         t_s=t_lat + t_bw,
         t_bandwidth_s=t_bw,
         t_latency_s=t_lat,
@@ -425,7 +440,13 @@ def _alpha(chip: Chip, options: NetworkOptions, scale_out: bool = False) -> floa
 
 
 def _switch_stage(chip: Chip, n: int, options: NetworkOptions) -> Stage:
+    """W of a switch is the device's one-way egress into it (MODEL.md section 4): the chip's
+    links x per-link bandwidth, or, given --link-bw, that figure itself (to the user a device has
+    one logical link into a switch, so the formula's W is what they typed)."""
     link_w, link_name, _ = _link(chip, options)
+    if options.link_bytes_per_s is not None:
+        return Stage("switch", n, link_w, _alpha(chip, options), link_name,
+                     w_note="--link-bw, the device's link into the switch")
     links = chip.interconnect.links_per_chip if chip.interconnect else 1
     return Stage("switch", n, link_w * links, _alpha(chip, options), link_name,
                  w_note=f"egress = {links} links × {fmt_rate(link_w, 'B/s')}")
@@ -484,6 +505,12 @@ def _auto_layout(chip: Chip, sizes: Sequence[int],
         rem = sizes[idx]
         fresh = [i for i, u in enumerate(used) if u == 1]
         partial = [i for i, u in enumerate(used) if 1 < u < dims[i]]
+        # an axis that fits one free torus dimension takes the smallest such dimension whole
+        # (v5p: 20 chips on its 20-chip dimension, a ring, rather than 10 x 2 lines)
+        whole = sorted((dims[i], i) for i in fresh if rem > 1 and dims[i] >= rem)
+        if whole:
+            fresh = [whole[0][1]]
+            partial = []
         for i in fresh + partial:
             if rem == 1:
                 break

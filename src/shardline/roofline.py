@@ -14,7 +14,7 @@ import numpy as np
 
 from shardline.cost import roofline_times
 from shardline.dtypes import canonical_dtype, categorize, dtype_bits
-from shardline.einsum import EinsumSpec, check_dims, check_size, parse_einsum
+from shardline.einsum import MAX_DIM, EinsumSpec, check_dims, check_size, parse_einsum
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.serialize import jsonable
@@ -153,6 +153,8 @@ def _check_dim(value: Any, name: str) -> Any:
         arr = np.asarray(value)
         if arr.dtype.kind not in "iuf" or np.any(arr <= 0) or np.any(arr != np.floor(arr)):
             raise InputError(f"dimension {name} must hold positive integers")
+        if np.any(arr > MAX_DIM):
+            raise InputError(f"dimension {name} holds an absurdly large size (limit {MAX_DIM:,})")
         return arr.astype(np.float64)
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         if isinstance(value, float) and value.is_integer():

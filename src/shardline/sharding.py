@@ -160,8 +160,9 @@ class PlannedCollective:
         return jsonable({
             "kind": self.kind, "operand": self.operand, "axes": list(self.axes),
             "bytes": self.bytes, "dtype": self.dtype, "devices": c.devices,
-            "topology": c.topology, "t_s": c.t_s, "t_bandwidth_s": c.t_bandwidth_s,
-            "t_latency_s": c.t_latency_s, "predicted_s": c.predicted_s,
+            "topology": c.topology, "topology_detail": c.topology_detail, "t_s": c.t_s,
+            "t_bandwidth_s": c.t_bandwidth_s, "t_latency_s": c.t_latency_s,
+            "predicted_s": c.predicted_s,
             "bus_efficiency": c.bus_efficiency, "formula": c.formula, "reason": self.reason,
         })
 
@@ -650,10 +651,10 @@ def _with_thresholds(result: ShardedResult, spec: EinsumSpec) -> ShardedResult:
         op = next(o for o in spec.operands if o.name == c.operand)
         in_arrays |= set(op.dims)
     pd = result.per_device
+    t_bandwidth = sum((float(c.cost.t_bandwidth_s) for c in result.collectives), 0.0)
     for d in spec.all_dims:
         if d in in_arrays:
             continue
-        value = result.dims[d] * result.t_network_s / pd.t_compute_s
         others = [o for o in spec.all_dims if o != d]
         formula = None
         if len(result.collectives) == 1 and len(result.mesh) == 1:
@@ -664,9 +665,18 @@ def _with_thresholds(result: ShardedResult, spec: EinsumSpec) -> ShardedResult:
                 formula = _closed_form(c, result.networks[c.axes[0]], d, size, others)
         if formula is None:
             formula = f"{d} < D·P·t_network/(2·{'·'.join(others)})"
+        # First the bandwidth-only form of MODEL.md section 5 (K < s_acc·P·(D-1)/(2W) on a
+        # switch), then the same with the per-hop latency, which is what `bound` uses.
+        bandwidth_value = result.dims[d] * t_bandwidth / pd.t_compute_s
+        value = result.dims[d] * result.t_network_s / pd.t_compute_s
         thresholds.append(Threshold(
-            name=f"{d}_network_bound_below", formula=formula, value=value, dim=d,
-            current=result.dims[d], network_bound=result.dims[d] < value))
+            name=f"{d}_network_bound_below", formula=formula.split(" + α")[0],
+            value=bandwidth_value, dim=d, current=result.dims[d],
+            network_bound=result.dims[d] < bandwidth_value))
+        if value != bandwidth_value:
+            thresholds.append(Threshold(
+                name=f"{d}_network_bound_below_with_latency", formula=formula, value=value,
+                dim=d, current=result.dims[d], network_bound=result.dims[d] < value))
     return dataclasses.replace(result, thresholds=tuple(thresholds))
 
 

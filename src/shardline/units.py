@@ -25,6 +25,7 @@ __all__ = [
     "parse_quantity",
     "parse_count",
     "fmt_bytes",
+    "fmt_capacity",
     "fmt_flops",
     "fmt_time",
     "fmt_rate",
@@ -51,6 +52,8 @@ def parse_quantity(text: str, unit: str) -> float:
     if not match:
         raise InputError(f"cannot read {text!r} as a quantity in {unit}")
     value = float(match.group(1))
+    if not math.isfinite(value):  # 1e400 parses to inf
+        raise InputError(f"cannot read {text!r}: {value} is not a finite number")
     suffix = match.group(2)
     if suffix == "" or suffix == unit:
         return value
@@ -106,6 +109,29 @@ def fmt_bytes(value: float, digits: int = 3) -> str:
     return _scaled(float(value), "B", _DECIMAL, digits)
 
 
+def fmt_capacity(value: float) -> str:
+    """A memory size as its maker states it: '32 GiB = 34.36 GB' when it is a round number of
+    binary units (SRAM, VMEM, TPU v4 HBM) and not of decimal ones, else decimal, '80 GB'
+    (GB = 1e9 B, GiB = 2**30 B)."""
+    v = float(value)
+
+    def scaled(scales: tuple[tuple[float, str], ...]) -> tuple[float, str]:
+        for scale, name in scales:
+            if v >= scale:
+                return v / scale, name
+        return v, scales[-1][1]
+
+    def whole(x: float, digits: int) -> bool:
+        return x == float(f"{x:.{digits}g}")
+
+    if v > 0 and math.isfinite(v):
+        dec, _ = scaled(_DECIMAL)
+        binary, name = scaled(((TiB, "TiB"), (GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB")))
+        if v >= KiB and whole(binary, 4) and not whole(dec, 3):
+            return f"{binary:.4g} {name} = {fmt_bytes(v, 4)}"
+    return fmt_bytes(v, 4)
+
+
 def fmt_flops(value: float, digits: int = 3) -> str:
     return _scaled(float(value), "FLOP", _DECIMAL, digits)
 
@@ -130,8 +156,8 @@ def fmt_num(value: float, digits: int = 4) -> str:
     if isinstance(value, int | np.integer) and abs(int(value)) < 10**18:
         return f"{int(value):,}"
     v = float(value)
-    if v == 0:
-        return "0"
+    if v == 0 or not math.isfinite(v):
+        return f"{v:g}"
     if 1e-3 <= abs(v) < 1e6:
         return f"{v:.{digits}g}"
     mantissa, exponent = f"{v:.{digits - 1}e}".split("e")

@@ -80,6 +80,8 @@ def dtype_map(text: str | None) -> dict[str, str]:
         if "=" not in item:
             raise InputError(f"malformed --dtypes entry {item.strip()!r}: expected OPERAND=DTYPE")
         name, value = (s.strip() for s in item.split("=", 1))
+        if name in mapping:
+            raise InputError(f"--dtypes gives operand {name} twice")
         mapping[name] = value
     return mapping
 

@@ -5,6 +5,7 @@ The file form is documented in docs/chip-schema.md. Every numeric leaf is `{valu
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import fields
 from functools import cache
@@ -57,8 +58,8 @@ class _Reader:
             raw = raw["value"]
         if isinstance(raw, bool) or not isinstance(raw, int | float):
             raise self.fail(path, f"must be a number, got {raw!r}")
-        if not raw > 0:
-            raise self.fail(path, f"must be positive, got {raw!r}")
+        if not raw > 0 or not math.isfinite(raw):
+            raise self.fail(path, f"must be a positive finite number, got {raw!r}")
         if integer:
             if raw != int(raw):
                 raise self.fail(path, f"must be an integer, got {raw!r}")
@@ -94,6 +95,8 @@ def _peaks(reader: _Reader, path: str, *, required: bool) -> dict[str, float]:
             dtype = canonical_dtype(key)
         except InputError as exc:
             raise reader.fail(f"{path}.{key}", f"is not a known dtype ({exc})") from None
+        if dtype in peaks:
+            raise reader.fail(f"{path}.{key}", f"names {dtype} a second time")
         peaks[dtype] = float(reader.number(f"{path}.{key}"))
     if required and not peaks:
         raise reader.fail(path, "must list at least one dtype's dense peak")
@@ -210,6 +213,11 @@ def chip_from_dict(
         if eff is not None and eff > 1:
             raise r.fail(f"achievable.{key}", f"must be at most 1, got {eff}")
     name = r.text("name").strip().lower()
+    if not name:
+        raise r.fail("name", "must not be empty")
+    measured_on = data.get("measured_on")
+    if measured_on is not None and not isinstance(measured_on, str):
+        raise r.fail("measured_on", f"must be a string, got {measured_on!r}")
     return Chip(
         name=name,
         display_name=r.text("display_name", default=name),
@@ -224,7 +232,7 @@ def chip_from_dict(
         achievable=achievable,
         sources=r.sources,
         path=path,
-        measured_on=data.get("measured_on"),
+        measured_on=measured_on,
     )
 
 
@@ -238,6 +246,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise InputError(f"cannot read chip file {str(path)!r}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"chip file {str(path)!r} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"chip file {str(path)!r} is not valid TOML: not UTF-8 text") from None
 
 
 @cache
@@ -277,6 +287,9 @@ def load_chip(name: str) -> Chip:
     key = name.strip().lower().replace("_", "-").replace(" ", "-")
     index = _index()
     canonical = index.get(key) or index.get(name.strip().lower())
+    for vendor in ("nvidia-", "amd-", "google-"):  # "NVIDIA H100", "Google TPU v5e"
+        if canonical is None and key.startswith(vendor):
+            canonical = index.get(key[len(vendor):])
     if canonical is None:
         valid = ", ".join(sorted(_catalog()))
         raise InputError(f"unknown chip {name!r}; valid: {valid} (or a path to a .toml chip file)")

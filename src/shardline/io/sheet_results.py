@@ -66,6 +66,25 @@ class SheetResult:
         more = len(self.problems) - limit
         return shown + (f"; and {more} more" if more > 0 else "")
 
+    def to_records(self) -> list[dict[str, Any]]:
+        """One dict per sheet row: every input column, then the results (the JSON rows)."""
+        from shardline.io.sheets import table_payload
+
+        rows: list[dict[str, Any]] = table_payload(output_table(self))["rows"]
+        return rows
+
+    def _repr_html_(self) -> str:
+        """The rows as an HTML table in Jupyter (every value escaped)."""
+        from shardline.report.html_table import records_table_html
+
+        return records_table_html(self.to_records())
+
+    def to_pandas(self) -> Any:
+        """The rows as a pandas DataFrame (needs pandas)."""
+        from shardline.report.frames import records_to_dataframe
+
+        return records_to_dataframe(self.to_records())
+
 
 def _group_keys(table: ShapeTable, choice: DtypeChoice) -> np.ndarray:
     """The default storage dtype of each row: its dtype cell, else `choice.dtype`."""

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -352,8 +353,13 @@ def _size(value: Any, what: str, *, minimum: int = 1) -> int:
         try:
             number = parse_count(text.lstrip("-+"), what)
         except InputError:
+            try:
+                fraction = float(text)
+            except ValueError:
+                fraction = math.nan
+            kind_of = "not a whole number" if math.isfinite(fraction) else "not a number"
             raise _CellError(
-                f"{value!r} is not a number; {what} must be "
+                f"{value!r} is {kind_of}; {what} must be "
                 f"{'a non-negative' if minimum == 0 else 'a positive'} integer"
             ) from None
         number = -number if negative else number
@@ -537,6 +543,15 @@ def check_output_path(
     return p
 
 
+def _replaced_mode(target: Path) -> int:
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
     """Call `write(tmp)` on a temporary file next to `path`, then rename it into place, so that a
     reader never sees a half-written file and a failure leaves no file behind."""
@@ -548,6 +563,9 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
     tmp = Path(tmp_name)
     try:
         write(tmp)
+        # mkstemp makes the file private (0600); give it the mode a plain open() would (0666 less
+        # the umask), or keep the mode of the file it replaces
+        os.chmod(tmp, _replaced_mode(target))
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -272,7 +272,12 @@ def write_template(
             )
             for name, value in zip(INPUT_COLUMNS, values, strict=True):
                 if value is not None:
-                    ws[f"{COL[name]}{rr}"] = value
+                    cell = ws[f"{COL[name]}{rr}"]
+                    cell.value = value
+                    if isinstance(value, str):
+                        # text from the user's sheet stays text: openpyxl would store "=..." as a
+                        # live formula (a name such as =HYPERLINK(...) must not run)
+                        cell.data_type = "s"
         for name in INPUT_COLUMNS:
             ws[f"{COL[name]}{rr}"].fill = yellow
         for name, formula in row_formulas(rr, layout).items():

@@ -104,6 +104,8 @@ def _cell(ref: str, value: Any, style_name: str) -> str:
             return ""
         return f'<c r="{ref}"{_NUMBER_STYLES.get(style_name, "")}><v>{value!r}</v></c>'
     text = str(value)
+    if not text:
+        return ""  # an empty cell stays empty (no zero-length string that formulas see as text)
     style = STYLE.get(f"fill:{text}", 0) if style_name == "fill" else 0
     return _text_cell(ref, text, style)
 

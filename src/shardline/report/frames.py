@@ -10,7 +10,7 @@ from typing import Any
 
 from shardline.errors import InputError
 
-__all__ = ["to_records", "to_dataframe"]
+__all__ = ["to_records", "to_dataframe", "records_to_dataframe"]
 
 _SCALAR_KEYS = (
     "flops",
@@ -64,10 +64,15 @@ def to_records(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def to_dataframe(result: dict[str, Any]) -> Any:
     """A pandas DataFrame of `to_records(result)`; a clear error when pandas is not installed."""
+    return records_to_dataframe(to_records(result))
+
+
+def records_to_dataframe(records: list[dict[str, Any]]) -> Any:
+    """A pandas DataFrame of flat records; a clear error when pandas is not installed."""
     try:
         import pandas as pd
     except ImportError:
         raise InputError(
             "to_pandas() needs pandas, which is not installed: pip install pandas"
         ) from None
-    return pd.DataFrame.from_records(to_records(result))
+    return pd.DataFrame.from_records(records)

