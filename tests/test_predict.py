@@ -268,3 +268,60 @@ def test_cli_text_says_which_is_which(capsys: pytest.CaptureFixture[str]) -> Non
                  "--hw", "h100"]) == 0
     out = capsys.readouterr().out
     assert "lower bound" in out and "predicted" in out
+
+
+def test_bigger_problem_is_never_faster_and_never_beats_the_achievable_roofline() -> None:
+    """Monotone in M (any M: no row length changes), and in K and N over multiples of 16 elements
+    (aligned for every dtype up to 1 byte, so the alignment penalty cannot switch on and off);
+    never below the roofline taken at the achievable rates, `max(F/P_ach, Q/W_ach)`."""
+    ms = np.arange(1, 3001)
+    sides = np.arange(16, 12001, 16)
+    for name in ("h100-sxm", "a100-40gb", "b200", "tpu-v5e", "tpu-v6e"):
+        chip = load_chip(name)
+        for dtype in ("bf16", "int8"):
+            if dtype not in chip.peak_flops_per_s:
+                continue
+            for k, n in ((8192, 8192), (1024, 2048), (64, 64), (8192, 128)):
+                r = with_prediction(matmul(ms, k, n, hw=chip, dtype=dtype))
+                p = np.asarray(r.predicted_s)
+                assert (np.diff(p) >= -1e-15 * p[1:]).all(), (name, dtype, k, n)
+                assert r.prediction is not None
+                rate = np.asarray(r.prediction["achievable_flops_per_s"])
+                mem = r.prediction["achievable_mem_bytes_per_s"]
+                floor = np.maximum(2.0 * ms * k * n / rate, np.asarray(r.bytes["total"]) / mem)
+                assert (p >= floor * (1 - 1e-12)).all(), (name, dtype, k, n)
+            for m in (1, 16, 1000, 4096):
+                for kk, nn in ((sides, 4096), (4096, sides)):
+                    p = np.asarray(with_prediction(matmul(m, kk, nn, hw=chip,
+                                                          dtype=dtype)).predicted_s)
+                    assert (np.diff(p) >= -1e-15 * p[1:]).all(), (name, dtype, m)
+
+
+def test_scalar_and_array_dimensions_broadcast() -> None:
+    """A sweep over K with a fixed M and N equals the scalar calls one by one."""
+    ks = np.array([64, 1000, 4096, 8191])
+    vec = with_prediction(matmul(16, ks, 4096, hw="h100-sxm", dtype="bf16"))
+    for i, k in enumerate(ks.tolist()):
+        assert vec.predicted_s[i] == pytest.approx(_predict(16, k, 4096).predicted_s)
+
+
+def test_overridden_peaks_scale_the_achievable_rates(capsys: pytest.CaptureFixture[str]) -> None:
+    """--flops-per-s / --mem-bw replace the datasheet peaks; the measured achievable figures keep
+    their fraction of the peak (794.5/989.4 for H100 bf16, 3.14/3.35 for its memory), so the
+    prediction stays above the overridden lower bound."""
+    assert main(["matmul", "8192", "8192", "8192", "--flops-per-s", "1e14", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rate = 1e14 * H100_ACHIEVABLE / 989.4e12
+    assert data["prediction"]["achievable_flops_per_s"] == pytest.approx(rate)
+    # at this rate the L2 (64 FLOP/B x 9.8e12 B/s) feeds even 64x64 tiles, whose 16384 tiles fill
+    # 125 waves on 132 SMs (0.993) better than 256x128's 2048 tiles in 16 waves (0.970)
+    t = 125 * 2 * 64 * 64 * 8192 / (rate / H100_SMS)
+    assert rate <= 64 * H100_L2_BYTES_PER_S
+    assert data["predicted_s"] == pytest.approx(H100_LAUNCH_S + t)
+    assert data["predicted_s"] > data["t_lower_s"] == pytest.approx(2 * 8192**3 / 1e14)
+    assert main(["matmul", "1", "8192", "8192", "--mem-bw", "1e11", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    mem = 1e11 * H100_MEM_ACHIEVABLE / 3.35e12
+    q = 2 * (8192 + 8192 * 8192 + 8192)
+    assert data["predicted_s"] == pytest.approx(H100_LAUNCH_S + q / mem)
+    assert data["predicted_s"] > data["t_lower_s"]

@@ -92,8 +92,10 @@ def test_parse_tile() -> None:
 def test_cli_tile_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tile", "8192", "8192", "8192", "--hw", "h100", "--tile", "128x256x64"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("tile 128x256x64 (user)")
-    assert "COMPUTE-BOUND" in out and "229,376 B" in out
+    # the answer first: 2*128*256/(2*128 + 2*256) = 85.33 >= L2 ridge 794.5e12/9.8e12 = 81.07
+    assert out.startswith("COMPUTE-BOUND: tile intensity 85.33 FLOP/B >= L2 ridge 81.07 FLOP/B")
+    assert out.splitlines()[1].startswith("tile 128x256x64 (user)")
+    assert "229,376 B" in out
     assert main(["tile", "4096", "4096", "4096", "--hw", "h100", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["chosen_by"] == "library heuristic"

@@ -107,3 +107,71 @@ def test_validate_never_overwrites(host: Path, tmp_path: Path,
     assert main(["validate", "--hw", str(host), "--quick", "--out", str(tmp_path / "v")]) == 2
     assert "already exists" in _one_error_line(capsys.readouterr())
     assert (tmp_path / "v.csv").read_text() == "keep"
+
+
+def test_cpu_file_is_measured_on_the_cpu_where_torch_sees_a_gpu(
+        host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """--device auto with a CPU chip file measures the CPU even on a GPU machine; --device cuda
+    with a CPU chip file is an error that says so (not "calibrated on another machine")."""
+    import shardline.calibrate as cal
+    import shardline.calibrate.gpu as gpu
+
+    real_detect, real_identity = cal.detect_device, cal.current_identity
+    monkeypatch.setattr(cal, "current_identity",
+                        lambda device: "gpu: NVIDIA H100" if device == "cuda" else
+                        real_identity(device))
+    monkeypatch.setattr(gpu, "cuda_available", lambda: True)
+    monkeypatch.setattr(cal, "detect_device", lambda device: "cuda" if device in ("auto", "cuda")
+                        else real_detect(device))
+    assert main(["validate", "--hw", str(host), "--quick", "--no-plot", "--json",
+                 "--no-progress", "--out", str(tmp_path / "v")]) == 0
+    assert json.loads(capsys.readouterr().out)["backend"] == "numpy"
+    assert main(["validate", "--hw", str(host), "--quick", "--no-plot", "--device", "cuda",
+                 "--out", str(tmp_path / "w")]) == 2
+    assert "describes a CPU" in _one_error_line(capsys.readouterr())
+    assert not (tmp_path / "w.csv").exists()
+
+
+def test_validate_failing_midway_keeps_the_measured_cases(
+        host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("SHARDLINE_FAIL_AFTER", "2")
+    prefix = tmp_path / "v"
+    assert main(["validate", "--hw", str(host), "--quick", "--no-progress",
+                 "--out", str(prefix)]) == 2
+    line = _one_error_line(capsys.readouterr())
+    assert "measurement failed" in line and "no CSV or plot was written" in line
+    assert not (tmp_path / "v.csv").exists() and not (tmp_path / "v.png").exists()
+    rows = (tmp_path / "v.partial.csv").read_text().strip().splitlines()
+    assert len(rows) == 1 + 2 and "seconds" in rows[0]
+
+
+def test_calibrated_file_works_with_every_command(host: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """`calibrate --out` then `--hw file`: matmul, einsum, sheet and stack read the measured
+    numbers (t_lower = max(F/P, Q/W) with the file's fp32 peak and memory rate)."""
+    import tomllib
+
+    data = tomllib.loads(host.read_text())
+    peak = data["peak_flops_per_s"]["fp32"]["value"]
+    mem = data["memory"]["bytes_per_s"]["value"]
+    m, k, n = 96, 200, 64
+    lower = max(2 * m * k * n / peak, 4 * (m * k + k * n + m * n) / mem)
+    assert main(["matmul", str(m), str(k), str(n), "--hw", str(host), "--dtype", "fp32",
+                 "--json"]) == 0
+    mm = json.loads(capsys.readouterr().out)
+    assert mm["t_lower_s"] == pytest.approx(lower) and mm["predicted_s"] > 0
+    assert main(["einsum", "A[M,K] * B[K,N] -> C[M,N]", "--dims", f"M={m},K={k},N={n}",
+                 "--hw", str(host), "--dtype", "fp32", "--json"]) == 0
+    es = json.loads(capsys.readouterr().out)
+    assert es["predicted_s"] == pytest.approx(mm["predicted_s"])
+    sheet = tmp_path / "s.csv"
+    sheet.write_text(f"m,k,n,dtype\n{m},{k},{n},fp32\n")
+    assert main(["sheet", str(sheet), "--hw", str(host), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["t_lower_s"] == pytest.approx(lower)
+    assert row["predicted_s"] == pytest.approx(mm["predicted_s"])
+    assert main(["stack", str(sheet), "--hw", str(host), "--json"]) == 0
+    totals = json.loads(capsys.readouterr().out)["totals"]
+    assert totals["t_compute_s"] == pytest.approx(2 * m * k * n / peak)

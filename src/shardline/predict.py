@@ -183,7 +183,8 @@ def predict_gemm(
     source = (achievable_rate(chip, str(compute_dtype))[1]
               if not isinstance(compute_dtype, np.ndarray) else "per row: see hardware")
     mem_rate = chip.achievable.mem_bytes_per_s or chip.mem_bytes_per_s
-    batch, m, k, n = (_as_array(v) for v in (batch, m, k, n))
+    # one shape for every term: a scalar M with an array of K (a sweep) broadcasts
+    batch, m, k, n = np.broadcast_arrays(*(_as_array(v) for v in (batch, m, k, n)))
     flops, q_bytes = _as_array(flops), _as_array(bytes_total)
     t_memory = q_bytes / mem_rate
     terms: dict[str, Any] = {
@@ -235,7 +236,7 @@ def predict_gemm(
         if align:
             ok = np.ones_like(m, dtype=bool)
             for name, length in rows.items():
-                ok &= _aligned(length, s[name], align)
+                ok = ok & _aligned(length, s[name], align)
             unaligned = chip.achievable.unaligned_matmul_efficiency or DEFAULT_UNALIGNED_EFFICIENCY
             align_eff = np.where(ok, 1.0, unaligned)
         def candidate(bm: int, bn: int, split: int) -> tuple[Any, Any]:

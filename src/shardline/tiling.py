@@ -190,10 +190,14 @@ class TileReport:
 
 
 def _rate(chip: Chip, compute: str, use_peak: bool) -> tuple[float, str]:
-    achievable = chip.achievable.matmul_flops_per_s.get(compute)
-    if achievable is not None and not use_peak:
-        return achievable, "achievable"
-    return chip.peak(compute), "peak"
+    """The rate the ridges use: the same achievable rate as `predicted_s` (a measured figure, or
+    the dtype's peak times another dtype's measured efficiency), unless `use_peak`."""
+    from shardline.predict import achievable_rate
+
+    peak = chip.peak(compute)
+    if use_peak or not chip.achievable.matmul_flops_per_s:
+        return peak, "peak"
+    return achievable_rate(chip, compute)[0], "achievable"
 
 
 def _check_user_tile(tile: Tile, m: int, k: int, n: int) -> None:

@@ -75,17 +75,19 @@ def calibration_info(chip: Chip) -> dict[str, Any]:
 
 def check_machine(chip: Chip, device: str, identity: str) -> None:
     """A calibration file is only valid on the machine kind it was measured on."""
-    if chip.measured_on is not None and chip.measured_on != identity:
-        raise InputError(f"{chip.path or chip.name} was calibrated on '{chip.measured_on}', but "
-                         f"this machine is '{identity}'; run `shardline calibrate` here first")
     if chip.kind == "cpu" and device != "cpu":
-        return
+        raise InputError(f"{chip.path or chip.name} describes a CPU, but --device {device} "
+                         "measures the GPU; leave out --device (or pass --device cpu), or validate "
+                         "a GPU chip file (`shardline calibrate --device cuda --out gpu.toml`)")
     if chip.kind in ("gpu", "tpu") and device != "cuda":
         raise InputError(f"{chip.name} is a {chip.kind}, and this machine measures on '{identity}'"
                          "; validate a chip file calibrated here (`shardline calibrate --out "
                          "host.toml`, then `--hw host.toml`)")
     if chip.kind == "tpu":
         raise InputError(f"{chip.name} is a TPU; validate measures with numpy or torch.cuda only")
+    if chip.measured_on is not None and chip.measured_on != identity:
+        raise InputError(f"{chip.path or chip.name} was calibrated on '{chip.measured_on}', but "
+                         f"this machine is '{identity}'; run `shardline calibrate` here first")
 
 
 @dataclass(frozen=True)
@@ -137,12 +139,15 @@ def _predict(chip: Chip, cases: list[dict[str, Any]]) -> dict[str, Any]:
 
 def validate(hw: str | Chip, *, device: str = "auto", quick: bool = False,
              repeats: int | None = None, progress: bool | None = None,
-             threads: int | None = None) -> ValidationResult:
-    """Measure the suite here and compare with the chip's predictions."""
+             threads: int | None = None, partial: Path | None = None) -> ValidationResult:
+    """Measure the suite here and compare with the chip's predictions. A measurement that fails
+    midway keeps the finished cases in `partial` (a CSV) and raises InputError."""
     from shardline.calibrate import current_identity, detect_device, run_measured
     from shardline.calibrate.fit import _timing
 
     chip = resolve_chip(hw)
+    if device == "auto" and chip.kind == "cpu":
+        device = "cpu"  # a CPU chip file is measured on the CPU, even where torch sees a GPU
     device = detect_device(device)
     identity = current_identity(device)
     check_machine(chip, device, identity)
@@ -168,7 +173,7 @@ def validate(hw: str | Chip, *, device: str = "auto", quick: bool = False,
     jobs = [{"backend": backend, "device": run_device, "kind": "matmul", **timing,
              **{key: c[key] for key in ("m", "k", "n", "dtype")}} for c in cases]
     measured = run_measured(jobs, threads=threads, label="validate", progress=progress,
-                            partial=None)
+                            partial=partial, not_written="no CSV or plot was written")
     model = _predict(chip, cases)
     rows = []
     for i, (case, result) in enumerate(zip(cases, measured, strict=True)):

@@ -62,7 +62,8 @@ def current_identity(device: str) -> str:
 
 
 def run_measured(jobs: list[dict[str, Any]], *, threads: int | None, label: str,
-                 progress: bool | None, partial: Path | None) -> list[dict[str, Any]]:
+                 progress: bool | None, partial: Path | None,
+                 not_written: str = "no chip file was written") -> list[dict[str, Any]]:
     """Run jobs with a progress bar; on failure keep the finished rows in `partial` and raise."""
     bar = ProgressBar(len(jobs), label, enabled=progress)
     try:
@@ -72,8 +73,7 @@ def run_measured(jobs: list[dict[str, Any]], *, threads: int | None, label: str,
         if partial is not None and failure.done:
             write_partial_csv(partial, failure.done)
             kept = f"; the {len(failure.done)} finished measurements are in {partial}"
-        raise InputError(f"measurement failed: {failure}{kept}; no chip file was written") \
-            from None
+        raise InputError(f"measurement failed: {failure}{kept}; {not_written}") from None
     finally:
         bar.close()
 

@@ -60,8 +60,11 @@ def cpu_plan(dtypes: tuple[str, ...], llc_bytes: int | None, *, backend: str = "
     skinny_m: tuple[int, ...]
     long_k: tuple[tuple[int, int, int], ...]
     if quick:
-        squares, sides, skinny_m, long_k = (32, 64, 128, 256), (256,), (8, 32), ((32, 2048, 32),)
-        llc = min(llc, 4 * 2**20)
+        # still one skinny side at a quarter of the cache and a K long enough to read B from
+        # memory: without them the packing term is not determined (and skinny shapes miss)
+        squares, skinny_m = (32, 64, 128, 256), (8, 32)
+        sides = (_square_side(llc / 4, 4),)
+        long_k = ((32, 2048, 32), (64, 16384, 64))
     else:  # skinny sides: inputs of ~1/4 and ~1 x the cache in fp32 (packing from both levels)
         squares, skinny_m = (48, 96, 160, 320, 640, 1280), (2, 8, 32, 128)
         sides = (_square_side(llc / 4, 4), _square_side(llc, 4))

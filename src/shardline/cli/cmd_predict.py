@@ -154,8 +154,10 @@ def run_validate(args: argparse.Namespace) -> int:
         except ImportError:
             raise InputError("the plot needs matplotlib: pip install 'shardline[plot]' (or pass "
                              "--no-plot)") from None
+    partial = csv_path.with_name(csv_path.name.removesuffix(".csv") + ".partial.csv")
     result = validate(hw, device=args.device, quick=args.quick, repeats=args.repeats,
-                      progress=_progress(args))
+                      progress=_progress(args), partial=partial)
+    partial.unlink(missing_ok=True)
     write_csv(csv_path, result)
     files = [str(csv_path)]
     if png_path is not None:

@@ -115,18 +115,29 @@ class Chip:
         flops_per_s: float | None = None,
         mem_bytes_per_s: float | None = None,
     ) -> Chip:
-        """A copy with the user's peak (for one compute dtype) and HBM bandwidth put in."""
+        """A copy with the user's peak (for one compute dtype) and HBM bandwidth put in. The
+        measured `achievable` figures scale with them (the same fraction of the new peak), so that
+        the realistic prediction never undercuts the overridden lower bound."""
         chip = self
         if flops_per_s is not None:
             if compute_dtype is None:
                 raise InputError("--flops-per-s needs a compute dtype")
+            key = canonical_dtype(compute_dtype)
             peaks = dict(chip.peak_flops_per_s)
-            peaks[canonical_dtype(compute_dtype)] = float(flops_per_s)
+            peaks[key] = float(flops_per_s)
             sources = dict(chip.sources)
-            sources[f"peak_flops_per_s.{canonical_dtype(compute_dtype)}"] = "user override"
-            chip = replace(chip, peak_flops_per_s=peaks, sources=sources)
+            sources[f"peak_flops_per_s.{key}"] = "user override"
+            rates = dict(chip.achievable.matmul_flops_per_s)
+            if key in rates and chip.peak_flops_per_s.get(key):
+                rates[key] *= float(flops_per_s) / chip.peak_flops_per_s[key]
+            chip = replace(chip, peak_flops_per_s=peaks, sources=sources,
+                           achievable=replace(chip.achievable, matmul_flops_per_s=rates))
         if mem_bytes_per_s is not None:
             sources = dict(chip.sources)
             sources["memory.bytes_per_s"] = "user override"
-            chip = replace(chip, mem_bytes_per_s=float(mem_bytes_per_s), sources=sources)
+            achieved = chip.achievable.mem_bytes_per_s
+            if achieved is not None:
+                achieved *= float(mem_bytes_per_s) / chip.mem_bytes_per_s
+            chip = replace(chip, mem_bytes_per_s=float(mem_bytes_per_s), sources=sources,
+                           achievable=replace(chip.achievable, mem_bytes_per_s=achieved))
         return chip

@@ -18,15 +18,14 @@ def render_tile(r: TileReport) -> str:
     t = r.tile
     ridge = next(level for level in r.levels if level.name == r.feeding_level).ridge_flop_per_byte
     verdict = "COMPUTE-BOUND" if r.compute_bound else "MEMORY-BOUND"
-    fit = ("fits" if r.fits else "does NOT fit") if r.fits is not None else "fit unknown"
+    fit = ("working set " + ("fits in" if r.fits else "does NOT fit in") + " the per-core memory"
+           if r.fits is not None else "per-core memory size unknown")
     out = [
+        f"{verdict}: tile intensity {r.tile_intensity_flop_per_byte:,.4g} FLOP/B "
+        f"{'>=' if r.compute_bound else '<'} {r.feeding_level} ridge {ridge:,.4g} FLOP/B; {fit}",
         f"tile {t.text()} ({r.chosen_by}) for C[{r.m},{r.n}] = A[{r.m},{r.k}] . B[{r.k},{r.n}] "
         f"on {r.hardware}; "
         f"dtypes a {r.dtypes['a']}, b {r.dtypes['b']}, out {r.dtypes['out']}",
-        "",
-        f"{verdict}: tile intensity {r.tile_intensity_flop_per_byte:,.4g} FLOP/B "
-        f"{'>=' if r.compute_bound else '<'} {r.feeding_level} ridge {ridge:,.4g} FLOP/B; "
-        f"working set {fit} in the per-core memory",
         "",
         f"  tile intensity  2·BM·BN / (s_a·BM + s_b·BN) = 2·{t.bm}·{t.bn} / "
         f"({fmt_num(_s(r, 'a'))}·{t.bm} + {fmt_num(_s(r, 'b'))}·{t.bn}) = "
