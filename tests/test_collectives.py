@@ -387,3 +387,18 @@ def test_link_bw_on_a_switch_is_the_formula_w() -> None:
     c = collective_cost("all_gather", v, x, H100, "switch", link_bytes_per_s=w, hop_latency_s=alpha)
     assert c.t_bandwidth_s == pytest.approx((x - 1) / x * v / w, rel=1e-12)
     assert c.t_latency_s == pytest.approx(alpha)
+
+
+def test_predicted_matches_nccl_tests_on_8_h100() -> None:
+    # NVIDIA/nccl-tests issue 212 (NCCL maintainers), 8x H100 at GB sizes: ring collectives reach
+    # busbw ~370e9, all-reduce with NVLink SHARP ~480e9. nccl-tests: algbw = S / t and
+    # busbw = algbw * (n-1)/n (all-gather) or * 2(n-1)/n (all-reduce), so for S = 1 GB, n = 8:
+    v, n = 1e9, 8
+    t_all_gather = v / (370e9 * n / (n - 1))
+    t_all_reduce = v / (480e9 * n / (2 * (n - 1)))
+    ag = collective_cost("all_gather", v, n, H100)
+    ar = collective_cost("all_reduce", v, n, H100)
+    assert ag.predicted_s == pytest.approx(t_all_gather, rel=0.03)
+    assert ar.predicted_s == pytest.approx(t_all_reduce, rel=0.03)
+    # the lower bounds stay the line-rate alpha-beta times (in-switch all-reduce: V/W + 2 alpha)
+    assert ar.t_s == pytest.approx(v / 450e9 + 2e-6)

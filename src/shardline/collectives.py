@@ -141,6 +141,7 @@ class CollectiveStep:
     t_bandwidth_s: Any
     t_latency_s: float
     formula: str  # symbolic, in n (this stage's devices), V, W, alpha
+    in_switch: bool = False  # an all-reduce reduced inside the switch (NVLink SHARP)
 
 
 @dataclass(frozen=True)
@@ -179,15 +180,19 @@ class CollectiveCost:
 # --- efficiency ------------------------------------------------------------------------------
 
 
-def bus_efficiency(nbytes: Any, chip: Chip) -> Any:
+def bus_efficiency(nbytes: Any, chip: Chip, *, in_switch: bool = False) -> Any:
     """Fraction of line rate a collective of V bytes reaches: `eff_max * V / (V + V_half)`.
 
     eff_max = achievable.collective_bus_efficiency (1 when absent), V_half =
     achievable.collective_half_efficiency_bytes (0 when absent): measured collectives reach less
     than line rate, and far less at small sizes (MODEL.md section 4; NCCL busbw ~0.8 of NVLink at
-    GB sizes). `shardline calibrate --collectives` fits exactly these two numbers.
+    GB sizes). `shardline calibrate --collectives` fits exactly these two numbers. An all-reduce
+    reduced inside the switch (`in_switch`) is measured against its own V/W bound, so it takes
+    `achievable.in_network_reduction_efficiency` as eff_max where the chip file has it.
     """
-    eff_max = chip.achievable.collective_bus_efficiency or 1.0
+    ach = chip.achievable
+    eff_max = (in_switch and ach.in_network_reduction_efficiency) or ach.collective_bus_efficiency
+    eff_max = eff_max or 1.0
     v_half = chip.achievable.collective_half_efficiency_bytes or 0.0
     if isinstance(nbytes, np.ndarray):
         v = nbytes.astype(np.float64)
@@ -289,7 +294,8 @@ def _compose(kind: str, nbytes: Any, nets: Sequence[AxisNetwork]) -> tuple[
         coef, hops, formula = _stage_terms(which, stage, sharp)
         t_bw = _scale(array, coef / stage.bytes_per_s)
         t_lat = hops * stage.hop_latency_s * stage.hop_links
-        return CollectiveStep(stage, array, coef, hops, t_bw, t_lat, formula)
+        in_switch = which == "all_reduce" and stage.topology == "switch" and sharp
+        return CollectiveStep(stage, array, coef, hops, t_bw, t_lat, formula, in_switch)
 
     if kind == "send":  # crosses the slowest stage once
         slowest = min(stages, key=lambda s: s.bytes_per_s)
@@ -350,7 +356,7 @@ def collective_over(kind: str, nbytes: Any, nets: Sequence[AxisNetwork],
     elif not float(nbytes) >= 0:
         raise InputError(f"collective bytes must not be negative, got {nbytes!r}")
     t_bw, t_lat, steps, combine = _compose(kind, nbytes, nets)
-    eff = bus_efficiency(nbytes, chip)
+    eff = bus_efficiency(nbytes, chip, in_switch=any(step.in_switch for step in steps))
     devices = math.prod(net.devices for net in nets)
     detail = " + ".join(net.describe() for net in nets) if nets else "a single device"
     words = [net.name for net in nets if net.name != "none"] or ["none"]

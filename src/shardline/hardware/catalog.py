@@ -201,6 +201,9 @@ def chip_from_dict(
         mem_bytes_per_s=_opt_float(r.number("achievable.mem_bytes_per_s")),
         launch_overhead_s=_opt_float(r.number("achievable.launch_overhead_s")),
         collective_bus_efficiency=_opt_float(r.number("achievable.collective_bus_efficiency")),
+        in_network_reduction_efficiency=_opt_float(
+            r.number("achievable.in_network_reduction_efficiency")
+        ),
         collective_half_efficiency_bytes=_opt_float(
             r.number("achievable.collective_half_efficiency_bytes")
         ),
@@ -208,7 +211,8 @@ def chip_from_dict(
         pack_bytes_per_s=_opt_float(r.number("achievable.pack_bytes_per_s")),
         unaligned_matmul_efficiency=_opt_float(r.number("achievable.unaligned_matmul_efficiency")),
     )
-    for key in ("collective_bus_efficiency", "unaligned_matmul_efficiency"):
+    for key in ("collective_bus_efficiency", "in_network_reduction_efficiency",
+                "unaligned_matmul_efficiency"):
         eff = getattr(achievable, key)
         if eff is not None and eff > 1:
             raise r.fail(f"achievable.{key}", f"must be at most 1, got {eff}")

@@ -59,6 +59,8 @@ class Achievable:
     mem_bytes_per_s: float | None = None
     launch_overhead_s: float | None = None
     collective_bus_efficiency: float | None = None
+    # all-reduce reduced inside the switch (NVLink SHARP): measured time against the V/W bound
+    in_network_reduction_efficiency: float | None = None
     collective_half_efficiency_bytes: float | None = None
     per_call_overhead_s: float | None = None
     # calibrated files (shardline.calibrate): CPU BLAS packing rate of the inputs, in bytes/s,

@@ -182,7 +182,8 @@ def render_collective(cost: CollectiveCost) -> str:
     first, second = (t_lat, t_bw) if t_lat > t_bw else (t_bw, t_lat)
     out = [
         f"{kind} of {fmt_int(float(cost.bytes))} B ({fmt_bytes(float(cost.bytes))}) over "
-        f"{cost.devices} devices: {fmt_time(float(cost.t_s))}",
+        f"{cost.devices} devices: {fmt_time(float(cost.t_s))} at line rate (alpha-beta lower "
+        f"bound); predicted {fmt_time(float(cost.predicted_s))} at the measured bus efficiency",
         f"on {cost.topology_detail}",
         "",
         regime.format(fmt_time(first), fmt_time(second)),
