@@ -156,11 +156,8 @@ class PlanSet:
         return jsonable(
             {
                 "workload": {
-                    "name": w.name,
-                    "kind": w.kind,
-                    "phase": w.phase,
+                    **w.identity(),
                     "batch": w.batch,
-                    "batch_dim": w.batch_dim,
                     "params": w.params(),
                     "layer_instances": w.layer_count,
                     "blocks": w.repeat,
@@ -804,10 +801,7 @@ class BatchSweep:
         return jsonable(
             {
                 "workload": {
-                    "name": w.name,
-                    "kind": w.kind,
-                    "phase": w.phase,
-                    "batch_dim": w.batch_dim,
+                    **w.identity(),
                     "item": w.item,
                     "tokens_per_item": w.tokens_per_item,
                 },

@@ -269,11 +269,8 @@ class StackResult:
         return jsonable(
             {
                 "workload": {
-                    "name": w.name,
-                    "kind": w.kind,
-                    "phase": w.phase,
+                    **w.identity(),
                     "repeat": w.repeat,
-                    "batch_dim": w.batch_dim,
                     "batch": w.batch,
                     "params": w.params(),
                     "layer_instances": w.layer_count,

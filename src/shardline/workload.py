@@ -374,6 +374,11 @@ class Workload:
                 out.extend(backward_layers(layer))
         return out
 
+    def identity(self) -> dict[str, Any]:
+        """The keys every JSON result names its workload by."""
+        return {"name": self.name, "kind": self.kind, "phase": self.phase,
+                "batch_dim": self.batch_dim}
+
     # -- parameters ----------------------------------------------------------------------------
     def params(self) -> int:
         return self.repeat * sum(layer.params() * layer.count for layer in self.layers)

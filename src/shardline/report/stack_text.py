@@ -77,14 +77,19 @@ def _bound_line(r: StackResult) -> str:
     )
 
 
-def _fit_line(mem: MemoryCheck, chip_name: str) -> str:
-    parts = [
+def _memory_parts(mem: MemoryCheck) -> list[tuple[str, float]]:
+    """The memory terms by name, in the order both the stack and the plan print them."""
+    return [
         ("weights", mem.weights_bytes),
         ("gradients", mem.gradients_bytes),
         ("optimizer", mem.optimizer_bytes),
         ("activations", mem.activations_bytes),
         ("KV cache", mem.kv_cache_bytes),
     ]
+
+
+def _fit_line(mem: MemoryCheck, chip_name: str) -> str:
+    parts = _memory_parts(mem)
     shown = ", ".join(f"{name} {fmt_bytes(v)}" for name, v in parts if v)
     verdict = "FITS" if mem.fits else "DOES NOT FIT"
     margin = (
@@ -363,13 +368,7 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     else:
         out.append("  communication: none")
     mem = p.memory
-    parts = [
-        ("weights", mem.weights_bytes),
-        ("gradients", mem.gradients_bytes),
-        ("optimizer", mem.optimizer_bytes),
-        ("activations", mem.activations_bytes),
-        ("KV cache", mem.kv_cache_bytes),
-    ]
+    parts = _memory_parts(mem)
     shown = " + ".join(f"{name} {fmt_bytes(v)}" for name, v in parts if v)
     out.append(
         f"  memory per device: {shown} = {fmt_bytes(mem.total_bytes)} of "
