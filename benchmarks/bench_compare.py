@@ -40,17 +40,22 @@ def main() -> None:
     compare(m, k, n, 8, chip)  # warm the catalog and numpy
     dims = {"M": m, "K": k, "N": n}
     print(f"compare {m}x{k}x{n} on {chip.name}, best of {args.repeat}")
-    print(f"{'D':>5} {'strategies':>10} {'compare':>10} {'+ sweep':>10} {'planner':>10} "
-          f"{'planner/compare':>16}  best")
+    print(
+        f"{'D':>5} {'strategies':>10} {'compare':>10} {'+ sweep':>10} {'planner':>10} "
+        f"{'planner/compare':>16}  best"
+    )
     for d in DEVICES:
         t_vec, strategies = best_of(args.repeat, lambda d=d: compare(m, k, n, d, chip))
         t_sweep, _ = best_of(args.repeat, lambda d=d: compare_strategies(m, k, n, d, chip))
-        t_plan, _ = best_of(1, lambda s=strategies: [shard_einsum(x.spec, dims, x.mesh, chip)
-                                                     for x in s])
+        t_plan, _ = best_of(
+            1, lambda s=strategies: [shard_einsum(x.spec, dims, x.mesh, chip) for x in s]
+        )
         best = strategies[0]
-        print(f"{d:>5} {len(strategies):>10} {t_vec * 1e3:>8.2f}ms {t_sweep * 1e3:>8.2f}ms "
-              f"{t_plan * 1e3:>8.1f}ms {t_plan / t_vec:>15.0f}x  {best.spec} "
-              f"{','.join(f'{a}={s}' for a, s in best.mesh.items())} ({best.bound})")
+        print(
+            f"{d:>5} {len(strategies):>10} {t_vec * 1e3:>8.2f}ms {t_sweep * 1e3:>8.2f}ms "
+            f"{t_plan * 1e3:>8.1f}ms {t_plan / t_vec:>15.0f}x  {best.spec} "
+            f"{','.join(f'{a}={s}' for a, s in best.mesh.items())} ({best.bound})"
+        )
 
 
 if __name__ == "__main__":

@@ -20,8 +20,16 @@ from typing import Any
 
 import numpy as np
 
-RESULT_KEYS = ("flops", "bytes", "intensity_flop_per_byte", "bound", "t_compute_s", "t_memory_s",
-               "t_lower_s", "t_upper_s")
+RESULT_KEYS = (
+    "flops",
+    "bytes",
+    "intensity_flop_per_byte",
+    "bound",
+    "t_compute_s",
+    "t_memory_s",
+    "t_lower_s",
+    "t_upper_s",
+)
 
 
 def make_inputs(directory: Path, rows: int) -> tuple[Path, Path]:
@@ -93,8 +101,23 @@ def plain_compute(rows: list[list[Any]], hw: str) -> list[list[Any]]:
     out = []
     for name, m, k, n, count in rows:
         r = matmul(m, k, n, hw=hw)
-        out.append([name, m, k, n, count, r.flops, r.bytes["total"], r.intensity_flop_per_byte,
-                    r.bound, r.t_compute_s, r.t_memory_s, r.t_lower_s, r.t_upper_s])
+        out.append(
+            [
+                name,
+                m,
+                k,
+                n,
+                count,
+                r.flops,
+                r.bytes["total"],
+                r.intensity_flop_per_byte,
+                r.bound,
+                r.t_compute_s,
+                r.t_memory_s,
+                r.t_lower_s,
+                r.t_upper_s,
+            ]
+        )
     return out
 
 
@@ -127,13 +150,17 @@ def plain_pipeline(source: Path, out: Path, hw: str) -> dict[str, float]:
 
 def report(title: str, rows: int, ours: dict[str, float], plain: dict[str, float]) -> None:
     print(f"\n{title}")
-    print(f"  {'phase':<12} {'shardline':>11} {'rows/s':>12}   {'plain loop':>11} {'rows/s':>12}   "
-          f"{'plain/shardline':>15}")
+    print(
+        f"  {'phase':<12} {'shardline':>11} {'rows/s':>12}   {'plain loop':>11} {'rows/s':>12}   "
+        f"{'plain/shardline':>15}"
+    )
     for phase in [*ours, "total"]:
         a = ours[phase] if phase != "total" else sum(ours.values())
         b = plain[phase] if phase != "total" else sum(plain.values())
-        print(f"  {phase:<12} {a:>10.3f}s {rows / a:>12,.0f}   {b:>10.3f}s {rows / b:>12,.0f}   "
-              f"{b / a:>14.1f}x")
+        print(
+            f"  {phase:<12} {a:>10.3f}s {rows / a:>12,.0f}   {b:>10.3f}s {rows / b:>12,.0f}   "
+            f"{b / a:>14.1f}x"
+        )
 
 
 def main() -> None:
@@ -149,8 +176,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         csv_path, xlsx_path = make_inputs(directory, args.rows)
-        print(f"{args.rows:,} rows of (m, k, n) on {args.hw}; each pipeline reads, computes "
-              "(FLOPs, bytes, intensity, bound, times) and writes .xlsx and .csv")
+        print(
+            f"{args.rows:,} rows of (m, k, n) on {args.hw}; each pipeline reads, computes "
+            "(FLOPs, bytes, intensity, bound, times) and writes .xlsx and .csv"
+        )
         for source in (csv_path, xlsx_path):
             ours = shardline_pipeline(source, directory / f"ours_{source.suffix[1:]}", args.hw)
             plain = plain_pipeline(source, directory / f"plain_{source.suffix[1:]}", args.hw)

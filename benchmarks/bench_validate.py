@@ -40,15 +40,27 @@ def main() -> int:
     result = validate(str(chip_path), device=device, quick=args.quick)
     write_csv(Path(f"{stem}-validate.csv"), result)
     atomic_write(Path(f"{stem}-validate.png"), lambda tmp: render_plot(str(tmp), result))
-    Path(f"{stem}-validate.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n",
-                                             encoding="utf-8")
+    Path(f"{stem}-validate.json").write_text(
+        json.dumps(result.to_dict(), indent=2) + "\n", encoding="utf-8"
+    )
     s = result.summary
-    print(render_validation(result, [str(chip_path), f"{stem}-validate.csv",
-                                     f"{stem}-validate.png", f"{stem}-validate.json"]))
-    print(f"median abs error: predicted_s {s['median_abs_err_predicted']:.3f}, roofline "
-          f"{s['median_abs_err_roofline']:.3f}, ratio "
-          f"{s['median_abs_err_predicted'] / s['median_abs_err_roofline']:.2f} (target <= 0.10 "
-          f"and ratio <= 0.5: {'met' if s['target_met'] else 'missed'})")
+    print(
+        render_validation(
+            result,
+            [
+                str(chip_path),
+                f"{stem}-validate.csv",
+                f"{stem}-validate.png",
+                f"{stem}-validate.json",
+            ],
+        )
+    )
+    print(
+        f"median abs error: predicted_s {s['median_abs_err_predicted']:.3f}, roofline "
+        f"{s['median_abs_err_roofline']:.3f}, ratio "
+        f"{s['median_abs_err_predicted'] / s['median_abs_err_roofline']:.2f} (target <= 0.10 "
+        f"and ratio <= 0.5: {'met' if s['target_met'] else 'missed'})"
+    )
     return 0
 
 

@@ -46,7 +46,7 @@ FIXED_DATE = datetime.datetime(2024, 1, 1)
 # column while it computes the other rows (docs/spreadsheets.md, "Bad input").
 WITH_ERRORS = (
     "name,m,k,n,count\n"
-    "\"decode, batch 8\",8,4096,16384,1\n"
+    '"decode, batch 8",8,4096,16384,1\n'
     "typo in m,8l92,8192,8192,1\n"
     "negative k,4096,-4096,4096,1\n"
     "square 4096,4096,4096,4096,1\n"
@@ -89,8 +89,11 @@ def _pin_dates(path: Path) -> None:
         for name, data in entries:
             if name == "docProps/core.xml":
                 data = re.sub(rb"(<dcterms:modified[^>]*>)[^<]*", rb"\g<1>" + stamp.encode(), data)
-            target.writestr(zipfile.ZipInfo(name, date_time=FIXED_DATE.timetuple()[:6]), data,
-                            compress_type=zipfile.ZIP_DEFLATED)
+            target.writestr(
+                zipfile.ZipInfo(name, date_time=FIXED_DATE.timetuple()[:6]),
+                data,
+                compress_type=zipfile.ZIP_DEFLATED,
+            )
 
 
 if __name__ == "__main__":

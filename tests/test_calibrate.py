@@ -33,8 +33,15 @@ def _one_error_line(captured: pytest.CaptureResult[str]) -> str:
 
 # --- the CPU fit recovers the parameters it was generated from ----------------------------------
 
-TRUE = {"t_call": 1.2e-6, "cache": 9e6, "w_cache": 80e9, "w_mem": 20e9, "pack_ratio": 3.0,
-        "fp32": 100e9, "fp64": 50e9}
+TRUE = {
+    "t_call": 1.2e-6,
+    "cache": 9e6,
+    "w_cache": 80e9,
+    "w_mem": 20e9,
+    "pack_ratio": 3.0,
+    "fp32": 100e9,
+    "fp64": 50e9,
+}
 
 
 def _synthetic_time(job: dict[str, object]) -> float:
@@ -45,8 +52,7 @@ def _synthetic_time(job: dict[str, object]) -> float:
     s = dtype_bytes(str(job["dtype"]))
     q_in, q = s * (m * k + k * n), s * (m * k + k * n + m * n)
     if m == 1:
-        return TRUE["t_call"] + float(stream_time(q, TRUE["cache"], TRUE["w_cache"],
-                                                  TRUE["w_mem"]))
+        return TRUE["t_call"] + float(stream_time(q, TRUE["cache"], TRUE["w_cache"], TRUE["w_mem"]))
     read = q_in / TRUE["w_cache"] if q_in <= TRUE["cache"] else q_in / TRUE["w_mem"]
     t_pack = TRUE["pack_ratio"] * read
     return TRUE["t_call"] + t_pack + 2 * m * k * n / TRUE[str(job["dtype"])]
@@ -56,8 +62,17 @@ def test_fit_cpu_recovers_parameters() -> None:
     jobs = cpu_plan(("fp32", "fp64"), 32 * 2**20)
     results = [{**job, "seconds": _synthetic_time(job)} for job in jobs]
     # the 8x8x8 overhead job has 1,024 FLOP: its model time is t_call + 10 ns of math and packing
-    chip = fit_cpu(results, threads=1, backend="numpy", name="t", identity="cpu: test",
-                   model="Test CPU", llc_bytes=32 * 2**20, mem_total=2**34, library="numpy")
+    chip = fit_cpu(
+        results,
+        threads=1,
+        backend="numpy",
+        name="t",
+        identity="cpu: test",
+        model="Test CPU",
+        llc_bytes=32 * 2**20,
+        mem_total=2**34,
+        library="numpy",
+    )
     ach = chip["achievable"]
     assert ach["matmul_flops_per_s"]["fp32"].value == pytest.approx(100e9, rel=0.02)
     assert ach["matmul_flops_per_s"]["fp64"].value == pytest.approx(50e9, rel=0.02)
@@ -72,12 +87,19 @@ def test_fit_cpu_recovers_parameters() -> None:
 
 def test_fit_collectives_recovers_parameters() -> None:
     alpha, link, eff, half, x = 20e-6, 5e9, 0.8, 2e6, 4
-    rows = [{"op": "ping", "bytes": 4, "seconds": 2 * alpha},
-            {"op": "p2p", "bytes": 2**26, "seconds": 2 * (alpha + 2**26 / link)}]
+    rows = [
+        {"op": "ping", "bytes": 4, "seconds": 2 * alpha},
+        {"op": "p2p", "bytes": 2**26, "seconds": 2 * (alpha + 2**26 / link)},
+    ]
     for v in [2**e for e in range(12, 27, 2)]:
         for op in ("all_gather", "reduce_scatter", "all_reduce"):
-            rows.append({"op": op, "bytes": v,
-                         "seconds": float(model_time(op, v, x, alpha, link, eff, half))})
+            rows.append(
+                {
+                    "op": op,
+                    "bytes": v,
+                    "seconds": float(model_time(op, v, x, alpha, link, eff, half)),
+                }
+            )
     fit = fit_collectives(rows, x)
     assert fit["alpha_s"] == pytest.approx(alpha)
     assert fit["link_bytes_per_s"] == pytest.approx(link)
@@ -98,18 +120,51 @@ def test_fit_gpu_uses_catalog_peaks() -> None:
     h100 = load_chip("h100-sxm")
     results = [
         {"kind": "launch", "role": "launch", "seconds": 3e-6},
-        {"kind": "matmul", "role": "peak", "dtype": "bf16", "m": 8192, "k": 8192, "n": 8192,
-         "seconds": 2 * 8192**3 / 780e12},
-        {"kind": "matmul", "role": "aligned", "dtype": "bf16", "m": 8192, "k": 8192, "n": 8192,
-         "seconds": 2 * 8192**3 / 780e12},
-        {"kind": "matmul", "role": "unaligned", "dtype": "bf16", "m": 8192, "k": 8191, "n": 8192,
-         "seconds": 2 * 8192**2 * 8191 / 600e12},
+        {
+            "kind": "matmul",
+            "role": "peak",
+            "dtype": "bf16",
+            "m": 8192,
+            "k": 8192,
+            "n": 8192,
+            "seconds": 2 * 8192**3 / 780e12,
+        },
+        {
+            "kind": "matmul",
+            "role": "aligned",
+            "dtype": "bf16",
+            "m": 8192,
+            "k": 8192,
+            "n": 8192,
+            "seconds": 2 * 8192**3 / 780e12,
+        },
+        {
+            "kind": "matmul",
+            "role": "unaligned",
+            "dtype": "bf16",
+            "m": 8192,
+            "k": 8191,
+            "n": 8192,
+            "seconds": 2 * 8192**2 * 8191 / 600e12,
+        },
         {"kind": "copy", "role": "memory", "bytes": 2**30, "seconds": 2 * 2**30 / 3.0e12},
     ]
-    props = {"name": "NVIDIA H100 80GB HBM3", "sms": 132, "memory_bytes": 80e9,
-             "l2_bytes": 52428800, "shared_bytes_per_sm": 233472, "capability": "9.0"}
-    chip = fit_gpu(results, props=props, identity="gpu: NVIDIA H100 80GB HBM3", name="g",
-                   library="torch", catalog_chip=h100)
+    props = {
+        "name": "NVIDIA H100 80GB HBM3",
+        "sms": 132,
+        "memory_bytes": 80e9,
+        "l2_bytes": 52428800,
+        "shared_bytes_per_sm": 233472,
+        "capability": "9.0",
+    }
+    chip = fit_gpu(
+        results,
+        props=props,
+        identity="gpu: NVIDIA H100 80GB HBM3",
+        name="g",
+        library="torch",
+        catalog_chip=h100,
+    )
     loaded = chip_from_dict(tomllib.loads(render_toml(chip)))
     assert loaded.peak_flops_per_s == h100.peak_flops_per_s
     assert loaded.achievable.matmul_flops_per_s["bf16"] == pytest.approx(780e12)
@@ -119,10 +174,16 @@ def test_fit_gpu_uses_catalog_peaks() -> None:
     assert loaded.on_chip.cores == 132 and loaded.measured_on == "gpu: NVIDIA H100 80GB HBM3"
 
 
-@pytest.mark.parametrize(("device", "chip"), [
-    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
-    ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA H200", "h200"), ("Tesla T4", None),
-])
+@pytest.mark.parametrize(
+    ("device", "chip"),
+    [
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+        ("NVIDIA H200", "h200"),
+        ("Tesla T4", None),
+    ],
+)
 def test_catalog_match(device: str, chip: str | None) -> None:
     from shardline.calibrate import catalog_match
 
@@ -149,21 +210,34 @@ def test_torch_job_runner_on_cpu_device() -> None:
     from shardline.calibrate.gpu import run_torch_job
 
     quick = {"repeats": 1, "warmup": 0, "min_sample_s": 0.0}
-    for job in ({"kind": "matmul", "m": 32, "k": 32, "n": 32, "dtype": "bf16"},
-                {"kind": "copy", "bytes": 2**16}, {"kind": "launch"}):
+    for job in (
+        {"kind": "matmul", "m": 32, "k": 32, "n": 32, "dtype": "bf16"},
+        {"kind": "copy", "bytes": 2**16},
+        {"kind": "launch"},
+    ):
         assert run_torch_job({**job, "device": "cpu"}, **quick).median_s > 0
 
 
 # --- the chip file ------------------------------------------------------------------------------
 
+
 def test_chip_file_round_trip(tmp_path: Path) -> None:
-    data = {"schema": 1, "name": "rt", "kind": "cpu", "measured_on": "cpu: X (2 logical CPUs)",
-            "peak_flops_per_s": {"fp32": Measured(1.5e11, "measured \"best\"")},
-            "memory": {"capacity_bytes": Measured(2**34, "meminfo"),
-                       "bytes_per_s": Measured(2.5e10, "copy")},
-            "achievable": {"pack_bytes_per_s": Measured(7e9, "fit"),
-                           "matmul_flops_per_s": {"fp32": Measured(1.2e11, "fit")}},
-            "calibration": {"threads": 1, "backend": "numpy"}}
+    data = {
+        "schema": 1,
+        "name": "rt",
+        "kind": "cpu",
+        "measured_on": "cpu: X (2 logical CPUs)",
+        "peak_flops_per_s": {"fp32": Measured(1.5e11, 'measured "best"')},
+        "memory": {
+            "capacity_bytes": Measured(2**34, "meminfo"),
+            "bytes_per_s": Measured(2.5e10, "copy"),
+        },
+        "achievable": {
+            "pack_bytes_per_s": Measured(7e9, "fit"),
+            "matmul_flops_per_s": {"fp32": Measured(1.2e11, "fit")},
+        },
+        "calibration": {"threads": 1, "backend": "numpy"},
+    }
     path = tmp_path / "rt.toml"
     write_chip_file(path, data)
     chip = load_chip(str(path))
@@ -176,14 +250,20 @@ def test_chip_file_round_trip(tmp_path: Path) -> None:
 def test_chip_file_never_half_written(tmp_path: Path) -> None:
     """A table the loader rejects is never written (and no temporary file is left behind)."""
     path = tmp_path / "bad.toml"
-    bad = {"schema": 1, "name": "bad", "kind": "cpu", "peak_flops_per_s": {},
-           "memory": {"capacity_bytes": 1.0, "bytes_per_s": 1.0}}
+    bad = {
+        "schema": 1,
+        "name": "bad",
+        "kind": "cpu",
+        "peak_flops_per_s": {},
+        "memory": {"capacity_bytes": 1.0, "bytes_per_s": 1.0},
+    }
     with pytest.raises(InputError):
         write_chip_file(path, bad)
     assert list(tmp_path.iterdir()) == []
 
 
 # --- end to end ---------------------------------------------------------------------------------
+
 
 def test_calibrate_cli_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "host.toml"
@@ -201,8 +281,8 @@ def test_calibrate_cli_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_failure_midway_keeps_measurements_writes_no_chip(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("SHARDLINE_FAIL_AFTER", "3")
     out = tmp_path / "host.toml"
     assert main(["calibrate", "--out", str(out), "--quick"]) == 2
@@ -215,8 +295,9 @@ def test_failure_midway_keeps_measurements_writes_no_chip(
     assert "seconds" in rows[0]
 
 
-def test_torch_missing_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_torch_missing_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
     out = tmp_path / "h.toml"
     assert main(["calibrate", "--out", str(out), "--backend", "torch", "--quick"]) == 2
@@ -226,15 +307,22 @@ def test_torch_missing_names_the_extra(tmp_path: Path, monkeypatch: pytest.Monke
     assert not out.exists()
 
 
-@pytest.mark.parametrize(("argv", "words"), [
-    (["calibrate", "--out", "x.json"], "expected a .toml file"),
-    (["calibrate", "--out", "no/such/dir/h.toml"], "does not exist"),
-    (["calibrate", "--out", "h.toml", "--threads", "0"], "--threads"),
-    (["calibrate", "--out", "h.toml", "--processes", "1", "--collectives"], "--processes"),
-])
-def test_calibrate_bad_input(argv: list[str], words: str, tmp_path: Path,
-                             monkeypatch: pytest.MonkeyPatch,
-                             capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["calibrate", "--out", "x.json"], "expected a .toml file"),
+        (["calibrate", "--out", "no/such/dir/h.toml"], "does not exist"),
+        (["calibrate", "--out", "h.toml", "--threads", "0"], "--threads"),
+        (["calibrate", "--out", "h.toml", "--processes", "1", "--collectives"], "--processes"),
+    ],
+)
+def test_calibrate_bad_input(
+    argv: list[str],
+    words: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     assert words in _one_error_line(capsys.readouterr())
@@ -267,10 +355,26 @@ def test_collectives_under_torchrun(tmp_path: Path) -> None:
         port = s.getsockname()[1]
     out = tmp_path / "tr.toml"
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
-         f"--master_port={port}", "-m", "shardline.cli.main", "calibrate", "--out", str(out),
-         "--quick", "--collectives", "--no-progress"],
-        capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            f"--master_port={port}",
+            "-m",
+            "shardline.cli.main",
+            "calibrate",
+            "--out",
+            str(out),
+            "--quick",
+            "--collectives",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     chip = load_chip(str(out))
     assert chip.interconnect is not None and chip.interconnect.scale_up_devices == 2

@@ -130,14 +130,25 @@ def test_text_calls_the_bound_first(capsys: pytest.CaptureFixture[str]) -> None:
     # the very first line is the call: I = 2n/(3s) = 2*8192/6 = 2,731 FLOP/B against
     # R = 989.4e12 / 3.35e12 = 295.3 FLOP/B, with the rates that make the ridge
     assert lines[0] == (
-        "COMPUTE-BOUND: intensity 2,731 FLOP/B >= ridge 295.3 FLOP/B "
-        "(989.4 TFLOP/s / 3.35 TB/s)"
+        "COMPUTE-BOUND: intensity 2,731 FLOP/B >= ridge 295.3 FLOP/B (989.4 TFLOP/s / 3.35 TB/s)"
     )
     assert any("F = 2·M·K·N = 2 × 8,192 × 8,192 × 8,192" in line for line in lines)
     # a memory-bound call is first too: seed 001 Q2, I = 2*64*4096*4096 / (2*64*4096 + 4096**2
     # + 2*64*4096) = 120.5 FLOP/B < R = 1.97e14 / 8.2e11 = 240.2 FLOP/B
-    argv = ["matmul", "64", "4096", "4096", "--hw", "v5e", "--b-dtype", "int8",
-            "--flops-per-s", "1.97e14", "--mem-bw", "820 GB/s"]
+    argv = [
+        "matmul",
+        "64",
+        "4096",
+        "4096",
+        "--hw",
+        "v5e",
+        "--b-dtype",
+        "int8",
+        "--flops-per-s",
+        "1.97e14",
+        "--mem-bw",
+        "820 GB/s",
+    ]
     assert main(argv) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first == (
@@ -177,8 +188,14 @@ def test_hw_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
         ["hw", "show", "missing.toml"],
         ["matmul", "8", "8", "8", "--flops-per-s", "1e400"],  # parses to inf
         ["matmul", "8", "8", "8", "--mem-bw", "1e400", "--json"],
-        ["einsum", "A[M,K] * B[K,N] -> C[M,N]", "--dims", "M=1,K=1,N=1", "--dtypes",
-         "A=int8,A=bf16"],
+        [
+            "einsum",
+            "A[M,K] * B[K,N] -> C[M,N]",
+            "--dims",
+            "M=1,K=1,N=1",
+            "--dtypes",
+            "A=int8,A=bf16",
+        ],
     ],
 )
 def test_bad_input_is_one_error_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
@@ -219,9 +236,7 @@ def test_cli_start_up_imports_no_heavy_modules() -> None:
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
-def test_default_dtype_follows_the_chip(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_default_dtype_follows_the_chip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # a calibrated CPU file computes in fp32 and fp64 only: no --dtype must not mean bf16
     chip = tmp_path / "cpu.toml"
     chip.write_text(

@@ -15,10 +15,25 @@ BLOCK = str(ROOT / "examples" / "transformer_block.toml")
 
 STACK_LAYER_KEYS = {"name", "count", "flops", "bytes", "bound", "t_lower_s"}
 STACK_TOTAL_KEYS = {"flops", "bytes", "t_compute_s", "t_memory_s", "t_lower_s"}
-STACK_MEMORY_KEYS = {"weights_bytes", "activations_bytes", "kv_cache_bytes", "optimizer_bytes",
-                     "total_bytes", "capacity_bytes", "fits"}
-PLAN_KEYS = {"name", "degrees", "latency_s", "throughput_per_s", "memory_per_device_bytes", "fits",
-             "comm_bytes", "bottleneck"}
+STACK_MEMORY_KEYS = {
+    "weights_bytes",
+    "activations_bytes",
+    "kv_cache_bytes",
+    "optimizer_bytes",
+    "total_bytes",
+    "capacity_bytes",
+    "fits",
+}
+PLAN_KEYS = {
+    "name",
+    "degrees",
+    "latency_s",
+    "throughput_per_s",
+    "memory_per_device_bytes",
+    "fits",
+    "comm_bytes",
+    "bottleneck",
+}
 
 
 def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict:  # type: ignore[type-arg]
@@ -50,13 +65,18 @@ def test_stack_json_contract_and_totals(capsys: pytest.CaptureFixture[str]) -> N
     assert out["totals"]["flops"] == sum(x["count"] * x["flops"] for x in out["layers"])
     assert out["totals"]["bytes"] == sum(x["count"] * x["bytes"] for x in out["layers"])
     assert out["totals"]["t_lower_s"] == pytest.approx(
-        sum(x["count"] * x["t_lower_s"] for x in out["layers"]))
+        sum(x["count"] * x["t_lower_s"] for x in out["layers"])
+    )
     assert out["subtotals"]["forward"]["flops"] == out["totals"]["flops"]  # forward only
     assert out["subtotals"]["one_block"]["flops"] * 36 == out["totals"]["flops"]
     mem = out["memory"]
     assert mem["total_bytes"] == pytest.approx(
-        mem["weights_bytes"] + mem["activations_bytes"] + mem["kv_cache_bytes"]
-        + mem["optimizer_bytes"] + mem["gradients_bytes"])
+        mem["weights_bytes"]
+        + mem["activations_bytes"]
+        + mem["kv_cache_bytes"]
+        + mem["optimizer_bytes"]
+        + mem["gradients_bytes"]
+    )
     assert mem["capacity_bytes"] == 40e9 and mem["fits"] is True
 
 
@@ -69,8 +89,9 @@ def test_stack_text_gives_the_bound_and_the_fit_first(capsys: pytest.CaptureFixt
 
 
 def test_stack_of_a_decode_step_has_a_kv_cache(capsys: pytest.CaptureFixture[str]) -> None:
-    out = _json(capsys, ["stack", BLOCK, "--hw", "h100", "--phase", "decode", "--batch", "4",
-                         "--json"])
+    out = _json(
+        capsys, ["stack", BLOCK, "--hw", "h100", "--phase", "decode", "--batch", "4", "--json"]
+    )
     assert out["memory"]["kv_cache_bytes"] == 2 * 32 * 8 * 128 * 4096 * 4 * 2
     assert out["memory"]["optimizer_bytes"] == 0
 
@@ -94,8 +115,22 @@ def test_plan_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_plan_with_fixed_degrees(capsys: pytest.CaptureFixture[str]) -> None:
-    out = _json(capsys, ["plan", SEED003, "--hw", "a100-40gb", "--devices", "2", "--pp", "2",
-                         "--microbatches", "8", "--json"])
+    out = _json(
+        capsys,
+        [
+            "plan",
+            SEED003,
+            "--hw",
+            "a100-40gb",
+            "--devices",
+            "2",
+            "--pp",
+            "2",
+            "--microbatches",
+            "8",
+            "--json",
+        ],
+    )
     (p,) = out["plans"]
     assert p["degrees"] == {"tp": 1, "pp": 2, "dp": 1, "fsdp": 1}
     assert p["microbatches"] == 8 and p["bubble_fraction"] == pytest.approx(1 / 9)
@@ -110,55 +145,88 @@ def test_plan_text_recommends_first(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_plan_batch_sweep(capsys: pytest.CaptureFixture[str]) -> None:
     path = str(ROOT / "examples" / "ffn_70b.toml")
-    out = _json(capsys, ["plan", path, "--hw", "h100", "--devices", "8", "--phase", "decode",
-                         "--batches", "1,65536", "--json"])
+    out = _json(
+        capsys,
+        [
+            "plan",
+            path,
+            "--hw",
+            "h100",
+            "--devices",
+            "8",
+            "--phase",
+            "decode",
+            "--batches",
+            "1,65536",
+            "--json",
+        ],
+    )
     assert [p["recommended"] for p in out["sweep"]] == ["tp8", "dp8"]
     assert out["crossovers"] and out["crossovers"][0]["from_plan"] == "tp8"
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["stack", "missing.toml", "--hw", "a100-40gb"], "no such workload file"),
-    (["stack", SEED003, "--hw", "a100-40gb", "--phase", "decode"], "phase of a layer stack"),
-    (["stack", SEED003, "--hw", "nope"], "nope"),
-    (["plan", SEED003, "--hw", "a100-40gb", "--devices", "8", "--tp", "3"],
-     "tp=3 does not divide the 8 devices"),
-    (["plan", SEED003, "--hw", "a100-40gb", "--devices", "16", "--pp", "16"],
-     "pp=16 does not divide the 72 layers"),
-    (["plan", SEED003, "--hw", "a100-40gb", "--devices", "2", "--microbatches", "9000"],
-     "more than the batch"),
-    (["plan", SEED003, "--hw", "a100-40gb", "--devices", "2", "--phase", "training"],
-     "fits on no plan"),
-    (["plan", SEED003, "--hw", "a100-40gb", "--devices", "0"], "--devices must be a positive"),
-    (["plan", SEED003, "--hw", "a100-40gb"], "--devices"),
-])
-def test_bad_input_is_one_error_line(capsys: pytest.CaptureFixture[str], argv: list[str],
-                                     message: str) -> None:
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["stack", "missing.toml", "--hw", "a100-40gb"], "no such workload file"),
+        (["stack", SEED003, "--hw", "a100-40gb", "--phase", "decode"], "phase of a layer stack"),
+        (["stack", SEED003, "--hw", "nope"], "nope"),
+        (
+            ["plan", SEED003, "--hw", "a100-40gb", "--devices", "8", "--tp", "3"],
+            "tp=3 does not divide the 8 devices",
+        ),
+        (
+            ["plan", SEED003, "--hw", "a100-40gb", "--devices", "16", "--pp", "16"],
+            "pp=16 does not divide the 72 layers",
+        ),
+        (
+            ["plan", SEED003, "--hw", "a100-40gb", "--devices", "2", "--microbatches", "9000"],
+            "more than the batch",
+        ),
+        (
+            ["plan", SEED003, "--hw", "a100-40gb", "--devices", "2", "--phase", "training"],
+            "fits on no plan",
+        ),
+        (["plan", SEED003, "--hw", "a100-40gb", "--devices", "0"], "--devices must be a positive"),
+        (["plan", SEED003, "--hw", "a100-40gb"], "--devices"),
+    ],
+)
+def test_bad_input_is_one_error_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
     assert message in _error(capsys, argv)
 
 
 def test_bad_workload_files(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     unknown = tmp_path / "unknown.toml"
-    unknown.write_text('[[layer]]\nname = "a"\nm = 4\nk = 8\nn = 16\nwieghts = ["w"]\n',
-                       encoding="utf-8")
+    unknown.write_text(
+        '[[layer]]\nname = "a"\nm = 4\nk = 8\nn = 16\nwieghts = ["w"]\n', encoding="utf-8"
+    )
     assert "unknown field 'wieghts'" in _error(capsys, ["stack", str(unknown)])
     shape = tmp_path / "shape.toml"
-    shape.write_text('[[layer]]\nname = "a"\neinsum = "x[M,K] * w[K,N] -> y[M,N]"\n'
-                     'weights = ["w"]\nshapes = { x = [4, 8], w = [9, 16] }\n', encoding="utf-8")
+    shape.write_text(
+        '[[layer]]\nname = "a"\neinsum = "x[M,K] * w[K,N] -> y[M,N]"\n'
+        'weights = ["w"]\nshapes = { x = [4, 8], w = [9, 16] }\n',
+        encoding="utf-8",
+    )
     assert "does not match its einsum" in _error(capsys, ["stack", str(shape)])
     huge = tmp_path / "huge.toml"
-    huge.write_text('repeat = 64\n[[layer]]\nname = "a"\nm = 1024\nk = 65536\nn = 65536\n',
-                    encoding="utf-8")
+    huge.write_text(
+        'repeat = 64\n[[layer]]\nname = "a"\nm = 1024\nk = 65536\nn = 65536\n', encoding="utf-8"
+    )
     line = _error(capsys, ["plan", str(huge), "--hw", "a100-40gb", "--devices", "2"])
     assert "fits on no plan over 2 x a100-40gb: the smallest needs" in line
     assert "275 GB per device" in line  # 64 x 65536^2 x 2 B / 2 devices, plus activations
 
 
-def test_unknown_weight_name_is_an_error_not_a_traceback(capsys: pytest.CaptureFixture[str],
-                                                          tmp_path: Path) -> None:
+def test_unknown_weight_name_is_an_error_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     # No tp_dim given: the default (the weight's largest dim) must not look up a missing operand.
-    for body in ('m = 4\nk = 8\nn = 16\nweights = ["q"]\n',
-                 'einsum = "x[M,K] * w[K,N] -> y[M,N]"\ndims = { M = 4, K = 8, N = 16 }\n'
-                 'weights = ["W"]\n'):
+    for body in (
+        'm = 4\nk = 8\nn = 16\nweights = ["q"]\n',
+        'einsum = "x[M,K] * w[K,N] -> y[M,N]"\ndims = { M = 4, K = 8, N = 16 }\nweights = ["W"]\n',
+    ):
         path = tmp_path / "weights.toml"
         path.write_text(f'[[layer]]\nname = "a"\n{body}', encoding="utf-8")
         assert "weights names unknown operand" in _error(capsys, ["stack", str(path)])

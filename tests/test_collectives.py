@@ -112,11 +112,15 @@ def test_all_to_all_ratios_from_the_book() -> None:
     # sharding chapter, Q10: on a unidirectional ring an AllToAll costs (n-1)/(2n) V/W, half the
     # AllGather; on a bidirectional ring it tends to a quarter of the AllGather
     n, v = 256, 1e9
-    uni_ratio = cost("all_to_all", v, n, "unidirectional-ring").t_bandwidth_s / cost(
-        "all_gather", v, n, "unidirectional-ring").t_bandwidth_s
+    uni_ratio = (
+        cost("all_to_all", v, n, "unidirectional-ring").t_bandwidth_s
+        / cost("all_gather", v, n, "unidirectional-ring").t_bandwidth_s
+    )
     assert uni_ratio == pytest.approx(0.5)
-    ring_ratio = cost("all_to_all", v, n, "ring").t_bandwidth_s / cost(
-        "all_gather", v, n, "ring").t_bandwidth_s
+    ring_ratio = (
+        cost("all_to_all", v, n, "ring").t_bandwidth_s
+        / cost("all_gather", v, n, "ring").t_bandwidth_s
+    )
     # even n: (n^2/8)/n^2 V/W over (n-1)/n V/(2W) = n / (4(n-1)) -> 1/4
     assert ring_ratio == pytest.approx(n / (4 * (n - 1)))
     assert ring_ratio == pytest.approx(0.25, abs=0.005)
@@ -297,8 +301,11 @@ def test_inner_axis_shrinks_the_outer_scale_out_gather() -> None:
 
 
 def test_topology_overrides() -> None:
-    nets = mesh_networks(H100, [("X", 4), ("Y", 2)],
-                         NetworkOptions(parse_topology("X=ring,Y=line", ["X", "Y"]), 1e10, 2e-6))
+    nets = mesh_networks(
+        H100,
+        [("X", 4), ("Y", 2)],
+        NetworkOptions(parse_topology("X=ring,Y=line", ["X", "Y"]), 1e10, 2e-6),
+    )
     assert nets["X"].name == "ring" and nets["Y"].name == "line"
     assert nets["X"].stages[0].bytes_per_s == 1e10 and nets["Y"].stages[0].hop_latency_s == 2e-6
     assert parse_topology("ring", ["X", "Y"]) == {"X": "ring", "Y": "ring"}
@@ -318,8 +325,9 @@ def test_hierarchical_word_on_one_axis() -> None:
     c = collective_cost("all_gather", 1e9, 32, H100, "hierarchical")
     assert c.t_bandwidth_s == pytest.approx(max(7 / 8 / 450e9, 3 / 4 / 400e9) * 1e9, rel=1e-12)
     assert V5E.interconnect is not None
-    no_dcn = dataclasses.replace(V5E, interconnect=dataclasses.replace(V5E.interconnect,
-                                                                       scale_out=None))
+    no_dcn = dataclasses.replace(
+        V5E, interconnect=dataclasses.replace(V5E.interconnect, scale_out=None)
+    )
     with pytest.raises(InputError, match="scale-out"):
         collective_cost("all_gather", 1e9, 32, no_dcn, "hierarchical")
 
@@ -353,8 +361,11 @@ def test_vectorized_over_bytes_matches_scalars() -> None:
             assert vec.predicted_s[i] == pytest.approx(one.predicted_s, rel=1e-12)
 
 
-@given(v=st.floats(1.0, 1e12), n=st.integers(2, 64),
-       topo=st.sampled_from(["ring", "line", "unidirectional-ring", "switch"]))
+@given(
+    v=st.floats(1.0, 1e12),
+    n=st.integers(2, 64),
+    topo=st.sampled_from(["ring", "line", "unidirectional-ring", "switch"]),
+)
 def test_properties(v: float, n: int, topo: str) -> None:
     ag = cost("all_gather", v, n, topo)
     big = cost("all_gather", 2 * v, n, topo)

@@ -26,13 +26,19 @@ def test_enumerates_every_1d_and_2d_assignment() -> None:
 @pytest.mark.parametrize("hw", ["h100-sxm", "tpu-v5e", "tpu-v4"])
 @pytest.mark.parametrize("output", ["split", "replicated"])
 @pytest.mark.parametrize("resident", [None, ["A"], []])
-def test_every_strategy_matches_the_general_planner(hw: str, output: str,
-                                                    resident: list[str] | None) -> None:
+def test_every_strategy_matches_the_general_planner(
+    hw: str, output: str, resident: list[str] | None
+) -> None:
     # two independent derivations: compare's vectorized closed forms and the named-axis planner
     m, k, n, d = 2048, 1024, 4096, 16
     for s in compare(m, k, n, d, hw, output=output, resident=resident):
-        r = shard_einsum(s.spec, {"M": m, "K": k, "N": n}, s.mesh, hw, options=ShardOptions(
-            resident=None if resident is None else frozenset(resident)))
+        r = shard_einsum(
+            s.spec,
+            {"M": m, "K": k, "N": n},
+            s.mesh,
+            hw,
+            options=ShardOptions(resident=None if resident is None else frozenset(resident)),
+        )
         assert s.t_compute_s == pytest.approx(r.per_device.t_compute_s, rel=1e-12)
         assert s.t_memory_s == pytest.approx(r.per_device.t_memory_s, rel=1e-12)
         assert s.t_network_s == pytest.approx(r.t_network_s, rel=1e-12, abs=1e-18)

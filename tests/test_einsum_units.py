@@ -27,16 +27,19 @@ def test_parse_sharded_spec() -> None:
     assert spec.text() == "A[M_X,K] * B[K,N_Y] -> C[M_X,N_Y]"
 
 
-@pytest.mark.parametrize(("spec", "message"), [
-    ("A[M,K] * A[K,N] -> C[M,N]", "repeated"),
-    ("A[M,K] * B[K,N]", "malformed einsum"),
-    ("A[M,K] -> C[M]", "exactly two operands"),
-    ("A[M,K] * B[K,N] -> C[M,Z]", "appears in neither input"),
-    ("A[M_X,K_X] * B[K,N] -> C[M,N]", "shards two dimensions"),
-    ("A[M,M] * B[M,N] -> C[M,N]", "appears twice"),
-    ("A[M,K * B[K,N] -> C[M,N]", "malformed"),
-    ("A[M_x,K] * B[K,N] -> C[M,N]", "malformed dimension"),
-])
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("A[M,K] * A[K,N] -> C[M,N]", "repeated"),
+        ("A[M,K] * B[K,N]", "malformed einsum"),
+        ("A[M,K] -> C[M]", "exactly two operands"),
+        ("A[M,K] * B[K,N] -> C[M,Z]", "appears in neither input"),
+        ("A[M_X,K_X] * B[K,N] -> C[M,N]", "shards two dimensions"),
+        ("A[M,M] * B[M,N] -> C[M,N]", "appears twice"),
+        ("A[M,K * B[K,N] -> C[M,N]", "malformed"),
+        ("A[M_x,K] * B[K,N] -> C[M,N]", "malformed dimension"),
+    ],
+)
 def test_malformed_specs(spec: str, message: str) -> None:
     with pytest.raises(InputError, match=message):
         parse_einsum(spec)

@@ -198,8 +198,17 @@ def test_explain_shard_memory_bound_units_roofline_and_advice(
     # decode-sized M over 4 TPU v5e chips, N split: each chip reads its quarter of the weight
     m, k, n, d = 16, 8192, 8192, 4
     text = _explain(
-        capsys, "shard", str(m), str(k), str(n), "--devices", str(d), "--along", "n",
-        "--hw", "tpu-v5e",
+        capsys,
+        "shard",
+        str(m),
+        str(k),
+        str(n),
+        "--devices",
+        str(d),
+        "--along",
+        "n",
+        "--hw",
+        "tpu-v5e",
     )
     p, w = 197e12, 8.19e11  # Google Cloud TPU v5e docs: bf16 peak, HBM bytes/s
     flops = 2 * m * k * (n // d)
@@ -225,8 +234,18 @@ def test_explain_shard_no_overlap_advice_gives_the_overlapped_time(
 ) -> None:
     m, k, n, d = 4096, 8192, 8192, 8
     text = _explain(
-        capsys, "shard", str(m), str(k), str(n), "--devices", str(d), "--along", "k",
-        "--hw", "h100-sxm", "--no-overlap",
+        capsys,
+        "shard",
+        str(m),
+        str(k),
+        str(n),
+        "--devices",
+        str(d),
+        "--along",
+        "k",
+        "--hw",
+        "h100-sxm",
+        "--no-overlap",
     )
     p, w = 989.4e12, 3.35e12  # NVIDIA H100 SXM5 datasheet: dense bf16, HBM bytes/s
     t_compute = 2 * m * (k // d) * n / p
@@ -252,8 +271,15 @@ def test_einsum_with_its_own_operand_names_gets_the_estimate(
     # a matmul spelled with other operand names (once a KeyError on "a"): int8 weights W, M small,
     # so I ≈ 2M/s_W = 2 × 16 / 1 = 32 FLOP/B
     text = _explain(
-        capsys, "einsum", "X[M,K] * W[K,N] -> Y[M,N]", "--dims", "M=16,K=4096,N=4096",
-        "--hw", "a100-40gb", "--dtypes", "W=int8",
+        capsys,
+        "einsum",
+        "X[M,K] * W[K,N] -> Y[M,N]",
+        "--dims",
+        "M=16,K=4096,N=4096",
+        "--hw",
+        "a100-40gb",
+        "--dtypes",
+        "W=int8",
     )
     assert "I = F / Q = 1 / (s_X/(2N) + s_W/(2M) + s_Y/(2K))" in text
     assert "I ≈ 2M/s_W = 2 × 16 / 1 = 32 FLOP/B" in text

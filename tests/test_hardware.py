@@ -72,27 +72,109 @@ def test_datasheet_figures_from_the_reference_table() -> None:
 # GiB = 2**30; link bandwidth one-way per link), chip by chip. H100/H200 bf16: the table rounds
 # NVIDIA's 989.4e12 (Hopper whitepaper; 1,978.9 sparse / 2) to 989e12, hence rel=1e-3.
 REFERENCE: dict[str, dict[str, float]] = {
-    "a100-40gb": {"bf16": 312e12, "fp16": 312e12, "int8": 624e12, "tf32": 156e12,
-                  "fp32": 19.5e12, "cap": 40e9, "hbm": 1.555e12, "link": 25e9, "links": 12},
-    "a100-80gb": {"bf16": 312e12, "fp16": 312e12, "int8": 624e12, "tf32": 156e12,
-                  "fp32": 19.5e12, "cap": 80e9, "hbm": 2.039e12, "link": 25e9, "links": 12},
-    "h100-sxm": {"bf16": 989e12, "fp16": 989e12, "fp8": 1979e12, "int8": 1979e12,
-                 "tf32": 494.7e12, "fp32": 67e12, "cap": 80e9, "hbm": 3.35e12, "link": 25e9,
-                 "links": 18, "scale_out": 50e9},
-    "h200": {"bf16": 989e12, "fp8": 1979e12, "int8": 1979e12, "tf32": 494e12, "fp32": 67e12,
-             "cap": 141e9, "hbm": 4.8e12, "link": 25e9, "links": 18, "scale_out": 50e9},
-    "b200": {"bf16": 2250e12, "fp8": 4500e12, "int8": 4500e12, "tf32": 1100e12, "fp32": 75e12,
-             "cap": 180e9, "hbm": 8.0e12, "link": 50e9, "links": 18, "scale_out": 50e9},
-    "mi300x": {"bf16": 1307.4e12, "fp8": 2614.9e12, "int8": 2614.9e12, "fp32": 163.4e12,
-               "cap": 192e9, "hbm": 5.3e12},
-    "tpu-v4": {"bf16": 275e12, "int8": 275e12, "cap": 32 * 2**30, "hbm": 1.2e12, "link": 4.5e10,
-               "links": 6},
-    "tpu-v5e": {"bf16": 197e12, "int8": 394e12, "cap": 16e9, "hbm": 8.19e11, "link": 4.5e10,
-                "links": 4, "scale_out": 3.125e9},
-    "tpu-v5p": {"bf16": 459e12, "int8": 918e12, "cap": 95e9, "hbm": 2.765e12, "link": 9e10,
-                "links": 6, "scale_out": 6.25e9},
-    "tpu-v6e": {"bf16": 918e12, "fp8": 918e12, "int8": 1836e12, "cap": 32e9, "hbm": 1.64e12,
-                "link": 9e10, "links": 4, "scale_out": 12.5e9},
+    "a100-40gb": {
+        "bf16": 312e12,
+        "fp16": 312e12,
+        "int8": 624e12,
+        "tf32": 156e12,
+        "fp32": 19.5e12,
+        "cap": 40e9,
+        "hbm": 1.555e12,
+        "link": 25e9,
+        "links": 12,
+    },
+    "a100-80gb": {
+        "bf16": 312e12,
+        "fp16": 312e12,
+        "int8": 624e12,
+        "tf32": 156e12,
+        "fp32": 19.5e12,
+        "cap": 80e9,
+        "hbm": 2.039e12,
+        "link": 25e9,
+        "links": 12,
+    },
+    "h100-sxm": {
+        "bf16": 989e12,
+        "fp16": 989e12,
+        "fp8": 1979e12,
+        "int8": 1979e12,
+        "tf32": 494.7e12,
+        "fp32": 67e12,
+        "cap": 80e9,
+        "hbm": 3.35e12,
+        "link": 25e9,
+        "links": 18,
+        "scale_out": 50e9,
+    },
+    "h200": {
+        "bf16": 989e12,
+        "fp8": 1979e12,
+        "int8": 1979e12,
+        "tf32": 494e12,
+        "fp32": 67e12,
+        "cap": 141e9,
+        "hbm": 4.8e12,
+        "link": 25e9,
+        "links": 18,
+        "scale_out": 50e9,
+    },
+    "b200": {
+        "bf16": 2250e12,
+        "fp8": 4500e12,
+        "int8": 4500e12,
+        "tf32": 1100e12,
+        "fp32": 75e12,
+        "cap": 180e9,
+        "hbm": 8.0e12,
+        "link": 50e9,
+        "links": 18,
+        "scale_out": 50e9,
+    },
+    "mi300x": {
+        "bf16": 1307.4e12,
+        "fp8": 2614.9e12,
+        "int8": 2614.9e12,
+        "fp32": 163.4e12,
+        "cap": 192e9,
+        "hbm": 5.3e12,
+    },
+    "tpu-v4": {
+        "bf16": 275e12,
+        "int8": 275e12,
+        "cap": 32 * 2**30,
+        "hbm": 1.2e12,
+        "link": 4.5e10,
+        "links": 6,
+    },
+    "tpu-v5e": {
+        "bf16": 197e12,
+        "int8": 394e12,
+        "cap": 16e9,
+        "hbm": 8.19e11,
+        "link": 4.5e10,
+        "links": 4,
+        "scale_out": 3.125e9,
+    },
+    "tpu-v5p": {
+        "bf16": 459e12,
+        "int8": 918e12,
+        "cap": 95e9,
+        "hbm": 2.765e12,
+        "link": 9e10,
+        "links": 6,
+        "scale_out": 6.25e9,
+    },
+    "tpu-v6e": {
+        "bf16": 918e12,
+        "fp8": 918e12,
+        "int8": 1836e12,
+        "cap": 32e9,
+        "hbm": 1.64e12,
+        "link": 9e10,
+        "links": 4,
+        "scale_out": 12.5e9,
+    },
 }
 
 
@@ -107,8 +189,11 @@ def test_every_reference_figure(name: str) -> None:
         elif key in ("link", "links", "scale_out"):
             ic = chip.interconnect
             assert ic is not None
-            got = {"link": ic.link_bytes_per_s, "links": ic.links_per_chip,
-                   "scale_out": ic.scale_out.bytes_per_s_per_device if ic.scale_out else 0}[key]
+            got = {
+                "link": ic.link_bytes_per_s,
+                "links": ic.links_per_chip,
+                "scale_out": ic.scale_out.bytes_per_s_per_device if ic.scale_out else 0,
+            }[key]
         else:
             got = chip.peak(key)
         assert got == pytest.approx(value, rel=1e-3), f"{name} {key}"
@@ -129,7 +214,11 @@ def test_on_chip_memories_binary_where_the_maker_says_kib_mib() -> None:
     assert load_chip("tpu-v5e").on_chip.shared_bytes_per_core == 128 * 2**20
     assert load_chip("tpu-v6e").on_chip.shared_bytes_per_core == 128 * 2**20
     assert [load_chip(n).on_chip.cores for n in ("a100-40gb", "h100-sxm", "h200", "b200")] == [
-        108, 132, 132, 148]
+        108,
+        132,
+        132,
+        148,
+    ]
 
 
 def test_ridge_points() -> None:
@@ -189,7 +278,7 @@ def test_user_file_is_accepted(tmp_path: Path) -> None:
         (MINIMAL.replace("bytes_per_s = 1e12", "bytes_per_s = nan"), "memory.bytes_per_s"),
         (MINIMAL.replace("[memory]", "bfloat16 = 2e14\n[memory]"), "peak_flops_per_s.bfloat16"),
         (MINIMAL.replace('name = "My-Chip"', 'name = " "'), "name"),
-        ('measured_on = 3\n' + MINIMAL, "measured_on"),
+        ("measured_on = 3\n" + MINIMAL, "measured_on"),
     ],
 )
 def test_invalid_user_file_names_the_field(tmp_path: Path, text: str, field: str) -> None:

@@ -95,8 +95,9 @@ def test_transformer_training_has_four_all_reduces_per_block() -> None:
     # MODEL.md section 6: two all-reduces of the activation per block forward (attention output,
     # FFN down projection), two backward (dX of the QKV and of the FFN input projections).
     layers, b, s, d = 4, 2, 256, 512
-    w = transformer(d_model=d, d_ff=4 * d, heads=8, batch=b, seq_len=s, layers=layers,
-                    phase="training")
+    w = transformer(
+        d_model=d, d_ff=4 * d, heads=8, batch=b, seq_len=s, layers=layers, phase="training"
+    )
     p = plan(w, "h100-sxm", 4, tp=4, microbatches=1).plans[0]
     (tp_comm,) = [c for c in p.comm if c.purpose == "tp"]
     assert tp_comm.calls == 4 * layers
@@ -109,8 +110,17 @@ def test_transformer_inference_has_two_all_reduces_per_block_and_no_gather(phase
     # (S = 1 in decode); nothing else moves. The scores p stay split by head into attn_values,
     # whose other input is the (head-split) V cache, so p is never all-gathered.
     layers, b, s, d, kv_heads, head_dim = 3, 4, 512, 1024, 4, 64
-    w = transformer(d_model=d, d_ff=4 * d, heads=16, kv_heads=kv_heads, head_dim=head_dim,
-                    batch=b, seq_len=s, layers=layers, phase=phase)
+    w = transformer(
+        d_model=d,
+        d_ff=4 * d,
+        heads=16,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        batch=b,
+        seq_len=s,
+        layers=layers,
+        phase=phase,
+    )
     p = plan(w, "h100-sxm", 4, tp=4).plans[0]
     q_len = 1 if phase == "decode" else s
     assert [(c.purpose, c.kind) for c in p.comm] == [("tp", "all_reduce")]
@@ -128,7 +138,8 @@ def test_fsdp_memory_and_traffic_by_hand() -> None:
     # ZeRO-3: weights, gradients and Adam state sharded 8 ways: 16 B per parameter / 8
     mem = p.memory
     assert mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes == pytest.approx(
-        16 * params / x)
+        16 * params / x
+    )
     traffic = {c.kind: c for c in p.comm}
     # all-gather each weight before its forward and again before its dX matmul; reduce-scatter
     # each gradient: per layer 2 matrices x 2*D*F bytes
@@ -137,8 +148,9 @@ def test_fsdp_memory_and_traffic_by_hand() -> None:
     assert traffic["reduce_scatter"].bytes == 2 * layers * 2 * d * f
 
 
-def _ffn_plan(chip: str, devices: int, *, d: int, f: int, tokens: int, phase: str,
-              **degrees: int) -> str:
+def _ffn_plan(
+    chip: str, devices: int, *, d: int, f: int, tokens: int, phase: str, **degrees: int
+) -> str:
     w = ffn(d_model=d, d_ff=f, batch=tokens, seq_len=1, gated=False, layers=1, phase=phase)
     return plan(w, chip, devices, microbatches=1, **degrees).plans[0].bottleneck
 
@@ -155,8 +167,12 @@ def test_data_parallel_critical_batch_matches_the_book() -> None:
     assert b_star * x / (x - 1) == pytest.approx(BOOK_V5P_CRITICAL, rel=0.005)  # book drops (X-1)/X
     for frac, bound in ((0.97, "network"), (1.03, "compute")):
         tokens = int(frac * b_star) * x
-        assert _ffn_plan("tpu-v5p", x, d=d, f=f, tokens=tokens, phase="training", dp=x, tp=1,
-                         pp=1, fsdp=1) == bound
+        assert (
+            _ffn_plan(
+                "tpu-v5p", x, d=d, f=f, tokens=tokens, phase="training", dp=x, tp=1, pp=1, fsdp=1
+            )
+            == bound
+        )
 
 
 def test_fsdp_critical_batch_matches_the_book() -> None:
@@ -169,8 +185,12 @@ def test_fsdp_critical_batch_matches_the_book() -> None:
     assert b_star * x / (x - 1) == pytest.approx(BOOK_V5P_CRITICAL, rel=0.005)
     for frac, bound in ((0.97, "network"), (1.03, "compute")):
         tokens = int(frac * b_star) * x
-        assert _ffn_plan("tpu-v5p", x, d=d, f=f, tokens=tokens, phase="training", fsdp=x, tp=1,
-                         pp=1, dp=1) == bound
+        assert (
+            _ffn_plan(
+                "tpu-v5p", x, d=d, f=f, tokens=tokens, phase="training", fsdp=x, tp=1, pp=1, dp=1
+            )
+            == bound
+        )
 
 
 def test_tensor_parallel_limit_matches_the_book() -> None:
@@ -202,8 +222,11 @@ def test_plans_sorted_best_first_and_recommended() -> None:
 def test_plans_that_do_not_fit_come_last_and_a_workload_that_fits_nowhere() -> None:
     # 72 layers of 8192 x 32768 bf16 weights: 38.7 GB; training needs 16 B/param = 309 GB.
     w = load_workload(SEED003, phase="training")
-    with pytest.raises(InputError, match=r"fits on no plan over 2 x a100-40gb: the smallest needs "
-                                         r".* per device"):
+    with pytest.raises(
+        InputError,
+        match=r"fits on no plan over 2 x a100-40gb: the smallest needs "
+        r".* per device",
+    ):
         plan(w, "a100-40gb", 2)
     ps = plan(w, "a100-40gb", 2, require_fit=False)
     assert ps.recommended is None and not any(p.fits for p in ps.plans)
@@ -246,17 +269,30 @@ def test_ffn_decode_wants_tensor_parallelism_at_low_batch_and_data_parallel_at_l
 
 
 @settings(max_examples=20, deadline=None)
-@given(tp=st.sampled_from([1, 2, 4]), dp=st.sampled_from([1, 2, 4]), fsdp=st.sampled_from([1, 2]),
-       m=st.sampled_from([64, 256, 1024]), k=st.sampled_from([512, 2048]),
-       n=st.sampled_from([512, 4096]), training=st.booleans())
-def test_sharding_conserves_flops(tp: int, dp: int, fsdp: int, m: int, k: int, n: int,
-                                  training: bool) -> None:
+@given(
+    tp=st.sampled_from([1, 2, 4]),
+    dp=st.sampled_from([1, 2, 4]),
+    fsdp=st.sampled_from([1, 2]),
+    m=st.sampled_from([64, 256, 1024]),
+    k=st.sampled_from([512, 2048]),
+    n=st.sampled_from([512, 4096]),
+    training=st.booleans(),
+)
+def test_sharding_conserves_flops(
+    tp: int, dp: int, fsdp: int, m: int, k: int, n: int, training: bool
+) -> None:
     # Nothing is replicated when every split divides evenly: per-device compute time x devices
     # equals the single-device compute time.
-    w = Workload("w", (matmul_layer("a", m, k, n), matmul_layer("b", m, n, k)), repeat=2,
-                 batch_dim="M", phase="training" if training else "forward")
+    w = Workload(
+        "w",
+        (matmul_layer("a", m, k, n), matmul_layer("b", m, n, k)),
+        repeat=2,
+        batch_dim="M",
+        phase="training" if training else "forward",
+    )
     devices = tp * dp * fsdp
     single = stack(w, "h100-sxm").totals.t_compute_s
-    p = plan(w, "h100-sxm", devices, tp=tp, dp=dp, fsdp=fsdp, pp=1, microbatches=1,
-             require_fit=False).plans[0]
+    p = plan(
+        w, "h100-sxm", devices, tp=tp, dp=dp, fsdp=fsdp, pp=1, microbatches=1, require_fit=False
+    ).plans[0]
     assert p.t_compute_s * devices == pytest.approx(single)

@@ -201,8 +201,18 @@ def test_names_with_dollar_signs_are_plain_text(
     for suffix in (".png", ".svg"):
         out = tmp_path / f"r{suffix}"
         code = main(
-            ["plot", "roofline", "--hw", "a100-40gb", "--from", str(src), "--matmul",
-             "8x8x8=$x^2$", "-o", str(out)]
+            [
+                "plot",
+                "roofline",
+                "--hw",
+                "a100-40gb",
+                "--from",
+                str(src),
+                "--matmul",
+                "8x8x8=$x^2$",
+                "-o",
+                str(out),
+            ]
         )
         captured = capsys.readouterr()
         assert code == 0 and captured.err == "" and "3 points" in captured.out

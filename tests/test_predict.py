@@ -57,8 +57,10 @@ def test_h100_2048_square_is_one_wave_by_hand() -> None:
     assert p["wave_efficiency"] == pytest.approx(128 / 132)
     # the tile's L2 feed: intensity 2*256*128/(2*256+2*128) = 85.33 FLOP/B * 9.8e12/132 B/s per SM
     # = 6.34e12 FLOP/s, above the SM's 794.5e12/132 = 6.02e12 FLOP/s: compute-limited
-    sm_rate = min(H100_ACHIEVABLE / H100_SMS, (2 * 256 * 128 / (2 * 256 + 2 * 128))
-                  * H100_L2_BYTES_PER_S / H100_SMS)
+    sm_rate = min(
+        H100_ACHIEVABLE / H100_SMS,
+        (2 * 256 * 128 / (2 * 256 + 2 * 128)) * H100_L2_BYTES_PER_S / H100_SMS,
+    )
     t_compute = 1 * 2 * 256 * 128 * 2048 / sm_rate
     t_memory = 2 * 3 * 2048**2 / H100_MEM_ACHIEVABLE
     assert p["t_compute_s"] == pytest.approx(t_compute)
@@ -79,8 +81,15 @@ def test_small_squares_efficiency_is_quantization_plus_launch(n: int) -> None:
     achieved = flops / r.predicted_s
     assert achieved < 0.85 * H100_ACHIEVABLE
     waves = math.ceil(p["tiles"] / H100_SMS)
-    sm_rate = min(H100_ACHIEVABLE / H100_SMS, 2 * p["tile_m"] * p["tile_n"]
-                  / (2 * p["tile_m"] + 2 * p["tile_n"]) * H100_L2_BYTES_PER_S / H100_SMS)
+    sm_rate = min(
+        H100_ACHIEVABLE / H100_SMS,
+        2
+        * p["tile_m"]
+        * p["tile_n"]
+        / (2 * p["tile_m"] + 2 * p["tile_n"])
+        * H100_L2_BYTES_PER_S
+        / H100_SMS,
+    )
     split = p["split_k"]  # K split into `split` slices; fp32 partials written and read once
     by_hand = waves * 2 * p["tile_m"] * p["tile_n"] * math.ceil(n / split) / sm_rate
     if split > 1:
@@ -127,12 +136,15 @@ def test_unaligned_dimension_penalty() -> None:
     assert odd["align_efficiency"] == DEFAULT_UNALIGNED_EFFICIENCY
     # by hand, for the tile the model chose: waves * 2*BM*BN*K / (SM rate at the unaligned share)
     bm, bn = odd["tile_m"], odd["tile_n"]
-    sm_rate = min(H100_ACHIEVABLE * DEFAULT_UNALIGNED_EFFICIENCY / H100_SMS,
-                  2 * bm * bn / (2 * bm + 2 * bn) * H100_L2_BYTES_PER_S / H100_SMS)
+    sm_rate = min(
+        H100_ACHIEVABLE * DEFAULT_UNALIGNED_EFFICIENCY / H100_SMS,
+        2 * bm * bn / (2 * bm + 2 * bn) * H100_L2_BYTES_PER_S / H100_SMS,
+    )
     assert odd["t_compute_s"] == pytest.approx(odd["waves"] * 2 * bm * bn * 8191 / sm_rate)
     assert odd["t_compute_s"] > aligned["t_compute_s"]
-    measured = dataclasses.replace(H100, achievable=dataclasses.replace(
-        H100.achievable, unaligned_matmul_efficiency=0.6))
+    measured = dataclasses.replace(
+        H100, achievable=dataclasses.replace(H100.achievable, unaligned_matmul_efficiency=0.6)
+    )
     p = with_prediction(matmul(8192, 8191, 8192, hw=measured, dtype="bf16")).prediction
     assert p is not None and p["align_efficiency"] == 0.6
 
@@ -144,8 +156,9 @@ def test_split_k_fills_the_sms() -> None:
     p = _predict(256, 65536, 256).prediction
     assert p is not None and p["split_k"] == 16
     bm, bn = p["tile_m"], p["tile_n"]
-    sm_rate = min(H100_ACHIEVABLE / H100_SMS,
-                  2 * bm * bn / (2 * bm + 2 * bn) * H100_L2_BYTES_PER_S / H100_SMS)
+    sm_rate = min(
+        H100_ACHIEVABLE / H100_SMS, 2 * bm * bn / (2 * bm + 2 * bn) * H100_L2_BYTES_PER_S / H100_SMS
+    )
     waves = math.ceil((256 // bm) * (256 // bn) * 16 / H100_SMS)
     by_hand = waves * 2 * bm * bn * 65536 / 16 / sm_rate + 2 * 16 * 4 * 256 * 256 / 9.8e12
     assert p["t_compute_s"] == pytest.approx(by_hand)
@@ -155,8 +168,9 @@ def test_split_k_fills_the_sms() -> None:
 
 def test_elementwise_einsum_is_a_stream() -> None:
     """No contracted dim: F = B*D multiplies, no tiles; time = launch + max(F/P, Q/W)."""
-    r = with_prediction(einsum("X[B,D] * Y[B,D] -> Z[B,D]", {"B": 8192, "D": 8192},
-                               "h100-sxm", "bf16"))
+    r = with_prediction(
+        einsum("X[B,D] * Y[B,D] -> Z[B,D]", {"B": 8192, "D": 8192}, "h100-sxm", "bf16")
+    )
     q = 3 * 2 * 8192 * 8192
     assert r.predicted_bound == "memory"
     assert r.predicted_s == pytest.approx(H100_LAUNCH_S + q / H100_MEM_ACHIEVABLE)
@@ -183,12 +197,18 @@ def test_memory_bound_gemv_on_gpu() -> None:
 
 
 CPU_CHIP = {
-    "schema": 1, "name": "cpu-test", "kind": "cpu",
+    "schema": 1,
+    "name": "cpu-test",
+    "kind": "cpu",
     "peak_flops_per_s": {"fp32": 100e9},
     "memory": {"capacity_bytes": 16e9, "bytes_per_s": 25e9},
     "on_chip": {"cores": 1, "l2_bytes": 8e6, "l2_bytes_per_s": 80e9},
-    "achievable": {"mem_bytes_per_s": 20e9, "per_call_overhead_s": 1e-6, "pack_bytes_per_s": 5e9,
-                   "matmul_flops_per_s": {"fp32": 90e9}},
+    "achievable": {
+        "mem_bytes_per_s": 20e9,
+        "per_call_overhead_s": 1e-6,
+        "pack_bytes_per_s": 5e9,
+        "matmul_flops_per_s": {"fp32": 90e9},
+    },
 }
 
 
@@ -213,8 +233,9 @@ def test_cpu_model_by_hand() -> None:
 
 def test_einsum_batched_weights_maps_to_batched_gemv() -> None:
     """X[B,D] * W[B,D,F] -> Y[B,F]: B is a batch dim, D contracted, M = 1: memory-bound."""
-    r = with_prediction(einsum("X[B,D] * W[B,D,F] -> Y[B,F]", {"B": 64, "D": 4096, "F": 4096},
-                               "h100-sxm", "bf16"))
+    r = with_prediction(
+        einsum("X[B,D] * W[B,D,F] -> Y[B,F]", {"B": 64, "D": 4096, "F": 4096}, "h100-sxm", "bf16")
+    )
     assert r.predicted_bound == "memory"
     assert r.predicted_s == pytest.approx(H100_LAUNCH_S + r.bytes["total"] / H100_MEM_ACHIEVABLE)
 
@@ -234,8 +255,9 @@ def test_vectorized_matches_scalar() -> None:
 
 def test_vectorized_dtype_arrays() -> None:
     dtypes = np.array(["bf16", "fp32", "fp8"])
-    r = with_prediction(matmul(np.full(3, 8192), np.full(3, 8192), np.full(3, 8192),
-                               hw="h100-sxm", dtype=dtypes))
+    r = with_prediction(
+        matmul(np.full(3, 8192), np.full(3, 8192), np.full(3, 8192), hw="h100-sxm", dtype=dtypes)
+    )
     assert r.predicted_s[1] > r.predicted_s[0] > r.predicted_s[2]
     # fp32 has no measured figure: its peak times bf16's measured efficiency 794.5/989.4
     assert r.prediction is not None
@@ -243,8 +265,12 @@ def test_vectorized_dtype_arrays() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 20000), st.integers(1, 20000), st.integers(1, 20000),
-       st.sampled_from([c.name for c in list_chips()]))
+@given(
+    st.integers(1, 20000),
+    st.integers(1, 20000),
+    st.integers(1, 20000),
+    st.sampled_from([c.name for c in list_chips()]),
+)
 def test_prediction_never_beats_the_lower_bound(m: int, k: int, n: int, name: str) -> None:
     """Achievable rates <= peaks and quantization >= 1 wave: the prediction is never faster than
     the roofline lower bound on catalog chips (whose achievable figures are below the peaks)."""
@@ -264,8 +290,10 @@ def test_cli_matmul_json_has_prediction(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_cli_text_says_which_is_which(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["einsum", "X[B,D] * W[D,F] -> Y[B,F]", "--dims", "B=8,D=4096,F=4096",
-                 "--hw", "h100"]) == 0
+    assert (
+        main(["einsum", "X[B,D] * W[D,F] -> Y[B,F]", "--dims", "B=8,D=4096,F=4096", "--hw", "h100"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "lower bound" in out and "predicted" in out
 
@@ -292,8 +320,9 @@ def test_bigger_problem_is_never_faster_and_never_beats_the_achievable_roofline(
                 assert (p >= floor * (1 - 1e-12)).all(), (name, dtype, k, n)
             for m in (1, 16, 1000, 4096):
                 for kk, nn in ((sides, 4096), (4096, sides)):
-                    p = np.asarray(with_prediction(matmul(m, kk, nn, hw=chip,
-                                                          dtype=dtype)).predicted_s)
+                    p = np.asarray(
+                        with_prediction(matmul(m, kk, nn, hw=chip, dtype=dtype)).predicted_s
+                    )
                     assert (np.diff(p) >= -1e-15 * p[1:]).all(), (name, dtype, m)
 
 

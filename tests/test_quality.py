@@ -23,3 +23,9 @@ def test_ruff_is_clean() -> None:
 def test_mypy_is_clean() -> None:
     proc = _run(sys.executable, "-m", "mypy")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ruff_format_is_clean() -> None:
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    proc = _run(ruff, "format", "--check", "src", "tests", "benchmarks", "examples")
+    assert proc.returncode == 0, proc.stdout + proc.stderr

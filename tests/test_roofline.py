@@ -43,8 +43,9 @@ def _brute_critical(k: int, n: int, sa: float, sb: float, sc: float, p: float, w
 def test_seed001_q1_int8_matmul_textbook_numbers() -> None:
     # Seed 001 Q1: int8 X[B,D] . Y[D,F], HBM 8.2e11 B/s, int8 peak 3.94e14 OP/s.
     b, d, f = 64, 4096, 4096
-    r = shardline.matmul(b, d, f, hw="tpu-v5e", dtype="int8", flops_per_s=3.94e14,
-                         mem_bytes_per_s=8.2e11)
+    r = shardline.matmul(
+        b, d, f, hw="tpu-v5e", dtype="int8", flops_per_s=3.94e14, mem_bytes_per_s=8.2e11
+    )
     assert r.bytes["a"] + r.bytes["b"] == b * d + d * f  # loaded: BD + DF
     assert r.bytes["out"] == b * f  # written: BF
     assert r.flops == 2 * b * d * f
@@ -54,19 +55,36 @@ def test_seed001_q1_int8_matmul_textbook_numbers() -> None:
     assert r.bound == "memory"
     # Compute-bound once 2B > 3.94e14 / 8.2e11 = 480.5 -> B > 240 when B << D, F; exactly:
     assert r.critical_m == _brute_critical(d, f, 1, 1, 1, 3.94e14, 8.2e11) == 273
-    huge = shardline.matmul(1, 2**22, 2**22, hw="tpu-v5e", dtype="int8", flops_per_s=3.94e14,
-                            mem_bytes_per_s=8.2e11)
+    huge = shardline.matmul(
+        1, 2**22, 2**22, hw="tpu-v5e", dtype="int8", flops_per_s=3.94e14, mem_bytes_per_s=8.2e11
+    )
     assert huge.critical_m == 241  # the B > 240 of the textbook answer, in the D, F -> inf limit
 
 
 def test_seed001_q2_int8_weights_bf16_math_become_compute_bound_near_120() -> None:
     # bf16[B,D] * int8[D,F] -> bf16[B,F] at 1.97e14 FLOP/s: I ~ 2B/sB with sB = 1 -> B > 120.
-    r = shardline.matmul(1, 2**22, 2**22, hw="tpu-v5e", dtype="bf16", b_dtype="int8",
-                         flops_per_s=1.97e14, mem_bytes_per_s=8.2e11)
+    r = shardline.matmul(
+        1,
+        2**22,
+        2**22,
+        hw="tpu-v5e",
+        dtype="bf16",
+        b_dtype="int8",
+        flops_per_s=1.97e14,
+        mem_bytes_per_s=8.2e11,
+    )
     assert r.dtypes == {"a": "bf16", "b": "int8", "out": "bf16", "compute": "bf16"}
     assert r.critical_m == 121  # 1.97e14 / 8.2e11 / 2 = 120.1 -> smallest integer above
-    exact = shardline.matmul(64, 4096, 4096, hw="tpu-v5e", dtype="bf16", b_dtype="int8",
-                             flops_per_s=1.97e14, mem_bytes_per_s=8.2e11)
+    exact = shardline.matmul(
+        64,
+        4096,
+        4096,
+        hw="tpu-v5e",
+        dtype="bf16",
+        b_dtype="int8",
+        flops_per_s=1.97e14,
+        mem_bytes_per_s=8.2e11,
+    )
     assert exact.bytes["total"] == 2 * 64 * 4096 + 4096 * 4096 + 2 * 64 * 4096
     assert exact.critical_m == _brute_critical(4096, 4096, 2, 1, 2, 1.97e14, 8.2e11)
 
@@ -74,8 +92,9 @@ def test_seed001_q2_int8_weights_bf16_math_become_compute_bound_near_120() -> No
 def test_seed001_q4_per_example_weights_intensity_is_about_two() -> None:
     # int8[B,D] * int8[B,D,F] -> int8[B,F]: F = 2BDF, Q = BD + BDF + BF, I -> 2 (MODEL.md s.2).
     b, d, f = 64, 4096, 4096
-    r = shardline.einsum("X[B,D] * W[B,D,F] -> Y[B,F]", {"B": b, "D": d, "F": f}, hw="tpu-v5e",
-                         dtype="int8")
+    r = shardline.einsum(
+        "X[B,D] * W[B,D,F] -> Y[B,F]", {"B": b, "D": d, "F": f}, hw="tpu-v5e", dtype="int8"
+    )
     assert r.flops == 2 * b * d * f
     assert r.bytes == {"X": b * d, "W": b * d * f, "Y": b * f, "total": b * d + b * d * f + b * f}
     assert r.intensity_flop_per_byte == pytest.approx(2 * d * f / (d + d * f + f))
@@ -135,8 +154,19 @@ def test_dtype_the_chip_lacks_is_an_error() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [0, -5, 2.5, "12", True, 2**41, np.array([8, 0]), np.array([1.5]), np.array([2**41]),
-     np.array([np.inf]), np.array([np.nan])],
+    [
+        0,
+        -5,
+        2.5,
+        "12",
+        True,
+        2**41,
+        np.array([8, 0]),
+        np.array([1.5]),
+        np.array([2**41]),
+        np.array([np.inf]),
+        np.array([np.nan]),
+    ],
 )
 def test_bad_dimensions(bad: object) -> None:
     with pytest.raises(InputError):

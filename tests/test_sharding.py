@@ -51,8 +51,10 @@ def test_case_2_gather_or_slice_whichever_is_cheaper() -> None:
     assert g.collectives[0].bytes == 2 * M * k
     assert g.per_device.flops == 2 * M * k * N  # the multiply is replicated
     assert g.bound == "compute" and g.t_s == pytest.approx(2 * M * k * N / P)
-    assert {a["choice"]: a["chosen"] for a in g.alternatives} == {"X->replicated": True,
-                                                                  "X->K": False}
+    assert {a["choice"]: a["chosen"] for a in g.alternatives} == {
+        "X->replicated": True,
+        "X->K": False,
+    }
 
 
 def test_case_3_all_reduce_or_reduce_scatter_from_the_output_spec() -> None:
@@ -74,8 +76,7 @@ def test_case_4_same_axis_on_two_different_dims() -> None:
     assert kinds(r) == [("all_gather", "B", ("X",))]
     assert r.collectives[0].bytes == 2 * K * n
     assert r.t_network_s == pytest.approx(7 / 8 * 2 * K * n / W_NV + ALPHA)
-    wide = shard_einsum("A[M_X,K] * B[K,N_X] -> C[M,N_X]", {"M": 1024, "K": K, "N": N}, "X=8",
-                        H100)
+    wide = shard_einsum("A[M_X,K] * B[K,N_X] -> C[M,N_X]", {"M": 1024, "K": K, "N": N}, "X=8", H100)
     assert kinds(wide) == [("all_gather", "A", ("X",))]
 
 
@@ -90,12 +91,22 @@ def test_output_moves_with_all_to_all() -> None:
 def test_output_gather_and_unreduced() -> None:
     r = shard_einsum("A[M_X,K] * B[K,N] -> C[M,N]", DIMS, "X=8", H100)
     assert kinds(r) == [("all_gather", "C", ("X",))] and r.collectives[0].bytes == 2 * M * N
-    kept = shard_einsum("A[M,K_XY] * B[K_XY,N] -> C[M,N]", DIMS, "X=4,Y=2", H100,
-                        options=ShardOptions(unreduced=("Y",)))
+    kept = shard_einsum(
+        "A[M,K_XY] * B[K_XY,N] -> C[M,N]",
+        DIMS,
+        "X=4,Y=2",
+        H100,
+        options=ShardOptions(unreduced=("Y",)),
+    )
     assert kinds(kept) == [("all_reduce", "C", ("X",))]  # Y's partial sums stay {U_Y}
     with pytest.raises(InputError, match="unreduced"):
-        shard_einsum("A[M,K_X] * B[K_X,N] -> C[M,N_X]", DIMS, "X=8", H100,
-                     options=ShardOptions(unreduced=("X",)))
+        shard_einsum(
+            "A[M,K_X] * B[K_X,N] -> C[M,N_X]",
+            DIMS,
+            "X=8",
+            H100,
+            options=ShardOptions(unreduced=("X",)),
+        )
 
 
 def test_output_only_axis_slices_the_inputs_for_free() -> None:
@@ -118,25 +129,37 @@ def test_two_axis_reduce_scatter_runs_axis_by_axis() -> None:
 
 
 def test_not_resident_weights_are_gathered_first() -> None:
-    r = shard_einsum("A[M_X,K] * B[K,N] -> C[M_X,N]", DIMS, "X=8", H100,
-                     options=ShardOptions(resident=frozenset({"A"})))
+    r = shard_einsum(
+        "A[M_X,K] * B[K,N] -> C[M_X,N]",
+        DIMS,
+        "X=8",
+        H100,
+        options=ShardOptions(resident=frozenset({"A"})),
+    )
     assert kinds(r) == [("all_gather", "B", ("X",))] and r.collectives[0].bytes == 2 * K * N
     # nothing resident: each input starts 1/8 per device and is gathered over the axes its
     # spec layout does not split: A[M_X, K] over Y (V = 2 M/4 K), B[K, N_Y] over X (V = 2 K N/2)
-    none = shard_einsum("A[M_X,K] * B[K,N_Y] -> C[M_X,N_Y]", DIMS, "X=4,Y=2", H100,
-                        options=ShardOptions(resident=frozenset()))
+    none = shard_einsum(
+        "A[M_X,K] * B[K,N_Y] -> C[M_X,N_Y]",
+        DIMS,
+        "X=4,Y=2",
+        H100,
+        options=ShardOptions(resident=frozenset()),
+    )
     assert kinds(none) == [("all_gather", "A", ("Y",)), ("all_gather", "B", ("X",))]
     assert [c.bytes for c in none.collectives] == [2 * M // 4 * K, 2 * K * N // 2]
     assert none.t_network_s == pytest.approx(
-        (1 / 2 * 2 * M // 4 * K + 3 / 4 * 2 * K * N // 2) / W_NV + 2 * ALPHA)
+        (1 / 2 * 2 * M // 4 * K + 3 / 4 * 2 * K * N // 2) / W_NV + 2 * ALPHA
+    )
 
 
 def test_padding_is_never_silent() -> None:
     dims = {"M": 1000, "K": 64, "N": 64}
     with pytest.raises(InputError, match="not divisible.*--pad to pad it to 1,002"):
         shard_einsum("A[M_X,K] * B[K,N] -> C[M_X,N]", dims, "X=3", H100)
-    r = shard_einsum("A[M_X,K] * B[K,N] -> C[M_X,N]", dims, "X=3", H100,
-                     options=ShardOptions(pad=True))
+    r = shard_einsum(
+        "A[M_X,K] * B[K,N] -> C[M_X,N]", dims, "X=3", H100, options=ShardOptions(pad=True)
+    )
     assert r.padded == {"M": [1000, 1002]} and r.per_device.shapes["A"] == [334, 64]
 
 
@@ -156,16 +179,24 @@ def test_overlap_rule() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(x=st.sampled_from([1, 2, 4]), y=st.sampled_from([1, 2, 8]),
-       spec=st.sampled_from([
-           "A[M_X,K_Y] * B[K_Y,N] -> C[M_X,N]",
-           "A[M_X,K] * B[K,N_Y] -> C[M_X,N_Y]",
-           "A[M,K_XY] * B[K_XY,N] -> C[M,N_XY]",
-           "A[M_Y,K_X] * B[K_X,N] -> C[M_YX,N]",
-       ]),
-       m=st.sampled_from([64, 192]), k=st.sampled_from([128, 512]), n=st.sampled_from([32, 256]))
-def test_flops_are_conserved_when_nothing_is_replicated(x: int, y: int, spec: str, m: int, k: int,
-                                                        n: int) -> None:
+@given(
+    x=st.sampled_from([1, 2, 4]),
+    y=st.sampled_from([1, 2, 8]),
+    spec=st.sampled_from(
+        [
+            "A[M_X,K_Y] * B[K_Y,N] -> C[M_X,N]",
+            "A[M_X,K] * B[K,N_Y] -> C[M_X,N_Y]",
+            "A[M,K_XY] * B[K_XY,N] -> C[M,N_XY]",
+            "A[M_Y,K_X] * B[K_X,N] -> C[M_YX,N]",
+        ]
+    ),
+    m=st.sampled_from([64, 192]),
+    k=st.sampled_from([128, 512]),
+    n=st.sampled_from([32, 256]),
+)
+def test_flops_are_conserved_when_nothing_is_replicated(
+    x: int, y: int, spec: str, m: int, k: int, n: int
+) -> None:
     r = shard_einsum(spec, {"M": m, "K": k, "N": n}, f"X={x},Y={y}", H100)
     assert r.per_device.flops * r.devices == r.total_flops == 2 * m * k * n
     assert r.t_lower_s <= r.t_s <= r.t_upper_s
@@ -221,8 +252,9 @@ def test_book_question_4_k_sharded_all_reduce_threshold() -> None:
     # (X-1)/X factor: D* = s P (X-1) / (2 W) = 2 * 4.59e14 * (X-1) / (2 * 9e10) = 5100.
     v5p = load_chip("tpu-v5p")
     x, b, f = 4, 4096, 32768
-    r = shard_matmul(b, 8192, f, x, "k", v5p, output="replicated",
-                     options=ShardOptions(reduce_dtype="bf16"))
+    r = shard_matmul(
+        b, 8192, f, x, "k", v5p, output="replicated", options=ShardOptions(reduce_dtype="bf16")
+    )
     assert r.networks["X"].name == "ring"  # 4 chips on v5p: a multiple of 4 wraps
     bandwidth_only, t = r.thresholds
     assert bandwidth_only.value == pytest.approx(5100 * (x - 1), rel=1e-9)
@@ -255,13 +287,19 @@ def test_bad_specs_and_meshes() -> None:
     with pytest.raises(InputError, match="positive"):
         parse_mesh("X=0")
     with pytest.raises(InputError, match="--resident"):
-        shard_einsum("A[M_X,K] * B[K,N] -> C[M_X,N]", DIMS, "X=2", H100,
-                     options=ShardOptions(resident=frozenset({"Q"})))
+        shard_einsum(
+            "A[M_X,K] * B[K,N] -> C[M_X,N]",
+            DIMS,
+            "X=2",
+            H100,
+            options=ShardOptions(resident=frozenset({"Q"})),
+        )
     with pytest.raises(InputError, match="--along"):
         shard_matmul(M, K, N, 8, "q", H100)
     with pytest.raises(InputError, match="scale-out"):
         no_scale_out = dataclasses.replace(
-            H100, interconnect=dataclasses.replace(H100.interconnect, scale_out=None))
+            H100, interconnect=dataclasses.replace(H100.interconnect, scale_out=None)
+        )
         shard_matmul(M, K, N, 16, "k", no_scale_out)
     with pytest.raises(InputError, match="link-bw"):
         shard_matmul(M, K, N, 8, "k", H100, network=NetworkOptions(link_bytes_per_s=-1.0))

@@ -435,12 +435,15 @@ def test_xlsx_writer_round_trips_text_numbers_and_styles(tmp_path: Path) -> None
     from shardline.io.sheets import Column, OutputTable, write_table
 
     names = [" lead & <tag>", "ctrl\x01char", "x" * 40_000, "", None]
-    table = OutputTable(columns=[
-        Column("name", names, "text"),
-        Column("flops", np.array([1.0, 2.0**53, np.nan, 3.0, 4.0]), "int"),
-        Column("t_lower_s", np.array([1e-9, 0.5, 1.5e-3, np.inf, 2.0]), "time"),
-        Column("bound", ["memory", "compute", "network", "", None], "bound"),
-    ], summary={"rows": 5, "totals": {"t_lower_s": 0.25}})
+    table = OutputTable(
+        columns=[
+            Column("name", names, "text"),
+            Column("flops", np.array([1.0, 2.0**53, np.nan, 3.0, 4.0]), "int"),
+            Column("t_lower_s", np.array([1e-9, 0.5, 1.5e-3, np.inf, 2.0]), "time"),
+            Column("bound", ["memory", "compute", "network", "", None], "bound"),
+        ],
+        summary={"rows": 5, "totals": {"t_lower_s": 0.25}},
+    )
     first, second = tmp_path / "a.xlsx", tmp_path / "b.xlsx"
     write_table(first, table)
     write_table(second, table)

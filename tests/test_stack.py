@@ -26,7 +26,9 @@ def test_seed003_stack_totals_and_memory_by_hand() -> None:
     f_layer = 2 * m * n * k
     q_layer = 2 * (m * n + n * k + m * k)
     assert [(row.name, row.count, row.flops, row.bytes) for row in r.layers] == [
-        ("type1", 36, f_layer, q_layer), ("type2", 36, f_layer, q_layer)]
+        ("type1", 36, f_layer, q_layer),
+        ("type2", 36, f_layer, q_layer),
+    ]
     assert r.totals.flops == 72 * f_layer == 316_659_348_799_488
     assert r.totals.bytes == 72 * q_layer
     assert r.totals.t_compute_s == pytest.approx(72 * f_layer / A100_BF16)  # 1.015 s
@@ -52,16 +54,14 @@ def test_fp32_training_has_no_separate_master_copy() -> None:
     # fp32 weights are Adam's master copy: 4 B weights + 4 B gradients + 8 B (two fp32 moments)
     # = 16 B per parameter (ZeRO, Rajbhandari et al. 2020, section 3.1), not 4 + 4 + 12.
     d, f, b, layers = 512, 2048, 8, 3
-    w = ffn(d_model=d, d_ff=f, batch=b, gated=False, layers=layers, phase="training",
-            dtype="fp32")
+    w = ffn(d_model=d, d_ff=f, batch=b, gated=False, layers=layers, phase="training", dtype="fp32")
     mem = stack(w, "h100-sxm").memory
     params = layers * 2 * d * f
     assert mem.weights_bytes == mem.gradients_bytes == 4 * params
     assert mem.optimizer_bytes == 8 * params
     assert mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes == 16 * params
     # int8 weights still need the fp32 master copy: 1 + 1 + 12 = 14 B per parameter
-    w8 = ffn(d_model=d, d_ff=f, batch=b, gated=False, layers=layers, phase="training",
-             dtype="int8")
+    w8 = ffn(d_model=d, d_ff=f, batch=b, gated=False, layers=layers, phase="training", dtype="int8")
     mem8 = stack(w8, "h100-sxm").memory
     assert mem8.optimizer_bytes == 12 * params and mem8.gradients_bytes == params
 
@@ -87,8 +87,13 @@ def test_training_memory_is_16_bytes_per_param_plus_activations() -> None:
 
 
 def test_int8_weights_count_one_byte_and_compute_in_bf16() -> None:
-    layer = Layer("q", "x[M,K] * w[K,N] -> y[M,N]", {"M": 16, "K": 4096, "N": 4096},
-                  dtypes={"w": "int8"}, weights=("w",))
+    layer = Layer(
+        "q",
+        "x[M,K] * w[K,N] -> y[M,N]",
+        {"M": 16, "K": 4096, "N": 4096},
+        dtypes={"w": "int8"},
+        weights=("w",),
+    )
     r = stack(Workload("int8", (layer,)), "h100-sxm")
     assert r.memory.weights_bytes == 4096 * 4096
     assert r.layers[0].bytes == 2 * 16 * 4096 + 4096 * 4096 + 2 * 16 * 4096
@@ -108,8 +113,9 @@ def test_mixed_bounds_lower_bound_sums_each_layers_max() -> None:
 
 def test_flash_attention_scores_stay_on_chip() -> None:
     b, s, h, e = 2, 1024, 8, 64
-    w = transformer(d_model=h * e, d_ff=4 * h * e, heads=h, batch=b, seq_len=s, layers=1,
-                    phase="prefill")
+    w = transformer(
+        d_model=h * e, d_ff=4 * h * e, heads=h, batch=b, seq_len=s, layers=1, phase="prefill"
+    )
     row = next(row for row in stack(w, "h100-sxm").layers if row.name == "attn_scores")
     # q[B,S,G,R,E] and k[B,T,G,E] are read; p[B,G,R,S,T] never reaches HBM
     assert row.bytes == 2 * (b * s * h * e) + 2 * (b * s * h * e)
@@ -125,12 +131,18 @@ def test_a_stack_that_does_not_fit() -> None:
 
 
 @settings(max_examples=25, deadline=None)
-@given(m=st.integers(1, 8192), k=st.integers(1, 8192), n=st.integers(1, 8192),
-       repeat=st.integers(1, 8), count=st.integers(1, 4))
+@given(
+    m=st.integers(1, 8192),
+    k=st.integers(1, 8192),
+    n=st.integers(1, 8192),
+    repeat=st.integers(1, 8),
+    count=st.integers(1, 4),
+)
 def test_totals_add_up_and_bounds_bracket(m: int, k: int, n: int, repeat: int, count: int) -> None:
     one = stack(Workload("one", (matmul_layer("a", m, k, n),)), "a100-40gb").totals
-    many = stack(Workload("many", (matmul_layer("a", m, k, n, count=count),), repeat=repeat),
-                 "a100-40gb").totals
+    many = stack(
+        Workload("many", (matmul_layer("a", m, k, n, count=count),), repeat=repeat), "a100-40gb"
+    ).totals
     times = repeat * count
     assert many.flops == times * one.flops and many.bytes == times * one.bytes
     assert many.t_lower_s == pytest.approx(times * one.t_lower_s)

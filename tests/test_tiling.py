@@ -57,8 +57,9 @@ def test_l2_blocked_traffic_is_minimum_when_everything_fits() -> None:
     L2, so HBM sees each operand once."""
     assert l2_blocked_hbm_bytes(1024, 1024, 1024, 128, 256, 2, 2, 2, 50e6) == 3 * 2 * 1024**2
     # no L2: the plain tile traffic
-    assert l2_blocked_hbm_bytes(1024, 1024, 1024, 128, 256, 2, 2, 2, None) == \
-        tile_traffic_bytes(1024, 1024, 1024, 128, 256, 2, 2, 2)
+    assert l2_blocked_hbm_bytes(1024, 1024, 1024, 128, 256, 2, 2, 2, None) == tile_traffic_bytes(
+        1024, 1024, 1024, 128, 256, 2, 2, 2
+    )
 
 
 def test_analyze_user_tile_h100() -> None:
@@ -99,20 +100,31 @@ def test_cli_tile_text_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tile", "4096", "4096", "4096", "--hw", "h100", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["chosen_by"] == "library heuristic"
-    assert {"levels", "tile", "fits", "working_set_bytes", "smallest", "quantization",
-            "tile_intensity_flop_per_byte"} <= set(data)
+    assert {
+        "levels",
+        "tile",
+        "fits",
+        "working_set_bytes",
+        "smallest",
+        "quantization",
+        "tile_intensity_flop_per_byte",
+    } <= set(data)
     assert data["smallest"]["text"] == "128x256x64"
 
 
-@pytest.mark.parametrize(("argv", "words"), [
-    (["tile", "1000", "1000", "1000", "--tile", "128x128x64"], "does not divide"),
-    (["tile", "8192", "8192", "8192", "--tile", "512x512x64"], "does not fit"),
-    (["tile", "8192", "8192", "8192", "--tile", "128by64"], "cannot read tile"),
-    (["tile", "8192", "8192", "8192", "--stages", "0"], "--stages"),
-    (["tile", "0", "8", "8"], "dimension M"),
-])
-def test_cli_tile_bad_input(argv: list[str], words: str,
-                            capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["tile", "1000", "1000", "1000", "--tile", "128x128x64"], "does not divide"),
+        (["tile", "8192", "8192", "8192", "--tile", "512x512x64"], "does not fit"),
+        (["tile", "8192", "8192", "8192", "--tile", "128by64"], "cannot read tile"),
+        (["tile", "8192", "8192", "8192", "--stages", "0"], "--stages"),
+        (["tile", "0", "8", "8"], "dimension M"),
+    ],
+)
+def test_cli_tile_bad_input(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -121,8 +133,10 @@ def test_cli_tile_bad_input(argv: list[str], words: str,
 
 
 def test_tile_json_reports_the_model_traffic_formula(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["tile", "4096", "2048", "1024", "--hw", "tpu-v5e", "--tile", "128x128x64",
-                 "--json"]) == 0
+    assert (
+        main(["tile", "4096", "2048", "1024", "--hw", "tpu-v5e", "--tile", "128x128x64", "--json"])
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     m, k, n, s = 4096, 2048, 1024, 2
     # MODEL.md section 3: sA*M*K*ceil(N/bn) + sB*K*N*ceil(M/bm) + sC*M*N

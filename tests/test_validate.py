@@ -30,8 +30,10 @@ def _one_error_line(captured: pytest.CaptureResult[str]) -> str:
 def test_summary_by_hand() -> None:
     """Errors 0.02, 0.04, 0.30 (predicted) and 0.10, 0.50, 0.60 (roofline): medians 0.04 and
     0.50, worst 0.30; 0.04 <= 10% and <= 0.50/2: the target is met."""
-    cases = [{"abs_err_predicted": p, "abs_err_roofline": r}
-             for p, r in ((0.02, 0.10), (0.04, 0.50), (0.30, 0.60))]
+    cases = [
+        {"abs_err_predicted": p, "abs_err_roofline": r}
+        for p, r in ((0.02, 0.10), (0.04, 0.50), (0.30, 0.60))
+    ]
     s = summarize(cases)
     assert s["median_abs_err_predicted"] == pytest.approx(0.04)
     assert s["median_abs_err_roofline"] == pytest.approx(0.50)
@@ -50,34 +52,42 @@ def test_suite_covers_the_issue_groups() -> None:
     assert {c["dtype"] for c in suite("gpu", ("bf16", "fp32"))} == {"bf16", "fp32"}
 
 
-def test_validate_quick_json_and_files(host: Path, tmp_path: Path,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_quick_json_and_files(
+    host: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     prefix = tmp_path / "val"
     assert main(["validate", "--hw", str(host), "--quick", "--out", str(prefix), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert {"cases", "summary"} <= set(data)
-    assert {"median_abs_err_predicted", "median_abs_err_roofline",
-            "max_abs_err_predicted"} <= set(data["summary"])
+    assert {"median_abs_err_predicted", "median_abs_err_roofline", "max_abs_err_predicted"} <= set(
+        data["summary"]
+    )
     case = data["cases"][0]
     assert {"m", "k", "n", "dtype", "measured_s", "predicted_s", "roofline_s"} <= set(case)
     for c in data["cases"]:
         assert c["measured_s"] > 0 and c["predicted_s"] > 0 and c["roofline_s"] > 0
         assert c["abs_err_predicted"] == pytest.approx(
-            abs(c["predicted_s"] - c["measured_s"]) / c["measured_s"])
+            abs(c["predicted_s"] - c["measured_s"]) / c["measured_s"]
+        )
     errors = sorted(c["abs_err_predicted"] for c in data["cases"])
     assert data["summary"]["max_abs_err_predicted"] == pytest.approx(errors[-1])
     rows = list(csv.DictReader((tmp_path / "val.csv").open()))
     assert len(rows) == len(data["cases"]) and float(rows[0]["measured_s"]) > 0
     assert (tmp_path / "val.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # text output: the verdict first, then the table
-    assert main(["validate", "--hw", str(host), "--quick", "--out", str(prefix), "--force",
-                 "--no-plot"]) == 0
+    assert (
+        main(
+            ["validate", "--hw", str(host), "--quick", "--out", str(prefix), "--force", "--no-plot"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.startswith("TARGET ") and "roofline (lower bound)" in out
 
 
-def test_validate_other_machine_is_an_error(host: Path, tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_other_machine_is_an_error(
+    host: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     text = host.read_text()
     other = tmp_path / "other.toml"
     other.write_text(text.replace('measured_on = "cpu: ', 'measured_on = "cpu: Other CPU, was '))
@@ -87,22 +97,30 @@ def test_validate_other_machine_is_an_error(host: Path, tmp_path: Path,
     assert not (tmp_path / "v.csv").exists()
 
 
-@pytest.mark.parametrize(("argv", "words"), [
-    (["validate", "--hw", "h100-sxm", "--quick"], "is a gpu"),
-    (["validate", "--hw", "tpu-v5e", "--quick"], "is a tpu"),
-    (["validate", "--hw", "nope.toml", "--quick"], "does not exist"),
-    (["validate", "--quick"], "needs --hw"),
-])
-def test_validate_bad_input(argv: list[str], words: str, tmp_path: Path,
-                            monkeypatch: pytest.MonkeyPatch,
-                            capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["validate", "--hw", "h100-sxm", "--quick"], "is a gpu"),
+        (["validate", "--hw", "tpu-v5e", "--quick"], "is a tpu"),
+        (["validate", "--hw", "nope.toml", "--quick"], "does not exist"),
+        (["validate", "--quick"], "needs --hw"),
+    ],
+)
+def test_validate_bad_input(
+    argv: list[str],
+    words: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
     assert words in _one_error_line(capsys.readouterr())
 
 
-def test_validate_never_overwrites(host: Path, tmp_path: Path,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_validate_never_overwrites(
+    host: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "v.csv").write_text("keep")
     assert main(["validate", "--hw", str(host), "--quick", "--out", str(tmp_path / "v")]) == 2
     assert "already exists" in _one_error_line(capsys.readouterr())
@@ -110,36 +128,70 @@ def test_validate_never_overwrites(host: Path, tmp_path: Path,
 
 
 def test_cpu_file_is_measured_on_the_cpu_where_torch_sees_a_gpu(
-        host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """--device auto with a CPU chip file measures the CPU even on a GPU machine; --device cuda
     with a CPU chip file is an error that says so (not "calibrated on another machine")."""
     import shardline.calibrate as cal
     import shardline.calibrate.gpu as gpu
 
     real_detect, real_identity = cal.detect_device, cal.current_identity
-    monkeypatch.setattr(cal, "current_identity",
-                        lambda device: "gpu: NVIDIA H100" if device == "cuda" else
-                        real_identity(device))
+    monkeypatch.setattr(
+        cal,
+        "current_identity",
+        lambda device: "gpu: NVIDIA H100" if device == "cuda" else real_identity(device),
+    )
     monkeypatch.setattr(gpu, "cuda_available", lambda: True)
-    monkeypatch.setattr(cal, "detect_device", lambda device: "cuda" if device in ("auto", "cuda")
-                        else real_detect(device))
-    assert main(["validate", "--hw", str(host), "--quick", "--no-plot", "--json",
-                 "--no-progress", "--out", str(tmp_path / "v")]) == 0
+    monkeypatch.setattr(
+        cal,
+        "detect_device",
+        lambda device: "cuda" if device in ("auto", "cuda") else real_detect(device),
+    )
+    assert (
+        main(
+            [
+                "validate",
+                "--hw",
+                str(host),
+                "--quick",
+                "--no-plot",
+                "--json",
+                "--no-progress",
+                "--out",
+                str(tmp_path / "v"),
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["backend"] == "numpy"
-    assert main(["validate", "--hw", str(host), "--quick", "--no-plot", "--device", "cuda",
-                 "--out", str(tmp_path / "w")]) == 2
+    assert (
+        main(
+            [
+                "validate",
+                "--hw",
+                str(host),
+                "--quick",
+                "--no-plot",
+                "--device",
+                "cuda",
+                "--out",
+                str(tmp_path / "w"),
+            ]
+        )
+        == 2
+    )
     assert "describes a CPU" in _one_error_line(capsys.readouterr())
     assert not (tmp_path / "w.csv").exists()
 
 
 def test_validate_failing_midway_keeps_the_measured_cases(
-        host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    host: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("SHARDLINE_FAIL_AFTER", "2")
     prefix = tmp_path / "v"
-    assert main(["validate", "--hw", str(host), "--quick", "--no-progress",
-                 "--out", str(prefix)]) == 2
+    assert (
+        main(["validate", "--hw", str(host), "--quick", "--no-progress", "--out", str(prefix)]) == 2
+    )
     line = _one_error_line(capsys.readouterr())
     assert "measurement failed" in line and "no CSV or plot was written" in line
     assert not (tmp_path / "v.csv").exists() and not (tmp_path / "v.png").exists()
@@ -147,8 +199,9 @@ def test_validate_failing_midway_keeps_the_measured_cases(
     assert len(rows) == 1 + 2 and "seconds" in rows[0]
 
 
-def test_calibrated_file_works_with_every_command(host: Path, tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_calibrated_file_works_with_every_command(
+    host: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`calibrate --out` then `--hw file`: matmul, einsum, sheet and stack read the measured
     numbers (t_lower = max(F/P, Q/W) with the file's fp32 peak and memory rate)."""
     import tomllib
@@ -158,12 +211,28 @@ def test_calibrated_file_works_with_every_command(host: Path, tmp_path: Path,
     mem = data["memory"]["bytes_per_s"]["value"]
     m, k, n = 96, 200, 64
     lower = max(2 * m * k * n / peak, 4 * (m * k + k * n + m * n) / mem)
-    assert main(["matmul", str(m), str(k), str(n), "--hw", str(host), "--dtype", "fp32",
-                 "--json"]) == 0
+    assert (
+        main(["matmul", str(m), str(k), str(n), "--hw", str(host), "--dtype", "fp32", "--json"])
+        == 0
+    )
     mm = json.loads(capsys.readouterr().out)
     assert mm["t_lower_s"] == pytest.approx(lower) and mm["predicted_s"] > 0
-    assert main(["einsum", "A[M,K] * B[K,N] -> C[M,N]", "--dims", f"M={m},K={k},N={n}",
-                 "--hw", str(host), "--dtype", "fp32", "--json"]) == 0
+    assert (
+        main(
+            [
+                "einsum",
+                "A[M,K] * B[K,N] -> C[M,N]",
+                "--dims",
+                f"M={m},K={k},N={n}",
+                "--hw",
+                str(host),
+                "--dtype",
+                "fp32",
+                "--json",
+            ]
+        )
+        == 0
+    )
     es = json.loads(capsys.readouterr().out)
     assert es["predicted_s"] == pytest.approx(mm["predicted_s"])
     sheet = tmp_path / "s.csv"

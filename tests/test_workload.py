@@ -21,8 +21,17 @@ def test_llama3_8b_block_params_match_the_published_count() -> None:
     # D*(H + 2G)*E, W_o H*E*D, the SwiGLU FFN 3*D*F; embeddings (untied input and output,
     # 128,256 x 4,096 each) and norms are not matmul weights of the blocks.
     d, f, h, g, e, layers, vocab = 4096, 14336, 32, 8, 128, 32, 128256
-    w = transformer(d_model=d, d_ff=f, heads=h, kv_heads=g, head_dim=e, batch=1, seq_len=8,
-                    layers=layers, phase="training")
+    w = transformer(
+        d_model=d,
+        d_ff=f,
+        heads=h,
+        kv_heads=g,
+        head_dim=e,
+        batch=1,
+        seq_len=8,
+        layers=layers,
+        phase="training",
+    )
     per_block = d * (h + 2 * g) * e + h * e * d + 3 * d * f
     assert w.params() == layers * per_block == 6_979_321_856
     published_total = 8.03e9
@@ -33,8 +42,16 @@ def test_training_flops_are_three_times_forward_and_six_per_param_per_token() ->
     # Backward = 2 x forward (dX and dW per matmul); the weight matmuls alone cost
     # 6 x params x tokens ("How to Scale Your Model", Part 4: training FLOPs ~ 6 N T).
     b, s = 2, 512
-    w = transformer(d_model=1024, d_ff=4096, heads=16, kv_heads=4, batch=b, seq_len=s, layers=3,
-                    phase="training")
+    w = transformer(
+        d_model=1024,
+        d_ff=4096,
+        heads=16,
+        kv_heads=4,
+        batch=b,
+        seq_len=s,
+        layers=3,
+        phase="training",
+    )
     r = stack(w, "h100-sxm")
     assert r.totals.backward_flops == 2 * r.totals.forward_flops
     weight_layers = {layer.name for layer in w.layers if layer.weights}
@@ -46,8 +63,16 @@ def test_training_flops_are_three_times_forward_and_six_per_param_per_token() ->
 def test_kv_cache_matches_the_vllm_paper_figure() -> None:
     # vLLM (Kwon et al., SOSP 2023, section 3): "in LLaMA-13B, the KV cache of a single sequence
     # can take up to 1.7 GB" (40 layers, d_model 5120 = 40 heads x 128, 2,048 tokens, fp16).
-    w = transformer(d_model=5120, d_ff=13824, heads=40, batch=1, seq_len=2048, layers=40,
-                    phase="decode", dtype="fp16")
+    w = transformer(
+        d_model=5120,
+        d_ff=13824,
+        heads=40,
+        batch=1,
+        seq_len=2048,
+        layers=40,
+        phase="decode",
+        dtype="fp16",
+    )
     kv = stack(w, "a100-80gb").memory.kv_cache_bytes
     assert kv == 2 * 40 * 40 * 128 * 2048 * 1 * 2 == 1_677_721_600  # 2*L*n_kv*d_head*S*B*s_kv
     assert kv == pytest.approx(1.7e9, rel=0.02)
@@ -55,18 +80,37 @@ def test_kv_cache_matches_the_vllm_paper_figure() -> None:
 
 def test_gqa_kv_cache_by_the_formula_and_kv_dtype() -> None:
     layers, g, e, s, b = 32, 8, 128, 4096, 8
-    w = transformer(d_model=4096, d_ff=14336, heads=32, kv_heads=g, head_dim=e, batch=b,
-                    seq_len=s, layers=layers, phase="decode", kv_dtype="fp8")
+    w = transformer(
+        d_model=4096,
+        d_ff=14336,
+        heads=32,
+        kv_heads=g,
+        head_dim=e,
+        batch=b,
+        seq_len=s,
+        layers=layers,
+        phase="decode",
+        kv_dtype="fp8",
+    )
     mem = stack(w, "h100-sxm").memory
     assert mem.kv_cache_bytes == 2 * layers * g * e * s * b * 1  # s_kv = 1 B for fp8
-    prefill = transformer(d_model=4096, d_ff=14336, heads=32, kv_heads=g, batch=b, seq_len=s,
-                          layers=layers, phase="prefill")
+    prefill = transformer(
+        d_model=4096,
+        d_ff=14336,
+        heads=32,
+        kv_heads=g,
+        batch=b,
+        seq_len=s,
+        layers=layers,
+        phase="prefill",
+    )
     assert stack(prefill, "h100-sxm").memory.kv_cache_bytes == 2 * layers * g * e * s * b * 2
 
 
 def test_decode_reads_the_cache_and_one_token_per_sequence() -> None:
-    w = transformer(d_model=2048, d_ff=8192, heads=16, batch=4, seq_len=1000, layers=2,
-                    phase="decode")
+    w = transformer(
+        d_model=2048, d_ff=8192, heads=16, batch=4, seq_len=1000, layers=2, phase="decode"
+    )
     scores = next(layer for layer in w.layers if layer.name == "attn_scores")
     assert scores.dims["S"] == 1 and scores.dims["T"] == 1000
     assert scores.role("k") == "cache" and scores.role("p") == "onchip"
@@ -79,8 +123,13 @@ def test_decode_reads_the_cache_and_one_token_per_sequence() -> None:
 
 
 def test_backward_layers_of_a_weight_matmul() -> None:
-    layer = Layer("up", "x[B,D] * w[D,F] -> h[B,F]", {"B": 8, "D": 16, "F": 32},
-                  weights=("w",), tp_dims=("F",))
+    layer = Layer(
+        "up",
+        "x[B,D] * w[D,F] -> h[B,F]",
+        {"B": 8, "D": 16, "F": 32},
+        weights=("w",),
+        tp_dims=("F",),
+    )
     dx, dw = backward_layers(layer)
     assert dx.spec == "dh[B,F] * w[D,F] -> dx[B,D]" and dx.weights == ("w",)
     assert dx.grad_of is None
@@ -125,18 +174,25 @@ def test_pipeline_stages_cut_at_blocks_or_layers() -> None:
     assert w.pipeline_splits(5) is None
     stages = w.pipeline_stages(3)
     assert [[(layer.name, n) for layer, n in st] for st, _ in stages] == [
-        [("ffn_in", 2), ("ffn_down", 2)]] * 3
+        [("ffn_in", 2), ("ffn_down", 2)]
+    ] * 3
     assert all(last.name == "ffn_down" for _, last in stages)
     # 4 stages of 3 layers: in, down, in | down, in, down | ...
     four = w.pipeline_stages(4)
     shares = [(sorted((layer.name, n) for layer, n in st), last.name) for st, last in four[:2]]
-    assert shares == [([("ffn_down", 1), ("ffn_in", 2)], "ffn_in"),
-                      ([("ffn_down", 2), ("ffn_in", 1)], "ffn_down")]
+    assert shares == [
+        ([("ffn_down", 1), ("ffn_in", 2)], "ffn_in"),
+        ([("ffn_down", 2), ("ffn_in", 1)], "ffn_down"),
+    ]
     with pytest.raises(InputError, match=r"pp=5 does not divide the 12 layers \(6 blocks of 2\)"):
         w.pipeline_stages(5)
     single = Workload("s", (matmul_layer("a", 8, 8, 8, count=3), matmul_layer("b", 8, 8, 8)))
     assert [[(layer.name, n) for layer, n in st] for st, _ in single.pipeline_stages(4)] == [
-        [("a", 1)], [("a", 1)], [("a", 1)], [("b", 1)]]
+        [("a", 1)],
+        [("a", 1)],
+        [("a", 1)],
+        [("b", 1)],
+    ]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -169,8 +225,12 @@ def _stack_toml(layer: dict[str, object], **top: object) -> dict[str, object]:
 
 
 def test_toml_unknown_fields_are_errors() -> None:
-    good = {"name": "a", "einsum": "x[M,K] * w[K,N] -> y[M,N]", "weights": ["w"],
-            "dims": {"M": 4, "K": 8, "N": 16}}
+    good = {
+        "name": "a",
+        "einsum": "x[M,K] * w[K,N] -> y[M,N]",
+        "weights": ["w"],
+        "dims": {"M": 4, "K": 8, "N": 16},
+    }
     assert workload_from_dict(_stack_toml(good)).layers[0].name == "a"
     with pytest.raises(InputError, match="unknown field 'wieghts'"):
         workload_from_dict(_stack_toml({**good, "wieghts": ["w"]}))
@@ -181,26 +241,46 @@ def test_toml_unknown_fields_are_errors() -> None:
 
 
 def test_toml_shapes_must_match_the_einsum() -> None:
-    layer = {"name": "a", "einsum": "x[M,K] * w[K,N] -> y[M,N]", "weights": ["w"],
-             "shapes": {"x": [4, 8], "w": [8, 16]}}
+    layer = {
+        "name": "a",
+        "einsum": "x[M,K] * w[K,N] -> y[M,N]",
+        "weights": ["w"],
+        "shapes": {"x": [4, 8], "w": [8, 16]},
+    }
     w = workload_from_dict(_stack_toml(layer))
     assert w.layers[0].dims == {"M": 4, "K": 8, "N": 16}
-    with pytest.raises(InputError, match=r"shape of w \[9, 16\] does not match its einsum "
-                                         r"w\[K,N\]: K is 9 here but 8"):
+    with pytest.raises(
+        InputError,
+        match=r"shape of w \[9, 16\] does not match its einsum "
+        r"w\[K,N\]: K is 9 here but 8",
+    ):
         workload_from_dict(_stack_toml({**layer, "shapes": {"x": [4, 8], "w": [9, 16]}}))
     with pytest.raises(InputError, match="3 sizes for 2 dimensions"):
         workload_from_dict(_stack_toml({**layer, "shapes": {"x": [4, 8, 1], "w": [8, 16]}}))
     with pytest.raises(InputError, match="N of .* have no size"):
         workload_from_dict(_stack_toml({**layer, "shapes": {"x": [4, 8]}}))
     with pytest.raises(InputError, match="takes no mesh axes"):
-        workload_from_dict(_stack_toml({"name": "a", "einsum": "x[M_X,K] * w[K,N] -> y[M_X,N]",
-                                        "dims": {"M": 4, "K": 8, "N": 16}}))
+        workload_from_dict(
+            _stack_toml(
+                {
+                    "name": "a",
+                    "einsum": "x[M_X,K] * w[K,N] -> y[M_X,N]",
+                    "dims": {"M": 4, "K": 8, "N": 16},
+                }
+            )
+        )
 
 
 def test_toml_matmul_shorthand_and_shared_dims() -> None:
-    data = {"name": "s", "repeat": 2, "dims": {"M": 64, "K": 128, "N": 256},
-            "layer": [{"name": "a", "m": 64, "k": 128, "n": 32},
-                      {"name": "b", "einsum": "y[M,N] * v[N,K] -> z[M,K]", "weights": ["v"]}]}
+    data = {
+        "name": "s",
+        "repeat": 2,
+        "dims": {"M": 64, "K": 128, "N": 256},
+        "layer": [
+            {"name": "a", "m": 64, "k": 128, "n": 32},
+            {"name": "b", "einsum": "y[M,N] * v[N,K] -> z[M,K]", "weights": ["v"]},
+        ],
+    }
     w = workload_from_dict(data)
     a, b = w.layers
     assert a.spec == "x[M,K] * w[K,N] -> y[M,N]" and a.weights == ("w",)
@@ -211,8 +291,9 @@ def test_toml_matmul_shorthand_and_shared_dims() -> None:
 
 def test_sheet_workload_rows_with_counts(tmp_path: Path) -> None:
     sheet = tmp_path / "shapes.csv"
-    sheet.write_text("name,m,k,n,count\nqkv,4096,4096,12288,2\nproj,4096,4096,4096,1\n",
-                     encoding="utf-8")
+    sheet.write_text(
+        "name,m,k,n,count\nqkv,4096,4096,12288,2\nproj,4096,4096,4096,1\n", encoding="utf-8"
+    )
     w = load_workload(sheet)
     assert [(layer.name, layer.count) for layer in w.layers] == [("qkv", 2), ("proj", 1)]
     r = stack(w, "a100-40gb")

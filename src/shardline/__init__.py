@@ -11,7 +11,20 @@ from shardline.stack import stack
 from shardline.workload import Layer, Workload, ffn, transformer  # noqa: I001
 
 __all__ = [
-    "Chip", "InputError", "Layer", "RooflineResult", "Workload", "critical_m", "einsum", "ffn",
-    "list_chips", "load_chip", "matmul", "plan", "stack", "sweep_batch", "transformer",
+    "Chip",
+    "InputError",
+    "Layer",
+    "RooflineResult",
+    "Workload",
+    "critical_m",
+    "einsum",
+    "ffn",
+    "list_chips",
+    "load_chip",
+    "matmul",
+    "plan",
+    "stack",
+    "sweep_batch",
+    "transformer",
 ]
 __version__ = "0.1.0"

@@ -34,25 +34,51 @@ from shardline.serialize import jsonable
 from shardline.units import fmt_rate
 
 __all__ = [
-    "KINDS", "TOPOLOGIES", "Stage", "AxisNetwork", "NetworkOptions", "CollectiveStep",
-    "CollectiveCost", "bus_efficiency", "canonical_kind", "canonical_topology", "collective_cost",
-    "axis_network", "mesh_networks", "parse_topology", "collective_over",
+    "KINDS",
+    "TOPOLOGIES",
+    "Stage",
+    "AxisNetwork",
+    "NetworkOptions",
+    "CollectiveStep",
+    "CollectiveCost",
+    "bus_efficiency",
+    "canonical_kind",
+    "canonical_topology",
+    "collective_cost",
+    "axis_network",
+    "mesh_networks",
+    "parse_topology",
+    "collective_over",
 ]
 
 KINDS: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send")
 TOPOLOGIES: tuple[str, ...] = (
-    "ring", "line", "unidirectional-ring", "switch", "torus", "hierarchical",
+    "ring",
+    "line",
+    "unidirectional-ring",
+    "switch",
+    "torus",
+    "hierarchical",
 )
 _STAGE_TOPOLOGIES = ("ring", "line", "unidirectional-ring", "switch")
 
 _KIND_ALIASES = {
-    "allgather": "all_gather", "gather": "all_gather",
-    "reducescatter": "reduce_scatter", "allreduce": "all_reduce", "alltoall": "all_to_all",
-    "p2p": "send", "point_to_point": "send", "permute": "send",
+    "allgather": "all_gather",
+    "gather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "allreduce": "all_reduce",
+    "alltoall": "all_to_all",
+    "p2p": "send",
+    "point_to_point": "send",
+    "permute": "send",
 }
 _TOPOLOGY_ALIASES = {
-    "bidirectional-ring": "ring", "bi-ring": "ring", "uni-ring": "unidirectional-ring",
-    "unidirectional": "unidirectional-ring", "nvswitch": "switch", "fat-tree": "switch",
+    "bidirectional-ring": "ring",
+    "bi-ring": "ring",
+    "uni-ring": "unidirectional-ring",
+    "unidirectional": "unidirectional-ring",
+    "nvswitch": "switch",
+    "fat-tree": "switch",
 }
 
 
@@ -61,8 +87,10 @@ def canonical_kind(kind: str) -> str:
     key = str(kind).strip().lower().replace("-", "_").replace(" ", "_")
     key = _KIND_ALIASES.get(key.replace("_", ""), key) if key not in KINDS else key
     if key not in KINDS:
-        raise InputError(f"unknown collective {kind!r}; valid: all-gather, reduce-scatter, "
-                         "all-reduce, all-to-all, send")
+        raise InputError(
+            f"unknown collective {kind!r}; valid: all-gather, reduce-scatter, "
+            "all-reduce, all-to-all, send"
+        )
     return key
 
 
@@ -163,15 +191,36 @@ class CollectiveCost:
     topology_detail: str = ""  # the stages in words, e.g. "switch of 8 (NVLink 4)"
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: getattr(self, k) for k in (
-            "kind", "bytes", "devices", "topology", "topology_detail", "t_s", "t_bandwidth_s",
-            "t_latency_s", "predicted_s", "bus_efficiency", "formula", "combine")}
+        out = {
+            k: getattr(self, k)
+            for k in (
+                "kind",
+                "bytes",
+                "devices",
+                "topology",
+                "topology_detail",
+                "t_s",
+                "t_bandwidth_s",
+                "t_latency_s",
+                "predicted_s",
+                "bus_efficiency",
+                "formula",
+                "combine",
+            )
+        }
         out["steps"] = [
-            {"topology": s.stage.topology, "devices": s.stage.devices, "link": s.stage.link,
-             "scale_out": s.stage.scale_out, "bytes_per_s": s.stage.bytes_per_s,
-             "hop_latency_s": s.stage.hop_latency_s, "array_bytes": s.array_bytes,
-             "t_bandwidth_s": s.t_bandwidth_s, "t_latency_s": s.t_latency_s,
-             "formula": s.formula}
+            {
+                "topology": s.stage.topology,
+                "devices": s.stage.devices,
+                "link": s.stage.link,
+                "scale_out": s.stage.scale_out,
+                "bytes_per_s": s.stage.bytes_per_s,
+                "hop_latency_s": s.stage.hop_latency_s,
+                "array_bytes": s.array_bytes,
+                "t_bandwidth_s": s.t_bandwidth_s,
+                "t_latency_s": s.t_latency_s,
+                "formula": s.formula,
+            }
             for s in self.steps
         ]
         return jsonable(out)
@@ -269,6 +318,7 @@ def _ordered_for_gather(stages: list[Stage]) -> list[Stage]:
     stage that is slowest per byte goes first, while the array is still small. For the ring,
     line and switch formulas a*n/(n-1) is 1/(2W) or 1/W, so: slow links first.
     """
+
     def slowness(stage: Stage) -> float:
         coef, _, _ = _stage_terms("all_gather", stage, False)
         n = stage.devices
@@ -277,8 +327,9 @@ def _ordered_for_gather(stages: list[Stage]) -> list[Stage]:
     return sorted(stages, key=slowness, reverse=True)
 
 
-def _compose(kind: str, nbytes: Any, nets: Sequence[AxisNetwork]) -> tuple[
-        Any, float, list[CollectiveStep], str]:
+def _compose(
+    kind: str, nbytes: Any, nets: Sequence[AxisNetwork]
+) -> tuple[Any, float, list[CollectiveStep], str]:
     """Bandwidth time, latency time, the steps, and how they combine, for `kind` over `nets`."""
     stages = [s for net in nets for s in net.stages if s.devices > 1]
     active_nets = [net for net in nets if any(s.devices > 1 for s in net.stages)]
@@ -307,9 +358,12 @@ def _compose(kind: str, nbytes: Any, nets: Sequence[AxisNetwork]) -> tuple[
     if kind == "all_reduce" and sharp:
         # several mesh axes inside one NVSwitch node: the switch reduces over the whole group at
         # once, V/W + 2·alpha (as for one axis), not axis by axis
-        merged = dataclasses.replace(stages[0], devices=total,
-                                     bytes_per_s=min(s.bytes_per_s for s in stages),
-                                     hop_latency_s=max(s.hop_latency_s for s in stages))
+        merged = dataclasses.replace(
+            stages[0],
+            devices=total,
+            bytes_per_s=min(s.bytes_per_s for s in stages),
+            hop_latency_s=max(s.hop_latency_s for s in stages),
+        )
         one = step(merged, nbytes, "all_reduce")
         return one.t_bandwidth_s, one.t_latency_s, [one], "sum"
     if kind == "all_to_all":
@@ -323,7 +377,7 @@ def _compose(kind: str, nbytes: Any, nets: Sequence[AxisNetwork]) -> tuple[
         inner = _ordered_for_gather([s for s in stages if not s.scale_out])
         order = outer + inner
         for j, s in enumerate(order):
-            later = math.prod(t.devices for t in order[j + 1:])
+            later = math.prod(t.devices for t in order[j + 1 :])
             steps.append(step(s, _scale(nbytes, 1.0 / later), "all_gather"))
     up = [s for s in steps if not s.stage.scale_out]
     out = [s for s in steps if s.stage.scale_out]
@@ -338,15 +392,25 @@ def _compose(kind: str, nbytes: Any, nets: Sequence[AxisNetwork]) -> tuple[
     else:
         t_bw, combine = up_bw + out_bw, "sum"
     if kind == "all_reduce":  # reduce-scatter then all-gather: twice the one-way cost
-        steps = [CollectiveStep(s.stage, s.array_bytes, 2 * s.coefficient, 2 * s.hops,
-                                2 * s.t_bandwidth_s, 2 * s.t_latency_s, "2·(" + s.formula + ")")
-                 for s in steps]
+        steps = [
+            CollectiveStep(
+                s.stage,
+                s.array_bytes,
+                2 * s.coefficient,
+                2 * s.hops,
+                2 * s.t_bandwidth_s,
+                2 * s.t_latency_s,
+                "2·(" + s.formula + ")",
+            )
+            for s in steps
+        ]
         return 2 * t_bw, 2 * t_lat, steps, combine
     return t_bw, t_lat, steps, combine
 
 
-def collective_over(kind: str, nbytes: Any, nets: Sequence[AxisNetwork],
-                    chip: Chip) -> CollectiveCost:
+def collective_over(
+    kind: str, nbytes: Any, nets: Sequence[AxisNetwork], chip: Chip
+) -> CollectiveCost:
     """Price `kind` of a V-byte array over one or more mesh axes (their networks, in mesh order)."""
     kind = canonical_kind(kind)
     if isinstance(nbytes, np.ndarray):
@@ -403,12 +467,15 @@ def parse_topology(text: str | None, axes: Sequence[str]) -> dict[str, str]:
         if not item:
             continue
         if "=" not in item:
-            raise InputError(f"malformed --topology entry {item!r}: expected AXIS=WORD, "
-                             "e.g. X=ring")
+            raise InputError(
+                f"malformed --topology entry {item!r}: expected AXIS=WORD, e.g. X=ring"
+            )
         axis, word = (s.strip() for s in item.split("=", 1))
         if axis not in axes:
-            raise InputError(f"--topology names mesh axis {axis}, which is not in the mesh "
-                             f"({', '.join(axes) or 'none'})")
+            raise InputError(
+                f"--topology names mesh axis {axis}, which is not in the mesh "
+                f"({', '.join(axes) or 'none'})"
+            )
         if axis in words:
             raise InputError(f"--topology gives axis {axis} twice")
         words[axis] = canonical_topology(word)
@@ -429,8 +496,10 @@ def _link(chip: Chip, options: NetworkOptions) -> tuple[float, str, str]:
     if options.link_bytes_per_s is not None:
         return options.link_bytes_per_s, (ic.link if ic else "link"), "--link-bw"
     if ic is None:
-        raise InputError(f"{chip.name} has no interconnect in its chip file; give --link-bw "
-                         "(one-way bytes/s per link) and --topology")
+        raise InputError(
+            f"{chip.name} has no interconnect in its chip file; give --link-bw "
+            "(one-way bytes/s per link) and --topology"
+        )
     return ic.link_bytes_per_s, ic.link, "per link"
 
 
@@ -451,11 +520,23 @@ def _switch_stage(chip: Chip, n: int, options: NetworkOptions) -> Stage:
     one logical link into a switch, so the formula's W is what they typed)."""
     link_w, link_name, _ = _link(chip, options)
     if options.link_bytes_per_s is not None:
-        return Stage("switch", n, link_w, _alpha(chip, options), link_name,
-                     w_note="--link-bw, the device's link into the switch")
+        return Stage(
+            "switch",
+            n,
+            link_w,
+            _alpha(chip, options),
+            link_name,
+            w_note="--link-bw, the device's link into the switch",
+        )
     links = chip.interconnect.links_per_chip if chip.interconnect else 1
-    return Stage("switch", n, link_w * links, _alpha(chip, options), link_name,
-                 w_note=f"egress = {links} links × {fmt_rate(link_w, 'B/s')}")
+    return Stage(
+        "switch",
+        n,
+        link_w * links,
+        _alpha(chip, options),
+        link_name,
+        w_note=f"egress = {links} links × {fmt_rate(link_w, 'B/s')}",
+    )
 
 
 def _scale_out_stage(chip: Chip, n: int, options: NetworkOptions, total: int) -> Stage:
@@ -464,14 +545,23 @@ def _scale_out_stage(chip: Chip, n: int, options: NetworkOptions, total: int) ->
         raise InputError(
             f"{total} devices do not fit {chip.name}'s scale-up domain of "
             f"{ic.scale_up_devices if ic else 1} and its chip file has no scale-out network "
-            "([interconnect.scale_out])")
+            "([interconnect.scale_out])"
+        )
     so = ic.scale_out
-    return Stage("switch", n, so.bytes_per_s_per_device, _alpha(chip, options, scale_out=True),
-                 so.link, scale_out=True, w_note="per device (NIC)")
+    return Stage(
+        "switch",
+        n,
+        so.bytes_per_s_per_device,
+        _alpha(chip, options, scale_out=True),
+        so.link,
+        scale_out=True,
+        w_note="per device (NIC)",
+    )
 
 
-def _auto_layout(chip: Chip, sizes: Sequence[int],
-                 options: NetworkOptions) -> list[tuple[Stage, ...]]:
+def _auto_layout(
+    chip: Chip, sizes: Sequence[int], options: NetworkOptions
+) -> list[tuple[Stage, ...]]:
     """The chip's default placement of mesh axes (outer first) onto its fabric.
 
     Devices are numbered with the last mesh axis innermost. A switch node (scale_up_devices) is
@@ -533,8 +623,17 @@ def _auto_layout(chip: Chip, sizes: Sequence[int],
             extent = used[i]
             qualifies = extent == dims[i] if ic.wraparound == "full-axis" else extent % 4 == 0
             wraps = stride * take == extent and qualifies
-            stages.append(Stage("ring" if wraps else "line", take, link_w, alpha, link_name,
-                                hop_links=stride, w_note="per link"))
+            stages.append(
+                Stage(
+                    "ring" if wraps else "line",
+                    take,
+                    link_w,
+                    alpha,
+                    link_name,
+                    hop_links=stride,
+                    w_note="per link",
+                )
+            )
         if spill[idx] > 1:
             stages.append(_scale_out_stage(chip, spill[idx], options, total))
         layout[idx] = tuple(stages)
@@ -553,13 +652,16 @@ def _override(chip: Chip, word: str, n: int, options: NetworkOptions, axis: str)
         return AxisNetwork(n, (_switch_stage(chip, n, options),), reduction, source)
     if word == "torus":
         if ic is None or ic.topology != "torus":
-            raise InputError(f"topology 'torus' needs a chip with a torus interconnect; "
-                             f"{chip.name}'s is {'absent' if ic is None else ic.topology}")
+            raise InputError(
+                f"topology 'torus' needs a chip with a torus interconnect; "
+                f"{chip.name}'s is {'absent' if ic is None else ic.topology}"
+            )
         return AxisNetwork(n, _auto_layout(chip, [n], options)[0], False, source)
     # hierarchical: the scale-up fabric inside a node (or pod), the scale-out network between
     if ic is None or ic.scale_out is None:
-        raise InputError(f"topology 'hierarchical' needs a chip with a scale-out network; "
-                         f"{chip.name} has none")
+        raise InputError(
+            f"topology 'hierarchical' needs a chip with a scale-out network; {chip.name} has none"
+        )
     inside = _largest_divisor_at_most(n, ic.scale_up_devices)
     stages: tuple[Stage, ...] = _auto_layout(chip, [inside], options)[0]
     if n // inside > 1:
@@ -567,16 +669,18 @@ def _override(chip: Chip, word: str, n: int, options: NetworkOptions, axis: str)
     return AxisNetwork(n, stages, False, source)
 
 
-def mesh_networks(chip: Chip, mesh: Sequence[tuple[str, int]],
-                  options: NetworkOptions | None = None) -> dict[str, AxisNetwork]:
+def mesh_networks(
+    chip: Chip, mesh: Sequence[tuple[str, int]], options: NetworkOptions | None = None
+) -> dict[str, AxisNetwork]:
     """Each mesh axis's network: the user's --topology word, else the chip's default layout."""
     options = options or NetworkOptions()
     words = dict(options.topology or {})
     names = [name for name, _ in mesh]
     for axis in words:
         if axis not in names:
-            raise InputError(f"--topology names mesh axis {axis}, which is not in the mesh "
-                             f"({', '.join(names)})")
+            raise InputError(
+                f"--topology names mesh axis {axis}, which is not in the mesh ({', '.join(names)})"
+            )
     if options.link_bytes_per_s is not None and not options.link_bytes_per_s > 0:
         raise InputError("--link-bw must be positive")
     if options.hop_latency_s is not None and not options.hop_latency_s >= 0:
@@ -593,14 +697,20 @@ def mesh_networks(chip: Chip, mesh: Sequence[tuple[str, int]],
             auto = _auto_layout(chip, [size for _, size in mesh], options)
         stages = auto[idx]
         active = [s for s in stages if s.devices > 1]
-        reduction = bool(ic and ic.topology == "switch" and ic.in_network_reduction
-                         and len(active) == 1 and not active[0].scale_out)
+        reduction = bool(
+            ic
+            and ic.topology == "switch"
+            and ic.in_network_reduction
+            and len(active) == 1
+            and not active[0].scale_out
+        )
         nets[axis] = AxisNetwork(n, stages, reduction, "chip default")
     return nets
 
 
-def axis_network(chip: Chip, devices: int, topology: str | None = None,
-                 options: NetworkOptions | None = None) -> AxisNetwork:
+def axis_network(
+    chip: Chip, devices: int, topology: str | None = None, options: NetworkOptions | None = None
+) -> AxisNetwork:
     """The network of a single axis of `devices` (a bare topology word, or the chip default)."""
     base = options or NetworkOptions()
     words = {"X": canonical_topology(topology)} if topology else {}

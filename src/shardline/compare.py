@@ -102,9 +102,11 @@ def _spec(split: dict[str, list[str]], out: dict[str, list[str]]) -> str:
         axes = "".join(axes)
         return f"{name}_{axes}" if axes else name
 
-    return (f"A[{dim('M', split['M'])},{dim('K', split['K'])}] * "
-            f"B[{dim('K', split['K'])},{dim('N', split['N'])}] -> "
-            f"C[{dim('M', out['M'])},{dim('N', out['N'])}]")
+    return (
+        f"A[{dim('M', split['M'])},{dim('K', split['K'])}] * "
+        f"B[{dim('K', split['K'])},{dim('N', split['N'])}] -> "
+        f"C[{dim('M', out['M'])},{dim('N', out['N'])}]"
+    )
 
 
 @dataclass
@@ -122,9 +124,13 @@ class _Rows:
             self.cols.setdefault(key, []).append(value)
 
 
-def _coefficients(chip: Chip, nets: dict[str, Any], kind: str, axes: list[str],
-                  cache: dict[tuple[str, tuple[str, ...]], tuple[float, float]],
-                  ) -> tuple[float, float]:
+def _coefficients(
+    chip: Chip,
+    nets: dict[str, Any],
+    kind: str,
+    axes: list[str],
+    cache: dict[tuple[str, tuple[str, ...]], tuple[float, float]],
+) -> tuple[float, float]:
     """(c, L) with t = c * V + L for `kind` over `axes` of this mesh (0, 0 when no axes)."""
     if not axes:
         return 0.0, 0.0
@@ -135,23 +141,36 @@ def _coefficients(chip: Chip, nets: dict[str, Any], kind: str, axes: list[str],
     return cache[key]
 
 
-def _enumerate(m: int, k: int, n: int, devices: int, chip: Chip, output: str,
-               resident: frozenset[str], network: NetworkOptions | None, pad: bool,
-               ) -> tuple[_Rows, int]:
+def _enumerate(
+    m: int,
+    k: int,
+    n: int,
+    devices: int,
+    chip: Chip,
+    output: str,
+    resident: frozenset[str],
+    network: NetworkOptions | None,
+    pad: bool,
+) -> tuple[_Rows, int]:
     rows = _Rows()
     excluded = 0
     sizes = {"M": m, "N": n, "K": k}
     for mesh in _meshes(devices):
         names = [a for a, _ in mesh]
-        words = {a: w for a, w in ((network.topology or {}) if network else {}).items()
-                 if a in names}  # a bare --topology word names X and Y; 1D meshes have only X
-        options = NetworkOptions(words, network.link_bytes_per_s if network else None,
-                                 network.hop_latency_s if network else None)
+        words = {
+            a: w for a, w in ((network.topology or {}) if network else {}).items() if a in names
+        }  # a bare --topology word names X and Y; 1D meshes have only X
+        options = NetworkOptions(
+            words,
+            network.link_bytes_per_s if network else None,
+            network.hop_latency_s if network else None,
+        )
         nets = mesh_networks(chip, mesh, options)
         cache: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = {}
         size_of = dict(mesh)
-        choices: list[tuple[str, ...]] = ([(d,) for d in _DIMS] if len(mesh) == 1
-                                          else [(dx, dy) for dx in _DIMS for dy in _DIMS])
+        choices: list[tuple[str, ...]] = (
+            [(d,) for d in _DIMS] if len(mesh) == 1 else [(dx, dy) for dx in _DIMS for dy in _DIMS]
+        )
         for assign in choices:
             split = {d: [a for a, t in zip(names, assign, strict=True) if t == d] for d in _DIMS}
             shards = {d: math.prod(size_of[a] for a in split[d]) for d in _DIMS}
@@ -165,22 +184,33 @@ def _enumerate(m: int, k: int, n: int, devices: int, chip: Chip, output: str,
                 out = {"M": [], "N": []}
             out_shards = {d: math.prod(size_of[a] for a in out[d]) for d in ("M", "N")}
             even = all(sizes[d] % shards[d] == 0 for d in _DIMS) and all(
-                sizes[d] % out_shards[d] == 0 for d in ("M", "N"))
+                sizes[d] % out_shards[d] == 0 for d in ("M", "N")
+            )
             if not even and not pad:
                 excluded += 1
                 continue
             gather_a = [a for a in names if a not in split["M"] + split["K"]]
             gather_b = [a for a in names if a not in split["K"] + split["N"]]
             c_red, l_red = _coefficients(
-                chip, nets, "reduce_scatter" if output == "split" else "all_reduce",
-                split["K"], cache)
-            c_out, l_out = _coefficients(chip, nets, "all_gather",
-                                         split["M"] + split["N"] if output == "replicated" else [],
-                                         cache)
-            c_ga, l_ga = _coefficients(chip, nets, "all_gather",
-                                       gather_a if "A" not in resident else [], cache)
-            c_gb, l_gb = _coefficients(chip, nets, "all_gather",
-                                       gather_b if "B" not in resident else [], cache)
+                chip,
+                nets,
+                "reduce_scatter" if output == "split" else "all_reduce",
+                split["K"],
+                cache,
+            )
+            c_out, l_out = _coefficients(
+                chip,
+                nets,
+                "all_gather",
+                split["M"] + split["N"] if output == "replicated" else [],
+                cache,
+            )
+            c_ga, l_ga = _coefficients(
+                chip, nets, "all_gather", gather_a if "A" not in resident else [], cache
+            )
+            c_gb, l_gb = _coefficients(
+                chip, nets, "all_gather", gather_b if "B" not in resident else [], cache
+            )
             names_row = []
             if "A" not in resident and gather_a:
                 names_row.append(f"all_gather A over {''.join(gather_a)}")
@@ -195,14 +225,33 @@ def _enumerate(m: int, k: int, n: int, devices: int, chip: Chip, output: str,
             rows.meshes.append(dict(mesh))
             rows.assignments.append({a: d for a, d in zip(names, assign, strict=True)})
             rows.names.append(tuple(names_row))
-            rows.add(pm=shards["M"], pn=shards["N"], pk=shards["K"], two_d=float(len(mesh) == 2),
-                     c_red=c_red, l_red=l_red, c_out=c_out, l_out=l_out,
-                     c_ga=c_ga, l_ga=l_ga, c_gb=c_gb, l_gb=l_gb)
+            rows.add(
+                pm=shards["M"],
+                pn=shards["N"],
+                pk=shards["K"],
+                two_d=float(len(mesh) == 2),
+                c_red=c_red,
+                l_red=l_red,
+                c_out=c_out,
+                l_out=l_out,
+                c_ga=c_ga,
+                l_ga=l_ga,
+                c_gb=c_gb,
+                l_gb=l_gb,
+            )
     return rows, excluded
 
 
-def _evaluate(rows: _Rows, m: int, k: int, n: int, chip: Chip, bits: dict[str, int],
-              peak: float, overlap: bool) -> dict[str, Any]:
+def _evaluate(
+    rows: _Rows,
+    m: int,
+    k: int,
+    n: int,
+    chip: Chip,
+    bits: dict[str, int],
+    peak: float,
+    overlap: bool,
+) -> dict[str, Any]:
     col = {key: np.asarray(values, dtype=np.float64) for key, values in rows.cols.items()}
     lm, lk, ln = np.ceil(m / col["pm"]), np.ceil(k / col["pk"]), np.ceil(n / col["pn"])
 
@@ -214,29 +263,50 @@ def _evaluate(rows: _Rows, m: int, k: int, n: int, chip: Chip, bits: dict[str, i
     hbm = a_bytes + b_bytes + nbytes(lm * ln, bits["C"])
     v_red = nbytes(lm * ln, bits["reduce"])
     v_out = nbytes(lm * col["pm"] * ln * col["pn"], bits["C"])
-    t_net = (np.where(col["c_red"] > 0, col["c_red"] * v_red + col["l_red"], 0.0)
-             + np.where(col["c_out"] > 0, col["c_out"] * v_out + col["l_out"], 0.0)
-             + np.where(col["c_ga"] > 0, col["c_ga"] * a_bytes + col["l_ga"], 0.0)
-             + np.where(col["c_gb"] > 0, col["c_gb"] * b_bytes + col["l_gb"], 0.0))
+    t_net = (
+        np.where(col["c_red"] > 0, col["c_red"] * v_red + col["l_red"], 0.0)
+        + np.where(col["c_out"] > 0, col["c_out"] * v_out + col["l_out"], 0.0)
+        + np.where(col["c_ga"] > 0, col["c_ga"] * a_bytes + col["l_ga"], 0.0)
+        + np.where(col["c_gb"] > 0, col["c_gb"] * b_bytes + col["l_gb"], 0.0)
+    )
     t_comp = flops / peak
     t_mem = hbm / chip.mem_bytes_per_s
     lower = np.maximum(np.maximum(t_comp, t_mem), t_net)
     serial = np.maximum(t_comp, t_mem) + t_net  # MODEL.md section 5, no overlap
     t_s = lower if overlap else serial
-    return {"flops": flops, "hbm": hbm, "t_compute": t_comp, "t_memory": t_mem,
-            "t_network": t_net, "t_lower": lower, "t_upper": serial, "t_s": t_s,
-            "bound": bound_of(t_comp, t_mem, t_net), "two_d": col["two_d"]}
+    return {
+        "flops": flops,
+        "hbm": hbm,
+        "t_compute": t_comp,
+        "t_memory": t_mem,
+        "t_network": t_net,
+        "t_lower": lower,
+        "t_upper": serial,
+        "t_s": t_s,
+        "bound": bound_of(t_comp, t_mem, t_net),
+        "two_d": col["two_d"],
+    }
 
 
-def _setup(chip: Chip | str, dtype: str, compute_dtype: str | None, reduce_dtype: str,
-           flops_per_s: float | None, mem_bytes_per_s: float | None,
-           ) -> tuple[Chip, dict[str, int], float, str]:
+def _setup(
+    chip: Chip | str,
+    dtype: str,
+    compute_dtype: str | None,
+    reduce_dtype: str,
+    flops_per_s: float | None,
+    mem_bytes_per_s: float | None,
+) -> tuple[Chip, dict[str, int], float, str]:
     dtype = canonical_dtype(dtype)
     compute = canonical_dtype(compute_dtype) if compute_dtype else dtype
-    resolved = resolve_chip(chip).with_overrides(compute_dtype=compute, flops_per_s=flops_per_s,
-                                                 mem_bytes_per_s=mem_bytes_per_s)
-    bits = {"A": dtype_bits(dtype), "B": dtype_bits(dtype), "C": dtype_bits(dtype),
-            "reduce": dtype_bits(reduce_dtype)}
+    resolved = resolve_chip(chip).with_overrides(
+        compute_dtype=compute, flops_per_s=flops_per_s, mem_bytes_per_s=mem_bytes_per_s
+    )
+    bits = {
+        "A": dtype_bits(dtype),
+        "B": dtype_bits(dtype),
+        "C": dtype_bits(dtype),
+        "reduce": dtype_bits(reduce_dtype),
+    }
     return resolved, bits, resolved.peak(compute), compute
 
 
@@ -244,13 +314,24 @@ def _rank(rows: _Rows, ev: dict[str, Any]) -> list[Strategy]:
     order = np.lexsort((np.arange(len(rows.specs)), ev["two_d"], ev["t_upper"], ev["t_s"]))
     strategies = []
     for i in order:
-        strategies.append(Strategy(
-            spec=rows.specs[i], mesh=rows.meshes[i], shape="2D" if ev["two_d"][i] else "1D",
-            assignment=rows.assignments[i], bound=str(ev["bound"][i]), t_s=float(ev["t_s"][i]),
-            t_lower_s=float(ev["t_lower"][i]), t_upper_s=float(ev["t_upper"][i]),
-            t_compute_s=float(ev["t_compute"][i]), t_memory_s=float(ev["t_memory"][i]),
-            t_network_s=float(ev["t_network"][i]), flops=float(ev["flops"][i]),
-            hbm_bytes=float(ev["hbm"][i]), collectives=rows.names[i]))
+        strategies.append(
+            Strategy(
+                spec=rows.specs[i],
+                mesh=rows.meshes[i],
+                shape="2D" if ev["two_d"][i] else "1D",
+                assignment=rows.assignments[i],
+                bound=str(ev["bound"][i]),
+                t_s=float(ev["t_s"][i]),
+                t_lower_s=float(ev["t_lower"][i]),
+                t_upper_s=float(ev["t_upper"][i]),
+                t_compute_s=float(ev["t_compute"][i]),
+                t_memory_s=float(ev["t_memory"][i]),
+                t_network_s=float(ev["t_network"][i]),
+                flops=float(ev["flops"][i]),
+                hbm_bytes=float(ev["hbm"][i]),
+                collectives=rows.names[i],
+            )
+        )
     return strategies
 
 
@@ -262,11 +343,22 @@ def _check(m: int, k: int, n: int, devices: int, output: str) -> None:
 
 
 def compare(
-    m: int, k: int, n: int, devices: int, chip: Chip | str, *, dtype: str = "bf16",
-    compute_dtype: str | None = None, output: str = "split",
-    resident: Iterable[str] | None = None, network: NetworkOptions | None = None,
-    overlap: bool = True, pad: bool = False, reduce_dtype: str = DEFAULT_REDUCE_DTYPE,
-    flops_per_s: float | None = None, mem_bytes_per_s: float | None = None,
+    m: int,
+    k: int,
+    n: int,
+    devices: int,
+    chip: Chip | str,
+    *,
+    dtype: str = "bf16",
+    compute_dtype: str | None = None,
+    output: str = "split",
+    resident: Iterable[str] | None = None,
+    network: NetworkOptions | None = None,
+    overlap: bool = True,
+    pad: bool = False,
+    reduce_dtype: str = DEFAULT_REDUCE_DTYPE,
+    flops_per_s: float | None = None,
+    mem_bytes_per_s: float | None = None,
 ) -> list[Strategy]:
     """Every 1D and 2D strategy for D devices, fastest first (ties: lower serial time, 1D first).
 
@@ -275,8 +367,9 @@ def compare(
     ('compute', 0.0)
     """
     _check(m, k, n, devices, output)
-    resolved, bits, peak, _ = _setup(chip, dtype, compute_dtype, reduce_dtype, flops_per_s,
-                                     mem_bytes_per_s)
+    resolved, bits, peak, _ = _setup(
+        chip, dtype, compute_dtype, reduce_dtype, flops_per_s, mem_bytes_per_s
+    )
     names = frozenset(r.upper() for r in resident) if resident is not None else frozenset("AB")
     rows, _ = _enumerate(m, k, n, devices, resolved, output, names, network, pad)
     if not rows.specs:
@@ -285,26 +378,40 @@ def compare(
 
 
 def compare_strategies(
-    m: int, k: int, n: int, devices: int, chip: Chip | str, *, dtype: str = "bf16",
-    compute_dtype: str | None = None, output: str = "split",
-    resident: Iterable[str] | None = None, network: NetworkOptions | None = None,
-    overlap: bool = True, pad: bool = False, reduce_dtype: str = DEFAULT_REDUCE_DTYPE,
-    flops_per_s: float | None = None, mem_bytes_per_s: float | None = None,
+    m: int,
+    k: int,
+    n: int,
+    devices: int,
+    chip: Chip | str,
+    *,
+    dtype: str = "bf16",
+    compute_dtype: str | None = None,
+    output: str = "split",
+    resident: Iterable[str] | None = None,
+    network: NetworkOptions | None = None,
+    overlap: bool = True,
+    pad: bool = False,
+    reduce_dtype: str = DEFAULT_REDUCE_DTYPE,
+    flops_per_s: float | None = None,
+    mem_bytes_per_s: float | None = None,
     sweep_max_devices: int = 4096,
 ) -> Comparison:
     """`compare` plus the verdict: best 1D vs best 2D here, and the smallest power-of-two device
     count (up to max(D, sweep_max_devices)) at which 2D beats 1D for these shapes."""
     _check(m, k, n, devices, output)
-    resolved, bits, peak, compute = _setup(chip, dtype, compute_dtype, reduce_dtype, flops_per_s,
-                                           mem_bytes_per_s)
+    resolved, bits, peak, compute = _setup(
+        chip, dtype, compute_dtype, reduce_dtype, flops_per_s, mem_bytes_per_s
+    )
     names = frozenset(r.upper() for r in resident) if resident is not None else frozenset("AB")
     unknown = names - {"A", "B"}
     if unknown:
         raise InputError(f"--resident names {', '.join(sorted(unknown))}; the inputs are A and B")
     rows, excluded = _enumerate(m, k, n, devices, resolved, output, names, network, pad)
     if not rows.specs:
-        raise InputError(f"no strategy splits M={m}, K={k}, N={n} evenly over {devices} devices; "
-                         "pass --pad to pad the dimensions")
+        raise InputError(
+            f"no strategy splits M={m}, K={k}, N={n} evenly over {devices} devices; "
+            "pass --pad to pad the dimensions"
+        )
     strategies = _rank(rows, _evaluate(rows, m, k, n, resolved, bits, peak, overlap))
     best_1d = next((s for s in strategies if s.shape == "1D"), None)
     best_2d = next((s for s in strategies if s.shape == "2D"), None)
@@ -324,16 +431,33 @@ def compare_strategies(
             two = ev["t_s"][ev["two_d"] == 1]
             if one.size and two.size:
                 wins = bool(two.min() < one.min() * (1 - 1e-9))
-                sweep.append({"devices": d, "best_1d_s": float(one.min()),
-                              "best_2d_s": float(two.min()), "two_d_wins": wins})
+                sweep.append(
+                    {
+                        "devices": d,
+                        "best_1d_s": float(one.min()),
+                        "best_2d_s": float(two.min()),
+                        "two_d_wins": wins,
+                    }
+                )
                 if wins and crossover is None:
                     crossover = d
         d *= 2
     return Comparison(
-        m=m, k=k, n=n, devices=devices, hardware=resolved.name, dtype=compute,
-        output=output, overlap=overlap, strategies=tuple(strategies), excluded=excluded,
-        best_1d=best_1d, best_2d=best_2d,
+        m=m,
+        k=k,
+        n=n,
+        devices=devices,
+        hardware=resolved.name,
+        dtype=compute,
+        output=output,
+        overlap=overlap,
+        strategies=tuple(strategies),
+        excluded=excluded,
+        best_1d=best_1d,
+        best_2d=best_2d,
         two_d_wins=bool(best_1d and best_2d and best_2d.t_s < best_1d.t_s * (1 - 1e-9)),
-        speedup_2d_over_1d=speedup, crossover_devices=crossover, sweep_max_devices=top,
+        speedup_2d_over_1d=speedup,
+        crossover_devices=crossover,
+        sweep_max_devices=top,
         sweep=tuple(sweep),
     )

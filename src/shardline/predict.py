@@ -41,8 +41,14 @@ from shardline.roofline import RooflineResult
 from shardline.tiling import GPU_TILE_CANDIDATES, tile_intensity
 
 __all__ = [
-    "with_prediction", "predict_gemm", "achievable_rate", "choose_gpu_tile", "gemm_dims",
-    "stream_time", "pack_read_time", "DEFAULT_UNALIGNED_EFFICIENCY",
+    "with_prediction",
+    "predict_gemm",
+    "achievable_rate",
+    "choose_gpu_tile",
+    "gemm_dims",
+    "stream_time",
+    "pack_read_time",
+    "DEFAULT_UNALIGNED_EFFICIENCY",
 ]
 
 # Rate of a matmul whose row strides are not a multiple of the chip's align_bytes, as a fraction of
@@ -57,19 +63,26 @@ __all__ = [
 DEFAULT_UNALIGNED_EFFICIENCY = 0.8
 
 
-def stream_time(q_bytes: Any, cache_bytes: float | None, cache_bytes_per_s: float | None,
-                mem_bytes_per_s: float) -> Any:
+def stream_time(
+    q_bytes: Any, cache_bytes: float | None, cache_bytes_per_s: float | None, mem_bytes_per_s: float
+) -> Any:
     """Seconds to stream Q bytes once: the part that the cache holds at the cache rate, the rest at
     the memory rate, `min(Q, C)/W_cache + max(Q - C, 0)/W_mem` (no cache: `Q/W_mem`)."""
     q = np.asarray(q_bytes, dtype=np.float64)
     if not cache_bytes or not cache_bytes_per_s:
         return q / mem_bytes_per_s
-    return np.minimum(q, cache_bytes) / cache_bytes_per_s + \
-        np.maximum(q - cache_bytes, 0.0) / mem_bytes_per_s
+    return (
+        np.minimum(q, cache_bytes) / cache_bytes_per_s
+        + np.maximum(q - cache_bytes, 0.0) / mem_bytes_per_s
+    )
 
 
-def pack_read_time(input_bytes: Any, cache_bytes: float | None, cache_bytes_per_s: float | None,
-                   mem_bytes_per_s: float) -> Any:
+def pack_read_time(
+    input_bytes: Any,
+    cache_bytes: float | None,
+    cache_bytes_per_s: float | None,
+    mem_bytes_per_s: float,
+) -> Any:
     """Seconds to read a BLAS call's inputs for packing: from the cache when they fit it, else all
     from memory (a packing pass over more than the cache evicts its own data before reuse)."""
     q = np.asarray(input_bytes, dtype=np.float64)
@@ -103,8 +116,9 @@ def achievable_rate(chip: Chip, compute_dtype: str) -> tuple[float, str]:
     for other, rate in measured.items():
         if other in chip.peak_flops_per_s:
             efficiency = rate / chip.peak_flops_per_s[other]
-            return peak * efficiency, (f"{compute_dtype} peak x {efficiency:.3f} (measured "
-                                       f"{other} efficiency)")
+            return peak * efficiency, (
+                f"{compute_dtype} peak x {efficiency:.3f} (measured {other} efficiency)"
+            )
     return peak, f"{compute_dtype} peak (no achievable figure in the chip file)"
 
 
@@ -113,9 +127,20 @@ def achievable_rate(chip: Chip, compute_dtype: str) -> tuple[float, str]:
 SPLIT_K = (1, 2, 4, 8, 16)
 
 
-def _gpu_tile_time(chip: Chip, k: Any, tiles_m: Any, tiles_n: Any, batch: Any, bm: int, bn: int,
-                   s_a: Any, s_b: Any, rate: Any, split: int = 1,
-                   out_elements: Any = 0) -> tuple[Any, Any]:
+def _gpu_tile_time(
+    chip: Chip,
+    k: Any,
+    tiles_m: Any,
+    tiles_n: Any,
+    batch: Any,
+    bm: int,
+    bn: int,
+    s_a: Any,
+    s_b: Any,
+    rate: Any,
+    split: int = 1,
+    out_elements: Any = 0,
+) -> tuple[Any, Any]:
     """Compute time of one candidate tile and split: waves x (one tile's FLOPs / one SM's rate),
     plus, when K is split, writing and reading the fp32 partial outputs once each."""
     cores = chip.on_chip.cores or 1
@@ -132,11 +157,22 @@ def _gpu_tile_time(chip: Chip, k: Any, tiles_m: Any, tiles_n: Any, batch: Any, b
     return t, waves
 
 
-def choose_gpu_tile(chip: Chip, m: int, k: int, n: int, s_a: float, s_b: float, s_c: float,
-                    compute_dtype: str = "bf16") -> tuple[int, int]:
+def choose_gpu_tile(
+    chip: Chip,
+    m: int,
+    k: int,
+    n: int,
+    s_a: float,
+    s_b: float,
+    s_c: float,
+    compute_dtype: str = "bf16",
+) -> tuple[int, int]:
     """The candidate tile with the shortest quantized compute time for one shape."""
-    rate = achievable_rate(chip, compute_dtype)[0] if compute_dtype in chip.peak_flops_per_s \
+    rate = (
+        achievable_rate(chip, compute_dtype)[0]
+        if compute_dtype in chip.peak_flops_per_s
         else max(chip.peak_flops_per_s.values())
+    )
     best: tuple[float, tuple[int, int]] | None = None
     for bm, bn in GPU_TILE_CANDIDATES:
         t, _ = _gpu_tile_time(chip, k, -(-m // bm), -(-n // bn), 1, bm, bn, s_a, s_b, rate)
@@ -172,16 +208,31 @@ def gemm_dims(spec_text: str, dims: dict[str, Any]) -> dict[str, Any]:
 
 
 def predict_gemm(
-    chip: Chip, *, batch: Any, m: Any, k: Any, n: Any, flops: Any,
-    bytes_a: Any, bytes_b: Any, bytes_total: Any, bits: dict[str, Any], rows: dict[str, Any],
-    compute_dtype: Any, t_lower_s: Any, contracted: bool = True,
+    chip: Chip,
+    *,
+    batch: Any,
+    m: Any,
+    k: Any,
+    n: Any,
+    flops: Any,
+    bytes_a: Any,
+    bytes_b: Any,
+    bytes_total: Any,
+    bits: dict[str, Any],
+    rows: dict[str, Any],
+    compute_dtype: Any,
+    t_lower_s: Any,
+    contracted: bool = True,
 ) -> dict[str, Any]:
     """The realistic time of a (batched) GEMM on one chip, as a dict of named terms (arrays)."""
     s = {name: _as_array(b) / 8 for name, b in bits.items()}
     s_a, s_b = s["a"], s["b"]
     rate = _lookup(compute_dtype, lambda d: achievable_rate(chip, d)[0])
-    source = (achievable_rate(chip, str(compute_dtype))[1]
-              if not isinstance(compute_dtype, np.ndarray) else "per row: see hardware")
+    source = (
+        achievable_rate(chip, str(compute_dtype))[1]
+        if not isinstance(compute_dtype, np.ndarray)
+        else "per row: see hardware"
+    )
     mem_rate = chip.achievable.mem_bytes_per_s or chip.mem_bytes_per_s
     # one shape for every term: a scalar M with an array of K (a sweep) broadcasts
     batch, m, k, n = np.broadcast_arrays(*(_as_array(v) for v in (batch, m, k, n)))
@@ -202,17 +253,25 @@ def predict_gemm(
         pack_rate = chip.achievable.pack_bytes_per_s
         inputs = (_as_array(bytes_a) + _as_array(bytes_b)) / batch
         # packing reads the inputs `mem_rate / pack_rate` times slower than a plain read
-        t_pack = (batch * pack_read_time(inputs, llc, llc_rate, mem_rate) * (mem_rate / pack_rate)
-                  if pack_rate else 0.0 * m)
+        t_pack = (
+            batch * pack_read_time(inputs, llc, llc_rate, mem_rate) * (mem_rate / pack_rate)
+            if pack_rate
+            else 0.0 * m
+        )
         t_math = flops / rate
         t_work = np.where(vector, t_stream, np.maximum(t_pack + t_math, t_stream))
         compute_side = ~vector & (t_math >= t_pack) & (t_pack + t_math >= t_stream)
-        terms.update({
-            "model": "cpu: per-call overhead + input packing + math at the measured rate; "
-                     "matrix-vector products stream",
-            "t_overhead_s": t_overhead, "t_pack_s": t_pack * ~vector, "t_compute_s": t_math,
-            "t_memory_s": t_stream, "matrix_vector": vector,
-        })
+        terms.update(
+            {
+                "model": "cpu: per-call overhead + input packing + math at the measured rate; "
+                "matrix-vector products stream",
+                "t_overhead_s": t_overhead,
+                "t_pack_s": t_pack * ~vector,
+                "t_compute_s": t_math,
+                "t_memory_s": t_stream,
+                "matrix_vector": vector,
+            }
+        )
     elif chip.kind == "tpu":
         unit = chip.on_chip.matrix_unit_elements or 128
 
@@ -224,11 +283,16 @@ def predict_gemm(
         t_math = flops / (rate * pad_eff)
         t_work = np.maximum(t_math, t_memory)
         compute_side = t_math >= t_memory
-        terms.update({
-            "model": f"tpu: M, K, N padded to the {unit}-wide MXU",
-            "t_overhead_s": t_overhead, "t_compute_s": t_math, "t_memory_s": t_memory,
-            "tile_efficiency": pad_eff, "mxu_elements": unit,
-        })
+        terms.update(
+            {
+                "model": f"tpu: M, K, N padded to the {unit}-wide MXU",
+                "t_overhead_s": t_overhead,
+                "t_compute_s": t_math,
+                "t_memory_s": t_memory,
+                "tile_efficiency": pad_eff,
+                "mxu_elements": unit,
+            }
+        )
     else:
         cores = chip.on_chip.cores or 1
         align = chip.on_chip.align_bytes
@@ -239,9 +303,22 @@ def predict_gemm(
                 ok = ok & _aligned(length, s[name], align)
             unaligned = chip.achievable.unaligned_matmul_efficiency or DEFAULT_UNALIGNED_EFFICIENCY
             align_eff = np.where(ok, 1.0, unaligned)
+
         def candidate(bm: int, bn: int, split: int) -> tuple[Any, Any]:
-            return _gpu_tile_time(chip, k, np.ceil(m / bm), np.ceil(n / bn), batch, bm, bn,
-                                  s_a, s_b, rate * align_eff, split, batch * m * n)
+            return _gpu_tile_time(
+                chip,
+                k,
+                np.ceil(m / bm),
+                np.ceil(n / bn),
+                batch,
+                bm,
+                bn,
+                s_a,
+                s_b,
+                rate * align_eff,
+                split,
+                batch * m * n,
+            )
 
         first_bm, first_bn = GPU_TILE_CANDIDATES[0]
         best_t, best_waves = candidate(first_bm, first_bn, 1)
@@ -264,17 +341,25 @@ def predict_gemm(
         t_math = np.where(plain, flops / (rate * align_eff), best_t)
         t_work = np.maximum(t_math, t_memory)
         compute_side = t_math >= t_memory
-        terms.update({
-            "model": f"gpu: best of {len(GPU_TILE_CANDIDATES)} library tiles, waves over "
-                     f"{cores} SMs, launch overhead",
-            "t_overhead_s": t_overhead, "t_compute_s": t_math, "t_memory_s": t_memory,
-            "tile_m": best_bm, "tile_n": best_bn, "split_k": best_split, "tiles": tiles,
-            "waves": best_waves, "sms": cores,
-            "wave_efficiency": tiles / (best_waves * cores),
-            "tile_efficiency": (m * n * batch * best_split) / (tiles * best_bm * best_bn),
-            "streaming_kernel": plain,
-            "align_efficiency": align_eff,
-        })
+        terms.update(
+            {
+                "model": f"gpu: best of {len(GPU_TILE_CANDIDATES)} library tiles, waves over "
+                f"{cores} SMs, launch overhead",
+                "t_overhead_s": t_overhead,
+                "t_compute_s": t_math,
+                "t_memory_s": t_memory,
+                "tile_m": best_bm,
+                "tile_n": best_bn,
+                "split_k": best_split,
+                "tiles": tiles,
+                "waves": best_waves,
+                "sms": cores,
+                "wave_efficiency": tiles / (best_waves * cores),
+                "tile_efficiency": (m * n * batch * best_split) / (tiles * best_bm * best_bn),
+                "streaming_kernel": plain,
+                "align_efficiency": align_eff,
+            }
+        )
     predicted = t_overhead + t_work
     bound = np.where(t_overhead > t_work, "overhead", np.where(compute_side, "compute", "memory"))
     terms["predicted_s"] = predicted
@@ -305,14 +390,25 @@ def with_prediction(result: RooflineResult) -> RooflineResult:
     bits = {role: bits_of(result.dtypes[name]) for role, name in names.items()}
     rows = {role: gemm["rows"][name] for role, name in names.items()}
     terms = predict_gemm(
-        chip, batch=gemm["batch"], m=gemm["m"], k=gemm["k"], n=gemm["n"], flops=result.flops,
-        bytes_a=result.bytes[names["a"]], bytes_b=result.bytes[names["b"]],
-        bytes_total=result.bytes["total"], bits=bits, rows=rows,
-        compute_dtype=result.dtypes["compute"], t_lower_s=result.t_lower_s,
+        chip,
+        batch=gemm["batch"],
+        m=gemm["m"],
+        k=gemm["k"],
+        n=gemm["n"],
+        flops=result.flops,
+        bytes_a=result.bytes[names["a"]],
+        bytes_b=result.bytes[names["b"]],
+        bytes_total=result.bytes["total"],
+        bits=bits,
+        rows=rows,
+        compute_dtype=result.dtypes["compute"],
+        t_lower_s=result.t_lower_s,
         contracted=bool(spec.contracted),
     )
-    vector = any(isinstance(v, np.ndarray) for v in
-                 (*result.dims.values(), result.dtypes["compute"], result.flops))
+    vector = any(
+        isinstance(v, np.ndarray)
+        for v in (*result.dims.values(), result.dtypes["compute"], result.flops)
+    )
     if not vector:
         terms = {key: _scalarize(value) for key, value in terms.items()}
         for key in ("tile_m", "tile_n", "split_k", "tiles", "waves", "mxu_elements"):
@@ -323,5 +419,6 @@ def with_prediction(result: RooflineResult) -> RooflineResult:
                 terms[key] = bool(terms[key])
         terms["predicted_bound"] = str(terms["predicted_bound"])
     predicted, bound = terms.pop("predicted_s"), terms.pop("predicted_bound")
-    return dataclasses.replace(result, predicted_s=predicted, predicted_bound=bound,
-                               prediction=terms)
+    return dataclasses.replace(
+        result, predicted_s=predicted, predicted_bound=bound, prediction=terms
+    )

@@ -49,8 +49,17 @@ from shardline.roofline import operand_bytes, resolve_dtypes
 from shardline.serialize import jsonable
 
 __all__ = [
-    "Mesh", "ShardOptions", "PerDevice", "PlannedCollective", "Threshold", "ShardedResult",
-    "parse_mesh", "shard_einsum", "plan_sharded", "shard_matmul", "matmul_spec",
+    "Mesh",
+    "ShardOptions",
+    "PerDevice",
+    "PlannedCollective",
+    "Threshold",
+    "ShardedResult",
+    "parse_mesh",
+    "shard_einsum",
+    "plan_sharded",
+    "shard_matmul",
+    "matmul_spec",
     "DEFAULT_REDUCE_DTYPE",
 ]
 
@@ -103,8 +112,9 @@ def parse_mesh(text: str | Mapping[str, int] | Mesh) -> Mesh:
     axes: list[tuple[str, int]] = []
     for name, raw in items:
         if not _AXIS.match(str(name)):
-            raise InputError(f"mesh axis {name!r} must be a single upper-case letter "
-                             "(X, Y, Z, ...)")
+            raise InputError(
+                f"mesh axis {name!r} must be a single upper-case letter (X, Y, Z, ...)"
+            )
         if name in dict(axes):
             raise InputError(f"mesh axis {name} is declared twice")
         if isinstance(raw, str):
@@ -157,14 +167,25 @@ class PlannedCollective:
 
     def to_dict(self) -> dict[str, Any]:
         c = self.cost
-        return jsonable({
-            "kind": self.kind, "operand": self.operand, "axes": list(self.axes),
-            "bytes": self.bytes, "dtype": self.dtype, "devices": c.devices,
-            "topology": c.topology, "topology_detail": c.topology_detail, "t_s": c.t_s,
-            "t_bandwidth_s": c.t_bandwidth_s, "t_latency_s": c.t_latency_s,
-            "predicted_s": c.predicted_s,
-            "bus_efficiency": c.bus_efficiency, "formula": c.formula, "reason": self.reason,
-        })
+        return jsonable(
+            {
+                "kind": self.kind,
+                "operand": self.operand,
+                "axes": list(self.axes),
+                "bytes": self.bytes,
+                "dtype": self.dtype,
+                "devices": c.devices,
+                "topology": c.topology,
+                "topology_detail": c.topology_detail,
+                "t_s": c.t_s,
+                "t_bandwidth_s": c.t_bandwidth_s,
+                "t_latency_s": c.t_latency_s,
+                "predicted_s": c.predicted_s,
+                "bus_efficiency": c.bus_efficiency,
+                "formula": c.formula,
+                "reason": self.reason,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -209,14 +230,34 @@ class ShardedResult:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name in ("spec", "strategy", "dims", "padded", "mesh", "devices", "topology", "dtypes",
-                     "resident"):
+        for name in (
+            "spec",
+            "strategy",
+            "dims",
+            "padded",
+            "mesh",
+            "devices",
+            "topology",
+            "dtypes",
+            "resident",
+        ):
             out[name] = getattr(self, name)
         out["per_device"] = self.per_device
         out["collectives"] = [c.to_dict() for c in self.collectives]
-        for name in ("t_network_s", "t_network_predicted_s", "bound", "overlap", "t_s",
-                     "t_lower_s", "t_upper_s", "thresholds", "total_flops", "steps",
-                     "alternatives", "hardware"):
+        for name in (
+            "t_network_s",
+            "t_network_predicted_s",
+            "bound",
+            "overlap",
+            "t_s",
+            "t_lower_s",
+            "t_upper_s",
+            "thresholds",
+            "total_flops",
+            "steps",
+            "alternatives",
+            "hardware",
+        ):
             out[name] = getattr(self, name)
         if out["strategy"] is None:
             out.pop("strategy")
@@ -246,8 +287,9 @@ class _Ctx:
         key = (kind, tuple(axes), float(nbytes))
         if key not in self.cache:
             ordered = [a for a in self.mesh.names if a in axes]
-            self.cache[key] = collective_over(kind, nbytes, [self.nets[a] for a in ordered],
-                                              self.chip)
+            self.cache[key] = collective_over(
+                kind, nbytes, [self.nets[a] for a in ordered], self.chip
+            )
         return self.cache[key]
 
 
@@ -324,8 +366,13 @@ class _Plan:
     rank: int
 
 
-def _evaluate(ctx: _Ctx, choice: dict[str, str | None], rank: int,
-              base: list[PlannedCollective], base_steps: list[str]) -> _Plan | None:
+def _evaluate(
+    ctx: _Ctx,
+    choice: dict[str, str | None],
+    rank: int,
+    base: list[PlannedCollective],
+    base_steps: list[str],
+) -> _Plan | None:
     spec, mesh = ctx.spec, ctx.mesh
     collectives = list(base)
     steps = list(base_steps)
@@ -345,26 +392,41 @@ def _evaluate(ctx: _Ctx, choice: dict[str, str | None], rank: int,
             for a in removed:
                 d_from = next(d for d in op.dims if a in current[d])
                 if choice[a] is None:
-                    why.append(f"{op.name}'s {d_from} is split over {a} but the other input "
-                               f"is not split that way (case 2): gather it")
+                    why.append(
+                        f"{op.name}'s {d_from} is split over {a} but the other input "
+                        f"is not split that way (case 2): gather it"
+                    )
                 else:
-                    why.append(f"{a} splits {d_from} of {op.name} but {choice[a]} of the other "
-                               f"input (case 4): gather {op.name} along {a}")
-            collectives.append(PlannedCollective(
-                "all_gather", op.name, tuple(a for a in mesh.names if a in removed), v,
-                ctx.dtypes[op.name], "; ".join(why), ctx.collective("all_gather", removed, v)))
+                    why.append(
+                        f"{a} splits {d_from} of {op.name} but {choice[a]} of the other "
+                        f"input (case 4): gather {op.name} along {a}"
+                    )
+            collectives.append(
+                PlannedCollective(
+                    "all_gather",
+                    op.name,
+                    tuple(a for a in mesh.names if a in removed),
+                    v,
+                    ctx.dtypes[op.name],
+                    "; ".join(why),
+                    ctx.collective("all_gather", removed, v),
+                )
+            )
         added = [(a, d) for d in op.dims for a in target[d] if a not in current[d]]
         for a, d in added:
-            steps.append(f"slice {op.name} along {d} over {a} (free: every device holds the "
-                         f"whole {d})")
+            steps.append(
+                f"slice {op.name} along {d} over {a} (free: every device holds the whole {d})"
+            )
     # the local multiply
     split = {d: tuple(a for a in _dim_order(ctx, d) if choice[a] == d) for d in spec.all_dims}
     local = {d: ctx.dims[d] // _shards(ctx, split[d]) for d in spec.all_dims}
     count = math.prod(local.values())
     flops = 2 * count if spec.contracted else count
     shapes = {op.name: [local[d] for d in op.dims] for op in spec.operands}
-    per_operand = {op.name: _nbytes(math.prod(local[d] for d in op.dims), ctx.bits[op.name])
-                   for op in spec.operands}
+    per_operand = {
+        op.name: _nbytes(math.prod(local[d] for d in op.dims), ctx.bits[op.name])
+        for op in spec.operands
+    }
     if ctx.options.accumulate:
         per_operand[spec.out.name] *= 2
     hbm = {**per_operand, "total": sum(per_operand.values())}
@@ -375,50 +437,81 @@ def _evaluate(ctx: _Ctx, choice: dict[str, str | None], rank: int,
     wanted_axis = {a: d for d, axes in requested.items() for a in axes}
     block = math.prod(local[d] for d in out.dims)  # elements of the local output block
     if unreduced:
-        steps.append(f"local partial sums: {out.name} is unreduced over "
-                     f"{', '.join(unreduced)} ({{U_{_fmt_axes(unreduced)}}})")
+        steps.append(
+            f"local partial sums: {out.name} is unreduced over "
+            f"{', '.join(unreduced)} ({{U_{_fmt_axes(unreduced)}}})"
+        )
     scatter = [a for a in unreduced if a in wanted_axis]
     keep = [a for a in unreduced if a in ctx.options.unreduced and a not in wanted_axis]
     reduce_all = [a for a in unreduced if a not in scatter and a not in keep]
     if scatter:
         v = _nbytes(block, ctx.reduce_bits)
         targets_txt = ", ".join(f"{wanted_axis[a]} over {a}" for a in scatter)
-        collectives.append(PlannedCollective(
-            "reduce_scatter", out.name, tuple(scatter), v, ctx.reduce_dtype,
-            f"sum the partial products over {_fmt_axes(scatter)}; the output asks for "
-            f"{targets_txt} (case 3, reduce-scatter)",
-            ctx.collective("reduce_scatter", scatter, v)))
+        collectives.append(
+            PlannedCollective(
+                "reduce_scatter",
+                out.name,
+                tuple(scatter),
+                v,
+                ctx.reduce_dtype,
+                f"sum the partial products over {_fmt_axes(scatter)}; the output asks for "
+                f"{targets_txt} (case 3, reduce-scatter)",
+                ctx.collective("reduce_scatter", scatter, v),
+            )
+        )
         block //= _shards(ctx, scatter)
         for a in scatter:
             held[wanted_axis[a]] = held[wanted_axis[a]] + (a,)
     if reduce_all:
         v = _nbytes(block, ctx.reduce_bits)
-        collectives.append(PlannedCollective(
-            "all_reduce", out.name, tuple(reduce_all), v, ctx.reduce_dtype,
-            f"sum the partial products over {_fmt_axes(reduce_all)}; the output is replicated "
-            "over it (case 3, all-reduce)", ctx.collective("all_reduce", reduce_all, v)))
+        collectives.append(
+            PlannedCollective(
+                "all_reduce",
+                out.name,
+                tuple(reduce_all),
+                v,
+                ctx.reduce_dtype,
+                f"sum the partial products over {_fmt_axes(reduce_all)}; the output is replicated "
+                "over it (case 3, all-reduce)",
+                ctx.collective("all_reduce", reduce_all, v),
+            )
+        )
     if keep:
         steps.append(f"{out.name} stays unreduced over {', '.join(keep)} as asked (--unreduced)")
     out_bits = ctx.bits[out.name]
     # output splits held but not wanted there: move (all-to-all) or gather
-    moves = [(a, d) for d in out.dims for a in held[d]
-             if a not in requested[d] and a in wanted_axis]
+    moves = [
+        (a, d) for d in out.dims for a in held[d] if a not in requested[d] and a in wanted_axis
+    ]
     for a, d in moves:
         v = _nbytes(block * mesh.size(a), out_bits)
-        collectives.append(PlannedCollective(
-            "all_to_all", out.name, (a,), v, ctx.dtypes[out.name],
-            f"the output holds {d} split over {a} but asks for {wanted_axis[a]} over {a}",
-            ctx.collective("all_to_all", [a], v)))
+        collectives.append(
+            PlannedCollective(
+                "all_to_all",
+                out.name,
+                (a,),
+                v,
+                ctx.dtypes[out.name],
+                f"the output holds {d} split over {a} but asks for {wanted_axis[a]} over {a}",
+                ctx.collective("all_to_all", [a], v),
+            )
+        )
         held[d] = tuple(x for x in held[d] if x != a)
         held[wanted_axis[a]] = held[wanted_axis[a]] + (a,)
     gather = [a for d in out.dims for a in held[d] if a not in requested[d]]
     if gather:
         v = _nbytes(block * _shards(ctx, gather), out_bits)
-        collectives.append(PlannedCollective(
-            "all_gather", out.name, tuple(a for a in mesh.names if a in gather), v,
-            ctx.dtypes[out.name],
-            f"the output asks to be whole over {_fmt_axes(gather)}",
-            ctx.collective("all_gather", gather, v)))
+        collectives.append(
+            PlannedCollective(
+                "all_gather",
+                out.name,
+                tuple(a for a in mesh.names if a in gather),
+                v,
+                ctx.dtypes[out.name],
+                f"the output asks to be whole over {_fmt_axes(gather)}",
+                ctx.collective("all_gather", gather, v),
+            )
+        )
         for d in out.dims:
             held[d] = tuple(a for a in held[d] if a not in gather)
     for d in out.dims:
@@ -428,10 +521,25 @@ def _evaluate(ctx: _Ctx, choice: dict[str, str | None], rank: int,
     t_compute = flops / ctx.peak
     t_memory = hbm["total"] / ctx.chip.mem_bytes_per_s
     t_network = sum((float(c.t_s) for c in collectives), 0.0)
-    t_s = (max(t_compute, t_memory, t_network) if ctx.options.overlap
-           else max(t_compute, t_memory) + t_network)
-    return _Plan(choice, collectives, steps, flops, hbm, shapes, t_compute, t_memory, t_network,
-                 t_s, max(t_compute, t_memory) + t_network, rank)
+    t_s = (
+        max(t_compute, t_memory, t_network)
+        if ctx.options.overlap
+        else max(t_compute, t_memory) + t_network
+    )
+    return _Plan(
+        choice,
+        collectives,
+        steps,
+        flops,
+        hbm,
+        shapes,
+        t_compute,
+        t_memory,
+        t_network,
+        t_s,
+        max(t_compute, t_memory) + t_network,
+        rank,
+    )
 
 
 def _describe_choice(choice: Mapping[str, str | None]) -> str:
@@ -457,8 +565,9 @@ def _network_bytes(c: PlannedCollective) -> float:
     return (n - 1) / n * v
 
 
-def _pad_dims(spec: EinsumSpec, dims: dict[str, int], mesh: Mesh, pad: bool) -> tuple[
-        dict[str, int], dict[str, list[int]]]:
+def _pad_dims(
+    spec: EinsumSpec, dims: dict[str, int], mesh: Mesh, pad: bool
+) -> tuple[dict[str, int], dict[str, list[int]]]:
     padded: dict[str, list[int]] = {}
     out = dict(dims)
     for d in spec.all_dims:
@@ -471,11 +580,15 @@ def _pad_dims(spec: EinsumSpec, dims: dict[str, int], mesh: Mesh, pad: bool) -> 
         if dims[d] % need == 0:
             continue
         if not pad:
-            where = [f"{op.name}[{d}_{''.join(op.shard_of(d))}]" for op in spec.operands
-                     if op.shard_of(d)]
+            where = [
+                f"{op.name}[{d}_{''.join(op.shard_of(d))}]"
+                for op in spec.operands
+                if op.shard_of(d)
+            ]
             raise InputError(
                 f"dimension {d} = {dims[d]:,} is not divisible by its {need} shards "
-                f"({', '.join(where)}); pass --pad to pad it to {-(-dims[d] // need) * need:,}")
+                f"({', '.join(where)}); pass --pad to pad it to {-(-dims[d] // need) * need:,}"
+            )
         out[d] = -(-dims[d] // need) * need
         padded[d] = [dims[d], out[d]]
     return out, padded
@@ -497,34 +610,55 @@ def plan_sharded(
     check_dims(spec, dims)
     for axis in spec.mesh_axes:
         if axis not in mesh.names:
-            raise InputError(f"mesh axis {axis} is used in the spec but not declared in the mesh "
-                             f"({mesh.text()}); add it to --mesh")
+            raise InputError(
+                f"mesh axis {axis} is used in the spec but not declared in the mesh "
+                f"({mesh.text()}); add it to --mesh"
+            )
     for d in spec.all_dims:
         orders = {op.name: op.shard_of(d) for op in (spec.lhs, spec.rhs) if op.shard_of(d)}
-        if len(orders) == 2 and len(set(orders.values())) == 2 \
-                and set(orders[spec.lhs.name]) == set(orders[spec.rhs.name]):
-            raise InputError(f"{d} is split over {_fmt_axes(orders[spec.lhs.name])} in "
-                             f"{spec.lhs.name} but {_fmt_axes(orders[spec.rhs.name])} in "
-                             f"{spec.rhs.name}: the blocks do not line up; write the axes in "
-                             "the same order")
+        if (
+            len(orders) == 2
+            and len(set(orders.values())) == 2
+            and set(orders[spec.lhs.name]) == set(orders[spec.rhs.name])
+        ):
+            raise InputError(
+                f"{d} is split over {_fmt_axes(orders[spec.lhs.name])} in "
+                f"{spec.lhs.name} but {_fmt_axes(orders[spec.rhs.name])} in "
+                f"{spec.rhs.name}: the blocks do not line up; write the axes in "
+                "the same order"
+            )
     for axis in options.unreduced:
         if axis not in mesh.names:
-            raise InputError(f"--unreduced names mesh axis {axis}, which is not in the mesh "
-                             f"({mesh.text()})")
+            raise InputError(
+                f"--unreduced names mesh axis {axis}, which is not in the mesh ({mesh.text()})"
+            )
         if axis in spec.out.axes():
             raise InputError(f"axis {axis} cannot both split the output and leave it unreduced")
     input_names = {spec.lhs.name, spec.rhs.name}
     resident = frozenset(input_names if options.resident is None else options.resident)
     unknown = resident - input_names
     if unknown:
-        raise InputError(f"--resident names {', '.join(sorted(unknown))}, which is not an input "
-                         f"(inputs: {spec.lhs.name}, {spec.rhs.name})")
+        raise InputError(
+            f"--resident names {', '.join(sorted(unknown))}, which is not an input "
+            f"(inputs: {spec.lhs.name}, {spec.rhs.name})"
+        )
     dims, padded = _pad_dims(spec, dims, mesh, options.pad)
     nets = mesh_networks(chip, mesh.axes, network)
     reduce_dtype = canonical_dtype(options.reduce_dtype)
-    ctx = _Ctx(spec, dims, mesh, chip, chip.peak(compute_dtype),
-               {name: dtype_bits(t) for name, t in dtypes.items()}, dtype_bits(reduce_dtype),
-               reduce_dtype, dict(dtypes), nets, options, resident)
+    ctx = _Ctx(
+        spec,
+        dims,
+        mesh,
+        chip,
+        chip.peak(compute_dtype),
+        {name: dtype_bits(t) for name, t in dtypes.items()},
+        dtype_bits(reduce_dtype),
+        reduce_dtype,
+        dict(dtypes),
+        nets,
+        options,
+        resident,
+    )
     # inputs that are not resident start 1/D per device: gather them to the spec's layout
     base: list[PlannedCollective] = []
     base_steps: list[str] = []
@@ -533,15 +667,24 @@ def plan_sharded(
             continue
         missing = [a for a in mesh.names if a not in op.axes()]
         if not missing:
-            base_steps.append(f"{op.name} is not resident but the spec already splits it over "
-                              "every mesh axis: nothing to gather")
+            base_steps.append(
+                f"{op.name} is not resident but the spec already splits it over "
+                "every mesh axis: nothing to gather"
+            )
             continue
         v = _nbytes(_block_elements(ctx, op, _layout(op)), ctx.bits[op.name])
-        base.append(PlannedCollective(
-            "all_gather", op.name, tuple(missing), v, ctx.dtypes[op.name],
-            f"{op.name} is not resident (stored 1/{mesh.devices} per device): gather it over "
-            f"{_fmt_axes(missing)} to the layout {op.text()}",
-            ctx.collective("all_gather", missing, v)))
+        base.append(
+            PlannedCollective(
+                "all_gather",
+                op.name,
+                tuple(missing),
+                v,
+                ctx.dtypes[op.name],
+                f"{op.name} is not resident (stored 1/{mesh.devices} per device): gather it over "
+                f"{_fmt_axes(missing)} to the layout {op.text()}",
+                ctx.collective("all_gather", missing, v),
+            )
+        )
     per_axis = _options_per_axis(ctx)
     plans: list[_Plan] = []
     for combo in itertools.product(*[range(len(o)) for o in per_axis]):
@@ -555,16 +698,28 @@ def plan_sharded(
     close = [p for p in plans if p.t_s <= best_t * (1 + 1e-9)]
     best_u = min(p.t_upper_s for p in close)
     best = min((p for p in close if p.t_upper_s <= best_u * (1 + 1e-9)), key=lambda p: p.rank)
-    alternatives = tuple(
-        {"choice": _describe_choice(p.choice), "t_s": p.t_s, "t_network_s": p.t_network_s,
-         "collectives": [f"{c.kind} {c.operand} over {_fmt_axes(c.axes)}" for c in p.collectives],
-         "chosen": p is best}
-        for p in plans) if len(plans) > 1 else ()
+    alternatives = (
+        tuple(
+            {
+                "choice": _describe_choice(p.choice),
+                "t_s": p.t_s,
+                "t_network_s": p.t_network_s,
+                "collectives": [
+                    f"{c.kind} {c.operand} over {_fmt_axes(c.axes)}" for c in p.collectives
+                ],
+                "chosen": p is best,
+            }
+            for p in plans
+        )
+        if len(plans) > 1
+        else ()
+    )
     steps = list(best.steps)
     network_bytes = sum((_network_bytes(c) for c in best.collectives), 0.0)
     t_net_pred = sum((float(c.cost.predicted_s) for c in best.collectives), 0.0)
-    per_device = PerDevice(best.flops, best.bytes, network_bytes, best.t_compute_s,
-                           best.t_memory_s, best.shapes)
+    per_device = PerDevice(
+        best.flops, best.bytes, network_bytes, best.t_compute_s, best.t_memory_s, best.shapes
+    )
     bound = str(bound_of(best.t_compute_s, best.t_memory_s, best.t_network_s))
     total = spec.flops(dims)
     result = ShardedResult(
@@ -573,8 +728,11 @@ def plan_sharded(
         mesh=dict(mesh.axes),
         devices=mesh.devices,
         topology={a: nets[a].describe() for a in mesh.names},
-        dtypes={**{k: v for k, v in dtypes.items()}, "compute": compute_dtype,
-                "reduce": reduce_dtype},
+        dtypes={
+            **{k: v for k, v in dtypes.items()},
+            "compute": compute_dtype,
+            "reduce": reduce_dtype,
+        },
         per_device=per_device,
         collectives=tuple(best.collectives),
         t_network_s=best.t_network_s,
@@ -588,8 +746,12 @@ def plan_sharded(
         total_flops=total,
         steps=tuple(steps),
         alternatives=alternatives,
-        hardware={"name": chip.name, "flops_per_s": ctx.peak,
-                  "mem_bytes_per_s": chip.mem_bytes_per_s, "compute_dtype": compute_dtype},
+        hardware={
+            "name": chip.name,
+            "flops_per_s": ctx.peak,
+            "mem_bytes_per_s": chip.mem_bytes_per_s,
+            "compute_dtype": compute_dtype,
+        },
         padded=padded,
         resident=tuple(sorted(resident)),
         chip=chip,
@@ -601,8 +763,9 @@ def plan_sharded(
 # --- thresholds ------------------------------------------------------------------------------
 
 
-def _closed_form(c: PlannedCollective, net: AxisNetwork, dim: str, size_name: str,
-                 others: Sequence[str]) -> str | None:
+def _closed_form(
+    c: PlannedCollective, net: AxisNetwork, dim: str, size_name: str, others: Sequence[str]
+) -> str | None:
     """`dim < s·P·(D-1)/(2W) + ...` for one collective over one single-stage axis, when its array
     is exactly the product of the other dims (the seed's 1D cases)."""
     active = [s for s in net.stages if s.devices > 1]
@@ -669,14 +832,27 @@ def _with_thresholds(result: ShardedResult, spec: EinsumSpec) -> ShardedResult:
         # switch), then the same with the per-hop latency, which is what `bound` uses.
         bandwidth_value = result.dims[d] * t_bandwidth / pd.t_compute_s
         value = result.dims[d] * result.t_network_s / pd.t_compute_s
-        thresholds.append(Threshold(
-            name=f"{d}_network_bound_below", formula=formula.split(" + α")[0],
-            value=bandwidth_value, dim=d, current=result.dims[d],
-            network_bound=result.dims[d] < bandwidth_value))
+        thresholds.append(
+            Threshold(
+                name=f"{d}_network_bound_below",
+                formula=formula.split(" + α")[0],
+                value=bandwidth_value,
+                dim=d,
+                current=result.dims[d],
+                network_bound=result.dims[d] < bandwidth_value,
+            )
+        )
         if value != bandwidth_value:
-            thresholds.append(Threshold(
-                name=f"{d}_network_bound_below_with_latency", formula=formula, value=value,
-                dim=d, current=result.dims[d], network_bound=result.dims[d] < value))
+            thresholds.append(
+                Threshold(
+                    name=f"{d}_network_bound_below_with_latency",
+                    formula=formula,
+                    value=value,
+                    dim=d,
+                    current=result.dims[d],
+                    network_bound=result.dims[d] < value,
+                )
+            )
     return dataclasses.replace(result, thresholds=tuple(thresholds))
 
 
@@ -704,8 +880,9 @@ def shard_einsum(
     parsed = parse_einsum(spec) if isinstance(spec, str) else spec
     names = (parsed.lhs.name, parsed.rhs.name, parsed.out.name)
     resolved, compute = resolve_dtypes(names, dtype, dict(dtypes or {}), compute_dtype)
-    chip = resolve_chip(hw).with_overrides(compute_dtype=compute, flops_per_s=flops_per_s,
-                                           mem_bytes_per_s=mem_bytes_per_s)
+    chip = resolve_chip(hw).with_overrides(
+        compute_dtype=compute, flops_per_s=flops_per_s, mem_bytes_per_s=mem_bytes_per_s
+    )
     return plan_sharded(parsed, dims, parse_mesh(mesh), chip, resolved, compute, network, options)
 
 
@@ -727,10 +904,20 @@ def matmul_spec(along: str, output: str, n_divisible: bool = True) -> str:
 
 
 def shard_matmul(
-    m: int, k: int, n: int, devices: int, along: str, hw: str | Chip = "h100-sxm",
-    dtype: str = "bf16", *, output: str = "split", compute_dtype: str | None = None,
-    flops_per_s: float | None = None, mem_bytes_per_s: float | None = None,
-    network: NetworkOptions | None = None, options: ShardOptions | None = None,
+    m: int,
+    k: int,
+    n: int,
+    devices: int,
+    along: str,
+    hw: str | Chip = "h100-sxm",
+    dtype: str = "bf16",
+    *,
+    output: str = "split",
+    compute_dtype: str | None = None,
+    flops_per_s: float | None = None,
+    mem_bytes_per_s: float | None = None,
+    network: NetworkOptions | None = None,
+    options: ShardOptions | None = None,
 ) -> ShardedResult:
     """C[M,N] = A[M,K] B[K,N] split over D devices along M, N or K (seed 000 Part 2).
 
@@ -741,7 +928,16 @@ def shard_matmul(
 
     devices = check_size(int(devices), "--devices")
     spec = matmul_spec(along, output, n_divisible=n % devices == 0 or m % devices != 0)
-    result = shard_einsum(spec, {"M": m, "K": k, "N": n}, {"X": devices}, hw, dtype,
-                          compute_dtype=compute_dtype, flops_per_s=flops_per_s,
-                          mem_bytes_per_s=mem_bytes_per_s, network=network, options=options)
+    result = shard_einsum(
+        spec,
+        {"M": m, "K": k, "N": n},
+        {"X": devices},
+        hw,
+        dtype,
+        compute_dtype=compute_dtype,
+        flops_per_s=flops_per_s,
+        mem_bytes_per_s=mem_bytes_per_s,
+        network=network,
+        options=options,
+    )
     return dataclasses.replace(result, strategy=f"along {along.lower()}, output {output.lower()}")

@@ -26,9 +26,20 @@ from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 
 __all__ = [
-    "Tile", "TileReport", "Level", "parse_tile", "default_bk", "tile_traffic_bytes",
-    "tile_intensity", "working_set_bytes", "quantization", "l2_blocked_hbm_bytes",
-    "analyze_tile", "smallest_tile", "DEFAULT_STAGES", "GPU_TILE_CANDIDATES",
+    "Tile",
+    "TileReport",
+    "Level",
+    "parse_tile",
+    "default_bk",
+    "tile_traffic_bytes",
+    "tile_intensity",
+    "working_set_bytes",
+    "quantization",
+    "l2_blocked_hbm_bytes",
+    "analyze_tile",
+    "smallest_tile",
+    "DEFAULT_STAGES",
+    "GPU_TILE_CANDIDATES",
 ]
 
 # Pipeline stages of the K loop kept in shared memory (double buffering).
@@ -39,7 +50,12 @@ _BK_BYTES = 128
 # Output tiles a GPU BLAS library picks from (NVIDIA "Matrix Multiplication Background" guide,
 # section 2.3 "Typical Tile Dimensions In cuBLAS And Performance": 256x128 down to 64x64).
 GPU_TILE_CANDIDATES: tuple[tuple[int, int], ...] = (
-    (256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64),
+    (256, 128),
+    (128, 256),
+    (128, 128),
+    (128, 64),
+    (64, 128),
+    (64, 64),
 )
 _SEARCH_SIDES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 _TILE_TEXT = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)(?:\s*[xX×]\s*(\d+))?\s*$")
@@ -78,8 +94,9 @@ def _ceil_div(a: Any, b: Any) -> Any:
     return np.ceil(np.asarray(a, dtype=np.float64) / b)
 
 
-def tile_traffic_bytes(m: Any, k: Any, n: Any, bm: Any, bn: Any,
-                       s_a: float, s_b: float, s_c: float, batch: Any = 1) -> Any:
+def tile_traffic_bytes(
+    m: Any, k: Any, n: Any, bm: Any, bn: Any, s_a: float, s_b: float, s_c: float, batch: Any = 1
+) -> Any:
     """Bytes moved into output-stationary bm x bn tiles: each tile reads its A panel (bm x K) and
     B panel (K x bn) once and writes its C tile once (MODEL.md section 3)."""
     return batch * (s_a * m * k * _ceil_div(n, bn) + s_b * k * n * _ceil_div(m, bm) + s_c * m * n)
@@ -90,8 +107,9 @@ def tile_intensity(bm: Any, bn: Any, s_a: float, s_b: float) -> Any:
     return 2 * bm * bn / (s_a * bm + s_b * bn)
 
 
-def working_set_bytes(bm: Any, bn: Any, bk: Any, s_a: float, s_b: float,
-                      stages: int = DEFAULT_STAGES) -> Any:
+def working_set_bytes(
+    bm: Any, bn: Any, bk: Any, s_a: float, s_b: float, stages: int = DEFAULT_STAGES
+) -> Any:
     """On-chip bytes of one tile: `stages` K slices of A and B plus the fp32 accumulator."""
     return stages * (s_a * bm * bk + s_b * bk * bn) + ACCUMULATOR_BYTES * bm * bn
 
@@ -109,8 +127,18 @@ def quantization(m: Any, n: Any, bm: Any, bn: Any, cores: int, batch: Any = 1) -
     }
 
 
-def l2_blocked_hbm_bytes(m: Any, k: Any, n: Any, bm: Any, bn: Any, s_a: float, s_b: float,
-                         s_c: float, l2_bytes: float | None, batch: Any = 1) -> Any:
+def l2_blocked_hbm_bytes(
+    m: Any,
+    k: Any,
+    n: Any,
+    bm: Any,
+    bn: Any,
+    s_a: float,
+    s_b: float,
+    s_c: float,
+    l2_bytes: float | None,
+    batch: Any = 1,
+) -> Any:
     """HBM bytes when the L2 keeps the panels of a g x g group of tiles (a rasterized tile order):
     the traffic formula with blocks of g*bm x g*bn, g the largest integer whose A and B panels
     `K*(sA*g*bm + sB*g*bn)` fit the L2; at least one tile (g = 1), at most the whole matrix.
@@ -179,13 +207,25 @@ class TileReport:
         from shardline.serialize import jsonable
 
         out: dict[str, Any] = jsonable(self)
-        out["tile"] = {"bm": self.tile.bm, "bn": self.tile.bn, "bk": self.tile.bk,
-                       "text": self.tile.text()}
-        out["levels"] = [{**jsonable(level), "compute_bound": level.compute_bound}
-                         for level in self.levels]
-        out["smallest"] = (None if self.smallest is None else
-                           {"bm": self.smallest.bm, "bn": self.smallest.bn,
-                            "bk": self.smallest.bk, "text": self.smallest.text()})
+        out["tile"] = {
+            "bm": self.tile.bm,
+            "bn": self.tile.bn,
+            "bk": self.tile.bk,
+            "text": self.tile.text(),
+        }
+        out["levels"] = [
+            {**jsonable(level), "compute_bound": level.compute_bound} for level in self.levels
+        ]
+        out["smallest"] = (
+            None
+            if self.smallest is None
+            else {
+                "bm": self.smallest.bm,
+                "bn": self.smallest.bn,
+                "bk": self.smallest.bk,
+                "text": self.smallest.text(),
+            }
+        )
         return out
 
 
@@ -201,21 +241,26 @@ def _rate(chip: Chip, compute: str, use_peak: bool) -> tuple[float, str]:
 
 
 def _check_user_tile(tile: Tile, m: int, k: int, n: int) -> None:
-    for side, name, dim, dim_name in ((tile.bm, "BM", m, "M"), (tile.bn, "BN", n, "N"),
-                                      (tile.bk, "BK", k, "K")):
+    for side, name, dim, dim_name in (
+        (tile.bm, "BM", m, "M"),
+        (tile.bn, "BN", n, "N"),
+        (tile.bk, "BK", k, "K"),
+    ):
         if dim % side:
             raise InputError(
                 f"tile {tile.text()} does not divide the problem: {name}={side} does not divide "
                 f"{dim_name}={dim} ({dim_name} % {name} = {dim % side}); pick sides that divide "
-                "M, N and K (or leave out --tile to let shardline choose)")
+                "M, N and K (or leave out --tile to let shardline choose)"
+            )
 
 
 def _mxu(chip: Chip) -> int | None:
     return chip.on_chip.matrix_unit_elements if chip.kind == "tpu" else None
 
 
-def smallest_tile(chip: Chip, s_a: float, s_b: float, bk: int, ridge: float,
-                  stages: int = DEFAULT_STAGES) -> Tile | None:
+def smallest_tile(
+    chip: Chip, s_a: float, s_b: float, bk: int, ridge: float, stages: int = DEFAULT_STAGES
+) -> Tile | None:
     """The smallest tile (by area, then squarest) whose intensity reaches `ridge` and whose working
     set fits the per-core memory; sides are powers of two (multiples of the MXU on a TPU)."""
     unit = _mxu(chip)
@@ -234,8 +279,19 @@ def smallest_tile(chip: Chip, s_a: float, s_b: float, bk: int, ridge: float,
     return None if best is None else best[2]
 
 
-def _heuristic_tile(chip: Chip, m: int, k: int, n: int, s_a: float, s_b: float, s_c: float,
-                    bk: int, ridge: float, stages: int, compute: str) -> Tile:
+def _heuristic_tile(
+    chip: Chip,
+    m: int,
+    k: int,
+    n: int,
+    s_a: float,
+    s_b: float,
+    s_c: float,
+    bk: int,
+    ridge: float,
+    stages: int,
+    compute: str,
+) -> Tile:
     """The tile a library would pick for this shape. TPU (a compiler sizes VMEM blocks): the
     smallest MXU-multiple block that reaches the HBM ridge and fits VMEM, else one MXU tile.
     GPU: the candidate with the shortest quantized time (shardline.predict makes the same choice,
@@ -250,9 +306,18 @@ def _heuristic_tile(chip: Chip, m: int, k: int, n: int, s_a: float, s_b: float, 
 
 
 def analyze_tile(
-    m: int, k: int, n: int, hw: str | Chip = "h100-sxm", dtype: str = "bf16", *,
-    tile: str | Tile | None = None, stages: int = DEFAULT_STAGES, use_peak: bool = False,
-    a_dtype: str | None = None, b_dtype: str | None = None, out_dtype: str | None = None,
+    m: int,
+    k: int,
+    n: int,
+    hw: str | Chip = "h100-sxm",
+    dtype: str = "bf16",
+    *,
+    tile: str | Tile | None = None,
+    stages: int = DEFAULT_STAGES,
+    use_peak: bool = False,
+    a_dtype: str | None = None,
+    b_dtype: str | None = None,
+    out_dtype: str | None = None,
     compute_dtype: str | None = None,
 ) -> TileReport:
     """Traffic per memory level, tile intensity against each ridge, fit in the per-core memory,
@@ -262,8 +327,9 @@ def analyze_tile(
     chip = resolve_chip(hw)
     if stages < 1:
         raise InputError(f"--stages must be at least 1, got {stages}")
-    dtypes, compute = resolve_dtypes(("a", "b", "out"), dtype,
-                                     {"a": a_dtype, "b": b_dtype, "out": out_dtype}, compute_dtype)
+    dtypes, compute = resolve_dtypes(
+        ("a", "b", "out"), dtype, {"a": a_dtype, "b": b_dtype, "out": out_dtype}, compute_dtype
+    )
     s_a, s_b, s_c = (dtype_bytes(dtypes[x]) for x in ("a", "b", "out"))
     compute = canonical_dtype(compute)
     rate, source = _rate(chip, compute, use_peak)
@@ -285,39 +351,66 @@ def analyze_tile(
         raise InputError(
             f"tile {tile.text()} does not fit: its working set {stages}*(sA*BM*BK + sB*BK*BN) + "
             f"4*BM*BN = {work:,.0f} B exceeds the {limit:,.0f} B of shared memory per "
-            f"{chip.on_chip.core_name} on {chip.name}")
+            f"{chip.on_chip.core_name} on {chip.name}"
+        )
     flops = 2 * m * k * n
     minimum = s_a * m * k + s_b * k * n + s_c * m * n
     intensity = float(tile_intensity(tile.bm, tile.bn, s_a, s_b))
     levels = []
     tile_bytes = float(tile_traffic_bytes(m, k, n, tile.bm, tile.bn, s_a, s_b, s_c))
     if l2_rate:
-        hbm = float(l2_blocked_hbm_bytes(m, k, n, tile.bm, tile.bn, s_a, s_b, s_c,
-                                         chip.on_chip.l2_bytes))
-        levels.append(Level("HBM", hbm, chip.mem_bytes_per_s, rate / chip.mem_bytes_per_s,
-                            flops / hbm))
+        hbm = float(
+            l2_blocked_hbm_bytes(m, k, n, tile.bm, tile.bn, s_a, s_b, s_c, chip.on_chip.l2_bytes)
+        )
+        levels.append(
+            Level("HBM", hbm, chip.mem_bytes_per_s, rate / chip.mem_bytes_per_s, flops / hbm)
+        )
         levels.append(Level("L2", tile_bytes, l2_rate, rate / l2_rate, flops / tile_bytes))
         feeding = levels[-1]
     else:
-        levels.append(Level("HBM", tile_bytes, chip.mem_bytes_per_s,
-                            rate / chip.mem_bytes_per_s, flops / tile_bytes))
+        levels.append(
+            Level(
+                "HBM",
+                tile_bytes,
+                chip.mem_bytes_per_s,
+                rate / chip.mem_bytes_per_s,
+                flops / tile_bytes,
+            )
+        )
         feeding = levels[0]
     small = smallest_tile(chip, s_a, s_b, tile.bk, ridge, stages)
     cores = chip.on_chip.cores
     quant = quantization(m, n, tile.bm, tile.bn, cores or 1)
     return TileReport(
-        m=m, k=k, n=n, dtypes={**{x: str(dtypes[x]) for x in dtypes}, "compute": compute},
-        hardware=chip.name, flops=flops, minimum_bytes=minimum, tile_traffic_bytes=tile_bytes,
+        m=m,
+        k=k,
+        n=n,
+        dtypes={**{x: str(dtypes[x]) for x in dtypes}, "compute": compute},
+        hardware=chip.name,
+        flops=flops,
+        minimum_bytes=minimum,
+        tile_traffic_bytes=tile_bytes,
         flops_per_s=rate,
-        flops_per_s_source=source, tile=tile, chosen_by=chosen_by, stages=stages,
-        tile_intensity_flop_per_byte=intensity, feeding_level=feeding.name,
-        compute_bound=intensity >= ridge, levels=tuple(levels), working_set_bytes=work,
-        shared_bytes_per_core=limit, fits=fits, cores=cores,
+        flops_per_s_source=source,
+        tile=tile,
+        chosen_by=chosen_by,
+        stages=stages,
+        tile_intensity_flop_per_byte=intensity,
+        feeding_level=feeding.name,
+        compute_bound=intensity >= ridge,
+        levels=tuple(levels),
+        working_set_bytes=work,
+        shared_bytes_per_core=limit,
+        fits=fits,
+        cores=cores,
         quantization={key: float(value) for key, value in quant.items()},
         smallest=small,
-        smallest_intensity_flop_per_byte=(None if small is None else
-                                          float(tile_intensity(small.bm, small.bn, s_a, s_b))),
-        smallest_working_set_bytes=(None if small is None else
-                                    float(working_set_bytes(small.bm, small.bn, small.bk, s_a,
-                                                            s_b, stages))),
+        smallest_intensity_flop_per_byte=(
+            None if small is None else float(tile_intensity(small.bm, small.bn, s_a, s_b))
+        ),
+        smallest_working_set_bytes=(
+            None
+            if small is None
+            else float(working_set_bytes(small.bm, small.bn, small.bk, s_a, s_b, stages))
+        ),
     )

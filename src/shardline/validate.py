@@ -21,43 +21,82 @@ import numpy as np
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 
-__all__ = ["ValidationResult", "suite", "validate", "calibration_info", "check_machine",
-           "summarize", "CSV_COLUMNS"]
+__all__ = [
+    "ValidationResult",
+    "suite",
+    "validate",
+    "calibration_info",
+    "check_machine",
+    "summarize",
+    "CSV_COLUMNS",
+]
 
 # (group, M, K, N)
 _CPU_SUITE: tuple[tuple[str, int, int, int], ...] = (
-    ("large square", 1024, 1024, 1024), ("large square", 2048, 2048, 2048),
-    ("small square", 16, 16, 16), ("small square", 64, 64, 64),
-    ("small square", 128, 128, 128), ("small square", 256, 256, 256),
-    ("skinny M", 1, 2048, 2048), ("skinny M", 4, 2048, 2048), ("skinny M", 16, 2048, 2048),
-    ("skinny M", 64, 2048, 2048), ("skinny M", 256, 2048, 2048),
-    ("odd", 1000, 1000, 1000), ("odd", 1023, 1023, 1023), ("odd", 777, 999, 1531),
+    ("large square", 1024, 1024, 1024),
+    ("large square", 2048, 2048, 2048),
+    ("small square", 16, 16, 16),
+    ("small square", 64, 64, 64),
+    ("small square", 128, 128, 128),
+    ("small square", 256, 256, 256),
+    ("skinny M", 1, 2048, 2048),
+    ("skinny M", 4, 2048, 2048),
+    ("skinny M", 16, 2048, 2048),
+    ("skinny M", 64, 2048, 2048),
+    ("skinny M", 256, 2048, 2048),
+    ("odd", 1000, 1000, 1000),
+    ("odd", 1023, 1023, 1023),
+    ("odd", 777, 999, 1531),
     ("odd", 1, 3001, 2999),
-    ("K-heavy", 128, 16384, 128), ("K-heavy", 256, 65536, 256),
+    ("K-heavy", 128, 16384, 128),
+    ("K-heavy", 256, 65536, 256),
 )
 _GPU_SUITE: tuple[tuple[str, int, int, int], ...] = (
-    ("large square", 4096, 4096, 4096), ("large square", 8192, 8192, 8192),
+    ("large square", 4096, 4096, 4096),
+    ("large square", 8192, 8192, 8192),
     ("large square", 16384, 16384, 16384),
-    ("small square", 256, 256, 256), ("small square", 1024, 1024, 1024),
+    ("small square", 256, 256, 256),
+    ("small square", 1024, 1024, 1024),
     ("small square", 2048, 2048, 2048),
-    ("skinny M", 1, 8192, 8192), ("skinny M", 16, 8192, 8192), ("skinny M", 64, 8192, 8192),
+    ("skinny M", 1, 8192, 8192),
+    ("skinny M", 16, 8192, 8192),
+    ("skinny M", 64, 8192, 8192),
     ("skinny M", 256, 8192, 8192),
-    ("odd", 8191, 8191, 8191), ("odd", 1000, 1000, 1000), ("odd", 777, 999, 1531),
+    ("odd", 8191, 8191, 8191),
+    ("odd", 1000, 1000, 1000),
+    ("odd", 777, 999, 1531),
     ("odd", 6144, 4095, 6144),
-    ("K-heavy", 256, 65536, 256), ("K-heavy", 1024, 131072, 1024),
+    ("K-heavy", 256, 65536, 256),
+    ("K-heavy", 1024, 131072, 1024),
 )
 _QUICK_SUITE: tuple[tuple[str, int, int, int], ...] = (
-    ("small square", 16, 16, 16), ("small square", 96, 96, 96), ("skinny M", 1, 512, 512),
-    ("skinny M", 8, 384, 384), ("odd", 100, 300, 200), ("K-heavy", 32, 4096, 32),
+    ("small square", 16, 16, 16),
+    ("small square", 96, 96, 96),
+    ("skinny M", 1, 512, 512),
+    ("skinny M", 8, 384, 384),
+    ("odd", 100, 300, 200),
+    ("K-heavy", 32, 4096, 32),
 )
-CSV_COLUMNS = ("group", "m", "k", "n", "dtype", "measured_s", "predicted_s", "roofline_s",
-               "abs_err_predicted", "abs_err_roofline", "predicted_bound")
+CSV_COLUMNS = (
+    "group",
+    "m",
+    "k",
+    "n",
+    "dtype",
+    "measured_s",
+    "predicted_s",
+    "roofline_s",
+    "abs_err_predicted",
+    "abs_err_roofline",
+    "predicted_bound",
+)
 
 
 def suite(kind: str, dtypes: tuple[str, ...], quick: bool = False) -> list[dict[str, Any]]:
     shapes = _QUICK_SUITE if quick else (_GPU_SUITE if kind == "gpu" else _CPU_SUITE)
-    return [{"group": g, "m": m, "k": k, "n": n, "dtype": d}
-            for d in dtypes for g, m, k, n in shapes]
+    return [
+        {"group": g, "m": m, "k": k, "n": n, "dtype": d} for d in dtypes for g, m, k, n in shapes
+    ]
 
 
 def calibration_info(chip: Chip) -> dict[str, Any]:
@@ -76,18 +115,24 @@ def calibration_info(chip: Chip) -> dict[str, Any]:
 def check_machine(chip: Chip, device: str, identity: str) -> None:
     """A calibration file is only valid on the machine kind it was measured on."""
     if chip.kind == "cpu" and device != "cpu":
-        raise InputError(f"{chip.path or chip.name} describes a CPU, but --device {device} "
-                         "measures the GPU; leave out --device (or pass --device cpu), or validate "
-                         "a GPU chip file (`shardline calibrate --device cuda --out gpu.toml`)")
+        raise InputError(
+            f"{chip.path or chip.name} describes a CPU, but --device {device} "
+            "measures the GPU; leave out --device (or pass --device cpu), or validate "
+            "a GPU chip file (`shardline calibrate --device cuda --out gpu.toml`)"
+        )
     if chip.kind in ("gpu", "tpu") and device != "cuda":
-        raise InputError(f"{chip.name} is a {chip.kind}, and this machine measures on '{identity}'"
-                         "; validate a chip file calibrated here (`shardline calibrate --out "
-                         "host.toml`, then `--hw host.toml`)")
+        raise InputError(
+            f"{chip.name} is a {chip.kind}, and this machine measures on '{identity}'"
+            "; validate a chip file calibrated here (`shardline calibrate --out "
+            "host.toml`, then `--hw host.toml`)"
+        )
     if chip.kind == "tpu":
         raise InputError(f"{chip.name} is a TPU; validate measures with numpy or torch.cuda only")
     if chip.measured_on is not None and chip.measured_on != identity:
-        raise InputError(f"{chip.path or chip.name} was calibrated on '{chip.measured_on}', but "
-                         f"this machine is '{identity}'; run `shardline calibrate` here first")
+        raise InputError(
+            f"{chip.path or chip.name} was calibrated on '{chip.measured_on}', but "
+            f"this machine is '{identity}'; run `shardline calibrate` here first"
+        )
 
 
 @dataclass(frozen=True)
@@ -102,9 +147,14 @@ class ValidationResult:
     def to_dict(self) -> dict[str, Any]:
         from shardline.serialize import jsonable
 
-        return {"hardware": self.hardware, "measured_on": self.measured_on,
-                "backend": self.backend, "threads": self.threads,
-                "cases": jsonable(self.cases), "summary": jsonable(self.summary)}
+        return {
+            "hardware": self.hardware,
+            "measured_on": self.measured_on,
+            "backend": self.backend,
+            "threads": self.threads,
+            "cases": jsonable(self.cases),
+            "summary": jsonable(self.summary),
+        }
 
 
 def summarize(cases: list[dict[str, Any]]) -> dict[str, Any]:
@@ -132,14 +182,23 @@ def _predict(chip: Chip, cases: list[dict[str, Any]]) -> dict[str, Any]:
     n = np.array([c["n"] for c in cases], dtype=np.float64)
     dtype = np.array([c["dtype"] for c in cases])
     result = with_prediction(matmul(m, k, n, hw=chip, dtype=dtype))
-    return {"predicted_s": np.asarray(result.predicted_s),
-            "roofline_s": np.asarray(result.t_lower_s),
-            "predicted_bound": np.asarray(result.predicted_bound)}
+    return {
+        "predicted_s": np.asarray(result.predicted_s),
+        "roofline_s": np.asarray(result.t_lower_s),
+        "predicted_bound": np.asarray(result.predicted_bound),
+    }
 
 
-def validate(hw: str | Chip, *, device: str = "auto", quick: bool = False,
-             repeats: int | None = None, progress: bool | None = None,
-             threads: int | None = None, partial: Path | None = None) -> ValidationResult:
+def validate(
+    hw: str | Chip,
+    *,
+    device: str = "auto",
+    quick: bool = False,
+    repeats: int | None = None,
+    progress: bool | None = None,
+    threads: int | None = None,
+    partial: Path | None = None,
+) -> ValidationResult:
     """Measure the suite here and compare with the chip's predictions. A measurement that fails
     midway keeps the finished cases in `partial` (a CSV) and raises InputError."""
     from shardline.calibrate import current_identity, detect_device, run_measured
@@ -164,29 +223,56 @@ def validate(hw: str | Chip, *, device: str = "auto", quick: bool = False,
             require_torch()
     dtypes = tuple(d for d in wanted if d in chip.peak_flops_per_s)
     if not dtypes:
-        raise InputError(f"{chip.name} has none of the dtypes the suite measures "
-                         f"({', '.join(wanted)})")
+        raise InputError(
+            f"{chip.name} has none of the dtypes the suite measures ({', '.join(wanted)})"
+        )
     if threads is None and device == "cpu":
         threads = int(info.get("threads", 1))
     cases = suite(chip.kind if device == "cuda" else "cpu", dtypes, quick)
     timing = _timing(quick, repeats)
-    jobs = [{"backend": backend, "device": run_device, "kind": "matmul", **timing,
-             **{key: c[key] for key in ("m", "k", "n", "dtype")}} for c in cases]
-    measured = run_measured(jobs, threads=threads, label="validate", progress=progress,
-                            partial=partial, not_written="no CSV or plot was written")
+    jobs = [
+        {
+            "backend": backend,
+            "device": run_device,
+            "kind": "matmul",
+            **timing,
+            **{key: c[key] for key in ("m", "k", "n", "dtype")},
+        }
+        for c in cases
+    ]
+    measured = run_measured(
+        jobs,
+        threads=threads,
+        label="validate",
+        progress=progress,
+        partial=partial,
+        not_written="no CSV or plot was written",
+    )
     model = _predict(chip, cases)
     rows = []
     for i, (case, result) in enumerate(zip(cases, measured, strict=True)):
         seconds = float(result["seconds"])
         predicted = float(model["predicted_s"][i])
         roofline = float(model["roofline_s"][i])
-        rows.append({**case, "measured_s": seconds, "predicted_s": predicted,
-                     "roofline_s": roofline,
-                     "abs_err_predicted": abs(predicted - seconds) / seconds,
-                     "abs_err_roofline": abs(roofline - seconds) / seconds,
-                     "predicted_bound": str(model["predicted_bound"][i])})
-    return ValidationResult(hardware=chip.name, measured_on=identity, backend=backend,
-                            threads=threads, cases=rows, summary=summarize(rows))
+        rows.append(
+            {
+                **case,
+                "measured_s": seconds,
+                "predicted_s": predicted,
+                "roofline_s": roofline,
+                "abs_err_predicted": abs(predicted - seconds) / seconds,
+                "abs_err_roofline": abs(roofline - seconds) / seconds,
+                "predicted_bound": str(model["predicted_bound"][i]),
+            }
+        )
+    return ValidationResult(
+        hardware=chip.name,
+        measured_on=identity,
+        backend=backend,
+        threads=threads,
+        cases=rows,
+        summary=summarize(rows),
+    )
 
 
 def write_csv(path: Path, result: ValidationResult) -> None:

@@ -376,8 +376,12 @@ class Workload:
 
     def identity(self) -> dict[str, Any]:
         """The keys every JSON result names its workload by."""
-        return {"name": self.name, "kind": self.kind, "phase": self.phase,
-                "batch_dim": self.batch_dim}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "phase": self.phase,
+            "batch_dim": self.batch_dim,
+        }
 
     # -- parameters ----------------------------------------------------------------------------
     def params(self) -> int:

@@ -23,8 +23,14 @@ from shardline.calibrate.chipfile import partial_path, write_chip_file, write_pa
 from shardline.calibrate.runner import MeasurementFailed, ProgressBar, run_jobs
 from shardline.errors import InputError
 
-__all__ = ["CalibrationResult", "calibrate", "catalog_match", "current_identity", "detect_device",
-           "run_measured"]
+__all__ = [
+    "CalibrationResult",
+    "calibrate",
+    "catalog_match",
+    "current_identity",
+    "detect_device",
+    "run_measured",
+]
 
 
 @dataclass(frozen=True)
@@ -61,9 +67,15 @@ def current_identity(device: str) -> str:
     return machine_identity()
 
 
-def run_measured(jobs: list[dict[str, Any]], *, threads: int | None, label: str,
-                 progress: bool | None, partial: Path | None,
-                 not_written: str = "no chip file was written") -> list[dict[str, Any]]:
+def run_measured(
+    jobs: list[dict[str, Any]],
+    *,
+    threads: int | None,
+    label: str,
+    progress: bool | None,
+    partial: Path | None,
+    not_written: str = "no chip file was written",
+) -> list[dict[str, Any]]:
     """Run jobs with a progress bar; on failure keep the finished rows in `partial` and raise."""
     bar = ProgressBar(len(jobs), label, enabled=progress)
     try:
@@ -97,10 +109,19 @@ def catalog_match(device_name: str) -> Any | None:
 
 
 def calibrate(
-    out: str | Path, *, device: str = "auto", backend: str | None = None, threads: int = 1,
-    quick: bool = False, repeats: int | None = None, name: str | None = None,
-    progress: bool | None = None, collectives: bool = False, processes: int = 4,
-    force: bool = False, on_progress: Callable[[str], None] | None = None,
+    out: str | Path,
+    *,
+    device: str = "auto",
+    backend: str | None = None,
+    threads: int = 1,
+    quick: bool = False,
+    repeats: int | None = None,
+    name: str | None = None,
+    progress: bool | None = None,
+    collectives: bool = False,
+    processes: int = 4,
+    force: bool = False,
+    on_progress: Callable[[str], None] | None = None,
 ) -> CalibrationResult:
     """Measure this machine and write the chip file `out` (atomically, or not at all)."""
     from shardline.calibrate.chipfile import check_output
@@ -119,11 +140,17 @@ def calibrate(
         major = int(props["capability"].split(".")[0])
         dtypes = tuple(d for d in gpu.TORCH_GPU_DTYPES if major >= 8 or d in ("fp16", "fp32"))
         jobs = gpu_plan(dtypes, quick=quick, repeats=repeats)
-        results = run_measured(jobs, threads=None, label="calibrate gpu", progress=progress,
-                               partial=partial)
-        chip = fit_gpu(results, props=props, identity=current_identity("cuda"),
-                       name=name or "host-gpu", library=f"torch {torch.__version__}",
-                       catalog_chip=catalog_match(props["name"]))
+        results = run_measured(
+            jobs, threads=None, label="calibrate gpu", progress=progress, partial=partial
+        )
+        chip = fit_gpu(
+            results,
+            props=props,
+            identity=current_identity("cuda"),
+            name=name or "host-gpu",
+            library=f"torch {torch.__version__}",
+            catalog_chip=catalog_match(props["name"]),
+        )
     else:
         from shardline.calibrate import cpu
         from shardline.calibrate.fit import cpu_plan, fit_cpu
@@ -140,21 +167,38 @@ def calibrate(
             raise InputError(f"--backend must be numpy or torch, got {backend!r}")
         llc = cpu.llc_bytes()
         jobs = cpu_plan(dtypes, llc, backend=backend, quick=quick, repeats=repeats)
-        results = run_measured(jobs, threads=threads, label="calibrate cpu", progress=progress,
-                               partial=partial)
-        chip = fit_cpu(results, threads=threads, backend=backend, name=name or "host",
-                       identity=current_identity("cpu"), model=cpu.cpu_model_name(),
-                       llc_bytes=llc, mem_total=cpu.mem_total_bytes(), library=library)
+        results = run_measured(
+            jobs, threads=threads, label="calibrate cpu", progress=progress, partial=partial
+        )
+        chip = fit_cpu(
+            results,
+            threads=threads,
+            backend=backend,
+            name=name or "host",
+            identity=current_identity("cpu"),
+            model=cpu.cpu_model_name(),
+            llc_bytes=llc,
+            mem_total=cpu.mem_total_bytes(),
+            library=library,
+        )
     if collectives:
         from shardline.calibrate.collectives import calibrate_collectives
 
-        fitted, rows = calibrate_collectives(processes=processes, device=device, quick=quick,
-                                             progress=progress, partial=partial, done=results)
+        fitted, rows = calibrate_collectives(
+            processes=processes,
+            device=device,
+            quick=quick,
+            progress=progress,
+            partial=partial,
+            done=results,
+        )
         results = results + rows
         chip["interconnect"] = fitted["interconnect"]
         chip["achievable"].update(fitted["achievable"])
-    header = ("shardline chip file written by `shardline calibrate`: measured on this machine.\n"
-              "Every number carries its source; see docs/prediction.md for the model.")
+    header = (
+        "shardline chip file written by `shardline calibrate`: measured on this machine.\n"
+        "Every number carries its source; see docs/prediction.md for the model."
+    )
     write_chip_file(path, chip, header)
     partial.unlink(missing_ok=True)
     return CalibrationResult(str(path), chip, results)

@@ -17,8 +17,15 @@ from typing import Any
 
 from shardline.errors import InputError
 
-__all__ = ["Measured", "render_toml", "atomic_write", "check_output", "write_chip_file",
-           "write_partial_csv", "partial_path"]
+__all__ = [
+    "Measured",
+    "render_toml",
+    "atomic_write",
+    "check_output",
+    "write_chip_file",
+    "write_partial_csv",
+    "partial_path",
+]
 
 
 class Measured:
@@ -71,8 +78,9 @@ def render_toml(data: dict[str, Any], header: str = "") -> str:
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """Call `write(tmp)` on a temporary file next to `path`, then rename it into place."""
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                                dir=str(path.parent) if str(path.parent) else ".")
+    fd, name = tempfile.mkstemp(
+        prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent) if str(path.parent) else "."
+    )
     os.close(fd)
     tmp = Path(name)
     umask = os.umask(0)
@@ -86,8 +94,13 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
         raise
 
 
-def check_output(path: str | Path, inputs: Iterable[str | Path] = (), *, force: bool = False,
-                 suffixes: tuple[str, ...] = ()) -> Path:
+def check_output(
+    path: str | Path,
+    inputs: Iterable[str | Path] = (),
+    *,
+    force: bool = False,
+    suffixes: tuple[str, ...] = (),
+) -> Path:
     """An output path that is not an input, is in an existing directory, and is not an existing
     file unless `force`. Checked before any measurement starts."""
     out = Path(path)
@@ -114,6 +127,7 @@ def write_chip_file(path: Path, data: dict[str, Any], header: str = "") -> None:
 
     text = render_toml(data, header)
     chip_from_dict(tomllib.loads(text), origin=str(path))  # never write a file the loader rejects
+
     def write(tmp: Path) -> None:
         tmp.write_text(text, encoding="utf-8")
 

@@ -54,8 +54,15 @@ def sizes(quick: bool) -> list[int]:
     return [2**e for e in range(12, top + 1, 2)]
 
 
-def model_time(op: str, v_bytes: Any, processes: int, alpha_s: float, link_bytes_per_s: float,
-               eff_max: float, half_bytes: float) -> Any:
+def model_time(
+    op: str,
+    v_bytes: Any,
+    processes: int,
+    alpha_s: float,
+    link_bytes_per_s: float,
+    eff_max: float,
+    half_bytes: float,
+) -> Any:
     """Predicted seconds of one collective (the model in the module docstring)."""
     n = _PHASES[op]
     v = np.asarray(v_bytes, dtype=np.float64)
@@ -73,8 +80,9 @@ def fit_collectives(rows: list[dict[str, Any]], processes: int) -> dict[str, flo
     alpha = statistics.median(r["seconds"] for r in by_kind["ping"]) / 2
     # a collective includes at least its hops' latency: on a busy machine a slow ping-pong cannot
     # make alpha exceed (the fastest collective / its phases), kept 10% below it
-    floor = min((r["seconds"] / _PHASES[op] for op in OPS for r in by_kind.get(op, [])),
-                default=alpha / 0.9)
+    floor = min(
+        (r["seconds"] / _PHASES[op] for op in OPS for r in by_kind.get(op, [])), default=alpha / 0.9
+    )
     alpha = min(alpha, 0.9 * floor)
     big = max(by_kind["p2p"], key=lambda r: r["bytes"])
     one_way = max(big["seconds"] / 2 - alpha, 1e-12)
@@ -107,8 +115,13 @@ def fit_collectives(rows: list[dict[str, Any]], processes: int) -> dict[str, flo
         raise InputError("the collective measurements do not determine a bus efficiency")
     if eff_max > 1.0:
         link, eff_max = link * eff_max, 1.0
-    return {"alpha_s": alpha, "link_bytes_per_s": link, "eff_max": eff_max, "half_bytes": half,
-            "processes": processes}
+    return {
+        "alpha_s": alpha,
+        "link_bytes_per_s": link,
+        "eff_max": eff_max,
+        "half_bytes": half,
+        "processes": processes,
+    }
 
 
 # ----------------------------------------------------------------------------------------------
@@ -143,8 +156,13 @@ def measure_rank(quick: bool, repeats: int) -> list[dict[str, Any]]:
     warnings.filterwarnings("ignore", category=FutureWarning)
     rank, world = dist.get_rank(), dist.get_world_size()
     cuda = dist.get_backend() == "nccl"
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)) % max(
-        1, torch.cuda.device_count())) if cuda else torch.device("cpu")
+    device = (
+        torch.device(
+            "cuda", int(os.environ.get("LOCAL_RANK", rank)) % max(1, torch.cuda.device_count())
+        )
+        if cuda
+        else torch.device("cpu")
+    )
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     rows: list[dict[str, Any]] = []
 
@@ -174,8 +192,13 @@ def measure_rank(quick: bool, repeats: int) -> list[dict[str, Any]]:
             "all_reduce": lambda full=full: dist.all_reduce(full),
         }
         for op, fn in ops.items():
-            rows.append({"op": op, "bytes": elems * 4,
-                         "seconds": _timed(fn, sync, repeats, dist, _calls(elems * 4))})
+            rows.append(
+                {
+                    "op": op,
+                    "bytes": elems * 4,
+                    "seconds": _timed(fn, sync, repeats, dist, _calls(elems * 4)),
+                }
+            )
             if rank == 0:
                 print(json.dumps({"progress": f"{op} {elems * 4 / 1e6:.3g} MB"}), flush=True)
     return rows if rank == 0 else []
@@ -204,19 +227,33 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _run_local(processes: int, backend: str, quick: bool, repeats: int,
-               progress: Any) -> list[dict[str, Any]]:
+def _run_local(
+    processes: int, backend: str, quick: bool, repeats: int, progress: Any
+) -> list[dict[str, Any]]:
     port = _free_port()
     procs = []
     for rank in range(processes):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                   WORLD_SIZE=str(processes), LOCAL_RANK=str(rank),
-                   SHARDLINE_DIST_BACKEND=backend, SHARDLINE_QUICK="1" if quick else "0",
-                   SHARDLINE_REPEATS=str(repeats), OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "shardline.calibrate.collectives"], env=env,
-            stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True))
+        env = dict(
+            os.environ,
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            RANK=str(rank),
+            WORLD_SIZE=str(processes),
+            LOCAL_RANK=str(rank),
+            SHARDLINE_DIST_BACKEND=backend,
+            SHARDLINE_QUICK="1" if quick else "0",
+            SHARDLINE_REPEATS=str(repeats),
+            OMP_NUM_THREADS="1",
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "shardline.calibrate.collectives"],
+                env=env,
+                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     rows: list[dict[str, Any]] = []
     first = procs[0]
     assert first.stdout is not None
@@ -234,10 +271,16 @@ def _run_local(processes: int, backend: str, quick: bool, repeats: int,
     return rows
 
 
-def calibrate_collectives(*, processes: int, device: str, quick: bool, progress: bool | None,
-                          partial: Path | None, done: list[dict[str, Any]],
-                          repeats: int | None = None,
-                          ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def calibrate_collectives(
+    *,
+    processes: int,
+    device: str,
+    quick: bool,
+    progress: bool | None,
+    partial: Path | None,
+    done: list[dict[str, Any]],
+    repeats: int | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Measure and fit; returns the chip-file tables and the measured rows."""
     from shardline.calibrate.gpu import require_torch
     from shardline.calibrate.runner import ProgressBar
@@ -264,19 +307,25 @@ def calibrate_collectives(*, processes: int, device: str, quick: bool, progress:
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
         if partial is not None:
             write_partial_csv(partial, done)
-        raise InputError(f"collective measurement failed: {exc}; the {len(done)} earlier "
-                         f"measurements are in {partial}; no chip file was written") from None
+        raise InputError(
+            f"collective measurement failed: {exc}; the {len(done)} earlier "
+            f"measurements are in {partial}; no chip file was written"
+        ) from None
     finally:
         bar.close()
     fit = fit_collectives(rows, processes)
-    where = (f"fitted to {len(rows)} torch.distributed {backend} runs over {processes} "
-             "processes (shardline calibrate --collectives)")
+    where = (
+        f"fitted to {len(rows)} torch.distributed {backend} runs over {processes} "
+        "processes (shardline calibrate --collectives)"
+    )
     fitted = {
         "interconnect": {
             "link": f"torch.distributed {backend}, {processes} processes",
             "topology": "switch",
-            "link_bytes_per_s": Measured(fit["link_bytes_per_s"], "one-way bandwidth of a "
-                                         f"{sizes(quick)[-1]:,}-byte send/recv; {where}"),
+            "link_bytes_per_s": Measured(
+                fit["link_bytes_per_s"],
+                f"one-way bandwidth of a {sizes(quick)[-1]:,}-byte send/recv; {where}",
+            ),
             "links_per_chip": Measured(1, "one logical link per process"),
             "hop_latency_s": Measured(fit["alpha_s"], f"half a 4-byte ping-pong; {where}"),
             "scale_up_devices": Measured(processes, "processes measured"),

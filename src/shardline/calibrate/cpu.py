@@ -14,8 +14,17 @@ from typing import Any
 
 from shardline.calibrate.timing import Timing, time_call
 
-__all__ = ["machine_identity", "cpu_model_name", "logical_cpus", "llc_bytes", "mem_total_bytes",
-           "numpy_dtype", "run_numpy_job", "blas_description", "NUMPY_DTYPES"]
+__all__ = [
+    "machine_identity",
+    "cpu_model_name",
+    "logical_cpus",
+    "llc_bytes",
+    "mem_total_bytes",
+    "numpy_dtype",
+    "run_numpy_job",
+    "blas_description",
+    "NUMPY_DTYPES",
+]
 
 # The dtypes numpy multiplies through BLAS (numpy's float16 matmul is a plain loop, not BLAS, and
 # numpy has no bfloat16): the CPU suite uses these two.

@@ -49,9 +49,15 @@ def _square_side(nbytes: float, elem_bytes: float) -> int:
     return max(16, int(math.sqrt(nbytes / elem_bytes)))
 
 
-def cpu_plan(dtypes: tuple[str, ...], llc_bytes: int | None, *, backend: str = "numpy",
-             device: str = "cpu", quick: bool = False,
-             repeats: int | None = None) -> list[dict[str, Any]]:
+def cpu_plan(
+    dtypes: tuple[str, ...],
+    llc_bytes: int | None,
+    *,
+    backend: str = "numpy",
+    device: str = "cpu",
+    quick: bool = False,
+    repeats: int | None = None,
+) -> list[dict[str, Any]]:
     """The jobs of a CPU calibration (see the module docstring)."""
     timing = _timing(quick, repeats)
     llc = llc_bytes or _FALLBACK_LLC_BYTES
@@ -82,11 +88,20 @@ def cpu_plan(dtypes: tuple[str, ...], llc_bytes: int | None, *, backend: str = "
             side = _square_side(fraction * llc, size)
             shapes.append((1, side, side, "stream"))
         for m, k, n, role in shapes:
-            jobs.append({**base, "kind": "matmul", "m": m, "k": k, "n": n, "dtype": dtype,
-                         "role": role})
+            jobs.append(
+                {**base, "kind": "matmul", "m": m, "k": k, "n": n, "dtype": dtype, "role": role}
+            )
     for kind in ("copy", "triad"):
-        jobs.append({"backend": "numpy", "device": "cpu", **timing, "kind": kind,
-                     "bytes": int(4 * llc), "role": "memory"})
+        jobs.append(
+            {
+                "backend": "numpy",
+                "device": "cpu",
+                **timing,
+                "kind": kind,
+                "bytes": int(4 * llc),
+                "role": "memory",
+            }
+        )
     return jobs
 
 
@@ -144,9 +159,18 @@ def _fit_stream(points: list[tuple[float, float]], llc: float) -> tuple[float, f
     return best[1], best[2], best[3]
 
 
-def fit_cpu(results: list[dict[str, Any]], *, threads: int, backend: str, name: str,
-            identity: str, model: str, llc_bytes: int | None, mem_total: int | None,
-            library: str) -> dict[str, Any]:
+def fit_cpu(
+    results: list[dict[str, Any]],
+    *,
+    threads: int,
+    backend: str,
+    name: str,
+    identity: str,
+    model: str,
+    llc_bytes: int | None,
+    mem_total: int | None,
+    library: str,
+) -> dict[str, Any]:
     """A chip-file table from CPU calibration results (see the module docstring)."""
     from shardline.predict import pack_read_time
 
@@ -158,12 +182,14 @@ def fit_cpu(results: list[dict[str, Any]], *, threads: int, backend: str, name: 
     overhead = [r["seconds"] for r in mm if r["role"] == "overhead"]
     t_call = float(min(overhead)) if overhead else 0.0
     # 1. streaming reads: effective cache capacity, cache and memory rates
-    stream_points = [(_bytes(r)["total"], max(r["seconds"] - t_call, 1e-9))
-                     for r in mm if r["role"] == "stream"]
+    stream_points = [
+        (_bytes(r)["total"], max(r["seconds"] - t_call, 1e-9)) for r in mm if r["role"] == "stream"
+    ]
     if len(stream_points) < 3:
         raise InputError("too few matrix-vector measurements to fit the streaming rates")
-    capacity, cache_rate, mem_rate = _fit_stream(stream_points, float(llc_bytes or
-                                                                      _FALLBACK_LLC_BYTES))
+    capacity, cache_rate, mem_rate = _fit_stream(
+        stream_points, float(llc_bytes or _FALLBACK_LLC_BYTES)
+    )
     # 2. matmuls: t - t_call = r * t_read(bytes_a + bytes_b) + F / P_d
     fit_rows = [r for r in mm if r["role"] == "fit"]
     rows, times = [], []
@@ -178,9 +204,14 @@ def fit_cpu(results: list[dict[str, Any]], *, threads: int, backend: str, name: 
     # Refine: the largest square of each dtype (packing ~1% of its time) pins that dtype's rate,
     # so that a noisy packing term cannot trade against the rate; then refit the packing ratio.
     x, t = np.array(rows), np.array(times)
-    largest = {d: max((i for i, r in enumerate(fit_rows) if r["dtype"] == d and
-                       r["m"] == r["k"] == r["n"]), key=lambda i: _flops(fit_rows[i]), default=-1)
-               for d in dtypes}
+    largest = {
+        d: max(
+            (i for i, r in enumerate(fit_rows) if r["dtype"] == d and r["m"] == r["k"] == r["n"]),
+            key=lambda i: _flops(fit_rows[i]),
+            default=-1,
+        )
+        for d in dtypes
+    }
     for _ in range(5):
         for j, d in enumerate(dtypes, start=1):
             i = largest[d]
@@ -199,40 +230,58 @@ def fit_cpu(results: list[dict[str, Any]], *, threads: int, backend: str, name: 
         best = max(_flops(r) / r["seconds"] for r in mm if r["dtype"] == d and r["role"] == "fit")
         rate = 1.0 / float(inv)
         count = sum(r["dtype"] == d for r in fit_rows)
-        achievable[d] = Measured(rate, f"fitted over {count} {d} matmuls: t = t_call + "
-                                       f"t_pack + F/P; {where}")
+        achievable[d] = Measured(
+            rate, f"fitted over {count} {d} matmuls: t = t_call + t_pack + F/P; {where}"
+        )
         peaks[d] = Measured(max(best, rate), f"best {d} matmul rate measured; {where}")
-    copies = {r["kind"]: r["bytes"] * (2 if r["kind"] == "copy" else 5) / r["seconds"]
-              for r in results if r["kind"] in ("copy", "triad")}
+    copies = {
+        r["kind"]: r["bytes"] * (2 if r["kind"] == "copy" else 5) / r["seconds"]
+        for r in results
+        if r["kind"] in ("copy", "triad")
+    }
     dram_best = max([mem_rate, *copies.values()])
     memory = {
-        "capacity_bytes": Measured(float(mem_total or 2**30), "/proc/meminfo MemTotal"
-                                   if mem_total else "unknown; 1 GiB placeholder"),
-        "bytes_per_s": Measured(dram_best, "best of the fitted matrix-vector memory rate, copy "
-                                           f"(read+write) and triad (5 passes); {where}"),
+        "capacity_bytes": Measured(
+            float(mem_total or 2**30),
+            "/proc/meminfo MemTotal" if mem_total else "unknown; 1 GiB placeholder",
+        ),
+        "bytes_per_s": Measured(
+            dram_best,
+            "best of the fitted matrix-vector memory rate, copy "
+            f"(read+write) and triad (5 passes); {where}",
+        ),
     }
     sysfs = f"sysfs says {llc_bytes:,} B" if llc_bytes else "sysfs does not say"
     on_chip: dict[str, Any] = {
         "core_name": "core",
         "cores": Measured(threads, "BLAS threads used by the calibration"),
-        "l2_bytes": Measured(capacity, "effective last-level cache capacity, fitted to "
-                                       f"matrix-vector reads at {len(stream_points)} sizes "
-                                       f"({sysfs}); {where}"),
-        "l2_bytes_per_s": Measured(cache_rate, f"fitted matrix-vector read rate from the cache; "
-                                               f"{where}"),
+        "l2_bytes": Measured(
+            capacity,
+            "effective last-level cache capacity, fitted to "
+            f"matrix-vector reads at {len(stream_points)} sizes "
+            f"({sysfs}); {where}",
+        ),
+        "l2_bytes_per_s": Measured(
+            cache_rate, f"fitted matrix-vector read rate from the cache; {where}"
+        ),
     }
     ach: dict[str, Any] = {
-        "mem_bytes_per_s": Measured(mem_rate, f"fitted matrix-vector read rate from memory; "
-                                              f"{where}"),
+        "mem_bytes_per_s": Measured(
+            mem_rate, f"fitted matrix-vector read rate from memory; {where}"
+        ),
         "matmul_flops_per_s": achievable,
     }
     if t_call > 0:
-        ach["per_call_overhead_s"] = Measured(t_call, f"median time of a {TINY}x{TINY}x{TINY} "
-                                                      f"matmul; {where}")
+        ach["per_call_overhead_s"] = Measured(
+            t_call, f"median time of a {TINY}x{TINY}x{TINY} matmul; {where}"
+        )
     if pack_ratio > 0:
-        ach["pack_bytes_per_s"] = Measured(mem_rate / pack_ratio, "fitted: packing the inputs "
-                                           f"takes {pack_ratio:.3g} x the time of reading them "
-                                           f"(memory rate / {pack_ratio:.3g}); {where}")
+        ach["pack_bytes_per_s"] = Measured(
+            mem_rate / pack_ratio,
+            "fitted: packing the inputs "
+            f"takes {pack_ratio:.3g} x the time of reading them "
+            f"(memory rate / {pack_ratio:.3g}); {where}",
+        )
     return {
         "schema": 1,
         "name": name,
@@ -241,19 +290,24 @@ def fit_cpu(results: list[dict[str, Any]], *, threads: int, backend: str, name: 
         "kind": "cpu",
         "measured_on": identity,
         "notes": "written by `shardline calibrate`; predicted time of a matmul on this file: "
-                 "t_call + t_pack + F/matmul_flops_per_s, t_pack = (bytes_a + bytes_b)/W x "
-                 "mem_bytes_per_s/pack_bytes_per_s (W: l2_bytes_per_s when the inputs fit "
-                 "l2_bytes, else mem_bytes_per_s); a matrix-vector product takes "
-                 "t_call + t_stream(Q); t_stream(Q) = min(Q, l2_bytes)/l2_bytes_per_s + "
-                 "max(Q - l2_bytes, 0)/mem_bytes_per_s",
+        "t_call + t_pack + F/matmul_flops_per_s, t_pack = (bytes_a + bytes_b)/W x "
+        "mem_bytes_per_s/pack_bytes_per_s (W: l2_bytes_per_s when the inputs fit "
+        "l2_bytes, else mem_bytes_per_s); a matrix-vector product takes "
+        "t_call + t_stream(Q); t_stream(Q) = min(Q, l2_bytes)/l2_bytes_per_s + "
+        "max(Q - l2_bytes, 0)/mem_bytes_per_s",
         "peak_flops_per_s": peaks,
         "memory": memory,
         "on_chip": on_chip,
         "achievable": ach,
         "calibration": {
-            "date": when, "machine": identity, "backend": backend, "library": library,
-            "threads": threads, "python": platform.python_version(),
-            "fit_median_abs_error": round(fit_error, 4), "measurements": len(results),
+            "date": when,
+            "machine": identity,
+            "backend": backend,
+            "library": library,
+            "threads": threads,
+            "python": platform.python_version(),
+            "fit_median_abs_error": round(fit_error, 4),
+            "measurements": len(results),
         },
     }
 
@@ -262,26 +316,36 @@ def fit_cpu(results: list[dict[str, Any]], *, threads: int, backend: str, name: 
 # GPU
 
 
-def gpu_plan(dtypes: tuple[str, ...], *, quick: bool = False,
-             repeats: int | None = None) -> list[dict[str, Any]]:
+def gpu_plan(
+    dtypes: tuple[str, ...], *, quick: bool = False, repeats: int | None = None
+) -> list[dict[str, Any]]:
     timing = _timing(quick, repeats)
     base = {"backend": "torch", "device": "cuda", **timing}
     sides = (1024, 2048) if quick else (4096, 6144, 8192, 12288)
     jobs: list[dict[str, Any]] = [{**base, "kind": "launch", "role": "launch"}]
     for dtype in dtypes:
         for n in sides:
-            jobs.append({**base, "kind": "matmul", "m": n, "k": n, "n": n, "dtype": dtype,
-                         "role": "peak"})
+            jobs.append(
+                {**base, "kind": "matmul", "m": n, "k": n, "n": n, "dtype": dtype, "role": "peak"}
+            )
     big = sides[-1]
     for k, role in ((big, "aligned"), (big - 1, "unaligned")):
-        jobs.append({**base, "kind": "matmul", "m": big, "k": k, "n": big, "dtype": dtypes[0],
-                     "role": role})
+        jobs.append(
+            {**base, "kind": "matmul", "m": big, "k": k, "n": big, "dtype": dtypes[0], "role": role}
+        )
     jobs.append({**base, "kind": "copy", "bytes": 2**26 if quick else 2**30, "role": "memory"})
     return jobs
 
 
-def fit_gpu(results: list[dict[str, Any]], *, props: dict[str, Any], identity: str, name: str,
-            library: str, catalog_chip: Any | None) -> dict[str, Any]:
+def fit_gpu(
+    results: list[dict[str, Any]],
+    *,
+    props: dict[str, Any],
+    identity: str,
+    name: str,
+    library: str,
+    catalog_chip: Any | None,
+) -> dict[str, Any]:
     """A chip-file table from GPU calibration results; datasheet peaks from the matching catalog
     chip when there is one (measurement cannot give a datasheet peak)."""
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -290,8 +354,10 @@ def fit_gpu(results: list[dict[str, Any]], *, props: dict[str, Any], identity: s
     for r in results:
         if r["kind"] == "matmul" and r["role"] == "peak":
             rates[r["dtype"]] = max(rates.get(r["dtype"], 0.0), _flops(r) / r["seconds"])
-    achievable = {d: Measured(v, f"best of large squares (max achievable matmul FLOPS); {where}")
-                  for d, v in rates.items()}
+    achievable = {
+        d: Measured(v, f"best of large squares (max achievable matmul FLOPS); {where}")
+        for d, v in rates.items()
+    }
     by_role = {r["role"]: r for r in results}
     copy = by_role.get("memory")
     mem_rate = 2 * copy["bytes"] / copy["seconds"] if copy else None
@@ -299,40 +365,64 @@ def fit_gpu(results: list[dict[str, Any]], *, props: dict[str, Any], identity: s
     if mem_rate:
         ach["mem_bytes_per_s"] = Measured(mem_rate, f"device copy (read+write); {where}")
     if "launch" in by_role:
-        ach["launch_overhead_s"] = Measured(by_role["launch"]["seconds"],
-                                            f"time per almost empty kernel; {where}")
+        ach["launch_overhead_s"] = Measured(
+            by_role["launch"]["seconds"], f"time per almost empty kernel; {where}"
+        )
     if "aligned" in by_role and "unaligned" in by_role:
         a, u = by_role["aligned"], by_role["unaligned"]
         eff = min(1.0, (_flops(u) / u["seconds"]) / (_flops(a) / a["seconds"]))
-        ach["unaligned_matmul_efficiency"] = Measured(eff, f"rate with K={u['k']} over K={a['k']}; "
-                                                           f"{where}")
+        ach["unaligned_matmul_efficiency"] = Measured(
+            eff, f"rate with K={u['k']} over K={a['k']}; {where}"
+        )
     if catalog_chip is not None:
-        peaks = {d: Measured(v, catalog_chip.sources.get(f"peak_flops_per_s.{d}", "catalog"))
-                 for d, v in catalog_chip.peak_flops_per_s.items()}
-        memory = {"capacity_bytes": Measured(catalog_chip.capacity_bytes, "catalog"),
-                  "bytes_per_s": Measured(catalog_chip.mem_bytes_per_s, "catalog datasheet")}
+        peaks = {
+            d: Measured(v, catalog_chip.sources.get(f"peak_flops_per_s.{d}", "catalog"))
+            for d, v in catalog_chip.peak_flops_per_s.items()
+        }
+        memory = {
+            "capacity_bytes": Measured(catalog_chip.capacity_bytes, "catalog"),
+            "bytes_per_s": Measured(catalog_chip.mem_bytes_per_s, "catalog datasheet"),
+        }
     else:
-        peaks = {d: Measured(v.value, f"no catalog entry: best measured; {where}")
-                 for d, v in achievable.items()}
-        memory = {"capacity_bytes": Measured(float(props["memory_bytes"]),
-                                             "CUDA device properties"),
-                  "bytes_per_s": Measured(mem_rate or 1e12, "no catalog entry: measured copy")}
-    on_chip: dict[str, Any] = {"core_name": "SM",
-                               "cores": Measured(props["sms"], "CUDA device properties"),
-                               "align_bytes": Measured(16, "NVIDIA Matrix Multiplication "
-                                                           "Background guide")}
+        peaks = {
+            d: Measured(v.value, f"no catalog entry: best measured; {where}")
+            for d, v in achievable.items()
+        }
+        memory = {
+            "capacity_bytes": Measured(float(props["memory_bytes"]), "CUDA device properties"),
+            "bytes_per_s": Measured(mem_rate or 1e12, "no catalog entry: measured copy"),
+        }
+    on_chip: dict[str, Any] = {
+        "core_name": "SM",
+        "cores": Measured(props["sms"], "CUDA device properties"),
+        "align_bytes": Measured(16, "NVIDIA Matrix Multiplication Background guide"),
+    }
     if props.get("shared_bytes_per_sm"):
-        on_chip["shared_bytes_per_core"] = Measured(float(props["shared_bytes_per_sm"]),
-                                                    "CUDA device properties")
+        on_chip["shared_bytes_per_core"] = Measured(
+            float(props["shared_bytes_per_sm"]), "CUDA device properties"
+        )
     if props.get("l2_bytes"):
         on_chip["l2_bytes"] = Measured(float(props["l2_bytes"]), "CUDA device properties")
     if catalog_chip is not None and catalog_chip.on_chip.l2_bytes_per_s:
         on_chip["l2_bytes_per_s"] = Measured(catalog_chip.on_chip.l2_bytes_per_s, "catalog")
     return {
-        "schema": 1, "name": name, "display_name": f"{props['name']} (calibrated)",
-        "vendor": "NVIDIA", "kind": "gpu", "measured_on": identity,
+        "schema": 1,
+        "name": name,
+        "display_name": f"{props['name']} (calibrated)",
+        "vendor": "NVIDIA",
+        "kind": "gpu",
+        "measured_on": identity,
         "notes": "written by `shardline calibrate` with torch.cuda",
-        "peak_flops_per_s": peaks, "memory": memory, "on_chip": on_chip, "achievable": ach,
-        "calibration": {"date": when, "machine": identity, "backend": "torch", "library": library,
-                        "device": props["name"], "measurements": len(results)},
+        "peak_flops_per_s": peaks,
+        "memory": memory,
+        "on_chip": on_chip,
+        "achievable": ach,
+        "calibration": {
+            "date": when,
+            "machine": identity,
+            "backend": "torch",
+            "library": library,
+            "device": props["name"],
+            "measurements": len(results),
+        },
     }

@@ -12,8 +12,17 @@ from typing import Any
 from shardline.calibrate.timing import Timing, time_call
 from shardline.errors import InputError
 
-__all__ = ["require_torch", "cuda_available", "gpu_identity", "gpu_properties", "torch_dtype",
-           "run_torch_job", "TORCH_GPU_DTYPES", "TORCH_CPU_DTYPES", "TORCH_EXTRA"]
+__all__ = [
+    "require_torch",
+    "cuda_available",
+    "gpu_identity",
+    "gpu_properties",
+    "torch_dtype",
+    "run_torch_job",
+    "TORCH_GPU_DTYPES",
+    "TORCH_CPU_DTYPES",
+    "TORCH_EXTRA",
+]
 
 TORCH_EXTRA = "pip install 'shardline[torch]'"
 # fp32 is measured with TF32 off (true fp32); tf32 is fp32 storage with TF32 tensor-core math.
@@ -59,8 +68,13 @@ def gpu_properties() -> dict[str, Any]:
 
 def torch_dtype(name: str) -> Any:
     torch = require_torch()
-    table = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
-             "fp16": torch.float16, "fp64": torch.float64}
+    table = {
+        "fp32": torch.float32,
+        "tf32": torch.float32,
+        "bf16": torch.bfloat16,
+        "fp16": torch.float16,
+        "fp64": torch.float64,
+    }
     if name not in table:
         raise ValueError(f"torch measures {', '.join(table)}, not {name}")
     return table[name]

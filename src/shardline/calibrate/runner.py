@@ -11,8 +11,14 @@ from typing import Any, TextIO
 
 __all__ = ["MeasurementFailed", "run_jobs", "thread_env", "ProgressBar"]
 
-_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+_THREAD_VARS = (
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 
 
 class MeasurementFailed(Exception):
@@ -34,8 +40,9 @@ def thread_env(threads: int | None) -> dict[str, str]:
 class ProgressBar:
     """`[#####.....] 12/40 matmul fp32 1024x1024x1024` on stderr, redrawn in place (TTY only)."""
 
-    def __init__(self, total: int, label: str, stream: TextIO | None = None,
-                 enabled: bool | None = None) -> None:
+    def __init__(
+        self, total: int, label: str, stream: TextIO | None = None, enabled: bool | None = None
+    ) -> None:
         self.total = max(1, total)
         self.label = label
         self.stream = stream or sys.stderr
@@ -48,8 +55,10 @@ class ProgressBar:
             return
         width = 30
         filled = int(width * self.done / self.total)
-        self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
-                          f"{self.done}/{self.total} {what[:40]:<40}")
+        self.stream.write(
+            f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
+            f"{self.done}/{self.total} {what[:40]:<40}"
+        )
         self.stream.flush()
 
     def close(self) -> None:
@@ -66,8 +75,12 @@ def describe(job: dict[str, Any]) -> str:
     return str(job["kind"])
 
 
-def run_jobs(jobs: list[dict[str, Any]], *, threads: int | None,
-             progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+def run_jobs(
+    jobs: list[dict[str, Any]],
+    *,
+    threads: int | None,
+    progress: Callable[[str], None] | None = None,
+) -> list[dict[str, Any]]:
     """Run `jobs` in `python -m shardline.calibrate.worker`; return each job with its timing.
 
     With one thread on a CPU the clock is the CPU time of the measuring thread: on an idle machine
@@ -75,11 +88,15 @@ def run_jobs(jobs: list[dict[str, Any]], *, threads: int | None,
     core away (the BLAS runs in the calling thread when it has one thread). Raises
     MeasurementFailed (with the finished measurements) when the worker fails."""
     if threads == 1:
-        jobs = [{**job, "clock": "thread"} if job.get("device", "cpu") == "cpu" else job
-                for job in jobs]
+        jobs = [
+            {**job, "clock": "thread"} if job.get("device", "cpu") == "cpu" else job for job in jobs
+        ]
     proc = subprocess.Popen(
         [sys.executable, "-m", "shardline.calibrate.worker"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env=thread_env(threads),
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None

@@ -25,12 +25,18 @@ class Timing:
     calls_per_sample: int
 
 
-def time_call(fn: Callable[[], object], *, repeats: int = DEFAULT_REPEATS,
-              warmup: int = DEFAULT_WARMUP, min_sample_s: float = MIN_SAMPLE_S,
-              sync: Callable[[], object] | None = None,
-              clock: Callable[[], float] = time.perf_counter) -> Timing:
+def time_call(
+    fn: Callable[[], object],
+    *,
+    repeats: int = DEFAULT_REPEATS,
+    warmup: int = DEFAULT_WARMUP,
+    min_sample_s: float = MIN_SAMPLE_S,
+    sync: Callable[[], object] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Timing:
     """Seconds per call of `fn`. `sync` (e.g. torch.cuda.synchronize) runs before each clock read,
     so asynchronous devices are timed to completion."""
+
     def run(calls: int) -> float:
         if sync is not None:
             sync()

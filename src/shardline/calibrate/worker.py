@@ -17,8 +17,9 @@ from typing import Any
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     import time
 
-    timing: dict[str, Any] = {key: job[key] for key in ("repeats", "warmup", "min_sample_s")
-                              if key in job}
+    timing: dict[str, Any] = {
+        key: job[key] for key in ("repeats", "warmup", "min_sample_s") if key in job
+    }
     if job.get("clock") == "thread":  # CPU time of this thread (see runner.run_jobs)
         timing["clock"] = time.thread_time
     if job.get("backend", "numpy") == "torch":
@@ -29,8 +30,13 @@ def run_job(job: dict[str, Any]) -> dict[str, Any]:
         from shardline.calibrate.cpu import run_numpy_job
 
         result = run_numpy_job(job, **timing)
-    return {"seconds": result.median_s, "min_s": result.min_s, "max_s": result.max_s,
-            "samples": result.samples, "calls_per_sample": result.calls_per_sample}
+    return {
+        "seconds": result.median_s,
+        "min_s": result.min_s,
+        "max_s": result.max_s,
+        "samples": result.samples,
+        "calls_per_sample": result.calls_per_sample,
+    }
 
 
 def main() -> int:
@@ -38,14 +44,15 @@ def main() -> int:
     fail_after = int(os.environ.get("SHARDLINE_FAIL_AFTER", "-1"))
     for index, job in enumerate(jobs):
         if index == fail_after:
-            print(json.dumps({"index": index, "error": "injected failure (SHARDLINE_FAIL_AFTER)"}),
-                  flush=True)
+            print(
+                json.dumps({"index": index, "error": "injected failure (SHARDLINE_FAIL_AFTER)"}),
+                flush=True,
+            )
             return 1
         try:
             out = run_job(job)
         except Exception as exc:  # noqa: BLE001 - reported to the parent as one line
-            print(json.dumps({"index": index, "error": f"{type(exc).__name__}: {exc}"}),
-                  flush=True)
+            print(json.dumps({"index": index, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
             return 1
         print(json.dumps({"index": index, **out}), flush=True)
     return 0

@@ -29,8 +29,11 @@ def add_matmul_args(mm: argparse.ArgumentParser) -> None:
     mm.add_argument("--a-dtype", help="storage dtype of A (activations)")
     mm.add_argument("--b-dtype", help="storage dtype of B (weights)")
     mm.add_argument("--out-dtype", help="storage dtype of C")
-    mm.add_argument("--accumulate", action="store_true",
-                    help="C += A.B (beta != 0): the old C is read as well as written")
+    mm.add_argument(
+        "--accumulate",
+        action="store_true",
+        help="C += A.B (beta != 0): the old C is read as well as written",
+    )
 
 
 def add_einsum_args(es: argparse.ArgumentParser) -> None:
@@ -47,15 +50,21 @@ def add_einsum_args(es: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    mm = sub.add_parser("matmul", help="one matmul C[M,N] = A[M,K] B[K,N] on one chip",
-                        description="Roofline of C[M,N] = A[M,K] . B[K,N] on one chip.")
+    mm = sub.add_parser(
+        "matmul",
+        help="one matmul C[M,N] = A[M,K] B[K,N] on one chip",
+        description="Roofline of C[M,N] = A[M,K] . B[K,N] on one chip.",
+    )
     add_matmul_args(mm)
     add_json_arg(mm)
     mm.set_defaults(func=run_matmul)
 
-    es = sub.add_parser("einsum", help="any two-operand einsum in named notation",
-                        description="Roofline of a two-operand einsum such as "
-                                    "'X[B,D] * W[B,D,F] -> Y[B,F]', or its sharding over a mesh.")
+    es = sub.add_parser(
+        "einsum",
+        help="any two-operand einsum in named notation",
+        description="Roofline of a two-operand einsum such as "
+        "'X[B,D] * W[B,D,F] -> Y[B,F]', or its sharding over a mesh.",
+    )
     add_einsum_args(es)
     add_json_arg(es)
     es.set_defaults(func=run_einsum)
@@ -66,10 +75,17 @@ def compute_matmul(args: argparse.Namespace) -> RooflineResult:
     from shardline.roofline import matmul
 
     result = matmul(
-        dim_arg(args.m, "M"), dim_arg(args.k, "K"), dim_arg(args.n, "N"),
-        hw=args.hw, dtype=args.dtype, a_dtype=args.a_dtype, b_dtype=args.b_dtype,
-        out_dtype=args.out_dtype, compute_dtype=args.compute_dtype,
-        accumulate=args.accumulate, **overrides_from_args(args),
+        dim_arg(args.m, "M"),
+        dim_arg(args.k, "K"),
+        dim_arg(args.n, "N"),
+        hw=args.hw,
+        dtype=args.dtype,
+        a_dtype=args.a_dtype,
+        b_dtype=args.b_dtype,
+        out_dtype=args.out_dtype,
+        compute_dtype=args.compute_dtype,
+        accumulate=args.accumulate,
+        **overrides_from_args(args),
     )
     return with_prediction(result)
 
@@ -87,8 +103,14 @@ def compute_einsum(args: argparse.Namespace) -> Any:
     from shardline.roofline import einsum
 
     result = einsum(
-        spec, parse_dims(args.dims), hw=args.hw, dtype=args.dtype, dtypes=dtype_map(args.dtypes),
-        compute_dtype=args.compute_dtype, accumulate=args.accumulate, **overrides_from_args(args),
+        spec,
+        parse_dims(args.dims),
+        hw=args.hw,
+        dtype=args.dtype,
+        dtypes=dtype_map(args.dtypes),
+        compute_dtype=args.compute_dtype,
+        accumulate=args.accumulate,
+        **overrides_from_args(args),
     )
     return with_prediction(result)
 

@@ -21,57 +21,104 @@ from shardline.cli.common import (
 )
 from shardline.errors import InputError
 
-__all__ = ["add_mesh_args", "add_shard_args", "add_compare_args", "compute_sharded_einsum",
-           "compute_shard", "compute_collective", "compute_compare", "register"]
+__all__ = [
+    "add_mesh_args",
+    "add_shard_args",
+    "add_compare_args",
+    "compute_sharded_einsum",
+    "compute_shard",
+    "compute_collective",
+    "compute_compare",
+    "register",
+]
 
 
 def _add_output_layout(parser: argparse.ArgumentParser) -> None:
     """`--output split|replicated` (also `--output-layout`), stored as `args.shard_output`
     so that commands reusing these arguments (`explain shard`, `plot strategies`) keep
     `args.out`/`args.output` free for their files."""
-    parser.add_argument("--output", "--output-layout", dest="shard_output", default="split",
-                        type=str.lower, choices=("split", "replicated"),
-                        help="C stays split over the devices (default) or ends whole on each")
+    parser.add_argument(
+        "--output",
+        "--output-layout",
+        dest="shard_output",
+        default="split",
+        type=str.lower,
+        choices=("split", "replicated"),
+        help="C stays split over the devices (default) or ends whole on each",
+    )
 
 
 def _add_network_args(group: argparse._ArgumentGroup, *, per_axis: bool) -> None:
     words = "ring, line, unidirectional-ring, switch, torus, hierarchical"
     example = "X=ring,Y=line (or one word for every axis)" if per_axis else "one word"
-    group.add_argument("--topology", default=None,
-                       help=f"{example}: {words} (default: the chip's own layout)")
-    group.add_argument("--link-bw", default=None, metavar="B/S",
-                       help="one-way bytes/s per link, e.g. 4.5e10 or '45 GB/s' (a switch's "
-                            "egress is this times the chip's links)")
-    group.add_argument("--latency", default=None, metavar="S",
-                       help="seconds per hop, e.g. 1e-6 or '1 us'")
+    group.add_argument(
+        "--topology", default=None, help=f"{example}: {words} (default: the chip's own layout)"
+    )
+    group.add_argument(
+        "--link-bw",
+        default=None,
+        metavar="B/S",
+        help="one-way bytes/s per link, e.g. 4.5e10 or '45 GB/s' (a switch's "
+        "egress is this times the chip's links)",
+    )
+    group.add_argument(
+        "--latency", default=None, metavar="S", help="seconds per hop, e.g. 1e-6 or '1 us'"
+    )
 
 
 def _add_run_args(group: argparse._ArgumentGroup) -> None:
-    group.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=True,
-                       help="communication overlaps compute: time = max (default); "
-                            "--no-overlap: max(t_compute, t_memory) + t_network")
-    group.add_argument("--resident", default=None, metavar="OPERAND[,..]",
-                       help="inputs already laid out as the spec says (e.g. weights); the others "
-                            "start 1/D per device and are all-gathered first "
-                            "(default: every input is resident; 'none' for none)")
-    group.add_argument("--pad", action="store_true",
-                       help="pad dimensions that do not divide by their shards (never silent)")
-    group.add_argument("--reduce-dtype", default=None, metavar="DTYPE",
-                       help="dtype of the partial sums that are reduced over the network "
-                            "(default fp32, the accumulator)")
+    group.add_argument(
+        "--overlap",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="communication overlaps compute: time = max (default); "
+        "--no-overlap: max(t_compute, t_memory) + t_network",
+    )
+    group.add_argument(
+        "--resident",
+        default=None,
+        metavar="OPERAND[,..]",
+        help="inputs already laid out as the spec says (e.g. weights); the others "
+        "start 1/D per device and are all-gathered first "
+        "(default: every input is resident; 'none' for none)",
+    )
+    group.add_argument(
+        "--pad",
+        action="store_true",
+        help="pad dimensions that do not divide by their shards (never silent)",
+    )
+    group.add_argument(
+        "--reduce-dtype",
+        default=None,
+        metavar="DTYPE",
+        help="dtype of the partial sums that are reduced over the network "
+        "(default fp32, the accumulator)",
+    )
 
 
 def add_mesh_args(parser: argparse.ArgumentParser) -> None:
     """--mesh and friends, for `shardline einsum` with a sharded spec."""
     group = parser.add_argument_group("mesh (sharded specs such as A[M_X,K])")
-    group.add_argument("--mesh", default=None, metavar="X=4,Y=2",
-                       help="named mesh axes (single upper-case letters) and their sizes")
-    group.add_argument("--devices", default=None, metavar="D",
-                       help="total devices; must equal the product of the mesh")
+    group.add_argument(
+        "--mesh",
+        default=None,
+        metavar="X=4,Y=2",
+        help="named mesh axes (single upper-case letters) and their sizes",
+    )
+    group.add_argument(
+        "--devices",
+        default=None,
+        metavar="D",
+        help="total devices; must equal the product of the mesh",
+    )
     _add_network_args(group, per_axis=True)
     _add_run_args(group)
-    group.add_argument("--unreduced", default=None, metavar="AXIS[,..]",
-                       help="leave the output's partial sums over these axes unreduced ({U_X})")
+    group.add_argument(
+        "--unreduced",
+        default=None,
+        metavar="AXIS[,..]",
+        help="leave the output's partial sums over these axes unreduced ({U_X})",
+    )
 
 
 def add_shard_args(parser: argparse.ArgumentParser) -> None:
@@ -80,8 +127,13 @@ def add_shard_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("k", metavar="K")
     parser.add_argument("n", metavar="N")
     parser.add_argument("--devices", required=True, metavar="D", help="devices to split over")
-    parser.add_argument("--along", required=True, type=str.lower, choices=("m", "n", "k"),
-                        help="the dimension to split: m, n or k")
+    parser.add_argument(
+        "--along",
+        required=True,
+        type=str.lower,
+        choices=("m", "n", "k"),
+        help="the dimension to split: m, n or k",
+    )
     _add_output_layout(parser)
     add_chip_args(parser)
     group = parser.add_argument_group("network and run")
@@ -129,8 +181,9 @@ def _resident(text: str | None, inputs: tuple[str, str]) -> frozenset[str] | Non
         if not item:
             continue
         if item.lower() not in by_lower:
-            raise InputError(f"--resident names {item}, which is not an input "
-                             f"(inputs: {', '.join(inputs)})")
+            raise InputError(
+                f"--resident names {item}, which is not an input (inputs: {', '.join(inputs)})"
+            )
         names.add(by_lower[item.lower()])
     return frozenset(names)
 
@@ -169,21 +222,31 @@ def compute_sharded_einsum(args: argparse.Namespace, spec: Any) -> Any:
 
     if not args.mesh:
         axes = ", ".join(spec.mesh_axes)
-        raise InputError(f"the spec splits dimensions over mesh axes ({axes}) but no --mesh was "
-                         f"given; e.g. --mesh {','.join(a + '=2' for a in spec.mesh_axes)}")
+        raise InputError(
+            f"the spec splits dimensions over mesh axes ({axes}) but no --mesh was "
+            f"given; e.g. --mesh {','.join(a + '=2' for a in spec.mesh_axes)}"
+        )
     mesh = parse_mesh(args.mesh)
     if args.devices is not None:
         devices = _positive_count(args.devices, "--devices")
         if devices != mesh.devices:
-            raise InputError(f"the mesh {mesh.text()} has {mesh.devices} devices but --devices "
-                             f"is {devices}")
+            raise InputError(
+                f"the mesh {mesh.text()} has {mesh.devices} devices but --devices is {devices}"
+            )
     names = (spec.lhs.name, spec.rhs.name, spec.out.name)
     overrides: dict[str, str | None] = dict(dtype_map(args.dtypes))
     dtypes, compute = resolve_dtypes(names, args.dtype, overrides, args.compute_dtype)
     chip = load_chip(args.hw).with_overrides(compute_dtype=compute, **overrides_from_args(args))
-    return plan_sharded(spec, parse_dims(args.dims), mesh, chip, dtypes, compute,
-                        _network(args, list(mesh.names)),
-                        _options(args, (spec.lhs.name, spec.rhs.name), list(mesh.names)))
+    return plan_sharded(
+        spec,
+        parse_dims(args.dims),
+        mesh,
+        chip,
+        dtypes,
+        compute,
+        _network(args, list(mesh.names)),
+        _options(args, (spec.lhs.name, spec.rhs.name), list(mesh.names)),
+    )
 
 
 def compute_shard(args: argparse.Namespace) -> Any:
@@ -191,10 +254,17 @@ def compute_shard(args: argparse.Namespace) -> Any:
     from shardline.sharding import shard_matmul
 
     return shard_matmul(
-        dim_arg(args.m, "M"), dim_arg(args.k, "K"), dim_arg(args.n, "N"),
-        _positive_count(args.devices, "--devices"), args.along, hw=args.hw, dtype=args.dtype,
-        output=args.shard_output, compute_dtype=args.compute_dtype,
-        network=_network(args, ["X"]), options=_options(args, ("A", "B"), ["X"]),
+        dim_arg(args.m, "M"),
+        dim_arg(args.k, "K"),
+        dim_arg(args.n, "N"),
+        _positive_count(args.devices, "--devices"),
+        args.along,
+        hw=args.hw,
+        dtype=args.dtype,
+        output=args.shard_output,
+        compute_dtype=args.compute_dtype,
+        network=_network(args, ["X"]),
+        options=_options(args, ("A", "B"), ["X"]),
         **overrides_from_args(args),
     )
 
@@ -211,9 +281,15 @@ def compute_collective(args: argparse.Namespace) -> Any:
     devices = _positive_count(args.devices, "--devices")
     network = _network(args, ["X"])
     words = parse_topology(args.topology, ["X"])
-    return collective_cost(kind, nbytes, devices, load_chip(args.hw), words.get("X"),
-                           link_bytes_per_s=network.link_bytes_per_s,
-                           hop_latency_s=network.hop_latency_s)
+    return collective_cost(
+        kind,
+        nbytes,
+        devices,
+        load_chip(args.hw),
+        words.get("X"),
+        link_bytes_per_s=network.link_bytes_per_s,
+        hop_latency_s=network.hop_latency_s,
+    )
 
 
 def compute_compare(args: argparse.Namespace) -> Any:
@@ -223,12 +299,21 @@ def compute_compare(args: argparse.Namespace) -> Any:
     resident = _resident(args.resident, ("A", "B"))
     rates = overrides_from_args(args)
     return compare_strategies(
-        dim_arg(args.m, "M"), dim_arg(args.k, "K"), dim_arg(args.n, "N"),
-        _positive_count(args.devices, "--devices"), args.hw, dtype=args.dtype,
-        compute_dtype=args.compute_dtype, output=args.shard_output, resident=resident,
-        network=_network(args, ["X", "Y"]), overlap=args.overlap, pad=args.pad,
+        dim_arg(args.m, "M"),
+        dim_arg(args.k, "K"),
+        dim_arg(args.n, "N"),
+        _positive_count(args.devices, "--devices"),
+        args.hw,
+        dtype=args.dtype,
+        compute_dtype=args.compute_dtype,
+        output=args.shard_output,
+        resident=resident,
+        network=_network(args, ["X", "Y"]),
+        overlap=args.overlap,
+        pad=args.pad,
         reduce_dtype=args.reduce_dtype or DEFAULT_REDUCE_DTYPE,
-        flops_per_s=rates["flops_per_s"], mem_bytes_per_s=rates["mem_bytes_per_s"],
+        flops_per_s=rates["flops_per_s"],
+        mem_bytes_per_s=rates["mem_bytes_per_s"],
     )
 
 
@@ -237,21 +322,27 @@ def compute_compare(args: argparse.Namespace) -> Any:
 
 def register(sub: argparse._SubParsersAction) -> None:
     sh = sub.add_parser(
-        "shard", help="C = A.B split over D devices along M, N or K",
+        "shard",
+        help="C = A.B split over D devices along M, N or K",
         description="The seed's 1D strategies: per-device compute, memory and network, the "
-                    "collectives, the bound and the closed-form threshold.")
+        "collectives, the bound and the closed-form threshold.",
+    )
     add_shard_args(sh)
     add_json_arg(sh)
     sh.set_defaults(func=run_shard)
 
     co = sub.add_parser(
-        "collective", help="price one collective on a topology",
+        "collective",
+        help="price one collective on a topology",
         description="Time of an all-gather, reduce-scatter, all-reduce or all-to-all of V bytes "
-                    "over X devices (alpha-beta, plus the realistic prediction).")
-    co.add_argument("kind", metavar="KIND",
-                    help="all-gather, reduce-scatter, all-reduce, all-to-all or send")
-    co.add_argument("--bytes", required=True, metavar="V",
-                    help="bytes of the whole array, e.g. 1e9 or '64 MiB'")
+        "over X devices (alpha-beta, plus the realistic prediction).",
+    )
+    co.add_argument(
+        "kind", metavar="KIND", help="all-gather, reduce-scatter, all-reduce, all-to-all or send"
+    )
+    co.add_argument(
+        "--bytes", required=True, metavar="V", help="bytes of the whole array, e.g. 1e9 or '64 MiB'"
+    )
     co.add_argument("--devices", required=True, metavar="X", help="devices on the axis")
     add_chip_args(co, dtype=False)
     _add_network_args(co.add_argument_group("network"), per_axis=False)
@@ -259,12 +350,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     co.set_defaults(func=run_collective)
 
     cp = sub.add_parser(
-        "compare", help="rank every 1D and 2D sharding of C = A.B over D devices",
+        "compare",
+        help="rank every 1D and 2D sharding of C = A.B over D devices",
         description="Every assignment of 1D and 2D meshes (all factorizations of D) to M, N and "
-                    "K, ranked by time, with each one's bottleneck and when 2D beats 1D.")
+        "K, ranked by time, with each one's bottleneck and when 2D beats 1D.",
+    )
     add_compare_args(cp)
-    cp.add_argument("--top", type=int, default=10, metavar="N",
-                    help="strategies shown in the text output (default 10; --json has all)")
+    cp.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        metavar="N",
+        help="strategies shown in the text output (default 10; --json has all)",
+    )
     add_json_arg(cp)
     cp.set_defaults(func=run_compare)
 

@@ -159,8 +159,12 @@ def compute_sheet(args: argparse.Namespace) -> Any:
     table = read_shape_rows(args.input, args.sheet)
     overrides = overrides_from_args(args)
     return roofline_rows(
-        table, args.hw, _choice(args), accumulate=args.accumulate,
-        flops_per_s=overrides["flops_per_s"], mem_bytes_per_s=overrides["mem_bytes_per_s"],
+        table,
+        args.hw,
+        _choice(args),
+        accumulate=args.accumulate,
+        flops_per_s=overrides["flops_per_s"],
+        mem_bytes_per_s=overrides["mem_bytes_per_s"],
     )
 
 
@@ -511,11 +515,15 @@ def run_plot_batch(args: argparse.Namespace) -> int:
         if c.critical_x is None:
             turn = "memory-bound at every batch (no batch reaches the ridge)"
         elif c.critical_x <= batch[-1]:
-            turn = (f"compute-bound from B = {fmt_int(c.critical_x)} "
-                    f"(reaches the {fmt_rate(plot.flops_per_s)} peak)")
+            turn = (
+                f"compute-bound from B = {fmt_int(c.critical_x)} "
+                f"(reaches the {fmt_rate(plot.flops_per_s)} peak)"
+            )
         else:
-            turn = (f"memory-bound up to B = {fmt_int(batch[-1])}; "
-                    f"compute-bound from B = {fmt_int(c.critical_x)}")
+            turn = (
+                f"memory-bound up to B = {fmt_int(batch[-1])}; "
+                f"compute-bound from B = {fmt_int(c.critical_x)}"
+            )
         lines.append(
             f"{c.label}: {turn}; achieved {fmt_rate(c.y[0])} at B = {fmt_int(batch[0])}, "
             f"{fmt_rate(c.y[-1])} at B = {fmt_int(batch[-1])}"

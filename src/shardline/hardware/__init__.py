@@ -4,6 +4,13 @@ from shardline.hardware.catalog import chip_from_dict, list_chips, load_chip, re
 from shardline.hardware.chip import Achievable, Chip, Interconnect, OnChip, ScaleOut
 
 __all__ = [
-    "Achievable", "Chip", "Interconnect", "OnChip", "ScaleOut",
-    "chip_from_dict", "list_chips", "load_chip", "resolve_chip",
+    "Achievable",
+    "Chip",
+    "Interconnect",
+    "OnChip",
+    "ScaleOut",
+    "chip_from_dict",
+    "list_chips",
+    "load_chip",
+    "resolve_chip",
 ]

@@ -211,8 +211,11 @@ def chip_from_dict(
         pack_bytes_per_s=_opt_float(r.number("achievable.pack_bytes_per_s")),
         unaligned_matmul_efficiency=_opt_float(r.number("achievable.unaligned_matmul_efficiency")),
     )
-    for key in ("collective_bus_efficiency", "in_network_reduction_efficiency",
-                "unaligned_matmul_efficiency"):
+    for key in (
+        "collective_bus_efficiency",
+        "in_network_reduction_efficiency",
+        "unaligned_matmul_efficiency",
+    ):
         eff = getattr(achievable, key)
         if eff is not None and eff > 1:
             raise r.fail(f"achievable.{key}", f"must be at most 1, got {eff}")
@@ -293,7 +296,7 @@ def load_chip(name: str) -> Chip:
     canonical = index.get(key) or index.get(name.strip().lower())
     for vendor in ("nvidia-", "amd-", "google-"):  # "NVIDIA H100", "Google TPU v5e"
         if canonical is None and key.startswith(vendor):
-            canonical = index.get(key[len(vendor):])
+            canonical = index.get(key[len(vendor) :])
     if canonical is None:
         valid = ", ".join(sorted(_catalog()))
         raise InputError(f"unknown chip {name!r}; valid: {valid} (or a path to a .toml chip file)")

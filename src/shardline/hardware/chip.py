@@ -132,14 +132,22 @@ class Chip:
             rates = dict(chip.achievable.matmul_flops_per_s)
             if key in rates and chip.peak_flops_per_s.get(key):
                 rates[key] *= float(flops_per_s) / chip.peak_flops_per_s[key]
-            chip = replace(chip, peak_flops_per_s=peaks, sources=sources,
-                           achievable=replace(chip.achievable, matmul_flops_per_s=rates))
+            chip = replace(
+                chip,
+                peak_flops_per_s=peaks,
+                sources=sources,
+                achievable=replace(chip.achievable, matmul_flops_per_s=rates),
+            )
         if mem_bytes_per_s is not None:
             sources = dict(chip.sources)
             sources["memory.bytes_per_s"] = "user override"
             achieved = chip.achievable.mem_bytes_per_s
             if achieved is not None:
                 achieved *= float(mem_bytes_per_s) / chip.mem_bytes_per_s
-            chip = replace(chip, mem_bytes_per_s=float(mem_bytes_per_s), sources=sources,
-                           achievable=replace(chip.achievable, mem_bytes_per_s=achieved))
+            chip = replace(
+                chip,
+                mem_bytes_per_s=float(mem_bytes_per_s),
+                sources=sources,
+                achievable=replace(chip.achievable, mem_bytes_per_s=achieved),
+            )
         return chip

@@ -247,9 +247,10 @@ def output_table(result: SheetResult, title: str = "") -> OutputTable:
         cells = table.columns[header]
         if header in parsed:  # sizes as numbers ("4,096" in a CSV becomes 4096), bad cells as read
             sizes = parsed[header].tolist()
-            cells = [cell if (int(row) in bad_rows or cell is None or cell == "") else size
-                     for cell, size, row in zip(cells, sizes, table.row_numbers.tolist(),
-                                                strict=True)]
+            cells = [
+                cell if (int(row) in bad_rows or cell is None or cell == "") else size
+                for cell, size, row in zip(cells, sizes, table.row_numbers.tolist(), strict=True)
+            ]
         cols.append(Column(shown, cells, "text"))
     kinds = dict(RESULT_COLUMNS)
     for name, values in result.columns.items():

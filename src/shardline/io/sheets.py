@@ -618,13 +618,23 @@ def _column_lists(table: OutputTable) -> list[list[Any]]:
         if isinstance(values, np.ndarray) and values.dtype.kind == "f":
             finite = np.isfinite(values)
             if col.kind == "int":
-                out = values.astype(np.int64).tolist() if finite.all() else [
-                    int(v) if ok else None for v, ok in zip(values.tolist(), finite.tolist(),
-                                                            strict=True)]
+                out = (
+                    values.astype(np.int64).tolist()
+                    if finite.all()
+                    else [
+                        int(v) if ok else None
+                        for v, ok in zip(values.tolist(), finite.tolist(), strict=True)
+                    ]
+                )
             else:
-                out = values.tolist() if finite.all() else [
-                    v if ok else None for v, ok in zip(values.tolist(), finite.tolist(),
-                                                       strict=True)]
+                out = (
+                    values.tolist()
+                    if finite.all()
+                    else [
+                        v if ok else None
+                        for v, ok in zip(values.tolist(), finite.tolist(), strict=True)
+                    ]
+                )
             lists.append(out)
             continue
         raw = values.tolist() if isinstance(values, np.ndarray) else list(values)
@@ -716,15 +726,25 @@ def _write_xlsx(table: OutputTable, tmp: Path) -> None:
     from shardline.io.xlsx_writer import Sheet, write_xlsx
 
     lists = _column_lists(table)
-    styles = ["fill" if c.kind == "bound" else c.kind if c.kind in XLSX_FORMATS else "default"
-              for c in table.columns]
+    styles = [
+        "fill" if c.kind == "bound" else c.kind if c.kind in XLSX_FORMATS else "default"
+        for c in table.columns
+    ]
     widths = [max(10, min(40, len(c.name) + 2)) for c in table.columns]
-    sheets = [Sheet(table.sheet_name, [c.name for c in table.columns], zip(*lists, strict=True),
-                    styles, widths)]
+    sheets = [
+        Sheet(
+            table.sheet_name,
+            [c.name for c in table.columns],
+            zip(*lists, strict=True),
+            styles,
+            widths,
+        )
+    ]
     if table.summary:
         pairs = [(key, json_cell(value)) for key, value in _flatten(table.summary)]
-        sheets.append(Sheet("summary", ["quantity", "value"], pairs, ["default", "float"],
-                            [36, 20]))
+        sheets.append(
+            Sheet("summary", ["quantity", "value"], pairs, ["default", "float"], [36, 20])
+        )
     write_xlsx(tmp, sheets)
 
 

@@ -29,13 +29,23 @@ _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 MAX_CELL_TEXT = 32_767  # Excel's limit on the characters in one cell
 
 # Cell style ids (indexes into cellXfs below).
-STYLE = {"default": 0, "header": 1, "int": 2, "float": 3, "time": 4,
-         "fill:compute": 5, "fill:memory": 6, "fill:network": 7}
+STYLE = {
+    "default": 0,
+    "header": 1,
+    "int": 2,
+    "float": 3,
+    "time": 4,
+    "fill:compute": 5,
+    "fill:memory": 6,
+    "fill:network": 7,
+}
 
 # fills 2, 3, 4: compute (green), memory (orange), network (blue), as BOUND_FILLS in sheets.py
-_FILLS = "".join(f'<fill><patternFill patternType="solid"><fgColor rgb="FF{rgb}"/>'
-                 '<bgColor indexed="64"/></patternFill></fill>\n'
-                 for rgb in ("C6E0B4", "F8CBAD", "BDD7EE"))
+_FILLS = "".join(
+    f'<fill><patternFill patternType="solid"><fgColor rgb="FF{rgb}"/>'
+    '<bgColor indexed="64"/></patternFill></fill>\n'
+    for rgb in ("C6E0B4", "F8CBAD", "BDD7EE")
+)
 
 _STYLES_XML = f"""<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
 <styleSheet xmlns="{_MAIN}">
@@ -112,15 +122,25 @@ def _cell(ref: str, value: Any, style_name: str) -> str:
 
 def _sheet_xml(sheet: Sheet) -> Iterable[str]:
     letters = [column_letter(j) for j in range(len(sheet.header))]
-    yield (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<worksheet xmlns="{_MAIN}">'
-           '<sheetViews><sheetView workbookViewId="0"><pane ySplit="1" topLeftCell="A2" '
-           'activePane="bottomLeft" state="frozen"/></sheetView></sheetViews>')
+    yield (
+        f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<worksheet xmlns="{_MAIN}">'
+        '<sheetViews><sheetView workbookViewId="0"><pane ySplit="1" topLeftCell="A2" '
+        'activePane="bottomLeft" state="frozen"/></sheetView></sheetViews>'
+    )
     if sheet.widths:
-        yield "<cols>" + "".join(f'<col min="{j + 1}" max="{j + 1}" width="{w:g}" customWidth="1"/>'
-                                 for j, w in enumerate(sheet.widths)) + "</cols>"
+        yield (
+            "<cols>"
+            + "".join(
+                f'<col min="{j + 1}" max="{j + 1}" width="{w:g}" customWidth="1"/>'
+                for j, w in enumerate(sheet.widths)
+            )
+            + "</cols>"
+        )
     yield "<sheetData>"
-    header = "".join(_text_cell(f"{letters[j]}1", str(name), STYLE["header"])
-                     for j, name in enumerate(sheet.header))
+    header = "".join(
+        _text_cell(f"{letters[j]}1", str(name), STYLE["header"])
+        for j, name in enumerate(sheet.header)
+    )
     yield f'<row r="1">{header}</row>'
     styles = list(sheet.styles)
     for i, row in enumerate(sheet.rows, start=2):
@@ -140,7 +160,8 @@ def write_xlsx(path: str | Path, sheets: Sequence[Sheet]) -> None:
     overrides = "".join(
         f'<Override PartName="/xl/worksheets/sheet{i}.xml" ContentType="application/'
         'vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>'
-        for i in range(1, len(sheets) + 1))
+        for i in range(1, len(sheets) + 1)
+    )
     content_types = (
         '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
         '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
@@ -151,22 +172,32 @@ def write_xlsx(path: str | Path, sheets: Sequence[Sheet]) -> None:
         'vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"/>'
         '<Override PartName="/xl/styles.xml" ContentType="application/'
         'vnd.openxmlformats-officedocument.spreadsheetml.styles+xml"/>'
-        f"{overrides}</Types>")
+        f"{overrides}</Types>"
+    )
     root_rels = (
         '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
         f'<Relationships xmlns="{_PKG_REL}">'
         f'<Relationship Id="rId1" Type="{_REL}/officeDocument" Target="xl/workbook.xml"/>'
-        "</Relationships>")
-    sheet_list = "".join(f'<sheet name={quoteattr(s.name[:31])} sheetId="{i}" r:id="rId{i}"/>'
-                         for i, s in enumerate(sheets, start=1))
-    workbook = (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
-                f'<workbook xmlns="{_MAIN}" xmlns:r="{_REL}">'
-                f"<sheets>{sheet_list}</sheets></workbook>")
-    rels = "".join(f'<Relationship Id="rId{i}" Type="{_REL}/worksheet" '
-                   f'Target="worksheets/sheet{i}.xml"/>' for i in range(1, len(sheets) + 1))
+        "</Relationships>"
+    )
+    sheet_list = "".join(
+        f'<sheet name={quoteattr(s.name[:31])} sheetId="{i}" r:id="rId{i}"/>'
+        for i, s in enumerate(sheets, start=1)
+    )
+    workbook = (
+        f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+        f'<workbook xmlns="{_MAIN}" xmlns:r="{_REL}">'
+        f"<sheets>{sheet_list}</sheets></workbook>"
+    )
+    rels = "".join(
+        f'<Relationship Id="rId{i}" Type="{_REL}/worksheet" Target="worksheets/sheet{i}.xml"/>'
+        for i in range(1, len(sheets) + 1)
+    )
     rels += f'<Relationship Id="rId{len(sheets) + 1}" Type="{_REL}/styles" Target="styles.xml"/>'
-    workbook_rels = (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
-                     f'<Relationships xmlns="{_PKG_REL}">{rels}</Relationships>')
+    workbook_rels = (
+        f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
+        f'<Relationships xmlns="{_PKG_REL}">{rels}</Relationships>'
+    )
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr(_entry("[Content_Types].xml"), content_types)
         archive.writestr(_entry("_rels/.rels"), root_rels)

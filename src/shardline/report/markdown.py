@@ -128,8 +128,9 @@ def suggestions(r: RooflineResult) -> list[Suggestion]:
         for narrow in ("int8", "int4"):
             if dtype_bits(narrow) < dtype_bits(current):
                 smaller = _try(
-                    partial(_rerun, r, dtypes={biggest.name: narrow},
-                            compute=str(r.dtypes["compute"]))
+                    partial(
+                        _rerun, r, dtypes={biggest.name: narrow}, compute=str(r.dtypes["compute"])
+                    )
                 )
                 if smaller is not None:
                     out.append(
@@ -438,8 +439,11 @@ def explain_sharded(r: Any, comparison: Any = None) -> str:
         f"- Resident on the devices before the step: {', '.join(r.resident) or 'nothing'} "
         "(split as the spec says); each device reads its shards from HBM once (ideal reuse).",
         "- Overlap: "
-        + ("communication overlaps compute (max)." if r.overlap
-           else "none: compute, then communicate."),
+        + (
+            "communication overlaps compute (max)."
+            if r.overlap
+            else "none: compute, then communicate."
+        ),
     ]
     if r.strategy:
         lines.append(f"- Strategy: {r.strategy}.")
@@ -616,9 +620,7 @@ def explain_sharded(r: Any, comparison: Any = None) -> str:
             op_bytes = float(pd.bytes[big.name])
             t_mem_new = (float(pd.bytes["total"]) - op_bytes / 2) / bw
             rest = [times["compute"], t_mem_new]
-            step_new = (
-                max(*rest, times["network"]) if r.overlap else max(rest) + times["network"]
-            )
+            step_new = max(*rest, times["network"]) if r.overlap else max(rest) + times["network"]
             tips.append(
                 f"Store {big.name} ({_pct(op_bytes / float(pd.bytes['total']))} of the bytes each "
                 f"device reads) in {narrow} instead of {current} (compute stays "

@@ -321,9 +321,13 @@ def render_roofline(plot: RooflinePlot, path: str | Path) -> None:
             for bound, color in colors.items():
                 group = [p for p in plot.points if p.bound == bound]
                 if group:
-                    ax.scatter([p.intensity_flop_per_byte for p in group],
-                               [p.flops_per_s for p in group], s=9, color=color,
-                               linewidths=0).set_gid(f"points-{bound}")
+                    ax.scatter(
+                        [p.intensity_flop_per_byte for p in group],
+                        [p.flops_per_s for p in group],
+                        s=9,
+                        color=color,
+                        linewidths=0,
+                    ).set_gid(f"points-{bound}")
         for i, p in enumerate(plot.points):
             if len(plot.points) <= MAX_SEPARATE_POINTS:  # one artist each: the SVG names them
                 ax.plot(

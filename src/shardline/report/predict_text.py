@@ -18,8 +18,11 @@ def render_tile(r: TileReport) -> str:
     t = r.tile
     ridge = next(level for level in r.levels if level.name == r.feeding_level).ridge_flop_per_byte
     verdict = "COMPUTE-BOUND" if r.compute_bound else "MEMORY-BOUND"
-    fit = ("working set " + ("fits in" if r.fits else "does NOT fit in") + " the per-core memory"
-           if r.fits is not None else "per-core memory size unknown")
+    fit = (
+        "working set " + ("fits in" if r.fits else "does NOT fit in") + " the per-core memory"
+        if r.fits is not None
+        else "per-core memory size unknown"
+    )
     out = [
         f"{verdict}: tile intensity {r.tile_intensity_flop_per_byte:,.4g} FLOP/B "
         f"{'>=' if r.compute_bound else '<'} {r.feeding_level} ridge {ridge:,.4g} FLOP/B; {fit}",
@@ -34,30 +37,46 @@ def render_tile(r: TileReport) -> str:
         f"({r.flops_per_s_source} {r.dtypes['compute']})",
     ]
     for level in r.levels:
-        formula = ("s_a·M·K·ceil(N/BN) + s_b·K·N·ceil(M/BM) + s_c·M·N" if level.name != "HBM"
-                   or r.feeding_level == "HBM" else "same formula with L2-resident groups of tiles")
-        out.append(f"  {level.name:<4} traffic   {formula} = {fmt_int(level.bytes)} B "
-                   f"({fmt_bytes(level.bytes)}); minimum {fmt_bytes(r.minimum_bytes)}")
-        out.append(f"       ridge     {fmt_rate(r.flops_per_s)} / "
-                   f"{fmt_rate(level.bytes_per_s, 'B/s')} = "
-                   f"{level.ridge_flop_per_byte:,.4g} FLOP/B;"
-                   f" F/traffic = {level.intensity_flop_per_byte:,.4g} FLOP/B "
-                   f"({'compute' if level.compute_bound else 'memory'}-bound at this level)")
-    limit = "unknown" if r.shared_bytes_per_core is None else \
-        f"{fmt_int(r.shared_bytes_per_core)} B"
-    out.append(f"  working set     {r.stages}·(s_a·BM·BK + s_b·BK·BN) + 4·BM·BN = "
-               f"{fmt_int(r.working_set_bytes)} B of {limit} per core: {_yes(r.fits)}")
+        formula = (
+            "s_a·M·K·ceil(N/BN) + s_b·K·N·ceil(M/BM) + s_c·M·N"
+            if level.name != "HBM" or r.feeding_level == "HBM"
+            else "same formula with L2-resident groups of tiles"
+        )
+        out.append(
+            f"  {level.name:<4} traffic   {formula} = {fmt_int(level.bytes)} B "
+            f"({fmt_bytes(level.bytes)}); minimum {fmt_bytes(r.minimum_bytes)}"
+        )
+        out.append(
+            f"       ridge     {fmt_rate(r.flops_per_s)} / "
+            f"{fmt_rate(level.bytes_per_s, 'B/s')} = "
+            f"{level.ridge_flop_per_byte:,.4g} FLOP/B;"
+            f" F/traffic = {level.intensity_flop_per_byte:,.4g} FLOP/B "
+            f"({'compute' if level.compute_bound else 'memory'}-bound at this level)"
+        )
+    limit = (
+        "unknown" if r.shared_bytes_per_core is None else f"{fmt_int(r.shared_bytes_per_core)} B"
+    )
+    out.append(
+        f"  working set     {r.stages}·(s_a·BM·BK + s_b·BK·BN) + 4·BM·BN = "
+        f"{fmt_int(r.working_set_bytes)} B of {limit} per core: {_yes(r.fits)}"
+    )
     q = r.quantization
-    out.append(f"  quantization    {fmt_int(q['tiles'])} tiles, {fmt_int(q['waves'])} waves on "
-               f"{r.cores or 1} cores: wave efficiency {q['wave_efficiency']:.3f}, "
-               f"tile efficiency {q['tile_efficiency']:.3f}")
+    out.append(
+        f"  quantization    {fmt_int(q['tiles'])} tiles, {fmt_int(q['waves'])} waves on "
+        f"{r.cores or 1} cores: wave efficiency {q['wave_efficiency']:.3f}, "
+        f"tile efficiency {q['tile_efficiency']:.3f}"
+    )
     if r.smallest is None:
-        out.append(f"  smallest tile that is compute-bound and fits: none (no tile up to 4096x4096 "
-                   f"reaches {ridge:,.4g} FLOP/B within {limit})")
+        out.append(
+            f"  smallest tile that is compute-bound and fits: none (no tile up to 4096x4096 "
+            f"reaches {ridge:,.4g} FLOP/B within {limit})"
+        )
     else:
-        out.append(f"  smallest tile that is compute-bound and fits: {r.smallest.text()} "
-                   f"(intensity {r.smallest_intensity_flop_per_byte:,.4g} FLOP/B, working set "
-                   f"{fmt_int(r.smallest_working_set_bytes or 0)} B)")
+        out.append(
+            f"  smallest tile that is compute-bound and fits: {r.smallest.text()} "
+            f"(intensity {r.smallest_intensity_flop_per_byte:,.4g} FLOP/B, working set "
+            f"{fmt_int(r.smallest_working_set_bytes or 0)} B)"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -72,36 +91,50 @@ def render_calibration(path: str, chip: dict[str, Any], measurements: int) -> st
         return float(node.value) if hasattr(node, "value") else float(node)
 
     ach = chip["achievable"]
-    out = [f"wrote {path}: {chip['display_name']} ({measurements} measurements), measured on "
-           f"'{chip['measured_on']}'", ""]
+    out = [
+        f"wrote {path}: {chip['display_name']} ({measurements} measurements), measured on "
+        f"'{chip['measured_on']}'",
+        "",
+    ]
     for dtype, rate in ach.get("matmul_flops_per_s", {}).items():
-        out.append(f"  matmul {dtype:<5} achievable {fmt_rate(value(rate))} "
-                   f"(best seen {fmt_rate(value(chip['peak_flops_per_s'][dtype]))})")
+        out.append(
+            f"  matmul {dtype:<5} achievable {fmt_rate(value(rate))} "
+            f"(best seen {fmt_rate(value(chip['peak_flops_per_s'][dtype]))})"
+        )
     if "mem_bytes_per_s" in ach:
         out.append(f"  memory read      {fmt_rate(value(ach['mem_bytes_per_s']), 'B/s')}")
     on_chip = chip.get("on_chip", {})
     if "l2_bytes_per_s" in on_chip:
         rate = fmt_rate(value(on_chip["l2_bytes_per_s"]), "B/s")
-        out.append(f"  cache read       {rate} for the "
-                   f"first {fmt_bytes(value(on_chip['l2_bytes']))} (effective cache)")
+        out.append(
+            f"  cache read       {rate} for the "
+            f"first {fmt_bytes(value(on_chip['l2_bytes']))} (effective cache)"
+        )
     if "pack_bytes_per_s" in ach:
         out.append(f"  input packing    {fmt_rate(value(ach['pack_bytes_per_s']), 'B/s')}")
-    for key, label in (("per_call_overhead_s", "per-call overhead"),
-                       ("launch_overhead_s", "launch overhead")):
+    for key, label in (
+        ("per_call_overhead_s", "per-call overhead"),
+        ("launch_overhead_s", "launch overhead"),
+    ):
         if key in ach:
             out.append(f"  {label:<16} {fmt_time(value(ach[key]))}")
     if "unaligned_matmul_efficiency" in ach:
-        out.append(f"  unaligned K      {value(ach['unaligned_matmul_efficiency']):.3f} of the "
-                   "aligned rate")
+        out.append(
+            f"  unaligned K      {value(ach['unaligned_matmul_efficiency']):.3f} of the "
+            "aligned rate"
+        )
     net = chip.get("interconnect")
     if net:
-        out.append(f"  collectives      alpha {fmt_time(value(net['hop_latency_s']))}, link "
-                   f"{fmt_rate(value(net['link_bytes_per_s']), 'B/s')}, bus efficiency "
-                   f"{value(ach['collective_bus_efficiency']):.3f} at large messages, half of "
-                   f"it at {fmt_bytes(value(ach['collective_half_efficiency_bytes']))}")
+        out.append(
+            f"  collectives      alpha {fmt_time(value(net['hop_latency_s']))}, link "
+            f"{fmt_rate(value(net['link_bytes_per_s']), 'B/s')}, bus efficiency "
+            f"{value(ach['collective_bus_efficiency']):.3f} at large messages, half of "
+            f"it at {fmt_bytes(value(ach['collective_half_efficiency_bytes']))}"
+        )
     out.append("")
-    out.append(f"use it with --hw {path} (every command); check it with "
-               f"`shardline validate --hw {path}`")
+    out.append(
+        f"use it with --hw {path} (every command); check it with `shardline validate --hw {path}`"
+    )
     return "\n".join(out) + "\n"
 
 
@@ -124,13 +157,18 @@ def render_validation(result: Any, files: list[str]) -> str:
             f"  {c['group']:<13} {c['dtype']:<5} {c['m']:>6} {c['k']:>6} {c['n']:>6} "
             f"{fmt_time(c['measured_s']):>10} {fmt_time(c['predicted_s']):>10} "
             f"{c['abs_err_predicted']:>6.1%} {fmt_time(c['roofline_s']):>10} "
-            f"{c['abs_err_roofline']:>6.1%}  {c['predicted_bound']}")
+            f"{c['abs_err_roofline']:>6.1%}  {c['predicted_bound']}"
+        )
     out.append("")
-    out.append(f"  predicted_s: median {s['median_abs_err_predicted']:.1%}, worst "
-               f"{s['max_abs_err_predicted']:.1%}, within 10% in {s['predicted_within_10_percent']}"
-               f" of {s['cases']}")
-    out.append(f"  roofline (lower bound): median {s['median_abs_err_roofline']:.1%}, worst "
-               f"{s['max_abs_err_roofline']:.1%}")
+    out.append(
+        f"  predicted_s: median {s['median_abs_err_predicted']:.1%}, worst "
+        f"{s['max_abs_err_predicted']:.1%}, within 10% in {s['predicted_within_10_percent']}"
+        f" of {s['cases']}"
+    )
+    out.append(
+        f"  roofline (lower bound): median {s['median_abs_err_roofline']:.1%}, worst "
+        f"{s['max_abs_err_roofline']:.1%}"
+    )
     if files:
         out.append(f"  wrote {', '.join(files)}")
     return "\n".join(out) + "\n"
@@ -145,11 +183,21 @@ def render_plot(path: str, result: Any) -> None:
 
     measured = [c["measured_s"] for c in result.cases]
     fig, ax = plt.subplots(figsize=(6.5, 6))
-    ax.scatter(measured, [c["roofline_s"] for c in result.cases], marker="x", color="tab:gray",
-               label=f"roofline (median err {result.summary['median_abs_err_roofline']:.1%})")
-    ax.scatter(measured, [c["predicted_s"] for c in result.cases], marker="o", facecolors="none",
-               edgecolors="tab:blue",
-               label=f"predicted_s (median err {result.summary['median_abs_err_predicted']:.1%})")
+    ax.scatter(
+        measured,
+        [c["roofline_s"] for c in result.cases],
+        marker="x",
+        color="tab:gray",
+        label=f"roofline (median err {result.summary['median_abs_err_roofline']:.1%})",
+    )
+    ax.scatter(
+        measured,
+        [c["predicted_s"] for c in result.cases],
+        marker="o",
+        facecolors="none",
+        edgecolors="tab:blue",
+        label=f"predicted_s (median err {result.summary['median_abs_err_predicted']:.1%})",
+    )
     low, high = min(measured) / 2, max(measured) * 2
     ax.plot([low, high], [low, high], color="black", linewidth=0.8, label="measured = model")
     ax.set_xscale("log")

@@ -14,8 +14,13 @@ from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fm
 
 __all__ = ["render_sharded", "render_collective", "render_compare", "sharded_bound_line"]
 
-_KIND_WORDS = {"all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
-               "all_reduce": "all-reduce", "all_to_all": "all-to-all", "send": "send"}
+_KIND_WORDS = {
+    "all_gather": "all-gather",
+    "reduce_scatter": "reduce-scatter",
+    "all_reduce": "all-reduce",
+    "all_to_all": "all-to-all",
+    "send": "send",
+}
 
 
 def _ratio(a: float, b: float) -> str:
@@ -25,25 +30,36 @@ def _ratio(a: float, b: float) -> str:
 def sharded_bound_line(r: ShardedResult) -> str:
     """`NETWORK-BOUND: t_network 523 µs > t_compute 139 µs > t_memory 50 µs; ...`."""
     pd = r.per_device
-    times = {"compute": float(pd.t_compute_s), "memory": float(pd.t_memory_s),
-             "network": float(r.t_network_s)}
+    times = {
+        "compute": float(pd.t_compute_s),
+        "memory": float(pd.t_memory_s),
+        "network": float(r.t_network_s),
+    }
     ranked = sorted(times, key=lambda k: -times[k])
     ranked.remove(r.bound)
     ranked.insert(0, r.bound)
     chain = " >= ".join(f"t_{k} {fmt_time(times[k])}" for k in ranked)
-    rule = ("with overlap the step takes the max" if r.overlap
-            else "without overlap the step takes max(t_compute, t_memory) + t_network")
+    rule = (
+        "with overlap the step takes the max"
+        if r.overlap
+        else "without overlap the step takes max(t_compute, t_memory) + t_network"
+    )
     return f"{r.bound.upper()}-BOUND: {chain}; {rule} = {fmt_time(r.t_s)}"
 
 
 def _step_numbers(step: CollectiveStep) -> str:
     st = step.stage
-    lat = (f" + {step.hops:g} × {fmt_time(st.hop_latency_s)}"
-           + (f" × {st.hop_links} links/hop" if st.hop_links > 1 else "")
-           if step.hops else "")
-    return (f"{step.coefficient:.6g} × {fmt_int(float(step.array_bytes))} B / "
-            f"{fmt_num(st.bytes_per_s)} B/s{lat} = {fmt_time(float(step.t_bandwidth_s))}"
-            f" + {fmt_time(step.t_latency_s)}")
+    lat = (
+        f" + {step.hops:g} × {fmt_time(st.hop_latency_s)}"
+        + (f" × {st.hop_links} links/hop" if st.hop_links > 1 else "")
+        if step.hops
+        else ""
+    )
+    return (
+        f"{step.coefficient:.6g} × {fmt_int(float(step.array_bytes))} B / "
+        f"{fmt_num(st.bytes_per_s)} B/s{lat} = {fmt_time(float(step.t_bandwidth_s))}"
+        f" + {fmt_time(step.t_latency_s)}"
+    )
 
 
 def _cost_lines(cost: CollectiveCost, indent: str) -> list[str]:
@@ -58,22 +74,31 @@ def _cost_lines(cost: CollectiveCost, indent: str) -> list[str]:
         lines.append(f"{indent}{where}: {step.formula}")
         lines.append(f"{indent}  = {_step_numbers(step)}")
     if len(cost.steps) > 1:
-        lines.append(f"{indent}combined: bandwidth terms by {cost.combine}, latencies added"
-                     f" = {fmt_time(float(cost.t_bandwidth_s))} + "
-                     f"{fmt_time(float(cost.t_latency_s))}")
-    lines.append(f"{indent}t = {fmt_time(float(cost.t_s))}; realistic t_latency + t_bandwidth/eff"
-                 f" = {fmt_time(float(cost.predicted_s))} (eff = eff_max·V/(V + V_half) = "
-                 f"{float(cost.bus_efficiency):.3g})")
+        lines.append(
+            f"{indent}combined: bandwidth terms by {cost.combine}, latencies added"
+            f" = {fmt_time(float(cost.t_bandwidth_s))} + "
+            f"{fmt_time(float(cost.t_latency_s))}"
+        )
+    lines.append(
+        f"{indent}t = {fmt_time(float(cost.t_s))}; realistic t_latency + t_bandwidth/eff"
+        f" = {fmt_time(float(cost.predicted_s))} (eff = eff_max·V/(V + V_half) = "
+        f"{float(cost.bus_efficiency):.3g})"
+    )
     return lines
 
 
 def _collective_lines(i: int, c: PlannedCollective) -> list[str]:
     axes = "".join(c.axes)
-    head = (f"  {i}. {_KIND_WORDS[c.kind]} {c.operand} over {axes} ({c.cost.devices} devices; "
-            f"{c.cost.topology_detail}), {c.dtype}")
-    return [head, f"     why: {c.reason}",
-            f"     V = {fmt_int(float(c.bytes))} B ({fmt_bytes(float(c.bytes))})",
-            *_cost_lines(c.cost, "     ")]
+    head = (
+        f"  {i}. {_KIND_WORDS[c.kind]} {c.operand} over {axes} ({c.cost.devices} devices; "
+        f"{c.cost.topology_detail}), {c.dtype}"
+    )
+    return [
+        head,
+        f"     why: {c.reason}",
+        f"     V = {fmt_int(float(c.bytes))} B ({fmt_bytes(float(c.bytes))})",
+        *_cost_lines(c.cost, "     "),
+    ]
 
 
 def render_sharded(r: ShardedResult) -> str:
@@ -93,56 +118,81 @@ def render_sharded(r: ShardedResult) -> str:
         "network: " + "; ".join(f"{a} = {t}" for a, t in r.topology.items()),
     ]
     if r.padded:
-        out.append("padded: " + ", ".join(f"{d} {fmt_int(a)} -> {fmt_int(b)}"
-                                           for d, (a, b) in r.padded.items()))
+        out.append(
+            "padded: "
+            + ", ".join(f"{d} {fmt_int(a)} -> {fmt_int(b)}" for d, (a, b) in r.padded.items())
+        )
     not_resident = [n for n in inputs if n not in r.resident]
     if not_resident:
         out.append(f"not resident (start 1/{r.devices} per device): {', '.join(not_resident)}")
     out += ["", sharded_bound_line(r), ""]
     names = list(pd.shapes)
     shapes = {n: "[" + ", ".join(fmt_int(x) for x in pd.shapes[n]) + "]" for n in names}
-    out.append(f"per device  {names[0]}{shapes[names[0]]} · {names[1]}{shapes[names[1]]} -> "
-               f"{names[2]}{shapes[names[2]]}")
+    out.append(
+        f"per device  {names[0]}{shapes[names[0]]} · {names[1]}{shapes[names[1]]} -> "
+        f"{names[2]}{shapes[names[2]]}"
+    )
     local_all, contracted = _local_dims(r)
     factor = "2 × " if contracted else ""
     split = r.total_flops / float(pd.flops) if pd.flops else 0
-    out.append(f"  FLOPs      F = {factor}" + " × ".join(fmt_int(x) for x in local_all)
-               + f" = {fmt_int(pd.flops)} FLOP ({fmt_flops(pd.flops)}); total / F = {split:.4g}")
+    out.append(
+        f"  FLOPs      F = {factor}"
+        + " × ".join(fmt_int(x) for x in local_all)
+        + f" = {fmt_int(pd.flops)} FLOP ({fmt_flops(pd.flops)}); total / F = {split:.4g}"
+    )
     terms = []
     for n in names:
         bits_bytes = _dtype_bytes(r.dtypes[n])
         terms.append(f"{n} {bits_bytes:g} B × " + " × ".join(fmt_int(x) for x in pd.shapes[n]))
     out.append("  bytes      Q = " + " + ".join(terms))
-    out.append("               = " + " + ".join(fmt_int(pd.bytes[n]) for n in names)
-               + f" = {fmt_int(pd.bytes['total'])} B ({fmt_bytes(pd.bytes['total'])})")
-    out.append(f"  t_compute  F / P = {fmt_num(pd.flops)} / {fmt_num(r.hardware['flops_per_s'])} "
-               f"FLOP/s = {fmt_time(pd.t_compute_s)}")
-    out.append(f"  t_memory   Q / W = {fmt_num(pd.bytes['total'])} / "
-               f"{fmt_num(r.hardware['mem_bytes_per_s'])} B/s = {fmt_time(pd.t_memory_s)}")
+    out.append(
+        "               = "
+        + " + ".join(fmt_int(pd.bytes[n]) for n in names)
+        + f" = {fmt_int(pd.bytes['total'])} B ({fmt_bytes(pd.bytes['total'])})"
+    )
+    out.append(
+        f"  t_compute  F / P = {fmt_num(pd.flops)} / {fmt_num(r.hardware['flops_per_s'])} "
+        f"FLOP/s = {fmt_time(pd.t_compute_s)}"
+    )
+    out.append(
+        f"  t_memory   Q / W = {fmt_num(pd.bytes['total'])} / "
+        f"{fmt_num(r.hardware['mem_bytes_per_s'])} B/s = {fmt_time(pd.t_memory_s)}"
+    )
     if r.collectives:
         out.append("collectives")
         for i, c in enumerate(r.collectives, 1):
             out.extend(_collective_lines(i, c))
-        out.append(f"  t_network  sum = {fmt_time(r.t_network_s)} (realistic "
-                   f"{fmt_time(r.t_network_predicted_s)}); each device sends "
-                   f"{fmt_bytes(pd.network_bytes)}")
+        out.append(
+            f"  t_network  sum = {fmt_time(r.t_network_s)} (realistic "
+            f"{fmt_time(r.t_network_predicted_s)}); each device sends "
+            f"{fmt_bytes(pd.network_bytes)}"
+        )
     else:
         out.append("collectives: none (every device has what it needs; t_network = 0)")
     out.append("time")
     tc, tm, tn = float(pd.t_compute_s), float(pd.t_memory_s), float(r.t_network_s)
-    mark_on, mark_off = ((" (--overlap, chosen)", "") if r.overlap
-                         else ("", " (--no-overlap, chosen)"))
-    out.append(f"  overlapped{mark_on}: max(t_compute, t_memory, t_network) = "
-               f"{fmt_time(max(tc, tm, tn))}")
-    out.append(f"  no overlap{mark_off}: max(t_compute, t_memory) + t_network = "
-               f"{fmt_time(max(tc, tm) + tn)}")
-    out.append(f"  t_lower_s {fmt_time(r.t_lower_s)} (overlapped); t_upper_s "
-               f"{fmt_time(r.t_upper_s)} (serial)")
+    mark_on, mark_off = (
+        (" (--overlap, chosen)", "") if r.overlap else ("", " (--no-overlap, chosen)")
+    )
+    out.append(
+        f"  overlapped{mark_on}: max(t_compute, t_memory, t_network) = {fmt_time(max(tc, tm, tn))}"
+    )
+    out.append(
+        f"  no overlap{mark_off}: max(t_compute, t_memory) + t_network = "
+        f"{fmt_time(max(tc, tm) + tn)}"
+    )
+    out.append(
+        f"  t_lower_s {fmt_time(r.t_lower_s)} (overlapped); t_upper_s "
+        f"{fmt_time(r.t_upper_s)} (serial)"
+    )
     if r.thresholds:
         out.append("thresholds")
         for t in r.thresholds:
-            where = ("below it: t_network > t_compute" if t.network_bound
-                     else "above it: t_compute >= t_network")
+            where = (
+                "below it: t_network > t_compute"
+                if t.network_bound
+                else "above it: t_compute >= t_network"
+            )
             value = f"{t.value:,.0f}" if t.value >= 100 else f"{t.value:.4g}"
             out.append(f"  {t.formula} = {value}  (this {t.dim} = {fmt_int(t.current)} is {where})")
     if r.steps or r.alternatives:
@@ -150,7 +200,8 @@ def render_sharded(r: ShardedResult) -> str:
     if r.alternatives:
         options = "; ".join(
             f"{a['choice']} {fmt_time(a['t_s'])}" + (" (chosen)" if a["chosen"] else "")
-            for a in sorted(r.alternatives, key=lambda a: a["t_s"]))
+            for a in sorted(r.alternatives, key=lambda a: a["t_s"])
+        )
         out.append(f"  - legal choices (mesh axis -> dim it splits while multiplying): {options}")
     out.extend(f"  - {s}" for s in r.steps)
     return "\n".join(out) + "\n"
@@ -177,8 +228,11 @@ def _dtype_bytes(name: str) -> float:
 def render_collective(cost: CollectiveCost) -> str:
     kind = _KIND_WORDS[cost.kind].upper()
     t_bw, t_lat = float(cost.t_bandwidth_s), float(cost.t_latency_s)
-    regime = ("LATENCY-BOUND: t_latency {} > t_bandwidth {}" if t_lat > t_bw
-              else "BANDWIDTH-BOUND: t_bandwidth {} >= t_latency {}")
+    regime = (
+        "LATENCY-BOUND: t_latency {} > t_bandwidth {}"
+        if t_lat > t_bw
+        else "BANDWIDTH-BOUND: t_bandwidth {} >= t_latency {}"
+    )
     first, second = (t_lat, t_bw) if t_lat > t_bw else (t_bw, t_lat)
     out = [
         f"{kind} of {fmt_int(float(cost.bytes))} B ({fmt_bytes(float(cost.bytes))}) over "
@@ -208,21 +262,28 @@ def render_compare(result: Any, top: int = 10) -> str:
     b1, b2 = result.best_1d, result.best_2d
     if b1 and b2:
         if result.two_d_wins:
-            out.append(f"2D beats 1D here: best 2D {fmt_time(b2.t_s)} ({b2.bound}-bound) vs best "
-                       f"1D {fmt_time(b1.t_s)} ({b1.spec}, {b1.bound}-bound), "
-                       f"{_ratio(b1.t_s, b2.t_s)} faster")
+            out.append(
+                f"2D beats 1D here: best 2D {fmt_time(b2.t_s)} ({b2.bound}-bound) vs best "
+                f"1D {fmt_time(b1.t_s)} ({b1.spec}, {b1.bound}-bound), "
+                f"{_ratio(b1.t_s, b2.t_s)} faster"
+            )
         else:
-            out.append(f"1D is as good or better here: best 1D {fmt_time(b1.t_s)} ({b1.bound}-"
-                       f"bound) vs best 2D {fmt_time(b2.t_s)} ({b2.spec} on {_mesh(b2.mesh)}, "
-                       f"{b2.bound}-bound)")
+            out.append(
+                f"1D is as good or better here: best 1D {fmt_time(b1.t_s)} ({b1.bound}-"
+                f"bound) vs best 2D {fmt_time(b2.t_s)} ({b2.spec} on {_mesh(b2.mesh)}, "
+                f"{b2.bound}-bound)"
+            )
     elif b1:
-        out.append(f"no 2D mesh for {result.devices} devices (it is prime); best 1D "
-                   f"{fmt_time(b1.t_s)}")
+        out.append(
+            f"no 2D mesh for {result.devices} devices (it is prime); best 1D {fmt_time(b1.t_s)}"
+        )
     if b1 and b2 and result.two_d_wins:
         key = f"t_{b1.bound}"
         before, after = getattr(b1, key + "_s"), getattr(b2, key + "_s")
-        out.append(f"why: the best 1D is {b1.bound}-bound ({key} {fmt_time(before)}); splitting "
-                   f"two dims cuts {key} to {fmt_time(after)} ({_ratio(before, after)} lower)")
+        out.append(
+            f"why: the best 1D is {b1.bound}-bound ({key} {fmt_time(before)}); splitting "
+            f"two dims cuts {key} to {fmt_time(after)} ({_ratio(before, after)} lower)"
+        )
     wins = [row["devices"] for row in result.sweep if row["two_d_wins"]]
     rest = [row["devices"] for row in result.sweep if not row["two_d_wins"]]
     if result.sweep:
@@ -232,16 +293,22 @@ def render_compare(result: Any, top: int = 10) -> str:
         elif not [d for d in rest if d > wins[0]]:
             out.append(f"for these shapes 2D beats 1D from D = {wins[0]} on ({span})")
         else:
-            out.append(f"for these shapes 2D beats 1D at D = {', '.join(map(str, wins))}; "
-                       f"not at {', '.join(map(str, rest))} ({span})")
+            out.append(
+                f"for these shapes 2D beats 1D at D = {', '.join(map(str, wins))}; "
+                f"not at {', '.join(map(str, rest))} ({span})"
+            )
     out.append("")
-    header = (f"{'rank':>4}  {'strategy':<36} {'mesh':<10} {'bound':<8} {'t':>9} "
-              f"{'t_compute':>10} {'t_memory':>10} {'t_network':>10}  collectives")
+    header = (
+        f"{'rank':>4}  {'strategy':<36} {'mesh':<10} {'bound':<8} {'t':>9} "
+        f"{'t_compute':>10} {'t_memory':>10} {'t_network':>10}  collectives"
+    )
     out.append(header)
     for i, s in enumerate(strategies[:top], 1):
-        out.append(f"{i:>4}  {s.spec:<36} {_mesh(s.mesh):<10} {s.bound:<8} {fmt_time(s.t_s):>9} "
-                   f"{fmt_time(s.t_compute_s):>10} {fmt_time(s.t_memory_s):>10} "
-                   f"{fmt_time(s.t_network_s):>10}  {'; '.join(s.collectives) or '-'}")
+        out.append(
+            f"{i:>4}  {s.spec:<36} {_mesh(s.mesh):<10} {s.bound:<8} {fmt_time(s.t_s):>9} "
+            f"{fmt_time(s.t_compute_s):>10} {fmt_time(s.t_memory_s):>10} "
+            f"{fmt_time(s.t_network_s):>10}  {'; '.join(s.collectives) or '-'}"
+        )
     shown = min(top, len(strategies))
     tail = f"({len(strategies)} strategies, {shown} shown"
     if result.excluded:
