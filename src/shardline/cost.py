@@ -6,31 +6,96 @@ function here accepts Python numbers or numpy arrays that broadcast.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Cost", "Times", "roofline_times", "vmax", "bound_of"]
+__all__ = [
+    "Cost",
+    "ZERO_COST",
+    "Times",
+    "roofline_times",
+    "vmax",
+    "bound_of",
+    "TIE_RTOL",
+    "is_tie",
+    "strictly_less",
+]
 
 
 @dataclass(frozen=True)
 class Cost:
+    """What a piece of work costs one device: counts and times, all additive.
+
+    Leaves come from `Cost.roofline` (one op on one chip) or `Cost.network` (a collective); a
+    layer, a stage, a stack or a plan is their sum (`+`) and repeats scale them (`*`). Times are
+    summed leaf by leaf, so `t_lower_s` of a sum is the sum of the leaves' lower bounds (each op's
+    own max(compute, memory)), not the max of the summed columns. `predicted_s` is the realistic
+    time of the same work where a model for it exists, else the lower bound.
+    Every field is a Python number or a numpy array that broadcasts.
+    """
+
     flops: Any = 0
     hbm_bytes: Any = 0
-    net_bytes: Any = 0
+    net_bytes: Any = 0  # bytes this device sends over the network
+    t_compute_s: Any = 0.0
+    t_memory_s: Any = 0.0
+    t_network_s: Any = 0.0  # line-rate alpha-beta time of the collectives
+    t_lower_s: Any = 0.0  # per leaf max(t_compute, t_memory, t_network): perfect overlap
+    t_upper_s: Any = 0.0  # per leaf t_compute + t_memory + t_network: no overlap
+    predicted_s: Any = 0.0  # realistic time (achievable rates, efficiencies)
 
     def __add__(self, other: Cost) -> Cost:
-        return Cost(
-            self.flops + other.flops,
-            self.hbm_bytes + other.hbm_bytes,
-            self.net_bytes + other.net_bytes,
-        )
+        return Cost(*(a + b for a, b in zip(_fields(self), _fields(other), strict=True)))
 
     def __mul__(self, count: Any) -> Cost:
-        return Cost(self.flops * count, self.hbm_bytes * count, self.net_bytes * count)
+        return Cost(*(a * count for a in _fields(self)))
 
     __rmul__ = __mul__
+
+    @property
+    def bound(self) -> Any:
+        """The largest of the three summed times (ties go to compute, then memory)."""
+        return bound_of(self.t_compute_s, self.t_memory_s, self.t_network_s)
+
+    @staticmethod
+    def roofline(
+        flops: Any, hbm_bytes: Any, flops_per_s: Any, mem_bytes_per_s: Any, predicted_s: Any = None
+    ) -> Cost:
+        """One op: T_math = F / P, T_mem = Q / W, lower bound max, upper bound sum."""
+        times = roofline_times(flops, hbm_bytes, flops_per_s, mem_bytes_per_s)
+        return Cost(
+            flops=flops,
+            hbm_bytes=hbm_bytes,
+            t_compute_s=times.t_compute_s,
+            t_memory_s=times.t_memory_s,
+            t_lower_s=times.t_lower_s,
+            t_upper_s=times.t_upper_s,
+            predicted_s=times.t_lower_s if predicted_s is None else predicted_s,
+        )
+
+    @staticmethod
+    def network(net_bytes: Any, t_network_s: Any, predicted_s: Any = None) -> Cost:
+        """One collective (or a send): bytes this device sends and its alpha-beta time."""
+        return Cost(
+            net_bytes=net_bytes,
+            t_network_s=t_network_s,
+            t_lower_s=t_network_s,
+            t_upper_s=t_network_s,
+            predicted_s=t_network_s if predicted_s is None else predicted_s,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields by name (for JSON: the result records flatten their Cost with this)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+ZERO_COST = Cost()
+
+
+def _fields(cost: Cost) -> tuple[Any, ...]:
+    return tuple(getattr(cost, f.name) for f in fields(cost))
 
 
 def _is_array(*values: Any) -> bool:
@@ -78,3 +143,19 @@ def roofline_times(flops: Any, hbm_bytes: Any, flops_per_s: Any, mem_bytes_per_s
         t_upper_s=t_compute_s + t_memory_s,
         bound=bound_of(t_compute_s, t_memory_s),
     )
+
+
+# Two times within this relative distance are a tie (ranking strategies, plans and choices):
+# float sums of the same terms in another order differ by ~1e-16 relative, so 1e-9 separates
+# real differences from rounding while staying far below anything a user could measure.
+TIE_RTOL = 1e-9
+
+
+def is_tie(a: float, b: float) -> bool:
+    """True when a and b are equal within TIE_RTOL (relative to the larger)."""
+    return abs(a - b) <= TIE_RTOL * max(abs(a), abs(b))
+
+
+def strictly_less(a: float, b: float) -> bool:
+    """a < b by more than a tie."""
+    return a < b and not is_tie(a, b)
