@@ -321,12 +321,19 @@ def calibrate_collectives(
         ) from None
     finally:
         bar.close()
-    fit = fit_collectives(rows, processes)
+    fitted = _chip_tables(fit_collectives(rows, processes), len(rows), backend, processes, quick)
+    return fitted, [{"kind": "collective", **r} for r in rows]
+
+
+def _chip_tables(
+    fit: dict[str, float], runs: int, backend: str, processes: int, quick: bool
+) -> dict[str, Any]:
+    """The chip-file tables (interconnect, achievable) of a collective fit."""
     where = (
-        f"fitted to {len(rows)} torch.distributed {backend} runs over {processes} "
+        f"fitted to {runs} torch.distributed {backend} runs over {processes} "
         "processes (shardline calibrate --collectives)"
     )
-    fitted = {
+    return {
         "interconnect": {
             "link": f"torch.distributed {backend}, {processes} processes",
             "topology": "switch",
@@ -343,7 +350,6 @@ def calibrate_collectives(
             "collective_half_efficiency_bytes": Measured(fit["half_bytes"], where),
         },
     }
-    return fitted, [{"kind": "collective", **r} for r in rows]
 
 
 if __name__ == "__main__":
