@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from shardline.cli.main import main
@@ -31,8 +32,9 @@ def cost(kind: str, v: float, n: int, topo: str, chip=V5E, algorithm=None):  # t
 _G, _AR = "(n-1)/n·V/W", "2·(n-1)/n·V/W"
 # (kind, algorithm) -> n -> (coefficient, hops, bytes sent / V, formula), derived by hand:
 # gathers send (n-1)/n V (every shard but one's own), an all-reduce twice that (RS + AG), the
-# in-switch all-reduce V (the switch reduces), the tree 2V (V/2 up + V/2 down in the tree where
-# the rank is a leaf, 2·V/2 up... + 2·V/2 down where it is inner), an all-to-all (n-1)/n² V.
+# in-switch all-reduce V (the switch reduces), the tree 2V (in the tree where the rank is a leaf
+# it sends V/2 up; where it is inner, V/2 up and 2 x V/2 down to its children), an all-to-all
+# (n-1)/n² V (n-1 chunks of V/n²), a send V.
 HAND = {
     ("all_gather", "ring"): lambda n: ((n - 1) / (2 * n), n // 2, (n - 1) / n),
     ("all_gather", "line"): lambda n: ((n - 1) / n, n - 1, (n - 1) / n),
@@ -143,3 +145,17 @@ def test_collective_algorithm_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*argv[:-1], "nope"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: unknown algorithm 'nope'; valid: ring")
+
+
+def test_bytes_sent_over_several_stages_and_vectorized_tree() -> None:
+    # 16 H100 = a node of 8 + 2 over the NICs: the group's figure at n = 16, as before the table
+    v = 1e9
+    ag = collective_cost("all_gather", v, 16, H100)
+    assert len(ag.steps) == 2 and ag.bytes_sent == pytest.approx(15 / 16 * v, rel=1e-15)
+    a2a = collective_cost("all_to_all", v, 16, H100)
+    assert a2a.bytes_sent == pytest.approx(15 / 256 * v, rel=1e-15)
+    sizes = np.array([1e3, 1e6, 1e9])
+    vec = cost("all_reduce", sizes, 8, "switch", H100, "tree")
+    for i, size in enumerate(sizes):
+        one = cost("all_reduce", float(size), 8, "switch", H100, "tree")
+        assert vec.t_s[i] == one.t_s and vec.bytes_sent[i] == 2 * size
