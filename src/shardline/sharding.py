@@ -549,20 +549,10 @@ def _describe_choice(choice: Mapping[str, str | None]) -> str:
 
 
 def _network_bytes(c: PlannedCollective) -> float:
-    """Bytes one device sends: (n-1)/n V for all-gather and reduce-scatter, twice that for an
-    all-reduce (V with in-switch reduction), (n-1)/n^2 V for all-to-all, V for a send."""
-    n = c.cost.devices
-    v = float(c.bytes)
-    if n <= 1:
-        return 0.0
-    if c.kind == "all_reduce":
-        sharp = "in-switch" in c.cost.formula
-        return v if sharp else 2 * (n - 1) / n * v
-    if c.kind == "all_to_all":
-        return (n - 1) / n**2 * v
-    if c.kind == "send":
-        return v
-    return (n - 1) / n * v
+    """Bytes one device sends, from the algorithm table (`CollectiveCost.bytes_sent`): (n-1)/n V
+    for all-gather and reduce-scatter, twice that for an all-reduce (V with in-switch
+    reduction), (n-1)/n^2 V for all-to-all, V for a send."""
+    return float(c.cost.bytes_sent)
 
 
 def _pad_dims(
@@ -772,7 +762,7 @@ def _closed_form(
     if len(active) != 1:
         return None
     topo = active[0].topology
-    sharp = "in-switch" in c.cost.formula
+    sharp = c.cost.in_switch
     # t_network = c·V/W + hops·α with V = s·(other dims); t_compute = 2·(all dims)/(D·P), so
     # dim* = D·P·c·s/(2W) + hops·α·D·P/(2·others). D·c/2 per topology and kind, as (num, den):
     w = "W" if topo == "switch" else "W_link"

@@ -2,8 +2,9 @@
 torch.distributed and fit the alpha-beta model with a size-dependent bus efficiency
 (MODEL.md section 4).
 
-Model (switch topology, X processes, V = bytes of the whole array; the sharding model in
-`shardline.collectives` evaluates the same formula):
+Model (switch topology, X processes, V = bytes of the whole array): the "switch" records of the
+algorithm table (`shardline.collectives.algorithms.TABLE`), t = hops * alpha + coefficient * V /
+W / eff(V), which the sharding model evaluates too:
 
     all-gather, reduce-scatter: t = alpha     + (X-1)/X * V / W / eff(V)
     all-reduce (RS + AG):       t = 2 * alpha + 2 * (X-1)/X * V / W / eff(V)
@@ -12,7 +13,7 @@ Model (switch topology, X processes, V = bytes of the whole array; the sharding 
 - alpha: half the round trip of a 4-byte send/recv between ranks 0 and 1 (ping-pong), at most 0.9 x
   the fastest measured collective per phase (a collective includes its hops' latency);
 - W (the "line rate" of the link): one-way bandwidth of a large send/recv between two ranks;
-- eff_max and V_half: least squares on relative error of `t - n*alpha = n*(X-1)/(X*W) *
+- eff_max and V_half: least squares on relative error of `t - hops*alpha = coefficient/W *
   (V/eff_max + V_half/eff_max)` over every measured (collective, size): linear in 1/eff_max and
   V_half/eff_max. A fitted eff_max above 1 (the collective beat the point-to-point rate) raises W
   to W*eff_max and sets eff_max = 1.
@@ -40,12 +41,17 @@ from typing import Any
 import numpy as np
 
 from shardline.calibrate.chipfile import Measured, write_partial_csv
+from shardline.collectives.algorithms import TABLE, Algorithm
 from shardline.errors import InputError
 
 __all__ = ["calibrate_collectives", "fit_collectives", "model_time", "OPS", "sizes"]
 
 OPS = ("all_gather", "reduce_scatter", "all_reduce")
-_PHASES = {"all_gather": 1, "reduce_scatter": 1, "all_reduce": 2}
+
+
+def _switch(op: str) -> Algorithm:
+    """The table's record of `op` directly through a switch (what the processes run on)."""
+    return TABLE[(op, "switch")]
 
 
 def sizes(quick: bool) -> list[int]:
@@ -64,10 +70,11 @@ def model_time(
     half_bytes: float,
 ) -> Any:
     """Predicted seconds of one collective (the model in the module docstring)."""
-    n = _PHASES[op]
+    record = _switch(op)
     v = np.asarray(v_bytes, dtype=np.float64)
     eff = eff_max * v / (v + half_bytes)
-    return n * alpha_s + n * (processes - 1) / processes * v / link_bytes_per_s / eff
+    coef = record.coefficient(processes)
+    return record.hops(processes) * alpha_s + coef * v / link_bytes_per_s / eff
 
 
 def fit_collectives(rows: list[dict[str, Any]], processes: int) -> dict[str, float]:
@@ -81,7 +88,8 @@ def fit_collectives(rows: list[dict[str, Any]], processes: int) -> dict[str, flo
     # a collective includes at least its hops' latency: on a busy machine a slow ping-pong cannot
     # make alpha exceed (the fastest collective / its phases), kept 10% below it
     floor = min(
-        (r["seconds"] / _PHASES[op] for op in OPS for r in by_kind.get(op, [])), default=alpha / 0.9
+        (r["seconds"] / _switch(op).hops(processes) for op in OPS for r in by_kind.get(op, [])),
+        default=alpha / 0.9,
     )
     alpha = min(alpha, 0.9 * floor)
     big = max(by_kind["p2p"], key=lambda r: r["bytes"])
@@ -90,9 +98,9 @@ def fit_collectives(rows: list[dict[str, Any]], processes: int) -> dict[str, flo
     design, target = [], []
     for op in OPS:
         for r in by_kind.get(op, []):
-            n = _PHASES[op]
-            scale = n * (processes - 1) / (processes * link)
-            left = r["seconds"] - n * alpha
+            record = _switch(op)
+            scale = record.coefficient(processes) / link
+            left = r["seconds"] - record.hops(processes) * alpha
             if left <= 0:
                 continue
             design.append([scale * r["bytes"], scale])
@@ -313,12 +321,19 @@ def calibrate_collectives(
         ) from None
     finally:
         bar.close()
-    fit = fit_collectives(rows, processes)
+    fitted = _chip_tables(fit_collectives(rows, processes), len(rows), backend, processes, quick)
+    return fitted, [{"kind": "collective", **r} for r in rows]
+
+
+def _chip_tables(
+    fit: dict[str, float], runs: int, backend: str, processes: int, quick: bool
+) -> dict[str, Any]:
+    """The chip-file tables (interconnect, achievable) of a collective fit."""
     where = (
-        f"fitted to {len(rows)} torch.distributed {backend} runs over {processes} "
+        f"fitted to {runs} torch.distributed {backend} runs over {processes} "
         "processes (shardline calibrate --collectives)"
     )
-    fitted = {
+    return {
         "interconnect": {
             "link": f"torch.distributed {backend}, {processes} processes",
             "topology": "switch",
@@ -335,7 +350,6 @@ def calibrate_collectives(
             "collective_half_efficiency_bytes": Measured(fit["half_bytes"], where),
         },
     }
-    return fitted, [{"kind": "collective", **r} for r in rows]
 
 
 if __name__ == "__main__":

@@ -238,7 +238,7 @@ def render_collective(cost: CollectiveCost) -> str:
         f"{kind} of {fmt_int(float(cost.bytes))} B ({fmt_bytes(float(cost.bytes))}) over "
         f"{cost.devices} devices: {fmt_time(float(cost.t_s))} at line rate (alpha-beta lower "
         f"bound); predicted {fmt_time(float(cost.predicted_s))} at the measured bus efficiency",
-        f"on {cost.topology_detail}",
+        f"on {cost.topology_detail}; algorithm: {cost.algorithm}",
         "",
         regime.format(fmt_time(first), fmt_time(second)),
         "",

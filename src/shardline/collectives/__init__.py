@@ -1,0 +1,60 @@
+"""Collectives over device-mesh axes: all-gather, reduce-scatter, all-reduce, all-to-all, send.
+
+V is the bytes of the whole array (the gathered result, or one full copy being reduced); each
+device holds V/X. W is one-way bytes/s: per link for rings and lines, per-device egress for a
+switch. alpha is the per-hop latency. Time = latency term + bandwidth term (alpha-beta).
+
+- `records`: kinds, topologies, stages, networks, options, priced steps and costs, and the
+  realistic bus efficiency `eff(V) = eff_max * V / (V + V_half)`;
+- `algorithms`: the table, one record per (kind, algorithm) with its coefficient, hops, bytes
+  each device sends, formula and source; all-reduce = reduce-scatter + all-gather written once;
+- `networks`: which stages each mesh axis runs over (chip default or --topology);
+- `compose`: one collective priced stage by stage (hierarchical composition).
+"""
+
+from shardline.collectives.algorithms import (
+    ALGORITHMS,
+    TABLE,
+    Algorithm,
+    algorithms_for,
+    canonical_algorithm,
+    choose,
+)
+from shardline.collectives.compose import collective_cost, collective_over
+from shardline.collectives.networks import axis_network, mesh_networks, parse_topology
+from shardline.collectives.records import (
+    KINDS,
+    TOPOLOGIES,
+    AxisNetwork,
+    CollectiveCost,
+    CollectiveStep,
+    NetworkOptions,
+    Stage,
+    bus_efficiency,
+    canonical_kind,
+    canonical_topology,
+)
+
+__all__ = [
+    "KINDS",
+    "TOPOLOGIES",
+    "Stage",
+    "AxisNetwork",
+    "NetworkOptions",
+    "CollectiveStep",
+    "CollectiveCost",
+    "bus_efficiency",
+    "canonical_kind",
+    "canonical_topology",
+    "collective_cost",
+    "axis_network",
+    "mesh_networks",
+    "parse_topology",
+    "collective_over",
+    "ALGORITHMS",
+    "TABLE",
+    "Algorithm",
+    "algorithms_for",
+    "canonical_algorithm",
+    "choose",
+]

@@ -1,0 +1,231 @@
+"""The records of the collectives model: kinds, topologies, stages, axis networks, the user's
+network options, priced steps and costs, and the size-dependent bus efficiency.
+
+V is the bytes of the whole array (the gathered result, or one full copy being reduced); each
+device holds V/X. W is one-way bytes/s: per link for rings and lines, per-device egress for a
+switch. alpha is the per-hop latency. The realistic prediction divides the bandwidth term by
+`bus_efficiency`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shardline.errors import InputError
+from shardline.hardware import Chip
+from shardline.serialize import jsonable
+
+KINDS: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send")
+TOPOLOGIES: tuple[str, ...] = (
+    "ring",
+    "line",
+    "unidirectional-ring",
+    "switch",
+    "torus",
+    "hierarchical",
+)
+_STAGE_TOPOLOGIES = ("ring", "line", "unidirectional-ring", "switch")
+
+_KIND_ALIASES = {
+    "allgather": "all_gather",
+    "gather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "allreduce": "all_reduce",
+    "alltoall": "all_to_all",
+    "p2p": "send",
+    "point_to_point": "send",
+    "permute": "send",
+}
+_TOPOLOGY_ALIASES = {
+    "bidirectional-ring": "ring",
+    "bi-ring": "ring",
+    "uni-ring": "unidirectional-ring",
+    "unidirectional": "unidirectional-ring",
+    "nvswitch": "switch",
+    "fat-tree": "switch",
+}
+
+
+def canonical_kind(kind: str) -> str:
+    """'all-gather', 'AllGather', 'all_gather' -> 'all_gather'."""
+    key = str(kind).strip().lower().replace("-", "_").replace(" ", "_")
+    key = _KIND_ALIASES.get(key.replace("_", ""), key) if key not in KINDS else key
+    if key not in KINDS:
+        raise InputError(
+            f"unknown collective {kind!r}; valid: all-gather, reduce-scatter, "
+            "all-reduce, all-to-all, send"
+        )
+    return key
+
+
+def canonical_topology(word: str) -> str:
+    key = str(word).strip().lower().replace("_", "-")
+    key = _TOPOLOGY_ALIASES.get(key, key)
+    if key not in TOPOLOGIES:
+        raise InputError(f"unknown topology {word!r}; valid: {', '.join(TOPOLOGIES)}")
+    return key
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One physical level a mesh axis spans: `devices` of them joined by `topology`."""
+
+    topology: str  # ring | line | unidirectional-ring | switch
+    devices: int
+    bytes_per_s: float  # W: one-way per link (ring, line, unidirectional-ring); egress (switch)
+    hop_latency_s: float
+    link: str  # "ICI", "NVLink 4", "InfiniBand NDR 400 Gb/s", ...
+    scale_out: bool = False  # the level between nodes (NICs / DCN)
+    hop_links: int = 1  # links one hop crosses (a ring strided over a torus dimension)
+    w_note: str = ""  # how W was obtained, e.g. "18 links x 25 GB/s"
+
+    def describe(self) -> str:
+        return f"{self.topology} of {self.devices} ({self.link})"
+
+
+@dataclass(frozen=True)
+class AxisNetwork:
+    """The stages one mesh axis runs over, and where that layout came from."""
+
+    devices: int
+    stages: tuple[Stage, ...]
+    in_network_reduction: bool = False
+    source: str = "chip default"
+
+    @property
+    def name(self) -> str:
+        """The topology word for the whole axis (one of TOPOLOGIES, or "none" for one device)."""
+        active = [s for s in self.stages if s.devices > 1]
+        if not active:
+            return self.stages[0].topology if self.stages else "none"
+        if any(s.scale_out for s in active) and len(active) > 1:
+            return "hierarchical"
+        if len(active) > 1:
+            return "torus"
+        return active[0].topology
+
+    def describe(self) -> str:
+        active = [s for s in self.stages if s.devices > 1]
+        if not active:
+            return "a single device"
+        if len(active) == 1:
+            return active[0].describe()
+        return f"{self.name}: " + " x ".join(s.describe() for s in active)
+
+
+@dataclass(frozen=True)
+class NetworkOptions:
+    """The user's overrides: per-axis topology words, link bandwidth, per-hop latency, and the
+    collective algorithm (`shardline.collectives.algorithms`)."""
+
+    topology: Mapping[str, str] | None = None  # axis -> word
+    link_bytes_per_s: float | None = None  # one-way per link
+    hop_latency_s: float | None = None
+    algorithm: str | None = None  # a name from the algorithm table; None: each stage's default
+
+
+@dataclass(frozen=True)
+class CollectiveStep:
+    """One stage of a collective: the array it moves at that step and the time it takes."""
+
+    stage: Stage
+    array_bytes: Any  # V at this step
+    coefficient: float  # t_bandwidth = coefficient * array_bytes / W
+    hops: float  # t_latency = hops * alpha
+    t_bandwidth_s: Any
+    t_latency_s: float
+    formula: str  # symbolic, in n (this stage's devices), V, W, alpha
+    in_switch: bool = False  # an all-reduce reduced inside the switch (NVLink SHARP)
+    algorithm: str = ""  # the table entry this step runs (ring, line, switch, in-switch, tree, ..)
+    bytes_sent: Any = 0.0  # bytes each device of this stage sends at this step
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    """A priced collective. Field names are the JSON keys (`to_dict`)."""
+
+    kind: str
+    bytes: Any  # V, the whole array
+    devices: int
+    topology: str  # the topology word: ring, line, switch, torus, hierarchical, ...
+    t_s: Any  # alpha-beta: t_latency_s + t_bandwidth_s
+    t_bandwidth_s: Any
+    t_latency_s: Any
+    predicted_s: Any  # t_latency_s + t_bandwidth_s / bus_efficiency(V)
+    bus_efficiency: Any
+    formula: str
+    combine: str  # how the steps add up: "sum" or "max(scale-up, scale-out)"
+    steps: tuple[CollectiveStep, ...] = ()
+    topology_detail: str = ""  # the stages in words, e.g. "switch of 8 (NVLink 4)"
+    algorithm: str = ""  # the table entry (or entries, "line + switch") the steps run
+    bytes_sent: Any = 0.0  # bytes each device sends (the table's fraction of V)
+    in_switch: bool = False  # reduced inside the switch (the table entry says so)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            k: getattr(self, k)
+            for k in (
+                "kind",
+                "bytes",
+                "devices",
+                "topology",
+                "topology_detail",
+                "t_s",
+                "t_bandwidth_s",
+                "t_latency_s",
+                "predicted_s",
+                "bus_efficiency",
+                "formula",
+                "combine",
+                "algorithm",
+                "bytes_sent",
+            )
+        }
+        out["steps"] = [
+            {
+                "topology": s.stage.topology,
+                "devices": s.stage.devices,
+                "link": s.stage.link,
+                "scale_out": s.stage.scale_out,
+                "bytes_per_s": s.stage.bytes_per_s,
+                "hop_latency_s": s.stage.hop_latency_s,
+                "array_bytes": s.array_bytes,
+                "t_bandwidth_s": s.t_bandwidth_s,
+                "t_latency_s": s.t_latency_s,
+                "formula": s.formula,
+                "algorithm": s.algorithm,
+            }
+            for s in self.steps
+        ]
+        return jsonable(out)
+
+
+# --- efficiency ------------------------------------------------------------------------------
+
+
+def bus_efficiency(nbytes: Any, chip: Chip, *, in_switch: bool = False) -> Any:
+    """Fraction of line rate a collective of V bytes reaches: `eff_max * V / (V + V_half)`.
+
+    eff_max = achievable.collective_bus_efficiency (1 when absent), V_half =
+    achievable.collective_half_efficiency_bytes (0 when absent): measured collectives reach less
+    than line rate, and far less at small sizes (MODEL.md section 4; NCCL busbw ~0.8 of NVLink at
+    GB sizes). `shardline calibrate --collectives` fits exactly these two numbers. An all-reduce
+    reduced inside the switch (`in_switch`) is measured against its own V/W bound, so it takes
+    `achievable.in_network_reduction_efficiency` as eff_max where the chip file has it.
+    """
+    ach = chip.achievable
+    eff_max = (in_switch and ach.in_network_reduction_efficiency) or ach.collective_bus_efficiency
+    eff_max = eff_max or 1.0
+    v_half = chip.achievable.collective_half_efficiency_bytes or 0.0
+    if isinstance(nbytes, np.ndarray):
+        v = nbytes.astype(np.float64)
+        safe = np.where(v > 0, v, 1.0)
+        return np.where(v > 0, eff_max * safe / (safe + v_half), eff_max)
+    v_scalar = float(nbytes)
+    if v_scalar <= 0:
+        return eff_max
+    return eff_max * v_scalar / (v_scalar + v_half)
