@@ -23,11 +23,13 @@ from shardline.hardware import (
     unsourced_fields,
 )
 from shardline.kinds import (
+    BOTTLENECKS,
     BOUNDS,
     CHIP_KINDS,
     CHIP_TOPOLOGIES,
     COLLECTIVE_KINDS,
     PHASES,
+    PREDICTED_BOUNDS,
     STAGE_TOPOLOGIES,
     TEMPLATE_PHASES,
     TOPOLOGIES,
@@ -542,6 +544,8 @@ def test_hw_show_json_carries_assumptions(capsys: pytest.CaptureFixture[str]) ->
 
 def test_kinds_tuples_come_from_the_literals() -> None:
     assert BOUNDS == get_args(Bound) == ("compute", "memory", "network")
+    assert PREDICTED_BOUNDS == ("compute", "memory", "network", "overhead")
+    assert BOTTLENECKS == ("compute", "memory", "network", "bubble")
     assert CHIP_KINDS == get_args(ChipKind) == ("gpu", "tpu", "cpu")
     assert COLLECTIVE_KINDS == collectives.KINDS
     assert TOPOLOGIES == collectives.TOPOLOGIES

@@ -12,6 +12,10 @@ from typing import Literal, get_args
 __all__ = [
     "Bound",
     "BOUNDS",
+    "PredictedBound",
+    "PREDICTED_BOUNDS",
+    "Bottleneck",
+    "BOTTLENECKS",
     "CollectiveKind",
     "COLLECTIVE_KINDS",
     "Topology",
@@ -35,6 +39,14 @@ __all__ = [
 # Which resource binds a piece of work: the largest of t_compute, t_memory, t_network.
 Bound = Literal["compute", "memory", "network"]
 BOUNDS: tuple[Bound, ...] = get_args(Bound)
+
+# The realistic prediction's bound (`predict`): a fixed per-call overhead can outweigh the work.
+PredictedBound = Literal["compute", "memory", "network", "overhead"]
+PREDICTED_BOUNDS: tuple[PredictedBound, ...] = get_args(PredictedBound)
+
+# What a plan's step time is mostly made of (`plan`): the pipeline bubble is its own column.
+Bottleneck = Literal["compute", "memory", "network", "bubble"]
+BOTTLENECKS: tuple[Bottleneck, ...] = get_args(Bottleneck)
 
 # Collectives, in their canonical spelling (`collectives.canonical_kind` maps the aliases).
 CollectiveKind = Literal["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send"]
