@@ -2,14 +2,42 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
-from importlib import resources
 from pathlib import Path
+from typing import Any, get_args
 
 import pytest
 
+import shardline.hardware
+from shardline import collectives, workload
+from shardline.cost import bound_of
 from shardline.errors import InputError
-from shardline.hardware import chip_from_dict, list_chips, load_chip
+from shardline.hardware import (
+    ASSUMED,
+    DEFAULTS,
+    catalog_files,
+    chip_from_dict,
+    list_chips,
+    load_chip,
+    unsourced_fields,
+)
+from shardline.kinds import (
+    BOTTLENECKS,
+    BOUNDS,
+    CHIP_KINDS,
+    CHIP_TOPOLOGIES,
+    COLLECTIVE_KINDS,
+    PHASES,
+    PREDICTED_BOUNDS,
+    STAGE_TOPOLOGIES,
+    TEMPLATE_PHASES,
+    TOPOLOGIES,
+    WRAPAROUNDS,
+    Bound,
+    ChipKind,
+)
+from shardline.report.hardware import chip_detail, render_chip
 
 REQUIRED = [
     "a100-40gb",
@@ -30,28 +58,97 @@ def test_catalog_has_the_required_chips() -> None:
     assert set(REQUIRED) <= names
 
 
+# The catalog folder, globbed when the tests are collected: a new chip file is checked with no
+# edit here.
+CATALOG_DIR = Path(shardline.hardware.__file__).parent / "catalog"
+CATALOG_FILES = sorted(CATALOG_DIR.glob("*.toml"))
+
+
 def _numeric_leaves(node: object, path: str = "") -> list[tuple[str, object]]:
+    """Every number (or list of numbers) in a parsed chip file, bare or as {value, source}."""
     if isinstance(node, dict):
         if "value" in node:
             return [(path, node)]
         return [
             leaf for k, v in node.items() for leaf in _numeric_leaves(v, f"{path}.{k}".strip("."))
         ]
+    if isinstance(node, list) and any(_numeric_leaves(v, path) for v in node):
+        return [(path, node)]
     if isinstance(node, int | float) and not isinstance(node, bool) and path != "schema":
         return [(path, node)]
     return []
 
 
-@pytest.mark.parametrize("name", REQUIRED)
-def test_every_number_has_a_source(name: str) -> None:
-    entry = resources.files("shardline.hardware") / "catalog" / f"{name}.toml"
-    data = tomllib.loads(entry.read_text(encoding="utf-8"))
-    for path, leaf in _numeric_leaves(data):
-        assert isinstance(leaf, dict), f"{name}: {path} has no source"
-        assert str(leaf.get("source", "")).strip(), f"{name}: {path} has an empty source"
-    chip = load_chip(name)
-    for dtype in chip.peak_flops_per_s:
-        assert chip.sources[f"peak_flops_per_s.{dtype}"]
+def test_the_catalog_glob_finds_every_chip() -> None:
+    assert len(CATALOG_FILES) >= len(REQUIRED)
+    assert {Path(str(e)) for e in catalog_files()} == set(CATALOG_FILES)
+    assert {Path(str(c.path)) for c in list_chips()} == set(CATALOG_FILES)
+
+
+def _source_problems(path: Path) -> list[str]:
+    """The check every catalog file must pass: each number (or list of numbers) is a table
+    {value, source} with a non-empty source. Two walks: this file's own and the library's."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    own = [
+        f"{where}: no source"
+        for where, leaf in _numeric_leaves(data)
+        if not isinstance(leaf, dict) or not str(leaf.get("source", "")).strip()
+    ]
+    return own + unsourced_fields(data)
+
+
+@pytest.mark.parametrize("path", CATALOG_FILES, ids=lambda p: p.name)
+def test_every_number_has_a_source(path: Path) -> None:
+    assert _source_problems(path) == []
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    leaves = _numeric_leaves(data)
+    assert len(leaves) >= 5, f"{path.name}: too few numbers found"  # peaks, memory, ...
+    chip = chip_from_dict(data, origin=path.name, path=str(path))
+    for where, _ in leaves:  # the loader keeps each of those sources
+        assert chip.sources[where] == _data_at(data, where)["source"]
+
+
+def _data_at(data: dict[str, Any], path: str) -> Any:
+    node: Any = data
+    for part in path.split("."):
+        node = node[part]
+    return node
+
+
+def test_the_source_check_fails_on_a_number_without_a_source() -> None:
+    h100 = CATALOG_DIR / "h100-sxm.toml"
+    data = tomllib.loads(h100.read_text(encoding="utf-8"))
+    assert unsourced_fields(data) == []
+    data["memory"]["bytes_per_s"] = 3.35e12  # a bare number
+    del data["interconnect"]["hop_latency_s"]["source"]  # {value} without a source
+    data["on_chip"]["cores"]["source"] = "  "  # an empty source
+    data["interconnect"]["torus_dims"] = [2, 4]  # a bare list of numbers
+    assert unsourced_fields(data) == [
+        "memory.bytes_per_s: a bare value, not {value, source}",
+        "on_chip.cores: empty or missing source",
+        "interconnect.hop_latency_s: empty or missing source",
+        "interconnect.torus_dims: a bare value, not {value, source}",
+    ]
+    # names, switches and the format version are not numbers that need a source
+    assert unsourced_fields({"schema": 1, "name": "x", "aliases": ["a"], "flag": True}) == []
+
+
+def test_the_source_check_fails_on_a_new_chip_file_in_the_folder(tmp_path: Path) -> None:
+    # the check the parametrized test runs, over a folder that also holds a file without sources
+    sourced = MINIMAL.replace("= 24e9", '= { value = 24e9, source = "s" }')
+    sourced = sourced.replace("= 1e12", '= { value = 1e12, source = "s" }')
+    (tmp_path / "good.toml").write_text(sourced, encoding="utf-8")
+    (tmp_path / "bad.toml").write_text(MINIMAL, encoding="utf-8")
+    found = {p.name: _source_problems(p) for p in sorted(tmp_path.glob("*.toml"))}
+    assert found == {
+        "bad.toml": [
+            "memory.capacity_bytes: no source",
+            "memory.bytes_per_s: no source",
+            "memory.capacity_bytes: a bare value, not {value, source}",
+            "memory.bytes_per_s: a bare value, not {value, source}",
+        ],
+        "good.toml": [],
+    }
 
 
 def test_datasheet_figures_from_the_reference_table() -> None:
@@ -307,3 +404,157 @@ def test_chip_from_dict_bare_numbers() -> None:
         }
     )
     assert chip.peak("float32") == 1e12
+
+
+# Defaults the loader fills: assumptions, named in Chip.sources and in `hw show`.
+
+INTERCONNECT = """
+[interconnect]
+link_bytes_per_s = { value = 50e9, source = "my datasheet" }
+links_per_chip = 4
+"""
+
+
+def test_catalog_defaults_are_named_assumptions() -> None:
+    # The catalog gives every default-able field but these (no public figure found):
+    # MI300X xGMI per-hop latency, TPU DCN per-hop latency.
+    want = {
+        "mi300x": {"interconnect.hop_latency_s"},
+        "tpu-v4": {"interconnect.scale_out.hop_latency_s"},
+        "tpu-v5e": {"interconnect.scale_out.hop_latency_s"},
+        "tpu-v5p": {"interconnect.scale_out.hop_latency_s"},
+        "tpu-v6e": {"interconnect.scale_out.hop_latency_s"},
+    }
+    for chip in list_chips():
+        assert set(chip.assumptions) == want.get(chip.name, set()), chip.name
+        for path, text in chip.assumptions.items():
+            assert text == ASSUMED + DEFAULTS[path][1]
+    mi300x = load_chip("mi300x").interconnect
+    assert mi300x is not None and mi300x.hop_latency_s == 1e-6
+    v5e = load_chip("tpu-v5e").interconnect
+    assert v5e is not None and v5e.scale_out is not None
+    assert v5e.scale_out.hop_latency_s == 5e-6
+
+
+def test_every_default_says_why_and_cites_or_admits() -> None:
+    for path, (_value, why) in DEFAULTS.items():
+        assert why.strip(), path
+    # the numeric defaults cite where their number comes from
+    for path in ("interconnect.hop_latency_s", "interconnect.scale_out.hop_latency_s"):
+        assert "fridayswithfaraday.com" in DEFAULTS[path][1]
+    assert "How to Scale Your Model" in DEFAULTS["interconnect.scale_up_devices"][1]
+    assert DEFAULTS["interconnect.hop_latency_s"][0] == 1e-6
+    assert DEFAULTS["interconnect.scale_out.hop_latency_s"][0] == 5e-6
+    assert DEFAULTS["interconnect.scale_up_devices"][0] == 8
+
+
+def test_user_file_defaults_are_recorded(tmp_path: Path) -> None:
+    chip = load_chip(
+        _write(
+            tmp_path,
+            MINIMAL + INTERCONNECT + "[interconnect.scale_out]\nbytes_per_s_per_device = 1e10\n",
+        )
+    )
+    ic = chip.interconnect
+    assert ic is not None and ic.scale_out is not None
+    assert (ic.topology, ic.link, ic.hop_latency_s, ic.scale_up_devices) == (
+        "switch",
+        "link",
+        1e-6,
+        8,
+    )
+    assert (ic.in_network_reduction, chip.vendor) == (False, "unknown")
+    assert (ic.scale_out.link, ic.scale_out.hop_latency_s) == ("scale-out", 5e-6)
+    assert list(chip.assumptions) == [
+        "vendor",
+        "interconnect.scale_out.link",
+        "interconnect.scale_out.hop_latency_s",
+        "interconnect.topology",
+        "interconnect.in_network_reduction",
+        "interconnect.link",
+        "interconnect.hop_latency_s",
+        "interconnect.scale_up_devices",
+    ]
+    assert "interconnect.wraparound" not in chip.assumptions  # a switch never wraps
+    shown = render_chip(chip).split("assumptions (defaults the loader filled):\n")[1]
+    assert [line.split(" = ")[0].strip() for line in shown.splitlines()] == [
+        p for p in DEFAULTS if p != "interconnect.wraparound"
+    ]  # listed in the file's order
+    # the numbers the file gave are sourced, not assumed
+    assert chip.sources["interconnect.links_per_chip"] == "user file"
+    assert chip.sources["interconnect.link_bytes_per_s"] == "my datasheet"
+
+
+def test_torus_defaults_and_dims(tmp_path: Path) -> None:
+    torus = INTERCONNECT + 'topology = "torus"\ntorus_dims = { value = [4, 4], source = "doc" }\n'
+    chip = load_chip(_write(tmp_path, 'vendor = "me"\n' + MINIMAL + torus))
+    ic = chip.interconnect
+    assert ic is not None and ic.torus_dims == (4, 4) and ic.wraparound == "full-axis"
+    assert chip.sources["interconnect.torus_dims"] == "doc"
+    assert set(chip.assumptions) == {
+        "interconnect.wraparound",
+        "interconnect.in_network_reduction",
+        "interconnect.link",
+        "interconnect.hop_latency_s",
+        "interconnect.scale_up_devices",
+    }
+    bare = torus.replace('{ value = [4, 4], source = "doc" }', "[4, 2]")
+    assert load_chip(_write(tmp_path, MINIMAL + bare)).interconnect.torus_dims == (4, 2)  # type: ignore[union-attr]
+    for bad in ("[4, 0]", '{ value = [4, "x"], source = "doc" }', "[true]", "4"):
+        with pytest.raises(InputError, match="field 'interconnect.torus_dims'"):
+            load_chip(
+                _write(tmp_path, MINIMAL + torus.replace('{ value = [4, 4], source = "doc" }', bad))
+            )
+
+
+def test_hw_show_lists_the_assumptions() -> None:
+    mi300x = load_chip("mi300x")
+    text = render_chip(mi300x)
+    lines = text.splitlines()
+    assert lines[-2] == "assumptions (defaults the loader filled):"
+    assert lines[-1] == (
+        "  interconnect.hop_latency_s = 1 µs: " + DEFAULTS["interconnect.hop_latency_s"][1]
+    )
+    # beside its number the filled field shows no source, as before
+    hop = next(line for line in lines if "per-hop latency" in line)
+    assert hop.rstrip().endswith("1 µs") and "[" not in hop
+    assert chip_detail(mi300x)["assumptions"] == mi300x.assumptions
+    a100 = load_chip("a100-40gb")
+    assert "assumptions" not in render_chip(a100) and chip_detail(a100)["assumptions"] == {}
+    v5e = render_chip(load_chip("tpu-v5e")).splitlines()
+    assert v5e[-1].startswith(
+        "  interconnect.scale_out.hop_latency_s = 5 µs: the InfiniBand NDR inter-node figure"
+    )
+
+
+def test_hw_show_json_carries_assumptions(capsys: pytest.CaptureFixture[str]) -> None:
+    from shardline.cli.main import main
+
+    assert main(["hw", "show", "tpu-v6e", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["assumptions"] == {
+        "interconnect.scale_out.hop_latency_s": ASSUMED
+        + DEFAULTS["interconnect.scale_out.hop_latency_s"][1]
+    }
+    assert out["sources"]["interconnect.scale_out.hop_latency_s"].startswith("assumed default: ")
+
+
+# The shared vocabularies (shardline.kinds) match the words the code uses today.
+
+
+def test_kinds_tuples_come_from_the_literals() -> None:
+    assert BOUNDS == get_args(Bound) == ("compute", "memory", "network")
+    assert PREDICTED_BOUNDS == ("compute", "memory", "network", "overhead")
+    assert BOTTLENECKS == ("compute", "memory", "network", "bubble")
+    assert CHIP_KINDS == get_args(ChipKind) == ("gpu", "tpu", "cpu")
+    assert COLLECTIVE_KINDS == collectives.KINDS
+    assert TOPOLOGIES == collectives.TOPOLOGIES
+    assert STAGE_TOPOLOGIES == collectives._STAGE_TOPOLOGIES
+    assert PHASES == workload.PHASES and TEMPLATE_PHASES == workload.TEMPLATE_PHASES
+    assert CHIP_TOPOLOGIES == ("switch", "torus")
+    assert WRAPAROUNDS == ("full-axis", "multiple-of-4")
+    assert {c.kind for c in list_chips()} <= set(CHIP_KINDS)
+    # bound_of answers only with Bound words: each of the three wins once
+    assert [bound_of(2.0, 1.0, 0.5), bound_of(1.0, 2.0, 0.5), bound_of(1.0, 1.0, 3.0)] == list(
+        BOUNDS
+    )

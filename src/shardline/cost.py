@@ -7,9 +7,11 @@ function here accepts Python numbers or numpy arrays that broadcast.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
+
+from shardline.kinds import Bound
 
 __all__ = [
     "Cost",
@@ -107,8 +109,17 @@ def vmax(a: Any, b: Any) -> Any:
     return np.maximum(a, b) if _is_array(a, b) else max(a, b)
 
 
+@overload
+def bound_of(t_compute_s: float, t_memory_s: float, t_network_s: float | None = None) -> Bound: ...
+
+
+@overload
+def bound_of(t_compute_s: Any, t_memory_s: Any, t_network_s: Any = None) -> Any: ...
+
+
 def bound_of(t_compute_s: Any, t_memory_s: Any, t_network_s: Any = None) -> Any:
-    """Which resource binds: the largest time. Ties go to compute (I >= R is compute-bound)."""
+    """Which resource binds: the largest time. Ties go to compute (I >= R is compute-bound).
+    Python or numpy scalars give a `Bound` word; numpy arrays give an array of them."""
     if t_network_s is None:
         if _is_array(t_compute_s, t_memory_s):
             return np.where(np.asarray(t_compute_s) >= t_memory_s, "compute", "memory")

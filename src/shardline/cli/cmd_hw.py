@@ -15,7 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls = hw_sub.add_parser("list", help="every catalog chip with its headline numbers")
     add_json_arg(ls)
     ls.set_defaults(func=run_list)
-    show = hw_sub.add_parser("show", help="one chip with sources and ridge points per dtype")
+    show = hw_sub.add_parser(
+        "show", help="one chip with sources, ridge points per dtype and assumed defaults"
+    )
     show.add_argument("name", help="chip name, alias or .toml file")
     add_json_arg(show)
     show.set_defaults(func=run_show)

@@ -1,6 +1,9 @@
 """Loading chips: the shipped catalog (one TOML per chip) or a user's own file, validated.
 
-The file form is documented in docs/chip-schema.md. Every numeric leaf is `{value, source}`.
+The file form is documented in docs/chip-schema.md. Every number of a catalog file is
+`{value, source}` (`unsourced_fields` finds those that are not; the test suite runs it over every
+catalog file). A field left out is either required (an error naming it) or filled from `DEFAULTS`
+and recorded as an assumption.
 """
 
 from __future__ import annotations
@@ -10,18 +13,66 @@ import tomllib
 from dataclasses import fields
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
 from shardline.dtypes import canonical_dtype
 from shardline.errors import InputError
-from shardline.hardware.chip import Achievable, Chip, Interconnect, OnChip, ScaleOut
+from shardline.hardware.chip import ASSUMED, Achievable, Chip, Interconnect, OnChip, ScaleOut
+from shardline.kinds import CHIP_KINDS, CHIP_TOPOLOGIES, WRAPAROUNDS, Wraparound
 
-__all__ = ["load_chip", "list_chips", "chip_from_dict", "resolve_chip"]
+__all__ = [
+    "load_chip",
+    "list_chips",
+    "chip_from_dict",
+    "resolve_chip",
+    "catalog_files",
+    "unsourced_fields",
+    "DEFAULTS",
+]
 
-_KINDS = ("gpu", "tpu", "cpu")
-_TOPOLOGIES = ("switch", "torus")
-_WRAP = ("full-axis", "multiple-of-4")
+# What the loader fills when a chip file leaves a field out: dotted path -> (value, why). None of
+# these is a fact about the chip in hand, so each filled field is recorded in `Chip.sources` as
+# ASSUMED + why, and `shardline hw show` lists it under "assumptions". A catalog file should give
+# the real figure with its source instead. (`display_name` defaults to the name and
+# `on_chip.core_name` to "core": labels, not facts, so they are not listed.)
+DEFAULTS: dict[str, tuple[Any, str]] = {
+    "vendor": ("unknown", "the file names no vendor"),
+    "interconnect.link": ("link", "the file names no scale-up link"),
+    "interconnect.topology": (
+        "switch",
+        "every pair of devices one hop apart, as through NVSwitch; the file names no topology",
+    ),
+    "interconnect.hop_latency_s": (
+        1e-6,
+        "the per-hop figure the catalog cites for NVLink 4 (fridayswithfaraday.com 'NVLink, "
+        "NVSwitch, and GPU Interconnect': ~1-2 us intra-node, lower end) and for TPU ICI (How to "
+        "Scale Your Model, sharding chapter: 'typically around 1us'); no figure found for this "
+        "chip's link",
+    ),
+    "interconnect.scale_up_devices": (
+        8,
+        "one 8-GPU node (How to Scale Your Model, GPU chapter: an H100 node is 8 GPUs); the file "
+        "gives no scale-up size",
+    ),
+    "interconnect.wraparound": (
+        "full-axis",
+        "the stricter rule, an axis wraps only at the full torus size (TPU v5e/v6e: How to Scale "
+        "Your Model, TPU chapter); the file names none",
+    ),
+    "interconnect.in_network_reduction": (
+        False,
+        "no in-switch reduction unless the file says so",
+    ),
+    "interconnect.scale_out.link": ("scale-out", "the file names no scale-out link"),
+    "interconnect.scale_out.hop_latency_s": (
+        5e-6,
+        "the InfiniBand NDR inter-node figure the catalog cites (fridayswithfaraday.com 'NVLink, "
+        "NVSwitch, and GPU Interconnect': ~1-5 us, upper end); no figure found for this chip's "
+        "scale-out network",
+    ),
+}
 
 
 class _Reader:
@@ -35,7 +86,7 @@ class _Reader:
     def fail(self, path: str, why: str) -> InputError:
         return InputError(f"{self.origin}: field '{path}' {why}")
 
-    def _raw(self, path: str) -> Any:
+    def raw(self, path: str) -> Any:
         node: Any = self.data
         for part in path.split("."):
             if not isinstance(node, dict) or part not in node:
@@ -43,11 +94,16 @@ class _Reader:
             node = node[part]
         return node
 
-    def number(self, path: str, *, required: bool = False, integer: bool = False) -> Any:
-        raw = self._raw(path)
+    def assume(self, path: str) -> Any:
+        """The default for a field the file left out, recorded as an assumption."""
+        value, why = DEFAULTS[path]
+        self.sources[path] = ASSUMED + why
+        return value
+
+    def sourced(self, path: str) -> Any:
+        """The raw value of a field, unwrapping `{value, source}` and recording the source."""
+        raw = self.raw(path)
         if raw is None:
-            if required:
-                raise self.fail(path, "is missing")
             return None
         source = "user file"
         if isinstance(raw, dict):
@@ -56,6 +112,15 @@ class _Reader:
                 raise self.fail(path, 'must be a number or a table {value = ..., source = "..."}')
             source = str(raw.get("source", source))
             raw = raw["value"]
+        self.sources[path] = source
+        return raw
+
+    def number(self, path: str, *, required: bool = False, integer: bool = False) -> Any:
+        if self.raw(path) is None:
+            if required:
+                raise self.fail(path, "is missing")
+            return None
+        raw = self.sourced(path)
         if isinstance(raw, bool) or not isinstance(raw, int | float):
             raise self.fail(path, f"must be a number, got {raw!r}")
         if not raw > 0 or not math.isfinite(raw):
@@ -64,11 +129,14 @@ class _Reader:
             if raw != int(raw):
                 raise self.fail(path, f"must be an integer, got {raw!r}")
             raw = int(raw)
-        self.sources[path] = source
         return raw
 
+    def number_or_assumed(self, path: str, *, integer: bool = False) -> Any:
+        value = self.number(path, integer=integer)
+        return self.assume(path) if value is None else value
+
     def text(self, path: str, default: str | None = None, choices: tuple[str, ...] = ()) -> Any:
-        raw = self._raw(path)
+        raw = self.raw(path)
         if raw is None:
             if default is None:
                 raise self.fail(path, "is missing")
@@ -79,8 +147,13 @@ class _Reader:
             raise self.fail(path, f"must be one of {', '.join(choices)}, got {raw!r}")
         return raw
 
+    def text_or_assumed(self, path: str, choices: tuple[str, ...] = ()) -> Any:
+        if self.raw(path) is None:
+            return self.assume(path)
+        return self.text(path, choices=choices)
+
     def table(self, path: str) -> dict[str, Any]:
-        raw = self._raw(path)
+        raw = self.raw(path)
         if raw is None:
             return {}
         if not isinstance(raw, dict):
@@ -103,36 +176,54 @@ def _peaks(reader: _Reader, path: str, *, required: bool) -> dict[str, float]:
     return peaks
 
 
+def _scale_out(r: _Reader) -> ScaleOut | None:
+    if not r.table("interconnect.scale_out"):
+        return None
+    return ScaleOut(
+        link=r.text_or_assumed("interconnect.scale_out.link"),
+        bytes_per_s_per_device=float(
+            r.number("interconnect.scale_out.bytes_per_s_per_device", required=True)
+        ),
+        hop_latency_s=float(r.number_or_assumed("interconnect.scale_out.hop_latency_s")),
+    )
+
+
+def _torus_dims(r: _Reader, topology: str) -> tuple[int, ...]:
+    path = "interconnect.torus_dims"
+    dims = r.sourced(path) if r.raw(path) is not None else []
+    if not isinstance(dims, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims
+    ):
+        raise r.fail(path, "must be a list of positive integers")
+    if topology == "torus" and not dims:
+        raise r.fail(path, "is required when topology is 'torus'")
+    return tuple(dims)
+
+
 def _interconnect(r: _Reader) -> Interconnect | None:
     if not r.table("interconnect"):
         return None
-    scale_out = None
-    if r.table("interconnect.scale_out"):
-        scale_out = ScaleOut(
-            link=r.text("interconnect.scale_out.link", default="scale-out"),
-            bytes_per_s_per_device=float(
-                r.number("interconnect.scale_out.bytes_per_s_per_device", required=True)
-            ),
-            hop_latency_s=float(r.number("interconnect.scale_out.hop_latency_s") or 5e-6),
-        )
-    topology = r.text("interconnect.topology", default="switch", choices=_TOPOLOGIES)
-    dims = r._raw("interconnect.torus_dims") or []
-    if not isinstance(dims, list) or not all(isinstance(d, int) and d > 0 for d in dims):
-        raise r.fail("interconnect.torus_dims", "must be a list of positive integers")
-    if topology == "torus" and not dims:
-        raise r.fail("interconnect.torus_dims", "is required when topology is 'torus'")
-    reduction = r._raw("interconnect.in_network_reduction") or False
+    scale_out = _scale_out(r)  # read first: keeps the order of `sources` as it was
+    topology = r.text_or_assumed("interconnect.topology", choices=CHIP_TOPOLOGIES)
+    reduction = r.raw("interconnect.in_network_reduction")
+    if reduction is None:
+        reduction = r.assume("interconnect.in_network_reduction")
     if not isinstance(reduction, bool):
         raise r.fail("interconnect.in_network_reduction", "must be true or false")
+    wraparound: Wraparound = "full-axis"  # only a torus wraps; a switch never reads it
+    if topology == "torus":
+        wraparound = r.text_or_assumed("interconnect.wraparound", choices=WRAPAROUNDS)
+    elif r.raw("interconnect.wraparound") is not None:
+        wraparound = r.text("interconnect.wraparound", choices=WRAPAROUNDS)
     return Interconnect(
-        link=r.text("interconnect.link", default="link"),
+        link=r.text_or_assumed("interconnect.link"),
         topology=topology,
         link_bytes_per_s=float(r.number("interconnect.link_bytes_per_s", required=True)),
         links_per_chip=r.number("interconnect.links_per_chip", required=True, integer=True),
-        hop_latency_s=float(r.number("interconnect.hop_latency_s") or 1e-6),
-        scale_up_devices=r.number("interconnect.scale_up_devices", integer=True) or 8,
-        torus_dims=tuple(dims),
-        wraparound=r.text("interconnect.wraparound", default="full-axis", choices=_WRAP),
+        hop_latency_s=float(r.number_or_assumed("interconnect.hop_latency_s")),
+        scale_up_devices=r.number_or_assumed("interconnect.scale_up_devices", integer=True),
+        torus_dims=_torus_dims(r, topology),
+        wraparound=wraparound,
         in_network_reduction=reduction,
         scale_out=scale_out,
     )
@@ -176,16 +267,8 @@ def _check_known_fields(r: _Reader) -> None:
                 raise r.fail(where, f"is not a chip field (known here: {', '.join(sorted(known))})")
 
 
-def chip_from_dict(
-    data: dict[str, Any], origin: str = "chip file", path: str | None = None
-) -> Chip:
-    """Validate a parsed chip table and build the Chip; errors name the bad field."""
-    r = _Reader(data, origin)
-    _check_known_fields(r)
-    aliases = data.get("aliases", [])
-    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-        raise r.fail("aliases", "must be a list of strings")
-    on_chip = OnChip(
+def _on_chip(r: _Reader) -> OnChip:
+    return OnChip(
         core_name=r.text("on_chip.core_name", default="core"),
         cores=r.number("on_chip.cores", integer=True),
         shared_bytes_per_core=_opt_float(r.number("on_chip.shared_bytes_per_core")),
@@ -196,44 +279,61 @@ def chip_from_dict(
         align_bytes=r.number("on_chip.align_bytes", integer=True),
         matrix_unit_elements=r.number("on_chip.matrix_unit_elements", integer=True),
     )
-    achievable = Achievable(
-        matmul_flops_per_s=_peaks(r, "achievable.matmul_flops_per_s", required=False),
-        mem_bytes_per_s=_opt_float(r.number("achievable.mem_bytes_per_s")),
-        launch_overhead_s=_opt_float(r.number("achievable.launch_overhead_s")),
-        collective_bus_efficiency=_opt_float(r.number("achievable.collective_bus_efficiency")),
-        in_network_reduction_efficiency=_opt_float(
-            r.number("achievable.in_network_reduction_efficiency")
-        ),
-        collective_half_efficiency_bytes=_opt_float(
-            r.number("achievable.collective_half_efficiency_bytes")
-        ),
-        per_call_overhead_s=_opt_float(r.number("achievable.per_call_overhead_s")),
-        pack_bytes_per_s=_opt_float(r.number("achievable.pack_bytes_per_s")),
-        unaligned_matmul_efficiency=_opt_float(r.number("achievable.unaligned_matmul_efficiency")),
-    )
-    for key in (
-        "collective_bus_efficiency",
-        "in_network_reduction_efficiency",
-        "unaligned_matmul_efficiency",
-    ):
-        eff = getattr(achievable, key)
+
+
+# Achievable figures that are fractions of a line rate or peak: at most 1.
+_FRACTIONS = (
+    "collective_bus_efficiency",
+    "in_network_reduction_efficiency",
+    "unaligned_matmul_efficiency",
+)
+
+
+def _achievable(r: _Reader) -> Achievable:
+    rates = _peaks(r, "achievable.matmul_flops_per_s", required=False)
+    optional = {
+        f.name: _opt_float(r.number(f"achievable.{f.name}"))
+        for f in fields(Achievable)
+        if f.name != "matmul_flops_per_s"
+    }
+    for key in _FRACTIONS:
+        eff = optional[key]
         if eff is not None and eff > 1:
             raise r.fail(f"achievable.{key}", f"must be at most 1, got {eff}")
+    return Achievable(matmul_flops_per_s=rates, **optional)
+
+
+def _name_and_aliases(r: _Reader) -> tuple[str, tuple[str, ...]]:
+    aliases = r.data.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise r.fail("aliases", "must be a list of strings")
     name = r.text("name").strip().lower()
     if not name:
         raise r.fail("name", "must not be empty")
+    return name, tuple(a.lower() for a in aliases)
+
+
+def chip_from_dict(
+    data: dict[str, Any], origin: str = "chip file", path: str | None = None
+) -> Chip:
+    """Validate a parsed chip table and build the Chip; errors name the bad field. Fields left out
+    that the loader fills (DEFAULTS) are recorded in `Chip.sources` as assumptions."""
+    r = _Reader(data, origin)
+    _check_known_fields(r)
+    on_chip, achievable = _on_chip(r), _achievable(r)
+    name, aliases = _name_and_aliases(r)
     measured_on = data.get("measured_on")
     if measured_on is not None and not isinstance(measured_on, str):
         raise r.fail("measured_on", f"must be a string, got {measured_on!r}")
     return Chip(
         name=name,
         display_name=r.text("display_name", default=name),
-        kind=r.text("kind", choices=_KINDS),
-        vendor=r.text("vendor", default="unknown"),
+        kind=r.text("kind", choices=CHIP_KINDS),
+        vendor=r.text_or_assumed("vendor"),
         peak_flops_per_s=_peaks(r, "peak_flops_per_s", required=True),
         capacity_bytes=float(r.number("memory.capacity_bytes", required=True)),
         mem_bytes_per_s=float(r.number("memory.bytes_per_s", required=True)),
-        aliases=tuple(a.lower() for a in aliases),
+        aliases=aliases,
         on_chip=on_chip,
         interconnect=_interconnect(r),
         achievable=achievable,
@@ -241,6 +341,36 @@ def chip_from_dict(
         path=path,
         measured_on=measured_on,
     )
+
+
+def _is_number(node: object) -> bool:
+    return isinstance(node, int | float) and not isinstance(node, bool)
+
+
+def unsourced_fields(data: dict[str, Any], path: str = "") -> list[str]:
+    """Every fact in a parsed chip file that lacks a source: each number, or list of numbers, must
+    be a table `{value = ..., source = "..."}` with a non-empty source. The dotted paths of those
+    that are not, each with why. (`schema` is the file format's version, not a fact.)"""
+    missing: list[str] = []
+    for key, node in data.items():
+        where = f"{path}.{key}" if path else key
+        if where == "schema":
+            continue
+        if isinstance(node, dict) and "value" in node:
+            source = node.get("source")
+            if not isinstance(source, str) or not source.strip():
+                missing.append(f"{where}: empty or missing source")
+        elif isinstance(node, dict):
+            missing += unsourced_fields(node, where)
+        elif _is_number(node) or (isinstance(node, list) and any(map(_is_number, node))):
+            missing.append(f"{where}: a bare value, not {{value, source}}")
+    return missing
+
+
+def catalog_files() -> list[Traversable]:
+    """The shipped catalog's chip files (every `*.toml` in the catalog folder), sorted by name."""
+    folder = resources.files("shardline.hardware") / "catalog"
+    return sorted((e for e in folder.iterdir() if e.name.endswith(".toml")), key=lambda e: e.name)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -260,12 +390,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
 @cache
 def _catalog() -> dict[str, Chip]:
     chips: dict[str, Chip] = {}
-    folder = resources.files("shardline.hardware") / "catalog"
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".toml"):
-            data = tomllib.loads(entry.read_text(encoding="utf-8"))
-            chip = chip_from_dict(data, origin=f"catalog/{entry.name}", path=str(entry))
-            chips[chip.name] = chip
+    for entry in catalog_files():
+        data = tomllib.loads(entry.read_text(encoding="utf-8"))
+        chip = chip_from_dict(data, origin=f"catalog/{entry.name}", path=str(entry))
+        chips[chip.name] = chip
     return chips
 
 

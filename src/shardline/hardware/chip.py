@@ -10,8 +10,12 @@ from dataclasses import dataclass, field, replace
 
 from shardline.dtypes import canonical_dtype
 from shardline.errors import InputError
+from shardline.kinds import ChipKind, ChipTopology, Wraparound
 
-__all__ = ["Chip", "OnChip", "Interconnect", "ScaleOut", "Achievable"]
+__all__ = ["Chip", "OnChip", "Interconnect", "ScaleOut", "Achievable", "ASSUMED"]
+
+# How `Chip.sources` marks a field the chip file left out and the loader filled with a default.
+ASSUMED = "assumed default: "
 
 
 @dataclass(frozen=True)
@@ -37,13 +41,13 @@ class ScaleOut:
 @dataclass(frozen=True)
 class Interconnect:
     link: str
-    topology: str  # "switch" or "torus"
+    topology: ChipTopology
     link_bytes_per_s: float  # one-way, per link
     links_per_chip: int
     hop_latency_s: float
     scale_up_devices: int
     torus_dims: tuple[int, ...] = ()
-    wraparound: str = "full-axis"  # torus: "full-axis" or "multiple-of-4"
+    wraparound: Wraparound = "full-axis"  # when a torus axis shorter than the full dim wraps
     in_network_reduction: bool = False
     scale_out: ScaleOut | None = None
 
@@ -73,7 +77,7 @@ class Achievable:
 class Chip:
     name: str
     display_name: str
-    kind: str  # "gpu", "tpu" or "cpu"
+    kind: ChipKind
     vendor: str
     peak_flops_per_s: dict[str, float]
     capacity_bytes: float
@@ -85,6 +89,11 @@ class Chip:
     sources: dict[str, str] = field(default_factory=dict)
     path: str | None = None
     measured_on: str | None = None  # calibrated files: the machine kind they were measured on
+
+    @property
+    def assumptions(self) -> dict[str, str]:
+        """The fields the chip file left out and the loader filled: dotted path -> why."""
+        return {k: v for k, v in self.sources.items() if v.startswith(ASSUMED)}
 
     @property
     def dtypes(self) -> tuple[str, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardline.hardware import Chip
+from shardline.hardware import ASSUMED, DEFAULTS, Chip
 from shardline.serialize import jsonable
 from shardline.units import fmt_capacity, fmt_rate, fmt_time
 
@@ -37,6 +37,7 @@ def chip_detail(chip: Chip) -> dict[str, Any]:
     detail = jsonable(chip)
     detail["ridge_flop_per_byte"] = ridges(chip)
     detail["aliases"] = list(chip.aliases)
+    detail["assumptions"] = _assumed(chip)  # dotted path -> "assumed default: why"
     return detail
 
 
@@ -64,32 +65,35 @@ def _line(label: str, value: str, source: str | None) -> str:
     return f"  {label:<34} {value:<22} {('[' + source + ']') if source else ''}".rstrip()
 
 
-def render_chip(chip: Chip) -> str:
-    s = chip.sources
+def _header(chip: Chip) -> list[str]:
     out = [f"{chip.display_name} ({chip.name}, {chip.kind}, {chip.vendor})"]
     if chip.aliases:
         out.append(f"aliases: {', '.join(chip.aliases)}")
     if chip.path and not chip.path.endswith(f"catalog/{chip.name}.toml"):
         out.append(f"file: {chip.path}")
-    out.append("")
-    out.append("dense peak FLOP/s and ridge point (P / HBM bandwidth):")
+    return [*out, ""]
+
+
+def _peaks(chip: Chip, s: dict[str, str]) -> list[str]:
+    out = ["dense peak FLOP/s and ridge point (P / HBM bandwidth):"]
     for dtype, peak in chip.peak_flops_per_s.items():
         value = f"{_rate(peak):<15} ridge {chip.ridge(dtype):,.1f} FLOP/B"
         out.append(_line(dtype, value, s.get(f"peak_flops_per_s.{dtype}")))
-    out.append("memory:")
-    out.append(
-        _line("HBM capacity", fmt_capacity(chip.capacity_bytes), s.get("memory.capacity_bytes"))
-    )
-    out.append(
-        _line(
-            "HBM bandwidth",
-            _rate(chip.mem_bytes_per_s, "B/s"),
-            s.get("memory.bytes_per_s"),
-        )
-    )
+    return out
+
+
+def _memory(chip: Chip, s: dict[str, str]) -> list[str]:
+    return [
+        "memory:",
+        _line("HBM capacity", fmt_capacity(chip.capacity_bytes), s.get("memory.capacity_bytes")),
+        _line("HBM bandwidth", _rate(chip.mem_bytes_per_s, "B/s"), s.get("memory.bytes_per_s")),
+    ]
+
+
+def _on_chip(chip: Chip, s: dict[str, str]) -> list[str]:
     oc = chip.on_chip
-    on_chip_lines: list[str] = []
-    for label, key, shown in (
+    unit = oc.matrix_unit_elements
+    rows: tuple[tuple[str, str, str | None], ...] = (
         (f"{oc.core_name}s", "cores", str(oc.cores) if oc.cores else None),
         (
             f"shared memory per {oc.core_name}",
@@ -97,101 +101,114 @@ def render_chip(chip: Chip) -> str:
             fmt_capacity(oc.shared_bytes_per_core) if oc.shared_bytes_per_core else None,
         ),
         ("L2", "l2_bytes", fmt_capacity(oc.l2_bytes) if oc.l2_bytes else None),
-        (
-            "L2 bandwidth",
-            "l2_bytes_per_s",
-            _rate(oc.l2_bytes_per_s, "B/s") if oc.l2_bytes_per_s else None,
-        ),
-        (
-            "shared memory bandwidth",
-            "shared_bytes_per_s",
-            _rate(oc.shared_bytes_per_s, "B/s") if oc.shared_bytes_per_s else None,
-        ),
-        ("clock", "clock_hz", _rate(oc.clock_hz, "Hz") if oc.clock_hz else None),
+        ("L2 bandwidth", "l2_bytes_per_s", _opt_rate(oc.l2_bytes_per_s, "B/s")),
+        ("shared memory bandwidth", "shared_bytes_per_s", _opt_rate(oc.shared_bytes_per_s, "B/s")),
+        ("clock", "clock_hz", _opt_rate(oc.clock_hz, "Hz")),
         ("alignment", "align_bytes", f"{oc.align_bytes} B" if oc.align_bytes else None),
-        (
-            "matrix unit",
-            "matrix_unit_elements",
-            f"{oc.matrix_unit_elements}x{oc.matrix_unit_elements}"
-            if oc.matrix_unit_elements
-            else None,
-        ),
-    ):
-        if shown:
-            on_chip_lines.append(_line(label, shown, s.get(f"on_chip.{key}")))
-    if on_chip_lines:
-        out += ["on chip:", *on_chip_lines]
+        ("matrix unit", "matrix_unit_elements", f"{unit}x{unit}" if unit else None),
+    )
+    lines = [_line(label, shown, s.get(f"on_chip.{key}")) for label, key, shown in rows if shown]
+    return ["on chip:", *lines] if lines else []
+
+
+def _opt_rate(value: float | None, unit: str) -> str | None:
+    return _rate(value, unit) if value else None
+
+
+def _interconnect(chip: Chip, s: dict[str, str]) -> list[str]:
     ic = chip.interconnect
-    if ic:
-        out.append(
-            f"interconnect: {ic.link}, topology {ic.topology}"
-            + (
-                f" {'x'.join(map(str, ic.torus_dims))}, wraparound {ic.wraparound}"
-                if ic.topology == "torus"
-                else ""
-            )
-            + (", in-network reduction" if ic.in_network_reduction else "")
-        )
-        out.append(
-            _line(
-                "per link, one-way",
-                _rate(ic.link_bytes_per_s, "B/s"),
-                s.get("interconnect.link_bytes_per_s"),
-            )
-        )
-        out.append(
-            _line("links per chip", str(ic.links_per_chip), s.get("interconnect.links_per_chip"))
-        )
-        out.append(
-            _line("egress, one-way", _rate(ic.egress_bytes_per_s, "B/s"), "links x per link")
-        )
-        out.append(
-            _line(
-                "per-hop latency", fmt_time(ic.hop_latency_s), s.get("interconnect.hop_latency_s")
-            )
-        )
+    if ic is None:
+        return []
+    torus = f" {'x'.join(map(str, ic.torus_dims))}, wraparound {ic.wraparound}"
+    out = [
+        f"interconnect: {ic.link}, topology {ic.topology}"
+        + (torus if ic.topology == "torus" else "")
+        + (", in-network reduction" if ic.in_network_reduction else ""),
+        _line(
+            "per link, one-way",
+            _rate(ic.link_bytes_per_s, "B/s"),
+            s.get("interconnect.link_bytes_per_s"),
+        ),
+        _line("links per chip", str(ic.links_per_chip), s.get("interconnect.links_per_chip")),
+        _line("egress, one-way", _rate(ic.egress_bytes_per_s, "B/s"), "links x per link"),
+        _line("per-hop latency", fmt_time(ic.hop_latency_s), s.get("interconnect.hop_latency_s")),
+        _line(
+            "scale-up domain",
+            f"{ic.scale_up_devices} devices",
+            s.get("interconnect.scale_up_devices"),
+        ),
+    ]
+    if ic.scale_out:
+        so = ic.scale_out
+        out.append(_line("scale-out link", so.link, None))
         out.append(
             _line(
-                "scale-up domain",
-                f"{ic.scale_up_devices} devices",
-                s.get("interconnect.scale_up_devices"),
+                "scale-out per device, one-way",
+                _rate(so.bytes_per_s_per_device, "B/s"),
+                s.get("interconnect.scale_out.bytes_per_s_per_device"),
             )
         )
-        if ic.scale_out:
-            so = ic.scale_out
-            out.append(_line("scale-out link", so.link, None))
-            out.append(
-                _line(
-                    "scale-out per device, one-way",
-                    _rate(so.bytes_per_s_per_device, "B/s"),
-                    s.get("interconnect.scale_out.bytes_per_s_per_device"),
-                )
-            )
+    return out
+
+
+def _achievable(chip: Chip, s: dict[str, str]) -> list[str]:
     ach = chip.achievable
-    if ach.matmul_flops_per_s or ach.mem_bytes_per_s:
-        out.append("achievable (measured, or estimated where the source says so):")
-        for dtype, rate in ach.matmul_flops_per_s.items():
-            out.append(
-                _line(
-                    f"matmul {dtype}",
-                    _rate(rate),
-                    s.get(f"achievable.matmul_flops_per_s.{dtype}"),
-                )
-            )
-        if ach.mem_bytes_per_s:
-            out.append(
-                _line(
-                    "memory bandwidth",
-                    _rate(ach.mem_bytes_per_s, "B/s"),
-                    s.get("achievable.mem_bytes_per_s"),
-                )
-            )
-        if ach.launch_overhead_s:
-            out.append(
-                _line(
-                    "launch overhead",
-                    fmt_time(ach.launch_overhead_s),
-                    s.get("achievable.launch_overhead_s"),
-                )
-            )
+    if not (ach.matmul_flops_per_s or ach.mem_bytes_per_s):
+        return []
+    out = ["achievable (measured, or estimated where the source says so):"]
+    for dtype, rate in ach.matmul_flops_per_s.items():
+        key = f"achievable.matmul_flops_per_s.{dtype}"
+        out.append(_line(f"matmul {dtype}", _rate(rate), s.get(key)))
+    if ach.mem_bytes_per_s:
+        shown = _rate(ach.mem_bytes_per_s, "B/s")
+        out.append(_line("memory bandwidth", shown, s.get("achievable.mem_bytes_per_s")))
+    if ach.launch_overhead_s:
+        took = fmt_time(ach.launch_overhead_s)
+        out.append(_line("launch overhead", took, s.get("achievable.launch_overhead_s")))
+    return out
+
+
+def _assumed_value(chip: Chip, path: str) -> str:
+    """The filled value of a dotted chip-file path (the Chip's attributes carry the same names)."""
+    node: Any = chip
+    for part in path.split("."):
+        node = getattr(node, part, None)
+    if isinstance(node, bool):
+        return "true" if node else "false"
+    if isinstance(node, float) and path.endswith("_s"):
+        return fmt_time(node)
+    return str(node)
+
+
+def _assumed(chip: Chip) -> dict[str, str]:
+    """The chip's assumptions in the order of the loader's DEFAULTS (the chip file's order)."""
+    order = {path: i for i, path in enumerate(DEFAULTS)}
+    return dict(sorted(chip.assumptions.items(), key=lambda kv: order.get(kv[0], len(order))))
+
+
+def _assumptions(chip: Chip) -> list[str]:
+    """The fields the chip file left out, with the default the loader filled and why."""
+    assumed = _assumed(chip)
+    if not assumed:
+        return []
+    out = ["assumptions (defaults the loader filled):"]
+    for path, text in assumed.items():
+        why = text.removeprefix(ASSUMED)
+        out.append(f"  {path} = {_assumed_value(chip, path)}: {why}")
+    return out
+
+
+def render_chip(chip: Chip) -> str:
+    """`shardline hw show`: every number with its source, section by section; the fields the
+    loader filled are listed last, as assumptions, instead of beside their numbers."""
+    s = {k: v for k, v in chip.sources.items() if k not in chip.assumptions}
+    out = [
+        *_header(chip),
+        *_peaks(chip, s),
+        *_memory(chip, s),
+        *_on_chip(chip, s),
+        *_interconnect(chip, s),
+        *_achievable(chip, s),
+        *_assumptions(chip),
+    ]
     return "\n".join(out) + "\n"

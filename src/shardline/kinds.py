@@ -1,0 +1,85 @@
+"""The closed vocabularies of shardline as `Literal` types, with the tuples of valid values.
+
+A `Literal` is a plain `str` at run time, so JSON and text output stay exactly as they were; the
+type checker catches a misspelt word. Each tuple is derived from its type (`typing.get_args`), so
+the two cannot drift apart. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+__all__ = [
+    "Bound",
+    "BOUNDS",
+    "PredictedBound",
+    "PREDICTED_BOUNDS",
+    "Bottleneck",
+    "BOTTLENECKS",
+    "CollectiveKind",
+    "COLLECTIVE_KINDS",
+    "Topology",
+    "TOPOLOGIES",
+    "StageTopology",
+    "STAGE_TOPOLOGIES",
+    "ChipTopology",
+    "CHIP_TOPOLOGIES",
+    "Wraparound",
+    "WRAPAROUNDS",
+    "LayerPhase",
+    "LAYER_PHASES",
+    "Phase",
+    "PHASES",
+    "TemplatePhase",
+    "TEMPLATE_PHASES",
+    "ChipKind",
+    "CHIP_KINDS",
+]
+
+# Which resource binds a piece of work: the largest of t_compute, t_memory, t_network.
+Bound = Literal["compute", "memory", "network"]
+BOUNDS: tuple[Bound, ...] = get_args(Bound)
+
+# The realistic prediction's bound (`predict`): a fixed per-call overhead can outweigh the work.
+PredictedBound = Literal["compute", "memory", "network", "overhead"]
+PREDICTED_BOUNDS: tuple[PredictedBound, ...] = get_args(PredictedBound)
+
+# What a plan's step time is mostly made of (`plan`): the pipeline bubble is its own column.
+Bottleneck = Literal["compute", "memory", "network", "bubble"]
+BOTTLENECKS: tuple[Bottleneck, ...] = get_args(Bottleneck)
+
+# Collectives, in their canonical spelling (`collectives.canonical_kind` maps the aliases).
+CollectiveKind = Literal["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send"]
+COLLECTIVE_KINDS: tuple[CollectiveKind, ...] = get_args(CollectiveKind)
+
+# The network of one mesh axis, as the user may name it (`collectives.canonical_topology`).
+Topology = Literal["ring", "line", "unidirectional-ring", "switch", "torus", "hierarchical"]
+TOPOLOGIES: tuple[Topology, ...] = get_args(Topology)
+
+# One stage of a resolved network (a torus axis or a hierarchy is a sequence of these).
+StageTopology = Literal["ring", "line", "unidirectional-ring", "switch"]
+STAGE_TOPOLOGIES: tuple[StageTopology, ...] = get_args(StageTopology)
+
+# A chip file's scale-up fabric (`interconnect.topology`).
+ChipTopology = Literal["switch", "torus"]
+CHIP_TOPOLOGIES: tuple[ChipTopology, ...] = get_args(ChipTopology)
+
+# When a torus axis shorter than the full torus dimension still wraps around.
+Wraparound = Literal["full-axis", "multiple-of-4"]
+WRAPAROUNDS: tuple[Wraparound, ...] = get_args(Wraparound)
+
+# One layer's pass.
+LayerPhase = Literal["forward", "backward"]
+LAYER_PHASES: tuple[LayerPhase, ...] = get_args(LayerPhase)
+
+# What a layer stack is run for (`workload.PHASES`).
+Phase = Literal["forward", "training"]
+PHASES: tuple[Phase, ...] = get_args(Phase)
+
+# What a transformer template is run for (`workload.TEMPLATE_PHASES`, in that order).
+TemplatePhase = Literal["training", "prefill", "decode", "forward"]
+TEMPLATE_PHASES: tuple[TemplatePhase, ...] = get_args(TemplatePhase)
+
+# What a chip is.
+ChipKind = Literal["gpu", "tpu", "cpu"]
+CHIP_KINDS: tuple[ChipKind, ...] = get_args(ChipKind)
