@@ -400,6 +400,20 @@ def _resolve(m: int, k: int, n: int, precision: Precision | None) -> tuple[Gemm,
     return Gemm(m, k, n, s_a, s_b, s_c), {**names, "compute": canonical_dtype(compute)}
 
 
+def _choose_tile(
+    chip: Chip, gemm: Gemm, tile: str | Tile | None, ridge: float, stages: int, compute: str
+) -> Tile:
+    """The user's tile (which must divide the problem and fit), else the library's choice."""
+    elem_bytes = max(gemm.s_a, gemm.s_b)
+    if tile is None:
+        return _heuristic_tile(chip, gemm, default_bk(elem_bytes), ridge, stages, compute)
+    tile = parse_tile(tile, elem_bytes) if isinstance(tile, str) else tile
+    _check_user_tile(tile, gemm.m, gemm.k, gemm.n)
+    work = float(working_set_bytes(tile.bm, tile.bn, tile.bk, gemm.s_a, gemm.s_b, stages))
+    _check_fit(chip, tile, work, stages)
+    return tile
+
+
 def analyze_tile(
     m: int,
     k: int,
@@ -422,22 +436,13 @@ def analyze_tile(
     rate, source = _rate(chip, dtypes["compute"], use_peak)
     # the ridge of the level that feeds the tiles
     ridge = rate / (chip.on_chip.l2_bytes_per_s or chip.mem_bytes_per_s)
-    if tile is None:
-        bk = default_bk(max(s_a, s_b))
-        tile = _heuristic_tile(chip, gemm, bk, ridge, stages, dtypes["compute"])
-        chosen_by = "library heuristic"
-    else:
-        tile = parse_tile(tile, max(s_a, s_b)) if isinstance(tile, str) else tile
-        _check_user_tile(tile, m, k, n)
-        chosen_by = "user"
+    chosen_by = "library heuristic" if tile is None else "user"
+    tile = _choose_tile(chip, gemm, tile, ridge, stages, dtypes["compute"])
     work = float(working_set_bytes(tile.bm, tile.bn, tile.bk, s_a, s_b, stages))
     limit = chip.on_chip.shared_bytes_per_core
-    if chosen_by == "user":
-        _check_fit(chip, tile, work, stages)
     intensity = float(tile_intensity(tile.bm, tile.bn, s_a, s_b))
     levels = _levels(chip, gemm, tile, rate)
     cores = chip.on_chip.cores
-    quant = quantization(m, n, tile.bm, tile.bn, cores or 1)
     return TileReport(
         m=m,
         k=k,
@@ -460,6 +465,9 @@ def analyze_tile(
         shared_bytes_per_core=limit,
         fits=None if limit is None else work <= limit,
         cores=cores,
-        quantization={key: float(value) for key, value in quant.items()},
+        quantization={
+            key: float(value)
+            for key, value in quantization(m, n, tile.bm, tile.bn, cores or 1).items()
+        },
         **_smallest_fields(smallest_tile(chip, s_a, s_b, tile.bk, ridge, stages), gemm, stages),
     )
