@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shardline.calibrate import calibrate
+from shardline.calibrate import CalibrationOptions, calibrate
 from shardline.calibrate.chipfile import Measured, render_toml, write_chip_file
 from shardline.calibrate.collectives import fit_collectives, model_time
 from shardline.calibrate.cpu import machine_identity
@@ -378,3 +378,14 @@ def test_collectives_under_torchrun(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     chip = load_chip(str(out))
     assert chip.interconnect is not None and chip.interconnect.scale_up_devices == 2
+
+
+def test_calibrate_options_by_keyword_or_group(tmp_path: Path) -> None:
+    """calibrate's settings come as CalibrationOptions or as its field names; an unknown keyword
+    and a bad thread count fail before anything is measured or written."""
+    out = tmp_path / "x.toml"
+    with pytest.raises(TypeError, match="bogus"):
+        calibrate(out, bogus=1)
+    with pytest.raises(InputError, match="--threads must be at least 1, got 0"):
+        calibrate(out, CalibrationOptions(threads=4), threads=0)  # the keyword wins
+    assert not out.exists()

@@ -152,3 +152,42 @@ def test_tile_json_reports_the_model_traffic_formula(capsys: pytest.CaptureFixtu
     # MODEL.md section 3: sA*M*K*ceil(N/bn) + sB*K*N*ceil(M/bm) + sC*M*N
     expected = s * m * k * math.ceil(n / 128) + s * k * n * math.ceil(m / 128) + s * m * n
     assert out["tile_traffic_bytes"] == expected
+
+
+def test_tiling_and_prediction_import_in_one_direction() -> None:
+    """predict imports tiling and achievable; neither imports predict, not even inside a
+    function (the cycle that lazy imports used to hide)."""
+    import ast
+    from pathlib import Path
+
+    import shardline
+
+    src = Path(shardline.__file__).parent
+    for name in ("tiling", "achievable", "roofline"):
+        tree = ast.parse((src / f"{name}.py").read_text(encoding="utf-8"))
+        imported = {
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module is not None
+        }
+        assert "shardline.predict" not in imported, name
+        assert not any(
+            isinstance(node, ast.Import | ast.ImportFrom) and node.col_offset > 0
+            for node in ast.walk(tree)
+        ), f"{name}.py imports inside a function"
+
+
+def test_gpu_tile_time_by_hand() -> None:
+    """H100 (132 SMs), 8192^3 bf16, 128x256 tiles: 64*32 = 2048 tiles, ceil(2048/132) = 16 waves;
+    one SM runs at min(P/132, tile intensity 85.33 FLOP/B * 9.8e12 B/s / 132) and a tile does
+    2*128*256*8192 FLOPs."""
+    from shardline.hardware import load_chip
+    from shardline.tiling import gpu_tile_time
+
+    h100 = load_chip("h100-sxm")
+    rate = 794.5e12
+    t, waves = gpu_tile_time(h100, Gemm(8192, 8192, 8192, 2, 2, 2), 128, 256, rate)
+    intensity = 2 * 128 * 256 / (2 * 128 + 2 * 256)
+    sm_rate = min(rate / 132, intensity * 9.8e12 / 132)
+    assert waves == 16
+    assert float(t) == pytest.approx(16 * 2 * 128 * 256 * 8192 / sm_rate, rel=1e-12)
