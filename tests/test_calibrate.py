@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shardline.calibrate import calibrate
+from shardline.calibrate import CalibrationOptions, calibrate
 from shardline.calibrate.chipfile import Measured, render_toml, write_chip_file
 from shardline.calibrate.collectives import fit_collectives, model_time
 from shardline.calibrate.cpu import machine_identity
-from shardline.calibrate.fit import cpu_plan, fit_cpu, fit_gpu
+from shardline.calibrate.fit import CpuSetup, cpu_plan, fit_cpu, fit_gpu
 from shardline.cli.main import main
 from shardline.dtypes import dtype_bytes
 from shardline.errors import InputError
@@ -62,17 +62,17 @@ def test_fit_cpu_recovers_parameters() -> None:
     jobs = cpu_plan(("fp32", "fp64"), 32 * 2**20)
     results = [{**job, "seconds": _synthetic_time(job)} for job in jobs]
     # the 8x8x8 overhead job has 1,024 FLOP: its model time is t_call + 10 ns of math and packing
-    chip = fit_cpu(
-        results,
-        threads=1,
-        backend="numpy",
+    setup = CpuSetup(
         name="t",
         identity="cpu: test",
         model="Test CPU",
         llc_bytes=32 * 2**20,
         mem_total=2**34,
         library="numpy",
+        threads=1,
+        backend="numpy",
     )
+    chip = fit_cpu(results, setup)
     ach = chip["achievable"]
     assert ach["matmul_flops_per_s"]["fp32"].value == pytest.approx(100e9, rel=0.02)
     assert ach["matmul_flops_per_s"]["fp64"].value == pytest.approx(50e9, rel=0.02)
@@ -378,3 +378,14 @@ def test_collectives_under_torchrun(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     chip = load_chip(str(out))
     assert chip.interconnect is not None and chip.interconnect.scale_up_devices == 2
+
+
+def test_calibrate_options_by_keyword_or_group(tmp_path: Path) -> None:
+    """calibrate's settings come as CalibrationOptions or as its field names; an unknown keyword
+    and a bad thread count fail before anything is measured or written."""
+    out = tmp_path / "x.toml"
+    with pytest.raises(TypeError, match="bogus"):
+        calibrate(out, bogus=1)
+    with pytest.raises(InputError, match="--threads must be at least 1, got 0"):
+        calibrate(out, CalibrationOptions(threads=4), threads=0)  # the keyword wins
+    assert not out.exists()

@@ -9,7 +9,12 @@ import pytest
 
 import shardline
 from shardline.errors import InputError
+from shardline.options import Precision, RateOverrides
 from shardline.roofline import critical_m
+
+# Seed 001's textbook rates for a TPU v5e: int8 and bf16 peaks, HBM bytes/s.
+INT8_V5E = RateOverrides(flops_per_s=3.94e14, mem_bytes_per_s=8.2e11)
+BF16_V5E = RateOverrides(flops_per_s=1.97e14, mem_bytes_per_s=8.2e11)
 
 H100_BF16 = 989.4e12  # NVIDIA H100 SXM5 datasheet, dense bf16 (catalog h100-sxm)
 H100_HBM = 3.35e12  # NVIDIA H100 SXM5 datasheet
@@ -43,9 +48,7 @@ def _brute_critical(k: int, n: int, sa: float, sb: float, sc: float, p: float, w
 def test_seed001_q1_int8_matmul_textbook_numbers() -> None:
     # Seed 001 Q1: int8 X[B,D] . Y[D,F], HBM 8.2e11 B/s, int8 peak 3.94e14 OP/s.
     b, d, f = 64, 4096, 4096
-    r = shardline.matmul(
-        b, d, f, hw="tpu-v5e", dtype="int8", flops_per_s=3.94e14, mem_bytes_per_s=8.2e11
-    )
+    r = shardline.matmul(b, d, f, hw="tpu-v5e", dtype="int8", rates=INT8_V5E)
     assert r.bytes["a"] + r.bytes["b"] == b * d + d * f  # loaded: BD + DF
     assert r.bytes["out"] == b * f  # written: BF
     assert r.flops == 2 * b * d * f
@@ -55,9 +58,7 @@ def test_seed001_q1_int8_matmul_textbook_numbers() -> None:
     assert r.bound == "memory"
     # Compute-bound once 2B > 3.94e14 / 8.2e11 = 480.5 -> B > 240 when B << D, F; exactly:
     assert r.critical_m == _brute_critical(d, f, 1, 1, 1, 3.94e14, 8.2e11) == 273
-    huge = shardline.matmul(
-        1, 2**22, 2**22, hw="tpu-v5e", dtype="int8", flops_per_s=3.94e14, mem_bytes_per_s=8.2e11
-    )
+    huge = shardline.matmul(1, 2**22, 2**22, hw="tpu-v5e", dtype="int8", rates=INT8_V5E)
     assert huge.critical_m == 241  # the B > 240 of the textbook answer, in the D, F -> inf limit
 
 
@@ -70,8 +71,7 @@ def test_seed001_q2_int8_weights_bf16_math_become_compute_bound_near_120() -> No
         hw="tpu-v5e",
         dtype="bf16",
         b_dtype="int8",
-        flops_per_s=1.97e14,
-        mem_bytes_per_s=8.2e11,
+        rates=BF16_V5E,
     )
     assert r.dtypes == {"a": "bf16", "b": "int8", "out": "bf16", "compute": "bf16"}
     assert r.critical_m == 121  # 1.97e14 / 8.2e11 / 2 = 120.1 -> smallest integer above
@@ -82,8 +82,7 @@ def test_seed001_q2_int8_weights_bf16_math_become_compute_bound_near_120() -> No
         hw="tpu-v5e",
         dtype="bf16",
         b_dtype="int8",
-        flops_per_s=1.97e14,
-        mem_bytes_per_s=8.2e11,
+        rates=BF16_V5E,
     )
     assert exact.bytes["total"] == 2 * 64 * 4096 + 4096 * 4096 + 2 * 64 * 4096
     assert exact.critical_m == _brute_critical(4096, 4096, 2, 1, 2, 1.97e14, 8.2e11)
@@ -180,3 +179,44 @@ def test_critical_m_function_matches_formula() -> None:
     closed = math.ceil(2 * k * n / H100_HBM / bracket)
     got = critical_m(k, n, {"a": "bf16", "b": "bf16", "out": "bf16"}, H100_BF16, H100_HBM)
     assert got == closed == _brute_critical(k, n, 2, 2, 2, H100_BF16, H100_HBM)
+
+
+def test_dtype_keywords_and_precision_give_the_same_multiply() -> None:
+    """`b_dtype="int8"` and `precision=Precision("bf16", {"b": "int8"})` are one multiply:
+    bytes 2*64*4096 (A) + 4096*4096 (B, one byte each) + 2*64*4096 (C)."""
+    by_keyword = shardline.matmul(64, 4096, 4096, hw="tpu-v5e", dtype="bf16", b_dtype="int8")
+    by_group = shardline.matmul(
+        64, 4096, 4096, hw="tpu-v5e", precision=Precision("bf16", {"b": "int8"})
+    )
+    assert by_keyword.to_dict() == by_group.to_dict()
+    assert by_group.bytes["total"] == 2 * 64 * 4096 + 4096 * 4096 + 2 * 64 * 4096
+    # a keyword wins over the same field of the group: b in fp8 is one byte too, a in fp32 four
+    mixed = shardline.matmul(
+        64, 4096, 4096, hw="h100", precision=Precision("bf16", {"b": "int8"}), a_dtype="fp32"
+    )
+    assert mixed.bytes["a"] == 4 * 64 * 4096 and mixed.bytes["b"] == 4096 * 4096
+
+
+def test_unknown_dtype_keyword_is_a_clear_error() -> None:
+    with pytest.raises(TypeError, match="c_dtype.*a_dtype, b_dtype, out_dtype"):
+        shardline.matmul(8, 8, 8, c_dtype="int8")
+    with pytest.raises(InputError, match="unknown operand"):
+        shardline.matmul(8, 8, 8, precision=Precision("bf16", {"w": "int8"}))
+
+
+def test_einsum_precision_and_rates() -> None:
+    """compute_dtype and the rates come as groups: int8 inputs computed in bf16 at 1.97e14 FLOP/s
+    over 8.2e11 B/s: t_compute = 2*B*D*F / 1.97e14, t_memory = (BD + DF + BF) / 8.2e11."""
+    b, d, f = 64, 4096, 4096
+    r = shardline.einsum(
+        "X[B,D] * W[D,F] -> Y[B,F]",
+        {"B": b, "D": d, "F": f},
+        "tpu-v5e",
+        "int8",
+        precision=Precision(compute="bf16"),
+        rates=BF16_V5E,
+    )
+    assert r.dtypes["compute"] == "bf16"
+    assert r.t_compute_s == pytest.approx(2 * b * d * f / 1.97e14)
+    assert r.t_memory_s == pytest.approx((b * d + d * f + b * f) / 8.2e11)
+    assert r.cost.t_lower_s == max(r.t_compute_s, r.t_memory_s) == r.t_lower_s

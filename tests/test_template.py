@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from shardline.cli.main import main
 from shardline.hardware import load_chip
 from shardline.io.template import COL, LAYOUT, TemplateRow, write_template
+from shardline.options import RateOverrides
 from shardline.roofline import matmul
 from tests.formula_eval import FUNCTIONS, Workbook
 
@@ -49,8 +50,7 @@ def _check_row(
         a_dtype=row.a_dtype,
         b_dtype=row.b_dtype,
         out_dtype=row.out_dtype,
-        flops_per_s=flops_per_s,
-        mem_bytes_per_s=mem_bytes_per_s,
+        rates=RateOverrides(flops_per_s, mem_bytes_per_s),
     )
     assert cell("flops") == lib.flops  # 2MKN, exact
     assert cell("bytes") == lib.bytes["total"]  # whole bytes per operand, exact

@@ -8,7 +8,9 @@ import math
 import pytest
 
 from shardline.cli.main import main
+from shardline.options import Precision
 from shardline.tiling import (
+    Gemm,
     Tile,
     analyze_tile,
     l2_blocked_hbm_bytes,
@@ -19,13 +21,20 @@ from shardline.tiling import (
     working_set_bytes,
 )
 
+BF16 = Precision("bf16")
+
 
 def test_traffic_formula_by_hand() -> None:
     """M=K=N=1024 bf16, 128x256 tiles: A is read ceil(1024/256) = 4 times, B ceil(1024/128) = 8
     times, C written once: 2*1024^2*(4 + 8 + 1) bytes."""
-    assert tile_traffic_bytes(1024, 1024, 1024, 128, 256, 2, 2, 2) == 2 * 1024**2 * 13
+    assert tile_traffic_bytes(Gemm(1024, 1024, 1024, 2, 2, 2), 128, 256) == 2 * 1024**2 * 13
     # a non-dividing tile still reads whole panels: ceil(1000/128) = 8, ceil(1000/256) = 4
-    assert tile_traffic_bytes(1000, 1000, 1000, 128, 256, 2, 2, 2) == 2 * 1000**2 * (4 + 8 + 1)
+    square = Gemm(1000, 1000, 1000, 2, 2, 2)
+    assert tile_traffic_bytes(square, 128, 256) == 2 * 1000**2 * (4 + 8 + 1)
+    # a batch of 3 moves three times the bytes
+    assert tile_traffic_bytes(Gemm(1000, 1000, 1000, 2, 2, 2, batch=3), 128, 256) == (
+        3 * 2 * 1000**2 * (4 + 8 + 1)
+    )
 
 
 def test_tile_intensity_square_is_b_over_s() -> None:
@@ -55,15 +64,14 @@ def test_smallest_tile_on_h100_bf16() -> None:
 def test_l2_blocked_traffic_is_minimum_when_everything_fits() -> None:
     """A 1024^3 bf16 multiply: the panels of all tiles (K*(2*1024 + 2*1024) = 4 MiB) fit a 50 MB
     L2, so HBM sees each operand once."""
-    assert l2_blocked_hbm_bytes(1024, 1024, 1024, 128, 256, 2, 2, 2, 50e6) == 3 * 2 * 1024**2
+    gemm = Gemm(1024, 1024, 1024, 2, 2, 2)
+    assert l2_blocked_hbm_bytes(gemm, 128, 256, 50e6) == 3 * 2 * 1024**2
     # no L2: the plain tile traffic
-    assert l2_blocked_hbm_bytes(1024, 1024, 1024, 128, 256, 2, 2, 2, None) == tile_traffic_bytes(
-        1024, 1024, 1024, 128, 256, 2, 2, 2
-    )
+    assert l2_blocked_hbm_bytes(gemm, 128, 256, None) == tile_traffic_bytes(gemm, 128, 256)
 
 
 def test_analyze_user_tile_h100() -> None:
-    r = analyze_tile(8192, 8192, 8192, "h100-sxm", "bf16", tile="128x256x64")
+    r = analyze_tile(8192, 8192, 8192, "h100-sxm", precision=BF16, tile="128x256x64")
     assert r.fits is True and r.compute_bound is True and r.feeding_level == "L2"
     assert r.working_set_bytes == 229_376
     levels = {level.name: level for level in r.levels}
@@ -73,12 +81,14 @@ def test_analyze_user_tile_h100() -> None:
     q = r.quantization  # 64*32 = 2048 tiles over 132 SMs: 16 waves
     assert (q["tiles"], q["waves"]) == (2048, math.ceil(2048 / 132))
     # with the datasheet peak the L2 ridge is 989.4e12 / 9.8e12 = 101: 128x256 no longer reaches it
-    peak = analyze_tile(8192, 8192, 8192, "h100-sxm", "bf16", tile="128x256x64", use_peak=True)
+    peak = analyze_tile(
+        8192, 8192, 8192, "h100-sxm", precision=BF16, tile="128x256x64", use_peak=True
+    )
     assert peak.compute_bound is False and peak.flops_per_s_source == "peak"
 
 
 def test_tpu_tile_is_fed_from_hbm() -> None:
-    r = analyze_tile(4096, 4096, 4096, "tpu-v5e", "bf16")
+    r = analyze_tile(4096, 4096, 4096, "tpu-v5e", precision=BF16)
     assert r.feeding_level == "HBM" and len(r.levels) == 1
     assert r.tile.bm % 128 == 0 and r.tile.bn % 128 == 0
     # the heuristic picks the smallest MXU-multiple tile that reaches the HBM ridge 187.15e12/819e9
@@ -142,3 +152,42 @@ def test_tile_json_reports_the_model_traffic_formula(capsys: pytest.CaptureFixtu
     # MODEL.md section 3: sA*M*K*ceil(N/bn) + sB*K*N*ceil(M/bm) + sC*M*N
     expected = s * m * k * math.ceil(n / 128) + s * k * n * math.ceil(m / 128) + s * m * n
     assert out["tile_traffic_bytes"] == expected
+
+
+def test_tiling_and_prediction_import_in_one_direction() -> None:
+    """predict imports tiling and achievable; neither imports predict, not even inside a
+    function (the cycle that lazy imports used to hide)."""
+    import ast
+    from pathlib import Path
+
+    import shardline
+
+    src = Path(shardline.__file__).parent
+    for name in ("tiling", "achievable", "roofline"):
+        tree = ast.parse((src / f"{name}.py").read_text(encoding="utf-8"))
+        imported = {
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module is not None
+        }
+        assert "shardline.predict" not in imported, name
+        assert not any(
+            isinstance(node, ast.Import | ast.ImportFrom) and node.col_offset > 0
+            for node in ast.walk(tree)
+        ), f"{name}.py imports inside a function"
+
+
+def test_gpu_tile_time_by_hand() -> None:
+    """H100 (132 SMs), 8192^3 bf16, 128x256 tiles: 64*32 = 2048 tiles, ceil(2048/132) = 16 waves;
+    one SM runs at min(P/132, tile intensity 85.33 FLOP/B * 9.8e12 B/s / 132) and a tile does
+    2*128*256*8192 FLOPs."""
+    from shardline.hardware import load_chip
+    from shardline.tiling import gpu_tile_time
+
+    h100 = load_chip("h100-sxm")
+    rate = 794.5e12
+    t, waves = gpu_tile_time(h100, Gemm(8192, 8192, 8192, 2, 2, 2), 128, 256, rate)
+    intensity = 2 * 128 * 256 / (2 * 128 + 2 * 256)
+    sm_rate = min(rate / 132, intensity * 9.8e12 / 132)
+    assert waves == 16
+    assert float(t) == pytest.approx(16 * 2 * 128 * 256 * 8192 / sm_rate, rel=1e-12)

@@ -30,17 +30,20 @@ Everything is vectorized: numpy arrays in, arrays out (the sweep benchmark runs 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from shardline.dtypes import ACCUMULATOR_BYTES, dtype_bits
+from shardline.achievable import achievable_rate
+from shardline.dtypes import dtype_bits
 from shardline.einsum import parse_einsum
 from shardline.hardware import Chip
 from shardline.roofline import RooflineResult
-from shardline.tiling import GPU_TILE_CANDIDATES, tile_intensity
+from shardline.tiling import GPU_TILE_CANDIDATES, SPLIT_K, Gemm, choose_gpu_tile, gpu_tile_time
 
 __all__ = [
+    "GemmWork",
     "with_prediction",
     "predict_gemm",
     "achievable_rate",
@@ -104,84 +107,6 @@ def _lookup(dtype: Any, table: Any) -> Any:
     return table(str(dtype))
 
 
-def achievable_rate(chip: Chip, compute_dtype: str) -> tuple[float, str]:
-    """Achievable matmul FLOP/s for a compute dtype, and where it comes from.
-
-    The chip's measured figure when it has one; else the dtype's peak times the measured
-    efficiency (achievable / peak) of another dtype of the same chip; else the peak itself."""
-    measured = chip.achievable.matmul_flops_per_s
-    if compute_dtype in measured:
-        return measured[compute_dtype], f"achievable {compute_dtype} (chip file)"
-    peak = chip.peak(compute_dtype)
-    for other, rate in measured.items():
-        if other in chip.peak_flops_per_s:
-            efficiency = rate / chip.peak_flops_per_s[other]
-            return peak * efficiency, (
-                f"{compute_dtype} peak x {efficiency:.3f} (measured {other} efficiency)"
-            )
-    return peak, f"{compute_dtype} peak (no achievable figure in the chip file)"
-
-
-# Split-K factors a library may use when the output has too few tiles to fill the SMs (CUTLASS
-# "split-K": each slice of K computes a partial tile; a reduction sums them).
-SPLIT_K = (1, 2, 4, 8, 16)
-
-
-def _gpu_tile_time(
-    chip: Chip,
-    k: Any,
-    tiles_m: Any,
-    tiles_n: Any,
-    batch: Any,
-    bm: int,
-    bn: int,
-    s_a: Any,
-    s_b: Any,
-    rate: Any,
-    split: int = 1,
-    out_elements: Any = 0,
-) -> tuple[Any, Any]:
-    """Compute time of one candidate tile and split: waves x (one tile's FLOPs / one SM's rate),
-    plus, when K is split, writing and reading the fp32 partial outputs once each."""
-    cores = chip.on_chip.cores or 1
-    tiles = batch * tiles_m * tiles_n * split
-    waves = np.ceil(tiles / cores)
-    sm_rate = rate / cores
-    l2_rate = chip.on_chip.l2_bytes_per_s
-    if l2_rate:  # the L2 feeds each SM 1/cores of its bandwidth (hierarchical roofline)
-        sm_rate = np.minimum(sm_rate, tile_intensity(bm, bn, s_a, s_b) * l2_rate / cores)
-    t = waves * 2.0 * bm * bn * np.ceil(k / split) / sm_rate
-    if split > 1:
-        reduce_rate = l2_rate or chip.achievable.mem_bytes_per_s or chip.mem_bytes_per_s
-        t = t + 2 * split * ACCUMULATOR_BYTES * out_elements / reduce_rate
-    return t, waves
-
-
-def choose_gpu_tile(
-    chip: Chip,
-    m: int,
-    k: int,
-    n: int,
-    s_a: float,
-    s_b: float,
-    s_c: float,
-    compute_dtype: str = "bf16",
-) -> tuple[int, int]:
-    """The candidate tile with the shortest quantized compute time for one shape."""
-    rate = (
-        achievable_rate(chip, compute_dtype)[0]
-        if compute_dtype in chip.peak_flops_per_s
-        else max(chip.peak_flops_per_s.values())
-    )
-    best: tuple[float, tuple[int, int]] | None = None
-    for bm, bn in GPU_TILE_CANDIDATES:
-        t, _ = _gpu_tile_time(chip, k, -(-m // bm), -(-n // bn), 1, bm, bn, s_a, s_b, rate)
-        if best is None or float(t) < best[0]:
-            best = (float(t), (bm, bn))
-    assert best is not None
-    return best[1]
-
-
 def _aligned(length: Any, elem_bytes: Any, align_bytes: int) -> Any:
     return np.mod(_as_array(length) * elem_bytes, align_bytes) == 0
 
@@ -207,26 +132,175 @@ def gemm_dims(spec_text: str, dims: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def predict_gemm(
-    chip: Chip,
-    *,
-    batch: Any,
-    m: Any,
-    k: Any,
-    n: Any,
-    flops: Any,
-    bytes_a: Any,
-    bytes_b: Any,
-    bytes_total: Any,
-    bits: dict[str, Any],
-    rows: dict[str, Any],
-    compute_dtype: Any,
-    t_lower_s: Any,
-    contracted: bool = True,
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class GemmWork:
+    """What one (batched) GEMM does on one chip: its GEMM shape (`gemm_dims`), FLOPs and bytes
+    (from the roofline), bits per element and row length by role ("a", "b", "out"), and the
+    compute dtype. Python numbers or numpy arrays that broadcast."""
+
+    batch: Any
+    m: Any
+    k: Any
+    n: Any
+    flops: Any
+    bytes_a: Any
+    bytes_b: Any
+    bytes_total: Any
+    bits: dict[str, Any]
+    rows: dict[str, Any]
+    compute_dtype: Any
+    contracted: bool = True
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """The arrays every chip kind's model reads (one broadcast shape)."""
+
+    chip: Chip
+    work: GemmWork
+    batch: Any
+    m: Any
+    k: Any
+    n: Any
+    flops: Any
+    q_bytes: Any
+    s: dict[str, Any]  # bytes per element by role
+    rate: Any  # achievable FLOP/s of the compute dtype
+    mem_rate: float  # achievable memory bytes/s
+
+
+# (t_overhead, t_work, compute side?, the kind's named terms)
+_KindTerms = tuple[Any, Any, Any, dict[str, Any]]
+
+
+def _cpu_terms(c: _Setup) -> _KindTerms:
+    """CPU: per-call overhead + input packing + math at the measured rate; matrix-vector
+    products stream (module docstring)."""
+    ach, batch, m = c.chip.achievable, c.batch, c.m
+    t_call = ach.per_call_overhead_s or ach.launch_overhead_s or 0.0
+    t_overhead = batch * t_call  # numpy loops over the batch, one BLAS call per matrix
+    vector = (m == 1) | (c.n == 1) | (not c.work.contracted)
+    llc, llc_rate = c.chip.on_chip.l2_bytes, c.chip.on_chip.l2_bytes_per_s
+    t_stream = batch * stream_time(c.q_bytes / batch, llc, llc_rate, c.mem_rate)
+    pack_rate = ach.pack_bytes_per_s
+    inputs = (_as_array(c.work.bytes_a) + _as_array(c.work.bytes_b)) / batch
+    # packing reads the inputs `mem_rate / pack_rate` times slower than a plain read
+    t_pack = (
+        batch * pack_read_time(inputs, llc, llc_rate, c.mem_rate) * (c.mem_rate / pack_rate)
+        if pack_rate
+        else 0.0 * m
+    )
+    t_math = c.flops / c.rate
+    t_work = np.where(vector, t_stream, np.maximum(t_pack + t_math, t_stream))
+    compute_side = ~vector & (t_math >= t_pack) & (t_pack + t_math >= t_stream)
+    terms = {
+        "model": "cpu: per-call overhead + input packing + math at the measured rate; "
+        "matrix-vector products stream",
+        "t_overhead_s": t_overhead,
+        "t_pack_s": t_pack * ~vector,
+        "t_compute_s": t_math,
+        "t_memory_s": t_stream,
+        "matrix_vector": vector,
+    }
+    return t_overhead, t_work, compute_side, terms
+
+
+def _tpu_terms(c: _Setup) -> _KindTerms:
+    """TPU: M, K and N padded to the MXU; no waves."""
+    unit = c.chip.on_chip.matrix_unit_elements or 128
+    m, k, n = c.m, c.k, c.n
+
+    def pad(x: Any) -> Any:
+        return np.ceil(x / unit) * unit
+
+    t_overhead = (c.chip.achievable.launch_overhead_s or 0.0) * np.ones_like(m)
+    pad_eff = (m * k * n) / (pad(m) * pad(k) * pad(n)) if c.work.contracted else np.ones_like(m)
+    t_math = c.flops / (c.rate * pad_eff)
+    t_memory = c.q_bytes / c.mem_rate
+    terms = {
+        "model": f"tpu: M, K, N padded to the {unit}-wide MXU",
+        "t_overhead_s": t_overhead,
+        "t_compute_s": t_math,
+        "t_memory_s": t_memory,
+        "tile_efficiency": pad_eff,
+        "mxu_elements": unit,
+    }
+    return t_overhead, np.maximum(t_math, t_memory), t_math >= t_memory, terms
+
+
+def _align_efficiency(c: _Setup) -> Any:
+    """1 where every operand's rows are a multiple of align_bytes, else the unaligned rate."""
+    align = c.chip.on_chip.align_bytes
+    if not align:
+        return np.ones_like(c.m)
+    ok = np.ones_like(c.m, dtype=bool)
+    for name, length in c.work.rows.items():
+        ok = ok & _aligned(length, c.s[name], align)
+    unaligned = c.chip.achievable.unaligned_matmul_efficiency or DEFAULT_UNALIGNED_EFFICIENCY
+    return np.where(ok, 1.0, unaligned)
+
+
+def _best_gpu_tiles(c: _Setup, rate: Any) -> dict[str, Any]:
+    """Per element: the candidate tile and split-K factor with the shortest time."""
+    gemm = Gemm(c.m, c.k, c.n, c.s["a"], c.s["b"], c.s["out"], c.batch)
+    first_bm, first_bn = GPU_TILE_CANDIDATES[0]
+    best_t, best_waves = gpu_tile_time(c.chip, gemm, first_bm, first_bn, rate)
+    best = {
+        "bm": np.full_like(c.m, first_bm),
+        "bn": np.full_like(c.m, first_bn),
+        "split": np.ones_like(c.m),
+    }
+    for bm, bn in GPU_TILE_CANDIDATES:
+        for split in SPLIT_K:
+            t, waves = gpu_tile_time(c.chip, gemm, bm, bn, rate, split)
+            better = t < best_t
+            best_t = np.where(better, t, best_t)
+            best_waves = np.where(better, waves, best_waves)
+            for key, value in (("bm", bm), ("bn", bn), ("split", split)):
+                best[key] = np.where(better, value, best[key])
+    return {**best, "t": best_t, "waves": best_waves}
+
+
+def _gpu_terms(c: _Setup) -> _KindTerms:
+    """GPU: the best of the library's tiles and split-K factors, waves over the SMs."""
+    cores = c.chip.on_chip.cores or 1
+    m, n, batch = c.m, c.n, c.batch
+    align_eff = _align_efficiency(c)
+    best = _best_gpu_tiles(c, c.rate * align_eff)
+    bm, bn, split, waves = best["bm"], best["bn"], best["split"], best["waves"]
+    tiles = batch * np.ceil(m / bm) * np.ceil(n / bn) * split
+    t_overhead = (c.chip.achievable.launch_overhead_s or 0.0) * np.ones_like(m)
+    # a matrix-vector product (or an einsum without a contraction) runs a streaming kernel:
+    # no output tiles to quantize
+    plain = (not c.work.contracted) | (m == 1) | (n == 1)
+    t_math = np.where(plain, c.flops / (c.rate * align_eff), best["t"])
+    t_memory = c.q_bytes / c.mem_rate
+    terms = {
+        "model": f"gpu: best of {len(GPU_TILE_CANDIDATES)} library tiles, waves over "
+        f"{cores} SMs, launch overhead",
+        "t_overhead_s": t_overhead,
+        "t_compute_s": t_math,
+        "t_memory_s": t_memory,
+        "tile_m": bm,
+        "tile_n": bn,
+        "split_k": split,
+        "tiles": tiles,
+        "waves": waves,
+        "sms": cores,
+        "wave_efficiency": tiles / (waves * cores),
+        "tile_efficiency": (m * n * batch * split) / (tiles * bm * bn),
+        "streaming_kernel": plain,
+        "align_efficiency": align_eff,
+    }
+    return t_overhead, np.maximum(t_math, t_memory), t_math >= t_memory, terms
+
+
+_KIND_MODELS = {"cpu": _cpu_terms, "tpu": _tpu_terms}
+
+
+def predict_gemm(chip: Chip, work: GemmWork, t_lower_s: Any) -> dict[str, Any]:
     """The realistic time of a (batched) GEMM on one chip, as a dict of named terms (arrays)."""
-    s = {name: _as_array(b) / 8 for name, b in bits.items()}
-    s_a, s_b = s["a"], s["b"]
+    compute_dtype = work.compute_dtype
     rate = _lookup(compute_dtype, lambda d: achievable_rate(chip, d)[0])
     source = (
         achievable_rate(chip, str(compute_dtype))[1]
@@ -235,137 +309,35 @@ def predict_gemm(
     )
     mem_rate = chip.achievable.mem_bytes_per_s or chip.mem_bytes_per_s
     # one shape for every term: a scalar M with an array of K (a sweep) broadcasts
-    batch, m, k, n = np.broadcast_arrays(*(_as_array(v) for v in (batch, m, k, n)))
-    flops, q_bytes = _as_array(flops), _as_array(bytes_total)
-    t_memory = q_bytes / mem_rate
-    terms: dict[str, Any] = {
+    batch, m, k, n = np.broadcast_arrays(
+        *(_as_array(v) for v in (work.batch, work.m, work.k, work.n))
+    )
+    setup = _Setup(
+        chip=chip,
+        work=work,
+        batch=batch,
+        m=m,
+        k=k,
+        n=n,
+        flops=_as_array(work.flops),
+        q_bytes=_as_array(work.bytes_total),
+        s={name: _as_array(b) / 8 for name, b in work.bits.items()},
+        rate=rate,
+        mem_rate=mem_rate,
+    )
+    t_overhead, t_work, compute_side, kind_terms = _KIND_MODELS.get(chip.kind, _gpu_terms)(setup)
+    predicted = t_overhead + t_work
+    bound = np.where(t_overhead > t_work, "overhead", np.where(compute_side, "compute", "memory"))
+    return {
         "lower_bound_s": t_lower_s,
         "achievable_flops_per_s": rate,
         "achievable_flops_source": source,
         "achievable_mem_bytes_per_s": mem_rate,
+        **kind_terms,
+        "predicted_s": predicted,
+        "predicted_bound": bound,
+        "lower_bound_over_predicted": _as_array(t_lower_s) / predicted,
     }
-    if chip.kind == "cpu":
-        t_call = chip.achievable.per_call_overhead_s or chip.achievable.launch_overhead_s or 0.0
-        t_overhead = batch * t_call  # numpy loops over the batch, one BLAS call per matrix
-        vector = (m == 1) | (n == 1) | (not contracted)
-        llc, llc_rate = chip.on_chip.l2_bytes, chip.on_chip.l2_bytes_per_s
-        t_stream = batch * stream_time(q_bytes / batch, llc, llc_rate, mem_rate)
-        pack_rate = chip.achievable.pack_bytes_per_s
-        inputs = (_as_array(bytes_a) + _as_array(bytes_b)) / batch
-        # packing reads the inputs `mem_rate / pack_rate` times slower than a plain read
-        t_pack = (
-            batch * pack_read_time(inputs, llc, llc_rate, mem_rate) * (mem_rate / pack_rate)
-            if pack_rate
-            else 0.0 * m
-        )
-        t_math = flops / rate
-        t_work = np.where(vector, t_stream, np.maximum(t_pack + t_math, t_stream))
-        compute_side = ~vector & (t_math >= t_pack) & (t_pack + t_math >= t_stream)
-        terms.update(
-            {
-                "model": "cpu: per-call overhead + input packing + math at the measured rate; "
-                "matrix-vector products stream",
-                "t_overhead_s": t_overhead,
-                "t_pack_s": t_pack * ~vector,
-                "t_compute_s": t_math,
-                "t_memory_s": t_stream,
-                "matrix_vector": vector,
-            }
-        )
-    elif chip.kind == "tpu":
-        unit = chip.on_chip.matrix_unit_elements or 128
-
-        def pad(x: Any) -> Any:
-            return np.ceil(x / unit) * unit
-
-        t_overhead = (chip.achievable.launch_overhead_s or 0.0) * np.ones_like(m)
-        pad_eff = (m * k * n) / (pad(m) * pad(k) * pad(n)) if contracted else np.ones_like(m)
-        t_math = flops / (rate * pad_eff)
-        t_work = np.maximum(t_math, t_memory)
-        compute_side = t_math >= t_memory
-        terms.update(
-            {
-                "model": f"tpu: M, K, N padded to the {unit}-wide MXU",
-                "t_overhead_s": t_overhead,
-                "t_compute_s": t_math,
-                "t_memory_s": t_memory,
-                "tile_efficiency": pad_eff,
-                "mxu_elements": unit,
-            }
-        )
-    else:
-        cores = chip.on_chip.cores or 1
-        align = chip.on_chip.align_bytes
-        align_eff: Any = np.ones_like(m)
-        if align:
-            ok = np.ones_like(m, dtype=bool)
-            for name, length in rows.items():
-                ok = ok & _aligned(length, s[name], align)
-            unaligned = chip.achievable.unaligned_matmul_efficiency or DEFAULT_UNALIGNED_EFFICIENCY
-            align_eff = np.where(ok, 1.0, unaligned)
-
-        def candidate(bm: int, bn: int, split: int) -> tuple[Any, Any]:
-            return _gpu_tile_time(
-                chip,
-                k,
-                np.ceil(m / bm),
-                np.ceil(n / bn),
-                batch,
-                bm,
-                bn,
-                s_a,
-                s_b,
-                rate * align_eff,
-                split,
-                batch * m * n,
-            )
-
-        first_bm, first_bn = GPU_TILE_CANDIDATES[0]
-        best_t, best_waves = candidate(first_bm, first_bn, 1)
-        best_bm, best_bn = np.full_like(m, first_bm), np.full_like(m, first_bn)
-        best_split = np.ones_like(m)
-        for bm, bn in GPU_TILE_CANDIDATES:
-            for split in SPLIT_K:
-                t, waves = candidate(bm, bn, split)
-                better = t < best_t
-                best_t = np.where(better, t, best_t)
-                best_waves = np.where(better, waves, best_waves)
-                best_bm = np.where(better, bm, best_bm)
-                best_bn = np.where(better, bn, best_bn)
-                best_split = np.where(better, split, best_split)
-        tiles = batch * np.ceil(m / best_bm) * np.ceil(n / best_bn) * best_split
-        t_overhead = (chip.achievable.launch_overhead_s or 0.0) * np.ones_like(m)
-        # a matrix-vector product (or an einsum without a contraction) runs a streaming kernel:
-        # no output tiles to quantize
-        plain = (not contracted) | (m == 1) | (n == 1)
-        t_math = np.where(plain, flops / (rate * align_eff), best_t)
-        t_work = np.maximum(t_math, t_memory)
-        compute_side = t_math >= t_memory
-        terms.update(
-            {
-                "model": f"gpu: best of {len(GPU_TILE_CANDIDATES)} library tiles, waves over "
-                f"{cores} SMs, launch overhead",
-                "t_overhead_s": t_overhead,
-                "t_compute_s": t_math,
-                "t_memory_s": t_memory,
-                "tile_m": best_bm,
-                "tile_n": best_bn,
-                "split_k": best_split,
-                "tiles": tiles,
-                "waves": best_waves,
-                "sms": cores,
-                "wave_efficiency": tiles / (best_waves * cores),
-                "tile_efficiency": (m * n * batch * best_split) / (tiles * best_bm * best_bn),
-                "streaming_kernel": plain,
-                "align_efficiency": align_eff,
-            }
-        )
-    predicted = t_overhead + t_work
-    bound = np.where(t_overhead > t_work, "overhead", np.where(compute_side, "compute", "memory"))
-    terms["predicted_s"] = predicted
-    terms["predicted_bound"] = bound
-    terms["lower_bound_over_predicted"] = _as_array(t_lower_s) / predicted
-    return terms
 
 
 def _scalarize(value: Any) -> Any:
@@ -389,8 +361,7 @@ def with_prediction(result: RooflineResult) -> RooflineResult:
 
     bits = {role: bits_of(result.dtypes[name]) for role, name in names.items()}
     rows = {role: gemm["rows"][name] for role, name in names.items()}
-    terms = predict_gemm(
-        chip,
+    work = GemmWork(
         batch=gemm["batch"],
         m=gemm["m"],
         k=gemm["k"],
@@ -402,23 +373,28 @@ def with_prediction(result: RooflineResult) -> RooflineResult:
         bits=bits,
         rows=rows,
         compute_dtype=result.dtypes["compute"],
-        t_lower_s=result.t_lower_s,
         contracted=bool(spec.contracted),
     )
+    terms = predict_gemm(chip, work, result.t_lower_s)
     vector = any(
         isinstance(v, np.ndarray)
         for v in (*result.dims.values(), result.dtypes["compute"], result.flops)
     )
     if not vector:
-        terms = {key: _scalarize(value) for key, value in terms.items()}
-        for key in ("tile_m", "tile_n", "split_k", "tiles", "waves", "mxu_elements"):
-            if key in terms:
-                terms[key] = int(terms[key])
-        for key in ("matrix_vector", "streaming_kernel"):
-            if key in terms:
-                terms[key] = bool(terms[key])
-        terms["predicted_bound"] = str(terms["predicted_bound"])
+        terms = _scalar_terms(terms)
     predicted, bound = terms.pop("predicted_s"), terms.pop("predicted_bound")
-    return dataclasses.replace(
-        result, predicted_s=predicted, predicted_bound=bound, prediction=terms
-    )
+    cost = dataclasses.replace(result.cost, predicted_s=predicted)
+    return dataclasses.replace(result, cost=cost, predicted_bound=bound, prediction=terms)
+
+
+def _scalar_terms(terms: dict[str, Any]) -> dict[str, Any]:
+    """The terms of one multiply as Python numbers: counts as ints, flags as bools."""
+    terms = {key: _scalarize(value) for key, value in terms.items()}
+    for key in ("tile_m", "tile_n", "split_k", "tiles", "waves", "mxu_elements"):
+        if key in terms:
+            terms[key] = int(terms[key])
+    for key in ("matrix_vector", "streaming_kernel"):
+        if key in terms:
+            terms[key] = bool(terms[key])
+    terms["predicted_bound"] = str(terms["predicted_bound"])
+    return terms

@@ -6,17 +6,19 @@ integers) or numpy arrays that broadcast (float64, exact up to 2**53).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from shardline.cost import roofline_times
+from shardline.cost import Cost, bound_of
 from shardline.dtypes import canonical_dtype, categorize, dtype_bits
 from shardline.einsum import MAX_DIM, EinsumSpec, check_dims, check_size, parse_einsum
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
+from shardline.options import Precision, RateOverrides
 from shardline.serialize import jsonable
 
 __all__ = [
@@ -44,44 +46,78 @@ class HardwareUsed:
 
 @dataclass(frozen=True)
 class RooflineResult:
-    """One multiply on one device. Field names are the JSON keys (`to_dict`)."""
+    """One multiply on one device: its `Cost` (FLOPs, HBM bytes, times; `predicted_s` once
+    `shardline.predict.with_prediction` has run) and what it was computed from. The counts and
+    times read as attributes; `to_dict` flattens them into the JSON keys."""
 
     spec: str
     dims: dict[str, Any]
     dtypes: dict[str, Any]
-    flops: Any
     bytes: dict[str, Any]
     intensity_flop_per_byte: Any
     ridge_flop_per_byte: Any
-    bound: Any
-    t_compute_s: Any
-    t_memory_s: Any
-    t_lower_s: Any
-    t_upper_s: Any
+    cost: Cost
     hardware: HardwareUsed
     critical_m: Any = None
     accumulate: bool = False
-    predicted_s: Any = None
     predicted_bound: Any = None
     prediction: dict[str, Any] | None = None
     chip: Chip | None = field(default=None, repr=False, compare=False)
 
+    @property
+    def flops(self) -> Any:
+        return self.cost.flops
+
+    @property
+    def t_compute_s(self) -> Any:
+        return self.cost.t_compute_s
+
+    @property
+    def t_memory_s(self) -> Any:
+        return self.cost.t_memory_s
+
+    @property
+    def t_lower_s(self) -> Any:
+        return self.cost.t_lower_s
+
+    @property
+    def t_upper_s(self) -> Any:
+        return self.cost.t_upper_s
+
+    @property
+    def bound(self) -> Any:
+        """ "compute" or "memory": the larger of the two times (ties go to compute)."""
+        return bound_of(self.cost.t_compute_s, self.cost.t_memory_s)
+
+    @property
+    def predicted_s(self) -> Any:
+        """The realistic time, or None before `with_prediction`."""
+        return None if self.prediction is None else self.cost.predicted_s
+
     def to_dict(self) -> dict[str, Any]:
-        out = jsonable({k: v for k, v in self.__dict__.items() if k != "chip"})
-        if self.predicted_s is None:
-            for key in ("predicted_s", "predicted_bound", "prediction"):
-                out.pop(key)
-        return out
-
-    def _repr_html_(self) -> str:
-        from shardline.report.html_table import result_table_html
-
-        return result_table_html(self.to_dict())
-
-    def to_pandas(self) -> Any:
-        from shardline.report.frames import to_dataframe
-
-        return to_dataframe(self.to_dict())
+        out = {
+            "spec": self.spec,
+            "dims": self.dims,
+            "dtypes": self.dtypes,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "intensity_flop_per_byte": self.intensity_flop_per_byte,
+            "ridge_flop_per_byte": self.ridge_flop_per_byte,
+            "bound": self.bound,
+            "t_compute_s": self.t_compute_s,
+            "t_memory_s": self.t_memory_s,
+            "t_lower_s": self.t_lower_s,
+            "t_upper_s": self.t_upper_s,
+            "hardware": self.hardware,
+            "critical_m": self.critical_m,
+            "accumulate": self.accumulate,
+        }
+        if self.prediction is not None:
+            out["predicted_s"] = self.predicted_s
+            out["predicted_bound"] = self.predicted_bound
+            out["prediction"] = self.prediction
+        result: dict[str, Any] = jsonable(out)
+        return result
 
 
 def _is_array(value: Any) -> bool:
@@ -187,20 +223,14 @@ def evaluate_einsum(
         per_operand[spec.out.name] = 2 * per_operand[spec.out.name]
     total = sum(per_operand.values())
     _, peak = _dtype_table(compute_dtype, chip, want_peak=True)
-    times = roofline_times(flops, total, peak, chip.mem_bytes_per_s)
     return RooflineResult(
         spec=spec.text(),
         dims=dims,
         dtypes={**dtypes, "compute": compute_dtype},
-        flops=flops,
         bytes={**per_operand, "total": total},
         intensity_flop_per_byte=flops / total,
         ridge_flop_per_byte=peak / chip.mem_bytes_per_s,
-        bound=times.bound,
-        t_compute_s=times.t_compute_s,
-        t_memory_s=times.t_memory_s,
-        t_lower_s=times.t_lower_s,
-        t_upper_s=times.t_upper_s,
+        cost=Cost.roofline(flops, total, peak, chip.mem_bytes_per_s),
         hardware=HardwareUsed(chip.name, peak, chip.mem_bytes_per_s, compute_dtype),
         accumulate=accumulate,
         chip=chip,
@@ -208,24 +238,48 @@ def evaluate_einsum(
 
 
 def _setup(
-    hw: str | Chip,
-    names: tuple[str, str, str],
-    dtype: Any,
-    overrides: dict[str, str | None],
-    compute_dtype: str | None,
-    flops_per_s: float | None,
-    mem_bytes_per_s: float | None,
+    hw: str | Chip, names: tuple[str, str, str], precision: Precision, rates: RateOverrides | None
 ) -> tuple[Chip, dict[str, Any], Any]:
-    dtypes, compute = resolve_dtypes(names, dtype, overrides, compute_dtype)
+    dtypes, compute = resolve_dtypes(
+        names, precision.dtype, dict(precision.operands), precision.compute
+    )
     chip = resolve_chip(hw)
-    if flops_per_s is not None and isinstance(compute, np.ndarray):
+    rates = rates or RateOverrides()
+    if rates.flops_per_s is not None and isinstance(compute, np.ndarray):
         raise InputError("--flops-per-s needs a single compute dtype")
     chip = chip.with_overrides(
         compute_dtype=None if isinstance(compute, np.ndarray) else compute,
-        flops_per_s=flops_per_s,
-        mem_bytes_per_s=mem_bytes_per_s,
+        flops_per_s=rates.flops_per_s,
+        mem_bytes_per_s=rates.mem_bytes_per_s,
     )
     return chip, dtypes, compute
+
+
+# The dtype keywords of `matmul`: the default, one per operand, and the compute dtype.
+MATMUL_DTYPE_KEYWORDS = ("dtype", "a_dtype", "b_dtype", "out_dtype", "compute_dtype")
+
+
+def _matmul_precision(precision: Precision | None, keywords: dict[str, Any]) -> Precision:
+    """One Precision from `precision=` and the dtype keywords (a keyword wins over the same
+    field of `precision`); an unknown keyword is an error that names the valid ones."""
+    unknown = sorted(set(keywords) - set(MATMUL_DTYPE_KEYWORDS))
+    if unknown:
+        raise TypeError(
+            f"matmul() got unexpected keyword argument(s) {', '.join(unknown)}; its dtype "
+            f"keywords are {', '.join(MATMUL_DTYPE_KEYWORDS)} (or precision=Precision(...))"
+        )
+    base = precision or Precision()
+    operands = dict(base.operands)
+    for role in ("a", "b", "out"):
+        if keywords.get(f"{role}_dtype"):
+            operands[role] = keywords[f"{role}_dtype"]
+    dtype = keywords.get("dtype")
+    return dataclasses.replace(
+        base,
+        dtype=dtype if dtype is not None else (base.dtype or "bf16"),
+        operands=operands,
+        compute=keywords.get("compute_dtype") or base.compute,
+    )
 
 
 def matmul(
@@ -233,44 +287,36 @@ def matmul(
     k: Any,
     n: Any,
     hw: str | Chip = "h100-sxm",
-    dtype: Any = "bf16",
     *,
-    a_dtype: str | None = None,
-    b_dtype: str | None = None,
-    out_dtype: str | None = None,
-    compute_dtype: str | None = None,
-    flops_per_s: float | None = None,
-    mem_bytes_per_s: float | None = None,
+    precision: Precision | None = None,
+    rates: RateOverrides | None = None,
     accumulate: bool = False,
+    **dtypes: Any,
 ) -> RooflineResult:
     """C[M,N] = A[M,K] . B[K,N] on one chip: counts, bound, times and the exact critical M.
+
+    Dtypes by keyword: `dtype` (every operand, default bf16; a name or an array of names),
+    `a_dtype`, `b_dtype`, `out_dtype` (one operand) and `compute_dtype` (the math), or all of
+    them as `precision=Precision(...)`; `rates` replaces the chip's peak FLOP/s and HBM bytes/s.
 
     >>> r = matmul(8192, 8192, 8192, hw="h100-sxm", dtype="bf16")
     >>> r.flops == 2 * 8192**3, r.bound
     (True, 'compute')
     """
-    overrides = {"a": a_dtype, "b": b_dtype, "out": out_dtype}
-    chip, dtypes, compute = _setup(
-        hw, ("a", "b", "out"), dtype, overrides, compute_dtype, flops_per_s, mem_bytes_per_s
-    )
+    chosen = _matmul_precision(precision, dtypes)
+    chip, resolved, compute = _setup(hw, ("a", "b", "out"), chosen, rates)
     result = evaluate_einsum(
-        MATMUL_SPEC, {"M": m, "K": k, "N": n}, chip, dtypes, compute, accumulate=accumulate
+        MATMUL_SPEC, {"M": m, "K": k, "N": n}, chip, resolved, compute, accumulate=accumulate
     )
     crit = critical_m(
         result.dims["K"],
         result.dims["N"],
-        dtypes,
+        resolved,
         result.hardware.flops_per_s,
         chip.mem_bytes_per_s,
         accumulate=accumulate,
     )
-    return _replace(result, critical_m=crit)
-
-
-def _replace(result: RooflineResult, **changes: Any) -> RooflineResult:
-    import dataclasses
-
-    return dataclasses.replace(result, **changes)
+    return dataclasses.replace(result, critical_m=crit)
 
 
 def _bits(dtype: Any) -> Any:
@@ -333,17 +379,24 @@ def einsum(
     dtype: Any = "bf16",
     *,
     dtypes: dict[str, str] | None = None,
-    compute_dtype: str | None = None,
-    flops_per_s: float | None = None,
-    mem_bytes_per_s: float | None = None,
+    precision: Precision | None = None,
+    rates: RateOverrides | None = None,
     accumulate: bool = False,
 ) -> RooflineResult:
     """Any two-operand einsum in named notation on one chip, e.g.
     `einsum("X[B,D] * W[B,D,F] -> Y[B,F]", {"B": 64, "D": 4096, "F": 4096}, "tpu-v5e", "int8")`.
+
+    `dtypes` maps operand names to their own dtypes (`{"W": "int8"}`); `precision` gives the
+    compute dtype (and may carry the dtypes instead: `dtype` and `dtypes` win over its fields);
+    `rates` replaces the chip's peak FLOP/s and HBM bytes/s.
     """
     parsed = parse_einsum(spec) if isinstance(spec, str) else spec
     names = (parsed.lhs.name, parsed.rhs.name, parsed.out.name)
-    chip, resolved, compute = _setup(
-        hw, names, dtype, dict(dtypes or {}), compute_dtype, flops_per_s, mem_bytes_per_s
+    base = precision or Precision()
+    chosen = dataclasses.replace(
+        base,
+        dtype=dtype if dtype is not None else (base.dtype or "bf16"),
+        operands={**base.operands, **(dtypes or {})},
     )
+    chip, resolved, compute = _setup(hw, names, chosen, rates)
     return evaluate_einsum(parsed, dims, chip, resolved, compute, accumulate=accumulate)

@@ -21,11 +21,16 @@ from typing import Any
 
 import numpy as np
 
+from shardline.achievable import achievable_rate
 from shardline.dtypes import ACCUMULATOR_BYTES, canonical_dtype, dtype_bytes
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
+from shardline.options import Precision
+from shardline.roofline import resolve_dtypes
+from shardline.serialize import jsonable
 
 __all__ = [
+    "Gemm",
     "Tile",
     "TileReport",
     "Level",
@@ -38,8 +43,11 @@ __all__ = [
     "l2_blocked_hbm_bytes",
     "analyze_tile",
     "smallest_tile",
+    "gpu_tile_time",
+    "choose_gpu_tile",
     "DEFAULT_STAGES",
     "GPU_TILE_CANDIDATES",
+    "SPLIT_K",
 ]
 
 # Pipeline stages of the K loop kept in shared memory (double buffering).
@@ -57,8 +65,25 @@ GPU_TILE_CANDIDATES: tuple[tuple[int, int], ...] = (
     (64, 128),
     (64, 64),
 )
+# Split-K factors a library may use when the output has too few tiles to fill the SMs (CUTLASS
+# "split-K": each slice of K computes a partial tile; a reduction sums them).
+SPLIT_K = (1, 2, 4, 8, 16)
 _SEARCH_SIDES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 _TILE_TEXT = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)(?:\s*[xX×]\s*(\d+))?\s*$")
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """A (batched) GEMM: `batch` products A[M,K] . B[K,N] -> C[M,N], with the bytes of one
+    element of A, B and C (Python numbers or numpy arrays that broadcast)."""
+
+    m: Any
+    k: Any
+    n: Any
+    s_a: Any
+    s_b: Any
+    s_c: Any
+    batch: Any = 1
 
 
 @dataclass(frozen=True)
@@ -94,12 +119,15 @@ def _ceil_div(a: Any, b: Any) -> Any:
     return np.ceil(np.asarray(a, dtype=np.float64) / b)
 
 
-def tile_traffic_bytes(
-    m: Any, k: Any, n: Any, bm: Any, bn: Any, s_a: float, s_b: float, s_c: float, batch: Any = 1
-) -> Any:
+def tile_traffic_bytes(gemm: Gemm, bm: Any, bn: Any) -> Any:
     """Bytes moved into output-stationary bm x bn tiles: each tile reads its A panel (bm x K) and
     B panel (K x bn) once and writes its C tile once (MODEL.md section 3)."""
-    return batch * (s_a * m * k * _ceil_div(n, bn) + s_b * k * n * _ceil_div(m, bm) + s_c * m * n)
+    g = gemm
+    return g.batch * (
+        g.s_a * g.m * g.k * _ceil_div(g.n, bn)
+        + g.s_b * g.k * g.n * _ceil_div(g.m, bm)
+        + g.s_c * g.m * g.n
+    )
 
 
 def tile_intensity(bm: Any, bn: Any, s_a: float, s_b: float) -> Any:
@@ -127,32 +155,61 @@ def quantization(m: Any, n: Any, bm: Any, bn: Any, cores: int, batch: Any = 1) -
     }
 
 
-def l2_blocked_hbm_bytes(
-    m: Any,
-    k: Any,
-    n: Any,
-    bm: Any,
-    bn: Any,
-    s_a: float,
-    s_b: float,
-    s_c: float,
-    l2_bytes: float | None,
-    batch: Any = 1,
-) -> Any:
+def l2_blocked_hbm_bytes(gemm: Gemm, bm: Any, bn: Any, l2_bytes: float | None) -> Any:
     """HBM bytes when the L2 keeps the panels of a g x g group of tiles (a rasterized tile order):
     the traffic formula with blocks of g*bm x g*bn, g the largest integer whose A and B panels
     `K*(sA*g*bm + sB*g*bn)` fit the L2; at least one tile (g = 1), at most the whole matrix.
     Without an L2 the tiles stream from HBM."""
     if not l2_bytes:
-        return tile_traffic_bytes(m, k, n, bm, bn, s_a, s_b, s_c, batch)
-    panel_bytes = k * (s_a * bm + s_b * bn)
+        return tile_traffic_bytes(gemm, bm, bn)
+    panel_bytes = gemm.k * (gemm.s_a * bm + gemm.s_b * bn)
     g = np.maximum(1.0, np.floor(l2_bytes / panel_bytes))
-    block_m = np.minimum(g * bm, m)
-    block_n = np.minimum(g * bn, n)
-    out = tile_traffic_bytes(m, k, n, block_m, block_n, s_a, s_b, s_c, batch)
-    if all(isinstance(v, int) for v in (m, k, n)) and not isinstance(batch, np.ndarray):
+    block_m = np.minimum(g * bm, gemm.m)
+    block_n = np.minimum(g * bn, gemm.n)
+    out = tile_traffic_bytes(gemm, block_m, block_n)
+    exact = all(isinstance(v, int) for v in (gemm.m, gemm.k, gemm.n))
+    if exact and not isinstance(gemm.batch, np.ndarray):
         return float(out)
     return out
+
+
+def gpu_tile_time(
+    chip: Chip, gemm: Gemm, bm: int, bn: int, rate: Any, split: int = 1
+) -> tuple[Any, Any]:
+    """Compute time of one candidate tile and split-K factor: waves x (one tile's FLOPs / one SM's
+    rate), plus, when K is split, writing and reading the fp32 partial outputs once each.
+
+    Waves: NVIDIA "Matrix Multiplication Background" guide, section 3; the L2 feeds each SM 1/cores
+    of its bandwidth (the hierarchical roofline of MODEL.md section 3)."""
+    cores = chip.on_chip.cores or 1
+    tiles = gemm.batch * _ceil_div(gemm.m, bm) * _ceil_div(gemm.n, bn) * split
+    waves = np.ceil(tiles / cores)
+    sm_rate = rate / cores
+    l2_rate = chip.on_chip.l2_bytes_per_s
+    if l2_rate:
+        sm_rate = np.minimum(sm_rate, tile_intensity(bm, bn, gemm.s_a, gemm.s_b) * l2_rate / cores)
+    t = waves * 2.0 * bm * bn * np.ceil(gemm.k / split) / sm_rate
+    if split > 1:
+        reduce_rate = l2_rate or chip.achievable.mem_bytes_per_s or chip.mem_bytes_per_s
+        out_elements = gemm.batch * gemm.m * gemm.n
+        t = t + 2 * split * ACCUMULATOR_BYTES * out_elements / reduce_rate
+    return t, waves
+
+
+def choose_gpu_tile(chip: Chip, gemm: Gemm, compute_dtype: str = "bf16") -> tuple[int, int]:
+    """The candidate tile with the shortest quantized compute time for one shape (no split-K)."""
+    rate = (
+        achievable_rate(chip, compute_dtype)[0]
+        if compute_dtype in chip.peak_flops_per_s
+        else max(chip.peak_flops_per_s.values())
+    )
+    best: tuple[float, tuple[int, int]] | None = None
+    for bm, bn in GPU_TILE_CANDIDATES:
+        t, _ = gpu_tile_time(chip, gemm, bm, bn, rate)
+        if best is None or float(t) < best[0]:
+            best = (float(t), (bm, bn))
+    assert best is not None
+    return best[1]
 
 
 @dataclass(frozen=True)
@@ -204,8 +261,6 @@ class TileReport:
     smallest_working_set_bytes: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        from shardline.serialize import jsonable
-
         out: dict[str, Any] = jsonable(self)
         out["tile"] = {
             "bm": self.tile.bm,
@@ -232,8 +287,6 @@ class TileReport:
 def _rate(chip: Chip, compute: str, use_peak: bool) -> tuple[float, str]:
     """The rate the ridges use: the same achievable rate as `predicted_s` (a measured figure, or
     the dtype's peak times another dtype's measured efficiency), unless `use_peak`."""
-    from shardline.predict import achievable_rate
-
     peak = chip.peak(compute)
     if use_peak or not chip.achievable.matmul_flops_per_s:
         return peak, "peak"
@@ -280,17 +333,7 @@ def smallest_tile(
 
 
 def _heuristic_tile(
-    chip: Chip,
-    m: int,
-    k: int,
-    n: int,
-    s_a: float,
-    s_b: float,
-    s_c: float,
-    bk: int,
-    ridge: float,
-    stages: int,
-    compute: str,
+    chip: Chip, gemm: Gemm, bk: int, ridge: float, stages: int, compute: str
 ) -> Tile:
     """The tile a library would pick for this shape. TPU (a compiler sizes VMEM blocks): the
     smallest MXU-multiple block that reaches the HBM ridge and fits VMEM, else one MXU tile.
@@ -298,11 +341,77 @@ def _heuristic_tile(
     vectorized)."""
     unit = _mxu(chip)
     if unit:
-        return smallest_tile(chip, s_a, s_b, bk, ridge, stages) or Tile(unit, unit, bk)
-    from shardline.predict import choose_gpu_tile
-
-    bm, bn = choose_gpu_tile(chip, m, k, n, s_a, s_b, s_c, compute)
+        return smallest_tile(chip, gemm.s_a, gemm.s_b, bk, ridge, stages) or Tile(unit, unit, bk)
+    bm, bn = choose_gpu_tile(chip, gemm, compute)
     return Tile(bm, bn, bk)
+
+
+def _check_fit(chip: Chip, tile: Tile, work: float, stages: int) -> None:
+    """A user's tile must fit the per-core memory."""
+    limit = chip.on_chip.shared_bytes_per_core
+    if limit is not None and work > limit:
+        raise InputError(
+            f"tile {tile.text()} does not fit: its working set {stages}*(sA*BM*BK + sB*BK*BN) + "
+            f"4*BM*BN = {work:,.0f} B exceeds the {limit:,.0f} B of shared memory per "
+            f"{chip.on_chip.core_name} on {chip.name}"
+        )
+
+
+def _levels(chip: Chip, gemm: Gemm, tile: Tile, rate: float) -> tuple[Level, ...]:
+    """The memory levels that feed the tiles, outermost first: HBM (with the L2's reuse credited)
+    and the L2 on a chip that has one, else HBM alone; the last one feeds the tiles."""
+    flops = 2 * gemm.m * gemm.k * gemm.n
+    tile_bytes = float(tile_traffic_bytes(gemm, tile.bm, tile.bn))
+    hbm_rate, l2_rate = chip.mem_bytes_per_s, chip.on_chip.l2_bytes_per_s
+    if not l2_rate:
+        return (Level("HBM", tile_bytes, hbm_rate, rate / hbm_rate, flops / tile_bytes),)
+    hbm = float(l2_blocked_hbm_bytes(gemm, tile.bm, tile.bn, chip.on_chip.l2_bytes))
+    return (
+        Level("HBM", hbm, hbm_rate, rate / hbm_rate, flops / hbm),
+        Level("L2", tile_bytes, l2_rate, rate / l2_rate, flops / tile_bytes),
+    )
+
+
+def _smallest_fields(small: Tile | None, gemm: Gemm, stages: int) -> dict[str, Any]:
+    if small is None:
+        return {
+            "smallest": None,
+            "smallest_intensity_flop_per_byte": None,
+            "smallest_working_set_bytes": None,
+        }
+    s_a, s_b = gemm.s_a, gemm.s_b
+    return {
+        "smallest": small,
+        "smallest_intensity_flop_per_byte": float(tile_intensity(small.bm, small.bn, s_a, s_b)),
+        "smallest_working_set_bytes": float(
+            working_set_bytes(small.bm, small.bn, small.bk, s_a, s_b, stages)
+        ),
+    }
+
+
+def _resolve(m: int, k: int, n: int, precision: Precision | None) -> tuple[Gemm, dict[str, str]]:
+    """The GEMM with its element bytes, and the dtypes by role (a, b, out, compute)."""
+    precision = precision or Precision()
+    dtypes, compute = resolve_dtypes(
+        ("a", "b", "out"), precision.dtype or "bf16", dict(precision.operands), precision.compute
+    )
+    s_a, s_b, s_c = (dtype_bytes(dtypes[x]) for x in ("a", "b", "out"))
+    names = {x: str(dtypes[x]) for x in dtypes}
+    return Gemm(m, k, n, s_a, s_b, s_c), {**names, "compute": canonical_dtype(compute)}
+
+
+def _choose_tile(
+    chip: Chip, gemm: Gemm, tile: str | Tile | None, ridge: float, stages: int, compute: str
+) -> Tile:
+    """The user's tile (which must divide the problem and fit), else the library's choice."""
+    elem_bytes = max(gemm.s_a, gemm.s_b)
+    if tile is None:
+        return _heuristic_tile(chip, gemm, default_bk(elem_bytes), ridge, stages, compute)
+    tile = parse_tile(tile, elem_bytes) if isinstance(tile, str) else tile
+    _check_user_tile(tile, gemm.m, gemm.k, gemm.n)
+    work = float(working_set_bytes(tile.bm, tile.bn, tile.bk, gemm.s_a, gemm.s_b, stages))
+    _check_fit(chip, tile, work, stages)
+    return tile
 
 
 def analyze_tile(
@@ -310,107 +419,55 @@ def analyze_tile(
     k: int,
     n: int,
     hw: str | Chip = "h100-sxm",
-    dtype: str = "bf16",
     *,
+    precision: Precision | None = None,
     tile: str | Tile | None = None,
     stages: int = DEFAULT_STAGES,
     use_peak: bool = False,
-    a_dtype: str | None = None,
-    b_dtype: str | None = None,
-    out_dtype: str | None = None,
-    compute_dtype: str | None = None,
 ) -> TileReport:
     """Traffic per memory level, tile intensity against each ridge, fit in the per-core memory,
-    and the smallest tile that is compute-bound and fits."""
-    from shardline.roofline import resolve_dtypes
-
+    and the smallest tile that is compute-bound and fits. `precision`: the dtypes by role
+    (operands "a", "b", "out"; bf16 when not given)."""
     chip = resolve_chip(hw)
     if stages < 1:
         raise InputError(f"--stages must be at least 1, got {stages}")
-    dtypes, compute = resolve_dtypes(
-        ("a", "b", "out"), dtype, {"a": a_dtype, "b": b_dtype, "out": out_dtype}, compute_dtype
-    )
-    s_a, s_b, s_c = (dtype_bytes(dtypes[x]) for x in ("a", "b", "out"))
-    compute = canonical_dtype(compute)
-    rate, source = _rate(chip, compute, use_peak)
-    bk_default = default_bk(max(s_a, s_b))
-    if isinstance(tile, str):
-        tile = parse_tile(tile, max(s_a, s_b))
-    chosen_by = "user"
-    l2_rate = chip.on_chip.l2_bytes_per_s
-    ridge = rate / (l2_rate or chip.mem_bytes_per_s)  # of the level that feeds the tiles
-    if tile is None:
-        tile = _heuristic_tile(chip, m, k, n, s_a, s_b, s_c, bk_default, ridge, stages, compute)
-        chosen_by = "library heuristic"
-    else:
-        _check_user_tile(tile, m, k, n)
+    gemm, dtypes = _resolve(m, k, n, precision)
+    s_a, s_b = gemm.s_a, gemm.s_b
+    rate, source = _rate(chip, dtypes["compute"], use_peak)
+    # the ridge of the level that feeds the tiles
+    ridge = rate / (chip.on_chip.l2_bytes_per_s or chip.mem_bytes_per_s)
+    chosen_by = "library heuristic" if tile is None else "user"
+    tile = _choose_tile(chip, gemm, tile, ridge, stages, dtypes["compute"])
     work = float(working_set_bytes(tile.bm, tile.bn, tile.bk, s_a, s_b, stages))
     limit = chip.on_chip.shared_bytes_per_core
-    fits = None if limit is None else work <= limit
-    if chosen_by == "user" and fits is False:
-        raise InputError(
-            f"tile {tile.text()} does not fit: its working set {stages}*(sA*BM*BK + sB*BK*BN) + "
-            f"4*BM*BN = {work:,.0f} B exceeds the {limit:,.0f} B of shared memory per "
-            f"{chip.on_chip.core_name} on {chip.name}"
-        )
-    flops = 2 * m * k * n
-    minimum = s_a * m * k + s_b * k * n + s_c * m * n
     intensity = float(tile_intensity(tile.bm, tile.bn, s_a, s_b))
-    levels = []
-    tile_bytes = float(tile_traffic_bytes(m, k, n, tile.bm, tile.bn, s_a, s_b, s_c))
-    if l2_rate:
-        hbm = float(
-            l2_blocked_hbm_bytes(m, k, n, tile.bm, tile.bn, s_a, s_b, s_c, chip.on_chip.l2_bytes)
-        )
-        levels.append(
-            Level("HBM", hbm, chip.mem_bytes_per_s, rate / chip.mem_bytes_per_s, flops / hbm)
-        )
-        levels.append(Level("L2", tile_bytes, l2_rate, rate / l2_rate, flops / tile_bytes))
-        feeding = levels[-1]
-    else:
-        levels.append(
-            Level(
-                "HBM",
-                tile_bytes,
-                chip.mem_bytes_per_s,
-                rate / chip.mem_bytes_per_s,
-                flops / tile_bytes,
-            )
-        )
-        feeding = levels[0]
-    small = smallest_tile(chip, s_a, s_b, tile.bk, ridge, stages)
+    levels = _levels(chip, gemm, tile, rate)
     cores = chip.on_chip.cores
-    quant = quantization(m, n, tile.bm, tile.bn, cores or 1)
     return TileReport(
         m=m,
         k=k,
         n=n,
-        dtypes={**{x: str(dtypes[x]) for x in dtypes}, "compute": compute},
+        dtypes=dtypes,
         hardware=chip.name,
-        flops=flops,
-        minimum_bytes=minimum,
-        tile_traffic_bytes=tile_bytes,
+        flops=2 * m * k * n,
+        minimum_bytes=s_a * m * k + s_b * k * n + gemm.s_c * m * n,
+        tile_traffic_bytes=levels[-1].bytes,
         flops_per_s=rate,
         flops_per_s_source=source,
         tile=tile,
         chosen_by=chosen_by,
         stages=stages,
         tile_intensity_flop_per_byte=intensity,
-        feeding_level=feeding.name,
+        feeding_level=levels[-1].name,
         compute_bound=intensity >= ridge,
-        levels=tuple(levels),
+        levels=levels,
         working_set_bytes=work,
         shared_bytes_per_core=limit,
-        fits=fits,
+        fits=None if limit is None else work <= limit,
         cores=cores,
-        quantization={key: float(value) for key, value in quant.items()},
-        smallest=small,
-        smallest_intensity_flop_per_byte=(
-            None if small is None else float(tile_intensity(small.bm, small.bn, s_a, s_b))
-        ),
-        smallest_working_set_bytes=(
-            None
-            if small is None
-            else float(working_set_bytes(small.bm, small.bn, small.bk, s_a, s_b, stages))
-        ),
+        quantization={
+            key: float(value)
+            for key, value in quantization(m, n, tile.bm, tile.bn, cores or 1).items()
+        },
+        **_smallest_fields(smallest_tile(chip, s_a, s_b, tile.bk, ridge, stages), gemm, stages),
     )

@@ -13,17 +13,27 @@ that fails midway keeps what was measured in `<out>.partial.csv` and writes no c
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shardline.calibrate.chipfile import partial_path, write_chip_file, write_partial_csv
+from shardline.calibrate import cpu, gpu
+from shardline.calibrate.chipfile import (
+    check_output,
+    partial_path,
+    write_chip_file,
+    write_partial_csv,
+)
+from shardline.calibrate.collectives import calibrate_collectives
+from shardline.calibrate.fit import CpuSetup, cpu_plan, fit_cpu, fit_gpu, gpu_plan
 from shardline.calibrate.runner import MeasurementFailed, ProgressBar, run_jobs
 from shardline.errors import InputError
+from shardline.hardware import Chip, list_chips
 
 __all__ = [
+    "CalibrationOptions",
     "CalibrationResult",
     "calibrate",
     "catalog_match",
@@ -31,6 +41,20 @@ __all__ = [
     "detect_device",
     "run_measured",
 ]
+
+
+@dataclass(frozen=True)
+class CalibrationOptions:
+    """What `calibrate` measures and how (the `shardline calibrate` flags)."""
+
+    device: str = "auto"  # auto, cpu or cuda
+    backend: str | None = None  # CPU: numpy (default) or torch
+    threads: int = 1  # BLAS threads on a CPU
+    quick: bool = False  # fewer sizes and repeats
+    repeats: int | None = None  # samples per measurement
+    name: str | None = None  # the chip's name in the file
+    collectives: bool = False  # also measure all-gather, reduce-scatter, all-reduce
+    processes: int = 4  # local processes for the collectives
 
 
 @dataclass(frozen=True)
@@ -45,26 +69,18 @@ def detect_device(device: str) -> str:
     if device not in ("auto", "cpu", "cuda"):
         raise InputError(f"--device must be auto, cpu or cuda, got {device!r}")
     if device == "auto":
-        from shardline.calibrate.gpu import cuda_available
-
-        return "cuda" if cuda_available() else "cpu"
+        return "cuda" if gpu.cuda_available() else "cpu"
     if device == "cuda":
-        from shardline.calibrate.gpu import cuda_available, require_torch
-
-        require_torch()
-        if not cuda_available():
+        gpu.require_torch()
+        if not gpu.cuda_available():
             raise InputError("--device cuda: torch sees no CUDA device on this machine")
     return device
 
 
 def current_identity(device: str) -> str:
     if device == "cuda":
-        from shardline.calibrate.gpu import gpu_identity
-
-        return gpu_identity()
-    from shardline.calibrate.cpu import machine_identity
-
-    return machine_identity()
+        return gpu.gpu_identity()
+    return cpu.machine_identity()
 
 
 def run_measured(
@@ -90,14 +106,12 @@ def run_measured(
         bar.close()
 
 
-def catalog_match(device_name: str) -> Any | None:
+def catalog_match(device_name: str) -> Chip | None:
     """The catalog GPU a CUDA device name refers to: its first name token must appear in the
     device name ("h100" in "NVIDIA H100 80GB HBM3"); ties go to more matching tokens
     ("a100-80gb" for "NVIDIA A100-SXM4-80GB")."""
-    from shardline.hardware import list_chips
-
     words = set(re.findall(r"[a-z0-9]+", device_name.lower()))
-    best: tuple[int, Any] | None = None
+    best: tuple[int, Chip] | None = None
     for chip in list_chips():
         tokens = chip.name.split("-")
         if chip.kind != "gpu" or tokens[0] not in words:
@@ -108,86 +122,84 @@ def catalog_match(device_name: str) -> Any | None:
     return None if best is None else best[1]
 
 
+def _measure_gpu(
+    options: CalibrationOptions, progress: bool | None, partial: Path
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The chip table and the measurements of a CUDA GPU."""
+    torch = gpu.require_torch()
+    props = gpu.gpu_properties()
+    major = int(props["capability"].split(".")[0])
+    dtypes = tuple(d for d in gpu.TORCH_GPU_DTYPES if major >= 8 or d in ("fp16", "fp32"))
+    jobs = gpu_plan(dtypes, quick=options.quick, repeats=options.repeats)
+    results = run_measured(
+        jobs, threads=None, label="calibrate gpu", progress=progress, partial=partial
+    )
+    chip = fit_gpu(
+        results,
+        props=props,
+        identity=current_identity("cuda"),
+        name=options.name or "host-gpu",
+        library=f"torch {torch.__version__}",
+        catalog_chip=catalog_match(props["name"]),
+    )
+    return chip, results
+
+
+def _measure_cpu(
+    options: CalibrationOptions, progress: bool | None, partial: Path
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The chip table and the measurements of this CPU (numpy's BLAS or torch's CPU kernels)."""
+    backend = options.backend or "numpy"
+    if backend == "torch":
+        torch = gpu.require_torch()
+        dtypes, library = gpu.TORCH_CPU_DTYPES, f"torch {torch.__version__} (CPU)"
+    elif backend == "numpy":
+        dtypes, library = cpu.NUMPY_DTYPES, cpu.blas_description()
+    else:
+        raise InputError(f"--backend must be numpy or torch, got {backend!r}")
+    llc = cpu.llc_bytes()
+    jobs = cpu_plan(dtypes, llc, backend=backend, quick=options.quick, repeats=options.repeats)
+    results = run_measured(
+        jobs, threads=options.threads, label="calibrate cpu", progress=progress, partial=partial
+    )
+    setup = CpuSetup(
+        name=options.name or "host",
+        identity=current_identity("cpu"),
+        model=cpu.cpu_model_name(),
+        llc_bytes=llc,
+        mem_total=cpu.mem_total_bytes(),
+        library=library,
+        threads=options.threads,
+        backend=backend,
+    )
+    return fit_cpu(results, setup), results
+
+
 def calibrate(
     out: str | Path,
+    options: CalibrationOptions | None = None,
     *,
-    device: str = "auto",
-    backend: str | None = None,
-    threads: int = 1,
-    quick: bool = False,
-    repeats: int | None = None,
-    name: str | None = None,
     progress: bool | None = None,
-    collectives: bool = False,
-    processes: int = 4,
     force: bool = False,
-    on_progress: Callable[[str], None] | None = None,
+    **settings: Any,
 ) -> CalibrationResult:
-    """Measure this machine and write the chip file `out` (atomically, or not at all)."""
-    from shardline.calibrate.chipfile import check_output
+    """Measure this machine and write the chip file `out` (atomically, or not at all).
 
+    `options` (or its fields as keywords: `device=`, `quick=`, `threads=`, ...; a keyword wins)
+    says what to measure; an unknown keyword is a TypeError that names it."""
+    options = dataclasses.replace(options or CalibrationOptions(), **settings)
     path = check_output(out, force=force, suffixes=(".toml",))
-    if threads < 1:
-        raise InputError(f"--threads must be at least 1, got {threads}")
-    device = detect_device(device)
+    if options.threads < 1:
+        raise InputError(f"--threads must be at least 1, got {options.threads}")
+    device = detect_device(options.device)
     partial = partial_path(path)
-    if device == "cuda":
-        from shardline.calibrate import gpu
-        from shardline.calibrate.fit import fit_gpu, gpu_plan
-
-        torch = gpu.require_torch()
-        props = gpu.gpu_properties()
-        major = int(props["capability"].split(".")[0])
-        dtypes = tuple(d for d in gpu.TORCH_GPU_DTYPES if major >= 8 or d in ("fp16", "fp32"))
-        jobs = gpu_plan(dtypes, quick=quick, repeats=repeats)
-        results = run_measured(
-            jobs, threads=None, label="calibrate gpu", progress=progress, partial=partial
-        )
-        chip = fit_gpu(
-            results,
-            props=props,
-            identity=current_identity("cuda"),
-            name=name or "host-gpu",
-            library=f"torch {torch.__version__}",
-            catalog_chip=catalog_match(props["name"]),
-        )
-    else:
-        from shardline.calibrate import cpu
-        from shardline.calibrate.fit import cpu_plan, fit_cpu
-
-        backend = backend or "numpy"
-        if backend == "torch":
-            from shardline.calibrate.gpu import TORCH_CPU_DTYPES, require_torch
-
-            torch = require_torch()
-            dtypes, library = TORCH_CPU_DTYPES, f"torch {torch.__version__} (CPU)"
-        elif backend == "numpy":
-            dtypes, library = cpu.NUMPY_DTYPES, cpu.blas_description()
-        else:
-            raise InputError(f"--backend must be numpy or torch, got {backend!r}")
-        llc = cpu.llc_bytes()
-        jobs = cpu_plan(dtypes, llc, backend=backend, quick=quick, repeats=repeats)
-        results = run_measured(
-            jobs, threads=threads, label="calibrate cpu", progress=progress, partial=partial
-        )
-        chip = fit_cpu(
-            results,
-            threads=threads,
-            backend=backend,
-            name=name or "host",
-            identity=current_identity("cpu"),
-            model=cpu.cpu_model_name(),
-            llc_bytes=llc,
-            mem_total=cpu.mem_total_bytes(),
-            library=library,
-        )
-    if collectives:
-        from shardline.calibrate.collectives import calibrate_collectives
-
+    measure = _measure_gpu if device == "cuda" else _measure_cpu
+    chip, results = measure(options, progress, partial)
+    if options.collectives:
         fitted, rows = calibrate_collectives(
-            processes=processes,
+            processes=options.processes,
             device=device,
-            quick=quick,
+            quick=options.quick,
             progress=progress,
             partial=partial,
             done=results,

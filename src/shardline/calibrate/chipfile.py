@@ -11,11 +11,13 @@ import csv
 import math
 import os
 import tempfile
+import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from shardline.errors import InputError
+from shardline.hardware import chip_from_dict
 
 __all__ = [
     "Measured",
@@ -121,10 +123,6 @@ def check_output(
 
 def write_chip_file(path: Path, data: dict[str, Any], header: str = "") -> None:
     """Validate `data` as a chip (the loader's own checks) and write it atomically."""
-    import tomllib
-
-    from shardline.hardware import chip_from_dict
-
     text = render_toml(data, header)
     chip_from_dict(tomllib.loads(text), origin=str(path))  # never write a file the loader rejects
 

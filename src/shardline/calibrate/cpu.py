@@ -12,6 +12,8 @@ import platform
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from shardline.calibrate.timing import Timing, time_call
 
 __all__ = [
@@ -76,8 +78,6 @@ def mem_total_bytes() -> int | None:
 
 
 def blas_description() -> str:
-    import numpy as np
-
     try:
         config = np.show_config(mode="dicts")
         blas = config["Build Dependencies"]["blas"]
@@ -88,8 +88,6 @@ def blas_description() -> str:
 
 
 def numpy_dtype(name: str) -> Any:
-    import numpy as np
-
     table = {"fp32": np.float32, "fp64": np.float64}
     if name not in table:
         raise ValueError(f"numpy measures {', '.join(table)}, not {name}")
@@ -98,8 +96,6 @@ def numpy_dtype(name: str) -> Any:
 
 def run_numpy_job(job: dict[str, Any], **timing: Any) -> Timing:
     """Time one job with numpy: a matmul C = A.B (into a preallocated C), a copy or a triad."""
-    import numpy as np
-
     rng = np.random.default_rng(0)
     kind = job["kind"]
     if kind == "matmul":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import math
 import platform
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,8 +29,9 @@ import numpy as np
 from shardline.calibrate.chipfile import Measured
 from shardline.dtypes import dtype_bytes
 from shardline.errors import InputError
+from shardline.predict import pack_read_time
 
-__all__ = ["cpu_plan", "fit_cpu", "gpu_plan", "fit_gpu", "TINY"]
+__all__ = ["CpuSetup", "cpu_plan", "fit_cpu", "gpu_plan", "fit_gpu", "TINY"]
 
 TINY = 8  # side of the matmul that measures the per-call overhead
 _FALLBACK_LLC_BYTES = 8 * 2**20  # when sysfs does not tell the cache size
@@ -159,39 +161,44 @@ def _fit_stream(points: list[tuple[float, float]], llc: float) -> tuple[float, f
     return best[1], best[2], best[3]
 
 
-def fit_cpu(
-    results: list[dict[str, Any]],
-    *,
-    threads: int,
-    backend: str,
-    name: str,
-    identity: str,
-    model: str,
-    llc_bytes: int | None,
-    mem_total: int | None,
-    library: str,
-) -> dict[str, Any]:
-    """A chip-file table from CPU calibration results (see the module docstring)."""
-    from shardline.predict import pack_read_time
+@dataclass(frozen=True)
+class CpuSetup:
+    """The machine and the run a CPU calibration measured."""
 
-    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    where = "shardline calibrate (conditions in [calibration])"
-    mm = [r for r in results if r["kind"] == "matmul"]
-    dtypes = list(dict.fromkeys(r["dtype"] for r in mm))
-    # the same BLAS call in every dtype: noise only adds, so the smallest is the overhead
-    overhead = [r["seconds"] for r in mm if r["role"] == "overhead"]
-    t_call = float(min(overhead)) if overhead else 0.0
-    # 1. streaming reads: effective cache capacity, cache and memory rates
-    stream_points = [
-        (_bytes(r)["total"], max(r["seconds"] - t_call, 1e-9)) for r in mm if r["role"] == "stream"
-    ]
-    if len(stream_points) < 3:
-        raise InputError("too few matrix-vector measurements to fit the streaming rates")
-    capacity, cache_rate, mem_rate = _fit_stream(
-        stream_points, float(llc_bytes or _FALLBACK_LLC_BYTES)
-    )
-    # 2. matmuls: t - t_call = r * t_read(bytes_a + bytes_b) + F / P_d
-    fit_rows = [r for r in mm if r["role"] == "fit"]
+    name: str  # the chip's name in the file
+    identity: str  # the machine kind (`measured_on`)
+    model: str  # the CPU model name
+    llc_bytes: int | None  # last-level cache size from sysfs
+    mem_total: int | None  # /proc/meminfo MemTotal
+    library: str  # the BLAS library
+    threads: int = 1
+    backend: str = "numpy"
+
+
+_WHERE = "shardline calibrate (conditions in [calibration])"
+
+
+@dataclass(frozen=True)
+class _CpuFit:
+    """The fitted CPU model: t = t_call + pack_ratio * t_read(bytes_a + bytes_b) + F / P_d."""
+
+    t_call: float
+    stream_points: int
+    capacity: float  # effective last-level cache bytes
+    cache_rate: float
+    mem_rate: float
+    pack_ratio: float
+    achievable: dict[str, Measured]
+    peaks: dict[str, Measured]
+    fit_error: float  # median relative error over the fit matmuls
+
+
+def _fit_matmuls(
+    fit_rows: list[dict[str, Any]], dtypes: list[str], t_call: float, stream: tuple[float, ...]
+) -> tuple[float, np.ndarray, float]:
+    """(pack ratio, 1/P per dtype, median relative error) of
+    `t - t_call = r * t_read(bytes_a + bytes_b) + F / P_d` by least squares."""
+    capacity, cache_rate, mem_rate = stream
     rows, times = [], []
     for r in fit_rows:
         q = _bytes(r)
@@ -219,10 +226,28 @@ def fit_cpu(
                 beta[j] = (t[i] - beta[0] * x[i, 0]) / x[i, j]
         rest = t - x[:, 1:] @ beta[1:]
         beta[0] = max(0.0, float(np.sum(x[:, 0] * rest / t**2) / np.sum((x[:, 0] / t) ** 2)))
-    pack_ratio, inv_rates = float(beta[0]), beta[1:]
     predicted = np.array(rows) @ beta + t_call
     measured = np.array([r["seconds"] for r in fit_rows])
     fit_error = float(np.median(np.abs(predicted - measured) / measured))
+    return float(beta[0]), beta[1:], fit_error
+
+
+def _fit_cpu_model(results: list[dict[str, Any]], llc_bytes: int | None) -> _CpuFit:
+    mm = [r for r in results if r["kind"] == "matmul"]
+    dtypes = list(dict.fromkeys(r["dtype"] for r in mm))
+    # the same BLAS call in every dtype: noise only adds, so the smallest is the overhead
+    overhead = [r["seconds"] for r in mm if r["role"] == "overhead"]
+    t_call = float(min(overhead)) if overhead else 0.0
+    # 1. streaming reads: effective cache capacity, cache and memory rates
+    stream_points = [
+        (_bytes(r)["total"], max(r["seconds"] - t_call, 1e-9)) for r in mm if r["role"] == "stream"
+    ]
+    if len(stream_points) < 3:
+        raise InputError("too few matrix-vector measurements to fit the streaming rates")
+    stream = _fit_stream(stream_points, float(llc_bytes or _FALLBACK_LLC_BYTES))
+    # 2. matmuls: t - t_call = r * t_read(bytes_a + bytes_b) + F / P_d
+    fit_rows = [r for r in mm if r["role"] == "fit"]
+    pack_ratio, inv_rates, fit_error = _fit_matmuls(fit_rows, dtypes, t_call, stream)
     peaks, achievable = {}, {}
     for d, inv in zip(dtypes, inv_rates, strict=True):
         if inv <= 0:
@@ -231,15 +256,23 @@ def fit_cpu(
         rate = 1.0 / float(inv)
         count = sum(r["dtype"] == d for r in fit_rows)
         achievable[d] = Measured(
-            rate, f"fitted over {count} {d} matmuls: t = t_call + t_pack + F/P; {where}"
+            rate, f"fitted over {count} {d} matmuls: t = t_call + t_pack + F/P; {_WHERE}"
         )
-        peaks[d] = Measured(max(best, rate), f"best {d} matmul rate measured; {where}")
+        peaks[d] = Measured(max(best, rate), f"best {d} matmul rate measured; {_WHERE}")
+    return _CpuFit(t_call, len(stream_points), *stream, pack_ratio, achievable, peaks, fit_error)
+
+
+def _cpu_tables(
+    fit: _CpuFit, results: list[dict[str, Any]], setup: CpuSetup
+) -> dict[str, dict[str, Any]]:
+    """The memory, on_chip and achievable tables of a CPU chip file."""
     copies = {
         r["kind"]: r["bytes"] * (2 if r["kind"] == "copy" else 5) / r["seconds"]
         for r in results
         if r["kind"] in ("copy", "triad")
     }
-    dram_best = max([mem_rate, *copies.values()])
+    dram_best = max([fit.mem_rate, *copies.values()])
+    mem_total, llc_bytes = setup.mem_total, setup.llc_bytes
     memory = {
         "capacity_bytes": Measured(
             float(mem_total or 2**30),
@@ -248,65 +281,71 @@ def fit_cpu(
         "bytes_per_s": Measured(
             dram_best,
             "best of the fitted matrix-vector memory rate, copy "
-            f"(read+write) and triad (5 passes); {where}",
+            f"(read+write) and triad (5 passes); {_WHERE}",
         ),
     }
     sysfs = f"sysfs says {llc_bytes:,} B" if llc_bytes else "sysfs does not say"
     on_chip: dict[str, Any] = {
         "core_name": "core",
-        "cores": Measured(threads, "BLAS threads used by the calibration"),
+        "cores": Measured(setup.threads, "BLAS threads used by the calibration"),
         "l2_bytes": Measured(
-            capacity,
+            fit.capacity,
             "effective last-level cache capacity, fitted to "
-            f"matrix-vector reads at {len(stream_points)} sizes "
-            f"({sysfs}); {where}",
+            f"matrix-vector reads at {fit.stream_points} sizes "
+            f"({sysfs}); {_WHERE}",
         ),
         "l2_bytes_per_s": Measured(
-            cache_rate, f"fitted matrix-vector read rate from the cache; {where}"
+            fit.cache_rate, f"fitted matrix-vector read rate from the cache; {_WHERE}"
         ),
     }
     ach: dict[str, Any] = {
         "mem_bytes_per_s": Measured(
-            mem_rate, f"fitted matrix-vector read rate from memory; {where}"
+            fit.mem_rate, f"fitted matrix-vector read rate from memory; {_WHERE}"
         ),
-        "matmul_flops_per_s": achievable,
+        "matmul_flops_per_s": fit.achievable,
     }
-    if t_call > 0:
+    if fit.t_call > 0:
         ach["per_call_overhead_s"] = Measured(
-            t_call, f"median time of a {TINY}x{TINY}x{TINY} matmul; {where}"
+            fit.t_call, f"median time of a {TINY}x{TINY}x{TINY} matmul; {_WHERE}"
         )
-    if pack_ratio > 0:
+    if fit.pack_ratio > 0:
         ach["pack_bytes_per_s"] = Measured(
-            mem_rate / pack_ratio,
+            fit.mem_rate / fit.pack_ratio,
             "fitted: packing the inputs "
-            f"takes {pack_ratio:.3g} x the time of reading them "
-            f"(memory rate / {pack_ratio:.3g}); {where}",
+            f"takes {fit.pack_ratio:.3g} x the time of reading them "
+            f"(memory rate / {fit.pack_ratio:.3g}); {_WHERE}",
         )
+    return {"memory": memory, "on_chip": on_chip, "achievable": ach}
+
+
+def fit_cpu(results: list[dict[str, Any]], setup: CpuSetup) -> dict[str, Any]:
+    """A chip-file table from CPU calibration results (see the module docstring)."""
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    fit = _fit_cpu_model(results, setup.llc_bytes)
+    model, threads, backend = setup.model, setup.threads, setup.backend
     return {
         "schema": 1,
-        "name": name,
+        "name": setup.name,
         "display_name": f"{model} ({threads} thread(s), {backend}, calibrated)",
         "vendor": _vendor(model),
         "kind": "cpu",
-        "measured_on": identity,
+        "measured_on": setup.identity,
         "notes": "written by `shardline calibrate`; predicted time of a matmul on this file: "
         "t_call + t_pack + F/matmul_flops_per_s, t_pack = (bytes_a + bytes_b)/W x "
         "mem_bytes_per_s/pack_bytes_per_s (W: l2_bytes_per_s when the inputs fit "
         "l2_bytes, else mem_bytes_per_s); a matrix-vector product takes "
         "t_call + t_stream(Q); t_stream(Q) = min(Q, l2_bytes)/l2_bytes_per_s + "
         "max(Q - l2_bytes, 0)/mem_bytes_per_s",
-        "peak_flops_per_s": peaks,
-        "memory": memory,
-        "on_chip": on_chip,
-        "achievable": ach,
+        "peak_flops_per_s": fit.peaks,
+        **_cpu_tables(fit, results, setup),
         "calibration": {
             "date": when,
-            "machine": identity,
+            "machine": setup.identity,
             "backend": backend,
-            "library": library,
+            "library": setup.library,
             "threads": threads,
             "python": platform.python_version(),
-            "fit_median_abs_error": round(fit_error, 4),
+            "fit_median_abs_error": round(fit.fit_error, 4),
             "measurements": len(results),
         },
     }
@@ -337,25 +376,15 @@ def gpu_plan(
     return jobs
 
 
-def fit_gpu(
-    results: list[dict[str, Any]],
-    *,
-    props: dict[str, Any],
-    identity: str,
-    name: str,
-    library: str,
-    catalog_chip: Any | None,
-) -> dict[str, Any]:
-    """A chip-file table from GPU calibration results; datasheet peaks from the matching catalog
-    chip when there is one (measurement cannot give a datasheet peak)."""
-    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    where = "shardline calibrate (conditions in [calibration])"
+def _gpu_achievable(results: list[dict[str, Any]]) -> tuple[dict[str, Any], float | None]:
+    """The achievable table of a GPU (matmul rates, copy bandwidth, launch overhead, unaligned
+    efficiency) and the measured copy bandwidth."""
     rates: dict[str, float] = {}
     for r in results:
         if r["kind"] == "matmul" and r["role"] == "peak":
             rates[r["dtype"]] = max(rates.get(r["dtype"], 0.0), _flops(r) / r["seconds"])
     achievable = {
-        d: Measured(v, f"best of large squares (max achievable matmul FLOPS); {where}")
+        d: Measured(v, f"best of large squares (max achievable matmul FLOPS); {_WHERE}")
         for d, v in rates.items()
     }
     by_role = {r["role"]: r for r in results}
@@ -363,17 +392,24 @@ def fit_gpu(
     mem_rate = 2 * copy["bytes"] / copy["seconds"] if copy else None
     ach: dict[str, Any] = {"matmul_flops_per_s": achievable}
     if mem_rate:
-        ach["mem_bytes_per_s"] = Measured(mem_rate, f"device copy (read+write); {where}")
+        ach["mem_bytes_per_s"] = Measured(mem_rate, f"device copy (read+write); {_WHERE}")
     if "launch" in by_role:
         ach["launch_overhead_s"] = Measured(
-            by_role["launch"]["seconds"], f"time per almost empty kernel; {where}"
+            by_role["launch"]["seconds"], f"time per almost empty kernel; {_WHERE}"
         )
     if "aligned" in by_role and "unaligned" in by_role:
         a, u = by_role["aligned"], by_role["unaligned"]
         eff = min(1.0, (_flops(u) / u["seconds"]) / (_flops(a) / a["seconds"]))
         ach["unaligned_matmul_efficiency"] = Measured(
-            eff, f"rate with K={u['k']} over K={a['k']}; {where}"
+            eff, f"rate with K={u['k']} over K={a['k']}; {_WHERE}"
         )
+    return ach, mem_rate
+
+
+def _gpu_peaks_and_memory(
+    ach: dict[str, Any], mem_rate: float | None, props: dict[str, Any], catalog_chip: Any | None
+) -> tuple[dict[str, Measured], dict[str, Measured]]:
+    """Datasheet peaks and memory from the matching catalog chip, else the best measured."""
     if catalog_chip is not None:
         peaks = {
             d: Measured(v, catalog_chip.sources.get(f"peak_flops_per_s.{d}", "catalog"))
@@ -383,15 +419,19 @@ def fit_gpu(
             "capacity_bytes": Measured(catalog_chip.capacity_bytes, "catalog"),
             "bytes_per_s": Measured(catalog_chip.mem_bytes_per_s, "catalog datasheet"),
         }
-    else:
-        peaks = {
-            d: Measured(v.value, f"no catalog entry: best measured; {where}")
-            for d, v in achievable.items()
-        }
-        memory = {
-            "capacity_bytes": Measured(float(props["memory_bytes"]), "CUDA device properties"),
-            "bytes_per_s": Measured(mem_rate or 1e12, "no catalog entry: measured copy"),
-        }
+        return peaks, memory
+    peaks = {
+        d: Measured(v.value, f"no catalog entry: best measured; {_WHERE}")
+        for d, v in ach["matmul_flops_per_s"].items()
+    }
+    memory = {
+        "capacity_bytes": Measured(float(props["memory_bytes"]), "CUDA device properties"),
+        "bytes_per_s": Measured(mem_rate or 1e12, "no catalog entry: measured copy"),
+    }
+    return peaks, memory
+
+
+def _gpu_on_chip(props: dict[str, Any], catalog_chip: Any | None) -> dict[str, Any]:
     on_chip: dict[str, Any] = {
         "core_name": "SM",
         "cores": Measured(props["sms"], "CUDA device properties"),
@@ -405,6 +445,23 @@ def fit_gpu(
         on_chip["l2_bytes"] = Measured(float(props["l2_bytes"]), "CUDA device properties")
     if catalog_chip is not None and catalog_chip.on_chip.l2_bytes_per_s:
         on_chip["l2_bytes_per_s"] = Measured(catalog_chip.on_chip.l2_bytes_per_s, "catalog")
+    return on_chip
+
+
+def fit_gpu(
+    results: list[dict[str, Any]],
+    *,
+    props: dict[str, Any],
+    identity: str,
+    name: str,
+    library: str,
+    catalog_chip: Any | None,
+) -> dict[str, Any]:
+    """A chip-file table from GPU calibration results; datasheet peaks from the matching catalog
+    chip when there is one (measurement cannot give a datasheet peak)."""
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    ach, mem_rate = _gpu_achievable(results)
+    peaks, memory = _gpu_peaks_and_memory(ach, mem_rate, props, catalog_chip)
     return {
         "schema": 1,
         "name": name,
@@ -415,7 +472,7 @@ def fit_gpu(
         "notes": "written by `shardline calibrate` with torch.cuda",
         "peak_flops_per_s": peaks,
         "memory": memory,
-        "on_chip": on_chip,
+        "on_chip": _gpu_on_chip(props, catalog_chip),
         "achievable": ach,
         "calibration": {
             "date": when,

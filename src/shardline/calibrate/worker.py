@@ -11,24 +11,22 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Any
+
+from shardline.calibrate.cpu import run_numpy_job
+from shardline.calibrate.gpu import run_torch_job
 
 
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
-    import time
-
     timing: dict[str, Any] = {
         key: job[key] for key in ("repeats", "warmup", "min_sample_s") if key in job
     }
     if job.get("clock") == "thread":  # CPU time of this thread (see runner.run_jobs)
         timing["clock"] = time.thread_time
     if job.get("backend", "numpy") == "torch":
-        from shardline.calibrate.gpu import run_torch_job
-
         result = run_torch_job(job, **timing)
     else:
-        from shardline.calibrate.cpu import run_numpy_job
-
         result = run_numpy_job(job, **timing)
     return {
         "seconds": result.median_s,

@@ -8,6 +8,7 @@ from typing import Any
 
 from shardline.cli.common import add_json_arg, dim_arg, emit_json
 from shardline.errors import InputError
+from shardline.options import Precision
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -125,14 +126,14 @@ def run_tile(args: argparse.Namespace) -> int:
         dim_arg(args.k, "K"),
         dim_arg(args.n, "N"),
         args.hw,
-        args.dtype,
+        precision=Precision(
+            args.dtype,
+            {"a": args.a_dtype, "b": args.b_dtype, "out": args.out_dtype},
+            args.compute_dtype,
+        ),
         tile=args.tile,
         stages=args.stages,
         use_peak=args.peak,
-        a_dtype=args.a_dtype,
-        b_dtype=args.b_dtype,
-        out_dtype=args.out_dtype,
-        compute_dtype=args.compute_dtype,
     )
     if args.json:
         emit_json(report.to_dict())

@@ -18,6 +18,7 @@ from shardline.cli.common import (
     emit_json,
     overrides_from_args,
 )
+from shardline.options import Precision, RateOverrides
 from shardline.roofline import RooflineResult
 
 
@@ -85,7 +86,7 @@ def compute_matmul(args: argparse.Namespace) -> RooflineResult:
         out_dtype=args.out_dtype,
         compute_dtype=args.compute_dtype,
         accumulate=args.accumulate,
-        **overrides_from_args(args),
+        rates=RateOverrides(**overrides_from_args(args)),
     )
     return with_prediction(result)
 
@@ -108,9 +109,9 @@ def compute_einsum(args: argparse.Namespace) -> Any:
         hw=args.hw,
         dtype=args.dtype,
         dtypes=dtype_map(args.dtypes),
-        compute_dtype=args.compute_dtype,
+        precision=Precision(compute=args.compute_dtype),
         accumulate=args.accumulate,
-        **overrides_from_args(args),
+        rates=RateOverrides(**overrides_from_args(args)),
     )
     return with_prediction(result)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from shardline.cli.common import add_chip_args, add_json_arg, emit_json, overrides_from_args
 from shardline.errors import InputError
+from shardline.options import RateOverrides
 
 __all__ = ["register"]
 
@@ -583,8 +584,7 @@ def _roof_points(args: argparse.Namespace) -> tuple[list[Any], list[str]]:
                 b_dtype=args.b_dtype,
                 out_dtype=args.out_dtype,
                 compute_dtype=args.compute_dtype,
-                flops_per_s=overrides["flops_per_s"],
-                mem_bytes_per_s=overrides["mem_bytes_per_s"],
+                rates=RateOverrides(**overrides),
             )
         )
         points.append(

@@ -15,6 +15,7 @@ import numpy as np
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.io.sheets import Column, OutputTable, RowProblem, ShapeTable
+from shardline.options import RateOverrides
 
 __all__ = ["DtypeChoice", "SheetResult", "RESULT_COLUMNS", "roofline_rows", "output_table"]
 
@@ -131,8 +132,7 @@ def roofline_rows(
                 b_dtype=choice.b_dtype,
                 out_dtype=choice.out_dtype,
                 compute_dtype=choice.compute_dtype,
-                flops_per_s=flops_per_s,
-                mem_bytes_per_s=mem_bytes_per_s,
+                rates=RateOverrides(flops_per_s, mem_bytes_per_s),
                 accumulate=accumulate,
             )
         except InputError as exc:

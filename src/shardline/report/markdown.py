@@ -17,6 +17,7 @@ from typing import Any
 from shardline.dtypes import dtype_bits
 from shardline.einsum import EinsumSpec, parse_einsum
 from shardline.errors import InputError
+from shardline.options import Precision
 from shardline.roofline import RooflineResult, einsum
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
 
@@ -65,7 +66,7 @@ def _rerun(
         hw=r.chip,
         dtype=new_dtypes[spec.lhs.name],
         dtypes=new_dtypes,
-        compute_dtype=compute or str(r.dtypes["compute"]),
+        precision=Precision(compute=compute or str(r.dtypes["compute"])),
         accumulate=r.accumulate,
     )
 
@@ -558,7 +559,7 @@ def explain_sharded(r: Any, comparison: Any = None) -> str:
                 hw=r.chip,
                 dtype=dtypes[lhs],
                 dtypes=dtypes,
-                compute_dtype=str(r.dtypes.get("compute")),
+                precision=Precision(compute=str(r.dtypes.get("compute"))),
             )
         )
     if single is not None:

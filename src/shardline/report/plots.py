@@ -18,6 +18,7 @@ import numpy as np
 
 from shardline.errors import InputError
 from shardline.hardware import Chip
+from shardline.options import RateOverrides
 
 __all__ = [
     "Curve",
@@ -96,8 +97,7 @@ def batch_curves(
             b_dtype=b_dtype,
             out_dtype=out_dtype,
             compute_dtype=compute_dtype,
-            flops_per_s=flops_per_s,
-            mem_bytes_per_s=mem_bytes_per_s,
+            rates=RateOverrides(flops_per_s, mem_bytes_per_s),
         )
         first = first or r
         achieved = np.asarray(r.flops, dtype=np.float64) / np.asarray(r.t_lower_s, dtype=np.float64)
