@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from shardline.cli.main import main
-from shardline.report.plots import batch_curves, render_batch
+from shardline.curves import batch_curves
+from shardline.options import Precision, RateOverrides
+from shardline.report.plots import render_batch
 
 matplotlib = pytest.importorskip("matplotlib")
 
@@ -42,10 +44,8 @@ def test_batch_curves_equal_seed001_question3() -> None:
         [(4096, 4096), (1024, 1024)],
         bs,
         "tpu-v5e",
-        "bf16",
-        b_dtype="int8",
-        flops_per_s=1.97e14,
-        mem_bytes_per_s=8.2e11,
+        Precision("bf16", {"b": "int8"}),
+        RateOverrides(flops_per_s=1.97e14, mem_bytes_per_s=8.2e11),
     )
     assert [c.label for c in plot.curves] == ["F=D=4096", "F=D=1024"]
     np.testing.assert_array_equal(plot.curves[0].y, seed001_roofline(bs, 4096, 4096))
@@ -96,8 +96,8 @@ def test_plots_are_byte_deterministic_and_ignore_user_style(tmp_path: Path) -> N
 def test_plot_roofline_from_the_seed003_sheet(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shardline.io.sheet_results import roofline_rows
     from shardline.io.sheets import read_shape_rows
+    from shardline.sheet_model import roofline_rows
 
     sheet = ROOT / "examples" / "seed003_shapes.csv"
     out = tmp_path / "roof.svg"

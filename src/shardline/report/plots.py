@@ -1,8 +1,9 @@
 """Plots (PNG and SVG via matplotlib, imported inside the functions): the roofline with the user's
 operations, achieved FLOP/s versus batch (seed 001 Question 3), and time per sharding strategy.
 
-The data of each plot is computed first (`batch_curves`, `roofline_data`, `strategy_bars`, all
-numpy and the library, no matplotlib) so that tests and the HTML report use the same numbers.
+The data of each plot is computed first (`shardline.curves.batch_curves` in the core, and here
+`roofline_data`, `strategy_bars`: numpy, no matplotlib) so that tests and the HTML report use the
+same numbers.
 Rendering is deterministic: matplotlib's default style whatever the user's matplotlibrc, no dates
 or versions in the metadata, a fixed SVG hash salt, and text drawn as paths.
 """
@@ -16,13 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from shardline.curves import BatchPlot
 from shardline.errors import InputError
 from shardline.hardware import Chip
 
 __all__ = [
-    "Curve",
-    "BatchPlot",
-    "batch_curves",
     "RoofLine",
     "RoofPoint",
     "RooflinePlot",
@@ -45,79 +44,6 @@ MAX_SEPARATE_POINTS = 500  # beyond this the points are drawn as one scatter per
 
 # ------------------------------------------------------------------------------------------------
 # Data
-
-
-@dataclass(frozen=True)
-class Curve:
-    label: str
-    x: np.ndarray
-    y: np.ndarray
-    critical_x: float | None = None  # where the curve turns compute-bound
-
-
-@dataclass(frozen=True)
-class BatchPlot:
-    """Achieved FLOP/s = F / max(F/P, Q/W) versus batch B for X[B,D] . W[D,F] -> Y[B,F]."""
-
-    curves: list[Curve]
-    flops_per_s: float
-    mem_bytes_per_s: float
-    compute_dtype: str
-    chip_name: str
-    dtypes: dict[str, str]
-
-
-def batch_curves(
-    shapes: Sequence[tuple[int, int]],
-    batch: np.ndarray,
-    hw: str | Chip,
-    dtype: str = "bf16",
-    *,
-    a_dtype: str | None = None,
-    b_dtype: str | None = None,
-    out_dtype: str | None = None,
-    compute_dtype: str | None = None,
-    flops_per_s: float | None = None,
-    mem_bytes_per_s: float | None = None,
-) -> BatchPlot:
-    """One vectorized library call per (D, F): exact bytes, not the small-B approximation."""
-    from shardline.roofline import matmul
-
-    curves: list[Curve] = []
-    first = None
-    for d, f in shapes:
-        r = matmul(
-            batch,
-            d,
-            f,
-            hw=hw,
-            dtype=dtype,
-            a_dtype=a_dtype,
-            b_dtype=b_dtype,
-            out_dtype=out_dtype,
-            compute_dtype=compute_dtype,
-            flops_per_s=flops_per_s,
-            mem_bytes_per_s=mem_bytes_per_s,
-        )
-        first = first or r
-        achieved = np.asarray(r.flops, dtype=np.float64) / np.asarray(r.t_lower_s, dtype=np.float64)
-        crit = r.critical_m
-        crit_value = (
-            None
-            if crit is None or not np.isfinite(np.atleast_1d(crit)[0])
-            else float(np.atleast_1d(crit)[0])
-        )
-        label = f"F=D={d}" if d == f else f"D={d}, F={f}"
-        curves.append(Curve(label, np.asarray(batch, dtype=np.float64), achieved, crit_value))
-    assert first is not None
-    return BatchPlot(
-        curves=curves,
-        flops_per_s=float(first.hardware.flops_per_s),
-        mem_bytes_per_s=float(first.hardware.mem_bytes_per_s),
-        compute_dtype=str(first.dtypes["compute"]),
-        chip_name=first.hardware.name,
-        dtypes={k: str(v) for k, v in first.dtypes.items()},
-    )
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from shardline.io.sheet_results import SheetResult
+from shardline.sheet_model import SheetResult
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_time
 
 __all__ = ["render_sheet", "MAX_TEXT_ROWS"]
