@@ -11,6 +11,7 @@ from shardline.cli.main import build_parser, main
 from shardline.report.markdown import explain_roofline, suggestions
 from shardline.roofline import einsum, matmul
 from shardline.units import fmt_time
+from shardline.variants import roofline_variants
 
 A100_BF16_FLOPS = 312e12  # NVIDIA A100 datasheet, dense BF16
 A100_BYTES_PER_S = 1.555e12  # NVIDIA A100 40GB datasheet
@@ -75,10 +76,10 @@ def test_compute_bound_square_suggests_a_faster_dtype(capsys: pytest.CaptureFixt
 def test_no_reuse_for_per_example_weights() -> None:
     """seed 001 Question 4: int8[B,D] x int8[B,D,F] -> int8[B,F] has intensity near 2 for any B."""
     r = einsum("X[B,D] * W[B,D,F] -> Y[B,F]", {"B": 64, "D": 4096, "F": 4096}, "tpu-v5e", "int8")
-    text = explain_roofline(r)
+    text = explain_roofline(r, roofline_variants(r))
     assert "**Answer: MEMORY-BOUND" in text
     assert "No reuse is possible: W has every dimension" in text
-    tips = suggestions(r)
+    tips = suggestions(r, roofline_variants(r))
     assert tips[1].change.startswith("Store W in int4")
     assert tips[1].result.bytes["W"] == 64 * 4096 * 4096 // 2  # 0.5 B per int4 element
 

@@ -291,11 +291,13 @@ def _explain_any(result: Any, args: argparse.Namespace, comparison: Any = None) 
 
     if isinstance(result, RooflineResult):
         from shardline.report.markdown import explain_roofline
+        from shardline.variants import roofline_variants
 
-        return _emit_markdown(explain_roofline(result), args)
-    from shardline.report.markdown import explain_sharded
+        return _emit_markdown(explain_roofline(result, roofline_variants(result)), args)
+    from shardline.report.markdown_sharded import explain_sharded
+    from shardline.variants import single_device
 
-    return _emit_markdown(explain_sharded(result, comparison), args)
+    return _emit_markdown(explain_sharded(result, comparison, single=single_device(result)), args)
 
 
 def run_explain_matmul(args: argparse.Namespace) -> int:
