@@ -225,53 +225,67 @@ def render_batch(plot: BatchPlot, path: str | Path) -> None:
     _render(path, draw)
 
 
+_BOUND_COLORS = {"compute": "tab:green", "memory": "tab:orange", "network": "tab:blue"}
+
+
+def _draw_roofs(ax: Any, plot: RooflinePlot) -> None:
+    """Each roof min(P, I·W) over intensities from below the lowest to above the highest."""
+    intensities = [p.intensity_flop_per_byte for p in plot.points]
+    ridges = [r.flops_per_s / r.bytes_per_s for r in plot.roofs]
+    lo = min([*intensities, *ridges, 1.0]) / 4
+    hi = max([*intensities, *ridges]) * 4
+    x = np.geomspace(lo, hi, 256)
+    for i, roof in enumerate(plot.roofs):
+        (line,) = ax.plot(
+            x,
+            np.minimum(roof.flops_per_s, x * roof.bytes_per_s),
+            roof.style,
+            label=f"{roof.label}: {_fmt_si(roof.flops_per_s)}, ridge "
+            f"{roof.flops_per_s / roof.bytes_per_s:,.0f} FLOP/B",
+        )
+        line.set_gid(f"roof-{i}")
+
+
+def _draw_points(ax: Any, points: Sequence[RoofPoint]) -> None:
+    """One named artist per point (one scatter per regime past MAX_SEPARATE_POINTS); labels on
+    the first MAX_LABELED_POINTS."""
+    separate = len(points) <= MAX_SEPARATE_POINTS
+    if not separate:  # one scatter per regime: fast for big sheets
+        for bound, color in _BOUND_COLORS.items():
+            group = [p for p in points if p.bound == bound]
+            if group:
+                ax.scatter(
+                    [p.intensity_flop_per_byte for p in group],
+                    [p.flops_per_s for p in group],
+                    s=9,
+                    color=color,
+                    linewidths=0,
+                ).set_gid(f"points-{bound}")
+    for i, p in enumerate(points):
+        if separate:  # one artist each: the SVG names them
+            ax.plot(
+                [p.intensity_flop_per_byte],
+                [p.flops_per_s],
+                "o",
+                color=_BOUND_COLORS.get(p.bound, "k"),
+                markersize=5,
+            )[0].set_gid(f"point-{i}")
+        if i < MAX_LABELED_POINTS:
+            ax.annotate(
+                p.label,
+                (p.intensity_flop_per_byte, p.flops_per_s),
+                fontsize=7,
+                xytext=(4, 4),
+                textcoords="offset points",
+                parse_math=False,  # a name is text: "$5" must not start mathtext
+            )
+
+
 def render_roofline(plot: RooflinePlot, path: str | Path) -> None:
     def draw() -> Any:
         fig, ax = _figure(8, 5)
-        intensities = [p.intensity_flop_per_byte for p in plot.points]
-        ridges = [r.flops_per_s / r.bytes_per_s for r in plot.roofs]
-        lo = min([*intensities, *ridges, 1.0]) / 4
-        hi = max([*intensities, *ridges]) * 4
-        x = np.geomspace(lo, hi, 256)
-        for i, roof in enumerate(plot.roofs):
-            (line,) = ax.plot(
-                x,
-                np.minimum(roof.flops_per_s, x * roof.bytes_per_s),
-                roof.style,
-                label=f"{roof.label}: {_fmt_si(roof.flops_per_s)}, ridge "
-                f"{roof.flops_per_s / roof.bytes_per_s:,.0f} FLOP/B",
-            )
-            line.set_gid(f"roof-{i}")
-        colors = {"compute": "tab:green", "memory": "tab:orange", "network": "tab:blue"}
-        if len(plot.points) > MAX_SEPARATE_POINTS:  # one scatter per regime: fast for big sheets
-            for bound, color in colors.items():
-                group = [p for p in plot.points if p.bound == bound]
-                if group:
-                    ax.scatter(
-                        [p.intensity_flop_per_byte for p in group],
-                        [p.flops_per_s for p in group],
-                        s=9,
-                        color=color,
-                        linewidths=0,
-                    ).set_gid(f"points-{bound}")
-        for i, p in enumerate(plot.points):
-            if len(plot.points) <= MAX_SEPARATE_POINTS:  # one artist each: the SVG names them
-                ax.plot(
-                    [p.intensity_flop_per_byte],
-                    [p.flops_per_s],
-                    "o",
-                    color=colors.get(p.bound, "k"),
-                    markersize=5,
-                )[0].set_gid(f"point-{i}")
-            if i < MAX_LABELED_POINTS:
-                ax.annotate(
-                    p.label,
-                    (p.intensity_flop_per_byte, p.flops_per_s),
-                    fontsize=7,
-                    xytext=(4, 4),
-                    textcoords="offset points",
-                    parse_math=False,  # a name is text: "$5" must not start mathtext
-                )
+        _draw_roofs(ax, plot)
+        _draw_points(ax, plot.points)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("arithmetic intensity (FLOP/byte)")

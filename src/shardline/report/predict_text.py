@@ -14,6 +14,29 @@ def _yes(flag: bool | None) -> str:
     return "unknown" if flag is None else ("yes" if flag else "no")
 
 
+def _level_lines(r: TileReport) -> list[str]:
+    """Each memory level's traffic and ridge, and whether it binds."""
+    out: list[str] = []
+    for level in r.levels:
+        formula = (
+            "s_a·M·K·ceil(N/BN) + s_b·K·N·ceil(M/BM) + s_c·M·N"
+            if level.name != "HBM" or r.feeding_level == "HBM"
+            else "same formula with L2-resident groups of tiles"
+        )
+        out.append(
+            f"  {level.name:<4} traffic   {formula} = {fmt_int(level.bytes)} B "
+            f"({fmt_bytes(level.bytes)}); minimum {fmt_bytes(r.minimum_bytes)}"
+        )
+        out.append(
+            f"       ridge     {fmt_rate(r.flops_per_s)} / "
+            f"{fmt_rate(level.bytes_per_s, 'B/s')} = "
+            f"{level.ridge_flop_per_byte:,.4g} FLOP/B;"
+            f" F/traffic = {level.intensity_flop_per_byte:,.4g} FLOP/B "
+            f"({'compute' if level.compute_bound else 'memory'}-bound at this level)"
+        )
+    return out
+
+
 def render_tile(r: TileReport) -> str:
     t = r.tile
     ridge = next(level for level in r.levels if level.name == r.feeding_level).ridge_flop_per_byte
@@ -36,23 +59,7 @@ def render_tile(r: TileReport) -> str:
         f"  rate            {fmt_rate(r.flops_per_s)} "
         f"({r.flops_per_s_source} {r.dtypes['compute']})",
     ]
-    for level in r.levels:
-        formula = (
-            "s_a·M·K·ceil(N/BN) + s_b·K·N·ceil(M/BM) + s_c·M·N"
-            if level.name != "HBM" or r.feeding_level == "HBM"
-            else "same formula with L2-resident groups of tiles"
-        )
-        out.append(
-            f"  {level.name:<4} traffic   {formula} = {fmt_int(level.bytes)} B "
-            f"({fmt_bytes(level.bytes)}); minimum {fmt_bytes(r.minimum_bytes)}"
-        )
-        out.append(
-            f"       ridge     {fmt_rate(r.flops_per_s)} / "
-            f"{fmt_rate(level.bytes_per_s, 'B/s')} = "
-            f"{level.ridge_flop_per_byte:,.4g} FLOP/B;"
-            f" F/traffic = {level.intensity_flop_per_byte:,.4g} FLOP/B "
-            f"({'compute' if level.compute_bound else 'memory'}-bound at this level)"
-        )
+    out += _level_lines(r)
     limit = (
         "unknown" if r.shared_bytes_per_core is None else f"{fmt_int(r.shared_bytes_per_core)} B"
     )
