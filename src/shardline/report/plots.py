@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 
 from shardline.curves import BatchPlot
+from shardline.einsum import parse_einsum
 from shardline.errors import InputError
 from shardline.hardware import Chip
+from shardline.units import fmt_rate
 
 __all__ = [
     "RoofLine",
@@ -119,8 +121,6 @@ class StrategyBar:
 
 def strategy_label(spec: str, mesh: dict[str, int]) -> str:
     """'M/X=2, N/Y=4' from the strategy's spec and mesh: which dim each mesh axis splits."""
-    from shardline.einsum import parse_einsum
-
     parsed = parse_einsum(spec)
     splits: dict[str, str] = {}
     for op in parsed.operands:
@@ -189,8 +189,6 @@ def _render(path: str | Path, draw: Any) -> None:
 
 
 def _fmt_si(value: float) -> str:
-    from shardline.units import fmt_rate
-
     return fmt_rate(value)
 
 

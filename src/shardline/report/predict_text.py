@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardline.dtypes import dtype_bytes
 from shardline.tiling import TileReport
 from shardline.units import fmt_bytes, fmt_int, fmt_num, fmt_rate, fmt_time
 
@@ -88,8 +89,6 @@ def render_tile(r: TileReport) -> str:
 
 
 def _s(r: TileReport, role: str) -> float:
-    from shardline.dtypes import dtype_bytes
-
     return dtype_bytes(r.dtypes[role])
 
 

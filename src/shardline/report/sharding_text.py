@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from shardline.collectives import CollectiveCost, CollectiveStep
+from shardline.dtypes import dtype_bytes
+from shardline.einsum import parse_einsum
 from shardline.sharding import PlannedCollective, ShardedResult
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
 
@@ -138,7 +140,7 @@ def _per_device_lines(r: ShardedResult) -> list[str]:
     factor = "2 × " if contracted else ""
     split = r.total_flops / float(pd.flops) if pd.flops else 0
     terms = [
-        f"{n} {_dtype_bytes(r.dtypes[n]):g} B × " + " × ".join(fmt_int(x) for x in pd.shapes[n])
+        f"{n} {dtype_bytes(r.dtypes[n]):g} B × " + " × ".join(fmt_int(x) for x in pd.shapes[n])
         for n in names
     ]
     return [
@@ -223,20 +225,12 @@ def render_sharded(r: ShardedResult) -> str:
 
 def _local_dims(r: ShardedResult) -> tuple[list[int], bool]:
     """Each distinct dim's local size, from the local operand shapes (spec order)."""
-    from shardline.einsum import parse_einsum
-
     spec = parse_einsum(r.spec)
     sizes: dict[str, int] = {}
     for op in spec.operands:
         for d, size in zip(op.dims, r.per_device.shapes[op.name], strict=True):
             sizes.setdefault(d, size)
     return [sizes[d] for d in spec.all_dims], bool(spec.contracted)
-
-
-def _dtype_bytes(name: str) -> float:
-    from shardline.dtypes import dtype_bytes
-
-    return dtype_bytes(name)
 
 
 def render_collective(cost: CollectiveCost) -> str:
