@@ -217,3 +217,31 @@ def test_names_with_dollar_signs_are_plain_text(
         captured = capsys.readouterr()
         assert code == 0 and captured.err == "" and "3 points" in captured.out
         assert out.stat().st_size > 0
+
+
+def test_sheet_curves_are_the_roofline_of_each_costliest_shape(tmp_path: Path) -> None:
+    """The report's curves come from the core: achieved FLOP/s = F / max(F/P, Q/W) with exact
+    bytes Q = 2MK + 2KN + 2MN (bf16) on the A100 40GB (312 TFLOP/s bf16, 1.555 TB/s)."""
+    from shardline.curves import sheet_curves
+    from shardline.io.sheets import read_shape_rows
+    from shardline.sheet_model import roofline_rows
+
+    src = tmp_path / "s.csv"
+    src.write_text("M,K,N,count\n16,4096,4096,1\n4096,1024,1024,100\n", encoding="utf-8")
+    result = roofline_rows(read_shape_rows(src), "a100-40gb")
+    curves = sheet_curves(result, points=40)
+    # costliest first by count x lower bound: row 2 (100 runs) before row 1
+    assert [(c.k, c.n, c.dtype, c.members) for c in curves] == [
+        (1024, 1024, "bf16", [1]),
+        (4096, 4096, "bf16", [0]),
+    ]
+    for c in curves:
+        m = c.m.astype(np.float64)
+        flops = 2 * m * c.k * c.n
+        q = 2 * (m * c.k + c.k * c.n + m * c.n)
+        expected = flops / np.maximum(flops / 312e12, q / 1.555e12)
+        np.testing.assert_allclose(c.curve.y, expected, rtol=1e-12)
+        assert c.m[0] == 1 and c.m[-1] >= 16
+    # the grid reaches past four times the critical M of K = N = 4096
+    crit = result.columns["critical_m"][0]
+    assert curves[1].m[-1] == max(2 * 16, 4 * int(crit), 16)
