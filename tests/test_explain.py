@@ -11,6 +11,7 @@ from shardline.cli.main import build_parser, main
 from shardline.report.markdown import explain_roofline, suggestions
 from shardline.roofline import einsum, matmul
 from shardline.units import fmt_time
+from shardline.variants import roofline_variants
 
 A100_BF16_FLOPS = 312e12  # NVIDIA A100 datasheet, dense BF16
 A100_BYTES_PER_S = 1.555e12  # NVIDIA A100 40GB datasheet
@@ -75,10 +76,10 @@ def test_compute_bound_square_suggests_a_faster_dtype(capsys: pytest.CaptureFixt
 def test_no_reuse_for_per_example_weights() -> None:
     """seed 001 Question 4: int8[B,D] x int8[B,D,F] -> int8[B,F] has intensity near 2 for any B."""
     r = einsum("X[B,D] * W[B,D,F] -> Y[B,F]", {"B": 64, "D": 4096, "F": 4096}, "tpu-v5e", "int8")
-    text = explain_roofline(r)
+    text = explain_roofline(r, roofline_variants(r))
     assert "**Answer: MEMORY-BOUND" in text
     assert "No reuse is possible: W has every dimension" in text
-    tips = suggestions(r)
+    tips = suggestions(r, roofline_variants(r))
     assert tips[1].change.startswith("Store W in int4")
     assert tips[1].result.bytes["W"] == 64 * 4096 * 4096 // 2  # 0.5 B per int4 element
 
@@ -286,3 +287,41 @@ def test_einsum_with_its_own_operand_names_gets_the_estimate(
     # exact: F = 2·16·4096·4096, Q = 2·16·4096 + 1·4096·4096 + 2·16·4096
     flops, q = 2 * 16 * 4096 * 4096, 2 * 16 * 4096 + 4096 * 4096 + 2 * 16 * 4096
     assert f"| intensity | I = F / Q | {flops:,} / {q:,} | {flops / q:,.4g} FLOP/B |" in text
+
+
+def test_variants_are_computed_in_the_core() -> None:
+    """The alternatives explain words are plain results: a memory-bound decode GEMM on the A100
+    grows M to the critical M and stores b in int8 (Q' = 2MK + KN + 2MN)."""
+    from shardline.variants import roofline_variants
+
+    m, k, n = 16, 4096, 16384
+    r = matmul(m, k, n, hw="a100-40gb")
+    variants = roofline_variants(r)
+    assert [v.kind for v in variants] == ["grow", "store"]
+    grow, store = variants
+    assert (grow.operand, grow.dim, grow.size) == ("b", "M", r.critical_m)
+    assert grow.result.flops == 2 * r.critical_m * k * n
+    assert (store.operand, store.dtype) == ("b", "int8")
+    assert store.result.bytes["total"] == 2 * m * k + k * n + 2 * m * n
+    assert store.result.t_memory_s == pytest.approx(
+        (2 * m * k + k * n + 2 * m * n) / A100_BYTES_PER_S, rel=1e-12
+    )
+    # the words only read what they are given
+    tips = suggestions(r, variants)
+    assert [t.result for t in tips] == [grow.result, store.result]
+    assert suggestions(r, []) == []
+
+
+def test_single_device_is_the_unsharded_multiply() -> None:
+    from shardline.sharding import shard_einsum
+    from shardline.variants import single_device, unsharded_spec
+
+    assert str(unsharded_spec("A[M,K_X] * B[K_X,N] -> C[M,N_X]").lhs.dims) == "('M', 'K')"
+    r = shard_einsum(
+        "A[M,K_X] * B[K_X,N] -> C[M,N_X]", {"M": 8192, "K": 8192, "N": 8192}, {"X": 8}, "h100-sxm"
+    )
+    one = single_device(r)
+    assert one is not None
+    # F / P on one H100 (989.4 TFLOP/s dense bf16): 2·8192³ FLOP is compute-bound
+    assert one.flops == 2 * 8192**3
+    assert one.t_lower_s == pytest.approx(2 * 8192**3 / 989.4e12, rel=1e-12)

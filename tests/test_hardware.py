@@ -549,7 +549,7 @@ def test_kinds_tuples_come_from_the_literals() -> None:
     assert CHIP_KINDS == get_args(ChipKind) == ("gpu", "tpu", "cpu")
     assert COLLECTIVE_KINDS == collectives.KINDS
     assert TOPOLOGIES == collectives.TOPOLOGIES
-    assert STAGE_TOPOLOGIES == collectives._STAGE_TOPOLOGIES
+    assert STAGE_TOPOLOGIES == collectives.records._STAGE_TOPOLOGIES
     assert PHASES == workload.PHASES and TEMPLATE_PHASES == workload.TEMPLATE_PHASES
     assert CHIP_TOPOLOGIES == ("switch", "torus")
     assert WRAPAROUNDS == ("full-axis", "multiple-of-4")

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from shardline.cli.main import main
-from shardline.report.plots import batch_curves, render_batch
+from shardline.curves import batch_curves
+from shardline.options import Precision, RateOverrides
+from shardline.report.plots import render_batch
 
 matplotlib = pytest.importorskip("matplotlib")
 
@@ -42,10 +44,8 @@ def test_batch_curves_equal_seed001_question3() -> None:
         [(4096, 4096), (1024, 1024)],
         bs,
         "tpu-v5e",
-        "bf16",
-        b_dtype="int8",
-        flops_per_s=1.97e14,
-        mem_bytes_per_s=8.2e11,
+        Precision("bf16", {"b": "int8"}),
+        RateOverrides(flops_per_s=1.97e14, mem_bytes_per_s=8.2e11),
     )
     assert [c.label for c in plot.curves] == ["F=D=4096", "F=D=1024"]
     np.testing.assert_array_equal(plot.curves[0].y, seed001_roofline(bs, 4096, 4096))
@@ -96,8 +96,8 @@ def test_plots_are_byte_deterministic_and_ignore_user_style(tmp_path: Path) -> N
 def test_plot_roofline_from_the_seed003_sheet(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shardline.io.sheet_results import roofline_rows
     from shardline.io.sheets import read_shape_rows
+    from shardline.sheet_model import roofline_rows
 
     sheet = ROOT / "examples" / "seed003_shapes.csv"
     out = tmp_path / "roof.svg"
@@ -217,3 +217,31 @@ def test_names_with_dollar_signs_are_plain_text(
         captured = capsys.readouterr()
         assert code == 0 and captured.err == "" and "3 points" in captured.out
         assert out.stat().st_size > 0
+
+
+def test_sheet_curves_are_the_roofline_of_each_costliest_shape(tmp_path: Path) -> None:
+    """The report's curves come from the core: achieved FLOP/s = F / max(F/P, Q/W) with exact
+    bytes Q = 2MK + 2KN + 2MN (bf16) on the A100 40GB (312 TFLOP/s bf16, 1.555 TB/s)."""
+    from shardline.curves import sheet_curves
+    from shardline.io.sheets import read_shape_rows
+    from shardline.sheet_model import roofline_rows
+
+    src = tmp_path / "s.csv"
+    src.write_text("M,K,N,count\n16,4096,4096,1\n4096,1024,1024,100\n", encoding="utf-8")
+    result = roofline_rows(read_shape_rows(src), "a100-40gb")
+    curves = sheet_curves(result, points=40)
+    # costliest first by count x lower bound: row 2 (100 runs) before row 1
+    assert [(c.k, c.n, c.dtype, c.members) for c in curves] == [
+        (1024, 1024, "bf16", [1]),
+        (4096, 4096, "bf16", [0]),
+    ]
+    for c in curves:
+        m = c.m.astype(np.float64)
+        flops = 2 * m * c.k * c.n
+        q = 2 * (m * c.k + c.k * c.n + m * c.n)
+        expected = flops / np.maximum(flops / 312e12, q / 1.555e12)
+        np.testing.assert_allclose(c.curve.y, expected, rtol=1e-12)
+        assert c.m[0] == 1 and c.m[-1] >= 16
+    # the grid reaches past four times the critical M of K = N = 4096
+    crit = result.columns["critical_m"][0]
+    assert curves[1].m[-1] == max(2 * 16, 4 * int(crit), 16)

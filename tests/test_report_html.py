@@ -232,3 +232,18 @@ def test_sheet_result_renders_in_a_notebook(tmp_path: Path) -> None:
     assert list(frame["flops"]) == [2 * 8 * 4096 * 16384, 2 * 4096**3]
     # Q = s(MK + KN + MN), bf16 s = 2 B
     assert int(frame["bytes"][1]) == 2 * 3 * 4096**2 and list(frame["count"]) == [4, 1]
+
+
+def test_notebook_views_come_from_the_report_layer() -> None:
+    """The core result classes carry no rendering: the facade installs the report's views."""
+    import shardline
+    from shardline.report import notebook
+    from shardline.roofline import RooflineResult
+    from shardline.sheet_model import SheetResult
+
+    notebook.install()  # idempotent: importing shardline already did it
+    for cls in (RooflineResult, SheetResult):
+        for name in ("_repr_html_", "to_pandas"):
+            assert getattr(cls, name).__module__ == "shardline.report.notebook", (cls, name)
+    r = shardline.matmul(2, 3, 4, hw="a100-40gb")
+    assert f'<td class="">{2 * 2 * 3 * 4}' in r._repr_html_()  # F = 2·M·K·N = 48

@@ -12,9 +12,9 @@ import pytest
 
 from shardline.cli.main import main
 from shardline.errors import InputError
-from shardline.io.sheet_results import DtypeChoice, roofline_rows
 from shardline.io.sheets import ACCEPTED, read_shape_rows
 from shardline.roofline import matmul
+from shardline.sheet_model import DtypeChoice, roofline_rows
 
 openpyxl = pytest.importorskip("openpyxl")
 
@@ -203,7 +203,7 @@ def test_rows_match_hand_formulas_and_the_library(tmp_path: Path) -> None:
 def test_one_vectorized_library_call_per_dtype_group(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import shardline.roofline as roofline
+    import shardline.sheet_model as sheet_model
 
     rng = np.random.default_rng(3)
     rows = rng.integers(1, 20_000, size=(500, 3))
@@ -213,13 +213,13 @@ def test_one_vectorized_library_call_per_dtype_group(
     ]
     path = _write(tmp_path / "many.csv", "\n".join(lines) + "\n")
     calls: list[int] = []
-    real = roofline.matmul
+    real = sheet_model.matmul
 
     def counting(m, *args, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(np.size(m))
         return real(m, *args, **kwargs)
 
-    monkeypatch.setattr(roofline, "matmul", counting)
+    monkeypatch.setattr(sheet_model, "matmul", counting)
     result = roofline_rows(read_shape_rows(path), "h100-sxm")
     assert len(calls) == 3 and sum(calls) == 500  # one call per dtype, each over its rows
     for i in rng.choice(500, size=12, replace=False).tolist():  # spot-check rows one by one

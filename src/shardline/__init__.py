@@ -6,9 +6,12 @@ The core (counting, roofline, collectives, sharding, pipelines) is pure: no prin
 from shardline.errors import InputError
 from shardline.hardware import Chip, list_chips, load_chip
 from shardline.plan import plan, sweep_batch
+from shardline.report.notebook import install as _install_notebook_views
 from shardline.roofline import RooflineResult, critical_m, einsum, matmul
 from shardline.stack import stack
 from shardline.workload import Layer, Workload, ffn, transformer  # noqa: I001
+
+_install_notebook_views()  # _repr_html_ and to_pandas on RooflineResult and SheetResult
 
 __all__ = [
     "Chip",

@@ -292,11 +292,13 @@ def _explain_any(result: Any, args: argparse.Namespace, comparison: Any = None) 
 
     if isinstance(result, RooflineResult):
         from shardline.report.markdown import explain_roofline
+        from shardline.variants import roofline_variants
 
-        return _emit_markdown(explain_roofline(result), args)
-    from shardline.report.markdown import explain_sharded
+        return _emit_markdown(explain_roofline(result, roofline_variants(result)), args)
+    from shardline.report.markdown_sharded import explain_sharded
+    from shardline.variants import single_device
 
-    return _emit_markdown(explain_sharded(result, comparison), args)
+    return _emit_markdown(explain_sharded(result, comparison, single=single_device(result)), args)
 
 
 def run_explain_matmul(args: argparse.Namespace) -> int:
@@ -467,7 +469,9 @@ def _batch_range(text: str) -> Any:
 
 
 def run_plot_batch(args: argparse.Namespace) -> int:
-    from shardline.report.plots import batch_curves, render_batch
+    from shardline.curves import batch_curves
+    from shardline.options import Precision, RateOverrides
+    from shardline.report.plots import render_batch
     from shardline.units import fmt_int, fmt_rate
 
     out = _plot_path(args, [])
@@ -477,17 +481,13 @@ def run_plot_batch(args: argparse.Namespace) -> int:
     if not shapes:
         raise InputError("--shapes needs at least one DxF")
     batch = _batch_range(args.batch)
-    plot = batch_curves(
-        [(d, f) for d, f in shapes],
-        batch,
-        args.hw,
+    precision = Precision(
         args.dtype,
-        a_dtype=args.a_dtype,
-        b_dtype=args.b_dtype,
-        out_dtype=args.out_dtype,
-        compute_dtype=args.compute_dtype,
-        **overrides_from_args(args),
+        {"a": args.a_dtype, "b": args.b_dtype, "out": args.out_dtype},
+        args.compute_dtype,
     )
+    rates = RateOverrides(**overrides_from_args(args))
+    plot = batch_curves([(d, f) for d, f in shapes], batch, args.hw, precision, rates)
     _write_plot(out, lambda p: render_batch(plot, p))
     if args.json:
         emit_json(
@@ -707,6 +707,7 @@ SHEET_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm", ".xls")
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from shardline.curves import sheet_curves
     from shardline.io.sheets import atomic_write, check_output_path
     from shardline.report.html import render_html, report_from_sheet, report_from_stack
 
@@ -715,7 +716,7 @@ def run_report(args: argparse.Namespace) -> int:
     problems = ""
     if Path(args.input).suffix.lower() in SHEET_SUFFIXES:
         result = compute_sheet(argparse.Namespace(**{**vars(args), "accumulate": False}))
-        data = report_from_sheet(result, name)
+        data = report_from_sheet(result, name, sheet_curves(result))
         if result.problems:
             problems = (
                 f"{len(result.problems)} bad cell(s) in {args.input}, those rows not computed: "

@@ -1,4 +1,4 @@
-"""Spreadsheets in and out: read (m, k, n) rows from .csv/.xlsx; write .xlsx/.csv/.json/.md tables.
+"""Spreadsheets in: read (m, k, n) rows from .csv/.xlsx (writing tables: `shardline.io.tables`).
 
 Reading (`read_shape_rows`) finds the M, K, N columns by header name (case-insensitive; see
 `ACCEPTED`), plus optional count, dtype and name columns, keeps every original column, and parses
@@ -6,22 +6,18 @@ the sizes into numpy integer arrays. A bad cell (text, negative, fractional) doe
 the row is marked bad (`ShapeTable.ok`) and described in `ShapeTable.problems` with its sheet row
 number and column header, so the caller can compute the other rows and report the bad ones.
 
-Writing is atomic (a temporary file in the same directory, then `os.replace`), never touches an
-input file, and refuses an existing output unless forced (`check_output_path`).
+The writing names (`check_output_path`, `atomic_write`, `write_table`, ...) are importable from
+here too, as before.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import math
-import os
 import re
-import stat
-import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +26,20 @@ import numpy as np
 from shardline.dtypes import canonical_dtype
 from shardline.einsum import MAX_DIM
 from shardline.errors import InputError
+from shardline.io.tables import (
+    BOUND_FILLS,
+    OUTPUT_SUFFIXES,
+    XLSX_FORMATS,
+    Column,
+    OutputTable,
+    atomic_write,
+    check_output_path,
+    json_cell,
+    table_payload,
+    write_table,
+)
 from shardline.io.xlsx_writer import column_letter
+from shardline.sheet_model import RowProblem, ShapeTable
 from shardline.units import parse_count
 
 __all__ = [
@@ -47,10 +56,12 @@ __all__ = [
     "OutputTable",
     "write_table",
     "table_payload",
+    "json_cell",
+    "XLSX_FORMATS",
+    "BOUND_FILLS",
 ]
 
 INPUT_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm")
-OUTPUT_SUFFIXES = (".xlsx", ".csv", ".json", ".md")
 
 # Header names accepted for each role, compared after `_norm` (lower case, only letters and digits,
 # a trailing "(...)" note dropped: "M (rows)" -> "m").
@@ -81,69 +92,6 @@ def _norm(header: str) -> str:
 _LOOKUP: dict[str, str] = {
     _norm(alias): role for role, aliases in ACCEPTED.items() for alias in aliases
 }
-
-
-@dataclass(frozen=True)
-class RowProblem:
-    """A bad cell: its sheet row number (as Excel shows it), its column header and what is wrong."""
-
-    row: int
-    column: str
-    message: str
-
-    def text(self) -> str:
-        return f"row {self.row}, column {self.column!r}: {self.message}"
-
-
-@dataclass(frozen=True)
-class ShapeTable:
-    """The (m, k, n) rows of a sheet. Arrays are aligned: entry i is data row i, found at sheet row
-    `row_numbers[i]`. Bad rows stay in (so the output keeps them) with `ok[i]` False and zeros in
-    m, k, n.
-    """
-
-    path: str
-    sheet: str | None
-    header_row: int
-    headers: tuple[str, ...]  # unique, non-empty; blank headers become "column C" and so on
-    columns: dict[str, list[Any]]  # the original cells of every data row, per header
-    roles: dict[str, str]  # role ("m", "k", "n", "count", "dtype", "name") -> header
-    row_numbers: np.ndarray
-    m: np.ndarray
-    k: np.ndarray
-    n: np.ndarray
-    count: np.ndarray  # 1 where the sheet has no count column or the cell is blank
-    dtype: np.ndarray | None  # canonical dtype names; "" where blank; None without a dtype column
-    names: list[str] | None  # the name column as text; None without one
-    ok: np.ndarray
-    problems: tuple[RowProblem, ...] = field(default=())
-
-    def __len__(self) -> int:
-        return len(self.row_numbers)
-
-    @property
-    def n_bad(self) -> int:
-        return int(np.count_nonzero(~self.ok))
-
-    def labels(self) -> list[str]:
-        """A label per row: its name, or "row N" where the sheet has none."""
-        if self.names is not None:
-            return [
-                name or f"row {r}"
-                for name, r in zip(self.names, self.row_numbers.tolist(), strict=True)
-            ]
-        return [f"row {r}" for r in self.row_numbers.tolist()]
-
-    def problems_text(self, limit: int = 3) -> str:
-        shown = "; ".join(p.text() for p in self.problems[:limit])
-        more = len(self.problems) - limit
-        return shown + (f"; and {more} more" if more > 0 else "")
-
-    def require_ok(self) -> ShapeTable:
-        """Raise InputError naming the bad cells, for callers that cannot use partial tables."""
-        if self.problems:
-            raise InputError(f"{self.path}: {self.problems_text()}")
-        return self
 
 
 # ----------------------------------------------------------------------------------------------
@@ -404,15 +352,60 @@ def _fast_sizes(values: list[Any], minimum: int) -> np.ndarray | None:
     return array.astype(np.int64)
 
 
-def read_shape_rows(path: str | Path, sheet: str | None = None) -> ShapeTable:
-    """Read the (m, k, n) rows of a .csv/.tsv/.xlsx (first sheet unless `sheet` names one).
+@dataclass
+class _Cells:
+    """The data rows of a sheet by column, and the bad cells found while parsing them."""
 
-    Blank rows are skipped. Raises InputError for a missing, unreadable, encrypted or corrupt file,
-    or for a sheet without recognizable M, K, N columns; bad cells only mark their row bad.
-    """
-    p = Path(path)
-    sheet_name, rows = read_rows(p, sheet)
-    header_pos, raw_headers, role_index = _find_header(p, rows)
+    columns: dict[str, list[Any]]
+    row_numbers: np.ndarray
+    ok: np.ndarray
+    problems: list[RowProblem]
+
+    def bad(self, i: int, header: str, message: str) -> None:
+        self.ok[i] = False
+        self.problems.append(RowProblem(int(self.row_numbers[i]), header, message))
+
+    def sizes(self, header: str, role: str, minimum: int, blank_value: int | None) -> np.ndarray:
+        """A size column as integers; a bad cell marks its row bad and reads as 0."""
+        fast = _fast_sizes(self.columns[header], minimum)
+        if fast is not None:
+            return fast
+        out = np.zeros(len(self.row_numbers), dtype=np.int64)
+        what = role.upper() if role in REQUIRED_ROLES else role
+        for i, value in enumerate(self.columns[header]):
+            try:
+                if _blank(value):
+                    if blank_value is None:
+                        raise _CellError(f"{what} is blank")
+                    out[i] = blank_value
+                else:
+                    out[i] = _size(value, what, minimum=minimum)
+            except _CellError as exc:
+                self.bad(i, header, str(exc))
+        return out
+
+    def dtypes(self, header: str) -> np.ndarray:
+        """Canonical dtype names; "" where blank or unknown (that row marked bad)."""
+        names_seen: dict[str, str] = {}
+        canon: list[str] = []
+        for i, value in enumerate(self.columns[header]):
+            text = "" if _blank(value) else str(value).strip()
+            if text and text not in names_seen:
+                try:
+                    names_seen[text] = canonical_dtype(text)
+                except InputError as exc:
+                    names_seen[text] = ""
+                    self.bad(i, header, str(exc))
+            elif text and not names_seen[text]:
+                self.bad(i, header, f"unknown dtype {text!r}")
+            canon.append(names_seen.get(text, "") if text else "")
+        return np.array(canon, dtype=str) if canon else np.array([], dtype=str)
+
+
+def _cells(
+    rows: list[tuple[int, list[Any]]], header_pos: int, raw_headers: list[str]
+) -> tuple[list[str], _Cells]:
+    """The unique headers and the non-blank data rows below the header row, by column."""
     data = [
         (number, cells)
         for number, cells in rows[header_pos + 1 :]
@@ -424,62 +417,37 @@ def read_shape_rows(path: str | Path, sheet: str | None = None) -> ShapeTable:
     for _, cells in data:
         for i, h in enumerate(headers):
             columns[h].append(cells[i] if i < len(cells) else None)
+    row_numbers = np.fromiter((number for number, _ in data), dtype=np.int64, count=len(data))
+    return headers, _Cells(columns, row_numbers, np.ones(len(data), dtype=bool), [])
+
+
+def read_shape_rows(path: str | Path, sheet: str | None = None) -> ShapeTable:
+    """Read the (m, k, n) rows of a .csv/.tsv/.xlsx (first sheet unless `sheet` names one).
+
+    Blank rows are skipped. Raises InputError for a missing, unreadable, encrypted or corrupt file,
+    or for a sheet without recognizable M, K, N columns; bad cells only mark their row bad.
+    """
+    p = Path(path)
+    sheet_name, rows = read_rows(p, sheet)
+    header_pos, raw_headers, role_index = _find_header(p, rows)
+    headers, cells = _cells(rows, header_pos, raw_headers)
+    columns = cells.columns
     roles = {role: headers[i] for role, i in role_index.items()}
-    count_rows = len(data)
-    row_numbers = np.fromiter((number for number, _ in data), dtype=np.int64, count=count_rows)
-    ok = np.ones(count_rows, dtype=bool)
-    problems: list[RowProblem] = []
-
-    def parse(role: str, minimum: int, blank_value: int | None) -> np.ndarray:
-        header = roles[role]
-        fast = _fast_sizes(columns[header], minimum)
-        if fast is not None:
-            return fast
-        out = np.zeros(count_rows, dtype=np.int64)
-        what = role.upper() if role in REQUIRED_ROLES else role
-        for i, value in enumerate(columns[header]):
-            try:
-                if _blank(value):
-                    if blank_value is None:
-                        raise _CellError(f"{what} is blank")
-                    out[i] = blank_value
-                else:
-                    out[i] = _size(value, what, minimum=minimum)
-            except _CellError as exc:
-                ok[i] = False
-                problems.append(RowProblem(int(row_numbers[i]), header, str(exc)))
-        return out
-
-    m, k, n = (parse(role, 1, None) for role in REQUIRED_ROLES)
-    count = parse("count", 0, 1) if "count" in roles else np.ones(count_rows, dtype=np.int64)
-    dtype: np.ndarray | None = None
-    if "dtype" in roles:
-        names_seen: dict[str, str] = {}
-        canon: list[str] = []
-        for i, value in enumerate(columns[roles["dtype"]]):
-            text = "" if _blank(value) else str(value).strip()
-            if text and text not in names_seen:
-                try:
-                    names_seen[text] = canonical_dtype(text)
-                except InputError as exc:
-                    names_seen[text] = ""
-                    problems.append(RowProblem(int(row_numbers[i]), roles["dtype"], str(exc)))
-                    ok[i] = False
-            elif text and not names_seen[text]:
-                problems.append(
-                    RowProblem(int(row_numbers[i]), roles["dtype"], f"unknown dtype {text!r}")
-                )
-                ok[i] = False
-            canon.append(names_seen.get(text, "") if text else "")
-        dtype = np.array(canon, dtype=str) if canon else np.array([], dtype=str)
+    m, k, n = (cells.sizes(roles[role], role, 1, None) for role in REQUIRED_ROLES)
+    count = (
+        cells.sizes(roles["count"], "count", 0, 1)
+        if "count" in roles
+        else np.ones(len(cells.row_numbers), dtype=np.int64)
+    )
+    dtype = cells.dtypes(roles["dtype"]) if "dtype" in roles else None
     names = (
         [("" if _blank(v) else _header_text(v)) for v in columns[roles["name"]]]
         if "name" in roles
         else None
     )
     for array in (m, k, n):
-        array[~ok] = 0
-    problems.sort(key=lambda p: (p.row, headers.index(p.column)))
+        array[~cells.ok] = 0
+    cells.problems.sort(key=lambda p: (p.row, headers.index(p.column)))
     return ShapeTable(
         path=str(path),
         sheet=sheet_name,
@@ -487,283 +455,13 @@ def read_shape_rows(path: str | Path, sheet: str | None = None) -> ShapeTable:
         headers=tuple(headers),
         columns=columns,
         roles=roles,
-        row_numbers=row_numbers,
+        row_numbers=cells.row_numbers,
         m=m,
         k=k,
         n=n,
         count=count,
         dtype=dtype,
         names=names,
-        ok=ok,
-        problems=tuple(problems),
+        ok=cells.ok,
+        problems=tuple(cells.problems),
     )
-
-
-# ----------------------------------------------------------------------------------------------
-# Output paths and atomic writes
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return a.resolve() == b.resolve()
-
-
-def check_output_path(
-    out: str | Path,
-    inputs: Iterable[str | Path] = (),
-    *,
-    force: bool = False,
-    suffixes: Sequence[str] = OUTPUT_SUFFIXES,
-) -> Path:
-    """Validate an output path before any work: a known type, an existing directory, not an input
-    (not even with --force), and not an existing file unless --force."""
-    p = Path(out)
-    if p.suffix.lower() not in suffixes:
-        raise InputError(
-            f"output {p}: unsupported type {p.suffix or '(none)'!r}; "
-            f"expected one of {', '.join(suffixes)}"
-        )
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"output {p}: directory {parent} does not exist")
-    for source in inputs:
-        if _same_file(p, Path(source)):
-            raise InputError(
-                f"output {p} is the input file; refusing to overwrite an input "
-                "(choose another output name)"
-            )
-    if p.is_dir():
-        raise InputError(f"output {p} is a directory")
-    if p.exists() and not force:
-        raise InputError(f"output {p} already exists; pass --force to replace it")
-    return p
-
-
-def _replaced_mode(target: Path) -> int:
-    try:
-        return stat.S_IMODE(target.stat().st_mode)
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
-
-
-def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
-    """Call `write(tmp)` on a temporary file next to `path`, then rename it into place, so that a
-    reader never sees a half-written file and a failure leaves no file behind."""
-    target = Path(path)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else "."
-    )
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        # mkstemp makes the file private (0600); give it the mode a plain open() would (0666 less
-        # the umask), or keep the mode of the file it replaces
-        os.chmod(tmp, _replaced_mode(target))
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-# ----------------------------------------------------------------------------------------------
-# Writing tables
-
-
-@dataclass(frozen=True)
-class Column:
-    """One output column. `kind` picks the number format and rendering: "int" (exact counts),
-    "float" (plain ratios), "time" (seconds), "bound" (regime text, colored in .xlsx), "text"
-    (passed through, e.g. input columns)."""
-
-    name: str
-    values: Any  # list or numpy array, one entry per row; None or NaN = empty
-    kind: str = "text"
-
-
-@dataclass(frozen=True)
-class OutputTable:
-    columns: list[Column]
-    summary: dict[str, Any] = field(default_factory=dict)  # JSON-ready, SI units in the keys
-    title: str = ""
-    sheet_name: str = "results"
-
-    @property
-    def n_rows(self) -> int:
-        return len(self.columns[0].values) if self.columns else 0
-
-
-def json_cell(value: Any) -> Any:
-    """A JSON/CSV-ready Python value: numpy scalars unwrapped, NaN -> None, dates -> ISO text."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return value
-
-
-def _column_lists(table: OutputTable) -> list[list[Any]]:
-    """Each column as a list of JSON/CSV-ready Python values (numpy arrays converted in bulk)."""
-    lists: list[list[Any]] = []
-    for col in table.columns:
-        values = col.values
-        if isinstance(values, np.ndarray) and values.dtype.kind == "f":
-            finite = np.isfinite(values)
-            if col.kind == "int":
-                out = (
-                    values.astype(np.int64).tolist()
-                    if finite.all()
-                    else [
-                        int(v) if ok else None
-                        for v, ok in zip(values.tolist(), finite.tolist(), strict=True)
-                    ]
-                )
-            else:
-                out = (
-                    values.tolist()
-                    if finite.all()
-                    else [
-                        v if ok else None
-                        for v, ok in zip(values.tolist(), finite.tolist(), strict=True)
-                    ]
-                )
-            lists.append(out)
-            continue
-        raw = values.tolist() if isinstance(values, np.ndarray) else list(values)
-        if col.kind == "int":
-            raw = [int(v) if isinstance(v, float) and math.isfinite(v) else v for v in raw]
-        lists.append([json_cell(v) for v in raw])
-    return lists
-
-
-def _write_csv(table: OutputTable, tmp: Path) -> None:
-    """Raw SI numbers; floats as Python's shortest round-trip repr, empty cells empty."""
-    lists = _column_lists(table)
-    with tmp.open("w", encoding="utf-8", newline="") as fh:
-        writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow([c.name for c in table.columns])
-        writer.writerows(zip(*lists, strict=True))
-
-
-def table_payload(table: OutputTable) -> dict[str, Any]:
-    """The JSON form of a table: column names, one object per row, the summary."""
-    lists = _column_lists(table)
-    names = [c.name for c in table.columns]
-    return {
-        "title": table.title,
-        "columns": names,
-        "rows": [dict(zip(names, row, strict=True)) for row in zip(*lists, strict=True)],
-        "summary": table.summary,
-    }
-
-
-def _write_json(table: OutputTable, tmp: Path) -> None:
-    text = json.dumps(table_payload(table), indent=1, allow_nan=False)
-    tmp.write_text(text + "\n", encoding="utf-8")
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def _md_value(value: Any, kind: str) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float) and kind in ("time", "float"):
-        return f"{value:.4g}"
-    if isinstance(value, float) and kind == "int":
-        return f"{int(value):d}"
-    return _md_escape(str(value))
-
-
-def _write_md(table: OutputTable, tmp: Path) -> None:
-    lists = _column_lists(table)
-    lines = [f"# {_md_escape(table.title)}", ""] if table.title else []
-    lines.append("| " + " | ".join(_md_escape(c.name) for c in table.columns) + " |")
-    lines.append(
-        "|"
-        + "|".join("---:" if c.kind in ("int", "float", "time") else "---" for c in table.columns)
-        + "|"
-    )
-    kinds = [c.kind for c in table.columns]
-    for row in zip(*lists, strict=True):
-        lines.append(
-            "| " + " | ".join(_md_value(v, kind) for v, kind in zip(row, kinds, strict=True)) + " |"
-        )
-    if table.summary:
-        lines += ["", "## Summary", "", "| quantity | value |", "|---|---:|"]
-        for key, value in _flatten(table.summary):
-            lines.append(f"| {_md_escape(key)} | {_md_value(json_cell(value), 'float')} |")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def _flatten(mapping: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
-    for key, value in mapping.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out += _flatten(value, name + ".")
-        else:
-            out.append((name, value))
-    return out
-
-
-# Number formats keep cells numeric (Excel shows them formatted; formulas still see the numbers).
-XLSX_FORMATS = {"int": "#,##0", "float": "0.00", "time": "0.000E+00"}
-BOUND_FILLS = {"compute": "C6E0B4", "memory": "F8CBAD", "network": "BDD7EE"}  # green, orange, blue
-
-
-def _write_xlsx(table: OutputTable, tmp: Path) -> None:
-    """Results sheet (numbers formatted, bound cells filled) and a summary sheet."""
-    from shardline.io.xlsx_writer import Sheet, write_xlsx
-
-    lists = _column_lists(table)
-    styles = [
-        "fill" if c.kind == "bound" else c.kind if c.kind in XLSX_FORMATS else "default"
-        for c in table.columns
-    ]
-    widths = [max(10, min(40, len(c.name) + 2)) for c in table.columns]
-    sheets = [
-        Sheet(
-            table.sheet_name,
-            [c.name for c in table.columns],
-            zip(*lists, strict=True),
-            styles,
-            widths,
-        )
-    ]
-    if table.summary:
-        pairs = [(key, json_cell(value)) for key, value in _flatten(table.summary)]
-        sheets.append(
-            Sheet("summary", ["quantity", "value"], pairs, ["default", "float"], [36, 20])
-        )
-    write_xlsx(tmp, sheets)
-
-
-_WRITERS: dict[str, Callable[[OutputTable, Path], None]] = {
-    ".csv": _write_csv,
-    ".json": _write_json,
-    ".md": _write_md,
-    ".xlsx": _write_xlsx,
-}
-
-
-def write_table(path: str | Path, table: OutputTable) -> None:
-    """Write `table` atomically in the format the suffix names (.xlsx, .csv, .json, .md).
-    Call `check_output_path` first: this function does not check for overwriting."""
-    p = Path(path)
-    writer = _WRITERS.get(p.suffix.lower())
-    if writer is None:
-        raise InputError(
-            f"output {p}: unsupported type {p.suffix!r}; expected one of "
-            f"{', '.join(OUTPUT_SUFFIXES)}"
-        )
-    atomic_write(p, lambda tmp: writer(table, tmp))

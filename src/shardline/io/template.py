@@ -19,6 +19,7 @@ from typing import Any
 from shardline.dtypes import DTYPE_BITS, canonical_dtype
 from shardline.errors import InputError
 from shardline.hardware import Chip
+from shardline.io.tables import BOUND_FILLS, XLSX_FORMATS
 
 __all__ = [
     "TemplateRow",
@@ -181,31 +182,22 @@ def _dtype_name(text: str | None) -> str | None:
     return canonical_dtype(text) if text else None
 
 
-def write_template(
-    path: str | Path,
-    chip: Chip,
-    rows: Sequence[TemplateRow] = EXAMPLE_ROWS,
-    *,
-    dtype: str = "bf16",
-    n_rows: int = DEFAULT_ROWS,
-    layout: TemplateLayout = LAYOUT,
-) -> None:
-    """Write the workbook to `path` (the caller makes the write atomic and checks the path)."""
-    from openpyxl import Workbook
-    from openpyxl.formatting.rule import CellIsRule
-    from openpyxl.styles import Font, PatternFill
+def _yellow() -> Any:
+    from openpyxl.styles import PatternFill
 
-    from shardline.io.sheets import BOUND_FILLS, XLSX_FORMATS
+    return PatternFill("solid", fgColor="FFF2CC")
 
-    if not 1 <= n_rows <= MAX_ROWS:
-        raise InputError(f"--rows must be between 1 and {MAX_ROWS:,}")
-    n_rows = max(n_rows, len(rows))
-    default = canonical_dtype(dtype)
-    wb = Workbook()
-    ws = wb.active
-    ws.title = layout.sheet
-    bold = Font(bold=True)
-    yellow = PatternFill("solid", fgColor="FFF2CC")
+
+def _bold() -> Any:
+    from openpyxl.styles import Font
+
+    return Font(bold=True)
+
+
+def _write_header(ws: Any, chip: Chip, default: str, layout: TemplateLayout) -> None:
+    """The title, the formulas in words, the chip, its HBM bandwidth and the default dtype."""
+    from openpyxl.styles import Font
+
     ws["A1"] = "shardline roofline template"
     ws["A1"].font = Font(bold=True, size=14)
     ws["A2"] = (
@@ -220,16 +212,20 @@ def write_template(
     )
     ws[f"A{r + 1}"], ws[bw_cell] = "HBM bandwidth (bytes/s)", float(chip.mem_bytes_per_s)
     ws[bw_cell].number_format = "0.000E+00"
-    ws[bw_cell].fill = yellow
+    ws[bw_cell].fill = _yellow()
     ws[f"C{r + 1}"] = chip.sources.get("memory.bytes_per_s", "")
     ws[f"A{r + 2}"], ws[default_cell] = "default dtype (blank dtype cells)", default
-    ws[default_cell].fill = yellow
+    ws[default_cell].fill = _yellow()
+
+
+def _write_dtype_table(ws: Any, chip: Chip, layout: TemplateLayout) -> None:
+    """Every dtype's bytes per element and the chip's peak for it (with its source)."""
     h = layout.dtype_header_row
     for col, text in zip(
         "ABCD", ("dtype", "bytes_per_element", "peak_flops_per_s", "source"), strict=True
     ):
         ws[f"{col}{h}"] = text
-        ws[f"{col}{h}"].font = bold
+        ws[f"{col}{h}"].font = _bold()
     for i, (name, bits) in enumerate(DTYPE_BITS.items()):
         row = layout.dtype_first_row + i
         ws[f"A{row}"], ws[f"B{row}"] = name, bits / 8
@@ -239,14 +235,20 @@ def write_template(
             ws[f"D{row}"] = chip.sources.get(f"peak_flops_per_s.{name}", "")
         else:
             ws[f"D{row}"] = f"{chip.name} has no {name} peak: storage only"
-        ws[f"C{row}"].fill = yellow
+        ws[f"C{row}"].fill = _yellow()
+
+
+def _write_column_headers(ws: Any, layout: TemplateLayout) -> None:
     for name, letter in COLUMNS:
         cell = ws[f"{letter}{layout.header_row}"]
         cell.value = name
-        cell.font = bold
+        cell.font = _bold()
         ws.column_dimensions[letter].width = max(9, min(24, len(name) + 2))
     ws.column_dimensions["A"].width = 34
-    first, last = layout.first_row, layout.first_row + n_rows - 1
+
+
+def _number_formats() -> dict[str, str]:
+    """The number format of each computed column that has one."""
     formats = {
         "flops": XLSX_FORMATS["int"],
         "bytes": XLSX_FORMATS["int"],
@@ -256,28 +258,37 @@ def write_template(
         "critical_m": XLSX_FORMATS["int"],
     }
     formats.update({name: XLSX_FORMATS["time"] for name, _ in COLUMNS if name.endswith("_s")})
+    return formats
+
+
+def _write_inputs(ws: Any, rr: int, given: TemplateRow) -> None:
+    values = (
+        given.name,
+        given.m,
+        given.k,
+        given.n,
+        given.count,
+        _dtype_name(given.a_dtype),
+        _dtype_name(given.b_dtype),
+        _dtype_name(given.out_dtype),
+    )
+    for name, value in zip(INPUT_COLUMNS, values, strict=True):
+        if value is not None:
+            cell = ws[f"{COL[name]}{rr}"]
+            cell.value = value
+            if isinstance(value, str):
+                # text from the user's sheet stays text: openpyxl would store "=..." as a
+                # live formula (a name such as =HYPERLINK(...) must not run)
+                cell.data_type = "s"
+
+
+def _write_rows(ws: Any, rows: Sequence[TemplateRow], n_rows: int, layout: TemplateLayout) -> None:
+    """The input rows (yellow, the given ones filled in) and every row's formulas."""
+    formats, yellow = _number_formats(), _yellow()
     for i in range(n_rows):
-        rr = first + i
-        given = rows[i] if i < len(rows) else None
-        if given is not None:
-            values = (
-                given.name,
-                given.m,
-                given.k,
-                given.n,
-                given.count,
-                _dtype_name(given.a_dtype),
-                _dtype_name(given.b_dtype),
-                _dtype_name(given.out_dtype),
-            )
-            for name, value in zip(INPUT_COLUMNS, values, strict=True):
-                if value is not None:
-                    cell = ws[f"{COL[name]}{rr}"]
-                    cell.value = value
-                    if isinstance(value, str):
-                        # text from the user's sheet stays text: openpyxl would store "=..." as a
-                        # live formula (a name such as =HYPERLINK(...) must not run)
-                        cell.data_type = "s"
+        rr = layout.first_row + i
+        if i < len(rows):
+            _write_inputs(ws, rr, rows[i])
         for name in INPUT_COLUMNS:
             ws[f"{COL[name]}{rr}"].fill = yellow
         for name, formula in row_formulas(rr, layout).items():
@@ -285,6 +296,10 @@ def write_template(
             cell.value = formula
             if name in formats:
                 cell.number_format = formats[name]
+
+
+def _write_totals(ws: Any, first: int, last: int, layout: TemplateLayout) -> None:
+    formats, bold = _number_formats(), _bold()
     t = layout.totals_row
     ws[f"A{t}"] = "total over count"
     ws[f"A{t}"].font = bold
@@ -294,6 +309,13 @@ def write_template(
         cell.font = bold
         if name in formats:
             cell.number_format = formats[name]
+
+
+def _color_bounds(ws: Any, first: int, last: int) -> None:
+    """Bound cells filled by regime (conditional formatting: it follows the formulas)."""
+    from openpyxl.formatting.rule import CellIsRule
+    from openpyxl.styles import PatternFill
+
     bound_range = f"{COL['bound']}{first}:{COL['bound']}{last}"
     for regime in ("compute", "memory"):
         ws.conditional_formatting.add(
@@ -304,6 +326,34 @@ def write_template(
                 fill=PatternFill("solid", fgColor=BOUND_FILLS[regime], bgColor=BOUND_FILLS[regime]),
             ),
         )
+
+
+def write_template(
+    path: str | Path,
+    chip: Chip,
+    rows: Sequence[TemplateRow] = EXAMPLE_ROWS,
+    *,
+    dtype: str = "bf16",
+    n_rows: int = DEFAULT_ROWS,
+    layout: TemplateLayout = LAYOUT,
+) -> None:
+    """Write the workbook to `path` (the caller makes the write atomic and checks the path)."""
+    from openpyxl import Workbook
+
+    if not 1 <= n_rows <= MAX_ROWS:
+        raise InputError(f"--rows must be between 1 and {MAX_ROWS:,}")
+    n_rows = max(n_rows, len(rows))
+    default = canonical_dtype(dtype)
+    wb = Workbook()
+    ws = wb.active
+    ws.title = layout.sheet
+    _write_header(ws, chip, default, layout)
+    _write_dtype_table(ws, chip, layout)
+    _write_column_headers(ws, layout)
+    first, last = layout.first_row, layout.first_row + n_rows - 1
+    _write_rows(ws, rows, n_rows, layout)
+    _write_totals(ws, first, last, layout)
+    _color_bounds(ws, first, last)
     ws.freeze_panes = f"B{first}"
     wb.calculation.fullCalcOnLoad = True  # Excel recomputes every formula on opening
     wb.save(path)

@@ -1,8 +1,9 @@
 """Plots (PNG and SVG via matplotlib, imported inside the functions): the roofline with the user's
 operations, achieved FLOP/s versus batch (seed 001 Question 3), and time per sharding strategy.
 
-The data of each plot is computed first (`batch_curves`, `roofline_data`, `strategy_bars`, all
-numpy and the library, no matplotlib) so that tests and the HTML report use the same numbers.
+The data of each plot is computed first (`shardline.curves.batch_curves` in the core, and here
+`roofline_data`, `strategy_bars`: numpy, no matplotlib) so that tests and the HTML report use the
+same numbers.
 Rendering is deterministic: matplotlib's default style whatever the user's matplotlibrc, no dates
 or versions in the metadata, a fixed SVG hash salt, and text drawn as paths.
 """
@@ -16,14 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from shardline.curves import BatchPlot
+from shardline.einsum import parse_einsum
 from shardline.errors import InputError
 from shardline.hardware import Chip
-from shardline.options import RateOverrides
+from shardline.units import fmt_rate
 
 __all__ = [
-    "Curve",
-    "BatchPlot",
-    "batch_curves",
     "RoofLine",
     "RoofPoint",
     "RooflinePlot",
@@ -46,78 +46,6 @@ MAX_SEPARATE_POINTS = 500  # beyond this the points are drawn as one scatter per
 
 # ------------------------------------------------------------------------------------------------
 # Data
-
-
-@dataclass(frozen=True)
-class Curve:
-    label: str
-    x: np.ndarray
-    y: np.ndarray
-    critical_x: float | None = None  # where the curve turns compute-bound
-
-
-@dataclass(frozen=True)
-class BatchPlot:
-    """Achieved FLOP/s = F / max(F/P, Q/W) versus batch B for X[B,D] . W[D,F] -> Y[B,F]."""
-
-    curves: list[Curve]
-    flops_per_s: float
-    mem_bytes_per_s: float
-    compute_dtype: str
-    chip_name: str
-    dtypes: dict[str, str]
-
-
-def batch_curves(
-    shapes: Sequence[tuple[int, int]],
-    batch: np.ndarray,
-    hw: str | Chip,
-    dtype: str = "bf16",
-    *,
-    a_dtype: str | None = None,
-    b_dtype: str | None = None,
-    out_dtype: str | None = None,
-    compute_dtype: str | None = None,
-    flops_per_s: float | None = None,
-    mem_bytes_per_s: float | None = None,
-) -> BatchPlot:
-    """One vectorized library call per (D, F): exact bytes, not the small-B approximation."""
-    from shardline.roofline import matmul
-
-    curves: list[Curve] = []
-    first = None
-    for d, f in shapes:
-        r = matmul(
-            batch,
-            d,
-            f,
-            hw=hw,
-            dtype=dtype,
-            a_dtype=a_dtype,
-            b_dtype=b_dtype,
-            out_dtype=out_dtype,
-            compute_dtype=compute_dtype,
-            rates=RateOverrides(flops_per_s, mem_bytes_per_s),
-        )
-        first = first or r
-        achieved = np.asarray(r.flops, dtype=np.float64) / np.asarray(r.t_lower_s, dtype=np.float64)
-        crit = r.critical_m
-        crit_value = (
-            None
-            if crit is None or not np.isfinite(np.atleast_1d(crit)[0])
-            else float(np.atleast_1d(crit)[0])
-        )
-        label = f"F=D={d}" if d == f else f"D={d}, F={f}"
-        curves.append(Curve(label, np.asarray(batch, dtype=np.float64), achieved, crit_value))
-    assert first is not None
-    return BatchPlot(
-        curves=curves,
-        flops_per_s=float(first.hardware.flops_per_s),
-        mem_bytes_per_s=float(first.hardware.mem_bytes_per_s),
-        compute_dtype=str(first.dtypes["compute"]),
-        chip_name=first.hardware.name,
-        dtypes={k: str(v) for k, v in first.dtypes.items()},
-    )
 
 
 @dataclass(frozen=True)
@@ -193,8 +121,6 @@ class StrategyBar:
 
 def strategy_label(spec: str, mesh: dict[str, int]) -> str:
     """'M/X=2, N/Y=4' from the strategy's spec and mesh: which dim each mesh axis splits."""
-    from shardline.einsum import parse_einsum
-
     parsed = parse_einsum(spec)
     splits: dict[str, str] = {}
     for op in parsed.operands:
@@ -263,8 +189,6 @@ def _render(path: str | Path, draw: Any) -> None:
 
 
 def _fmt_si(value: float) -> str:
-    from shardline.units import fmt_rate
-
     return fmt_rate(value)
 
 
@@ -299,53 +223,67 @@ def render_batch(plot: BatchPlot, path: str | Path) -> None:
     _render(path, draw)
 
 
+_BOUND_COLORS = {"compute": "tab:green", "memory": "tab:orange", "network": "tab:blue"}
+
+
+def _draw_roofs(ax: Any, plot: RooflinePlot) -> None:
+    """Each roof min(P, I·W) over intensities from below the lowest to above the highest."""
+    intensities = [p.intensity_flop_per_byte for p in plot.points]
+    ridges = [r.flops_per_s / r.bytes_per_s for r in plot.roofs]
+    lo = min([*intensities, *ridges, 1.0]) / 4
+    hi = max([*intensities, *ridges]) * 4
+    x = np.geomspace(lo, hi, 256)
+    for i, roof in enumerate(plot.roofs):
+        (line,) = ax.plot(
+            x,
+            np.minimum(roof.flops_per_s, x * roof.bytes_per_s),
+            roof.style,
+            label=f"{roof.label}: {_fmt_si(roof.flops_per_s)}, ridge "
+            f"{roof.flops_per_s / roof.bytes_per_s:,.0f} FLOP/B",
+        )
+        line.set_gid(f"roof-{i}")
+
+
+def _draw_points(ax: Any, points: Sequence[RoofPoint]) -> None:
+    """One named artist per point (one scatter per regime past MAX_SEPARATE_POINTS); labels on
+    the first MAX_LABELED_POINTS."""
+    separate = len(points) <= MAX_SEPARATE_POINTS
+    if not separate:  # one scatter per regime: fast for big sheets
+        for bound, color in _BOUND_COLORS.items():
+            group = [p for p in points if p.bound == bound]
+            if group:
+                ax.scatter(
+                    [p.intensity_flop_per_byte for p in group],
+                    [p.flops_per_s for p in group],
+                    s=9,
+                    color=color,
+                    linewidths=0,
+                ).set_gid(f"points-{bound}")
+    for i, p in enumerate(points):
+        if separate:  # one artist each: the SVG names them
+            ax.plot(
+                [p.intensity_flop_per_byte],
+                [p.flops_per_s],
+                "o",
+                color=_BOUND_COLORS.get(p.bound, "k"),
+                markersize=5,
+            )[0].set_gid(f"point-{i}")
+        if i < MAX_LABELED_POINTS:
+            ax.annotate(
+                p.label,
+                (p.intensity_flop_per_byte, p.flops_per_s),
+                fontsize=7,
+                xytext=(4, 4),
+                textcoords="offset points",
+                parse_math=False,  # a name is text: "$5" must not start mathtext
+            )
+
+
 def render_roofline(plot: RooflinePlot, path: str | Path) -> None:
     def draw() -> Any:
         fig, ax = _figure(8, 5)
-        intensities = [p.intensity_flop_per_byte for p in plot.points]
-        ridges = [r.flops_per_s / r.bytes_per_s for r in plot.roofs]
-        lo = min([*intensities, *ridges, 1.0]) / 4
-        hi = max([*intensities, *ridges]) * 4
-        x = np.geomspace(lo, hi, 256)
-        for i, roof in enumerate(plot.roofs):
-            (line,) = ax.plot(
-                x,
-                np.minimum(roof.flops_per_s, x * roof.bytes_per_s),
-                roof.style,
-                label=f"{roof.label}: {_fmt_si(roof.flops_per_s)}, ridge "
-                f"{roof.flops_per_s / roof.bytes_per_s:,.0f} FLOP/B",
-            )
-            line.set_gid(f"roof-{i}")
-        colors = {"compute": "tab:green", "memory": "tab:orange", "network": "tab:blue"}
-        if len(plot.points) > MAX_SEPARATE_POINTS:  # one scatter per regime: fast for big sheets
-            for bound, color in colors.items():
-                group = [p for p in plot.points if p.bound == bound]
-                if group:
-                    ax.scatter(
-                        [p.intensity_flop_per_byte for p in group],
-                        [p.flops_per_s for p in group],
-                        s=9,
-                        color=color,
-                        linewidths=0,
-                    ).set_gid(f"points-{bound}")
-        for i, p in enumerate(plot.points):
-            if len(plot.points) <= MAX_SEPARATE_POINTS:  # one artist each: the SVG names them
-                ax.plot(
-                    [p.intensity_flop_per_byte],
-                    [p.flops_per_s],
-                    "o",
-                    color=colors.get(p.bound, "k"),
-                    markersize=5,
-                )[0].set_gid(f"point-{i}")
-            if i < MAX_LABELED_POINTS:
-                ax.annotate(
-                    p.label,
-                    (p.intensity_flop_per_byte, p.flops_per_s),
-                    fontsize=7,
-                    xytext=(4, 4),
-                    textcoords="offset points",
-                    parse_math=False,  # a name is text: "$5" must not start mathtext
-                )
+        _draw_roofs(ax, plot)
+        _draw_points(ax, plot.points)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("arithmetic intensity (FLOP/byte)")

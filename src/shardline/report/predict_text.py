@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardline.dtypes import dtype_bytes
 from shardline.tiling import TileReport
 from shardline.units import fmt_bytes, fmt_int, fmt_num, fmt_rate, fmt_time
 
@@ -12,6 +13,29 @@ __all__ = ["render_tile", "render_calibration", "render_validation", "render_plo
 
 def _yes(flag: bool | None) -> str:
     return "unknown" if flag is None else ("yes" if flag else "no")
+
+
+def _level_lines(r: TileReport) -> list[str]:
+    """Each memory level's traffic and ridge, and whether it binds."""
+    out: list[str] = []
+    for level in r.levels:
+        formula = (
+            "s_a·M·K·ceil(N/BN) + s_b·K·N·ceil(M/BM) + s_c·M·N"
+            if level.name != "HBM" or r.feeding_level == "HBM"
+            else "same formula with L2-resident groups of tiles"
+        )
+        out.append(
+            f"  {level.name:<4} traffic   {formula} = {fmt_int(level.bytes)} B "
+            f"({fmt_bytes(level.bytes)}); minimum {fmt_bytes(r.minimum_bytes)}"
+        )
+        out.append(
+            f"       ridge     {fmt_rate(r.flops_per_s)} / "
+            f"{fmt_rate(level.bytes_per_s, 'B/s')} = "
+            f"{level.ridge_flop_per_byte:,.4g} FLOP/B;"
+            f" F/traffic = {level.intensity_flop_per_byte:,.4g} FLOP/B "
+            f"({'compute' if level.compute_bound else 'memory'}-bound at this level)"
+        )
+    return out
 
 
 def render_tile(r: TileReport) -> str:
@@ -36,23 +60,7 @@ def render_tile(r: TileReport) -> str:
         f"  rate            {fmt_rate(r.flops_per_s)} "
         f"({r.flops_per_s_source} {r.dtypes['compute']})",
     ]
-    for level in r.levels:
-        formula = (
-            "s_a·M·K·ceil(N/BN) + s_b·K·N·ceil(M/BM) + s_c·M·N"
-            if level.name != "HBM" or r.feeding_level == "HBM"
-            else "same formula with L2-resident groups of tiles"
-        )
-        out.append(
-            f"  {level.name:<4} traffic   {formula} = {fmt_int(level.bytes)} B "
-            f"({fmt_bytes(level.bytes)}); minimum {fmt_bytes(r.minimum_bytes)}"
-        )
-        out.append(
-            f"       ridge     {fmt_rate(r.flops_per_s)} / "
-            f"{fmt_rate(level.bytes_per_s, 'B/s')} = "
-            f"{level.ridge_flop_per_byte:,.4g} FLOP/B;"
-            f" F/traffic = {level.intensity_flop_per_byte:,.4g} FLOP/B "
-            f"({'compute' if level.compute_bound else 'memory'}-bound at this level)"
-        )
+    out += _level_lines(r)
     limit = (
         "unknown" if r.shared_bytes_per_core is None else f"{fmt_int(r.shared_bytes_per_core)} B"
     )
@@ -81,8 +89,6 @@ def render_tile(r: TileReport) -> str:
 
 
 def _s(r: TileReport, role: str) -> float:
-    from shardline.dtypes import dtype_bytes
-
     return dtype_bytes(r.dtypes[role])
 
 

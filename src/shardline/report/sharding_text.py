@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from shardline.collectives import CollectiveCost, CollectiveStep
+from shardline.dtypes import dtype_bytes
+from shardline.einsum import parse_einsum
 from shardline.sharding import PlannedCollective, ShardedResult
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
 
@@ -101,7 +103,8 @@ def _collective_lines(i: int, c: PlannedCollective) -> list[str]:
     ]
 
 
-def render_sharded(r: ShardedResult) -> str:
+def _sharded_head(r: ShardedResult) -> list[str]:
+    """What was asked: the einsum, the chip and mesh, dtypes, network, padding, residency."""
     pd = r.per_device
     dims = ", ".join(f"{k}={fmt_int(v)}" for k, v in r.dims.items())
     chip = r.chip.display_name if r.chip else r.hardware["name"]
@@ -125,66 +128,67 @@ def render_sharded(r: ShardedResult) -> str:
     not_resident = [n for n in inputs if n not in r.resident]
     if not_resident:
         out.append(f"not resident (start 1/{r.devices} per device): {', '.join(not_resident)}")
-    out += ["", sharded_bound_line(r), ""]
+    return out
+
+
+def _per_device_lines(r: ShardedResult) -> list[str]:
+    """The local multiply: FLOPs, bytes, t_compute and t_memory with their formulas."""
+    pd = r.per_device
     names = list(pd.shapes)
     shapes = {n: "[" + ", ".join(fmt_int(x) for x in pd.shapes[n]) + "]" for n in names}
-    out.append(
-        f"per device  {names[0]}{shapes[names[0]]} · {names[1]}{shapes[names[1]]} -> "
-        f"{names[2]}{shapes[names[2]]}"
-    )
     local_all, contracted = _local_dims(r)
     factor = "2 × " if contracted else ""
     split = r.total_flops / float(pd.flops) if pd.flops else 0
-    out.append(
+    terms = [
+        f"{n} {dtype_bytes(r.dtypes[n]):g} B × " + " × ".join(fmt_int(x) for x in pd.shapes[n])
+        for n in names
+    ]
+    return [
+        f"per device  {names[0]}{shapes[names[0]]} · {names[1]}{shapes[names[1]]} -> "
+        f"{names[2]}{shapes[names[2]]}",
         f"  FLOPs      F = {factor}"
         + " × ".join(fmt_int(x) for x in local_all)
-        + f" = {fmt_int(pd.flops)} FLOP ({fmt_flops(pd.flops)}); total / F = {split:.4g}"
-    )
-    terms = []
-    for n in names:
-        bits_bytes = _dtype_bytes(r.dtypes[n])
-        terms.append(f"{n} {bits_bytes:g} B × " + " × ".join(fmt_int(x) for x in pd.shapes[n]))
-    out.append("  bytes      Q = " + " + ".join(terms))
-    out.append(
+        + f" = {fmt_int(pd.flops)} FLOP ({fmt_flops(pd.flops)}); total / F = {split:.4g}",
+        "  bytes      Q = " + " + ".join(terms),
         "               = "
         + " + ".join(fmt_int(pd.bytes[n]) for n in names)
-        + f" = {fmt_int(pd.bytes['total'])} B ({fmt_bytes(pd.bytes['total'])})"
-    )
-    out.append(
+        + f" = {fmt_int(pd.bytes['total'])} B ({fmt_bytes(pd.bytes['total'])})",
         f"  t_compute  F / P = {fmt_num(pd.flops)} / {fmt_num(r.hardware['flops_per_s'])} "
-        f"FLOP/s = {fmt_time(pd.t_compute_s)}"
-    )
-    out.append(
+        f"FLOP/s = {fmt_time(pd.t_compute_s)}",
         f"  t_memory   Q / W = {fmt_num(pd.bytes['total'])} / "
-        f"{fmt_num(r.hardware['mem_bytes_per_s'])} B/s = {fmt_time(pd.t_memory_s)}"
+        f"{fmt_num(r.hardware['mem_bytes_per_s'])} B/s = {fmt_time(pd.t_memory_s)}",
+    ]
+
+
+def _collectives_section(r: ShardedResult) -> list[str]:
+    if not r.collectives:
+        return ["collectives: none (every device has what it needs; t_network = 0)"]
+    out = ["collectives"]
+    for i, c in enumerate(r.collectives, 1):
+        out.extend(_collective_lines(i, c))
+    out.append(
+        f"  t_network  sum = {fmt_time(r.t_network_s)} (realistic "
+        f"{fmt_time(r.t_network_predicted_s)}); each device sends "
+        f"{fmt_bytes(r.per_device.network_bytes)}"
     )
-    if r.collectives:
-        out.append("collectives")
-        for i, c in enumerate(r.collectives, 1):
-            out.extend(_collective_lines(i, c))
-        out.append(
-            f"  t_network  sum = {fmt_time(r.t_network_s)} (realistic "
-            f"{fmt_time(r.t_network_predicted_s)}); each device sends "
-            f"{fmt_bytes(pd.network_bytes)}"
-        )
-    else:
-        out.append("collectives: none (every device has what it needs; t_network = 0)")
-    out.append("time")
+    return out
+
+
+def _time_section(r: ShardedResult) -> list[str]:
+    """The step overlapped and not (the chosen one marked), then the thresholds."""
+    pd = r.per_device
     tc, tm, tn = float(pd.t_compute_s), float(pd.t_memory_s), float(r.t_network_s)
     mark_on, mark_off = (
         (" (--overlap, chosen)", "") if r.overlap else ("", " (--no-overlap, chosen)")
     )
-    out.append(
-        f"  overlapped{mark_on}: max(t_compute, t_memory, t_network) = {fmt_time(max(tc, tm, tn))}"
-    )
-    out.append(
+    out = [
+        "time",
+        f"  overlapped{mark_on}: max(t_compute, t_memory, t_network) = {fmt_time(max(tc, tm, tn))}",
         f"  no overlap{mark_off}: max(t_compute, t_memory) + t_network = "
-        f"{fmt_time(max(tc, tm) + tn)}"
-    )
-    out.append(
+        f"{fmt_time(max(tc, tm) + tn)}",
         f"  t_lower_s {fmt_time(r.t_lower_s)} (overlapped); t_upper_s "
-        f"{fmt_time(r.t_upper_s)} (serial)"
-    )
+        f"{fmt_time(r.t_upper_s)} (serial)",
+    ]
     if r.thresholds:
         out.append("thresholds")
         for t in r.thresholds:
@@ -195,34 +199,38 @@ def render_sharded(r: ShardedResult) -> str:
             )
             value = f"{t.value:,.0f}" if t.value >= 100 else f"{t.value:.4g}"
             out.append(f"  {t.formula} = {value}  (this {t.dim} = {fmt_int(t.current)} is {where})")
-    if r.steps or r.alternatives:
-        out.append("decisions")
+    return out
+
+
+def _decisions(r: ShardedResult) -> list[str]:
+    out = ["decisions"] if r.steps or r.alternatives else []
     if r.alternatives:
         options = "; ".join(
             f"{a['choice']} {fmt_time(a['t_s'])}" + (" (chosen)" if a["chosen"] else "")
             for a in sorted(r.alternatives, key=lambda a: a["t_s"])
         )
         out.append(f"  - legal choices (mesh axis -> dim it splits while multiplying): {options}")
-    out.extend(f"  - {s}" for s in r.steps)
+    return out + [f"  - {s}" for s in r.steps]
+
+
+def render_sharded(r: ShardedResult) -> str:
+    out = _sharded_head(r)
+    out += ["", sharded_bound_line(r), ""]
+    out += _per_device_lines(r)
+    out += _collectives_section(r)
+    out += _time_section(r)
+    out += _decisions(r)
     return "\n".join(out) + "\n"
 
 
 def _local_dims(r: ShardedResult) -> tuple[list[int], bool]:
     """Each distinct dim's local size, from the local operand shapes (spec order)."""
-    from shardline.einsum import parse_einsum
-
     spec = parse_einsum(r.spec)
     sizes: dict[str, int] = {}
     for op in spec.operands:
         for d, size in zip(op.dims, r.per_device.shapes[op.name], strict=True):
             sizes.setdefault(d, size)
     return [sizes[d] for d in spec.all_dims], bool(spec.contracted)
-
-
-def _dtype_bytes(name: str) -> float:
-    from shardline.dtypes import dtype_bytes
-
-    return dtype_bytes(name)
 
 
 def render_collective(cost: CollectiveCost) -> str:
@@ -247,18 +255,9 @@ def render_collective(cost: CollectiveCost) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_compare(result: Any, top: int = 10) -> str:
-    strategies = result.strategies
-    best = strategies[0]
-    mode = "overlap: max" if result.overlap else "no overlap: max(t_compute, t_memory) + t_network"
-    out = [
-        f"compare C[M,N] = A[M,K]·B[K,N] with M={fmt_int(result.m)}, K={fmt_int(result.k)}, "
-        f"N={fmt_int(result.n)} over {result.devices} devices on {result.hardware} "
-        f"({result.dtype}, output {result.output}, {mode})",
-        "",
-        f"BEST: {best.spec} on {_mesh(best.mesh)} ({best.shape}), {best.bound}-bound, "
-        f"{fmt_time(best.t_s)}",
-    ]
+def _one_vs_two_d(result: Any) -> list[str]:
+    """Whether the best 2D mesh beats the best 1D one here, why, and over the device sweep."""
+    out: list[str] = []
     b1, b2 = result.best_1d, result.best_2d
     if b1 and b2:
         if result.two_d_wins:
@@ -284,25 +283,31 @@ def render_compare(result: Any, top: int = 10) -> str:
             f"why: the best 1D is {b1.bound}-bound ({key} {fmt_time(before)}); splitting "
             f"two dims cuts {key} to {fmt_time(after)} ({_ratio(before, after)} lower)"
         )
+    return out + _sweep_line(result)
+
+
+def _sweep_line(result: Any) -> list[str]:
+    if not result.sweep:
+        return []
     wins = [row["devices"] for row in result.sweep if row["two_d_wins"]]
     rest = [row["devices"] for row in result.sweep if not row["two_d_wins"]]
-    if result.sweep:
-        span = f"powers of two from 4 to {result.sweep[-1]['devices']}"
-        if not wins:
-            out.append(f"for these shapes 2D never beats 1D ({span})")
-        elif not [d for d in rest if d > wins[0]]:
-            out.append(f"for these shapes 2D beats 1D from D = {wins[0]} on ({span})")
-        else:
-            out.append(
-                f"for these shapes 2D beats 1D at D = {', '.join(map(str, wins))}; "
-                f"not at {', '.join(map(str, rest))} ({span})"
-            )
-    out.append("")
-    header = (
+    span = f"powers of two from 4 to {result.sweep[-1]['devices']}"
+    if not wins:
+        return [f"for these shapes 2D never beats 1D ({span})"]
+    if not [d for d in rest if d > wins[0]]:
+        return [f"for these shapes 2D beats 1D from D = {wins[0]} on ({span})"]
+    return [
+        f"for these shapes 2D beats 1D at D = {', '.join(map(str, wins))}; "
+        f"not at {', '.join(map(str, rest))} ({span})"
+    ]
+
+
+def _strategy_table(result: Any, top: int) -> list[str]:
+    strategies = result.strategies
+    out = [
         f"{'rank':>4}  {'strategy':<36} {'mesh':<10} {'bound':<8} {'t':>9} "
         f"{'t_compute':>10} {'t_memory':>10} {'t_network':>10}  collectives"
-    )
-    out.append(header)
+    ]
     for i, s in enumerate(strategies[:top], 1):
         out.append(
             f"{i:>4}  {s.spec:<36} {_mesh(s.mesh):<10} {s.bound:<8} {fmt_time(s.t_s):>9} "
@@ -313,7 +318,23 @@ def render_compare(result: Any, top: int = 10) -> str:
     tail = f"({len(strategies)} strategies, {shown} shown"
     if result.excluded:
         tail += f"; {result.excluded} left out because a split does not divide its dim (--pad)"
-    out.append(tail + "; --top N for more, --json for all)")
+    return out + [tail + "; --top N for more, --json for all)"]
+
+
+def render_compare(result: Any, top: int = 10) -> str:
+    best = result.strategies[0]
+    mode = "overlap: max" if result.overlap else "no overlap: max(t_compute, t_memory) + t_network"
+    out = [
+        f"compare C[M,N] = A[M,K]·B[K,N] with M={fmt_int(result.m)}, K={fmt_int(result.k)}, "
+        f"N={fmt_int(result.n)} over {result.devices} devices on {result.hardware} "
+        f"({result.dtype}, output {result.output}, {mode})",
+        "",
+        f"BEST: {best.spec} on {_mesh(best.mesh)} ({best.shape}), {best.bound}-bound, "
+        f"{fmt_time(best.t_s)}",
+    ]
+    out += _one_vs_two_d(result)
+    out.append("")
+    out += _strategy_table(result, top)
     return "\n".join(out) + "\n"
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from shardline.io.sheet_results import SheetResult
+from shardline.sheet_model import SheetResult
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_time
 
 __all__ = ["render_sheet", "MAX_TEXT_ROWS"]
@@ -37,10 +37,10 @@ def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[st
     return [line(header), *(line(r) for r in rows)]
 
 
-def render_sheet(result: SheetResult, source: str) -> str:
-    table, cols, summary = result.table, result.columns, result.summary
+def _verdict(result: SheetResult, source: str) -> list[str]:
+    """The call (how many rows memory-bound, where the time goes) and the totals."""
+    cols, summary, chip = result.columns, result.summary, result.chip
     totals: dict[str, Any] = summary["totals"]
-    chip = result.chip
     computed = summary["rows_computed"]
     out = [
         f"{source}: {summary['rows']:,} rows on {chip.display_name} ({chip.name}), "
@@ -69,6 +69,39 @@ def render_sheet(result: SheetResult, source: str) -> str:
         )
     if summary["rows_bad"]:
         out.append(f"  {summary['rows_bad']:,} rows not computed (see the error column)")
+    return out
+
+
+def _row_cells(result: SheetResult, i: int, labels: list[str], share: str) -> list[str]:
+    """One row of the terminal table (a bad row: its cells as read and "error")."""
+    table, cols = result.table, result.columns
+    cells = [str(table.row_numbers[i]), labels[i]]
+    if not result.ok[i]:
+        cells += [str(table.columns[table.roles[r]][i]) for r in ("m", "k", "n")]
+        cells += [fmt_int(table.count[i]), "", "error", "", ""]
+        if result.has_prediction:
+            cells.append("")
+        return cells + [""]
+    cells += [
+        fmt_int(table.m[i]),
+        fmt_int(table.k[i]),
+        fmt_int(table.n[i]),
+        fmt_int(table.count[i]),
+        f"{cols['intensity_flop_per_byte'][i]:,.4g}",
+        str(cols["bound"][i]),
+        fmt_time(cols["t_lower_s"][i]),
+        share,
+    ]
+    if result.has_prediction:
+        cells.append(fmt_time(cols["predicted_s"][i]))
+    crit = cols["critical_m"][i]
+    return cells + ["none" if math.isnan(crit) else fmt_int(crit)]
+
+
+def render_sheet(result: SheetResult, source: str) -> str:
+    table, cols = result.table, result.columns
+    t_lower = result.summary["totals"].get("t_lower_s", 0.0)
+    out = _verdict(result, source)
     out.append("")
     labels = table.labels()
     weight = np.where(result.ok, table.count, 0) * np.nan_to_num(cols["t_lower_s"])
@@ -84,32 +117,7 @@ def render_sheet(result: SheetResult, source: str) -> str:
     if result.has_prediction:
         header.append("predicted")
     header.append("critical M")
-    rows: list[list[str]] = []
-    for i in order.tolist():
-        cells = [str(table.row_numbers[i]), labels[i]]
-        if not result.ok[i]:
-            cells += [str(table.columns[table.roles[r]][i]) for r in ("m", "k", "n")]
-            cells += [fmt_int(table.count[i]), "", "error", "", ""]
-            if result.has_prediction:
-                cells.append("")
-            cells.append("")
-            rows.append(cells)
-            continue
-        cells += [
-            fmt_int(table.m[i]),
-            fmt_int(table.k[i]),
-            fmt_int(table.n[i]),
-            fmt_int(table.count[i]),
-            f"{cols['intensity_flop_per_byte'][i]:,.4g}",
-            str(cols["bound"][i]),
-            fmt_time(cols["t_lower_s"][i]),
-            _pct(weight[i], t_lower),
-        ]
-        if result.has_prediction:
-            cells.append(fmt_time(cols["predicted_s"][i]))
-        crit = cols["critical_m"][i]
-        cells.append("none" if math.isnan(crit) else fmt_int(crit))
-        rows.append(cells)
+    rows = [_row_cells(result, i, labels, _pct(weight[i], t_lower)) for i in order.tolist()]
     out += _table(header, rows, right={0, 2, 3, 4, 5, 6, 8, 9, 10, 11})
     if note:
         out.append(note)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from shardline.dtypes import dtype_bytes
-from shardline.einsum import parse_einsum
+from shardline.einsum import EinsumSpec, parse_einsum
 from shardline.roofline import RooflineResult
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
 
@@ -29,18 +29,9 @@ def bound_line(r: RooflineResult) -> str:
     return f"MEMORY-BOUND: intensity {intensity:,.4g} FLOP/B < ridge {ridge:,.4g} FLOP/B ({rate})"
 
 
-def render_roofline(r: RooflineResult) -> str:
-    spec = parse_einsum(r.spec)
-    dims = {k: int(v) for k, v in r.dims.items()}
-    chip_name = r.chip.display_name if r.chip else r.hardware.name
-    sizes = ", ".join(f"{k}={fmt_int(v)}" for k, v in dims.items())
-    dtypes = ", ".join(f"{op.name} {r.dtypes[op.name]}" for op in spec.operands)
-    out = [  # the call first, then what was asked, then every step
-        bound_line(r),
-        f"{r.spec}  with {sizes}",
-        f"on {chip_name} ({r.hardware.name}); dtypes: {dtypes}; compute in {r.dtypes['compute']}",
-        "",
-    ]
+def _count_lines(r: RooflineResult, spec: EinsumSpec, dims: dict[str, int]) -> list[str]:
+    """FLOPs and bytes, each with its formula and the numbers put in."""
+    out: list[str] = []
     all_dims = spec.all_dims
     factor = "2·" if spec.contracted else ""
     numbers = " × ".join(fmt_int(dims[d]) for d in all_dims)
@@ -65,6 +56,22 @@ def render_roofline(r: RooflineResult) -> str:
         f"               = {' + '.join(fmt_int(r.bytes[op.name]) for op in spec.operands)}"
         f" = {fmt_int(r.bytes['total'])} B ({fmt_bytes(r.bytes['total'])})"
     )
+    return out
+
+
+def render_roofline(r: RooflineResult) -> str:
+    spec = parse_einsum(r.spec)
+    dims = {k: int(v) for k, v in r.dims.items()}
+    chip_name = r.chip.display_name if r.chip else r.hardware.name
+    sizes = ", ".join(f"{k}={fmt_int(v)}" for k, v in dims.items())
+    dtypes = ", ".join(f"{op.name} {r.dtypes[op.name]}" for op in spec.operands)
+    out = [  # the call first, then what was asked, then every step
+        bound_line(r),
+        f"{r.spec}  with {sizes}",
+        f"on {chip_name} ({r.hardware.name}); dtypes: {dtypes}; compute in {r.dtypes['compute']}",
+        "",
+    ]
+    out += _count_lines(r, spec, dims)
     out.append(
         f"  intensity  I = F / Q = {fmt_num(r.flops)} / {fmt_num(r.bytes['total'])}"
         f" = {float(r.intensity_flop_per_byte):,.4g} FLOP/B"
