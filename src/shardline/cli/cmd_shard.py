@@ -294,26 +294,25 @@ def compute_collective(args: argparse.Namespace) -> Any:
 
 def compute_compare(args: argparse.Namespace) -> Any:
     from shardline.compare import compare_strategies
-    from shardline.sharding import DEFAULT_REDUCE_DTYPE
+    from shardline.options import DEFAULT_REDUCE_DTYPE, Precision, RateOverrides
 
-    resident = _resident(args.resident, ("A", "B"))
-    rates = overrides_from_args(args)
     return compare_strategies(
         dim_arg(args.m, "M"),
         dim_arg(args.k, "K"),
         dim_arg(args.n, "N"),
         _positive_count(args.devices, "--devices"),
         args.hw,
-        dtype=args.dtype,
-        compute_dtype=args.compute_dtype,
         output=args.shard_output,
-        resident=resident,
+        precision=Precision(
+            dtype=args.dtype,
+            compute=args.compute_dtype,
+            reduce=args.reduce_dtype or DEFAULT_REDUCE_DTYPE,
+        ),
+        rates=RateOverrides(**overrides_from_args(args)),
+        resident=_resident(args.resident, ("A", "B")),
         network=_network(args, ["X", "Y"]),
         overlap=args.overlap,
         pad=args.pad,
-        reduce_dtype=args.reduce_dtype or DEFAULT_REDUCE_DTYPE,
-        flops_per_s=rates["flops_per_s"],
-        mem_bytes_per_s=rates["mem_bytes_per_s"],
     )
 
 
