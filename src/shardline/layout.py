@@ -461,7 +461,7 @@ def price_layout(
     already overridden if the user asked (`Chip.with_overrides`); `precision`: operand dtypes
     (None: the chip's default), compute dtype (None: the widest input's), and the dtype partial
     sums are reduced in (`options.reduce_dtype` wins when set). Repeated calls with the same
-    arguments return the remembered answer.
+    arguments return the remembered answer (the same object: treat it as read-only).
 
     >>> from shardline.einsum import parse_einsum
     >>> from shardline.collectives import mesh_networks

@@ -263,9 +263,9 @@ def compute_shard(args: argparse.Namespace) -> Any:
         hw=args.hw,
         output=args.shard_output,
         precision=Precision(dtype=args.dtype, compute=args.compute_dtype),
-        rates=RateOverrides(**overrides_from_args(args)),
         network=_network(args, ["X"]),
         options=_options(args, ("A", "B"), ["X"]),
+        rates=RateOverrides(**overrides_from_args(args)),
     )
 
 
@@ -296,6 +296,8 @@ def compute_compare(args: argparse.Namespace) -> Any:
     from shardline.compare import compare_strategies
     from shardline.options import DEFAULT_REDUCE_DTYPE, Precision, RateOverrides
 
+    resident = _resident(args.resident, ("A", "B"))
+    rates = RateOverrides(**overrides_from_args(args))
     return compare_strategies(
         dim_arg(args.m, "M"),
         dim_arg(args.k, "K"),
@@ -308,8 +310,8 @@ def compute_compare(args: argparse.Namespace) -> Any:
             compute=args.compute_dtype,
             reduce=args.reduce_dtype or DEFAULT_REDUCE_DTYPE,
         ),
-        rates=RateOverrides(**overrides_from_args(args)),
-        resident=_resident(args.resident, ("A", "B")),
+        rates=rates,
+        resident=resident,
         network=_network(args, ["X", "Y"]),
         overlap=args.overlap,
         pad=args.pad,
