@@ -4,11 +4,19 @@ the 2D-versus-1D verdict, and speed."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
+import numpy as np
 import pytest
 
+from shardline.collectives import NetworkOptions, mesh_networks
 from shardline.compare import compare, compare_strategies, divisors
+from shardline.einsum import parse_einsum
 from shardline.errors import InputError
+from shardline.hardware import load_chip
+from shardline.layout import price_layout
+from shardline.mesh import parse_mesh
+from shardline.options import Precision
 from shardline.sharding import ShardOptions, shard_einsum
 
 
@@ -83,3 +91,64 @@ def test_fast_for_thousands_of_devices() -> None:
     elapsed = time.perf_counter() - start
     assert len(c.strategies) == 3 + 11 * 9
     assert elapsed < 0.5, f"compare took {elapsed:.3f} s for D = 4096"
+
+
+def test_vectorized_compare_equals_price_layout_on_random_layouts() -> None:
+    # the fast path prices strategies of one spec together over numpy arrays with t = c·V + L
+    # per mesh; the scalar layout pricer prices each with collective_over: every number agrees
+    rng = np.random.default_rng(9)
+    chips = ["h100-sxm", "tpu-v5e", "tpu-v4", "tpu-v5p"]
+    checked = 0
+    for _ in range(24):
+        m, k, n = (int(x) for x in rng.choice([96, 512, 1000, 2048, 3000, 8192], size=3))
+        devices = int(rng.choice([2, 4, 6, 8, 12, 16, 32, 64]))
+        hw = load_chip(str(rng.choice(chips)))
+        output = str(rng.choice(["split", "replicated"]))
+        resident = [["A", "B"], ["A"], ["B"], []][int(rng.integers(4))]
+        overlap, pad = bool(rng.integers(2)), bool(rng.integers(2))
+        precision = Precision(dtype="bf16", reduce=str(rng.choice(["fp32", "bf16"])))
+        ring = rng.integers(3) == 0  # a --topology ring on both axes, else the chip's own
+        network = NetworkOptions({"X": "ring", "Y": "ring"}) if ring else None
+        run: dict[str, Any] = {"resident": resident, "overlap": overlap, "pad": pad}
+        for s in compare(
+            m, k, n, devices, hw, output=output, precision=precision, **run, network=network
+        ):
+            mesh = parse_mesh(s.mesh)
+            words = NetworkOptions(dict.fromkeys(mesh.names, "ring")) if ring else None
+            nets = mesh_networks(hw, mesh.axes, words)
+            options = ShardOptions(overlap=overlap, resident=frozenset(resident), pad=pad)
+            p = price_layout(
+                parse_einsum(s.spec), {"M": m, "K": k, "N": n}, mesh, nets, hw, precision, options
+            )
+            for name in ("flops", "hbm_bytes", "net_bytes", "t_compute_s", "t_memory_s"):
+                assert getattr(s.cost, name) == pytest.approx(getattr(p.cost, name), rel=1e-12)
+            for name in ("t_network_s", "t_lower_s", "t_upper_s"):
+                assert getattr(s.cost, name) == pytest.approx(getattr(p.cost, name), rel=1e-12)
+            assert s.t_s == pytest.approx(p.t_s, rel=1e-12) and s.bound == p.cost.bound
+            assert s.collectives == tuple(
+                f"{c.kind} {c.operand} over {''.join(c.axes)}" for c in p.collectives
+            )
+            checked += 1
+    assert checked > 200
+
+
+def test_padding_matches_the_planner() -> None:
+    # N = 1000 does not divide by 16 and C[M,N_X] asks for N split 16 ways (K's partial sums
+    # reduce-scattered onto N), so --pad rounds N up to 1008, as `shardline einsum --pad` does:
+    # the local multiply is M x K/16 x N = 1000 x 63 x 1008 per device, and the reduce-scatter
+    # moves the padded 1000 x 1008 block
+    s = next(
+        x
+        for x in compare(1000, 1008, 1000, 16, "h100-sxm", pad=True)
+        if x.spec == "A[M,K_X] * B[K_X,N] -> C[M,N_X]"
+    )
+    r = shard_einsum(
+        s.spec,
+        {"M": 1000, "K": 1008, "N": 1000},
+        s.mesh,
+        "h100-sxm",
+        options=ShardOptions(pad=True),
+    )
+    assert r.padded == {"N": [1000, 1008]}
+    assert s.flops == r.per_device.flops == 2 * 1000 * (1008 // 16) * 1008
+    assert s.t_network_s == pytest.approx(r.t_network_s, rel=1e-12)

@@ -1,62 +1,122 @@
 """Rank every 1D and 2D sharding of C[M,N] = A[M,K] B[K,N] over D devices (seed 000 follow-up).
 
 1D: one mesh axis X=D splits M, N or K. 2D: every factorization D = a x b (a, b >= 2) as a mesh
-X=a, Y=b (Y innermost), each axis assigned to M, N or K (both on one dim is `M_XY`). For each
-strategy the per-device counts and the collectives follow the rules of `shardline.sharding`
-(which the tests check strategy by strategy): the K axes leave partial sums that are
-reduce-scattered onto N (onto M when N does not divide; `--output split`) or all-reduced and the
-whole C all-gathered (`--output replicated`); inputs that are not resident are gathered first.
+X=a, Y=b (Y innermost), each axis assigned to M, N or K (both on one dim is `M_XY`). Each
+strategy is a named-axis spec, priced by the layout pricer's own rules
+(`shardline.layout_rules.layout_work`, the same function `shardline.layout.price_layout` runs):
+the K axes leave partial sums that are reduce-scattered onto N (onto M when N does not divide;
+`--output split`) or all-reduced and the whole C all-gathered (`--output replicated`); inputs that
+are not resident are gathered first; `--pad` pads each dim to the least common multiple of its
+shard counts, as `shardline einsum --pad` does.
 
-Collective times are linear in the bytes (`t = c*V + L` for a fixed network), so each network's
-(c, L) pairs are priced once per factorization with `shardline.collectives` and the strategies are
-then evaluated together with numpy: D = 4096 (13 divisors, about 100 strategies) takes
-milliseconds.
+The fast path: strategies with the same spec on meshes of the same axes (the factorizations of D)
+are evaluated together, their sizes as numpy arrays. Collective times are linear in the bytes
+(`t = c*V + L` on a fixed network), so each mesh's (c, L) per (kind, axes) is priced once with
+`shardline.collectives` and applied to the array of V. D = 4096 (13 divisors, about 100
+strategies, and the sweep over powers of two) takes milliseconds; tests/test_compare.py checks
+every number against `price_layout` on random layouts.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
-from shardline.collectives import NetworkOptions, collective_over, mesh_networks
-from shardline.cost import bound_of
+from shardline.collectives import AxisNetwork, NetworkOptions, collective_over, mesh_networks
+from shardline.cost import Cost, is_tie, strictly_less
 from shardline.dtypes import canonical_dtype, dtype_bits
-from shardline.einsum import check_size
+from shardline.einsum import EinsumSpec, check_size, parse_einsum
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
+from shardline.layout import (
+    PlannedCollective,
+    layout_cost,
+    network_bytes,
+    resolve_precision,
+    step_time,
+)
+from shardline.layout_rules import LayoutSetup, layout_work, legal_choices, shard_counts
+from shardline.options import Precision, RateOverrides
 from shardline.serialize import jsonable
-from shardline.sharding import DEFAULT_REDUCE_DTYPE
 
-__all__ = ["Strategy", "Comparison", "compare", "compare_strategies", "divisors"]
+__all__ = [
+    "Strategy",
+    "Comparison",
+    "CompareRun",
+    "SweepRun",
+    "compare",
+    "compare_strategies",
+    "divisors",
+]
 
 _DIMS = ("M", "N", "K")
+_MeshAxes = tuple[tuple[str, int], ...]
+
+
+class CompareRun(TypedDict, total=False):
+    """Keyword options of `compare`."""
+
+    precision: Precision | str  # a str: the dtype of A, B and C
+    rates: RateOverrides | None
+    network: NetworkOptions | None
+    resident: Iterable[str] | None  # inputs already laid out (default A and B)
+    overlap: bool  # default True
+    pad: bool  # default False
+
+
+class SweepRun(CompareRun, total=False):
+    """Keyword options of `compare_strategies`: `compare`'s and the sweep's top device count."""
+
+    sweep_max_devices: int  # default 4096
+
+
+# The JSON keys of a strategy, in order.
+_KEYS_TIMES = ("spec", "mesh", "shape", "assignment", "bound", "t_s", "t_lower_s", "t_upper_s")
+_KEYS_PARTS = ("t_compute_s", "t_memory_s", "t_network_s", "flops", "hbm_bytes", "collectives")
+_STRATEGY_KEYS = _KEYS_TIMES + _KEYS_PARTS
+
+
+def _cost_float(name: str) -> Any:
+    """A read-only attribute: the strategy's `cost.<name>` as a float."""
+    return property(lambda self: float(getattr(self.cost, name)), doc=f"cost.{name}")
 
 
 @dataclass(frozen=True)
 class Strategy:
-    """One way to split the multiply. Field names are the JSON keys (`to_dict`)."""
+    """One way to split the multiply, with its per-device `cost`; `to_dict` gives the JSON."""
 
     spec: str
     mesh: dict[str, int]
     shape: str  # "1D" or "2D"
     assignment: dict[str, str]  # mesh axis -> the dim it splits
-    bound: str
-    t_s: float  # the time under the chosen overlap rule (what the ranking uses)
-    t_lower_s: float
-    t_upper_s: float
-    t_compute_s: float
-    t_memory_s: float
-    t_network_s: float
-    flops: float  # per device
-    hbm_bytes: float  # per device
+    cost: Cost  # per device
+    overlap: bool
     collectives: tuple[str, ...]
 
+    @property
+    def bound(self) -> str:
+        return str(self.cost.bound)
+
+    @property
+    def t_s(self) -> float:
+        """The time under the chosen overlap rule (what the ranking uses)."""
+        return float(step_time(self.cost, self.overlap))
+
+    t_lower_s = _cost_float("t_lower_s")
+    t_upper_s = _cost_float("t_upper_s")
+    t_compute_s = _cost_float("t_compute_s")
+    t_memory_s = _cost_float("t_memory_s")
+    t_network_s = _cost_float("t_network_s")
+    flops = _cost_float("flops")  # per device
+    hbm_bytes = _cost_float("hbm_bytes")  # per device
+
     def to_dict(self) -> dict[str, Any]:
-        return jsonable(self)
+        return jsonable({key: getattr(self, key) for key in _STRATEGY_KEYS})
 
 
 @dataclass(frozen=True)
@@ -80,7 +140,15 @@ class Comparison:
     sweep: tuple[dict[str, Any], ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
-        return jsonable(self)
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, Strategy):
+                value = value.to_dict()
+            elif name == "strategies":
+                value = [s.to_dict() for s in value]
+            out[name] = value
+        return jsonable(out)
 
 
 def divisors(n: int) -> list[int]:
@@ -88,8 +156,8 @@ def divisors(n: int) -> list[int]:
     return sorted(set(small + [n // d for d in small]))
 
 
-def _meshes(devices: int) -> list[tuple[tuple[str, int], ...]]:
-    meshes: list[tuple[tuple[str, int], ...]] = [(("X", devices),)] if devices > 1 else []
+def _meshes(devices: int) -> list[_MeshAxes]:
+    meshes: list[_MeshAxes] = [(("X", devices),)] if devices > 1 else []
     for a in divisors(devices):
         b = devices // a
         if a >= 2 and b >= 2:
@@ -109,230 +177,187 @@ def _spec(split: dict[str, list[str]], out: dict[str, list[str]]) -> str:
     )
 
 
-@dataclass
-class _Rows:
-    """Column arrays of the strategies, filled per factorization, evaluated at once."""
-
-    specs: list[str] = field(default_factory=list)
-    meshes: list[dict[str, int]] = field(default_factory=list)
-    assignments: list[dict[str, str]] = field(default_factory=list)
-    names: list[tuple[str, ...]] = field(default_factory=list)
-    cols: dict[str, list[float]] = field(default_factory=dict)
-
-    def add(self, **values: float) -> None:
-        for key, value in values.items():
-            self.cols.setdefault(key, []).append(value)
+@functools.lru_cache(maxsize=1024)
+def _parsed(spec: str) -> EinsumSpec:
+    return parse_einsum(spec)
 
 
-def _coefficients(
-    chip: Chip,
-    nets: dict[str, Any],
-    kind: str,
-    axes: list[str],
-    cache: dict[tuple[str, tuple[str, ...]], tuple[float, float]],
-) -> tuple[float, float]:
-    """(c, L) with t = c * V + L for `kind` over `axes` of this mesh (0, 0 when no axes)."""
-    if not axes:
-        return 0.0, 0.0
-    key = (kind, tuple(axes))
-    if key not in cache:
-        cost = collective_over(kind, 1.0, [nets[a] for a in axes], chip)
-        cache[key] = (float(cost.t_bandwidth_s), float(cost.t_latency_s))
-    return cache[key]
+# --- the strategies --------------------------------------------------------------------------
 
 
-def _enumerate(
-    m: int,
-    k: int,
-    n: int,
-    devices: int,
-    chip: Chip,
-    output: str,
-    resident: frozenset[str],
-    network: NetworkOptions | None,
-    pad: bool,
-) -> tuple[_Rows, int]:
-    rows = _Rows()
+@dataclass(frozen=True)
+class _Run:
+    """Everything fixed for one comparison."""
+
+    chip: Chip
+    flops_per_s: float
+    dtypes: dict[str, str]  # A, B, C
+    compute: str
+    reduce_dtype: str
+    resident: frozenset[str]
+    network: NetworkOptions | None
+    overlap: bool
+    pad: bool
+    output: str
+
+
+@dataclass(frozen=True)
+class _Row:
+    spec: str
+    mesh: _MeshAxes
+    assignment: dict[str, str]
+    dims: dict[str, int]  # padded where --pad
+
+
+def _output_split(
+    split: dict[str, list[str]], sizes: dict[str, int], size_of: dict[str, int], output: str
+) -> dict[str, list[str]]:
+    """C split like the inputs plus the K axes (onto N, or M when N does not divide), or whole."""
+    if output == "replicated":
+        return {"M": [], "N": []}
+    out = {"M": list(split["M"]), "N": list(split["N"])}
+    if split["K"]:
+        shards = {d: math.prod(size_of[a] for a in split[d]) for d in _DIMS}
+        onto = "N"
+        if sizes["N"] % (shards["N"] * shards["K"]) and not sizes["M"] % (
+            shards["M"] * shards["K"]
+        ):
+            onto = "M"
+        out[onto] = out[onto] + split["K"]
+    return out
+
+
+def _rows(sizes: dict[str, int], devices: int, run: _Run) -> tuple[list[_Row], int]:
+    """Every strategy whose splits divide the dims (all with --pad); and how many were left out."""
+    rows: list[_Row] = []
     excluded = 0
-    sizes = {"M": m, "N": n, "K": k}
     for mesh in _meshes(devices):
         names = [a for a, _ in mesh]
-        words = {
-            a: w for a, w in ((network.topology or {}) if network else {}).items() if a in names
-        }  # a bare --topology word names X and Y; 1D meshes have only X
-        options = NetworkOptions(
-            words,
-            network.link_bytes_per_s if network else None,
-            network.hop_latency_s if network else None,
-        )
-        nets = mesh_networks(chip, mesh, options)
-        cache: dict[tuple[str, tuple[str, ...]], tuple[float, float]] = {}
         size_of = dict(mesh)
-        choices: list[tuple[str, ...]] = (
+        assigns: list[tuple[str, ...]] = (
             [(d,) for d in _DIMS] if len(mesh) == 1 else [(dx, dy) for dx in _DIMS for dy in _DIMS]
         )
-        for assign in choices:
+        for assign in assigns:
             split = {d: [a for a, t in zip(names, assign, strict=True) if t == d] for d in _DIMS}
-            shards = {d: math.prod(size_of[a] for a in split[d]) for d in _DIMS}
-            out = {"M": list(split["M"]), "N": list(split["N"])}
-            if output == "split" and split["K"]:
-                onto = "N"
-                if n % (shards["N"] * shards["K"]) and not m % (shards["M"] * shards["K"]):
-                    onto = "M"
-                out[onto] = out[onto] + split["K"]
-            elif output == "replicated":
-                out = {"M": [], "N": []}
-            out_shards = {d: math.prod(size_of[a] for a in out[d]) for d in ("M", "N")}
-            even = all(sizes[d] % shards[d] == 0 for d in _DIMS) and all(
-                sizes[d] % out_shards[d] == 0 for d in ("M", "N")
-            )
-            if not even and not pad:
+            spec = _spec(split, _output_split(split, sizes, size_of, run.output))
+            need = shard_counts(_parsed(spec), size_of)
+            if any(sizes[d] % need[d] for d in _DIMS) and not run.pad:
                 excluded += 1
                 continue
-            gather_a = [a for a in names if a not in split["M"] + split["K"]]
-            gather_b = [a for a in names if a not in split["K"] + split["N"]]
-            c_red, l_red = _coefficients(
-                chip,
-                nets,
-                "reduce_scatter" if output == "split" else "all_reduce",
-                split["K"],
-                cache,
-            )
-            c_out, l_out = _coefficients(
-                chip,
-                nets,
-                "all_gather",
-                split["M"] + split["N"] if output == "replicated" else [],
-                cache,
-            )
-            c_ga, l_ga = _coefficients(
-                chip, nets, "all_gather", gather_a if "A" not in resident else [], cache
-            )
-            c_gb, l_gb = _coefficients(
-                chip, nets, "all_gather", gather_b if "B" not in resident else [], cache
-            )
-            names_row = []
-            if "A" not in resident and gather_a:
-                names_row.append(f"all_gather A over {''.join(gather_a)}")
-            if "B" not in resident and gather_b:
-                names_row.append(f"all_gather B over {''.join(gather_b)}")
-            if split["K"]:
-                kind = "reduce_scatter" if output == "split" else "all_reduce"
-                names_row.append(f"{kind} C over {''.join(split['K'])}")
-            if output == "replicated" and split["M"] + split["N"]:
-                names_row.append(f"all_gather C over {''.join(split['M'] + split['N'])}")
-            rows.specs.append(_spec(split, out))
-            rows.meshes.append(dict(mesh))
-            rows.assignments.append({a: d for a, d in zip(names, assign, strict=True)})
-            rows.names.append(tuple(names_row))
-            rows.add(
-                pm=shards["M"],
-                pn=shards["N"],
-                pk=shards["K"],
-                two_d=float(len(mesh) == 2),
-                c_red=c_red,
-                l_red=l_red,
-                c_out=c_out,
-                l_out=l_out,
-                c_ga=c_ga,
-                l_ga=l_ga,
-                c_gb=c_gb,
-                l_gb=l_gb,
-            )
+            dims = {d: -(-sizes[d] // need[d]) * need[d] for d in _DIMS}
+            assignment = dict(zip(names, assign, strict=True))
+            rows.append(_Row(spec, mesh, assignment, dims))
     return rows, excluded
 
 
-def _evaluate(
-    rows: _Rows,
-    m: int,
-    k: int,
-    n: int,
-    chip: Chip,
-    bits: dict[str, int],
-    peak: float,
-    overlap: bool,
-) -> dict[str, Any]:
-    col = {key: np.asarray(values, dtype=np.float64) for key, values in rows.cols.items()}
-    lm, lk, ln = np.ceil(m / col["pm"]), np.ceil(k / col["pk"]), np.ceil(n / col["pn"])
+# --- the vectorized pricing ------------------------------------------------------------------
 
-    def nbytes(elements: Any, b: int) -> Any:
-        return np.ceil(elements * b / 8)
 
-    flops = 2 * lm * lk * ln
-    a_bytes, b_bytes = nbytes(lm * lk, bits["A"]), nbytes(lk * ln, bits["B"])
-    hbm = a_bytes + b_bytes + nbytes(lm * ln, bits["C"])
-    v_red = nbytes(lm * ln, bits["reduce"])
-    v_out = nbytes(lm * col["pm"] * ln * col["pn"], bits["C"])
-    t_net = (
-        np.where(col["c_red"] > 0, col["c_red"] * v_red + col["l_red"], 0.0)
-        + np.where(col["c_out"] > 0, col["c_out"] * v_out + col["l_out"], 0.0)
-        + np.where(col["c_ga"] > 0, col["c_ga"] * a_bytes + col["l_ga"], 0.0)
-        + np.where(col["c_gb"] > 0, col["c_gb"] * b_bytes + col["l_gb"], 0.0)
+def _networks(run: _Run, mesh: _MeshAxes) -> dict[str, AxisNetwork]:
+    names = [a for a, _ in mesh]
+    network = run.network or NetworkOptions()
+    words = {a: w for a, w in (network.topology or {}).items() if a in names}
+    # a bare --topology word names X and Y; 1D meshes have only X
+    options = NetworkOptions(words, network.link_bytes_per_s, network.hop_latency_s)
+    return mesh_networks(run.chip, mesh, options)
+
+
+class _UnitPrices:
+    """Per mesh and (kind, axes): seconds per byte, latency, bytes sent per byte of V."""
+
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+        self.nets: dict[_MeshAxes, dict[str, AxisNetwork]] = {}
+        self.cache: dict[tuple[_MeshAxes, str, tuple[str, ...]], tuple[float, float, float]] = {}
+
+    def __call__(self, mesh: _MeshAxes, kind: str, axes: tuple[str, ...]) -> tuple[float, ...]:
+        key = (mesh, kind, axes)
+        if key not in self.cache:
+            if mesh not in self.nets:
+                self.nets[mesh] = _networks(self.run, mesh)
+            nets = [self.nets[mesh][a] for a, _ in mesh if a in axes]
+            cost = collective_over(kind, 1.0, nets, self.run.chip)
+            sent = network_bytes(PlannedCollective(kind, "", axes, 1.0, "", "", cost))
+            self.cache[key] = (float(cost.t_bandwidth_s), float(cost.t_latency_s), sent)
+        return self.cache[key]
+
+
+def _group_setup(run: _Run, rows: list[_Row]) -> LayoutSetup:
+    """One spec on meshes with the same axes: every size a numpy array, one entry per row."""
+    names = tuple(a for a, _ in rows[0].mesh)
+    return LayoutSetup(
+        spec=_parsed(rows[0].spec),
+        dims={d: np.array([r.dims[d] for r in rows], dtype=np.float64) for d in _DIMS},
+        names=names,
+        sizes={a: np.array([dict(r.mesh)[a] for r in rows], dtype=np.float64) for a in names},
+        bits={name: dtype_bits(t) for name, t in run.dtypes.items()},
+        dtypes=run.dtypes,
+        reduce_bits=dtype_bits(run.reduce_dtype),
+        reduce_dtype=run.reduce_dtype,
+        resident=run.resident,
     )
-    t_comp = flops / peak
-    t_mem = hbm / chip.mem_bytes_per_s
-    lower = np.maximum(np.maximum(t_comp, t_mem), t_net)
-    serial = np.maximum(t_comp, t_mem) + t_net  # MODEL.md section 5, no overlap
-    t_s = lower if overlap else serial
-    return {
-        "flops": flops,
-        "hbm": hbm,
-        "t_compute": t_comp,
-        "t_memory": t_mem,
-        "t_network": t_net,
-        "t_lower": lower,
-        "t_upper": serial,
-        "t_s": t_s,
-        "bound": bound_of(t_comp, t_mem, t_net),
-        "two_d": col["two_d"],
-    }
 
 
-def _setup(
-    chip: Chip | str,
-    dtype: str,
-    compute_dtype: str | None,
-    reduce_dtype: str,
-    flops_per_s: float | None,
-    mem_bytes_per_s: float | None,
-) -> tuple[Chip, dict[str, int], float, str]:
-    dtype = canonical_dtype(dtype)
-    compute = canonical_dtype(compute_dtype) if compute_dtype else dtype
-    resolved = resolve_chip(chip).with_overrides(
-        compute_dtype=compute, flops_per_s=flops_per_s, mem_bytes_per_s=mem_bytes_per_s
+def _price_group(run: _Run, rows: list[_Row], unit: _UnitPrices) -> list[Strategy]:
+    """The strategies of one spec, priced together (the rules of `layout_work` over arrays)."""
+    s = _group_setup(run, rows)
+    per_axis = legal_choices(s.spec, s.names)
+    if any(len(options) != 1 for options in per_axis):
+        raise ValueError(f"{rows[0].spec}: more than one legal choice; price it with price_layout")
+    work = layout_work(s, {a: options[0] for a, options in zip(s.names, per_axis, strict=True)})
+    assert work is not None  # every row's dims divide (padded where --pad)
+    t_network: Any = np.zeros(len(rows))
+    sent: Any = np.zeros(len(rows))
+    for call in work.calls:
+        c = np.array([unit(r.mesh, call.kind, call.axes) for r in rows]).T
+        t_network = t_network + (c[0] * call.bytes + c[1])
+        sent = sent + c[2] * call.bytes
+    cost = layout_cost(
+        work.flops, work.hbm["total"], sent, run.flops_per_s, run.chip.mem_bytes_per_s, t_network
     )
-    bits = {
-        "A": dtype_bits(dtype),
-        "B": dtype_bits(dtype),
-        "C": dtype_bits(dtype),
-        "reduce": dtype_bits(reduce_dtype),
-    }
-    return resolved, bits, resolved.peak(compute), compute
-
-
-def _rank(rows: _Rows, ev: dict[str, Any]) -> list[Strategy]:
-    order = np.lexsort((np.arange(len(rows.specs)), ev["two_d"], ev["t_upper"], ev["t_s"]))
-    strategies = []
-    for i in order:
-        strategies.append(
-            Strategy(
-                spec=rows.specs[i],
-                mesh=rows.meshes[i],
-                shape="2D" if ev["two_d"][i] else "1D",
-                assignment=rows.assignments[i],
-                bound=str(ev["bound"][i]),
-                t_s=float(ev["t_s"][i]),
-                t_lower_s=float(ev["t_lower"][i]),
-                t_upper_s=float(ev["t_upper"][i]),
-                t_compute_s=float(ev["t_compute"][i]),
-                t_memory_s=float(ev["t_memory"][i]),
-                t_network_s=float(ev["t_network"][i]),
-                flops=float(ev["flops"][i]),
-                hbm_bytes=float(ev["hbm"][i]),
-                collectives=rows.names[i],
-            )
+    labels = tuple(call.label() for call in work.calls)
+    return [
+        Strategy(
+            spec=r.spec,
+            mesh=dict(r.mesh),
+            shape="2D" if len(r.mesh) == 2 else "1D",
+            assignment=r.assignment,
+            cost=Cost(*(float(np.asarray(v)[i]) for v in cost.as_dict().values())),
+            overlap=run.overlap,
+            collectives=labels,
         )
-    return strategies
+        for i, r in enumerate(rows)
+    ]
+
+
+def _evaluate(run: _Run, rows: list[_Row], unit: _UnitPrices) -> list[Strategy]:
+    """Every row priced, in the order of `rows`."""
+    groups: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+    for i, r in enumerate(rows):
+        groups.setdefault((r.spec, tuple(a for a, _ in r.mesh)), []).append(i)
+    priced: list[Strategy | None] = [None] * len(rows)
+    for members in groups.values():
+        group = _price_group(run, [rows[i] for i in members], unit)
+        for i, strategy in zip(members, group, strict=True):
+            priced[i] = strategy
+    return [s for s in priced if s is not None]
+
+
+def _before(a: tuple[int, Strategy], b: tuple[int, Strategy]) -> int:
+    """Fastest first; within a tie (`is_tie`) the lower serial time, then 1D, then enumeration."""
+    (i, s), (j, t) = a, b
+    if not is_tie(s.t_s, t.t_s):
+        return -1 if s.t_s < t.t_s else 1
+    if not is_tie(s.t_upper_s, t.t_upper_s):
+        return -1 if s.t_upper_s < t.t_upper_s else 1
+    return -1 if (s.shape, i) < (t.shape, j) else 1
+
+
+def _rank(strategies: list[Strategy]) -> list[Strategy]:
+    return [s for _, s in sorted(enumerate(strategies), key=functools.cmp_to_key(_before))]
+
+
+# --- entry points ----------------------------------------------------------------------------
 
 
 def _check(m: int, k: int, n: int, devices: int, output: str) -> None:
@@ -342,6 +367,33 @@ def _check(m: int, k: int, n: int, devices: int, output: str) -> None:
         raise InputError(f"--output must be split or replicated, got {output!r}")
 
 
+def _prepare(chip: Chip | str, output: str, run: CompareRun) -> _Run:
+    precision = run.get("precision") or Precision()
+    if isinstance(precision, str):
+        precision = Precision(dtype=precision)
+    rates = run.get("rates") or RateOverrides()
+    base = resolve_chip(chip)
+    dtypes, compute = resolve_precision(("A", "B", "C"), base, precision)
+    resolved = base.with_overrides(
+        compute_dtype=compute, flops_per_s=rates.flops_per_s, mem_bytes_per_s=rates.mem_bytes_per_s
+    )
+    resident = run.get("resident")
+    return _Run(
+        chip=resolved,
+        flops_per_s=resolved.peak(compute),
+        dtypes=dtypes,
+        compute=compute,
+        reduce_dtype=canonical_dtype(precision.reduce),
+        resident=frozenset(r.upper() for r in resident)
+        if resident is not None
+        else frozenset("AB"),
+        network=run.get("network"),
+        overlap=run.get("overlap", True),
+        pad=run.get("pad", False),
+        output=output,
+    )
+
+
 def compare(
     m: int,
     k: int,
@@ -349,32 +401,46 @@ def compare(
     devices: int,
     chip: Chip | str,
     *,
-    dtype: str = "bf16",
-    compute_dtype: str | None = None,
     output: str = "split",
-    resident: Iterable[str] | None = None,
-    network: NetworkOptions | None = None,
-    overlap: bool = True,
-    pad: bool = False,
-    reduce_dtype: str = DEFAULT_REDUCE_DTYPE,
-    flops_per_s: float | None = None,
-    mem_bytes_per_s: float | None = None,
+    **run: Unpack[CompareRun],
 ) -> list[Strategy]:
     """Every 1D and 2D strategy for D devices, fastest first (ties: lower serial time, 1D first).
+    `run`: `precision`, `rates`, `network`, `resident`, `overlap`, `pad` (`CompareRun`).
 
     >>> best = compare(8192, 8192, 8192, 8, "h100-sxm")[0]
     >>> best.bound, best.t_network_s
     ('compute', 0.0)
     """
     _check(m, k, n, devices, output)
-    resolved, bits, peak, _ = _setup(
-        chip, dtype, compute_dtype, reduce_dtype, flops_per_s, mem_bytes_per_s
-    )
-    names = frozenset(r.upper() for r in resident) if resident is not None else frozenset("AB")
-    rows, _ = _enumerate(m, k, n, devices, resolved, output, names, network, pad)
-    if not rows.specs:
-        return []
-    return _rank(rows, _evaluate(rows, m, k, n, resolved, bits, peak, overlap))
+    prepared = _prepare(chip, output, run)
+    rows, _ = _rows({"M": m, "K": k, "N": n}, devices, prepared)
+    return _rank(_evaluate(prepared, rows, _UnitPrices(prepared)))
+
+
+def _sweep(
+    sizes: dict[str, int], run: _Run, top: int, unit: _UnitPrices
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Best 1D and best 2D at every power of two from 4 to `top`; the first D where 2D wins."""
+    sweep: list[dict[str, Any]] = []
+    crossover = None
+    d = 4
+    while d <= top:
+        try:
+            rows, _ = _rows(sizes, d, run)
+            strategies = _evaluate(run, rows, unit)
+        except InputError:  # beyond what the chip's network can hold
+            break
+        one = [s.t_s for s in strategies if s.shape == "1D"]
+        two = [s.t_s for s in strategies if s.shape == "2D"]
+        if one and two:
+            wins = strictly_less(min(two), min(one))
+            sweep.append(
+                {"devices": d, "best_1d_s": min(one), "best_2d_s": min(two), "two_d_wins": wins}
+            )
+            if wins and crossover is None:
+                crossover = d
+        d *= 2
+    return sweep, crossover
 
 
 def compare_strategies(
@@ -384,78 +450,44 @@ def compare_strategies(
     devices: int,
     chip: Chip | str,
     *,
-    dtype: str = "bf16",
-    compute_dtype: str | None = None,
     output: str = "split",
-    resident: Iterable[str] | None = None,
-    network: NetworkOptions | None = None,
-    overlap: bool = True,
-    pad: bool = False,
-    reduce_dtype: str = DEFAULT_REDUCE_DTYPE,
-    flops_per_s: float | None = None,
-    mem_bytes_per_s: float | None = None,
-    sweep_max_devices: int = 4096,
+    **run: Unpack[SweepRun],
 ) -> Comparison:
     """`compare` plus the verdict: best 1D vs best 2D here, and the smallest power-of-two device
     count (up to max(D, sweep_max_devices)) at which 2D beats 1D for these shapes."""
     _check(m, k, n, devices, output)
-    resolved, bits, peak, compute = _setup(
-        chip, dtype, compute_dtype, reduce_dtype, flops_per_s, mem_bytes_per_s
-    )
-    names = frozenset(r.upper() for r in resident) if resident is not None else frozenset("AB")
-    unknown = names - {"A", "B"}
+    prepared = _prepare(chip, output, run)
+    unknown = prepared.resident - {"A", "B"}
     if unknown:
         raise InputError(f"--resident names {', '.join(sorted(unknown))}; the inputs are A and B")
-    rows, excluded = _enumerate(m, k, n, devices, resolved, output, names, network, pad)
-    if not rows.specs:
+    sizes = {"M": m, "K": k, "N": n}
+    rows, excluded = _rows(sizes, devices, prepared)
+    if not rows:
         raise InputError(
             f"no strategy splits M={m}, K={k}, N={n} evenly over {devices} devices; "
             "pass --pad to pad the dimensions"
         )
-    strategies = _rank(rows, _evaluate(rows, m, k, n, resolved, bits, peak, overlap))
+    unit = _UnitPrices(prepared)
+    strategies = _rank(_evaluate(prepared, rows, unit))
     best_1d = next((s for s in strategies if s.shape == "1D"), None)
     best_2d = next((s for s in strategies if s.shape == "2D"), None)
     speedup = best_1d.t_s / best_2d.t_s if best_1d and best_2d and best_2d.t_s > 0 else None
-    sweep: list[dict[str, Any]] = []
-    crossover = None
-    top = max(devices, sweep_max_devices)
-    d = 4
-    while d <= top:
-        try:
-            sub_rows, _ = _enumerate(m, k, n, d, resolved, output, names, network, pad)
-        except InputError:  # beyond what the chip's network can hold
-            break
-        if sub_rows.specs:
-            ev = _evaluate(sub_rows, m, k, n, resolved, bits, peak, overlap)
-            one = ev["t_s"][ev["two_d"] == 0]
-            two = ev["t_s"][ev["two_d"] == 1]
-            if one.size and two.size:
-                wins = bool(two.min() < one.min() * (1 - 1e-9))
-                sweep.append(
-                    {
-                        "devices": d,
-                        "best_1d_s": float(one.min()),
-                        "best_2d_s": float(two.min()),
-                        "two_d_wins": wins,
-                    }
-                )
-                if wins and crossover is None:
-                    crossover = d
-        d *= 2
+    top = max(devices, run.get("sweep_max_devices", 4096))
+    sweep, crossover = _sweep(sizes, prepared, top, unit)
     return Comparison(
         m=m,
         k=k,
         n=n,
         devices=devices,
-        hardware=resolved.name,
-        dtype=compute,
+        hardware=prepared.chip.name,
+        dtype=prepared.compute,
         output=output,
-        overlap=overlap,
+        overlap=prepared.overlap,
         strategies=tuple(strategies),
         excluded=excluded,
         best_1d=best_1d,
         best_2d=best_2d,
-        two_d_wins=bool(best_1d and best_2d and best_2d.t_s < best_1d.t_s * (1 - 1e-9)),
+        two_d_wins=bool(best_1d and best_2d and strictly_less(best_2d.t_s, best_1d.t_s)),
         speedup_2d_over_1d=speedup,
         crossover_devices=crossover,
         sweep_max_devices=top,

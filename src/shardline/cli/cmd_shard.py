@@ -217,6 +217,7 @@ def compute_sharded_einsum(args: argparse.Namespace, spec: Any) -> Any:
     from shardline.cli.common import dtype_map
     from shardline.einsum import parse_dims
     from shardline.hardware import load_chip
+    from shardline.options import Precision
     from shardline.roofline import resolve_dtypes
     from shardline.sharding import parse_mesh, plan_sharded
 
@@ -242,8 +243,7 @@ def compute_sharded_einsum(args: argparse.Namespace, spec: Any) -> Any:
         parse_dims(args.dims),
         mesh,
         chip,
-        dtypes,
-        compute,
+        Precision(operands=dtypes, compute=compute),
         _network(args, list(mesh.names)),
         _options(args, (spec.lhs.name, spec.rhs.name), list(mesh.names)),
     )
@@ -251,6 +251,7 @@ def compute_sharded_einsum(args: argparse.Namespace, spec: Any) -> Any:
 
 def compute_shard(args: argparse.Namespace) -> Any:
     """`shardline shard M K N --devices D --along m|n|k [--output split|replicated]`."""
+    from shardline.options import Precision, RateOverrides
     from shardline.sharding import shard_matmul
 
     return shard_matmul(
@@ -260,12 +261,11 @@ def compute_shard(args: argparse.Namespace) -> Any:
         _positive_count(args.devices, "--devices"),
         args.along,
         hw=args.hw,
-        dtype=args.dtype,
         output=args.shard_output,
-        compute_dtype=args.compute_dtype,
+        precision=Precision(dtype=args.dtype, compute=args.compute_dtype),
         network=_network(args, ["X"]),
         options=_options(args, ("A", "B"), ["X"]),
-        **overrides_from_args(args),
+        rates=RateOverrides(**overrides_from_args(args)),
     )
 
 
@@ -295,26 +295,27 @@ def compute_collective(args: argparse.Namespace) -> Any:
 
 def compute_compare(args: argparse.Namespace) -> Any:
     from shardline.compare import compare_strategies
-    from shardline.sharding import DEFAULT_REDUCE_DTYPE
+    from shardline.options import DEFAULT_REDUCE_DTYPE, Precision, RateOverrides
 
     resident = _resident(args.resident, ("A", "B"))
-    rates = overrides_from_args(args)
+    rates = RateOverrides(**overrides_from_args(args))
     return compare_strategies(
         dim_arg(args.m, "M"),
         dim_arg(args.k, "K"),
         dim_arg(args.n, "N"),
         _positive_count(args.devices, "--devices"),
         args.hw,
-        dtype=args.dtype,
-        compute_dtype=args.compute_dtype,
         output=args.shard_output,
+        precision=Precision(
+            dtype=args.dtype,
+            compute=args.compute_dtype,
+            reduce=args.reduce_dtype or DEFAULT_REDUCE_DTYPE,
+        ),
+        rates=rates,
         resident=resident,
         network=_network(args, ["X", "Y"]),
         overlap=args.overlap,
         pad=args.pad,
-        reduce_dtype=args.reduce_dtype or DEFAULT_REDUCE_DTYPE,
-        flops_per_s=rates["flops_per_s"],
-        mem_bytes_per_s=rates["mem_bytes_per_s"],
     )
 
 
