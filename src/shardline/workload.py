@@ -25,6 +25,8 @@ __all__ = [
     "Layer",
     "Workload",
     "PHASES",
+    "LOGICAL_AXES",
+    "TEMPLATE_AXES",
     "TEMPLATE_PHASES",
     "backward_layers",
     "transformer",
@@ -34,6 +36,20 @@ __all__ = [
 
 # Forward-only stacks and training steps; the templates add inference prefill and decode.
 PHASES = ("forward", "training")
+# Logical axes a layer can name its dims by (`Layer.axes`); strategies split logical axes.
+LOGICAL_AXES = ("batch", "seq", "heads", "kv_heads", "head_dim", "model", "ffn", "vocab")
+# The templates' dims: B batch, S and T tokens, D d_model, G kv heads, R query heads per kv head,
+# E head dim, F d_ff (J, the fused q/k/v index, and U, up+gate, have no logical axis).
+TEMPLATE_AXES = {
+    "B": "batch",
+    "S": "seq",
+    "T": "seq",
+    "D": "model",
+    "G": "kv_heads",
+    "R": "heads",
+    "E": "head_dim",
+    "F": "ffn",
+}
 TEMPLATE_PHASES = ("training", "prefill", "decode", "forward")
 
 
@@ -55,6 +71,8 @@ class Layer:
     `count` repeats the layer in place (count distinct layers of the same shape, each with its own
     weights). `tp_dims` are the dims tensor parallelism splits, in order (the degree fills the
     first, then the next). `grad_of` names the weight whose gradient a backward layer produces.
+    `axes` names dims by logical axis ({"B": "batch", "F": "ffn"}), so that strategies split
+    logical axes: data parallelism splits the dims named "batch".
     """
 
     name: str
@@ -70,6 +88,7 @@ class Layer:
     tp_dims: tuple[str, ...] = ()
     phase: str = "forward"  # "forward" or "backward"
     grad_of: str | None = None
+    axes: Mapping[str, str] = field(default_factory=dict)  # dim -> logical axis (LOGICAL_AXES)
 
     def __post_init__(self) -> None:
         where = f"layer {self.name!r}"
@@ -134,6 +153,13 @@ class Layer:
             raise InputError(
                 f"{where}: tp_dim {', '.join(bad_tp)} is not a dimension of {parsed.text()}"
             )
+        axes = {str(k): str(v) for k, v in dict(self.axes).items()}
+        bad_axes = [f"{d}={a}" for d, a in axes.items() if d not in dims or a not in LOGICAL_AXES]
+        if bad_axes:
+            raise InputError(
+                f"{where}: axes {', '.join(bad_axes)}: each key must be a dimension and each "
+                f"value one of {', '.join(LOGICAL_AXES)}"
+            )
         if self.phase not in ("forward", "backward"):
             raise InputError(f"{where}: phase must be forward or backward, got {self.phase!r}")
         if self.compute_dtype is not None:
@@ -151,10 +177,15 @@ class Layer:
         object.__setattr__(self, "cache", cache)
         object.__setattr__(self, "onchip", onchip)
         object.__setattr__(self, "tp_dims", tp_dims)
+        object.__setattr__(self, "axes", axes)
 
     @cached_property
     def parsed(self) -> EinsumSpec:
         return parse_einsum(self.spec)
+
+    def axis_dims(self, axis: str) -> tuple[str, ...]:
+        """The dims this layer names as logical axis `axis`, in dim order."""
+        return tuple(d for d in self.dims if self.axes.get(d) == axis)
 
     def operand(self, name: str) -> Operand:
         for op in self.parsed.operands:
@@ -254,6 +285,7 @@ def backward_layers(layer: Layer) -> list[Layer]:
                 onchip=onchip,
                 count=layer.count,
                 tp_dims=layer.tp_dims,
+                axes=layer.axes,
                 phase="backward",
                 grad_of=target.name if is_weight else None,
             )
@@ -444,6 +476,14 @@ def matmul_layer(
     )
 
 
+def _with_axes(layers: Sequence[Layer]) -> tuple[Layer, ...]:
+    """The template layers with their dims named by logical axis (TEMPLATE_AXES)."""
+    return tuple(
+        replace(layer, axes={d: TEMPLATE_AXES[d] for d in layer.dims if d in TEMPLATE_AXES})
+        for layer in layers
+    )
+
+
 def _positive(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(f"{what} must be a positive integer, got {value!r}")
@@ -497,7 +537,7 @@ def ffn(
     label = name or f"ffn d_model={d} d_ff={f}{' gated' if gated else ''} x{n_layers}"
     return Workload(
         label,
-        block,
+        _with_axes(block),
         repeat=n_layers,
         phase="training" if phase == "training" else "forward",
         batch_dim="B",
@@ -611,7 +651,7 @@ def transformer(
     )
     return Workload(
         label,
-        tuple(block),
+        _with_axes(block),
         repeat=n_layers,
         phase="training" if phase == "training" else ("forward" if phase == "forward" else phase),
         batch_dim="B",
