@@ -31,15 +31,15 @@ class Phase:
 
     @property
     def local_s(self) -> float:
-        return self.local.t_lower_s  # type: ignore[no-any-return]
+        return self.local.t_lower_s
 
     @property
     def crit_s(self) -> float:
-        return self.critical.t_network_s  # type: ignore[no-any-return]
+        return self.critical.t_network_s
 
     @property
     def async_s(self) -> float:
-        return self.overlapped.t_network_s  # type: ignore[no-any-return]
+        return self.overlapped.t_network_s
 
     def add(self, cost: LayerCost, n: int) -> None:
         self.local = self.local + cost.cost * n
@@ -87,7 +87,7 @@ class Stage:
 
     @property
     def grad_s(self) -> float:
-        return self.grad.t_network_s  # type: ignore[no-any-return]
+        return self.grad.t_network_s
 
     def add_comm(self, term: CommTerm) -> None:
         """Place one communication term: once per step, or in its phase (critical or not)."""

@@ -50,20 +50,20 @@ class PlanResult:
     @property
     def comm_bytes(self) -> float:
         """Bytes moved by this device's collectives and sends per step."""
-        return self.cost.net_bytes  # type: ignore[no-any-return]
+        return self.cost.net_bytes
 
     @property
     def t_compute_s(self) -> float:
-        return self.cost.t_compute_s  # type: ignore[no-any-return]
+        return self.cost.t_compute_s
 
     @property
     def t_memory_s(self) -> float:
-        return self.cost.t_memory_s  # type: ignore[no-any-return]
+        return self.cost.t_memory_s
 
     @property
     def t_network_s(self) -> float:
         """All communication time, overlapped or not."""
-        return self.cost.t_network_s  # type: ignore[no-any-return]
+        return self.cost.t_network_s
 
     def to_dict(self) -> dict[str, Any]:
         head = ("name", "degrees", "microbatches", "microbatch_size", "latency_s")
