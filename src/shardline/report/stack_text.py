@@ -15,6 +15,7 @@ from shardline.stack import (
     StackResult,
     optimizer_bytes_per_param,
 )
+from shardline.strategies import names, strategies, strategy
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_time
 from shardline.workload import Workload
 
@@ -287,13 +288,9 @@ def _stage_share(w: Workload, stages: int) -> str:
 
 
 def _plan_row(p: PlanResult) -> tuple[str, ...]:
-    d = p.degrees
     return (
         p.name,
-        str(d["tp"]),
-        str(d["pp"]),
-        str(d["dp"]),
-        str(d["fsdp"]),
+        *(str(v) for v in p.degrees.values()),
         str(p.microbatches),
         fmt_time(p.latency_s),
         fmt_time(p.latency_upper_s),
@@ -310,8 +307,10 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     m, stages = p.microbatches, d["pp"]
     unit = w.batch_dim or "items"
     out = [f"How {p.name} adds up:"]
+    batch_split = [s.name for s in strategies() if "batch" in s.splits]
     out.append(
-        f"  batch {fmt_int(w.batch)} {unit} split over dp × fsdp = {d['dp']} × {d['fsdp']} "
+        f"  batch {fmt_int(w.batch)} {unit} split over {' × '.join(batch_split)} = "
+        f"{' × '.join(str(d[name]) for name in batch_split)} "
         f"replicas and m = {m} microbatch(es): {fmt_int(p.microbatch_size)} per microbatch "
         "per device"
     )
@@ -354,12 +353,7 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     if p.comm:
         out.append("  communication per step on one device (V = the array each collective moves):")
         for c in p.comm:
-            where = {
-                "tp": "critical path",
-                "pp": "critical path",
-                "fsdp": "overlapped",
-                "dp": "overlaps the last backward pass",
-            }[c.purpose]
+            where = strategy(c.purpose).comm_where
             out.append(
                 f"    {c.purpose:<4} {c.kind:<14} over {c.devices:>4}: {fmt_num(c.calls)} × "
                 f"{fmt_bytes(c.bytes / c.calls if c.calls else 0)} = {fmt_bytes(c.bytes)}, "
@@ -394,10 +388,7 @@ def render_plan(ps: PlanSet, top: int = 10) -> str:
     out.append("")
     header = (
         "plan",
-        "tp",
-        "pp",
-        "dp",
-        "fsdp",
+        *names(),
         "mb",
         "latency",
         "no overlap",
@@ -411,7 +402,7 @@ def render_plan(ps: PlanSet, top: int = 10) -> str:
     out += _table(
         header,
         [_plan_row(p) for p in shown],
-        (False, True, True, True, True, True, True, True, True, True, False, True, False),
+        (False, *(True for _ in names()), True, True, True, True, True, False, True, False),
     )
     if len(ps.plans) > top:
         out.append(f"  ... and {len(ps.plans) - top} more (--top N, or --json for all)")

@@ -133,6 +133,7 @@ class Strategy:
     splits: tuple[str, ...] = ()  # logical axes: LOGICAL_AXES, "tensor" or "layers"
     mesh_rank: int = 0  # position on the device mesh, 0 = innermost (fastest varying)
     tier: str = ""  # which network it rides, in words
+    comm_where: str = ""  # where its communication runs, for the plan's text ("critical path")
     memory: MemorySplit = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
 
     def valid(self, workload: Workload, degree: int) -> bool:

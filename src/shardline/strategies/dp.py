@@ -47,6 +47,7 @@ class DataParallel(Strategy):
     splits = ("batch",)
     mesh_rank = 2
     tier = "outside tp and fsdp: scale-out between nodes once tp x fsdp fills one"
+    comm_where = "overlaps the last backward pass"
     memory = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
 
     def valid(self, workload: Workload, degree: int) -> bool:

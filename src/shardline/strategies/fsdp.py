@@ -17,6 +17,7 @@ class FullySharded(Strategy):
     splits = ("batch",)
     mesh_rank = 1
     tier = "just outside tp: inside a node when tp x fsdp fits in one"
+    comm_where = "overlapped"
     memory = MemorySplit("sharded", "sharded", "sharded", "dims", "dims")
 
     def valid(self, workload: Workload, degree: int) -> bool:

@@ -16,6 +16,7 @@ class PipelineParallel(Strategy):
     splits = ("layers",)
     mesh_rank = 3
     tier = "outermost: the scale-out network once the inner axes fill a node"
+    comm_where = "critical path"
     memory = MemorySplit("stage", "stage", "stage", "stage", "stage")
 
     def valid(self, workload: Workload, degree: int) -> bool:

@@ -101,6 +101,7 @@ class TensorParallel(Strategy):
     splits = ("tensor",)
     mesh_rank = 0
     tier = "innermost: the scale-up network (NVLink, ICI) inside a node"
+    comm_where = "critical path"
     memory = MemorySplit("dims", "dims", "dims", "dims", "dims")
 
     def split_dims(
