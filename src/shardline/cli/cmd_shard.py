@@ -217,6 +217,7 @@ def compute_sharded_einsum(args: argparse.Namespace, spec: Any) -> Any:
     from shardline.cli.common import dtype_map
     from shardline.einsum import parse_dims
     from shardline.hardware import load_chip
+    from shardline.options import Precision
     from shardline.roofline import resolve_dtypes
     from shardline.sharding import parse_mesh, plan_sharded
 
@@ -242,8 +243,7 @@ def compute_sharded_einsum(args: argparse.Namespace, spec: Any) -> Any:
         parse_dims(args.dims),
         mesh,
         chip,
-        dtypes,
-        compute,
+        Precision(operands=dtypes, compute=compute),
         _network(args, list(mesh.names)),
         _options(args, (spec.lhs.name, spec.rhs.name), list(mesh.names)),
     )
@@ -251,6 +251,7 @@ def compute_sharded_einsum(args: argparse.Namespace, spec: Any) -> Any:
 
 def compute_shard(args: argparse.Namespace) -> Any:
     """`shardline shard M K N --devices D --along m|n|k [--output split|replicated]`."""
+    from shardline.options import Precision, RateOverrides
     from shardline.sharding import shard_matmul
 
     return shard_matmul(
@@ -260,12 +261,11 @@ def compute_shard(args: argparse.Namespace) -> Any:
         _positive_count(args.devices, "--devices"),
         args.along,
         hw=args.hw,
-        dtype=args.dtype,
         output=args.shard_output,
-        compute_dtype=args.compute_dtype,
+        precision=Precision(dtype=args.dtype, compute=args.compute_dtype),
+        rates=RateOverrides(**overrides_from_args(args)),
         network=_network(args, ["X"]),
         options=_options(args, ("A", "B"), ["X"]),
-        **overrides_from_args(args),
     )
 
 
