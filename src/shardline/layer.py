@@ -183,7 +183,15 @@ class Layer:
 
     def axis_dims(self, axis: str) -> tuple[str, ...]:
         """The dims this layer names as logical axis `axis`, in dim order."""
-        return tuple(d for d in self.dims if self.axes.get(d) == axis)
+        return self._dims_by_axis.get(axis, ())
+
+    @cached_property
+    def _dims_by_axis(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for d in self.dims:
+            if d in self.axes:
+                out[self.axes[d]] = (*out.get(self.axes[d], ()), d)
+        return out
 
     def operand(self, name: str) -> Operand:
         for op in self.parsed.operands:

@@ -40,21 +40,22 @@ class Context:
         self.workload = workload
         self.chip = chip
         self.backward = {id(layer): backward_layers(layer) for layer in workload.layers}
-        self._dims: dict[tuple[int, Degrees, int], dict[str, int]] = {}
+        self._dims: dict[tuple[int, tuple[tuple[str, int], ...], int], dict[str, int]] = {}
         self._costs: dict[tuple[int, tuple[tuple[str, int], ...]], LayerCost] = {}
         self._networks: dict[Degrees, MeshNetwork] = {}
+        self._priced: dict[Any, Any] = {}  # shared by the networks: keys name their mesh axis
         self._stage_layers: dict[int, list[tuple[StageLayers, Layer]]] = {}
         self._stages: dict[tuple[Any, ...], Stage] = {}
         self._memory: dict[tuple[Any, ...], MemoryCheck] = {}
 
     def network(self, deg: Degrees) -> MeshNetwork:
         if deg not in self._networks:
-            self._networks[deg] = MeshNetwork(self.chip, deg)
+            self._networks[deg] = MeshNetwork(self.chip, deg, self._priced)
         return self._networks[deg]
 
     def local(self, layer: Layer, deg: Mapping[str, int], m: int) -> dict[str, int]:
         """The layer's sizes on one device under `deg` with `m` microbatches."""
-        key = (id(layer), Degrees(deg), m)
+        key = (id(layer), tuple(deg.items()), m)
         if key not in self._dims:
             self._dims[key] = local_dims(
                 layer, deg, batch_dim=self.workload.batch_dim, microbatches=m

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from shardline.collectives import AxisNetwork, collective_over, mesh_networks
 from shardline.errors import InputError
@@ -18,7 +19,9 @@ class MeshNetwork:
     fabric by `mesh_networks`: an axis that spans nodes runs hierarchically (NVLink inside, the
     scale-out NICs between), a TPU axis rides its torus dimensions."""
 
-    def __init__(self, chip: Chip, degrees: Mapping[str, int]) -> None:
+    def __init__(
+        self, chip: Chip, degrees: Mapping[str, int], memo: dict[Any, Any] | None = None
+    ) -> None:
         self.chip = chip
         self.nets: dict[str, AxisNetwork] = {}
         devices = 1
@@ -33,6 +36,12 @@ class MeshNetwork:
             outer_first = [(s.name, degrees.get(s.name, 1)) for s in reversed(by_mesh())]
             self.nets = mesh_networks(chip, outer_first)
         self._cache: dict[tuple[str, float, str], float] = {}
+        # strategies' priced work, shared by the networks of one search (keys name their axis)
+        self.memo: dict[Any, Any] = {} if memo is None else memo
+
+    def axis_network(self, axis: str) -> AxisNetwork | None:
+        net = self.nets.get(axis)
+        return net if net is not None and net.devices > 1 else None
 
     def time(self, kind: str, nbytes: float, axis: str) -> float:
         """Seconds for `kind` ("all_reduce", "all_gather", "reduce_scatter", "send") of a V-byte

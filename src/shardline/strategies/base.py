@@ -12,7 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from shardline.collectives import AxisNetwork
 from shardline.cost import Cost
+from shardline.hardware import Chip
 from shardline.workload import Layer, Workload
 
 __all__ = [
@@ -89,8 +91,15 @@ class MemorySplit:
 
 
 class Network(Protocol):
+    chip: Chip
+    memo: dict[Any, Any]  # a strategy's own memo of priced work on this network
+
     def time(self, kind: str, nbytes: float, axis: str) -> float:
         """Seconds for collective `kind` of a V-byte array over the mesh axis `axis`."""
+        ...
+
+    def axis_network(self, axis: str) -> AxisNetwork | None:
+        """The network of mesh axis `axis` (None when it has one device)."""
         ...
 
 
