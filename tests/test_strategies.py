@@ -227,3 +227,23 @@ def test_docs_example_strategy_shows_up_in_plan_candidates_and_output() -> None:
     assert "sp" not in names()
     blocks = re.findall(r"```text\n(.*?)```", _doc_section(), re.S)
     assert blocks[-1].rstrip("\n") == shown.rstrip("\n")  # the last text block: plan's output
+
+
+def test_tp_collectives_come_from_the_layout_pricer_where_one_axis_expresses_the_split() -> None:
+    # One split dim divided evenly: shardline.layout.price_layout prices the einsum
+    # x[M,K_T] * w[K_T,N] -> y[M,N] on a 2-device axis: all-reduce of y (2 M N bytes, bf16).
+    from shardline.strategies.tp import priced_collectives
+
+    net = MeshNetwork(_chip(), Degrees(tp=2))
+    full = {"M": M, "K": K, "N": N}
+    priced = priced_collectives(_layer("K"), full, 2, True, net)
+    assert priced is not None
+    ((kind, v, t),) = priced
+    assert (kind, v) == ("all_reduce", 2 * M * N) and t == pytest.approx(_ar(2 * M * N))
+    # column-parallel, output wanted whole: all-gather of y (V = 2 M N)
+    assert [c[:2] for c in priced_collectives(_layer("N"), full, 2, False, net) or []] == [
+        ("all_gather", 2 * M * N)
+    ]
+    # K = 3 does not split evenly over 2 devices: the rule prices it (None here)
+    odd = Layer("odd", "x[M,K] * w[K,N] -> y[M,N]", {"M": 8, "K": 3, "N": 8}, tp_dims=("K",))
+    assert priced_collectives(odd, {"M": 8, "K": 3, "N": 8}, 2, True, net) is None
