@@ -247,3 +247,15 @@ def test_tp_collectives_come_from_the_layout_pricer_where_one_axis_expresses_the
     # K = 3 does not split evenly over 2 devices: the rule prices it (None here)
     odd = Layer("odd", "x[M,K] * w[K,N] -> y[M,N]", {"M": 8, "K": 3, "N": 8}, tp_dims=("K",))
     assert priced_collectives(odd, {"M": 8, "K": 3, "N": 8}, 2, True, net) is None
+
+
+def test_plan_options_equal_the_keywords_and_unknown_keywords_fail() -> None:
+    from shardline.plan import PlanOptions
+
+    w = load_workload(ROOT / "examples" / "seed003_stack.toml")
+    by_keyword = plan(w, "a100-40gb", 2, tp=2).plans[0]
+    by_options = plan(w, "a100-40gb", 2, options=PlanOptions(degrees={"tp": 2})).plans[0]
+    assert by_keyword.name == by_options.name == "tp2"
+    assert by_keyword.latency_s == by_options.latency_s
+    with pytest.raises(TypeError, match="xp"):
+        plan(w, "a100-40gb", 2, xp=2)
