@@ -96,8 +96,11 @@ class Cost:
 ZERO_COST = Cost()
 
 
+_FIELD_NAMES = tuple(f.name for f in fields(Cost))
+
+
 def _fields(cost: Cost) -> tuple[Any, ...]:
-    return tuple(getattr(cost, f.name) for f in fields(cost))
+    return tuple(getattr(cost, name) for name in _FIELD_NAMES)
 
 
 def _is_array(*values: Any) -> bool:

@@ -10,12 +10,11 @@ their own master copy: 4 + 4 + 8 = 16 B).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from math import ceil
 from typing import Any
 
-from shardline.cost import roofline_times
+from shardline.cost import ZERO_COST, Cost
 from shardline.dtypes import dtype_bits
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
@@ -32,7 +31,7 @@ __all__ = [
     "MemoryCheck",
     "StackResult",
     "layer_cost",
-    "local_dims",
+    "DeviceShare",
     "memory_check",
     "stack",
     "apply_overrides",
@@ -55,52 +54,57 @@ def optimizer_bytes_per_param(weight_dtype: str) -> int:
     return ADAM_MOMENTS_BYTES_PER_PARAM + master
 
 
+def _own_dims(layer: Layer) -> Mapping[str, int]:
+    return layer.dims
+
+
 @dataclass(frozen=True)
 class LayerCost:
-    """One einsum instance on one device at given (possibly sharded) sizes."""
+    """One einsum instance on one device at given (possibly sharded) sizes: its Cost (FLOPs, HBM
+    bytes: every operand not kept on chip, read or written once; roofline times) and peak rate."""
 
-    flops: int
-    bytes: int  # HBM bytes: every operand not kept on chip, read or written once
-    t_compute_s: float
-    t_memory_s: float
-    t_lower_s: float
-    t_upper_s: float
-    bound: str
+    cost: Cost
     flops_per_s: float
 
+    @property
+    def flops(self) -> int:
+        return int(self.cost.flops)
 
-def local_dims(
-    layer: Layer, *, tp: int = 1, batch_dim: str | None = None, batch_split: int = 1
-) -> dict[str, int]:
-    """A layer's per-device sizes: the batch dim divided by `batch_split` (data parallel replicas
-    times microbatches) and the tensor-parallel dims divided by `tp` in order (the degree fills the
-    first dim up to its size, the rest goes to the next). Uneven splits round up: the slowest device
-    sets the pace."""
-    dims = dict(layer.dims)
-    if batch_dim is not None and batch_split > 1 and batch_dim in dims:
-        dims[batch_dim] = ceil(dims[batch_dim] / batch_split)
-    remaining = tp
-    for dim in layer.tp_dims:
-        if remaining <= 1:
-            break
-        factor = min(remaining, dims[dim])
-        dims[dim] = ceil(dims[dim] / factor)
-        remaining = ceil(remaining / factor)
-    return dims
+    @property
+    def bytes(self) -> int:
+        return int(self.cost.hbm_bytes)
+
+    @property
+    def t_compute_s(self) -> float:
+        return float(self.cost.t_compute_s)
+
+    @property
+    def t_memory_s(self) -> float:
+        return float(self.cost.t_memory_s)
+
+    @property
+    def t_lower_s(self) -> float:
+        return float(self.cost.t_lower_s)
+
+    @property
+    def t_upper_s(self) -> float:
+        return float(self.cost.t_upper_s)
+
+    @property
+    def bound(self) -> str:
+        return str(self.cost.bound)
 
 
-def tp_split_dims(layer: Layer, tp: int) -> tuple[str, ...]:
-    """The dims that a tensor-parallel degree `tp` actually splits (factor > 1)."""
-    out: list[str] = []
-    remaining = tp
-    for dim in layer.tp_dims:
-        if remaining <= 1:
-            break
-        factor = min(remaining, layer.dims[dim])
-        if factor > 1:
-            out.append(dim)
-        remaining = ceil(remaining / factor)
-    return tuple(out)
+@dataclass(frozen=True)
+class DeviceShare:
+    """How one device's share of a stack is cut (the parallel strategies produce it:
+    `shardline.strategies.device_share`): each layer's local sizes, and the ways weights, gradients
+    and optimizer state are sharded (ZeRO-3). The default: the whole stack on one device."""
+
+    dims: Callable[[Layer], Mapping[str, int]] = _own_dims
+    weights_ways: int = 1
+    gradients_ways: int = 1
+    optimizer_ways: int = 1
 
 
 def layer_cost(layer: Layer, chip: Chip, dims: Mapping[str, int] | None = None) -> LayerCost:
@@ -110,52 +114,113 @@ def layer_cost(layer: Layer, chip: Chip, dims: Mapping[str, int] | None = None) 
     result = evaluate_einsum(layer.parsed, sizes, chip, dict(layer.dtypes), layer.compute_dtype)
     hbm = int(result.bytes["total"]) - sum(int(result.bytes[name]) for name in layer.onchip)
     peak = float(result.hardware.flops_per_s)
-    times = roofline_times(int(result.flops), hbm, peak, chip.mem_bytes_per_s)
-    return LayerCost(
-        flops=int(result.flops),
-        bytes=hbm,
-        t_compute_s=float(times.t_compute_s),
-        t_memory_s=float(times.t_memory_s),
-        t_lower_s=float(times.t_lower_s),
-        t_upper_s=float(times.t_upper_s),
-        bound=str(times.bound),
-        flops_per_s=peak,
-    )
+    return LayerCost(Cost.roofline(int(result.flops), hbm, peak, chip.mem_bytes_per_s), peak)
 
 
 @dataclass(frozen=True)
 class LayerRow:
-    """One line of the breakdown: one einsum, `count` instances in the whole stack. FLOPs, bytes and
-    times are per instance; the totals multiply by `count`."""
+    """One line of the breakdown: one einsum, `count` instances in the whole stack. Its Cost
+    (FLOPs, bytes, times) is per instance; the totals multiply by `count`."""
 
     name: str
     phase: str
     spec: str
     dims: dict[str, int]
     count: int
-    flops: int
-    bytes: int
-    intensity_flop_per_byte: float
-    bound: str
-    t_compute_s: float
-    t_memory_s: float
-    t_lower_s: float
-    t_upper_s: float
+    cost: Cost
     weight_bytes: int
     working_set_bytes: int  # one instance's inputs + output + weights (on-chip operands excluded)
+
+    @property
+    def flops(self) -> int:
+        return int(self.cost.flops)
+
+    @property
+    def bytes(self) -> int:
+        return int(self.cost.hbm_bytes)
+
+    @property
+    def t_compute_s(self) -> float:
+        return float(self.cost.t_compute_s)
+
+    @property
+    def t_memory_s(self) -> float:
+        return float(self.cost.t_memory_s)
+
+    @property
+    def t_lower_s(self) -> float:
+        return float(self.cost.t_lower_s)
+
+    @property
+    def t_upper_s(self) -> float:
+        return float(self.cost.t_upper_s)
+
+    @property
+    def bound(self) -> str:
+        return str(self.cost.bound)
+
+    @property
+    def intensity_flop_per_byte(self) -> float:
+        return self.flops / self.bytes if self.bytes else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        keys = ("name", "phase", "spec", "dims", "count", "flops", "bytes")
+        times = ("t_compute_s", "t_memory_s", "t_lower_s", "t_upper_s")
+        return {
+            **{k: getattr(self, k) for k in keys},
+            "intensity_flop_per_byte": self.intensity_flop_per_byte,
+            "bound": self.bound,
+            **{k: getattr(self, k) for k in times},
+            "weight_bytes": self.weight_bytes,
+            "working_set_bytes": self.working_set_bytes,
+        }
 
 
 @dataclass(frozen=True)
 class StackTotals:
-    flops: int
-    bytes: int
-    t_compute_s: float  # sum of count x t_compute
-    t_memory_s: float  # sum of count x t_memory (HBM data transfer)
-    t_lower_s: float  # sum of count x max(t_compute, t_memory): each layer overlaps on its own
-    t_upper_s: float  # sum of count x (t_compute + t_memory): no overlap
+    """The whole stack: the Cost summed over count x rows (each layer overlaps on its own, so
+    t_lower_s is the sum of per-layer maxima, t_upper_s the sum of per-layer sums), and the FLOPs
+    of each pass."""
+
+    cost: Cost
     forward_flops: int
     backward_flops: int
     layer_instances: int
+
+    @property
+    def flops(self) -> int:
+        return int(self.cost.flops)
+
+    @property
+    def bytes(self) -> int:
+        return int(self.cost.hbm_bytes)
+
+    @property
+    def t_compute_s(self) -> float:
+        return float(self.cost.t_compute_s)
+
+    @property
+    def t_memory_s(self) -> float:
+        return float(self.cost.t_memory_s)
+
+    @property
+    def t_lower_s(self) -> float:
+        return float(self.cost.t_lower_s)
+
+    @property
+    def t_upper_s(self) -> float:
+        return float(self.cost.t_upper_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        times = ("t_compute_s", "t_memory_s", "t_lower_s", "t_upper_s")
+        return {
+            "flops": self.flops,
+            "bytes": self.bytes,
+            **{k: getattr(self, k) for k in times},
+            "forward_flops": self.forward_flops,
+            "backward_flops": self.backward_flops,
+            "layer_instances": self.layer_instances,
+        }
 
 
 @dataclass(frozen=True)
@@ -190,25 +255,22 @@ def memory_check(
     capacity_bytes: float,
     *,
     layers: Sequence[tuple[Layer, int]] | None = None,
-    tp: int = 1,
-    batch_split: int = 1,
+    share: DeviceShare | None = None,
     in_flight: int = 1,
-    fsdp: int = 1,
 ) -> MemoryCheck:
-    """Memory on one device holding `layers` [(layer, instances)] (default: the whole stack) with
-    the batch split `batch_split` ways (replicas x microbatches), tensor parallel degree `tp`,
-    `in_flight` microbatches whose activations are kept, and weights, gradients and optimizer state
-    sharded `fsdp` ways (ZeRO-3)."""
+    """Memory on one device holding `layers` [(layer, instances)] (default: the whole stack) cut
+    as `share` says (local sizes per layer; weights, gradients and optimizer state sharded so
+    many ways), with `in_flight` microbatches whose activations are kept."""
+    share = share or DeviceShare()
     if layers is None:
         layers = [(layer, layer.count * workload.repeat) for layer in workload.layers]
     params = weights = kv = saved = adam = 0.0
     live = biggest_out = 0
     working, working_layer = 0, layers[0][0].name if layers else ""
     for layer, n in layers:
-        dims = local_dims(layer, tp=tp, batch_dim=workload.batch_dim, batch_split=batch_split)
+        dims = share.dims(layer)
         weights_one = sum(layer.operand_bytes(w, dims) for w in layer.weights)
-        params_one = sum(_elements(layer, w, dims) for w in layer.weights)
-        params += n * params_one
+        params += n * sum(_elements(layer, w, dims) for w in layer.weights)
         adam += n * sum(
             _elements(layer, w, dims) * optimizer_bytes_per_param(layer.dtypes[w])
             for w in layer.weights
@@ -222,10 +284,10 @@ def memory_check(
         biggest_out = max(biggest_out, out)
         if ins + out + weights_one > working:
             working, working_layer = ins + out + weights_one, layer.name
-    weights_dev = weights / fsdp
+    weights_dev = weights / share.weights_ways
     if workload.training:
-        gradients = weights_dev  # gradients in the weights' dtype
-        optimizer = adam / fsdp
+        gradients = weights / share.gradients_ways  # gradients in the weights' dtype
+        optimizer = adam / share.optimizer_ways
         activations = in_flight * saved + biggest_out
     else:
         gradients = optimizer = 0.0
@@ -280,9 +342,9 @@ class StackResult:
                     "mem_bytes_per_s": self.chip.mem_bytes_per_s,
                     "capacity_bytes": self.chip.capacity_bytes,
                 },
-                "layers": [row.__dict__ for row in self.layers],
+                "layers": [row.to_dict() for row in self.layers],
                 "subtotals": self.subtotals,
-                "totals": self.totals.__dict__,
+                "totals": self.totals.to_dict(),
                 "memory": self.memory.__dict__,
             }
         )
@@ -318,55 +380,50 @@ def stack(
     if not isinstance(workload, Workload):
         raise InputError(f"stack() needs a Workload, got {type(workload).__name__}")
     chip = apply_overrides(resolve_chip(hw), workload, flops_per_s, mem_bytes_per_s)
-    rows: list[LayerRow] = []
-    for layer in workload.step_layers():
-        cost = layer_cost(layer, chip)
-        names = [op.name for op in layer.parsed.operands]
-        working = sum(layer.operand_bytes(n) for n in names if layer.role(n) != "onchip")
-        rows.append(
-            LayerRow(
-                name=layer.name,
-                phase=layer.phase,
-                spec=layer.spec,
-                dims=dict(layer.dims),
-                count=layer.count * workload.repeat,
-                flops=cost.flops,
-                bytes=cost.bytes,
-                intensity_flop_per_byte=cost.flops / cost.bytes if cost.bytes else float("nan"),
-                bound=cost.bound,
-                t_compute_s=cost.t_compute_s,
-                t_memory_s=cost.t_memory_s,
-                t_lower_s=cost.t_lower_s,
-                t_upper_s=cost.t_upper_s,
-                weight_bytes=layer.weight_bytes(),
-                working_set_bytes=working,
-            )
-        )
-
-    def subtotal(chosen: Sequence[LayerRow], per: int = 1) -> dict[str, float]:
-        """Sums of count x value over `chosen` rows, divided by `per` (one block: per = repeat)."""
-        return {
-            "flops": sum(r.count * r.flops for r in chosen) // per,
-            "bytes": sum(r.count * r.bytes for r in chosen) // per,
-            "t_compute_s": sum(r.count * r.t_compute_s for r in chosen) / per,
-            "t_memory_s": sum(r.count * r.t_memory_s for r in chosen) / per,
-            "t_lower_s": sum(r.count * r.t_lower_s for r in chosen) / per,
-        }
-
-    subtotals = {"forward": subtotal([r for r in rows if r.phase == "forward"])}
+    rows = [_row(layer, chip, workload.repeat) for layer in workload.step_layers()]
+    subtotals = {"forward": _subtotal([r for r in rows if r.phase == "forward"])}
     if workload.training:
-        subtotals["backward"] = subtotal([r for r in rows if r.phase == "backward"])
-    subtotals["one_block"] = subtotal(rows, workload.repeat)
+        subtotals["backward"] = _subtotal([r for r in rows if r.phase == "backward"])
+    subtotals["one_block"] = _subtotal(rows, workload.repeat)
     totals = StackTotals(
-        flops=sum(r.count * r.flops for r in rows),
-        bytes=sum(r.count * r.bytes for r in rows),
-        t_compute_s=sum(r.count * r.t_compute_s for r in rows),
-        t_memory_s=sum(r.count * r.t_memory_s for r in rows),
-        t_lower_s=sum(r.count * r.t_lower_s for r in rows),
-        t_upper_s=sum(r.count * r.t_upper_s for r in rows),
-        forward_flops=sum(r.count * r.flops for r in rows if r.phase == "forward"),
-        backward_flops=sum(r.count * r.flops for r in rows if r.phase == "backward"),
+        cost=_sum(rows),
+        forward_flops=int(_sum([r for r in rows if r.phase == "forward"]).flops),
+        backward_flops=int(_sum([r for r in rows if r.phase == "backward"]).flops),
         layer_instances=workload.layer_count,
     )
     memory = memory_check(workload, chip.capacity_bytes)
     return StackResult(workload, chip, rows, totals, memory, subtotals)
+
+
+def _row(layer: Layer, chip: Chip, repeat: int) -> LayerRow:
+    names = [op.name for op in layer.parsed.operands]
+    return LayerRow(
+        name=layer.name,
+        phase=layer.phase,
+        spec=layer.spec,
+        dims=dict(layer.dims),
+        count=layer.count * repeat,
+        cost=layer_cost(layer, chip).cost,
+        weight_bytes=layer.weight_bytes(),
+        working_set_bytes=sum(layer.operand_bytes(n) for n in names if layer.role(n) != "onchip"),
+    )
+
+
+def _sum(rows: Sequence[LayerRow]) -> Cost:
+    """count x Cost summed over the rows (a stack is the sum of its layers)."""
+    total = ZERO_COST
+    for r in rows:
+        total = total + r.cost * r.count
+    return total
+
+
+def _subtotal(chosen: Sequence[LayerRow], per: int = 1) -> dict[str, float]:
+    """The rows' summed Cost divided by `per` (one block: per = repeat), as the JSON keys."""
+    c = _sum(chosen)
+    return {
+        "flops": int(c.flops) // per,
+        "bytes": int(c.hbm_bytes) // per,
+        "t_compute_s": c.t_compute_s / per,
+        "t_memory_s": c.t_memory_s / per,
+        "t_lower_s": c.t_lower_s / per,
+    }

@@ -11,254 +11,45 @@ MODEL.md section 6. Pure: no printing, no files (the TOML and spreadsheet loader
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from functools import cached_property
-from math import prod
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shardline.dtypes import canonical_dtype, dtype_bits
-from shardline.einsum import EinsumSpec, Operand, check_dims, check_size, parse_einsum
+from shardline.einsum import check_size
 from shardline.errors import InputError
+from shardline.layer import LOGICAL_AXES, Layer, backward_layers
 
 __all__ = [
     "Layer",
     "Workload",
     "PHASES",
+    "LOGICAL_AXES",
+    "TEMPLATE_AXES",
     "TEMPLATE_PHASES",
     "backward_layers",
     "transformer",
     "ffn",
     "matmul_layer",
+    "FfnShape",
+    "TransformerShape",
 ]
 
 # Forward-only stacks and training steps; the templates add inference prefill and decode.
 PHASES = ("forward", "training")
+# The templates' dims: B batch, S and T tokens, D d_model, G kv heads, R query heads per kv head,
+# E head dim, F d_ff (J, the fused q/k/v index, and U, up+gate, have no logical axis).
+TEMPLATE_AXES = {
+    "B": "batch",
+    "S": "seq",
+    "T": "seq",
+    "D": "model",
+    "G": "kv_heads",
+    "R": "heads",
+    "E": "head_dim",
+    "F": "ffn",
+}
 TEMPLATE_PHASES = ("training", "prefill", "decode", "forward")
-
-
-def _names(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    out = tuple(str(v) for v in value)
-    if len(set(out)) != len(out):
-        raise InputError(f"{what} lists an operand twice: {', '.join(out)}")
-    return out
-
-
-@dataclass(frozen=True)
-class Layer:
-    """One einsum of a stack: `Layer("up", "x[B,S,D] * w[D,F] -> h[B,S,F]", dims, weights=("w",))`.
-
-    `count` repeats the layer in place (count distinct layers of the same shape, each with its own
-    weights). `tp_dims` are the dims tensor parallelism splits, in order (the degree fills the
-    first, then the next). `grad_of` names the weight whose gradient a backward layer produces.
-    """
-
-    name: str
-    spec: str
-    dims: Mapping[str, int]
-    dtype: str = "bf16"
-    dtypes: Mapping[str, str] = field(default_factory=dict)
-    compute_dtype: str | None = None
-    weights: tuple[str, ...] = ()
-    cache: tuple[str, ...] = ()
-    onchip: tuple[str, ...] = ()
-    count: int = 1
-    tp_dims: tuple[str, ...] = ()
-    phase: str = "forward"  # "forward" or "backward"
-    grad_of: str | None = None
-
-    def __post_init__(self) -> None:
-        where = f"layer {self.name!r}"
-        if not str(self.name).strip():
-            raise InputError("a layer needs a non-empty name")
-        parsed = parse_einsum(self.spec)
-        dims: dict[str, int] = {}
-        raw_dims: dict[str, Any] = dict(self.dims)
-        for dim, size in raw_dims.items():
-            if isinstance(size, bool) or not isinstance(size, int):
-                if isinstance(size, float) and size.is_integer():
-                    size = int(size)
-                else:
-                    raise InputError(
-                        f"{where}: dimension {dim} must be a positive integer, got {size!r}"
-                    )
-            dims[str(dim)] = check_size(int(size), f"{where}: dimension {dim}")
-        try:
-            check_dims(parsed, dims)
-        except InputError as exc:
-            raise InputError(
-                f"{where} ({parsed.text()}): {exc}".replace(" in --dims", "")
-            ) from None
-        operand_names = [op.name for op in parsed.operands]
-        per_op: dict[str, str] = {}
-        unknown = set(self.dtypes) - set(operand_names)
-        if unknown:
-            raise InputError(
-                f"{where}: dtypes name unknown operand(s) {', '.join(sorted(unknown))}; "
-                f"operands are {', '.join(operand_names)}"
-            )
-        base = canonical_dtype(self.dtype)
-        for name in operand_names:
-            per_op[name] = canonical_dtype(self.dtypes.get(name, base))
-        weights = _names(self.weights, f"{where}: weights")
-        cache = _names(self.cache, f"{where}: cache")
-        onchip = _names(self.onchip, f"{where}: onchip")
-        for role, names in (("weights", weights), ("cache", cache), ("onchip", onchip)):
-            bad = [n for n in names if n not in operand_names]
-            if bad:
-                raise InputError(
-                    f"{where}: {role} names unknown operand(s) {', '.join(bad)}; "
-                    f"operands are {', '.join(operand_names)}"
-                )
-        for a_role, a, b_role, b in (
-            ("weights", weights, "cache", cache),
-            ("weights", weights, "onchip", onchip),
-            ("cache", cache, "onchip", onchip),
-        ):
-            both = set(a) & set(b)
-            if both:
-                raise InputError(
-                    f"{where}: operand {', '.join(sorted(both))} is both {a_role} and {b_role}"
-                )
-        if self.phase == "forward" and parsed.out.name in weights:
-            raise InputError(f"{where}: the output {parsed.out.name} cannot be a weight")
-        if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            raise InputError(f"{where}: count must be a positive integer, got {self.count!r}")
-        tp_dims = _names(self.tp_dims, f"{where}: tp_dims")
-        bad_tp = [d for d in tp_dims if d not in dims]
-        if bad_tp:
-            raise InputError(
-                f"{where}: tp_dim {', '.join(bad_tp)} is not a dimension of {parsed.text()}"
-            )
-        if self.phase not in ("forward", "backward"):
-            raise InputError(f"{where}: phase must be forward or backward, got {self.phase!r}")
-        if self.compute_dtype is not None:
-            compute = canonical_dtype(self.compute_dtype)
-        else:  # the widest input's dtype (bf16 activations with int8 weights compute in bf16)
-            lhs, rhs = per_op[parsed.lhs.name], per_op[parsed.rhs.name]
-            compute = rhs if dtype_bits(rhs) > dtype_bits(lhs) else lhs
-        object.__setattr__(self, "name", str(self.name).strip())
-        object.__setattr__(self, "spec", parsed.text())
-        object.__setattr__(self, "dims", dims)
-        object.__setattr__(self, "dtype", base)
-        object.__setattr__(self, "dtypes", per_op)
-        object.__setattr__(self, "compute_dtype", compute)
-        object.__setattr__(self, "weights", weights)
-        object.__setattr__(self, "cache", cache)
-        object.__setattr__(self, "onchip", onchip)
-        object.__setattr__(self, "tp_dims", tp_dims)
-
-    @cached_property
-    def parsed(self) -> EinsumSpec:
-        return parse_einsum(self.spec)
-
-    def operand(self, name: str) -> Operand:
-        for op in self.parsed.operands:
-            if op.name == name:
-                return op
-        raise KeyError(name)
-
-    def role(self, name: str) -> str:
-        """ "weight", "cache", "onchip" or "activation"."""
-        if name in self.weights:
-            return "weight"
-        if name in self.cache:
-            return "cache"
-        if name in self.onchip:
-            return "onchip"
-        return "activation"
-
-    def operand_bytes(self, name: str, dims: Mapping[str, int] | None = None) -> int:
-        """Bytes of one operand at these sizes (default: the layer's own), in whole bytes."""
-        sizes = self.dims if dims is None else dims
-        elements = prod(sizes[d] for d in self.operand(name).dims)
-        return (elements * dtype_bits(self.dtypes[name]) + 7) // 8
-
-    def operand_elements(self, name: str) -> int:
-        return prod(self.dims[d] for d in self.operand(name).dims)
-
-    @property
-    def inputs(self) -> tuple[Operand, Operand]:
-        return (self.parsed.lhs, self.parsed.rhs)
-
-    @property
-    def output(self) -> Operand:
-        return self.parsed.out
-
-    def params(self) -> int:
-        """Parameters of one instance: elements of its weight operands (forward layers)."""
-        if self.phase != "forward":
-            return 0
-        return sum(self.operand_elements(w) for w in self.weights)
-
-    def weight_bytes(self) -> int:
-        return sum(self.operand_bytes(w) for w in self.weights) if self.phase == "forward" else 0
-
-    def with_dims(self, **sizes: int) -> Layer:
-        dims = dict(self.dims)
-        for name, size in sizes.items():
-            if name in dims:
-                dims[name] = size
-        return replace(self, dims=dims)
-
-
-def backward_layers(layer: Layer) -> list[Layer]:
-    """The backward einsums of `C = A (x) B`: dA = dC (x) B -> A and dB = A (x) dC -> B, one per
-    input that needs a gradient (activations and weights; a cache needs none). Each has the same
-    set of dims, so the same FLOPs: backward = 2 x forward ("How to Scale Your Model", Part 4:
-    training FLOPs ~ 6 x params x tokens, forward 2)."""
-    a, b, c = layer.parsed.lhs, layer.parsed.rhs, layer.parsed.out
-    dc = f"d{c.name}"
-    grad_onchip = c.name in layer.onchip
-    out: list[Layer] = []
-    for target, other in ((a, b), (b, a)):
-        if layer.role(target.name) == "cache":
-            continue
-        d_target = f"d{target.name}"
-        grad_in = f"{dc}[{','.join(c.dims)}]"
-        kept = f"{other.name}[{','.join(other.dims)}]"
-        result = f"{d_target}[{','.join(target.dims)}]"
-        spec = (
-            f"{grad_in} * {kept} -> {result}" if other is b else f"{kept} * {grad_in} -> {result}"
-        )
-        weights = tuple(w for w in (other.name,) if w in layer.weights)
-        cache = tuple(x for x in (other.name,) if x in layer.cache)
-        onchip = tuple(
-            x
-            for x, on in (
-                (dc, grad_onchip),
-                (other.name, other.name in layer.onchip),
-                (d_target, target.name in layer.onchip),
-            )
-            if on
-        )
-        is_weight = target.name in layer.weights
-        out.append(
-            Layer(
-                name=f"{layer.name}.grad_{target.name}",
-                spec=spec,
-                dims=layer.dims,
-                dtype=layer.dtype,
-                dtypes={
-                    dc: layer.dtypes[c.name],
-                    other.name: layer.dtypes[other.name],
-                    d_target: layer.dtypes[target.name],
-                },
-                compute_dtype=layer.compute_dtype,
-                weights=weights,
-                cache=cache,
-                onchip=onchip,
-                count=layer.count,
-                tp_dims=layer.tp_dims,
-                phase="backward",
-                grad_of=target.name if is_weight else None,
-            )
-        )
-    return out
 
 
 @dataclass(frozen=True)
@@ -444,60 +235,89 @@ def matmul_layer(
     )
 
 
+def _with_axes(layers: Sequence[Layer]) -> tuple[Layer, ...]:
+    """The template layers with their dims named by logical axis (TEMPLATE_AXES)."""
+    return tuple(
+        replace(layer, axes={d: TEMPLATE_AXES[d] for d in layer.dims if d in TEMPLATE_AXES})
+        for layer in layers
+    )
+
+
 def _positive(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(f"{what} must be a positive integer, got {value!r}")
     return check_size(value, what)
 
 
+@dataclass(frozen=True)
+class FfnShape:
+    """The feed-forward block's sizes: `ffn(FfnShape(...))` or `ffn(d_model=..., ...)`."""
+
+    d_model: int
+    d_ff: int
+    batch: int
+    seq_len: int = 1
+    gated: bool = True
+    layers: int = 1
+
+
+@dataclass(frozen=True)
+class TransformerShape:
+    """A decoder block's sizes: `transformer(TransformerShape(...))` or `transformer(d_model=...)`.
+    kv_heads defaults to heads (multi-head attention), head_dim to d_model / heads."""
+
+    d_model: int
+    d_ff: int
+    heads: int
+    batch: int
+    seq_len: int
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    gated: bool = True
+    layers: int = 1
+
+
+def _ffn_layers(d: int, f: int, b: int, s: int, gated: bool, dtype: str) -> tuple[Layer, ...]:
+    up_spec = "x[B,S,D] * win[D,F,U] -> h[B,S,F,U]" if gated else "x[B,S,D] * win[D,F] -> h[B,S,F]"
+    up_dims = {"B": b, "S": s, "D": d, "F": f} | ({"U": 2} if gated else {})
+    up = Layer(
+        "ffn_in" if gated else "ffn_up", up_spec, up_dims, dtype=dtype, weights=("win",),
+        tp_dims=("F",),
+    )  # fmt: skip
+    down = Layer(
+        "ffn_down", "h[B,S,F] * wout[F,D] -> y[B,S,D]", {"B": b, "S": s, "D": d, "F": f},
+        dtype=dtype, weights=("wout",), tp_dims=("F",),
+    )  # fmt: skip
+    return _with_axes((up, down))
+
+
 def ffn(
+    shape: FfnShape | None = None,
     *,
-    d_model: int,
-    d_ff: int,
-    batch: int,
-    seq_len: int = 1,
-    gated: bool = True,
-    layers: int = 1,
     phase: str = "training",
     dtype: str = "bf16",
     name: str | None = None,
+    **sizes: Any,
 ) -> Workload:
     """The transformer feed-forward block alone (the seed 000 follow-up): In[B,S,D] x W_in[D,F]
-    (x W_gate) -> H[B,S,F] x W_out[F,D] -> Out[B,S,D]; Megatron tensor parallelism splits F."""
-    d, f = _positive(d_model, "d_model"), _positive(d_ff, "d_ff")
+    (x W_gate) -> H[B,S,F] x W_out[F,D] -> Out[B,S,D]; Megatron tensor parallelism splits F.
+    `sizes`: the fields of FfnShape (d_model, d_ff, batch, seq_len, gated, layers)."""
+    shape = shape or FfnShape(**sizes)
+    d, f = _positive(shape.d_model, "d_model"), _positive(shape.d_ff, "d_ff")
     b, s, n_layers = (
-        _positive(batch, "batch"),
-        _positive(seq_len, "seq_len"),
-        _positive(layers, "layers"),
+        _positive(shape.batch, "batch"),
+        _positive(shape.seq_len, "seq_len"),
+        _positive(shape.layers, "layers"),
     )
     if phase not in ("training", "forward", "prefill", "decode"):
         raise InputError(f"ffn phase must be training, forward, prefill or decode, got {phase!r}")
     if phase == "decode":
         s = 1
-    up_spec = "x[B,S,D] * win[D,F,U] -> h[B,S,F,U]" if gated else "x[B,S,D] * win[D,F] -> h[B,S,F]"
-    up_dims = {"B": b, "S": s, "D": d, "F": f} | ({"U": 2} if gated else {})
-    block = (
-        Layer(
-            "ffn_in" if gated else "ffn_up",
-            up_spec,
-            up_dims,
-            dtype=dtype,
-            weights=("win",),
-            tp_dims=("F",),
-        ),
-        Layer(
-            "ffn_down",
-            "h[B,S,F] * wout[F,D] -> y[B,S,D]",
-            {"B": b, "S": s, "D": d, "F": f},
-            dtype=dtype,
-            weights=("wout",),
-            tp_dims=("F",),
-        ),
-    )
+    gated = shape.gated
     label = name or f"ffn d_model={d} d_ff={f}{' gated' if gated else ''} x{n_layers}"
     return Workload(
         label,
-        block,
+        _ffn_layers(d, f, b, s, gated, dtype),
         repeat=n_layers,
         phase="training" if phase == "training" else "forward",
         batch_dim="B",
@@ -508,23 +328,89 @@ def ffn(
     )
 
 
+@dataclass(frozen=True)
+class _Block:
+    """A transformer block's checked sizes (the template's dims) and dtypes."""
+
+    d: int
+    f: int
+    h: int
+    g: int
+    e: int
+    b: int
+    s: int
+    n_layers: int
+    gated: bool
+    q_len: int
+    k_len: int
+    cache: tuple[str, ...]
+    dtype: str
+    kv_dtype: str
+
+
+def _block(shape: TransformerShape, phase: str, dtype: str, kv_dtype: str | None) -> _Block:
+    d, f = _positive(shape.d_model, "d_model"), _positive(shape.d_ff, "d_ff")
+    h = _positive(shape.heads, "heads")
+    g = _positive(shape.kv_heads if shape.kv_heads is not None else shape.heads, "kv_heads")
+    b, s = _positive(shape.batch, "batch"), _positive(shape.seq_len, "seq_len")
+    n_layers = _positive(shape.layers, "layers")
+    head_dim = shape.head_dim
+    if head_dim is None:
+        if d % h:
+            raise InputError(f"d_model {d} is not a multiple of heads {h}; give head_dim")
+        head_dim = d // h
+    e = _positive(head_dim, "head_dim")
+    if h % g:
+        raise InputError(f"heads ({h}) must be a multiple of kv_heads ({g})")
+    if phase not in TEMPLATE_PHASES:
+        raise InputError(
+            f"transformer phase must be one of {', '.join(TEMPLATE_PHASES)}, got {phase!r}"
+        )
+    q_len, k_len = (1, s) if phase == "decode" else (s, s)
+    cache = ("k", "v") if phase in ("prefill", "decode") else ()
+    kv = canonical_dtype(kv_dtype or dtype)
+    return _Block(d, f, h, g, e, b, s, n_layers, shape.gated, q_len, k_len, cache, dtype, kv)
+
+
+def _attention_layers(k: _Block) -> list[Layer]:
+    r = k.h // k.g
+    common = {"B": k.b, "D": k.d, "G": k.g, "E": k.e, "S": k.q_len}
+    scores = {"B": k.b, "S": k.q_len, "T": k.k_len, "G": k.g, "R": r, "E": k.e}
+    cached = bool(k.cache)
+    return [
+        Layer(
+            "attn_qkv", "x[B,S,D] * wqkv[D,G,J,E] -> qkv[B,S,G,J,E]", {**common, "J": r + 2},
+            dtype=k.dtype, weights=("wqkv",), tp_dims=("G", "J"),
+        ),
+        Layer(
+            "attn_scores", "q[B,S,G,R,E] * k[B,T,G,E] -> p[B,G,R,S,T]", scores, dtype=k.dtype,
+            dtypes={"k": k.kv_dtype} if cached else {}, cache=k.cache[:1], onchip=("p",),
+            tp_dims=("G", "R"),
+        ),
+        Layer(
+            "attn_values", "p[B,G,R,S,T] * v[B,T,G,E] -> o[B,S,G,R,E]", scores, dtype=k.dtype,
+            dtypes={"v": k.kv_dtype} if cached else {}, cache=k.cache[1:], onchip=("p",),
+            tp_dims=("G", "R"),
+        ),
+        Layer(
+            "attn_out", "o[B,S,G,R,E] * wo[G,R,E,D] -> y[B,S,D]", {**common, "R": r},
+            dtype=k.dtype, weights=("wo",), tp_dims=("G", "R"),
+        ),
+    ]  # fmt: skip
+
+
 def transformer(
+    shape: TransformerShape | None = None,
     *,
-    d_model: int,
-    d_ff: int,
-    heads: int,
-    batch: int,
-    seq_len: int,
-    kv_heads: int | None = None,
-    head_dim: int | None = None,
-    gated: bool = True,
-    layers: int = 1,
     phase: str = "training",
     dtype: str = "bf16",
     kv_dtype: str | None = None,
     name: str | None = None,
+    **sizes: Any,
 ) -> Workload:
-    """A decoder transformer block (attention + feed-forward) repeated `layers` times.
+    """A decoder transformer block (attention + feed-forward) repeated `layers` times. `sizes`:
+    the fields of TransformerShape (d_model, d_ff, heads, batch, seq_len, kv_heads, head_dim,
+    gated, layers).
 
     Dims: B batch, S query tokens, T key tokens (T = S for training and prefill; the cached context
     for decode, where S = 1), D d_model, G kv heads, R query heads per kv head, E head dim, F d_ff,
@@ -534,90 +420,24 @@ def transformer(
     (flash attention); the scores count the full S x T product (causal masking skips about half).
     Phases: "training" (forward + backward), "prefill" and "decode" (forward, with a KV cache).
     """
-    d, f, h = _positive(d_model, "d_model"), _positive(d_ff, "d_ff"), _positive(heads, "heads")
-    g = _positive(kv_heads if kv_heads is not None else heads, "kv_heads")
-    b, s = _positive(batch, "batch"), _positive(seq_len, "seq_len")
-    n_layers = _positive(layers, "layers")
-    if head_dim is None:
-        if d % h:
-            raise InputError(f"d_model {d} is not a multiple of heads {h}; give head_dim")
-        head_dim = d // h
-    e = _positive(head_dim, "head_dim")
-    if h % g:
-        raise InputError(f"heads ({h}) must be a multiple of kv_heads ({g})")
-    r = h // g
-    if phase not in TEMPLATE_PHASES:
-        raise InputError(
-            f"transformer phase must be one of {', '.join(TEMPLATE_PHASES)}, got {phase!r}"
-        )
-    kv_dtype = canonical_dtype(kv_dtype or dtype)
-    q_len, k_len = (1, s) if phase == "decode" else (s, s)
-    common = {"B": b, "D": d, "G": g, "E": e}
-    cache = ("k", "v") if phase in ("prefill", "decode") else ()
-    block: list[Layer] = [
-        Layer(
-            "attn_qkv",
-            "x[B,S,D] * wqkv[D,G,J,E] -> qkv[B,S,G,J,E]",
-            {**common, "S": q_len, "J": r + 2},
-            dtype=dtype,
-            weights=("wqkv",),
-            tp_dims=("G", "J"),
-        ),
-        Layer(
-            "attn_scores",
-            "q[B,S,G,R,E] * k[B,T,G,E] -> p[B,G,R,S,T]",
-            {"B": b, "S": q_len, "T": k_len, "G": g, "R": r, "E": e},
-            dtype=dtype,
-            dtypes={"k": kv_dtype} if cache else {},
-            cache=cache[:1],
-            onchip=("p",),
-            tp_dims=("G", "R"),
-        ),
-        Layer(
-            "attn_values",
-            "p[B,G,R,S,T] * v[B,T,G,E] -> o[B,S,G,R,E]",
-            {"B": b, "S": q_len, "T": k_len, "G": g, "R": r, "E": e},
-            dtype=dtype,
-            dtypes={"v": kv_dtype} if cache else {},
-            cache=cache[1:],
-            onchip=("p",),
-            tp_dims=("G", "R"),
-        ),
-        Layer(
-            "attn_out",
-            "o[B,S,G,R,E] * wo[G,R,E,D] -> y[B,S,D]",
-            {**common, "S": q_len, "R": r},
-            dtype=dtype,
-            weights=("wo",),
-            tp_dims=("G", "R"),
-        ),
-    ]
-    ffn_block = ffn(
-        d_model=d,
-        d_ff=f,
-        batch=b,
-        seq_len=q_len,
-        gated=gated,
-        layers=1,
-        phase="forward",
-        dtype=dtype,
+    k = _block(shape or TransformerShape(**sizes), phase, dtype, kv_dtype)
+    block = _attention_layers(k) + list(_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype))
+    label = name or (
+        f"transformer d_model={k.d} d_ff={k.f} heads={k.h}/{k.g} x{k.n_layers} {phase}"
     )
-    block.extend(ffn_block.layers)
-    label = name or (f"transformer d_model={d} d_ff={f} heads={h}/{g} x{n_layers} {phase}")
-    formula = (
-        {"L": n_layers, "n_kv": g, "d_head": e, "S": s, "B": b, "s_kv_bits": dtype_bits(kv_dtype)}
-        if cache
-        else None
-    )
+    formula = {
+        "L": k.n_layers, "n_kv": k.g, "d_head": k.e, "S": k.s, "B": k.b,
+        "s_kv_bits": dtype_bits(k.kv_dtype),
+    }  # fmt: skip
     return Workload(
         label,
-        tuple(block),
-        repeat=n_layers,
+        _with_axes(block),
+        repeat=k.n_layers,
         phase="training" if phase == "training" else ("forward" if phase == "forward" else phase),
         batch_dim="B",
         kind="transformer",
         item="sequence",
-        tokens_per_item=q_len,
-        description=f"{phase}: batch {b}, {q_len} query x {k_len} key tokens",
-        kv_cache_formula=formula,
+        tokens_per_item=k.q_len,
+        description=f"{phase}: batch {k.b}, {k.q_len} query x {k.k_len} key tokens",
+        kv_cache_formula=formula if k.cache else None,
     )

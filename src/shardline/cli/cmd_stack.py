@@ -9,6 +9,7 @@ from typing import Any
 
 from shardline.cli.common import add_chip_args, add_json_arg, emit_json, overrides_from_args
 from shardline.errors import InputError
+from shardline.strategies import strategies
 from shardline.units import parse_count
 
 __all__ = ["register"]
@@ -95,13 +96,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_chip_args(pl, dtype=False)
     pl.add_argument("--devices", required=True, metavar="D", help="number of devices")
     degrees = pl.add_argument_group("plan (each optional: fixes that degree)")
-    for name, what in (
-        ("tp", "tensor-parallel"),
-        ("pp", "pipeline stages"),
-        ("dp", "data-parallel replicas"),
-        ("fsdp", "FSDP (ZeRO-3) shards"),
-    ):
-        degrees.add_argument(f"--{name}", default=None, metavar="N", help=f"{what}")
+    for strategy in strategies():  # one flag per registered strategy
+        degrees.add_argument(
+            f"--{strategy.word}", dest=strategy.name, default=None, metavar="N", help=strategy.help
+        )
     degrees.add_argument(
         "--microbatches",
         default=None,
@@ -152,7 +150,7 @@ def run_plan(args: argparse.Namespace) -> int:
     devices = _positive(args.devices, "--devices")
     overrides: dict[str, Any] = dict(overrides_from_args(args))
     options: dict[str, Any] = {
-        name: _count(getattr(args, name), f"--{name}") for name in ("tp", "pp", "dp", "fsdp")
+        s.name: _count(getattr(args, s.name), f"--{s.word}") for s in strategies()
     }
     options["microbatches"] = _count(args.microbatches, "--microbatches")
     options["objective"] = args.objective

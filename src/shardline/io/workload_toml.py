@@ -16,6 +16,8 @@ A stack (every field is checked; an unknown one is an error, not ignored):
     shapes = { w = [8192, 32768] }         # optional: operand shapes, checked against the einsum
     tp_dim = "K"                 # what tensor parallelism splits (default: largest weight dim)
     count = 1                    # identical layers in a row
+    axes = { M = "batch" }       # optional: dims by logical axis (batch, seq, heads, kv_heads,
+                                 # head_dim, model, ffn, vocab), split by the parallel strategies
 
 A template instead of layers: a `[transformer]` table (d_model, d_ff, heads, kv_heads, head_dim,
 seq_len, batch, layers, gated, dtype, kv_dtype) or an `[ffn]` table (d_model, d_ff, seq_len, batch,
@@ -74,6 +76,7 @@ LAYER_FIELDS = (
     "count",
     "tp_dim",
     "tp_dims",
+    "axes",
 )
 TRANSFORMER_FIELDS = (
     "d_model",
@@ -185,12 +188,11 @@ def _default_tp_dim(
     return (weight.dims[best],)
 
 
-def _layer(raw: Any, index: int, shared: dict[str, Any], dtype: str) -> Layer:
-    if not isinstance(raw, dict):
-        raise InputError(f"layer {index}: must be a table ([[layer]])")
-    label = raw.get("name", f"layer{index}")
-    where = f"layer {index} ({label!r})" if "name" in raw else f"layer {index}"
-    _unknown(raw, LAYER_FIELDS, where)
+def _layer_spec(
+    raw: dict[str, Any], where: str, shared: dict[str, Any]
+) -> tuple[str, dict[str, Any], tuple[str, ...]]:
+    """The layer's einsum text, sizes and weights: from `einsum` (+ dims, shapes, [dims]) or the
+    matmul shorthand m, k, n."""
     shorthand = [key for key in ("m", "k", "n") if key in raw]
     if "einsum" in raw and shorthand:
         raise InputError(f"{where}: give either einsum or m, k, n, not both")
@@ -219,6 +221,16 @@ def _layer(raw: Any, index: int, shared: dict[str, Any], dtype: str) -> Layer:
             f'{where}: needs an einsum (e.g. einsum = "x[M,K] * w[K,N] -> y[M,N]") '
             "or the matmul shorthand m, k, n"
         )
+    return spec_text, dims, weights
+
+
+def _layer(raw: Any, index: int, shared: dict[str, Any], dtype: str) -> Layer:
+    if not isinstance(raw, dict):
+        raise InputError(f"layer {index}: must be a table ([[layer]])")
+    label = raw.get("name", f"layer{index}")
+    where = f"layer {index} ({label!r})" if "name" in raw else f"layer {index}"
+    _unknown(raw, LAYER_FIELDS, where)
+    spec_text, dims, weights = _layer_spec(raw, where, shared)
     if "tp_dim" in raw and "tp_dims" in raw:
         raise InputError(f"{where}: give tp_dim or tp_dims, not both")
     tp_raw = raw.get("tp_dims", raw.get("tp_dim"))
@@ -246,10 +258,18 @@ def _layer(raw: Any, index: int, shared: dict[str, Any], dtype: str) -> Layer:
             onchip=_str_list(raw.get("onchip", []), f"{where}: onchip"),
             count=count,
             tp_dims=tp_dims,
+            axes=_axes(raw.get("axes", {}), where),
         )
     except InputError as exc:
         text = str(exc)
         raise InputError(text if text.startswith("layer") else f"{where}: {text}") from None
+
+
+def _axes(raw: Any, where: str) -> dict[str, str]:
+    """Optional `axes = { B = "batch", S = "seq" }`: the layer's dims by logical axis."""
+    if not isinstance(raw, dict):
+        raise InputError(f'{where}: axes must be a table such as {{ B = "batch" }}')
+    return {str(k): str(v) for k, v in raw.items()}
 
 
 def _guess_batch_dim(layers: list[Layer]) -> str | None:

@@ -15,6 +15,7 @@ from shardline.stack import (
     StackResult,
     optimizer_bytes_per_param,
 )
+from shardline.strategies import names, strategies, strategy
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_time
 from shardline.workload import Workload
 
@@ -131,42 +132,56 @@ def _memory_lines(r: StackResult) -> list[str]:
             f"  activations  largest live set (one layer's inputs + output) = "
             f"{fmt_int(mem.activations_bytes)} B ({fmt_bytes(mem.activations_bytes)})"
         )
+    out += _kv_lines(w, mem)
+    out += _state_lines(w, mem, weight_dtypes)
+    out += _total_lines(mem, cap)
+    return out
+
+
+def _kv_lines(w: Workload, mem: MemoryCheck) -> list[str]:
     if w.kv_cache_formula:
         f = w.kv_cache_formula
         s_kv = f["s_kv_bits"] / 8
-        out.append(
+        return [
             f"  KV cache     2·L·n_kv·d_head·S·B·s_kv = 2 × {f['L']} × {f['n_kv']} × "
             f"{f['d_head']} × {fmt_int(f['S'])} × {fmt_int(f['B'])} × {s_kv:g} B = "
             f"{fmt_int(mem.kv_cache_bytes)} B ({fmt_bytes(mem.kv_cache_bytes)})"
-        )
-    elif mem.kv_cache_bytes:
-        out.append(
+        ]
+    if mem.kv_cache_bytes:
+        return [
             f"  KV cache     the cache operands = {fmt_int(mem.kv_cache_bytes)} B "
             f"({fmt_bytes(mem.kv_cache_bytes)})"
+        ]
+    return ["  KV cache     none"]
+
+
+def _state_lines(w: Workload, mem: MemoryCheck, weight_dtypes: set[str]) -> list[str]:
+    """Gradients and optimizer state (training)."""
+    if not w.training:
+        return ["  gradients, optimizer: none (no training)"]
+    out = [
+        f"  gradients    one per weight, in its dtype = {fmt_int(mem.gradients_bytes)} B "
+        f"({fmt_bytes(mem.gradients_bytes)})"
+    ]
+    per_param = {optimizer_bytes_per_param(dtype) for dtype in weight_dtypes}
+    if per_param == {OPTIMIZER_BYTES_PER_PARAM}:
+        adam = f"Adam, fp32 master + 2 moments: {OPTIMIZER_BYTES_PER_PARAM} B × "
+    elif per_param == {ADAM_MOMENTS_BYTES_PER_PARAM}:
+        adam = (
+            f"Adam, 2 fp32 moments (fp32 weights are the master copy): "
+            f"{ADAM_MOMENTS_BYTES_PER_PARAM} B × "
         )
     else:
-        out.append("  KV cache     none")
-    if w.training:
-        out.append(
-            f"  gradients    one per weight, in its dtype = {fmt_int(mem.gradients_bytes)} B "
-            f"({fmt_bytes(mem.gradients_bytes)})"
-        )
-        per_param = {optimizer_bytes_per_param(dtype) for dtype in weight_dtypes}
-        if per_param == {OPTIMIZER_BYTES_PER_PARAM}:
-            adam = f"Adam, fp32 master + 2 moments: {OPTIMIZER_BYTES_PER_PARAM} B × "
-        elif per_param == {ADAM_MOMENTS_BYTES_PER_PARAM}:
-            adam = (
-                f"Adam, 2 fp32 moments (fp32 weights are the master copy): "
-                f"{ADAM_MOMENTS_BYTES_PER_PARAM} B × "
-            )
-        else:
-            adam = "Adam, 2 fp32 moments + an fp32 master copy of the narrower weights, over "
-        out.append(
-            f"  optimizer    {adam}{fmt_int(mem.params)} params = {fmt_int(mem.optimizer_bytes)} B "
-            f"({fmt_bytes(mem.optimizer_bytes)})"
-        )
-    else:
-        out.append("  gradients, optimizer: none (no training)")
+        adam = "Adam, 2 fp32 moments + an fp32 master copy of the narrower weights, over "
+    out.append(
+        f"  optimizer    {adam}{fmt_int(mem.params)} params = {fmt_int(mem.optimizer_bytes)} B "
+        f"({fmt_bytes(mem.optimizer_bytes)})"
+    )
+    return out
+
+
+def _total_lines(mem: MemoryCheck, cap: float) -> list[str]:
+    out: list[str] = []
     relation = "<=" if mem.fits else ">"
     verdict = (
         f"fits, {fmt_bytes(mem.headroom_bytes)} to spare"
@@ -188,7 +203,7 @@ def _memory_lines(r: StackResult) -> list[str]:
 
 
 def render_stack(r: StackResult) -> str:
-    w, t = r.workload, r.totals
+    w = r.workload
     out = [
         f"{w.name} on {r.chip.display_name} ({r.chip.name})",
         f"{_describe(w)}",
@@ -197,6 +212,16 @@ def render_stack(r: StackResult) -> str:
         _fit_line(r.memory, r.chip.name),
         "",
     ]
+    out += _layer_table(r)
+    out += ["", "Totals (sum over the layers of count × the per-instance value):"]
+    out += _totals_lines(r)
+    out.append("")
+    out += _memory_lines(r)
+    return "\n".join(out) + "\n"
+
+
+def _layer_table(r: StackResult) -> list[str]:
+    t = r.totals
     header = (
         "layer",
         "count",
@@ -232,8 +257,12 @@ def render_stack(r: StackResult) -> str:
             fmt_time(t.t_lower_s),
         )
     )
-    out += _table(header, rows, (False, True, True, True, True, False, True, True))
-    out += ["", "Totals (sum over the layers of count × the per-instance value):"]
+    return _table(header, rows, (False, True, True, True, True, False, True, True))
+
+
+def _totals_lines(r: StackResult) -> list[str]:
+    w, t = r.workload, r.totals
+    out: list[str] = []
     out.append(
         f"  FLOPs      {_sum_terms(r.layers, 'flops')} = {fmt_int(t.flops)} FLOP "
         f"({fmt_flops(t.flops)})"
@@ -270,9 +299,7 @@ def render_stack(r: StackResult) -> str:
         f"  upper      sum of count × (t_compute + t_memory) = {fmt_time(t.t_upper_s)}"
         "  (no overlap)"
     )
-    out.append("")
-    out += _memory_lines(r)
-    return "\n".join(out) + "\n"
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -287,13 +314,9 @@ def _stage_share(w: Workload, stages: int) -> str:
 
 
 def _plan_row(p: PlanResult) -> tuple[str, ...]:
-    d = p.degrees
     return (
         p.name,
-        str(d["tp"]),
-        str(d["pp"]),
-        str(d["dp"]),
-        str(d["fsdp"]),
+        *(str(v) for v in p.degrees.values()),
         str(p.microbatches),
         fmt_time(p.latency_s),
         fmt_time(p.latency_upper_s),
@@ -310,8 +333,10 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     m, stages = p.microbatches, d["pp"]
     unit = w.batch_dim or "items"
     out = [f"How {p.name} adds up:"]
+    batch_split = [s.name for s in strategies() if "batch" in s.splits]
     out.append(
-        f"  batch {fmt_int(w.batch)} {unit} split over dp × fsdp = {d['dp']} × {d['fsdp']} "
+        f"  batch {fmt_int(w.batch)} {unit} split over {' × '.join(batch_split)} = "
+        f"{' × '.join(str(d[name]) for name in batch_split)} "
         f"replicas and m = {m} microbatch(es): {fmt_int(p.microbatch_size)} per microbatch "
         "per device"
     )
@@ -351,22 +376,7 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
             f"  throughput (a stream of batches keeps every stage busy) = batch / "
             f"(m × t_stage) = {_rate(p.throughput_per_s)} {w.item}s/s"
         )
-    if p.comm:
-        out.append("  communication per step on one device (V = the array each collective moves):")
-        for c in p.comm:
-            where = {
-                "tp": "critical path",
-                "pp": "critical path",
-                "fsdp": "overlapped",
-                "dp": "overlaps the last backward pass",
-            }[c.purpose]
-            out.append(
-                f"    {c.purpose:<4} {c.kind:<14} over {c.devices:>4}: {fmt_num(c.calls)} × "
-                f"{fmt_bytes(c.bytes / c.calls if c.calls else 0)} = {fmt_bytes(c.bytes)}, "
-                f"{fmt_time(c.t_s)} ({where})"
-            )
-    else:
-        out.append("  communication: none")
+    out += _comm_lines(p)
     mem = p.memory
     parts = _memory_parts(mem)
     shown = " + ".join(f"{name} {fmt_bytes(v)}" for name, v in parts if v)
@@ -376,6 +386,20 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     )
     by = ", ".join(f"{k} {fmt_time(v)}" for k, v in p.time_by_bound_s.items() if v)
     out.append(f"  bottleneck {p.bottleneck}: time by what binds it: {by}")
+    return out
+
+
+def _comm_lines(p: PlanResult) -> list[str]:
+    if not p.comm:
+        return ["  communication: none"]
+    out = ["  communication per step on one device (V = the array each collective moves):"]
+    for c in p.comm:
+        where = strategy(c.purpose).comm_where
+        out.append(
+            f"    {c.purpose:<4} {c.kind:<14} over {c.devices:>4}: {fmt_num(c.calls)} × "
+            f"{fmt_bytes(c.bytes / c.calls if c.calls else 0)} = {fmt_bytes(c.bytes)}, "
+            f"{fmt_time(c.t_s)} ({where})"
+        )
     return out
 
 
@@ -394,10 +418,7 @@ def render_plan(ps: PlanSet, top: int = 10) -> str:
     out.append("")
     header = (
         "plan",
-        "tp",
-        "pp",
-        "dp",
-        "fsdp",
+        *names(),
         "mb",
         "latency",
         "no overlap",
@@ -411,7 +432,7 @@ def render_plan(ps: PlanSet, top: int = 10) -> str:
     out += _table(
         header,
         [_plan_row(p) for p in shown],
-        (False, True, True, True, True, True, True, True, True, True, False, True, False),
+        (False, *(True for _ in names()), True, True, True, True, True, False, True, False),
     )
     if len(ps.plans) > top:
         out.append(f"  ... and {len(ps.plans) - top} more (--top N, or --json for all)")

@@ -1,0 +1,1 @@
+"""The plan search and evaluation behind `shardline.plan` (see plan.py)."""

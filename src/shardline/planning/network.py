@@ -1,0 +1,55 @@
+"""Collective times of one plan, placed on the device mesh (shardline.collectives)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from shardline.collectives import AxisNetwork, collective_over, mesh_networks
+from shardline.errors import InputError
+from shardline.hardware import Chip
+from shardline.strategies import by_mesh
+
+__all__ = ["MeshNetwork"]
+
+
+class MeshNetwork:
+    """The plan's axes form a mesh with the strategies in mesh order, innermost first (today
+    tp, fsdp, dp, pp: Megatron's order, tensor parallelism inside a node), laid onto the chip's
+    fabric by `mesh_networks`: an axis that spans nodes runs hierarchically (NVLink inside, the
+    scale-out NICs between), a TPU axis rides its torus dimensions."""
+
+    def __init__(
+        self, chip: Chip, degrees: Mapping[str, int], memo: dict[Any, Any] | None = None
+    ) -> None:
+        self.chip = chip
+        self.nets: dict[str, AxisNetwork] = {}
+        devices = 1
+        for d in degrees.values():
+            devices *= d
+        if devices > 1:
+            if chip.interconnect is None:
+                raise InputError(
+                    f"{chip.name} has no interconnect in its chip file; a plan over "
+                    "several devices needs one"
+                )
+            outer_first = [(s.name, degrees.get(s.name, 1)) for s in reversed(by_mesh())]
+            self.nets = mesh_networks(chip, outer_first)
+        self._cache: dict[tuple[str, float, str], float] = {}
+        # strategies' priced work, shared by the networks of one search (keys name their axis)
+        self.memo: dict[Any, Any] = {} if memo is None else memo
+
+    def axis_network(self, axis: str) -> AxisNetwork | None:
+        net = self.nets.get(axis)
+        return net if net is not None and net.devices > 1 else None
+
+    def time(self, kind: str, nbytes: float, axis: str) -> float:
+        """Seconds for `kind` ("all_reduce", "all_gather", "reduce_scatter", "send") of a V-byte
+        array over the plan's `axis`: alpha-beta at line rate (the lower bound)."""
+        net = self.nets.get(axis)
+        if net is None or net.devices <= 1 or nbytes <= 0:
+            return 0.0
+        key = (kind, float(nbytes), axis)
+        if key not in self._cache:
+            self._cache[key] = float(collective_over(kind, float(nbytes), [net], self.chip).t_s)
+        return self._cache[key]

@@ -1,0 +1,114 @@
+"""A stage's phases (forward, backward) as sums of Cost, and a stage's communication.
+
+Time of one stage for one microbatch, per phase: `max(local, overlapped) + critical`, where local
+is the sum over layers of max(t_compute, t_memory) (each layer's own roofline), overlapped the
+communication that runs beside the phase's compute (FSDP gathers and reduce-scatters: "not on
+critical path" in "How to Scale Your Model", Part 5) and critical the communication the next op
+waits for (tensor-parallel all-reduces, pipeline sends)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shardline.cost import ZERO_COST, Cost
+from shardline.stack import LayerCost
+from shardline.strategies import CommTerm
+from shardline.workload import Layer
+
+__all__ = ["Phase", "Stage"]
+
+
+@dataclass
+class Phase:
+    """Per-microbatch Costs of one phase (forward or backward) of one stage: `local` the layers'
+    roofline Costs, `critical` and `overlapped` the communication."""
+
+    local: Cost = ZERO_COST
+    critical: Cost = ZERO_COST
+    overlapped: Cost = ZERO_COST
+    compute_bound_s: float = 0.0  # time of the layers that are compute-bound
+    memory_bound_s: float = 0.0
+
+    @property
+    def local_s(self) -> float:
+        return self.local.t_lower_s
+
+    @property
+    def crit_s(self) -> float:
+        return self.critical.t_network_s
+
+    @property
+    def async_s(self) -> float:
+        return self.overlapped.t_network_s
+
+    def add(self, cost: LayerCost, n: int) -> None:
+        self.local = self.local + cost.cost * n
+        if cost.bound == "compute":
+            self.compute_bound_s += n * cost.t_lower_s
+        else:
+            self.memory_bound_s += n * cost.t_lower_s
+
+    def add_comm(self, term: CommTerm) -> None:
+        if term.critical:
+            self.critical = self.critical + term.cost
+        else:
+            self.overlapped = self.overlapped + term.cost
+
+    def time_s(self, extra_async_s: float = 0.0) -> float:
+        return max(self.local_s, self.async_s + extra_async_s) + self.crit_s
+
+    def serial_s(self, extra_async_s: float = 0.0) -> float:
+        return self.local_s + self.async_s + extra_async_s + self.crit_s
+
+    def attribute(self, into: dict[str, float], times: float, extra_async_s: float = 0.0) -> None:
+        """Charge this phase's time to what binds it: the network when all its communication
+        exceeds its local compute (the book's T_comms > T_math), else compute and memory by layer,
+        plus the critical-path communication to the network."""
+        network = self.crit_s + self.async_s + extra_async_s
+        if network > self.local_s:
+            into["network"] += times * self.time_s(extra_async_s)
+            return
+        into["compute"] += times * self.compute_bound_s
+        into["memory"] += times * self.memory_bound_s
+        into["network"] += times * self.crit_s
+
+
+@dataclass
+class Stage:
+    """One pipeline stage for one microbatch; `grad` the communication that runs once per step
+    and overlaps the last backward pass (the data-parallel gradient all-reduce)."""
+
+    layers: list[tuple[Layer, int]]
+    training: bool
+    fwd: Phase = field(default_factory=Phase)
+    bwd: Phase = field(default_factory=Phase)
+    grad: Cost = ZERO_COST
+    terms: list[CommTerm] = field(default_factory=list)
+
+    @property
+    def grad_s(self) -> float:
+        return self.grad.t_network_s
+
+    def add_comm(self, term: CommTerm) -> None:
+        """Place one communication term: once per step, or in its phase (critical or not)."""
+        self.terms.append(term)
+        if term.once_per_step:
+            self.grad = self.grad + term.cost
+        elif term.phase == "forward":
+            self.fwd.add_comm(term)
+        else:
+            self.bwd.add_comm(term)
+
+    @property
+    def t_s(self) -> float:
+        """One microbatch through this stage (forward, and backward when training)."""
+        return self.fwd.time_s() + (self.bwd.time_s() if self.training else 0.0)
+
+    @property
+    def last_extra_s(self) -> float:
+        """What the gradient all-reduce adds to the last microbatch's backward pass."""
+        return self.bwd.time_s(self.grad_s) - self.bwd.time_s() if self.training else 0.0
+
+    @property
+    def serial_s(self) -> float:
+        return self.fwd.serial_s() + (self.bwd.serial_s() if self.training else 0.0)

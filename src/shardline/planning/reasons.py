@@ -1,0 +1,57 @@
+"""Why the recommended plan wins: one sentence naming the runner-up and what separates them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shardline.hardware import Chip
+from shardline.planning.results import PlanResult
+from shardline.units import fmt_bytes, fmt_time
+
+__all__ = ["reason"]
+
+
+def reason(
+    fits: Sequence[PlanResult], results: Sequence[PlanResult], objective: str, chip: Chip
+) -> str:
+    best = fits[0]
+    left_out = len(results) - len(fits)
+    what = (
+        f"the lowest latency ({fmt_time(best.latency_s)})"
+        if objective == "latency"
+        else f"the highest throughput ({best.throughput_per_s:.4g} items/s)"
+    )
+    text = (
+        f"{best.name} has {what} of the {len(fits)} plan(s) that fit in "
+        f"{fmt_bytes(chip.capacity_bytes)} per device"
+        + (f" ({left_out} do not fit)" if left_out else "")
+        + f"; it is {best.bottleneck}-bound"
+    )
+    if len(fits) > 1:
+        second = fits[1]
+        ratio = (
+            second.latency_s / best.latency_s
+            if objective == "latency"
+            else best.throughput_per_s / second.throughput_per_s
+        )
+        if ratio < 1.0005:
+            if second.latency_upper_s > best.latency_upper_s * 1.0005:
+                why = (
+                    f"is slower without overlap ({fmt_time(second.latency_upper_s)} vs "
+                    f"{fmt_time(best.latency_upper_s)})"
+                )
+            elif second.memory_per_device_bytes > best.memory_per_device_bytes:
+                why = (
+                    f"needs more memory per device ({fmt_bytes(second.memory_per_device_bytes)}"
+                    f" vs {fmt_bytes(best.memory_per_device_bytes)})"
+                )
+            else:
+                why = "is otherwise equal"
+            text += f"; the runner-up {second.name} ties on it but {why}"
+        else:
+            text += (
+                f"; the runner-up {second.name} is {ratio:.3f}x "
+                f"{'slower' if objective == 'latency' else 'lower'} "
+                f"({second.bottleneck}-bound)"
+            )
+    return text

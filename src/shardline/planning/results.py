@@ -1,0 +1,124 @@
+"""The records a plan search returns: one plan's result, the ranked set."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shardline.cost import Cost
+from shardline.hardware import Chip
+from shardline.serialize import jsonable
+from shardline.stack import MemoryCheck
+from shardline.strategies import CommTerm
+from shardline.workload import Workload
+
+__all__ = ["OBJECTIVES", "PlanResult", "PlanSet", "bubble_fraction"]
+
+OBJECTIVES = ("latency", "throughput")
+
+
+def bubble_fraction(stages: int, microbatches: int) -> float:
+    """Idle fraction of a pipeline flush: (P - 1) / (m + P - 1) (GPipe, Huang et al. 2019)."""
+    return (stages - 1) / (microbatches + stages - 1)
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """One plan. `cost`: the step's work on one device (m x the stage's layers, forward and
+    backward, plus its communication: net_bytes = comm_bytes, t_network_s all communication
+    time, overlapped or not); latency and throughput come from the pipeline schedule."""
+
+    name: str
+    degrees: dict[str, int]
+    microbatches: int
+    microbatch_size: int  # batch items per device per microbatch
+    latency_s: float  # time to finish the whole batch (one training step, or one forward pass)
+    latency_upper_s: float  # the same with no overlap of communication and computation
+    throughput_per_s: float  # batch items per second (training: per step; inference: steady state)
+    tokens_per_s: float | None
+    memory_per_device_bytes: float
+    fits: bool
+    bottleneck: str  # "compute", "memory" (HBM bandwidth), "network" or "bubble"
+    cost: Cost
+    t_stage_s: float  # one microbatch through the slowest stage
+    t_bubble_s: float
+    bubble_fraction: float
+    time_by_bound_s: dict[str, float]
+    memory: MemoryCheck
+    comm: list[CommTerm] = field(default_factory=list)
+
+    @property
+    def comm_bytes(self) -> float:
+        """Bytes moved by this device's collectives and sends per step."""
+        return self.cost.net_bytes
+
+    @property
+    def t_compute_s(self) -> float:
+        return self.cost.t_compute_s
+
+    @property
+    def t_memory_s(self) -> float:
+        return self.cost.t_memory_s
+
+    @property
+    def t_network_s(self) -> float:
+        """All communication time, overlapped or not."""
+        return self.cost.t_network_s
+
+    def to_dict(self) -> dict[str, Any]:
+        head = ("name", "degrees", "microbatches", "microbatch_size", "latency_s")
+        mid = ("latency_upper_s", "throughput_per_s", "tokens_per_s", "memory_per_device_bytes")
+        tail = ("t_stage_s", "t_bubble_s", "bubble_fraction", "time_by_bound_s", "memory")
+        return jsonable(
+            {
+                **{k: getattr(self, k) for k in head + mid},
+                "fits": self.fits,
+                "comm_bytes": self.comm_bytes,
+                "bottleneck": self.bottleneck,
+                "t_compute_s": self.t_compute_s,
+                "t_memory_s": self.t_memory_s,
+                "t_network_s": self.t_network_s,
+                **{k: getattr(self, k) for k in tail},
+                "comm": [c.to_dict() for c in self.comm],
+            }
+        )
+
+
+@dataclass(frozen=True)
+class PlanSet:
+    workload: Workload
+    chip: Chip
+    devices: int
+    objective: str
+    plans: list[PlanResult]  # best first: plans that fit, by the objective, then those that do not
+    recommended: str | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.workload
+        return jsonable(
+            {
+                "workload": {
+                    **w.identity(),
+                    "batch": w.batch,
+                    "params": w.params(),
+                    "layer_instances": w.layer_count,
+                    "blocks": w.repeat,
+                },
+                "hardware": {
+                    "name": self.chip.name,
+                    "capacity_bytes": self.chip.capacity_bytes,
+                    "scale_up_devices": (
+                        self.chip.interconnect.scale_up_devices if self.chip.interconnect else 1
+                    ),
+                },
+                "devices": self.devices,
+                "objective": self.objective,
+                "plans": [p.to_dict() for p in self.plans],
+                "recommended": self.recommended,
+                "reason": self.reason,
+            }
+        )
+
+    def best(self) -> PlanResult | None:
+        return self.plans[0] if self.plans and self.plans[0].fits else None

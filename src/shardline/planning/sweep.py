@@ -1,0 +1,129 @@
+"""Sweeping the batch: the recommended plan at each batch size and where it changes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shardline.errors import InputError
+from shardline.hardware import Chip, resolve_chip
+from shardline.planning.results import PlanSet
+from shardline.planning.search import plan
+from shardline.serialize import jsonable
+from shardline.stack import apply_overrides
+from shardline.workload import Workload
+
+__all__ = ["SweepPoint", "Crossover", "BatchSweep", "sweep_batch", "MAX_CROSSOVERS"]
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    batch: int
+    recommended: str | None
+    latency_s: float | None
+    throughput_per_s: float | None
+    bottleneck: str | None
+    memory_per_device_bytes: float | None
+    latency_by_plan_s: dict[str, float]  # every plan that fits at this batch
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """The smallest batch at which the recommendation changes from `from_plan` to `to_plan`."""
+
+    batch: int
+    from_plan: str | None
+    to_plan: str | None
+
+
+@dataclass(frozen=True)
+class BatchSweep:
+    workload: Workload
+    chip: Chip
+    devices: int
+    objective: str
+    points: list[SweepPoint]
+    crossovers: list[Crossover]
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.workload
+        return jsonable(
+            {
+                "workload": {
+                    **w.identity(),
+                    "item": w.item,
+                    "tokens_per_item": w.tokens_per_item,
+                },
+                "hardware": {"name": self.chip.name, "capacity_bytes": self.chip.capacity_bytes},
+                "devices": self.devices,
+                "objective": self.objective,
+                "sweep": self.points,
+                "crossovers": self.crossovers,
+            }
+        )
+
+
+MAX_CROSSOVERS = 20
+
+
+def sweep_batch(
+    workload: Workload,
+    hw: str | Chip,
+    devices: int,
+    batches: Sequence[int],
+    **options: Any,
+) -> BatchSweep:
+    """`plan` at each batch size, and each crossover: between two neighbouring batches whose
+    recommendations differ, the smallest batch at which the recommendation changes (bisection)."""
+    if not batches:
+        raise InputError("give at least one batch size")
+    sizes = sorted({int(b) for b in batches})
+    chip = apply_overrides(
+        resolve_chip(hw),
+        workload,
+        options.pop("flops_per_s", None),
+        options.pop("mem_bytes_per_s", None),
+    )
+    objective = str(options.get("objective", "latency"))
+    memo: dict[int, PlanSet] = {}
+
+    def at(batch: int) -> PlanSet:
+        if batch not in memo:
+            memo[batch] = plan(
+                workload.with_batch(batch), chip, devices, require_fit=False, **options
+            )
+        return memo[batch]
+
+    points = []
+    for b in sizes:
+        ps = at(b)
+        best = ps.best()
+        points.append(
+            SweepPoint(
+                batch=b,
+                recommended=ps.recommended,
+                latency_s=best.latency_s if best else None,
+                throughput_per_s=best.throughput_per_s if best else None,
+                bottleneck=best.bottleneck if best else None,
+                memory_per_device_bytes=best.memory_per_device_bytes if best else None,
+                latency_by_plan_s={p.name: p.latency_s for p in ps.plans if p.fits},
+            )
+        )
+    crossovers: list[Crossover] = []
+    for lo, hi in zip(sizes, sizes[1:], strict=False):
+        a = lo
+        while at(a).recommended != at(hi).recommended and len(crossovers) < MAX_CROSSOVERS:
+            first = at(a).recommended
+            left, right = a, hi  # rec(left) == first, rec(right) != first
+            while right - left > 1:
+                mid = (left + right) // 2
+                if at(mid).recommended == first:
+                    left = mid
+                else:
+                    right = mid
+            crossovers.append(
+                Crossover(batch=right, from_plan=first, to_plan=at(right).recommended)
+            )
+            a = right
+    return BatchSweep(workload, chip, devices, objective, points, crossovers)

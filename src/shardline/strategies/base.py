@@ -1,0 +1,167 @@
+"""What a parallel strategy is: a record of what it splits, the communication it adds, how it
+splits memory and where it sits on the device mesh.
+
+A strategy is data plus two small pricing rules (`layer_comm` for one layer, `stage_comm` for a
+pipeline stage's boundary). The plan evaluator loops over the registry (`registry.py`) and never
+names a strategy, so adding one is one new module and one registry line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from shardline.collectives import AxisNetwork
+from shardline.cost import Cost
+from shardline.hardware import Chip
+from shardline.workload import Layer, Workload
+
+__all__ = [
+    "LOGICAL_AXES",
+    "CommTerm",
+    "MemorySplit",
+    "LayerView",
+    "StageView",
+    "Network",
+    "Strategy",
+    "Split",
+]
+
+# The logical axes a strategy can split ("layers": whole layers, i.e. pipeline stages; "tensor":
+# the layer's own tensor-parallel dims, `Layer.tp_dims`). Layers name their dims by these axes
+# (`Layer.axes`); see workload.LOGICAL_AXES.
+LOGICAL_AXES = ("batch", "seq", "heads", "kv_heads", "head_dim", "model", "ffn", "vocab")
+
+Split = Literal["replicated", "dims", "sharded", "stage"]
+# "replicated": every device holds all of it; "dims": smaller because the dims it spans are split
+# (it follows `split_dims`); "sharded": divided by the degree (ZeRO-3); "stage": only the layers of
+# the device's pipeline stage.
+
+
+@dataclass(frozen=True)
+class CommTerm:
+    """One kind of communication, per device. For one layer (`Strategy.layer_comm`): `calls`
+    instances, each moving `bytes` (the whole array V of the collective, the message of a send) in
+    `t_s`. In a plan's result: `calls`, `bytes` and `t_s` summed over one step.
+
+    `once_per_step`: runs once per step (the data-parallel gradient all-reduce) instead of once per
+    microbatch; `critical`: the next op needs its result (else it overlaps the phase's compute);
+    `phase`: "forward" or "backward"; `step`: its place in the layer's schedule (0 the forward
+    pass, 1 the output gradient, 2 + i the i-th backward einsum): the order the terms run in.
+    """
+
+    purpose: str  # the strategy's name
+    kind: str  # "all_reduce", "all_gather", "reduce_scatter" or "send"
+    devices: int
+    calls: float
+    bytes: float
+    t_s: float
+    once_per_step: bool = False
+    critical: bool = False
+    phase: str = "forward"
+    step: int = 0
+
+    @property
+    def cost(self) -> Cost:
+        """All `calls` of it as a Cost (network bytes and line-rate time)."""
+        return Cost.network(self.calls * self.bytes, self.calls * self.t_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of a plan's communication term (the keys `shardline plan --json` prints)."""
+        return {
+            "purpose": self.purpose,
+            "kind": self.kind,
+            "devices": self.devices,
+            "calls": self.calls,
+            "bytes": self.bytes,
+            "t_s": self.t_s,
+        }
+
+
+@dataclass(frozen=True)
+class MemorySplit:
+    """How a strategy splits each memory term on one device (see `Split`)."""
+
+    weights: Split
+    gradients: Split
+    optimizer: Split
+    activations: Split
+    kv_cache: Split
+
+
+class Network(Protocol):
+    chip: Chip
+    memo: dict[Any, Any]  # a strategy's own memo of priced work on this network
+
+    def time(self, kind: str, nbytes: float, axis: str) -> float:
+        """Seconds for collective `kind` of a V-byte array over the mesh axis `axis`."""
+        ...
+
+    def axis_network(self, axis: str) -> AxisNetwork | None:
+        """The network of mesh axis `axis` (None when it has one device)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LayerView:
+    """One layer as a strategy sees it on one device: `count` instances at local sizes `dims`
+    (every strategy's split applied), its backward einsums with their local sizes (training), the
+    layer that runs after it, and `local`: the local sizes of any layer under other degrees
+    (`local(layer, degrees)`)."""
+
+    layer: Layer
+    count: int
+    dims: Mapping[str, int]
+    grads: tuple[tuple[Layer, Mapping[str, int]], ...]
+    following: Layer
+    degrees: Mapping[str, int]
+    local: Callable[[Layer, Mapping[str, int]], dict[str, int]]
+    training: bool
+    gradient_ways: int = 1  # ways the weight gradients are sharded (product of those degrees)
+
+
+@dataclass(frozen=True)
+class StageView:
+    """A pipeline stage as a strategy sees it: its last layer at local sizes, its index of
+    `stages`, and whether the step trains."""
+
+    last: Layer
+    last_dims: Mapping[str, int]
+    index: int
+    stages: int
+    training: bool
+
+
+class Strategy:
+    """The record every strategy fills in; the methods default to "adds nothing"."""
+
+    name: str = ""  # key of Degrees, JSON and the mesh axis
+    word: str = ""  # the CLI flag: --WORD N
+    help: str = ""  # the CLI help text of --WORD
+    splits: tuple[str, ...] = ()  # logical axes: LOGICAL_AXES, "tensor" or "layers"
+    mesh_rank: int = 0  # position on the device mesh, 0 = innermost (fastest varying)
+    tier: str = ""  # which network it rides, in words
+    comm_where: str = ""  # where its communication runs, for the plan's text ("critical path")
+    memory: MemorySplit = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
+
+    def valid(self, workload: Workload, degree: int) -> bool:
+        """Can this workload be split `degree` ways by this strategy?"""
+        return True
+
+    def check(self, workload: Workload, degree: int) -> None:
+        """Raise InputError, saying why, when a degree the user fixed cannot work."""
+
+    def split_dims(
+        self, layer: Layer, dims: dict[str, int], degree: int, batch_dim: str | None
+    ) -> dict[str, int]:
+        """The layer's sizes on one device after this strategy's split (uneven splits round up)."""
+        return dims
+
+    def layer_comm(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
+        """The communication this strategy adds for one layer, forward and backward."""
+        return []
+
+    def stage_comm(self, view: StageView, degree: int, net: Network) -> list[CommTerm]:
+        """The communication this strategy adds at a pipeline stage's boundary."""
+        return []

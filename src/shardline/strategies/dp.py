@@ -1,0 +1,88 @@
+"""Data parallel (dp): the batch is split; every device holds all weights; training all-reduces
+the weight gradients once per step, overlapped with the backward pass ("How to Scale Your Model",
+Part 5: "not on the critical path"). On the FSDP shard when both are used."""
+
+from __future__ import annotations
+
+from math import ceil
+
+from shardline.strategies.base import (
+    CommTerm,
+    LayerView,
+    MemorySplit,
+    Network,
+    Strategy,
+)
+from shardline.workload import Layer, Workload
+
+
+def batch_dims(layer: Layer, batch_dim: str | None) -> tuple[str, ...]:
+    """The layer's dims on the logical axis "batch" (`Layer.axes`), else the workload's
+    `batch_dim` when the layer has it."""
+    named = layer.axis_dims("batch")
+    if named:
+        return named
+    return (batch_dim,) if batch_dim is not None and batch_dim in layer.dims else ()
+
+
+def split_batch(
+    layer: Layer, dims: dict[str, int], degree: int, batch_dim: str | None
+) -> dict[str, int]:
+    """Divide the batch dims by `degree`, rounding up (the slowest device sets the pace)."""
+    out = dict(dims)
+    for dim in batch_dims(layer, batch_dim):
+        out[dim] = ceil(out[dim] / degree)
+    return out
+
+
+def batch_degree_ok(workload: Workload, degree: int) -> bool:
+    """A batch split needs a batch dim and at least one item per device."""
+    return degree == 1 or (workload.batch_dim is not None and degree <= workload.batch)
+
+
+class DataParallel(Strategy):
+    name = "dp"
+    word = "dp"
+    help = "data-parallel replicas"
+    splits = ("batch",)
+    mesh_rank = 2
+    tier = "outside tp and fsdp: scale-out between nodes once tp x fsdp fills one"
+    comm_where = "overlaps the last backward pass"
+    memory = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
+
+    def valid(self, workload: Workload, degree: int) -> bool:
+        return batch_degree_ok(workload, degree)
+
+    def split_dims(
+        self, layer: Layer, dims: dict[str, int], degree: int, batch_dim: str | None
+    ) -> dict[str, int]:
+        return split_batch(layer, dims, degree, batch_dim)
+
+    def layer_comm(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
+        """Per weight gradient dW (V bytes): one all-reduce of V / (ways the gradients are
+        sharded) over the dp axis, once per step."""
+        if not view.training:
+            return []
+        out = []
+        for i, (grad, gdims) in enumerate(view.grads):
+            if grad.grad_of is None:
+                continue
+            shard = grad.operand_bytes(grad.output.name, gdims) / view.gradient_ways
+            t = net.time("all_reduce", shard, self.name)
+            out.append(
+                CommTerm(
+                    self.name,
+                    "all_reduce",
+                    degree,
+                    view.count,
+                    shard,
+                    t,
+                    once_per_step=True,
+                    phase="backward",
+                    step=2 + i,
+                )
+            )
+        return out
+
+
+STRATEGY = DataParallel()

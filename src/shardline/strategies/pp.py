@@ -1,0 +1,41 @@
+"""Pipeline parallel (pp): consecutive blocks form stages; m microbatches run through P stages in
+`(m + P - 1)` stage times, so the bubble fraction is `(P - 1) / (m + P - 1)` (GPipe, Huang et al.
+2019), with a point-to-point send of the boundary activation (and its gradient) per microbatch, on
+the critical path."""
+
+from __future__ import annotations
+
+from shardline.strategies.base import CommTerm, MemorySplit, Network, StageView, Strategy
+from shardline.workload import Workload
+
+
+class PipelineParallel(Strategy):
+    name = "pp"
+    word = "pp"
+    help = "pipeline stages"
+    splits = ("layers",)
+    mesh_rank = 3
+    tier = "outermost: the scale-out network once the inner axes fill a node"
+    comm_where = "critical path"
+    memory = MemorySplit("stage", "stage", "stage", "stage", "stage")
+
+    def valid(self, workload: Workload, degree: int) -> bool:
+        return workload.pipeline_splits(degree) is not None
+
+    def check(self, workload: Workload, degree: int) -> None:
+        workload.pipeline_stages(degree)  # raises when pp divides neither blocks nor layers
+
+    def stage_comm(self, view: StageView, degree: int, net: Network) -> list[CommTerm]:
+        """V = the stage's last layer's output (local sizes): sent on to the next stage in the
+        forward pass, its gradient sent back in the backward pass (training); critical."""
+        v = view.last.operand_bytes(view.last.output.name, view.last_dims)
+        t = net.time("send", v, self.name)
+        out = []
+        if view.index < view.stages - 1:
+            out.append(CommTerm(self.name, "send", 2, 1, v, t, critical=True))
+        if view.training and view.index > 0:
+            out.append(CommTerm(self.name, "send", 2, 1, v, t, critical=True, phase="backward"))
+        return out
+
+
+STRATEGY = PipelineParallel()

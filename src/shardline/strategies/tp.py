@@ -1,0 +1,193 @@
+"""Tensor parallel (tp, Megatron-LM, Shoeybi et al. 2019): each layer's `tp_dims` are split; a
+layer whose split dim is contracted ends with an all-reduce of its output (the row-parallel
+matmul); in the backward pass the input gradient of a column-parallel matmul is all-reduced. Two
+per transformer block forward, two more backward. A layer that leaves its output split along a dim
+the next layer does not take split all-gathers it (and reduce-scatters its gradient). All on the
+critical path: the next matmul needs the result."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+from math import ceil
+
+from shardline.einsum import EinsumSpec, Operand, parse_einsum
+from shardline.layout import price_layout
+from shardline.mesh import Mesh
+from shardline.options import Precision
+from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network, Strategy
+from shardline.workload import Layer
+
+__all__ = [
+    "TensorParallel",
+    "STRATEGY",
+    "tp_split_dims",
+    "tp_layer_collectives",
+    "priced_collectives",
+]
+
+
+def tp_split_dims(layer: Layer, tp: int) -> tuple[str, ...]:
+    """The dims that a tensor-parallel degree `tp` actually splits (factor > 1): the degree fills
+    the first of `layer.tp_dims` up to its size, the rest goes to the next."""
+    out: list[str] = []
+    remaining = tp
+    for dim in layer.tp_dims:
+        if remaining <= 1:
+            break
+        factor = min(remaining, layer.dims[dim])
+        if factor > 1:
+            out.append(dim)
+        remaining = ceil(remaining / factor)
+    return tuple(out)
+
+
+def contracts_split(layer: Layer, tp: int) -> bool:
+    """Does tensor parallelism of degree `tp` split a dim this einsum contracts?"""
+    return bool(set(tp_split_dims(layer, tp)) & set(layer.parsed.contracted))
+
+
+def gathers_output(layer: Layer, following: Layer, tp: int) -> bool:
+    """Does this layer leave its output split along a tensor-parallel dim that the layer after it
+    does not take split (Megatron pairs a column-parallel layer with a row-parallel one so that it
+    never has to)? Then the output is all-gathered before the next layer."""
+    sharded = set(tp_split_dims(layer, tp)) & set(layer.output.dims)
+    taken = set(tp_split_dims(following, tp)) & {
+        d
+        for op in following.inputs
+        if following.role(op.name) != "weight"  # activation, on-chip scores or cache
+        for d in op.dims
+    }
+    return bool(sharded - taken)
+
+
+@lru_cache(maxsize=4096)
+def _annotated(spec: str, split: str, keep_output: bool) -> EinsumSpec:
+    """The einsum with the split dim over mesh axis T in every operand, the output's only when it
+    keeps the split (`keep_output`)."""
+    p = parse_einsum(spec)
+
+    def text(op: Operand, annotate: bool) -> str:
+        dims = [f"{d}_T" if d == split and annotate else d for d in op.dims]
+        return f"{op.name}[{','.join(dims)}]"
+
+    return parse_einsum(f"{text(p.lhs, True)} * {text(p.rhs, True)} -> {text(p.out, keep_output)}")
+
+
+def priced_collectives(
+    layer: Layer, full: Mapping[str, int], tp: int, keep_output: bool, net: Network
+) -> tuple[tuple[str, float, float], ...] | None:
+    """(kind, V bytes, seconds) of each collective `shardline.layout.price_layout` plans for the
+    layer's einsum at sizes `full` (before tensor parallelism) with its one split dim over a mesh
+    axis of `tp` devices, partial sums reduced in the output's dtype. None when the split is not
+    one dim divided evenly by the whole degree (then Megatron's rule, `_rule`, prices it)."""
+    axis = net.axis_network("tp")
+    key = (axis, layer.spec, tuple(full.items()), tp, keep_output, tuple(layer.dtypes.items()))
+    if key not in net.memo:
+        net.memo[key] = _price(layer, full, tp, keep_output, net)
+    return net.memo[key]
+
+
+def _price(
+    layer: Layer, full: Mapping[str, int], tp: int, keep_output: bool, net: Network
+) -> tuple[tuple[str, float, float], ...] | None:
+    split = tp_split_dims(layer, tp)
+    axis = net.axis_network("tp")
+    if len(split) != 1 or full[split[0]] % tp or axis is None:
+        return None
+    precision = Precision(
+        operands=dict(layer.dtypes),
+        compute=layer.compute_dtype,
+        reduce=layer.dtypes[layer.output.name],
+    )
+    price = price_layout(
+        _annotated(layer.spec, split[0], keep_output), full, Mesh((("T", tp),)), {"T": axis},
+        net.chip, precision,
+    )  # fmt: skip
+    return tuple((c.kind, float(c.bytes), float(c.t_s)) for c in price.collectives)
+
+
+def _rule(
+    layer: Layer, full: Mapping[str, int], local: Mapping[str, int], tp: int, gather: bool
+) -> list[tuple[str, float]]:
+    """Megatron's rule: all-reduce the output (local sizes) when a split dim is contracted;
+    all-gather it (full sizes) when it keeps a split dim the next layer does not take."""
+    out: list[tuple[str, float]] = []
+    if contracts_split(layer, tp):
+        out.append(("all_reduce", layer.operand_bytes(layer.output.name, local)))
+    if gather:
+        out.append(("all_gather", layer.operand_bytes(layer.output.name, full)))
+    return out
+
+
+def _layer_collectives(
+    layer: Layer, full: Mapping[str, int], local: Mapping[str, int], tp: int, gather: bool,
+    net: Network,
+) -> list[tuple[str, float, float]]:  # fmt: skip
+    priced = priced_collectives(layer, full, tp, not gather, net)
+    if priced is not None:
+        return list(priced)
+    return [(kind, v, net.time(kind, v, "tp")) for kind, v in _rule(layer, full, local, tp, gather)]
+
+
+def tp_layer_collectives(view: LayerView, tp: int, net: Network) -> list[CommTerm]:
+    """The tensor-parallel collectives of one layer, forward and backward (the one place that
+    decides them): each einsum priced by the layout pricer with the split dim over the tp axis
+    (row-parallel: all-reduce of the output; an output split along a dim the next layer does not
+    take: all-gather, and in the backward pass the reduce-scatter of its gradient, same V; a
+    column-parallel dX: all-reduce). All on the critical path."""
+    layer, n = view.layer, view.count
+    full_degrees = {**view.degrees, "tp": 1}
+    gather = gathers_output(layer, view.following, tp)
+    out: list[CommTerm] = []
+    found = _layer_collectives(layer, view.local(layer, full_degrees), view.dims, tp, gather, net)
+    for kind, v, t in found:
+        out.append(CommTerm("tp", kind, tp, n, v, t, critical=True))
+        if kind == "all_gather" and view.training:  # its transpose: reduce-scatter the gradient
+            t_rs = net.time("reduce_scatter", v, "tp")
+            out.append(
+                CommTerm(
+                    "tp", "reduce_scatter", tp, n, v, t_rs, critical=True, phase="backward", step=1
+                )
+            )
+    if not view.training:
+        return out
+    for i, (grad, gdims) in enumerate(view.grads):
+        full = view.local(grad, full_degrees)
+        for kind, v, t in _layer_collectives(grad, full, gdims, tp, False, net):
+            out.append(
+                CommTerm("tp", kind, tp, n, v, t, critical=True, phase="backward", step=2 + i)
+            )
+    return out
+
+
+class TensorParallel(Strategy):
+    name = "tp"
+    word = "tp"
+    help = "tensor-parallel"
+    splits = ("tensor",)
+    mesh_rank = 0
+    tier = "innermost: the scale-up network (NVLink, ICI) inside a node"
+    comm_where = "critical path"
+    memory = MemorySplit("dims", "dims", "dims", "dims", "dims")
+
+    def split_dims(
+        self, layer: Layer, dims: dict[str, int], degree: int, batch_dim: str | None
+    ) -> dict[str, int]:
+        """Divide `layer.tp_dims` by the degree in order (the degree fills the first dim up to its
+        size, the rest goes to the next); uneven splits round up."""
+        out = dict(dims)
+        remaining = degree
+        for dim in layer.tp_dims:
+            if remaining <= 1:
+                break
+            factor = min(remaining, out[dim])
+            out[dim] = ceil(out[dim] / factor)
+            remaining = ceil(remaining / factor)
+        return out
+
+    def layer_comm(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
+        return tp_layer_collectives(view, degree, net)
+
+
+STRATEGY = TensorParallel()
