@@ -23,11 +23,17 @@ with a literal name):
    `from pkg import name` is an edge to `pkg.name` when that is a module, else to `pkg`. The
    implicit import of a parent package (importing `a.b` first runs `a/__init__.py`) is not an edge;
    an explicit `from shardline import matmul` is an edge to the facade.
+
+And the shape of the command line: one top-level command per `cli/cmd_*.py` module, every such
+module registered by `cli/main.py`, and the shared flags (--json, --force, rate overrides,
+operand dtypes, mesh and network options) defined only in `cli/args.py`.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -308,3 +314,60 @@ def test_no_import_cycles() -> None:
     graph = _graph()
     cycles = [_cycle_text(graph, members) for members in _components(graph)]
     _fail_if(cycles, "import cycles between shardline modules:")
+
+
+# --- the command line ----------------------------------------------------------------------
+
+# Modules that register more than one top-level command: cmd_stack.py (`stack` and `plan` share
+# the workload arguments).
+MULTI_COMMAND = {"stack": ["plan", "stack"]}
+
+# Flags every command takes from cli/args.py and never defines itself.
+SHARED_FLAGS = frozenset(
+    [
+        "--json",
+        "--force",
+        "--flops-per-s",
+        "--mem-bw",
+        "--a-dtype",
+        "--b-dtype",
+        "--out-dtype",
+        "--output-layout",
+        "--mesh",
+        "--topology",
+        "--link-bw",
+        "--latency",
+        "--overlap",
+        "--resident",
+        "--pad",
+        "--reduce-dtype",
+        "--unreduced",
+    ]
+)
+
+
+def test_one_top_level_command_per_cli_module() -> None:
+    from shardline.cli.main import COMMANDS
+
+    files = sorted(p.stem.removeprefix("cmd_") for p in (SRC / PACKAGE / "cli").glob("cmd_*.py"))
+    assert sorted(COMMANDS) == files, "cli/main.py COMMANDS must list every cli/cmd_*.py module"
+    for name in COMMANDS:
+        sub = argparse.ArgumentParser(prog="shardline").add_subparsers()
+        importlib.import_module(f"{PACKAGE}.cli.cmd_{name}").register(sub)
+        assert sorted(sub.choices) == MULTI_COMMAND.get(name, [name]), name
+
+
+def test_shared_flags_are_defined_only_in_cli_args() -> None:
+    bad = []
+    for module, path in MODULES.items():
+        if layer(module) != "cli" or module == f"{PACKAGE}.cli.args":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr != "add_argument":
+                continue
+            flags = {a.value for a in node.args if isinstance(a, ast.Constant)}
+            for flag in sorted(flags & SHARED_FLAGS):
+                bad.append(f"{path.relative_to(SRC.parent)}:{node.lineno} {module}: {flag}")
+    _fail_if(bad, "shared flags defined outside cli/args.py (use its add_* functions):")

@@ -38,7 +38,8 @@ SOURCES = _sources()
 
 def _functions(text: str) -> list[Function]:
     tree = ast.parse(text)
-    return [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    return sorted(found, key=lambda n: n.lineno)
 
 
 def function_lines(node: Function) -> int:

@@ -19,6 +19,7 @@ from shardline.units import parse_count, parse_quantity
 
 if TYPE_CHECKING:
     from shardline.collectives import NetworkOptions
+    from shardline.options import RateOverrides
     from shardline.sharding import ShardOptions
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "overrides_from_args",
     "parse_shape",
     "positive_count",
+    "rates_from_args",
     "resident_from_text",
     "shard_options_from_args",
     "write_text",
@@ -41,14 +43,22 @@ __all__ = [
 # --- numbers and names -----------------------------------------------------------------------
 
 
-def overrides_from_args(args: argparse.Namespace) -> dict[str, float | None]:
-    """--flops-per-s and --mem-bw as {"flops_per_s": ..., "mem_bytes_per_s": ...} (None: unset)."""
+def rates_from_args(args: argparse.Namespace) -> RateOverrides:
+    """--flops-per-s and --mem-bw (None where not given); each must be positive."""
+    from shardline.options import RateOverrides
+
     flops = parse_quantity(args.flops_per_s, "FLOP/s") if args.flops_per_s else None
     mem = parse_quantity(args.mem_bw, "B/s") if args.mem_bw else None
     for value, flag in ((flops, "--flops-per-s"), (mem, "--mem-bw")):
         if value is not None and not value > 0:
             raise InputError(f"{flag} must be positive")
-    return {"flops_per_s": flops, "mem_bytes_per_s": mem}
+    return RateOverrides(flops_per_s=flops, mem_bytes_per_s=mem)
+
+
+def overrides_from_args(args: argparse.Namespace) -> dict[str, float | None]:
+    """`rates_from_args` as keyword arguments: {"flops_per_s": ..., "mem_bytes_per_s": ...}."""
+    rates = rates_from_args(args)
+    return {"flops_per_s": rates.flops_per_s, "mem_bytes_per_s": rates.mem_bytes_per_s}
 
 
 def dim_arg(text: str, name: str) -> int:
