@@ -27,8 +27,8 @@ def main() -> int:
 
     from shardline.calibrate import calibrate, detect_device
     from shardline.calibrate.chipfile import atomic_write
+    from shardline.calibrate.validate import validate, write_csv
     from shardline.report.predict_text import render_plot, render_validation
-    from shardline.validate import validate, write_csv
 
     device = detect_device(args.device)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from shardline.calibrate.validate import suite, summarize
 from shardline.cli.main import main
-from shardline.validate import suite, summarize
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +132,8 @@ def test_cpu_file_is_measured_on_the_cpu_where_torch_sees_a_gpu(
 ) -> None:
     """--device auto with a CPU chip file measures the CPU even on a GPU machine; --device cuda
     with a CPU chip file is an error that says so (not "calibrated on another machine")."""
-    import shardline.calibrate as cal
     import shardline.calibrate.gpu as gpu
+    import shardline.calibrate.validate as cal
 
     real_detect, real_identity = cal.detect_device, cal.current_identity
     monkeypatch.setattr(

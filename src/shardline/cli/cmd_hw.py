@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from shardline.cli.common import add_json_arg, emit_json
+from shardline.cli.args import add_json_arg
+from shardline.cli.common import emit_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,74 +1,84 @@
-"""Arguments shared by several commands, and turning them into core values."""
+"""Turning parsed arguments into core values, and the few output steps every command shares.
+
+The model itself is imported inside the functions, so that importing this module (every command
+does, when the parser is built) stays cheap.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+# Re-exported (built in args.py) for command modules that import them from here (cmd_stack.py).
+from shardline.cli.args import add_chip_args, add_json_arg
 from shardline.errors import InputError
 from shardline.units import parse_count, parse_quantity
 
-__all__ = ["add_chip_args", "add_json_arg", "chip_from_args", "emit_json", "dim_arg", "dtype_map"]
+if TYPE_CHECKING:
+    from shardline.collectives import NetworkOptions
+    from shardline.options import RateOverrides
+    from shardline.sharding import ShardOptions
+
+__all__ = [
+    "add_chip_args",
+    "add_json_arg",
+    "dim_arg",
+    "dtype_map",
+    "emit_json",
+    "fill_default_dtype",
+    "network_from_args",
+    "overrides_from_args",
+    "parse_shape",
+    "positive_count",
+    "rates_from_args",
+    "resident_from_text",
+    "shard_options_from_args",
+    "write_text",
+]
 
 
-def add_chip_args(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:
-    group = parser.add_argument_group("hardware")
-    group.add_argument(
-        "--hw",
-        default="h100-sxm",
-        help="chip name or alias (see `shardline hw list`) or a chip .toml file "
-        "(default: h100-sxm)",
-    )
-    if dtype:
-        group.add_argument(
-            "--dtype",
-            default=None,
-            help="storage dtype of every operand (default: bf16, or fp32 on a chip without bf16)",
-        )
-        group.add_argument(
-            "--compute-dtype",
-            default=None,
-            help="dtype whose peak FLOP/s applies (default: the widest input's)",
-        )
-    group.add_argument(
-        "--flops-per-s",
-        default=None,
-        metavar="X",
-        help="override the peak FLOP/s for the compute dtype, e.g. 1.97e14 or '197 TFLOP/s'",
-    )
-    group.add_argument(
-        "--mem-bw",
-        default=None,
-        metavar="X",
-        help="override the HBM bandwidth in bytes/s, e.g. 8.2e11 or '820 GB/s'",
-    )
+# --- numbers and names -----------------------------------------------------------------------
 
 
-def add_json_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print one JSON object (SI units)")
+def rates_from_args(args: argparse.Namespace) -> RateOverrides:
+    """--flops-per-s and --mem-bw (None where not given); each must be positive."""
+    from shardline.options import RateOverrides
 
-
-def overrides_from_args(args: argparse.Namespace) -> dict[str, float | None]:
     flops = parse_quantity(args.flops_per_s, "FLOP/s") if args.flops_per_s else None
     mem = parse_quantity(args.mem_bw, "B/s") if args.mem_bw else None
     for value, flag in ((flops, "--flops-per-s"), (mem, "--mem-bw")):
         if value is not None and not value > 0:
             raise InputError(f"{flag} must be positive")
-    return {"flops_per_s": flops, "mem_bytes_per_s": mem}
+    return RateOverrides(flops_per_s=flops, mem_bytes_per_s=mem)
 
 
-def chip_from_args(args: argparse.Namespace) -> Any:
-    from shardline.hardware import load_chip
-
-    return load_chip(args.hw)
+def overrides_from_args(args: argparse.Namespace) -> dict[str, float | None]:
+    """`rates_from_args` as keyword arguments: {"flops_per_s": ..., "mem_bytes_per_s": ...}."""
+    rates = rates_from_args(args)
+    return {"flops_per_s": rates.flops_per_s, "mem_bytes_per_s": rates.mem_bytes_per_s}
 
 
 def dim_arg(text: str, name: str) -> int:
     from shardline.einsum import check_size
 
     return check_size(parse_count(text, f"dimension {name}"), f"dimension {name}")
+
+
+def positive_count(text: str, what: str) -> int:
+    from shardline.einsum import check_size
+
+    return check_size(parse_count(str(text), what), what)
+
+
+def parse_shape(text: str, parts: int, what: str) -> list[int]:
+    """`4096x1024` (or `4096×1024`) -> [4096, 1024]; exactly `parts` sizes."""
+    pieces = text.lower().replace("×", "x").split("x")
+    if len(pieces) != parts:
+        raise InputError(f"malformed {what} {text!r}: expected {parts} sizes joined by 'x'")
+    return [dim_arg(p, f"{what} {text}") for p in pieces]
 
 
 def dtype_map(text: str | None) -> dict[str, str]:
@@ -86,10 +96,6 @@ def dtype_map(text: str | None) -> dict[str, str]:
     return mapping
 
 
-def emit_json(payload: Any) -> None:
-    sys.stdout.write(json.dumps(payload, indent=2, allow_nan=False) + "\n")
-
-
 def fill_default_dtype(args: argparse.Namespace) -> None:
     """`--dtype` left out: the chip's default (bf16, or fp32 on a chip without bf16, such as a
     calibrated CPU file)."""
@@ -97,3 +103,73 @@ def fill_default_dtype(args: argparse.Namespace) -> None:
         from shardline.hardware import load_chip
 
         args.dtype = load_chip(args.hw).default_dtype
+
+
+# --- network and sharding options ------------------------------------------------------------
+
+
+def network_from_args(args: argparse.Namespace, axes: list[str]) -> NetworkOptions:
+    """--topology, --link-bw and --latency for the mesh axes `axes`."""
+    from shardline.collectives import NetworkOptions, parse_topology
+
+    link = parse_quantity(args.link_bw, "B/s") if getattr(args, "link_bw", None) else None
+    latency = parse_quantity(args.latency, "s") if getattr(args, "latency", None) else None
+    if link is not None and not link > 0:
+        raise InputError("--link-bw must be positive")
+    if latency is not None and latency < 0:
+        raise InputError("--latency must not be negative")
+    return NetworkOptions(parse_topology(getattr(args, "topology", None), axes), link, latency)
+
+
+def resident_from_text(text: str | None, inputs: tuple[str, str]) -> frozenset[str] | None:
+    """--resident: None (every input resident), 'none', or input names (any case)."""
+    if text is None:
+        return None
+    if text.strip().lower() == "none":
+        return frozenset()
+    by_lower = {name.lower(): name for name in inputs}
+    names = set()
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        if item.lower() not in by_lower:
+            raise InputError(
+                f"--resident names {item}, which is not an input (inputs: {', '.join(inputs)})"
+            )
+        names.add(by_lower[item.lower()])
+    return frozenset(names)
+
+
+def shard_options_from_args(args: argparse.Namespace, inputs: tuple[str, str]) -> ShardOptions:
+    """--overlap, --resident, --unreduced, --pad, --reduce-dtype (and --accumulate if given)."""
+    from shardline.sharding import DEFAULT_REDUCE_DTYPE, ShardOptions
+
+    unreduced: tuple[str, ...] = ()
+    text = getattr(args, "unreduced", None)
+    if text:
+        unreduced = tuple(a.strip() for a in text.replace(",", " ").split() if a.strip())
+    return ShardOptions(
+        overlap=args.overlap,
+        resident=resident_from_text(args.resident, inputs),
+        unreduced=unreduced,
+        pad=args.pad,
+        reduce_dtype=args.reduce_dtype or DEFAULT_REDUCE_DTYPE,
+        accumulate=bool(getattr(args, "accumulate", False)),
+    )
+
+
+# --- output ----------------------------------------------------------------------------------
+
+
+def emit_json(payload: Any) -> None:
+    sys.stdout.write(json.dumps(payload, indent=2, allow_nan=False) + "\n")
+
+
+def write_text(out: Path, text: str) -> None:
+    """Write `text` through a temporary file renamed over `out` (never half a file)."""
+    from shardline.io.sheets import atomic_write
+
+    def write(tmp: Path) -> None:
+        tmp.write_text(text, encoding="utf-8")
+
+    atomic_write(out, write)

@@ -1,5 +1,7 @@
-"""`shardline` entry point: a thin adapter. Each command lives in its own module with
-`register(subparsers)`; heavy imports stay inside the handlers."""
+"""`shardline` entry point: a thin adapter. Each command lives in its own module (`cmd_*.py`) with
+`register(subparsers)`; argument groups are built in `args.py`, arguments become core values in
+`common.py` and `compute.py`, text comes from `shardline.report`. Heavy imports (numpy, matplotlib,
+openpyxl, torch) stay inside the handlers."""
 
 from __future__ import annotations
 
@@ -11,14 +13,26 @@ from typing import NoReturn
 from shardline.cli.common import fill_default_dtype
 from shardline.errors import InputError
 
-# Command modules, in the order `shardline --help` lists them.
-COMMAND_MODULES = (
-    "shardline.cli.cmd_roofline",  # matmul, einsum
-    "shardline.cli.cmd_shard",  # shard, collective, compare
-    "shardline.cli.cmd_predict",  # tile, calibrate, validate
-    "shardline.cli.cmd_stack",  # stack, plan
-    "shardline.cli.cmd_sheet",  # sheet, template, explain, plot, report
-    "shardline.cli.cmd_hw",  # hw list, hw show
+# One module per command (shardline.cli.cmd_NAME), in the order `shardline --help` lists them.
+# Each has `register(subparsers)`; cmd_stack registers `stack` and `plan`, cmd_hw `hw list` and
+# `hw show`. They are imported when the parser is built, so `import shardline.cli.main` stays
+# cheap.
+COMMANDS = (
+    "matmul",
+    "einsum",
+    "shard",
+    "collective",
+    "compare",
+    "tile",
+    "calibrate",
+    "validate",
+    "stack",
+    "sheet",
+    "template",
+    "explain",
+    "plot",
+    "report",
+    "hw",
 )
 
 
@@ -38,14 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:  # TEMPORARY while the command modules are written
-            if exc.name != name:
-                raise
-            continue
-        module.register(sub)
+    for name in COMMANDS:
+        importlib.import_module(f"shardline.cli.cmd_{name}").register(sub)
     return parser
 
 

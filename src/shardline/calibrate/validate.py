@@ -18,6 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from shardline.calibrate import current_identity, detect_device, run_measured
+from shardline.calibrate.chipfile import atomic_write
+from shardline.calibrate.fit import _timing
+from shardline.calibrate.gpu import require_torch
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 
@@ -201,9 +205,6 @@ def validate(
 ) -> ValidationResult:
     """Measure the suite here and compare with the chip's predictions. A measurement that fails
     midway keeps the finished cases in `partial` (a CSV) and raises InputError."""
-    from shardline.calibrate import current_identity, detect_device, run_measured
-    from shardline.calibrate.fit import _timing
-
     chip = resolve_chip(hw)
     if device == "auto" and chip.kind == "cpu":
         device = "cpu"  # a CPU chip file is measured on the CPU, even where torch sees a GPU
@@ -211,16 +212,7 @@ def validate(
     identity = current_identity(device)
     check_machine(chip, device, identity)
     info = calibration_info(chip)
-    if device == "cuda":
-        backend, run_device = "torch", "cuda"
-        wanted: tuple[str, ...] = ("bf16", "fp32")
-    else:
-        backend, run_device = str(info.get("backend", "numpy")), "cpu"
-        wanted = ("fp32", "bf16") if backend == "torch" else ("fp32", "fp64")
-        if backend == "torch":
-            from shardline.calibrate.gpu import require_torch
-
-            require_torch()
+    backend, run_device, wanted = _backend(device, info)
     dtypes = tuple(d for d in wanted if d in chip.peak_flops_per_s)
     if not dtypes:
         raise InputError(
@@ -248,7 +240,32 @@ def validate(
         partial=partial,
         not_written="no CSV or plot was written",
     )
-    model = _predict(chip, cases)
+    rows = _rows(cases, measured, _predict(chip, cases))
+    return ValidationResult(
+        hardware=chip.name,
+        measured_on=identity,
+        backend=backend,
+        threads=threads,
+        cases=rows,
+        summary=summarize(rows),
+    )
+
+
+def _backend(device: str, info: dict[str, Any]) -> tuple[str, str, tuple[str, ...]]:
+    """(library, device it runs on, dtypes the suite wants) for `device` ("cuda" or "cpu")."""
+    if device == "cuda":
+        return "torch", "cuda", ("bf16", "fp32")
+    backend = str(info.get("backend", "numpy"))
+    if backend == "torch":
+        require_torch()
+        return backend, "cpu", ("fp32", "bf16")
+    return backend, "cpu", ("fp32", "fp64")
+
+
+def _rows(
+    cases: list[dict[str, Any]], measured: list[dict[str, Any]], model: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Each case with its measured, predicted and roofline times and the two errors."""
     rows = []
     for i, (case, result) in enumerate(zip(cases, measured, strict=True)):
         seconds = float(result["seconds"])
@@ -265,20 +282,11 @@ def validate(
                 "predicted_bound": str(model["predicted_bound"][i]),
             }
         )
-    return ValidationResult(
-        hardware=chip.name,
-        measured_on=identity,
-        backend=backend,
-        threads=threads,
-        cases=rows,
-        summary=summarize(rows),
-    )
+    return rows
 
 
 def write_csv(path: Path, result: ValidationResult) -> None:
     import csv
-
-    from shardline.calibrate.chipfile import atomic_write
 
     def write(tmp: Path) -> None:
         with tmp.open("w", newline="", encoding="utf-8") as handle:

@@ -1,0 +1,283 @@
+"""Every argument group that more than one command takes, built here and nowhere else.
+
+- hardware and rate overrides: `add_chip_args` (--hw, --dtype, --compute-dtype, --flops-per-s,
+  --mem-bw) and `add_operand_dtypes` (--a-dtype, --b-dtype, --out-dtype);
+- a multiply: `add_matmul_args` (matmul, explain matmul), `add_einsum_args` (einsum, explain
+  einsum), `add_shard_args` (shard, explain shard), `add_compare_args` (compare, plot strategies);
+- mesh and network: `add_mesh_args`, `add_network_args`, `add_run_args`, `add_output_layout`;
+- inputs and outputs: `add_sheet_input`, `add_json_arg`, `add_force_arg`, `add_md_output`,
+  `add_plot_output`.
+
+Only argparse is imported here: building the parser stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Literal
+
+__all__ = [
+    "add_chip_args",
+    "add_compare_args",
+    "add_einsum_args",
+    "add_force_arg",
+    "add_json_arg",
+    "add_matmul_args",
+    "add_md_output",
+    "add_mesh_args",
+    "add_network_args",
+    "add_operand_dtypes",
+    "add_output_layout",
+    "add_plot_output",
+    "add_run_args",
+    "add_shard_args",
+    "add_sheet_input",
+]
+
+# --- hardware and dtypes ---------------------------------------------------------------------
+
+
+def add_chip_args(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:
+    group = parser.add_argument_group("hardware")
+    group.add_argument(
+        "--hw",
+        default="h100-sxm",
+        help="chip name or alias (see `shardline hw list`) or a chip .toml file "
+        "(default: h100-sxm)",
+    )
+    if dtype:
+        group.add_argument(
+            "--dtype",
+            default=None,
+            help="storage dtype of every operand (default: bf16, or fp32 on a chip without bf16)",
+        )
+        group.add_argument(
+            "--compute-dtype",
+            default=None,
+            help="dtype whose peak FLOP/s applies (default: the widest input's)",
+        )
+    group.add_argument(
+        "--flops-per-s",
+        default=None,
+        metavar="X",
+        help="override the peak FLOP/s for the compute dtype, e.g. 1.97e14 or '197 TFLOP/s'",
+    )
+    group.add_argument(
+        "--mem-bw",
+        default=None,
+        metavar="X",
+        help="override the HBM bandwidth in bytes/s, e.g. 8.2e11 or '820 GB/s'",
+    )
+
+
+OperandHelp = Literal["named", "row", "plain"]
+
+
+def add_operand_dtypes(parser: argparse.ArgumentParser, style: OperandHelp = "named") -> None:
+    """--a-dtype, --b-dtype, --out-dtype. `style`: "named" says which operand is the activations
+    and which the weights; "row" adds that a sheet row's dtype is the default; "plain" is bare."""
+    roles = {"a": " (activations)", "b": " (weights)", "out": ""}
+    names = {"a": "A", "b": "B", "out": "C"}
+    for key in ("a", "b", "out"):
+        text = f"storage dtype of {names[key]}"
+        if style != "plain":
+            text += roles[key]
+        if style == "row":
+            text += "; default: the row's dtype"
+        parser.add_argument(f"--{key}-dtype", help=text)
+
+
+# --- a multiply ------------------------------------------------------------------------------
+
+
+def _add_mnk(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("m", metavar="M")
+    parser.add_argument("k", metavar="K")
+    parser.add_argument("n", metavar="N")
+
+
+def add_matmul_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `shardline matmul M K N` (also `explain matmul`)."""
+    _add_mnk(parser)
+    add_chip_args(parser)
+    add_operand_dtypes(parser)
+    parser.add_argument(
+        "--accumulate",
+        action="store_true",
+        help="C += A.B (beta != 0): the old C is read as well as written",
+    )
+
+
+def add_einsum_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `shardline einsum SPEC --dims ...` (also `explain einsum`); the mesh options
+    apply when the spec names mesh axes."""
+    parser.add_argument(
+        "spec", help="e.g. 'X[B,D] * W[D,F] -> Y[B,F]'; M_X splits M over mesh axis X"
+    )
+    parser.add_argument("--dims", required=True, help="sizes, e.g. B=64,D=4096,F=4096")
+    parser.add_argument("--dtypes", default=None, help="per-operand dtypes, e.g. X=bf16,W=int8")
+    add_chip_args(parser)
+    parser.add_argument("--accumulate", action="store_true", help="the output is accumulated into")
+    add_mesh_args(parser)
+
+
+def add_shard_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `shardline shard M K N --devices D --along m|n|k` (also `explain shard`)."""
+    _add_mnk(parser)
+    parser.add_argument("--devices", required=True, metavar="D", help="devices to split over")
+    parser.add_argument(
+        "--along",
+        required=True,
+        type=str.lower,
+        choices=("m", "n", "k"),
+        help="the dimension to split: m, n or k",
+    )
+    _add_split_network_run(parser)
+
+
+def add_compare_args(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `shardline compare M K N --devices D` (also `plot strategies`)."""
+    _add_mnk(parser)
+    parser.add_argument("--devices", required=True, metavar="D", help="devices to split over")
+    _add_split_network_run(parser)
+
+
+def _add_split_network_run(parser: argparse.ArgumentParser) -> None:
+    add_output_layout(parser)
+    add_chip_args(parser)
+    group = parser.add_argument_group("network and run")
+    add_network_args(group, per_axis=False)
+    add_run_args(group)
+
+
+# --- mesh and network ------------------------------------------------------------------------
+
+
+def add_output_layout(parser: argparse.ArgumentParser) -> None:
+    """`--output split|replicated` (also `--output-layout`), stored as `args.shard_output`
+    so that commands reusing these arguments (`explain shard`, `plot strategies`) keep
+    `args.out`/`args.output` free for their files."""
+    parser.add_argument(
+        "--output",
+        "--output-layout",
+        dest="shard_output",
+        default="split",
+        type=str.lower,
+        choices=("split", "replicated"),
+        help="C stays split over the devices (default) or ends whole on each",
+    )
+
+
+def add_network_args(group: argparse._ArgumentGroup, *, per_axis: bool) -> None:
+    words = "ring, line, unidirectional-ring, switch, torus, hierarchical"
+    example = "X=ring,Y=line (or one word for every axis)" if per_axis else "one word"
+    group.add_argument(
+        "--topology", default=None, help=f"{example}: {words} (default: the chip's own layout)"
+    )
+    group.add_argument(
+        "--link-bw",
+        default=None,
+        metavar="B/S",
+        help="one-way bytes/s per link, e.g. 4.5e10 or '45 GB/s' (a switch's "
+        "egress is this times the chip's links)",
+    )
+    group.add_argument(
+        "--latency", default=None, metavar="S", help="seconds per hop, e.g. 1e-6 or '1 us'"
+    )
+
+
+def add_run_args(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--overlap",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="communication overlaps compute: time = max (default); "
+        "--no-overlap: max(t_compute, t_memory) + t_network",
+    )
+    group.add_argument(
+        "--resident",
+        default=None,
+        metavar="OPERAND[,..]",
+        help="inputs already laid out as the spec says (e.g. weights); the others "
+        "start 1/D per device and are all-gathered first "
+        "(default: every input is resident; 'none' for none)",
+    )
+    group.add_argument(
+        "--pad",
+        action="store_true",
+        help="pad dimensions that do not divide by their shards (never silent)",
+    )
+    group.add_argument(
+        "--reduce-dtype",
+        default=None,
+        metavar="DTYPE",
+        help="dtype of the partial sums that are reduced over the network "
+        "(default fp32, the accumulator)",
+    )
+
+
+def add_mesh_args(parser: argparse.ArgumentParser) -> None:
+    """--mesh and friends, for `shardline einsum` with a sharded spec."""
+    group = parser.add_argument_group("mesh (sharded specs such as A[M_X,K])")
+    group.add_argument(
+        "--mesh",
+        default=None,
+        metavar="X=4,Y=2",
+        help="named mesh axes (single upper-case letters) and their sizes",
+    )
+    group.add_argument(
+        "--devices",
+        default=None,
+        metavar="D",
+        help="total devices; must equal the product of the mesh",
+    )
+    add_network_args(group, per_axis=True)
+    add_run_args(group)
+    group.add_argument(
+        "--unreduced",
+        default=None,
+        metavar="AXIS[,..]",
+        help="leave the output's partial sums over these axes unreduced ({U_X})",
+    )
+
+
+# --- inputs and outputs ----------------------------------------------------------------------
+
+
+def add_json_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object (SI units)")
+
+
+def add_force_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--force`: "replace {what}"."""
+    parser.add_argument("--force", action="store_true", help=f"replace {what}")
+
+
+def add_sheet_input(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sheet",
+        default=None,
+        metavar="NAME",
+        help="worksheet to read in an .xlsx (default: the first)",
+    )
+
+
+def add_md_output(parser: argparse.ArgumentParser) -> None:
+    """`-o/--out OUT.md` and `--force` of the explain commands."""
+    parser.add_argument(
+        "-o",
+        "--out",
+        dest="out",
+        metavar="OUT.md",
+        default=None,
+        help="also write the Markdown to this file",
+    )
+    add_force_arg(parser, "OUT.md if it exists")
+
+
+def add_plot_output(parser: argparse.ArgumentParser) -> None:
+    """`-o/--out OUT` (required) and `--force` of the plot commands."""
+    parser.add_argument(
+        "-o", "--out", dest="out", metavar="OUT", required=True, help="a .png or .svg file"
+    )
+    add_force_arg(parser, "OUT if it exists")

@@ -1,0 +1,105 @@
+"""`shardline calibrate --out host.toml`: measure this machine and write a chip file."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from shardline.cli.args import add_force_arg, add_json_arg
+from shardline.cli.common import emit_json
+from shardline.errors import InputError
+
+__all__ = ["register", "run"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    cal = sub.add_parser(
+        "calibrate",
+        help="measure this machine and write a chip file (--out host.toml)",
+        description="Measure the machine this runs on (CPU with numpy; an NVIDIA GPU with torch "
+        "when present) and write a chip file that every command accepts with --hw.",
+    )
+    cal.add_argument("--out", required=True, help="chip file to write, e.g. host.toml")
+    _add_measurement_args(cal)
+    cal.add_argument(
+        "--collectives",
+        action="store_true",
+        help="also measure all-gather, reduce-scatter and all-reduce with "
+        "torch.distributed (gloo on CPU, NCCL on GPUs) and fit alpha and the "
+        "size-dependent bus efficiency",
+    )
+    cal.add_argument(
+        "--processes",
+        type=int,
+        default=4,
+        help="local processes for --collectives (default 4; torchrun sets its own)",
+    )
+    add_force_arg(cal, "--out if it exists")
+    cal.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_json_arg(cal)
+    cal.set_defaults(func=run)
+
+
+def _add_measurement_args(cal: argparse.ArgumentParser) -> None:
+    cal.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="what to measure (default: the GPU when torch sees one, else the CPU)",
+    )
+    cal.add_argument(
+        "--backend",
+        choices=("numpy", "torch"),
+        default=None,
+        help="CPU library to measure (default numpy; torch measures fp32 and bf16)",
+    )
+    cal.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="BLAS threads on a CPU (default 1: reproducible on a shared machine)",
+    )
+    cal.add_argument("--name", help="chip name in the file (default host / host-gpu)")
+    cal.add_argument("--quick", action="store_true", help="fewer and smaller measurements")
+    cal.add_argument("--repeats", type=int, default=None, help="timed samples per measurement")
+
+
+def _plain(value: Any) -> Any:
+    """A chip table with sourced values ({value, source}) as plain JSON."""
+    if hasattr(value, "value") and hasattr(value, "source"):
+        return {"value": value.value, "source": value.source}
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from shardline.calibrate import calibrate
+
+    if args.repeats is not None and args.repeats < 1:
+        raise InputError("--repeats must be at least 1")
+    if args.processes < 2:
+        raise InputError("--processes must be at least 2")
+    result = calibrate(
+        args.out,
+        device=args.device,
+        backend=args.backend,
+        threads=args.threads,
+        quick=args.quick,
+        repeats=args.repeats,
+        name=args.name,
+        progress=False if args.no_progress else None,
+        collectives=args.collectives,
+        processes=args.processes,
+        force=args.force,
+    )
+    if args.json:
+        emit_json(
+            {"path": result.path, "chip": _plain(result.chip), "measurements": result.measurements}
+        )
+    else:
+        from shardline.report.predict_text import render_calibration
+
+        sys.stdout.write(render_calibration(result.path, result.chip, len(result.measurements)))
+    return 0

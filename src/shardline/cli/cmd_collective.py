@@ -1,0 +1,77 @@
+"""`shardline collective KIND --bytes V --devices X`: one collective on a topology."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from shardline.cli.args import add_chip_args, add_json_arg, add_network_args
+from shardline.cli.common import emit_json, network_from_args, positive_count
+from shardline.errors import InputError
+
+if TYPE_CHECKING:
+    from shardline.collectives import CollectiveCost
+
+__all__ = ["compute_collective", "register", "run"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    co = sub.add_parser(
+        "collective",
+        help="price one collective on a topology",
+        description="Time of an all-gather, reduce-scatter, all-reduce or all-to-all of V bytes "
+        "over X devices (alpha-beta, plus the realistic prediction).",
+    )
+    co.add_argument(
+        "kind", metavar="KIND", help="all-gather, reduce-scatter, all-reduce, all-to-all or send"
+    )
+    co.add_argument(
+        "--bytes", required=True, metavar="V", help="bytes of the whole array, e.g. 1e9 or '64 MiB'"
+    )
+    co.add_argument("--devices", required=True, metavar="X", help="devices on the axis")
+    add_chip_args(co, dtype=False)
+    add_network_args(co.add_argument_group("network"), per_axis=False)
+    co.add_argument(
+        "--algorithm",
+        metavar="NAME",
+        help="the collective algorithm: ring, line, unidirectional-ring, switch, in-switch, "
+        "tree or p2p (default: the topology's own; see docs/sharding.md)",
+    )
+    add_json_arg(co)
+    co.set_defaults(func=run)
+
+
+def compute_collective(args: argparse.Namespace) -> CollectiveCost:
+    from shardline.collectives import canonical_kind, collective_cost, parse_topology
+    from shardline.hardware import load_chip
+    from shardline.units import parse_quantity
+
+    kind = canonical_kind(args.kind)
+    nbytes = parse_quantity(args.bytes, "B")
+    if not nbytes > 0:
+        raise InputError(f"--bytes must be positive, got {args.bytes!r}")
+    devices = positive_count(args.devices, "--devices")
+    network = network_from_args(args, ["X"])
+    words = parse_topology(args.topology, ["X"])
+    return collective_cost(
+        kind,
+        nbytes,
+        devices,
+        load_chip(args.hw),
+        words.get("X"),
+        link_bytes_per_s=network.link_bytes_per_s,
+        hop_latency_s=network.hop_latency_s,
+        algorithm=args.algorithm,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    cost = compute_collective(args)
+    if args.json:
+        emit_json(cost.to_dict())
+    else:
+        from shardline.report.sharding_text import render_collective
+
+        sys.stdout.write(render_collective(cost))
+    return 0

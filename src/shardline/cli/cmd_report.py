@@ -1,0 +1,83 @@
+"""`shardline report IN --html OUT.html`: one self-contained offline HTML page (interactive
+roofline, curves, table) of a sheet's rows or a workload's layers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from shardline.cli.args import add_chip_args, add_force_arg, add_operand_dtypes, add_sheet_input
+from shardline.cli.common import overrides_from_args, write_text
+from shardline.cli.compute import compute_sheet
+from shardline.errors import InputError
+
+if TYPE_CHECKING:
+    from shardline.report.html import ReportData
+
+__all__ = ["register", "run"]
+
+SHEET_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm", ".xls")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    rp = sub.add_parser(
+        "report",
+        help="one self-contained offline HTML page: interactive roofline, curves, table",
+        description="Write a single HTML file (no network, no CDN) with interactive plots and the "
+        "table of a sheet's rows or a workload's layers, for sharing with a team.",
+    )
+    rp.add_argument(
+        "input", metavar="IN", help="a .csv/.xlsx sheet of (M, K, N) rows or a workload .toml"
+    )
+    rp.add_argument("--html", required=True, metavar="OUT.html", help="the page to write")
+    add_force_arg(rp, "OUT.html if it exists")
+    add_sheet_input(rp)
+    add_chip_args(rp)
+    add_operand_dtypes(rp, "row")
+    rp.set_defaults(func=run)
+
+
+def _data(args: argparse.Namespace) -> tuple[ReportData, str]:
+    """The page's data, and the problems of a sheet's bad rows ("" when none)."""
+    from shardline.curves import sheet_curves
+    from shardline.report.html import report_from_sheet, report_from_stack
+
+    name = Path(args.input).name
+    if Path(args.input).suffix.lower() in SHEET_SUFFIXES:
+        result = compute_sheet(args, args.input)
+        problems = ""
+        if result.problems:
+            problems = (
+                f"{len(result.problems)} bad cell(s) in {args.input}, those rows not computed: "
+                f"{result.problems_text()}; the page lists them"
+            )
+        return report_from_sheet(result, name, sheet_curves(result)), problems
+    from shardline.io.workload_toml import load_workload
+    from shardline.stack import stack
+
+    if args.sheet:
+        raise InputError("--sheet applies to .xlsx inputs")
+    workload = load_workload(args.input)
+    return report_from_stack(stack(workload, args.hw, **overrides_from_args(args)), name), ""
+
+
+def run(args: argparse.Namespace) -> int:
+    from shardline.io.sheets import check_output_path
+    from shardline.report.html import render_html
+
+    out = check_output_path(args.html, [args.input], force=args.force, suffixes=(".html", ".htm"))
+    data, problems = _data(args)
+    page = render_html(data)
+    write_text(out, page)
+    n_mem = sum(1 for p in data.points if p[3] == "memory")
+    sys.stdout.write(
+        f"{n_mem} of {len(data.points)} points memory-bound on {data.chip.display_name}\n"
+        f"wrote {out}: self-contained HTML ({len(page.encode('utf-8')):,} bytes, no network "
+        f"access), {len(data.points)} points, {len(data.rows)} table rows, "
+        f"{len(data.curves)} curves\n"
+    )
+    if problems:
+        raise InputError(problems)
+    return 0

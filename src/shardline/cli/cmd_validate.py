@@ -1,0 +1,101 @@
+"""`shardline validate --hw host.toml`: measure a fixed suite here and compare predicted_s and the
+roofline with the measured times; writes PREFIX.csv and PREFIX.png."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from shardline.cli.args import add_force_arg, add_json_arg
+from shardline.cli.common import emit_json
+from shardline.errors import InputError
+
+__all__ = ["register", "run"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    val = sub.add_parser(
+        "validate",
+        help="measure a fixed suite here; predicted_s and roofline against measured",
+        description="Run a fixed suite of multiplies on this machine (large and small squares, "
+        "skinny M, odd sizes, long K; fp32 and a second dtype), measured with "
+        "warm-up, repeats and the median, and compare predicted_s and the roofline "
+        "with the measurements. Writes PREFIX.csv and PREFIX.png.",
+    )
+    val.add_argument(
+        "--hw",
+        default=None,
+        help="chip file from `shardline calibrate` (or, on a GPU, a catalog chip)",
+    )
+    val.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    val.add_argument("--quick", action="store_true", help="a tiny suite (tests, CI)")
+    val.add_argument("--repeats", type=int, default=None, help="timed samples per case")
+    val.add_argument(
+        "--out", default="validate", help="prefix of the CSV and PNG files (default: validate)"
+    )
+    val.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
+    add_force_arg(val, "existing output files")
+    val.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_json_arg(val)
+    val.set_defaults(func=run)
+
+
+def _default_hw() -> str:
+    if Path("host.toml").exists():
+        return "host.toml"
+    raise InputError(
+        "validate needs --hw: a chip file from `shardline calibrate --out host.toml` "
+        "measured on this machine (none given, and no host.toml here)"
+    )
+
+
+def _outputs(args: argparse.Namespace, hw: str) -> tuple[Path, Path | None]:
+    """The CSV and PNG paths, checked before any measurement (and matplotlib, for the plot)."""
+    from shardline.calibrate.chipfile import check_output
+
+    inputs = [hw] if hw.endswith(".toml") else []
+    csv_path = check_output(f"{args.out}.csv", inputs, force=args.force)
+    png_path = None if args.no_plot else check_output(f"{args.out}.png", inputs, force=args.force)
+    if png_path is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise InputError(
+                "the plot needs matplotlib: pip install 'shardline[plot]' (or pass --no-plot)"
+            ) from None
+    return csv_path, png_path
+
+
+def run(args: argparse.Namespace) -> int:
+    from shardline.calibrate.chipfile import atomic_write
+    from shardline.calibrate.validate import validate, write_csv
+
+    if args.repeats is not None and args.repeats < 1:
+        raise InputError("--repeats must be at least 1")
+    hw = args.hw or _default_hw()
+    csv_path, png_path = _outputs(args, hw)
+    partial = csv_path.with_name(csv_path.name.removesuffix(".csv") + ".partial.csv")
+    result = validate(
+        hw,
+        device=args.device,
+        quick=args.quick,
+        repeats=args.repeats,
+        progress=False if args.no_progress else None,
+        partial=partial,
+    )
+    partial.unlink(missing_ok=True)
+    write_csv(csv_path, result)
+    files = [str(csv_path)]
+    if png_path is not None:
+        from shardline.report.predict_text import render_plot
+
+        atomic_write(png_path, lambda tmp: render_plot(str(tmp), result))
+        files.append(str(png_path))
+    if args.json:
+        emit_json({**result.to_dict(), "files": files})
+    else:
+        from shardline.report.predict_text import render_validation
+
+        sys.stdout.write(render_validation(result, files))
+    return 0
