@@ -3,12 +3,14 @@ strategy), the microbatch counts to try, and the ranking."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import product
 from math import ceil, prod
 from typing import Any
 
+from shardline.cost import TIE_RTOL
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.options import RateOverrides
@@ -52,9 +54,13 @@ def _microbatch_candidates(per_replica: int, deg: Degrees, training: bool) -> li
     return found
 
 
+# sort keys round to the significant digits of the one tie tolerance (1e-9 -> 9 digits)
+_TIE_DIGITS = round(-math.log10(TIE_RTOL))
+
+
 def _close(value: float) -> float:
-    """Times compared to 9 significant digits, so that float noise does not break a tie."""
-    return float(f"{value:.9g}")
+    """Times rounded to the tie tolerance's digits, so that float noise does not break a tie."""
+    return float(f"{value:.{_TIE_DIGITS}g}")
 
 
 def _sort_key(objective: str) -> Callable[[PlanResult], tuple[float, ...]]:
