@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from shardline import kinds
 from shardline.dtypes import canonical_dtype, dtype_bits
 from shardline.einsum import check_size
 from shardline.errors import InputError
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 # Forward-only stacks and training steps; the templates add inference prefill and decode.
-PHASES = ("forward", "training")
+PHASES: tuple[str, ...] = kinds.PHASES  # closed vocabulary: shardline.kinds.Phase
 # The templates' dims: B batch, S and T tokens, D d_model, G kv heads, R query heads per kv head,
 # E head dim, F d_ff (J, the fused q/k/v index, and U, up+gate, have no logical axis).
 TEMPLATE_AXES = {
@@ -49,7 +50,7 @@ TEMPLATE_AXES = {
     "E": "head_dim",
     "F": "ffn",
 }
-TEMPLATE_PHASES = ("training", "prefill", "decode", "forward")
+TEMPLATE_PHASES: tuple[str, ...] = kinds.TEMPLATE_PHASES  # shardline.kinds.TemplatePhase
 
 
 @dataclass(frozen=True)

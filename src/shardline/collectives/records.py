@@ -17,18 +17,14 @@ import numpy as np
 
 from shardline.errors import InputError
 from shardline.hardware import Chip
+from shardline.kinds import COLLECTIVE_KINDS, STAGE_TOPOLOGIES
+from shardline.kinds import TOPOLOGIES as AXIS_TOPOLOGIES
 from shardline.serialize import jsonable
 
-KINDS: tuple[str, ...] = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all", "send")
-TOPOLOGIES: tuple[str, ...] = (
-    "ring",
-    "line",
-    "unidirectional-ring",
-    "switch",
-    "torus",
-    "hierarchical",
-)
-_STAGE_TOPOLOGIES = ("ring", "line", "unidirectional-ring", "switch")
+# the closed vocabularies live in shardline.kinds (Literal types); these are their value tuples
+KINDS: tuple[str, ...] = COLLECTIVE_KINDS
+TOPOLOGIES: tuple[str, ...] = AXIS_TOPOLOGIES
+_STAGE_TOPOLOGIES: tuple[str, ...] = STAGE_TOPOLOGIES
 
 _KIND_ALIASES = {
     "allgather": "all_gather",
