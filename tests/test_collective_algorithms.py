@@ -127,8 +127,18 @@ def test_algorithm_errors() -> None:
         cost("all_reduce", 1e6, 8, "line", V5E, "tree")  # a tree needs any-to-any links
     with pytest.raises(InputError, match="unknown algorithm 'foo'; valid: ring"):
         cost("all_reduce", 1e6, 8, "switch", H100, "foo")
-    with pytest.raises(InputError, match="one stage"):  # 16 H100: a node + scale-out
-        collective_cost("all_reduce", 1e6, 16, H100, algorithm="tree")
+    with pytest.raises(InputError, match="cannot run all-gather"):  # a tree only all-reduces
+        collective_cost("all_gather", 1e6, 16, H100, algorithm="tree")
+
+
+def test_tree_over_nodes_is_one_tree_at_the_nic() -> None:
+    # 16 H100s = 2 nodes of 8: NCCL's tree crosses the NICs, so one tree over n = 16 at the
+    # slowest stage: W = 50 GB/s per device (400 Gb/s NDR), alpha = 5 us (scale-out hop)
+    # t = 2·V/W + 2·alpha·ceil(log2 16) = 2e6/50e9 + 8 × 5e-6 = 40 us + 40 us
+    c = collective_cost("all_reduce", 1e6, 16, H100, algorithm="tree")
+    assert c.algorithm == "tree"
+    assert c.t_bandwidth_s == pytest.approx(2 * 1e6 / 50e9, rel=1e-12)
+    assert c.t_latency_s == pytest.approx(2 * 4 * 5e-6, rel=1e-12)
 
 
 def test_collective_algorithm_cli(capsys: pytest.CaptureFixture[str]) -> None:

@@ -157,6 +157,19 @@ def _compose(
         )
         one = _step(merged, nbytes, choose(kind, "switch", True, algorithm))
         return one.t_bandwidth_s, one.t_latency_s, [one], "sum"
+    if kind == "all_reduce" and algorithm is not None and canonical_algorithm(algorithm) == "tree":
+        # NCCL runs its double binary tree across the nodes (a chain inside each), so the
+        # slowest stage (the NICs) bounds it: one tree over the whole group at the slowest
+        # stage's per-device bandwidth and hop latency (a simplification; stated in the docs)
+        slowest = min(stages, key=lambda s: s.bytes_per_s)
+        merged = dataclasses.replace(
+            slowest,
+            topology="switch",
+            devices=math.prod(s.devices for s in stages),
+            hop_latency_s=max(s.hop_latency_s for s in stages),
+        )
+        one = _step(merged, nbytes, choose(kind, "switch", False, "tree"))
+        return one.t_bandwidth_s, one.t_latency_s, [one], "one tree over the slowest stage"
     steps = _staged(kind, nbytes, stages, algorithm)
     t_bw, t_lat, combine = _combine(nbytes, steps)
     return t_bw, t_lat, steps, combine
