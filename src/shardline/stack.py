@@ -58,13 +58,10 @@ def _own_dims(layer: Layer) -> Mapping[str, int]:
     return layer.dims
 
 
-@dataclass(frozen=True)
-class LayerCost:
-    """One einsum instance on one device at given (possibly sharded) sizes: its Cost (FLOPs, HBM
-    bytes: every operand not kept on chip, read or written once; roofline times) and peak rate."""
+class _ScalarCost:
+    """Scalar views of a record's `cost` (one layer's numbers are plain ints and floats)."""
 
     cost: Cost
-    flops_per_s: float
 
     @property
     def flops(self) -> int:
@@ -93,6 +90,15 @@ class LayerCost:
     @property
     def bound(self) -> str:
         return str(self.cost.bound)
+
+
+@dataclass(frozen=True)
+class LayerCost(_ScalarCost):
+    """One einsum instance on one device at given (possibly sharded) sizes: its Cost (FLOPs, HBM
+    bytes: every operand not kept on chip, read or written once; roofline times) and peak rate."""
+
+    cost: Cost
+    flops_per_s: float
 
 
 @dataclass(frozen=True)
@@ -118,7 +124,7 @@ def layer_cost(layer: Layer, chip: Chip, dims: Mapping[str, int] | None = None) 
 
 
 @dataclass(frozen=True)
-class LayerRow:
+class LayerRow(_ScalarCost):
     """One line of the breakdown: one einsum, `count` instances in the whole stack. Its Cost
     (FLOPs, bytes, times) is per instance; the totals multiply by `count`."""
 
@@ -130,34 +136,6 @@ class LayerRow:
     cost: Cost
     weight_bytes: int
     working_set_bytes: int  # one instance's inputs + output + weights (on-chip operands excluded)
-
-    @property
-    def flops(self) -> int:
-        return int(self.cost.flops)
-
-    @property
-    def bytes(self) -> int:
-        return int(self.cost.hbm_bytes)
-
-    @property
-    def t_compute_s(self) -> float:
-        return float(self.cost.t_compute_s)
-
-    @property
-    def t_memory_s(self) -> float:
-        return float(self.cost.t_memory_s)
-
-    @property
-    def t_lower_s(self) -> float:
-        return float(self.cost.t_lower_s)
-
-    @property
-    def t_upper_s(self) -> float:
-        return float(self.cost.t_upper_s)
-
-    @property
-    def bound(self) -> str:
-        return str(self.cost.bound)
 
     @property
     def intensity_flop_per_byte(self) -> float:

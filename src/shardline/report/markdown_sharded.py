@@ -82,7 +82,7 @@ def _assumptions(a: _Answer) -> list[str]:
         f" and HBM W = {fmt_rate(a.bw, 'B/s', digits=4)} per device.",
         "- Network: "
         + "; ".join(f"axis {ax}: {t}" for ax, t in r.topology.items())
-        + ". Collectives cost α·hops + bytes/bandwidth (MODEL.md section 4); link bandwidth is "
+        + ". Collectives cost α·hops + bytes/bandwidth (the alpha-beta model); link bandwidth is "
         "one-way per link.",
         "- Dtypes: "
         + ", ".join(f"{k} {v}" for k, v in r.dtypes.items() if k != "compute")

@@ -40,15 +40,9 @@ def batch_degree_ok(workload: Workload, degree: int) -> bool:
     return degree == 1 or (workload.batch_dim is not None and degree <= workload.batch)
 
 
-class DataParallel(Strategy):
-    name = "dp"
-    word = "dp"
-    help = "data-parallel replicas"
-    splits = ("batch",)
-    mesh_rank = 2
-    tier = "outside tp and fsdp: scale-out between nodes once tp x fsdp fills one"
-    comm_where = "overlaps the last backward pass"
-    memory = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
+class BatchSplit(Strategy):
+    """A strategy that splits the batch (dp, fsdp): valid with a batch dim and one item per
+    device, and each layer's batch dims divided by the degree."""
 
     def valid(self, workload: Workload, degree: int) -> bool:
         return batch_degree_ok(workload, degree)
@@ -57,6 +51,17 @@ class DataParallel(Strategy):
         self, layer: Layer, dims: dict[str, int], degree: int, batch_dim: str | None
     ) -> dict[str, int]:
         return split_batch(layer, dims, degree, batch_dim)
+
+
+class DataParallel(BatchSplit):
+    name = "dp"
+    word = "dp"
+    help = "data-parallel replicas"
+    splits = ("batch",)
+    mesh_rank = 2
+    tier = "outside tp and fsdp: scale-out between nodes once tp x fsdp fills one"
+    comm_where = "overlaps the last backward pass"
+    memory = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
 
     def layer_comm(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
         """Per weight gradient dW (V bytes): one all-reduce of V / (ways the gradients are

@@ -5,12 +5,11 @@ Model", Part 5; ZeRO, Rajbhandari et al. 2020)."""
 
 from __future__ import annotations
 
-from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network, Strategy
-from shardline.strategies.dp import batch_degree_ok, split_batch
-from shardline.workload import Layer, Workload
+from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network
+from shardline.strategies.dp import BatchSplit
 
 
-class FullySharded(Strategy):
+class FullySharded(BatchSplit):
     name = "fsdp"
     word = "fsdp"
     help = "FSDP (ZeRO-3) shards"
@@ -19,14 +18,6 @@ class FullySharded(Strategy):
     tier = "just outside tp: inside a node when tp x fsdp fits in one"
     comm_where = "overlapped"
     memory = MemorySplit("sharded", "sharded", "sharded", "dims", "dims")
-
-    def valid(self, workload: Workload, degree: int) -> bool:
-        return batch_degree_ok(workload, degree)
-
-    def split_dims(
-        self, layer: Layer, dims: dict[str, int], degree: int, batch_dim: str | None
-    ) -> dict[str, int]:
-        return split_batch(layer, dims, degree, batch_dim)
 
     def layer_comm(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
         """W = the layer's weight bytes on this device (before sharding): all-gather W before the
