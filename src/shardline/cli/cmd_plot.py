@@ -24,7 +24,6 @@ from shardline.errors import InputError
 if TYPE_CHECKING:
     import numpy as np
 
-    from shardline.compare import Comparison
     from shardline.report.plots import BatchPlot, RooflinePlot, RoofPoint, StrategyBar
 
 __all__ = ["register"]
@@ -180,7 +179,9 @@ def run_batch(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(_batch_json(plot, batch, shapes, out))
     else:
-        sys.stdout.write(_batch_text(plot, batch, out))
+        from shardline.report.plot_text import batch_summary
+
+        sys.stdout.write(batch_summary(plot, batch, out))
     return 0
 
 
@@ -205,37 +206,6 @@ def _batch_json(
             for c, (d, f) in zip(plot.curves, shapes, strict=True)
         ],
     }
-
-
-def _batch_text(plot: BatchPlot, batch: np.ndarray, out: Path) -> str:
-    from shardline.units import fmt_int, fmt_rate
-
-    lines = []
-    for c in plot.curves:
-        if c.critical_x is None:
-            turn = "memory-bound at every batch (no batch reaches the ridge)"
-        elif c.critical_x <= batch[-1]:
-            turn = (
-                f"compute-bound from B = {fmt_int(c.critical_x)} "
-                f"(reaches the {fmt_rate(plot.flops_per_s)} peak)"
-            )
-        else:
-            turn = (
-                f"memory-bound up to B = {fmt_int(batch[-1])}; "
-                f"compute-bound from B = {fmt_int(c.critical_x)}"
-            )
-        lines.append(
-            f"{c.label}: {turn}; achieved {fmt_rate(c.y[0])} at B = {fmt_int(batch[0])}, "
-            f"{fmt_rate(c.y[-1])} at B = {fmt_int(batch[-1])}"
-        )
-    lines.append(
-        f"wrote {out}: {len(plot.curves)} curves of achieved {plot.compute_dtype} FLOP/s = "
-        f"F / max(F/P, Q/W), P = {plot.flops_per_s:.3g} FLOP/s, W = {plot.mem_bytes_per_s:.3g} "
-        f"B/s, exact bytes Q = s_x·B·D + s_w·D·F + s_y·B·F "
-        f"({plot.dtypes['a']}, {plot.dtypes['b']}, {plot.dtypes['out']}), "
-        f"B = {fmt_int(batch[0])}..{fmt_int(batch[-1])}"
-    )
-    return "\n".join(lines) + "\n"
 
 
 # --- plot roofline ---------------------------------------------------------------------------
@@ -374,7 +344,9 @@ def run_strategies(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"output": str(out), "strategies": [_bar_json(b) for b in bars]})
     else:
-        sys.stdout.write(_strategies_text(bars, comparison, out))
+        from shardline.report.plot_text import strategies_summary
+
+        sys.stdout.write(strategies_summary(bars, comparison, out))
     return 0
 
 
@@ -387,21 +359,3 @@ def _bar_json(b: StrategyBar) -> dict[str, Any]:
         "t_memory_s": b.t_memory_s,
         "t_network_s": b.t_network_s,
     }
-
-
-def _strategies_text(bars: list[StrategyBar], comparison: Comparison, out: Path) -> str:
-    from shardline.units import fmt_time
-
-    best = bars[0]
-    lines = [
-        f"fastest: {best.label}, {best.bound}-bound, {fmt_time(best.t_lower_s)} "
-        f"(compute {fmt_time(best.t_compute_s)}, memory {fmt_time(best.t_memory_s)}, "
-        f"network {fmt_time(best.t_network_s)})"
-    ]
-    for b in bars[1:]:
-        lines.append(f"  {b.label}: {b.bound}-bound, {fmt_time(b.t_lower_s)}")
-    lines.append(
-        f"wrote {out}: {len(bars)} of {len(comparison.strategies)} strategies, compute / "
-        "memory / network time per device each"
-    )
-    return "\n".join(lines) + "\n"
