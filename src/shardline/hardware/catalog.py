@@ -286,6 +286,8 @@ _FRACTIONS = (
     "collective_bus_efficiency",
     "in_network_reduction_efficiency",
     "unaligned_matmul_efficiency",
+    "attention_fwd_efficiency",
+    "attention_bwd_efficiency",
 )
 
 

@@ -71,6 +71,14 @@ class Achievable:
     # and the matmul rate with unaligned dimensions as a fraction of the aligned rate
     pack_bytes_per_s: float | None = None
     unaligned_matmul_efficiency: float | None = None
+    # fused attention kernels (FlashAttention-style): achieved FLOP/s of the forward and of the
+    # backward kernel as a fraction of the dense peak of the compute dtype (FLOPs counted with
+    # the causal saving; the backward kernel does 2.5x the forward's FLOPs)
+    attention_fwd_efficiency: float | None = None
+    attention_bwd_efficiency: float | None = None
+    # the shortest time one kernel takes on the device (ramp up and drain), whether launched
+    # eagerly or replayed from a CUDA graph; eager launches cost max(launch_overhead_s, ...)
+    kernel_floor_s: float | None = None
 
 
 @dataclass(frozen=True)
