@@ -147,6 +147,7 @@ class Layer:
     phase: str = "forward"  # "forward" or "backward"
     grad_of: str | None = None
     axes: Mapping[str, str] = field(default_factory=dict)  # dim -> logical axis (LOGICAL_AXES)
+    kernel: str = "gemm"  # "gemm", or "attention": part of one fused attention kernel
 
     def __post_init__(self) -> None:
         where = f"layer {self.name!r}"
@@ -163,6 +164,8 @@ class Layer:
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
             raise InputError(f"{where}: count must be a positive integer, got {self.count!r}")
         tp_dims, axes = _named_dims(where, parsed, dims, self.tp_dims, self.axes)
+        if self.kernel not in ("gemm", "attention"):
+            raise InputError(f"{where}: kernel must be gemm or attention, got {self.kernel!r}")
         if self.phase not in ("forward", "backward"):
             raise InputError(f"{where}: phase must be forward or backward, got {self.phase!r}")
         if self.compute_dtype is not None:
@@ -292,6 +295,7 @@ def backward_layers(layer: Layer) -> list[Layer]:
                 count=layer.count,
                 tp_dims=layer.tp_dims,
                 axes=layer.axes,
+                kernel=layer.kernel,
                 phase="backward",
                 grad_of=target.name if is_weight else None,
             )

@@ -20,6 +20,7 @@ from shardline.dtypes import canonical_dtype, dtype_bits
 from shardline.einsum import check_size
 from shardline.errors import InputError
 from shardline.layer import LOGICAL_AXES, Layer, backward_layers
+from shardline.modelshape import ModelShape
 
 __all__ = [
     "Layer",
@@ -71,6 +72,7 @@ class Workload:
     kv_cache_formula: dict[str, int] | None = (
         None  # templates: the terms of 2*L*n_kv*d_head*S*B*s_kv
     )
+    model: ModelShape | None = None  # transformer templates: the whole model's sizes
 
     def __post_init__(self) -> None:
         layers = tuple(self.layers)
@@ -191,7 +193,8 @@ class Workload:
         formula = None
         if self.kv_cache_formula is not None:
             formula = {**self.kv_cache_formula, "B": batch}
-        return replace(self, layers=layers, kv_cache_formula=formula)
+        model = replace(self.model, batch=batch) if self.model is not None else None
+        return replace(self, layers=layers, kv_cache_formula=formula, model=model)
 
     def with_phase(self, phase: str) -> Workload:
         if phase == self.phase:
@@ -276,6 +279,9 @@ class TransformerShape:
     head_dim: int | None = None
     gated: bool = True
     layers: int = 1
+    vocab: int | None = None  # None: the embedding and the LM head are left out
+    attention: str = "flash"  # "flash" (scores stay on chip) or "standard" (scores via HBM)
+    rotary: bool = True  # rotary position embedding on q and k (False: learned positions)
 
 
 def _ffn_layers(d: int, f: int, b: int, s: int, gated: bool, dtype: str) -> tuple[Layer, ...]:
@@ -347,6 +353,7 @@ class _Block:
     cache: tuple[str, ...]
     dtype: str
     kv_dtype: str
+    onchip_scores: bool
 
 
 def _block(shape: TransformerShape, phase: str, dtype: str, kv_dtype: str | None) -> _Block:
@@ -370,11 +377,15 @@ def _block(shape: TransformerShape, phase: str, dtype: str, kv_dtype: str | None
     q_len, k_len = (1, s) if phase == "decode" else (s, s)
     cache = ("k", "v") if phase in ("prefill", "decode") else ()
     kv = canonical_dtype(kv_dtype or dtype)
-    return _Block(d, f, h, g, e, b, s, n_layers, shape.gated, q_len, k_len, cache, dtype, kv)
+    flash = shape.attention == "flash"
+    return _Block(
+        d, f, h, g, e, b, s, n_layers, shape.gated, q_len, k_len, cache, dtype, kv, flash
+    )  # fmt: skip
 
 
 def _attention_layers(k: _Block) -> list[Layer]:
     r = k.h // k.g
+    onchip = ("p",) if k.onchip_scores else ()
     common = {"B": k.b, "D": k.d, "G": k.g, "E": k.e, "S": k.q_len}
     scores = {"B": k.b, "S": k.q_len, "T": k.k_len, "G": k.g, "R": r, "E": k.e}
     cached = bool(k.cache)
@@ -385,13 +396,13 @@ def _attention_layers(k: _Block) -> list[Layer]:
         ),
         Layer(
             "attn_scores", "q[B,S,G,R,E] * k[B,T,G,E] -> p[B,G,R,S,T]", scores, dtype=k.dtype,
-            dtypes={"k": k.kv_dtype} if cached else {}, cache=k.cache[:1], onchip=("p",),
-            tp_dims=("G", "R"),
+            dtypes={"k": k.kv_dtype} if cached else {}, cache=k.cache[:1], onchip=onchip,
+            tp_dims=("G", "R"), kernel="attention",
         ),
         Layer(
             "attn_values", "p[B,G,R,S,T] * v[B,T,G,E] -> o[B,S,G,R,E]", scores, dtype=k.dtype,
-            dtypes={"v": k.kv_dtype} if cached else {}, cache=k.cache[1:], onchip=("p",),
-            tp_dims=("G", "R"),
+            dtypes={"v": k.kv_dtype} if cached else {}, cache=k.cache[1:], onchip=onchip,
+            tp_dims=("G", "R"), kernel="attention",
         ),
         Layer(
             "attn_out", "o[B,S,G,R,E] * wo[G,R,E,D] -> y[B,S,D]", {**common, "R": r},
@@ -420,8 +431,15 @@ def transformer(
     per projection in the backward pass, as Megatron does. Attention scores P stay on chip
     (flash attention); the scores count the full S x T product (causal masking skips about half).
     Phases: "training" (forward + backward), "prefill" and "decode" (forward, with a KV cache).
+    `attention = "standard"` keeps P in HBM (no fused kernel); `vocab` adds the embedding and the
+    LM head to the realistic time, the memory and MFU (`Workload.model`).
     """
-    k = _block(shape or TransformerShape(**sizes), phase, dtype, kv_dtype)
+    shape = shape or TransformerShape(**sizes)
+    k = _block(shape, phase, dtype, kv_dtype)
+    model = ModelShape(
+        k.d, k.f, k.h, k.g, k.e, k.n_layers, k.s, k.q_len, k.b, k.gated, shape.vocab,
+        shape.attention, bool(shape.rotary), True, canonical_dtype(dtype),
+    )  # fmt: skip
     block = _attention_layers(k) + list(_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype))
     label = name or (
         f"transformer d_model={k.d} d_ff={k.f} heads={k.h}/{k.g} x{k.n_layers} {phase}"
@@ -441,4 +459,5 @@ def transformer(
         tokens_per_item=k.q_len,
         description=f"{phase}: batch {k.b}, {k.q_len} query x {k.k_len} key tokens",
         kv_cache_formula=formula if k.cache else None,
+        model=model,
     )

@@ -20,8 +20,9 @@ A stack (every field is checked; an unknown one is an error, not ignored):
                                  # head_dim, model, ffn, vocab), split by the parallel strategies
 
 A template instead of layers: a `[transformer]` table (d_model, d_ff, heads, kv_heads, head_dim,
-seq_len, batch, layers, gated, dtype, kv_dtype) or an `[ffn]` table (d_model, d_ff, seq_len, batch,
-layers, gated, dtype), with `phase` "training", "prefill", "decode" or "forward".
+seq_len, batch, layers, gated, dtype, kv_dtype, vocab, attention = "flash" | "standard", rotary)
+or an `[ffn]` table (d_model, d_ff, seq_len, batch, layers, gated, dtype), with `phase`
+"training", "prefill", "decode" or "forward".
 
 A .csv/.xlsx sheet with M, K, N columns (and optional count, dtype, name columns) is read by
 `shardline.io.sheets.read_shape_rows`: each row is a layer x[M,K] * w[K,N] -> y[M,N].
@@ -91,6 +92,9 @@ TRANSFORMER_FIELDS = (
     "dtype",
     "kv_dtype",
     "phase",
+    "vocab",
+    "attention",
+    "rotary",
 )
 FFN_FIELDS = ("d_model", "d_ff", "seq_len", "batch", "layers", "gated", "dtype", "phase")
 SHEET_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm")

@@ -1,0 +1,78 @@
+"""The sizes of a transformer as a whole model: what the realistic time model, the activation
+memory formulas and MFU need beyond the einsum layers (the vocabulary, the attention kernel, the
+ops between the matmuls).
+
+A `[transformer]` template builds one (`Workload.model`). Pure: no printing, no files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shardline.errors import InputError
+
+__all__ = ["ModelShape", "ATTENTION_KERNELS"]
+
+# "flash": a fused FlashAttention-style kernel, the scores never reach HBM (the default for
+# current software); "standard": scores written to HBM, a softmax kernel and a dropout kernel read
+# and write them (Megatron-LM before FlashAttention).
+ATTENTION_KERNELS = ("flash", "standard")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A decoder-only transformer: `layers` blocks of attention (heads query heads of head_dim,
+    kv_heads key/value heads) and a feed-forward of d_ff (gated: SwiGLU, two up projections);
+    `vocab` tokens (None: the embedding and LM head are left out); `seq_len` the context
+    (decode: the cached tokens), `q_len` the tokens each sequence runs through per step (decode:
+    1); `batch` sequences; `dtype` of weights and activations."""
+
+    d_model: int
+    d_ff: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    layers: int
+    seq_len: int
+    q_len: int
+    batch: int
+    gated: bool = True
+    vocab: int | None = None
+    attention: str = "flash"
+    rotary: bool = True
+    causal: bool = True
+    dtype: str = "bf16"
+
+    def __post_init__(self) -> None:
+        if self.attention not in ATTENTION_KERNELS:
+            raise InputError(
+                f"attention must be one of {', '.join(ATTENTION_KERNELS)}, got {self.attention!r}"
+            )
+        if self.vocab is not None and (
+            isinstance(self.vocab, bool) or not isinstance(self.vocab, int) or self.vocab < 1
+        ):
+            raise InputError(f"vocab must be a positive integer, got {self.vocab!r}")
+
+    @property
+    def decode(self) -> bool:
+        return self.q_len == 1 and self.seq_len > 1
+
+    @property
+    def layer_params(self) -> int:
+        """Weights of one block: W_qkv (d x (heads + 2 kv_heads) x head_dim), W_o, and the
+        feed-forward (two or, gated, three d x d_ff matrices). Biases and norms are left out."""
+        d, e = self.d_model, self.head_dim
+        attention = d * (self.heads + 2 * self.kv_heads) * e + self.heads * e * d
+        ffn = (3 if self.gated else 2) * d * self.d_ff
+        return attention + ffn
+
+    @property
+    def head_params(self) -> int:
+        """The LM head (d_model x vocab); 0 without a vocabulary."""
+        return self.d_model * (self.vocab or 0)
+
+    @property
+    def matmul_params(self) -> int:
+        """N of the 6N rule: every block's weights and the LM head (a matmul); the embedding is
+        a lookup and does not count (Chowdhery et al. 2022, PaLM, appendix B)."""
+        return self.layers * self.layer_params + self.head_params
