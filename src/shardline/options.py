@@ -14,7 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Precision", "RateOverrides", "DEFAULT_REDUCE_DTYPE"]
+__all__ = [
+    "Precision",
+    "RateOverrides",
+    "DEFAULT_REDUCE_DTYPE",
+    "Execution",
+    "RECOMPUTE_MODES",
+    "OPTIMIZER_STATE_BYTES",
+]
 
 # Partial sums cross the network in the accumulator dtype unless told (MODEL.md section 5, s_acc).
 DEFAULT_REDUCE_DTYPE = "fp32"
@@ -40,3 +47,83 @@ class RateOverrides:
 
     flops_per_s: float | None = None
     mem_bytes_per_s: float | None = None
+
+
+RECOMPUTE_MODES = ("none", "selective", "full")
+# Optimizer state per parameter beyond the weights and gradients, as (bytes of moments, whether
+# an fp32 master copy is kept for weights stored narrower than fp32) (ZeRO, Rajbhandari et al.
+# 2020, section 3.1: mixed-precision Adam keeps an fp32 master copy and two fp32 moments, 12 B):
+# "adam-bf16" keeps the two moments in bf16 and no master copy; "sgd" is momentum SGD (one fp32
+# moment); "adafactor" keeps factored second moments, about 0 B per parameter of a large matrix.
+OPTIMIZER_STATE_BYTES: dict[str, tuple[float, bool]] = {
+    "adam": (8.0, True),
+    "adam-bf16": (4.0, False),
+    "sgd": (4.0, True),
+    "adafactor": (0.0, True),
+}
+FP32_MASTER_BYTES = 4.0
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How a plan runs, beyond its degrees (the choices of Megatron-LM and its peers).
+
+    `interleave`: V model chunks per pipeline stage (interleaved 1F1B; 1 = plain 1F1B);
+    `recompute`: "none", "selective" (the attention core is recomputed in the backward pass) or
+    "full" (every layer's forward is run again; Korthikanti et al. 2022); `sequence_parallel`:
+    tensor parallelism with reduce-scatter + all-gather and the norms and dropouts split too;
+    `tp_overlap`: tensor-parallel collectives hidden behind the GEMMs; `zero`: ZeRO stage of the
+    data-parallel axis (1 optimizer state, 2 + gradients, 3 + weights sharded over dp);
+    `optimizer`: a name of OPTIMIZER_STATE_BYTES or bytes of state per parameter; `cuda_graphs`:
+    kernels replayed from a CUDA graph (no per-kernel launch overhead); `tokens`: tokens to train
+    on, for the days-to-train answer."""
+
+    interleave: int = 1
+    recompute: str = "none"
+    sequence_parallel: bool = False
+    tp_overlap: bool = False
+    zero: int = 0
+    optimizer: str | float = "adam"
+    cuda_graphs: bool = False
+    tokens: float | None = None
+
+    def __post_init__(self) -> None:
+        from shardline.errors import InputError
+
+        v = self.interleave
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"interleave must be a positive integer, got {v!r}")
+        if self.recompute not in RECOMPUTE_MODES:
+            raise InputError(
+                f"recompute must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}"
+            )
+        if self.zero not in (0, 1, 2, 3):
+            raise InputError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
+        self.state_bytes_per_param(16)  # validates the optimizer
+        t = self.tokens
+        if t is not None and not (isinstance(t, int | float) and t > 0 and t < float("inf")):
+            raise InputError(f"tokens must be a positive finite number, got {t!r}")
+
+    @property
+    def optimizer_state_bytes(self) -> float:
+        """Bytes of optimizer state per bf16 parameter (beyond weights and gradients)."""
+        return self.state_bytes_per_param(16)
+
+    def state_bytes_per_param(self, weight_bits: int) -> float:
+        """Optimizer state per parameter for weights of `weight_bits` bits: the moments, plus
+        an fp32 master copy where the optimizer keeps one and the weights are narrower; a number
+        given as the optimizer is the whole state per parameter."""
+        from shardline.errors import InputError
+
+        opt = self.optimizer
+        if isinstance(opt, str):
+            if opt not in OPTIMIZER_STATE_BYTES:
+                raise InputError(
+                    f"optimizer must be one of {', '.join(OPTIMIZER_STATE_BYTES)} or bytes per "
+                    f"parameter, got {opt!r}"
+                )
+            moments, master = OPTIMIZER_STATE_BYTES[opt]
+            return moments + (FP32_MASTER_BYTES if master and weight_bits < 32 else 0.0)
+        if isinstance(opt, bool) or not isinstance(opt, int | float) or not 0 <= opt < 1e6:
+            raise InputError(f"optimizer bytes per parameter must be in [0, 1e6), got {opt!r}")
+        return float(opt)

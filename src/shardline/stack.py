@@ -111,6 +111,11 @@ class DeviceShare:
     weights_ways: int = 1
     gradients_ways: int = 1
     optimizer_ways: int = 1
+    # sizes of the resident state (the KV cache): every sequence's cache stays on the device
+    # whatever the microbatching, so only the batch splits between devices apply
+    cache_dims: Callable[[Layer], Mapping[str, int]] | None = None
+    # optimizer state in bytes per parameter, by the weight's dtype (default: mixed-precision Adam)
+    state_bytes: Callable[[str], float] = optimizer_bytes_per_param
 
 
 def layer_cost(layer: Layer, chip: Chip, dims: Mapping[str, int] | None = None) -> LayerCost:
@@ -220,6 +225,7 @@ class MemoryCheck:
     working_set_bytes: float  # the seed 003 question: one input + one output + the layer's weight
     working_set_layer: str
     working_set_fits: bool
+    buffers_bytes: float = 0.0  # gathered weights under FSDP (the layer in use and the next)
 
 
 def _activation_bytes(layer: Layer, dims: Mapping[str, int], which: Iterable[str]) -> int:
@@ -250,11 +256,11 @@ def memory_check(
         weights_one = sum(layer.operand_bytes(w, dims) for w in layer.weights)
         params += n * sum(_elements(layer, w, dims) for w in layer.weights)
         adam += n * sum(
-            _elements(layer, w, dims) * optimizer_bytes_per_param(layer.dtypes[w])
-            for w in layer.weights
+            _elements(layer, w, dims) * share.state_bytes(layer.dtypes[w]) for w in layer.weights
         )
         weights += n * weights_one
-        kv += n * sum(layer.operand_bytes(c, dims) for c in layer.cache)
+        cache_dims = share.cache_dims(layer) if share.cache_dims is not None else dims
+        kv += n * sum(layer.operand_bytes(c, cache_dims) for c in layer.cache)
         ins = _activation_bytes(layer, dims, (op.name for op in layer.inputs))
         out = _activation_bytes(layer, dims, (layer.output.name,))
         saved += n * ins

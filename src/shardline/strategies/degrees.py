@@ -3,7 +3,8 @@ device's share of a workload (local sizes of each layer, sharded memory)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from math import ceil, prod
 
 from shardline.stack import DeviceShare
@@ -100,17 +101,36 @@ def local_dims(
     return dims
 
 
+# ZeRO stage of the data-parallel axis -> the states it shards (Rajbhandari et al. 2020)
+ZERO_SHARDS = {0: (), 1: ("optimizer",), 2: ("optimizer", "gradients"), 3: ("optimizer",
+               "gradients", "weights")}  # fmt: skip
+
+
 def device_share(
-    workload: Workload, degrees: Mapping[str, int], microbatches: int = 1
+    workload: Workload,
+    degrees: Mapping[str, int],
+    microbatches: int = 1,
+    *,
+    zero: int = 0,
+    state_bytes: Callable[[str], float] | None = None,
 ) -> DeviceShare:
-    """One device's share for the memory check: local sizes, and the ways each state is sharded."""
+    """One device's share for the memory check: local sizes, the ways each state is sharded
+    (FSDP shards all three; ZeRO stage `zero` shards some over dp), and the resident KV cache's
+    sizes (every sequence of the device's replica, not one microbatch)."""
 
     def ways(term: str) -> int:
         return prod(
-            degrees.get(s.name, 1) for s in strategies() if getattr(s.memory, term) == "sharded"
+            degrees.get(s.name, 1)
+            for s in strategies()
+            if getattr(s.memory, term) == "sharded"
+            or (s.name == "dp" and term in ZERO_SHARDS[zero])
         )
 
     def dims(layer: Layer) -> dict[str, int]:
         return local_dims(layer, degrees, batch_dim=workload.batch_dim, microbatches=microbatches)
 
-    return DeviceShare(dims, ways("weights"), ways("gradients"), ways("optimizer"))
+    def cache_dims(layer: Layer) -> dict[str, int]:
+        return local_dims(layer, degrees, batch_dim=workload.batch_dim, microbatches=1)
+
+    share = DeviceShare(dims, ways("weights"), ways("gradients"), ways("optimizer"), cache_dims)
+    return replace(share, state_bytes=state_bytes) if state_bytes is not None else share

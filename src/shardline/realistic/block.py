@@ -1,0 +1,142 @@
+"""The memory-bound ops between a transformer's matmuls, as bytes read and written per
+microbatch on one device, and the LM head as an einsum.
+
+Training (Megatron-LM's fused kernels): layer norm, attention, bias-dropout-add, layer norm,
+bias-activation, bias-dropout-add per block; with standard attention a fused scale-mask-softmax
+and a dropout over the scores too. Inference: the residual add fused into each norm (vLLM's
+fused_add_rms_norm), no dropout. Rotary embedding reads and writes q and k. Without sequence
+parallelism the norms, dropouts and residual adds run on every tensor-parallel rank over the whole
+hidden state; with it each rank does 1/t of them (Korthikanti et al. 2022, section 4.2.2).
+
+The backward of a memory-bound op reads what the forward read (the saved inputs) and the
+gradient of what it wrote, and writes the gradient of what it read:
+`bytes_bwd = 2 x read + write` (a stated rule for elementwise kernels).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shardline.dtypes import dtype_bits
+from shardline.layer import Layer
+from shardline.modelshape import ModelShape
+
+__all__ = ["MemOp", "block_ops", "embedding_ops", "head_ops", "head_layer", "optimizer_bytes"]
+
+MASK_BYTES = 1  # a dropout mask keeps one byte per element (Korthikanti et al. 2022, section 4)
+LOSS_BYTES = 4  # the cross entropy runs in fp32 (Megatron-LM's vocab-parallel cross entropy)
+
+
+@dataclass(frozen=True)
+class MemOp:
+    """One memory-bound kernel: bytes it reads and writes in the forward pass."""
+
+    name: str
+    read_bytes: float
+    write_bytes: float
+
+    @property
+    def forward_bytes(self) -> float:
+        return self.read_bytes + self.write_bytes
+
+    @property
+    def backward_bytes(self) -> float:
+        return 2 * self.read_bytes + self.write_bytes
+
+
+@dataclass(frozen=True)
+class _Sizes:
+    """Per microbatch on one device: n tokens, hidden-state bytes r (split by SP), the element
+    size w, and the tensor-parallel degree t."""
+
+    n: float
+    r: float
+    w: float
+    t: int
+
+
+def _sizes(model: ModelShape, sequences: float, tp: int, sp: bool) -> _Sizes:
+    w = dtype_bits(model.dtype) / 8
+    n = sequences * model.q_len
+    hidden = n * model.d_model * w
+    return _Sizes(n, hidden / tp if sp else hidden, w, tp)
+
+
+def _attention_ops(model: ModelShape, z: _Sizes, sequences: float, training: bool) -> list[MemOp]:
+    out: list[MemOp] = []
+    if model.rotary:
+        qk = z.n * (model.heads + model.kv_heads) * model.head_dim / z.t * z.w
+        out.append(MemOp("rotary", qk, qk))
+    if model.attention == "standard":
+        p = sequences * model.heads / z.t * model.q_len * model.seq_len * z.w
+        out.append(MemOp("softmax", p, p))
+        if training:
+            out.append(MemOp("attention_dropout", p, p + p / z.w * MASK_BYTES))
+    return out
+
+
+def block_ops(
+    model: ModelShape, sequences: float, *, tp: int, sp: bool, training: bool
+) -> list[MemOp]:
+    """One block's memory-bound ops for `sequences` sequences (a microbatch on one device)."""
+    z = _sizes(model, sequences, tp, sp)
+    ffn = z.n * model.d_ff / z.t * z.w
+    act = MemOp("swiglu" if model.gated else "gelu", ffn * (2 if model.gated else 1), ffn)
+    mask = z.r / z.w * MASK_BYTES
+    if training:
+        norm = MemOp("layer_norm", z.r, z.r)
+        bda = MemOp("bias_dropout_add", 2 * z.r, z.r + mask)
+        before = [norm]
+        after = [bda, norm, act, bda]
+    else:
+        add_norm = MemOp("add_norm", 2 * z.r, 2 * z.r)
+        before = [add_norm]
+        after = [add_norm, act]
+    return before + _attention_ops(model, z, sequences, training) + after
+
+
+def embedding_ops(model: ModelShape, sequences: float, *, tp: int, sp: bool) -> list[MemOp]:
+    """The first stage's embedding lookup (rows gathered from the table, written as the hidden
+    state; learned positions add a second lookup and an add)."""
+    z = _sizes(model, sequences, tp, sp)
+    ops = [MemOp("embedding", z.r, z.r)]
+    if not model.rotary:
+        ops.append(MemOp("position_embedding", 2 * z.r, z.r))
+    return ops
+
+
+def head_ops(
+    model: ModelShape, sequences: float, *, tp: int, sp: bool, training: bool
+) -> list[MemOp]:
+    """The last stage's final norm and, training, the vocab-parallel cross entropy (fp32 logits
+    read three times, written twice: max, exp-sum, softmax)."""
+    z = _sizes(model, sequences, tp, sp)
+    ops = [MemOp("final_norm", z.r, z.r)]
+    if training and model.vocab:
+        logits = z.n * model.vocab / tp * LOSS_BYTES
+        ops.append(MemOp("cross_entropy", 3 * logits, 2 * logits))
+    return ops
+
+
+def head_layer(model: ModelShape, training: bool) -> Layer | None:
+    """The LM head x[B,S,D] * w[D,V] -> logits[B,S,V], vocab split by tensor parallelism; for
+    inference only the last token's logits are computed (S = 1)."""
+    if not model.vocab:
+        return None
+    s = model.q_len if training else 1
+    return Layer(
+        "lm_head",
+        "x[B,S,D] * w[D,V] -> logits[B,S,V]",
+        {"B": model.batch, "S": s, "D": model.d_model, "V": model.vocab},
+        dtype=model.dtype,
+        weights=("w",),
+        tp_dims=("V",),
+        axes={"B": "batch", "S": "seq", "D": "model", "V": "vocab"},
+    )
+
+
+def optimizer_bytes(params: float, weight_bits: int, state_bytes: float) -> float:
+    """One optimizer step over `params` local parameters: read the weights, the gradients (and
+    again for the norm clipping) and the state, write the weights and the state."""
+    w = weight_bits / 8
+    return params * (2 * w + 2 * w + 2 * state_bytes)

@@ -1,0 +1,103 @@
+"""One kernel's realistic time on one chip.
+
+- Launch rule: run eagerly, a kernel costs `max(launch_overhead_s, kernel_floor_s + work)` (the
+  host issues kernels back to back, so a kernel shorter than the launch overhead waits for the
+  next launch; a longer one hides it); replayed from a CUDA graph it costs
+  `kernel_floor_s + work` (no host launch; the floor is the device's ramp up and drain).
+- A memory-bound kernel's work is its bytes at the chip's achievable HBM bandwidth.
+- A GEMM's work is `shardline.predict`'s realistic time (tiles, waves, alignment, achievable
+  rate) without its launch overhead, which the launch rule above adds.
+- The fused attention kernel (FlashAttention-style; Dao 2023, FlashAttention-2): the forward does
+  the two attention einsums' FLOPs at the chip's achievable attention efficiency, halved under a
+  causal mask; the backward kernel does 2.5x the forward's FLOPs (it recomputes the scores), at
+  the backward efficiency. Decode attention reads the KV cache: memory-bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from shardline.achievable import achievable_rate
+from shardline.hardware import Chip
+from shardline.layer import Layer
+from shardline.predict import with_prediction
+from shardline.roofline import evaluate_einsum
+
+__all__ = [
+    "launch_rule_s",
+    "memory_kernel_s",
+    "gemm_work_s",
+    "attention_work_s",
+    "FLASH_BWD_FLOPS_RATIO",
+]
+
+# The FlashAttention backward kernel does 2.5x the forward's matmul FLOPs (five matmuls against
+# two; Dao 2023, FlashAttention-2, section 4 benchmark convention).
+FLASH_BWD_FLOPS_RATIO = 2.5
+# Each einsum of the attention backward (dQ, dK, dP, dV) is counted at the forward's FLOPs, 2x in
+# all, so the kernel's 2.5x is 1.25x the backward einsums' FLOPs.
+_BWD_PER_GRAD_EINSUM = FLASH_BWD_FLOPS_RATIO / 2
+
+
+def launch_rule_s(chip: Chip, work_s: float, *, cuda_graphs: bool) -> float:
+    """One kernel of `work_s` seconds of device work: eager `max(launch, floor + work)`, CUDA
+    graphs `floor + work` (module docstring)."""
+    floor = chip.achievable.kernel_floor_s or 0.0
+    if cuda_graphs:
+        return floor + work_s
+    return max(chip.achievable.launch_overhead_s or 0.0, floor + work_s)
+
+
+def mem_rate(chip: Chip) -> float:
+    """Achievable HBM bytes/s (the datasheet figure when the chip file has no measurement)."""
+    return chip.achievable.mem_bytes_per_s or chip.mem_bytes_per_s
+
+
+def memory_kernel_s(chip: Chip, nbytes: float, *, cuda_graphs: bool) -> float:
+    """A memory-bound kernel moving `nbytes` (reads + writes) at achievable bandwidth."""
+    return launch_rule_s(chip, nbytes / mem_rate(chip), cuda_graphs=cuda_graphs)
+
+
+def gemm_work_s(layer: Layer, chip: Chip, dims: Mapping[str, int]) -> float:
+    """The per-op realistic time of one einsum instance (shardline.predict), less its launch
+    overhead, with on-chip operands' bytes taken out of its memory time."""
+    result = evaluate_einsum(
+        layer.parsed, dict(dims), chip, dict(layer.dtypes), layer.compute_dtype
+    )
+    predicted = with_prediction(result)
+    terms = predicted.prediction or {}
+    work = float(predicted.cost.predicted_s) - float(terms.get("t_overhead_s", 0.0))
+    if layer.onchip:
+        onchip = sum(float(result.bytes[name]) for name in layer.onchip)
+        t_mem = (float(result.bytes["total"]) - onchip) / mem_rate(chip)
+        work = max(float(terms.get("t_compute_s", work)), t_mem)
+    return work
+
+
+def attention_efficiency(chip: Chip, compute_dtype: str, backward: bool) -> float:
+    """The fused attention kernel's achieved fraction of the dense peak: the chip file's figure,
+    else the chip's achievable matmul efficiency for the dtype."""
+    a = chip.achievable
+    given = a.attention_bwd_efficiency if backward else a.attention_fwd_efficiency
+    if given:
+        return given
+    return achievable_rate(chip, compute_dtype)[0] / chip.peak(compute_dtype)
+
+
+def attention_work_s(
+    layer: Layer, chip: Chip, dims: Mapping[str, int], *, causal: bool, decode: bool
+) -> float:
+    """One attention einsum as its share of the fused kernel: FLOPs (halved when causal) at the
+    attention efficiency, or at least its HBM bytes at achievable bandwidth (decode: the KV cache
+    read)."""
+    result = evaluate_einsum(
+        layer.parsed, dict(dims), chip, dict(layer.dtypes), layer.compute_dtype
+    )
+    compute = layer.compute_dtype or layer.dtype
+    backward = layer.phase == "backward"
+    flops = float(result.flops) * (0.5 if causal and not decode else 1.0)
+    if backward:
+        flops *= _BWD_PER_GRAD_EINSUM
+    rate = attention_efficiency(chip, compute, backward) * chip.peak(compute)
+    hbm = float(result.bytes["total"]) - sum(float(result.bytes[n]) for n in layer.onchip)
+    return max(flops / rate, hbm / mem_rate(chip))
