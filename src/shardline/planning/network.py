@@ -35,7 +35,7 @@ class MeshNetwork:
                 )
             outer_first = [(s.name, degrees.get(s.name, 1)) for s in reversed(by_mesh())]
             self.nets = mesh_networks(chip, outer_first)
-        self._cache: dict[tuple[str, float, str], float] = {}
+        self._cache: dict[tuple[str, float, str], tuple[float, float]] = {}
         # strategies' priced work, shared by the networks of one search (keys name their axis)
         self.memo: dict[Any, Any] = {} if memo is None else memo
 
@@ -46,10 +46,19 @@ class MeshNetwork:
     def time(self, kind: str, nbytes: float, axis: str) -> float:
         """Seconds for `kind` ("all_reduce", "all_gather", "reduce_scatter", "send") of a V-byte
         array over the plan's `axis`: alpha-beta at line rate (the lower bound)."""
+        return self._priced(kind, nbytes, axis)[0]
+
+    def predicted(self, kind: str, nbytes: float, axis: str) -> float:
+        """The same collective's realistic seconds: `predicted_s` of shardline.collectives (the
+        bus efficiency at that message size, and the latency terms)."""
+        return self._priced(kind, nbytes, axis)[1]
+
+    def _priced(self, kind: str, nbytes: float, axis: str) -> tuple[float, float]:
         net = self.nets.get(axis)
         if net is None or net.devices <= 1 or nbytes <= 0:
-            return 0.0
+            return 0.0, 0.0
         key = (kind, float(nbytes), axis)
         if key not in self._cache:
-            self._cache[key] = float(collective_over(kind, float(nbytes), [net], self.chip).t_s)
+            c = collective_over(kind, float(nbytes), [net], self.chip)
+            self._cache[key] = (float(c.t_s), float(c.predicted_s))
         return self._cache[key]

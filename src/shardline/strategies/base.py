@@ -61,11 +61,18 @@ class CommTerm:
     critical: bool = False
     phase: str = "forward"
     step: int = 0
+    predicted_s: float | None = None  # realistic time of one call (None: the line-rate t_s)
+
+    @property
+    def t_pred_s(self) -> float:
+        return self.t_s if self.predicted_s is None else self.predicted_s
 
     @property
     def cost(self) -> Cost:
-        """All `calls` of it as a Cost (network bytes and line-rate time)."""
-        return Cost.network(self.calls * self.bytes, self.calls * self.t_s)
+        """All `calls` of it as a Cost (network bytes, line-rate and realistic time)."""
+        return Cost.network(
+            self.calls * self.bytes, self.calls * self.t_s, self.calls * self.t_pred_s
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of a plan's communication term (the keys `shardline plan --json` prints)."""
@@ -76,6 +83,7 @@ class CommTerm:
             "calls": self.calls,
             "bytes": self.bytes,
             "t_s": self.t_s,
+            "predicted_s": self.t_pred_s,
         }
 
 
@@ -96,6 +104,10 @@ class Network(Protocol):
 
     def time(self, kind: str, nbytes: float, axis: str) -> float:
         """Seconds for collective `kind` of a V-byte array over the mesh axis `axis`."""
+        ...
+
+    def predicted(self, kind: str, nbytes: float, axis: str) -> float:
+        """The same collective's realistic seconds (bus efficiency, latency)."""
         ...
 
     def axis_network(self, axis: str) -> AxisNetwork | None:

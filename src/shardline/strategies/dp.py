@@ -85,6 +85,7 @@ class DataParallel(BatchSplit):
                     once_per_step=True,
                     phase="backward",
                     step=2 + i,
+                    predicted_s=net.predicted("all_reduce", shard, self.name),
                 )
             )
         return out

@@ -27,7 +27,8 @@ class FullySharded(BatchSplit):
         out = []
         if wbytes:
             t = net.time("all_gather", wbytes, self.name)
-            out.append(CommTerm(self.name, "all_gather", degree, n, wbytes, t))
+            p = net.predicted("all_gather", wbytes, self.name)
+            out.append(CommTerm(self.name, "all_gather", degree, n, wbytes, t, predicted_s=p))
         if not view.training:
             return out
         for i, (grad, gdims) in enumerate(view.grads):
@@ -43,6 +44,7 @@ class FullySharded(BatchSplit):
                         t,
                         phase="backward",
                         step=2 + i,
+                        predicted_s=net.predicted("all_gather", wbytes, self.name),
                     )
                 )
             if grad.grad_of is not None:
@@ -58,6 +60,7 @@ class FullySharded(BatchSplit):
                         t,
                         phase="backward",
                         step=2 + i,
+                        predicted_s=net.predicted("reduce_scatter", gbytes, self.name),
                     )
                 )
         return out

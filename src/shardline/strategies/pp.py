@@ -30,11 +30,16 @@ class PipelineParallel(Strategy):
         forward pass, its gradient sent back in the backward pass (training); critical."""
         v = view.last.operand_bytes(view.last.output.name, view.last_dims)
         t = net.time("send", v, self.name)
+        p = net.predicted("send", v, self.name)
         out = []
         if view.index < view.stages - 1:
-            out.append(CommTerm(self.name, "send", 2, 1, v, t, critical=True))
+            out.append(CommTerm(self.name, "send", 2, 1, v, t, critical=True, predicted_s=p))
         if view.training and view.index > 0:
-            out.append(CommTerm(self.name, "send", 2, 1, v, t, critical=True, phase="backward"))
+            out.append(
+                CommTerm(
+                    self.name, "send", 2, 1, v, t, critical=True, phase="backward", predicted_s=p
+                )
+            )
         return out
 
 

@@ -74,13 +74,17 @@ def _annotated(spec: str, split: str, keep_output: bool) -> EinsumSpec:
     return parse_einsum(f"{text(p.lhs, True)} * {text(p.rhs, True)} -> {text(p.out, keep_output)}")
 
 
+Priced = tuple[str, float, float, float]  # kind, V bytes, line-rate seconds, realistic seconds
+
+
 def priced_collectives(
     layer: Layer, full: Mapping[str, int], tp: int, keep_output: bool, net: Network
-) -> tuple[tuple[str, float, float], ...] | None:
-    """(kind, V bytes, seconds) of each collective `shardline.layout.price_layout` plans for the
-    layer's einsum at sizes `full` (before tensor parallelism) with its one split dim over a mesh
-    axis of `tp` devices, partial sums reduced in the output's dtype. None when the split is not
-    one dim divided evenly by the whole degree (then Megatron's rule, `_rule`, prices it)."""
+) -> tuple[Priced, ...] | None:
+    """(kind, V bytes, seconds, realistic seconds) of each collective that
+    `shardline.layout.price_layout` plans for the layer's einsum at sizes `full` (before tensor
+    parallelism) with its one split dim over a mesh axis of `tp` devices, partial sums reduced in
+    the output's dtype. None when the split is not one dim divided evenly by the whole degree
+    (then Megatron's rule, `_rule`, prices it)."""
     axis = net.axis_network("tp")
     key = (axis, layer.spec, tuple(full.items()), tp, keep_output, tuple(layer.dtypes.items()))
     if key not in net.memo:
@@ -90,7 +94,7 @@ def priced_collectives(
 
 def _price(
     layer: Layer, full: Mapping[str, int], tp: int, keep_output: bool, net: Network
-) -> tuple[tuple[str, float, float], ...] | None:
+) -> tuple[Priced, ...] | None:
     split = tp_split_dims(layer, tp)
     axis = net.axis_network("tp")
     if len(split) != 1 or full[split[0]] % tp or axis is None:
@@ -104,7 +108,9 @@ def _price(
         _annotated(layer.spec, split[0], keep_output), full, Mesh((("T", tp),)), {"T": axis},
         net.chip, precision,
     )  # fmt: skip
-    return tuple((c.kind, float(c.bytes), float(c.t_s)) for c in price.collectives)
+    return tuple(
+        (c.kind, float(c.bytes), float(c.t_s), float(c.cost.predicted_s)) for c in price.collectives
+    )
 
 
 def _rule(
@@ -123,11 +129,14 @@ def _rule(
 def _layer_collectives(
     layer: Layer, full: Mapping[str, int], local: Mapping[str, int], tp: int, gather: bool,
     net: Network,
-) -> list[tuple[str, float, float]]:  # fmt: skip
+) -> list[Priced]:  # fmt: skip
     priced = priced_collectives(layer, full, tp, not gather, net)
     if priced is not None:
         return list(priced)
-    return [(kind, v, net.time(kind, v, "tp")) for kind, v in _rule(layer, full, local, tp, gather)]
+    return [
+        (kind, v, net.time(kind, v, "tp"), net.predicted(kind, v, "tp"))
+        for kind, v in _rule(layer, full, local, tp, gather)
+    ]
 
 
 def tp_layer_collectives(view: LayerView, tp: int, net: Network) -> list[CommTerm]:
@@ -141,23 +150,28 @@ def tp_layer_collectives(view: LayerView, tp: int, net: Network) -> list[CommTer
     gather = gathers_output(layer, view.following, tp)
     out: list[CommTerm] = []
     found = _layer_collectives(layer, view.local(layer, full_degrees), view.dims, tp, gather, net)
-    for kind, v, t in found:
-        out.append(CommTerm("tp", kind, tp, n, v, t, critical=True))
+    for kind, v, t, p in found:
+        out.append(CommTerm("tp", kind, tp, n, v, t, critical=True, predicted_s=p))
         if kind == "all_gather" and view.training:  # its transpose: reduce-scatter the gradient
             t_rs = net.time("reduce_scatter", v, "tp")
+            p_rs = net.predicted("reduce_scatter", v, "tp")
             out.append(
                 CommTerm(
-                    "tp", "reduce_scatter", tp, n, v, t_rs, critical=True, phase="backward", step=1
+                    "tp", "reduce_scatter", tp, n, v, t_rs, critical=True, phase="backward",
+                    step=1, predicted_s=p_rs,
                 )
-            )
+            )  # fmt: skip
     if not view.training:
         return out
     for i, (grad, gdims) in enumerate(view.grads):
         full = view.local(grad, full_degrees)
-        for kind, v, t in _layer_collectives(grad, full, gdims, tp, False, net):
+        for kind, v, t, p in _layer_collectives(grad, full, gdims, tp, False, net):
             out.append(
-                CommTerm("tp", kind, tp, n, v, t, critical=True, phase="backward", step=2 + i)
-            )
+                CommTerm(
+                    "tp", kind, tp, n, v, t, critical=True, phase="backward", step=2 + i,
+                    predicted_s=p,
+                )
+            )  # fmt: skip
     return out
 
 
