@@ -7,7 +7,8 @@ position); the search and the evaluation live in `shardline.planning`:
 
 - `planning.search`: candidates (one product over divisors), microbatch counts, ranking, `plan`;
 - `planning.evaluate` and `planning.phases`: one plan's stages and phases as sums of Cost;
-- `planning.results`, `planning.reasons`, `planning.sweep`: the records, the reason, the sweep.
+- `planning.results`, `planning.reasons`, `planning.sweep`: the records, the reason, the sweep;
+- `planning.capacity`: the largest batch or sequence length that fits.
 
 Time of one stage for one microbatch, per phase (forward; backward when training):
 `max(sum of per-layer max(t_compute, t_memory), overlapped communication) + critical
@@ -17,6 +18,7 @@ data-parallel gradient all-reduce the last backward pass cannot hide.
 
 from __future__ import annotations
 
+from shardline.planning.capacity import Capacity, max_batch, max_seq_len
 from shardline.planning.evaluate import Context, evaluate_plan
 from shardline.planning.results import OBJECTIVES, PlanResult, PlanSet, bubble_fraction
 from shardline.planning.search import PlanOptions, candidates, plan
@@ -40,6 +42,9 @@ __all__ = [
     "SweepPoint",
     "Crossover",
     "CommTerm",
+    "Capacity",
+    "max_batch",
+    "max_seq_len",
 ]
 
 STRATEGIES = names()  # the registered strategies' names, in registry order (when imported)

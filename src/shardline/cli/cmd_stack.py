@@ -72,6 +72,28 @@ def load_from_args(args: argparse.Namespace) -> Any:
     )
 
 
+def _add_search_args(pl: argparse.ArgumentParser) -> None:
+    """What `plan` searches besides the plans at one batch (at most one of them)."""
+    search = pl.add_mutually_exclusive_group()
+    search.add_argument(
+        "--batches",
+        default=None,
+        metavar="LIST",
+        help="sweep the batch, e.g. 1,8,64,512: the recommended plan at each and the "
+        "batch where it changes (the crossover)",
+    )
+    search.add_argument(
+        "--max-batch",
+        action="store_true",
+        help="the largest batch that fits on some plan (degrees given stay fixed)",
+    )
+    search.add_argument(
+        "--max-seq-len",
+        action="store_true",
+        help="the largest sequence length (decode: cached context) that fits; templates only",
+    )
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     st = sub.add_parser(
         "stack",
@@ -118,13 +140,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="plans shown in the text table (default 10; --json lists all)",
     )
-    pl.add_argument(
-        "--batches",
-        default=None,
-        metavar="LIST",
-        help="sweep the batch, e.g. 1,8,64,512: the recommended plan at each and the "
-        "batch where it changes (the crossover)",
-    )
+    _add_search_args(pl)
     add_json_arg(pl)
     pl.set_defaults(func=run_plan)
 
@@ -155,6 +171,8 @@ def run_plan(args: argparse.Namespace) -> int:
     options["microbatches"] = _count(args.microbatches, "--microbatches")
     options["objective"] = args.objective
     top = _positive(args.top, "--top")
+    if args.max_batch or args.max_seq_len:
+        return _run_capacity(args, workload, devices, options, overrides)
     if args.batches is not None:
         if args.batch is not None:
             raise InputError("give --batch or --batches, not both")
@@ -176,4 +194,49 @@ def run_plan(args: argparse.Namespace) -> int:
         emit_json(result.to_dict())
     else:
         sys.stdout.write(render_plan(result, top=top))
+    return 0
+
+
+def _run_capacity(
+    args: argparse.Namespace,
+    workload: Any,
+    devices: int,
+    options: dict[str, Any],
+    overrides: dict[str, Any],
+) -> int:
+    """`plan --max-batch` / `--max-seq-len`: the largest value that fits, by doubling and
+    bisection over plan searches (the degrees given stay fixed)."""
+    from shardline.io.workload_toml import load_workload
+    from shardline.options import RateOverrides
+    from shardline.plan import PlanOptions, max_batch, max_seq_len
+    from shardline.report.capacity_text import render_capacity
+
+    opts = PlanOptions(
+        degrees={s.name: options[s.name] for s in strategies()},
+        microbatches=options["microbatches"],
+        objective=options["objective"],
+        rates=RateOverrides(**overrides),
+    )
+    if args.max_batch:
+        if args.batch is not None:
+            raise InputError("give --batch or --max-batch, not both")
+        result = max_batch(workload, args.hw, devices, options=opts)
+    else:
+        if args.seq_len is not None:
+            raise InputError("give --seq-len or --max-seq-len, not both")
+        if workload.kind not in ("transformer", "ffn"):
+            raise InputError(
+                "--max-seq-len applies to [transformer] and [ffn] templates; "
+                f"{args.workload} is a {workload.kind}"
+            )
+        batch = _count(args.batch, "--batch")
+
+        def rebuild(seq_len: int) -> Any:
+            return load_workload(args.workload, phase=args.phase, batch=batch, seq_len=seq_len)
+
+        result = max_seq_len(rebuild, args.hw, devices, options=opts)
+    if args.json:
+        emit_json(result.to_dict())
+    else:
+        sys.stdout.write(render_capacity(result))
     return 0
