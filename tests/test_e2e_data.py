@@ -69,6 +69,8 @@ def test_layout_is_consistent(run: dict[str, Any]) -> None:
     assert per_step == run["batch"]
     layers = _transformer(run)["layers"]
     assert layers % (run["pp"] * run["interleave"]) == 0, "stages must split the layers evenly"
+    if run["interleave"] > 1:  # Megatron's interleaved schedule runs microbatches in groups of pp
+        assert run["microbatches"] % run["pp"] == 0
     if run["phase"] != "training":
         assert run["pp"] == 1 and run["microbatches"] == 1
 
