@@ -1,0 +1,256 @@
+"""Predicted against published whole-model times: every run of benchmarks/data/e2e_runs.toml.
+
+For each run: load its workload (phase, batch and sequence length from the run), plan it with
+every parallel degree fixed as published, and compare the plan's `predicted_s` with the measured
+time (training: one step; prefill: time to first token; decode: one output-token step of the
+batch). error = predicted / measured - 1.
+
+    python benchmarks/bench_e2e.py                 # table, summary, benchmarks/results/e2e.json
+    python benchmarks/bench_e2e.py --write-doc     # and the section in docs/validation.md
+    python benchmarks/bench_e2e.py --set megatron  # only the Korthikanti et al. 2022 runs
+
+A run whose options plan() does not take yet (interleave, recompute, sequence_parallel) is
+planned without them and marked "partial"; a plan without `predicted_s` falls back to
+`latency_s`, marked "latency_s". Rows that cannot be planned at all show the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+DATA = ROOT / "benchmarks" / "data" / "e2e_runs.toml"
+RESULT = ROOT / "benchmarks" / "results" / "e2e.json"
+DOC = ROOT / "docs" / "validation.md"
+START, END = "<!-- e2e:start -->", "<!-- e2e:end -->"
+NEW_WORKLOAD_FIELDS = ("vocab", "attention", "rotary")  # the loader takes them once merged
+NEW_PLAN_KEYWORDS = ("interleave", "recompute", "sequence_parallel")
+DEGREES = ("tp", "pp", "dp", "fsdp")
+
+
+@dataclass
+class Outcome:
+    """One run's comparison; `predicted_s` is None when the run could not be planned."""
+
+    name: str
+    set: str
+    metric: str
+    measured_s: float
+    predicted_s: float | None = None
+    error: float | None = None
+    mfu: float | None = None
+    measured_mfu: float | None = None
+    fits: bool | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def load_runs(path: Path = DATA) -> list[dict[str, Any]]:
+    runs = tomllib.loads(path.read_text(encoding="utf-8")).get("run", [])
+    if not runs:
+        raise SystemExit(f"{path}: no [[run]] tables")
+    return runs
+
+
+def load_run_workload(run: dict[str, Any], notes: list[str]) -> Any:
+    """The run's workload; a loader that does not know the new template fields yet gets the file
+    without them (noted)."""
+    from shardline.errors import InputError
+    from shardline.io.workload_toml import load_workload, workload_from_dict
+
+    path = ROOT / run["workload"]
+    over = {"phase": run["phase"], "batch": run["batch"], "seq_len": run["seq_len"]}
+    try:
+        return load_workload(path, **over)
+    except InputError as exc:
+        if "unknown field" not in str(exc):
+            raise
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    section = data.get("transformer", {})
+    dropped = [key for key in NEW_WORKLOAD_FIELDS if section.pop(key, None) is not None]
+    notes.append(f"loader ignores {'/'.join(dropped)}")
+    return workload_from_dict(data, origin=str(path), **over)
+
+
+def plan_run(run: dict[str, Any], workload: Any, notes: list[str]) -> Any:
+    """The plan with the run's degrees; without the new keywords if plan() does not take them."""
+    from shardline.plan import plan
+
+    base = {k: run[k] for k in DEGREES} | {"microbatches": run["microbatches"]}
+    extra = {k: run[k] for k in NEW_PLAN_KEYWORDS}
+    try:
+        result = plan(workload, run["hw"], run["devices"], require_fit=False, **base, **extra)
+    except TypeError:
+        notes.append(f"partial: plan() does not take {'/'.join(extra)} yet")
+        result = plan(workload, run["hw"], run["devices"], require_fit=False, **base)
+    wanted = {k: run[k] for k in DEGREES}
+    for candidate in result.plans:
+        if all(candidate.degrees.get(k, 1) == v for k, v in wanted.items()):
+            return candidate
+    raise LookupError(f"no plan with degrees {wanted} among {[p.name for p in result.plans]}")
+
+
+def evaluate(run: dict[str, Any]) -> Outcome:
+    out = Outcome(
+        run["name"], run["set"], run["metric"], run["measured_s"],
+        measured_mfu=run.get("measured_mfu"),
+    )  # fmt: skip
+    try:
+        workload = load_run_workload(run, out.notes)
+        chosen = plan_run(run, workload, out.notes)
+    except Exception as exc:  # one bad row must not stop the benchmark
+        out.notes.append(f"not planned: {type(exc).__name__}: {exc}")
+        return out
+    predicted = getattr(chosen, "predicted_s", None)
+    if predicted is None:
+        predicted = chosen.latency_s
+        out.notes.append("latency_s (no predicted_s yet)")
+    out.predicted_s = float(predicted)
+    out.error = out.predicted_s / out.measured_s - 1
+    mfu = getattr(chosen, "mfu", None)
+    out.mfu = None if mfu is None else float(mfu)
+    out.fits = bool(chosen.fits)
+    if not chosen.fits:
+        out.notes.append("does not fit in memory as modeled")
+    return out
+
+
+def summarize(outcomes: list[Outcome]) -> dict[str, dict[str, Any]]:
+    """Median and worst |error| per set (and over all runs), over the runs with a prediction."""
+    groups: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        groups.setdefault(o.set, []).append(o)
+    groups["all"] = list(outcomes)
+    summary: dict[str, dict[str, Any]] = {}
+    for name, members in groups.items():
+        predicted = [o for o in members if o.error is not None]
+        errs = [abs(o.error or 0.0) for o in predicted]
+        worst = max(predicted, key=lambda o: abs(o.error or 0.0), default=None)
+        summary[name] = {
+            "runs": len(members),
+            "predicted": len(errs),
+            "partial": sum(any(n.startswith("partial") for n in o.notes) for o in members),
+            "median_abs_error": statistics.median(errs) if errs else None,
+            "worst_abs_error": max(errs) if errs else None,
+            "worst_run": worst.name if worst else None,
+        }
+    return summary
+
+
+def _fmt_s(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1e3:.2f} ms" if value < 1 else f"{value:.3f} s"
+
+
+def _fmt_pct(value: float | None, signed: bool = True) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 100:+.1f}%" if signed else f"{value * 100:.1f}%"
+
+
+def render_table(outcomes: list[Outcome]) -> list[str]:
+    head = ("run", "set", "metric", "measured", "predicted", "error", "mfu", "notes")
+    rows = [head] + [
+        (
+            o.name, o.set, o.metric, _fmt_s(o.measured_s), _fmt_s(o.predicted_s),
+            _fmt_pct(o.error), _fmt_pct(o.mfu, signed=False), "; ".join(o.notes),
+        )
+        for o in outcomes
+    ]  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
+    return [
+        "  ".join(cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]
+        for r in rows
+    ]
+
+
+def render_summary(summary: dict[str, dict[str, Any]]) -> list[str]:
+    lines = []
+    for name, s in summary.items():
+        lines.append(
+            f"{name}: {s['predicted']}/{s['runs']} predicted ({s['partial']} partial); median "
+            f"|error| {_fmt_pct(s['median_abs_error'], False)}, worst "
+            f"{_fmt_pct(s['worst_abs_error'], False)} ({s['worst_run'] or '-'})"
+        )
+    return lines
+
+
+def render_doc_section(outcomes: list[Outcome], summary: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        START,
+        "## End-to-end runs",
+        "",
+        "Whole-model times published for real runs, each planned with the published parallel",
+        "degrees, microbatches and recompute setting and compared with `predicted_s` "
+        "(error = predicted / measured - 1).",
+        "The runs, with the source of every number and how each time follows from it, are in",
+        "`benchmarks/data/e2e_runs.toml`; `python benchmarks/bench_e2e.py --write-doc` rewrites",
+        "this section.",
+        "",
+        "| run | set | metric | measured | predicted | error | MFU (predicted) | notes |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for o in outcomes:
+        lines.append(
+            f"| {o.name} | {o.set} | {o.metric} | {_fmt_s(o.measured_s)} | "
+            f"{_fmt_s(o.predicted_s)} | {_fmt_pct(o.error)} | {_fmt_pct(o.mfu, False)} | "
+            f"{'; '.join(o.notes).replace('|', '/')} |"
+        )
+    lines += ["", *[f"- {line}" for line in render_summary(summary)], END]
+    return "\n".join(lines) + "\n"
+
+
+def write_doc(path: Path, section: str) -> None:
+    """Replace the text between the markers (inclusive); append the section when they are absent,
+    create the file with just the section when it is missing."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(section, encoding="utf-8")
+        return
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find(START), text.find(END)
+    if start == -1 or end == -1 or end < start:
+        sep = "" if text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        path.write_text(text + sep + section, encoding="utf-8")
+        return
+    after = text[end + len(END) :].removeprefix("\n")
+    path.write_text(text[:start] + section + after, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--set", dest="only", help="only the runs of this set (megatron, other)")
+    parser.add_argument("--out", default=str(RESULT), help="the JSON result file")
+    parser.add_argument("--write-doc", action="store_true", help="rewrite the docs section")
+    parser.add_argument("--doc", default=str(DOC), help="the markdown file for --write-doc")
+    args = parser.parse_args(argv)
+
+    runs = [r for r in load_runs(Path(args.data)) if args.only in (None, r["set"])]
+    outcomes = [evaluate(run) for run in runs]
+    summary = summarize(outcomes)
+    print("\n".join(render_table(outcomes)))
+    print()
+    print("\n".join(render_summary(summary)))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"runs": [asdict(o) for o in outcomes], "summary": summary}
+    out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
+    if args.write_doc:
+        write_doc(Path(args.doc), render_doc_section(outcomes, summary))
+        print(f"wrote the end-to-end section of {args.doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""benchmarks/data/e2e_runs.toml: published whole-model runs and their workload files.
+
+Every run names its source, a workload file that parses and carries the template's fields, and a
+parallel layout that is consistent (degrees multiply to the devices, microbatches times the data
+split times the microbatch size is the batch). The Korthikanti et al. 2022 runs keep the values
+printed in the paper, and the converted times follow from the published numbers by the formulas
+written out here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "benchmarks" / "data" / "e2e_runs.toml"
+CATALOG = ROOT / "src" / "shardline" / "hardware" / "catalog"
+RUNS: list[dict[str, Any]] = tomllib.loads(DATA.read_text(encoding="utf-8"))["run"]
+BY_NAME = {run["name"]: run for run in RUNS}
+
+REQUIRED = {
+    "name": str, "set": str, "workload": str, "hw": str, "devices": int, "tp": int, "pp": int,
+    "dp": int, "fsdp": int, "microbatches": int, "microbatch_size": int, "interleave": int,
+    "recompute": str, "sequence_parallel": bool, "phase": str, "batch": int, "seq_len": int,
+    "measured_s": float, "metric": str, "how": str, "source": str,
+}  # fmt: skip
+TEMPLATE_FIELDS = (
+    "d_model", "d_ff", "heads", "kv_heads", "head_dim", "seq_len", "batch", "layers", "gated",
+    "dtype", "vocab", "attention", "rotary",
+)  # fmt: skip
+METRIC_OF_PHASE = {"training": "step_time", "prefill": "ttft", "decode": "tpot"}
+
+
+def _transformer(run: dict[str, Any]) -> dict[str, Any]:
+    data = tomllib.loads((ROOT / run["workload"]).read_text(encoding="utf-8"))
+    return data["transformer"]
+
+
+def test_names_are_unique_and_sets_known() -> None:
+    assert len(BY_NAME) == len(RUNS)
+    assert {run["set"] for run in RUNS} == {"megatron", "other"}
+    assert sum(run["set"] == "megatron" for run in RUNS) == 8  # 4 models x 2 settings
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda r: r["name"])
+def test_run_fields(run: dict[str, Any]) -> None:
+    for key, kind in REQUIRED.items():
+        assert key in run, f"{run['name']}: no {key}"
+        assert isinstance(run[key], kind), f"{run['name']}: {key} is not {kind.__name__}"
+    assert run["source"].strip() and run["how"].strip()
+    assert run["recompute"] in ("none", "selective", "full")
+    assert METRIC_OF_PHASE[run["phase"]] == run["metric"]
+    assert run["measured_s"] > 0
+    assert (CATALOG / f"{run['hw']}.toml").is_file(), f"{run['hw']} is not a catalog chip"
+    if "measured_mfu" in run:
+        assert 0 < run["measured_mfu"] < 1
+
+
+@pytest.mark.parametrize("run", RUNS, ids=lambda r: r["name"])
+def test_layout_is_consistent(run: dict[str, Any]) -> None:
+    assert run["tp"] * run["pp"] * run["dp"] * run["fsdp"] == run["devices"]
+    per_step = run["microbatches"] * run["dp"] * run["fsdp"] * run["microbatch_size"]
+    assert per_step == run["batch"]
+    layers = _transformer(run)["layers"]
+    assert layers % (run["pp"] * run["interleave"]) == 0, "stages must split the layers evenly"
+    if run["interleave"] > 1:  # Megatron's interleaved schedule runs microbatches in groups of pp
+        assert run["microbatches"] % run["pp"] == 0
+    if run["phase"] != "training":
+        assert run["pp"] == 1 and run["microbatches"] == 1
+
+
+@pytest.mark.parametrize("path", sorted({run["workload"] for run in RUNS}))
+def test_workload_files(path: str) -> None:
+    data = tomllib.loads((ROOT / path).read_text(encoding="utf-8"))
+    section = data["transformer"]
+    missing = [key for key in TEMPLATE_FIELDS if key not in section]
+    assert not missing, f"{path}: missing {missing}"
+    assert section["heads"] * section["head_dim"] == section["d_model"]
+    assert section["heads"] % section["kv_heads"] == 0
+    assert section["attention"] in ("standard", "flash")
+    text = (ROOT / path).read_text(encoding="utf-8")
+    assert text.startswith("#"), f"{path}: needs a comment header naming its source"
+
+
+# Korthikanti et al. 2022 (arXiv 2205.05198), Table 5: seconds per iteration with full recompute
+# and with sequence parallelism + selective recompute; configurations as in Calculon's
+# validation/seqsel/tab5 (GPUs, TP, PP, global batch, microbatch, interleave).
+TABLE5 = {
+    "22b": (8, 8, 1, 4, 4, 1, 1.42, 1.10),
+    "175b": (64, 8, 8, 64, 1, 3, 18.13, 13.75),
+    "530b": (280, 8, 35, 280, 1, 3, 49.05, 37.83),
+    "1t": (512, 8, 64, 512, 1, 1, 94.42, 71.49),
+}
+SHAPES = {"22b": (6144, 64, 48), "175b": (12288, 96, 96), "530b": (20480, 128, 105)}
+SHAPES["1t"] = (25600, 160, 128)
+
+
+@pytest.mark.parametrize("size", sorted(TABLE5))
+def test_megatron_rows_match_table5(size: str) -> None:
+    gpus, tp, pp, batch, mbs, interleave, full_s, seqsel_s = TABLE5[size]
+    full, seqsel = BY_NAME[f"megatron-gpt-{size}-full"], BY_NAME[f"megatron-gpt-{size}-seqsel"]
+    for run in (full, seqsel):
+        got = (run["devices"], run["tp"], run["pp"], run["batch"], run["microbatch_size"])
+        assert got == (gpus, tp, pp, batch, mbs)
+        assert run["interleave"] == interleave and run["hw"] == "a100-80gb"
+        d_model, heads, layers = SHAPES[size]
+        shape = _transformer(run)
+        assert (shape["d_model"], shape["heads"], shape["layers"]) == (d_model, heads, layers)
+        assert shape["d_ff"] == 4 * d_model and shape["vocab"] == 51200
+        assert shape["gated"] is False and shape["attention"] == "standard"
+    assert (full["measured_s"], full["recompute"], full["sequence_parallel"]) == (
+        full_s,
+        "full",
+        False,
+    )
+    assert (seqsel["measured_s"], seqsel["recompute"], seqsel["sequence_parallel"]) == (
+        seqsel_s,
+        "selective",
+        True,
+    )
+
+
+def test_converted_times_follow_the_published_numbers() -> None:
+    # llm-foundry H100 table, 70b at 2048 on 64 GPUs: 66523 tokens/s for 2048 sequences of 2048.
+    assert math.isclose(
+        BY_NAME["mpt-70b-h100-64gpu"]["measured_s"], 2048 * 2048 / 66523, rel_tol=1e-5
+    )
+    # Megatron-Bridge DGX-H100 LLAMA3_70B: 1602 tokens/s/GPU on 64 GPUs, GBS 128 of 8192 tokens.
+    run = BY_NAME["llama3-70b-h100-tp4pp8-fp8"]
+    assert math.isclose(run["measured_s"], 128 * 8192 / (1602 * 64), rel_tol=1e-5)
+    # TensorRT-LLM H100 FP8 LLaMA 70B: 1486 output tokens/s/GPU at batch 480 on TP 4, so one
+    # decode step of the batch takes 480 / (1486 * 4) s; the mean context is 128 + 2048 / 2.
+    run = BY_NAME["llama2-70b-h100-tp4-decode-b480-fp8"]
+    assert math.isclose(run["measured_s"], 480 / (1486 * 4), rel_tol=1e-5)
+    assert run["seq_len"] == 128 + 2048 // 2
+
+
+def _bench() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_e2e", ROOT / "benchmarks" / "bench_e2e.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_e2e", module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_doc_section_stays_between_its_markers(tmp_path: Path) -> None:
+    bench = _bench()
+    doc = tmp_path / "validation.md"
+    bench.write_doc(doc, f"{bench.START}\n## End-to-end runs\nfirst\n{bench.END}\n")
+    assert doc.read_text() == f"{bench.START}\n## End-to-end runs\nfirst\n{bench.END}\n"
+    other = "# Validation\n\n<!-- gemm:start -->\nGEMM\n<!-- gemm:end -->\n"
+    doc.write_text(other + "\n" + doc.read_text() + "tail\n")
+    bench.write_doc(doc, f"{bench.START}\nsecond\n{bench.END}\n")
+    assert doc.read_text() == other + f"\n{bench.START}\nsecond\n{bench.END}\ntail\n"
+
+
+def test_one_run_is_planned() -> None:
+    outcome = _bench().evaluate(BY_NAME["megatron-gpt-22b-full"])
+    assert outcome.predicted_s is not None and outcome.predicted_s > 0, outcome.notes
+    assert math.isclose(outcome.error, outcome.predicted_s / 1.42 - 1)
