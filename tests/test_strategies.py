@@ -11,7 +11,7 @@ import pytest
 from shardline.io.workload_toml import load_workload
 from shardline.plan import candidates, plan
 from shardline.planning.network import MeshNetwork
-from shardline.report.stack_text import render_plan
+from shardline.report.plan_text import render_plan
 from shardline.strategies import (
     Degrees,
     LayerView,

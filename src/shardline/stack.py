@@ -240,7 +240,7 @@ def memory_check(
     *,
     layers: Sequence[tuple[Layer, int]] | None = None,
     share: DeviceShare | None = None,
-    in_flight: int = 1,
+    in_flight: float = 1,
 ) -> MemoryCheck:
     """Memory on one device holding `layers` [(layer, instances)] (default: the whole stack) cut
     as `share` says (local sizes per layer; weights, gradients and optimizer state sharded so

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from shardline.cli.common import add_chip_args, add_json_arg, emit_json, overrides_from_args
+from shardline.cli.execution_args import add_execution_args, execution_from_args
 from shardline.errors import InputError
 from shardline.strategies import strategies
 from shardline.units import parse_count
@@ -131,8 +132,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     pl.add_argument(
         "--objective",
         default="latency",
-        choices=("latency", "throughput"),
-        help="rank plans by latency (default) or throughput",
+        choices=("latency", "throughput", "predicted"),
+        help="rank plans by the lower-bound latency (default), throughput, or the realistic "
+        "predicted time",
     )
     pl.add_argument(
         "--top",
@@ -140,6 +142,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="plans shown in the text table (default 10; --json lists all)",
     )
+    add_execution_args(pl)
     _add_search_args(pl)
     add_json_arg(pl)
     pl.set_defaults(func=run_plan)
@@ -160,7 +163,7 @@ def run_stack(args: argparse.Namespace) -> int:
 
 def run_plan(args: argparse.Namespace) -> int:
     from shardline.plan import plan, sweep_batch
-    from shardline.report.stack_text import render_plan, render_sweep
+    from shardline.report.plan_text import render_plan, render_sweep
 
     workload = load_from_args(args)
     devices = _positive(args.devices, "--devices")
@@ -170,6 +173,7 @@ def run_plan(args: argparse.Namespace) -> int:
     }
     options["microbatches"] = _count(args.microbatches, "--microbatches")
     options["objective"] = args.objective
+    options.update(execution_from_args(args))
     top = _positive(args.top, "--top")
     if args.max_batch or args.max_seq_len:
         return _run_capacity(args, workload, devices, options, overrides)
@@ -207,8 +211,9 @@ def _run_capacity(
     """`plan --max-batch` / `--max-seq-len`: the largest value that fits, by doubling and
     bisection over plan searches (the degrees given stay fixed)."""
     from shardline.io.workload_toml import load_workload
-    from shardline.options import RateOverrides
+    from shardline.options import Execution, RateOverrides
     from shardline.plan import PlanOptions, max_batch, max_seq_len
+    from shardline.planning.search import EXECUTION_FIELDS
     from shardline.report.capacity_text import render_capacity
 
     opts = PlanOptions(
@@ -216,6 +221,7 @@ def _run_capacity(
         microbatches=options["microbatches"],
         objective=options["objective"],
         rates=RateOverrides(**overrides),
+        execution=Execution(**{k: v for k, v in options.items() if k in EXECUTION_FIELDS}),
     )
     if args.max_batch:
         if args.batch is not None:

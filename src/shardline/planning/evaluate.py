@@ -8,15 +8,27 @@ hide. No strategy is named here: each registered strategy adds its own communica
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from math import ceil
 from typing import Any
 
 from shardline.cost import ZERO_COST, Cost
 from shardline.hardware import Chip
+from shardline.options import Execution
+from shardline.planning.memory import stage_memory
 from shardline.planning.network import MeshNetwork
 from shardline.planning.phases import Stage
-from shardline.planning.results import PlanResult, bubble_fraction
-from shardline.stack import LayerCost, MemoryCheck, layer_cost, memory_check
+from shardline.planning.results import PlanResult
+from shardline.planning.stage_extras import (
+    add_block_extras,
+    add_end_extras,
+    add_recompute,
+    tp_variants,
+)
+from shardline.planning.step import cycles, gap_s, realistic_step, tokens_answers
+from shardline.realistic.block import head_layer
+from shardline.realistic.kernels import einsum_time_s
+from shardline.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.strategies import (
     CommTerm,
     Degrees,
@@ -36,9 +48,15 @@ StageLayers = list[tuple[Layer, int]]
 class Context:
     """One search's caches: local sizes, layer Costs, networks, stages and memory checks."""
 
-    def __init__(self, workload: Workload, chip: Chip) -> None:
+    def __init__(self, workload: Workload, chip: Chip, execution: Execution | None = None) -> None:
         self.workload = workload
         self.chip = chip
+        self.execution = execution or Execution()
+        model = workload.model
+        self.head = head_layer(model, workload.training) if model is not None else None
+        self.head_grads = (
+            backward_layers(self.head) if self.head is not None and workload.training else []
+        )
         self.backward = {id(layer): backward_layers(layer) for layer in workload.layers}
         self._dims: dict[tuple[int, tuple[tuple[str, int], ...], int], dict[str, int]] = {}
         self._costs: dict[tuple[int, tuple[tuple[str, int], ...]], LayerCost] = {}
@@ -63,9 +81,14 @@ class Context:
         return self._dims[key]
 
     def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost:
+        """The layer's roofline Cost at these sizes, with its realistic time as predicted_s."""
         key = (id(layer), tuple(dims.items()))
         if key not in self._costs:
-            self._costs[key] = layer_cost(layer, self.chip, dims)
+            base = layer_cost(layer, self.chip, dims)
+            t = einsum_time_s(
+                layer, self.chip, dims, self.workload.model, self.execution.cuda_graphs
+            )
+            self._costs[key] = LayerCost(replace(base.cost, predicted_s=t), base.flops_per_s)
         return self._costs[key]
 
     def following(self, layer: Layer) -> Layer:
@@ -101,15 +124,12 @@ class Context:
             self._stages[key] = _stage(self, deg, m, (index, layers, last))
         return self._stages[key]
 
-    def memory(self, layers: StageLayers, deg: Degrees, m: int, in_flight: int) -> MemoryCheck:
-        key = (tuple((id(layer), n) for layer, n in layers), deg, m, in_flight)
+    def memory(self, layers: StageLayers, deg: Degrees, m: int, index: int) -> MemoryCheck:
+        ends = (index == 0, index == deg.stages - 1)
+        key = (tuple((id(layer), n) for layer, n in layers), deg, m, index, ends)
         if key not in self._memory:
-            self._memory[key] = memory_check(
-                self.workload,
-                self.chip.capacity_bytes,
-                layers=layers,
-                share=device_share(self.workload, deg, m),
-                in_flight=in_flight,
+            self._memory[key] = stage_memory(
+                self.workload, self.chip.capacity_bytes, layers, deg, (index, m), self.execution
             )
         return self._memory[key]
 
@@ -124,16 +144,21 @@ def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, La
     stage = Stage(layers, ctx.workload.training)
     for layer, n in layers:
         view = ctx.view(layer, n, deg, m)
-        stage.fwd.add(ctx.cost(layer, view.dims), n)
+        stage.fwd.add(ctx.cost(layer, view.dims), n, layer.kernel)
         for grad, gdims in view.grads:
-            stage.bwd.add(ctx.cost(grad, gdims), n)
+            stage.bwd.add(ctx.cost(grad, gdims), n, grad.kernel)
         terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
         for term in sorted(terms, key=lambda t: t.step):
-            stage.add_comm(term)
+            for variant in tp_variants(term, ctx, deg):
+                stage.add_comm(variant)
+    add_block_extras(ctx, stage, deg, m)
+    add_recompute(ctx, stage, deg, m)
+    add_end_extras(ctx, stage, deg, m, index)
     boundary = StageView(last, ctx.local(last, deg, m), index, deg.stages, ctx.workload.training)
     for s in active:
         for term in s.stage_comm(boundary, deg[s.name], net):
-            stage.add_comm(term)
+            for variant in tp_variants(term, ctx, deg):
+                stage.add_comm(variant)
     return stage
 
 
@@ -161,29 +186,33 @@ def _by_bound(crit: Stage, m: int, bubble_s: float) -> dict[str, float]:
 
 
 def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
-    """Latency, throughput, memory and communication of one plan with `microbatches` microbatches.
+    """Latency (the lower bound), the realistic step, throughput, memory and communication of one
+    plan with `microbatches` microbatches.
 
-    Step time: `(m + P - 1) * t_stage + extra`, with t_stage the slowest stage's time for one
-    microbatch and `extra` what the once-per-step communication adds to the last backward.
+    Lower bound: `cycles * t_stage + extra`, with t_stage the slowest stage's time for one
+    microbatch at peak rates, cycles the schedule's (`shardline.planning.step.cycles`) and
+    `extra` what the once-per-step communication adds to the last backward. The realistic step
+    (`predicted_s`) runs the same schedule over each stage's realistic time.
     """
     w = ctx.workload
     m, P = microbatches, deg.stages
     stages = [ctx.stage(deg, m, i, layers, last) for i, (layers, last) in enumerate(ctx.stages(P))]
     crit = max(stages, key=lambda st: st.t_s)
     t_stage = crit.t_s
-    latency = (m + P - 1) * t_stage + max(st.last_extra_s for st in stages)
-    latency_upper = (m + P - 1) * max(st.serial_s for st in stages) + max(
-        st.grad_s for st in stages
-    )
+    decode = w.model is not None and w.model.decode
+    n = cycles(w.training, decode, m, P, ctx.execution.interleave)
+    latency = n * t_stage + max(st.last_extra_s for st in stages)
+    latency_upper = n * max(st.serial_s for st in stages) + max(st.grad_s for st in stages)
     comm = _comm_per_step(crit.terms, m)
-    # Inference through a pipeline: a stream of batches keeps every stage busy, one microbatch
-    # leaves per stage time. Training flushes the pipeline every step.
-    throughput = w.batch / latency if w.training or P == 1 else w.batch / (m * t_stage)
-    by_bound = _by_bound(crit, m, (P - 1) * t_stage)
-    in_flight = min(m, P) if w.training else 1
-    memory = max(
-        (ctx.memory(st.layers, deg, m, in_flight) for st in stages), key=lambda mc: mc.total_bytes
-    )
+    # Prefill through a pipeline: a stream of batches keeps every stage busy, one microbatch
+    # leaves per stage time. Training flushes the pipeline every step; decode waits a full pass.
+    stream = not w.training and not decode and P > 1
+    throughput = w.batch / (m * t_stage) if stream else w.batch / latency
+    by_bound = _by_bound(crit, m, (n - m) * t_stage)
+    memories = [ctx.memory(st.layers, deg, m, i) for i, st in enumerate(stages)]
+    memory = max(memories, key=lambda mc: mc.total_bytes)
+    crit_pred = max(stages, key=lambda st: st.t_pred_s)
+    step = realistic_step(ctx, deg, m, crit_pred, memories[stages.index(crit_pred)])
     return PlanResult(
         name=deg.name,
         degrees=deg.as_dict(),
@@ -192,17 +221,24 @@ def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
         latency_s=latency,
         latency_upper_s=latency_upper,
         throughput_per_s=throughput,
-        tokens_per_s=throughput * w.tokens_per_item if w.kind != "stack" else None,
         memory_per_device_bytes=memory.total_bytes,
         fits=memory.fits,
         bottleneck=max(by_bound, key=lambda k: (by_bound[k], k == "compute")),
         cost=_step_cost(crit, m, comm),
         t_stage_s=t_stage,
-        t_bubble_s=(P - 1) * t_stage,
-        bubble_fraction=bubble_fraction(P, m),
+        t_bubble_s=(n - m) * t_stage,
+        bubble_fraction=(n - m) / n if n > 0 else 0.0,
         time_by_bound_s=by_bound,
         memory=memory,
         comm=comm,
+        predicted_s=step.predicted_s,
+        predicted_breakdown_s=step.breakdown_s,
+        gap_s=gap_s(step, latency, (n - m) * t_stage),
+        mfu=step.mfu,
+        hfu=step.hfu,
+        model_flops=step.model_flops,
+        hardware_flops=step.hardware_flops,
+        **tokens_answers(ctx, deg, step),
     )
 
 

@@ -1,10 +1,15 @@
 """A stage's phases (forward, backward) as sums of Cost, and a stage's communication.
 
-Time of one stage for one microbatch, per phase: `max(local, overlapped) + critical`, where local
-is the sum over layers of max(t_compute, t_memory) (each layer's own roofline), overlapped the
-communication that runs beside the phase's compute (FSDP gathers and reduce-scatters: "not on
+Lower bound of one stage for one microbatch, per phase: `max(local, overlapped) + critical`, where
+local is the sum over layers of max(t_compute, t_memory) (each layer's own roofline), overlapped
+the communication that runs beside the phase's compute (FSDP gathers and reduce-scatters: "not on
 critical path" in "How to Scale Your Model", Part 5) and critical the communication the next op
-waits for (tensor-parallel all-reduces, pipeline sends)."""
+waits for (tensor-parallel all-reduces, pipeline sends).
+
+The realistic time of the same phase sums each op's predicted time by category (`PARTS`: GEMMs,
+the attention kernel, the memory-bound ops between them, recompute), then adds the critical
+communication at its realistic time and whatever of the overlapped communication the compute
+cannot hide: `compute + critical + max(0, overlapped - compute)`."""
 
 from __future__ import annotations
 
@@ -15,19 +20,29 @@ from shardline.stack import LayerCost
 from shardline.strategies import CommTerm
 from shardline.workload import Layer
 
-__all__ = ["Phase", "Stage"]
+__all__ = ["Phase", "Stage", "PARTS"]
+
+# The categories of a phase's realistic compute time (seconds), in the order reports show them.
+PARTS = ("gemm", "attention", "other_ops", "recompute")
+
+
+def _zero_parts() -> dict[str, float]:
+    return dict.fromkeys(PARTS, 0.0)
 
 
 @dataclass
 class Phase:
     """Per-microbatch Costs of one phase (forward or backward) of one stage: `local` the layers'
-    roofline Costs, `critical` and `overlapped` the communication."""
+    roofline Costs, `critical` and `overlapped` the communication; `parts` the realistic compute
+    seconds by category and `lower_parts` the lower bound of the einsums by category."""
 
     local: Cost = ZERO_COST
     critical: Cost = ZERO_COST
     overlapped: Cost = ZERO_COST
     compute_bound_s: float = 0.0  # time of the layers that are compute-bound
     memory_bound_s: float = 0.0
+    parts: dict[str, float] = field(default_factory=_zero_parts)
+    lower_parts: dict[str, float] = field(default_factory=_zero_parts)
 
     @property
     def local_s(self) -> float:
@@ -41,12 +56,19 @@ class Phase:
     def async_s(self) -> float:
         return self.overlapped.t_network_s
 
-    def add(self, cost: LayerCost, n: int) -> None:
+    def add(self, cost: LayerCost, n: float, part: str = "gemm") -> None:
+        """n instances of one einsum: its lower bound and its realistic time (in `part`)."""
         self.local = self.local + cost.cost * n
         if cost.bound == "compute":
             self.compute_bound_s += n * cost.t_lower_s
         else:
             self.memory_bound_s += n * cost.t_lower_s
+        self.parts[part] += n * float(cost.cost.predicted_s)
+        self.lower_parts[part] += n * cost.t_lower_s
+
+    def add_predicted(self, part: str, seconds: float) -> None:
+        """Realistic time with no lower-bound counterpart (memory-bound ops, recompute)."""
+        self.parts[part] += seconds
 
     def add_comm(self, term: CommTerm) -> None:
         if term.critical:
@@ -59,6 +81,23 @@ class Phase:
 
     def serial_s(self, extra_async_s: float = 0.0) -> float:
         return self.local_s + self.async_s + extra_async_s + self.crit_s
+
+    @property
+    def compute_pred_s(self) -> float:
+        return sum(self.parts.values())
+
+    @property
+    def exposed_comm_pred_s(self) -> float:
+        """Realistic communication the phase waits for: the critical part, and what of the
+        overlapped part outlasts the compute."""
+        compute = self.compute_pred_s
+        return float(self.critical.predicted_s) + max(
+            0.0, float(self.overlapped.predicted_s) - compute
+        )
+
+    @property
+    def predicted_s(self) -> float:
+        return self.compute_pred_s + self.exposed_comm_pred_s
 
     def attribute(self, into: dict[str, float], times: float, extra_async_s: float = 0.0) -> None:
         """Charge this phase's time to what binds it: the network when all its communication
@@ -105,6 +144,11 @@ class Stage:
         return self.fwd.time_s() + (self.bwd.time_s() if self.training else 0.0)
 
     @property
+    def t_pred_s(self) -> float:
+        """The same, realistic."""
+        return self.fwd.predicted_s + (self.bwd.predicted_s if self.training else 0.0)
+
+    @property
     def last_extra_s(self) -> float:
         """What the gradient all-reduce adds to the last microbatch's backward pass."""
         return self.bwd.time_s(self.grad_s) - self.bwd.time_s() if self.training else 0.0
@@ -112,3 +156,10 @@ class Stage:
     @property
     def serial_s(self) -> float:
         return self.fwd.serial_s() + (self.bwd.serial_s() if self.training else 0.0)
+
+    def parts_s(self) -> dict[str, float]:
+        """Realistic seconds of one microbatch by category, plus the exposed communication."""
+        phases = [self.fwd, self.bwd] if self.training else [self.fwd]
+        out = {k: sum(ph.parts[k] for ph in phases) for k in PARTS}
+        out["exposed_comm"] = sum(ph.exposed_comm_pred_s for ph in phases)
+        return out

@@ -16,11 +16,11 @@ def reason(
 ) -> str:
     best = fits[0]
     left_out = len(results) - len(fits)
-    what = (
-        f"the lowest latency ({fmt_time(best.latency_s)})"
-        if objective == "latency"
-        else f"the highest throughput ({best.throughput_per_s:.4g} items/s)"
-    )
+    what = {
+        "latency": f"the lowest latency ({fmt_time(best.latency_s)})",
+        "predicted": f"the lowest predicted time ({fmt_time(best.predicted_s)})",
+        "throughput": f"the highest throughput ({best.throughput_per_s:.4g} items/s)",
+    }[objective]
     text = (
         f"{best.name} has {what} of the {len(fits)} plan(s) that fit in "
         f"{fmt_bytes(chip.capacity_bytes)} per device"
@@ -29,11 +29,11 @@ def reason(
     )
     if len(fits) > 1:
         second = fits[1]
-        ratio = (
-            second.latency_s / best.latency_s
-            if objective == "latency"
-            else best.throughput_per_s / second.throughput_per_s
-        )
+        ratio = {
+            "latency": second.latency_s / best.latency_s,
+            "predicted": second.predicted_s / best.predicted_s,
+            "throughput": best.throughput_per_s / second.throughput_per_s,
+        }[objective]
         if ratio < 1.0005:
             if second.latency_upper_s > best.latency_upper_s * 1.0005:
                 why = (
@@ -51,7 +51,7 @@ def reason(
         else:
             text += (
                 f"; the runner-up {second.name} is {ratio:.3f}x "
-                f"{'slower' if objective == 'latency' else 'lower'} "
+                f"{'lower' if objective == 'throughput' else 'slower'} "
                 f"({second.bottleneck}-bound)"
             )
     return text

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from shardline.cost import Cost
 from shardline.hardware import Chip
+from shardline.options import Execution
 from shardline.serialize import jsonable
 from shardline.stack import MemoryCheck
 from shardline.strategies import CommTerm
@@ -14,7 +15,7 @@ from shardline.workload import Workload
 
 __all__ = ["OBJECTIVES", "PlanResult", "PlanSet", "bubble_fraction"]
 
-OBJECTIVES = ("latency", "throughput")
+OBJECTIVES = ("latency", "throughput", "predicted")
 
 
 def bubble_fraction(stages: int, microbatches: int) -> float:
@@ -34,8 +35,7 @@ class PlanResult:
     microbatch_size: int  # batch items per device per microbatch
     latency_s: float  # time to finish the whole batch (one training step, or one forward pass)
     latency_upper_s: float  # the same with no overlap of communication and computation
-    throughput_per_s: float  # batch items per second (training: per step; inference: steady state)
-    tokens_per_s: float | None
+    throughput_per_s: float  # batch items per second at the lower bound
     memory_per_device_bytes: float
     fits: bool
     bottleneck: str  # "compute", "memory" (HBM bandwidth), "network" or "bubble"
@@ -46,6 +46,24 @@ class PlanResult:
     time_by_bound_s: dict[str, float]
     memory: MemoryCheck
     comm: list[CommTerm] = field(default_factory=list)
+    # the realistic answers (shardline.planning.step)
+    predicted_s: float = 0.0  # one step / the prompt (time to first token) / one output token
+    predicted_breakdown_s: dict[str, float] = field(default_factory=dict)  # sums to predicted_s
+    gap_s: dict[str, float] = field(default_factory=dict)  # sums to predicted_s - latency_s
+    mfu: float = 0.0
+    hfu: float = 0.0
+    model_flops: float = 0.0
+    hardware_flops: float = 0.0
+    tokens_per_s: float | None = None  # the step's tokens over predicted_s (decode: batch / it)
+    tokens_per_s_per_device: float | None = None
+    days_to_train: float | None = None  # --tokens over tokens_per_s
+
+    @property
+    def bubble_over_ideal(self) -> float:
+        """The bubble as a fraction of the ideal step (m microbatches, no bubble): (P - 1)/(V m)
+        for interleaved 1F1B (Narayanan et al. 2021)."""
+        busy = self.microbatches * self.t_stage_s
+        return self.t_bubble_s / busy if busy > 0 else 0.0
 
     @property
     def comm_bytes(self) -> float:
@@ -66,9 +84,13 @@ class PlanResult:
         return self.cost.t_network_s
 
     def to_dict(self) -> dict[str, Any]:
-        head = ("name", "degrees", "microbatches", "microbatch_size", "latency_s")
-        mid = ("latency_upper_s", "throughput_per_s", "tokens_per_s", "memory_per_device_bytes")
-        tail = ("t_stage_s", "t_bubble_s", "bubble_fraction", "time_by_bound_s", "memory")
+        head: tuple[str, ...] = ("name", "degrees", "microbatches", "microbatch_size")
+        head += ("predicted_s", "latency_s")
+        mid: tuple[str, ...] = ("latency_upper_s", "throughput_per_s", "tokens_per_s")
+        mid += ("tokens_per_s_per_device", "mfu", "hfu", "model_flops", "hardware_flops")
+        mid += ("days_to_train", "predicted_breakdown_s", "gap_s", "memory_per_device_bytes")
+        tail: tuple[str, ...] = ("t_stage_s", "t_bubble_s", "bubble_fraction", "bubble_over_ideal")
+        tail += ("time_by_bound_s", "memory")
         return jsonable(
             {
                 **{k: getattr(self, k) for k in head + mid},
@@ -93,6 +115,7 @@ class PlanSet:
     plans: list[PlanResult]  # best first: plans that fit, by the objective, then those that do not
     recommended: str | None
     reason: str
+    execution: Execution | None = None
 
     def to_dict(self) -> dict[str, Any]:
         w = self.workload
@@ -114,6 +137,7 @@ class PlanSet:
                 },
                 "devices": self.devices,
                 "objective": self.objective,
+                "execution": asdict(self.execution) if self.execution is not None else None,
                 "plans": [p.to_dict() for p in self.plans],
                 "recommended": self.recommended,
                 "reason": self.reason,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from itertools import product
 from math import ceil, prod
 from typing import Any
@@ -13,7 +13,7 @@ from typing import Any
 from shardline.cost import TIE_RTOL
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
-from shardline.options import RateOverrides
+from shardline.options import Execution, RateOverrides
 from shardline.planning.evaluate import Context, evaluate_plan
 from shardline.planning.reasons import reason
 from shardline.planning.results import OBJECTIVES, PlanResult, PlanSet
@@ -35,6 +35,10 @@ class PlanOptions:
     objective: str = "latency"
     require_fit: bool = True
     rates: RateOverrides = field(default_factory=RateOverrides)
+    execution: Execution = field(default_factory=Execution)
+
+
+EXECUTION_FIELDS = tuple(f.name for f in fields(Execution))
 
 
 def divisors(n: int) -> list[int]:
@@ -72,6 +76,14 @@ def _sort_key(objective: str) -> Callable[[PlanResult], tuple[float, ...]]:
             -_close(p.throughput_per_s),
             _close(p.latency_s),
             _close(p.latency_upper_s),
+            p.memory_per_device_bytes,
+        )
+    if objective == "predicted":
+        return lambda p: (
+            0 if p.fits else 1,
+            _close(p.predicted_s),
+            _close(p.latency_s),
+            -_close(p.throughput_per_s),
             p.memory_per_device_bytes,
         )
     return lambda p: (
@@ -145,14 +157,19 @@ def candidates(workload: Workload, devices: int, fixed: Mapping[str, int | None]
 def _options(
     microbatches: int | None, objective: str, require_fit: bool, given: Mapping[str, Any]
 ) -> PlanOptions:
-    """PlanOptions from plan()'s keywords: a degree per strategy name (tp=2), and the rate
-    overrides flops_per_s and mem_bytes_per_s."""
+    """PlanOptions from plan()'s keywords: a degree per strategy name (tp=2), the rate
+    overrides flops_per_s and mem_bytes_per_s, and the fields of shardline.options.Execution
+    (interleave=3, recompute="full", sequence_parallel=True, ...)."""
     rates = {k: given[k] for k in ("flops_per_s", "mem_bytes_per_s") if k in given}
-    unknown = set(given) - set(rates) - set(names())
+    execution = {k: given[k] for k in EXECUTION_FIELDS if k in given and given[k] is not None}
+    unknown = set(given) - set(rates) - set(names()) - set(EXECUTION_FIELDS)
     if unknown:
         raise TypeError(f"plan() got unexpected keyword argument(s) {', '.join(sorted(unknown))}")
     degrees = {name: given.get(name) for name in names()}
-    return PlanOptions(degrees, microbatches, objective, require_fit, RateOverrides(**rates))
+    return PlanOptions(
+        degrees, microbatches, objective, require_fit, RateOverrides(**rates),
+        Execution(**execution),
+    )  # fmt: skip
 
 
 def _check_options(workload: Workload, devices: int, opts: PlanOptions) -> None:
@@ -215,15 +232,19 @@ def plan(
         )
         if opts.require_fit:
             raise InputError(message)
-        return PlanSet(workload, chip, devices, opts.objective, results, None, message)
+        return PlanSet(
+            workload, chip, devices, opts.objective, results, None, message, opts.execution
+        )
     why = reason(fits, results, opts.objective, chip)
-    return PlanSet(workload, chip, devices, opts.objective, results, fits[0].name, why)
+    return PlanSet(
+        workload, chip, devices, opts.objective, results, fits[0].name, why, opts.execution
+    )
 
 
 def _search(workload: Workload, chip: Chip, devices: int, opts: PlanOptions) -> list[PlanResult]:
     """Each candidate with its best microbatch count (on a tie the fewest microbatches, the
     simplest schedule); a candidate where nothing fits keeps its smallest-memory count."""
-    ctx = Context(workload, chip)
+    ctx = Context(workload, chip, opts.execution)
     key = _sort_key(opts.objective)
     results: list[PlanResult] = []
     for deg in candidates(workload, devices, opts.degrees):

@@ -49,11 +49,13 @@ def layer_activation_bytes(
     return replicated + (split + scores) / tp
 
 
-def in_flight_microbatches(stages: int, microbatches: int, interleave: int) -> float:
-    """Microbatches whose activations the first pipeline stage holds under 1F1B: min(m, P),
-    times 1 + (P - 1) / (P V) with V interleaved chunks (Korthikanti et al. 2022, section 4.2.3;
-    Narayanan et al. 2021)."""
-    held = min(microbatches, stages)
+def in_flight_microbatches(
+    stages: int, microbatches: int, interleave: int, index: int = 0
+) -> float:
+    """Microbatches whose activations stage `index` holds under 1F1B: min(m, P - index) (the
+    first stage P), times 1 + (P - 1) / (P V) with V interleaved chunks (Korthikanti et al. 2022,
+    section 4.2.3; Narayanan et al. 2021)."""
+    held = min(microbatches, stages - index)
     if interleave > 1 and stages > 1:
         return held * (1 + (stages - 1) / (stages * interleave))
     return float(held)

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from shardline.achievable import achievable_rate
 from shardline.hardware import Chip
 from shardline.layer import Layer
+from shardline.modelshape import ModelShape
 from shardline.predict import with_prediction
 from shardline.roofline import evaluate_einsum
 
@@ -28,6 +29,8 @@ __all__ = [
     "memory_kernel_s",
     "gemm_work_s",
     "attention_work_s",
+    "einsum_time_s",
+    "mem_rate",
     "FLASH_BWD_FLOPS_RATIO",
 ]
 
@@ -101,3 +104,16 @@ def attention_work_s(
     rate = attention_efficiency(chip, compute, backward) * chip.peak(compute)
     hbm = float(result.bytes["total"]) - sum(float(result.bytes[n]) for n in layer.onchip)
     return max(flops / rate, hbm / mem_rate(chip))
+
+
+def einsum_time_s(
+    layer: Layer, chip: Chip, dims: Mapping[str, int], model: ModelShape | None, cuda_graphs: bool
+) -> float:
+    """The realistic time of one einsum instance: a GEMM under the launch rule, or its share of
+    the fused attention kernel (one launch per kernel: on the einsum that makes the scores)."""
+    if layer.kernel == "attention" and model is not None and model.attention == "flash":
+        work = attention_work_s(layer, chip, dims, causal=model.causal, decode=model.decode)
+        if layer.output.name in layer.onchip:
+            return launch_rule_s(chip, work, cuda_graphs=cuda_graphs)
+        return work
+    return launch_rule_s(chip, gemm_work_s(layer, chip, dims), cuda_graphs=cuda_graphs)

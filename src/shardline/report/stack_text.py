@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from shardline.dtypes import dtype_bytes
-from shardline.plan import BatchSweep, PlanResult, PlanSet
 from shardline.stack import (
     ADAM_MOMENTS_BYTES_PER_PARAM,
     OPTIMIZER_BYTES_PER_PARAM,
@@ -15,11 +14,10 @@ from shardline.stack import (
     StackResult,
     optimizer_bytes_per_param,
 )
-from shardline.strategies import names, strategies, strategy
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_time
 from shardline.workload import Workload
 
-__all__ = ["render_stack", "render_plan", "render_sweep"]
+__all__ = ["render_stack", "table", "rate", "describe", "memory_parts"]
 
 
 def _table(
@@ -302,174 +300,5 @@ def _totals_lines(r: StackResult) -> list[str]:
     return out
 
 
-# ----------------------------------------------------------------------------------------------
-# Plans
-
-
-def _stage_share(w: Workload, stages: int) -> str:
-    if w.pipeline_splits(stages) == "blocks":
-        per = w.repeat // stages
-        return f"{per} block{'s' if per > 1 else ''} ({w.layer_count // stages} layers)"
-    return f"{w.layer_count // stages} layers"
-
-
-def _plan_row(p: PlanResult) -> tuple[str, ...]:
-    return (
-        p.name,
-        *(str(v) for v in p.degrees.values()),
-        str(p.microbatches),
-        fmt_time(p.latency_s),
-        fmt_time(p.latency_upper_s),
-        _rate(p.throughput_per_s),
-        fmt_bytes(p.memory_per_device_bytes),
-        "yes" if p.fits else "NO",
-        fmt_bytes(p.comm_bytes),
-        p.bottleneck,
-    )
-
-
-def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
-    d = p.degrees
-    m, stages = p.microbatches, d["pp"]
-    unit = w.batch_dim or "items"
-    out = [f"How {p.name} adds up:"]
-    batch_split = [s.name for s in strategies() if "batch" in s.splits]
-    out.append(
-        f"  batch {fmt_int(w.batch)} {unit} split over {' × '.join(batch_split)} = "
-        f"{' × '.join(str(d[name]) for name in batch_split)} "
-        f"replicas and m = {m} microbatch(es): {fmt_int(p.microbatch_size)} per microbatch "
-        "per device"
-    )
-    if stages > 1:
-        out.append(
-            f"  {stages} pipeline stages of {_stage_share(w, stages)} each; bubble (P-1)/(m+P-1) = "
-            f"({stages}-1)/({m}+{stages}-1) = {p.bubble_fraction:.4g}"
-        )
-    if d["tp"] > 1:
-        out.append(
-            f"  tensor parallel over {d['tp']}: each layer's tp dims split {d['tp']} ways; "
-            "a layer that contracts a split dim all-reduces its output"
-        )
-    out.append(
-        f"  one microbatch through the slowest stage: {fmt_time(p.t_stage_s)} (per phase: "
-        "max(compute, overlapped FSDP traffic) + critical-path traffic)"
-    )
-    extra = p.latency_s - (m + stages - 1) * p.t_stage_s
-    if w.training:
-        out.append(
-            f"  latency = (m + P - 1) × t_stage + gradient all-reduce not hidden = "
-            f"({m} + {stages} - 1) × {fmt_time(p.t_stage_s)} + {fmt_time(max(extra, 0.0))} = "
-            f"{fmt_time(p.latency_s)}"
-        )
-    else:
-        out.append(
-            f"  latency = (m + P - 1) × t_stage = ({m} + {stages} - 1) × "
-            f"{fmt_time(p.t_stage_s)} = {fmt_time(p.latency_s)}"
-        )
-    if w.training or stages == 1:
-        out.append(
-            f"  throughput = batch / latency = {fmt_int(w.batch)} / {fmt_time(p.latency_s)} "
-            f"= {_rate(p.throughput_per_s)} {w.item}s/s"
-        )
-    else:
-        out.append(
-            f"  throughput (a stream of batches keeps every stage busy) = batch / "
-            f"(m × t_stage) = {_rate(p.throughput_per_s)} {w.item}s/s"
-        )
-    out += _comm_lines(p)
-    mem = p.memory
-    parts = _memory_parts(mem)
-    shown = " + ".join(f"{name} {fmt_bytes(v)}" for name, v in parts if v)
-    out.append(
-        f"  memory per device: {shown} = {fmt_bytes(mem.total_bytes)} of "
-        f"{fmt_bytes(mem.capacity_bytes)}"
-    )
-    by = ", ".join(f"{k} {fmt_time(v)}" for k, v in p.time_by_bound_s.items() if v)
-    out.append(f"  bottleneck {p.bottleneck}: time by what binds it: {by}")
-    return out
-
-
-def _comm_lines(p: PlanResult) -> list[str]:
-    if not p.comm:
-        return ["  communication: none"]
-    out = ["  communication per step on one device (V = the array each collective moves):"]
-    for c in p.comm:
-        where = strategy(c.purpose).comm_where
-        out.append(
-            f"    {c.purpose:<4} {c.kind:<14} over {c.devices:>4}: {fmt_num(c.calls)} × "
-            f"{fmt_bytes(c.bytes / c.calls if c.calls else 0)} = {fmt_bytes(c.bytes)}, "
-            f"{fmt_time(c.t_s)} ({where})"
-        )
-    return out
-
-
-def render_plan(ps: PlanSet, top: int = 10) -> str:
-    w = ps.workload
-    out = [
-        f"{w.name} over {ps.devices} × {ps.chip.display_name} ({ps.chip.name}, "
-        f"{fmt_bytes(ps.chip.capacity_bytes)} each)",
-        _describe(w),
-        "",
-    ]
-    if ps.recommended is None:
-        out.append(f"NO PLAN FITS: {ps.reason}")
-    else:
-        out.append(f"RECOMMENDED {ps.recommended}: {ps.reason}.")
-    out.append("")
-    header = (
-        "plan",
-        *names(),
-        "mb",
-        "latency",
-        "no overlap",
-        f"{w.item}s/s",
-        "memory/device",
-        "fits",
-        "comm/step",
-        "bottleneck",
-    )
-    shown = ps.plans[:top]
-    out += _table(
-        header,
-        [_plan_row(p) for p in shown],
-        (False, *(True for _ in names()), True, True, True, True, True, False, True, False),
-    )
-    if len(ps.plans) > top:
-        out.append(f"  ... and {len(ps.plans) - top} more (--top N, or --json for all)")
-    best = ps.best()
-    if best is not None:
-        out += [""] + _derivation(best, w, ps)
-    return "\n".join(out) + "\n"
-
-
-def render_sweep(sw: BatchSweep) -> str:
-    w = sw.workload
-    per = f" of {w.tokens_per_item} tokens" if w.kind != "stack" and w.item != "token" else ""
-    out = [
-        f"{w.name} over {sw.devices} × {sw.chip.name}: the recommended plan by batch "
-        f"({w.item}s{per}; objective {sw.objective})",
-        "",
-    ]
-    header = ("batch", "per device", "recommended", "latency", f"{w.item}s/s", "bottleneck")
-    rows = []
-    for p in sw.points:
-        rows.append(
-            (
-                fmt_int(p.batch),
-                f"{p.batch / sw.devices:,.4g}",
-                p.recommended or "none fits",
-                fmt_time(p.latency_s) if p.latency_s is not None else "-",
-                _rate(p.throughput_per_s) if p.throughput_per_s is not None else "-",
-                p.bottleneck or "-",
-            )
-        )
-    out += _table(header, rows, (True, True, False, True, True, False))
-    out.append("")
-    if not sw.crossovers:
-        out.append("No crossover: the same plan wins at every batch shown.")
-    for c in sw.crossovers:
-        out.append(
-            f"CROSSOVER at batch {fmt_int(c.batch)} ({_rate(c.batch / sw.devices)} per device): "
-            f"{c.from_plan or 'nothing fits'} -> {c.to_plan or 'nothing fits'}"
-        )
-    return "\n".join(out) + "\n"
+# shared with report.plan_text
+table, rate, describe, memory_parts = _table, _rate, _describe, _memory_parts

@@ -1,0 +1,102 @@
+"""The `plan` flags that say how a plan runs beyond its degrees (shardline.options.Execution):
+pipeline interleaving, recompute, sequence parallelism, overlap of tensor-parallel traffic, the
+ZeRO stage, the optimizer, CUDA graphs, and the tokens to train on."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from shardline.errors import InputError
+from shardline.units import parse_count
+
+__all__ = ["add_execution_args", "execution_from_args"]
+
+
+def add_execution_args(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("execution (how the plan runs; shardline.options.Execution)")
+    g.add_argument(
+        "--interleave",
+        default=None,
+        metavar="V",
+        help="model chunks per pipeline stage (interleaved 1F1B: bubble (P-1)/(V m)); default 1",
+    )
+    g.add_argument(
+        "--recompute",
+        default=None,
+        choices=("none", "selective", "full"),
+        help="activation recompute in the backward pass (selective: the attention core)",
+    )
+    g.add_argument(
+        "--sequence-parallel",
+        action="store_true",
+        help="tensor parallelism with reduce-scatter + all-gather, norms and dropouts split",
+    )
+    g.add_argument(
+        "--tp-overlap",
+        action="store_true",
+        help="hide tensor-parallel collectives behind the GEMMs (default: on the critical path)",
+    )
+    g.add_argument(
+        "--zero",
+        default=None,
+        choices=("0", "1", "2", "3"),
+        help="ZeRO stage over dp: 1 shards optimizer state, 2 also gradients, 3 also weights",
+    )
+    g.add_argument(
+        "--optimizer",
+        default=None,
+        metavar="NAME|BYTES",
+        help="adam (default), adam-bf16, sgd, adafactor, or optimizer bytes per parameter",
+    )
+    g.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="kernels replayed from CUDA graphs: no per-kernel launch overhead (decode)",
+    )
+    g.add_argument(
+        "--tokens",
+        default=None,
+        metavar="T",
+        help="tokens to train on, e.g. 1T or 15e12: gives days to train",
+    )
+
+
+def _optimizer(text: str | None) -> str | float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return text.strip().lower()
+
+
+def _tokens(text: str | None) -> float | None:
+    if text is None:
+        return None
+    return float(parse_count(text, "--tokens"))
+
+
+def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The Execution keywords the user gave (plan() fills the rest with defaults)."""
+    out: dict[str, Any] = {}
+    if args.interleave is not None:
+        value = parse_count(args.interleave, "--interleave")
+        if value < 1:
+            raise InputError(f"--interleave must be a positive integer, got {args.interleave!r}")
+        out["interleave"] = value
+    if args.recompute is not None:
+        out["recompute"] = args.recompute
+    if args.sequence_parallel:
+        out["sequence_parallel"] = True
+    if args.tp_overlap:
+        out["tp_overlap"] = True
+    if args.zero is not None:
+        out["zero"] = int(args.zero)
+    if args.optimizer is not None:
+        out["optimizer"] = _optimizer(args.optimizer)
+    if args.cuda_graphs:
+        out["cuda_graphs"] = True
+    if args.tokens is not None:
+        out["tokens"] = _tokens(args.tokens)
+    return out

@@ -1,0 +1,111 @@
+"""Memory of one pipeline stage on one device, as the plan's execution choices make it.
+
+On top of `shardline.stack.memory_check` (weights, gradients, optimizer state and KV cache of the
+stage's einsum layers, sharded as the strategies and the ZeRO stage say):
+- transformer training keeps the activations of Korthikanti et al. 2022 per block and microbatch
+  in flight (`shardline.realistic.activations`), which follow recompute and sequence parallelism;
+- stage i of P holds min(m, P - i) microbatches in flight under 1F1B, times 1 + (P - 1)/(P V)
+  with V interleaved chunks;
+- with a vocabulary, the first stage holds the embedding table and the last the LM head (untied:
+  each its own weights, gradients and optimizer state; split over tensor parallelism) and, in
+  training, the fp32 logits the loss keeps for the backward pass;
+- FSDP holds two gathered blocks of weights (the one in use and the one prefetched).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from shardline.dtypes import dtype_bits
+from shardline.realistic.activations import in_flight_microbatches, layer_activation_bytes
+from shardline.realistic.block import LOSS_BYTES
+from shardline.stack import MemoryCheck, memory_check
+from shardline.strategies import Degrees, device_share, local_dims
+from shardline.workload import Layer, Workload
+
+__all__ = ["stage_memory"]
+
+StageLayers = list[tuple[Layer, int]]
+
+
+def _blocks(workload: Workload, layers: StageLayers) -> float:
+    """Transformer blocks in the stage (layer instances over the layers per block)."""
+    return sum(n for _, n in layers) / sum(layer.count for layer in workload.layers)
+
+
+def stage_memory(
+    workload: Workload,
+    capacity_bytes: float,
+    layers: StageLayers,
+    deg: Degrees,
+    where: tuple[int, int],
+    execution: object,
+) -> MemoryCheck:
+    """`where` = (stage index, microbatches m); `execution` a shardline.options.Execution."""
+    from shardline.options import Execution
+
+    ex = execution if isinstance(execution, Execution) else Execution()
+    index, m = where
+    P = deg.stages
+    share = device_share(
+        workload, deg, m, zero=ex.zero,
+        state_bytes=lambda dt: ex.state_bytes_per_param(dtype_bits(dt)),
+    )  # fmt: skip
+    held = in_flight_microbatches(P, m, ex.interleave, index) if workload.training else 1.0
+    base = memory_check(workload, capacity_bytes, layers=layers, share=share, in_flight=held)
+    model = workload.model
+    if model is None:
+        return _with_buffers(base, workload, deg, m)
+    tp = deg["tp"]
+    sp = ex.sequence_parallel and tp > 1
+    first = workload.layers[0]
+    seqs = local_dims(first, deg, batch_dim=workload.batch_dim, microbatches=m).get("B", 1)
+    activations = base.activations_bytes
+    if workload.training:
+        per_block = layer_activation_bytes(model, seqs, tp=tp, sp=sp, recompute=ex.recompute)
+        activations = _blocks(workload, layers) * per_block * held
+    weights, grads, opt = base.weights_bytes, base.gradients_bytes, base.optimizer_bytes
+    ends = (index == 0) + (index == P - 1)
+    if model.vocab and ends:
+        params = ends * model.vocab * model.d_model / tp
+        w = dtype_bits(model.dtype) / 8
+        weights += params * w / share.weights_ways
+        if workload.training:
+            grads += params * w / share.gradients_ways
+            opt += params * ex.state_bytes_per_param(dtype_bits(model.dtype)) / share.optimizer_ways
+            if index == P - 1:
+                activations += held * seqs * model.q_len * model.vocab / tp * LOSS_BYTES
+    out = replace(
+        base,
+        weights_bytes=weights,
+        gradients_bytes=grads,
+        optimizer_bytes=opt,
+        activations_bytes=activations,
+    )
+    return _with_buffers(out, workload, deg, m)
+
+
+def _with_buffers(mc: MemoryCheck, workload: Workload, deg: Degrees, m: int) -> MemoryCheck:
+    """Add FSDP's two gathered blocks of weights and recompute the total."""
+    buffers = 0.0
+    if deg["fsdp"] > 1:
+        block = 0.0
+        for layer in workload.layers:
+            dims = local_dims(layer, deg, batch_dim=workload.batch_dim, microbatches=m)
+            block += layer.count * sum(layer.operand_bytes(w, dims) for w in layer.weights)
+        buffers = 2 * block
+    total = (
+        mc.weights_bytes
+        + mc.gradients_bytes
+        + mc.optimizer_bytes
+        + mc.activations_bytes
+        + mc.kv_cache_bytes
+        + buffers
+    )
+    return replace(
+        mc,
+        buffers_bytes=buffers,
+        total_bytes=total,
+        fits=total <= mc.capacity_bytes,
+        headroom_bytes=mc.capacity_bytes - total,
+    )

@@ -1,0 +1,185 @@
+"""What a stage runs besides its einsum layers, for the realistic time (and, where it is einsum
+work, the lower bound too):
+
+- the memory-bound ops between a transformer block's matmuls, per block in the stage;
+- recompute in the backward pass: "full" runs the stage's forward again (its einsums, ops and
+  tensor-parallel collectives), "selective" the attention core when the scores go through HBM
+  (FlashAttention's backward recomputes them anyway, and its time already counts that);
+- the embedding on the first stage; the LM head (an einsum, vocab split by tensor parallelism),
+  the final norm and the loss on the last;
+- the execution's variants of the tensor-parallel collectives: sequence parallelism turns each
+  all-reduce into a reduce-scatter and an all-gather of the same array; `tp_overlap` moves them
+  off the critical path (hidden behind the GEMMs up to the compute time); interleaving sends
+  each microbatch V times between stages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Protocol
+
+from shardline.hardware import Chip
+from shardline.options import Execution
+from shardline.planning.network import MeshNetwork
+from shardline.planning.phases import Stage
+from shardline.realistic.block import MemOp, block_ops, embedding_ops, head_ops
+from shardline.realistic.kernels import memory_kernel_s
+from shardline.stack import LayerCost
+from shardline.strategies import CommTerm, Degrees
+from shardline.workload import Layer, Workload
+
+__all__ = ["Context", "tp_variants", "add_block_extras", "add_end_extras", "add_recompute"]
+
+StageLayers = list[tuple[Layer, int]]
+
+
+class Context(Protocol):
+    """What the stage extras and the step read of a search's context
+    (`shardline.planning.evaluate.Context`)."""
+
+    workload: Workload
+    chip: Chip
+    execution: Execution
+    head: Layer | None
+    head_grads: list[Layer]
+
+    def network(self, deg: Degrees) -> MeshNetwork: ...
+
+    def local(self, layer: Layer, deg: Mapping[str, int], m: int) -> dict[str, int]: ...
+
+    def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost: ...
+
+
+def tp_variants(term: CommTerm, ctx: Context, deg: Degrees) -> list[CommTerm]:
+    """A strategy's term as the execution runs it (sequence parallelism, overlap, interleave)."""
+    ex = ctx.execution
+    if term.purpose == "pp" and ex.interleave > 1:
+        return [replace(term, calls=term.calls * ex.interleave)]
+    if term.purpose != "tp":
+        return [term]
+    out = [term]
+    if ex.sequence_parallel and term.kind == "all_reduce":
+        net = ctx.network(deg)
+        out = [
+            replace(
+                term, kind=kind, t_s=net.time(kind, term.bytes, "tp"),
+                predicted_s=net.predicted(kind, term.bytes, "tp"),
+            )
+            for kind in ("reduce_scatter", "all_gather")
+        ]  # fmt: skip
+    if ex.tp_overlap:
+        out = [replace(t, critical=False) for t in out]
+    return out
+
+
+def _ops_s(ctx: Context, ops: list[MemOp], backward: bool) -> float:
+    graphs = ctx.execution.cuda_graphs
+    return sum(
+        memory_kernel_s(
+            ctx.chip, op.backward_bytes if backward else op.forward_bytes, cuda_graphs=graphs
+        )
+        for op in ops
+    )
+
+
+def _sequences(ctx: Context, deg: Degrees, m: int) -> float:
+    """Sequences of one microbatch on one device (the batch dim's local size)."""
+    first = ctx.workload.layers[0]
+    return float(ctx.local(first, deg, m).get(ctx.workload.batch_dim or "", 1))
+
+
+def _ops(ctx: Context, fn: object, deg: Degrees, m: int) -> list[MemOp]:
+    model = ctx.workload.model
+    assert model is not None
+    tp = deg["tp"]
+    sp = ctx.execution.sequence_parallel and tp > 1
+    seqs = _sequences(ctx, deg, m)
+    if fn is embedding_ops:
+        return embedding_ops(model, seqs, tp=tp, sp=sp)
+    builder = block_ops if fn is block_ops else head_ops
+    return builder(model, seqs, tp=tp, sp=sp, training=ctx.workload.training)
+
+
+def add_block_extras(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
+    """The memory-bound ops of the stage's blocks, forward and (training) backward."""
+    if ctx.workload.model is None:
+        return
+    per_block = sum(layer.count for layer in ctx.workload.layers)
+    blocks = sum(n for _, n in stage.layers) / per_block
+    ops = _ops(ctx, block_ops, deg, m)
+    stage.fwd.add_predicted("other_ops", blocks * _ops_s(ctx, ops, False))
+    if ctx.workload.training:
+        stage.bwd.add_predicted("other_ops", blocks * _ops_s(ctx, ops, True))
+
+
+def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
+    """Recompute in the backward pass (call before the stage's boundary sends are added)."""
+    mode = ctx.execution.recompute
+    if not ctx.workload.training or mode == "none":
+        return
+    if mode == "full":
+        fwd = stage.fwd
+        stage.bwd.local = stage.bwd.local + fwd.local
+        stage.bwd.critical = stage.bwd.critical + fwd.critical
+        stage.bwd.add_predicted("recompute", fwd.compute_pred_s)
+        stage.bwd.lower_parts["recompute"] += fwd.local_s
+        return
+    model = ctx.workload.model
+    if model is None or model.attention != "standard":
+        return
+    per_block = sum(layer.count for layer in ctx.workload.layers)
+    blocks = sum(n for _, n in stage.layers) / per_block
+    scores = [
+        op for op in _ops(ctx, block_ops, deg, m) if op.name in ("softmax", "attention_dropout")
+    ]
+    again = stage.fwd.parts["attention"] + blocks * _ops_s(ctx, scores, False)
+    stage.bwd.add_predicted("recompute", again)
+
+
+def add_end_extras(ctx: Context, stage: Stage, deg: Degrees, m: int, index: int) -> None:
+    """The embedding (first stage) and the LM head, final norm and loss (last stage)."""
+    model = ctx.workload.model
+    if model is None:
+        return
+    training = ctx.workload.training
+    if index == 0:
+        ops = _ops(ctx, embedding_ops, deg, m)
+        stage.fwd.add_predicted("other_ops", _ops_s(ctx, ops, False))
+        if training:
+            stage.bwd.add_predicted("other_ops", _ops_s(ctx, ops, True))
+    if index != deg.stages - 1:
+        return
+    ops = _ops(ctx, head_ops, deg, m)
+    stage.fwd.add_predicted("other_ops", _ops_s(ctx, ops, False))
+    if training:
+        stage.bwd.add_predicted("other_ops", _ops_s(ctx, ops, True))
+    _add_head(ctx, stage, deg, m)
+
+
+def _add_head(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
+    """The LM head einsum (and its backward) with its tensor-parallel collectives: with sequence
+    parallelism the input is all-gathered first; the input gradient is all-reduced (reduce-
+    scattered with sequence parallelism)."""
+    head = ctx.head
+    if head is None:
+        return
+    dims = ctx.local(head, deg, m)
+    stage.fwd.add(ctx.cost(head, dims), 1)
+    for grad in ctx.head_grads:
+        stage.bwd.add(ctx.cost(grad, ctx.local(grad, deg, m)), 1)
+    tp = deg["tp"]
+    if tp == 1:
+        return
+    x_bytes = head.operand_bytes(head.inputs[0].name, {**dims, "V": 1})
+    net = ctx.network(deg)
+    sp = ctx.execution.sequence_parallel
+    kinds = [("all_gather", "forward")] if sp else []
+    if ctx.workload.training:
+        kinds.append(("reduce_scatter" if sp else "all_reduce", "backward"))
+    for kind, phase in kinds:
+        t, p = net.time(kind, x_bytes, "tp"), net.predicted(kind, x_bytes, "tp")
+        critical = not ctx.execution.tp_overlap
+        stage.add_comm(
+            CommTerm("tp", kind, tp, 1, x_bytes, t, critical=critical, phase=phase, predicted_s=p)
+        )

@@ -1,0 +1,173 @@
+"""The realistic step of one plan: the pipeline schedule over the slowest stage's realistic time,
+the data-parallel gradient traffic the backward pass cannot hide, the optimizer step; and the
+answers users ask of it (MFU, HFU, tokens/s, days to train).
+
+Schedule (cycles of the slowest stage's microbatch time t):
+- training, 1F1B with V interleaved chunks: `(m + (P - 1)/V) t` (Narayanan et al. 2021; V = 1 is
+  plain 1F1B, whose bubble is GPipe's (P - 1) t);
+- prefill (or a forward pass): the batch's m microbatches flow through, `(m + P - 1) t`;
+- decode: one sequence passes all P stages per token; with m microbatches in flight the stages
+  stay busy when m >= P, so a token for the whole batch takes `max(m, P) t`.
+
+Gradient traffic (data parallelism): reduced in buckets while the backward pass runs; the last
+bucket always waits (PyTorch DDP's default bucket, 25 MiB), and whatever outlasts the last
+microbatch's backward shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shardline.dtypes import dtype_bits
+from shardline.planning.phases import PARTS, Stage
+from shardline.planning.stage_extras import Context
+from shardline.realistic.block import optimizer_bytes
+from shardline.realistic.flops import hardware_flops, model_flops
+from shardline.realistic.kernels import memory_kernel_s
+from shardline.stack import MemoryCheck
+from shardline.strategies import Degrees
+
+__all__ = [
+    "RealisticStep",
+    "realistic_step",
+    "tokens_answers",
+    "gap_s",
+    "cycles",
+    "DP_BUCKET_BYTES",
+]
+
+# torch.nn.parallel.DistributedDataParallel(bucket_cap_mb=25): gradients are all-reduced in
+# 25 MiB buckets as the backward pass produces them (PyTorch documentation).
+DP_BUCKET_BYTES = 25 * 2**20
+SECONDS_PER_DAY = 86400.0
+
+
+def cycles(training: bool, decode: bool, m: int, stages: int, interleave: int) -> float:
+    """Slowest-stage microbatch times per step (module docstring)."""
+    if training:
+        return m + (stages - 1) / interleave
+    if decode:
+        return float(max(m, stages))
+    return float(m + stages - 1)
+
+
+@dataclass(frozen=True)
+class RealisticStep:
+    predicted_s: float
+    breakdown_s: dict[str, float]  # sums to predicted_s
+    lower_s: dict[str, float]  # the lower bound's GEMM, attention and critical comm (same step)
+    model_flops: float
+    hardware_flops: float
+    mfu: float
+    hfu: float
+
+
+def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
+    grad_s = float(crit.grad.predicted_s)
+    if grad_s <= 0:
+        return 0.0
+    net = ctx.network(deg)
+    bucket = min(DP_BUCKET_BYTES, float(crit.grad.net_bytes))
+    last_bucket_s = net.predicted("all_reduce", bucket, "dp")
+    return max(last_bucket_s, grad_s - crit.bwd.predicted_s)
+
+
+def _optimizer_s(ctx: Context, deg: Degrees, memory: MemoryCheck) -> float:
+    """One optimizer step over the device's shard of the slowest stage's parameters: memory-bound
+    (shardline.realistic.block.optimizer_bytes)."""
+    if not ctx.workload.training or memory.params <= 0:
+        return 0.0
+    from shardline.strategies import device_share
+
+    ways = device_share(ctx.workload, deg, zero=ctx.execution.zero).optimizer_ways
+    bits = dtype_bits(ctx.workload.layers[0].dtype)
+    state = ctx.execution.state_bytes_per_param(bits)
+    nbytes = optimizer_bytes(memory.params / ways, bits, state)
+    return memory_kernel_s(ctx.chip, nbytes, cuda_graphs=ctx.execution.cuda_graphs)
+
+
+def _flops(ctx: Context) -> tuple[float, float]:
+    """(model FLOPs, hardware FLOPs) of one step over all devices."""
+    w, ex = ctx.workload, ctx.execution
+    if w.model is not None:
+        return model_flops(w.model, w.training), hardware_flops(w.model, w.training, ex.recompute)
+    forward = sum(
+        float(ctx.cost(layer, layer.dims).flops) * layer.count * w.repeat for layer in w.layers
+    )
+    total = forward * (3 if w.training else 1)
+    extra = forward if w.training and ex.recompute == "full" else 0.0
+    return total, total + extra
+
+
+def realistic_step(
+    ctx: Context, deg: Degrees, m: int, crit: Stage, memory: MemoryCheck
+) -> RealisticStep:
+    """The plan's realistic step from its slowest stage (`crit`)."""
+    w, ex = ctx.workload, ctx.execution
+    decode = w.model is not None and w.model.decode
+    n = cycles(w.training, decode, m, deg.stages, ex.interleave)
+    t_stage = crit.t_pred_s
+    parts = crit.parts_s()
+    breakdown = {f"{k}_s": m * v for k, v in parts.items()}
+    breakdown["bubble_s"] = (n - m) * t_stage
+    breakdown["exposed_comm_s"] += _dp_exposed_s(ctx, deg, crit) if w.training else 0.0
+    breakdown["optimizer_s"] = _optimizer_s(ctx, deg, memory)
+    predicted = sum(breakdown.values())
+    phases = [crit.fwd, crit.bwd] if w.training else [crit.fwd]
+    lower = {
+        "gemm_s": m * sum(ph.lower_parts["gemm"] for ph in phases),
+        "attention_s": m * sum(ph.lower_parts["attention"] for ph in phases),
+        "recompute_s": m * sum(ph.lower_parts["recompute"] for ph in phases),
+        "exposed_comm_s": m * sum(ph.crit_s for ph in phases),
+    }
+    model, hardware = _flops(ctx)
+    peak = ctx.chip.peak(w.layers[0].compute_dtype or w.layers[0].dtype)
+    capacity = deg.devices * peak * predicted
+    return RealisticStep(
+        predicted_s=predicted,
+        breakdown_s=breakdown,
+        lower_s=lower,
+        model_flops=model,
+        hardware_flops=hardware,
+        mfu=model / capacity if capacity > 0 else 0.0,
+        hfu=hardware / capacity if capacity > 0 else 0.0,
+    )
+
+
+def tokens_answers(ctx: Context, deg: Degrees, step: RealisticStep) -> dict[str, Any]:
+    """tokens/s (the step's tokens over its realistic time), per device, and days to train."""
+    w = ctx.workload
+    if w.kind == "stack" or step.predicted_s <= 0:
+        return {"tokens_per_s": None, "tokens_per_s_per_device": None, "days_to_train": None}
+    tokens_per_s = w.batch * w.tokens_per_item / step.predicted_s
+    days = None
+    if w.training and ctx.execution.tokens is not None:
+        days = ctx.execution.tokens / tokens_per_s / SECONDS_PER_DAY
+    return {
+        "tokens_per_s": tokens_per_s,
+        "tokens_per_s_per_device": tokens_per_s / deg.devices,
+        "days_to_train": days,
+    }
+
+
+PART_KEYS = tuple(f"{k}_s" for k in PARTS)
+
+
+def gap_s(step: RealisticStep, latency_s: float, lower_bubble_s: float) -> dict[str, float]:
+    """Where the gap between the lower bound and the realistic step goes: each component's
+    realistic time less its lower-bound counterpart (GEMMs, attention, critical communication,
+    bubble); the ops the lower bound leaves out in full; `overlap_s` the rest (what the lower
+    bound's perfect overlap of compute and traffic hid). Sums to predicted_s - latency_s."""
+    b, lo = step.breakdown_s, step.lower_s
+    gap = {
+        "gemm_inefficiency_s": b["gemm_s"] - lo["gemm_s"],
+        "attention_s": b["attention_s"] - lo["attention_s"],
+        "other_ops_s": b["other_ops_s"],
+        "recompute_s": b["recompute_s"] - lo["recompute_s"],
+        "exposed_comm_s": b["exposed_comm_s"] - lo["exposed_comm_s"],
+        "bubble_s": b["bubble_s"] - lower_bubble_s,
+        "optimizer_s": b["optimizer_s"],
+    }
+    gap["overlap_s"] = step.predicted_s - latency_s - sum(gap.values())
+    return gap

@@ -1,0 +1,219 @@
+"""Terminal rendering of parallel plans and batch sweeps: the realistic answer first, the lower
+bound beside it, then the derivation with the numbers put in."""
+
+from __future__ import annotations
+
+from shardline.plan import BatchSweep, PlanResult, PlanSet
+from shardline.report.plan_realistic import realistic_lines
+from shardline.report.stack_text import describe as _describe
+from shardline.report.stack_text import memory_parts as _memory_parts
+from shardline.report.stack_text import rate as _rate
+from shardline.report.stack_text import table as _table
+from shardline.strategies import names, strategies, strategy
+from shardline.units import fmt_bytes, fmt_int, fmt_num, fmt_time
+from shardline.workload import Workload
+
+__all__ = ["render_plan", "render_sweep"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Plans
+
+
+def _stage_share(w: Workload, stages: int) -> str:
+    if w.pipeline_splits(stages) == "blocks":
+        per = w.repeat // stages
+        return f"{per} block{'s' if per > 1 else ''} ({w.layer_count // stages} layers)"
+    return f"{w.layer_count // stages} layers"
+
+
+def _plan_row(p: PlanResult, w: Workload) -> tuple[str, ...]:
+    per_s = p.tokens_per_s if p.tokens_per_s is not None else w.batch / p.predicted_s
+    return (
+        p.name,
+        *(str(v) for v in p.degrees.values()),
+        str(p.microbatches),
+        fmt_time(p.predicted_s),
+        fmt_time(p.latency_s),
+        f"{100 * p.mfu:.1f}%",
+        _rate(per_s),
+        fmt_bytes(p.memory_per_device_bytes),
+        "yes" if p.fits else "NO",
+        fmt_bytes(p.comm_bytes),
+        p.bottleneck,
+    )
+
+
+def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
+    d = p.degrees
+    m, stages = p.microbatches, d["pp"]
+    unit = w.batch_dim or "items"
+    out = [f"How {p.name}'s lower bound adds up (peak rates, line-rate collectives):"]
+    batch_split = [s.name for s in strategies() if "batch" in s.splits]
+    out.append(
+        f"  batch {fmt_int(w.batch)} {unit} split over {' × '.join(batch_split)} = "
+        f"{' × '.join(str(d[name]) for name in batch_split)} "
+        f"replicas and m = {m} microbatch(es): {fmt_int(p.microbatch_size)} per microbatch "
+        "per device"
+    )
+    V = ps_interleave(ps)
+    if stages > 1:
+        bubble = f"(P-1)/(V m) = ({stages}-1)/({V}×{m})" if V > 1 else f"(P-1)/m = ({stages}-1)/{m}"
+        out.append(
+            f"  {stages} pipeline stages of {_stage_share(w, stages)} each; bubble {bubble} = "
+            f"{p.bubble_over_ideal:.4g} of the ideal step"
+        )
+    if d["tp"] > 1:
+        out.append(
+            f"  tensor parallel over {d['tp']}: each layer's tp dims split {d['tp']} ways; "
+            "a layer that contracts a split dim all-reduces its output"
+        )
+    out.append(
+        f"  one microbatch through the slowest stage: {fmt_time(p.t_stage_s)} (per phase: "
+        "max(compute, overlapped FSDP traffic) + critical-path traffic)"
+    )
+    out += _latency_lines(p, w, V)
+    decode = w.model is not None and w.model.decode
+    if w.training or stages == 1 or decode:
+        out.append(
+            f"  throughput = batch / latency = {fmt_int(w.batch)} / {fmt_time(p.latency_s)} "
+            f"= {_rate(p.throughput_per_s)} {w.item}s/s"
+        )
+    else:
+        out.append(
+            f"  throughput (a stream of batches keeps every stage busy) = batch / "
+            f"(m × t_stage) = {_rate(p.throughput_per_s)} {w.item}s/s"
+        )
+    out += _comm_lines(p)
+    mem = p.memory
+    parts = _memory_parts(mem)
+    shown = " + ".join(f"{name} {fmt_bytes(v)}" for name, v in parts if v)
+    out.append(
+        f"  memory per device: {shown} = {fmt_bytes(mem.total_bytes)} of "
+        f"{fmt_bytes(mem.capacity_bytes)}"
+    )
+    by = ", ".join(f"{k} {fmt_time(v)}" for k, v in p.time_by_bound_s.items() if v)
+    out.append(f"  bottleneck {p.bottleneck}: time by what binds it: {by}")
+    return out
+
+
+def _latency_lines(p: PlanResult, w: Workload, V: int) -> list[str]:
+    """The lower bound's schedule: cycles of the slowest stage, plus the gradient traffic."""
+    out: list[str] = []
+    m = p.microbatches
+    n = p.t_bubble_s / p.t_stage_s + m if p.t_stage_s > 0 else float(m)
+    extra = p.latency_s - n * p.t_stage_s
+    formula = _cycles_text(w, V)
+    if w.training:
+        out.append(
+            f"  latency = {formula} × t_stage + gradient all-reduce not hidden = "
+            f"{n:.4g} × {fmt_time(p.t_stage_s)} + {fmt_time(max(extra, 0.0))} = "
+            f"{fmt_time(p.latency_s)}"
+        )
+    else:
+        out.append(
+            f"  latency = {formula} × t_stage = {n:.4g} × "
+            f"{fmt_time(p.t_stage_s)} = {fmt_time(p.latency_s)}"
+        )
+    return out
+
+
+def ps_interleave(ps: PlanSet) -> int:
+    return ps.execution.interleave if ps.execution is not None else 1
+
+
+def _cycles_text(w: Workload, interleave: int) -> str:
+    """The schedule's stage times per step (shardline.planning.step.cycles), in symbols."""
+    if w.training:
+        return "(m + (P - 1)/V)" if interleave > 1 else "(m + P - 1)"
+    if w.model is not None and w.model.decode:
+        return "max(m, P)"
+    return "(m + P - 1)"
+
+
+def _comm_lines(p: PlanResult) -> list[str]:
+    if not p.comm:
+        return ["  communication: none"]
+    out = ["  communication per step on one device (V = the array each collective moves):"]
+    for c in p.comm:
+        where = strategy(c.purpose).comm_where
+        out.append(
+            f"    {c.purpose:<4} {c.kind:<14} over {c.devices:>4}: {fmt_num(c.calls)} × "
+            f"{fmt_bytes(c.bytes / c.calls if c.calls else 0)} = {fmt_bytes(c.bytes)}, "
+            f"{fmt_time(c.t_s)} ({where})"
+        )
+    return out
+
+
+def render_plan(ps: PlanSet, top: int = 10) -> str:
+    w = ps.workload
+    out = [
+        f"{w.name} over {ps.devices} × {ps.chip.display_name} ({ps.chip.name}, "
+        f"{fmt_bytes(ps.chip.capacity_bytes)} each)",
+        _describe(w),
+        "",
+    ]
+    if ps.recommended is None:
+        out.append(f"NO PLAN FITS: {ps.reason}")
+    else:
+        out.append(f"RECOMMENDED {ps.recommended}: {ps.reason}.")
+    out.append("")
+    per = "tokens/s" if w.kind != "stack" else f"{w.item}s/s"
+    header = (
+        "plan",
+        *names(),
+        "mb",
+        "predicted",
+        "lower bound",
+        "MFU",
+        per,
+        "memory/device",
+        "fits",
+        "comm/step",
+        "bottleneck",
+    )
+    shown = ps.plans[:top]
+    out += _table(
+        header,
+        [_plan_row(p, w) for p in shown],
+        (False, *(True for _ in names()), True, True, True, True, True, True, False, True, False),
+    )
+    if len(ps.plans) > top:
+        out.append(f"  ... and {len(ps.plans) - top} more (--top N, or --json for all)")
+    best = ps.best()
+    if best is not None:
+        out += [""] + realistic_lines(best, w, ps) + [""] + _derivation(best, w, ps)
+    return "\n".join(out) + "\n"
+
+
+def render_sweep(sw: BatchSweep) -> str:
+    w = sw.workload
+    per = f" of {w.tokens_per_item} tokens" if w.kind != "stack" and w.item != "token" else ""
+    out = [
+        f"{w.name} over {sw.devices} × {sw.chip.name}: the recommended plan by batch "
+        f"({w.item}s{per}; objective {sw.objective})",
+        "",
+    ]
+    header = ("batch", "per device", "recommended", "latency", f"{w.item}s/s", "bottleneck")
+    rows = []
+    for p in sw.points:
+        rows.append(
+            (
+                fmt_int(p.batch),
+                f"{p.batch / sw.devices:,.4g}",
+                p.recommended or "none fits",
+                fmt_time(p.latency_s) if p.latency_s is not None else "-",
+                _rate(p.throughput_per_s) if p.throughput_per_s is not None else "-",
+                p.bottleneck or "-",
+            )
+        )
+    out += _table(header, rows, (True, True, False, True, True, False))
+    out.append("")
+    if not sw.crossovers:
+        out.append("No crossover: the same plan wins at every batch shown.")
+    for c in sw.crossovers:
+        out.append(
+            f"CROSSOVER at batch {fmt_int(c.batch)} ({_rate(c.batch / sw.devices)} per device): "
+            f"{c.from_plan or 'nothing fits'} -> {c.to_plan or 'nothing fits'}"
+        )
+    return "\n".join(out) + "\n"
