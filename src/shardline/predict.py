@@ -13,7 +13,11 @@ or a file written by `shardline calibrate`) and adds what the lower bound leaves
   the SMs; the fp32 partial outputs are written and read back) the fastest is taken, as a library
   heuristic would; a matrix-vector product (M or N = 1) is a streaming kernel. Dimensions whose rows
   are not a multiple of `align_bytes` lose the fast path (`unaligned_matmul_efficiency`). The time
-  is then `launch overhead + max(t_compute, t_memory)` with `t_memory = Q / achievable bytes/s`.
+  is then one kernel doing `max(t_compute, t_memory)` of work (`t_memory = Q / achievable
+  bytes/s`), timed by `kernel_time_s` under the caller's launch mode: launched eagerly,
+  `max(launch_overhead_s, floor) + work`; replayed from a CUDA graph, `floor + work`, the floor
+  being the chip's `gemm_kernel_floor_s` for a tiled kernel and `kernel_floor_s` for a streaming
+  one (docs/prediction.md, "Launch mode").
 - TPU: the MXU pads M, K and N to its size (128, or 256 on v6e); no waves (one or two cores).
 - CPU (a calibrated file): a BLAS call costs a fixed per-call overhead, then packs both inputs
   into its blocked layout, then runs the math at the measured rate: `t = t_call + t_pack + F/P`.
@@ -38,12 +42,15 @@ import numpy as np
 from shardline.achievable import achievable_rate
 from shardline.dtypes import dtype_bits
 from shardline.einsum import parse_einsum
+from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.roofline import RooflineResult
 from shardline.tiling import GPU_TILE_CANDIDATES, SPLIT_K, Gemm, choose_gpu_tile, gpu_tile_time
 
 __all__ = [
+    "LAUNCH_MODES",
     "GemmWork",
+    "kernel_time_s",
     "with_prediction",
     "predict_gemm",
     "achievable_rate",
@@ -64,6 +71,51 @@ __all__ = [
 # align-1 kernels 2-3x slower. 0.8 takes the recent libraries' worst case; `shardline calibrate` on
 # a GPU measures the real ratio (8192^3 against 8192x8191x8192).
 DEFAULT_UNALIGNED_EFFICIENCY = 0.8
+
+
+# How the caller launches kernels: one by one from the host ("eager", the default), or replayed
+# from a captured CUDA graph ("graphs", as vLLM-style benchmarks time them).
+LAUNCH_MODES = ("eager", "graphs")
+
+
+def check_launch(launch: str) -> bool:
+    """True for CUDA-graph replay; an unknown launch mode is an input error."""
+    if launch not in LAUNCH_MODES:
+        raise InputError(f"launch must be one of {', '.join(LAUNCH_MODES)}, got {launch!r}")
+    return launch == "graphs"
+
+
+def kernel_overhead_s(chip: Chip, *, cuda_graphs: bool, gemm: bool = False) -> float:
+    """The fixed part of one kernel's time on a GPU: its floor when replayed from a CUDA graph,
+    `max(launch_overhead_s, floor)` when launched eagerly. The floor is `kernel_floor_s`, or for
+    a tiled library GEMM kernel (`gemm`) `gemm_kernel_floor_s` where the chip file has one. A chip
+    file without a floor falls back to its launch overhead in both modes (and to 0 without
+    either)."""
+    ach = chip.achievable
+    launch = ach.launch_overhead_s or 0.0
+    floor = ach.kernel_floor_s
+    if gemm and ach.gemm_kernel_floor_s is not None:
+        floor = ach.gemm_kernel_floor_s
+    if floor is None:
+        return launch
+    return floor if cuda_graphs else max(launch, floor)
+
+
+def kernel_time_s(chip: Chip, work_s: Any, *, cuda_graphs: bool, gemm: bool = False) -> Any:
+    """Seconds one GPU kernel takes to do `work_s` seconds of work (a number or a numpy array).
+
+    Eager launches pay the per-kernel launch cost on top of the work, back to back:
+    `max(launch_overhead_s, floor) + work`; replayed from a CUDA graph, the launch is hidden and
+    only the kernel's floor remains: `floor + work`. The floor is `kernel_floor_s`, or
+    `gemm_kernel_floor_s` for a tiled library GEMM kernel (`gemm=True`) where the chip file has
+    one. Additive rather than `max(launch, floor + work)`: in te42kyfo/gpu-benches
+    gpu-small-kernels (A100, H200), 10,000 back-to-back launches of one streaming kernel take
+    1.2-1.3 us longer each than the same kernels replayed from a graph, at every size from 64 kB
+    to 300 MB (docs/prediction.md, "Launch mode")."""
+    overhead = kernel_overhead_s(chip, cuda_graphs=cuda_graphs, gemm=gemm)
+    if isinstance(work_s, np.ndarray):
+        return overhead + work_s
+    return overhead + float(work_s)
 
 
 def stream_time(
@@ -167,6 +219,7 @@ class _Setup:
     s: dict[str, Any]  # bytes per element by role
     rate: Any  # achievable FLOP/s of the compute dtype
     mem_rate: float  # achievable memory bytes/s
+    cuda_graphs: bool = False  # kernels replayed from a CUDA graph (GPU only)
 
 
 # (t_overhead, t_work, compute side?, the kind's named terms)
@@ -262,22 +315,28 @@ def _best_gpu_tiles(c: _Setup, rate: Any) -> dict[str, Any]:
 
 
 def _gpu_terms(c: _Setup) -> _KindTerms:
-    """GPU: the best of the library's tiles and split-K factors, waves over the SMs."""
+    """GPU: the best of the library's tiles and split-K factors, waves over the SMs, one kernel
+    timed by `kernel_time_s` (its overhead here, the work in `max(t_compute, t_memory)`)."""
     cores = c.chip.on_chip.cores or 1
     m, n, batch = c.m, c.n, c.batch
     align_eff = _align_efficiency(c)
     best = _best_gpu_tiles(c, c.rate * align_eff)
     bm, bn, split, waves = best["bm"], best["bn"], best["split"], best["waves"]
     tiles = batch * np.ceil(m / bm) * np.ceil(n / bn) * split
-    t_overhead = (c.chip.achievable.launch_overhead_s or 0.0) * np.ones_like(m)
     # a matrix-vector product (or an einsum without a contraction) runs a streaming kernel:
-    # no output tiles to quantize
+    # no output tiles to quantize, and a streaming kernel's floor
     plain = (not c.work.contracted) | (m == 1) | (n == 1)
+    t_overhead = np.where(
+        plain,
+        kernel_overhead_s(c.chip, cuda_graphs=c.cuda_graphs),
+        kernel_overhead_s(c.chip, cuda_graphs=c.cuda_graphs, gemm=True),
+    ) * np.ones_like(m)
     t_math = np.where(plain, c.flops / (c.rate * align_eff), best["t"])
     t_memory = c.q_bytes / c.mem_rate
     terms = {
         "model": f"gpu: best of {len(GPU_TILE_CANDIDATES)} library tiles, waves over "
-        f"{cores} SMs, launch overhead",
+        f"{cores} SMs, "
+        + ("kernel floor (CUDA graph replay)" if c.cuda_graphs else "launch overhead"),
         "t_overhead_s": t_overhead,
         "t_compute_s": t_math,
         "t_memory_s": t_memory,
@@ -298,8 +357,12 @@ def _gpu_terms(c: _Setup) -> _KindTerms:
 _KIND_MODELS = {"cpu": _cpu_terms, "tpu": _tpu_terms}
 
 
-def predict_gemm(chip: Chip, work: GemmWork, t_lower_s: Any) -> dict[str, Any]:
-    """The realistic time of a (batched) GEMM on one chip, as a dict of named terms (arrays)."""
+def predict_gemm(
+    chip: Chip, work: GemmWork, t_lower_s: Any, *, launch: str = "eager"
+) -> dict[str, Any]:
+    """The realistic time of a (batched) GEMM on one chip, as a dict of named terms (arrays).
+    `launch`: "eager" (the default) or "graphs" (CUDA-graph replay; GPUs only)."""
+    cuda_graphs = check_launch(launch)
     compute_dtype = work.compute_dtype
     rate = _lookup(compute_dtype, lambda d: achievable_rate(chip, d)[0])
     source = (
@@ -324,9 +387,18 @@ def predict_gemm(chip: Chip, work: GemmWork, t_lower_s: Any) -> dict[str, Any]:
         s={name: _as_array(b) / 8 for name, b in work.bits.items()},
         rate=rate,
         mem_rate=mem_rate,
+        cuda_graphs=cuda_graphs,
     )
     t_overhead, t_work, compute_side, kind_terms = _KIND_MODELS.get(chip.kind, _gpu_terms)(setup)
-    predicted = t_overhead + t_work
+    if chip.kind in _KIND_MODELS:
+        predicted = t_overhead + t_work
+    else:  # a GPU: one kernel, a streaming or a tiled GEMM one, under the launch mode
+        streaming = kind_terms["streaming_kernel"]
+        predicted = np.where(
+            streaming,
+            kernel_time_s(chip, t_work, cuda_graphs=cuda_graphs),
+            kernel_time_s(chip, t_work, cuda_graphs=cuda_graphs, gemm=True),
+        )
     bound = np.where(t_overhead > t_work, "overhead", np.where(compute_side, "compute", "memory"))
     return {
         "lower_bound_s": t_lower_s,
@@ -346,9 +418,11 @@ def _scalarize(value: Any) -> Any:
     return value
 
 
-def with_prediction(result: RooflineResult) -> RooflineResult:
+def with_prediction(result: RooflineResult, *, launch: str = "eager") -> RooflineResult:
     """The roofline result with `predicted_s`, `predicted_bound` and the named terms in
-    `prediction` (which also repeats the lower bound, so that the two are never confused)."""
+    `prediction` (which also repeats the lower bound, so that the two are never confused).
+    `launch`: "eager" (kernels launched one by one, the default) or "graphs" (replayed from a
+    CUDA graph: the launch overhead hidden, the per-kernel floor kept)."""
     chip = result.chip
     if chip is None:
         return result
@@ -375,7 +449,7 @@ def with_prediction(result: RooflineResult) -> RooflineResult:
         compute_dtype=result.dtypes["compute"],
         contracted=bool(spec.contracted),
     )
-    terms = predict_gemm(chip, work, result.t_lower_s)
+    terms = predict_gemm(chip, work, result.t_lower_s, launch=launch)
     vector = any(
         isinstance(v, np.ndarray)
         for v in (*result.dims.values(), result.dtypes["compute"], result.flops)

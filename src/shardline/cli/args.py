@@ -96,6 +96,15 @@ def _add_mnk(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("n", metavar="N")
 
 
+def add_cuda_graphs_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="time the kernel as replayed from a CUDA graph: the launch overhead is hidden, the "
+        "per-kernel floor stays (default: launched eagerly)",
+    )
+
+
 def add_matmul_args(parser: argparse.ArgumentParser) -> None:
     """Arguments of `shardline matmul M K N` (also `explain matmul`)."""
     _add_mnk(parser)
@@ -106,6 +115,7 @@ def add_matmul_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="C += A.B (beta != 0): the old C is read as well as written",
     )
+    add_cuda_graphs_arg(parser)
 
 
 def add_einsum_args(parser: argparse.ArgumentParser) -> None:
@@ -118,6 +128,7 @@ def add_einsum_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtypes", default=None, help="per-operand dtypes, e.g. X=bf16,W=int8")
     add_chip_args(parser)
     parser.add_argument("--accumulate", action="store_true", help="the output is accumulated into")
+    add_cuda_graphs_arg(parser)
     add_mesh_args(parser)
 
 

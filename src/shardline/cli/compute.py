@@ -38,6 +38,11 @@ __all__ = [
 ]
 
 
+def _launch_mode(args: argparse.Namespace) -> str:
+    """`--cuda-graphs`: kernels replayed from a CUDA graph; else launched eagerly."""
+    return "graphs" if getattr(args, "cuda_graphs", False) else "eager"
+
+
 def compute_matmul(args: argparse.Namespace) -> RooflineResult:
     """`matmul M K N`: the roofline with the realistic prediction."""
     from shardline.predict import with_prediction
@@ -56,7 +61,7 @@ def compute_matmul(args: argparse.Namespace) -> RooflineResult:
         accumulate=args.accumulate,
         rates=RateOverrides(**overrides_from_args(args)),
     )
-    return with_prediction(result)
+    return with_prediction(result, launch=_launch_mode(args))
 
 
 def compute_einsum(args: argparse.Namespace) -> RooflineResult | ShardedResult:
@@ -79,7 +84,7 @@ def compute_einsum(args: argparse.Namespace) -> RooflineResult | ShardedResult:
         accumulate=args.accumulate,
         rates=RateOverrides(**overrides_from_args(args)),
     )
-    return with_prediction(result)
+    return with_prediction(result, launch=_launch_mode(args))
 
 
 def compute_sharded_einsum(args: argparse.Namespace, spec: EinsumSpec) -> ShardedResult:

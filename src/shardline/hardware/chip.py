@@ -79,6 +79,9 @@ class Achievable:
     # the shortest time one kernel takes on the device (ramp up and drain), whether launched
     # eagerly or replayed from a CUDA graph; eager launches cost max(launch_overhead_s, ...)
     kernel_floor_s: float | None = None
+    # the same floor for a library GEMM kernel (tiled, pipelined: its prologue and epilogue make
+    # it longer than a streaming kernel's); absent: kernel_floor_s
+    gemm_kernel_floor_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,239 @@
+"""Published single-GEMM measurements against shardline's realistic prediction.
+
+Reads benchmarks/data/gemm_published.csv (one published GEMM per row: chip, dtype, M, K, N, the
+measured time, how it was launched and the source), predicts every row with `shardline matmul`'s
+model (`shardline.roofline.matmul` + `shardline.predict.with_prediction`, launch mode from the
+row), prints the table and the median / worst |error| by chip, class and launch mode, and
+rewrites the "## Single GEMMs" section of docs/validation.md (other sections are kept).
+
+    python benchmarks/bench_gemm.py            # print and write docs/validation.md
+    python benchmarks/bench_gemm.py --no-write # print only
+
+Classes: "small" when every dimension is at most 1024; "skinny" when the smaller of M and N is at
+most 1/8 of the largest dimension (decode-style products, tall outputs); "square" otherwise.
+Error: predicted / measured - 1 (negative: the prediction is faster than the measurement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+DATA = ROOT / "benchmarks" / "data" / "gemm_published.csv"
+DOC = ROOT / "docs" / "validation.md"
+HEADING = "## Single GEMMs"
+SMALL_MAX_DIM = 1024
+SKINNY_RATIO = 8
+
+
+@dataclass(frozen=True)
+class Row:
+    chip: str
+    dtype: str
+    out_dtype: str
+    m: int
+    k: int
+    n: int
+    measured_s: float
+    launch: str
+    source: str
+    predicted_s: float = 0.0
+
+    @property
+    def error(self) -> float:
+        return self.predicted_s / self.measured_s - 1.0
+
+    @property
+    def shape_class(self) -> str:
+        return shape_class(self.m, self.k, self.n)
+
+
+def shape_class(m: int, k: int, n: int) -> str:
+    """small (all dims <= 1024), skinny (min(M, N) * 8 <= largest dim) or square."""
+    if max(m, k, n) <= SMALL_MAX_DIM:
+        return "small"
+    if min(m, n) * SKINNY_RATIO <= max(m, k, n):
+        return "skinny"
+    return "square"
+
+
+def load_rows(path: Path = DATA) -> list[Row]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return [
+            Row(
+                chip=r["chip"],
+                dtype=r["dtype"],
+                out_dtype=r["out_dtype"],
+                m=int(r["m"]),
+                k=int(r["k"]),
+                n=int(r["n"]),
+                measured_s=float(r["measured_s"]),
+                launch=r["launch"],
+                source=r["source"],
+            )
+            for r in csv.DictReader(f)
+        ]
+
+
+def predict_row(row: Row) -> Row:
+    """The row with shardline's realistic time (`shardline matmul M K N --hw CHIP ...`)."""
+    from dataclasses import replace
+
+    from shardline.predict import with_prediction
+    from shardline.roofline import matmul
+
+    operand = "fp32" if row.dtype == "tf32" else row.dtype  # TF32 math on fp32 operands
+    result = matmul(
+        row.m,
+        row.k,
+        row.n,
+        hw=row.chip,
+        a_dtype=operand,
+        b_dtype=operand,
+        out_dtype=row.out_dtype,
+        compute_dtype=row.dtype,
+    )
+    predicted = with_prediction(result, launch=row.launch).predicted_s
+    return replace(row, predicted_s=float(predicted))
+
+
+def predict_all(path: Path = DATA) -> list[Row]:
+    return [predict_row(r) for r in load_rows(path)]
+
+
+def summary(rows: list[Row]) -> dict[str, dict[str, float]]:
+    """Median and worst |error| (and the count) per group: all, each chip, class, launch mode."""
+    groups: dict[str, list[float]] = {"all": []}
+    for r in rows:
+        for key in ("all", r.chip, r.shape_class, r.launch):
+            groups.setdefault(key, []).append(abs(r.error))
+    return {
+        key: {"n": len(v), "median": statistics.median(v), "worst": max(v)}
+        for key, v in groups.items()
+    }
+
+
+def _table(rows: list[Row]) -> list[str]:
+    lines = [
+        "| chip | dtype | M | K | N | class | launch | measured (us) | predicted (us) | error |",
+        "|---|---|---:|---:|---:|---|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.chip} | {r.dtype} | {r.m} | {r.k} | {r.n} | {r.shape_class} | {r.launch} | "
+            f"{r.measured_s * 1e6:.2f} | {r.predicted_s * 1e6:.2f} | {r.error:+.0%} |"
+        )
+    return lines
+
+
+def _summary_lines(stats: dict[str, dict[str, float]]) -> list[str]:
+    lines = ["| group | rows | median abs error | worst abs error |", "|---|---:|---:|---:|"]
+    order = ["all"] + sorted(k for k in stats if k != "all")
+    for key in order:
+        s = stats[key]
+        lines.append(f"| {key} | {s['n']:.0f} | {s['median']:.1%} | {s['worst']:.1%} |")
+    return lines
+
+
+def _sources(rows: list[Row]) -> list[str]:
+    seen: dict[str, None] = {}
+    for r in rows:
+        seen.setdefault(r.source.split(":")[0].split(" (")[0], None)
+    return [f"- {s}" for s in seen]
+
+
+def section(rows: list[Row], stats: dict[str, dict[str, float]], date: str) -> str:
+    """The "## Single GEMMs" section of docs/validation.md, as Markdown."""
+    s = stats["all"]
+    head = [
+        HEADING,
+        "",
+        f"Measured on {date} with `python benchmarks/bench_gemm.py` against "
+        f"`benchmarks/data/gemm_published.csv`: {s['n']:.0f} published single GEMMs on "
+        "A100, H100, B200 and MI300X (bf16, fp16, fp8, int8, tf32), each with its source. "
+        "Every row is predicted exactly as `shardline matmul M K N --hw CHIP --dtype D --json` "
+        "reports `predicted_s`, with `--cuda-graphs` for rows timed as kernel time alone (profiler "
+        "kernel durations, graph replay) and without it for rows timed over back-to-back "
+        "launches. Nothing in the chip files is fitted to these rows: the achievable rates, "
+        "bandwidths and launch figures come from their own sources (the chip files name them); "
+        "the shapes that are themselves the source of a chip figure are left out (MI300X fp8 "
+        "8192^3, its achievable fp8 rate; the OpenXLA tables' shortest kernels, H100 bf16 256^3 "
+        "and B200 fp8 256^3, the GEMM kernel floors).",
+        "",
+        f"Median |error| {s['median']:.1%}, worst {s['worst']:.1%}. Error is predicted / "
+        "measured - 1: negative means the prediction is faster than the measurement. Classes: "
+        "small (every dimension at most 1024), skinny (the smaller of M and N at most 1/8 of "
+        "the largest dimension), square (the rest).",
+        "",
+    ]
+    notes = [
+        "",
+        "What the residuals say:",
+        "",
+        "- Decode-shaped GEMMs on B200 timed by CUDA-graph replay (the vLLM tables, M = 16..512, "
+        "33-50 MB of weights) come out 25-50% slow: the benchmark replays the same GEMM, and the "
+        "weights stay in B200's 126 MB L2, so they stream at L2 rather than HBM speed. The model "
+        "streams them from HBM, as they would in a model where other layers evict them. On H100 "
+        "(50 MB L2) the 132 MB gemma weights do not fit and the same rows are within 15%.",
+        "- M = 1 is predicted as a streaming kernel (matrix-vector product: the streaming floor, "
+        "1.26 us); cuBLAS and CUTLASS run a GEMM kernel there and take 5-12 us on B200.",
+        "- DeepGEMM's fp8 kernels with K = 2048 finish in 6.4-7.4 us on H800, below the 5.2 us "
+        "GEMM floor plus their weight traffic: that library's floor is lower than the OpenXLA "
+        "table's.",
+        "- MI300X fp8 hipBLASLt at 1024^3, 2048^3 and 1024x1024x2145 takes about 40 us in the "
+        "Azure table, far above any roofline term; the model does not explain it.",
+        "- TF32 on H100 through XLA runs 30-36% slower than the bf16 efficiency applied to the "
+        "TF32 peak (no TF32 achievable rate is measured for H100; the catalog falls back to it).",
+        "",
+        "Sources of the rows:",
+        "",
+        *_sources(rows),
+        "",
+    ]
+    return "\n".join(head + _summary_lines(stats) + ["", "Per row:", ""] + _table(rows) + notes)
+
+
+def write_section(text: str, path: Path = DOC) -> None:
+    """Replace (or add) the "## Single GEMMs" section, keeping every other section."""
+    title = (
+        "# Validation\n\nHow close shardline's realistic prediction comes to published "
+        "measurements.\n"
+    )
+    old = path.read_text(encoding="utf-8") if path.exists() else title
+    start = old.find(HEADING)
+    if start < 0:
+        new = old.rstrip("\n") + "\n\n" + text
+    else:
+        end = old.find("\n## ", start + len(HEADING))
+        rest = "" if end < 0 else old[end:]
+        new = old[:start] + text.rstrip("\n") + "\n" + rest
+    path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    rows = predict_all()
+    stats = summary(rows)
+    date = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d")
+    text = section(rows, stats, date)
+    print("\n".join(_table(rows)))
+    print()
+    print("\n".join(_summary_lines(stats)))
+    if not args.no_write:
+        write_section(text)
+        print(f"\nwrote {DOC.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
