@@ -1,12 +1,11 @@
 """One kernel's realistic time on one chip.
 
-- Launch rule: run eagerly, a kernel costs `max(launch_overhead_s, kernel_floor_s + work)` (the
-  host issues kernels back to back, so a kernel shorter than the launch overhead waits for the
-  next launch; a longer one hides it); replayed from a CUDA graph it costs
-  `kernel_floor_s + work` (no host launch; the floor is the device's ramp up and drain).
+- Launch rule (`shardline.predict.kernel_time_s`): run eagerly, a kernel costs
+  `max(launch_overhead_s, floor) + work`; replayed from a CUDA graph, `floor + work` (the floor
+  is the device's shortest kernel: its ramp up and drain).
 - A memory-bound kernel's work is its bytes at the chip's achievable HBM bandwidth.
-- A GEMM's work is `shardline.predict`'s realistic time (tiles, waves, alignment, achievable
-  rate) without its launch overhead, which the launch rule above adds.
+- A GEMM is `shardline.predict`'s realistic time (tiles, waves, alignment, achievable rate) with
+  the launch rule above.
 - The fused attention kernel (FlashAttention-style; Dao 2023, FlashAttention-2): the forward does
   the two attention einsums' FLOPs at the chip's achievable attention efficiency, halved under a
   causal mask; the backward kernel does 2.5x the forward's FLOPs (it recomputes the scores), at
@@ -21,13 +20,13 @@ from shardline.achievable import achievable_rate
 from shardline.hardware import Chip
 from shardline.layer import Layer
 from shardline.modelshape import ModelShape
-from shardline.predict import with_prediction
+from shardline.predict import kernel_time_s, with_prediction
 from shardline.roofline import evaluate_einsum
 
 __all__ = [
     "launch_rule_s",
     "memory_kernel_s",
-    "gemm_work_s",
+    "gemm_time_s",
     "attention_work_s",
     "einsum_time_s",
     "mem_rate",
@@ -42,13 +41,11 @@ FLASH_BWD_FLOPS_RATIO = 2.5
 _BWD_PER_GRAD_EINSUM = FLASH_BWD_FLOPS_RATIO / 2
 
 
-def launch_rule_s(chip: Chip, work_s: float, *, cuda_graphs: bool) -> float:
-    """One kernel of `work_s` seconds of device work: eager `max(launch, floor + work)`, CUDA
-    graphs `floor + work` (module docstring)."""
-    floor = chip.achievable.kernel_floor_s or 0.0
-    if cuda_graphs:
-        return floor + work_s
-    return max(chip.achievable.launch_overhead_s or 0.0, floor + work_s)
+def launch_rule_s(chip: Chip, work_s: float, *, cuda_graphs: bool, gemm: bool = False) -> float:
+    """One kernel of `work_s` seconds of device work under the launch rule of
+    `shardline.predict.kernel_time_s` (eager: launch overhead or the kernel floor, whichever is
+    longer, plus the work; CUDA graphs: the floor plus the work)."""
+    return float(kernel_time_s(chip, work_s, cuda_graphs=cuda_graphs, gemm=gemm))
 
 
 def mem_rate(chip: Chip) -> float:
@@ -61,20 +58,21 @@ def memory_kernel_s(chip: Chip, nbytes: float, *, cuda_graphs: bool) -> float:
     return launch_rule_s(chip, nbytes / mem_rate(chip), cuda_graphs=cuda_graphs)
 
 
-def gemm_work_s(layer: Layer, chip: Chip, dims: Mapping[str, int]) -> float:
-    """The per-op realistic time of one einsum instance (shardline.predict), less its launch
-    overhead, with on-chip operands' bytes taken out of its memory time."""
+def gemm_time_s(layer: Layer, chip: Chip, dims: Mapping[str, int], *, cuda_graphs: bool) -> float:
+    """The per-op realistic time of one einsum instance (shardline.predict, with the launch
+    mode), with on-chip operands' bytes taken out of its memory time."""
     result = evaluate_einsum(
         layer.parsed, dict(dims), chip, dict(layer.dtypes), layer.compute_dtype
     )
-    predicted = with_prediction(result)
+    predicted = with_prediction(result, launch="graphs" if cuda_graphs else "eager")
+    t = float(predicted.cost.predicted_s)
+    if not layer.onchip:
+        return t
     terms = predicted.prediction or {}
-    work = float(predicted.cost.predicted_s) - float(terms.get("t_overhead_s", 0.0))
-    if layer.onchip:
-        onchip = sum(float(result.bytes[name]) for name in layer.onchip)
-        t_mem = (float(result.bytes["total"]) - onchip) / mem_rate(chip)
-        work = max(float(terms.get("t_compute_s", work)), t_mem)
-    return work
+    overhead = float(terms.get("t_overhead_s", 0.0))
+    onchip = sum(float(result.bytes[name]) for name in layer.onchip)
+    t_mem = (float(result.bytes["total"]) - onchip) / mem_rate(chip)
+    return overhead + max(float(terms.get("t_compute_s", t - overhead)), t_mem)
 
 
 def attention_efficiency(chip: Chip, compute_dtype: str, backward: bool) -> float:
@@ -116,4 +114,4 @@ def einsum_time_s(
         if layer.output.name in layer.onchip:
             return launch_rule_s(chip, work, cuda_graphs=cuda_graphs)
         return work
-    return launch_rule_s(chip, gemm_work_s(layer, chip, dims), cuda_graphs=cuda_graphs)
+    return gemm_time_s(layer, chip, dims, cuda_graphs=cuda_graphs)
