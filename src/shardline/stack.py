@@ -11,7 +11,7 @@ their own master copy: 4 + 4 + 8 = 16 B).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shardline.cost import ZERO_COST, Cost
@@ -91,6 +91,11 @@ class _ScalarCost:
     def bound(self) -> str:
         return str(self.cost.bound)
 
+    @property
+    def predicted_s(self) -> float:
+        """The realistic time (shardline.realistic.kernels.einsum_time_s)."""
+        return float(self.cost.predicted_s)
+
 
 @dataclass(frozen=True)
 class LayerCost(_ScalarCost):
@@ -148,7 +153,7 @@ class LayerRow(_ScalarCost):
 
     def to_dict(self) -> dict[str, Any]:
         keys = ("name", "phase", "spec", "dims", "count", "flops", "bytes")
-        times = ("t_compute_s", "t_memory_s", "t_lower_s", "t_upper_s")
+        times = ("t_compute_s", "t_memory_s", "t_lower_s", "t_upper_s", "predicted_s")
         return {
             **{k: getattr(self, k) for k in keys},
             "intensity_flop_per_byte": self.intensity_flop_per_byte,
@@ -194,8 +199,13 @@ class StackTotals:
     def t_upper_s(self) -> float:
         return float(self.cost.t_upper_s)
 
+    @property
+    def predicted_s(self) -> float:
+        """The einsums' realistic times, summed (the ops between them: `shardline plan`)."""
+        return float(self.cost.predicted_s)
+
     def to_dict(self) -> dict[str, Any]:
-        times = ("t_compute_s", "t_memory_s", "t_lower_s", "t_upper_s")
+        times = ("t_compute_s", "t_memory_s", "t_lower_s", "t_upper_s", "predicted_s")
         return {
             "flops": self.flops,
             "bytes": self.bytes,
@@ -364,7 +374,7 @@ def stack(
     if not isinstance(workload, Workload):
         raise InputError(f"stack() needs a Workload, got {type(workload).__name__}")
     chip = apply_overrides(resolve_chip(hw), workload, flops_per_s, mem_bytes_per_s)
-    rows = [_row(layer, chip, workload.repeat) for layer in workload.step_layers()]
+    rows = [_row(layer, chip, workload) for layer in workload.step_layers()]
     subtotals = {"forward": _subtotal([r for r in rows if r.phase == "forward"])}
     if workload.training:
         subtotals["backward"] = _subtotal([r for r in rows if r.phase == "backward"])
@@ -375,19 +385,43 @@ def stack(
         backward_flops=int(_sum([r for r in rows if r.phase == "backward"]).flops),
         layer_instances=workload.layer_count,
     )
-    memory = memory_check(workload, chip.capacity_bytes)
+    memory = _with_model_activations(memory_check(workload, chip.capacity_bytes), workload)
     return StackResult(workload, chip, rows, totals, memory, subtotals)
 
 
-def _row(layer: Layer, chip: Chip, repeat: int) -> LayerRow:
+def _with_model_activations(mc: MemoryCheck, workload: Workload) -> MemoryCheck:
+    """A transformer template's training activations by Korthikanti et al. 2022 (no tensor
+    parallelism, no recompute on one device: `shardline.realistic.activations`), as `plan`
+    counts them."""
+    model = workload.model
+    if model is None or not workload.training:
+        return mc
+    from shardline.realistic.activations import layer_activation_bytes
+
+    per_layer = layer_activation_bytes(model, model.batch, tp=1, sp=False, recompute="none")
+    activations = model.layers * per_layer
+    total = mc.total_bytes - mc.activations_bytes + activations
+    return replace(
+        mc,
+        activations_bytes=activations,
+        total_bytes=total,
+        fits=total <= mc.capacity_bytes,
+        headroom_bytes=mc.capacity_bytes - total,
+    )
+
+
+def _row(layer: Layer, chip: Chip, workload: Workload) -> LayerRow:
+    from shardline.realistic.kernels import einsum_time_s
+
     names = [op.name for op in layer.parsed.operands]
+    predicted = einsum_time_s(layer, chip, layer.dims, workload.model, cuda_graphs=False)
     return LayerRow(
         name=layer.name,
         phase=layer.phase,
         spec=layer.spec,
         dims=dict(layer.dims),
-        count=layer.count * repeat,
-        cost=layer_cost(layer, chip).cost,
+        count=layer.count * workload.repeat,
+        cost=replace(layer_cost(layer, chip).cost, predicted_s=predicted),
         weight_bytes=layer.weight_bytes(),
         working_set_bytes=sum(layer.operand_bytes(n) for n in names if layer.role(n) != "onchip"),
     )
@@ -410,4 +444,5 @@ def _subtotal(chosen: Sequence[LayerRow], per: int = 1) -> dict[str, float]:
         "t_compute_s": c.t_compute_s / per,
         "t_memory_s": c.t_memory_s / per,
         "t_lower_s": c.t_lower_s / per,
+        "predicted_s": c.predicted_s / per,
     }

@@ -229,6 +229,7 @@ def _layer_table(r: StackResult) -> list[str]:
         "bound",
         "t_lower each",
         "× count",
+        "predicted × count",
     )
     rows = [
         (
@@ -240,6 +241,7 @@ def _layer_table(r: StackResult) -> list[str]:
             row.bound,
             fmt_time(row.t_lower_s),
             fmt_time(row.count * row.t_lower_s),
+            fmt_time(row.count * row.predicted_s),
         )
         for row in r.layers
     ]
@@ -253,9 +255,10 @@ def _layer_table(r: StackResult) -> list[str]:
             "",
             "",
             fmt_time(t.t_lower_s),
+            fmt_time(t.predicted_s),
         )
     )
-    return _table(header, rows, (False, True, True, True, True, False, True, True))
+    return _table(header, rows, (False, True, True, True, True, False, True, True, True))
 
 
 def _totals_lines(r: StackResult) -> list[str]:
@@ -296,6 +299,11 @@ def _totals_lines(r: StackResult) -> list[str]:
     out.append(
         f"  upper      sum of count × (t_compute + t_memory) = {fmt_time(t.t_upper_s)}"
         "  (no overlap)"
+    )
+    out.append(
+        f"  predicted  sum of count × each einsum's realistic time = {fmt_time(t.predicted_s)}"
+        "  (achievable rates, tiles, launches; `shardline plan --devices 1` adds the ops"
+        " between the matmuls)"
     )
     return out
 
