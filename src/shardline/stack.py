@@ -411,7 +411,7 @@ def _with_model_activations(mc: MemoryCheck, workload: Workload) -> MemoryCheck:
 
 
 def _row(layer: Layer, chip: Chip, workload: Workload) -> LayerRow:
-    from shardline.realistic.kernels import einsum_time_s
+    from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 
     names = [op.name for op in layer.parsed.operands]
     predicted = einsum_time_s(layer, chip, layer.dims, workload.model, cuda_graphs=False)
@@ -421,7 +421,10 @@ def _row(layer: Layer, chip: Chip, workload: Workload) -> LayerRow:
         spec=layer.spec,
         dims=dict(layer.dims),
         count=layer.count * workload.repeat,
-        cost=replace(layer_cost(layer, chip).cost, predicted_s=predicted),
+        cost=replace(
+            causal_lower_bound(layer_cost(layer, chip).cost, layer, workload.model),
+            predicted_s=predicted,
+        ),
         weight_bytes=layer.weight_bytes(),
         working_set_bytes=sum(layer.operand_bytes(n) for n in names if layer.role(n) != "onchip"),
     )

@@ -27,7 +27,7 @@ from shardline.planning.stage_extras import (
 )
 from shardline.planning.step import cycles, gap_s, realistic_step, tokens_answers
 from shardline.realistic.block import head_layer
-from shardline.realistic.kernels import einsum_time_s
+from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 from shardline.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.strategies import (
     CommTerm,
@@ -88,7 +88,8 @@ class Context:
             t = einsum_time_s(
                 layer, self.chip, dims, self.workload.model, self.execution.cuda_graphs
             )
-            self._costs[key] = LayerCost(replace(base.cost, predicted_s=t), base.flops_per_s)
+            cost = causal_lower_bound(base.cost, layer, self.workload.model)
+            self._costs[key] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
         return self._costs[key]
 
     def following(self, layer: Layer) -> Layer:

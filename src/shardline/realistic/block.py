@@ -23,6 +23,10 @@ from shardline.modelshape import ModelShape
 
 __all__ = ["MemOp", "block_ops", "embedding_ops", "head_ops", "head_layer", "optimizer_bytes"]
 
+# 8-bit (fp8, int8) models keep the activations between the matmuls in bf16; only a GEMM's inputs
+# are 8-bit (NVIDIA Transformer Engine: each GEMM input is cast, and in training a transposed
+# copy written for the backward GEMMs, by one fused cast-transpose kernel).
+ACTIVATION_BITS_MIN = 16
 MASK_BYTES = 1  # a dropout mask keeps one byte per element (Korthikanti et al. 2022, section 4)
 LOSS_BYTES = 4  # the cross entropy runs in fp32 (Megatron-LM's vocab-parallel cross entropy)
 
@@ -56,7 +60,7 @@ class _Sizes:
 
 
 def _sizes(model: ModelShape, sequences: float, tp: int, sp: bool) -> _Sizes:
-    w = dtype_bits(model.dtype) / 8
+    w = max(dtype_bits(model.dtype), ACTIVATION_BITS_MIN) / 8
     n = sequences * model.q_len
     hidden = n * model.d_model * w
     return _Sizes(n, hidden / tp if sp else hidden, w, tp)
@@ -83,6 +87,7 @@ def block_ops(
     ffn = z.n * model.d_ff / z.t * z.w
     act = MemOp("swiglu" if model.gated else "gelu", ffn * (2 if model.gated else 1), ffn)
     mask = z.r / z.w * MASK_BYTES
+    casts = _cast_ops(model, z, training)
     if training:
         norm = MemOp("layer_norm", z.r, z.r)
         bda = MemOp("bias_dropout_add", 2 * z.r, z.r + mask)
@@ -92,7 +97,19 @@ def block_ops(
         add_norm = MemOp("add_norm", 2 * z.r, 2 * z.r)
         before = [add_norm]
         after = [add_norm, act]
-    return before + _attention_ops(model, z, sequences, training) + after
+    return before + _attention_ops(model, z, sequences, training) + after + casts
+
+
+def _cast_ops(model: ModelShape, z: _Sizes, training: bool) -> list[MemOp]:
+    """8-bit training: each GEMM's bf16 activation input read and written as 8-bit twice (the
+    cast and its transpose); the backward rule then covers the output gradients' casts.
+    Inference fuses the quantization into the op before (none here)."""
+    if not training or dtype_bits(model.dtype) >= ACTIVATION_BITS_MIN:
+        return []
+    hidden = z.n * model.d_model
+    inputs = 2 * hidden + z.n * model.heads * model.head_dim / z.t + z.n * model.d_ff / z.t
+    eight = dtype_bits(model.dtype) / 8
+    return [MemOp("fp8_cast_transpose", inputs * z.w, 2 * inputs * eight)]
 
 
 def embedding_ops(model: ModelShape, sequences: float, *, tp: int, sp: bool) -> list[MemOp]:

@@ -15,8 +15,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from shardline.achievable import achievable_rate
+from shardline.cost import Cost
 from shardline.hardware import Chip
 from shardline.layer import Layer
 from shardline.modelshape import ModelShape
@@ -29,10 +31,14 @@ __all__ = [
     "gemm_time_s",
     "attention_work_s",
     "einsum_time_s",
+    "causal_lower_bound",
     "mem_rate",
     "FLASH_BWD_FLOPS_RATIO",
 ]
 
+# A causal mask skips the half of the S x T scores above the diagonal (Dao 2023 counts causal
+# attention at half the FLOPs).
+CAUSAL_FRACTION = 0.5
 # The FlashAttention backward kernel does 2.5x the forward's matmul FLOPs (five matmuls against
 # two; Dao 2023, FlashAttention-2, section 4 benchmark convention).
 FLASH_BWD_FLOPS_RATIO = 2.5
@@ -96,7 +102,7 @@ def attention_work_s(
     )
     compute = layer.compute_dtype or layer.dtype
     backward = layer.phase == "backward"
-    flops = float(result.flops) * (0.5 if causal and not decode else 1.0)
+    flops = float(result.flops) * (CAUSAL_FRACTION if causal and not decode else 1.0)
     if backward:
         flops *= _BWD_PER_GRAD_EINSUM
     rate = attention_efficiency(chip, compute, backward) * chip.peak(compute)
@@ -115,3 +121,20 @@ def einsum_time_s(
             return launch_rule_s(chip, work, cuda_graphs=cuda_graphs)
         return work
     return gemm_time_s(layer, chip, dims, cuda_graphs=cuda_graphs)
+
+
+def causal_lower_bound(cost: Cost, layer: Layer, model: ModelShape | None) -> Cost:
+    """An attention einsum's roofline with the causal saving: a causal fused kernel skips the
+    masked half of the scores, so its compute time is half the full S x T product's (the FLOP count
+    keeps the full product, the MFU convention). Other einsums unchanged."""
+    if layer.kernel != "attention" or model is None or not model.causal or model.decode:
+        return cost
+    if model.attention != "flash":  # the standard kernel computes the whole product, then masks
+        return cost
+    t_compute = cost.t_compute_s * CAUSAL_FRACTION
+    return replace(
+        cost,
+        t_compute_s=t_compute,
+        t_lower_s=max(t_compute, cost.t_memory_s),
+        t_upper_s=t_compute + cost.t_memory_s,
+    )
