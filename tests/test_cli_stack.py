@@ -176,8 +176,8 @@ def test_plan_batch_sweep(capsys: pytest.CaptureFixture[str]) -> None:
             "tp=3 does not divide the 8 devices",
         ),
         (
-            ["plan", SEED003, "--hw", "a100-40gb", "--devices", "16", "--pp", "16"],
-            "pp=16 does not divide the 72 layers",
+            ["plan", SEED003, "--hw", "a100-40gb", "--devices", "48", "--pp", "48"],
+            "pp=48 is more than the 36 blocks",
         ),
         (
             ["plan", SEED003, "--hw", "a100-40gb", "--devices", "2", "--microbatches", "9000"],

@@ -240,8 +240,10 @@ def test_bad_degrees_are_input_errors() -> None:
     w = load_workload(SEED003)
     with pytest.raises(InputError, match="tp=3 does not divide the 8 devices"):
         plan(w, "a100-40gb", 8, tp=3)
-    with pytest.raises(InputError, match=r"pp=16 does not divide the 72 layers \(36 blocks of 2\)"):
-        plan(w, "a100-40gb", 16, pp=16)
+    with pytest.raises(InputError, match=r"pp=48 is more than the 36 blocks"):
+        plan(w, "a100-40gb", 48, pp=48)
+    # 36 blocks on 16 stages: uneven, divmod(36, 16) = (2, 4): 4 stages of 3 blocks, 12 of 2
+    assert w.stage_blocks(16) == [3] * 4 + [2] * 12
     # 8 stages of 9 layers: the stages no longer all end on a type 2 layer
     eight = plan(w, "a100-40gb", 8, pp=8, microbatches=8).plans[0]
     assert eight.degrees["pp"] == 8 and eight.memory.weights_bytes == 9 * 8192 * 32768 * 2

@@ -171,7 +171,9 @@ def test_pipeline_stages_cut_at_blocks_or_layers() -> None:
     w = ffn(d_model=64, d_ff=256, batch=4, layers=6)  # 6 blocks of 2 layers
     assert w.layer_count == 12
     assert w.pipeline_splits(3) == "blocks" and w.pipeline_splits(4) == "layers"
-    assert w.pipeline_splits(5) is None
+    # 5 stages of 6 blocks: uneven, divmod(6, 5) = (1, 1): one stage of 2 blocks, four of 1
+    assert w.pipeline_splits(5) == "uneven" and w.stage_blocks(5) == [2, 1, 1, 1, 1]
+    assert w.pipeline_splits(7) is None  # 7 > 6 blocks and 7 does not divide 12 layers
     stages = w.pipeline_stages(3)
     assert [[(layer.name, n) for layer, n in st] for st, _ in stages] == [
         [("ffn_in", 2), ("ffn_down", 2)]
@@ -184,8 +186,12 @@ def test_pipeline_stages_cut_at_blocks_or_layers() -> None:
         ([("ffn_down", 1), ("ffn_in", 2)], "ffn_in"),
         ([("ffn_down", 2), ("ffn_in", 1)], "ffn_down"),
     ]
-    with pytest.raises(InputError, match=r"pp=5 does not divide the 12 layers \(6 blocks of 2\)"):
-        w.pipeline_stages(5)
+    uneven = w.pipeline_stages(5)
+    assert [[(layer.name, n) for layer, n in st] for st, _ in uneven] == [
+        [("ffn_in", 2), ("ffn_down", 2)]
+    ] + [[("ffn_in", 1), ("ffn_down", 1)]] * 4
+    with pytest.raises(InputError, match=r"pp=7 is more than the 6 blocks"):
+        w.pipeline_stages(7)
     single = Workload("s", (matmul_layer("a", 8, 8, 8, count=3), matmul_layer("b", 8, 8, 8)))
     assert [[(layer.name, n) for layer, n in st] for st, _ in single.pipeline_stages(4)] == [
         [("a", 1)],

@@ -125,27 +125,37 @@ class Workload:
     def pipeline_splits(self, pp: int) -> str | None:
         """How `pp` stages cut the stack: "blocks" (whole repeats of the layer list, so each stage
         sends the block's output), "layers" (layer instances, when pp divides the layer count but
-        not the blocks), or None when neither divides evenly."""
+        not the blocks), "uneven" (whole blocks, some stages one block more: 126 layers on 8
+        stages are 6 stages of 16 and 2 of 15; the slowest stage sets the pipeline's pace), or
+        None when there are fewer blocks than stages and the layers do not divide evenly."""
         if self.repeat > 1 and self.repeat % pp == 0:
             return "blocks"
         if self.layer_count % pp == 0:
             return "layers"
+        if self.repeat >= pp:
+            return "uneven"
         return None
+
+    def stage_blocks(self, pp: int) -> list[int]:
+        """Blocks per stage of an "uneven" split: the first `repeat % pp` stages one more (the
+        last stages, which also run the LM head, get the fewer)."""
+        q, r = divmod(self.repeat, pp)
+        return [q + 1] * r + [q] * (pp - r)
 
     def pipeline_stages(self, pp: int) -> list[tuple[list[tuple[Layer, int]], Layer]]:
         """Each of `pp` stages as ([(layer, instances)], the stage's last layer), in order."""
         how = self.pipeline_splits(pp)
         if how is None:
-            blocks = f" ({self.repeat} blocks of {self.layer_count // self.repeat})"
             raise InputError(
-                f"pp={pp} does not divide the {self.layer_count} layers"
-                + (blocks if self.repeat > 1 else "")
-                + "; pipeline stages need an equal share"
+                f"pp={pp} is more than the {self.repeat} blocks and does not divide the "
+                f"{self.layer_count} layers; pipeline stages need at least one block each"
             )
-        if how == "blocks":
-            per_block = [(layer, layer.count) for layer in self.layers]
-            stage = [(layer, n * (self.repeat // pp)) for layer, n in per_block]
-            return [(stage, self.layers[-1]) for _ in range(pp)]
+        if how in ("blocks", "uneven"):
+            sizes = [self.repeat // pp] * pp if how == "blocks" else self.stage_blocks(pp)
+            return [
+                ([(layer, layer.count * blocks) for layer in self.layers], self.layers[-1])
+                for blocks in sizes
+            ]
         flat = [
             layer for _ in range(self.repeat) for layer in self.layers for _ in range(layer.count)
         ]

@@ -21,6 +21,9 @@ __all__ = ["render_plan", "render_sweep"]
 
 
 def _stage_share(w: Workload, stages: int) -> str:
+    if w.pipeline_splits(stages) == "uneven":
+        sizes = w.stage_blocks(stages)
+        return f"{max(sizes)} or {min(sizes)} blocks (the slowest stage sets the pace)"
     if w.pipeline_splits(stages) == "blocks":
         per = w.repeat // stages
         return f"{per} block{'s' if per > 1 else ''} ({w.layer_count // stages} layers)"
