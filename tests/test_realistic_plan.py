@@ -50,7 +50,7 @@ def _one(workload: Workload, hw: str, devices: int, **kw: Any) -> PlanResult:
 def _gpt(**kw: Any) -> Workload:
     """A GPT-style block as in Korthikanti et al. 2022: GeLU FFN of 4h, multi-head attention
     (kv_heads = heads, head_dim = h / a), scores in HBM, fp16, no vocabulary."""
-    sizes = dict(
+    sizes: dict[str, Any] = dict(
         d_model=1024, d_ff=4096, heads=16, kv_heads=16, head_dim=64, batch=4, seq_len=512,
         layers=4, gated=False, attention="standard", dtype="fp16",
     )  # fmt: skip
@@ -126,6 +126,7 @@ def test_batch_one_decode_through_eight_stages_takes_a_full_pass_per_token() -> 
     assert p.tokens_per_s == pytest.approx(1 / p.predicted_s, rel=REL)
     assert p.throughput_per_s == pytest.approx(1 / p.latency_s, rel=REL)
     # never faster than one token per full pass through every stage
+    assert p.tokens_per_s is not None
     assert 1 / p.tokens_per_s >= sum(st.t_pred_s for st in stages) * (1 - REL)
 
 
@@ -193,6 +194,21 @@ def test_flash_attention_keeps_no_scores() -> None:
     p = _one(w, "a100-80gb", T, tp=T, microbatches=1)
     # no 5as^2b term: sbh (10 + 24/t)
     assert p.memory.activations_bytes == pytest.approx(LAYERS * SBH * (10 + 24 / T), rel=REL)
+
+
+def test_activation_memory_of_a_gated_grouped_query_block() -> None:
+    # Korthikanti et al.'s terms with H query heads and G key/value heads of Q, a SwiGLU FFN:
+    # on every rank 10 sbh (the two norms' inputs 4 sbh, the QKV and FFN inputs 2 sbh each, two
+    # 1-byte dropout masks); split by t: 2 bytes x sb x (Q and the attention output, H Q each;
+    # K and V, G Q each; the SwiGLU's two inputs, 2 d_ff; the down projection's input, d_ff)
+    s, b, h, heads, kv, q, ff, t, layers = 512, 2, 1024, 16, 4, 64, 2816, 2, 2
+    w = transformer(
+        d_model=h, d_ff=ff, heads=heads, kv_heads=kv, head_dim=q, batch=b, seq_len=s,
+        layers=layers, gated=True, attention="flash",
+    )  # fmt: skip
+    p = _one(w, "h100-sxm", t, tp=t, microbatches=1)
+    per_layer = 10 * s * b * h + 2 * s * b * (2 * heads * q + 2 * kv * q + 2 * ff + ff) / t
+    assert p.memory.activations_bytes == pytest.approx(layers * per_layer, rel=REL)
 
 
 def test_activation_memory_with_the_lm_head_adds_the_fp32_logits() -> None:
