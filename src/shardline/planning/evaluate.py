@@ -110,6 +110,7 @@ class Context:
             local=lambda other, degrees: self.local(other, degrees, m),
             training=self.workload.training,
             gradient_ways=device_share(self.workload, deg, m).gradients_ways,
+            zero=self.execution.zero,
         )
 
     def stages(self, pp: int) -> list[tuple[StageLayers, Layer]]:

@@ -9,7 +9,8 @@ stage's einsum layers, sharded as the strategies and the ZeRO stage say):
 - with a vocabulary, the first stage holds the embedding table and the last the LM head (untied:
   each its own weights, gradients and optimizer state; split over tensor parallelism) and, in
   training, the fp32 logits the loss keeps for the backward pass;
-- FSDP holds two gathered blocks of weights (the one in use and the one prefetched).
+- FSDP (or ZeRO-3 over dp) holds two gathered blocks of weights (the one in use and the one
+  prefetched).
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ def stage_memory(
     held = in_flight_microbatches(P, m, ex.interleave, index) if workload.training else 1.0
     base = memory_check(workload, capacity_bytes, layers=layers, share=share, in_flight=held)
     model = workload.model
+    gathers = deg["fsdp"] > 1 or (ex.zero == 3 and deg["dp"] > 1)
     if model is None:
-        return _with_buffers(base, workload, deg, m)
+        return _with_buffers(base, workload, deg, m, gathers)
     tp = deg["tp"]
     sp = ex.sequence_parallel and tp > 1
     first = workload.layers[0]
@@ -66,6 +68,7 @@ def stage_memory(
         activations = _blocks(workload, layers) * per_block * held
     weights, grads, opt = base.weights_bytes, base.gradients_bytes, base.optimizer_bytes
     ends = (index == 0) + (index == P - 1)
+    params = 0.0
     if model.vocab and ends:
         params = ends * model.vocab * model.d_model / tp
         w = dtype_bits(model.dtype) / 8
@@ -73,22 +76,25 @@ def stage_memory(
         if workload.training:
             grads += params * w / share.gradients_ways
             opt += params * ex.state_bytes_per_param(dtype_bits(model.dtype)) / share.optimizer_ways
-            if index == P - 1:
-                activations += held * seqs * model.q_len * model.vocab / tp * LOSS_BYTES
+            if index == P - 1:  # one microbatch's logits: the last stage runs its backward next
+                activations += seqs * model.q_len * model.vocab / tp * LOSS_BYTES
     out = replace(
         base,
+        params=base.params + params,
         weights_bytes=weights,
         gradients_bytes=grads,
         optimizer_bytes=opt,
         activations_bytes=activations,
     )
-    return _with_buffers(out, workload, deg, m)
+    return _with_buffers(out, workload, deg, m, gathers)
 
 
-def _with_buffers(mc: MemoryCheck, workload: Workload, deg: Degrees, m: int) -> MemoryCheck:
-    """Add FSDP's two gathered blocks of weights and recompute the total."""
+def _with_buffers(
+    mc: MemoryCheck, workload: Workload, deg: Degrees, m: int, gathers: bool
+) -> MemoryCheck:
+    """Add the two gathered blocks of weights of FSDP or ZeRO-3 and recompute the total."""
     buffers = 0.0
-    if deg["fsdp"] > 1:
+    if gathers:
         block = 0.0
         for layer in workload.layers:
             dims = local_dims(layer, deg, batch_dim=workload.batch_dim, microbatches=m)

@@ -54,7 +54,7 @@ class Context(Protocol):
 def tp_variants(term: CommTerm, ctx: Context, deg: Degrees) -> list[CommTerm]:
     """A strategy's term as the execution runs it (sequence parallelism, overlap, interleave)."""
     ex = ctx.execution
-    if term.purpose == "pp" and ex.interleave > 1:
+    if term.purpose == "pp" and ex.interleave > 1 and ctx.workload.training:
         return [replace(term, calls=term.calls * ex.interleave)]
     if term.purpose != "tp":
         return [term]
@@ -121,7 +121,9 @@ def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     if mode == "full":
         fwd = stage.fwd
         stage.bwd.local = stage.bwd.local + fwd.local
-        stage.bwd.critical = stage.bwd.critical + fwd.critical
+        rerun = [t for t in stage.terms if t.phase == "forward" and t.purpose == "tp"]
+        for term in rerun:  # the recomputed forward runs its collectives again
+            stage.add_comm(replace(term, phase="backward"))
         stage.bwd.add_predicted("recompute", fwd.compute_pred_s)
         stage.bwd.lower_parts["recompute"] += fwd.local_s
         return

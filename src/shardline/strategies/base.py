@@ -131,6 +131,7 @@ class LayerView:
     local: Callable[[Layer, Mapping[str, int]], dict[str, int]]
     training: bool
     gradient_ways: int = 1  # ways the weight gradients are sharded (product of those degrees)
+    zero: int = 0  # the ZeRO stage of the data-parallel axis (shardline.options.Execution)
 
 
 @dataclass(frozen=True)

@@ -65,30 +65,36 @@ class DataParallel(BatchSplit):
 
     def layer_comm(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
         """Per weight gradient dW (V bytes): one all-reduce of V / (ways the gradients are
-        sharded) over the dp axis, once per step."""
+        sharded) over the dp axis, once per step. With ZeRO (Rajbhandari et al. 2020) the
+        all-reduce becomes a reduce-scatter of the gradients and an all-gather of the updated
+        weights (the same volume); ZeRO-3 also all-gathers each layer's weights before its
+        forward and its backward, per microbatch, overlapped like FSDP's (1.5x the volume)."""
         if not view.training:
             return []
         out = []
+        kinds = ("reduce_scatter", "all_gather") if view.zero else ("all_reduce",)
         for i, (grad, gdims) in enumerate(view.grads):
             if grad.grad_of is None:
                 continue
             shard = grad.operand_bytes(grad.output.name, gdims) / view.gradient_ways
-            t = net.time("all_reduce", shard, self.name)
-            out.append(
-                CommTerm(
-                    self.name,
-                    "all_reduce",
-                    degree,
-                    view.count,
-                    shard,
-                    t,
-                    once_per_step=True,
-                    phase="backward",
-                    step=2 + i,
-                    predicted_s=net.predicted("all_reduce", shard, self.name),
-                )
-            )
+            for kind in kinds:
+                out.append(self._term(net, kind, degree, view.count, shard, 2 + i, True))
+        if view.zero == 3:
+            wbytes = sum(view.layer.operand_bytes(w, view.dims) for w in view.layer.weights)
+            if wbytes:
+                out.append(self._term(net, "all_gather", degree, view.count, wbytes, 0, False))
+                out.append(self._term(net, "all_gather", degree, view.count, wbytes, 2, False))
         return out
+
+    def _term(
+        self, net: Network, kind: str, degree: int, calls: int, nbytes: float, step: int,
+        once: bool,
+    ) -> CommTerm:  # fmt: skip
+        return CommTerm(
+            self.name, kind, degree, calls, nbytes, net.time(kind, nbytes, self.name),
+            once_per_step=once, phase="forward" if step == 0 else "backward", step=step,
+            predicted_s=net.predicted(kind, nbytes, self.name),
+        )  # fmt: skip
 
 
 STRATEGY = DataParallel()
