@@ -136,6 +136,17 @@ class Workload:
             return "uneven"
         return None
 
+    def chunks_fit(self, pp: int, interleave: int) -> bool:
+        """Can each of `pp` stages hold `interleave` model chunks of at least one block (or, for
+        a layer split, one layer) each (Narayanan et al. 2021: the layers of a stage split into
+        V chunks)?"""
+        if interleave <= 1 or pp <= 1:
+            return True
+        how = self.pipeline_splits(pp)
+        if how == "layers":
+            return self.layer_count // pp >= interleave
+        return how is not None and min(self.stage_blocks(pp)) >= interleave
+
     def stage_blocks(self, pp: int) -> list[int]:
         """Blocks per stage of an "uneven" split: the first `repeat % pp` stages one more (the
         last stages, which also run the LM head, get the fewer)."""

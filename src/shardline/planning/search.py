@@ -128,10 +128,20 @@ def _check_fixed(workload: Workload, devices: int, fixed: Mapping[str, int | Non
         )
 
 
-def candidates(workload: Workload, devices: int, fixed: Mapping[str, int | None]) -> list[Degrees]:
+def candidates(
+    workload: Workload, devices: int, fixed: Mapping[str, int | None], interleave: int = 1
+) -> list[Degrees]:
     """Every assignment of a divisor of `devices` to each registered strategy whose product is the
-    device count, that keeps the fixed degrees and that every strategy accepts (`valid`)."""
+    device count, that keeps the fixed degrees, that every strategy accepts (`valid`) and whose
+    pipeline stages hold `interleave` chunks each."""
     _check_fixed(workload, devices, fixed)
+    pp = fixed.get("pp")
+    if pp is not None and not workload.chunks_fit(pp, interleave):
+        raise InputError(
+            f"interleave {interleave} needs at least {interleave} blocks per pipeline stage; "
+            f"pp={pp} gives {min(workload.stage_blocks(pp)) if pp <= workload.repeat else 0} "
+            f"of the {workload.repeat} blocks"
+        )
     regs = strategies()
     options = divisors(devices)
     out: list[Degrees] = []
@@ -142,6 +152,8 @@ def candidates(workload: Workload, devices: int, fixed: Mapping[str, int | None]
         if any(v is not None and deg[k] != v for k, v in fixed.items()):
             continue
         if not all(s.valid(workload, deg[s.name]) for s in regs):
+            continue
+        if not workload.chunks_fit(deg.stages, interleave):
             continue
         if deg.replicas > workload.batch or (deg.replicas > 1 and workload.batch_dim is None):
             continue
@@ -247,7 +259,7 @@ def _search(workload: Workload, chip: Chip, devices: int, opts: PlanOptions) -> 
     ctx = Context(workload, chip, opts.execution)
     key = _sort_key(opts.objective)
     results: list[PlanResult] = []
-    for deg in candidates(workload, devices, opts.degrees):
+    for deg in candidates(workload, devices, opts.degrees, opts.execution.interleave):
         per_replica = ceil(workload.batch / deg.replicas)
         if opts.microbatches is not None:
             if opts.microbatches > per_replica:

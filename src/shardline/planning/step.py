@@ -27,6 +27,7 @@ from shardline.realistic.flops import hardware_flops, model_flops
 from shardline.realistic.kernels import memory_kernel_s
 from shardline.stack import MemoryCheck
 from shardline.strategies import Degrees
+from shardline.workload import Workload
 
 __all__ = [
     "RealisticStep",
@@ -135,12 +136,21 @@ def realistic_step(
     )
 
 
+def decode_of(w: Workload) -> bool:
+    return w.model is not None and w.model.decode
+
+
 def tokens_answers(ctx: Context, deg: Degrees, step: RealisticStep) -> dict[str, Any]:
     """tokens/s (the step's tokens over its realistic time), per device, and days to train."""
     w = ctx.workload
     if w.kind == "stack" or step.predicted_s <= 0:
         return {"tokens_per_s": None, "tokens_per_s_per_device": None, "days_to_train": None}
-    tokens_per_s = w.batch * w.tokens_per_item / step.predicted_s
+    # prefill through a pipeline serves a stream of batches: one leaves per m stage times (the
+    # bubble is paid once per stream, not per batch), as the lower bound's throughput counts it
+    busy = step.predicted_s
+    if not w.training and not decode_of(w) and deg.stages > 1:
+        busy = step.predicted_s - step.breakdown_s["bubble_s"]
+    tokens_per_s = w.batch * w.tokens_per_item / busy
     days = None
     if w.training and ctx.execution.tokens is not None:
         days = ctx.execution.tokens / tokens_per_s / SECONDS_PER_DAY
