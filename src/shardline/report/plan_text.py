@@ -61,7 +61,12 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     )
     V = ps_interleave(ps)
     if stages > 1:
-        bubble = f"(P-1)/(V m) = ({stages}-1)/({V}×{m})" if V > 1 else f"(P-1)/m = ({stages}-1)/{m}"
+        if w.model is not None and w.model.decode:
+            bubble = f"(max(m, P) - m)/m = (max({m}, {stages}) - {m})/{m}"
+        elif V > 1 and w.training:
+            bubble = f"(P-1)/(V m) = ({stages}-1)/({V}×{m})"
+        else:
+            bubble = f"(P-1)/m = ({stages}-1)/{m}"
         out.append(
             f"  {stages} pipeline stages of {_stage_share(w, stages)} each; bubble {bubble} = "
             f"{p.bubble_over_ideal:.4g} of the ideal step"
@@ -80,7 +85,7 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     if w.training or stages == 1 or decode:
         out.append(
             f"  throughput = batch / latency = {fmt_int(w.batch)} / {fmt_time(p.latency_s)} "
-            f"= {_rate(p.throughput_per_s)} {w.item}s/s"
+            f"= {_rate(p.throughput_per_s)} {'token' if decode else w.item}s/s"
         )
     else:
         out.append(
