@@ -17,7 +17,10 @@ def reason(
     best = fits[0]
     left_out = len(results) - len(fits)
     what = {
-        "latency": f"the lowest latency ({fmt_time(best.latency_s)})",
+        "latency": (
+            f"the lowest latency bound ({fmt_time(best.latency_s)}; predicted "
+            f"{fmt_time(best.predicted_s)})"
+        ),
         "predicted": f"the lowest predicted time ({fmt_time(best.predicted_s)})",
         "throughput": f"the highest throughput ({best.throughput_per_s:.4g} items/s)",
     }[objective]
