@@ -56,10 +56,10 @@ def realistic_lines(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
         out.append(f"  the gap of {fmt_time(gap)} to the lower bound:")
         out += [f"    {'+' if v >= 0 else '-'}{fmt_time(abs(v))}  {label}" for label, v in shown]
     peak = ps.chip.peak(w.layers[0].compute_dtype or w.layers[0].dtype)
+    hfu = f"; HFU {100 * p.hfu:.1f}% (with the recomputed work)" if w.training else ""
     out.append(
         f"  MFU {100 * p.mfu:.1f}% = model FLOPs {fmt_flops(p.model_flops)} / ({ps.devices} × "
-        f"{fmt_flops(peak)}/s × {fmt_time(p.predicted_s)}); HFU {100 * p.hfu:.1f}% "
-        "(with recompute)"
+        f"{fmt_flops(peak)}/s × {fmt_time(p.predicted_s)}){hfu}"
     )
     if p.tokens_per_s is not None:
         per_device = p.tokens_per_s_per_device or 0.0
