@@ -236,12 +236,28 @@ def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
         predicted_s=step.predicted_s,
         predicted_breakdown_s=step.breakdown_s,
         gap_s=gap_s(step, latency, (n - m) * t_stage),
+        stages=[
+            _stage_summary(i, st, mc)
+            for i, (st, mc) in enumerate(zip(stages, memories, strict=True))
+        ],
         mfu=step.mfu,
         hfu=step.hfu,
         model_flops=step.model_flops,
         hardware_flops=step.hardware_flops,
         **tokens_answers(ctx, deg, step),
     )
+
+
+def _stage_summary(index: int, st: Stage, memory: MemoryCheck) -> dict[str, float]:
+    """One stage of the pipeline: its layer instances, one microbatch's lower bound and realistic
+    time (forward and backward), and its memory per device."""
+    return {
+        "index": index,
+        "layer_instances": sum(n for _, n in st.layers),
+        "t_s": st.t_s,
+        "predicted_s": st.t_pred_s,
+        "memory_bytes": memory.total_bytes,
+    }
 
 
 def _step_cost(crit: Stage, m: int, comm: list[CommTerm]) -> Cost:

@@ -57,6 +57,7 @@ class PlanResult:
     tokens_per_s: float | None = None  # the step's tokens over predicted_s (decode: batch / it)
     tokens_per_s_per_device: float | None = None
     days_to_train: float | None = None  # --tokens over tokens_per_s
+    stages: list[dict[str, float]] = field(default_factory=list)  # per pipeline stage
 
     @property
     def bubble_over_ideal(self) -> float:
@@ -90,7 +91,7 @@ class PlanResult:
         mid += ("tokens_per_s_per_device", "mfu", "hfu", "model_flops", "hardware_flops")
         mid += ("days_to_train", "predicted_breakdown_s", "gap_s", "memory_per_device_bytes")
         tail: tuple[str, ...] = ("t_stage_s", "t_bubble_s", "bubble_fraction", "bubble_over_ideal")
-        tail += ("time_by_bound_s", "memory")
+        tail += ("time_by_bound_s", "memory", "stages")
         return jsonable(
             {
                 **{k: getattr(self, k) for k in head + mid},
