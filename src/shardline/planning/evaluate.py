@@ -128,7 +128,8 @@ class Context:
 
     def memory(self, layers: StageLayers, deg: Degrees, m: int, index: int) -> MemoryCheck:
         ends = (index == 0, index == deg.stages - 1)
-        key = (tuple((id(layer), n) for layer, n in layers), deg, m, index, ends)
+        held = min(m, deg.stages - index)  # what the memory depends on besides the ends
+        key = (tuple((id(layer), n) for layer, n in layers), deg, m, held, ends)
         if key not in self._memory:
             self._memory[key] = stage_memory(
                 self.workload, self.chip.capacity_bytes, layers, deg, (index, m), self.execution
