@@ -582,3 +582,20 @@ def test_megatron_runs_are_predicted_within_ten_percent_median() -> None:
     assert summary["predicted"] == 8
     assert summary["median_abs_error"] <= 0.10, summary
     assert summary["worst_abs_error"] <= 0.20, summary
+
+
+def test_a_whole_layout_that_does_not_fit_is_still_answered(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Every degree given: the CLI answers for that layout (fits false) instead of refusing, so
+    # that a published run our memory model finds too big still gets its predicted time.
+    argv = ["plan", str(L70), "--hw", "h100-sxm", "--devices", "8", "--phase", "decode"]
+    argv += ["--seq-len", "8192", "--batch", "256", "--tp", "4", "--pp", "2", "--dp", "1"]
+    argv += ["--fsdp", "1", "--microbatches", "4", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    (p,) = out["plans"]
+    assert out["recommended"] is None and p["fits"] is False
+    # KV cache per device: 2 L n_kv d_head S B bytes / (tp pp) = 2*80*8*128*8192*256*2/8
+    assert p["memory"]["kv_cache_bytes"] == 2 * 80 * 8 * 128 * 8192 * 256 * 2 / 8
+    assert p["latency_s"] <= p["predicted_s"] and p["tokens_per_s"] == 256 / p["predicted_s"]

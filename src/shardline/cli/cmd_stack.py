@@ -193,7 +193,10 @@ def run_plan(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(render_sweep(sweep))
         return 0
-    result = plan(workload, args.hw, devices, **options, **overrides)
+    # every degree given: the user asked about this layout, so answer even when it does not fit
+    # (fits false, with the memory it needs) instead of refusing
+    whole_layout = all(options[s.name] is not None for s in strategies())
+    result = plan(workload, args.hw, devices, require_fit=not whole_layout, **options, **overrides)
     if args.json:
         emit_json(result.to_dict())
     else:

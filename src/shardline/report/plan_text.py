@@ -188,7 +188,7 @@ def render_plan(ps: PlanSet, top: int = 10) -> str:
     )
     if len(ps.plans) > top:
         out.append(f"  ... and {len(ps.plans) - top} more (--top N, or --json for all)")
-    best = ps.best()
+    best = ps.best() or (ps.plans[0] if len(ps.plans) == 1 else None)
     if best is not None:
         out += [""] + realistic_lines(best, w, ps) + [""] + _derivation(best, w, ps)
     return "\n".join(out) + "\n"
