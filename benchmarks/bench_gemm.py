@@ -212,7 +212,12 @@ def write_section(text: str, path: Path = DOC) -> None:
     if start < 0:
         new = old.rstrip("\n") + "\n\n" + text
     else:
-        end = old.find("\n## ", start + len(HEADING))
+        ends = [
+            i
+            for i in (old.find("\n## ", start + len(HEADING)), old.find("\n<!--", start))
+            if i >= 0
+        ]
+        end = min(ends) if ends else -1  # the next section, or the next generated block's marker
         rest = "" if end < 0 else old[end:]
         new = old[:start] + text.rstrip("\n") + "\n" + rest
     path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")

@@ -376,6 +376,10 @@ def test_user_file_is_accepted(tmp_path: Path) -> None:
         (MINIMAL.replace("[memory]", "bfloat16 = 2e14\n[memory]"), "peak_flops_per_s.bfloat16"),
         (MINIMAL.replace('name = "My-Chip"', 'name = " "'), "name"),
         ("measured_on = 3\n" + MINIMAL, "measured_on"),
+        (
+            MINIMAL + '\n[on_chip]\ngemm_epilogue_overlapped = "yes"\n',
+            "on_chip.gemm_epilogue_overlapped",
+        ),
     ],
 )
 def test_invalid_user_file_names_the_field(tmp_path: Path, text: str, field: str) -> None:

@@ -28,6 +28,17 @@ H100_L2_BYTES_PER_S = 9.8e12
 H100_MEM_ACHIEVABLE = 3.14e12
 
 
+def _h100_fixed_s(bm: int, bn: int, split: int = 1) -> float:
+    """A tile's time outside its math on H100, bf16: at one SM's share of the L2, 9.8e12/132 B/s,
+    the first BK slice of its A and B tiles (BK = 128 B / 2 B = 64, so 64*(2*bm + 2*bn) B) and,
+    without split-K, its bf16 output tile (2*bm*bn B). H100's GEMM kernels are persistent and
+    overlap both with other tiles' math (h100-sxm.toml gemm_epilogue_overlapped), so a kernel
+    shows them once, not once per wave."""
+    fill = 64 * (2 * bm + 2 * bn)
+    epilogue = 2 * bm * bn if split == 1 else 0
+    return (fill + epilogue) / (H100_L2_BYTES_PER_S / H100_SMS)
+
+
 def _predict(m: int, k: int, n: int, hw: object = "h100-sxm", dtype: str = "bf16"):  # type: ignore[no-untyped-def]
     return with_prediction(matmul(m, k, n, hw=hw, dtype=dtype))  # type: ignore[arg-type]
 
@@ -51,8 +62,8 @@ def test_large_bf16_squares_on_h100_within_10_percent(n: int, measured_s: float)
 
 def test_h100_2048_square_is_one_wave_by_hand() -> None:
     """2048^3 bf16 on H100: the 256x128 tile gives 8*16 = 128 tiles, one wave on 132 SMs, so the
-    time is one tile on one SM: 2*256*128*2048 FLOP / (794.5e12/132 FLOP/s), plus the eager
-    overhead of a GEMM kernel, max(launch, GEMM kernel floor)."""
+    time is one tile on one SM: 2*256*128*2048 FLOP / (794.5e12/132 FLOP/s), plus the tile's fill
+    and epilogue, plus the eager overhead of a GEMM kernel, max(launch, GEMM kernel floor)."""
     r = _predict(2048, 2048, 2048)
     p = r.prediction
     assert p is not None
@@ -65,19 +76,23 @@ def test_h100_2048_square_is_one_wave_by_hand() -> None:
         H100_ACHIEVABLE / H100_SMS,
         (2 * 256 * 128 / (2 * 256 + 2 * 128)) * H100_L2_BYTES_PER_S / H100_SMS,
     )
-    t_compute = 1 * 2 * 256 * 128 * 2048 / sm_rate
+    t_math = 1 * 2 * 256 * 128 * 2048 / sm_rate
+    # fill 64*(2*256 + 2*128) = 49152 B + epilogue 2*256*128 = 65536 B at 9.8e12/132 B/s = 1.55 us
+    t_compute = t_math + _h100_fixed_s(256, 128)
+    assert _h100_fixed_s(256, 128) == pytest.approx(114688 / (9.8e12 / 132))
     t_memory = 2 * 3 * 2048**2 / H100_MEM_ACHIEVABLE
     assert p["t_compute_s"] == pytest.approx(t_compute)
     assert r.predicted_s == pytest.approx(H100_GEMM_OVERHEAD_S + max(t_compute, t_memory))
-    # "explained by quantization": the compute term is exactly F / (P_achievable * wave efficiency)
+    # "explained by quantization": the math is exactly F / (P_achievable * wave efficiency)
     flops = 2 * 2048**3
-    assert t_compute == pytest.approx(flops / (H100_ACHIEVABLE * 128 / 132))
+    assert t_math == pytest.approx(flops / (H100_ACHIEVABLE * 128 / 132))
 
 
 @pytest.mark.parametrize("n", [1024, 1536, 2048])
 def test_small_squares_efficiency_is_quantization_plus_launch(n: int) -> None:
     """Small squares run far below the achievable rate; the model attributes the whole gap to
-    named terms: wave/tile quantization of the chosen tile and the launch overhead."""
+    named terms: wave/tile quantization of the chosen tile, its fill and epilogue, and the launch
+    overhead."""
     r = _predict(n, n, n)
     p = r.prediction
     assert p is not None
@@ -96,6 +111,7 @@ def test_small_squares_efficiency_is_quantization_plus_launch(n: int) -> None:
     )
     split = p["split_k"]  # K split into `split` slices; fp32 partials written and read once
     by_hand = waves * 2 * p["tile_m"] * p["tile_n"] * math.ceil(n / split) / sm_rate
+    by_hand += _h100_fixed_s(p["tile_m"], p["tile_n"], split)
     if split > 1:
         by_hand += 2 * split * 4 * n * n / H100_L2_BYTES_PER_S
     assert p["t_compute_s"] == pytest.approx(by_hand)
@@ -138,13 +154,15 @@ def test_unaligned_dimension_penalty() -> None:
     assert aligned is not None and odd is not None
     assert aligned["align_efficiency"] == 1.0
     assert odd["align_efficiency"] == DEFAULT_UNALIGNED_EFFICIENCY
-    # by hand, for the tile the model chose: waves * 2*BM*BN*K / (SM rate at the unaligned share)
+    # by hand, for the tile the model chose: waves * 2*BM*BN*K / (SM rate at the unaligned share),
+    # plus one fill and epilogue
     bm, bn = odd["tile_m"], odd["tile_n"]
     sm_rate = min(
         H100_ACHIEVABLE * DEFAULT_UNALIGNED_EFFICIENCY / H100_SMS,
         2 * bm * bn / (2 * bm + 2 * bn) * H100_L2_BYTES_PER_S / H100_SMS,
     )
-    assert odd["t_compute_s"] == pytest.approx(odd["waves"] * 2 * bm * bn * 8191 / sm_rate)
+    by_hand = odd["waves"] * 2 * bm * bn * 8191 / sm_rate + _h100_fixed_s(bm, bn)
+    assert odd["t_compute_s"] == pytest.approx(by_hand)
     assert odd["t_compute_s"] > aligned["t_compute_s"]
     measured = dataclasses.replace(
         H100, achievable=dataclasses.replace(H100.achievable, unaligned_matmul_efficiency=0.6)
@@ -155,8 +173,9 @@ def test_unaligned_dimension_penalty() -> None:
 
 def test_split_k_fills_the_sms() -> None:
     """M = N = 256, K = 65536 bf16 on H100: 128x128 tiles give 4 tiles for 132 SMs; splitting K in
-    16 gives 64 tiles in one wave, each with K/16 = 4096, plus writing and reading 16 fp32
-    partial outputs through the L2: the model takes the fastest such choice."""
+    16 gives 64 tiles in one wave, each with K/16 = 4096, plus one pipeline fill (the partial tiles
+    are the reduction term) and writing and reading 16 fp32 partial outputs through the L2: the
+    model takes the fastest such choice."""
     p = _predict(256, 65536, 256).prediction
     assert p is not None and p["split_k"] == 16
     bm, bn = p["tile_m"], p["tile_n"]
@@ -165,6 +184,7 @@ def test_split_k_fills_the_sms() -> None:
     )
     waves = math.ceil((256 // bm) * (256 // bn) * 16 / H100_SMS)
     by_hand = waves * 2 * bm * bn * 65536 / 16 / sm_rate + 2 * 16 * 4 * 256 * 256 / 9.8e12
+    by_hand += _h100_fixed_s(bm, bn, split=16)  # the fill alone: 64*(2*bm + 2*bn) B
     assert p["t_compute_s"] == pytest.approx(by_hand)
     no_split = (256 // bm) * (256 // bn)  # 1 wave of that many tiles, each with all of K
     assert p["t_compute_s"] < 2 * bm * bn * 65536 / sm_rate * math.ceil(no_split / H100_SMS)
@@ -348,7 +368,7 @@ def test_overridden_peaks_scale_the_achievable_rates(capsys: pytest.CaptureFixtu
     assert data["prediction"]["achievable_flops_per_s"] == pytest.approx(rate)
     # at this rate the L2 (64 FLOP/B x 9.8e12 B/s) feeds even 64x64 tiles, whose 16384 tiles fill
     # 125 waves on 132 SMs (0.993) better than 256x128's 2048 tiles in 16 waves (0.970)
-    t = 125 * 2 * 64 * 64 * 8192 / (rate / H100_SMS)
+    t = 125 * 2 * 64 * 64 * 8192 / (rate / H100_SMS) + _h100_fixed_s(64, 64)
     assert rate <= 64 * H100_L2_BYTES_PER_S
     assert data["predicted_s"] == pytest.approx(H100_GEMM_OVERHEAD_S + t)
     assert data["predicted_s"] > data["t_lower_s"] == pytest.approx(2 * 8192**3 / 1e14)

@@ -180,7 +180,9 @@ def test_tiling_and_prediction_import_in_one_direction() -> None:
 def test_gpu_tile_time_by_hand() -> None:
     """H100 (132 SMs), 8192^3 bf16, 128x256 tiles: 64*32 = 2048 tiles, ceil(2048/132) = 16 waves;
     one SM runs at min(P/132, tile intensity 85.33 FLOP/B * 9.8e12 B/s / 132) and a tile does
-    2*128*256*8192 FLOPs."""
+    2*128*256*8192 FLOPs. Plus, once (H100's persistent kernels overlap the rest with other
+    tiles' math), the fill of the first BK = 64 slice, 64*(2*128 + 2*256) B, and the epilogue of
+    the bf16 output tile, 2*128*256 B, at one SM's share of the L2, 9.8e12/132 B/s."""
     from shardline.hardware import load_chip
     from shardline.tiling import gpu_tile_time
 
@@ -190,4 +192,33 @@ def test_gpu_tile_time_by_hand() -> None:
     intensity = 2 * 128 * 256 / (2 * 128 + 2 * 256)
     sm_rate = min(rate / 132, intensity * 9.8e12 / 132)
     assert waves == 16
-    assert float(t) == pytest.approx(16 * 2 * 128 * 256 * 8192 / sm_rate, rel=1e-12)
+    fixed = (64 * (2 * 128 + 2 * 256) + 2 * 128 * 256) / (9.8e12 / 132)
+    assert float(t) == pytest.approx(16 * 2 * 128 * 256 * 8192 / sm_rate + fixed, rel=1e-12)
+
+
+def test_gpu_tile_fixed_cost_every_wave_on_a100_by_hand() -> None:
+    """A100 (108 SMs; its GEMM kernels run one tile per thread block, epilogue after mainloop),
+    the tensor-parallel attention output projection [8192, 768] x [768, 6144] bf16 in 128x128
+    tiles: 64*48 = 3072 tiles, ceil(3072/108) = 29 waves. Every wave adds the fill of the first
+    BK = 64 slice, 64*(2*128 + 2*128) = 32768 B, and the bf16 output tile, 2*128*128 = 32768 B,
+    at one SM's share of the L2, 5.4e12/108 = 50e9 B/s: 65536 B / 50e9 B/s = 1.31 us."""
+    from shardline.hardware import load_chip
+    from shardline.tiling import gpu_tile_fixed_s, gpu_tile_time
+
+    a100 = load_chip("a100-80gb")
+    rate = 271.2e12  # a100-80gb.toml achievable bf16
+    gemm = Gemm(8192, 768, 6144, 2, 2, 2)
+    t, waves = gpu_tile_time(a100, gemm, 128, 128, rate)
+    # tile intensity 2*128*128/(2*128 + 2*128) = 64 FLOP/B * 50e9 B/s = 3.2e12 FLOP/s per SM,
+    # above 271.2e12/108 = 2.51e12: compute-limited
+    sm_rate = min(rate / 108, 64 * 5.4e12 / 108)
+    fixed = (32768 + 32768) / (5.4e12 / 108)
+    assert waves == 29
+    assert float(gpu_tile_fixed_s(a100, gemm, 128, 128)) == pytest.approx(fixed, rel=1e-12)
+    assert float(t) == pytest.approx(29 * (2 * 128 * 128 * 768 / sm_rate + fixed), rel=1e-12)
+    # K shorter than BK: the first slice is all of K (here 32), and split-K drops the epilogue
+    # (its fp32 partial tiles are the reduction term)
+    short = Gemm(8192, 32, 6144, 2, 2, 2)
+    fill = 32 * (2 * 128 + 2 * 128) / (5.4e12 / 108)
+    assert float(gpu_tile_fixed_s(a100, short, 128, 128)) == pytest.approx(fill + 32768 / 50e9)
+    assert float(gpu_tile_fixed_s(a100, gemm, 128, 128, split=4)) == pytest.approx(32768 / 50e9)

@@ -10,6 +10,8 @@ Pure and vectorized: dimensions may be Python ints or numpy arrays that broadcas
 - NVIDIA "Matrix Multiplication Background" guide, section 3: tiles `T = ceil(M/bm)*ceil(N/bn)`,
   waves `ceil(T/SMs)`, wave efficiency `T/(waves*SMs)`, tile efficiency
   `M*N/(ceil(M/bm)*bm*ceil(N/bn)*bn)`.
+- a tile's fixed cost outside its math `(bk*(sA*bm + sB*bn) + sC*bm*bn) / (L2 bandwidth / SMs)`:
+  the first K slice it waits for and the output tile it writes (docs/prediction.md).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ __all__ = [
     "analyze_tile",
     "smallest_tile",
     "gpu_tile_time",
+    "gpu_tile_fixed_s",
     "choose_gpu_tile",
     "DEFAULT_STAGES",
     "GPU_TILE_CANDIDATES",
@@ -173,11 +176,27 @@ def l2_blocked_hbm_bytes(gemm: Gemm, bm: Any, bn: Any, l2_bytes: float | None) -
     return out
 
 
+def gpu_tile_fixed_s(chip: Chip, gemm: Gemm, bm: int, bn: int, split: int = 1) -> Any:
+    """Time of one tile outside its math, at one SM's share of the L2 bandwidth (of the memory's
+    where the chip gives no L2 rate): the pipeline fill (the math waits for the first BK slice of
+    its A and B tiles, `bk*(sA*bm + sB*bn)` bytes) and, without split-K, the epilogue (the output
+    tile, `sC*bm*bn` bytes; split-K's partial tiles are the reduction term of `gpu_tile_time`)."""
+    cores = chip.on_chip.cores or 1
+    feed = chip.on_chip.l2_bytes_per_s or chip.achievable.mem_bytes_per_s or chip.mem_bytes_per_s
+    elem_bytes = np.maximum(np.maximum(gemm.s_a, gemm.s_b), 0.5)
+    bk = np.minimum(np.maximum(8, np.floor(_BK_BYTES / elem_bytes)), np.ceil(gemm.k / split))
+    fill_bytes = bk * (gemm.s_a * bm + gemm.s_b * bn)
+    epilogue_bytes = gemm.s_c * bm * bn if split == 1 else 0.0
+    return (fill_bytes + epilogue_bytes) * cores / feed
+
+
 def gpu_tile_time(
     chip: Chip, gemm: Gemm, bm: int, bn: int, rate: Any, split: int = 1
 ) -> tuple[Any, Any]:
     """Compute time of one candidate tile and split-K factor: waves x (one tile's FLOPs / one SM's
-    rate), plus, when K is split, writing and reading the fp32 partial outputs once each.
+    rate), plus the tile's fill and epilogue (`gpu_tile_fixed_s`) once per wave, or once where the
+    chip's GEMM kernels overlap them (`on_chip.gemm_epilogue_overlapped`), plus, when K is split,
+    writing and reading the fp32 partial outputs once each.
 
     Waves: NVIDIA "Matrix Multiplication Background" guide, section 3; the L2 feeds each SM 1/cores
     of its bandwidth (the hierarchical roofline of MODEL.md section 3)."""
@@ -188,7 +207,11 @@ def gpu_tile_time(
     l2_rate = chip.on_chip.l2_bytes_per_s
     if l2_rate:
         sm_rate = np.minimum(sm_rate, tile_intensity(bm, bn, gemm.s_a, gemm.s_b) * l2_rate / cores)
+    # a one-tile-per-block kernel fills and drains every tile; a persistent kernel that overlaps
+    # them with other tiles' math shows one fill and one epilogue per SM
+    exposed = 1 if chip.on_chip.gemm_epilogue_overlapped else waves
     t = waves * 2.0 * bm * bn * np.ceil(gemm.k / split) / sm_rate
+    t = t + exposed * gpu_tile_fixed_s(chip, gemm, bm, bn, split)
     if split > 1:
         reduce_rate = l2_rate or chip.achievable.mem_bytes_per_s or chip.mem_bytes_per_s
         out_elements = gemm.batch * gemm.m * gemm.n

@@ -278,7 +278,15 @@ def _on_chip(r: _Reader) -> OnChip:
         clock_hz=_opt_float(r.number("on_chip.clock_hz")),
         align_bytes=r.number("on_chip.align_bytes", integer=True),
         matrix_unit_elements=r.number("on_chip.matrix_unit_elements", integer=True),
+        gemm_epilogue_overlapped=_opt_bool(r, "on_chip.gemm_epilogue_overlapped"),
     )
+
+
+def _opt_bool(r: _Reader, path: str) -> bool | None:
+    value = r.sourced(path)
+    if value is not None and not isinstance(value, bool):
+        raise r.fail(path, "must be true or false")
+    return value
 
 
 # Achievable figures that are fractions of a line rate or peak: at most 1.

@@ -29,6 +29,9 @@ class OnChip:
     clock_hz: float | None = None
     align_bytes: int | None = None
     matrix_unit_elements: int | None = None
+    # the GEMM library's kernels are persistent and overlap a tile's epilogue (and the next tile's
+    # loads) with another tile's math (CUTLASS warp-specialized ping-pong, Hopper and later)
+    gemm_epilogue_overlapped: bool | None = None
 
 
 @dataclass(frozen=True)
