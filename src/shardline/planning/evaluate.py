@@ -214,8 +214,8 @@ def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
     by_bound = _by_bound(crit, m, (n - m) * t_stage)
     memories = [ctx.memory(st.layers, deg, m, i) for i, st in enumerate(stages)]
     memory = max(memories, key=lambda mc: mc.total_bytes)
-    crit_pred = max(stages, key=lambda st: st.t_pred_s)
-    step = realistic_step(ctx, deg, m, crit_pred, memories[stages.index(crit_pred)])
+    slowest = max(range(len(stages)), key=lambda i: stages[i].t_pred_s)
+    step = realistic_step(ctx, deg, m, stages[slowest], memories[slowest])
     return PlanResult(
         name=deg.name,
         degrees=deg.as_dict(),
