@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from shardline.hardware import Chip
+from shardline.modelshape import ModelShape
 from shardline.options import Execution
 from shardline.planning.network import MeshNetwork
 from shardline.planning.phases import Stage
@@ -89,15 +90,21 @@ def _sequences(ctx: Context, deg: Degrees, m: int) -> float:
     return float(ctx.local(first, deg, m).get(ctx.workload.batch_dim or "", 1))
 
 
-def _ops(ctx: Context, fn: object, deg: Degrees, m: int) -> list[MemOp]:
+class OpBuilder(Protocol):
+    """block_ops, embedding_ops or head_ops of shardline.realistic.block."""
+
+    def __call__(
+        self, model: ModelShape, sequences: float, *, tp: int, sp: bool, training: bool
+    ) -> list[MemOp]: ...
+
+
+def _ops(ctx: Context, builder: OpBuilder, deg: Degrees, m: int) -> list[MemOp]:
+    """The builder's memory-bound ops for one microbatch on one device of this plan."""
     model = ctx.workload.model
     assert model is not None
     tp = deg["tp"]
     sp = ctx.execution.sequence_parallel and tp > 1
     seqs = _sequences(ctx, deg, m)
-    if fn is embedding_ops:
-        return embedding_ops(model, seqs, tp=tp, sp=sp)
-    builder = block_ops if fn is block_ops else head_ops
     return builder(model, seqs, tp=tp, sp=sp, training=ctx.workload.training)
 
 

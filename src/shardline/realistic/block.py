@@ -112,9 +112,11 @@ def _cast_ops(model: ModelShape, z: _Sizes, training: bool) -> list[MemOp]:
     return [MemOp("fp8_cast_transpose", inputs * z.w, 2 * inputs * eight)]
 
 
-def embedding_ops(model: ModelShape, sequences: float, *, tp: int, sp: bool) -> list[MemOp]:
+def embedding_ops(
+    model: ModelShape, sequences: float, *, tp: int, sp: bool, training: bool = True
+) -> list[MemOp]:
     """The first stage's embedding lookup (rows gathered from the table, written as the hidden
-    state; learned positions add a second lookup and an add)."""
+    state; learned positions add a second lookup and an add); the same in every phase."""
     z = _sizes(model, sequences, tp, sp)
     ops = [MemOp("embedding", z.r, z.r)]
     if not model.rotary:
