@@ -26,6 +26,7 @@ class SweepPoint:
     bottleneck: str | None
     memory_per_device_bytes: float | None
     latency_by_plan_s: dict[str, float]  # every plan that fits at this batch
+    predicted_s: float | None = None  # the recommended plan's realistic time
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,21 @@ class BatchSweep:
 MAX_CROSSOVERS = 20
 
 
+def _point(batch: int, ps: PlanSet) -> SweepPoint:
+    """One batch of the sweep: the recommended plan's numbers (None where nothing fits)."""
+    best = ps.best()
+    return SweepPoint(
+        batch=batch,
+        recommended=ps.recommended,
+        latency_s=best.latency_s if best else None,
+        throughput_per_s=best.throughput_per_s if best else None,
+        bottleneck=best.bottleneck if best else None,
+        memory_per_device_bytes=best.memory_per_device_bytes if best else None,
+        latency_by_plan_s={p.name: p.latency_s for p in ps.plans if p.fits},
+        predicted_s=best.predicted_s if best else None,
+    )
+
+
 def sweep_batch(
     workload: Workload,
     hw: str | Chip,
@@ -95,21 +111,7 @@ def sweep_batch(
             )
         return memo[batch]
 
-    points = []
-    for b in sizes:
-        ps = at(b)
-        best = ps.best()
-        points.append(
-            SweepPoint(
-                batch=b,
-                recommended=ps.recommended,
-                latency_s=best.latency_s if best else None,
-                throughput_per_s=best.throughput_per_s if best else None,
-                bottleneck=best.bottleneck if best else None,
-                memory_per_device_bytes=best.memory_per_device_bytes if best else None,
-                latency_by_plan_s={p.name: p.latency_s for p in ps.plans if p.fits},
-            )
-        )
+    points = [_point(b, at(b)) for b in sizes]
     crossovers: list[Crossover] = []
     for lo, hi in zip(sizes, sizes[1:], strict=False):
         a = lo

@@ -202,7 +202,9 @@ def render_sweep(sw: BatchSweep) -> str:
         f"({w.item}s{per}; objective {sw.objective})",
         "",
     ]
-    header = ("batch", "per device", "recommended", "latency", f"{w.item}s/s", "bottleneck")
+    header = (
+        "batch", "per device", "recommended", "predicted", "latency", f"{w.item}s/s", "bottleneck"
+    )  # fmt: skip
     rows = []
     for p in sw.points:
         rows.append(
@@ -210,12 +212,13 @@ def render_sweep(sw: BatchSweep) -> str:
                 fmt_int(p.batch),
                 f"{p.batch / sw.devices:,.4g}",
                 p.recommended or "none fits",
+                fmt_time(p.predicted_s) if p.predicted_s is not None else "-",
                 fmt_time(p.latency_s) if p.latency_s is not None else "-",
                 _rate(p.throughput_per_s) if p.throughput_per_s is not None else "-",
                 p.bottleneck or "-",
             )
         )
-    out += _table(header, rows, (True, True, False, True, True, False))
+    out += _table(header, rows, (True, True, False, True, True, True, False))
     out.append("")
     if not sw.crossovers:
         out.append("No crossover: the same plan wins at every batch shown.")
