@@ -82,12 +82,15 @@ def gemm_time_s(layer: Layer, chip: Chip, dims: Mapping[str, int], *, cuda_graph
 
 
 def attention_efficiency(chip: Chip, compute_dtype: str, backward: bool) -> float:
-    """The fused attention kernel's achieved fraction of the dense peak: the chip file's figure,
-    else the chip's achievable matmul efficiency for the dtype."""
+    """The fused attention kernel's achieved fraction of the dense peak: the chip file's figure
+    (a missing backward figure takes the forward's), else the chip's achievable matmul
+    efficiency for the dtype."""
     a = chip.achievable
     given = a.attention_bwd_efficiency if backward else a.attention_fwd_efficiency
     if given:
         return given
+    if backward and a.attention_fwd_efficiency:  # no backward figure: the forward's (the
+        return a.attention_fwd_efficiency  # backward kernel is never the faster of the two)
     return achievable_rate(chip, compute_dtype)[0] / chip.peak(compute_dtype)
 
 
