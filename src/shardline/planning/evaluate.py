@@ -22,6 +22,7 @@ from shardline.planning.results import PlanResult
 from shardline.planning.stage_extras import (
     add_block_extras,
     add_end_extras,
+    add_interleave_wrap,
     add_recompute,
     tp_variants,
 )
@@ -162,6 +163,7 @@ def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, La
         for term in s.stage_comm(boundary, deg[s.name], net):
             for variant in tp_variants(term, ctx, deg):
                 stage.add_comm(variant)
+    add_interleave_wrap(ctx, stage, deg, index)
     return stage
 
 

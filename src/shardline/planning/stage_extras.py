@@ -30,7 +30,14 @@ from shardline.stack import LayerCost
 from shardline.strategies import CommTerm, Degrees
 from shardline.workload import Layer, Workload
 
-__all__ = ["Context", "tp_variants", "add_block_extras", "add_end_extras", "add_recompute"]
+__all__ = [
+    "Context",
+    "tp_variants",
+    "add_block_extras",
+    "add_end_extras",
+    "add_recompute",
+    "add_interleave_wrap",
+]
 
 StageLayers = list[tuple[Layer, int]]
 
@@ -192,3 +199,19 @@ def _add_head(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
         stage.add_comm(
             CommTerm("tp", kind, tp, 1, x_bytes, t, critical=critical, phase=phase, predicted_s=p)
         )
+
+
+def add_interleave_wrap(ctx: Context, stage: Stage, deg: Degrees, index: int) -> None:
+    """With V > 1 chunks per stage the first and the last device also send the other way: the
+    last device passes chunk v's output on to the first device's chunk v + 1, V - 1 times per
+    microbatch (and the gradients come back the same way), so an end stage sends V - 1 more
+    times in the direction it otherwise would not (Narayanan et al. 2021, interleaved 1F1B)."""
+    V, P = ctx.execution.interleave, deg.stages
+    if not ctx.workload.training or V <= 1 or P <= 1 or index not in (0, P - 1):
+        return
+    sends = [t for t in stage.terms if t.purpose == "pp"]
+    if not sends:
+        return
+    one = sends[0]
+    other = "backward" if one.phase == "forward" else "forward"
+    stage.add_comm(replace(one, phase=other, calls=one.calls / V * (V - 1)))
