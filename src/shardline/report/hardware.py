@@ -165,6 +165,23 @@ def _achievable(chip: Chip, s: dict[str, str]) -> list[str]:
     if ach.launch_overhead_s:
         took = fmt_time(ach.launch_overhead_s)
         out.append(_line("launch overhead", took, s.get("achievable.launch_overhead_s")))
+    return out + _kernel_figures(ach, s)
+
+
+def _kernel_figures(ach: Any, s: dict[str, str]) -> list[str]:
+    """The kernel floors and the fused attention kernel's efficiencies, where the file has them."""
+    out = []
+    for key, label in (("kernel_floor_s", "kernel floor"), ("gemm_kernel_floor_s", "GEMM floor")):
+        value = getattr(ach, key, None)
+        if value:
+            out.append(_line(label, fmt_time(value), s.get(f"achievable.{key}")))
+    for key, label in (
+        ("attention_fwd_efficiency", "attention forward"),
+        ("attention_bwd_efficiency", "attention backward"),
+    ):
+        value = getattr(ach, key, None)
+        if value:
+            out.append(_line(label, f"{100 * value:.1f}% of peak", s.get(f"achievable.{key}")))
     return out
 
 
