@@ -33,6 +33,7 @@ COMMANDS = (
     "plot",
     "report",
     "hw",
+    "what_if",
 )
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "render_batch",
     "render_roofline",
     "render_strategies",
+    "render_precision",
     "PLOT_SUFFIXES",
 ]
 
@@ -342,6 +343,52 @@ def render_strategies(bars: Sequence[StrategyBar], path: str | Path, title: str 
             [b.label for b in bars], rotation=20, ha="right", fontsize=8, parse_math=False
         )
         ax.set_ylabel(f"time per step per device ({unit})")
+        ax.set_title(title, fontsize=9, parse_math=False)
+        ax.legend(fontsize=8)
+        ax.grid(True, axis="y", linewidth=0.3)
+        fig.tight_layout()
+        return fig
+
+    _render(path, draw)
+
+
+def render_precision(
+    rows: Sequence[tuple[str, dict[str, float | None]]], path: str | Path, title: str = ""
+) -> None:
+    """`what-if precision`: per dtype (or mix), bars for its times (compute, memory, network
+    where given); a row whose times are None (the chip has no such compute) is labelled so."""
+    parts = [
+        (key, label, color)
+        for key, label, color in (
+            ("t_compute_s", "compute", "tab:green"),
+            ("t_memory_s", "memory", "tab:orange"),
+            ("t_network_s", "network", "tab:blue"),
+        )
+        if any(key in times for _, times in rows)
+    ]
+
+    def draw() -> Any:
+        fig, ax = _figure(max(6.0, 1.2 * len(rows) + 2), 4.5)
+        x = np.arange(len(rows))
+        width = 0.8 / len(parts)
+        values = [t.get(k) or 0.0 for _, t in rows for k, _, _ in parts]
+        top = max(values + [0.0])
+        scale, unit = next(
+            ((f, u) for f, u in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")) if top >= f), (1e-9, "ns")
+        )
+        for j, (key, label, color) in enumerate(parts):
+            heights = [(t.get(key) or 0.0) / scale for _, t in rows]
+            offset = (j - (len(parts) - 1) / 2) * width
+            container = ax.bar(x + offset, heights, width, label=label, color=color)
+            for i, patch in enumerate(container.patches):
+                patch.set_gid(f"bar-{i}-{label}")
+        names = [
+            name if t.get("t_compute_s") is not None else f"{name}\n(no hw support)"
+            for name, t in rows
+        ]
+        ax.set_xticks(x)
+        ax.set_xticklabels(names, fontsize=8, parse_math=False)
+        ax.set_ylabel(f"time ({unit})")
         ax.set_title(title, fontsize=9, parse_math=False)
         ax.legend(fontsize=8)
         ax.grid(True, axis="y", linewidth=0.3)
