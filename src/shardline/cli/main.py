@@ -30,6 +30,7 @@ COMMANDS = (
     "sheet",
     "template",
     "explain",
+    "drill",
     "plot",
     "report",
     "hw",

@@ -355,17 +355,21 @@ def _bottleneck(a: _Answer, variants: Sequence[Variant]) -> list[str]:
     return lines
 
 
-def explain_roofline(r: RooflineResult, variants: Sequence[Variant]) -> str:
+def explain_roofline(r: RooflineResult, variants: Sequence[Variant], *, brief: bool = False) -> str:
     """The Markdown answer for one single-device multiply; `variants` are the alternatives the
-    caller computed with `shardline.variants.roofline_variants(r)`."""
+    caller computed with `shardline.variants.roofline_variants(r)`. `brief`: only the answer,
+    the bound call, the counts and the times (a drill's worked answer)."""
     a = _Answer.of(r)
-    parts = [
-        _headline(a),
-        _assumptions(a),
-        _bound_call(a),
-        _counts(a),
-        _times(a),
-        _sanity(a),
-        _bottleneck(a, variants),
-    ]
+    if brief:
+        parts = [_headline(a), _bound_call(a), _counts(a), _times(a)]
+    else:
+        parts = [
+            _headline(a),
+            _assumptions(a),
+            _bound_call(a),
+            _counts(a),
+            _times(a),
+            _sanity(a),
+            _bottleneck(a, variants),
+        ]
     return "\n\n".join("\n".join(part) for part in parts) + "\n"

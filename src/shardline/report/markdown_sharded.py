@@ -312,19 +312,27 @@ def _bottleneck(a: _Answer, comparison: Any) -> list[str]:
 
 
 def explain_sharded(
-    r: ShardedResult, comparison: Any = None, *, single: RooflineResult | None
+    r: ShardedResult,
+    comparison: Any = None,
+    *,
+    single: RooflineResult | None,
+    brief: bool = False,
 ) -> str:
     """The Markdown answer for a sharded einsum. `comparison` (a `shardline.compare.Comparison`
     of the same multiply) supplies the best alternative; `single` is the whole multiply on one
-    device (`shardline.variants.single_device(r)`), None to leave that comparison out."""
+    device (`shardline.variants.single_device(r)`), None to leave that comparison out. `brief`:
+    only the answer, the bound call, the counts and the times (a drill's worked answer)."""
     a = _Answer.of(r)
-    parts = [
-        _headline(a),
-        _assumptions(a),
-        _bound_call(a),
-        _counts(a),
-        _times(a),
-        _sanity(a, single),
-        _bottleneck(a, comparison),
-    ]
+    if brief:
+        parts = [_headline(a), _bound_call(a), _counts(a), _times(a)]
+    else:
+        parts = [
+            _headline(a),
+            _assumptions(a),
+            _bound_call(a),
+            _counts(a),
+            _times(a),
+            _sanity(a, single),
+            _bottleneck(a, comparison),
+        ]
     return "\n\n".join("\n".join(part) for part in parts) + "\n"
