@@ -136,6 +136,8 @@ def layer(module: str) -> str:
     parts = module.split(".")
     if parts == [PACKAGE]:
         return "facade"
+    if parts == [PACKAGE, "__main__"]:  # `python -m shardline`: the command line's own entry
+        return "cli"
     return parts[1] if parts[1] in EDGE_PACKAGES else "core"
 
 

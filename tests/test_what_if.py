@@ -128,7 +128,7 @@ def test_parse_dtype_mixes() -> None:
         ["matmul", "64", "64", "64", "--dtypes", "bf16,fp7"],
         ["matmul", "64", "64", "64", "--flops-per-s", "1e12"],
         ["einsum", "X[M_X,K] * W[K,N] -> Y[M_X,N]", "--dims", "M=8,K=8,N=8"],
-        ["plan", "workload.toml"],
+        ["plan", "no-such-workload.toml", "--devices", "2"],
     ],
 )
 def test_bad_input_is_one_error_line(extra: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -150,3 +150,27 @@ def test_plot_is_written_and_not_overwritten(
     assert "already exists" in capsys.readouterr().err
     assert main([*argv, "--plot", str(out), "--force", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["plot"] == str(out)
+
+
+def test_plan_rows_follow_the_dtypes_of_weights_and_activations(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # One forward layer x[M,K] * w[K,N] -> y[M,N] (w a weight) on one h100-sxm. By hand:
+    # t_compute = 2 M K N / peak(dtype); memory per device = weights K N s_w plus the live
+    # activations (M K + M N) s_x; fp8 halves both against bf16, w:int8 moves the weight bytes only.
+    m = k = n = 4096
+    path = tmp_path / "one.toml"
+    path.write_text(
+        f'[[layer]]\nname = "a"\nm = {m}\nk = {k}\nn = {n}\nweights = ["w"]\n', encoding="utf-8"
+    )
+    argv = ["what-if", "precision", "plan", str(path), "--hw", "h100-sxm", "--devices", "1"]
+    assert main([*argv, "--dtypes", "bf16,fp8,w:int8", "--json"]) == 0
+    rows = {r["dtype"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    chip = resolve_chip("h100-sxm")
+    assert rows["bf16"]["t_compute_s"] == pytest.approx(2 * m * k * n / chip.peak("bf16"))
+    assert rows["fp8"]["t_compute_s"] == pytest.approx(2 * m * k * n / chip.peak("fp8"))
+    assert rows["bf16"]["memory_bytes"] == k * n * 2 + (m * k + m * n) * 2
+    assert rows["fp8"]["memory_bytes"] == k * n * 1 + (m * k + m * n) * 1
+    assert rows["bf16+w:int8"]["memory_bytes"] == k * n * 1 + (m * k + m * n) * 2
+    assert rows["bf16+w:int8"]["dtypes"]["compute"] == "bf16"  # the wider input
+    assert rows["bf16"]["critical_m"] is None and "t_network_s" in rows["bf16"]

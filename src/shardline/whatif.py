@@ -24,6 +24,7 @@ from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.options import Precision
 from shardline.roofline import critical_m, resolve_dtypes
+from shardline.workload import Workload
 
 __all__ = [
     "DtypeMix",
@@ -204,11 +205,12 @@ def what_if_precision(
 ) -> PrecisionWhatIf:
     """Evaluate `row` for every mix the chip supports; the others get an unsupported row."""
     rows = [_unsupported(m, chip, names) or row(m) for m in mixes]
-    note = (
-        "per device: the M of the local multiply at which it turns compute-bound"
-        if network
-        else "the M at which the multiply turns compute-bound (matmul only)"
-    )
+    if names == PLAN_OPERANDS:
+        note = "none for a whole plan (it belongs to one multiply: what-if precision matmul)"
+    elif network:
+        note = "per device: the M of the local multiply at which it turns compute-bound"
+    else:
+        note = "the M at which the multiply turns compute-bound (matmul only)"
     return PrecisionWhatIf(subject, chip.name, network, _with_changes(rows), note)
 
 
@@ -292,6 +294,59 @@ def shard_row(run: Callable[[Precision], Any], chip: Chip) -> RowFn:
             bound=result.bound,
             critical_m=crit,
             memory_bytes=_count(result.hbm_bytes["total"]),
+        )
+
+    return row
+
+
+# A workload's operands for a precision mix: activations (every input that is not a weight, and
+# the KV cache), weights, and outputs.
+PLAN_OPERANDS = ("x", "w", "out")
+
+
+def workload_in(workload: Workload, mix: DtypeMix) -> Workload:
+    """The workload with its dtypes replaced: `x` for activations and the cache, `w` for the
+    weights, `out` for each layer's output; each layer computes in the wider of its inputs."""
+    chosen = {"x": mix.base, "w": mix.base, "out": mix.base, **dict(mix.operands)}
+    layers = []
+    for layer in workload.layers:
+        out_name = layer.output.name
+        dtypes = {
+            op.name: chosen["w"]
+            if layer.role(op.name) == "weight"
+            else chosen["out"]
+            if op.name == out_name
+            else chosen["x"]
+            for op in layer.parsed.operands
+        }
+        layers.append(dataclasses.replace(layer, dtype=mix.base, dtypes=dtypes, compute_dtype=None))
+    model = workload.model
+    if model is not None:
+        model = dataclasses.replace(model, dtype=chosen["x"])
+    return dataclasses.replace(workload, layers=tuple(layers), model=model)
+
+
+def plan_row(run: Callable[[Workload], Any], workload: Workload) -> RowFn:
+    """A parallel plan: `run(workload)` gives its PlanSet (the caller fixes the devices, degrees
+    and execution); the row is the recommended plan (or, when none fits, the first): its step's
+    compute, memory and network time on one device, its bottleneck, its realistic time and its
+    memory per device. No critical M (it belongs to one multiply)."""
+
+    def row(mix: DtypeMix) -> PrecisionRow:
+        ps = run(workload_in(workload, mix))
+        best = ps.best() or ps.plans[0]
+        dtypes, compute = _resolved(mix, PLAN_OPERANDS)
+        return PrecisionRow(
+            dtype=mix.label,
+            dtypes={**dtypes, "compute": compute},
+            supported=True,
+            note=None if best.fits else f"{best.name} does not fit in memory",
+            t_compute_s=float(best.t_compute_s),
+            t_memory_s=float(best.t_memory_s),
+            t_network_s=float(best.t_network_s),
+            bound=best.bottleneck,
+            memory_bytes=float(best.memory_per_device_bytes),
+            predicted_s=float(best.predicted_s),
         )
 
     return row

@@ -1,4 +1,5 @@
-"""`shardline what-if precision (matmul M K N | einsum SPEC --dims ... | shard M K N ...)
+"""`shardline what-if precision (matmul M K N | einsum SPEC --dims ... | shard M K N ... |
+plan WORKLOAD --devices D ...)
 [--dtypes fp32,bf16,fp8,int8,fp4]`: the same multiply once per dtype or operand-dtype mix, as one
 table (or `--json`, or a bar plot with `--plot OUT.png`)."""
 
@@ -6,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shardline.cli.args import (
     add_chip_args,
@@ -25,7 +26,9 @@ from shardline.cli.common import (
     positive_count,
     shard_options_from_args,
 )
+from shardline.cli.execution_args import add_execution_args, execution_from_args
 from shardline.errors import InputError
+from shardline.strategies import strategies
 
 if TYPE_CHECKING:
     from shardline.hardware import Chip
@@ -114,16 +117,50 @@ def _add_shard(pr_sub: argparse._SubParsersAction) -> None:
 
 
 def _add_plan(pr_sub: argparse._SubParsersAction) -> None:
-    pl = pr_sub.add_parser("plan", help="(not supported yet)")
-    pl.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    pl.set_defaults(func=_plan_unsupported)
-
-
-def _plan_unsupported(args: argparse.Namespace) -> int:
-    raise InputError(
-        "what-if precision plan is not supported yet: set the workload's dtype in its .toml and "
-        "run `shardline plan` once per dtype (what-if precision supports matmul, einsum, shard)"
+    pl = pr_sub.add_parser(
+        "plan",
+        help="a workload's parallel plan over D devices (operands: x activations, w weights, "
+        "out outputs)",
     )
+    pl.add_argument("workload", metavar="WORKLOAD", help="a workload .toml (or .csv/.xlsx)")
+    pl.add_argument("--devices", required=True, metavar="D", help="number of devices")
+    for flag in ("--phase", "--batch", "--seq-len", "--microbatches"):
+        pl.add_argument(flag, default=None, metavar="X", help=f"as `shardline plan {flag}`")
+    for strategy in strategies():  # one flag per registered strategy, as `plan` has
+        pl.add_argument(
+            f"--{strategy.word}", dest=strategy.name, default=None, metavar="N", help=strategy.help
+        )
+    add_execution_args(pl)
+    add_chip_args(pl, dtype=False)
+    _add_common(pl)
+    pl.set_defaults(func=run, build=_plan)
+
+
+def _plan(args: argparse.Namespace, chip: Chip) -> tuple[tuple[str, str, str], RowFn, str, bool]:
+    """The recommended plan of the workload at each dtype (the degrees given stay fixed)."""
+    from shardline.io.workload_toml import load_workload
+    from shardline.plan import plan
+    from shardline.whatif import PLAN_OPERANDS, plan_row
+
+    def count(text: str | None, what: str) -> int | None:
+        return None if text is None else positive_count(text, what)
+
+    workload = load_workload(
+        args.workload, phase=args.phase, batch=count(args.batch, "--batch"),
+        seq_len=count(args.seq_len, "--seq-len"),
+    )  # fmt: skip
+    devices = positive_count(args.devices, "--devices")
+    options: dict[str, Any] = {
+        s.name: count(getattr(args, s.name), f"--{s.word}") for s in strategies()
+    }
+    options["microbatches"] = count(args.microbatches, "--microbatches")
+    options.update(execution_from_args(args))
+
+    def one(w: Any) -> Any:
+        return plan(w, chip, devices, require_fit=False, **options)
+
+    subject = f"plan {workload.name} over {devices} x {chip.name}"
+    return PLAN_OPERANDS, plan_row(one, workload), subject, True
 
 
 # --- one builder per subject: operand names, the row function, the title, has a network --------

@@ -59,7 +59,13 @@ def render_precision(table: PrecisionWhatIf) -> str:
     lines.append("")
     lines.append(f"  ×r: the ratio to the first row ({table.rows[0].dtype}).")
     lines.append(f"  critical M: {table.critical_m_note}.")
-    lines.append("  memory: bytes of the operands (inputs and output) on one device.")
+    if table.subject.startswith("plan "):
+        lines.append(
+            "  memory: per device (weights, gradients, optimizer state, activations, KV cache);"
+            " compute, memory and network: the recommended plan's step on one device."
+        )
+    else:
+        lines.append("  memory: bytes of the operands (inputs and output) on one device.")
     for row in table.rows:
         if not row.supported:
             lines.append(f"  {row.dtype}: not supported: {row.note}; no times are given.")

@@ -1,0 +1,5 @@
+"""`python -m shardline ...`: the same as the `shardline` command."""
+
+from shardline.cli.main import main
+
+raise SystemExit(main())
