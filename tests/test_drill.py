@@ -236,6 +236,9 @@ def test_cli_json_contract_and_score(tmp_path: Path, capsys: pytest.CaptureFixtu
     keys = {"topic", "question", "given", "expected", "unit", "tolerance", "correct"}
     assert all(set(q) >= keys | {"worked_answer"} for q in out["questions"])
     assert [q["correct"] for q in out["questions"]] == [True, False, False]
+    # `given` is the answer as written in the file (None for the blank line)
+    assert [q["given"] for q in out["questions"]] == [_as_text(qs[0]), _as_text(qs[1], 1.2), None]
+    assert out["questions"][0]["inputs"] == qs[0].given
     assert out["score"] == 1 and out["count"] == 3
     assert out["missed_topics"] == ["pipeline"] and out["seed"] == 5 and out["hw"] == "a100-40gb"
     assert [q["expected"] for q in out["questions"]] == [q.expected for q in qs]

@@ -140,13 +140,13 @@ def _question_dict(g: Graded) -> dict[str, Any]:
     return {
         "topic": q.topic,
         "question": q.text,
-        "given": q.given,
+        "inputs": q.given,  # the question's data (shape, chip, ...)
+        "given": g.answer,  # the answer given, as written (None: no answer)
+        "given_value": g.value,  # the number (SI) or word read from it
         "expected": q.expected,
         "unit": q.unit,
         "tolerance": q.tolerance,
         "tolerance_rule": tolerance_words(q),
-        "answer": g.answer,
-        "answer_value": g.value,
         "correct": g.correct,
         "note": g.note,
         "worked_answer": worked_answer(q),
