@@ -5,6 +5,7 @@
 - a multiply: `add_matmul_args` (matmul, explain matmul), `add_einsum_args` (einsum, explain
   einsum), `add_shard_args` (shard, explain shard), `add_compare_args` (compare, plot strategies);
 - mesh and network: `add_mesh_args`, `add_network_args`, `add_run_args`, `add_output_layout`;
+- a workload: `add_workload_args` (stack, plan, explain plan);
 - inputs and outputs: `add_sheet_input`, `add_json_arg`, `add_force_arg`, `add_md_output`,
   `add_plot_output`.
 
@@ -32,6 +33,7 @@ __all__ = [
     "add_run_args",
     "add_shard_args",
     "add_sheet_input",
+    "add_workload_args",
 ]
 
 # --- hardware and dtypes ---------------------------------------------------------------------
@@ -292,3 +294,41 @@ def add_plot_output(parser: argparse.ArgumentParser) -> None:
         "-o", "--out", dest="out", metavar="OUT", required=True, help="a .png or .svg file"
     )
     add_force_arg(parser, "OUT if it exists")
+
+
+# --- a workload ---------------------------------------------------------------------------
+
+
+def add_workload_args(parser: argparse.ArgumentParser) -> None:
+    """The WORKLOAD positional and its overrides (`stack`, `plan`, `explain plan`)."""
+    parser.add_argument(
+        "workload",
+        metavar="WORKLOAD",
+        help="a workload .toml (a [[layer]] stack, or a [transformer] / [ffn] "
+        "template) or a .csv/.xlsx sheet of (M, K, N) rows",
+    )
+    group = parser.add_argument_group("workload")
+    group.add_argument(
+        "--phase",
+        default=None,
+        choices=("forward", "training", "prefill", "decode"),
+        help="override the file's phase (prefill and decode: templates only)",
+    )
+    group.add_argument(
+        "--batch",
+        default=None,
+        metavar="N",
+        help="override the batch (the size of the workload's batch dim)",
+    )
+    group.add_argument(
+        "--seq-len",
+        default=None,
+        metavar="N",
+        help="override a template's sequence length (decode: the cached context)",
+    )
+    group.add_argument(
+        "--sheet",
+        default=None,
+        metavar="NAME",
+        help="worksheet of an .xlsx workload (default: the first)",
+    )

@@ -1,5 +1,7 @@
 """`shardline explain matmul|einsum|shard ...`: a Markdown answer (assumptions, the bound first,
-derivation, sanity check). Each takes exactly the arguments of the command it explains."""
+derivation, sanity check). Each takes exactly the arguments of the command it explains.
+`shardline explain plan WORKLOAD --devices D`: pipeline against tensor parallelism in one
+paragraph."""
 
 from __future__ import annotations
 
@@ -43,6 +45,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_shard_args(sh)
     add_md_output(sh)
     sh.set_defaults(func=run_shard)
+    _register_plan(ex_sub)
+
+
+def _register_plan(ex_sub: argparse._SubParsersAction) -> None:
+    from shardline.cli.args import add_chip_args, add_json_arg, add_workload_args
+
+    pl = ex_sub.add_parser(
+        "plan",
+        help="pipeline against tensor parallelism over D devices, in one paragraph",
+        description="Compare tp=D with pp=D on a workload: latency, throughput, memory per "
+        "device and communication per step with the workload's numbers, the winner on each, "
+        "and the batch at which the latency winner flips.",
+    )
+    add_workload_args(pl)
+    add_chip_args(pl, dtype=False)
+    pl.add_argument("--devices", required=True, metavar="D", help="number of devices (>= 2)")
+    add_json_arg(pl)
+    add_md_output(pl)
+    pl.set_defaults(func=run_plan)
 
 
 def _check_out(args: argparse.Namespace) -> None:
@@ -93,3 +114,24 @@ def run_shard(args: argparse.Namespace) -> int:
     except InputError:
         comparison = None
     return _emit(result, args, comparison)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from shardline.cli.common import emit_json, load_from_args, overrides_from_args, positive_arg
+    from shardline.planning.compare_pp_tp import compare_pp_tp
+    from shardline.report.explain_plan_text import paragraph, render_explain_plan
+
+    _check_out(args)
+    devices = positive_arg(args.devices, "--devices")
+    workload = load_from_args(args)
+    result = compare_pp_tp(workload, args.hw, devices, **overrides_from_args(args))
+    if args.json:
+        emit_json({**result.to_dict(), "paragraph": paragraph(result)})
+        return 0
+    text = render_explain_plan(result)
+    if args.out:
+        from shardline.io.sheets import check_output_path
+
+        write_text(check_output_path(args.out, force=args.force, suffixes=(".md",)), text)
+    sys.stdout.write(text)
+    return 0

@@ -65,6 +65,13 @@ def _add_roofline(pl_sub: argparse._SubParsersAction) -> None:
     rf.add_argument(
         "--no-levels", action="store_true", help="leave out the L2 / shared-memory roofs"
     )
+    rf.add_argument(
+        "--cheatsheet",
+        action="store_true",
+        help="a printable one-page sheet of the chip (.png, .svg or .pdf): peaks, bandwidth, "
+        "ridges, capacity and the critical M of common shapes (--dtype: their dtype); "
+        "the same facts on stdout",
+    )
     add_chip_args(rf)
     add_operand_dtypes(rf, "row")
     add_plot_output(rf)
@@ -270,6 +277,8 @@ def run_roofline(args: argparse.Namespace) -> int:
     from shardline.hardware import resolve_chip
     from shardline.report.plots import render_roofline, roofline_data
 
+    if args.cheatsheet:
+        return _run_cheatsheet(args)
     out = _plot_path(args, [args.source] if args.source else [])
     if args.sheet and not args.source:
         raise InputError("--sheet needs --from")
@@ -293,6 +302,30 @@ def run_roofline(args: argparse.Namespace) -> int:
         )
     if problems:
         raise InputError("; ".join(problems))
+    return 0
+
+
+def _run_cheatsheet(args: argparse.Namespace) -> int:
+    """`plot roofline --cheatsheet`: the chip's one-page sheet and its facts."""
+    from shardline.cheatsheet import cheatsheet
+    from shardline.hardware import resolve_chip
+    from shardline.io.sheets import check_output_path
+    from shardline.report.cheatsheet import SHEET_SUFFIXES, render_cheatsheet, sheet_text
+
+    if args.source or args.matmul:
+        raise InputError("--cheatsheet describes the chip alone: leave out --from and --matmul")
+    out = check_output_path(args.out, [], force=args.force, suffixes=SHEET_SUFFIXES)
+    chip = resolve_chip(args.hw)
+    overrides = overrides_from_args(args)
+    dtype = args.compute_dtype or args.dtype
+    if overrides["flops_per_s"] is not None or overrides["mem_bytes_per_s"] is not None:
+        chip = chip.with_overrides(compute_dtype=dtype, **overrides)
+    sheet = cheatsheet(chip, dtype)
+    _write_plot(out, lambda p: render_cheatsheet(sheet, chip, p))
+    if args.json:
+        emit_json({"output": str(out), **sheet.to_dict()})
+    else:
+        sys.stdout.write(sheet_text(sheet, out))
     return 0
 
 

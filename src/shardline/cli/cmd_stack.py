@@ -7,70 +7,21 @@ import argparse
 import sys
 from typing import Any
 
-from shardline.cli.common import add_chip_args, add_json_arg, emit_json, overrides_from_args
+from shardline.cli.args import add_workload_args as _add_workload_args
+from shardline.cli.common import (
+    add_chip_args,
+    add_json_arg,
+    emit_json,
+    load_from_args,
+    overrides_from_args,
+)
+from shardline.cli.common import count_arg as _count
+from shardline.cli.common import positive_arg as _positive
 from shardline.cli.execution_args import add_execution_args, execution_from_args
 from shardline.errors import InputError
 from shardline.strategies import strategies
-from shardline.units import parse_count
 
 __all__ = ["register"]
-
-
-def _add_workload_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "workload",
-        metavar="WORKLOAD",
-        help="a workload .toml (a [[layer]] stack, or a [transformer] / [ffn] "
-        "template) or a .csv/.xlsx sheet of (M, K, N) rows",
-    )
-    group = parser.add_argument_group("workload")
-    group.add_argument(
-        "--phase",
-        default=None,
-        choices=("forward", "training", "prefill", "decode"),
-        help="override the file's phase (prefill and decode: templates only)",
-    )
-    group.add_argument(
-        "--batch",
-        default=None,
-        metavar="N",
-        help="override the batch (the size of the workload's batch dim)",
-    )
-    group.add_argument(
-        "--seq-len",
-        default=None,
-        metavar="N",
-        help="override a template's sequence length (decode: the cached context)",
-    )
-    group.add_argument(
-        "--sheet",
-        default=None,
-        metavar="NAME",
-        help="worksheet of an .xlsx workload (default: the first)",
-    )
-
-
-def _positive(text: str, what: str) -> int:
-    value = parse_count(text, what)
-    if value < 1:
-        raise InputError(f"{what} must be a positive integer, got {text!r}")
-    return value
-
-
-def _count(text: str | None, what: str) -> int | None:
-    return None if text is None else _positive(text, what)
-
-
-def load_from_args(args: argparse.Namespace) -> Any:
-    from shardline.io.workload_toml import load_workload
-
-    return load_workload(
-        args.workload,
-        phase=args.phase,
-        batch=_count(args.batch, "--batch"),
-        seq_len=_count(args.seq_len, "--seq-len"),
-        sheet=args.sheet,
-    )
 
 
 def _add_search_args(pl: argparse.ArgumentParser) -> None:

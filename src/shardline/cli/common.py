@@ -37,6 +37,9 @@ __all__ = [
     "resident_from_text",
     "shard_options_from_args",
     "write_text",
+    "positive_arg",
+    "count_arg",
+    "load_from_args",
 ]
 
 
@@ -173,3 +176,30 @@ def write_text(out: Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
     atomic_write(out, write)
+
+
+# --- a workload ---------------------------------------------------------------------------
+
+
+def positive_arg(text: str, what: str) -> int:
+    value = parse_count(text, what)
+    if value < 1:
+        raise InputError(f"{what} must be a positive integer, got {text!r}")
+    return value
+
+
+def count_arg(text: str | None, what: str) -> int | None:
+    return None if text is None else positive_arg(text, what)
+
+
+def load_from_args(args: argparse.Namespace) -> Any:
+    """The workload of `add_workload_args`, with its overrides applied."""
+    from shardline.io.workload_toml import load_workload
+
+    return load_workload(
+        args.workload,
+        phase=args.phase,
+        batch=count_arg(args.batch, "--batch"),
+        seq_len=count_arg(args.seq_len, "--seq-len"),
+        sheet=args.sheet,
+    )
