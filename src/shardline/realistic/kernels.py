@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from shardline.achievable import achievable_rate
 from shardline.cost import Cost
@@ -113,11 +114,34 @@ def attention_work_s(
     return max(flops / rate, hbm / mem_rate(chip))
 
 
+# Memo of einsum_time_s across searches (a batch sweep plans the same shapes many times). Keyed by
+# the chip's identity; `_CHIPS` keeps every chip seen alive so that an id is never reused.
+_MEMO: dict[tuple[Any, ...], float] = {}
+_CHIPS: dict[int, Chip] = {}
+_MEMO_MAX = 1 << 18
+
+
 def einsum_time_s(
     layer: Layer, chip: Chip, dims: Mapping[str, int], model: ModelShape | None, cuda_graphs: bool
 ) -> float:
     """The realistic time of one einsum instance: a GEMM under the launch rule, or its share of
     the fused attention kernel (one launch per kernel: on the einsum that makes the scores)."""
+    flags = None if model is None else (model.attention, model.causal, model.decode)
+    key = (
+        id(chip), layer.spec, tuple(dims.items()), tuple(layer.dtypes.items()),
+        layer.compute_dtype, layer.kernel, layer.onchip, layer.phase, flags, cuda_graphs,
+    )  # fmt: skip
+    if key not in _MEMO:
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.clear()
+        _CHIPS.setdefault(id(chip), chip)
+        _MEMO[key] = _einsum_time_s(layer, chip, dims, model, cuda_graphs)
+    return _MEMO[key]
+
+
+def _einsum_time_s(
+    layer: Layer, chip: Chip, dims: Mapping[str, int], model: ModelShape | None, cuda_graphs: bool
+) -> float:
     if layer.kernel == "attention" and model is not None and model.attention == "flash":
         work = attention_work_s(layer, chip, dims, causal=model.causal, decode=model.decode)
         if layer.output.name in layer.onchip:
