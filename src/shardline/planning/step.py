@@ -25,7 +25,7 @@ from shardline.planning.stage_extras import Context
 from shardline.realistic.block import optimizer_bytes
 from shardline.realistic.flops import hardware_flops, model_flops
 from shardline.realistic.kernels import memory_kernel_s
-from shardline.stack import MemoryCheck
+from shardline.stack import MemoryCheck, layer_cost
 from shardline.strategies import Degrees
 from shardline.workload import Workload
 
@@ -94,7 +94,7 @@ def _flops(ctx: Context) -> tuple[float, float]:
     if w.model is not None:
         return model_flops(w.model, w.training), hardware_flops(w.model, w.training, ex.recompute)
     forward = sum(
-        float(ctx.cost(layer, layer.dims).flops) * layer.count * w.repeat for layer in w.layers
+        float(layer_cost(layer, ctx.chip).flops) * layer.count * w.repeat for layer in w.layers
     )
     total = forward * (3 if w.training else 1)
     extra = forward if w.training and ex.recompute == "full" else 0.0
