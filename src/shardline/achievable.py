@@ -1,4 +1,4 @@
-"""The achievable matmul rate of a chip for a compute dtype (MODEL.md section 3).
+"""The achievable matmul rate of a chip for a compute dtype (docs/prediction.md).
 
 Below both `shardline.tiling` (the ridges and the library's tile choice) and `shardline.predict`
 (the realistic time), so that neither needs the other.

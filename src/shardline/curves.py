@@ -1,7 +1,7 @@
 """Achieved FLOP/s versus batch (or M) for fixed (D, F) weights: the data behind the batch plot and
 the report's curves (pure: numpy and the roofline, no plotting).
 
-For X[B,D] . W[D,F] -> Y[B,F], achieved FLOP/s = F / max(F/P, Q/W) (MODEL.md section 2) with the
+For X[B,D] . W[D,F] -> Y[B,F], achieved FLOP/s = F / max(F/P, Q/W) (docs/single-device.md) with the
 exact bytes Q = s_x·B·D + s_w·D·F + s_y·B·F, one vectorized `matmul` call per (D, F).
 """
 

@@ -1,4 +1,4 @@
-"""Element sizes and the peak each dtype computes at (MODEL.md section 1).
+"""Element sizes and the peak each dtype computes at (docs/single-device.md).
 
 Sizes are kept in bits so that int4 and fp4 (half a byte) stay exact: `4 // 8 == 0` is a
 classic slip.

@@ -81,7 +81,7 @@ class EinsumSpec:
 
     def flops(self, dims: dict[str, int]) -> int:
         """2 x the product of every distinct dim when a dim is contracted (one multiply-add each);
-        1 x that product for a pure outer or elementwise product (MODEL.md section 2)."""
+        1 x that product for a pure outer or elementwise product (docs/single-device.md)."""
         count = prod(dims[d] for d in self.all_dims)
         return 2 * count if self.contracted else count
 

@@ -5,7 +5,7 @@ written to HBM, e.g. attention scores inside a flash-attention kernel) or, by de
 *activation*. Dims can be named by logical axis (`Layer.axes`: batch, seq, heads, ...) so that
 parallel strategies split logical axes. `backward_layers` derives the backward einsums.
 
-MODEL.md section 6. Pure: no printing, no files.
+docs/stack-and-plans.md. Pure: no printing, no files.
 """
 
 from __future__ import annotations

@@ -168,7 +168,7 @@ def layout_cost(
     t_network_s: Any,
 ) -> Cost:
     """Per device: t_compute = F / P, t_memory = Q / W; lower bound max of the three, upper bound
-    max(t_compute, t_memory) + t_network (MODEL.md section 5). Numbers or numpy arrays."""
+    max(t_compute, t_memory) + t_network (docs/sharding.md). Numbers or numpy arrays."""
     t_compute_s = flops / flops_per_s
     t_memory_s = hbm_bytes / mem_bytes_per_s
     local = vmax(t_compute_s, t_memory_s)

@@ -23,7 +23,7 @@ __all__ = [
     "OPTIMIZER_STATE_BYTES",
 ]
 
-# Partial sums cross the network in the accumulator dtype unless told (MODEL.md section 5, s_acc).
+# Partial sums cross the network in the accumulator dtype unless told (docs/sharding.md, s_acc).
 DEFAULT_REDUCE_DTYPE = "fp32"
 
 

@@ -1,7 +1,7 @@
 """Parallel plans: data parallel, FSDP, tensor parallel, pipeline parallel and their combinations.
 
-MODEL.md section 6; the communication of each strategy follows "How to Scale Your Model", Part 5
-("How to Parallelize a Transformer for Training") and Megatron-LM (Shoeybi et al. 2019). Each
+docs/stack-and-plans.md; the communication of each strategy follows "How to Scale Your Model",
+Part 5 ("How to Parallelize a Transformer for Training") and Megatron-LM (Shoeybi et al. 2019). Each
 strategy is one module of `shardline.strategies` (its communication, memory split and mesh
 position); the search and the evaluation live in `shardline.planning`:
 

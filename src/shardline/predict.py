@@ -1,4 +1,4 @@
-"""The realistic prediction (MODEL.md section 3): how long a multiply actually takes.
+"""The realistic prediction (docs/prediction.md): how long a multiply actually takes.
 
 The roofline `max(F/P, Q/W)` with datasheet peaks is a lower bound. The prediction replaces the
 peaks with measured achievable rates (the chip's `achievable` block: catalog figures with sources,
@@ -8,7 +8,7 @@ or a file written by `shardline calibrate`) and adds what the lower bound leaves
   `waves * (time of one tile on one SM)`, with `waves = ceil(tiles / SMs)` (wave and tile
   quantization, NVIDIA "Matrix Multiplication Background" guide, section 3). A tile's rate is the
   smaller of the SM's share of the achievable peak and what the L2 can feed it
-  (`tile intensity * L2 bytes/s / SMs`: the hierarchical roofline of MODEL.md section 3). Of a small
+  (`tile intensity * L2 bytes/s / SMs`: the hierarchical roofline of docs/prediction.md). Of a small
   set of candidate tiles and split-K factors (K cut into slices when there are too few tiles for
   the SMs; the fp32 partial outputs are written and read back) the fastest is taken, as a library
   heuristic would; a matrix-vector product (M or N = 1) is a streaming kernel. Dimensions whose rows

@@ -1,6 +1,6 @@
 """Single-device counting and the roofline: FLOPs, minimum HBM bytes, intensity, bound, times.
 
-MODEL.md section 2. Everything is vectorized: dimensions may be Python ints (counts stay exact
+docs/single-device.md. Everything is vectorized: dimensions may be Python ints (counts stay exact
 integers) or numpy arrays that broadcast (float64, exact up to 2**53).
 """
 
@@ -151,7 +151,7 @@ def resolve_dtypes(
     overrides: dict[str, str | None],
     compute_dtype: str | None,
 ) -> tuple[dict[str, Any], Any]:
-    """Per-operand storage dtypes and the compute dtype (MODEL.md section 1).
+    """Per-operand storage dtypes and the compute dtype (docs/single-device.md).
 
     Each operand takes its override or `dtype`. The compute dtype is the one given, else the
     widest input's (bf16 activations with int8 weights compute in bf16).
@@ -332,7 +332,7 @@ def critical_m(
     *,
     accumulate: bool = False,
 ) -> Any:
-    """The smallest integer M at which C = A[M,K] B[K,N] is compute-bound (MODEL.md section 2).
+    """The smallest integer M at which C = A[M,K] B[K,N] is compute-bound (docs/single-device.md).
 
     Solve M * (2KN/P - (sA*K + sC*N)/W) >= sB*K*N/W; no M exists when the bracket is <= 0.
     The closed form is then checked against the exact bound (byte rounding, float rounding) so

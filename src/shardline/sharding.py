@@ -1,6 +1,6 @@
 """The named-axis sharding algebra: which collectives a sharded einsum needs, and what it costs.
 
-MODEL.md section 5, in the notation of "How to Scale Your Model" (sharding chapter):
+docs/sharding.md, in the notation of "How to Scale Your Model" (sharding chapter):
 `A[M_X, K] * B[K, N_Y] -> C[M_X, N_Y]` on a mesh `X=4, Y=2`. The layout pricer
 (`shardline.layout.price_layout`) decides, for every mesh axis, which dimension it splits during
 the local multiply and which collectives that needs (`shardline.layout_rules`: the four cases),
@@ -57,7 +57,7 @@ __all__ = [
     "DEFAULT_REDUCE_DTYPE",
 ]
 
-# Partial sums cross the network in the accumulator dtype unless told (MODEL.md section 5, s_acc).
+# Partial sums cross the network in the accumulator dtype unless told (docs/sharding.md, s_acc).
 assert dtype_bits(DEFAULT_REDUCE_DTYPE) == 8 * ACCUMULATOR_BYTES
 
 
@@ -279,7 +279,7 @@ def _dim_thresholds(
 ) -> list[Threshold]:
     others = [o for o in spec.all_dims if o != d]
     formula = _formula(result, spec, d, others)
-    # First the bandwidth-only form of MODEL.md section 5 (K < s_acc·P·(D-1)/(2W) on a
+    # First the bandwidth-only form of docs/sharding.md (K < s_acc·P·(D-1)/(2W) on a
     # switch), then the same with the per-hop latency, which is what `bound` uses.
     current = result.dims[d]
     t_compute = result.cost.t_compute_s

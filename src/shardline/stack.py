@@ -1,6 +1,6 @@
 """A layer stack on one device: per-layer roofline, totals that add up, and the memory check.
 
-MODEL.md section 6. Each layer is bound on its own (`t_lower_s` = max(t_compute, t_memory) per
+docs/stack-and-plans.md. Each layer is bound on its own (`t_lower_s` = max(t_compute, t_memory) per
 layer), so the stack's lower bound is the sum of the per-layer maxima, which is at least
 max(sum t_compute, sum t_memory). Memory: weights `params*s_w`; activations; KV cache
 `2*L*n_kv*d_head*S*B*s_kv`; training adds gradients and Adam state (fp32 master weights and two
@@ -39,7 +39,7 @@ __all__ = [
 
 # Mixed-precision Adam keeps an fp32 master copy of each weight plus two fp32 moments:
 # 4 + 4 + 4 = 12 B per parameter (ZeRO, Rajbhandari et al. 2020, section 3.1: "K = 12"). With bf16
-# weights (2 B) and bf16 gradients (2 B) that is the 16 B per parameter of MODEL.md section 6.
+# weights (2 B) and bf16 gradients (2 B) that is the 16 B per parameter of docs/stack-and-plans.md.
 # Weights already stored in fp32 (or wider) are their own master copy: only the two moments,
 # 8 B, so fp32 training is 4 + 4 + 8 = 16 B per parameter too (ZeRO, section 3.1).
 ADAM_MOMENTS_BYTES_PER_PARAM = 8

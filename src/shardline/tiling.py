@@ -1,9 +1,9 @@
-"""Tiles and on-chip memory (MODEL.md section 3): real HBM and L2 traffic, tile intensity against
+"""Tiles and on-chip memory (docs/prediction.md): real HBM and L2 traffic, tile intensity against
 each level's ridge, the per-core working set, and GPU tile/wave quantization.
 
 Pure and vectorized: dimensions may be Python ints or numpy arrays that broadcast. The formulas:
 
-- output-stationary tiles bm x bn, K streamed in steps of bk (MODEL.md section 3):
+- output-stationary tiles bm x bn, K streamed in steps of bk (docs/prediction.md):
   traffic into the tiles `sA*M*K*ceil(N/bn) + sB*K*N*ceil(M/bm) + sC*M*N`
 - tile intensity `2*bm*bn / (sA*bm + sB*bn)` FLOP per byte loaded (square b, one dtype: b/s)
 - working set per tile `stages*(sA*bm*bk + sB*bk*bn) + 4*bm*bn` (fp32 accumulator)
@@ -124,7 +124,7 @@ def _ceil_div(a: Any, b: Any) -> Any:
 
 def tile_traffic_bytes(gemm: Gemm, bm: Any, bn: Any) -> Any:
     """Bytes moved into output-stationary bm x bn tiles: each tile reads its A panel (bm x K) and
-    B panel (K x bn) once and writes its C tile once (MODEL.md section 3)."""
+    B panel (K x bn) once and writes its C tile once (docs/prediction.md)."""
     g = gemm
     return g.batch * (
         g.s_a * g.m * g.k * _ceil_div(g.n, bn)
@@ -199,7 +199,7 @@ def gpu_tile_time(
     writing and reading the fp32 partial outputs once each.
 
     Waves: NVIDIA "Matrix Multiplication Background" guide, section 3; the L2 feeds each SM 1/cores
-    of its bandwidth (the hierarchical roofline of MODEL.md section 3)."""
+    of its bandwidth (the hierarchical roofline of docs/prediction.md)."""
     cores = chip.on_chip.cores or 1
     tiles = gemm.batch * _ceil_div(gemm.m, bm) * _ceil_div(gemm.n, bn) * split
     waves = np.ceil(tiles / cores)
@@ -261,7 +261,7 @@ class TileReport:
     hardware: str
     flops: int
     minimum_bytes: float
-    # MODEL.md s.3: sA*M*K*ceil(N/bn) + sB*K*N*ceil(M/bm) + sC*M*N, the traffic into the tiles
+    # docs/prediction.md: sA*M*K*ceil(N/bn) + sB*K*N*ceil(M/bm) + sC*M*N, the traffic into the tiles
     # when nothing is reused across tiles: HBM traffic on a chip without an L2 level, L2 -> core
     # traffic on a GPU (whose HBM level in `levels` credits the L2's reuse).
     tile_traffic_bytes: float

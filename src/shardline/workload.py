@@ -6,7 +6,8 @@ written to HBM, e.g. attention scores inside a flash-attention kernel) or, by de
 *activation*. A `Workload` is a block of layers run `repeat` times (a transformer block times
 its number of layers), forward only or as a training step (forward plus backward).
 
-MODEL.md section 6. Pure: no printing, no files (the TOML and spreadsheet loaders live in `io/`).
+docs/stack-and-plans.md. Pure: no printing, no files (the TOML and spreadsheet loaders live in
+`io/`).
 """
 
 from __future__ import annotations

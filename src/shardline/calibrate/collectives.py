@@ -1,6 +1,6 @@
 """`calibrate --collectives`: measure all-gather, reduce-scatter and all-reduce with
 torch.distributed and fit the alpha-beta model with a size-dependent bus efficiency
-(MODEL.md section 4).
+(docs/sharding.md).
 
 Model (switch topology, X processes, V = bytes of the whole array): the "switch" records of the
 algorithm table (`shardline.collectives.algorithms.TABLE`), t = hops * alpha + coefficient * V /

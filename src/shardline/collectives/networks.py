@@ -78,7 +78,7 @@ def _alpha(chip: Chip, options: NetworkOptions, scale_out: bool = False) -> floa
 
 
 def _switch_stage(chip: Chip, n: int, options: NetworkOptions) -> Stage:
-    """W of a switch is the device's one-way egress into it (MODEL.md section 4): the chip's
+    """W of a switch is the device's one-way egress into it (docs/sharding.md): the chip's
     links x per-link bandwidth, or, given --link-bw, that figure itself (to the user a device has
     one logical link into a switch, so the formula's W is what they typed)."""
     link_w, link_name, _ = _link(chip, options)

@@ -208,7 +208,7 @@ def bus_efficiency(nbytes: Any, chip: Chip, *, in_switch: bool = False) -> Any:
 
     eff_max = achievable.collective_bus_efficiency (1 when absent), V_half =
     achievable.collective_half_efficiency_bytes (0 when absent): measured collectives reach less
-    than line rate, and far less at small sizes (MODEL.md section 4; NCCL busbw ~0.8 of NVLink at
+    than line rate, and far less at small sizes (docs/sharding.md; NCCL busbw ~0.8 of NVLink at
     GB sizes). `shardline calibrate --collectives` fits exactly these two numbers. An all-reduce
     reduced inside the switch (`in_switch`) is measured against its own V/W bound, so it takes
     `achievable.in_network_reduction_efficiency` as eff_max where the chip file has it.

@@ -130,7 +130,7 @@ class Chip:
         return self.peak_flops_per_s[key]
 
     def ridge(self, compute_dtype: str) -> float:
-        """Critical intensity P / W_mem in FLOP/byte (MODEL.md section 2)."""
+        """Critical intensity P / W_mem in FLOP/byte (docs/single-device.md)."""
         return self.peak(compute_dtype) / self.mem_bytes_per_s
 
     def with_overrides(

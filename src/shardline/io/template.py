@@ -5,7 +5,7 @@ change the bandwidth, a peak, a dtype or a shape and every time recomputes. It u
 the three share (IF, MAX, VLOOKUP, ROUNDUP, SUMPRODUCT, COUNTIF) and absolute references into one
 sheet.
 
-The formulas are the ones in MODEL.md section 2, in the same order of operations as
+The formulas are the ones in docs/single-device.md, in the same order of operations as
 `shardline.roofline`, so that a recomputation gives the library's numbers exactly.
 """
 

@@ -203,7 +203,8 @@ def _sanity(a: _Answer, single: RooflineResult | None) -> list[str]:
         + (" ✓" if conserved else " (more: padding or replicated work)")
         + ".",
     ]
-    # the local work on the single-device roofline (MODEL.md section 2): I = F / Q against R = P / W
+    # the local work on the single-device roofline (docs/single-device.md):
+    # I = F / Q against R = P / W
     local_i = float(pd.flops) / float(pd.bytes["total"]) if float(pd.bytes["total"]) else math.inf
     ridge = a.peak / a.bw
     local_bound = "compute" if local_i >= ridge else "memory"
@@ -261,7 +262,7 @@ def _network_tips(a: _Answer) -> list[str]:
 
 def _memory_tip(a: _Answer) -> list[str]:
     """Fewer HBM bytes per device: the largest local operand stored at half the width (the compute
-    dtype unchanged); the step is re-formed from the three times (MODEL.md section 5)."""
+    dtype unchanged); the step is re-formed from the three times (docs/sharding.md)."""
     r, pd, times = a.r, a.r.per_device, a.times
     big = max(a.spec.operands, key=lambda op: float(pd.bytes[op.name]))
     current = str(r.dtypes.get(big.name, "bf16"))

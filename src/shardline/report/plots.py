@@ -84,7 +84,7 @@ def roofline_data(
 ) -> RooflinePlot:
     """One roof per compute dtype (dtypes with equal peaks share one) under the HBM slope, plus the
     on-chip levels' slopes under `level_dtype`'s peak when the chip file gives their bandwidth (a
-    hierarchical roofline, MODEL.md section 3)."""
+    hierarchical roofline, docs/prediction.md)."""
     names = list(dtypes) if dtypes else list(chip.peak_flops_per_s)
     by_peak: dict[float, list[str]] = {}
     for d in names:
