@@ -17,7 +17,11 @@ from shardline.cli.common import (
 )
 from shardline.cli.common import count_arg as _count
 from shardline.cli.common import positive_arg as _positive
-from shardline.cli.execution_args import add_execution_args, execution_from_args
+from shardline.cli.execution_args import (
+    add_degree_args,
+    add_execution_args,
+    plan_options_from_args,
+)
 from shardline.errors import InputError
 from shardline.strategies import strategies
 
@@ -69,17 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_workload_args(pl)
     add_chip_args(pl, dtype=False)
     pl.add_argument("--devices", required=True, metavar="D", help="number of devices")
-    degrees = pl.add_argument_group("plan (each optional: fixes that degree)")
-    for strategy in strategies():  # one flag per registered strategy
-        degrees.add_argument(
-            f"--{strategy.word}", dest=strategy.name, default=None, metavar="N", help=strategy.help
-        )
-    degrees.add_argument(
-        "--microbatches",
-        default=None,
-        metavar="M",
-        help="microbatches per step (default: the best for each plan)",
-    )
+    add_degree_args(pl)
     pl.add_argument(
         "--objective",
         default="latency",
@@ -119,12 +113,8 @@ def run_plan(args: argparse.Namespace) -> int:
     workload = load_from_args(args)
     devices = _positive(args.devices, "--devices")
     overrides: dict[str, Any] = dict(overrides_from_args(args))
-    options: dict[str, Any] = {
-        s.name: _count(getattr(args, s.name), f"--{s.word}") for s in strategies()
-    }
-    options["microbatches"] = _count(args.microbatches, "--microbatches")
+    options = plan_options_from_args(args)
     options["objective"] = args.objective
-    options.update(execution_from_args(args))
     top = _positive(args.top, "--top")
     if args.max_batch or args.max_seq_len:
         return _run_capacity(args, workload, devices, options, overrides)

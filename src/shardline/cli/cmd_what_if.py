@@ -17,18 +17,23 @@ from shardline.cli.args import (
     add_network_args,
     add_output_layout,
     add_run_args,
+    add_workload_args,
 )
 from shardline.cli.common import (
     dim_arg,
     emit_json,
+    load_from_args,
     network_from_args,
     overrides_from_args,
     positive_count,
     shard_options_from_args,
 )
-from shardline.cli.execution_args import add_execution_args, execution_from_args
+from shardline.cli.execution_args import (
+    add_degree_args,
+    add_execution_args,
+    plan_options_from_args,
+)
 from shardline.errors import InputError
-from shardline.strategies import strategies
 
 if TYPE_CHECKING:
     from shardline.hardware import Chip
@@ -122,14 +127,9 @@ def _add_plan(pr_sub: argparse._SubParsersAction) -> None:
         help="a workload's parallel plan over D devices (operands: x activations, w weights, "
         "out outputs)",
     )
-    pl.add_argument("workload", metavar="WORKLOAD", help="a workload .toml (or .csv/.xlsx)")
+    add_workload_args(pl)
     pl.add_argument("--devices", required=True, metavar="D", help="number of devices")
-    for flag in ("--phase", "--batch", "--seq-len", "--microbatches"):
-        pl.add_argument(flag, default=None, metavar="X", help=f"as `shardline plan {flag}`")
-    for strategy in strategies():  # one flag per registered strategy, as `plan` has
-        pl.add_argument(
-            f"--{strategy.word}", dest=strategy.name, default=None, metavar="N", help=strategy.help
-        )
+    add_degree_args(pl)
     add_execution_args(pl)
     add_chip_args(pl, dtype=False)
     _add_common(pl)
@@ -138,23 +138,12 @@ def _add_plan(pr_sub: argparse._SubParsersAction) -> None:
 
 def _plan(args: argparse.Namespace, chip: Chip) -> tuple[tuple[str, str, str], RowFn, str, bool]:
     """The recommended plan of the workload at each dtype (the degrees given stay fixed)."""
-    from shardline.io.workload_toml import load_workload
     from shardline.plan import plan
     from shardline.whatif import PLAN_OPERANDS, plan_row
 
-    def count(text: str | None, what: str) -> int | None:
-        return None if text is None else positive_count(text, what)
-
-    workload = load_workload(
-        args.workload, phase=args.phase, batch=count(args.batch, "--batch"),
-        seq_len=count(args.seq_len, "--seq-len"),
-    )  # fmt: skip
+    workload = load_from_args(args)
     devices = positive_count(args.devices, "--devices")
-    options: dict[str, Any] = {
-        s.name: count(getattr(args, s.name), f"--{s.word}") for s in strategies()
-    }
-    options["microbatches"] = count(args.microbatches, "--microbatches")
-    options.update(execution_from_args(args))
+    options = plan_options_from_args(args)
 
     def one(w: Any) -> Any:
         return plan(w, chip, devices, require_fit=False, **options)

@@ -1,16 +1,49 @@
-"""The `plan` flags that say how a plan runs beyond its degrees (shardline.options.Execution):
-pipeline interleaving, recompute, sequence parallelism, overlap of tensor-parallel traffic, the
-ZeRO stage, the optimizer, CUDA graphs, and the tokens to train on."""
+"""The `plan` flags (also `what-if precision plan`): one degree per registered strategy and the
+microbatches, and how a plan runs beyond its degrees (shardline.options.Execution): pipeline
+interleaving, recompute, sequence parallelism, overlap of tensor-parallel traffic, the ZeRO stage,
+the optimizer, CUDA graphs, and the tokens to train on."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from shardline.cli.common import count_arg
 from shardline.errors import InputError
+from shardline.strategies import strategies
 from shardline.units import parse_count
 
-__all__ = ["add_execution_args", "execution_from_args"]
+__all__ = [
+    "add_degree_args",
+    "add_execution_args",
+    "execution_from_args",
+    "plan_options_from_args",
+]
+
+
+def add_degree_args(parser: argparse.ArgumentParser) -> None:
+    """One `--WORD N` per registered strategy (each fixes that degree) and `--microbatches`."""
+    degrees = parser.add_argument_group("plan (each optional: fixes that degree)")
+    for strategy in strategies():  # one flag per registered strategy
+        degrees.add_argument(
+            f"--{strategy.word}", dest=strategy.name, default=None, metavar="N", help=strategy.help
+        )
+    degrees.add_argument(
+        "--microbatches",
+        default=None,
+        metavar="M",
+        help="microbatches per step (default: the best for each plan)",
+    )
+
+
+def plan_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """plan()'s keywords from the flags: the degrees given, the microbatches and the execution."""
+    options: dict[str, Any] = {
+        s.name: count_arg(getattr(args, s.name), f"--{s.word}") for s in strategies()
+    }
+    options["microbatches"] = count_arg(args.microbatches, "--microbatches")
+    options.update(execution_from_args(args))
+    return options
 
 
 def add_execution_args(parser: argparse.ArgumentParser) -> None:
