@@ -93,7 +93,7 @@ class _ScalarCost:
 
     @property
     def predicted_s(self) -> float:
-        """The realistic time (shardline.realistic.kernels.einsum_time_s)."""
+        """The realistic time (shardline.realistic.kernels.einsum_time_s; summed over a stack)."""
         return float(self.cost.predicted_s)
 
 
@@ -165,7 +165,7 @@ class LayerRow(_ScalarCost):
 
 
 @dataclass(frozen=True)
-class StackTotals:
+class StackTotals(_ScalarCost):
     """The whole stack: the Cost summed over count x rows (each layer overlaps on its own, so
     t_lower_s is the sum of per-layer maxima, t_upper_s the sum of per-layer sums), and the FLOPs
     of each pass."""
@@ -174,35 +174,6 @@ class StackTotals:
     forward_flops: int
     backward_flops: int
     layer_instances: int
-
-    @property
-    def flops(self) -> int:
-        return int(self.cost.flops)
-
-    @property
-    def bytes(self) -> int:
-        return int(self.cost.hbm_bytes)
-
-    @property
-    def t_compute_s(self) -> float:
-        return float(self.cost.t_compute_s)
-
-    @property
-    def t_memory_s(self) -> float:
-        return float(self.cost.t_memory_s)
-
-    @property
-    def t_lower_s(self) -> float:
-        return float(self.cost.t_lower_s)
-
-    @property
-    def t_upper_s(self) -> float:
-        return float(self.cost.t_upper_s)
-
-    @property
-    def predicted_s(self) -> float:
-        """The einsums' realistic times, summed (the ops between them: `shardline plan`)."""
-        return float(self.cost.predicted_s)
 
     def to_dict(self) -> dict[str, Any]:
         times = ("t_compute_s", "t_memory_s", "t_lower_s", "t_upper_s", "predicted_s")

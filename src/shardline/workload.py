@@ -112,6 +112,11 @@ class Workload:
         return self.phase == "training"
 
     @property
+    def decode(self) -> bool:
+        """A template's decode step: one new token per sequence against a cached context."""
+        return self.model is not None and self.model.decode
+
+    @property
     def batch(self) -> int:
         """Batch items: the smallest size of the batch dim over the layers (1 without one)."""
         if self.batch_dim is None:

@@ -120,7 +120,7 @@ def _degrees(devices: int, which: str) -> dict[str, Any]:
 def stream_throughput_per_s(p: PlanResult, workload: Workload) -> float:
     """Batch items per second at the predicted time; a forward pass through a pipeline hides its
     bubble behind the next batch of a stream (training and decode do not)."""
-    decode = workload.model is not None and workload.model.decode
+    decode = workload.decode
     busy = p.predicted_s
     if not workload.training and not decode and p.degrees.get("pp", 1) > 1:
         busy -= p.predicted_breakdown_s.get("bubble_s", 0.0)

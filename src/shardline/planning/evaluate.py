@@ -204,7 +204,7 @@ def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
     stages = [ctx.stage(deg, m, i, layers, last) for i, (layers, last) in enumerate(ctx.stages(P))]
     crit = max(stages, key=lambda st: st.t_s)
     t_stage = crit.t_s
-    decode = w.model is not None and w.model.decode
+    decode = w.decode
     n = cycles(w.training, decode, m, P, ctx.execution.interleave)
     latency = n * t_stage + max(st.last_extra_s for st in stages)
     latency_upper = n * max(st.serial_s for st in stages) + max(st.grad_s for st in stages)

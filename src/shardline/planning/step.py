@@ -27,7 +27,6 @@ from shardline.realistic.flops import hardware_flops, model_flops
 from shardline.realistic.kernels import memory_kernel_s
 from shardline.stack import MemoryCheck, layer_cost
 from shardline.strategies import Degrees
-from shardline.workload import Workload
 
 __all__ = [
     "RealisticStep",
@@ -106,7 +105,7 @@ def realistic_step(
 ) -> RealisticStep:
     """The plan's realistic step from its slowest stage (`crit`)."""
     w, ex = ctx.workload, ctx.execution
-    decode = w.model is not None and w.model.decode
+    decode = w.decode
     n = cycles(w.training, decode, m, deg.stages, ex.interleave)
     t_stage = crit.t_pred_s
     parts = crit.parts_s()
@@ -136,10 +135,6 @@ def realistic_step(
     )
 
 
-def decode_of(w: Workload) -> bool:
-    return w.model is not None and w.model.decode
-
-
 def tokens_answers(ctx: Context, deg: Degrees, step: RealisticStep) -> dict[str, Any]:
     """tokens/s (the step's tokens over its realistic time), per device, and days to train."""
     w = ctx.workload
@@ -148,7 +143,7 @@ def tokens_answers(ctx: Context, deg: Degrees, step: RealisticStep) -> dict[str,
     # prefill through a pipeline serves a stream of batches: one leaves per m stage times (the
     # bubble is paid once per stream, not per batch), as the lower bound's throughput counts it
     busy = step.predicted_s
-    if not w.training and not decode_of(w) and deg.stages > 1:
+    if not w.training and not w.decode and deg.stages > 1:
         busy = step.predicted_s - step.breakdown_s["bubble_s"]
     tokens_per_s = w.batch * w.tokens_per_item / busy
     days = None

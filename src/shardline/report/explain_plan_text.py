@@ -109,7 +109,7 @@ def _per_s(value: float) -> str:
 def _throughput(c: PpTpComparison) -> str:
     tp, pp, w = c.tp, c.pp, c.workload
     per = f"{w.item}s/s"
-    stream = not w.training and not (w.model is not None and w.model.decode)
+    stream = not w.training and not w.decode
     how = ", its bubble hidden by a stream of batches" if stream else ""
     return (
         f"Throughput: {pp.name} serves {_per_s(pp.predicted_throughput_per_s)} {per} "

@@ -33,7 +33,7 @@ _GAP = (
 def _what(w: Workload) -> str:
     if w.training:
         return "one training step"
-    if w.model is not None and w.model.decode:
+    if w.decode:
         return "one output token for the whole batch (time per output token)"
     if w.phase == "prefill":
         return "the whole prompt (time to first token)"

@@ -61,7 +61,7 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     )
     V = ps_interleave(ps)
     if stages > 1:
-        if w.model is not None and w.model.decode:
+        if w.decode:
             bubble = f"(max(m, P) - m)/m = (max({m}, {stages}) - {m})/{m}"
         elif V > 1 and w.training:
             bubble = f"(P-1)/(V m) = ({stages}-1)/({V}×{m})"
@@ -81,7 +81,7 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
         "max(compute, overlapped FSDP traffic) + critical-path traffic)"
     )
     out += _latency_lines(p, w, V)
-    decode = w.model is not None and w.model.decode
+    decode = w.decode
     if w.training or stages == 1 or decode:
         out.append(
             f"  throughput = batch / latency = {fmt_int(w.batch)} / {fmt_time(p.latency_s)} "
@@ -134,7 +134,7 @@ def _cycles_text(w: Workload, interleave: int) -> str:
     """The schedule's stage times per step (shardline.planning.step.cycles), in symbols."""
     if w.training:
         return "(m + (P - 1)/V)" if interleave > 1 else "(m + P - 1)"
-    if w.model is not None and w.model.decode:
+    if w.decode:
         return "max(m, P)"
     return "(m + P - 1)"
 
