@@ -153,6 +153,11 @@ class Workload:
             return self.layer_count // pp >= interleave
         return how is not None and min(self.stage_blocks(pp)) >= interleave
 
+    def blocks_in(self, layers: Sequence[tuple[Layer, int]]) -> float:
+        """Blocks that [(layer, instances)] make up: layer instances over the layers per block
+        (fractional when a stage cuts a block)."""
+        return sum(n for _, n in layers) / sum(layer.count for layer in self.layers)
+
     def stage_blocks(self, pp: int) -> list[int]:
         """Blocks per stage of an "uneven" split: the first `repeat % pp` stages one more (the
         last stages, which also run the LM head, get the fewer)."""

@@ -217,7 +217,7 @@ def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
     memories = [ctx.memory(st.layers, deg, m, i) for i, st in enumerate(stages)]
     memory = max(memories, key=lambda mc: mc.total_bytes)
     slowest = max(range(len(stages)), key=lambda i: stages[i].t_pred_s)
-    step = realistic_step(ctx, deg, m, stages[slowest], memories[slowest])
+    step = realistic_step(ctx, deg, (m, n), stages[slowest], memories[slowest])
     return PlanResult(
         name=deg.name,
         degrees=deg.as_dict(),

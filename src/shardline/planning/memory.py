@@ -29,11 +29,6 @@ __all__ = ["stage_memory"]
 StageLayers = list[tuple[Layer, int]]
 
 
-def _blocks(workload: Workload, layers: StageLayers) -> float:
-    """Transformer blocks in the stage (layer instances over the layers per block)."""
-    return sum(n for _, n in layers) / sum(layer.count for layer in workload.layers)
-
-
 def stage_memory(
     workload: Workload,
     capacity_bytes: float,
@@ -65,7 +60,7 @@ def stage_memory(
     activations = base.activations_bytes
     if workload.training:
         per_block = layer_activation_bytes(model, seqs, tp=tp, sp=sp, recompute=ex.recompute)
-        activations = _blocks(workload, layers) * per_block * held
+        activations = workload.blocks_in(layers) * per_block * held
     weights, grads, opt = base.weights_bytes, base.gradients_bytes, base.optimizer_bytes
     ends = (index == 0) + (index == P - 1)
     params = 0.0

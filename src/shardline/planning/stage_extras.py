@@ -119,8 +119,7 @@ def add_block_extras(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     """The memory-bound ops of the stage's blocks, forward and (training) backward."""
     if ctx.workload.model is None:
         return
-    per_block = sum(layer.count for layer in ctx.workload.layers)
-    blocks = sum(n for _, n in stage.layers) / per_block
+    blocks = ctx.workload.blocks_in(stage.layers)
     ops = _ops(ctx, block_ops, deg, m)
     stage.fwd.add_predicted("other_ops", blocks * _ops_s(ctx, ops, False))
     if ctx.workload.training:
@@ -144,8 +143,7 @@ def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     model = ctx.workload.model
     if model is None or model.attention != "standard":
         return
-    per_block = sum(layer.count for layer in ctx.workload.layers)
-    blocks = sum(n for _, n in stage.layers) / per_block
+    blocks = ctx.workload.blocks_in(stage.layers)
     scores = [
         op for op in _ops(ctx, block_ops, deg, m) if op.name in ("softmax", "attention_dropout")
     ]

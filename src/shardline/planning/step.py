@@ -101,12 +101,12 @@ def _flops(ctx: Context) -> tuple[float, float]:
 
 
 def realistic_step(
-    ctx: Context, deg: Degrees, m: int, crit: Stage, memory: MemoryCheck
+    ctx: Context, deg: Degrees, schedule: tuple[int, float], crit: Stage, memory: MemoryCheck
 ) -> RealisticStep:
-    """The plan's realistic step from its slowest stage (`crit`)."""
-    w, ex = ctx.workload, ctx.execution
-    decode = w.decode
-    n = cycles(w.training, decode, m, deg.stages, ex.interleave)
+    """The plan's realistic step from its slowest stage (`crit`), with `schedule` = (m
+    microbatches, n stage times per step: `cycles`)."""
+    w = ctx.workload
+    m, n = schedule
     t_stage = crit.t_pred_s
     parts = crit.parts_s()
     breakdown = {f"{k}_s": m * v for k, v in parts.items()}

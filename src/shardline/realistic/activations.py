@@ -21,10 +21,9 @@ from __future__ import annotations
 
 from shardline.dtypes import dtype_bits
 from shardline.modelshape import ModelShape
+from shardline.realistic.block import MASK_BYTES
 
 __all__ = ["layer_activation_bytes", "in_flight_microbatches"]
-
-MASK_BYTES = 1
 
 
 def layer_activation_bytes(
