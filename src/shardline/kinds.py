@@ -34,6 +34,10 @@ __all__ = [
     "TEMPLATE_PHASES",
     "ChipKind",
     "CHIP_KINDS",
+    "CollectiveLibrary",
+    "COLLECTIVE_LIBRARIES",
+    "ScaleOutFabric",
+    "SCALE_OUT_FABRICS",
 ]
 
 # Which resource binds a piece of work: the largest of t_compute, t_memory, t_network.
@@ -83,3 +87,12 @@ TEMPLATE_PHASES: tuple[TemplatePhase, ...] = get_args(TemplatePhase)
 # What a chip is.
 ChipKind = Literal["gpu", "tpu", "cpu"]
 CHIP_KINDS: tuple[ChipKind, ...] = get_args(ChipKind)
+
+# The communication library that runs a chip's collectives (`collectives.library`): NCCL and RCCL
+# price by their own tuning model; "xla" (TPU ICI) and "none" use the bus-efficiency curve.
+CollectiveLibrary = Literal["nccl", "rccl", "xla", "none"]
+COLLECTIVE_LIBRARIES: tuple[CollectiveLibrary, ...] = get_args(CollectiveLibrary)
+
+# The network between nodes (`interconnect.scale_out.fabric`).
+ScaleOutFabric = Literal["ib", "roce", "efa", "tcpx", "tcpxo", "dcn", "ethernet", "unknown"]
+SCALE_OUT_FABRICS: tuple[ScaleOutFabric, ...] = get_args(ScaleOutFabric)

@@ -20,7 +20,14 @@ from typing import Any
 from shardline.dtypes import canonical_dtype
 from shardline.errors import InputError
 from shardline.hardware.chip import ASSUMED, Achievable, Chip, Interconnect, OnChip, ScaleOut
-from shardline.kinds import CHIP_KINDS, CHIP_TOPOLOGIES, WRAPAROUNDS, Wraparound
+from shardline.kinds import (
+    CHIP_KINDS,
+    CHIP_TOPOLOGIES,
+    COLLECTIVE_LIBRARIES,
+    SCALE_OUT_FABRICS,
+    WRAPAROUNDS,
+    Wraparound,
+)
 
 __all__ = [
     "load_chip",
@@ -179,12 +186,20 @@ def _peaks(reader: _Reader, path: str, *, required: bool) -> dict[str, float]:
 def _scale_out(r: _Reader) -> ScaleOut | None:
     if not r.table("interconnect.scale_out"):
         return None
+    base = "interconnect.scale_out"
+    efficiency = _opt_float(r.number(f"{base}.efficiency"))
+    if efficiency is not None and efficiency > 1:
+        raise r.fail(f"{base}.efficiency", f"must be at most 1, got {efficiency}")
     return ScaleOut(
-        link=r.text_or_assumed("interconnect.scale_out.link"),
-        bytes_per_s_per_device=float(
-            r.number("interconnect.scale_out.bytes_per_s_per_device", required=True)
-        ),
-        hop_latency_s=float(r.number_or_assumed("interconnect.scale_out.hop_latency_s")),
+        link=r.text_or_assumed(f"{base}.link"),
+        bytes_per_s_per_device=float(r.number(f"{base}.bytes_per_s_per_device", required=True)),
+        hop_latency_s=float(r.number_or_assumed(f"{base}.hop_latency_s")),
+        fabric=r.text(f"{base}.fabric", default="unknown", choices=SCALE_OUT_FABRICS),
+        nics_per_node=r.number(f"{base}.nics_per_node", integer=True),
+        nic_bytes_per_s=_opt_float(r.number(f"{base}.nic_bytes_per_s")),
+        devices_per_node=r.number(f"{base}.devices_per_node", integer=True),
+        efficiency=efficiency,
+        in_network_reduction=bool(_opt_bool(r, f"{base}.in_network_reduction")),
     )
 
 
@@ -226,6 +241,7 @@ def _interconnect(r: _Reader) -> Interconnect | None:
         wraparound=wraparound,
         in_network_reduction=reduction,
         scale_out=scale_out,
+        library=r.text("interconnect.library", default="none", choices=COLLECTIVE_LIBRARIES),
     )
 
 

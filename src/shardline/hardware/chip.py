@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from shardline.dtypes import canonical_dtype
 from shardline.errors import InputError
-from shardline.kinds import ChipKind, ChipTopology, Wraparound
+from shardline.kinds import ChipKind, ChipTopology, CollectiveLibrary, ScaleOutFabric, Wraparound
 
 __all__ = ["Chip", "OnChip", "Interconnect", "ScaleOut", "Achievable", "ASSUMED"]
 
@@ -36,9 +36,26 @@ class OnChip:
 
 @dataclass(frozen=True)
 class ScaleOut:
+    """The network between nodes. `bytes_per_s_per_device` is each device's one-way share of its
+    node's NICs (nics_per_node x nic_bytes_per_s / devices_per_node where those are given)."""
+
     link: str
     bytes_per_s_per_device: float
     hop_latency_s: float
+    fabric: ScaleOutFabric = "unknown"
+    nics_per_node: int | None = None
+    nic_bytes_per_s: float | None = None  # one NIC, one way
+    devices_per_node: int | None = None  # accelerators that share the node's NICs
+    # achievable fraction of the NIC line rate for large collectives (Simple protocol busbw)
+    efficiency: float | None = None
+    in_network_reduction: bool = False  # SHARP / CollNet in the switches
+
+    @property
+    def node_bytes_per_s(self) -> float:
+        """One-way bytes/s out of one node over all its NICs."""
+        if self.nics_per_node is not None and self.nic_bytes_per_s is not None:
+            return self.nics_per_node * self.nic_bytes_per_s
+        return self.bytes_per_s_per_device * (self.devices_per_node or 1)
 
 
 @dataclass(frozen=True)
@@ -53,6 +70,7 @@ class Interconnect:
     wraparound: Wraparound = "full-axis"  # when a torus axis shorter than the full dim wraps
     in_network_reduction: bool = False
     scale_out: ScaleOut | None = None
+    library: CollectiveLibrary = "none"  # who runs the collectives (nccl, rccl, xla)
 
     @property
     def egress_bytes_per_s(self) -> float:
