@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from shardline.cli.main import main
-from shardline.collectives import TABLE, algorithms_for, collective_cost
+from shardline.collectives import TABLE, NetworkOptions, algorithms_for, collective_cost
 from shardline.errors import InputError
 from shardline.hardware import load_chip
 
@@ -23,7 +23,13 @@ ALPHA = 1e-6
 
 def cost(kind: str, v: float, n: int, topo: str, chip=V5E, algorithm=None):  # type: ignore[no-untyped-def]
     return collective_cost(
-        kind, v, n, chip, topo, link_bytes_per_s=W, hop_latency_s=ALPHA, algorithm=algorithm
+        kind,
+        v,
+        n,
+        chip,
+        topo,
+        algorithm=algorithm,
+        options=NetworkOptions(link_bytes_per_s=W, hop_latency_s=ALPHA),
     )
 
 

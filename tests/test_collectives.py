@@ -32,7 +32,9 @@ ALPHA = 1e-6
 
 
 def cost(kind: str, v: float, n: int, topo: str, chip=V5E):  # type: ignore[no-untyped-def]
-    return collective_cost(kind, v, n, chip, topo, link_bytes_per_s=W, hop_latency_s=ALPHA)
+    return collective_cost(
+        kind, v, n, chip, topo, options=NetworkOptions(link_bytes_per_s=W, hop_latency_s=ALPHA)
+    )
 
 
 # --- MODEL.md section 4, formula by formula --------------------------------------------------
@@ -387,7 +389,9 @@ def test_bad_input() -> None:
     with pytest.raises(InputError, match="link-bw"):
         collective_cost("all_gather", 1e6, 4, bare)
     # a chip without an interconnect is a flat switch of the given link
-    flat = collective_cost("all_gather", 1e6, 4, bare, link_bytes_per_s=1e10)
+    flat = collective_cost(
+        "all_gather", 1e6, 4, bare, options=NetworkOptions(link_bytes_per_s=1e10)
+    )
     assert flat.t_bandwidth_s == pytest.approx(3 / 4 * 1e6 / 1e10) and flat.t_latency_s == 0
 
 
@@ -395,7 +399,14 @@ def test_link_bw_on_a_switch_is_the_formula_w() -> None:
     # MODEL.md section 4, switch: (X-1)/X * V / W + alpha with W the device's link into the switch;
     # --link-bw gives that W directly (no multiplication by the chip's NVLink count)
     v, x, w, alpha = 3e9, 8, 2e11, 2e-6
-    c = collective_cost("all_gather", v, x, H100, "switch", link_bytes_per_s=w, hop_latency_s=alpha)
+    c = collective_cost(
+        "all_gather",
+        v,
+        x,
+        H100,
+        "switch",
+        options=NetworkOptions(link_bytes_per_s=w, hop_latency_s=alpha),
+    )
     assert c.t_bandwidth_s == pytest.approx((x - 1) / x * v / w, rel=1e-12)
     assert c.t_latency_s == pytest.approx(alpha)
 

@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def compute_collective(args: argparse.Namespace) -> CollectiveCost:
     from shardline.collectives import canonical_kind, collective_cost, parse_topology
-    from shardline.hardware import load_chip
+    from shardline.hardware import resolve_chip
     from shardline.units import parse_quantity
 
     kind = canonical_kind(args.kind)
@@ -58,11 +58,10 @@ def compute_collective(args: argparse.Namespace) -> CollectiveCost:
         kind,
         nbytes,
         devices,
-        load_chip(args.hw),
+        resolve_chip(args.hw),
         words.get("X"),
-        link_bytes_per_s=network.link_bytes_per_s,
-        hop_latency_s=network.hop_latency_s,
         algorithm=args.algorithm,
+        options=network,
     )
 
 

@@ -15,12 +15,19 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from shardline.collectives.algorithms import Algorithm, canonical_algorithm, choose
 from shardline.collectives.networks import axis_network
+from shardline.collectives.priced import (
+    LibraryChoice,
+    canonical_protocol,
+    group_for,
+    library_choice,
+)
 from shardline.collectives.records import (
     AxisNetwork,
     CollectiveCost,
@@ -112,23 +119,60 @@ def _staged(
     return steps
 
 
-def _combine(nbytes: Any, steps: list[CollectiveStep]) -> tuple[Any, float, str]:
+def _combine(
+    nbytes: Any, steps: list[CollectiveStep], multi_axis: str = "sequential", kind: str = ""
+) -> tuple[Any, float, str]:
     """Bandwidth time, latency time and the rule: scale-up and scale-out overlap (max)."""
     up = [s for s in steps if not s.stage.scale_out]
     out = [s for s in steps if s.stage.scale_out]
     t_lat = sum(s.t_latency_s for s in steps)
     up_bw = sum((s.t_bandwidth_s for s in up), nbytes * 0.0)
+    rule = "sum"
+    if multi_axis == "simultaneous" and kind != "all_to_all" and _runs_at_once(up):
+        up_bw, rule = _simultaneous(up, 2.0 if kind == "all_reduce" else 1.0), "at once"
     out_bw = sum((s.t_bandwidth_s for s in out), nbytes * 0.0)
     if up and out:
         # hierarchical: the levels pipeline ("How to Scale Your Model", GPU chapter:
         # T = max(T_node, T_scale-out)); latencies still add.
         t_bw = np.maximum(up_bw, out_bw) if isinstance(nbytes, np.ndarray) else max(up_bw, out_bw)
-        return t_bw, t_lat, "max(scale-up, scale-out)"
-    return up_bw + out_bw, t_lat, "sum"
+        return t_bw, t_lat, f"max(scale-up{' at once' if rule != 'sum' else ''}, scale-out)"
+    return up_bw + out_bw, t_lat, rule
+
+
+def _runs_at_once(up: list[CollectiveStep]) -> bool:
+    """Several torus stages (each its own links) can carry one collective at the same time; the
+    stages of a switch share the device's one set of links, so they cannot."""
+    return len(up) > 1 and all(s.stage.topology != "switch" for s in up)
+
+
+def _simultaneous(up: list[CollectiveStep], halves: float) -> Any:
+    """The book's multi-axis form ("How to Scale Your Model", sharding chapter: an AllGather over
+    several axes gets the bandwidth of each, bytes / (bidirectional ICI bandwidth x n_axes)): the
+    array is split so every stage's links work at once, each part crossing every stage,
+
+        T = k x (N-1)/N x A / sum_i B_i,
+
+    A the largest array the stages see, N the devices they span, B_i a stage's all-gather
+    bandwidth (2W on a ring, W on a line), k = 2 for an all-reduce (both halves), 1 otherwise.
+    """
+    n_total = math.prod(s.stage.devices for s in up)
+    array = up[0].array_bytes
+    for s in up[1:]:
+        array = np.maximum(array, s.array_bytes)
+    bandwidth = 0.0
+    for s in up:
+        n = s.stage.devices
+        gather = s.coefficient / halves  # one half's coefficient: (n-1)/(2n) ring, (n-1)/n line
+        bandwidth += (n - 1) / n / gather * s.stage.bytes_per_s
+    return halves * (n_total - 1) / n_total * array / bandwidth
 
 
 def _compose(
-    kind: str, nbytes: Any, nets: Sequence[AxisNetwork], algorithm: str | None = None
+    kind: str,
+    nbytes: Any,
+    nets: Sequence[AxisNetwork],
+    algorithm: str | None = None,
+    multi_axis: str = "simultaneous",
 ) -> tuple[Any, float, list[CollectiveStep], str]:
     """Bandwidth time, latency time, the steps, and how they combine, for `kind` over `nets`."""
     stages = [s for net in nets for s in net.stages if s.devices > 1]
@@ -171,7 +215,7 @@ def _compose(
         one = _step(merged, nbytes, choose(kind, "switch", False, "tree"))
         return one.t_bandwidth_s, one.t_latency_s, [one], "one tree over the slowest stage"
     steps = _staged(kind, nbytes, stages, algorithm)
-    t_bw, t_lat, combine = _combine(nbytes, steps)
+    t_bw, t_lat, combine = _combine(nbytes, steps, multi_axis, kind)
     return t_bw, t_lat, steps, combine
 
 
@@ -200,28 +244,113 @@ def _check_bytes(nbytes: Any) -> Any:
     return nbytes
 
 
+_TABLE_FOR_LIBRARY = {"tree": "tree", "nvls": "in-switch"}
+_LIBRARY_WORDS = ("ring", "nvls", "nvls-tree", "collnet", "collnet-direct", "sharp", "pat", "tree")
+_LIBRARY_FOR_TABLE = {"in-switch": "nvls", "tree": "tree"}
+
+
+def _split_algorithm(algorithm: str | None, chip: Chip) -> tuple[str | None, str | None]:
+    """(table entry for the line-rate bound, library algorithm) of the user's --algorithm."""
+    if algorithm is None:
+        return None, None
+    library = chip.interconnect is not None and chip.interconnect.library in ("nccl", "rccl")
+    key = str(algorithm).strip().lower().replace("_", "-")
+    if library and key in _LIBRARY_WORDS:
+        lib_name = {"sharp": "collnet_direct", "collnet": "collnet_direct"}.get(key, key)
+        lib_name = lib_name.replace("-", "_")
+        return _TABLE_FOR_LIBRARY.get(lib_name), lib_name
+    table = canonical_algorithm(algorithm)
+    return table, (_LIBRARY_FOR_TABLE.get(table) if library else None)
+
+
+def _realistic(
+    kind: str, nbytes: Any, nets: Sequence[AxisNetwork], chip: Chip, wanted: _Wanted
+) -> tuple[Any, Any, LibraryChoice | None]:
+    """(predicted seconds, bandwidth efficiency, the library's choice or None)."""
+    t_bw, t_lat, in_switch = wanted.t_bw, wanted.t_lat, wanted.in_switch
+    active = [net for net in nets if any(s.devices > 1 for s in net.stages)]
+    sharp = bool(active) and all(net.in_network_reduction for net in active)
+    group = group_for(nets, chip, sharp, wanted.gpus_per_process)
+    if group is None or kind not in _LIBRARY_KINDS:
+        if wanted.protocol is not None:
+            raise InputError(
+                f"--protocol needs a collective library (NCCL or RCCL); {chip.name}'s "
+                f"collectives are priced by their bus efficiency"
+            )
+        eff = bus_efficiency(nbytes, chip, in_switch=in_switch)
+        floor = group.floor_s if group is not None else 0.0
+        predicted = t_lat + t_bw / eff
+        if isinstance(nbytes, np.ndarray):
+            return np.maximum(predicted, floor), eff, None
+        return max(predicted, floor), eff, None
+    assert chip.interconnect is not None
+    choice = library_choice(
+        kind, nbytes, group, chip.interconnect.library, wanted.library, wanted.protocol
+    )
+    line = t_lat + t_bw
+    predicted = (
+        np.maximum(choice.t_s, line) if isinstance(nbytes, np.ndarray) else max(choice.t_s, line)
+    )
+    moving = predicted - choice.latency_s
+    eff = (
+        t_bw / np.maximum(moving, 1e-30)
+        if isinstance(nbytes, np.ndarray)
+        else (float(t_bw) / moving if moving > 0 else 1.0)
+    )
+    return predicted, eff, choice
+
+
+@dataclass(frozen=True)
+class _Wanted:
+    """The line-rate result and what the user asked the library for."""
+
+    t_bw: Any
+    t_lat: float
+    in_switch: bool
+    library: str | None
+    protocol: str | None
+    gpus_per_process: int = 1
+
+
+_LIBRARY_KINDS = ("all_gather", "reduce_scatter", "all_reduce")
+
+
 def collective_over(
     kind: str,
     nbytes: Any,
     nets: Sequence[AxisNetwork],
     chip: Chip,
     algorithm: str | None = None,
+    *,
+    protocol: str | None = None,
+    multi_axis: str | None = None,
+    gpus_per_process: int | None = None,
 ) -> CollectiveCost:
     """Price `kind` of a V-byte array over one or more mesh axes (their networks, in mesh order).
 
-    `algorithm` names a table entry (`shardline.collectives.algorithms.ALGORITHMS`); None takes
-    each stage's default. A name that cannot run on a stage is an InputError listing the valid.
+    `algorithm` names a table entry (`shardline.collectives.algorithms.ALGORITHMS`) or, on a chip
+    whose collectives a library runs, the library's (ring, tree, nvls, collnet, pat); None: each
+    stage's default for the bound and the library's own choice for the prediction. `protocol`
+    forces the library's LL, LL128 or Simple. `multi_axis` says whether the torus stages of
+    several axes run at once ("simultaneous", the default) or one after another.
     """
     kind = canonical_kind(kind)
     nbytes = _check_bytes(nbytes)
-    if algorithm is not None:
-        algorithm = canonical_algorithm(algorithm)
-    t_bw, t_lat, steps, combine = _compose(kind, nbytes, nets, algorithm)
+    given = next((net.options for net in nets if net.options is not None), NetworkOptions())
+    algorithm = algorithm if algorithm is not None else given.algorithm
+    protocol = protocol if protocol is not None else given.protocol
+    multi_axis = multi_axis or given.multi_axis
+    gpus_per_process = gpus_per_process or given.gpus_per_process
+    table_alg, lib_alg = _split_algorithm(algorithm, chip)
+    t_bw, t_lat, steps, combine = _compose(kind, nbytes, nets, table_alg, multi_axis)
     in_switch = any(step.in_switch for step in steps)
-    eff = bus_efficiency(nbytes, chip, in_switch=in_switch)
+    protocol = canonical_protocol(protocol)
+    wanted = _Wanted(t_bw, t_lat, in_switch, lib_alg, protocol, gpus_per_process)
+    predicted, eff, choice = _realistic(kind, nbytes, nets, chip, wanted)
     devices = math.prod(net.devices for net in nets)
     detail = " + ".join(net.describe() for net in nets) if nets else "a single device"
     words = [net.name for net in nets if net.name != "none"] or ["none"]
+    line_alg = " + ".join(dict.fromkeys(s.algorithm for s in steps)) or "none"
     return CollectiveCost(
         kind=kind,
         bytes=nbytes,
@@ -231,15 +360,24 @@ def collective_over(
         t_s=t_lat + t_bw,
         t_bandwidth_s=t_bw,
         t_latency_s=t_lat,
-        predicted_s=t_lat + t_bw / eff,
+        predicted_s=predicted,
         bus_efficiency=eff,
         formula=_formula(steps, combine),
         combine=combine,
         steps=tuple(steps),
-        algorithm=" + ".join(dict.fromkeys(s.algorithm for s in steps)) or "none",
+        algorithm=choice.algorithm if choice else line_alg,
         bytes_sent=_bytes_sent(kind, nbytes, steps, devices),
         in_switch=in_switch,
+        line_rate_algorithm=line_alg,
+        protocol=choice.protocol if choice else "",
+        library=choice.library if choice else _plain_library(chip),
+        choice=choice,
+        multi_axis=multi_axis,
     )
+
+
+def _plain_library(chip: Chip) -> str:
+    return chip.interconnect.library if chip.interconnect else "none"
 
 
 def _formula(steps: list[CollectiveStep], combine: str) -> str:
@@ -258,11 +396,13 @@ def collective_cost(
     chip: Chip | str,
     topology: str | None = None,
     *,
-    link_bytes_per_s: float | None = None,
-    hop_latency_s: float | None = None,
     algorithm: str | None = None,
+    options: NetworkOptions | None = None,
 ) -> CollectiveCost:
     """One collective of a V-byte array over `devices` on one axis.
+
+    `options` carries the rest of the network choices: --link-bw, --latency, the library's
+    protocol, the multi-axis rule and GPUs per process (`NetworkOptions`).
 
     >>> from shardline.hardware import load_chip
     >>> c = collective_cost("all-gather", 1e9, 8, load_chip("h100-sxm"))
@@ -275,6 +415,17 @@ def collective_cost(
     if isinstance(devices, bool) or not isinstance(devices, int | np.integer) or devices < 1:
         raise InputError(f"devices must be a positive integer, got {devices!r}")
     resolved = resolve_chip(chip)
-    options = NetworkOptions(None, link_bytes_per_s, hop_latency_s, algorithm)
-    net = axis_network(resolved, int(devices), topology, options)
-    return collective_over(kind, bytes, [net], resolved, options.algorithm)
+    base = options or NetworkOptions()
+    if algorithm is not None:
+        base = dataclasses.replace(base, algorithm=algorithm)
+    net = axis_network(resolved, int(devices), topology, base)
+    return collective_over(
+        kind,
+        bytes,
+        [net],
+        resolved,
+        base.algorithm,
+        protocol=base.protocol,
+        multi_axis=base.multi_axis,
+        gpus_per_process=base.gpus_per_process,
+    )

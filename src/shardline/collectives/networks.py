@@ -3,6 +3,7 @@ chip's default placement or the user's --topology words."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -288,7 +289,9 @@ def mesh_networks(
             and not active[0].scale_out
         )
         nets[axis] = AxisNetwork(n, stages, reduction, "chip default")
-    return nets
+    # the library choices ride on each axis (hashable: the topology words are already stages)
+    choices = dataclasses.replace(options, topology=None)
+    return {axis: dataclasses.replace(net, options=choices) for axis, net in nets.items()}
 
 
 def axis_network(
@@ -297,5 +300,5 @@ def axis_network(
     """The network of a single axis of `devices` (a bare topology word, or the chip default)."""
     base = options or NetworkOptions()
     words = {"X": canonical_topology(topology)} if topology else {}
-    merged = NetworkOptions(words, base.link_bytes_per_s, base.hop_latency_s, base.algorithm)
+    merged = dataclasses.replace(base, topology=words)
     return mesh_networks(chip, [("X", devices)], merged)["X"]

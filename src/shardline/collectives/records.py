@@ -9,6 +9,7 @@ switch. alpha is the per-hop latency. The realistic prediction divides the bandw
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -91,6 +92,8 @@ class AxisNetwork:
     stages: tuple[Stage, ...]
     in_network_reduction: bool = False
     source: str = "chip default"
+    # the user's library choices (algorithm, protocol, multi-axis rule) for collectives on it
+    options: NetworkOptions | None = None
 
     @property
     def name(self) -> str:
@@ -122,6 +125,9 @@ class NetworkOptions:
     link_bytes_per_s: float | None = None  # one-way per link
     hop_latency_s: float | None = None
     algorithm: str | None = None  # a name from the algorithm table; None: each stage's default
+    protocol: str | None = None  # the library's protocol (LL, LL128, Simple); None: its choice
+    multi_axis: str = "simultaneous"  # torus stages of several axes at once, or "sequential"
+    gpus_per_process: int = 1  # GPUs one process drives (nccl-tests -g): their launches serialize
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,11 @@ class CollectiveCost:
     algorithm: str = ""  # the table entry (or entries, "line + switch") the steps run
     bytes_sent: Any = 0.0  # bytes each device sends (the table's fraction of V)
     in_switch: bool = False  # reduced inside the switch (the table entry says so)
+    line_rate_algorithm: str = ""  # the table entry (or entries) the bound t_s runs
+    protocol: str = ""  # the library's protocol (LL, LL128, Simple); "" without a library
+    library: str = "none"  # "nccl 2.30.7", "rccl ...", or the chip's word (xla, none)
+    choice: Any = None  # the library's choice (collectives.priced.LibraryChoice) or None
+    multi_axis: str = "simultaneous"  # how torus stages of several axes combine
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -178,9 +189,18 @@ class CollectiveCost:
                 "formula",
                 "combine",
                 "algorithm",
+                "protocol",
+                "library",
+                "line_rate_algorithm",
+                "multi_axis",
                 "bytes_sent",
             )
         }
+        out["tiers"] = self.tiers()
+        if self.choice is not None:
+            out["candidates"] = [
+                {"algorithm": a, "protocol": p, "t_s": t} for a, p, t in self.choice.candidates
+            ]
         out["steps"] = [
             {
                 "topology": s.stage.topology,
@@ -198,6 +218,28 @@ class CollectiveCost:
             for s in self.steps
         ]
         return jsonable(out)
+
+    def tiers(self) -> list[dict[str, Any]]:
+        """Per tier (scale-up inside a node, scale-out between nodes): devices, the line-rate
+        parts of the bound, and the library's bus bandwidth there."""
+        group = self.choice.group if self.choice is not None else None
+        out = []
+        for scale_out in (False, True):
+            steps = [s for s in self.steps if s.stage.scale_out == scale_out]
+            if not steps:
+                continue
+            row: dict[str, Any] = {
+                "tier": "scale_out" if scale_out else "scale_up",
+                "devices": math.prod(s.stage.devices for s in steps),
+                "link": " + ".join(dict.fromkeys(s.stage.link for s in steps)),
+                "t_bandwidth_s": sum(s.t_bandwidth_s for s in steps),
+                "t_latency_s": sum(s.t_latency_s for s in steps),
+            }
+            if group is not None:
+                bus = group.inter_bus_bytes_per_s if scale_out else group.intra_bus_bytes_per_s
+                row["bus_bytes_per_s"] = bus
+            out.append(row)
+        return out
 
 
 # --- efficiency ------------------------------------------------------------------------------

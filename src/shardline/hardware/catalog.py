@@ -200,6 +200,7 @@ def _scale_out(r: _Reader) -> ScaleOut | None:
         devices_per_node=r.number(f"{base}.devices_per_node", integer=True),
         efficiency=efficiency,
         in_network_reduction=bool(_opt_bool(r, f"{base}.in_network_reduction")),
+        collective_latency_s=_opt_float(r.number(f"{base}.collective_latency_s")),
     )
 
 

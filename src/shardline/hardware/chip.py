@@ -49,6 +49,9 @@ class ScaleOut:
     # achievable fraction of the NIC line rate for large collectives (Simple protocol busbw)
     efficiency: float | None = None
     in_network_reduction: bool = False  # SHARP / CollNet in the switches
+    # the shortest collective across nodes on this fabric (nccl-tests' smallest all-reduce):
+    # launch, proxy threads and the transport's round trips, whatever the size
+    collective_latency_s: float | None = None
 
     @property
     def node_bytes_per_s(self) -> float:
@@ -87,6 +90,9 @@ class Achievable:
     # all-reduce reduced inside the switch (NVLink SHARP): measured time against the V/W bound
     in_network_reduction_efficiency: float | None = None
     collective_half_efficiency_bytes: float | None = None
+    # the shortest collective inside one node (nccl-tests' smallest all-reduce on all its
+    # devices): below it no size goes, whatever the library's model says
+    collective_latency_s: float | None = None
     per_call_overhead_s: float | None = None
     # calibrated files (shardline.calibrate): CPU BLAS packing rate of the inputs, in bytes/s,
     # and the matmul rate with unaligned dimensions as a fraction of the aligned rate

@@ -1,0 +1,197 @@
+"""Published nccl-tests / rccl-tests sweeps against shardline's library-level collective model.
+
+Reads benchmarks/data/collectives_published.csv (one printed nccl-tests row per line, with its
+system and source; benchmarks/data/collectives_published.md describes each sweep), prices every
+row with `shardline collective` (`collectives.collective_cost` on the chip the row's system makes:
+`--gpus-per-node`, `--nics-per-node`, `--nic-bw`, `--scale-out`), prints the median and worst
+|error| per sweep and per placement (in one node, across nodes) over 32 KiB - 16 GiB, and rewrites
+the "## Collectives" section of docs/validation.md (other sections are kept).
+
+    python benchmarks/bench_collectives.py            # print and write docs/validation.md
+    python benchmarks/bench_collectives.py --no-write # print only
+
+Conventions. nccl-tests' `size` is the whole array V for all-reduce, all-gather (the gathered
+result) and reduce-scatter (the input), and one rank's buffer for all-to-all, so V = size x n
+there. The row's environment is honoured where it constrains the library: NCCL_ALGO=RING forces
+the ring; NVLS disabled (or shown not engaged by the source) removes the in-switch reduction.
+Error: predicted / measured - 1 (negative: the prediction is faster than the measurement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+DATA = ROOT / "benchmarks" / "data" / "collectives_published.csv"
+DOC = ROOT / "docs" / "validation.md"
+HEADING = "## Collectives"
+MIN_BYTES = 32 * 1024
+MAX_BYTES = 16 * 2**30
+
+
+@dataclass(frozen=True)
+class Row:
+    case_id: str
+    chip: str
+    kind: str
+    size_bytes: int
+    ranks: int
+    placement: str
+    measured_s: float
+    predicted_s: float
+    algorithm: str
+    protocol: str
+
+    @property
+    def error(self) -> float:
+        return self.predicted_s / self.measured_s - 1.0
+
+
+def _forced(env: str) -> tuple[str | None, bool]:
+    """(algorithm forced by NCCL_ALGO, whether NVLS is off) from the row's environment text."""
+    text = env.upper()
+    algorithm = "ring" if "NCCL_ALGO=RING" in text else None
+    nvls_off = "NCCL_NVLS_ENABLE=0" in text or "NOT ENGAGED" in text
+    return algorithm, nvls_off
+
+
+def _flags(raw: dict[str, str]) -> dict[str, object]:
+    """The system flags of a row (what a user would type on the command line)."""
+    flags: dict[str, object] = {"gpus_per_node": int(raw["gpus_per_node"])}
+    if raw["nics_per_node"]:
+        flags["nics_per_node"] = int(raw["nics_per_node"])
+    if raw["nic_gbps"]:
+        flags["nic_bytes_per_s"] = float(raw["nic_gbps"]) * 1e9 / 8
+    if raw["scale_out"] not in ("", "none", "unknown"):
+        flags["scale_out"] = raw["scale_out"]
+    return flags
+
+
+def predict(raw: dict[str, str]) -> Row | None:
+    """One published row priced, or None when its chip is not in the catalog."""
+    from shardline.collectives import collective_cost
+    from shardline.errors import InputError
+    from shardline.hardware import load_chip
+    try:
+        from shardline.hardware.systems import chip_with_cluster
+    except ImportError:
+        sys.path.insert(0, "/work/scratch")
+        from cluster_tmp import chip_with_cluster
+
+    try:
+        chip = load_chip(raw["chip"])
+    except InputError:
+        return None
+    algorithm, nvls_off = _forced(raw["env"])
+    chip = chip_with_cluster(chip, nvls=not nvls_off, **_flags(raw))  # type: ignore[arg-type]
+    ranks = int(raw["gpus_per_node"]) * int(raw["nodes"])
+    size = int(raw["size_bytes"])
+    v = size * ranks if raw["collective"] == "all_to_all" else size
+    cost = collective_cost(raw["collective"], v, ranks, chip, algorithm=algorithm)
+    return Row(
+        raw["case_id"],
+        raw["chip"],
+        raw["collective"],
+        size,
+        ranks,
+        raw["placement"],
+        float(raw["time_us"]) * 1e-6,
+        float(cost.predicted_s),
+        cost.algorithm,
+        cost.protocol,
+    )
+
+
+def load_rows(path: Path = DATA) -> list[Row]:
+    with path.open(newline="", encoding="utf-8") as handle:
+        raws = list(csv.DictReader(handle))
+    rows = []
+    for raw in raws:
+        if not MIN_BYTES <= int(raw["size_bytes"]) <= MAX_BYTES:
+            continue
+        row = predict(raw)
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+def _stats(errors: list[float]) -> tuple[float, float]:
+    absolute = [abs(e) for e in errors]
+    return statistics.median(absolute), max(absolute)
+
+
+def summary_lines(rows: list[Row]) -> list[str]:
+    lines = ["| sweep | chip | ranks | rows | median abs error | worst | choice at the largest |"]
+    lines.append("|---|---|---|---|---|---|---|")
+    cases: dict[str, list[Row]] = {}
+    for row in rows:
+        cases.setdefault(row.case_id, []).append(row)
+    for case, group in cases.items():
+        med, worst = _stats([r.error for r in group])
+        last = max(group, key=lambda r: r.size_bytes)
+        lines.append(
+            f"| {case} | {last.chip} | {last.ranks} | {len(group)} | {med:.1%} | {worst:.1%} "
+            f"| {last.algorithm} / {last.protocol or '-'} |"
+        )
+    lines.append("")
+    for placement in ("in_node", "multi_node"):
+        picked = [r.error for r in rows if r.placement == placement]
+        if picked:
+            med, worst = _stats(picked)
+            where = "in one node" if placement == "in_node" else "across nodes"
+            lines.append(
+                f"- **{where}**: {len(picked)} rows, median |error| {med:.1%}, worst {worst:.1%}"
+            )
+    return lines
+
+
+def section(rows: list[Row]) -> str:
+    today = datetime.date.today().isoformat()
+    body = [
+        HEADING,
+        "",
+        f"`python benchmarks/bench_collectives.py` ({today}): every published nccl-tests /",
+        "rccl-tests row of `benchmarks/data/collectives_published.csv` from 32 KiB to 16 GiB whose",
+        "chip is in the catalog, priced by `shardline collective` on the row's system (GPUs per",
+        "node, NICs, NIC speed and fabric as flags). The sweeps, their sources and their quirks are",
+        "described in `benchmarks/data/collectives_published.md`.",
+        "",
+        *summary_lines(rows),
+        "",
+    ]
+    return "\n".join(body)
+
+
+def write_doc(text: str, doc: Path = DOC) -> None:
+    old = doc.read_text(encoding="utf-8")
+    if HEADING in old:
+        start = old.index(HEADING)
+        nxt = old.find("\n## ", start + len(HEADING))
+        new = old[:start] + text + (old[nxt + 1 :] if nxt != -1 else "")
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    doc.write_text(new, encoding="utf-8")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    rows = load_rows()
+    text = section(rows)
+    sys.stdout.write(text)
+    if not args.no_write:
+        write_doc(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

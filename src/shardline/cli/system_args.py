@@ -1,0 +1,106 @@
+"""The cluster flags every multi-device command shares: `--system NAME|FILE` and the fields a user
+most often changes (`--gpus-per-node`, `--nics-per-node`, `--nic-bw`, `--scale-out`, `--sharp`),
+and the collective library's choices (`--algorithm`, `--protocol`, `--multi-axis`).
+
+`resolve_hardware(args)` runs once before a command: where any system flag is given it replaces
+`args.hw` with the Chip the system makes of it (a Chip is accepted wherever a chip name is), so
+every command downstream prices the user's cluster without knowing about systems.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from shardline.errors import InputError
+from shardline.units import parse_count, parse_quantity
+
+__all__ = ["add_system_args", "resolve_hardware", "SYSTEM_FLAGS"]
+
+SYSTEM_FLAGS = ("system", "gpus_per_node", "nics_per_node", "nic_bw", "scale_out", "sharp")
+
+
+def add_system_args(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--system",
+        default=None,
+        metavar="NAME|FILE",
+        help="a cluster from `shardline system list` or a system .toml file: chip, GPUs per "
+        "node, scale-up domain, NICs and fabric (default: the chip's own figures)",
+    )
+    group.add_argument("--gpus-per-node", default=None, metavar="G", help="GPUs in one node")
+    group.add_argument("--nics-per-node", default=None, metavar="K", help="NICs in one node")
+    group.add_argument(
+        "--nic-bw", default=None, metavar="B/S", help="one NIC's one-way rate, e.g. '400 Gb/s'"
+    )
+    group.add_argument(
+        "--scale-out",
+        default=None,
+        metavar="WORD",
+        help="the network between nodes: ib, roce, efa, tcpx, tcpxo, dcn, ethernet",
+    )
+    group.add_argument(
+        "--sharp",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the scale-out switches reduce (SHARP / CollNet) or not",
+    )
+    group.add_argument(
+        "--protocol",
+        default=None,
+        metavar="NAME",
+        help="force the library's protocol: LL, LL128 or Simple (default: its own choice)",
+    )
+    group.add_argument(
+        "--multi-axis",
+        default="simultaneous",
+        choices=("simultaneous", "sequential"),
+        help="a collective over several torus axes uses all their links at once (default, as "
+        "XLA does on TPU) or runs axis after axis",
+    )
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if getattr(args, "gpus_per_node", None) is not None:
+        out["gpus_per_node"] = parse_count(args.gpus_per_node, "--gpus-per-node")
+    if getattr(args, "nics_per_node", None) is not None:
+        out["nics_per_node"] = parse_count(args.nics_per_node, "--nics-per-node")
+    if getattr(args, "nic_bw", None) is not None:
+        rate = parse_quantity(args.nic_bw, "B/s")
+        if not rate > 0:
+            raise InputError("--nic-bw must be positive")
+        out["nic_bytes_per_s"] = rate
+    if getattr(args, "scale_out", None) is not None:
+        out["scale_out"] = str(args.scale_out).strip().lower()
+    if getattr(args, "sharp", None) is not None:
+        out["sharp"] = bool(args.sharp)
+    for name, value in out.items():
+        if isinstance(value, int) and value < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+    return out
+
+
+def resolve_hardware(args: argparse.Namespace) -> None:
+    """Apply --system and its field flags to the chip (see the module docstring)."""
+    if not any(getattr(args, flag, None) is not None for flag in SYSTEM_FLAGS):
+        if getattr(args, "hw", "unset") is None:
+            args.hw = "h100-sxm"
+        return
+    from shardline.hardware import load_chip
+    from shardline.hardware.systems import (
+        apply_system,
+        default_system_for,
+        load_system,
+        override_system,
+        system_for_chip,
+    )
+
+    hw = getattr(args, "hw", None)
+    if args.system is not None:
+        system = load_system(args.system)
+        chip = load_chip(hw) if hw is not None else load_chip(system.chip)
+    else:
+        chip = load_chip(hw or "h100-sxm")
+        system = default_system_for(chip.name) or system_for_chip(chip)
+    system = override_system(system, **_overrides(args))
+    args.hw = apply_system(chip, system)

@@ -1,0 +1,326 @@
+"""The collective library's own cost model (NCCL's tuner; RCCL's fork of it), as data.
+
+A library runs one collective as one (algorithm, protocol) pair and picks the pair it predicts
+fastest for the message size and the group (NVIDIA/nccl src/graph/tuning.cc, `ncclTopoTuneModel`
+and `ncclTopoGetAlgoTime`). For each pair the time is
+
+    t(V) = latency + V / algbw,    algbw = busbw x ratio,
+
+- latency = the pair's base latency + its steps, each at the per-step latency of the link it
+  crosses (NVLink or PCIe inside a node, the network between nodes);
+- busbw = the group's achievable bus bandwidth (the Simple protocol's, from the chip or system
+  file) scaled by the protocol (LL sends 8-byte lines with 4 bytes of data; LL128 120 of 128) and
+  capped per chip generation;
+- ratio turns bus bandwidth into the algorithm's own (ring all-reduce n / (2(n-1)), tree 1/2).
+
+The library's constants live in `libraries/<name>.toml` with their source; the group's bandwidths
+come from the chip's interconnect (`Group`). Everything here is pure: numbers in, seconds out.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from shardline.errors import InputError
+
+__all__ = [
+    "ALGORITHMS",
+    "PROTOCOLS",
+    "Group",
+    "Library",
+    "Pair",
+    "load_library",
+    "pairs",
+]
+
+PROTOCOLS = ("LL", "LL128", "Simple")
+ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "pat")
+_US = 1e-6  # the library file's microseconds
+_GB = 1e9  # the library file's GB/s
+
+
+@dataclass(frozen=True)
+class Library:
+    """One library's constants (seconds and bytes/s), read from its data file."""
+
+    name: str
+    version: str
+    base_latency_s: dict[str, tuple[float, float, float]]
+    hw_latency_s: dict[str, dict[str, tuple[float, float, float]]]  # link -> algorithm -> proto
+    ll_max_bytes_per_s: dict[str, tuple[float, float, float]]  # generation -> [1, 2, >2 nodes]
+    factors: dict[str, Any]
+    generations: dict[str, str]  # chip name -> generation
+    sources: dict[str, str]
+
+    def generation(self, chip_name: str) -> str:
+        return self.generations.get(chip_name, self.factors.get("default_generation", "hopper"))
+
+
+@dataclass(frozen=True)
+class Group:
+    """One communicator: who is in it and what joins them.
+
+    `intra_bus_bytes_per_s` is the achievable bus bandwidth of a Simple-protocol ring inside a
+    node (nccl-tests' busbw at large messages); `inter_bus_bytes_per_s` that of the network for
+    this group's ranks on one node (their NIC share times the fabric's efficiency);
+    `nvls_alg_bytes_per_s` the in-switch all-reduce's algorithm bandwidth where the switch
+    reduces (NVLink SHARP), else None.
+    """
+
+    ranks: int
+    nodes: int
+    intra_link: str  # "nvlink" | "pci"
+    intra_bus_bytes_per_s: float
+    inter_bus_bytes_per_s: float | None
+    nvls_alg_bytes_per_s: float | None
+    sharp: bool
+    generation: str
+    net_latency_s: float = 0.0  # the fabric's extra latency per network step
+    floor_s: float = 0.0  # the shortest collective this group runs (measured; 0: none known)
+
+    @property
+    def ppn(self) -> int:
+        return self.ranks // max(self.nodes, 1)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One (algorithm, protocol) the library could run: t(V) = latency_s + V / alg_bytes_per_s
+    (times a size-dependent correction for trees, `size_factor`)."""
+
+    algorithm: str
+    protocol: str
+    latency_s: float
+    bus_bytes_per_s: float
+    alg_bytes_per_s: float
+    tree_correction: tuple[float, ...] = ()  # NCCL's treeCorrectionFactor by log2(V/64)
+    plateau_latency_s: float | None = None  # multi-node Simple ring all-reduce, large V
+    plateau_from_bytes: float = math.inf
+
+    def time_s(self, nbytes: Any) -> Any:
+        v = np.asarray(nbytes, dtype=np.float64)
+        bw = self.alg_bytes_per_s * self.size_factor(v)
+        lat: Any = self.latency_s
+        if self.plateau_latency_s is not None:
+            lat = np.where(v >= self.plateau_from_bytes, self.plateau_latency_s, lat)
+        t = lat + v / bw
+        return t if isinstance(nbytes, np.ndarray) else float(t)
+
+    def size_factor(self, v: Any) -> Any:
+        if not self.tree_correction:
+            return 1.0
+        table = np.asarray(self.tree_correction)
+        safe = np.maximum(v, 64.0)
+        index = np.floor(np.log2(safe / 64.0)).astype(int)
+        inside = (v >= 64.0) & (index < len(table))
+        return np.where(inside, table[np.clip(index, 0, len(table) - 1)], 1.0)
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+
+def _triples(table: dict[str, Any], where: str) -> dict[str, tuple[float, float, float]]:
+    out: dict[str, tuple[float, float, float]] = {}
+    for algorithm, values in table.items():
+        if algorithm == "source":
+            continue
+        if not isinstance(values, list) or len(values) != 3:
+            raise InputError(f"library file: {where}.{algorithm} must list 3 numbers")
+        a, b, c = (float(x) for x in values)
+        out[algorithm] = (a, b, c)
+    return out
+
+
+def _scaled(triples: dict[str, tuple[float, float, float]], unit: float) -> dict[str, Any]:
+    return {k: tuple(x * unit for x in v) for k, v in triples.items()}
+
+
+def _library_from_dict(data: dict[str, Any]) -> Library:
+    sources = {"version": data["version"]["source"]}
+    base = _triples(data["base_latency_us"], "base_latency_us")
+    sources["base_latency_us"] = data["base_latency_us"]["source"]
+    hw: dict[str, dict[str, tuple[float, float, float]]] = {}
+    for link, table in data["hw_latency_us"].items():
+        hw[link] = _scaled(_triples(table, f"hw_latency_us.{link}"), _US)
+        sources[f"hw_latency_us.{link}"] = table["source"]
+    caps = data["generation_caps_gb_s"]
+    sources["generation_caps_gb_s"] = caps["source"]
+    ll_max = _scaled(_triples(caps["ll_max"], "ll_max"), _GB)
+    generations = {
+        chip: gen for gen, chips in data["generations"].items() if gen != "source" for chip in chips
+    }
+    sources["generations"] = data["generations"]["source"]
+    sources["protocol_factors"] = data["protocol_factors"]["source"]
+    return Library(
+        name=data["name"],
+        version=str(data["version"]["value"]),
+        base_latency_s=_scaled(base, _US),
+        hw_latency_s=hw,
+        ll_max_bytes_per_s=ll_max,
+        factors=dict(data["protocol_factors"]),
+        generations=generations,
+        sources=sources,
+    )
+
+
+@cache
+def load_library(name: str) -> Library:
+    """The shipped library model `name` (nccl, rccl)."""
+    folder = resources.files("shardline.collectives") / "libraries"
+    entry = folder / f"{name}.toml"
+    if not entry.is_file():
+        raise InputError(f"no collective library model named {name!r} (have: nccl, rccl)")
+    return _library_from_dict(tomllib.loads(entry.read_text(encoding="utf-8")))
+
+
+# --- the pairs ----------------------------------------------------------------------------------
+
+
+def _log2i(n: int) -> int:
+    return int(math.floor(math.log2(n))) if n >= 1 else 0
+
+
+def _node_index(nodes: int) -> int:
+    return 0 if nodes <= 1 else (1 if nodes == 2 else 2)
+
+
+def _steps(kind: str, ranks: int, nodes: int) -> tuple[int, int]:
+    """(steps, network steps) of a ring: all-reduce 2(n-1), gather/scatter n-1."""
+    if kind == "all_reduce":
+        return 2 * (ranks - 1), (0 if nodes <= 1 else 2 * (nodes - 1))
+    return ranks - 1, (0 if nodes <= 1 else nodes - 1)
+
+
+def _inter_latency(lib: Library, group: Group, algorithm: str, p: int) -> float:
+    """One network step: the network's per-step latency (tree's when each node has one rank),
+    plus the fabric's own, twice for Simple (its flush)."""
+    key = "tree" if group.ppn == 1 else algorithm
+    lat = lib.hw_latency_s["net"][key][p] + group.net_latency_s
+    return lat + (group.net_latency_s if PROTOCOLS[p] == "Simple" else 0.0)
+
+
+def _ring_bus(lib: Library, group: Group, p: int) -> float:
+    """The ring's bus bandwidth by protocol: Simple at the slower of the node and the network."""
+    bus = group.intra_bus_bytes_per_s if group.ppn > 1 or group.nodes == 1 else math.inf
+    if group.nodes > 1 and group.inter_bus_bytes_per_s is not None:
+        bus = min(bus, group.inter_bus_bytes_per_s)
+    f = lib.factors
+    ll_max = lib.ll_max_bytes_per_s[group.generation][_node_index(group.nodes)]
+    if PROTOCOLS[p] == "LL":
+        return min(ll_max, bus * f["ring_ll"])
+    if PROTOCOLS[p] == "LL128":
+        return bus * f["ring_ll128"]
+    return bus
+
+
+def _ring(lib: Library, kind: str, group: Group, p: int) -> Pair:
+    n, nodes = group.ranks, group.nodes
+    steps, inter_steps = _steps(kind, n, nodes)
+    intra = lib.hw_latency_s[group.intra_link]["ring"][p]
+    if nodes > 1:
+        overhead = lib.factors["net_overhead_us"] * _US * (3 if PROTOCOLS[p] == "Simple" else 1)
+        intra = max(intra, overhead)
+    latency = lib.base_latency_s["ring"][p] + (steps - inter_steps) * intra
+    latency += inter_steps * _inter_latency(lib, group, "ring", p)
+    bus = _ring_bus(lib, group, p)
+    plateau = None
+    if nodes > 1 and kind == "all_reduce" and PROTOCOLS[p] == "Simple":
+        plateau = latency * lib.factors["ring_plateau_latency"]
+    # NCCL raises the latency once each channel's chunk reaches 64 B (V >= 64 x channels x n)
+    start = 64.0 * lib.factors["channels"] * n
+    return Pair("ring", PROTOCOLS[p], latency, bus, bus * n / steps, (), plateau, start)
+
+
+def _tree(lib: Library, group: Group, p: int) -> Pair:
+    f = lib.factors
+    bus = _ring_bus(lib, group, 2) * f["tree"]
+    ll_max = lib.ll_max_bytes_per_s[group.generation][_node_index(group.nodes)]
+    if PROTOCOLS[p] == "LL":
+        bus = min(bus * f["tree_ll"], ll_max)
+    elif PROTOCOLS[p] == "LL128":
+        bus *= f["tree_ll128_one_node"] if group.nodes == 1 else f["tree_ll128_nodes"]
+    intra = lib.hw_latency_s[group.intra_link]["tree"][p]
+    inter = _inter_latency(lib, group, "tree", p)
+    latency = lib.base_latency_s["tree"][p]
+    latency += 2 * ((group.ppn - 1) * intra + _log2i(group.nodes) * inter)
+    table = tuple(f["tree_correction"][PROTOCOLS[p]]) if "tree_correction" in f else ()
+    return Pair("tree", PROTOCOLS[p], latency, bus, bus * 0.5, table)
+
+
+def _nvls(lib: Library, group: Group) -> Pair | None:
+    """All-reduce reduced in the NVSwitch (one node): its measured algorithm bandwidth and the
+    library's per-step latency for NVLS (25 us on NVLink in NCCL 2.30)."""
+    if group.nvls_alg_bytes_per_s is None or group.nodes != 1:
+        return None
+    latency = lib.base_latency_s["nvls"][2] + lib.hw_latency_s[group.intra_link]["nvls"][2]
+    alg = group.nvls_alg_bytes_per_s
+    return Pair("nvls", "Simple", latency, alg * 2 * (group.ranks - 1) / group.ranks, alg)
+
+
+def _nvls_tree(lib: Library, group: Group) -> Pair | None:
+    """All-reduce over nodes of NVSwitch nodes (NCCL's NVLS tree): reduce-scatter inside each
+    node in the switch, an all-reduce of each rank's 1/ppn between the nodes, all-gather in the
+    switch. A node's NICs then carry 2(N-1)/N x V per direction, so
+
+        algbw = min(in-switch algbw, network bytes/s x N / (2(N-1))),
+
+    twice the ring's network-bound rate on two nodes (NCCL: interBw x 2 when nNodes <= 2).
+    Latency: NVLS's step in the node and a tree's 2 log2(N) network steps."""
+    nvls = group.nvls_alg_bytes_per_s
+    if nvls is None or group.nodes <= 1 or group.inter_bus_bytes_per_s is None:
+        return None
+    n = group.nodes
+    alg = min(nvls, group.inter_bus_bytes_per_s * n / (2 * (n - 1)))
+    inter = _inter_latency(lib, group, "nvls_tree", 2)
+    latency = (
+        lib.base_latency_s["nvls_tree"][2] + lib.hw_latency_s[group.intra_link]["nvls_tree"][2]
+    )
+    latency += 2 * _log2i(n) * inter
+    bus = alg * 2 * (group.ranks - 1) / group.ranks
+    return Pair("nvls_tree", "Simple", latency, bus, alg)
+
+
+def _collnet(lib: Library, group: Group) -> Pair | None:
+    """All-reduce with the reduction in the network switches (SHARP, CollNet Direct): each
+    node's ranks reduce locally and one in-network reduction joins the nodes."""
+    if not group.sharp or group.nodes <= 1 or group.inter_bus_bytes_per_s is None:
+        return None
+    intra = lib.hw_latency_s[group.intra_link]["collnet_direct"][2]
+    inter = _inter_latency(lib, group, "collnet_direct", 2)
+    ppn = group.ppn
+    latency = lib.base_latency_s["collnet_direct"][2]
+    latency += 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4 * _US) + inter
+    bus = min(group.intra_bus_bytes_per_s, group.inter_bus_bytes_per_s)
+    return Pair("collnet_direct", "Simple", latency, bus, bus * 0.5)
+
+
+def _pat(lib: Library, kind: str, group: Group) -> Pair | None:
+    """All-gather / reduce-scatter with one rank per node (NCCL's PAT): log-depth latency."""
+    if kind == "all_reduce" or group.ppn != 1 or group.nodes <= 1:
+        return None
+    inter = _inter_latency(lib, group, "pat", 2)
+    latency = lib.base_latency_s["pat"][2] + _log2i(group.nodes) * inter / 3.5
+    latency += group.ranks * 2.8 * _US
+    bus = _ring_bus(lib, group, 2) * lib.factors["pat"]
+    return Pair("pat", "Simple", latency, bus, bus)
+
+
+def pairs(lib: Library, kind: str, group: Group) -> list[Pair]:
+    """Every (algorithm, protocol) the library may run for `kind` on `group`."""
+    found = [_ring(lib, kind, group, p) for p in range(3)]
+    if kind == "all_reduce":
+        found += [_tree(lib, group, p) for p in range(3)]
+    extra = (
+        [_nvls(lib, group), _nvls_tree(lib, group), _collnet(lib, group)]
+        if kind == "all_reduce"
+        else []
+    )
+    extra.append(_pat(lib, kind, group))
+    return found + [p for p in extra if p is not None]

@@ -1,0 +1,158 @@
+"""The realistic (library-level) time of a collective on a GPU group: which communicator the mesh
+axes form (`group_for`), and the library's choice of algorithm and protocol (`library_choice`).
+
+A collective over mesh axes is one communicator of n ranks on `nodes` nodes. Its bandwidths come
+from the chip file: inside a node, the scale-up stage's all-gather bandwidth times the chip's
+`achievable.collective_bus_efficiency` (the busbw nccl-tests reports at large sizes); between
+nodes, the ranks' share of their node's NICs times `scale_out.efficiency`. The library's latencies
+and protocol rules come from its data file (`library.py`). Chips whose library is "xla" or "none"
+have no group: their realistic time is the bus-efficiency curve (`records.bus_efficiency`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shardline.collectives.library import ALGORITHMS, PROTOCOLS, Group, Pair, load_library, pairs
+from shardline.collectives.records import AxisNetwork, Stage
+from shardline.errors import InputError
+from shardline.hardware import Chip
+
+__all__ = ["LibraryChoice", "group_for", "library_choice", "LIBRARY_ALGORITHMS"]
+
+LIBRARY_ALGORITHMS = ALGORITHMS
+_ALIASES = {"collnet": "collnet_direct", "sharp": "collnet_direct", "in-switch": "nvls"}
+
+
+@dataclass(frozen=True)
+class LibraryChoice:
+    """What the library runs and how long it takes (per element when V is an array)."""
+
+    library: str  # "nccl 2.30.7"
+    algorithm: str
+    protocol: str
+    t_s: Any
+    latency_s: Any
+    bus_bytes_per_s: Any
+    group: Group
+    candidates: tuple[tuple[str, str, Any], ...]  # (algorithm, protocol, seconds) of each pair
+
+
+def _gather_bandwidth(stage: Stage) -> float:
+    """A stage's all-gather bandwidth B: t = (n-1)/n * V / B (ring 2W, line and switch W)."""
+    return 2 * stage.bytes_per_s if stage.topology == "ring" else stage.bytes_per_s
+
+
+def group_for(
+    nets: Sequence[AxisNetwork], chip: Chip, in_switch: bool, gpus_per_process: int = 1
+) -> Group | None:
+    """The communicator the axes form, or None where no library model applies.
+
+    `gpus_per_process` > 1 is one process driving several GPUs (nccl-tests `-g`): it launches
+    their kernels one after another, so no collective is shorter than that many launches."""
+    ic = chip.interconnect
+    if ic is None or ic.library not in ("nccl", "rccl"):
+        return None
+    stages = [s for net in nets for s in net.stages if s.devices > 1]
+    if not stages:
+        return None
+    ranks = math.prod(s.devices for s in stages)
+    nodes = math.prod(s.devices for s in stages if s.scale_out)
+    up = [s for s in stages if not s.scale_out]
+    out = [s for s in stages if s.scale_out]
+    ppn = ranks // nodes
+    eff = chip.achievable.collective_bus_efficiency or 1.0
+    up_w = min(_gather_bandwidth(s) for s in up) if up else ic.egress_bytes_per_s
+    inter = None
+    sharp = False
+    floor = chip.achievable.collective_latency_s or 0.0
+    floor = max(floor, gpus_per_process * (chip.achievable.launch_overhead_s or 0.0))
+    if out and ic.scale_out is not None:
+        so = ic.scale_out
+        share = min(s.bytes_per_s for s in out)
+        node = so.node_bytes_per_s if so.nics_per_node and so.nic_bytes_per_s else math.inf
+        inter = min(ppn * share, node) * (so.efficiency or 1.0)
+        sharp = so.in_network_reduction
+        floor = max(floor, so.collective_latency_s or 0.0)
+    nvls = None
+    if ic.in_network_reduction and ic.topology == "switch" and (in_switch or nodes > 1):
+        nvls = (chip.achievable.in_network_reduction_efficiency or eff) * up_w
+    link = "pci" if any("pcie" in s.link.lower() for s in up) else "nvlink"
+    lib = load_library(ic.library)
+    generation = lib.generation(chip.name)
+    return Group(ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, 0.0, floor)
+
+
+def _wanted(name: str | None, kind: str) -> str | None:
+    if name is None:
+        return None
+    key = _ALIASES.get(name, name).replace("-", "_")
+    if key not in ALGORITHMS:
+        raise InputError(f"the collective library cannot run algorithm {name!r}")
+    return key
+
+
+def _usable(
+    found: list[Pair], algorithm: str | None, protocol: str | None, kind: str
+) -> list[Pair]:
+    keep = [
+        p
+        for p in found
+        if (algorithm is None or p.algorithm == algorithm)
+        and (protocol is None or p.protocol == protocol)
+    ]
+    if not keep:
+        what = " ".join(x for x in (algorithm, protocol) if x)
+        valid = ", ".join(dict.fromkeys(f"{p.algorithm}/{p.protocol}" for p in found))
+        raise InputError(
+            f"{what} cannot run {kind.replace('_', '-')} on this group; valid here: {valid}"
+        )
+    return keep
+
+
+def canonical_protocol(word: str | None) -> str | None:
+    """'ll128' -> 'LL128'; None stays None."""
+    if word is None:
+        return None
+    for p in PROTOCOLS:
+        if p.lower() == str(word).strip().lower():
+            return p
+    raise InputError(f"unknown protocol {word!r}; valid: {', '.join(PROTOCOLS)}")
+
+
+def library_choice(
+    kind: str,
+    nbytes: Any,
+    group: Group,
+    library: str,
+    algorithm: str | None = None,
+    protocol: str | None = None,
+) -> LibraryChoice:
+    """The library's fastest (algorithm, protocol) for V bytes, or the one the user forces."""
+    lib = load_library(library)
+    found = _usable(pairs(lib, kind, group), _wanted(algorithm, kind), protocol, kind)
+    times = [np.maximum(p.time_s(nbytes), group.floor_s) for p in found]
+    scalar = not isinstance(nbytes, np.ndarray)
+    stacked = np.vstack([np.atleast_1d(t) for t in times])
+    best = np.argmin(stacked, axis=0)
+    t_best = stacked[best, np.arange(stacked.shape[1])]
+    first = found[int(best[0])]
+    names = dict.fromkeys(f"{found[i].algorithm}" for i in best)
+    protos = dict.fromkeys(f"{found[i].protocol}" for i in best)
+    lat = np.array([found[i].latency_s for i in best])
+    bus = np.array([found[i].bus_bytes_per_s for i in best])
+    return LibraryChoice(
+        library=f"{lib.name} {lib.version}",
+        algorithm=first.algorithm if scalar else " / ".join(names),
+        protocol=first.protocol if scalar else " / ".join(protos),
+        t_s=float(t_best[0]) if scalar else t_best,
+        latency_s=float(lat[0]) if scalar else lat,
+        bus_bytes_per_s=float(bus[0]) if scalar else bus,
+        group=group,
+        candidates=tuple((p.algorithm, p.protocol, t) for p, t in zip(found, times, strict=True)),
+    )
