@@ -34,6 +34,7 @@ COMMANDS = (
     "plot",
     "report",
     "hw",
+    "system",
     "what_if",
 )
 
