@@ -13,7 +13,8 @@ the "## Collectives" section of docs/validation.md (other sections are kept).
 Conventions. nccl-tests' `size` is the whole array V for all-reduce, all-gather (the gathered
 result) and reduce-scatter (the input), and one rank's buffer for all-to-all, so V = size x n
 there. The row's environment is honoured where it constrains the library: NCCL_ALGO=RING forces
-the ring; NVLS disabled (or shown not engaged by the source) removes the in-switch reduction.
+the ring; NVLS disabled (or shown not engaged by the source) removes the in-switch reduction; a
+process driving several GPUs (nccl-tests `-g 8`) is `--gpus-per-process 8`.
 Error: predicted / measured - 1 (negative: the prediction is faster than the measurement).
 """
 
@@ -77,14 +78,10 @@ def _flags(raw: dict[str, str]) -> dict[str, object]:
 
 def predict(raw: dict[str, str]) -> Row | None:
     """One published row priced, or None when its chip is not in the catalog."""
-    from shardline.collectives import collective_cost
+    from shardline.collectives import NetworkOptions, collective_cost
     from shardline.errors import InputError
     from shardline.hardware import load_chip
-    try:
-        from shardline.hardware.systems import chip_with_cluster
-    except ImportError:
-        sys.path.insert(0, "/work/scratch")
-        from cluster_tmp import chip_with_cluster
+    from shardline.hardware.cluster import chip_with_cluster
 
     try:
         chip = load_chip(raw["chip"])
@@ -95,7 +92,8 @@ def predict(raw: dict[str, str]) -> Row | None:
     ranks = int(raw["gpus_per_node"]) * int(raw["nodes"])
     size = int(raw["size_bytes"])
     v = size * ranks if raw["collective"] == "all_to_all" else size
-    cost = collective_cost(raw["collective"], v, ranks, chip, algorithm=algorithm)
+    options = NetworkOptions(gpus_per_process=int(raw["gpus_per_process"]))
+    cost = collective_cost(raw["collective"], v, ranks, chip, algorithm=algorithm, options=options)
     return Row(
         raw["case_id"],
         raw["chip"],
@@ -159,10 +157,10 @@ def section(rows: list[Row]) -> str:
         HEADING,
         "",
         f"`python benchmarks/bench_collectives.py` ({today}): every published nccl-tests /",
-        "rccl-tests row of `benchmarks/data/collectives_published.csv` from 32 KiB to 16 GiB whose",
-        "chip is in the catalog, priced by `shardline collective` on the row's system (GPUs per",
-        "node, NICs, NIC speed and fabric as flags). The sweeps, their sources and their quirks are",
-        "described in `benchmarks/data/collectives_published.md`.",
+        "rccl-tests row of `benchmarks/data/collectives_published.csv` from 32 KiB to 16 GiB",
+        "whose chip is in the catalog, priced by `shardline collective` on the row's system (GPUs",
+        "per node, NICs, NIC speed and fabric as flags). The sweeps, their sources and their",
+        "quirks are described in `benchmarks/data/collectives_published.md`.",
         "",
         *summary_lines(rows),
         "",

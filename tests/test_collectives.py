@@ -282,13 +282,25 @@ def test_in_switch_all_reduce_over_two_axes_of_one_node() -> None:
 
 
 def test_multi_dimension_axis_runs_axis_by_axis() -> None:
-    # 64 chips on v5e: a 4-chip line then a 16-chip ring. Slowest per byte first while the array
-    # is small: the line gathers V/16, then the ring gathers V.
+    # 64 chips on v5e: a 4-chip line then a 16-chip ring. Sequentially, slowest per byte first
+    # while the array is small: the line gathers V/16, then the ring gathers V.
     v = 1e9
-    c = collective_cost("all_gather", v, 64, V5E)
+    seq = NetworkOptions(multi_axis="sequential")
+    c = collective_cost("all_gather", v, 64, V5E, options=seq)
     expect = 3 / 4 * (v / 16) / 4.5e10 + 15 / 16 * v / (2 * 4.5e10)
     assert c.t_bandwidth_s == pytest.approx(expect, rel=1e-12)
     assert c.t_latency_s == pytest.approx((3 + 8) * 1e-6)
+
+
+def test_multi_dimension_axis_runs_at_once_by_default() -> None:
+    # the book's multi-axis form: both dimensions' links carry the gather at once, so their
+    # all-gather bandwidths add (line W, bidirectional ring 2W):
+    # T = (N-1)/N x V / (W + 2W) = 63/64 x 1e9 / 1.35e11 = 7.29 ms; latencies as before
+    v = 1e9
+    c = collective_cost("all_gather", v, 64, V5E)
+    assert c.t_bandwidth_s == pytest.approx(63 / 64 * v / (3 * 4.5e10), rel=1e-12)
+    assert c.t_latency_s == pytest.approx((3 + 8) * 1e-6)
+    assert c.combine == "at once" and c.multi_axis == "simultaneous"
 
 
 def test_inner_axis_shrinks_the_outer_scale_out_gather() -> None:
@@ -344,7 +356,12 @@ def test_bus_efficiency_model() -> None:
     # eff(V) = eff_max V / (V + V_half): half of eff_max at V_half, -> eff_max for large V
     assert bus_efficiency(v_half, H100) == pytest.approx(eff_max / 2)
     assert bus_efficiency(1e15, H100) == pytest.approx(eff_max, rel=1e-6)
-    c = collective_cost("all_gather", 64e6, 8, H100)
+    # the curve prices a chip whose collectives no library model runs (library "none")
+    assert H100.interconnect is not None
+    plain = dataclasses.replace(
+        H100, interconnect=dataclasses.replace(H100.interconnect, library="none")
+    )
+    c = collective_cost("all_gather", 64e6, 8, plain)
     eff = eff_max * 64e6 / (64e6 + v_half)
     assert c.predicted_s == pytest.approx(c.t_latency_s + c.t_bandwidth_s / eff, rel=1e-12)
     # a chip without the two fields runs at line rate

@@ -24,11 +24,11 @@ DATA = ROOT / "benchmarks" / "data" / "collectives_published.csv"
 NOTES = ROOT / "benchmarks" / "data" / "collectives_published.md"
 COLUMNS = [
     "case_id", "source", "library", "library_version", "chip", "gpus_per_node", "nodes",
-    "nics_per_node", "nic_gbps", "scale_out", "env", "collective", "size_bytes", "dtype",
-    "time_us", "algbw_gb_s", "busbw_gb_s", "placement",
+    "gpus_per_process", "nics_per_node", "nic_gbps", "scale_out", "env", "collective",
+    "size_bytes", "dtype", "time_us", "algbw_gb_s", "busbw_gb_s", "placement",
 ]  # fmt: skip
 # Columns that describe the system of a sweep: one value per case_id.
-SWEEP_COLUMNS = COLUMNS[1:12] + ["placement"]
+SWEEP_COLUMNS = COLUMNS[1:13] + ["placement"]
 BUS_FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,

@@ -116,13 +116,18 @@ def test_output_only_axis_slices_the_inputs_for_free() -> None:
 
 def test_two_axis_reduce_scatter_runs_axis_by_axis() -> None:
     v5e = load_chip("tpu-v5e")
-    r = shard_einsum("A[M,K_XY] * B[K_XY,N] -> C[M,N_XY]", DIMS, "X=4,Y=16", v5e)
+    seq = NetworkOptions(multi_axis="sequential")
+    r = shard_einsum("A[M,K_XY] * B[K_XY,N] -> C[M,N_XY]", DIMS, "X=4,Y=16", v5e, network=seq)
     assert kinds(r) == [("reduce_scatter", "C", ("X", "Y"))]
     # Y (16, ring) is inner, X (4, line): slowest per byte first on the smaller array:
     # line on V/16, then the ring on V
     v = 4 * M * N
     expect = 3 / 4 * (v / 16) / 4.5e10 + 15 / 16 * v / (2 * 4.5e10) + (3 + 8) * 1e-6
     assert r.t_network_s == pytest.approx(expect, rel=1e-12)
+    # by default both axes' links work at once: (N-1)/N x V / (W + 2W), same latencies
+    both = shard_einsum("A[M,K_XY] * B[K_XY,N] -> C[M,N_XY]", DIMS, "X=4,Y=16", v5e)
+    at_once = 63 / 64 * v / (3 * 4.5e10) + (3 + 8) * 1e-6
+    assert both.t_network_s == pytest.approx(at_once, rel=1e-12)
 
 
 # --- residency, padding, overlap --------------------------------------------------------------

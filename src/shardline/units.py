@@ -59,6 +59,10 @@ def parse_quantity(text: str, unit: str) -> float:
         return value
     if unit == "s" and suffix in _TIME:
         return value * _TIME[suffix]
+    if unit == "B/s":
+        bits = _bit_rate(suffix)
+        if bits is not None:
+            return value * bits
     aliases = {unit, unit.replace("FLOP", "FLOPS"), unit.replace("B", "bytes")}
     if unit == "FLOP/s":
         aliases |= {"FLOPS", "FLOPs", "OPS", "OP/s"}
@@ -72,6 +76,19 @@ def parse_quantity(text: str, unit: str) -> float:
     raise InputError(
         f"cannot read {text!r}: expected a number in {unit} (e.g. '3.35e12' or '3.35 T{unit}')"
     )
+
+
+def _bit_rate(suffix: str) -> float | None:
+    """Bytes/s in one unit of a bit rate ('Gb/s', 'Gbps', 'Gbit/s': 1e9 / 8), else None. A
+    lower-case b is a bit, as NICs are sold (400 Gb/s = 50 GB/s)."""
+    for base in ("bit/s", "b/s", "bps"):
+        if suffix.endswith(base):
+            prefix = suffix[: -len(base)]
+            if prefix == "":
+                return 1 / 8
+            if prefix in _PREFIX:
+                return _PREFIX[prefix] / 8
+    return None
 
 
 def parse_count(text: str, what: str) -> int:

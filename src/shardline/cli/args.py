@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 from typing import Literal
 
+from shardline.cli.system_args import add_system_args
+
 __all__ = [
     "add_chip_args",
     "add_compare_args",
@@ -43,10 +45,11 @@ def add_chip_args(parser: argparse.ArgumentParser, *, dtype: bool = True) -> Non
     group = parser.add_argument_group("hardware")
     group.add_argument(
         "--hw",
-        default="h100-sxm",
+        default=None,
         help="chip name or alias (see `shardline hw list`) or a chip .toml file "
-        "(default: h100-sxm)",
+        "(default: h100-sxm, or the chip of --system)",
     )
+    parser.set_defaults(hw_fallback="h100-sxm")
     if dtype:
         group.add_argument(
             "--dtype",
@@ -197,6 +200,20 @@ def add_network_args(group: argparse._ArgumentGroup, *, per_axis: bool) -> None:
     group.add_argument(
         "--latency", default=None, metavar="S", help="seconds per hop, e.g. 1e-6 or '1 us'"
     )
+    group.add_argument(
+        "--algorithm",
+        metavar="NAME",
+        help="the collective algorithm: the library's ring, tree, nvls, nvls-tree, collnet, pat "
+        "(NCCL/RCCL chips), or the line-rate table's ring, line, unidirectional-ring, switch, "
+        "in-switch, tree, p2p (default: the library's own choice; see docs/collectives.md)",
+    )
+    group.add_argument(
+        "--gpus-per-process",
+        default=None,
+        metavar="G",
+        help="GPUs one process drives (nccl-tests -g G): their launches serialize (default 1)",
+    )
+    add_system_args(group)
 
 
 def add_run_args(group: argparse._ArgumentGroup) -> None:

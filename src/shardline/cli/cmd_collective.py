@@ -32,12 +32,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     co.add_argument("--devices", required=True, metavar="X", help="devices on the axis")
     add_chip_args(co, dtype=False)
     add_network_args(co.add_argument_group("network"), per_axis=False)
-    co.add_argument(
-        "--algorithm",
-        metavar="NAME",
-        help="the collective algorithm: ring, line, unidirectional-ring, switch, in-switch, "
-        "tree or p2p (default: the topology's own; see docs/sharding.md)",
-    )
     add_json_arg(co)
     co.set_defaults(func=run)
 

@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from shardline.cli.args import add_network_args
 from shardline.cli.args import add_workload_args as _add_workload_args
 from shardline.cli.common import (
     add_chip_args,
@@ -88,6 +89,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="plans shown in the text table (default 10; --json lists all)",
     )
     add_execution_args(pl)
+    add_network_args(
+        pl.add_argument_group("network (mesh axes are the strategies: tp, fsdp, dp, pp)"),
+        per_axis=True,
+    )
     _add_search_args(pl)
     add_json_arg(pl)
     pl.set_defaults(func=run_plan)

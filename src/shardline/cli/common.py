@@ -102,10 +102,13 @@ def dtype_map(text: str | None) -> dict[str, str]:
 def fill_default_dtype(args: argparse.Namespace) -> None:
     """`--dtype` left out: the chip's default (bf16, or fp32 on a chip without bf16, such as a
     calibrated CPU file)."""
-    if getattr(args, "dtype", "unset") is None and getattr(args, "hw", None):
-        from shardline.hardware import load_chip
+    from shardline.cli.system_args import resolve_hardware
 
-        args.dtype = load_chip(args.hw).default_dtype
+    resolve_hardware(args)
+    if getattr(args, "dtype", "unset") is None and getattr(args, "hw", None):
+        from shardline.hardware import resolve_chip
+
+        args.dtype = resolve_chip(args.hw).default_dtype
 
 
 # --- network and sharding options ------------------------------------------------------------
@@ -121,7 +124,16 @@ def network_from_args(args: argparse.Namespace, axes: list[str]) -> NetworkOptio
         raise InputError("--link-bw must be positive")
     if latency is not None and latency < 0:
         raise InputError("--latency must not be negative")
-    return NetworkOptions(parse_topology(getattr(args, "topology", None), axes), link, latency)
+    per_process = getattr(args, "gpus_per_process", None)
+    return NetworkOptions(
+        parse_topology(getattr(args, "topology", None), axes),
+        link,
+        latency,
+        algorithm=getattr(args, "algorithm", None),
+        protocol=getattr(args, "protocol", None),
+        multi_axis=getattr(args, "multi_axis", None) or "simultaneous",
+        gpus_per_process=parse_count(per_process, "--gpus-per-process") if per_process else 1,
+    )
 
 
 def resident_from_text(text: str | None, inputs: tuple[str, str]) -> frozenset[str] | None:

@@ -43,6 +43,10 @@ def plan_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     }
     options["microbatches"] = count_arg(args.microbatches, "--microbatches")
     options.update(execution_from_args(args))
+    if hasattr(args, "topology"):
+        from shardline.cli.common import network_from_args
+
+        options["network"] = network_from_args(args, [s.name for s in strategies()])
     return options
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 
 from shardline.errors import InputError
-from shardline.units import parse_count, parse_quantity
 
 __all__ = ["add_system_args", "resolve_hardware", "SYSTEM_FLAGS"]
 
@@ -60,6 +59,8 @@ def add_system_args(group: argparse._ArgumentGroup) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, object]:
+    from shardline.units import parse_count, parse_quantity
+
     out: dict[str, object] = {}
     if getattr(args, "gpus_per_node", None) is not None:
         out["gpus_per_node"] = parse_count(args.gpus_per_node, "--gpus-per-node")
@@ -84,23 +85,17 @@ def resolve_hardware(args: argparse.Namespace) -> None:
     """Apply --system and its field flags to the chip (see the module docstring)."""
     if not any(getattr(args, flag, None) is not None for flag in SYSTEM_FLAGS):
         if getattr(args, "hw", "unset") is None:
-            args.hw = "h100-sxm"
+            args.hw = getattr(args, "hw_fallback", None)
         return
     from shardline.hardware import load_chip
-    from shardline.hardware.systems import (
-        apply_system,
-        default_system_for,
-        load_system,
-        override_system,
-        system_for_chip,
-    )
+    from shardline.hardware.cluster import chip_with_cluster, system_chip
+    from shardline.hardware.systems import load_system
 
     hw = getattr(args, "hw", None)
+    flags = _overrides(args)
     if args.system is not None:
         system = load_system(args.system)
         chip = load_chip(hw) if hw is not None else load_chip(system.chip)
+        args.hw = system_chip(chip, system, **flags)
     else:
-        chip = load_chip(hw or "h100-sxm")
-        system = default_system_for(chip.name) or system_for_chip(chip)
-    system = override_system(system, **_overrides(args))
-    args.hw = apply_system(chip, system)
+        args.hw = chip_with_cluster(load_chip(hw or "h100-sxm"), **flags)  # type: ignore[arg-type]

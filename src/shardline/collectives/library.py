@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -82,7 +82,7 @@ class Group:
     nvls_alg_bytes_per_s: float | None
     sharp: bool
     generation: str
-    net_latency_s: float = 0.0  # the fabric's extra latency per network step
+    net_latency_s: float = 0.0  # the fabric's own latency of one network step
     floor_s: float = 0.0  # the shortest collective this group runs (measured; 0: none known)
 
     @property
@@ -104,9 +104,13 @@ class Pair:
     plateau_latency_s: float | None = None  # multi-node Simple ring all-reduce, large V
     plateau_from_bytes: float = math.inf
 
+    net_half_bytes: float = 0.0  # the network reaches half its bandwidth at this size
+
     def time_s(self, nbytes: Any) -> Any:
         v = np.asarray(nbytes, dtype=np.float64)
         bw = self.alg_bytes_per_s * self.size_factor(v)
+        if self.net_half_bytes > 0:
+            bw = bw * v / (v + self.net_half_bytes)
         lat: Any = self.latency_s
         if self.plateau_latency_s is not None:
             lat = np.where(v >= self.plateau_from_bytes, self.plateau_latency_s, lat)
@@ -199,25 +203,40 @@ def _steps(kind: str, ranks: int, nodes: int) -> tuple[int, int]:
 
 
 def _inter_latency(lib: Library, group: Group, algorithm: str, p: int) -> float:
-    """One network step: the network's per-step latency (tree's when each node has one rank),
-    plus the fabric's own, twice for Simple (its flush)."""
+    """One network step: the library's per-step network latency (a tree's when each node has one
+    rank), or the fabric's own where that is longer (a cloud transport such as EFA or TCPXO:
+    aws-ofi-nccl's tuner charges 20 us a step on P5, where NCCL's constants assume RDMA)."""
     key = "tree" if group.ppn == 1 else algorithm
-    lat = lib.hw_latency_s["net"][key][p] + group.net_latency_s
-    return lat + (group.net_latency_s if PROTOCOLS[p] == "Simple" else 0.0)
+    return max(lib.hw_latency_s["net"][key][p], group.net_latency_s)
 
 
-def _ring_bus(lib: Library, group: Group, p: int) -> float:
-    """The ring's bus bandwidth by protocol: Simple at the slower of the node and the network."""
-    bus = group.intra_bus_bytes_per_s if group.ppn > 1 or group.nodes == 1 else math.inf
-    if group.nodes > 1 and group.inter_bus_bytes_per_s is not None:
-        bus = min(bus, group.inter_bus_bytes_per_s)
-    f = lib.factors
-    ll_max = lib.ll_max_bytes_per_s[group.generation][_node_index(group.nodes)]
+def _protocol_bus(lib: Library, group: Group, bus: float, p: int) -> float:
+    """A Simple-protocol bus bandwidth as protocol p moves it (LL: half, capped per generation;
+    LL128: 120 of every 128 bytes)."""
     if PROTOCOLS[p] == "LL":
-        return min(ll_max, bus * f["ring_ll"])
+        ll_max = lib.ll_max_bytes_per_s[group.generation][_node_index(group.nodes)]
+        return min(ll_max, bus * lib.factors["ring_ll"])
     if PROTOCOLS[p] == "LL128":
-        return bus * f["ring_ll128"]
+        return bus * lib.factors["ring_ll128"]
     return bus
+
+
+def _ring_alg(lib: Library, kind: str, group: Group, p: int) -> float:
+    """The ring's algorithm bandwidth: every rank passes 2(n-1)/n x V (all-reduce; (n-1)/n for
+    gather and scatter) over its link, NVLink inside a node, its NIC share where the ring
+    crosses to the next node, so the bus rate is the slower of the two."""
+    n, nodes = group.ranks, group.nodes
+    steps, _ = _steps(kind, n, 1)
+    bus = group.intra_bus_bytes_per_s if group.ppn > 1 or nodes == 1 else math.inf
+    if nodes > 1 and group.inter_bus_bytes_per_s is not None:
+        bus = min(bus, group.inter_bus_bytes_per_s)
+    return _protocol_bus(lib, group, bus, p) * n / steps
+
+
+def _ring_bus(lib: Library, kind: str, group: Group, p: int) -> float:
+    """The ring's bus bandwidth (nccl-tests' busbw): its algorithm bandwidth x steps / n."""
+    steps, _ = _steps(kind, group.ranks, 1)
+    return _ring_alg(lib, kind, group, p) * steps / group.ranks
 
 
 def _ring(lib: Library, kind: str, group: Group, p: int) -> Pair:
@@ -229,18 +248,18 @@ def _ring(lib: Library, kind: str, group: Group, p: int) -> Pair:
         intra = max(intra, overhead)
     latency = lib.base_latency_s["ring"][p] + (steps - inter_steps) * intra
     latency += inter_steps * _inter_latency(lib, group, "ring", p)
-    bus = _ring_bus(lib, group, p)
+    alg = _ring_alg(lib, kind, group, p)
     plateau = None
     if nodes > 1 and kind == "all_reduce" and PROTOCOLS[p] == "Simple":
         plateau = latency * lib.factors["ring_plateau_latency"]
     # NCCL raises the latency once each channel's chunk reaches 64 B (V >= 64 x channels x n)
     start = 64.0 * lib.factors["channels"] * n
-    return Pair("ring", PROTOCOLS[p], latency, bus, bus * n / steps, (), plateau, start)
+    return Pair("ring", PROTOCOLS[p], latency, alg * steps / n, alg, (), plateau, start)
 
 
 def _tree(lib: Library, group: Group, p: int) -> Pair:
     f = lib.factors
-    bus = _ring_bus(lib, group, 2) * f["tree"]
+    bus = _ring_bus(lib, "all_reduce", group, 2) * f["tree"]
     ll_max = lib.ll_max_bytes_per_s[group.generation][_node_index(group.nodes)]
     if PROTOCOLS[p] == "LL":
         bus = min(bus * f["tree_ll"], ll_max)
@@ -308,19 +327,32 @@ def _pat(lib: Library, kind: str, group: Group) -> Pair | None:
     inter = _inter_latency(lib, group, "pat", 2)
     latency = lib.base_latency_s["pat"][2] + _log2i(group.nodes) * inter / 3.5
     latency += group.ranks * 2.8 * _US
-    bus = _ring_bus(lib, group, 2) * lib.factors["pat"]
+    bus = _ring_bus(lib, kind, group, 2) * lib.factors["pat"]
     return Pair("pat", "Simple", latency, bus, bus)
+
+
+def _ramp(lib: Library, pair: Pair, group: Group) -> Pair:
+    """Across nodes the Simple protocol streams through the network proxies' buffers (NCCL:
+    NCCL_BUFFSIZE per channel); a message reaches half the network's bandwidth when it fills
+    them once, V_half = channels x buffer, so its bandwidth is bw x V / (V + V_half)."""
+    if group.nodes <= 1 or pair.protocol != "Simple":
+        return pair
+    half = lib.factors["channels"] * lib.factors["buffer_bytes"]
+    return replace(pair, net_half_bytes=float(half))
 
 
 def pairs(lib: Library, kind: str, group: Group) -> list[Pair]:
     """Every (algorithm, protocol) the library may run for `kind` on `group`."""
-    found = [_ring(lib, kind, group, p) for p in range(3)]
+    # LL128 only inside a node: NCCL enables it on NVLink and on network paths no longer than
+    # a PCIe switch (PXB/PXN) between GPU and NIC, which a cluster's file does not tell
+    protos = (0, 1, 2) if group.nodes == 1 else (0, 2)
+    found = [_ring(lib, kind, group, p) for p in protos]
     if kind == "all_reduce":
-        found += [_tree(lib, group, p) for p in range(3)]
+        found += [_tree(lib, group, p) for p in protos]
     extra = (
         [_nvls(lib, group), _nvls_tree(lib, group), _collnet(lib, group)]
         if kind == "all_reduce"
         else []
     )
     extra.append(_pat(lib, kind, group))
-    return found + [p for p in extra if p is not None]
+    return [_ramp(lib, p, group) for p in found + [p for p in extra if p is not None]]

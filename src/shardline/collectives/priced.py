@@ -40,7 +40,7 @@ class LibraryChoice:
     latency_s: Any
     bus_bytes_per_s: Any
     group: Group
-    candidates: tuple[tuple[str, str, Any], ...]  # (algorithm, protocol, seconds) of each pair
+    candidates: tuple[tuple[Pair, Any], ...]  # each pair the library could run, and its seconds
 
 
 def _gather_bandwidth(stage: Stage) -> float:
@@ -70,6 +70,7 @@ def group_for(
     up_w = min(_gather_bandwidth(s) for s in up) if up else ic.egress_bytes_per_s
     inter = None
     sharp = False
+    net_step = 0.0
     floor = chip.achievable.collective_latency_s or 0.0
     floor = max(floor, gpus_per_process * (chip.achievable.launch_overhead_s or 0.0))
     if out and ic.scale_out is not None:
@@ -79,13 +80,14 @@ def group_for(
         inter = min(ppn * share, node) * (so.efficiency or 1.0)
         sharp = so.in_network_reduction
         floor = max(floor, so.collective_latency_s or 0.0)
+        net_step = max(s.hop_latency_s for s in out)
     nvls = None
     if ic.in_network_reduction and ic.topology == "switch" and (in_switch or nodes > 1):
         nvls = (chip.achievable.in_network_reduction_efficiency or eff) * up_w
     link = "pci" if any("pcie" in s.link.lower() for s in up) else "nvlink"
     lib = load_library(ic.library)
     generation = lib.generation(chip.name)
-    return Group(ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, 0.0, floor)
+    return Group(ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, net_step, floor)
 
 
 def _wanted(name: str | None, kind: str) -> str | None:
@@ -154,5 +156,5 @@ def library_choice(
         latency_s=float(lat[0]) if scalar else lat,
         bus_bytes_per_s=float(bus[0]) if scalar else bus,
         group=group,
-        candidates=tuple((p.algorithm, p.protocol, t) for p, t in zip(found, times, strict=True)),
+        candidates=tuple(zip(found, times, strict=True)),
     )

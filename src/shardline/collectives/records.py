@@ -199,7 +199,15 @@ class CollectiveCost:
         out["tiers"] = self.tiers()
         if self.choice is not None:
             out["candidates"] = [
-                {"algorithm": a, "protocol": p, "t_s": t} for a, p, t in self.choice.candidates
+                {
+                    "algorithm": pair.algorithm,
+                    "protocol": pair.protocol,
+                    "latency_s": pair.latency_s,
+                    "bus_bytes_per_s": pair.bus_bytes_per_s,
+                    "alg_bytes_per_s": pair.alg_bytes_per_s,
+                    "t_s": t,
+                }
+                for pair, t in self.choice.candidates
             ]
         out["steps"] = [
             {

@@ -12,6 +12,7 @@ from dataclasses import replace
 from math import ceil
 from typing import Any
 
+from shardline.collectives import NetworkOptions
 from shardline.cost import ZERO_COST, Cost
 from shardline.hardware import Chip
 from shardline.options import Execution
@@ -49,9 +50,16 @@ StageLayers = list[tuple[Layer, int]]
 class Context:
     """One search's caches: local sizes, layer Costs, networks, stages and memory checks."""
 
-    def __init__(self, workload: Workload, chip: Chip, execution: Execution | None = None) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        chip: Chip,
+        execution: Execution | None = None,
+        network: NetworkOptions | None = None,
+    ) -> None:
         self.workload = workload
         self.chip = chip
+        self.network_options = network
         self.execution = execution or Execution()
         model = workload.model
         self.head = head_layer(model, workload.training) if model is not None else None
@@ -69,7 +77,7 @@ class Context:
 
     def network(self, deg: Degrees) -> MeshNetwork:
         if deg not in self._networks:
-            self._networks[deg] = MeshNetwork(self.chip, deg, self._priced)
+            self._networks[deg] = MeshNetwork(self.chip, deg, self._priced, self.network_options)
         return self._networks[deg]
 
     def local(self, layer: Layer, deg: Mapping[str, int], m: int) -> dict[str, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shardline.collectives import AxisNetwork, collective_over, mesh_networks
+from shardline.collectives import AxisNetwork, NetworkOptions, collective_over, mesh_networks
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.strategies import by_mesh
@@ -20,7 +20,11 @@ class MeshNetwork:
     scale-out NICs between), a TPU axis rides its torus dimensions."""
 
     def __init__(
-        self, chip: Chip, degrees: Mapping[str, int], memo: dict[Any, Any] | None = None
+        self,
+        chip: Chip,
+        degrees: Mapping[str, int],
+        memo: dict[Any, Any] | None = None,
+        options: NetworkOptions | None = None,
     ) -> None:
         self.chip = chip
         self.nets: dict[str, AxisNetwork] = {}
@@ -34,7 +38,7 @@ class MeshNetwork:
                     "several devices needs one"
                 )
             outer_first = [(s.name, degrees.get(s.name, 1)) for s in reversed(by_mesh())]
-            self.nets = mesh_networks(chip, outer_first)
+            self.nets = mesh_networks(chip, outer_first, options)
         self._cache: dict[tuple[str, float, str], tuple[float, float]] = {}
         # strategies' priced work, shared by the networks of one search (keys name their axis)
         self.memo: dict[Any, Any] = {} if memo is None else memo

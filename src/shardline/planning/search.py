@@ -10,6 +10,7 @@ from itertools import product
 from math import ceil, prod
 from typing import Any
 
+from shardline.collectives import NetworkOptions
 from shardline.cost import TIE_RTOL
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
@@ -36,6 +37,7 @@ class PlanOptions:
     require_fit: bool = True
     rates: RateOverrides = field(default_factory=RateOverrides)
     execution: Execution = field(default_factory=Execution)
+    network: NetworkOptions | None = None  # --topology, --link-bw, --latency, library choices
 
 
 EXECUTION_FIELDS = tuple(f.name for f in fields(Execution))
@@ -174,13 +176,13 @@ def _options(
     (interleave=3, recompute="full", sequence_parallel=True, ...)."""
     rates = {k: given[k] for k in ("flops_per_s", "mem_bytes_per_s") if k in given}
     execution = {k: given[k] for k in EXECUTION_FIELDS if k in given and given[k] is not None}
-    unknown = set(given) - set(rates) - set(names()) - set(EXECUTION_FIELDS)
+    unknown = set(given) - set(rates) - set(names()) - set(EXECUTION_FIELDS) - {"network"}
     if unknown:
         raise TypeError(f"plan() got unexpected keyword argument(s) {', '.join(sorted(unknown))}")
     degrees = {name: given.get(name) for name in names()}
     return PlanOptions(
         degrees, microbatches, objective, require_fit, RateOverrides(**rates),
-        Execution(**execution),
+        Execution(**execution), given.get("network"),
     )  # fmt: skip
 
 
@@ -256,7 +258,7 @@ def plan(
 def _search(workload: Workload, chip: Chip, devices: int, opts: PlanOptions) -> list[PlanResult]:
     """Each candidate with its best microbatch count (on a tie the fewest microbatches, the
     simplest schedule); a candidate where nothing fits keeps its smallest-memory count."""
-    ctx = Context(workload, chip, opts.execution)
+    ctx = Context(workload, chip, opts.execution, opts.network)
     key = _sort_key(opts.objective)
     results: list[PlanResult] = []
     for deg in candidates(workload, devices, opts.degrees, opts.execution.interleave):

@@ -11,6 +11,7 @@ from typing import Any
 from shardline.collectives import CollectiveCost, CollectiveStep
 from shardline.dtypes import dtype_bytes
 from shardline.einsum import parse_einsum
+from shardline.report.collective_text import library_lines, realistic_line
 from shardline.sharding import PlannedCollective, ShardedResult
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
 
@@ -81,11 +82,7 @@ def _cost_lines(cost: CollectiveCost, indent: str) -> list[str]:
             f" = {fmt_time(float(cost.t_bandwidth_s))} + "
             f"{fmt_time(float(cost.t_latency_s))}"
         )
-    lines.append(
-        f"{indent}t = {fmt_time(float(cost.t_s))}; realistic t_latency + t_bandwidth/eff"
-        f" = {fmt_time(float(cost.predicted_s))} (eff = eff_max·V/(V + V_half) = "
-        f"{float(cost.bus_efficiency):.3g})"
-    )
+    lines.append(realistic_line(cost, indent))
     return lines
 
 
@@ -244,14 +241,18 @@ def render_collective(cost: CollectiveCost) -> str:
     first, second = (t_lat, t_bw) if t_lat > t_bw else (t_bw, t_lat)
     out = [
         f"{kind} of {fmt_int(float(cost.bytes))} B ({fmt_bytes(float(cost.bytes))}) over "
-        f"{cost.devices} devices: {fmt_time(float(cost.t_s))} at line rate (alpha-beta lower "
-        f"bound); predicted {fmt_time(float(cost.predicted_s))} at the measured bus efficiency",
-        f"on {cost.topology_detail}; algorithm: {cost.algorithm}",
+        f"{cost.devices} devices: predicted {fmt_time(float(cost.predicted_s))}; "
+        f"{fmt_time(float(cost.t_s))} at line rate (alpha-beta lower bound)",
+        f"on {cost.topology_detail}; algorithm: {cost.algorithm}"
+        + (f", protocol {cost.protocol} ({cost.library})" if cost.protocol else ""),
         "",
         regime.format(fmt_time(first), fmt_time(second)),
         "",
         *_cost_lines(cost, "  "),
     ]
+    library = library_lines(cost)
+    if library:
+        out += ["", *library]
     return "\n".join(out) + "\n"
 
 

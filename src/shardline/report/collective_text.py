@@ -1,0 +1,59 @@
+"""The library's part of a priced collective in words: which (algorithm, protocol) NCCL or RCCL
+would run, every pair it weighed with its latency and bandwidth, and the tiers it crossed."""
+
+from __future__ import annotations
+
+from shardline.collectives import CollectiveCost
+from shardline.units import fmt_rate, fmt_time
+
+__all__ = ["realistic_line", "library_lines"]
+
+
+def realistic_line(cost: CollectiveCost, indent: str) -> str:
+    """The last line of a collective's arithmetic: how the prediction was made."""
+    bound = f"{indent}t = {fmt_time(float(cost.t_s))} (lower bound)"
+    if cost.choice is None:
+        return (
+            f"{bound}; realistic t_latency + t_bandwidth/eff = "
+            f"{fmt_time(float(cost.predicted_s))} (eff = eff_max·V/(V + V_half) = "
+            f"{float(cost.bus_efficiency):.3g})"
+        )
+    return (
+        f"{bound}; {cost.library} runs {cost.algorithm} / {cost.protocol}: "
+        f"{fmt_time(float(cost.predicted_s))}"
+    )
+
+
+def library_lines(cost: CollectiveCost) -> list[str]:
+    """The library's weighing (a table of every pair it could run) and the tiers."""
+    choice = cost.choice
+    if choice is None or not isinstance(choice.t_s, float):
+        return []
+    out = [
+        f"LIBRARY ({cost.library}): t = latency + V / algbw for each algorithm and protocol, "
+        "the fastest runs",
+        f"  {'algorithm':<15}{'protocol':<9}{'latency':>10}{'busbw':>13}{'algbw':>13}{'t':>11}",
+    ]
+    for pair, t in choice.candidates:
+        mark = (
+            "  <- runs"
+            if (pair.algorithm, pair.protocol)
+            == (
+                cost.algorithm,
+                cost.protocol,
+            )
+            else ""
+        )
+        out.append(
+            f"  {pair.algorithm:<15}{pair.protocol:<9}{fmt_time(pair.latency_s):>10}"
+            f"{fmt_rate(pair.bus_bytes_per_s, 'B/s'):>13}"
+            f"{fmt_rate(pair.alg_bytes_per_s, 'B/s'):>13}{fmt_time(float(t)):>11}{mark}"
+        )
+    group = choice.group
+    tiers = f"  group: {group.ranks} ranks on {group.nodes} node(s); bus bandwidth inside a node "
+    tiers += fmt_rate(group.intra_bus_bytes_per_s, "B/s")
+    if group.inter_bus_bytes_per_s is not None:
+        tiers += f", between nodes {fmt_rate(group.inter_bus_bytes_per_s, 'B/s')}"
+    if group.floor_s > 0:
+        tiers += f"; no collective under {fmt_time(group.floor_s)}"
+    return [*out, tiers]
