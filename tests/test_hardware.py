@@ -50,6 +50,16 @@ REQUIRED = [
     "tpu-v5e",
     "tpu-v5p",
     "tpu-v6e",
+    "gb200",
+    "b300",
+    "h100-pcie",
+    "h800",
+    "h20",
+    "l40s",
+    "mi325x",
+    "mi355x",
+    "tpu-v7",
+    "trainium2",
 ]
 
 
@@ -272,6 +282,18 @@ REFERENCE: dict[str, dict[str, float]] = {
         "links": 4,
         "scale_out": 12.5e9,
     },
+    # Chips added later: the figures their catalog files cite (tests/test_chip_catalog_2026.py
+    # writes each figure out with its source).
+    "gb200": {"bf16": 2500e12, "fp8": 5000e12, "fp4": 10000e12, "cap": 186e9, "hbm": 8.0e12},
+    "b300": {"bf16": 2250e12, "fp8": 4500e12, "fp4": 13500e12, "cap": 288e9, "hbm": 8.0e12},
+    "h100-pcie": {"bf16": 756e12, "fp8": 1513e12, "cap": 80e9, "hbm": 2.0e12, "link": 64e9},
+    "h800": {"bf16": 989.4e12, "cap": 80e9, "hbm": 3.35e12, "link": 25e9, "links": 8},
+    "h20": {"bf16": 148e12, "fp8": 296e12, "cap": 96e9, "hbm": 4.0e12, "links": 18},
+    "l40s": {"bf16": 362e12, "fp8": 733e12, "cap": 48e9, "hbm": 864e9, "link": 32e9},
+    "mi325x": {"bf16": 1307.4e12, "cap": 256e9, "hbm": 6.0e12, "links": 7},
+    "mi355x": {"bf16": 2516.6e12, "fp4": 10066.3e12, "cap": 288e9, "hbm": 8.0e12},
+    "tpu-v7": {"bf16": 2307e12, "fp8": 4614e12, "cap": 192e9, "hbm": 7.38e12, "links": 6},
+    "trainium2": {"bf16": 667e12, "fp8": 1299e12, "cap": 96 * 2**30, "hbm": 2.9e12},
 }
 
 
@@ -428,6 +450,12 @@ def test_catalog_defaults_are_named_assumptions() -> None:
         "tpu-v5e": {"interconnect.scale_out.hop_latency_s"},
         "tpu-v5p": {"interconnect.scale_out.hop_latency_s"},
         "tpu-v6e": {"interconnect.scale_out.hop_latency_s"},
+        "tpu-v7": {"interconnect.scale_out.hop_latency_s"},
+        "h100-pcie": {"interconnect.hop_latency_s"},
+        "l40s": {"interconnect.hop_latency_s"},
+        "mi325x": {"interconnect.hop_latency_s", "interconnect.scale_out.hop_latency_s"},
+        "mi355x": {"interconnect.hop_latency_s"},
+        "trainium2": {"interconnect.hop_latency_s", "interconnect.scale_out.hop_latency_s"},
     }
     for chip in list_chips():
         assert set(chip.assumptions) == want.get(chip.name, set()), chip.name

@@ -108,15 +108,15 @@ def run_measured(
 
 def catalog_match(device_name: str) -> Chip | None:
     """The catalog GPU a CUDA device name refers to: its first name token must appear in the
-    device name ("h100" in "NVIDIA H100 80GB HBM3"); ties go to more matching tokens
-    ("a100-80gb" for "NVIDIA A100-SXM4-80GB")."""
+    device name ("h100" in "NVIDIA H100 80GB HBM3"); ties go to more matching tokens of its name
+    or an alias ("a100-80gb" for "NVIDIA A100-SXM4-80GB")."""
     words = set(re.findall(r"[a-z0-9]+", device_name.lower()))
     best: tuple[int, Chip] | None = None
     for chip in list_chips():
-        tokens = chip.name.split("-")
-        if chip.kind != "gpu" or tokens[0] not in words:
+        if chip.kind != "gpu" or chip.name.split("-")[0] not in words:
             continue
-        score = sum(token in words for token in tokens)
+        # the name or an alias ("h100-80gb" for "NVIDIA H100 80GB HBM3" over "h100-pcie")
+        score = max(sum(t in words for t in n.split("-")) for n in (chip.name, *chip.aliases))
         if best is None or score > best[0]:
             best = (score, chip)
     return None if best is None else best[1]
