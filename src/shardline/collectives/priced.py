@@ -76,7 +76,11 @@ def group_for(
     if out and ic.scale_out is not None:
         so = ic.scale_out
         share = min(s.bytes_per_s for s in out)
+        # the ranks' NIC shares; a node's NICs cap them where the ranks sit in one node (a
+        # scale-up domain of several nodes, an NVL72 rack, adds its nodes' NICs)
         node = so.node_bytes_per_s if so.nics_per_node and so.nic_bytes_per_s else math.inf
+        if so.devices_per_node and ppn > so.devices_per_node:
+            node = math.inf
         inter = min(ppn * share, node) * (so.efficiency or 1.0)
         sharp = so.in_network_reduction
         floor = max(floor, so.collective_latency_s or 0.0)
