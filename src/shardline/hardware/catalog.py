@@ -441,8 +441,11 @@ def _looks_like_path(name: str) -> bool:
     return name.endswith(".toml") or "/" in name or "\\" in name
 
 
-def load_chip(name: str) -> Chip:
-    """A catalog chip by name or alias (case-insensitive), or a user's TOML file by path."""
+def load_chip(name: str | Chip) -> Chip:
+    """A catalog chip by name or alias (case-insensitive), or a user's TOML file by path (a Chip
+    already made, e.g. by the command line's cluster flags, is returned as it is)."""
+    if isinstance(name, Chip):
+        return name
     if _looks_like_path(name):
         path = Path(name)
         return chip_from_dict(_read_toml(path), origin=str(path), path=str(path))

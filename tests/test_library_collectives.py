@@ -1,0 +1,192 @@
+"""The library-level collective model (NCCL's tuner as data) and the cluster flags.
+
+Every expected value is NCCL's own arithmetic written out with the constants of
+src/shardline/collectives/libraries/nccl.toml (NVIDIA/nccl src/graph/tuning.cc, NCCL 2.30.7) and
+the chip figures of src/shardline/hardware/catalog/h100-sxm.toml (18 NVLink 4 links x 25 GB/s
+= 450 GB/s; ring bus efficiency 0.82; NVLS 0.61 of V/W; launch 4 us).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from shardline.cli.main import main
+from shardline.collectives import NetworkOptions, collective_cost, collective_over, mesh_networks
+from shardline.errors import InputError
+from shardline.hardware import load_chip
+from shardline.hardware.cluster import chip_with_cluster
+
+H100 = load_chip("h100-sxm")
+US = 1e-6
+RING_BUS = 0.82 * 450e9  # Simple-protocol busbw inside an 8-GPU node
+
+
+def test_small_all_reduce_runs_ring_ll() -> None:
+    # ring / LL: latency 6.6 + 14 steps x 0.6 us; bus min(141 GB/s Hopper LL cap, 0.5 x 369 GB/s)
+    # algbw = bus x n / (2(n-1)) = 141e9 x 8/14
+    v = 32768
+    c = collective_cost("all_reduce", v, 8, H100)
+    assert (c.algorithm, c.protocol, c.library) == ("ring", "LL", "nccl 2.30.7")
+    expect = (6.6 + 14 * 0.6) * US + v / (141e9 * 8 / 14)
+    assert c.predicted_s == pytest.approx(expect, rel=1e-12)
+    assert c.t_s < c.predicted_s  # the line-rate bound stays below
+
+
+def test_large_all_reduce_runs_nvls_in_the_switch() -> None:
+    # NVLS: the switch reduces; latency 25 us (NVLink NVLS step), algbw 0.61 x 450 GB/s
+    v = 2**30
+    c = collective_cost("all_reduce", v, 8, H100)
+    assert (c.algorithm, c.protocol) == ("nvls", "Simple")
+    assert c.predicted_s == pytest.approx(25 * US + v / (0.61 * 450e9), rel=1e-12)
+
+
+def test_forced_ring_simple_and_the_candidates() -> None:
+    # ring / Simple: 8.4 + 14 x 3.4 us; algbw 369 GB/s x 8/14
+    v = 2**30
+    c = collective_cost(
+        "all_reduce", v, 8, H100, algorithm="ring", options=NetworkOptions(protocol="simple")
+    )
+    assert c.predicted_s == pytest.approx((8.4 + 14 * 3.4) * US + v / (RING_BUS * 8 / 14))
+    assert [(p.algorithm, p.protocol) for p, _ in c.choice.candidates] == [("ring", "Simple")]
+    with pytest.raises(InputError, match="unknown protocol"):
+        collective_cost("all_reduce", v, 8, H100, options=NetworkOptions(protocol="LL64"))
+
+
+def test_all_gather_ring_ll128_in_the_middle() -> None:
+    # all-gather has no tree and no NVLS here; at 16 MiB LL128 wins: 14 + 7 x 1.9 us,
+    # bus 0.92 x 369 GB/s, algbw = bus x n/(n-1) = x 8/7
+    v = 16 * 2**20
+    c = collective_cost("all_gather", v, 8, H100)
+    assert (c.algorithm, c.protocol) == ("ring", "LL128")
+    expect = (14.0 + 7 * 1.9) * US + v / (0.92 * RING_BUS * 8 / 7)
+    assert c.predicted_s == pytest.approx(expect, rel=1e-12)
+
+
+def test_two_nodes_ring_simple_latency_and_plateau() -> None:
+    # 16 H100 = 2 nodes of 8 (8 x 400 Gb/s NICs per node). Ring / Simple all-reduce: 30 steps, 2
+    # of them over the network: 8.4 + 28 x max(3.4, 3 x 1.0 net overhead) + 2 x max(14, 5) us,
+    # times 1.4 once a channel's chunk passes 64 B (NCCL's plateau)
+    v = 2**30
+    c = collective_cost(
+        "all_reduce", v, 16, H100, algorithm="ring", options=NetworkOptions(protocol="Simple")
+    )
+    latency = (8.4 + 28 * 3.4 + 2 * 14.0) * US * 1.4
+    # bus: the slower of NVLink (369 GB/s) and the ranks' NICs (8 x 50 GB/s); the network
+    # streams through 16 channels x 4 MiB of proxy buffer: bw x V / (V + 64 MiB)
+    alg = min(RING_BUS, 8 * 50e9) * 16 / 30 * v / (v + 16 * 4 * 2**20)
+    assert c.predicted_s == pytest.approx(latency + v / alg, rel=1e-12)
+    tiers = {t["tier"]: t for t in c.to_dict()["tiers"]}
+    assert tiers["scale_up"]["devices"] == 8 and tiers["scale_out"]["devices"] == 2
+
+
+def test_one_process_driving_eight_gpus_launches_eight_times() -> None:
+    # nccl-tests -g 8: no collective shorter than 8 launches of 4 us
+    c = collective_cost("all_reduce", 8, 8, H100, options=NetworkOptions(gpus_per_process=8))
+    assert c.predicted_s == pytest.approx(8 * 4 * US)
+
+
+def test_rccl_and_xla_chips() -> None:
+    mi = collective_cost("all_reduce", 1e9, 8, load_chip("mi300x"))
+    assert mi.library.startswith("rccl") and mi.protocol == "Simple"
+    # a TPU's collectives are XLA's: the bus-efficiency curve, no protocol
+    v5e = collective_cost("all_gather", 1e9, 16, load_chip("tpu-v5e"))
+    assert (v5e.library, v5e.protocol, v5e.choice) == ("xla", "", None)
+    with pytest.raises(InputError, match="--protocol needs a collective library"):
+        collective_cost("all_gather", 1e9, 16, "tpu-v5e", options=NetworkOptions(protocol="LL"))
+
+
+def test_vectorized_sizes_pick_per_size() -> None:
+    sizes = np.array([8.0, 2.0**30])
+    c = collective_cost("all_reduce", sizes, 8, H100)
+    one = [float(collective_cost("all_reduce", float(s), 8, H100).predicted_s) for s in sizes]
+    assert np.allclose(c.predicted_s, one, rtol=1e-12)
+    assert c.algorithm == "ring / nvls"
+
+
+# --- the book's multi-axis form ------------------------------------------------------------------
+
+
+def test_data_parallel_critical_batch_on_three_v5p_axes() -> None:
+    # How to Scale Your Model, training chapter: pure data parallelism is compute-bound when the
+    # batch per chip exceeds C / (W_ici x n_axes): 4.59e14 / 1.8e11 = 2550 on one axis, 850 on
+    # three. Gradient all-reduce of a bf16 D x F weight: V = 2 D F bytes; backward matmuls
+    # T_math = 4 b D F / C for b tokens per chip; b* = T_comm x C / (4 D F).
+    v5p = load_chip("tpu-v5p")
+    nets = mesh_networks(v5p, [("X", 16), ("Y", 20), ("Z", 28)])
+    d = f = 8192
+    peak = v5p.peak("bf16")
+
+    def critical(multi_axis: str) -> float:
+        c = collective_over(
+            "all_reduce", 2 * d * f, list(nets.values()), v5p, multi_axis=multi_axis
+        )
+        return float(c.t_bandwidth_s) * peak / (4 * d * f)
+
+    # simultaneous: 2 (N-1)/N V / (3 rings x 2W) -> C (N-1)/N / (6W), N = 8960
+    assert critical("simultaneous") == pytest.approx(peak * 8959 / 8960 / (6 * 9e10), rel=1e-9)
+    assert critical("simultaneous") == pytest.approx(850, rel=0.001)
+    assert critical("sequential") == pytest.approx(2550, rel=0.001)
+
+
+# --- the cluster flags ---------------------------------------------------------------------------
+
+
+def test_cluster_flags_change_the_scale_out() -> None:
+    one = chip_with_cluster(H100, gpus_per_node=1, nics_per_node=1, nic_bytes_per_s=50e9)
+    assert one.interconnect is not None and one.interconnect.scale_up_devices == 1
+    c = collective_cost("all_reduce", 2**30, 2, one, algorithm="ring")
+    assert [t["tier"] for t in c.to_dict()["tiers"]] == ["scale_out"]
+    off = chip_with_cluster(H100, nvls=False)
+    assert collective_cost("all_reduce", 2**30, 8, off).algorithm == "ring"
+
+
+def _json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict:  # type: ignore[type-arg]
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_collective_cli_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["collective", "all-reduce", "--bytes", "131072", "--devices", "16", "--hw", "h100"]
+    argv += ["--gpus-per-node", "8", "--nics-per-node", "8", "--nic-bw", "400 Gb/s"]
+    out = _json([*argv, "--scale-out", "roce"], capsys)
+    for key in ("predicted_s", "t_s", "algorithm", "protocol", "tiers", "library"):
+        assert key in out
+    assert out["tiers"][1]["bus_bytes_per_s"] == pytest.approx(8 * 50e9 * 0.96)  # RoCE 0.96
+    efa = _json([*argv, "--scale-out", "efa"], capsys)
+    assert efa["predicted_s"] > out["predicted_s"]  # EFA: 20 us per network step, not 2.7-14
+    sys_out = _json(["collective", "all-gather", "--bytes", "1e9", "--devices", "16",
+                     "--system", "dgx-h100"], capsys)  # fmt: skip
+    assert sys_out["devices"] == 16 and sys_out["protocol"] == "Simple"
+
+
+def test_system_flags_reach_shard_einsum_compare_and_plan(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    slow, fast = ["--nic-bw", "10 Gb/s"], ["--nic-bw", "800 Gb/s"]
+    einsum = ["einsum", "A[M,K_X] * B[K_X,N] -> C[M,N]", "--dims", "M=8192,K=8192,N=8192"]
+    einsum += ["--mesh", "X=16"]
+    shard = ["shard", "8192", "8192", "8192", "--devices", "16", "--along", "k"]
+    compare = ["compare", "8192", "8192", "8192", "--devices", "16"]
+    for argv in (einsum, shard, compare):
+        a, b = _json([*argv, *slow], capsys), _json([*argv, *fast], capsys)
+        assert json.dumps(a) != json.dumps(b), argv
+    plan = ["plan", "examples/seed003_stack.toml", "--devices", "16", "--tp", "16"]
+    a, b = _json([*plan, *slow], capsys), _json([*plan, *fast], capsys)
+    assert a["plans"][0]["predicted_s"] > b["plans"][0]["predicted_s"]
+
+
+def test_bad_cluster_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["collective", "all-reduce", "--bytes", "1e6", "--devices", "16"]
+    for extra, words in (
+        (["--nic-bw", "-5"], "--nic-bw must be positive"),
+        (["--scale-out", "carrier-pigeon"], "unknown scale-out fabric"),
+        (["--system", "no-such-system"], "system"),
+        (["--protocol", "LL64"], "unknown protocol"),
+        (["--gpus-per-node", "0"], "gpus-per-node"),
+    ):
+        assert main([*base, *extra]) == 2, extra
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error:") and words in err[0], (extra, err)
