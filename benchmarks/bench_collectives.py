@@ -162,6 +162,13 @@ def section(rows: list[Row]) -> str:
         "per node, NICs, NIC speed and fabric as flags). The sweeps, their sources and their",
         "quirks are described in `benchmarks/data/collectives_published.md`.",
         "",
+        "In-sample figures: four inputs of the model come from sweeps in this set, because no",
+        "other publication gives them. They are MI300X's and MI325X's bus efficiency (their",
+        "rccl-tests busbw at the largest sizes), the RoCE/InfiniBand network step (the two-node",
+        "RoCE floors of the A100 OKE and MI355X sweeps) and the TCPXO network step (the A3 Mega",
+        "floor). Every other figure comes from a publication outside the set; the chip, system and",
+        "library files cite each one.",
+        "",
         *summary_lines(rows),
         "",
     ]

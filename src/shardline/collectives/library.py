@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -58,6 +58,7 @@ class Library:
     factors: dict[str, Any]
     generations: dict[str, str]  # chip name -> generation
     sources: dict[str, str]
+    network_step_s: dict[str, float] = field(default_factory=dict)  # fabric -> one network step
 
     def generation(self, chip_name: str) -> str:
         return self.generations.get(chip_name, self.factors.get("default_generation", "hopper"))
@@ -162,6 +163,8 @@ def _library_from_dict(data: dict[str, Any]) -> Library:
     }
     sources["generations"] = data["generations"]["source"]
     sources["protocol_factors"] = data["protocol_factors"]["source"]
+    steps = data.get("network_step_us", {})
+    sources["network_step_us"] = steps.get("source", "")
     return Library(
         name=data["name"],
         version=str(data["version"]["value"]),
@@ -171,6 +174,7 @@ def _library_from_dict(data: dict[str, Any]) -> Library:
         factors=dict(data["protocol_factors"]),
         generations=generations,
         sources=sources,
+        network_step_s={k: float(v) * _US for k, v in steps.items() if k != "source"},
     )
 
 

@@ -84,7 +84,8 @@ def group_for(
         inter = min(ppn * share, node) * (so.efficiency or 1.0)
         sharp = so.in_network_reduction
         floor = max(floor, so.collective_latency_s or 0.0)
-        net_step = max(s.hop_latency_s for s in out)
+        lib_step = load_library(ic.library).network_step_s.get(so.fabric)
+        net_step = lib_step if lib_step is not None else max(s.hop_latency_s for s in out)
     nvls = None
     if ic.in_network_reduction and ic.topology == "switch" and (in_switch or nodes > 1):
         nvls = (chip.achievable.in_network_reduction_efficiency or eff) * up_w
