@@ -190,3 +190,17 @@ def test_bad_cluster_flags(capsys: pytest.CaptureFixture[str]) -> None:
         assert main([*base, *extra]) == 2, extra
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error:") and words in err[0], (extra, err)
+
+
+def test_collective_over_a_mesh_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # the same v5p pod as above through `collective --mesh`: V = 2 x 8192 x 8192 bf16 gradient
+    argv = ["collective", "all-reduce", "--bytes", str(2 * 8192 * 8192), "--hw", "tpu-v5p"]
+    argv += ["--mesh", "X=16,Y=20,Z=28"]
+    at_once = _json(argv, capsys)
+    one_by_one = _json([*argv, "--multi-axis", "sequential"], capsys)
+    # 2 (N-1)/N V / (3 x 2W) against the sum of three rings' 2 (n-1)/n V_i / (2W)
+    v, w = 2 * 8192 * 8192, 9e10
+    assert at_once["t_bandwidth_s"] == pytest.approx(2 * 8959 / 8960 * v / (6 * w), rel=1e-9)
+    assert one_by_one["t_bandwidth_s"] / at_once["t_bandwidth_s"] == pytest.approx(3, rel=0.01)
+    assert main([*argv, "--devices", "64"]) == 2
+    assert "not the product of --mesh" in capsys.readouterr().err

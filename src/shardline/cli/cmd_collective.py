@@ -12,6 +12,7 @@ from shardline.errors import InputError
 
 if TYPE_CHECKING:
     from shardline.collectives import CollectiveCost
+    from shardline.hardware import Chip
 
 __all__ = ["compute_collective", "register", "run"]
 
@@ -29,7 +30,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     co.add_argument(
         "--bytes", required=True, metavar="V", help="bytes of the whole array, e.g. 1e9 or '64 MiB'"
     )
-    co.add_argument("--devices", required=True, metavar="X", help="devices on the axis")
+    co.add_argument("--devices", default=None, metavar="X", help="devices on the axis")
+    co.add_argument(
+        "--mesh",
+        default=None,
+        metavar="X=16,Y=20",
+        help="a collective over every axis of this mesh at once (instead of --devices; "
+        "--multi-axis says whether the axes' links work together)",
+    )
     add_chip_args(co, dtype=False)
     add_network_args(co.add_argument_group("network"), per_axis=False)
     add_json_arg(co)
@@ -37,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def compute_collective(args: argparse.Namespace) -> CollectiveCost:
-    from shardline.collectives import canonical_kind, collective_cost, parse_topology
+    from shardline.collectives import canonical_kind
     from shardline.hardware import resolve_chip
     from shardline.units import parse_quantity
 
@@ -45,18 +53,33 @@ def compute_collective(args: argparse.Namespace) -> CollectiveCost:
     nbytes = parse_quantity(args.bytes, "B")
     if not nbytes > 0:
         raise InputError(f"--bytes must be positive, got {args.bytes!r}")
+    chip = resolve_chip(args.hw)
+    if args.mesh is not None:
+        return _over_mesh(args, kind, nbytes, chip)
+    if args.devices is None:
+        raise InputError("give --devices X (one axis) or --mesh X=..,Y=.. (several axes)")
+    from shardline.collectives import collective_cost, parse_topology
+
     devices = positive_count(args.devices, "--devices")
     network = network_from_args(args, ["X"])
     words = parse_topology(args.topology, ["X"])
     return collective_cost(
-        kind,
-        nbytes,
-        devices,
-        resolve_chip(args.hw),
-        words.get("X"),
-        algorithm=args.algorithm,
-        options=network,
+        kind, nbytes, devices, chip, words.get("X"), algorithm=args.algorithm, options=network
     )
+
+
+def _over_mesh(args: argparse.Namespace, kind: str, nbytes: float, chip: Chip) -> CollectiveCost:
+    """One collective spanning every axis of --mesh (outer axis first)."""
+    from shardline.collectives import collective_over, mesh_networks
+    from shardline.mesh import parse_mesh
+
+    mesh = parse_mesh(args.mesh)
+    if args.devices is not None and positive_count(args.devices, "--devices") != mesh.devices:
+        raise InputError(
+            f"--devices {args.devices} is not the product of --mesh {mesh.text()} ({mesh.devices})"
+        )
+    nets = mesh_networks(chip, mesh.axes, network_from_args(args, list(mesh.names)))
+    return collective_over(kind, nbytes, [nets[a] for a in mesh.names], chip)
 
 
 def run(args: argparse.Namespace) -> int:

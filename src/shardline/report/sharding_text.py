@@ -76,7 +76,15 @@ def _cost_lines(cost: CollectiveCost, indent: str) -> list[str]:
         where += f", {st.w_note})" if st.w_note else ")"
         lines.append(f"{indent}{where}: {step.formula}")
         lines.append(f"{indent}  = {_step_numbers(step)}")
-    if len(cost.steps) > 1:
+    if len(cost.steps) > 1 and "at once" in cost.combine:
+        lines.append(
+            f"{indent}combined: the stages' links carry it at once (--multi-axis simultaneous), "
+            f"k·(N-1)/N·V / ΣB with B = 2W on a ring, W on a line, k = 2 for an all-reduce"
+            + (f"; {cost.combine}" if cost.combine != "at once" else "")
+            + f"; latencies added = {fmt_time(float(cost.t_bandwidth_s))} + "
+            f"{fmt_time(float(cost.t_latency_s))}"
+        )
+    elif len(cost.steps) > 1:
         lines.append(
             f"{indent}combined: bandwidth terms by {cost.combine}, latencies added"
             f" = {fmt_time(float(cost.t_bandwidth_s))} + "
