@@ -21,6 +21,7 @@ from shardline.cli.system_args import add_system_args
 
 __all__ = [
     "add_chip_args",
+    "add_collective_mesh_arg",
     "add_compare_args",
     "add_einsum_args",
     "add_force_arg",
@@ -181,6 +182,17 @@ def add_output_layout(parser: argparse.ArgumentParser) -> None:
         type=str.lower,
         choices=("split", "replicated"),
         help="C stays split over the devices (default) or ends whole on each",
+    )
+
+
+def add_collective_mesh_arg(parser: argparse.ArgumentParser) -> None:
+    """`collective --mesh`: one collective over every axis of a mesh."""
+    parser.add_argument(
+        "--mesh",
+        default=None,
+        metavar="X=16,Y=20",
+        help="a collective over every axis of this mesh at once (instead of --devices; "
+        "--multi-axis says whether the axes' links work together)",
     )
 
 

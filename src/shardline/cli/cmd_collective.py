@@ -6,7 +6,12 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from shardline.cli.args import add_chip_args, add_json_arg, add_network_args
+from shardline.cli.args import (
+    add_chip_args,
+    add_collective_mesh_arg,
+    add_json_arg,
+    add_network_args,
+)
 from shardline.cli.common import emit_json, network_from_args, positive_count
 from shardline.errors import InputError
 
@@ -31,13 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--bytes", required=True, metavar="V", help="bytes of the whole array, e.g. 1e9 or '64 MiB'"
     )
     co.add_argument("--devices", default=None, metavar="X", help="devices on the axis")
-    co.add_argument(
-        "--mesh",
-        default=None,
-        metavar="X=16,Y=20",
-        help="a collective over every axis of this mesh at once (instead of --devices; "
-        "--multi-axis says whether the axes' links work together)",
-    )
+    add_collective_mesh_arg(co)
     add_chip_args(co, dtype=False)
     add_network_args(co.add_argument_group("network"), per_axis=False)
     add_json_arg(co)
