@@ -10,13 +10,15 @@ Every case has a time limit (default 20 s; a few large-file cases more) and a me
   lost        an input file changed or disappeared (SHA-256 before and after)
   tmp         a temporary file (.*.tmp) left in the work directory
   hang        still running at the time limit (killed)
+  memory      a peak resident size above --max-rss-gb (default 3 GB)
   unsafe      an output that must be neutralized (CSV formulas, Markdown HTML/links) is not
 Each case names its owner: `io` (files, outputs, signals: this branch's items of issue 14) or
 `numeric` (number validation, done on another branch); the summary gives the counts of both.
 
 Run: `python benchmarks/bench_hostile.py [--only io|numeric] [--cases SUBSTRING] [--big-rows N]
 [--limit-s S] [--keep]`. Prints one line per case and a summary table; exits 1 when any case has
-a traceback, a bad status, a lost file, a leftover .tmp, a hang, a wrong answer or unsafe output.
+a traceback, a bad status, a lost file, a leftover .tmp, a hang, too much memory, a wrong answer or
+unsafe output.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_files import make_fixtures  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-PROBLEMS = ("traceback", "status", "wrong", "lost", "tmp", "hang", "unsafe")
+PROBLEMS = ("traceback", "status", "wrong", "lost", "tmp", "hang", "memory", "unsafe")
 _RUNNING: list[subprocess.Popen[bytes]] = []  # killed if the catalogue itself is stopped
 
 
@@ -53,6 +55,7 @@ class Case:
     group: int = 4  # the numbered group of issue 14
     limit_s: float | None = None
     signal_after_s: float | None = None  # send `sig` this long after the start
+    after_tmp: bool = False  # ... or this long after its temporary output file appears
     sig: int = signal.SIGTERM
     check: Callable[[Path], str] | None = None  # "" when the output is safe, else what is wrong
     concurrent: list[str] | None = None  # a second command, started `stagger_s` after the first
@@ -132,10 +135,7 @@ def run_case(case: Case, work: Path, limit_s: float, mem_bytes: int) -> Outcome:
     if case.concurrent is not None:
         time.sleep(case.stagger_s)
         second = _start(case.concurrent, work, mem_bytes, work / "stderr-2.txt")
-    if case.signal_after_s is not None:
-        time.sleep(case.signal_after_s)
-        if proc.poll() is None:
-            os.kill(proc.pid, case.sig)
+    note = _send_signal(case, proc, work, start + limit)
     status, rss = _wait(proc, start + limit)
     seconds = time.monotonic() - start
     stderr = log.read_text(errors="replace")
@@ -143,16 +143,38 @@ def run_case(case: Case, work: Path, limit_s: float, mem_bytes: int) -> Outcome:
         status2, _ = _wait(second, start + limit)
         stderr += (work / "stderr-2.txt").read_text(errors="replace")
         status = status if status2 is None or status == 2 else status2  # see _concurrent_check
-    outcome = Outcome(case, status, seconds, rss, stderr)
+    outcome = Outcome(case, status, seconds, rss, stderr + note)
     _judge(outcome, work, before)
     return outcome
+
+
+def _send_signal(case: Case, proc: subprocess.Popen[bytes], work: Path, deadline: float) -> str:
+    """Send the case's signal (after its delay, or that long after a .tmp file appears)."""
+    if case.signal_after_s is None:
+        return ""
+    note = ""
+    if case.after_tmp:
+        while time.monotonic() < deadline and not any(work.glob(".*.tmp")):
+            if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
+                return "\n[no temporary file appeared before the end]"
+            time.sleep(0.005)
+        note = f"\n[signal sent {case.signal_after_s} s after the .tmp file appeared]"
+    time.sleep(case.signal_after_s)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, case.sig)
+    return note
+
+
+MAX_RSS_MB = 3000.0
 
 
 def _judge(o: Outcome, work: Path, before: dict[str, str]) -> None:
     case, status = o.case, o.status
     if "Traceback" in o.stderr:
         o.problems.append("traceback")
-    signals = {130, 143, -signal.SIGINT, -signal.SIGTERM} if case.signal_after_s else set()
+    signals = {130, 143, -signal.SIGINT, -signal.SIGTERM}
+    if case.signal_after_s is None:
+        signals = set()
     if status is None:
         o.problems.append("hang")
     elif status not in {0, 2} | signals:
@@ -161,6 +183,8 @@ def _judge(o: Outcome, work: Path, before: dict[str, str]) -> None:
         (case.expect == "error" and status == 0) or (case.expect == "ok" and status != 0)
     ):
         o.problems.append("wrong")
+    if o.rss_mb > MAX_RSS_MB:
+        o.problems.append("memory")
     if _digest(work / "in") != before:
         o.problems.append("lost")
     if list(work.rglob(".*.tmp")):
@@ -204,10 +228,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default="", help="run only cases whose name contains this")
     parser.add_argument("--big-rows", type=int, default=1_100_000, help="rows of the big CSV")
     parser.add_argument("--limit-s", type=float, default=20.0)
-    parser.add_argument("--mem-gb", type=float, default=6.0)
+    parser.add_argument("--mem-gb", type=float, default=6.0, help="RLIMIT_AS of each case")
+    parser.add_argument("--max-rss-gb", type=float, default=3.0, help="more counts as a problem")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("-v", "--verbose", action="store_true", help="show each last stderr line")
     args = parser.parse_args(argv)
+    global MAX_RSS_MB
+    MAX_RSS_MB = args.max_rss_gb * 1000
     from hostile_cases import catalogue
 
     work = Path(tempfile.mkdtemp(prefix="shardline-hostile-"))

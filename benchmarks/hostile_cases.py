@@ -70,6 +70,7 @@ def _group1() -> list[Case]:
             group=1,
             concurrent=["sheet", "in/small.csv", "-o", "out_conc.csv", *HW],
             stagger_s=0.3,
+            limit_s=120,
             check=_concurrent_kept_second,
         ),
         Case(
@@ -79,6 +80,7 @@ def _group1() -> list[Case]:
             group=1,
             concurrent=["sheet", "in/small.csv", "-o", "out_conc2.json", "--force", *HW],
             stagger_s=0.3,
+            limit_s=120,
         ),
         Case(
             "output exists, no --force", ["sheet", "in/small.csv", "-o", "in/existing.csv"], group=1
@@ -315,6 +317,28 @@ def _group4_signals() -> list[Case]:
                 limit_s=120,
             )
         )
+    for after, suffix in ((0.0, "json"), (0.5, "json"), (0.2, "csv"), (0.5, "xlsx"), (0.2, "md")):
+        out.append(
+            Case(
+                f"SIGTERM {after} s into writing .{suffix}",
+                ["sheet", "in/medium.csv", "-o", f"out_tmp.{suffix}", *HW],
+                "any",
+                signal_after_s=after,
+                after_tmp=True,
+                limit_s=120,
+            )
+        )
+    out.append(
+        Case(
+            "Ctrl-C 0.3 s into writing .json",
+            ["sheet", "in/medium.csv", "-o", "out_tmp_int.json", *HW],
+            "any",
+            signal_after_s=0.3,
+            sig=signal.SIGINT,
+            after_tmp=True,
+            limit_s=120,
+        )
+    )
     return out
 
 
