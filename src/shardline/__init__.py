@@ -3,13 +3,23 @@
 The core (counting, roofline, collectives, sharding, pipelines) is pure: no printing, no files.
 """
 
-from shardline.errors import InputError
-from shardline.hardware import Chip, list_chips, load_chip
-from shardline.plan import plan, sweep_batch
-from shardline.report.notebook import install as _install_notebook_views
-from shardline.roofline import RooflineResult, critical_m, einsum, matmul
-from shardline.stack import stack
-from shardline.workload import Layer, Workload, ffn, transformer  # noqa: I001
+import sys as _sys
+
+try:
+    from shardline.errors import InputError
+    from shardline.hardware import Chip, list_chips, load_chip
+    from shardline.plan import plan, sweep_batch
+    from shardline.report.notebook import install as _install_notebook_views
+    from shardline.roofline import RooflineResult, critical_m, einsum, matmul
+    from shardline.stack import stack
+    from shardline.workload import Layer, Workload, ffn, transformer  # noqa: I001
+except KeyboardInterrupt:
+    # Ctrl-C while `python -m shardline` or the `shardline` script is starting (this import is
+    # most of its start-up): one line and exit status 130, as once running; elsewhere re-raised
+    if _sys.argv[:1] == ["-m"] or _sys.argv[0].endswith(("shardline", "shardline.exe")):
+        _sys.stderr.write("error: interrupted\n")
+        raise SystemExit(130) from None
+    raise
 
 _install_notebook_views()  # _repr_html_ and to_pandas on RooflineResult and SheetResult
 

@@ -53,7 +53,11 @@ def run(args: argparse.Namespace) -> int:
     from shardline.io.sheets import check_output_path, table_payload, write_table
     from shardline.report.sheet_text import render_sheet
 
-    out = check_output_path(args.output, [args.input], force=args.force) if args.output else None
+    out = (
+        check_output_path(args.output, [args.input], force=args.force)
+        if args.output is not None
+        else None
+    )
     result = compute_sheet(args, args.input, accumulate=args.accumulate)
     table = output_table(result, title=f"roofline of {Path(args.input).name} on {result.chip.name}")
     if out is not None:

@@ -6,9 +6,13 @@ openpyxl, torch) stay inside the handlers."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
+import signal
 import sys
-from typing import NoReturn
+from collections.abc import Iterator
+from typing import Any, NoReturn
 
 from shardline.cli.common import fill_default_dtype
 from shardline.errors import InputError
@@ -60,21 +64,70 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised where the program is (like KeyboardInterrupt for Ctrl-C), so that `finally`
+    blocks run: a temporary output file is removed, never left behind."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not stop the cleanup
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM raises `Terminated` inside the block (restored after; left alone where it is
+    ignored, as under nohup, or outside the main thread)."""
+    try:
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is signal.SIG_IGN:
+            yield
+            return
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _fail(message: str, status: int = 2) -> int:
+    sys.stderr.write(f"error: {message}\n")
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Every failure is one `error:` line on stderr: exit status 2 for bad input
+    or an unusable file, 130 for Ctrl-C, 143 for SIGTERM (never a traceback for these)."""
+    with _sigterm_raises():
+        try:
+            return _run(argv)
+        except InputError as exc:
+            return _fail(str(exc))
+        except BrokenPipeError:  # `shardline ... | head`: stop quietly, no complaint at exit
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        except KeyboardInterrupt:
+            return _fail("interrupted", 130)
+        except Terminated:
+            return _fail("terminated (SIGTERM)", 143)
+        except RecursionError:
+            return _fail("the input is nested too deeply to read")
+        except MemoryError:
+            return _fail("out of memory (the input is too large)")
+        except OSError as exc:  # a file the commands did not check (a chip file, a directory)
+            where = f"{exc.filename}: " if exc.filename else ""
+            return _fail(f"{where}{exc.strerror or exc}")
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        fill_default_dtype(args)
-        code = args.func(args)
-    except InputError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 2
-    except BrokenPipeError:
-        return 0
-    except KeyboardInterrupt:
-        sys.stderr.write("error: interrupted\n")
-        return 130
-    return int(code or 0)
+    fill_default_dtype(args)
+    return int(args.func(args) or 0)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,14 @@ import numpy as np
 from shardline.dtypes import canonical_dtype
 from shardline.einsum import MAX_DIM
 from shardline.errors import InputError
+from shardline.io.inputs import read_input_bytes, read_input_head, regular_file_size
+from shardline.io.sheet_limits import (
+    MAX_SHEET_BYTES,
+    MAX_SHEET_COLUMNS,
+    MAX_SHEET_ROWS,
+    bounded_rows,
+    check_xlsx_parts,
+)
 from shardline.io.tables import (
     BOUND_FILLS,
     OUTPUT_SUFFIXES,
@@ -99,14 +107,11 @@ _LOOKUP: dict[str, str] = {
 
 
 def _check_input_path(path: Path) -> None:
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path} is a directory, not a sheet")
     if path.suffix.lower() == ".xls":
         raise InputError(
             f"{path}: the old binary .xls format is not supported; save it as .xlsx or .csv"
         )
+    regular_file_size(path, "file")  # exists, readable kind: never a FIFO, a device, a directory
     if path.suffix.lower() not in INPUT_SUFFIXES:
         raise InputError(
             f"{path}: unsupported sheet type {path.suffix or '(none)'!r}; "
@@ -115,9 +120,11 @@ def _check_input_path(path: Path) -> None:
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, list[Any]]]:
-    raw = path.read_bytes()
-    if b"\x00" in raw[:4096] or raw.startswith((_ZIP_MAGIC, _OLE_MAGIC)):
-        raise InputError(f"cannot read {path}: it is a binary file, not CSV text")
+    raw = read_input_bytes(path, "sheet", MAX_SHEET_BYTES)
+    nul = raw.find(b"\x00")
+    if raw.startswith((_ZIP_MAGIC, _OLE_MAGIC)) or nul >= 0:
+        where = f" (a NUL byte at offset {nul:,})" if nul >= 0 else ""
+        raise InputError(f"cannot read {path}: it is a binary file, not CSV text{where}")
     try:
         text = raw.decode("utf-8-sig")  # Excel writes a byte-order mark on "CSV UTF-8"
     except UnicodeDecodeError as exc:
@@ -128,7 +135,16 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, list[Any]]]:
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
         for row in reader:
-            yield reader.line_num, list(row)
+            if len(row) > MAX_SHEET_COLUMNS:
+                raise InputError(
+                    f"{path}: line {reader.line_num} has {len(row):,} cells; at most "
+                    f"{MAX_SHEET_COLUMNS:,} columns are read"
+                )
+            if reader.line_num > MAX_SHEET_ROWS:
+                raise InputError(
+                    f"{path}: more than {MAX_SHEET_ROWS:,} lines; at most that many are read"
+                )
+            yield reader.line_num, row
     except csv.Error as exc:
         raise InputError(
             f"cannot read {path}: malformed CSV near line {reader.line_num}: {exc}"
@@ -136,7 +152,7 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, list[Any]]]:
 
 
 def _open_workbook(path: Path) -> Any:
-    head = path.read_bytes()[:8] if path.stat().st_size else b""
+    head = read_input_head(path, 8, "sheet")
     if head.startswith(_OLE_MAGIC):
         raise InputError(
             f"cannot read {path}: the workbook is password-protected (encrypted) or an "
@@ -146,6 +162,7 @@ def _open_workbook(path: Path) -> Any:
         raise InputError(f"cannot read {path}: not a valid .xlsx file (corrupt or not a workbook)")
     from openpyxl import load_workbook
 
+    check_xlsx_parts(path)
     try:
         return load_workbook(path, read_only=True, data_only=True)
     except Exception as exc:  # a corrupt zip or XML raises many kinds; all mean the same to a user
@@ -165,11 +182,8 @@ def _xlsx_rows(path: Path, sheet: str | None) -> tuple[str, list[tuple[int, list
             raise InputError(f"{path} has no sheet {sheet!r}; sheets: {', '.join(wb.sheetnames)}")
         if hasattr(ws, "reset_dimensions"):
             ws.reset_dimensions()  # some writers store a wrong used range; read every row present
-        rows: list[tuple[int, list[Any]]] = []
         try:
-            # read-only iteration fills missing rows with empty ones, so the index is the sheet row
-            for number, values in enumerate(ws.iter_rows(values_only=True), start=1):
-                rows.append((number, list(values)))
+            rows = bounded_rows(path, ws.iter_rows(values_only=True))
         except InputError:
             raise
         except Exception as exc:

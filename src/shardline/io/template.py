@@ -11,6 +11,7 @@ The formulas are the ones in docs/single-device.md, in the same order of operati
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ __all__ = [
     "EXAMPLE_ROWS",
 ]
 
+_ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 DEFAULT_ROWS = 200  # formula rows below the header
 MAX_ROWS = 100_000
 
@@ -275,7 +277,8 @@ def _write_inputs(ws: Any, rr: int, given: TemplateRow) -> None:
     for name, value in zip(INPUT_COLUMNS, values, strict=True):
         if value is not None:
             cell = ws[f"{COL[name]}{rr}"]
-            cell.value = value
+            # control characters XML cannot hold (openpyxl would raise) are dropped
+            cell.value = _ILLEGAL_XML.sub("", value) if isinstance(value, str) else value
             if isinstance(value, str):
                 # text from the user's sheet stays text: openpyxl would store "=..." as a
                 # live formula (a name such as =HYPERLINK(...) must not run)

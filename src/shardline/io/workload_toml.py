@@ -36,6 +36,7 @@ from typing import Any
 
 from shardline.einsum import parse_einsum
 from shardline.errors import InputError
+from shardline.io.inputs import read_input_bytes
 from shardline.workload import Layer, Workload, ffn, matmul_layer, transformer
 
 __all__ = [
@@ -98,6 +99,7 @@ TRANSFORMER_FIELDS = (
 )
 FFN_FIELDS = ("d_model", "d_ff", "seq_len", "batch", "layers", "gated", "dtype", "phase")
 SHEET_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm")
+MAX_WORKLOAD_BYTES = 100_000_000  # a workload file of 100,000 layers is about 10 MB
 
 
 def _unknown(given: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
@@ -384,16 +386,15 @@ def workload_from_dict(
 
 def workload_from_toml(path: str | Path, **overrides: Any) -> Workload:
     p = Path(path)
+    raw = read_input_bytes(p, "workload file", MAX_WORKLOAD_BYTES)  # a regular file, readable
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such workload file") from None
-    except IsADirectoryError:
-        raise InputError(f"{p} is a directory, not a workload file") from None
+        data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise InputError(f"cannot read {p}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"cannot read {p}: invalid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of nested tables or arrays
+        raise InputError(f"cannot read {p}: nested too deeply") from None
     return workload_from_dict(data, origin=str(p), **overrides)
 
 

@@ -19,7 +19,15 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-__all__ = ["Sheet", "STYLE", "write_xlsx", "column_letter"]
+__all__ = [
+    "Sheet",
+    "STYLE",
+    "write_xlsx",
+    "column_letter",
+    "check_xlsx_size",
+    "MAX_XLSX_ROWS",
+    "MAX_XLSX_COLUMNS",
+]
 
 _MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 _REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
@@ -27,6 +35,10 @@ _PKG_REL = "http://schemas.openxmlformats.org/package/2006/relationships"
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # the zip format's earliest date: no build time in the file
 _ILLEGAL_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 MAX_CELL_TEXT = 32_767  # Excel's limit on the characters in one cell
+# Excel's sheet size (rows including the header; columns A..XFD), "Excel specifications and
+# limits", https://support.microsoft.com/en-us/office/excel-specifications-and-limits-1672b34d-7043-467e-8e27-269d656771c3
+MAX_XLSX_ROWS = 1_048_576
+MAX_XLSX_COLUMNS = 16_384
 
 # Cell style ids (indexes into cellXfs below).
 STYLE = {
@@ -95,6 +107,18 @@ def column_letter(index: int) -> str:
     return letters
 
 
+def check_xlsx_size(rows: int, columns: int, what: str = "the table") -> None:
+    """Refuse a sheet larger than Excel opens (`rows` counts the header row)."""
+    from shardline.errors import InputError
+
+    if rows > MAX_XLSX_ROWS or columns > MAX_XLSX_COLUMNS:
+        raise InputError(
+            f"{what} has {rows:,} rows and {columns:,} columns with the header, more than an .xlsx "
+            f"sheet holds (Excel's limit: {MAX_XLSX_ROWS:,} rows, {MAX_XLSX_COLUMNS:,} columns, "
+            "A to XFD); write .csv or .json instead"
+        )
+
+
 def _text_cell(ref: str, text: str, style: int) -> str:
     text = _ILLEGAL_XML.sub("", text)[:MAX_CELL_TEXT]
     space = ' xml:space="preserve"' if text != text.strip() else ""
@@ -144,6 +168,8 @@ def _sheet_xml(sheet: Sheet) -> Iterable[str]:
     yield f'<row r="1">{header}</row>'
     styles = list(sheet.styles)
     for i, row in enumerate(sheet.rows, start=2):
+        if i > MAX_XLSX_ROWS:
+            check_xlsx_size(i, len(letters), f"sheet {sheet.name!r}")
         cells = "".join(_cell(f"{letters[j]}{i}", value, styles[j]) for j, value in enumerate(row))
         yield f'<row r="{i}">{cells}</row>'
     yield "</sheetData></worksheet>"
@@ -157,6 +183,8 @@ def _entry(name: str) -> zipfile.ZipInfo:
 
 def write_xlsx(path: str | Path, sheets: Sequence[Sheet]) -> None:
     """Write the sheets (names unique, at most 31 characters) to an .xlsx at `path`."""
+    for sheet in sheets:
+        check_xlsx_size(1, len(sheet.header), f"sheet {sheet.name!r}")
     overrides = "".join(
         f'<Override PartName="/xl/worksheets/sheet{i}.xml" ContentType="application/'
         'vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml"/>'
@@ -205,13 +233,18 @@ def write_xlsx(path: str | Path, sheets: Sequence[Sheet]) -> None:
         archive.writestr(_entry("xl/_rels/workbook.xml.rels"), workbook_rels)
         archive.writestr(_entry("xl/styles.xml"), _STYLES_XML)
         for i, sheet in enumerate(sheets, start=1):
-            with archive.open(_entry(f"xl/worksheets/sheet{i}.xml"), "w") as fh:
-                buffer: list[str] = []
-                size = 0
-                for piece in _sheet_xml(sheet):
-                    buffer.append(piece)
-                    size += len(piece)
-                    if size > 1 << 20:
-                        fh.write("".join(buffer).encode("utf-8"))
-                        buffer, size = [], 0
+            _write_sheet(archive, f"xl/worksheets/sheet{i}.xml", sheet)
+
+
+def _write_sheet(archive: zipfile.ZipFile, name: str, sheet: Sheet) -> None:
+    """A worksheet part, streamed in blocks of about 1 MB of XML (rows are never all in memory)."""
+    with archive.open(_entry(name), "w") as fh:
+        buffer: list[str] = []
+        size = 0
+        for piece in _sheet_xml(sheet):
+            buffer.append(piece)
+            size += len(piece)
+            if size > 1 << 20:
                 fh.write("".join(buffer).encode("utf-8"))
+                buffer, size = [], 0
+        fh.write("".join(buffer).encode("utf-8"))

@@ -4,6 +4,7 @@ the batch at which the latency answer flips (`shardline.planning.compare_pp_tp`)
 
 from __future__ import annotations
 
+from shardline.io.safe_text import md_text
 from shardline.planning.compare_pp_tp import PlanNumbers, PpTpComparison
 from shardline.strategies import CommTerm
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_rate, fmt_time
@@ -206,7 +207,7 @@ def paragraph(c: PpTpComparison) -> str:
 def render_explain_plan(c: PpTpComparison) -> str:
     w = c.workload
     title = (
-        f"# Pipeline or tensor parallelism: {w.name} on {c.devices} × {c.chip.display_name} "
-        f"({c.chip.name})"
+        f"# Pipeline or tensor parallelism: {md_text(w.name)} on {c.devices} × "
+        f"{md_text(c.chip.display_name)} ({md_text(c.chip.name)})"
     )
     return f"{title}\n\n{paragraph(c)}\n"

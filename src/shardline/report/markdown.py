@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from shardline.dtypes import dtype_bits
 from shardline.einsum import EinsumSpec, parse_einsum
+from shardline.io.safe_text import md_text
 from shardline.roofline import RooflineResult
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
 from shardline.variants import Variant, dominant_operand
@@ -191,7 +192,7 @@ class _Answer:
             r,
             parse_einsum(r.spec),
             _dims(r),
-            r.chip.display_name if r.chip else r.hardware.name,
+            md_text(r.chip.display_name if r.chip else r.hardware.name),
             str(r.dtypes["compute"]),
             float(r.hardware.flops_per_s),
             float(r.hardware.mem_bytes_per_s),

@@ -10,6 +10,7 @@ from typing import Any
 
 from shardline.dtypes import dtype_bits
 from shardline.einsum import EinsumSpec, parse_einsum
+from shardline.io.safe_text import md_text
 from shardline.report.markdown import _pct, _s
 from shardline.roofline import RooflineResult
 from shardline.sharding import ShardedResult
@@ -45,7 +46,7 @@ class _Answer:
             parse_einsum(r.spec),
             float(hw["flops_per_s"]),
             float(hw["mem_bytes_per_s"]),
-            r.chip.display_name if r.chip else hw["name"],
+            md_text(r.chip.display_name if r.chip else hw["name"]),
             times,
         )
 
