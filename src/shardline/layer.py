@@ -10,9 +10,11 @@ docs/stack-and-plans.md. Pure: no printing, no files.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from itertools import accumulate
 from math import prod
 from typing import Any
 
@@ -20,7 +22,7 @@ from shardline.dtypes import canonical_dtype, dtype_bits
 from shardline.einsum import EinsumSpec, Operand, check_dims, check_size, parse_einsum
 from shardline.errors import InputError
 
-__all__ = ["Layer", "LOGICAL_AXES", "backward_layers"]
+__all__ = ["Layer", "LOGICAL_AXES", "backward_layers", "layer_range"]
 
 # Logical axes a layer can name its dims by (`Layer.axes`); strategies split logical axes.
 LOGICAL_AXES = ("batch", "seq", "heads", "kv_heads", "head_dim", "model", "ffn", "vocab")
@@ -184,6 +186,16 @@ class Layer:
     def parsed(self) -> EinsumSpec:
         return parse_einsum(self.spec)
 
+    @cached_property
+    def content_key(self) -> tuple[Any, ...]:
+        """Every field but the name: two layers with the same key cost the same (the plan search
+        prices such layers once)."""
+        return (
+            self.spec, tuple(self.dims.items()), self.dtype, tuple(self.dtypes.items()),
+            self.compute_dtype, self.weights, self.cache, self.onchip, self.count, self.tp_dims,
+            self.phase, self.grad_of, tuple(self.axes.items()), self.kernel,
+        )  # fmt: skip
+
     def axis_dims(self, axis: str) -> tuple[str, ...]:
         """The dims this layer names as logical axis `axis`, in dim order."""
         return self._dims_by_axis.get(axis, ())
@@ -301,3 +313,32 @@ def backward_layers(layer: Layer) -> list[Layer]:
             )
         )
     return out
+
+
+def layer_range(layers: Sequence[Layer], a: int, b: int) -> tuple[list[tuple[Layer, int]], Layer]:
+    """The layer instances at positions [a, b) of a flat stack (the block `layers`, each `count`
+    times, repeated without end) as [(layer, instances)] in order of first appearance, and the
+    layer at position b - 1. Arithmetic on the counts, never the flat list: a count of 1e9 costs
+    what a count of 1 does."""
+    counts = [layer.count for layer in layers]
+    starts = [0, *accumulate(counts)][:-1]
+    size = sum(counts)
+
+    def before(j: int, x: int) -> int:  # instances of layer j at positions [0, x)
+        blocks, offset = divmod(x, size)
+        return blocks * counts[j] + min(max(offset - starts[j], 0), counts[j])
+
+    first = bisect_right(starts, a % size) - 1
+    found: dict[int, int] = {}
+    if b - a >= size:  # every layer appears: count each in closed form
+        for step in range(len(layers)):
+            j = (first + step) % len(layers)
+            found[j] = before(j, b) - before(j, a)
+    else:  # less than a block: walk the runs from a to b (at most one wrap)
+        pos, j = a, first
+        while pos < b:
+            end = pos - pos % size + starts[j] + counts[j]
+            found[j] = found.get(j, 0) + min(end, b) - pos
+            pos, j = min(end, b), (j + 1) % len(layers)
+    last = layers[bisect_right(starts, (b - 1) % size) - 1]
+    return [(layers[j], n) for j, n in found.items() if n > 0], last

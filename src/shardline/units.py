@@ -32,6 +32,9 @@ __all__ = [
     "fmt_num",
     "fmt_int",
     "fmt_intensity",
+    "MIN_RATE",
+    "check_rate",
+    "short",
 ]
 
 KB, MB, GB, TB, PB = 1e3, 1e6, 1e9, 1e12, 1e15
@@ -41,6 +44,34 @@ _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15
 _BINARY = {"Ki": KiB, "Mi": MiB, "Gi": GiB, "Ti": TiB}
 _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 _QUANTITY = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ/]*)\s*$")
+
+
+# The slowest rate a model input may give, in its unit per second (1 FLOP/s, 1 B/s): far below any
+# machine (a person with pencil and paper does about 1 FLOP/s), and high enough that a time (a
+# count over a rate) cannot overflow a float where the count itself does not.
+MIN_RATE = 1.0
+
+
+def short(value: object, limit: int = 40) -> str:
+    """repr(value), cut to `limit` characters with its length said: errors never echo 5,000
+    digits back."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def check_rate(value: object, what: str, unit: str) -> float:
+    """A rate given to the model: a real, finite number of at least MIN_RATE `unit`s."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InputError(f"{what} must be a number in {unit}, got {short(value)}")
+    try:
+        rate = float(value)
+    except OverflowError:
+        raise InputError(f"{what} = {short(value)} is too large for a float") from None
+    if not math.isfinite(rate) or rate < MIN_RATE:
+        raise InputError(
+            f"{what} must be a finite rate of at least {MIN_RATE:g} {unit}, got {short(value)}"
+        )
+    return rate
 
 
 def parse_quantity(text: str, unit: str) -> float:

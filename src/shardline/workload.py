@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from shardline import kinds
 from shardline.dtypes import canonical_dtype, dtype_bits
 from shardline.einsum import check_size
 from shardline.errors import InputError
-from shardline.layer import LOGICAL_AXES, Layer, backward_layers
+from shardline.layer import LOGICAL_AXES, Layer, backward_layers, layer_range
 from shardline.modelshape import ModelShape
 
 __all__ = [
@@ -116,17 +117,31 @@ class Workload:
         """A template's decode step: one new token per sequence against a cached context."""
         return self.model is not None and self.model.decode
 
-    @property
+    @cached_property
     def batch(self) -> int:
         """Batch items: the smallest size of the batch dim over the layers (1 without one)."""
         if self.batch_dim is None:
             return 1
         return min(layer.dims[self.batch_dim] for layer in self.layers)
 
-    @property
+    @cached_property
+    def distinct_layers(self) -> list[tuple[Layer, int]]:
+        """The block's layers, those of the same content (all but the name) merged:
+        [(layer, instances per block)], in order of first appearance."""
+        merged: dict[tuple[Any, ...], list[Any]] = {}
+        for layer in self.layers:
+            merged.setdefault(layer.content_key, [layer, 0])[1] += layer.count
+        return [(layer, n) for layer, n in merged.values()]
+
+    @cached_property
+    def block_instances(self) -> int:
+        """Layer instances in one block: the sum of the layers' counts."""
+        return sum(layer.count for layer in self.layers)
+
+    @cached_property
     def layer_count(self) -> int:
         """Layer instances in the whole stack: repeat x the sum of counts."""
-        return self.repeat * sum(layer.count for layer in self.layers)
+        return self.repeat * self.block_instances
 
     def pipeline_splits(self, pp: int) -> str | None:
         """How `pp` stages cut the stack: "blocks" (whole repeats of the layer list, so each stage
@@ -156,7 +171,7 @@ class Workload:
     def blocks_in(self, layers: Sequence[tuple[Layer, int]]) -> float:
         """Blocks that [(layer, instances)] make up: layer instances over the layers per block
         (fractional when a stage cuts a block)."""
-        return sum(n for _, n in layers) / sum(layer.count for layer in self.layers)
+        return sum(n for _, n in layers) / self.block_instances
 
     def stage_blocks(self, pp: int) -> list[int]:
         """Blocks per stage of an "uneven" split: the first `repeat % pp` stages one more (the
@@ -178,18 +193,8 @@ class Workload:
                 ([(layer, layer.count * blocks) for layer in self.layers], self.layers[-1])
                 for blocks in sizes
             ]
-        flat = [
-            layer for _ in range(self.repeat) for layer in self.layers for _ in range(layer.count)
-        ]
-        per = len(flat) // pp
-        out: list[tuple[list[tuple[Layer, int]], Layer]] = []
-        for s in range(pp):
-            part = flat[s * per : (s + 1) * per]
-            merged: dict[int, list[Any]] = {}
-            for layer in part:
-                merged.setdefault(id(layer), [layer, 0])[1] += 1
-            out.append(([(entry[0], entry[1]) for entry in merged.values()], part[-1]))
-        return out
+        per = self.layer_count // pp
+        return [layer_range(self.layers, s * per, (s + 1) * per) for s in range(pp)]
 
     def step_layers(self) -> list[Layer]:
         """The einsums of one step of one block: the forward layers, then (training) the backward
