@@ -172,7 +172,8 @@ def check_size(value: int, what: str) -> int:
     if value <= 0:
         raise InputError(f"{what} must be a positive integer, got {value}")
     if value > MAX_DIM:
-        raise InputError(f"{what} = {value} is absurdly large (limit {MAX_DIM:,})")
+        shown = f"{value:.4g}" if value < 10**300 else f"a {len(str(value)):,}-digit number"
+        raise InputError(f"{what} = {shown} is absurdly large (limit {MAX_DIM:,})")
     return value
 
 

@@ -21,8 +21,9 @@ from typing import Any
 from shardline.dtypes import canonical_dtype, dtype_bits
 from shardline.einsum import EinsumSpec, Operand, check_dims, check_size, parse_einsum
 from shardline.errors import InputError
+from shardline.units import short
 
-__all__ = ["Layer", "LOGICAL_AXES", "backward_layers", "layer_range"]
+__all__ = ["Layer", "LOGICAL_AXES", "backward_layers", "distinct", "layer_range", "matmul_layer"]
 
 # Logical axes a layer can name its dims by (`Layer.axes`); strategies split logical axes.
 LOGICAL_AXES = ("batch", "seq", "heads", "kv_heads", "head_dim", "model", "ffn", "vocab")
@@ -33,7 +34,9 @@ def _names(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         return (value,)
-    out = tuple(str(v) for v in value)
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{what} must be a name or a list of names, got {short(value)}")
+    out = tuple(value)
     if len(set(out)) != len(out):
         raise InputError(f"{what} lists an operand twice: {', '.join(out)}")
     return out
@@ -152,9 +155,14 @@ class Layer:
     kernel: str = "gemm"  # "gemm", or "attention": part of one fused attention kernel
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise InputError(f"a layer needs a non-empty name (a string), got {short(self.name)}")
         where = f"layer {self.name!r}"
-        if not str(self.name).strip():
-            raise InputError("a layer needs a non-empty name")
+        for table in ("dims", "dtypes", "axes"):
+            if not isinstance(getattr(self, table), Mapping):
+                raise InputError(
+                    f"{where}: {table} must be a mapping, got {short(getattr(self, table))}"
+                )
         parsed = parse_einsum(self.spec)
         dims = _sizes(where, parsed, self.dims)
         operand_names = [op.name for op in parsed.operands]
@@ -164,7 +172,8 @@ class Layer:
         if self.phase == "forward" and parsed.out.name in roles[0]:
             raise InputError(f"{where}: the output {parsed.out.name} cannot be a weight")
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            raise InputError(f"{where}: count must be a positive integer, got {self.count!r}")
+            raise InputError(f"{where}: count must be a positive integer, got {short(self.count)}")
+        check_size(self.count, f"{where}: count")
         tp_dims, axes = _named_dims(where, parsed, dims, self.tp_dims, self.axes)
         if self.kernel not in ("gemm", "attention"):
             raise InputError(f"{where}: kernel must be gemm or attention, got {self.kernel!r}")
@@ -315,6 +324,15 @@ def backward_layers(layer: Layer) -> list[Layer]:
     return out
 
 
+def distinct(layers: Sequence[Layer]) -> list[tuple[Layer, int]]:
+    """The layers, those of the same content (all but the name) merged: [(the first such layer,
+    the sum of their counts)], in order of first appearance."""
+    merged: dict[tuple[Any, ...], list[Any]] = {}
+    for layer in layers:
+        merged.setdefault(layer.content_key, [layer, 0])[1] += layer.count
+    return [(layer, n) for layer, n in merged.values()]
+
+
 def layer_range(layers: Sequence[Layer], a: int, b: int) -> tuple[list[tuple[Layer, int]], Layer]:
     """The layer instances at positions [a, b) of a flat stack (the block `layers`, each `count`
     times, repeated without end) as [(layer, instances)] in order of first appearance, and the
@@ -342,3 +360,29 @@ def layer_range(layers: Sequence[Layer], a: int, b: int) -> tuple[list[tuple[Lay
             pos, j = min(end, b), (j + 1) % len(layers)
     last = layers[bisect_right(starts, (b - 1) % size) - 1]
     return [(layers[j], n) for j, n in found.items() if n > 0], last
+
+
+def matmul_layer(
+    name: str,
+    m: int,
+    k: int,
+    n: int,
+    *,
+    dtype: str = "bf16",
+    count: int = 1,
+    tp_dim: str | None = None,
+    **kwargs: Any,
+) -> Layer:
+    """x[M,K] * w[K,N] -> y[M,N] with w a weight; tensor parallelism splits the larger of K, N."""
+    if tp_dim is None:
+        tp_dim = "N" if n >= k else "K"
+    return Layer(
+        name,
+        "x[M,K] * w[K,N] -> y[M,N]",
+        {"M": m, "K": k, "N": n},
+        dtype=dtype,
+        weights=("w",),
+        count=count,
+        tp_dims=(tp_dim,),
+        **kwargs,
+    )

@@ -60,7 +60,12 @@ def short(value: object, limit: int = 40) -> str:
 
 
 def check_rate(value: object, what: str, unit: str) -> float:
-    """A rate given to the model: a real, finite number of at least MIN_RATE `unit`s."""
+    """A rate given to the model: a real, finite number of at least MIN_RATE `unit`s (an array:
+    each element)."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iuf" or not np.all(np.isfinite(value) & (value >= MIN_RATE)):
+            raise InputError(f"{what} must hold finite rates of at least {MIN_RATE:g} {unit}")
+        return value  # type: ignore[return-value]
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise InputError(f"{what} must be a number in {unit}, got {short(value)}")
     try:

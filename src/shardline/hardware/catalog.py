@@ -21,7 +21,7 @@ from shardline.dtypes import canonical_dtype
 from shardline.errors import InputError
 from shardline.hardware.chip import ASSUMED, Achievable, Chip, Interconnect, OnChip, ScaleOut
 from shardline.kinds import CHIP_KINDS, CHIP_TOPOLOGIES, WRAPAROUNDS, Wraparound
-from shardline.units import MIN_RATE
+from shardline.units import MIN_RATE, short
 
 __all__ = [
     "load_chip",
@@ -471,6 +471,8 @@ def _looks_like_path(name: str) -> bool:
 
 def load_chip(name: str) -> Chip:
     """A catalog chip by name or alias (case-insensitive), or a user's TOML file by path."""
+    if not isinstance(name, str):
+        raise InputError(f"a chip is a name or a .toml path (a string), got {short(name)}")
     if _looks_like_path(name):
         path = Path(name)
         return chip_from_dict(_read_toml(path), origin=str(path), path=str(path))

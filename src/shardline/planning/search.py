@@ -20,7 +20,7 @@ from shardline.planning.reasons import reason
 from shardline.planning.results import OBJECTIVES, PlanResult, PlanSet
 from shardline.stack import apply_overrides
 from shardline.strategies import Degrees, Strategy, names, strategies
-from shardline.units import fmt_bytes
+from shardline.units import fmt_bytes, short
 from shardline.workload import Workload
 
 __all__ = ["PlanOptions", "plan", "candidates", "divisors", "MAX_DEVICES", "MAX_STAGES"]
@@ -288,6 +288,15 @@ def _options(
     )  # fmt: skip
 
 
+def _check_execution(ex: Execution) -> None:
+    """What Execution itself lets through: booleans for numbers, tokens past a float."""
+    if isinstance(ex.zero, bool):
+        raise InputError(f"zero must be 0, 1, 2 or 3, got {ex.zero!r}")
+    t = ex.tokens
+    if t is not None and (isinstance(t, bool) or not t < 1e30):
+        raise InputError(f"tokens must be a positive number below 1e30, got {short(t)}")
+
+
 def _check_options(workload: Workload, devices: int, opts: PlanOptions) -> None:
     if not isinstance(workload, Workload):
         raise InputError(f"plan() needs a Workload, got {type(workload).__name__}")
@@ -295,8 +304,9 @@ def _check_options(workload: Workload, devices: int, opts: PlanOptions) -> None:
         raise InputError(f"devices must be a positive integer, got {devices!r}")
     if devices > MAX_DEVICES:
         raise InputError(
-            f"devices = {devices:.4g} is more than the {MAX_DEVICES:,} (2**24) a plan searches"
+            f"devices = {short(devices)} is more than the {MAX_DEVICES:,} (2**24) a plan searches"
         )
+    _check_execution(opts.execution)
     if opts.objective not in OBJECTIVES:
         raise InputError(
             f"objective must be one of {', '.join(OBJECTIVES)}, got {opts.objective!r}"
