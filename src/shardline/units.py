@@ -86,10 +86,10 @@ def parse_quantity(text: str, unit: str) -> float:
     """
     match = _QUANTITY.match(text)
     if not match:
-        raise InputError(f"cannot read {text!r} as a quantity in {unit}")
+        raise InputError(f"cannot read {short(text)} as a quantity in {unit}")
     value = float(match.group(1))
     if not math.isfinite(value):  # 1e400 parses to inf
-        raise InputError(f"cannot read {text!r}: {value} is not a finite number")
+        raise InputError(f"cannot read {short(text)}: {value} is not a finite number")
     suffix = match.group(2)
     if suffix == "" or suffix == unit:
         return value
@@ -121,9 +121,9 @@ def parse_count(text: str, what: str) -> int:
         else:
             value = float(raw)
     except ValueError:
-        raise InputError(f"{what} must be a positive integer, got {text!r}") from None
+        raise InputError(f"{what} must be a positive integer, got {short(text)}") from None
     if not math.isfinite(value) or value != int(value):
-        raise InputError(f"{what} must be a positive integer, got {text!r}")
+        raise InputError(f"{what} must be a positive integer, got {short(text)}")
     return int(value)
 
 

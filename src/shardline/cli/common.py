@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 # Re-exported (built in args.py) for command modules that import them from here (cmd_stack.py).
 from shardline.cli.args import add_chip_args, add_json_arg
 from shardline.errors import InputError
-from shardline.units import check_rate, parse_count, parse_quantity
+from shardline.units import check_rate, parse_count, parse_quantity, short
 
 if TYPE_CHECKING:
     from shardline.collectives import NetworkOptions
@@ -193,7 +193,7 @@ def write_text(out: Path, text: str) -> None:
 def positive_arg(text: str, what: str) -> int:
     value = parse_count(text, what)
     if value < 1:
-        raise InputError(f"{what} must be a positive integer, got {text!r}")
+        raise InputError(f"{what} must be a positive integer, got {short(text)}")
     return value
 
 
