@@ -262,7 +262,7 @@ def candidates(
         room = tensor_limit(workload)[0]
         raise InputError(
             f"no plan over {devices:,} devices is possible: the degrees must multiply to "
-            f"{devices:,}, the batch splits divide the batch ({workload.batch:,}), tensor "
+            f"{devices:,}, the batch splits at most the batch ({workload.batch:,}), tensor "
             f"parallelism divide the tensor-parallel dims ({room:,}) and pipeline stages split "
             f"the {workload.layer_count:,} layers (at most {MAX_STAGES:,} stages); give another "
             "device count or fix the degrees (--tp, --pp, --dp, --fsdp)"
