@@ -18,3 +18,7 @@ def require(module: str, install: str) -> ModuleType:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{module} is missing under CI; .ci/run must install it ({install})")
         pytest.skip(f"{module} is not installed ({install})")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: takes more than a few seconds (timings, big inputs)")

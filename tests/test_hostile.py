@@ -44,7 +44,10 @@ def _table(names: list[str], values: list[float] | None = None) -> OutputTable:
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # the parser refuses the flag itself (one error line, status 2)
+        code = int(exc.code or 0)
     return code, capsys.readouterr().err
 
 
@@ -82,7 +85,9 @@ def test_empty_output_name_is_an_error(tmp_path: Path, capsys: pytest.CaptureFix
     src.write_text(SHAPES, encoding="utf-8")
     for name in ("", " "):
         code, err = _run(capsys, "sheet", str(src), "-o", name)
-        assert code == 2 and err == "error: the output file name is empty\n"
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error:"), err
+        assert "empty" in lines[0]
 
 
 def test_unwritable_outputs_are_one_error_line(

@@ -4,6 +4,7 @@ degrees against the nested loops they replaced, and a strategy added from the do
 from __future__ import annotations
 
 import re
+from math import prod
 from pathlib import Path
 
 import pytest
@@ -164,13 +165,18 @@ def test_registry_order_mesh_order_and_memory_splits() -> None:
 
 
 def _nested_loops(workload: Workload, devices: int) -> list[dict[str, int]]:
-    """The candidate search before the registry: tp, pp, dp loops over divisors, fsdp the rest."""
+    """The candidate search before the registry: tp, pp, dp loops over divisors, fsdp the rest;
+    the free search's tp divides every layer's tensor-parallel room (the product of the sizes of
+    its tp_dims), so that no device is left without a share."""
 
     def divisors(n: int) -> list[int]:
         return [d for d in range(1, n + 1) if n % d == 0]
 
+    rooms = [prod(layer.dims[d] for d in layer.tp_dims) for layer in workload.layers]
     out = []
     for tp in divisors(devices):
+        if any(room % tp for room in rooms):
+            continue
         for pp in divisors(devices // tp):
             if workload.pipeline_splits(pp) is None:
                 continue

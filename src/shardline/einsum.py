@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from math import prod
 
 from shardline.errors import InputError
@@ -121,6 +122,14 @@ def _parse_operand(text: str, where: str) -> Operand:
 
 def parse_einsum(spec: str) -> EinsumSpec:
     """Parse `LHS[..] * RHS[..] -> OUT[..]` and check it is a well-formed two-operand einsum."""
+    if not isinstance(spec, str):
+        raise InputError(f"an einsum spec must be a string, got {type(spec).__name__}")
+    return _parse_einsum(spec)
+
+
+@lru_cache(maxsize=4096)
+def _parse_einsum(spec: str) -> EinsumSpec:
+    """parse_einsum, once per distinct text (a stack of 10,000 layers has a few shapes)."""
     if "->" not in spec:
         raise InputError(f"malformed einsum {spec!r}: expected 'A[M,K] * B[K,N] -> C[M,N]'")
     left, right = spec.split("->", 1)
@@ -163,7 +172,8 @@ def check_size(value: int, what: str) -> int:
     if value <= 0:
         raise InputError(f"{what} must be a positive integer, got {value}")
     if value > MAX_DIM:
-        raise InputError(f"{what} = {value} is absurdly large (limit {MAX_DIM:,})")
+        shown = f"{value:.4g}" if value < 10**300 else f"a {len(str(value)):,}-digit number"
+        raise InputError(f"{what} = {shown} is absurdly large (limit {MAX_DIM:,})")
     return value
 
 

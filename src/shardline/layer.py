@@ -10,17 +10,20 @@ docs/stack-and-plans.md. Pure: no printing, no files.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from itertools import accumulate
 from math import prod
 from typing import Any
 
 from shardline.dtypes import canonical_dtype, dtype_bits
 from shardline.einsum import EinsumSpec, Operand, check_dims, check_size, parse_einsum
 from shardline.errors import InputError
+from shardline.units import short
 
-__all__ = ["Layer", "LOGICAL_AXES", "backward_layers"]
+__all__ = ["Layer", "LOGICAL_AXES", "backward_layers", "distinct", "layer_range", "matmul_layer"]
 
 # Logical axes a layer can name its dims by (`Layer.axes`); strategies split logical axes.
 LOGICAL_AXES = ("batch", "seq", "heads", "kv_heads", "head_dim", "model", "ffn", "vocab")
@@ -31,7 +34,9 @@ def _names(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         return (value,)
-    out = tuple(str(v) for v in value)
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{what} must be a name or a list of names, got {short(value)}")
+    out = tuple(value)
     if len(set(out)) != len(out):
         raise InputError(f"{what} lists an operand twice: {', '.join(out)}")
     return out
@@ -150,9 +155,14 @@ class Layer:
     kernel: str = "gemm"  # "gemm", or "attention": part of one fused attention kernel
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise InputError(f"a layer needs a non-empty name (a string), got {short(self.name)}")
         where = f"layer {self.name!r}"
-        if not str(self.name).strip():
-            raise InputError("a layer needs a non-empty name")
+        for table in ("dims", "dtypes", "axes"):
+            if not isinstance(getattr(self, table), Mapping):
+                raise InputError(
+                    f"{where}: {table} must be a mapping, got {short(getattr(self, table))}"
+                )
         parsed = parse_einsum(self.spec)
         dims = _sizes(where, parsed, self.dims)
         operand_names = [op.name for op in parsed.operands]
@@ -162,7 +172,8 @@ class Layer:
         if self.phase == "forward" and parsed.out.name in roles[0]:
             raise InputError(f"{where}: the output {parsed.out.name} cannot be a weight")
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            raise InputError(f"{where}: count must be a positive integer, got {self.count!r}")
+            raise InputError(f"{where}: count must be a positive integer, got {short(self.count)}")
+        check_size(self.count, f"{where}: count")
         tp_dims, axes = _named_dims(where, parsed, dims, self.tp_dims, self.axes)
         if self.kernel not in ("gemm", "attention"):
             raise InputError(f"{where}: kernel must be gemm or attention, got {self.kernel!r}")
@@ -183,6 +194,16 @@ class Layer:
     @cached_property
     def parsed(self) -> EinsumSpec:
         return parse_einsum(self.spec)
+
+    @cached_property
+    def content_key(self) -> tuple[Any, ...]:
+        """Every field but the name: two layers with the same key cost the same (the plan search
+        prices such layers once)."""
+        return (
+            self.spec, tuple(self.dims.items()), self.dtype, tuple(self.dtypes.items()),
+            self.compute_dtype, self.weights, self.cache, self.onchip, self.count, self.tp_dims,
+            self.phase, self.grad_of, tuple(self.axes.items()), self.kernel,
+        )  # fmt: skip
 
     def axis_dims(self, axis: str) -> tuple[str, ...]:
         """The dims this layer names as logical axis `axis`, in dim order."""
@@ -301,3 +322,67 @@ def backward_layers(layer: Layer) -> list[Layer]:
             )
         )
     return out
+
+
+def distinct(layers: Sequence[Layer]) -> list[tuple[Layer, int]]:
+    """The layers, those of the same content (all but the name) merged: [(the first such layer,
+    the sum of their counts)], in order of first appearance."""
+    merged: dict[tuple[Any, ...], list[Any]] = {}
+    for layer in layers:
+        merged.setdefault(layer.content_key, [layer, 0])[1] += layer.count
+    return [(layer, n) for layer, n in merged.values()]
+
+
+def layer_range(layers: Sequence[Layer], a: int, b: int) -> tuple[list[tuple[Layer, int]], Layer]:
+    """The layer instances at positions [a, b) of a flat stack (the block `layers`, each `count`
+    times, repeated without end) as [(layer, instances)] in order of first appearance, and the
+    layer at position b - 1. Arithmetic on the counts, never the flat list: a count of 1e9 costs
+    what a count of 1 does."""
+    counts = [layer.count for layer in layers]
+    starts = [0, *accumulate(counts)][:-1]
+    size = sum(counts)
+
+    def before(j: int, x: int) -> int:  # instances of layer j at positions [0, x)
+        blocks, offset = divmod(x, size)
+        return blocks * counts[j] + min(max(offset - starts[j], 0), counts[j])
+
+    first = bisect_right(starts, a % size) - 1
+    found: dict[int, int] = {}
+    if b - a >= size:  # every layer appears: count each in closed form
+        for step in range(len(layers)):
+            j = (first + step) % len(layers)
+            found[j] = before(j, b) - before(j, a)
+    else:  # less than a block: walk the runs from a to b (at most one wrap)
+        pos, j = a, first
+        while pos < b:
+            end = pos - pos % size + starts[j] + counts[j]
+            found[j] = found.get(j, 0) + min(end, b) - pos
+            pos, j = min(end, b), (j + 1) % len(layers)
+    last = layers[bisect_right(starts, (b - 1) % size) - 1]
+    return [(layers[j], n) for j, n in found.items() if n > 0], last
+
+
+def matmul_layer(
+    name: str,
+    m: int,
+    k: int,
+    n: int,
+    *,
+    dtype: str = "bf16",
+    count: int = 1,
+    tp_dim: str | None = None,
+    **kwargs: Any,
+) -> Layer:
+    """x[M,K] * w[K,N] -> y[M,N] with w a weight; tensor parallelism splits the larger of K, N."""
+    if tp_dim is None:
+        tp_dim = "N" if n >= k else "K"
+    return Layer(
+        name,
+        "x[M,K] * w[K,N] -> y[M,N]",
+        {"M": m, "K": k, "N": n},
+        dtype=dtype,
+        weights=("w",),
+        count=count,
+        tp_dims=(tp_dim,),
+        **kwargs,
+    )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,7 @@ from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.options import Precision, RateOverrides
 from shardline.serialize import jsonable
+from shardline.units import check_rate, short
 
 __all__ = [
     "HardwareUsed",
@@ -200,6 +203,20 @@ def _check_dim(value: Any, name: str) -> Any:
     return check_size(int(value), f"dimension {name}")
 
 
+def _check_finite(spec: EinsumSpec, flops: Any, total: Any) -> None:
+    """FLOPs and bytes must fit a float (1.8e308): the times divide them by rates."""
+    for value, what in ((flops, "FLOPs"), (total, "bytes")):
+        if _is_array(value):
+            big = not np.all(np.isfinite(np.asarray(value, dtype=np.float64)))
+        else:
+            big = value > sys.float_info.max
+        if big:
+            raise InputError(
+                f"the {what} of {spec.text()} overflow a float (above 1.8e308): the sizes are "
+                "too large"
+            )
+
+
 def evaluate_einsum(
     spec: EinsumSpec,
     dims: dict[str, Any],
@@ -222,6 +239,7 @@ def evaluate_einsum(
     if accumulate:  # beta != 0: the old output is read as well as written
         per_operand[spec.out.name] = 2 * per_operand[spec.out.name]
     total = sum(per_operand.values())
+    _check_finite(spec, flops, total)
     _, peak = _dtype_table(compute_dtype, chip, want_peak=True)
     return RooflineResult(
         spec=spec.text(),
@@ -237,6 +255,25 @@ def evaluate_einsum(
     )
 
 
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool | np.bool_):
+        raise InputError(f"{what} must be True or False, got {short(value)}")
+    return bool(value)
+
+
+def check_rates(rates: RateOverrides | None) -> RateOverrides:
+    """The user's rate overrides: None, or RateOverrides of rates of at least 1 per second."""
+    if rates is None:
+        return RateOverrides()
+    if not isinstance(rates, RateOverrides):
+        raise InputError(f"rates must be a RateOverrides, got {type(rates).__name__}")
+    flops, mem = rates.flops_per_s, rates.mem_bytes_per_s
+    return RateOverrides(
+        None if flops is None else check_rate(flops, "flops_per_s", "FLOP/s"),
+        None if mem is None else check_rate(mem, "mem_bytes_per_s", "B/s"),
+    )
+
+
 def _setup(
     hw: str | Chip, names: tuple[str, str, str], precision: Precision, rates: RateOverrides | None
 ) -> tuple[Chip, dict[str, Any], Any]:
@@ -244,7 +281,7 @@ def _setup(
         names, precision.dtype, dict(precision.operands), precision.compute
     )
     chip = resolve_chip(hw)
-    rates = rates or RateOverrides()
+    rates = check_rates(rates)
     if rates.flops_per_s is not None and isinstance(compute, np.ndarray):
         raise InputError("--flops-per-s needs a single compute dtype")
     chip = chip.with_overrides(
@@ -304,6 +341,7 @@ def matmul(
     (True, 'compute')
     """
     chosen = _matmul_precision(precision, dtypes)
+    accumulate = _flag(accumulate, "accumulate")
     chip, resolved, compute = _setup(hw, ("a", "b", "out"), chosen, rates)
     result = evaluate_einsum(
         MATMUL_SPEC, {"M": m, "K": k, "N": n}, chip, resolved, compute, accumulate=accumulate
@@ -338,8 +376,13 @@ def critical_m(
     The closed form is then checked against the exact bound (byte rounding, float rounding) so
     that the bound flips exactly here. Scalars give an int or None; arrays give floats with NaN.
     """
+    k, n = _check_dim(k, "K"), _check_dim(n, "N")
+    if not isinstance(dtypes, Mapping) or not {"a", "b", "out"} <= set(dtypes):
+        raise InputError(f"dtypes must map a, b and out to dtypes, got {short(dtypes)}")
+    flops_per_s = check_rate(flops_per_s, "flops_per_s", "FLOP/s")
+    mem_bytes_per_s = check_rate(mem_bytes_per_s, "mem_bytes_per_s", "B/s")
     bits_a, bits_b, bits_c = _bits(dtypes["a"]), _bits(dtypes["b"]), _bits(dtypes["out"])
-    out_factor = 2 if accumulate else 1
+    out_factor = 2 if _flag(accumulate, "accumulate") else 1
     s_a, s_b, s_c = bits_a / 8, bits_b / 8, out_factor * bits_c / 8
     bracket = 2 * k * n / flops_per_s - (s_a * k + s_c * n) / mem_bytes_per_s
     need = s_b * k * n / mem_bytes_per_s
@@ -390,7 +433,10 @@ def einsum(
     compute dtype (and may carry the dtypes instead: `dtype` and `dtypes` win over its fields);
     `rates` replaces the chip's peak FLOP/s and HBM bytes/s.
     """
-    parsed = parse_einsum(spec) if isinstance(spec, str) else spec
+    parsed = spec if isinstance(spec, EinsumSpec) else parse_einsum(spec)
+    if not isinstance(dims, Mapping):
+        raise InputError(f"dims must map dimension names to sizes, got {short(dims)}")
+    accumulate = _flag(accumulate, "accumulate")
     names = (parsed.lhs.name, parsed.rhs.name, parsed.out.name)
     base = precision or Precision()
     chosen = dataclasses.replace(

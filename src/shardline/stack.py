@@ -20,6 +20,7 @@ from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.roofline import evaluate_einsum
 from shardline.serialize import jsonable
+from shardline.units import check_rate
 from shardline.workload import Layer, Workload
 
 __all__ = [
@@ -318,11 +319,14 @@ class StackResult:
 def apply_overrides(
     chip: Chip, workload: Workload, flops_per_s: float | None, mem_bytes_per_s: float | None
 ) -> Chip:
-    """The user's peak FLOP/s for every compute dtype the workload uses, and HBM bandwidth."""
+    """The user's peak FLOP/s for every compute dtype the workload uses, and HBM bandwidth (each a
+    rate of at least 1 per second: `shardline.units.check_rate`)."""
     if flops_per_s is not None:
+        flops_per_s = check_rate(flops_per_s, "flops_per_s", "FLOP/s")
         for dtype in sorted({layer.compute_dtype or "bf16" for layer in workload.layers}):
             chip = chip.with_overrides(compute_dtype=dtype, flops_per_s=flops_per_s)
     if mem_bytes_per_s is not None:
+        mem_bytes_per_s = check_rate(mem_bytes_per_s, "mem_bytes_per_s", "B/s")
         chip = chip.with_overrides(mem_bytes_per_s=mem_bytes_per_s)
     return chip
 

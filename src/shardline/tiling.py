@@ -25,11 +25,13 @@ import numpy as np
 
 from shardline.achievable import achievable_rate
 from shardline.dtypes import ACCUMULATOR_BYTES, canonical_dtype, dtype_bytes
+from shardline.einsum import MAX_DIM
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.options import Precision
 from shardline.roofline import resolve_dtypes
 from shardline.serialize import jsonable
+from shardline.units import short
 
 __all__ = [
     "Gemm",
@@ -108,11 +110,13 @@ def parse_tile(text: str, elem_bytes: float = 2.0) -> Tile:
     """'128x256x64' (BMxBNxBK) or '128x256' (BK from the dtype: 128 bytes of K)."""
     match = _TILE_TEXT.match(text or "")
     if not match:
-        raise InputError(f"cannot read tile {text!r}: expected BMxBNxBK, e.g. 128x256x64")
+        raise InputError(f"cannot read tile {short(text)}: expected BMxBNxBK, e.g. 128x256x64")
+    if any(len(side) > 13 or int(side) > MAX_DIM for side in match.groups() if side):
+        raise InputError(f"tile {short(text)}: a side is absurdly large (limit {MAX_DIM:,})")
     bm, bn = int(match.group(1)), int(match.group(2))
     bk = int(match.group(3)) if match.group(3) else default_bk(elem_bytes)
     if min(bm, bn, bk) <= 0:
-        raise InputError(f"tile {text!r}: every side must be a positive integer")
+        raise InputError(f"tile {short(text)}: every side must be a positive integer")
     return Tile(bm, bn, bk)
 
 

@@ -32,6 +32,9 @@ __all__ = [
     "fmt_num",
     "fmt_int",
     "fmt_intensity",
+    "MIN_RATE",
+    "check_rate",
+    "short",
 ]
 
 KB, MB, GB, TB, PB = 1e3, 1e6, 1e9, 1e12, 1e15
@@ -43,6 +46,39 @@ _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 _QUANTITY = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ/]*)\s*$")
 
 
+# The slowest rate a model input may give, in its unit per second (1 FLOP/s, 1 B/s): far below any
+# machine (a person with pencil and paper does about 1 FLOP/s), and high enough that a time (a
+# count over a rate) cannot overflow a float where the count itself does not.
+MIN_RATE = 1.0
+
+
+def short(value: object, limit: int = 40) -> str:
+    """repr(value), cut to `limit` characters with its length said: errors never echo 5,000
+    digits back."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def check_rate(value: object, what: str, unit: str) -> float:
+    """A rate given to the model: a real, finite number of at least MIN_RATE `unit`s (an array:
+    each element)."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iuf" or not np.all(np.isfinite(value) & (value >= MIN_RATE)):
+            raise InputError(f"{what} must hold finite rates of at least {MIN_RATE:g} {unit}")
+        return value  # type: ignore[return-value]
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InputError(f"{what} must be a number in {unit}, got {short(value)}")
+    try:
+        rate = float(value)
+    except OverflowError:
+        raise InputError(f"{what} = {short(value)} is too large for a float") from None
+    if not math.isfinite(rate) or rate < MIN_RATE:
+        raise InputError(
+            f"{what} must be a finite rate of at least {MIN_RATE:g} {unit}, got {short(value)}"
+        )
+    return rate
+
+
 def parse_quantity(text: str, unit: str) -> float:
     """Parse "3.35 TB/s", "3.35e12", "989 TFLOP/s", "1 us", "16 GiB" into SI units.
 
@@ -50,10 +86,10 @@ def parse_quantity(text: str, unit: str) -> float:
     """
     match = _QUANTITY.match(text)
     if not match:
-        raise InputError(f"cannot read {text!r} as a quantity in {unit}")
+        raise InputError(f"cannot read {short(text)} as a quantity in {unit}")
     value = float(match.group(1))
     if not math.isfinite(value):  # 1e400 parses to inf
-        raise InputError(f"cannot read {text!r}: {value} is not a finite number")
+        raise InputError(f"cannot read {short(text)}: {value} is not a finite number")
     suffix = match.group(2)
     if suffix == "" or suffix == unit:
         return value
@@ -102,9 +138,9 @@ def parse_count(text: str, what: str) -> int:
         else:
             value = float(raw)
     except ValueError:
-        raise InputError(f"{what} must be a positive integer, got {text!r}") from None
+        raise InputError(f"{what} must be a positive integer, got {short(text)}") from None
     if not math.isfinite(value) or value != int(value):
-        raise InputError(f"{what} must be a positive integer, got {text!r}")
+        raise InputError(f"{what} must be a positive integer, got {short(text)}")
     return int(value)
 
 

@@ -14,14 +14,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from shardline import kinds
 from shardline.dtypes import canonical_dtype, dtype_bits
 from shardline.einsum import check_size
 from shardline.errors import InputError
-from shardline.layer import LOGICAL_AXES, Layer, backward_layers
+from shardline.layer import (
+    LOGICAL_AXES,
+    Layer,
+    backward_layers,
+    distinct,
+    layer_range,
+    matmul_layer,
+)
 from shardline.modelshape import ModelShape
+from shardline.units import short
 
 __all__ = [
     "Layer",
@@ -70,19 +79,22 @@ class Workload:
     item: str = "row"  # what one unit of the batch dim is, for throughput
     tokens_per_item: int = 1
     description: str = ""
-    kv_cache_formula: dict[str, int] | None = (
-        None  # templates: the terms of 2*L*n_kv*d_head*S*B*s_kv
-    )
+    kv_cache_formula: dict[str, int] | None = None  # templates: terms of 2*L*n_kv*d_head*S*B*s_kv
     model: ModelShape | None = None  # transformer templates: the whole model's sizes
 
     def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise InputError(f"a workload's name must be a string, got {short(self.name)}")
+        if isinstance(self.layers, str | bytes) or not isinstance(self.layers, Sequence):
+            raise InputError(f"workload {self.name!r}: layers must be a list of Layer")
         layers = tuple(self.layers)
+        if not all(isinstance(layer, Layer) for layer in layers):
+            raise InputError(f"workload {self.name!r}: every layer must be a Layer")
         if not layers:
             raise InputError(f"workload {self.name!r} has no layers")
         if isinstance(self.repeat, bool) or not isinstance(self.repeat, int) or self.repeat < 1:
-            raise InputError(
-                f"workload {self.name!r}: repeat must be a positive integer, got {self.repeat!r}"
-            )
+            raise InputError(f"workload {self.name!r}: repeat must be a positive integer")
+        check_size(self.repeat, f"workload {self.name!r}: repeat")
         if self.phase not in PHASES + ("prefill", "decode"):
             raise InputError(
                 f"workload {self.name!r}: phase must be one of "
@@ -98,6 +110,8 @@ class Workload:
                 raise InputError(f"workload {self.name!r}: two layers are named {layer.name!r}")
             seen.add(layer.name)
         if self.batch_dim is not None:
+            if not isinstance(self.batch_dim, str):
+                raise InputError(f"batch_dim must be a dimension name, got {short(self.batch_dim)}")
             missing = [layer.name for layer in layers if self.batch_dim not in layer.dims]
             if missing:
                 raise InputError(
@@ -116,17 +130,27 @@ class Workload:
         """A template's decode step: one new token per sequence against a cached context."""
         return self.model is not None and self.model.decode
 
-    @property
+    @cached_property
     def batch(self) -> int:
         """Batch items: the smallest size of the batch dim over the layers (1 without one)."""
         if self.batch_dim is None:
             return 1
         return min(layer.dims[self.batch_dim] for layer in self.layers)
 
-    @property
+    @cached_property
+    def distinct_layers(self) -> list[tuple[Layer, int]]:
+        """`shardline.layer.distinct` of the block: [(layer, instances per block)]."""
+        return distinct(self.layers)
+
+    @cached_property
+    def block_instances(self) -> int:
+        """Layer instances in one block: the sum of the layers' counts."""
+        return sum(layer.count for layer in self.layers)
+
+    @cached_property
     def layer_count(self) -> int:
         """Layer instances in the whole stack: repeat x the sum of counts."""
-        return self.repeat * sum(layer.count for layer in self.layers)
+        return self.repeat * self.block_instances
 
     def pipeline_splits(self, pp: int) -> str | None:
         """How `pp` stages cut the stack: "blocks" (whole repeats of the layer list, so each stage
@@ -156,7 +180,7 @@ class Workload:
     def blocks_in(self, layers: Sequence[tuple[Layer, int]]) -> float:
         """Blocks that [(layer, instances)] make up: layer instances over the layers per block
         (fractional when a stage cuts a block)."""
-        return sum(n for _, n in layers) / sum(layer.count for layer in self.layers)
+        return sum(n for _, n in layers) / self.block_instances
 
     def stage_blocks(self, pp: int) -> list[int]:
         """Blocks per stage of an "uneven" split: the first `repeat % pp` stages one more (the
@@ -178,18 +202,8 @@ class Workload:
                 ([(layer, layer.count * blocks) for layer in self.layers], self.layers[-1])
                 for blocks in sizes
             ]
-        flat = [
-            layer for _ in range(self.repeat) for layer in self.layers for _ in range(layer.count)
-        ]
-        per = len(flat) // pp
-        out: list[tuple[list[tuple[Layer, int]], Layer]] = []
-        for s in range(pp):
-            part = flat[s * per : (s + 1) * per]
-            merged: dict[int, list[Any]] = {}
-            for layer in part:
-                merged.setdefault(id(layer), [layer, 0])[1] += 1
-            out.append(([(entry[0], entry[1]) for entry in merged.values()], part[-1]))
-        return out
+        per = self.layer_count // pp
+        return [layer_range(self.layers, s * per, (s + 1) * per) for s in range(pp)]
 
     def step_layers(self) -> list[Layer]:
         """The einsums of one step of one block: the forward layers, then (training) the backward
@@ -245,38 +259,18 @@ class Workload:
 # Templates
 
 
-def matmul_layer(
-    name: str,
-    m: int,
-    k: int,
-    n: int,
-    *,
-    dtype: str = "bf16",
-    count: int = 1,
-    tp_dim: str | None = None,
-    **kwargs: Any,
-) -> Layer:
-    """x[M,K] * w[K,N] -> y[M,N] with w a weight; tensor parallelism splits the larger of K, N."""
-    if tp_dim is None:
-        tp_dim = "N" if n >= k else "K"
-    return Layer(
-        name,
-        "x[M,K] * w[K,N] -> y[M,N]",
-        {"M": m, "K": k, "N": n},
-        dtype=dtype,
-        weights=("w",),
-        count=count,
-        tp_dims=(tp_dim,),
-        **kwargs,
-    )
-
-
 def _with_axes(layers: Sequence[Layer]) -> tuple[Layer, ...]:
     """The template layers with their dims named by logical axis (TEMPLATE_AXES)."""
     return tuple(
         replace(layer, axes={d: TEMPLATE_AXES[d] for d in layer.dims if d in TEMPLATE_AXES})
         for layer in layers
     )
+
+
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"{what} must be True or False, got {value!r}")
+    return value
 
 
 def _positive(value: Any, what: str) -> int:
@@ -352,7 +346,7 @@ def ffn(
         raise InputError(f"ffn phase must be training, forward, prefill or decode, got {phase!r}")
     if phase == "decode":
         s = 1
-    gated = shape.gated
+    gated = _flag(shape.gated, "gated")
     label = name or f"ffn d_model={d} d_ff={f}{' gated' if gated else ''} x{n_layers}"
     return Workload(
         label,
@@ -408,10 +402,10 @@ def _block(shape: TransformerShape, phase: str, dtype: str, kv_dtype: str | None
         )
     q_len, k_len = (1, s) if phase == "decode" else (s, s)
     cache = ("k", "v") if phase in ("prefill", "decode") else ()
-    kv = canonical_dtype(kv_dtype or dtype)
-    flash = shape.attention == "flash"
+    kv = canonical_dtype(kv_dtype if kv_dtype is not None else dtype)
+    flash, gated = shape.attention == "flash", _flag(shape.gated, "gated")
     return _Block(
-        d, f, h, g, e, b, s, n_layers, shape.gated, q_len, k_len, cache, dtype, kv, flash
+        d, f, h, g, e, b, s, n_layers, gated, q_len, k_len, cache, dtype, kv, flash
     )  # fmt: skip
 
 
@@ -470,7 +464,7 @@ def transformer(
     k = _block(shape, phase, dtype, kv_dtype)
     model = ModelShape(
         k.d, k.f, k.h, k.g, k.e, k.n_layers, k.s, k.q_len, k.b, k.gated, shape.vocab,
-        shape.attention, bool(shape.rotary), True, canonical_dtype(dtype),
+        shape.attention, _flag(shape.rotary, "rotary"), True, canonical_dtype(dtype),
     )  # fmt: skip
     block = _attention_layers(k) + list(_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype))
     label = name or (

@@ -37,12 +37,27 @@ __all__ = [
     "add_shard_args",
     "add_sheet_input",
     "add_workload_args",
+    "reject_empty",
 ]
 
 # --- hardware and dtypes ---------------------------------------------------------------------
 
 
+def _given(text: str) -> str:
+    """Every string value a command reads: an empty one (`--mem-bw ''`) is an error, never a flag
+    silently left out."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty value: give one, or leave the flag out")
+    return text
+
+
+def reject_empty(parser: argparse.ArgumentParser) -> None:
+    """Make `_given` the conversion of every argument of `parser` that names no type of its own."""
+    parser.register("type", None, _given)
+
+
 def add_chip_args(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:
+    reject_empty(parser)
     group = parser.add_argument_group("hardware")
     group.add_argument(
         "--hw",
@@ -113,6 +128,7 @@ def add_cuda_graphs_arg(parser: argparse.ArgumentParser) -> None:
 
 def add_matmul_args(parser: argparse.ArgumentParser) -> None:
     """Arguments of `shardline matmul M K N` (also `explain matmul`)."""
+    reject_empty(parser)
     _add_mnk(parser)
     add_chip_args(parser)
     add_operand_dtypes(parser)
@@ -127,6 +143,7 @@ def add_matmul_args(parser: argparse.ArgumentParser) -> None:
 def add_einsum_args(parser: argparse.ArgumentParser) -> None:
     """Arguments of `shardline einsum SPEC --dims ...` (also `explain einsum`); the mesh options
     apply when the spec names mesh axes."""
+    reject_empty(parser)
     parser.add_argument(
         "spec", help="e.g. 'X[B,D] * W[D,F] -> Y[B,F]'; M_X splits M over mesh axis X"
     )
@@ -140,6 +157,7 @@ def add_einsum_args(parser: argparse.ArgumentParser) -> None:
 
 def add_shard_args(parser: argparse.ArgumentParser) -> None:
     """Arguments of `shardline shard M K N --devices D --along m|n|k` (also `explain shard`)."""
+    reject_empty(parser)
     _add_mnk(parser)
     parser.add_argument("--devices", required=True, metavar="D", help="devices to split over")
     parser.add_argument(
@@ -154,6 +172,7 @@ def add_shard_args(parser: argparse.ArgumentParser) -> None:
 
 def add_compare_args(parser: argparse.ArgumentParser) -> None:
     """Arguments of `shardline compare M K N --devices D` (also `plot strategies`)."""
+    reject_empty(parser)
     _add_mnk(parser)
     parser.add_argument("--devices", required=True, metavar="D", help="devices to split over")
     _add_split_network_run(parser)
@@ -229,12 +248,19 @@ def add_network_args(group: argparse._ArgumentGroup, *, per_axis: bool) -> None:
 
 
 def add_run_args(group: argparse._ArgumentGroup) -> None:
-    group.add_argument(
+    overlap = group.add_mutually_exclusive_group()  # --overlap --no-overlap: an error
+    overlap.add_argument(
         "--overlap",
-        action=argparse.BooleanOptionalAction,
+        dest="overlap",
+        action="store_true",
         default=True,
-        help="communication overlaps compute: time = max (default); "
-        "--no-overlap: max(t_compute, t_memory) + t_network",
+        help="communication overlaps compute: time = max (default)",
+    )
+    overlap.add_argument(
+        "--no-overlap",
+        dest="overlap",
+        action="store_false",
+        help="no overlap: max(t_compute, t_memory) + t_network",
     )
     group.add_argument(
         "--resident",
@@ -296,6 +322,7 @@ def add_force_arg(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 def add_sheet_input(parser: argparse.ArgumentParser) -> None:
+    reject_empty(parser)
     parser.add_argument(
         "--sheet",
         default=None,
@@ -330,6 +357,7 @@ def add_plot_output(parser: argparse.ArgumentParser) -> None:
 
 def add_workload_args(parser: argparse.ArgumentParser) -> None:
     """The WORKLOAD positional and its overrides (`stack`, `plan`, `explain plan`)."""
+    reject_empty(parser)
     parser.add_argument(
         "workload",
         metavar="WORKLOAD",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from shardline.cli.args import add_json_arg, add_operand_dtypes
+from shardline.cli.args import add_json_arg, add_operand_dtypes, reject_empty
 from shardline.cli.common import dim_arg, emit_json
 
 __all__ = ["register", "run"]
@@ -20,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "set fits the per-SM (per-core) memory, tile and wave quantization, and the "
         "smallest tile that is compute-bound and fits.",
     )
+    reject_empty(tl)
     tl.add_argument("m", metavar="M")
     tl.add_argument("k", metavar="K")
     tl.add_argument("n", metavar="N")

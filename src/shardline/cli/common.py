@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 # Re-exported (built in args.py) for command modules that import them from here (cmd_stack.py).
 from shardline.cli.args import add_chip_args, add_json_arg
 from shardline.errors import InputError
-from shardline.units import parse_count, parse_quantity
+from shardline.units import check_rate, parse_count, parse_quantity, short
 
 if TYPE_CHECKING:
     from shardline.collectives import NetworkOptions
@@ -47,14 +47,15 @@ __all__ = [
 
 
 def rates_from_args(args: argparse.Namespace) -> RateOverrides:
-    """--flops-per-s and --mem-bw (None where not given); each must be positive."""
+    """--flops-per-s and --mem-bw (None where not given); each a rate of at least 1 per second
+    (`shardline.units.check_rate`); an empty value is an error, not a flag left out."""
     from shardline.options import RateOverrides
 
-    flops = parse_quantity(args.flops_per_s, "FLOP/s") if args.flops_per_s else None
-    mem = parse_quantity(args.mem_bw, "B/s") if args.mem_bw else None
-    for value, flag in ((flops, "--flops-per-s"), (mem, "--mem-bw")):
-        if value is not None and not value > 0:
-            raise InputError(f"{flag} must be positive")
+    flops = mem = None
+    if args.flops_per_s is not None:
+        flops = check_rate(parse_quantity(args.flops_per_s, "FLOP/s"), "--flops-per-s", "FLOP/s")
+    if args.mem_bw is not None:
+        mem = check_rate(parse_quantity(args.mem_bw, "B/s"), "--mem-bw", "B/s")
     return RateOverrides(flops_per_s=flops, mem_bytes_per_s=mem)
 
 
@@ -105,7 +106,7 @@ def fill_default_dtype(args: argparse.Namespace) -> None:
     from shardline.cli.system_args import resolve_hardware
 
     resolve_hardware(args)
-    if getattr(args, "dtype", "unset") is None and getattr(args, "hw", None):
+    if getattr(args, "dtype", "unset") is None and getattr(args, "hw", None) is not None:
         from shardline.hardware import resolve_chip
 
         args.dtype = resolve_chip(args.hw).default_dtype
@@ -177,7 +178,15 @@ def shard_options_from_args(args: argparse.Namespace, inputs: tuple[str, str]) -
 
 
 def emit_json(payload: Any) -> None:
-    sys.stdout.write(json.dumps(payload, indent=2, allow_nan=False) + "\n")
+    """One JSON object; a result that is not finite (inf, NaN) is an error, never a traceback."""
+    try:
+        text = json.dumps(payload, indent=2, allow_nan=False)
+    except ValueError as exc:  # json's "Out of range float values are not JSON compliant"
+        raise InputError(
+            f"the result is not a finite number ({exc}); an input is out of range: a size too "
+            "large or a rate too small"
+        ) from None
+    sys.stdout.write(text + "\n")
 
 
 def write_text(out: Path, text: str) -> None:
@@ -196,7 +205,7 @@ def write_text(out: Path, text: str) -> None:
 def positive_arg(text: str, what: str) -> int:
     value = parse_count(text, what)
     if value < 1:
-        raise InputError(f"{what} must be a positive integer, got {text!r}")
+        raise InputError(f"{what} must be a positive integer, got {short(text)}")
     return value
 
 

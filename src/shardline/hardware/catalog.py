@@ -20,6 +20,7 @@ from typing import Any
 from shardline.dtypes import canonical_dtype
 from shardline.errors import InputError
 from shardline.hardware.chip import ASSUMED, Achievable, Chip, Interconnect, OnChip, ScaleOut
+from shardline.hardware.sources import unsourced_fields
 from shardline.kinds import (
     CHIP_KINDS,
     CHIP_TOPOLOGIES,
@@ -28,6 +29,7 @@ from shardline.kinds import (
     WRAPAROUNDS,
     Wraparound,
 )
+from shardline.units import MIN_RATE, short
 
 __all__ = [
     "load_chip",
@@ -132,6 +134,8 @@ class _Reader:
             raise self.fail(path, f"must be a number, got {raw!r}")
         if not raw > 0 or not math.isfinite(raw):
             raise self.fail(path, f"must be a positive finite number, got {raw!r}")
+        if _is_rate(path) and raw < MIN_RATE:
+            raise self.fail(path, f"is a rate: at least {MIN_RATE:g} per second, got {raw!r}")
         if integer:
             if raw != int(raw):
                 raise self.fail(path, f"must be an integer, got {raw!r}")
@@ -166,6 +170,44 @@ class _Reader:
         if not isinstance(raw, dict):
             raise self.fail(path, "must be a table")
         return raw
+
+
+def _is_rate(path: str) -> bool:
+    """A per-second rate field (FLOP/s, bytes/s), as opposed to a time, a size or a fraction."""
+    return "flops_per_s" in path or path.endswith("bytes_per_s")
+
+
+# The chip-file format versions this loader reads (`schema = 1`; a file may leave it out).
+SCHEMA_VERSIONS = (1,)
+
+
+def _check_schema(r: _Reader) -> None:
+    version = r.data.get("schema")
+    if version is None:
+        return
+    if isinstance(version, bool) or version not in SCHEMA_VERSIONS:
+        raise r.fail(
+            "schema",
+            f"is {version!r}, a format version this shardline does not read (it reads "
+            f"{', '.join(map(str, SCHEMA_VERSIONS))}); update shardline or fix the file",
+        )
+
+
+def _check_achievable(r: _Reader, peaks: dict[str, float], mem: float, ach: Achievable) -> None:
+    """An achievable rate above its peak would predict times below the hard lower bound."""
+    for dtype, rate in ach.matmul_flops_per_s.items():
+        if dtype in peaks and rate > peaks[dtype]:
+            raise r.fail(
+                f"achievable.matmul_flops_per_s.{dtype}",
+                f"({rate:.4g} FLOP/s) is above peak_flops_per_s.{dtype} ({peaks[dtype]:.4g}): "
+                "an achievable rate cannot exceed the peak",
+            )
+    if ach.mem_bytes_per_s is not None and ach.mem_bytes_per_s > mem:
+        raise r.fail(
+            "achievable.mem_bytes_per_s",
+            f"({ach.mem_bytes_per_s:.4g} B/s) is above memory.bytes_per_s ({mem:.4g}): an "
+            "achievable rate cannot exceed the peak",
+        )
 
 
 def _peaks(reader: _Reader, path: str, *, required: bool) -> dict[str, float]:
@@ -346,9 +388,13 @@ def chip_from_dict(
     """Validate a parsed chip table and build the Chip; errors name the bad field. Fields left out
     that the loader fills (DEFAULTS) are recorded in `Chip.sources` as assumptions."""
     r = _Reader(data, origin)
+    _check_schema(r)
     _check_known_fields(r)
     on_chip, achievable = _on_chip(r), _achievable(r)
     name, aliases = _name_and_aliases(r)
+    peaks = _peaks(r, "peak_flops_per_s", required=True)
+    mem_bytes_per_s = float(r.number("memory.bytes_per_s", required=True))
+    _check_achievable(r, peaks, mem_bytes_per_s, achievable)
     measured_on = data.get("measured_on")
     if measured_on is not None and not isinstance(measured_on, str):
         raise r.fail("measured_on", f"must be a string, got {measured_on!r}")
@@ -357,9 +403,9 @@ def chip_from_dict(
         display_name=r.text("display_name", default=name),
         kind=r.text("kind", choices=CHIP_KINDS),
         vendor=r.text_or_assumed("vendor"),
-        peak_flops_per_s=_peaks(r, "peak_flops_per_s", required=True),
+        peak_flops_per_s=peaks,
         capacity_bytes=float(r.number("memory.capacity_bytes", required=True)),
-        mem_bytes_per_s=float(r.number("memory.bytes_per_s", required=True)),
+        mem_bytes_per_s=mem_bytes_per_s,
         aliases=aliases,
         on_chip=on_chip,
         interconnect=_interconnect(r),
@@ -368,30 +414,6 @@ def chip_from_dict(
         path=path,
         measured_on=measured_on,
     )
-
-
-def _is_number(node: object) -> bool:
-    return isinstance(node, int | float) and not isinstance(node, bool)
-
-
-def unsourced_fields(data: dict[str, Any], path: str = "") -> list[str]:
-    """Every fact in a parsed chip file that lacks a source: each number, or list of numbers, must
-    be a table `{value = ..., source = "..."}` with a non-empty source. The dotted paths of those
-    that are not, each with why. (`schema` is the file format's version, not a fact.)"""
-    missing: list[str] = []
-    for key, node in data.items():
-        where = f"{path}.{key}" if path else key
-        if where == "schema":
-            continue
-        if isinstance(node, dict) and "value" in node:
-            source = node.get("source")
-            if not isinstance(source, str) or not source.strip():
-                missing.append(f"{where}: empty or missing source")
-        elif isinstance(node, dict):
-            missing += unsourced_fields(node, where)
-        elif _is_number(node) or (isinstance(node, list) and any(map(_is_number, node))):
-            missing.append(f"{where}: a bare value, not {{value, source}}")
-    return missing
 
 
 def catalog_files() -> list[Traversable]:
@@ -446,6 +468,8 @@ def load_chip(name: str | Chip) -> Chip:
     already made, e.g. by the command line's cluster flags, is returned as it is)."""
     if isinstance(name, Chip):
         return name
+    if not isinstance(name, str):
+        raise InputError(f"a chip is a name or a .toml path (a string), got {short(name)}")
     if _looks_like_path(name):
         path = Path(name)
         return chip_from_dict(_read_toml(path), origin=str(path), path=str(path))

@@ -299,6 +299,12 @@ def _template(
         raise InputError(f"[{key}] must be a table")
     allowed = TRANSFORMER_FIELDS if key == "transformer" else FFN_FIELDS
     _unknown(section, allowed, f"[{key}]")
+    for flag in ("gated", "rotary"):  # "false" (a string) must not read as true
+        if flag in section and not isinstance(section[flag], bool):
+            raise InputError(
+                f"[{key}] {flag} must be true or false (a TOML boolean, no quotes), "
+                f"got {section[flag]!r}"
+            )
     params = dict(section)
     top_phase = data.get("phase")
     if "phase" in params and top_phase is not None and params["phase"] != top_phase:

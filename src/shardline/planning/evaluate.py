@@ -7,7 +7,7 @@ hide. No strategy is named here: each registered strategy adds its own communica
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from math import ceil
 from typing import Any
@@ -66,7 +66,8 @@ class Context:
         self.head_grads = (
             backward_layers(self.head) if self.head is not None and workload.training else []
         )
-        self.backward = {id(layer): backward_layers(layer) for layer in workload.layers}
+        self._backward: dict[int, list[Layer]] = {}
+        self._index = {id(layer): i for i, layer in enumerate(workload.layers)}
         self._dims: dict[tuple[int, tuple[tuple[str, int], ...], int], dict[str, int]] = {}
         self._costs: dict[tuple[int, tuple[tuple[str, int], ...]], LayerCost] = {}
         self._networks: dict[Degrees, MeshNetwork] = {}
@@ -74,6 +75,13 @@ class Context:
         self._stage_layers: dict[int, list[tuple[StageLayers, Layer]]] = {}
         self._stages: dict[tuple[Any, ...], Stage] = {}
         self._memory: dict[tuple[Any, ...], MemoryCheck] = {}
+        self._once: dict[str, Any] = {}
+
+    def once(self, name: str, compute: Callable[[], Any]) -> Any:
+        """A value that depends on the search alone (not the plan), computed once."""
+        if name not in self._once:
+            self._once[name] = compute()
+        return self._once[name]
 
     def network(self, deg: Degrees) -> MeshNetwork:
         if deg not in self._networks:
@@ -105,10 +113,15 @@ class Context:
         """The layer after this one: itself when it repeats (count > 1), else the next in the
         block, wrapping to the next block."""
         layers = self.workload.layers
-        return layer if layer.count > 1 else layers[(layers.index(layer) + 1) % len(layers)]
+        return layer if layer.count > 1 else layers[(self._index[id(layer)] + 1) % len(layers)]
+
+    def backward(self, layer: Layer) -> list[Layer]:
+        if id(layer) not in self._backward:
+            self._backward[id(layer)] = backward_layers(layer)
+        return self._backward[id(layer)]
 
     def view(self, layer: Layer, n: int, deg: Degrees, m: int) -> LayerView:
-        grads = self.backward[id(layer)] if self.workload.training else []
+        grads = self.backward(layer) if self.workload.training else []
         return LayerView(
             layer=layer,
             count=n,
@@ -123,9 +136,21 @@ class Context:
         )
 
     def stages(self, pp: int) -> list[tuple[StageLayers, Layer]]:
+        """The stages of `pp`, each stage's layers merged where they cost the same: one entry per
+        (layer content, following layer's content), so that 10,000 layers of two shapes are
+        priced as two."""
         if pp not in self._stage_layers:
-            self._stage_layers[pp] = self.workload.pipeline_stages(pp)
+            self._stage_layers[pp] = [
+                (self._merged(layers), last) for layers, last in self.workload.pipeline_stages(pp)
+            ]
         return self._stage_layers[pp]
+
+    def _merged(self, layers: StageLayers) -> StageLayers:
+        merged: dict[tuple[Any, ...], list[Any]] = {}
+        for layer, n in layers:
+            key = (layer.content_key, self.following(layer).content_key)
+            merged.setdefault(key, [layer, 0])[1] += n
+        return [(layer, n) for layer, n in merged.values()]
 
     def stage(self, deg: Degrees, m: int, index: int, layers: StageLayers, last: Layer) -> Stage:
         """A stage's times, shared between stages with the same layers and the same neighbours."""

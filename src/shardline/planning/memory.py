@@ -91,9 +91,9 @@ def _with_buffers(
     buffers = 0.0
     if gathers:
         block = 0.0
-        for layer in workload.layers:
+        for layer, count in workload.distinct_layers:
             dims = local_dims(layer, deg, batch_dim=workload.batch_dim, microbatches=m)
-            block += layer.count * sum(layer.operand_bytes(w, dims) for w in layer.weights)
+            block += count * sum(layer.operand_bytes(w, dims) for w in layer.weights)
         buffers = 2 * block
     total = (
         mc.weights_bytes

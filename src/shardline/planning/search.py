@@ -4,9 +4,10 @@ strategy), the microbatch counts to try, and the ranking."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from itertools import product
+from functools import lru_cache
+from itertools import islice
 from math import ceil, prod
 from typing import Any
 
@@ -19,11 +20,11 @@ from shardline.planning.evaluate import Context, evaluate_plan
 from shardline.planning.reasons import reason
 from shardline.planning.results import OBJECTIVES, PlanResult, PlanSet
 from shardline.stack import apply_overrides
-from shardline.strategies import Degrees, names, strategies
-from shardline.units import fmt_bytes
+from shardline.strategies import Degrees, Strategy, names, strategies
+from shardline.units import fmt_bytes, short
 from shardline.workload import Workload
 
-__all__ = ["PlanOptions", "plan", "candidates", "divisors"]
+__all__ = ["PlanOptions", "plan", "candidates", "divisors", "MAX_DEVICES", "MAX_STAGES"]
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,26 @@ class PlanOptions:
 EXECUTION_FIELDS = tuple(f.name for f in fields(Execution))
 
 
+@lru_cache(maxsize=1024)
+def _divisors(n: int) -> tuple[int, ...]:
+    factors: dict[int, int] = {}
+    rest, p = n, 2
+    while p * p <= rest:  # trial division: at most sqrt(n) steps, fewer as factors come out
+        while rest % p == 0:
+            factors[p] = factors.get(p, 0) + 1
+            rest //= p
+        p += 1 if p == 2 else 2
+    if rest > 1:
+        factors[rest] = factors.get(rest, 0) + 1
+    out = [1]
+    for prime, power in factors.items():
+        out = [d * prime**k for d in out for k in range(power + 1)]
+    return tuple(sorted(out))
+
+
 def divisors(n: int) -> list[int]:
-    small = [d for d in range(1, int(n**0.5) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
+    """The divisors of n, ascending (from its prime factors)."""
+    return list(_divisors(n))
 
 
 def _microbatch_candidates(per_replica: int, deg: Degrees, training: bool) -> list[int]:
@@ -106,12 +124,26 @@ def _check_degree(name: str, value: int | None, devices: int) -> None:
         raise InputError(f"{name}={value} does not divide the {devices} devices")
 
 
+def _check_limits(workload: Workload, s: Strategy, degree: int) -> None:
+    """A fixed degree beyond what its strategy can split: say which limit and why."""
+    if "tensor" in s.splits and degree > 1:
+        limit, layer = tensor_limit(workload)
+        if degree > limit:
+            raise InputError(
+                f"{s.name}={degree} is more than layer {layer!r} can split: its tensor-parallel "
+                f"dims give at most {limit} ways; some devices would hold nothing"
+            )
+    if "layers" in s.splits and degree > MAX_STAGES:
+        raise InputError(f"{s.name}={degree}: at most {MAX_STAGES:,} pipeline stages")
+
+
 def _check_fixed(workload: Workload, devices: int, fixed: Mapping[str, int | None]) -> None:
     """The degrees the user fixed must multiply to a divisor of the devices (all of them when
     every degree is fixed), each must be valid for its strategy, and the batch must cover them."""
     given = {k: v for k, v in fixed.items() if v is not None}
     for s in strategies():
         if s.name in given:
+            _check_limits(workload, s, given[s.name])
             s.check(workload, given[s.name])
     total = prod(given.values())
     if devices % total:
@@ -130,6 +162,78 @@ def _check_fixed(workload: Workload, devices: int, fixed: Mapping[str, int | Non
         )
 
 
+# At most 2**24 = 16,777,216 devices: about 80 times the largest clusters built so far (about
+# 200,000 GPUs in 2024-2025), and small enough that its divisors (at most 25 for a power of two,
+# a few thousand for the most composite counts below it) keep the search to seconds.
+MAX_DEVICES = 2**24
+# At most 1,024 pipeline stages: each plan's evaluation and its report walk every stage, and
+# published pipelines use far fewer (Megatron-LM's 1-trillion-parameter run: 64 stages,
+# Narayanan et al. 2021).
+MAX_STAGES = 1024
+# At most 1,000 candidate plans per search (each costs a few milliseconds with its microbatch
+# counts): 8 to 4,096 devices give tens to a few hundred; past it the search asks for fixed degrees.
+MAX_CANDIDATES = 1000
+
+
+def _tensor_sizes(workload: Workload) -> list[tuple[int, str]]:
+    """Each layer's tensor-parallel room: the product of the sizes of its `tp_dims` (the degree
+    fills them in order), with the layer's name."""
+    return [
+        (prod(layer.dims[d] for d in layer.tp_dims), layer.name)
+        for layer, _ in workload.distinct_layers
+        if layer.tp_dims
+    ]
+
+
+def tensor_limit(workload: Workload) -> tuple[int, str]:
+    """The largest tensor-parallel degree every layer can split, and the layer that sets it (a
+    larger degree leaves devices with nothing to split)."""
+    return min(_tensor_sizes(workload), default=(MAX_DEVICES, ""))
+
+
+def _degree_ok(workload: Workload, s: Strategy, degree: int, free: bool) -> bool:
+    """May the free search try this degree? A tensor-parallel degree must divide every layer's
+    tensor-parallel room (a split that leaves devices idle or uneven is never the one to pick
+    blind; a fixed degree may still be uneven), a pipeline at most MAX_STAGES stages, and the
+    strategy must accept it."""
+    if degree == 1:
+        return True
+    if "tensor" in s.splits:
+        sizes = [size for size, _ in _tensor_sizes(workload)]
+        if degree > min(sizes, default=MAX_DEVICES) or free and any(n % degree for n in sizes):
+            return False
+    if "layers" in s.splits and degree > MAX_STAGES:
+        return False
+    return s.valid(workload, degree)
+
+
+def _assignments(
+    workload: Workload, devices: int, fixed: Mapping[str, int | None]
+) -> Iterator[Degrees]:
+    """Each registered strategy a divisor of what the strategies before it leave, the last the
+    rest, in ascending lexicographic order; a branch stops as soon as its degree is invalid
+    (`_degree_ok`) or its batch splits exceed the batch, so that the work follows the plans that
+    can run, not the divisors of D to the fourth power."""
+    regs = strategies()
+
+    def walk(i: int, left: int, chosen: tuple[int, ...], replicas: int) -> Iterator[Degrees]:
+        s = regs[i]
+        options = (left,) if i == len(regs) - 1 else _divisors(left)
+        for d in options:
+            free = fixed.get(s.name) is None
+            if not free and fixed[s.name] != d or not _degree_ok(workload, s, d, free):
+                continue
+            split = replicas * d if "batch" in s.splits else replicas
+            if split > workload.batch or (split > 1 and workload.batch_dim is None):
+                break  # the divisors ascend: larger ones split the batch further still
+            if i == len(regs) - 1:
+                yield Degrees(dict(zip((r.name for r in regs), (*chosen, d), strict=True)))
+            else:
+                yield from walk(i + 1, left // d, (*chosen, d), split)
+
+    yield from walk(0, devices, (), 1)
+
+
 def candidates(
     workload: Workload, devices: int, fixed: Mapping[str, int | None], interleave: int = 1
 ) -> list[Degrees]:
@@ -144,26 +248,26 @@ def candidates(
             f"pp={pp} gives {min(workload.stage_blocks(pp)) if pp <= workload.repeat else 0} "
             f"of the {workload.repeat} blocks"
         )
-    regs = strategies()
-    options = divisors(devices)
-    out: list[Degrees] = []
-    for combo in product(options, repeat=len(regs)):
-        if prod(combo) != devices:
-            continue
-        deg = Degrees(dict(zip((s.name for s in regs), combo, strict=True)))
-        if any(v is not None and deg[k] != v for k, v in fixed.items()):
-            continue
-        if not all(s.valid(workload, deg[s.name]) for s in regs):
-            continue
-        if not workload.chunks_fit(deg.stages, interleave):
-            continue
-        if deg.replicas > workload.batch or (deg.replicas > 1 and workload.batch_dim is None):
-            continue
-        out.append(deg)
-    if not out:
+    found = (
+        d
+        for d in _assignments(workload, devices, fixed)
+        if workload.chunks_fit(d.stages, interleave)
+    )
+    out = list(islice(found, MAX_CANDIDATES + 1))
+    if len(out) > MAX_CANDIDATES:
         raise InputError(
-            f"no plan over {devices} devices is possible: the batch ({workload.batch}) is too "
-            f"small to split and the {workload.layer_count} layers do not divide evenly"
+            f"{devices:,} devices give more than {MAX_CANDIDATES:,} candidate plans for this "
+            "workload, too many to evaluate in seconds; fix some degrees (--tp, --pp, --dp, "
+            "--fsdp) or give a device count with fewer divisors"
+        )
+    if not out:
+        room = tensor_limit(workload)[0]
+        raise InputError(
+            f"no plan over {devices:,} devices is possible: the degrees must multiply to "
+            f"{devices:,}, the batch splits at most the batch ({workload.batch:,}), tensor "
+            f"parallelism divide the tensor-parallel dims ({room:,}) and pipeline stages split "
+            f"the {workload.layer_count:,} layers (at most {MAX_STAGES:,} stages); give another "
+            "device count or fix the degrees (--tp, --pp, --dp, --fsdp)"
         )
     return out
 
@@ -186,11 +290,25 @@ def _options(
     )  # fmt: skip
 
 
+def _check_execution(ex: Execution) -> None:
+    """What Execution itself lets through: booleans for numbers, tokens past a float."""
+    if isinstance(ex.zero, bool):
+        raise InputError(f"zero must be 0, 1, 2 or 3, got {ex.zero!r}")
+    t = ex.tokens
+    if t is not None and (isinstance(t, bool) or not t < 1e30):
+        raise InputError(f"tokens must be a positive number below 1e30, got {short(t)}")
+
+
 def _check_options(workload: Workload, devices: int, opts: PlanOptions) -> None:
     if not isinstance(workload, Workload):
         raise InputError(f"plan() needs a Workload, got {type(workload).__name__}")
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise InputError(f"devices must be a positive integer, got {devices!r}")
+    if devices > MAX_DEVICES:
+        raise InputError(
+            f"devices = {short(devices)} is more than the {MAX_DEVICES:,} (2**24) a plan searches"
+        )
+    _check_execution(opts.execution)
     if opts.objective not in OBJECTIVES:
         raise InputError(
             f"objective must be one of {', '.join(OBJECTIVES)}, got {opts.objective!r}"

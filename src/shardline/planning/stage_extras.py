@@ -15,9 +15,9 @@ work, the lower bound too):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from shardline.hardware import Chip
 from shardline.modelshape import ModelShape
@@ -57,6 +57,8 @@ class Context(Protocol):
     def local(self, layer: Layer, deg: Mapping[str, int], m: int) -> dict[str, int]: ...
 
     def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost: ...
+
+    def once(self, name: str, compute: Callable[[], Any]) -> Any: ...
 
 
 def tp_variants(term: CommTerm, ctx: Context, deg: Degrees) -> list[CommTerm]:

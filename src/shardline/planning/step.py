@@ -93,7 +93,8 @@ def _flops(ctx: Context) -> tuple[float, float]:
     if w.model is not None:
         return model_flops(w.model, w.training), hardware_flops(w.model, w.training, ex.recompute)
     forward = sum(
-        float(layer_cost(layer, ctx.chip).flops) * layer.count * w.repeat for layer in w.layers
+        float(layer_cost(layer, ctx.chip).flops) * count * w.repeat
+        for layer, count in w.distinct_layers
     )
     total = forward * (3 if w.training else 1)
     extra = forward if w.training and ex.recompute == "full" else 0.0
@@ -121,7 +122,7 @@ def realistic_step(
         "recompute_s": m * sum(ph.lower_parts["recompute"] for ph in phases),
         "exposed_comm_s": m * sum(ph.crit_s for ph in phases),
     }
-    model, hardware = _flops(ctx)
+    model, hardware = ctx.once("flops", lambda: _flops(ctx))
     peak = ctx.chip.peak(w.layers[0].compute_dtype or w.layers[0].dtype)
     capacity = deg.devices * peak * predicted
     return RealisticStep(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
 from shardline.errors import InputError
@@ -12,6 +13,7 @@ from shardline.planning.results import PlanSet
 from shardline.planning.search import plan
 from shardline.serialize import jsonable
 from shardline.stack import apply_overrides
+from shardline.units import short
 from shardline.workload import Workload
 
 __all__ = ["SweepPoint", "Crossover", "BatchSweep", "sweep_batch", "MAX_CROSSOVERS"]
@@ -92,8 +94,11 @@ def sweep_batch(
 ) -> BatchSweep:
     """`plan` at each batch size, and each crossover: between two neighbouring batches whose
     recommendations differ, the smallest batch at which the recommendation changes (bisection)."""
-    if not batches:
-        raise InputError("give at least one batch size")
+    if isinstance(batches, str) or not isinstance(batches, Sequence) or not batches:
+        raise InputError(f"batches must be a list of batch sizes, got {short(batches)}")
+    for b in batches:
+        if isinstance(b, bool) or not isinstance(b, Integral) or b < 1:
+            raise InputError(f"each batch must be a positive integer, got {short(b)}")
     sizes = sorted({int(b) for b in batches})
     chip = apply_overrides(
         resolve_chip(hw),
