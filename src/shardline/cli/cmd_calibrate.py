@@ -18,7 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "calibrate",
         help="measure this machine and write a chip file (--out host.toml)",
         description="Measure the machine this runs on (CPU with numpy; an NVIDIA GPU with torch "
-        "when present) and write a chip file that every command accepts with --hw.",
+        "when present) and write a chip file that every command accepts with --hw. The "
+        "machine's noise during the run (the spread of repeated, interleaved samples) is "
+        "printed and recorded in [calibration.noise]; above the limit a warning says so.",
     )
     cal.add_argument("--out", required=True, help="chip file to write, e.g. host.toml")
     _add_measurement_args(cal)
@@ -94,12 +96,24 @@ def run(args: argparse.Namespace) -> int:
         processes=args.processes,
         force=args.force,
     )
+    noise = result.chip.get("calibration", {}).get("noise", {})
     if args.json:
         emit_json(
-            {"path": result.path, "chip": _plain(result.chip), "measurements": result.measurements}
+            {
+                "path": result.path,
+                "noise": noise,
+                "chip": _plain(result.chip),
+                "measurements": result.measurements,
+            }
         )
     else:
         from shardline.report.predict_text import render_calibration
 
         sys.stdout.write(render_calibration(result.path, result.chip, len(result.measurements)))
+    if noise.get("warning"):
+        sys.stderr.write(
+            f"warning: {result.path} was written from noisy measurements ([calibration.noise] "
+            f"noisy = true): {noise['warning']}; rerun calibrate on an idle machine (--force "
+            "replaces the file)\n"
+        )
     return 0
