@@ -252,3 +252,35 @@ def test_validate_on_a_changed_machine_is_not_conclusive(
     assert "NOT CONCLUSIVE" in captured.out.splitlines()[0]
     assert "reference multiply +30.0% since calibration" in captured.out
     assert captured.err.startswith("warning: verdict not conclusive")
+
+
+def _run_worker(
+    jobs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, list[dict[str, Any]]]:
+    import io
+
+    from shardline.calibrate import worker
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(jobs)))
+    code = worker.main()
+    return code, [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_worker_interleaves_and_reports_noise(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three tiny multiplies in one group: one record each, in order, with a noise field;
+    SHARDLINE_FAIL_AFTER=2 keeps the first two records, then one error line and exit 1."""
+    timing = {"repeats": 3, "warmup": 0, "min_sample_s": 0.0, "budget_s": 1.0}
+    jobs = [
+        {"backend": "numpy", "device": "cpu", "kind": "matmul", "m": n, "k": n, "n": n,
+         "dtype": "fp64", **timing}
+        for n in (8, 16, 32)
+    ]  # fmt: skip
+    code, records = _run_worker(jobs, monkeypatch, capsys)
+    assert code == 0 and [r["index"] for r in records] == [0, 1, 2]
+    assert all(r["samples"] == 3 and r["seconds"] > 0 and r["noise"] >= 0 for r in records)
+    monkeypatch.setenv("SHARDLINE_FAIL_AFTER", "2")
+    code, records = _run_worker(jobs, monkeypatch, capsys)
+    assert code == 1 and [r["index"] for r in records] == [0, 1, 2]
+    assert "error" in records[2] and "error" not in records[1]
