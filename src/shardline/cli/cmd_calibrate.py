@@ -64,7 +64,13 @@ def _add_measurement_args(cal: argparse.ArgumentParser) -> None:
     )
     cal.add_argument("--name", help="chip name in the file (default host / host-gpu)")
     cal.add_argument("--quick", action="store_true", help="fewer and smaller measurements")
-    cal.add_argument("--repeats", type=int, default=None, help="timed samples per measurement")
+    cal.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="timed samples per measurement, all taken (default 9, fewer when the 30 s "
+        "budget runs out on a busy machine; never fewer than 3)",
+    )
 
 
 def _plain(value: Any) -> Any:

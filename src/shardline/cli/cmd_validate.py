@@ -32,7 +32,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     val.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     val.add_argument("--quick", action="store_true", help="a tiny suite (tests, CI)")
-    val.add_argument("--repeats", type=int, default=None, help="timed samples per case")
+    val.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="timed samples per case, all taken (default 9, fewer when the 20 s budget runs "
+        "out on a busy machine; never fewer than 3)",
+    )
     val.add_argument(
         "--out", default="validate", help="prefix of the CSV and PNG files (default: validate)"
     )
