@@ -2,19 +2,22 @@
 
 Measurements run in a worker process (`shardline.calibrate.worker`) whose BLAS thread pool is
 pinned through the environment (OPENBLAS/OMP/MKL_NUM_THREADS), so that `calibrate` and `validate`
-measure with exactly the same number of threads.
+measure with exactly the same number of threads. The worker times numpy jobs in groups, their
+samples interleaved (`run_numpy_interleaved`), so that load from other processes spreads over
+the cases instead of landing on one.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shardline.calibrate.timing import Timing, time_call
+from shardline.calibrate.timing import Timing, time_call, time_interleaved
 
 __all__ = [
     "machine_identity",
@@ -24,6 +27,9 @@ __all__ = [
     "mem_total_bytes",
     "numpy_dtype",
     "run_numpy_job",
+    "run_numpy_interleaved",
+    "numpy_callable",
+    "job_bytes",
     "blas_description",
     "NUMPY_DTYPES",
 ]
@@ -94,28 +100,50 @@ def numpy_dtype(name: str) -> Any:
     return table[name]
 
 
-def run_numpy_job(job: dict[str, Any], **timing: Any) -> Timing:
-    """Time one job with numpy: a matmul C = A.B (into a preallocated C), a copy or a triad."""
+def job_bytes(job: dict[str, Any]) -> int:
+    """Memory the arrays of a numpy job take (what interleaving keeps allocated at once)."""
+    if job["kind"] == "matmul":
+        size = np.dtype(numpy_dtype(job["dtype"])).itemsize
+        m, k, n = int(job["m"]), int(job["k"]), int(job["n"])
+        return size * (m * k + k * n + m * n)
+    return int(job["bytes"]) * (3 if job["kind"] == "triad" else 2)
+
+
+def numpy_callable(job: dict[str, Any]) -> Callable[[], object]:
+    """The call a numpy job times, its arrays allocated and filled: a matmul C = A.B (into a
+    preallocated C), a copy or a triad. The values do not change the time (no denormals)."""
     rng = np.random.default_rng(0)
     kind = job["kind"]
     if kind == "matmul":
         dt = numpy_dtype(job["dtype"])
         m, k, n = int(job["m"]), int(job["k"]), int(job["n"])
-        a = rng.standard_normal((m, k)).astype(dt)
-        b = rng.standard_normal((k, n)).astype(dt)
+        a = rng.random((m, k), dtype=dt)
+        b = rng.random((k, n), dtype=dt)
         c = np.empty((m, n), dtype=dt)
-        return time_call(lambda: np.matmul(a, b, out=c), **timing)
+        return lambda: np.matmul(a, b, out=c)
     count = max(1, int(job["bytes"]) // 8)
-    src = rng.standard_normal(count)
+    src = rng.random(count)
     dst = np.empty_like(src)
     if kind == "copy":  # reads and writes `bytes` each
-        return time_call(lambda: np.copyto(dst, src), **timing)
+        return lambda: np.copyto(dst, src)
     if kind == "triad":  # a = b + s*c, done in place in two passes over a (STREAM-like)
-        other = rng.standard_normal(count)
+        other = rng.random(count)
 
         def triad() -> None:
             np.multiply(other, 3.0, out=dst)
             np.add(dst, src, out=dst)
 
-        return time_call(triad, **timing)
+        return triad
     raise ValueError(f"unknown numpy job kind {kind!r}")
+
+
+def run_numpy_job(job: dict[str, Any], **timing: Any) -> Timing:
+    """Time one numpy job on its own (`time_call`)."""
+    return time_call(numpy_callable(job), **timing)
+
+
+def run_numpy_interleaved(
+    jobs: list[dict[str, Any]], *, deadline: float | None = None, **timing: Any
+) -> list[Timing]:
+    """Time numpy jobs together, their samples interleaved in rounds (`time_interleaved`)."""
+    return time_interleaved([numpy_callable(job) for job in jobs], deadline=deadline, **timing)

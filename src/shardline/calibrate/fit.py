@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from shardline.calibrate.chipfile import Measured
+from shardline.calibrate.timing import calibration_noise, timing_settings
 from shardline.dtypes import dtype_bytes
 from shardline.errors import InputError
 from shardline.predict import pack_read_time
@@ -39,12 +40,6 @@ _FALLBACK_LLC_BYTES = 8 * 2**20  # when sysfs does not tell the cache size
 # rate from the cache, from memory, and how much of the cache one process gets in practice.
 _STREAM_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0, 4.0)
 _STREAM_FRACTIONS_QUICK = (1 / 8, 1.0, 4.0)
-
-
-def _timing(quick: bool, repeats: int | None) -> dict[str, Any]:
-    if quick:
-        return {"repeats": repeats or 3, "warmup": 1, "min_sample_s": 0.004}
-    return {"repeats": repeats or 9, "warmup": 2, "min_sample_s": 0.02}
 
 
 def _square_side(nbytes: float, elem_bytes: float) -> int:
@@ -61,7 +56,7 @@ def cpu_plan(
     repeats: int | None = None,
 ) -> list[dict[str, Any]]:
     """The jobs of a CPU calibration (see the module docstring)."""
-    timing = _timing(quick, repeats)
+    timing = timing_settings(quick, repeats)
     llc = llc_bytes or _FALLBACK_LLC_BYTES
     squares: tuple[int, ...]
     sides: tuple[int, ...]
@@ -347,6 +342,7 @@ def fit_cpu(results: list[dict[str, Any]], setup: CpuSetup) -> dict[str, Any]:
             "python": platform.python_version(),
             "fit_median_abs_error": round(fit.fit_error, 4),
             "measurements": len(results),
+            "noise": calibration_noise(results),
         },
     }
 
@@ -358,7 +354,7 @@ def fit_cpu(results: list[dict[str, Any]], setup: CpuSetup) -> dict[str, Any]:
 def gpu_plan(
     dtypes: tuple[str, ...], *, quick: bool = False, repeats: int | None = None
 ) -> list[dict[str, Any]]:
-    timing = _timing(quick, repeats)
+    timing = timing_settings(quick, repeats)
     base = {"backend": "torch", "device": "cuda", **timing}
     sides = (1024, 2048) if quick else (4096, 6144, 8192, 12288)
     jobs: list[dict[str, Any]] = [{**base, "kind": "launch", "role": "launch"}]
@@ -481,5 +477,6 @@ def fit_gpu(
             "library": library,
             "device": props["name"],
             "measurements": len(results),
+            "noise": calibration_noise(results),
         },
     }

@@ -6,6 +6,11 @@ second dtype (a reduced one where the backend has it: bf16 on a GPU or with torc
 has no BLAS-accelerated reduced dtype, so the numpy suite's second dtype is fp64). Each case is
 measured properly (warm-up, repeated samples, median) in a worker process with the thread count
 the chip file was calibrated with. Errors are `|predicted - measured| / measured`.
+
+Beside the errors, the summary's `noise` says how far the measurements can be trusted: the spread
+of this run's repeats, the calibration's, and the drift of the calibration's reference multiply
+(measured again here, interleaved with the suite). A verdict on a noisy or changed machine is
+marked inconclusive.
 """
 
 from __future__ import annotations
@@ -20,8 +25,13 @@ import numpy as np
 
 from shardline.calibrate import current_identity, detect_device, run_measured
 from shardline.calibrate.chipfile import atomic_write
-from shardline.calibrate.fit import _timing
 from shardline.calibrate.gpu import require_torch
+from shardline.calibrate.timing import (
+    NOISE_LIMIT,
+    VALIDATE_BUDGET_S,
+    noise_summary,
+    timing_settings,
+)
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 
@@ -32,6 +42,7 @@ __all__ = [
     "calibration_info",
     "check_machine",
     "summarize",
+    "validation_noise",
     "CSV_COLUMNS",
 ]
 
@@ -221,17 +232,11 @@ def validate(
     if threads is None and device == "cpu":
         threads = int(info.get("threads", 1))
     cases = suite(chip.kind if device == "cuda" else "cpu", dtypes, quick)
-    timing = _timing(quick, repeats)
-    jobs = [
-        {
-            "backend": backend,
-            "device": run_device,
-            "kind": "matmul",
-            **timing,
-            **{key: c[key] for key in ("m", "k", "n", "dtype")},
-        }
-        for c in cases
-    ]
+    reference = _reference(info, dtypes)
+    base = {"backend": backend, "device": run_device, "kind": "matmul"}
+    base |= timing_settings(quick, repeats, VALIDATE_BUDGET_S)
+    shapes = cases + ([reference] if reference else [])
+    jobs = [{**base, **{key: c[key] for key in ("m", "k", "n", "dtype")}} for c in shapes]
     measured = run_measured(
         jobs,
         threads=threads,
@@ -240,15 +245,63 @@ def validate(
         partial=partial,
         not_written="no CSV or plot was written",
     )
-    rows = _rows(cases, measured, _predict(chip, cases))
+    rows = _rows(cases, measured[: len(cases)], _predict(chip, cases))
+    summary = summarize(rows)
+    summary["noise"] = validation_noise(measured, info, reference)
     return ValidationResult(
         hardware=chip.name,
         measured_on=identity,
         backend=backend,
         threads=threads,
         cases=rows,
-        summary=summarize(rows),
+        summary=summary,
     )
+
+
+def _reference(info: dict[str, Any], dtypes: tuple[str, ...]) -> dict[str, Any] | None:
+    """The reference multiply the calibration recorded (measured again, to see the drift)."""
+    ref = info.get("noise", {}).get("reference") if isinstance(info.get("noise"), dict) else None
+    if not isinstance(ref, dict) or ref.get("dtype") not in dtypes:
+        return None
+    try:
+        shape = {key: int(ref[key]) for key in ("m", "k", "n")}
+        seconds = float(ref["seconds"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return {**shape, "dtype": ref["dtype"], "seconds": seconds} if seconds > 0 else None
+
+
+def validation_noise(
+    measured: list[dict[str, Any]], info: dict[str, Any], reference: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The noise beside the verdict: this run's (`noise_summary` of its measurements), the
+    calibration's (its file's `[calibration.noise]`), and the drift of the reference multiply
+    since the calibration (measured / recorded - 1). The verdict is conclusive when neither run
+    was noisy and the reference moved by no more than the noise limit."""
+    noise = noise_summary(measured)
+    table = info.get("noise")
+    recorded: dict[str, Any] = table if isinstance(table, dict) else {}
+    noise["calibration_repeat_spread"] = recorded.get("repeat_spread")
+    noise["calibration_noisy"] = bool(recorded.get("noisy", False))
+    drift = None
+    if reference is not None:
+        drift = float(measured[-1]["seconds"]) / reference["seconds"] - 1.0
+    noise["reference_drift"] = drift
+    reasons = []
+    if noise["noisy"]:
+        reasons.append(f"this run's repeats spread by {noise['repeat_spread']:.1%}")
+    if noise["calibration_noisy"]:
+        reasons.append(f"the calibration's spread by {recorded.get('repeat_spread', 0):.1%}")
+    if drift is not None and abs(drift) > NOISE_LIMIT:
+        reasons.append(f"the reference multiply runs {drift:+.1%} against the calibration")
+    noise["conclusive"] = not reasons
+    if reasons:
+        noise["warning"] = (
+            "; ".join(reasons) + f" (limit {NOISE_LIMIT:.0%}): the machine was loaded or has "
+            "changed, so the errors measure that as much as the model; rerun calibrate and "
+            "validate on an idle machine"
+        )
+    return noise
 
 
 def _backend(device: str, info: dict[str, Any]) -> tuple[str, str, tuple[str, ...]]:

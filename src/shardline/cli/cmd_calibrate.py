@@ -18,7 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "calibrate",
         help="measure this machine and write a chip file (--out host.toml)",
         description="Measure the machine this runs on (CPU with numpy; an NVIDIA GPU with torch "
-        "when present) and write a chip file that every command accepts with --hw.",
+        "when present) and write a chip file that every command accepts with --hw. The "
+        "machine's noise during the run (the spread of repeated, interleaved samples) is "
+        "printed and recorded in [calibration.noise]; above the limit a warning says so.",
     )
     cal.add_argument("--out", required=True, help="chip file to write, e.g. host.toml")
     _add_measurement_args(cal)
@@ -62,7 +64,13 @@ def _add_measurement_args(cal: argparse.ArgumentParser) -> None:
     )
     cal.add_argument("--name", help="chip name in the file (default host / host-gpu)")
     cal.add_argument("--quick", action="store_true", help="fewer and smaller measurements")
-    cal.add_argument("--repeats", type=int, default=None, help="timed samples per measurement")
+    cal.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="timed samples per measurement, all taken (default 9, fewer when the 30 s "
+        "budget runs out on a busy machine; never fewer than 3)",
+    )
 
 
 def _plain(value: Any) -> Any:
@@ -94,12 +102,24 @@ def run(args: argparse.Namespace) -> int:
         processes=args.processes,
         force=args.force,
     )
+    noise = result.chip.get("calibration", {}).get("noise", {})
     if args.json:
         emit_json(
-            {"path": result.path, "chip": _plain(result.chip), "measurements": result.measurements}
+            {
+                "path": result.path,
+                "noise": noise,
+                "chip": _plain(result.chip),
+                "measurements": result.measurements,
+            }
         )
     else:
         from shardline.report.predict_text import render_calibration
 
         sys.stdout.write(render_calibration(result.path, result.chip, len(result.measurements)))
+    if noise.get("warning"):
+        sys.stderr.write(
+            f"warning: {result.path} was written from noisy measurements ([calibration.noise] "
+            f"noisy = true): {noise['warning']}; rerun calibrate on an idle machine (--force "
+            "replaces the file)\n"
+        )
     return 0

@@ -8,7 +8,7 @@ from shardline.dtypes import dtype_bytes
 from shardline.tiling import TileReport
 from shardline.units import fmt_bytes, fmt_int, fmt_num, fmt_rate, fmt_time
 
-__all__ = ["render_tile", "render_calibration", "render_validation", "render_plot"]
+__all__ = ["render_tile", "render_calibration", "render_validation", "render_plot", "noise_text"]
 
 
 def _yes(flag: bool | None) -> str:
@@ -137,6 +137,9 @@ def render_calibration(path: str, chip: dict[str, Any], measurements: int) -> st
             f"{value(ach['collective_bus_efficiency']):.3f} at large messages, half of "
             f"it at {fmt_bytes(value(ach['collective_half_efficiency_bytes']))}"
         )
+    noise = chip.get("calibration", {}).get("noise")
+    if noise:
+        out.append(f"  {noise_text(noise)}")
     out.append("")
     out.append(
         f"use it with --hw {path} (every command); check it with `shardline validate --hw {path}`"
@@ -144,16 +147,35 @@ def render_calibration(path: str, chip: dict[str, Any], measurements: int) -> st
     return "\n".join(out) + "\n"
 
 
+def noise_text(noise: dict[str, Any]) -> str:
+    """One line: the spread of a run's repeats (and the calibration's, and the reference drift)."""
+    if not noise.get("measurements"):
+        return "noise: not measured"
+    parts = [
+        f"noise: repeats spread {noise['repeat_spread']:.1%} (median over "
+        f"{noise['measurements']} measurements; 90th percentile {noise['repeat_spread_p90']:.1%})"
+    ]
+    if noise.get("calibration_repeat_spread") is not None:
+        parts.append(f"calibration's {noise['calibration_repeat_spread']:.1%}")
+    if noise.get("reference_drift") is not None:
+        parts.append(f"reference multiply {noise['reference_drift']:+.1%} since calibration")
+    return "; ".join(parts) + f"; limit {noise['limit']:.0%}"
+
+
 def render_validation(result: Any, files: list[str]) -> str:
     s = result.summary
     verdict = "TARGET MET" if s["target_met"] else "TARGET MISSED"
+    noise = s.get("noise", {})
+    if noise and not noise.get("conclusive", True):
+        verdict += " (NOT CONCLUSIVE: noisy or changed machine)"
     threads = f", {result.threads} thread(s)" if result.threads else ""
     out = [
         f"{verdict}: predicted_s median abs error {s['median_abs_err_predicted']:.1%} (target "
         f"<= 10% and <= half the roofline's {s['median_abs_err_roofline']:.1%}); worst "
         f"{s['max_abs_err_predicted']:.1%}",
         f"{s['cases']} cases on {result.hardware}, measured on '{result.measured_on}' with "
-        f"{result.backend}{threads}; median of repeated samples after warm-up",
+        f"{result.backend}{threads}; median of interleaved repeated samples after warm-up",
+        *([noise_text(noise)] if noise else []),
         "",
         f"  {'group':<13} {'dtype':<5} {'M':>6} {'K':>6} {'N':>6} {'measured':>10} "
         f"{'predicted':>10} {'err':>6} {'roofline':>10} {'err':>6}  bound",
