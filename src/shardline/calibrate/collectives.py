@@ -190,6 +190,8 @@ def _fit_nodes(rows: list[dict[str, Any]], processes: int, local: int) -> dict[s
             if left > 0 and float(line.t_bandwidth_s) > 0:
                 points.append((r["bytes"], float(line.t_bandwidth_s), left))
     eff_max, half = _efficiency(points)
+    # the bandwidth term spans both levels: an efficiency above 1 cannot be put on one link
+    eff_max = min(eff_max, 1.0)
     return {**_fitted(alpha, link, eff_max, half, processes), "scale_out": out, "local": local}
 
 
@@ -269,6 +271,8 @@ def _chip_tables(
         f"processes, {local} per node (shardline calibrate --collectives)"
     )
     p2p = max((r["bytes"] for r in rows if r["op"] in ("p2p", "p2p_node")), default=0)
+    if local == 1:  # one process per node: no link inside a node, the one between nodes stands in
+        where += "; one process per node, so these are rank 0 to rank 1 on the next node"
     interconnect: dict[str, Any] = {
         "link": f"torch.distributed {backend}, {local} processes per node",
         "topology": "switch",

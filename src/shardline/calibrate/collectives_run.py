@@ -135,13 +135,14 @@ class _Rank:
         return [float(x) for x in t.tolist()]
 
     def memory_cap_bytes(self, local_ranks: int) -> float:
-        """The largest V whose buffers (V + 3V/X per rank) fit in half the free memory."""
+        """The largest V whose buffers (2V + 3V/X per rank: the whole array and its part, the
+        all-reduce's array, the all-to-all's input and output) fit in half the free memory."""
         if self.cuda:
             free = float(self.torch.cuda.mem_get_info(self.device)[0])
             ranks_sharing = 1
         else:
             free, ranks_sharing = _available_bytes(), local_ranks
-        per_v = (1 + 3 / self.world) * ranks_sharing
+        per_v = (2 + 3 / self.world) * ranks_sharing
         return self.agree([0.5 * free / per_v], "min")[0]
 
 
