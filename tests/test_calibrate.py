@@ -328,6 +328,7 @@ def test_calibrate_bad_input(
     assert words in _one_error_line(capsys.readouterr())
 
 
+@pytest.mark.slow
 def test_collectives_with_gloo(tmp_path: Path) -> None:
     """Two local gloo processes, the quick size sweep: the fitted fields land in the chip file."""
     require("torch", "pip install torch==2.13.0")
@@ -343,6 +344,7 @@ def test_collectives_with_gloo(tmp_path: Path) -> None:
     assert np.isfinite([r["seconds"] for r in result.measurements]).all()
 
 
+@pytest.mark.slow
 def test_collectives_under_torchrun(tmp_path: Path) -> None:
     """`torchrun --nproc_per_node 2 shardline calibrate --collectives`: the ranks torchrun started
     measure, rank 0 fits and writes the chip file, and every rank exits cleanly."""
@@ -378,6 +380,8 @@ def test_collectives_under_torchrun(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     chip = load_chip(str(out))
     assert chip.interconnect is not None and chip.interconnect.scale_up_devices == 2
+    assert chip.interconnect.scale_out is None  # torchrun's LOCAL_WORLD_SIZE 2 = WORLD_SIZE 2
+    assert (chip.achievable.collective_latency_s or 0) > 0
 
 
 def test_calibrate_options_by_keyword_or_group(tmp_path: Path) -> None:

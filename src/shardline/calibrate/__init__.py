@@ -3,9 +3,10 @@
 - CPU (`cpu.py`): numpy matmuls over sizes and dtypes, streaming reads, copies and triads, the
   per-call overhead; the BLAS thread pool pinned (`--threads`, default 1) in a worker process.
 - NVIDIA GPU (`gpu.py`, torch.cuda): matmuls per dtype, unaligned K, copies, launch overhead.
-- Collectives (`collectives.py`, torch.distributed): all-gather, reduce-scatter and all-reduce over
-  message sizes with gloo (several local processes) or NCCL, fitted to alpha-beta with a
-  size-dependent bus efficiency.
+- Collectives (`collectives.py`, measured by `collectives_run.py` with torch.distributed):
+  all-gather, reduce-scatter, all-reduce and all-to-all from 8 B to 1 GiB with gloo (several local
+  processes) or NCCL, fitted to alpha-beta with a size-dependent bus efficiency, the latency floor
+  and, over several nodes, the network between them.
 
 `fit.py` turns measurements into the chip table; `chipfile.py` writes it atomically. A measurement
 that fails midway keeps what was measured in `<out>.partial.csv` and writes no chip file.
@@ -55,6 +56,7 @@ class CalibrationOptions:
     name: str | None = None  # the chip's name in the file
     collectives: bool = False  # also measure all-gather, reduce-scatter, all-reduce
     processes: int = 4  # local processes for the collectives
+    processes_per_node: int | None = None  # local processes per fake node (None: one node)
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,7 @@ def calibrate(
             progress=progress,
             partial=partial,
             done=results,
+            processes_per_node=options.processes_per_node,
         )
         results = results + rows
         chip["interconnect"] = fitted["interconnect"]

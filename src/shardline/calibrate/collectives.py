@@ -1,6 +1,7 @@
-"""`calibrate --collectives`: measure all-gather, reduce-scatter and all-reduce with
-torch.distributed and fit the alpha-beta model with a size-dependent bus efficiency
-(docs/sharding.md).
+"""`calibrate --collectives`: measure all-gather, reduce-scatter, all-reduce and all-to-all with
+torch.distributed from 8 B to 1 GiB (`collectives_run.py`) and fit the alpha-beta model with a
+size-dependent bus efficiency, the latency floor, and (several nodes) the network between nodes.
+docs/calibrate-collectives.md explains each field written.
 
 Model (switch topology, X processes, V = bytes of the whole array): the "switch" records of the
 algorithm table (`shardline.collectives.algorithms.TABLE`), t = hops * alpha + coefficient * V /
@@ -8,56 +9,58 @@ W / eff(V), which the sharding model evaluates too:
 
     all-gather, reduce-scatter: t = alpha     + (X-1)/X * V / W / eff(V)
     all-reduce (RS + AG):       t = 2 * alpha + 2 * (X-1)/X * V / W / eff(V)
+    all-to-all:                 t = alpha     + (X-1)/X^2 * V / W / eff(V)
     eff(V) = eff_max * V / (V + V_half)
 
 - alpha: half the round trip of a 4-byte send/recv between ranks 0 and 1 (ping-pong), at most 0.9 x
   the fastest measured collective per phase (a collective includes its hops' latency);
 - W (the "line rate" of the link): one-way bandwidth of a large send/recv between two ranks;
-- eff_max and V_half: least squares on relative error of `t - hops*alpha = coefficient/W *
-  (V/eff_max + V_half/eff_max)` over every measured (collective, size): linear in 1/eff_max and
-  V_half/eff_max. A fitted eff_max above 1 (the collective beat the point-to-point rate) raises W
-  to W*eff_max and sets eff_max = 1.
+- eff_max and V_half: least squares on `t - latency = t_line * (1/eff_max + V_half/(eff_max V))`
+  over every measured (collective, size), t_line the bandwidth term at eff = 1: linear in
+  1/eff_max and V_half/eff_max. A fitted eff_max above 1 (the collective beat the point-to-point
+  rate) raises W to W*eff_max and sets eff_max = 1;
+- collective_latency_s: the median of the repeats of the smallest all-reduce (no size is faster).
+
+Several nodes (LOCAL_WORLD_SIZE < WORLD_SIZE): alpha and W come from ranks 0 and 1 inside the
+first node, the scale-out rate and hop latency from rank 0 to the first rank of the next node, and
+t_line / latency for the efficiency fit from shardline's own hierarchical pricing
+(`collective_cost`) of the group on the fitted links, so the fit and the prediction agree.
 
 Written into `interconnect.hop_latency_s`, `interconnect.link_bytes_per_s`,
-`achievable.collective_bus_efficiency` and `achievable.collective_half_efficiency_bytes`.
-
-Local runs start `--processes` worker processes (gloo on a CPU, NCCL on GPUs); under `torchrun`
-(RANK/WORLD_SIZE set) the ranks that torchrun started measure and rank 0 fits.
+`interconnect.scale_up_devices`, `achievable.collective_bus_efficiency`,
+`achievable.collective_half_efficiency_bytes`, `achievable.collective_latency_s` and, several
+nodes, `[interconnect.scale_out]`.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import socket
 import statistics
 import subprocess
-import sys
-import time
-import warnings
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shardline.calibrate.chipfile import Measured, write_partial_csv
+from shardline.calibrate.chipfile import Measured, render_toml, write_partial_csv
+from shardline.calibrate.collectives_run import OPS, measure, sizes
 from shardline.collectives.algorithms import TABLE, Algorithm
 from shardline.errors import InputError
 
-__all__ = ["calibrate_collectives", "fit_collectives", "model_time", "OPS", "sizes"]
-
-OPS = ("all_gather", "reduce_scatter", "all_reduce")
+__all__ = [
+    "calibrate_collectives",
+    "fit_collectives",
+    "fit_latency",
+    "fit_scale_out",
+    "model_time",
+    "OPS",
+    "sizes",
+]
 
 
 def _switch(op: str) -> Algorithm:
     """The table's record of `op` directly through a switch (what the processes run on)."""
     return TABLE[(op, "switch")]
-
-
-def sizes(quick: bool) -> list[int]:
-    """Whole-array bytes V: 4 KiB .. 64 MiB in steps of 4x (quick: 4 KiB .. 4 MiB)."""
-    top = 22 if quick else 26
-    return [2**e for e in range(12, top + 1, 2)]
 
 
 def model_time(
@@ -77,14 +80,46 @@ def model_time(
     return record.hops(processes) * alpha_s + coef * v / link_bytes_per_s / eff
 
 
-def fit_collectives(rows: list[dict[str, Any]], processes: int) -> dict[str, float]:
-    """alpha, W, eff_max and V_half from measured rows (see the module docstring)."""
+def _by_kind(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by_kind.setdefault(r["op"], []).append(r)
-    if "ping" not in by_kind or "p2p" not in by_kind:
+    return by_kind
+
+
+def _link(by_kind: dict[str, list[dict[str, Any]]], ping: str, p2p: str) -> tuple[float, float]:
+    """(alpha, one-way bytes/s) of a ping-pong pair: half the 4-byte round trip, and the large
+    transfer's bytes over its one-way time less alpha."""
+    if ping not in by_kind or p2p not in by_kind:
         raise InputError("the collective measurements lack the point-to-point runs")
-    alpha = statistics.median(r["seconds"] for r in by_kind["ping"]) / 2
+    alpha = statistics.median(r["seconds"] for r in by_kind[ping]) / 2
+    big = max(by_kind[p2p], key=lambda r: r["bytes"])
+    one_way = max(big["seconds"] / 2 - alpha, 1e-12)
+    return alpha, big["bytes"] / one_way
+
+
+def _efficiency(points: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """eff_max and V_half from (bytes, t_line at eff 1, measured - latency) points: least squares
+    on relative error of `left = t_line/eff_max + t_line/V * V_half/eff_max`."""
+    design = [[t_line, t_line / v] for v, t_line, _ in points]
+    target = [left for _, _, left in points]
+    if len(design) < 2:
+        raise InputError("too few collective measurements above the latency to fit")
+    from shardline.calibrate.fit import _least_squares
+
+    inv_eff, half_over_eff = (float(x) for x in _least_squares(design, target))
+    if inv_eff > 0 and half_over_eff > 0:
+        return 1.0 / inv_eff, half_over_eff / inv_eff
+    # noise hides the size dependence: the efficiency of the largest messages, no V_half
+    top = max(v for v, _, _ in points)
+    ratios = [t_line / left for v, t_line, left in points if v == top]
+    return (float(np.median(ratios)) if ratios else 1.0), 1.0
+
+
+def fit_collectives(rows: list[dict[str, Any]], processes: int) -> dict[str, float]:
+    """alpha, W, eff_max and V_half from measured rows on one node (the module docstring)."""
+    by_kind = _by_kind(rows)
+    alpha, link = _link(by_kind, "ping", "p2p")
     # a collective includes at least its hops' latency: on a busy machine a slow ping-pong cannot
     # make alpha exceed (the fastest collective / its phases), kept 10% below it
     floor = min(
@@ -92,33 +127,20 @@ def fit_collectives(rows: list[dict[str, Any]], processes: int) -> dict[str, flo
         default=alpha / 0.9,
     )
     alpha = min(alpha, 0.9 * floor)
-    big = max(by_kind["p2p"], key=lambda r: r["bytes"])
-    one_way = max(big["seconds"] / 2 - alpha, 1e-12)
-    link = big["bytes"] / one_way
-    design, target = [], []
+    points = []
     for op in OPS:
+        record = _switch(op)
         for r in by_kind.get(op, []):
-            record = _switch(op)
-            scale = record.coefficient(processes) / link
             left = r["seconds"] - record.hops(processes) * alpha
-            if left <= 0:
-                continue
-            design.append([scale * r["bytes"], scale])
-            target.append(left)
-    if len(design) < 2:
-        raise InputError("too few collective measurements above the latency to fit")
-    from shardline.calibrate.fit import _least_squares
+            if left > 0:
+                points.append((r["bytes"], record.coefficient(processes) * r["bytes"] / link, left))
+    eff_max, half = _efficiency(points)
+    return _fitted(alpha, link, eff_max, half, processes)
 
-    inv_eff, half_over_eff = (float(x) for x in _least_squares(design, target))
-    if inv_eff > 0 and half_over_eff > 0:
-        eff_max = 1.0 / inv_eff
-        half = half_over_eff * eff_max
-    else:
-        # noise hides the size dependence: the efficiency of the largest messages, no V_half
-        top = max(r["bytes"] for row_op in OPS for r in by_kind.get(row_op, []))
-        ratios = [x[0] / t for x, t in zip(design, target, strict=True) if x[0] / x[1] == top]
-        eff_max = float(np.median(ratios)) if ratios else 1.0
-        half = 1.0
+
+def _fitted(
+    alpha: float, link: float, eff_max: float, half: float, processes: int
+) -> dict[str, float]:
     if eff_max <= 0:
         raise InputError("the collective measurements do not determine a bus efficiency")
     if eff_max > 1.0:
@@ -132,151 +154,70 @@ def fit_collectives(rows: list[dict[str, Any]], processes: int) -> dict[str, flo
     }
 
 
-# ----------------------------------------------------------------------------------------------
-# measuring (runs in each rank)
+def fit_latency(rows: list[dict[str, Any]], op: str = "all_reduce") -> float:
+    """The shortest collective: the median time of `op` at its smallest measured size (the rows
+    of one size are its repeats, or one row that is already their median)."""
+    mine = [r for r in rows if r["op"] == op]
+    if not mine:
+        raise InputError(f"the collective measurements have no {op.replace('_', '-')}")
+    smallest = min(r["bytes"] for r in mine)
+    return float(statistics.median(r["seconds"] for r in mine if r["bytes"] == smallest))
 
 
-def _calls(nbytes: int) -> int:
-    """Calls per timed sample: enough that a sample of a small message is not one scheduler tick
-    (the same count on every rank, so no rank waits for a call the others never make)."""
-    return int(min(32, max(1, 2**18 // max(nbytes, 1))))
+def fit_scale_out(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The network between nodes: alpha and one-way bytes/s of rank 0 to the next node's first
+    rank, and the shortest all-reduce over every rank."""
+    alpha, link = _link(_by_kind(rows), "ping_node", "p2p_node")
+    return {"alpha_s": alpha, "bytes_per_s": link, "latency_s": fit_latency(rows)}
 
 
-def _timed(fn: Any, sync: Any, repeats: int, dist: Any, calls: int = 1) -> float:
-    fn()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        dist.barrier()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        samples.append((time.perf_counter() - start) / calls)
-    return float(statistics.median(samples))
+def _fit_nodes(rows: list[dict[str, Any]], processes: int, local: int) -> dict[str, Any]:
+    """The fit of a run over several nodes (module docstring): in-node link, scale-out, and the
+    efficiency against shardline's own hierarchical line rate."""
+    from shardline.collectives import collective_cost
 
-
-def measure_rank(quick: bool, repeats: int) -> list[dict[str, Any]]:
-    """Run in every rank after init_process_group; returns rows on rank 0 ([] elsewhere)."""
-    import torch
-    import torch.distributed as dist
-
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    rank, world = dist.get_rank(), dist.get_world_size()
-    cuda = dist.get_backend() == "nccl"
-    device = (
-        torch.device(
-            "cuda", int(os.environ.get("LOCAL_RANK", rank)) % max(1, torch.cuda.device_count())
-        )
-        if cuda
-        else torch.device("cpu")
+    by_kind = _by_kind(rows)
+    out = fit_scale_out(rows)
+    alpha, link = (
+        _link(by_kind, "ping", "p2p") if local > 1 else (out["alpha_s"], out["bytes_per_s"])
     )
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
-    rows: list[dict[str, Any]] = []
-
-    def p2p(nbytes: int) -> float:
-        buf = torch.zeros(max(1, nbytes // 4), device=device)
-
-        def exchange() -> None:
-            if rank == 0:
-                dist.send(buf, 1)
-                dist.recv(buf, 1)
-            elif rank == 1:
-                dist.recv(buf, 0)
-                dist.send(buf, 0)
-
-        return _timed(exchange, sync, repeats, dist, _calls(nbytes))
-
-    rows.append({"op": "ping", "bytes": 4, "seconds": p2p(4)})
-    big = sizes(quick)[-1]
-    rows.append({"op": "p2p", "bytes": big, "seconds": p2p(big)})
-    for v in sizes(quick):
-        elems = max(world, v // 4 // world * world)
-        full = torch.ones(elems, device=device)
-        part = torch.ones(elems // world, device=device)
-        ops: dict[str, Any] = {
-            "all_gather": lambda full=full, part=part: dist.all_gather_into_tensor(full, part),
-            "reduce_scatter": lambda full=full, part=part: dist.reduce_scatter_tensor(part, full),
-            "all_reduce": lambda full=full: dist.all_reduce(full),
-        }
-        for op, fn in ops.items():
-            rows.append(
-                {
-                    "op": op,
-                    "bytes": elems * 4,
-                    "seconds": _timed(fn, sync, repeats, dist, _calls(elems * 4)),
-                }
-            )
-            if rank == 0:
-                print(json.dumps({"progress": f"{op} {elems * 4 / 1e6:.3g} MB"}), flush=True)
-    return rows if rank == 0 else []
+    chip = _network_chip(alpha, link, local, out)
+    points = []
+    for op in OPS:
+        for r in by_kind.get(op, []):
+            line = collective_cost(op, float(r["bytes"]), processes, chip)
+            left = r["seconds"] - float(line.t_latency_s)
+            if left > 0 and float(line.t_bandwidth_s) > 0:
+                points.append((r["bytes"], float(line.t_bandwidth_s), left))
+    eff_max, half = _efficiency(points)
+    # the bandwidth term spans both levels: an efficiency above 1 cannot be put on one link
+    eff_max = min(eff_max, 1.0)
+    return {**_fitted(alpha, link, eff_max, half, processes), "scale_out": out, "local": local}
 
 
-def _worker() -> int:
-    """Entry of one local rank: `python -m shardline.calibrate.collectives`."""
-    import torch.distributed as dist
+def _network_chip(alpha: float, link: float, local: int, out: dict[str, float]) -> Any:
+    """A chip with only the fitted network (its compute numbers are placeholders, never read)."""
+    from shardline.hardware import chip_from_dict
 
-    backend = os.environ.get("SHARDLINE_DIST_BACKEND", "gloo")
-    dist.init_process_group(backend)
-    quick = os.environ.get("SHARDLINE_QUICK") == "1"
-    repeats = int(os.environ.get("SHARDLINE_REPEATS", "5"))
-    try:
-        rows = measure_rank(quick, repeats)
-    finally:
-        dist.destroy_process_group()
-    for row in rows:
-        print(json.dumps(row), flush=True)
-    return 0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _run_local(
-    processes: int, backend: str, quick: bool, repeats: int, progress: Any
-) -> list[dict[str, Any]]:
-    port = _free_port()
-    procs = []
-    for rank in range(processes):
-        env = dict(
-            os.environ,
-            MASTER_ADDR="127.0.0.1",
-            MASTER_PORT=str(port),
-            RANK=str(rank),
-            WORLD_SIZE=str(processes),
-            LOCAL_RANK=str(rank),
-            SHARDLINE_DIST_BACKEND=backend,
-            SHARDLINE_QUICK="1" if quick else "0",
-            SHARDLINE_REPEATS=str(repeats),
-            OMP_NUM_THREADS="1",
-        )
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "shardline.calibrate.collectives"],
-                env=env,
-                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    rows: list[dict[str, Any]] = []
-    first = procs[0]
-    assert first.stdout is not None
-    for line in first.stdout:
-        record = json.loads(line)
-        if "progress" in record:
-            progress(record["progress"])
-        else:
-            rows.append(record)
-    codes = [p.wait(timeout=600) for p in procs]
-    errors = [p.stderr.read() if p.stderr else "" for p in procs]
-    if any(codes):
-        lines = [e.strip().splitlines()[-1] for e in errors if e.strip()]
-        raise RuntimeError(lines[0] if lines else f"exit status {max(codes)}")
-    return rows
+    one = Measured(1.0, "placeholder: only the network is priced")
+    data = {
+        "name": "collective-fit",
+        "kind": "cpu",
+        "peak_flops_per_s": {"fp32": one},
+        "memory": {"capacity_bytes": one, "bytes_per_s": one},
+        "interconnect": {
+            "topology": "switch",
+            "link_bytes_per_s": Measured(link, "fitted"),
+            "links_per_chip": Measured(1, "fitted"),
+            "hop_latency_s": Measured(alpha, "fitted"),
+            "scale_up_devices": Measured(local, "fitted"),
+            "scale_out": {
+                "bytes_per_s_per_device": Measured(out["bytes_per_s"], "fitted"),
+                "hop_latency_s": Measured(out["alpha_s"], "fitted"),
+            },
+        },
+    }
+    return chip_from_dict(tomllib.loads(render_toml(data)), origin="collective fit")
 
 
 def calibrate_collectives(
@@ -288,30 +229,21 @@ def calibrate_collectives(
     partial: Path | None,
     done: list[dict[str, Any]],
     repeats: int | None = None,
+    processes_per_node: int | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Measure and fit; returns the chip-file tables and the measured rows."""
     from shardline.calibrate.gpu import require_torch
-    from shardline.calibrate.runner import ProgressBar
 
     require_torch()
-    backend = "nccl" if device == "cuda" else "gloo"
-    reps = repeats or (5 if quick else 9)
-    under_torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
-    bar = ProgressBar(len(sizes(quick)) * len(OPS), f"collectives ({backend})", enabled=progress)
     try:
-        if under_torchrun:
-            import torch.distributed as dist
-
-            if not dist.is_initialized():
-                dist.init_process_group(backend)
-            processes, rank = dist.get_world_size(), dist.get_rank()
-            rows = measure_rank(quick, reps)
-            dist.barrier()
-            dist.destroy_process_group()
-            if rank != 0:
-                raise SystemExit(0)  # only rank 0 fits and writes the chip file
-        else:
-            rows = _run_local(processes, backend, quick, reps, bar.update)
+        rows, backend = measure(
+            processes=processes,
+            device=device,
+            quick=quick,
+            repeats=repeats or (5 if quick else 9),
+            progress=progress,
+            processes_per_node=processes_per_node,
+        )
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
         if partial is not None:
             write_partial_csv(partial, done)
@@ -319,38 +251,74 @@ def calibrate_collectives(
             f"collective measurement failed: {exc}; the {len(done)} earlier "
             f"measurements are in {partial}; no chip file was written"
         ) from None
-    finally:
-        bar.close()
-    fitted = _chip_tables(fit_collectives(rows, processes), len(rows), backend, processes, quick)
+    if not rows:
+        raise InputError("the collective measurement returned no rows; no chip file was written")
+    world, local = int(rows[0]["processes"]), int(rows[0]["processes_per_node"])
+    fit: dict[str, Any] = (
+        _fit_nodes(rows, world, local) if local < world else fit_collectives(rows, world)
+    )
+    fitted = _chip_tables(fit, rows, backend, world)
     return fitted, [{"kind": "collective", **r} for r in rows]
 
 
 def _chip_tables(
-    fit: dict[str, float], runs: int, backend: str, processes: int, quick: bool
+    fit: dict[str, Any], rows: list[dict[str, Any]], backend: str, processes: int
 ) -> dict[str, Any]:
     """The chip-file tables (interconnect, achievable) of a collective fit."""
+    local = int(fit.get("local", processes))
     where = (
-        f"fitted to {runs} torch.distributed {backend} runs over {processes} "
-        "processes (shardline calibrate --collectives)"
+        f"fitted to {len(rows)} torch.distributed {backend} runs over {processes} "
+        f"processes, {local} per node (shardline calibrate --collectives)"
     )
-    return {
-        "interconnect": {
-            "link": f"torch.distributed {backend}, {processes} processes",
-            "topology": "switch",
-            "link_bytes_per_s": Measured(
-                fit["link_bytes_per_s"],
-                f"one-way bandwidth of a {sizes(quick)[-1]:,}-byte send/recv; {where}",
-            ),
-            "links_per_chip": Measured(1, "one logical link per process"),
-            "hop_latency_s": Measured(fit["alpha_s"], f"half a 4-byte ping-pong; {where}"),
-            "scale_up_devices": Measured(processes, "processes measured"),
-        },
-        "achievable": {
-            "collective_bus_efficiency": Measured(fit["eff_max"], where),
-            "collective_half_efficiency_bytes": Measured(fit["half_bytes"], where),
-        },
+    p2p = max((r["bytes"] for r in rows if r["op"] in ("p2p", "p2p_node")), default=0)
+    if local == 1:  # one process per node: no link inside a node, the one between nodes stands in
+        where += "; one process per node, so these are rank 0 to rank 1 on the next node"
+    interconnect: dict[str, Any] = {
+        "link": f"torch.distributed {backend}, {local} processes per node",
+        "topology": "switch",
+        "link_bytes_per_s": Measured(
+            fit["link_bytes_per_s"], f"one-way bandwidth of a {p2p:,}-byte send/recv; {where}"
+        ),
+        "links_per_chip": Measured(1, "one logical link per process"),
+        "hop_latency_s": Measured(fit["alpha_s"], f"half a 4-byte ping-pong; {where}"),
+        "scale_up_devices": Measured(local, "processes per node measured (LOCAL_WORLD_SIZE)"),
     }
+    achievable: dict[str, Any] = {
+        "collective_bus_efficiency": Measured(fit["eff_max"], where),
+        "collective_half_efficiency_bytes": Measured(fit["half_bytes"], where),
+    }
+    inside = "all_reduce_node" if "scale_out" in fit else "all_reduce"
+    if any(r["op"] == inside for r in rows):
+        smallest = min(r["bytes"] for r in rows if r["op"] == inside)
+        achievable["collective_latency_s"] = Measured(
+            fit_latency(rows, inside),
+            f"median of the timed repeats of a {smallest}-byte all-reduce over the {local} "
+            f"processes of one node, the smallest size measured; {where}",
+        )
+    if "scale_out" in fit:
+        interconnect["scale_out"] = _scale_out_table(fit["scale_out"], rows, backend, local, where)
+    return {"interconnect": interconnect, "achievable": achievable}
 
 
-if __name__ == "__main__":
-    raise SystemExit(_worker())
+def _scale_out_table(
+    out: dict[str, float], rows: list[dict[str, Any]], backend: str, local: int, where: str
+) -> dict[str, Any]:
+    p2p = max(r["bytes"] for r in rows if r["op"] == "p2p_node")
+    smallest = min(r["bytes"] for r in rows if r["op"] == "all_reduce")
+    return {
+        "link": f"torch.distributed {backend} between nodes",
+        "bytes_per_s_per_device": Measured(
+            out["bytes_per_s"],
+            f"one-way bandwidth of a {p2p:,}-byte send/recv from rank 0 to rank {local} (the "
+            f"first rank of the next node); {where}",
+        ),
+        "hop_latency_s": Measured(
+            out["alpha_s"], f"half a 4-byte ping-pong from rank 0 to rank {local}; {where}"
+        ),
+        "devices_per_node": Measured(local, "processes per node measured (LOCAL_WORLD_SIZE)"),
+        "collective_latency_s": Measured(
+            out["latency_s"],
+            f"median of the timed repeats of a {smallest}-byte all-reduce over every rank of "
+            f"every node, the smallest size measured; {where}",
+        ),
+    }

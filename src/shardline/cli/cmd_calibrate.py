@@ -37,6 +37,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=4,
         help="local processes for --collectives (default 4; torchrun sets its own)",
     )
+    cal.add_argument(
+        "--processes-per-node",
+        type=int,
+        default=None,
+        help="--collectives without torchrun: group the local processes into fake nodes of K "
+        "(sets LOCAL_WORLD_SIZE), to run the several-node measurement on one machine "
+        "(default: all on one node)",
+    )
     add_force_arg(cal, "--out if it exists")
     cal.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_json_arg(cal)
@@ -89,6 +97,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--repeats must be at least 1")
     if args.processes < 2:
         raise InputError("--processes must be at least 2")
+    per_node = args.processes_per_node
+    if per_node is not None and (per_node < 1 or args.processes % per_node):
+        raise InputError(
+            f"--processes-per-node must be at least 1 and divide --processes "
+            f"({args.processes}), got {per_node}"
+        )
     result = calibrate(
         args.out,
         device=args.device,
@@ -100,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         progress=False if args.no_progress else None,
         collectives=args.collectives,
         processes=args.processes,
+        processes_per_node=per_node,
         force=args.force,
     )
     noise = result.chip.get("calibration", {}).get("noise", {})

@@ -43,6 +43,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--out", default="validate", help="prefix of the CSV and PNG files (default: validate)"
     )
     val.add_argument("--no-plot", action="store_true", help="do not write the PNG plot")
+    val.add_argument(
+        "--collectives",
+        action="store_true",
+        help="instead: run the collective sweep of `calibrate --collectives` here and compare "
+        "each (kind, size) with the prediction on --hw; --out is the CSV",
+    )
+    val.add_argument("--processes", type=int, default=None, help="--collectives: local processes")
+    val.add_argument(
+        "--processes-per-node", type=int, default=None, help="--collectives: processes per node"
+    )
     add_force_arg(val, "existing output files")
     val.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_json_arg(val)
@@ -81,6 +91,15 @@ def run(args: argparse.Namespace) -> int:
     from shardline.calibrate.chipfile import atomic_write
     from shardline.calibrate.validate import validate, write_csv
 
+    if args.collectives:
+        from shardline.calibrate.validate_collectives import run_from_args
+
+        payload, text = run_from_args(args)
+        if args.json:
+            emit_json(payload)
+        else:
+            sys.stdout.write(text)
+        return 0
     if args.repeats is not None and args.repeats < 1:
         raise InputError("--repeats must be at least 1")
     hw = args.hw or _default_hw()
