@@ -204,3 +204,18 @@ def test_collective_over_a_mesh_on_the_command_line(capsys: pytest.CaptureFixtur
     assert one_by_one["t_bandwidth_s"] / at_once["t_bandwidth_s"] == pytest.approx(3, rel=0.01)
     assert main([*argv, "--devices", "64"]) == 2
     assert "not the product of --mesh" in capsys.readouterr().err
+
+
+def test_a_calibrated_floor_holds_without_a_library() -> None:
+    # a chip file written by `calibrate --collectives` (library "none"): the bus-efficiency curve
+    # gives 2 us for a tiny all-reduce, the measured floor of 1.92 ms wins
+    import dataclasses
+
+    assert H100.interconnect is not None
+    chip = dataclasses.replace(
+        H100,
+        interconnect=dataclasses.replace(H100.interconnect, library="none"),
+        achievable=dataclasses.replace(H100.achievable, collective_latency_s=1.92e-3),
+    )
+    c = collective_cost("all_reduce", 8, 8, chip)
+    assert c.predicted_s == pytest.approx(1.92e-3) and c.choice is None

@@ -27,9 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     cal.add_argument(
         "--collectives",
         action="store_true",
-        help="also measure all-gather, reduce-scatter and all-reduce with "
-        "torch.distributed (gloo on CPU, NCCL on GPUs) and fit alpha and the "
-        "size-dependent bus efficiency",
+        help="also measure all-gather, reduce-scatter, all-reduce and all-to-all (8 B to 1 GiB) "
+        "with torch.distributed (gloo on CPU, NCCL on GPUs) and fit alpha, the "
+        "size-dependent bus efficiency and the smallest collective",
     )
     cal.add_argument(
         "--processes",

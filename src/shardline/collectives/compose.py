@@ -278,7 +278,7 @@ def _realistic(
                 f"collectives are priced by their bus efficiency"
             )
         eff = bus_efficiency(nbytes, chip, in_switch=in_switch)
-        floor = group.floor_s if group is not None else 0.0
+        floor = group.floor_s if group is not None else _measured_floor(nets, chip)
         predicted = t_lat + t_bw / eff
         if isinstance(nbytes, np.ndarray):
             return np.maximum(predicted, floor), eff, None
@@ -298,6 +298,17 @@ def _realistic(
         else (float(t_bw) / moving if moving > 0 else 1.0)
     )
     return predicted, eff, choice
+
+
+def _measured_floor(nets: Sequence[AxisNetwork], chip: Chip) -> float:
+    """The shortest collective a calibrated chip file measured: inside a node, and across nodes
+    where the axes reach the scale-out network (0 where the file has none)."""
+    floor = chip.achievable.collective_latency_s or 0.0
+    ic = chip.interconnect
+    spans = any(s.scale_out and s.devices > 1 for net in nets for s in net.stages)
+    if spans and ic is not None and ic.scale_out is not None:
+        floor = max(floor, ic.scale_out.collective_latency_s or 0.0)
+    return floor
 
 
 @dataclass(frozen=True)
