@@ -125,7 +125,23 @@ def _group2(big_rows: int) -> list[Case]:
     return [
         Case(
             "plan count=1e9",
-            ["plan", "in/count1e9.toml", "--devices", "8", *HW],
+            # every degree fixed: plan answers (fits: false) in flat memory; a free search
+            # answers with "fits on no plan" (exit 2), also correct
+            [
+                "plan",
+                "in/count1e9.toml",
+                "--devices",
+                "8",
+                "--tp",
+                "8",
+                "--pp",
+                "1",
+                "--dp",
+                "1",
+                "--fsdp",
+                "1",
+                *HW,
+            ],
             "ok",
             "numeric",
             2,

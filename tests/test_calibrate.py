@@ -310,7 +310,7 @@ def test_torch_missing_names_the_extra(
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
-        (["calibrate", "--out", "x.json"], "expected a .toml file"),
+        (["calibrate", "--out", "x.json"], "expected one of .toml"),
         (["calibrate", "--out", "no/such/dir/h.toml"], "does not exist"),
         (["calibrate", "--out", "h.toml", "--threads", "0"], "--threads"),
         (["calibrate", "--out", "h.toml", "--processes", "1", "--collectives"], "--processes"),

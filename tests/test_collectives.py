@@ -37,7 +37,7 @@ def cost(kind: str, v: float, n: int, topo: str, chip=V5E):  # type: ignore[no-u
     )
 
 
-# --- MODEL.md section 4, formula by formula --------------------------------------------------
+# --- docs/model.md section 4, formula by formula --------------------------------------------------
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 7, 8, 16])
@@ -413,7 +413,7 @@ def test_bad_input() -> None:
 
 
 def test_link_bw_on_a_switch_is_the_formula_w() -> None:
-    # MODEL.md section 4, switch: (X-1)/X * V / W + alpha with W the device's link into the switch;
+    # docs/model.md section 4, switch: (X-1)/X * V / W + alpha with W the device's link into the switch;
     # --link-bw gives that W directly (no multiplication by the chip's NVLink count)
     v, x, w, alpha = 3e9, 8, 2e11, 2e-6
     c = collective_cost(

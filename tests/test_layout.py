@@ -1,5 +1,5 @@
 """The layout pricer (`shardline.layout.price_layout`): per-device costs and collectives derived
-by hand from the formulas of MODEL.md sections 4 and 5 ("How to Scale Your Model", sharding
+by hand from the formulas of docs/model.md sections 4 and 5 ("How to Scale Your Model", sharding
 chapter), the choice between legal layouts, tensor-parallel layers with lowercase dim names,
 the reduce dtype, and the memo."""
 

@@ -1,4 +1,4 @@
-"""Single-device counting and roofline (MODEL.md section 2), values derived by hand here."""
+"""Single-device counting and roofline (docs/model.md section 2), values derived by hand here."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_seed001_q2_int8_weights_bf16_math_become_compute_bound_near_120() -> No
 
 
 def test_seed001_q4_per_example_weights_intensity_is_about_two() -> None:
-    # int8[B,D] * int8[B,D,F] -> int8[B,F]: F = 2BDF, Q = BD + BDF + BF, I -> 2 (MODEL.md s.2).
+    # int8[B,D] * int8[B,D,F] -> int8[B,F]: F = 2BDF, Q = BD + BDF + BF, I -> 2 (docs/model.md s.2).
     b, d, f = 64, 4096, 4096
     r = shardline.einsum(
         "X[B,D] * W[B,D,F] -> Y[B,F]", {"B": b, "D": d, "F": f}, hw="tpu-v5e", dtype="int8"

@@ -1,5 +1,5 @@
 """The named-axis algebra: the four cases, output requests, residency, padding, conservation,
-the seed's 1D strategies (MODEL.md section 5) and the book's K-sharding threshold."""
+the seed's 1D strategies (docs/model.md section 5) and the book's K-sharding threshold."""
 
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ def test_overlap_rule() -> None:
     tc, tm, tn = on.per_device.t_compute_s, on.per_device.t_memory_s, on.t_network_s
     assert on.t_s == max(tc, tm, tn) == on.t_lower_s
     assert off.t_s == pytest.approx(max(tc, tm) + tn)
-    # MODEL.md section 5: t_lower_s (overlapped) = max of the three; t_upper_s (serial) is the
+    # docs/model.md section 5: t_lower_s (overlapped) = max of the three; t_upper_s (serial) is the
     # --no-overlap time max(t_compute, t_memory) + t_network.
     serial = max(tc, tm) + tn
     assert on.t_lower_s <= off.t_s == on.t_upper_s == off.t_upper_s == pytest.approx(serial)
@@ -207,7 +207,7 @@ def test_flops_are_conserved_when_nothing_is_replicated(
     assert r.t_lower_s <= r.t_s <= r.t_upper_s
 
 
-# --- seed 000 Part 2: the three 1D strategies (MODEL.md section 5) ----------------------------
+# --- seed 000 Part 2: the three 1D strategies (docs/model.md section 5) ----------------------------
 
 
 @pytest.mark.parametrize("d", [2, 8])
@@ -229,12 +229,12 @@ def test_seed_1d_strategies(d: int) -> None:
 
 
 def test_k_threshold_on_a_switch() -> None:
-    # MODEL.md: on a switch, K-sharding with reduce-scatter is network-bound when
+    # docs/model.md: on a switch, K-sharding with reduce-scatter is network-bound when
     # K < s_acc P (D-1) / (2W), independent of M and N; alpha adds alpha D P / (2 M N)
     d = 8
     r = shard_matmul(M, K, N, d, "k", H100)
     bandwidth_only, t = r.thresholds
-    # first MODEL.md's bandwidth-only form, then the same with the per-hop latency
+    # first docs/model.md's bandwidth-only form, then the same with the per-hop latency
     assert bandwidth_only.name == "K_network_bound_below"
     assert bandwidth_only.formula == "K < s_fp32·P·(D-1)/(2·W)"
     assert bandwidth_only.value == pytest.approx(4 * P * (d - 1) / (2 * W_NV), rel=1e-12)

@@ -33,7 +33,7 @@ def _digest(path: Path) -> str:
 
 
 def _by_hand(m: int, k: int, n: int, s: int = 2) -> dict[str, float]:
-    """MODEL.md section 2 with one dtype of s bytes on the A100 40 GB."""
+    """docs/model.md section 2 with one dtype of s bytes on the A100 40 GB."""
     flops = 2 * m * k * n
     q = s * (m * k + k * n + m * n)
     t_c, t_m = flops / A100_BF16_FLOPS, q / A100_BYTES_PER_S

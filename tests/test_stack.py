@@ -1,4 +1,4 @@
-"""A stack on one device: totals against hand sums, memory terms by hand (MODEL.md section 6)."""
+"""A stack on one device: totals against hand sums, memory terms by hand (docs/model.md section 6)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_fp32_training_has_no_separate_master_copy() -> None:
 
 def test_training_memory_is_16_bytes_per_param_plus_activations() -> None:
     # bf16 weights 2 B + bf16 gradients 2 B + Adam (fp32 master, m, v) 12 B = 16 B per parameter
-    # (MODEL.md section 6; ZeRO, Rajbhandari et al. 2020, section 3.1).
+    # (docs/model.md section 6; ZeRO, Rajbhandari et al. 2020, section 3.1).
     d, f, b, layers = 1024, 4096, 16, 4
     w = ffn(d_model=d, d_ff=f, batch=b, gated=False, layers=layers, phase="training")
     mem = stack(w, "h100-sxm").memory

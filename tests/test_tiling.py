@@ -149,7 +149,7 @@ def test_tile_json_reports_the_model_traffic_formula(capsys: pytest.CaptureFixtu
     )
     out = json.loads(capsys.readouterr().out)
     m, k, n, s = 4096, 2048, 1024, 2
-    # MODEL.md section 3: sA*M*K*ceil(N/bn) + sB*K*N*ceil(M/bm) + sC*M*N
+    # docs/model.md section 3: sA*M*K*ceil(N/bn) + sB*K*N*ceil(M/bm) + sC*M*N
     expected = s * m * k * math.ceil(n / 128) + s * k * n * math.ceil(m / 128) + s * m * n
     assert out["tile_traffic_bytes"] == expected
 

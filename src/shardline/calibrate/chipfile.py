@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import csv
 import math
-import os
-import tempfile
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from shardline.errors import InputError
 from shardline.hardware import chip_from_dict
+from shardline.io.tables import atomic_write, check_output_path
 
 __all__ = [
     "Measured",
@@ -78,24 +77,6 @@ def render_toml(data: dict[str, Any], header: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Call `write(tmp)` on a temporary file next to `path`, then rename it into place."""
-    fd, name = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent) if str(path.parent) else "."
-    )
-    os.close(fd)
-    tmp = Path(name)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a chip file is an ordinary file
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def check_output(
     path: str | Path,
     inputs: Iterable[str | Path] = (),
@@ -103,22 +84,10 @@ def check_output(
     force: bool = False,
     suffixes: tuple[str, ...] = (),
 ) -> Path:
-    """An output path that is not an input, is in an existing directory, and is not an existing
-    file unless `force`. Checked before any measurement starts."""
-    out = Path(path)
-    if suffixes and out.suffix.lower() not in suffixes:
-        raise InputError(f"output {out}: expected a {' or '.join(suffixes)} file")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise InputError(f"output {out}: directory {parent} does not exist")
-    for source in inputs:
-        if Path(source).resolve() == out.resolve():
-            raise InputError(f"output {out} is an input file; refusing to overwrite an input")
-    if out.is_dir():
-        raise InputError(f"output {out} is a directory")
-    if out.exists() and not force:
-        raise InputError(f"output {out} already exists; pass --force to replace it")
-    return out
+    """An output path checked before any measurement starts, by the same rules as every other
+    output (shardline.io.tables.check_output_path): not an input, in an existing directory, not
+    an existing file unless `force`; the file is then placed exclusively unless `force`."""
+    return check_output_path(path, inputs, force=force, suffixes=suffixes or (Path(path).suffix,))
 
 
 def write_chip_file(path: Path, data: dict[str, Any], header: str = "") -> None:

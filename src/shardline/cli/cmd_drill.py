@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shardline.cli.args import add_json_arg
@@ -63,10 +62,14 @@ def _chips(hw: str) -> list[Chip]:
 
 
 def _read_answers(path: str) -> list[str]:
+    """The answers file's lines: a regular file of sane size (a FIFO would block forever)."""
+    from shardline.io.inputs import read_input_bytes
+
+    data = read_input_bytes(path, "answers file", max_bytes=16 * 2**20)
     try:
-        return Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the answers file {path}: {exc}") from None
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InputError(f"cannot read the answers file {path}: not UTF-8 text") from None
 
 
 def _stdin_lines() -> Iterator[str]:

@@ -20,6 +20,7 @@ from typing import Any
 from shardline.dtypes import canonical_dtype
 from shardline.errors import InputError
 from shardline.hardware.chip import ASSUMED, Achievable, Chip, Interconnect, OnChip, ScaleOut
+from shardline.hardware.datafile import read_data_toml
 from shardline.hardware.sources import unsourced_fields
 from shardline.kinds import (
     CHIP_KINDS,
@@ -423,17 +424,7 @@ def catalog_files() -> list[Traversable]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise InputError(f"chip file {str(path)!r} does not exist") from None
-    except OSError as exc:
-        raise InputError(f"cannot read chip file {str(path)!r}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"chip file {str(path)!r} is not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"chip file {str(path)!r} is not valid TOML: not UTF-8 text") from None
+    return read_data_toml(path, "chip file")
 
 
 @cache

@@ -23,6 +23,7 @@ from typing import Any
 from shardline.errors import InputError
 from shardline.hardware.catalog import _name_and_aliases, _opt_float, _Reader, load_chip
 from shardline.hardware.chip import Chip, ScaleOut
+from shardline.hardware.datafile import read_data_toml
 from shardline.kinds import (
     COLLECTIVE_LIBRARIES,
     SCALE_OUT_FABRICS,
@@ -267,17 +268,7 @@ def system_files() -> list[Traversable]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise InputError(f"system file {str(path)!r} does not exist") from None
-    except OSError as exc:
-        raise InputError(f"cannot read system file {str(path)!r}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"system file {str(path)!r} is not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"system file {str(path)!r} is not valid TOML: not UTF-8 text") from None
+    return read_data_toml(path, "system file")
 
 
 @cache

@@ -1,0 +1,54 @@
+"""Reading a user's data file (a chip or system TOML): a regular file of a sane size, UTF-8 TOML,
+or one clear InputError. A FIFO or /dev/zero would otherwise be read forever, and a deeply nested
+file would overflow the parser's recursion."""
+
+from __future__ import annotations
+
+import os
+import stat
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from shardline.errors import InputError
+
+__all__ = ["read_data_toml", "MAX_DATA_FILE_BYTES"]
+
+MAX_DATA_FILE_BYTES = 16 * 2**20  # a chip file is a few kB; 16 MiB leaves room and stops a bomb
+
+
+def _regular(path: Path, what: str) -> int:
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{what} {str(path)!r} does not exist") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{what} {str(path)!r} is not a regular file")
+    if info.st_size > MAX_DATA_FILE_BYTES:
+        raise InputError(
+            f"{what} {str(path)!r} is too large ({info.st_size:,} bytes; at most "
+            f"{MAX_DATA_FILE_BYTES:,})"
+        )
+    return info.st_size
+
+
+def read_data_toml(path: Path, what: str) -> dict[str, Any]:
+    """The parsed TOML of `path` ("chip file", "system file"), or InputError saying why not."""
+    _regular(path, what)
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_DATA_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} {str(path)!r}: {exc.strerror}") from None
+    if len(raw) > MAX_DATA_FILE_BYTES:
+        raise InputError(f"{what} {str(path)!r} is too large (over {MAX_DATA_FILE_BYTES:,} bytes)")
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{what} {str(path)!r} is not valid TOML: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{what} {str(path)!r} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{what} {str(path)!r} is nested too deeply") from None
