@@ -413,7 +413,8 @@ def test_bad_input() -> None:
 
 
 def test_link_bw_on_a_switch_is_the_formula_w() -> None:
-    # docs/model.md section 4, switch: (X-1)/X * V / W + alpha with W the device's link into the switch;
+    # docs/model.md section 4, switch: (X-1)/X * V / W + alpha with W the device's link into
+    # the switch;
     # --link-bw gives that W directly (no multiplication by the chip's NVLink count)
     v, x, w, alpha = 3e9, 8, 2e11, 2e-6
     c = collective_cost(

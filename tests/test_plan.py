@@ -92,8 +92,8 @@ def test_unpaired_column_parallel_layers_all_gather_their_outputs() -> None:
 
 
 def test_transformer_training_has_four_all_reduces_per_block() -> None:
-    # docs/model.md section 6: two all-reduces of the activation per block forward (attention output,
-    # FFN down projection), two backward (dX of the QKV and of the FFN input projections).
+    # docs/model.md section 6: two all-reduces of the activation per block forward (attention
+    # output, FFN down projection), two backward (dX of the QKV and of the FFN input projections).
     layers, b, s, d = 4, 2, 256, 512
     w = transformer(
         d_model=d, d_ff=4 * d, heads=8, batch=b, seq_len=s, layers=layers, phase="training"

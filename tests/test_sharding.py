@@ -207,7 +207,7 @@ def test_flops_are_conserved_when_nothing_is_replicated(
     assert r.t_lower_s <= r.t_s <= r.t_upper_s
 
 
-# --- seed 000 Part 2: the three 1D strategies (docs/model.md section 5) ----------------------------
+# --- seed 000 Part 2: the three 1D strategies (docs/model.md section 5) ---------------
 
 
 @pytest.mark.parametrize("d", [2, 8])

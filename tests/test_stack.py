@@ -1,4 +1,5 @@
-"""A stack on one device: totals against hand sums, memory terms by hand (docs/model.md section 6)."""
+"""A stack on one device: totals against hand sums, memory terms by hand (docs/model.md,
+section 6)."""
 
 from __future__ import annotations
 
