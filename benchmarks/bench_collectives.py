@@ -50,6 +50,7 @@ class Row:
     predicted_s: float
     algorithm: str
     protocol: str
+    tuned: bool = True
 
     @property
     def error(self) -> float:
@@ -105,6 +106,7 @@ def predict(raw: dict[str, str]) -> Row | None:
         float(cost.predicted_s),
         cost.algorithm,
         cost.protocol,
+        raw["tuned"] == "yes",
     )
 
 
@@ -141,13 +143,15 @@ def summary_lines(rows: list[Row]) -> list[str]:
         )
     lines.append("")
     for placement in ("in_node", "multi_node"):
-        picked = [r.error for r in rows if r.placement == placement]
+        picked = [r for r in rows if r.placement == placement]
         if picked:
-            med, worst = _stats(picked)
+            med, worst = _stats([r.error for r in picked])
+            tuned = [r.error for r in picked if r.tuned]
             where = "in one node" if placement == "in_node" else "across nodes"
-            lines.append(
-                f"- **{where}**: {len(picked)} rows, median |error| {med:.1%}, worst {worst:.1%}"
-            )
+            line = f"- **{where}**: {len(picked)} rows, median |error| {med:.1%}, worst {worst:.1%}"
+            if len(tuned) < len(picked):
+                line += f"; without the untuned sweeps ({len(tuned)} rows): {_stats(tuned)[0]:.1%}"
+            lines.append(line)
     return lines
 
 
