@@ -87,7 +87,8 @@ def group_for(
         lib_step = load_library(ic.library).network_step_s.get(so.fabric)
         net_step = lib_step if lib_step is not None else max(s.hop_latency_s for s in out)
     nvls = None
-    if ic.in_network_reduction and ic.topology == "switch" and (in_switch or nodes > 1):
+    # the scale-up switch reduces only where a node holds several of the group's ranks
+    if ic.in_network_reduction and ic.topology == "switch" and ppn > 1 and (in_switch or nodes > 1):
         nvls = (chip.achievable.in_network_reduction_efficiency or eff) * up_w
     link = "pci" if any("pcie" in s.link.lower() for s in up) else "nvlink"
     lib = load_library(ic.library)
