@@ -16,6 +16,14 @@ from shardline.errors import InputError
 __all__ = ["register"]
 
 MAX_CONFIG_BYTES = 16 * 2**20  # a config.json is a few kB
+DERIVED = (
+    "params_total",
+    "params_active",
+    "params_total_without_embedding",
+    "params_active_without_embedding",
+    "kv_bytes_per_token",
+    "attention_kind",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -126,10 +134,16 @@ def run_show(args: argparse.Namespace) -> int:
         return 0
     sources = detail.pop("sources")
     out = [f"{detail.pop('name')}: {detail.pop('description')}\n"]
-    for key in ("params_total", "params_active", "kv_bytes_per_token"):
+    for key in DERIVED:
         value = detail.pop(key)
-        shown = f"{value:,.0f} B (bf16)" if key.startswith("kv") else f"{value:,} ({_b(value)})"
+        if key == "attention_kind":
+            shown = value
+        elif key.startswith("kv"):
+            shown = f"{value:,.0f} B (bf16)"
+        else:
+            shown = f"{value:,} ({_b(value)})"
         out.append(f"  {key:<34} {shown}\n")
+    out.append("fields [source]:\n")
     for key, value in detail.items():
         if isinstance(value, dict):
             for sub_key, sub_value in value.items():
