@@ -17,6 +17,8 @@ __all__ = ["register"]
 
 MAX_CONFIG_BYTES = 16 * 2**20  # a config.json is a few kB
 DERIVED = (
+    "kv_context_tokens",
+    "kv_bytes_at_context",
     "params_total",
     "params_active",
     "params_total_without_embedding",
@@ -42,6 +44,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=run_list)
     show = model_sub.add_parser("show", help="one model: every field with its source, and counts")
     show.add_argument("name", help="zoo model name or a model .toml file")
+    show.add_argument(
+        "--context",
+        default=None,
+        metavar="TOKENS",
+        help="also the KV-cache bytes of one sequence of TOKENS (sliding layers capped at the "
+        "window)",
+    )
     add_json_arg(show)
     show.set_defaults(func=run_show)
     imp = model_sub.add_parser("import", help="a Hugging Face config.json -> a model .toml")
@@ -128,16 +137,24 @@ def _detail(spec: Any) -> dict[str, Any]:
 def run_show(args: argparse.Namespace) -> int:
     from shardline.models import load_model
 
-    detail = _detail(load_model(args.name))
+    spec = load_model(args.name)
+    detail = _detail(spec)
+    if args.context is not None:
+        from shardline.cli.common import positive_arg
+        from shardline.models import kv_bytes_at
+
+        context = positive_arg(args.context, "--context")
+        detail = {"kv_context_tokens": context, "kv_bytes_at_context": kv_bytes_at(spec, context)}
+        detail |= _detail(spec)
     if args.json:
         emit_json(detail)
         return 0
     sources = detail.pop("sources")
     out = [f"{detail.pop('name')}: {detail.pop('description')}\n"]
-    for key in DERIVED:
+    for key in [k for k in DERIVED if k in detail]:
         value = detail.pop(key)
-        if key == "attention_kind":
-            shown = value
+        if key in ("attention_kind", "kv_context_tokens"):
+            shown = f"{value:,}" if isinstance(value, int) else value
         elif key.startswith("kv"):
             shown = f"{value:,.0f} B (bf16)"
         else:
