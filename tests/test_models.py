@@ -283,3 +283,21 @@ def test_bad_model_file_names_the_field(tmp_path: Path) -> None:
     path.write_text('name = "x"\nwidth = 3\n')
     with pytest.raises(InputError, match="width"):
         load_model(str(path))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("hidden_size", "4096", "whole numbers"),
+        ("hidden_size", float("inf"), "whole number"),
+        ("hidden_size", float("nan"), "whole number"),
+        ("num_attention_heads", 0, "whole numbers"),
+        ("model_type", "bert", "not read"),
+    ],
+)
+def test_import_rejects_bad_values(key: str, value: object, message: str) -> None:
+    from shardline.models.hf_import import model_toml_from_config
+
+    config = _llama_config() | {key: value}
+    with pytest.raises(InputError, match=message):
+        model_toml_from_config(config, "config.json", "x")

@@ -8,6 +8,7 @@ file. An unknown field is an error, never ignored.
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -83,7 +84,12 @@ class _Reader:
                 raise self.fail(path, "is missing")
             return default
         value = self.sourced(path)
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value != int(value)
+        ):
             raise self.fail(path, f"must be a whole number, got {value!r}")
         if value < 0 or (value == 0 and not zero) or value > 10**15:
             raise self.fail(path, f"must be {'0 or more' if zero else 'positive'}, got {value!r}")

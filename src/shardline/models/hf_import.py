@@ -66,14 +66,24 @@ def _base(c: _Config) -> dict[str, Any]:
     heads = c.need("num_attention_heads")
     d_model = c.need("hidden_size")
     kv_heads = c.get("num_key_value_heads", heads)
-    head_dim = c.get("head_dim") or (d_model // heads if isinstance(d_model, int) else None)
+    head_dim = c.get("head_dim")
+    if head_dim is None:
+        whole = all(isinstance(v, int) and not isinstance(v, bool) for v in (d_model, heads))
+        if not whole or heads < 1:
+            raise InputError(
+                f"{c.origin}: {c.prefix}hidden_size and num_attention_heads must be positive whole "
+                f"numbers, got {d_model!r} and {heads!r}"
+            )
+        head_dim = d_model // heads
     tied = c.get("tie_word_embeddings", _TIED_DEFAULT.get(c.model_type, False))
     return {
         "d_model": c.field("hidden_size"),
         "layers": c.field("num_hidden_layers"),
         "heads": c.field("num_attention_heads"),
         "kv_heads": c.field("num_key_value_heads", kv_heads),
-        "head_dim": c.field("head_dim", head_dim, "" if c.get("head_dim") else "hidden / heads"),
+        "head_dim": c.field(
+            "head_dim", head_dim, "" if c.get("head_dim") else "hidden_size / heads"
+        ),
         "d_ff": c.field("intermediate_size"),
         "gated": c.field("hidden_act", True, "a gated feed-forward (gate, up, down)"),
         "vocab": c.field("vocab_size"),
