@@ -361,10 +361,20 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "workload",
         metavar="WORKLOAD",
+        nargs="?",
+        default=None,
         help="a workload .toml (a [[layer]] stack, or a [transformer] / [ffn] "
-        "template) or a .csv/.xlsx sheet of (M, K, N) rows",
+        "template) or a .csv/.xlsx sheet of (M, K, N) rows; or leave it out and give --model",
     )
     group = parser.add_argument_group("workload")
+    group.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME",
+        help="a zoo model (see `shardline model list`) or a model .toml instead of WORKLOAD: "
+        "the [transformer] template of a dense model (default --phase training, --batch 1, "
+        "--seq-len 4096)",
+    )
     group.add_argument(
         "--phase",
         default=None,

@@ -16,7 +16,6 @@ from shardline.cli.common import (
     load_from_args,
     overrides_from_args,
 )
-from shardline.cli.common import count_arg as _count
 from shardline.cli.common import positive_arg as _positive
 from shardline.cli.execution_args import (
     add_degree_args,
@@ -159,7 +158,6 @@ def _run_capacity(
 ) -> int:
     """`plan --max-batch` / `--max-seq-len`: the largest value that fits, by doubling and
     bisection over plan searches (the degrees given stay fixed)."""
-    from shardline.io.workload_toml import load_workload
     from shardline.options import Execution, RateOverrides
     from shardline.plan import PlanOptions, max_batch, max_seq_len
     from shardline.planning.search import EXECUTION_FIELDS
@@ -182,12 +180,11 @@ def _run_capacity(
         if workload.kind not in ("transformer", "ffn"):
             raise InputError(
                 "--max-seq-len applies to [transformer] and [ffn] templates; "
-                f"{args.workload} is a {workload.kind}"
+                f"{args.workload or args.model} is a {workload.kind}"
             )
-        batch = _count(args.batch, "--batch")
 
         def rebuild(seq_len: int) -> Any:
-            return load_workload(args.workload, phase=args.phase, batch=batch, seq_len=seq_len)
+            return load_from_args(args, seq_len=seq_len)
 
         result = max_seq_len(rebuild, args.hw, devices, options=opts)
     if args.json:

@@ -213,14 +213,44 @@ def count_arg(text: str | None, what: str) -> int | None:
     return None if text is None else positive_arg(text, what)
 
 
-def load_from_args(args: argparse.Namespace) -> Any:
-    """The workload of `add_workload_args`, with its overrides applied."""
+def load_from_args(args: argparse.Namespace, *, seq_len: int | None = None) -> Any:
+    """The workload of `add_workload_args` (a WORKLOAD file or --model), with its overrides
+    applied; `seq_len` replaces --seq-len (the --max-seq-len search)."""
     from shardline.io.workload_toml import load_workload
 
+    seq_len = seq_len if seq_len is not None else count_arg(args.seq_len, "--seq-len")
+    model = getattr(args, "model", None)
+    if model is not None or args.workload is None:
+        return _model_workload(args, model, seq_len)
     return load_workload(
         args.workload,
         phase=args.phase,
         batch=count_arg(args.batch, "--batch"),
-        seq_len=count_arg(args.seq_len, "--seq-len"),
+        seq_len=seq_len,
         sheet=args.sheet,
     )
+
+
+def _model_workload(args: argparse.Namespace, model: str | None, seq_len: int | None) -> Any:
+    """`--model NAME`: the zoo model's [transformer] template (defaults: training, batch 1,
+    sequence length 4096)."""
+    from shardline.io.workload_toml import workload_from_dict
+    from shardline.models import load_model
+    from shardline.models.template import (
+        DEFAULT_BATCH,
+        DEFAULT_PHASE,
+        DEFAULT_SEQ_LEN,
+        transformer_table,
+    )
+
+    if model is None:
+        raise InputError("give a WORKLOAD file or --model NAME")
+    if args.workload is not None:
+        raise InputError(f"give a WORKLOAD file or --model, not both ({args.workload}, {model})")
+    if args.sheet is not None:
+        raise InputError("--sheet applies to .xlsx workloads, not to --model")
+    spec = load_model(model)
+    batch = count_arg(args.batch, "--batch") or DEFAULT_BATCH
+    table = transformer_table(spec, batch=batch, seq_len=seq_len or DEFAULT_SEQ_LEN)
+    data = {"name": spec.name, "phase": args.phase or DEFAULT_PHASE, "transformer": table}
+    return workload_from_dict(data, origin=f"model {spec.name}")

@@ -39,6 +39,7 @@ COMMANDS = (
     "report",
     "hw",
     "system",
+    "model",
     "what_if",
 )
 

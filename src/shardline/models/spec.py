@@ -1,0 +1,236 @@
+"""A model's architecture as numbers (`ModelSpec`), and what follows from them by counting: the
+parameters it holds (`params_total`), the parameters one token uses (`params_active`) and the
+bytes of KV cache one token adds (`kv_bytes_per_token`, `kv_bytes_at`).
+
+Every formula is written beside the function that computes it; docs/models.md states them with
+their sources. Counts are exact sums over the weight matrices, biases and norm scales the file
+describes; what a file does not describe (a vision tower, a multi-token-prediction head) is left
+out unless it names it in `extra_params`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = [
+    "ModelSpec",
+    "MoE",
+    "MLA",
+    "SlidingWindow",
+    "params_total",
+    "params_active",
+    "kv_bytes_per_token",
+    "kv_bytes_at",
+    "attention_kind",
+    "KV_BYTES_DEFAULT",
+]
+
+KV_BYTES_DEFAULT = 2  # bf16: the KV cache dtype when none is given
+
+
+@dataclass(frozen=True)
+class MoE:
+    """Mixture of experts: each MoE block routes a token to `experts_per_token` of `experts`
+    feed-forward networks of width `expert_d_ff`, plus `shared_experts` that every token uses. The
+    first `dense_layers_first` blocks are dense (the model's `d_ff`), as in DeepSeek-V3."""
+
+    experts: int
+    experts_per_token: int
+    expert_d_ff: int
+    shared_experts: int = 0
+    dense_layers_first: int = 0
+    router_bias: bool = False
+
+
+@dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V2/V3): queries through a low-rank `q_lora_rank`
+    (0: a full projection), keys and values from one shared latent of `kv_lora_rank` plus a
+    decoupled rotary key of `qk_rope_head_dim`; the cache holds only the latent and the rotary
+    key."""
+
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class SlidingWindow:
+    """Local attention layers that see only the last `window` tokens. The layers repeat in groups
+    of `local_per_global + 1`: that many sliding layers, then one global layer (gpt-oss: 1, every
+    other layer; Gemma 3: 5 local to 1 global)."""
+
+    window: int
+    local_per_global: int
+
+    def sliding_layers(self, layers: int) -> int:
+        """Sliding layers among `layers`: all but every (local_per_global + 1)-th."""
+        return layers - layers // (self.local_per_global + 1)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A decoder-only transformer. `sources` maps each field (dotted for tables) to where its value
+    comes from."""
+
+    name: str
+    d_model: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    d_ff: int
+    gated: bool
+    vocab: int
+    tied_embeddings: bool
+    rotary: bool = True
+    attention: str = "flash"
+    norm: str = "rmsnorm"  # "layernorm" has a bias beside the scale
+    norms_per_layer: int = 2
+    attention_bias: str = "none"  # "none", "qkv" (Qwen2) or "all" (q, k, v and o: GPT, gpt-oss)
+    mlp_bias: bool = False
+    qk_norm: bool = False  # a norm scale of head_dim on queries and one on keys (Qwen3, Gemma 3)
+    attention_sinks: bool = False  # one learned logit per head and layer (gpt-oss)
+    learned_positions: int = 0  # rows of a learned position table (GPT-3); 0 with rotary
+    extra_params: int = 0  # parameters outside the decoder the file names (a vision tower)
+    description: str = ""
+    moe: MoE | None = None
+    mla: MLA | None = None
+    sliding_window: SlidingWindow | None = None
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def dense(self) -> bool:
+        """Plain attention and a dense feed-forward: what the `[transformer]` template describes."""
+        return self.moe is None and self.mla is None and self.sliding_window is None
+
+
+def attention_kind(spec: ModelSpec) -> str:
+    """MHA, GQA, MQA or MLA, with `+sliding` when some layers are local."""
+    if spec.mla is not None:
+        kind = "MLA"
+    elif spec.kv_heads == spec.heads:
+        kind = "MHA"
+    elif spec.kv_heads == 1:
+        kind = "MQA"
+    else:
+        kind = "GQA"
+    return kind + ("+sliding" if spec.sliding_window is not None else "")
+
+
+def _norm_params(spec: ModelSpec, width: int) -> int:
+    """RMSNorm has a scale per channel; LayerNorm a scale and a bias."""
+    return width * (2 if spec.norm == "layernorm" else 1)
+
+
+def _attention_params(spec: ModelSpec) -> int:
+    """One block's attention.
+
+    MHA/GQA: W_q d x (heads * head_dim), W_k and W_v d x (kv_heads * head_dim) each, W_o
+    (heads * head_dim) x d; biases of the output widths ("qkv": q, k, v; "all": also o); qk-norm
+    2 x head_dim; sinks one per head.
+    MLA: W_q = d x r_q (+ a norm of r_q) then r_q x heads * (nope + rope), or d x heads *
+    (nope + rope) without r_q; W_kv_a = d x (r_kv + rope) (+ a norm of r_kv); W_kv_b = r_kv x
+    heads * (nope + v); W_o = heads * v x d.
+    """
+    d, h, g, e = spec.d_model, spec.heads, spec.kv_heads, spec.head_dim
+    if spec.mla is not None:
+        m = spec.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank:
+            q = d * m.q_lora_rank + _norm_params(spec, m.q_lora_rank) + m.q_lora_rank * h * qk
+        else:
+            q = d * h * qk
+        kv = d * (m.kv_lora_rank + m.qk_rope_head_dim) + _norm_params(spec, m.kv_lora_rank)
+        kv += m.kv_lora_rank * h * (m.qk_nope_head_dim + m.v_head_dim)
+        return q + kv + h * m.v_head_dim * d
+    weights = d * h * e + 2 * d * g * e + h * e * d
+    biases = 0
+    if spec.attention_bias in ("qkv", "all"):
+        biases += h * e + 2 * g * e
+    if spec.attention_bias == "all":
+        biases += d
+    qk_norm = 2 * _norm_params(spec, e) if spec.qk_norm else 0
+    sinks = h if spec.attention_sinks else 0
+    return weights + biases + qk_norm + sinks
+
+
+def _ffn_params(spec: ModelSpec, d_ff: int) -> int:
+    """One feed-forward network: gated (SwiGLU/GeGLU) 3 x d x d_ff (gate, up, down), else
+    2 x d x d_ff; with biases, 2 x d_ff + d (gated) or d_ff + d."""
+    d = spec.d_model
+    weights = (3 if spec.gated else 2) * d * d_ff
+    biases = ((2 if spec.gated else 1) * d_ff + d) if spec.mlp_bias else 0
+    return weights + biases
+
+
+def _moe_block_params(spec: ModelSpec, experts: int) -> int:
+    """One MoE block with `experts` routed experts counted: experts x FFN(expert_d_ff) + shared
+    experts x FFN(expert_d_ff) + the router d x E (+ E with a router bias)."""
+    assert spec.moe is not None
+    m = spec.moe
+    routed = experts * _ffn_params(spec, m.expert_d_ff)
+    shared = m.shared_experts * _ffn_params(spec, m.expert_d_ff)
+    router = spec.d_model * m.experts + (m.experts if m.router_bias else 0)
+    return routed + shared + router
+
+
+def _count(spec: ModelSpec, routed_experts: int | None) -> int:
+    """Embedding V x d (+ the LM head V x d unless tied) + learned positions P x d + per block
+    (attention + feed-forward + norms_per_layer x norm(d)) + a final norm(d) + extra_params.
+    `routed_experts`: how many routed experts a MoE block counts (None: all of them)."""
+    d = spec.d_model
+    embed = spec.vocab * d * (1 if spec.tied_embeddings else 2) + spec.learned_positions * d
+    per_block = _attention_params(spec) + spec.norms_per_layer * _norm_params(spec, d)
+    dense_ffn = _ffn_params(spec, spec.d_ff)
+    if spec.moe is None:
+        blocks = spec.layers * (per_block + dense_ffn)
+    else:
+        first = spec.moe.dense_layers_first
+        experts = spec.moe.experts if routed_experts is None else routed_experts
+        blocks = spec.layers * per_block + first * dense_ffn
+        blocks += (spec.layers - first) * _moe_block_params(spec, experts)
+    return embed + blocks + _norm_params(spec, d) + spec.extra_params
+
+
+def params_total(spec: ModelSpec) -> int:
+    """Every parameter the model holds (all experts)."""
+    return _count(spec, None)
+
+
+def params_active(spec: ModelSpec) -> int:
+    """The parameters one token uses: as `params_total` but each MoE block counts only
+    experts_per_token routed experts (the shared experts and the router always). The embedding
+    table is counted whole, as the total counts it; a dense model's active count is its total."""
+    if spec.moe is None:
+        return params_total(spec)
+    return _count(spec, spec.moe.experts_per_token)
+
+
+def _kv_elements_per_layer(spec: ModelSpec) -> int:
+    """Cached values per token per layer: 2 x kv_heads x head_dim (K and V) for MHA/GQA; MLA
+    caches the latent and the rotary key, kv_lora_rank + qk_rope_head_dim."""
+    if spec.mla is not None:
+        return spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
+    return 2 * spec.kv_heads * spec.head_dim
+
+
+def kv_bytes_per_token(spec: ModelSpec, kv_bytes: float = KV_BYTES_DEFAULT) -> float:
+    """KV-cache bytes one token adds over all layers: layers x per-layer elements x bytes per
+    element. Convention for sliding-window layers: a context no longer than the window, where every
+    layer caches every token (beyond the window use `kv_bytes_at`)."""
+    return spec.layers * _kv_elements_per_layer(spec) * kv_bytes
+
+
+def kv_bytes_at(spec: ModelSpec, context: int, kv_bytes: float = KV_BYTES_DEFAULT) -> float:
+    """KV-cache bytes of one sequence of `context` tokens: global layers cache all of them, sliding
+    layers at most `window`: per-layer elements x bytes x (global x context + sliding x
+    min(context, window))."""
+    per_layer = _kv_elements_per_layer(spec) * kv_bytes
+    sw = spec.sliding_window
+    if sw is None:
+        return spec.layers * per_layer * context
+    sliding = sw.sliding_layers(spec.layers)
+    return per_layer * ((spec.layers - sliding) * context + sliding * min(context, sw.window))
