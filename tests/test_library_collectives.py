@@ -219,3 +219,18 @@ def test_a_calibrated_floor_holds_without_a_library() -> None:
     )
     c = collective_cost("all_reduce", 8, 8, chip)
     assert c.predicted_s == pytest.approx(1.92e-3) and c.choice is None
+
+
+@pytest.mark.parametrize("name", ["nccl", "rccl"])
+def test_every_library_table_names_its_source(name: str) -> None:
+    from shardline.collectives.library import load_library
+
+    lib = load_library(name)
+    expected = {"version", "base_latency_us", "generation_caps_gb_s", "generations"}
+    expected |= {"protocol_factors", "network_step_us"}
+    expected |= {f"hw_latency_us.{link}" for link in ("nvlink", "pci", "net")}
+    assert expected <= set(lib.sources)
+    assert all(len(text) > 20 for text in lib.sources.values()), lib.sources
+    # the constants NCCL's tuner uses for a ring over NVLink (tuning.cc, commit 5067397)
+    assert lib.base_latency_s["ring"] == pytest.approx((6.6e-6, 14e-6, 8.4e-6))
+    assert lib.hw_latency_s["nvlink"]["ring"] == pytest.approx((0.6e-6, 1.9e-6, 3.4e-6))
