@@ -291,11 +291,12 @@ def _realistic(
     predicted = (
         np.maximum(choice.t_s, line) if isinstance(nbytes, np.ndarray) else max(choice.t_s, line)
     )
+    # the bandwidth term's efficiency: line-rate bandwidth time over the time the data moves
     moving = predicted - choice.latency_s
     eff = (
-        t_bw / np.maximum(moving, 1e-30)
+        np.minimum(1.0, t_bw / np.maximum(moving, 1e-30))
         if isinstance(nbytes, np.ndarray)
-        else (float(t_bw) / moving if moving > 0 else 1.0)
+        else (min(1.0, float(t_bw) / moving) if moving > 0 else 1.0)
     )
     return predicted, eff, choice
 
