@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +15,6 @@ from shardline.errors import InputError
 __all__ = ["register"]
 
 MAX_CONFIG_BYTES = 16 * 2**20  # a config.json is a few kB
-DERIVED = (
-    "kv_context_tokens",
-    "kv_bytes_at_context",
-    "params_total",
-    "params_active",
-    "params_total_without_embedding",
-    "params_active_without_embedding",
-    "kv_bytes_per_token",
-    "attention_kind",
-)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -71,110 +60,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.set_defaults(func=run_import)
 
 
-def _summary(spec: Any) -> dict[str, Any]:
-    from shardline.models import attention_kind, kv_bytes_per_token, params_active, params_total
-
-    return {
-        "name": spec.name,
-        "params_total": params_total(spec),
-        "params_active": params_active(spec),
-        "layers": spec.layers,
-        "d_model": spec.d_model,
-        "kv_bytes_per_token": kv_bytes_per_token(spec),
-        "attention_kind": attention_kind(spec),
-    }
-
-
-def _b(count: float) -> str:
-    return f"{count / 1e9:,.2f}B" if count >= 1e9 else f"{count / 1e6:,.1f}M"
-
-
 def run_list(args: argparse.Namespace) -> int:
     from shardline.models import list_models
+    from shardline.report.model_text import model_summary, render_model_list
 
-    rows = [_summary(spec) for spec in list_models()]
+    rows = [model_summary(spec) for spec in list_models()]
     if args.json:
         emit_json({"models": rows})
         return 0
-    head = ("model", "params", "active", "layers", "d_model", "KV B/token", "attention")
-    table = [head] + [
-        (
-            r["name"],
-            _b(r["params_total"]),
-            _b(r["params_active"]),
-            str(r["layers"]),
-            str(r["d_model"]),
-            f"{r['kv_bytes_per_token']:,.0f}",
-            r["attention_kind"],
-        )
-        for r in rows
-    ]
-    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
-    for row in table:
-        cells = [row[0].ljust(widths[0])] + [
-            c.rjust(w) for c, w in zip(row[1:-1], widths[1:-1], strict=True)
-        ]
-        sys.stdout.write("  ".join(cells + [row[-1]]).rstrip() + "\n")
-    sys.stdout.write(
-        "KV bytes per token at bf16, every layer caching (a context within any window)\n"
-    )
+    sys.stdout.write(render_model_list(rows))
     return 0
-
-
-def _detail(spec: Any) -> dict[str, Any]:
-    from shardline.models import params_active, params_total
-
-    fields = asdict(spec)
-    sources = fields.pop("sources")
-    out = _summary(spec)
-    out["params_active_without_embedding"] = params_active(spec) - spec.vocab * spec.d_model
-    out["params_total_without_embedding"] = params_total(spec) - spec.vocab * spec.d_model
-    out |= {key: value for key, value in fields.items() if key != "name"}
-    out["sources"] = dict(sorted(sources.items()))
-    return out
 
 
 def run_show(args: argparse.Namespace) -> int:
     from shardline.models import load_model
+    from shardline.report.model_text import model_detail, render_model
 
     spec = load_model(args.name)
-    detail = _detail(spec)
+    detail = model_detail(spec)
     if args.context is not None:
         from shardline.cli.common import positive_arg
         from shardline.models import kv_bytes_at
 
         context = positive_arg(args.context, "--context")
         detail = {"kv_context_tokens": context, "kv_bytes_at_context": kv_bytes_at(spec, context)}
-        detail |= _detail(spec)
+        detail |= model_detail(spec)
     if args.json:
         emit_json(detail)
         return 0
-    sources = detail.pop("sources")
-    out = [f"{detail.pop('name')}: {detail.pop('description')}\n"]
-    for key in [k for k in DERIVED if k in detail]:
-        value = detail.pop(key)
-        if key in ("attention_kind", "kv_context_tokens"):
-            shown = f"{value:,}" if isinstance(value, int) else value
-        elif key.startswith("kv"):
-            shown = f"{value:,.0f} B (bf16)"
-        else:
-            shown = f"{value:,} ({_b(value)})"
-        out.append(f"  {key:<34} {shown}\n")
-    out.append("fields [source]:\n")
-    for key, value in detail.items():
-        if isinstance(value, dict):
-            for sub_key, sub_value in value.items():
-                path = f"{key}.{sub_key}"
-                out.append(_field_line(path, sub_value, sources.get(path)))
-        elif value is not None:
-            out.append(_field_line(key, value, sources.get(key)))
-    sys.stdout.write("".join(out))
+    sys.stdout.write(render_model(detail))
     return 0
-
-
-def _field_line(key: str, value: Any, source: str | None) -> str:
-    text = str(value).lower() if isinstance(value, bool) else f"{value}"
-    return f"  {key:<34} {text}" + (f"   [{source}]" if source else "") + "\n"
 
 
 def _read_config(path: Path) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardline.hardware import ASSUMED, DEFAULTS, Chip
+from shardline.report.columns import aligned
 from shardline.serialize import jsonable
 from shardline.units import fmt_capacity, fmt_rate, fmt_time
 
@@ -55,10 +56,7 @@ def render_chip_list(chips: list[Chip]) -> str:
                 ", ".join(chip.aliases),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n" for r in rows
-    )
+    return aligned(rows)
 
 
 def _line(label: str, value: str, source: str | None) -> str:
