@@ -20,7 +20,7 @@ from typing import Any
 from shardline.dtypes import canonical_dtype
 from shardline.errors import InputError
 from shardline.hardware.chip import ASSUMED, Achievable, Chip, Interconnect, OnChip, ScaleOut
-from shardline.hardware.datafile import read_data_toml
+from shardline.hardware.datafile import SourcedReader, read_data_toml
 from shardline.hardware.sources import unsourced_fields
 from shardline.kinds import (
     CHIP_KINDS,
@@ -85,45 +85,16 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
 }
 
 
-class _Reader:
-    """Reads typed values out of a parsed TOML table, recording sources and naming bad fields."""
+class _Reader(SourcedReader):
+    """Reads typed values out of a parsed chip file, recording sources and naming bad fields."""
 
-    def __init__(self, data: dict[str, Any], origin: str) -> None:
-        self.data = data
-        self.origin = origin
-        self.sources: dict[str, str] = {}
-
-    def fail(self, path: str, why: str) -> InputError:
-        return InputError(f"{self.origin}: field '{path}' {why}")
-
-    def raw(self, path: str) -> Any:
-        node: Any = self.data
-        for part in path.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return None
-            node = node[part]
-        return node
+    value_word = "number"
 
     def assume(self, path: str) -> Any:
         """The default for a field the file left out, recorded as an assumption."""
         value, why = DEFAULTS[path]
         self.sources[path] = ASSUMED + why
         return value
-
-    def sourced(self, path: str) -> Any:
-        """The raw value of a field, unwrapping `{value, source}` and recording the source."""
-        raw = self.raw(path)
-        if raw is None:
-            return None
-        source = "user file"
-        if isinstance(raw, dict):
-            unknown = set(raw) - {"value", "source", "note"}
-            if "value" not in raw or unknown:
-                raise self.fail(path, 'must be a number or a table {value = ..., source = "..."}')
-            source = str(raw.get("source", source))
-            raw = raw["value"]
-        self.sources[path] = source
-        return raw
 
     def number(self, path: str, *, required: bool = False, integer: bool = False) -> Any:
         if self.raw(path) is None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from shardline.errors import InputError
 
-__all__ = ["read_data_toml", "MAX_DATA_FILE_BYTES"]
+__all__ = ["read_data_toml", "MAX_DATA_FILE_BYTES", "SourcedReader"]
 
 MAX_DATA_FILE_BYTES = 16 * 2**20  # a chip file is a few kB; 16 MiB leaves room and stops a bomb
 
@@ -52,3 +52,46 @@ def read_data_toml(path: Path, what: str) -> dict[str, Any]:
         raise InputError(f"{what} {str(path)!r} is not valid TOML: {exc}") from None
     except RecursionError:
         raise InputError(f"{what} {str(path)!r} is nested too deeply") from None
+
+
+class SourcedReader:
+    """Reads fields out of a parsed data file whose numbers are `{value, source}` (or bare, from
+    a user's own file), recording each one's source and naming a bad field in its error. The
+    chip and model loaders add their typed readers on top."""
+
+    value_word = "value"  # what the error calls a field's plain form ("number" for chips)
+
+    def __init__(self, data: dict[str, Any], origin: str) -> None:
+        self.data = data
+        self.origin = origin
+        self.sources: dict[str, str] = {}
+
+    def fail(self, path: str, why: str) -> InputError:
+        return InputError(f"{self.origin}: field '{path}' {why}")
+
+    def raw(self, path: str) -> Any:
+        """The field at a dotted path as the file has it, or None."""
+        node: Any = self.data
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+    def sourced(self, path: str) -> Any:
+        """The value of a field (None when absent), unwrapping `{value, source}` and recording
+        the source."""
+        raw = self.raw(path)
+        if raw is None:
+            return None
+        source = "user file"
+        if isinstance(raw, dict):
+            if "value" not in raw or set(raw) - {"value", "source", "note"}:
+                kind = self.value_word
+                raise self.fail(
+                    path, f'must be a {kind} or a table {{value = ..., source = "..."}}'
+                )
+            source = str(raw.get("source", source))
+            raw = raw["value"]
+        self.sources[path] = source
+        return raw

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from shardline.errors import InputError
-from shardline.hardware.datafile import read_data_toml
+from shardline.hardware.datafile import SourcedReader, read_data_toml
 from shardline.models.spec import MLA, ModelSpec, MoE, SlidingWindow
 
 __all__ = ["load_model", "list_models", "model_from_dict", "model_files", "MODEL_FIELDS"]
@@ -47,36 +47,8 @@ MODEL_FIELDS = (
 )
 
 
-class _Reader:
+class _Reader(SourcedReader):
     """Reads typed values out of a parsed model file, recording each one's source."""
-
-    def __init__(self, data: dict[str, Any], origin: str) -> None:
-        self.data = data
-        self.origin = origin
-        self.sources: dict[str, str] = {}
-
-    def fail(self, path: str, why: str) -> InputError:
-        return InputError(f"{self.origin}: field '{path}' {why}")
-
-    def raw(self, path: str) -> Any:
-        node: Any = self.data
-        for part in path.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return None
-            node = node[part]
-        return node
-
-    def sourced(self, path: str) -> Any:
-        """The value of a field, unwrapping `{value, source}` and recording the source."""
-        raw = self.raw(path)
-        source = "user file"
-        if isinstance(raw, dict):
-            if "value" not in raw or set(raw) - {"value", "source", "note"}:
-                raise self.fail(path, 'must be a value or a table {value = ..., source = "..."}')
-            source = str(raw.get("source", source))
-            raw = raw["value"]
-        self.sources[path] = source
-        return raw
 
     def integer(self, path: str, default: int | None = None, *, zero: bool = False) -> int:
         if self.raw(path) is None:
