@@ -240,7 +240,7 @@ def calibrate_collectives(
             processes=processes,
             device=device,
             quick=quick,
-            repeats=repeats or (5 if quick else 9),
+            repeats=repeats,
             progress=progress,
             processes_per_node=processes_per_node,
         )

@@ -334,11 +334,12 @@ def measure(
     processes: int,
     device: str,
     quick: bool,
-    repeats: int,
+    repeats: int | None,
     progress: bool | None,
     processes_per_node: int | None = None,
 ) -> tuple[list[dict[str, Any]], str]:
-    """The sweep's rows (rank 0) and the backend, run by torchrun's ranks or by local processes.
+    """The sweep's rows (rank 0) and the backend, run by torchrun's ranks or by local processes;
+    `repeats` per size (None: 5 quick, 9 full).
 
     Under torchrun every rank measures and the ranks other than 0 leave (SystemExit 0) once the
     measurement is over; only rank 0 goes on to fit or compare. Raises RuntimeError, OSError or
@@ -346,6 +347,7 @@ def measure(
     from shardline.calibrate.runner import ProgressBar
 
     backend = "nccl" if device == "cuda" else "gloo"
+    repeats = repeats or (5 if quick else 9)
     bar = ProgressBar(len(sizes(quick)) * len(OPS), f"collectives ({backend})", enabled=progress)
     try:
         if under_torchrun():

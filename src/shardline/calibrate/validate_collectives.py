@@ -138,7 +138,7 @@ def validate_collectives(
             processes=n,
             device=device,
             quick=quick,
-            repeats=repeats or (5 if quick else 9),
+            repeats=repeats,
             progress=progress,
             processes_per_node=processes_per_node,
         )
