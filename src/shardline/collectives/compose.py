@@ -26,6 +26,7 @@ from shardline.collectives.priced import (
     LibraryChoice,
     canonical_protocol,
     group_for,
+    library_algorithm,
     library_choice,
 )
 from shardline.collectives.records import (
@@ -245,7 +246,6 @@ def _check_bytes(nbytes: Any) -> Any:
 
 
 _TABLE_FOR_LIBRARY = {"tree": "tree", "nvls": "in-switch"}
-_LIBRARY_WORDS = ("ring", "nvls", "nvls-tree", "collnet", "collnet-direct", "sharp", "pat", "tree")
 _LIBRARY_FOR_TABLE = {"in-switch": "nvls", "tree": "tree"}
 
 
@@ -254,10 +254,8 @@ def _split_algorithm(algorithm: str | None, chip: Chip) -> tuple[str | None, str
     if algorithm is None:
         return None, None
     library = chip.interconnect is not None and chip.interconnect.library in ("nccl", "rccl")
-    key = str(algorithm).strip().lower().replace("_", "-")
-    if library and key in _LIBRARY_WORDS:
-        lib_name = {"sharp": "collnet_direct", "collnet": "collnet_direct"}.get(key, key)
-        lib_name = lib_name.replace("-", "_")
+    lib_name = library_algorithm(algorithm) if library else None
+    if lib_name is not None:
         return _TABLE_FOR_LIBRARY.get(lib_name), lib_name
     table = canonical_algorithm(algorithm)
     return table, (_LIBRARY_FOR_TABLE.get(table) if library else None)

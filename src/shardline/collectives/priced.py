@@ -23,10 +23,9 @@ from shardline.collectives.records import AxisNetwork, Stage
 from shardline.errors import InputError
 from shardline.hardware import Chip
 
-__all__ = ["LibraryChoice", "group_for", "library_choice", "LIBRARY_ALGORITHMS"]
+__all__ = ["LibraryChoice", "group_for", "library_algorithm", "library_choice"]
 
-LIBRARY_ALGORITHMS = ALGORITHMS
-_ALIASES = {"collnet": "collnet_direct", "sharp": "collnet_direct", "in-switch": "nvls"}
+_ALIASES = {"collnet": "collnet_direct", "sharp": "collnet_direct"}
 
 
 @dataclass(frozen=True)
@@ -96,11 +95,19 @@ def group_for(
     return Group(ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, net_step, floor)
 
 
-def _wanted(name: str | None, kind: str) -> str | None:
+def library_algorithm(word: str) -> str | None:
+    """The library's name for a word of `--algorithm` ('nvls-tree' -> 'nvls_tree', 'sharp' ->
+    'collnet_direct'), or None when the word names no library algorithm."""
+    key = str(word).strip().lower().replace("-", "_")
+    key = _ALIASES.get(key, key)
+    return key if key in ALGORITHMS else None
+
+
+def _wanted(name: str | None) -> str | None:
     if name is None:
         return None
-    key = _ALIASES.get(name, name).replace("-", "_")
-    if key not in ALGORITHMS:
+    key = library_algorithm(name)
+    if key is None:
         raise InputError(f"the collective library cannot run algorithm {name!r}")
     return key
 
@@ -143,7 +150,7 @@ def library_choice(
 ) -> LibraryChoice:
     """The library's fastest (algorithm, protocol) for V bytes, or the one the user forces."""
     lib = load_library(library)
-    found = _usable(pairs(lib, kind, group), _wanted(algorithm, kind), protocol, kind)
+    found = _usable(pairs(lib, kind, group), _wanted(algorithm), protocol, kind)
     times = [np.maximum(p.time_s(nbytes), group.floor_s) for p in found]
     scalar = not isinstance(nbytes, np.ndarray)
     stacked = np.vstack([np.atleast_1d(t) for t in times])
