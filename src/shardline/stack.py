@@ -209,6 +209,17 @@ class MemoryCheck:
     working_set_fits: bool
     buffers_bytes: float = 0.0  # gathered weights under FSDP (the layer in use and the next)
 
+    def with_total(self, total_bytes: float, **changes: Any) -> MemoryCheck:
+        """A copy with some terms changed and their new total, whether it fits and the headroom
+        worked out again from it."""
+        return replace(
+            self,
+            total_bytes=total_bytes,
+            fits=total_bytes <= self.capacity_bytes,
+            headroom_bytes=self.capacity_bytes - total_bytes,
+            **changes,
+        )
+
 
 def _activation_bytes(layer: Layer, dims: Mapping[str, int], which: Iterable[str]) -> int:
     return sum(
@@ -376,13 +387,7 @@ def _with_model_activations(mc: MemoryCheck, workload: Workload) -> MemoryCheck:
     per_layer = layer_activation_bytes(model, model.batch, tp=1, sp=False, recompute="none")
     activations = model.layers * per_layer
     total = mc.total_bytes - mc.activations_bytes + activations
-    return replace(
-        mc,
-        activations_bytes=activations,
-        total_bytes=total,
-        fits=total <= mc.capacity_bytes,
-        headroom_bytes=mc.capacity_bytes - total,
-    )
+    return mc.with_total(total, activations_bytes=activations)
 
 
 def _row(layer: Layer, chip: Chip, workload: Workload) -> LayerRow:

@@ -103,10 +103,4 @@ def _with_buffers(
         + mc.kv_cache_bytes
         + buffers
     )
-    return replace(
-        mc,
-        buffers_bytes=buffers,
-        total_bytes=total,
-        fits=total <= mc.capacity_bytes,
-        headroom_bytes=mc.capacity_bytes - total,
-    )
+    return mc.with_total(total, buffers_bytes=buffers)
