@@ -30,6 +30,26 @@ def _stage_share(w: Workload, stages: int) -> str:
     return f"{w.layer_count // stages} layers"
 
 
+def _slowest_stage(p: PlanResult) -> list[str]:
+    """Which stage sets the pipeline's pace (realistic time), and what it holds beyond its
+    blocks: the embedding rides on the first stage, the LM head and loss on the last."""
+    if len(p.stages) < 2:
+        return []
+    times = [s.get("predicted_s", s["t_s"]) for s in p.stages]
+    slow = max(range(len(times)), key=times.__getitem__)
+    fast = min(times)
+    where = {
+        0: " (it also holds the embedding)",
+        len(times) - 1: " (it also holds the LM head and loss)",
+    }
+    return [
+        f"  slowest stage: {slow} of 0-{len(times) - 1}{where.get(slow, '')}, "
+        f"{fmt_int(int(p.stages[slow]['layer_instances']))} layer instances, "
+        f"{fmt_time(times[slow])} per microbatch against {fmt_time(fast)} for the fastest "
+        f"({100 * (times[slow] / fast - 1):.1f}% imbalance)"
+    ]
+
+
 def _plan_row(p: PlanResult, w: Workload) -> tuple[str, ...]:
     per_s = p.tokens_per_s if p.tokens_per_s is not None else w.batch / p.predicted_s
     return (
@@ -71,6 +91,7 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
             f"  {stages} pipeline stages of {_stage_share(w, stages)} each; bubble {bubble} = "
             f"{p.bubble_over_ideal:.4g} of the ideal step"
         )
+        out.extend(_slowest_stage(p))
     if d["tp"] > 1:
         out.append(
             f"  tensor parallel over {d['tp']}: each layer's tp dims split {d['tp']} ways; "
