@@ -78,7 +78,9 @@ def _write_trace(out: Path, result: PlanSet) -> None:
     best = result.best()
     if best is None:
         raise InputError("--trace: no plan fits, so there is no step to trace")
-    timeline = plan_timeline(best, training=result.workload.training, decode=result.workload.decode)
+    w, ex = result.workload, result.execution
+    v = ex.interleave if ex is not None else 1
+    timeline = plan_timeline(best, training=w.training, decode=w.decode, interleave=v)
     write_text(out, json.dumps(trace_events(timeline), indent=1) + "\n")
 
 
