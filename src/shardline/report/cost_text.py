@@ -13,7 +13,7 @@ def training_cost_lines(plan_name: str, tokens: float, cost: TrainingCost) -> li
     out = [
         "",
         f"TRAINING on {fmt_num(tokens)} tokens with {plan_name}: {cost.days:.3g} days, "
-        f"{fmt_num(cost.gpu_hours)} GPU-hours"
+        f"{fmt_num(cost.gpu_hours)} GPU-hours",
     ]
     if cost.usd is not None and cost.usd_per_hour is not None:
         out.append(f"  ${fmt_num(cost.usd)} at ${cost.usd_per_hour:.4g} per chip-hour")
