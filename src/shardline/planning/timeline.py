@@ -133,7 +133,9 @@ def _simulate(p: int, m: int, v: int, dur: dict[str, float]) -> dict[tuple[int, 
             while nxt[s] < len(orders[s]):
                 kind, j, c = orders[s][nxt[s]]
                 k = c * p + s
-                dep = ("F", j, k - 1) if kind == "F" else ("B", j, k + 1)
+                dep: tuple[str, int, int] | None = (
+                    ("F", j, k - 1) if kind == "F" else ("B", j, k + 1)
+                )
                 if kind == "F" and k == 0:
                     dep = None
                 elif kind == "B" and k == last:

@@ -47,7 +47,9 @@ def _finite(values: Any, what: str) -> np.ndarray:
     return arr
 
 
-def pareto_front(costs: Sequence[float], latencies: Sequence[float]) -> list[int]:
+def pareto_front(
+    costs: Sequence[float] | np.ndarray, latencies: Sequence[float] | np.ndarray
+) -> list[int]:
     """Indices of the points no other point beats on both cost and latency (lower is better),
     sorted by latency: a point is on the front when every faster-or-equal point costs more."""
     c, t = _finite(costs, "costs"), _finite(latencies, "latencies")
@@ -139,8 +141,8 @@ def render_cdfs(
         raise InputError("no samples to plot")
 
     def draw() -> Any:
-        from matplotlib.figure import Figure as MplFigure
         from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure as MplFigure
 
         fig = MplFigure(figsize=(4.2 * len(sets), 3.8))
         FigureCanvasAgg(fig)
