@@ -116,6 +116,13 @@ def test_cli_trace_writes_loadable_json(tmp_path: Path, capsys: pytest.CaptureFi
     assert len([e for e in xs if e["cat"] in ("forward", "backward")]) == 2 * 4 * 2
     best = plan_out["plans"][0]
     assert max(e["ts"] + e["dur"] for e in xs) == pytest.approx(best["predicted_s"] * 1e6)
+    # an existing file needs --force; the trace is a .json
+    assert main([*argv, "--trace", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert main([*argv, "--trace", str(out), "--force"]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--trace", str(tmp_path / "step.txt")]) == 2
+    assert "expected one of .json" in capsys.readouterr().err
 
 
 def test_report_html_holds_the_timeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shardline.cli.args import add_cost_args
+from shardline.cli.args import add_cost_args, add_force_arg
 from shardline.cli.common import emit_json, write_text
 from shardline.errors import InputError
 
@@ -27,6 +27,7 @@ def add_plan_output_args(parser: argparse.ArgumentParser) -> None:
         metavar="STEP.json",
         help="write the recommended plan's step as Chrome trace-event JSON (Perfetto)",
     )
+    add_force_arg(parser, "STEP.json if it exists")
 
 
 def price_from_args(args: argparse.Namespace, chip: Any) -> float | None:
@@ -88,9 +89,15 @@ def finish_plan(args: argparse.Namespace, result: PlanSet, top: int) -> int:
     """Print the plan set (text or JSON) with the training cost; write --trace."""
     from shardline.report.plan_text import render_plan
 
+    trace = None
+    if getattr(args, "trace", None) is not None:
+        from shardline.io.tables import check_output_path
+
+        inputs = [args.workload] if getattr(args, "workload", None) else []
+        trace = check_output_path(args.trace, inputs, force=args.force, suffixes=(".json",))
     payload, lines = _with_costs(result, price_from_args(args, result.chip))
-    if getattr(args, "trace", None):
-        _write_trace(Path(args.trace), result)
+    if trace is not None:
+        _write_trace(trace, result)
     if args.json:
         emit_json(payload)
     else:
