@@ -88,8 +88,11 @@ def test_training_cost_by_hand() -> None:
     assert c.gpu_hours == pytest.approx(1024 * 9.375e6 / 3600)
     assert c.usd == pytest.approx(2.0 * 1024 * 9.375e6 / 3600)
     assert c.energy_mwh == pytest.approx(1024 * 700 * 9.375e6 / 3.6e9)
-    unpriced = training_cost(10.0, 16e6, 15e12, 1024, "tpu-v4", 1.0)
-    assert unpriced.usd is None and unpriced.energy_mwh is None and unpriced.gpu_hours > 0
+    unpriced = training_cost(10.0, 16e6, 15e12, 1024, "tpu-v5p", 1.0, usd_per_hour=None)
+    assert unpriced.usd == pytest.approx(4.20 * 1024 * 9.375e6 / 3600)  # Google's list price
+    assert unpriced.energy_mwh is None and unpriced.power_w is None  # no published power
+    tpu_v4 = training_cost(10.0, 16e6, 15e12, 1024, "tpu-v4", 1.0)
+    assert tpu_v4.usd is None and tpu_v4.energy_mwh == pytest.approx(1024 * 192 * 9.375e6 / 3.6e9)
 
 
 def _plan_json(capsys: pytest.CaptureFixture[str], *extra: str) -> dict:
