@@ -65,6 +65,12 @@ def test_figure_for_gives_an_inline_svg_for_the_report() -> None:
     assert fig.svg.startswith("<svg") and re.findall(r"https?://", fig.svg) == []
     html = figures_html([fig])
     assert "<h2>KV &lt;cache&gt;</h2>" in html
+    from shardline.report.figures import figures_page
+
+    page = figures_page("serve <run>", [fig], [("rate", "20/s")])
+    assert page.startswith("<!DOCTYPE html>") and "<title>serve &lt;run&gt;</title>" in page
+    assert "<dt>rate</dt><dd>20/s</dd>" in page and re.findall(r"https?://", page) == []
+    assert "<script" not in page
 
 
 def test_bad_plot_inputs_are_input_errors(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from html import escape
 
 from shardline.errors import InputError
 
-__all__ = ["Figure", "inline_svg", "figures_html"]
+__all__ = ["Figure", "inline_svg", "figures_html", "figures_page"]
 
 _DROP = (
     re.compile(r"<\?xml.*?\?>", re.S),
@@ -51,4 +51,24 @@ def figures_html(figures: list[Figure]) -> str:
         + (f'<p class="hint">{escape(f.caption)}</p>' if f.caption else "")
         + f"{f.svg}</section>\n"
         for f in figures
+    )
+
+
+def figures_page(
+    title: str, figures: list[Figure], summary: list[tuple[str, str]] | None = None
+) -> str:
+    """A self-contained HTML page of figures (no script, no network), for results that have no
+    table of rows: a serving run's CDFs and KV occupancy, a search's Pareto front."""
+    from shardline.report.html_page import STYLE
+
+    rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in summary or [])
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; img-src data:\">\n"
+        f"<title>{escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+        f"<header><h1>{escape(title)}</h1></header>\n"
+        + (f'<section><h2>Summary</h2><dl id="summary">{rows}</dl></section>\n' if rows else "")
+        + figures_html(figures)
+        + "</body>\n</html>\n"
     )
