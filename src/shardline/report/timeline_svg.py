@@ -48,7 +48,8 @@ def _ticks(step_s: float, x0: float, width: float, y: float) -> list[str]:
         x = x0 + width * i / 5
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_TOP - 4}" y2="{y}" stroke="#eee"/>')
         out.append(
-            f'<text x="{x:.1f}" y="{y + 14}" text-anchor="middle" font-size="10">'
+            f'<text x="{x:.1f}" y="{y + 14}" text-anchor="{"end" if i == 5 else "middle"}" '
+            f'font-size="10">'
             f"{escape(fmt_time(t))}</text>"
         )
     return out
