@@ -130,3 +130,12 @@ def test_plan_bad_usd_per_hour_is_one_error_line(capsys: pytest.CaptureFixture[s
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith("error: --usd-per-hour must be a number")
+
+
+def test_plan_prices_file_prices_an_unlisted_chip(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prices = tmp_path / "p.toml"
+    prices.write_text("[h100-sxm]\nusd_per_hour = 1.5\n")
+    p = _plan_json(capsys, "--prices", str(prices))["plans"][0]
+    assert p["usd_per_hour"] == 1.5 and p["usd"] == pytest.approx(1.5 * p["gpu_hours"])

@@ -133,3 +133,12 @@ def test_report_html_holds_the_timeline(tmp_path: Path, capsys: pytest.CaptureFi
     page = out.read_text()
     assert "Step timeline: tp4-pp2" in page and 'aria-label="step timeline"' in page
     assert re.findall(r"https?://", page) == []
+
+
+def test_report_devices_needs_a_workload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sheet = ROOT / "examples" / "seed003_shapes.csv"
+    argv = ["report", str(sheet), "--hw", "h100", "--html", str(tmp_path / "r.html")]
+    assert main([*argv, "--devices", "8"]) == 2
+    assert "--devices applies to a workload .toml" in capsys.readouterr().err
