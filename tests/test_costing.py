@@ -132,7 +132,7 @@ def test_plan_bad_usd_per_hour_is_one_error_line(capsys: pytest.CaptureFixture[s
     assert captured.err.startswith("error: --usd-per-hour must be a number")
 
 
-def test_plan_prices_file_prices_an_unlisted_chip(
+def test_plan_prices_file_overrides_the_default_price(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     prices = tmp_path / "p.toml"
