@@ -23,6 +23,7 @@ __all__ = [
     "add_chip_args",
     "add_collective_mesh_arg",
     "add_compare_args",
+    "add_cost_args",
     "add_einsum_args",
     "add_force_arg",
     "add_json_arg",
@@ -350,6 +351,25 @@ def add_plot_output(parser: argparse.ArgumentParser) -> None:
         "-o", "--out", dest="out", metavar="OUT", required=True, help="a .png or .svg file"
     )
     add_force_arg(parser, "OUT if it exists")
+
+
+def add_cost_args(parser: argparse.ArgumentParser) -> None:
+    """`--usd-per-hour X` and `--prices FILE`: the price of one chip-hour (shardline.costing)."""
+    g = parser.add_argument_group(
+        "cost (USD per chip-hour; default: shardline/costing/prices.toml)"
+    )
+    g.add_argument(
+        "--usd-per-hour",
+        default=None,
+        metavar="X",
+        help="price of one chip for one hour in USD (overrides the default table)",
+    )
+    g.add_argument(
+        "--prices",
+        default=None,
+        metavar="FILE",
+        help="a TOML of [chip-name] usd_per_hour = X laid over the default prices",
+    )
 
 
 # --- a workload ---------------------------------------------------------------------------

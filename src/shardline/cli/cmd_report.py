@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shardline.cli.args import add_chip_args, add_force_arg, add_operand_dtypes, add_sheet_input
 from shardline.cli.common import overrides_from_args, write_text
 from shardline.cli.compute import compute_sheet
+from shardline.cli.execution_args import add_degree_args, add_execution_args
 from shardline.errors import InputError
 
 if TYPE_CHECKING:
+    from shardline.report.figures import Figure
     from shardline.report.html import ReportData
 
 __all__ = ["register", "run"]
@@ -36,6 +39,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_sheet_input(rp)
     add_chip_args(rp)
     add_operand_dtypes(rp, "row")
+    plan = rp.add_argument_group("step timeline (a workload .toml only)")
+    plan.add_argument(
+        "--devices",
+        default=None,
+        metavar="D",
+        help="also plan the workload over D devices and draw the recommended plan's step",
+    )
+    add_degree_args(rp)
+    add_execution_args(rp)
     rp.set_defaults(func=run)
 
 
@@ -53,6 +65,8 @@ def _data(args: argparse.Namespace) -> tuple[ReportData, str]:
                 f"{len(result.problems)} bad cell(s) in {args.input}, those rows not computed: "
                 f"{result.problems_text()}; the page lists them"
             )
+        if args.devices is not None:
+            raise InputError("--devices applies to a workload .toml, not a sheet")
         return report_from_sheet(result, name, sheet_curves(result)), problems
     from shardline.io.workload_toml import load_workload
     from shardline.stack import stack
@@ -60,7 +74,34 @@ def _data(args: argparse.Namespace) -> tuple[ReportData, str]:
     if args.sheet:
         raise InputError("--sheet applies to .xlsx inputs")
     workload = load_workload(args.input)
-    return report_from_stack(stack(workload, args.hw, **overrides_from_args(args)), name), ""
+    data = report_from_stack(stack(workload, args.hw, **overrides_from_args(args)), name)
+    if args.devices is not None:
+        data = replace(data, figures=[_timeline_figure(args, workload)])
+    return data, ""
+
+
+def _timeline_figure(args: argparse.Namespace, workload: Any) -> Figure:
+    """The recommended plan's step over --devices as an inline SVG figure."""
+    from shardline.cli.common import positive_arg
+    from shardline.cli.execution_args import plan_options_from_args
+    from shardline.plan import plan
+    from shardline.planning.timeline import plan_timeline
+    from shardline.report.figures import Figure
+    from shardline.report.timeline_svg import timeline_svg
+
+    options = plan_options_from_args(args)
+    result = plan(workload, args.hw, positive_arg(args.devices, "--devices"), **options)
+    best = result.best()
+    if best is None:
+        raise InputError(f"--devices {args.devices}: no plan fits, so there is no step to draw")
+    v = result.execution.interleave if result.execution is not None else 1
+    w = result.workload
+    timeline = plan_timeline(best, training=w.training, decode=w.decode, interleave=v)
+    caption = (
+        "One step of the recommended plan per pipeline stage: forward and backward passes per "
+        "microbatch, exposed communication (thin lane), bubbles, gradient all-reduce, optimizer."
+    )
+    return Figure(f"Step timeline: {best.name}", timeline_svg(timeline, standalone=False), caption)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from shardline.cli.execution_args import (
     add_execution_args,
     plan_options_from_args,
 )
+from shardline.cli.plan_outputs import add_plan_output_args
 from shardline.errors import InputError
 from shardline.strategies import strategies
 
@@ -93,6 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         per_axis=True,
     )
     _add_search_args(pl)
+    add_plan_output_args(pl)
     add_json_arg(pl)
     pl.set_defaults(func=run_plan)
 
@@ -112,7 +114,7 @@ def run_stack(args: argparse.Namespace) -> int:
 
 def run_plan(args: argparse.Namespace) -> int:
     from shardline.plan import plan, sweep_batch
-    from shardline.report.plan_text import render_plan, render_sweep
+    from shardline.report.plan_text import render_sweep
 
     workload = load_from_args(args)
     devices = _positive(args.devices, "--devices")
@@ -142,11 +144,9 @@ def run_plan(args: argparse.Namespace) -> int:
     # (fits false, with the memory it needs) instead of refusing
     whole_layout = all(options[s.name] is not None for s in strategies())
     result = plan(workload, args.hw, devices, require_fit=not whole_layout, **options, **overrides)
-    if args.json:
-        emit_json(result.to_dict())
-    else:
-        sys.stdout.write(render_plan(result, top=top))
-    return 0
+    from shardline.cli.plan_outputs import finish_plan
+
+    return finish_plan(args, result, top)
 
 
 def _run_capacity(

@@ -293,6 +293,11 @@ def _stage_summary(index: int, st: Stage, memory: MemoryCheck) -> dict[str, floa
         "t_s": st.t_s,
         "predicted_s": st.t_pred_s,
         "memory_bytes": memory.total_bytes,
+        # the realistic time split by phase (sums to predicted_s): for the step's timeline
+        "fwd_compute_s": st.fwd.compute_pred_s,
+        "fwd_comm_s": st.fwd.exposed_comm_pred_s,
+        "bwd_compute_s": st.bwd.compute_pred_s if st.training else 0.0,
+        "bwd_comm_s": st.bwd.exposed_comm_pred_s if st.training else 0.0,
     }
 
 

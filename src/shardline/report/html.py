@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ import numpy as np
 from shardline.curves import SheetCurve
 from shardline.hardware import Chip
 from shardline.io.tables import json_cell
+from shardline.report.figures import Figure, figures_html
 from shardline.report.html_page import PAGE, SCRIPT, STYLE
 from shardline.report.plots import roofline_data
 from shardline.sheet_model import SheetResult
@@ -41,6 +43,7 @@ class ReportData:
     curves: list[dict[str, Any]] = field(default_factory=list)
     curve_peak_flops_per_s: float | None = None
     notes: list[str] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)  # inline SVGs (shardline.report.figures)
 
 
 def _clean(value: Any) -> Any:
@@ -337,11 +340,13 @@ def render_html(data: ReportData) -> str:
         "curves": data.curves,
         "notes": data.notes,
     }
-    title = html.escape(data.title)
-    return (
-        PAGE.replace("{{TITLE}}", title)
-        .replace("{{SUBTITLE}}", html.escape(data.subtitle))
-        .replace("{{STYLE}}", STYLE)
-        .replace("{{SCRIPT}}", SCRIPT)
-        .replace("{{DATA}}", json_for_script(payload))
-    )
+    fills = {
+        "TITLE": html.escape(data.title),
+        "SUBTITLE": html.escape(data.subtitle),
+        "STYLE": STYLE,
+        "SCRIPT": SCRIPT,
+        "FIGURES": figures_html(data.figures),
+        "DATA": json_for_script(payload),
+    }
+    # one pass, so that a value holding "{{...}}" (a user's title) is never filled in again
+    return re.sub(r"\{\{([A-Z]+)\}\}", lambda m: fills.get(m.group(1), m.group(0)), PAGE)

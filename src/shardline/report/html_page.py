@@ -31,7 +31,7 @@ Dots are the sheet's rows.</p>
 <section><h2>Where the time goes</h2>
 <p class="hint">The costliest rows by count × lower bound: compute time and memory time.</p>
 <svg id="breakdown" width="860" height="60" role="img" aria-label="time breakdown"></svg></section>
-<section><h2>Table</h2>
+{{FIGURES}}<section><h2>Table</h2>
 <div class="controls"><input id="filter" type="search" placeholder="filter by text">
 <select id="bound-filter"><option value="">all bounds</option>
 <option value="compute">compute-bound</option>

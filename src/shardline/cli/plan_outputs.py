@@ -1,0 +1,106 @@
+"""What `plan` writes besides its table: the cost of training on --tokens (text and JSON) and,
+with --trace FILE, the recommended plan's step as Chrome trace-event JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from shardline.cli.args import add_cost_args, add_force_arg
+from shardline.cli.common import emit_json, write_text
+from shardline.errors import InputError
+
+if TYPE_CHECKING:
+    from shardline.planning.results import PlanSet
+
+__all__ = ["add_plan_output_args", "finish_plan", "price_from_args"]
+
+
+def add_plan_output_args(parser: argparse.ArgumentParser) -> None:
+    add_cost_args(parser)
+    parser.add_argument(
+        "--trace",
+        default=None,
+        metavar="STEP.json",
+        help="write the recommended plan's step as Chrome trace-event JSON (Perfetto)",
+    )
+    add_force_arg(parser, "STEP.json if it exists")
+
+
+def price_from_args(args: argparse.Namespace, chip: Any) -> float | None:
+    """--usd-per-hour, else --prices FILE's row, else the default table's (None if unpriced)."""
+    from shardline.costing import chip_name, price_table
+
+    if getattr(args, "usd_per_hour", None) is not None:
+        try:
+            value = float(args.usd_per_hour)
+        except ValueError:
+            raise InputError(
+                f"--usd-per-hour must be a number, got {args.usd_per_hour!r}"
+            ) from None
+        if not value >= 0 or value == float("inf"):
+            raise InputError(f"--usd-per-hour must be a non-negative number, got {value!r}")
+        return value
+    row = price_table(getattr(args, "prices", None)).get(chip_name(chip))
+    return row.usd_per_hour if row is not None else None
+
+
+def _with_costs(result: PlanSet, price: float | None) -> tuple[dict[str, Any], list[str]]:
+    from shardline.costing import plan_training_cost
+    from shardline.report.cost_text import training_cost_lines
+
+    payload = result.to_dict()
+    tokens = result.execution.tokens if result.execution is not None else None
+    if tokens is None or not result.workload.training:
+        return payload, []
+    lines: list[str] = []
+    for plan, row in zip(result.plans, payload["plans"], strict=True):
+        cost = plan_training_cost(plan, result.devices, result.chip, tokens, price)
+        if cost is None:
+            continue
+        row.update(
+            gpu_hours=cost.gpu_hours,
+            usd=cost.usd,
+            energy_mwh=cost.energy_mwh,
+            usd_per_hour=cost.usd_per_hour,
+            board_power_w=cost.power_w,
+        )
+        if plan.name == result.recommended and not lines:
+            lines = training_cost_lines(plan.name, tokens, cost)
+    return payload, lines
+
+
+def _write_trace(out: Path, result: PlanSet) -> None:
+    from shardline.planning.timeline import plan_timeline, trace_events
+
+    best = result.best()
+    if best is None:
+        raise InputError("--trace: no plan fits, so there is no step to trace")
+    w, ex = result.workload, result.execution
+    v = ex.interleave if ex is not None else 1
+    timeline = plan_timeline(best, training=w.training, decode=w.decode, interleave=v)
+    write_text(out, json.dumps(trace_events(timeline), indent=1) + "\n")
+
+
+def finish_plan(args: argparse.Namespace, result: PlanSet, top: int) -> int:
+    """Print the plan set (text or JSON) with the training cost; write --trace."""
+    from shardline.report.plan_text import render_plan
+
+    trace = None
+    if getattr(args, "trace", None) is not None:
+        from shardline.io.tables import check_output_path
+
+        inputs = [args.workload] if getattr(args, "workload", None) else []
+        trace = check_output_path(args.trace, inputs, force=args.force, suffixes=(".json",))
+    payload, lines = _with_costs(result, price_from_args(args, result.chip))
+    if trace is not None:
+        _write_trace(trace, result)
+    if args.json:
+        emit_json(payload)
+    else:
+        text = render_plan(result, top=top)
+        sys.stdout.write(text + ("\n".join(lines) + "\n" if lines else ""))
+    return 0
