@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from shardline.planning.results import PlanResult
+from shardline.serialize import jsonable
 from shardline.workload import Workload
 
 __all__ = ["answer", "why_not"]
@@ -154,6 +155,7 @@ def answer(
         "phase": "training",
         "evaluated": stats["evaluated"],
         "vector_s": stats["vector_s"],
+        "vector_cpu_s": stats["vector_cpu_s"],  # this process's CPU (workers not counted)
         "elapsed_s": stats["elapsed_s"],
         "rate_layouts_per_s": stats["evaluated"] / stats["vector_s"],
         "tokens": tokens,
@@ -164,10 +166,10 @@ def answer(
     }
     if not full:
         out["why_none"] = "no layout fits in memory; add devices or shrink --global-batch"
-        return out
+        return jsonable(out)
     group, best = min(full, key=lambda gb: gb[1]["predicted_step_s"])
     out["best"] = best
     others = layouts[groups.index(group)][1 : 1 + WHY_NOT]
     out["alternatives"] = [{**o, "why": why_not(best, o)} for o in others]
     out["alternatives"] += _memory_losers(w, group, best["vector_predicted_s"])
-    return out
+    return jsonable(out)

@@ -5,18 +5,19 @@ microbatch size b (so m = batch / (replicas b) microbatches), interleave V, sequ
 recompute and the ZeRO stage. The step mirrors the plan engine (`planning.evaluate` and
 `planning.step`), from the tables the engine priced (`vector_tables`):
 
-    t_block  = sum over forward and backward of
-               compute + critical comm + max(0, overlapped comm + gathers - compute)
-    t_stage  = max(k_first t_block, k_last t_block + ends) + pipeline sends (2V per microbatch)
-    step     = (m + (P - 1) / V) t_stage + max(last bucket, k grad_block - k block_bwd) + optimizer
+    phase    = compute + critical comm + max(0, overlapped comm + gathers - compute), each
+               summed over the stage's k blocks (and the ends: embedding, LM head, loss)
+    t_stage  = forward + backward + pipeline sends of the slower of a fullest middle stage and
+               the last stage (which runs the ends)
+    step     = (m + (P - 1) / V) t_stage + max(last bucket, k grad_block - backward) + optimizer
     memory   = first stage: k_first params (weights, gradients, optimizer state sharded by FSDP
                and ZeRO) + activations of min(m, P) (1 + (P - 1)/(P V)) microbatches + gathered
                buffers; the last stage the same with one microbatch and the logits.
 
 What it leaves out (the re-ranking with the full engine puts it back): the gradient traffic of
-the LM head and embedding; the first stage's embedding kernels count with the ends on the last
-stage; the end stages send as a middle one (2V sends per microbatch); the critical stage is taken
-as the first or the last.
+the LM head and embedding (the engine leaves it out too); the first stage's embedding kernels
+count with the ends of the last stage; the critical stage is taken as a fullest middle stage or
+the last (the first stage's embedding is left out).
 """
 
 from __future__ import annotations
@@ -101,6 +102,19 @@ def _memory(t: Tables, r: dict[str, Any], held_first: Any) -> Any:
     return np.where(pp == 1, first, np.maximum(first, last))
 
 
+def _stage(P: dict[str, Any], k: Any, ends: Any, gathers: tuple[Any, Any]) -> tuple[Any, Any]:
+    """(forward, backward) seconds of a stage of k blocks (with the ends where `ends`), one
+    microbatch: per phase compute + critical + max(0, overlapped + gathers - compute)."""
+    out = []
+    for phase, g in zip(("fwd", "bwd"), gathers, strict=True):
+        e = np.where(ends, 1.0, 0.0)
+        c = k * P[f"{phase}_compute_s"] + e * P[f"ends_{phase}_compute_s"]
+        crit = k * P[f"{phase}_crit_s"] + e * P[f"ends_{phase}_crit_s"]
+        ov = k * (P[f"{phase}_ov_s"] + g) + e * P[f"ends_{phase}_ov_s"]
+        out.append(c + crit + np.maximum(0.0, ov - c))
+    return out[0], out[1]
+
+
 def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     A = t.assign
     a, j, v, z = r["a"], r["j"], r["v"], r["z"]
@@ -110,21 +124,24 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     m = t.batch / (A["replicas"][a] * t.seq_b[j])
     P = {k: col[at] for k, col in t.probed.items()}
     z3 = (z == 3) & (dp > 1)
-    g_fwd = A["fsdp_fwd_s"][a] + np.where(z3, A["z3_fwd_s"][a], 0.0)
-    g_bwd = A["fsdp_bwd_s"][a] + np.where(z3, A["z3_bwd_s"][a], 0.0)
-    fwd = P["fwd_compute_s"] + P["fwd_crit_s"]
-    fwd = fwd + np.maximum(0, P["fwd_ov_s"] + g_fwd - P["fwd_compute_s"])
-    bwd = P["bwd_compute_s"] + P["bwd_crit_s"]
-    bwd = bwd + np.maximum(0, P["bwd_ov_s"] + g_bwd - P["bwd_compute_s"])
-    t_block = fwd + bwd
-    sends = np.where(pp > 1, 2 * v, 0) * A["send_s"][a, j]
-    ends = P["ends_s"]
-    first = A["k_first"][a] * t_block + np.where(pp == 1, ends, 0.0)
-    last = A["k_last"][a] * t_block + ends
-    t_stage = np.where(pp == 1, first, np.maximum(first, last)) + sends
-    k = np.where(first >= last, A["k_first"][a], A["k_last"][a])
+    gathers = (
+        A["fsdp_fwd_s"][a] + np.where(z3, A["z3_fwd_s"][a], 0.0),
+        A["fsdp_bwd_s"][a] + np.where(z3, A["z3_bwd_s"][a], 0.0),
+    )
+    # sends per microbatch: V each way from a middle stage; an end stage sends one way V times
+    # and the interleave wrap V - 1 times the other way (planning.stage_extras)
+    send = A["send_s"][a, j]
+    mid_sends = np.where(pp > 2, 2 * v, 2 * v - 1) * send
+    first = _stage(P, A["k_first"][a], pp == 1, gathers)
+    last = _stage(P, A["k_last"][a], np.ones_like(pp, dtype=bool), gathers)
+    t_first = first[0] + first[1] + np.where(pp > 1, mid_sends, 0.0)
+    t_last = last[0] + last[1] + (2 * v - 1) * send
+    crit_last = (pp > 1) & (t_last > t_first)
+    bwd_s = np.where(crit_last, last[1], first[1])
+    t_stage = np.where(crit_last, t_last, t_first)
+    k = np.where(crit_last, A["k_last"][a], A["k_first"][a])
     grad = k * A["grad_s"][a, z]
-    exposed = np.where(dp > 1, np.maximum(A["bucket_s"][a], grad - k * bwd), 0.0)
+    exposed = np.where(dp > 1, np.maximum(A["bucket_s"][a], grad - bwd_s), 0.0)
     n = m + (pp - 1) / v
     bubble = (n - m) * t_stage
     predicted = n * t_stage + exposed + A["opt_s"][a, z]

@@ -53,7 +53,8 @@ def inner_names() -> tuple[str, ...]:
 @dataclass(frozen=True)
 class BlockTimes:
     """Per microbatch (seconds): one block's realistic compute, critical communication and
-    overlapped communication, forward and backward; and the ends (embedding + LM head + loss)."""
+    overlapped communication, forward and backward; the same of the ends (embedding, LM head and
+    loss: a stage of no blocks)."""
 
     fwd_compute_s: float
     fwd_crit_s: float
@@ -61,16 +62,21 @@ class BlockTimes:
     bwd_compute_s: float
     bwd_crit_s: float
     bwd_ov_s: float
-    ends_s: float
+    ends_fwd_compute_s: float
+    ends_fwd_crit_s: float
+    ends_fwd_ov_s: float
+    ends_bwd_compute_s: float
+    ends_bwd_crit_s: float
+    ends_bwd_ov_s: float
 
 
-def _phase(one: Any, none: Any) -> tuple[float, float, float]:
-    """(compute, critical, overlapped) of one block's phase: the one-block stage less the ends."""
-    return (
-        one.compute_pred_s - none.compute_pred_s,
-        float(one.critical.predicted_s) - float(none.critical.predicted_s),
-        float(one.overlapped.predicted_s) - float(none.overlapped.predicted_s),
-    )
+def _phase(ph: Any) -> tuple[float, float, float]:
+    """(compute, critical, overlapped) realistic seconds of a stage's phase."""
+    return ph.compute_pred_s, float(ph.critical.predicted_s), float(ph.overlapped.predicted_s)
+
+
+def _less(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
+    return tuple(x - y for x, y in zip(a, b, strict=True))
 
 
 def block_times(ctx: Context, inner: dict[str, int], sequences: int) -> BlockTimes:
@@ -81,7 +87,8 @@ def block_times(ctx: Context, inner: dict[str, int], sequences: int) -> BlockTim
     one = [(layer, layer.count) for layer in w.layers]
     s1 = ctx.stage(deg, 1, 0, one, w.layers[-1])
     s0 = ctx.stage(deg, 1, 0, [], w.layers[-1])  # the ends alone
-    return BlockTimes(*_phase(s1.fwd, s0.fwd), *_phase(s1.bwd, s0.bwd), s0.t_pred_s)
+    ends = (*_phase(s0.fwd), *_phase(s0.bwd))
+    return BlockTimes(*_less((*_phase(s1.fwd), *_phase(s1.bwd)), ends), *ends)
 
 
 @dataclass
