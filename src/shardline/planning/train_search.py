@@ -73,7 +73,7 @@ def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptio
 
 def _groups(workload: Workload, chips: Sequence[Chip], devices: int, scales: int) -> list[Group]:
     counts = [devices >> k for k in range(scales) if devices % (1 << k) == 0 and devices >> k]
-    out = []
+    out: list[Group] = []
     for chip in chips:
         found = {d: list(_assignments(workload, d, {})) for d in counts}
         every = [a for d in counts for a in found[d]]
@@ -153,7 +153,7 @@ def _rerank(workload: Workload, group: Group, k: int, tokens: float | None) -> l
     the engine's predicted step (layouts the engine finds too large last)."""
     rows = group.rows
     assert rows is not None
-    out = []
+    out: list[dict[str, Any]] = []
     for i in _top(rows, k):
         layout = layout_of(group, rows, int(i))
         res = engine_result(workload, group.chip, layout, tokens)

@@ -55,15 +55,15 @@ class Chunk:
 
 
 def _knobs(t: Tables, a: int) -> np.ndarray:
-    """Rows (a, b index, V, sp, recompute, zero, tp overlap) of assignment a: b divides the batch per
-    replica; interleave V > 1 needs a pipeline and, as Megatron-LM's interleaved schedule
-    asserts, a microbatch count that is a multiple of the stages."""
+    """Rows (`KNOBS`) of assignment a: b divides the batch per replica; interleave V > 1 needs a
+    pipeline and, as Megatron-LM's interleaved schedule asserts, a microbatch count that is a
+    multiple of the stages."""
     A = t.assign
     replicas, pp, tp, dp = (int(A[k][a]) for k in ("replicas", "pp", "tp", "dp"))
     vmax = int(A["v_max"][a])
     sps = (0, 1) if tp > 1 else (0,)  # sequence parallelism, and tp overlap, need tp
     zs = ZERO_STAGES if dp > 1 else (0,)
-    combos = []
+    combos: list[tuple[int, ...]] = []
     for j, b in enumerate(t.seq_b):
         if t.batch % (replicas * int(b)):
             continue

@@ -70,6 +70,9 @@ class BlockTimes:
     ends_bwd_ov_s: float
 
 
+PROBED = tuple(BlockTimes.__dataclass_fields__)
+
+
 def _phase(ph: Any) -> tuple[float, float, float]:
     """(compute, critical, overlapped) realistic seconds of a stage's phase."""
     return ph.compute_pred_s, float(ph.critical.predicted_s), float(ph.overlapped.predicted_s)
@@ -88,7 +91,8 @@ def block_times(ctx: Context, inner: dict[str, int], sequences: int) -> BlockTim
     s1 = ctx.stage(deg, 1, 0, one, w.layers[-1])
     s0 = ctx.stage(deg, 1, 0, [], w.layers[-1])  # the ends alone
     ends = (*_phase(s0.fwd), *_phase(s0.bwd))
-    return BlockTimes(*_less((*_phase(s1.fwd), *_phase(s1.bwd)), ends), *ends)
+    values = (*_less((*_phase(s1.fwd), *_phase(s1.bwd)), ends), *ends)
+    return BlockTimes(**dict(zip(PROBED, values, strict=True)))
 
 
 @dataclass
@@ -119,12 +123,7 @@ def hw_flops(ctx: Context) -> tuple[float, dict[str, float]]:
 
     model = ctx.workload.model
     assert model is not None
-    return model_flops(model, True), {
-        rc: hardware_flops(model, True, rc) for rc in RECOMPUTE_MODES
-    }
-
-
-PROBED = tuple(BlockTimes.__dataclass_fields__)
+    return model_flops(model, True), {rc: hardware_flops(model, True, rc) for rc in RECOMPUTE_MODES}
 
 
 def _contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
@@ -133,7 +132,9 @@ def _contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
     out: dict[tuple[int, int, int], Context] = {}
     base: Context | None = None
     for sp, r, ov in product((0, 1), range(len(RECOMPUTE_MODES)), (0, 1)):
-        ex = Execution(sequence_parallel=bool(sp), recompute=RECOMPUTE_MODES[r], tp_overlap=bool(ov))
+        ex = Execution(
+            sequence_parallel=bool(sp), recompute=RECOMPUTE_MODES[r], tp_overlap=bool(ov)
+        )
         ctx = Context(w, chip, ex)
         if base is None:
             base = ctx
@@ -180,7 +181,7 @@ def activation_table(
     for i, key in enumerate(inner_keys):
         tp = dict(zip(names, key, strict=True)).get("tp", 1)
         for j, b in enumerate(seq_b):
-            logits[i, j] = b * model.q_len * model.vocab / tp * LOSS_BYTES
+            logits[i, j] = b * model.q_len * (model.vocab or 0) / tp * LOSS_BYTES
             for sp in (0, 1):
                 for r, rc in enumerate(RECOMPUTE_MODES):
                     act[i, j, sp, r] = layer_activation_bytes(
@@ -351,9 +352,8 @@ def assignment_row(pr: Probe, deg: Degrees, inner_index: int, bw: BlockWeights) 
     k_first, k_last = _stage_blocks(w, deg.stages)
     model = w.model
     assert model is not None
-    p_first = k_first * bw.params + model.vocab * model.d_model / tp * (
-        2 if deg.stages == 1 else 1
-    )
+    end = (model.vocab or 0) * model.d_model / tp
+    p_first = k_first * bw.params + end * (2 if deg.stages == 1 else 1)
     return {
         "tp": tp, "pp": deg.stages, "dp": dp, "replicas": deg.replicas,
         "weight_ways": weight_ways, "inner": inner_index, "k_first": k_first, "k_last": k_last,
@@ -390,7 +390,7 @@ def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: i
     assert model is not None
     bits = dtype_bits(first.dtype)
     t.extra = {
-        "end_params": model.vocab * model.d_model,
+        "end_params": (model.vocab or 0) * model.d_model,
         "bytes_per_param": bits / 8,
         "state_bytes": Execution().state_bytes_per_param(bits),
     }
