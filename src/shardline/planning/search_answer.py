@@ -4,15 +4,20 @@ vectorized model is from the full engine on the layouts both evaluated."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from shardline.hardware import Chip
+from shardline.options import RECOMPUTE_MODES
 from shardline.planning.results import PlanResult
+from shardline.planning.vector_tables import Tables
 from shardline.serialize import jsonable
+from shardline.strategies import Degrees
 from shardline.workload import Workload
 
-__all__ = ["answer", "why_not"]
+__all__ = ["Group", "layout_of", "answer", "why_not"]
 
 SECONDS_PER_DAY = 86400.0
 SECONDS_PER_HOUR = 3600.0
@@ -27,6 +32,29 @@ PARTS = {
     "bubble_s": "pipeline bubble",
     "optimizer_s": "optimizer step",
 }
+
+
+@dataclass
+class Group:
+    chip: Chip
+    devices: int
+    assignments: list[Degrees]
+    tables: Tables
+    rows: dict[str, np.ndarray] | None = None
+
+
+def layout_of(group: Group, rows: dict[str, np.ndarray], i: int) -> dict[str, Any]:
+    """Row i as plan() keywords: degrees, microbatches and the Execution fields."""
+    deg = group.assignments[int(rows["a"][i])]
+    return {
+        "degrees": deg.as_dict(),
+        "microbatches": int(round(float(rows["m"][i]))),
+        "interleave": int(rows["v"][i]),
+        "sequence_parallel": bool(rows["sp"][i]),
+        "recompute": RECOMPUTE_MODES[int(rows["rc"][i])],
+        "zero": int(rows["z"][i]),
+        "tp_overlap": bool(rows["ov"][i]),
+    }
 
 
 def _cost(chip: Any, devices: int, train_s: float, plan: PlanResult) -> dict[str, Any]:
@@ -88,8 +116,6 @@ def why_not(best: dict[str, Any], other: dict[str, Any]) -> str:
 
 def _memory_losers(w: Workload, group: Any, best_s: float) -> list[dict[str, Any]]:
     """The fastest layouts (vector model) that would beat the best but do not fit."""
-    from shardline.planning.train_search import layout_of
-
     rows = group.rows
     over = np.flatnonzero(~rows["fits"] & (rows["predicted_s"] < best_s))
     out = []

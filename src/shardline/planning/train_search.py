@@ -22,16 +22,24 @@ import numpy as np
 
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
-from shardline.options import RECOMPUTE_MODES, Execution
+from shardline.options import Execution
 from shardline.planning.evaluate import Context, evaluate_plan
 from shardline.planning.results import PlanResult
 from shardline.planning.search import MAX_DEVICES, _assignments
+from shardline.planning.search_answer import Group, answer, layout_of
 from shardline.planning.vector_eval import Chunk, evaluate_chunk
-from shardline.planning.vector_tables import Tables, build_tables
+from shardline.planning.vector_tables import build_tables
 from shardline.strategies import Degrees
 from shardline.workload import Workload
 
-__all__ = ["RunOptions", "training_search", "engine_result", "CHUNK_ASSIGNMENTS"]
+__all__ = [
+    "RunOptions",
+    "Group",
+    "layout_of",
+    "training_search",
+    "engine_result",
+    "CHUNK_ASSIGNMENTS",
+]
 
 CHUNK_ASSIGNMENTS = 24  # assignments of degrees per chunk (a few thousand layouts)
 SECONDS_PER_DAY = 86400.0
@@ -47,15 +55,6 @@ class RunOptions:
     progress: Callable[[int, int], None] | None = None
     rerank: int = 12  # fastest fitting layouts per group re-evaluated by the full engine
     scales: int = 4  # device counts D, D/2, ..., D/2**(scales-1)
-
-
-@dataclass
-class Group:
-    chip: Chip
-    devices: int
-    assignments: list[Degrees]
-    tables: Tables
-    rows: dict[str, np.ndarray] | None = None
 
 
 def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptions) -> None:
@@ -108,20 +107,6 @@ def _evaluate(workload: Workload, groups: list[Group], run: RunOptions) -> int:
         mine = [r for r, o in zip(results, owner, strict=True) if o == g]
         group.rows = {k: np.concatenate([r[k] for r in mine]) for k in mine[0]}
     return sum(len(g.rows["a"]) for g in groups if g.rows is not None)
-
-
-def layout_of(group: Group, rows: dict[str, np.ndarray], i: int) -> dict[str, Any]:
-    """Row i as plan() keywords: degrees, microbatches and the Execution fields."""
-    deg = group.assignments[int(rows["a"][i])]
-    return {
-        "degrees": deg.as_dict(),
-        "microbatches": int(round(float(rows["m"][i]))),
-        "interleave": int(rows["v"][i]),
-        "sequence_parallel": bool(rows["sp"][i]),
-        "recompute": RECOMPUTE_MODES[int(rows["rc"][i])],
-        "zero": int(rows["z"][i]),
-        "tp_overlap": bool(rows["ov"][i]),
-    }
 
 
 def engine_result(
@@ -178,8 +163,6 @@ def training_search(
     run: RunOptions | None = None,
 ) -> dict[str, Any]:
     """Search every layout (module docstring); the JSON-ready answer (`search_answer`)."""
-    from shardline.planning.search_answer import answer
-
     run = run or RunOptions()
     _check(workload, devices, tokens, run)
     chips = [resolve_chip(h) for h in hw]
