@@ -67,6 +67,12 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         help="device counts tried: D, D/2, ... (N of them; default 4) for the Pareto front",
     )
     g.add_argument(
+        "--fix",
+        default=None,
+        metavar="LIST",
+        help="hold degrees fixed, e.g. tp=8 or tp=8,pp=16 (the rest is searched)",
+    )
+    g.add_argument(
         "--rerank",
         default="12",
         metavar="K",
@@ -172,6 +178,7 @@ def _training(args: argparse.Namespace) -> int:
         **_run_options(args),
         rerank=positive_arg(args.rerank, "--rerank"),
         scales=positive_arg(args.scales, "--scales"),
+        fixed=_fixed(args.fix),
     )
     result = training_search(
         _workload(args), _chips(args.hw, ["h100-sxm"]), devices, tokens=tokens, run=run
@@ -181,6 +188,19 @@ def _training(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_training(result))
     return 0
+
+
+def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:
+    """`tp=8,pp=16` -> (("tp", 8), ("pp", 16))."""
+    if text is None:
+        return ()
+    out = []
+    for item in (x.strip() for x in text.split(",")):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--fix takes NAME=DEGREE items, e.g. tp=8,pp=16; got {item!r}")
+        out.append((name.strip(), positive_arg(value.strip(), f"--fix {name.strip()}")))
+    return tuple(out)
 
 
 def _serving(args: argparse.Namespace) -> int:

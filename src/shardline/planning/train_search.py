@@ -29,7 +29,7 @@ from shardline.planning.search import MAX_DEVICES, _assignments
 from shardline.planning.search_answer import Group, answer, layout_of
 from shardline.planning.vector_eval import Chunk, evaluate_chunk
 from shardline.planning.vector_tables import build_tables
-from shardline.strategies import Degrees
+from shardline.strategies import Degrees, names
 from shardline.workload import Workload
 
 __all__ = [
@@ -55,6 +55,7 @@ class RunOptions:
     progress: Callable[[int, int], None] | None = None
     rerank: int = 12  # fastest fitting layouts per group re-evaluated by the full engine
     scales: int = 4  # device counts D, D/2, ..., D/2**(scales-1)
+    fixed: tuple[tuple[str, int], ...] = ()  # degrees held fixed, e.g. (("tp", 8),)
 
 
 def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptions) -> None:
@@ -68,13 +69,22 @@ def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptio
         raise InputError(f"rerank must be an integer from 1 to 1000, got {run.rerank!r}")
     if not isinstance(run.scales, int) or not 1 <= run.scales <= 16:
         raise InputError(f"scales must be an integer from 1 to 16, got {run.scales!r}")
+    known = names()
+    for name, degree in run.fixed:
+        if name not in known:
+            raise InputError(f"--fix: unknown strategy {name!r}; known: {', '.join(known)}")
+        if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
+            raise InputError(f"--fix {name}={degree!r}: a degree is a positive integer")
 
 
-def _groups(workload: Workload, chips: Sequence[Chip], devices: int, scales: int) -> list[Group]:
-    counts = [devices >> k for k in range(scales) if devices % (1 << k) == 0 and devices >> k]
+def _groups(
+    workload: Workload, chips: Sequence[Chip], devices: int, run: RunOptions
+) -> list[Group]:
+    counts = [devices >> k for k in range(run.scales) if devices % (1 << k) == 0 and devices >> k]
+    fixed = dict(run.fixed)
     out: list[Group] = []
     for chip in chips:
-        found = {d: list(_assignments(workload, d, {})) for d in counts}
+        found = {d: list(_assignments(workload, d, fixed)) for d in counts}
         every = [a for d in counts for a in found[d]]
         if not every:
             continue
@@ -83,8 +93,8 @@ def _groups(workload: Workload, chips: Sequence[Chip], devices: int, scales: int
     if not out:
         raise InputError(
             f"no layout over {devices:,} devices: the batch ({workload.batch:,} sequences) and "
-            "the model's tensor-parallel and layer counts allow none; change --devices or "
-            "--global-batch"
+            "the model's tensor-parallel and layer counts (and any --fix) allow none; change "
+            "--devices, --global-batch or --fix"
         )
     return out
 
@@ -167,7 +177,7 @@ def training_search(
     _check(workload, devices, tokens, run)
     chips = [resolve_chip(h) for h in hw]
     start, cpu = time.perf_counter(), time.process_time()
-    groups = _groups(workload, chips, devices, run.scales)
+    groups = _groups(workload, chips, devices, run)
     evaluated = _evaluate(workload, groups, run)
     stats = {
         "evaluated": evaluated,
