@@ -199,6 +199,9 @@ def test_cli_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
         (["--devices", "8", "--global-batch", "10"], "less than one sequence"),
         (["--devices", "8", "--hw", " , "], "--hw"),
         (["--devices", "8", "--hw", "no-such-chip"], "no-such-chip"),
+        (["--devices", "8", "--fix", "tp8"], "--fix"),
+        (["--devices", "8", "--fix", "xx=2"], "unknown strategy"),
+        (["--devices", "8", "--fix", "tp=3"], "--fix"),
     ],
 )
 def test_bad_input_one_error_line(
@@ -207,6 +210,14 @@ def test_bad_input_one_error_line(
     code, out, err = _cli(capsys, "search", "--model", "llama-3.2-1b", "--seq-len", "1024", *argv)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("error: ") and needle in err
+
+
+def test_fixed_degrees_hold() -> None:
+    """--fix tp=2 on 8 devices: every re-ranked layout (best, alternatives) keeps tp = 2."""
+    w = _workload("llama-3.2-1b", 8, 1024)
+    r = training_search(w, ["h100-sxm"], 8, run=RunOptions(scales=1, rerank=3, fixed=(("tp", 2),)))
+    assert r["best"]["degrees"]["tp"] == 2
+    assert all(a["degrees"]["tp"] == 2 for a in r["alternatives"])
 
 
 def test_serving_without_the_module_says_so(capsys: pytest.CaptureFixture[str]) -> None:
