@@ -1,0 +1,255 @@
+"""`shardline search`: the best parallel layout of a training run over a cluster (every layout of
+the registered strategies and the execution knobs, vectorized, re-ranked by the plan engine), or,
+with --slo/--rate, the cheapest serving system that meets an SLO (shardline.serving.search)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from shardline.cli.common import add_json_arg, emit_json, positive_arg
+from shardline.errors import InputError
+
+__all__ = ["register"]
+
+DEFAULT_SEQUENCES = 2048  # sequences per step when --global-batch is not given
+DEFAULT_SEQ_LEN = 8192
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "search",
+        help="the best training layout over a cluster, or the cheapest serving system for an SLO",
+        description="Training (--phase training, the default without --slo/--rate): every "
+        "layout of the registered strategies (dp, fsdp, tp, pp, ...) and the execution knobs "
+        "(microbatches, interleave, sequence parallelism, recompute, ZeRO, tp overlap) on "
+        "--devices and fractions of it, evaluated vectorized and re-ranked by the plan engine: "
+        "the count and rate, the Pareto front (days vs cost), the best layout and why the "
+        "next-best lose. Serving (--slo, --rate): the cheapest chip x devices x layout meeting "
+        "the SLO.",
+    )
+    p.add_argument("--model", required=True, metavar="NAME", help="a zoo model or model .toml")
+    p.add_argument(
+        "--phase",
+        default=None,
+        choices=("training", "serving"),
+        help="training (default) or serving (the default when --slo or --rate is given)",
+    )
+    p.add_argument(
+        "--hw", default=None, metavar="LIST", help="chips to try, e.g. h100-sxm,h200 (default "
+        "h100-sxm for training; serving: the serving search's default)",
+    )  # fmt: skip
+    _add_training(p)
+    _add_serving(p)
+    _add_run(p)
+    add_json_arg(p)
+    p.set_defaults(func=run_search)
+
+
+def _add_training(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("training")
+    g.add_argument("--devices", default=None, metavar="D", help="devices in the cluster")
+    g.add_argument("--tokens", default=None, metavar="T", help="tokens to train on, e.g. 15T")
+    g.add_argument(
+        "--seq-len", default=None, metavar="N", help=f"sequence length (default {DEFAULT_SEQ_LEN})"
+    )
+    g.add_argument(
+        "--global-batch",
+        default=None,
+        metavar="TOKENS",
+        help=f"tokens per step, e.g. 16Mi (default {DEFAULT_SEQUENCES} sequences)",
+    )
+    g.add_argument(
+        "--scales",
+        default="4",
+        metavar="N",
+        help="device counts tried: D, D/2, ... (N of them; default 4) for the Pareto front",
+    )
+    g.add_argument(
+        "--fix",
+        default=None,
+        metavar="LIST",
+        help="hold degrees fixed, e.g. tp=8 or tp=8,pp=16 (the rest is searched)",
+    )
+    g.add_argument(
+        "--rerank",
+        default="12",
+        metavar="K",
+        help="fastest layouts per chip and device count re-evaluated by the plan engine",
+    )
+
+
+def _add_serving(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("serving")
+    g.add_argument("--slo", default=None, metavar="SPEC", help="e.g. ttft=500ms,tpot=30ms")
+    g.add_argument("--rate", default=None, metavar="R", help="requests per second, e.g. 20/s")
+    g.add_argument("--in", dest="input_tokens", default=None, metavar="I", help="input tokens")
+    g.add_argument("--out", dest="output_tokens", default=None, metavar="O", help="output tokens")
+    g.add_argument("--max-devices", default=None, metavar="N", help="most devices per system")
+
+
+def _add_run(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("executor")
+    g.add_argument("--workers", default="1", metavar="N", help="local worker processes")
+    g.add_argument("--executor", default="local", choices=("local", "dask"))
+    g.add_argument("--scheduler", default=None, metavar="ADDRESS", help="Dask scheduler address")
+    g.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def _progress(args: argparse.Namespace) -> Any:
+    if args.json or args.quiet:
+        return None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        sys.stderr.write(f"\rchunks {done}/{total}{end}")
+        sys.stderr.flush()
+
+    return show
+
+
+def _run_options(args: argparse.Namespace) -> dict[str, Any]:
+    from shardline.executors import check_executor
+
+    workers = positive_arg(args.workers, "--workers")
+    check_executor(workers, args.executor, args.scheduler)
+    return {
+        "workers": workers,
+        "executor": args.executor,
+        "scheduler": args.scheduler,
+        "progress": _progress(args),
+    }
+
+
+def run_search(args: argparse.Namespace) -> int:
+    serving = args.slo is not None or args.rate is not None
+    phase = args.phase or ("serving" if serving else "training")
+    if phase == "training":
+        if serving:
+            raise InputError("--slo and --rate apply to the serving search, not --phase training")
+        return _training(args)
+    return _serving(args)
+
+
+def _chips(text: str | None, default: list[str]) -> list[str]:
+    if text is None:
+        return default
+    chips = [c.strip() for c in text.split(",") if c.strip()]
+    if not chips:
+        raise InputError("--hw needs at least one chip, e.g. h100-sxm,h200")
+    return chips
+
+
+def _workload(args: argparse.Namespace) -> Any:
+    from shardline.io.workload_toml import workload_from_dict
+    from shardline.models import load_model
+    from shardline.models.template import transformer_table
+    from shardline.units import parse_count
+
+    seq_len = positive_arg(args.seq_len, "--seq-len") if args.seq_len else DEFAULT_SEQ_LEN
+    sequences = DEFAULT_SEQUENCES
+    if args.global_batch is not None:
+        tokens = parse_count(args.global_batch, "--global-batch")
+        sequences = round(tokens / seq_len)
+        if sequences < 1:
+            raise InputError(
+                f"--global-batch {args.global_batch} is less than one sequence of {seq_len:,}"
+            )
+    spec = load_model(args.model)
+    table = transformer_table(spec, batch=sequences, seq_len=seq_len)
+    data = {"name": spec.name, "phase": "training", "transformer": table}
+    return workload_from_dict(data, origin=f"model {spec.name}")
+
+
+def _training(args: argparse.Namespace) -> int:
+    from shardline.planning.train_search import RunOptions, training_search
+    from shardline.report.search_text import render_training
+    from shardline.units import parse_count
+
+    if args.devices is None:
+        raise InputError("the training search needs --devices D (the cluster's size)")
+    for flag in ("input_tokens", "output_tokens", "max_devices"):
+        if getattr(args, flag) is not None:
+            raise InputError("--in, --out and --max-devices apply to the serving search")
+    devices = positive_arg(args.devices, "--devices")
+    tokens = float(parse_count(args.tokens, "--tokens")) if args.tokens is not None else None
+    run = RunOptions(
+        **_run_options(args),
+        rerank=positive_arg(args.rerank, "--rerank"),
+        scales=positive_arg(args.scales, "--scales"),
+        fixed=_fixed(args.fix),
+    )
+    result = training_search(
+        _workload(args), _chips(args.hw, ["h100-sxm"]), devices, tokens=tokens, run=run
+    )
+    if args.json:
+        emit_json(result)
+    else:
+        sys.stdout.write(render_training(result))
+    return 0
+
+
+def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:
+    """`tp=8,pp=16` -> (("tp", 8), ("pp", 16))."""
+    if text is None:
+        return ()
+    out = []
+    for item in (x.strip() for x in text.split(",")):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--fix takes NAME=DEGREE items, e.g. tp=8,pp=16; got {item!r}")
+        out.append((name.strip(), positive_arg(value.strip(), f"--fix {name.strip()}")))
+    return tuple(out)
+
+
+def _serving(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    try:
+        from shardline.serving.search import serving_search
+        from shardline.serving.slo import parse_slo
+    except ImportError:
+        raise InputError(
+            "the serving search (shardline.serving.search) is not in this build; "
+            "use --phase training"
+        ) from None
+    from shardline.executors import map_chunks
+
+    missing = [f for f, v in (("--rate", args.rate), ("--in", args.input_tokens),
+               ("--out", args.output_tokens)) if v is None]  # fmt: skip
+    if missing:
+        raise InputError(f"the serving search needs {', '.join(missing)}")
+    result = serving_search(
+        args.model,
+        chips=_chips(args.hw, ["h100-sxm", "h200", "b200", "mi300x"]),
+        rate_per_s=_rate(args.rate),
+        input_tokens=positive_arg(args.input_tokens, "--in"),
+        output_tokens=positive_arg(args.output_tokens, "--out"),
+        slo=parse_slo(args.slo) if args.slo is not None else None,
+        max_devices=positive_arg(args.max_devices, "--max-devices") if args.max_devices else 64,
+        map_chunks=partial(map_chunks, **_run_options(args)),
+    )
+    if args.json:
+        emit_json(result)
+    else:
+        sys.stdout.write(_serving_text(result))
+    return 0
+
+
+def _rate(text: str) -> float:
+    raw = text.strip().lower().removesuffix("/s")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(f"--rate must be requests per second, e.g. 20/s, got {text!r}") from None
+    if not 0 < value < 1e9:
+        raise InputError(f"--rate must be positive and below 1e9 per second, got {text!r}")
+    return value
+
+
+def _serving_text(result: dict[str, Any]) -> str:
+    best = result.get("best")
+    lines = [f"evaluated {result.get('evaluated', 0):,} serving systems"]
+    lines.append(f"best: {best}" if best else "no system meets the SLO")
+    return "\n".join(lines) + "\n"

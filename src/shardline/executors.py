@@ -1,0 +1,95 @@
+"""Running a search's chunks: in this process, over local worker processes, or on a Dask cluster.
+
+`map_chunks(fn, chunks)` returns `[fn(c) for c in chunks]` in the order of `chunks`, whichever
+executor runs them, so a search gives the same answer on one core, on N processes and on a
+cluster. `fn` must be a module-level function and the chunks picklable for the process and Dask
+executors. `progress(done, total)` is called as chunks finish (the CLI prints it on stderr).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from shardline.errors import InputError
+
+__all__ = ["EXECUTORS", "map_chunks", "check_executor"]
+
+EXECUTORS = ("local", "dask")
+MAX_WORKERS = 1024
+
+Progress = Callable[[int, int], None]
+
+
+def check_executor(workers: int, executor: str, scheduler: str | None) -> None:
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise InputError(f"workers must be an integer from 1 to {MAX_WORKERS}, got {workers!r}")
+    if executor not in EXECUTORS:
+        raise InputError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if executor == "dask" and not scheduler:
+        raise InputError("--executor dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.1:8786)")
+    if executor == "local" and scheduler:
+        raise InputError("--scheduler applies to --executor dask")
+
+
+def map_chunks(
+    fn: Callable[[Any], Any],
+    chunks: Sequence[Any],
+    *,
+    workers: int = 1,
+    executor: str = "local",
+    scheduler: Any = None,
+    progress: Progress | None = None,
+) -> list[Any]:
+    """`[fn(c) for c in chunks]`, run here (workers 1), on `workers` local processes, or on the
+    Dask cluster at `scheduler` (an address, or a distributed.Client)."""
+    check_executor(workers, executor, scheduler if isinstance(scheduler, str | None) else "x")
+    total = len(chunks)
+    if executor == "dask":
+        return _dask(fn, chunks, scheduler, progress)
+    if workers == 1 or total <= 1:
+        out = []
+        for i, chunk in enumerate(chunks):
+            out.append(fn(chunk))
+            if progress is not None:
+                progress(i + 1, total)
+        return out
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    results: list[Any] = [None] * total
+    with ProcessPoolExecutor(max_workers=min(workers, total)) as pool:
+        futures = {pool.submit(fn, chunk): i for i, chunk in enumerate(chunks)}
+        for done, future in enumerate(as_completed(futures), start=1):
+            results[futures[future]] = future.result()
+            if progress is not None:
+                progress(done, total)
+    return results
+
+
+def _dask(
+    fn: Callable[[Any], Any], chunks: Sequence[Any], scheduler: Any, progress: Progress | None
+) -> list[Any]:
+    """The chunks as Dask futures on an existing cluster; results in the chunks' order."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise InputError(
+            "--executor dask needs the optional dependency: pip install 'shardline[dask]'"
+        ) from None
+    own = not isinstance(scheduler, Client)
+    try:
+        client = Client(scheduler, timeout=10) if own else scheduler
+    except OSError as exc:
+        raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    try:
+        futures = client.map(fn, list(chunks), pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        results: list[Any] = [None] * len(futures)
+        for done, future in enumerate(as_completed(futures), start=1):
+            results[index[future.key]] = future.result()
+            if progress is not None:
+                progress(done, len(futures))
+        return results
+    finally:
+        if own:
+            client.close()
