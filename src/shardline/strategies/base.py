@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 from shardline.collectives import AxisNetwork
 from shardline.cost import Cost
 from shardline.hardware import Chip
+from shardline.layer import LOGICAL_AXES
 from shardline.workload import Layer, Workload
 
 __all__ = [
@@ -30,8 +31,7 @@ __all__ = [
 
 # The logical axes a strategy can split ("layers": whole layers, i.e. pipeline stages; "tensor":
 # the layer's own tensor-parallel dims, `Layer.tp_dims`). Layers name their dims by these axes
-# (`Layer.axes`); see workload.LOGICAL_AXES.
-LOGICAL_AXES = ("batch", "seq", "heads", "kv_heads", "head_dim", "model", "ffn", "vocab")
+# (`Layer.axes`); see layer.LOGICAL_AXES (re-exported here).
 
 Split = Literal["replicated", "dims", "sharded", "stage"]
 # "replicated": every device holds all of it; "dims": smaller because the dims it spans are split
