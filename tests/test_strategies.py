@@ -150,7 +150,7 @@ def test_pp_sends_the_boundary_activation() -> None:
 
 
 def test_registry_order_mesh_order_and_memory_splits() -> None:
-    assert names() == ("tp", "pp", "dp", "fsdp")
+    assert names() == ("tp", "pp", "dp", "fsdp", "ep")
     assert [s.name for s in by_mesh()] == ["tp", "fsdp", "dp", "pp"]  # Megatron: tp innermost
     assert {s.name: s.splits for s in strategies()} == {
         "tp": ("tensor",),

@@ -18,10 +18,10 @@ DEFAULT_SEQ_LEN = 4096
 
 
 def _unplannable(spec: ModelSpec) -> str | None:
-    if spec.moe is not None and spec.moe.dense_layers_first:
-        return "mixture-of-experts with dense first layers"
     if spec.mla is not None:
         return "multi-head latent attention (MLA)"
+    if spec.moe is not None and spec.moe.dense_layers_first:
+        return "mixture-of-experts with dense first layers"
     if spec.sliding_window is not None:
         return "sliding-window attention"
     return None
