@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 from math import ceil
 from typing import Any
 
-from shardline.dtypes import canonical_dtype
+from shardline.dtypes import canonical_dtype, dtype_bits
 from shardline.einsum import check_size
 from shardline.errors import InputError
 from shardline.layer import Layer
@@ -143,6 +143,13 @@ def expert_slots(q_len: int, moe: MoeShape) -> int:
     return max(1, ceil(q_len * moe.experts_per_token * moe.load / moe.experts - 1e-9))
 
 
+def _between_kernels(dtype: str) -> str:
+    """The dtype tokens travel in between kernels: the block's dtype, but bf16 when the block
+    computes in 8 bits or fewer (fp8 training keeps activations in bf16 and casts inside each
+    GEMM; Megatron-Core dispatches and combines in bf16 unless told to send fp8)."""
+    return dtype if dtype_bits(dtype) >= 16 else "bf16"
+
+
 def active_ffn_width(moe: MoeShape) -> int:
     """The feed-forward width one token runs through: (k + shared) x expert_d_ff."""
     assert moe.expert_d_ff is not None
@@ -160,7 +167,8 @@ def moe_layers(
     base = {"B": "batch", "D": "model", "F": "ffn"}
     routed = base | {"X": EXPERT_AXIS, "C": SLOT_AXIS}
     dims = {"B": b, "X": x, "C": c, "D": d, "F": f}
-    x_dtype = {"x": moe.dispatch_dtype} if moe.dispatch_dtype else {}
+    sent = moe.dispatch_dtype or _between_kernels(dtype)
+    combined = _between_kernels(dtype)
     up_spec = (
         "x[B,X,C,D] * wein[X,D,F,U] -> h[B,X,C,F,U]" if gated
         else "x[B,X,C,D] * wein[X,D,F] -> h[B,X,C,F]"
@@ -173,12 +181,13 @@ def moe_layers(
         ))  # fmt: skip
     out.append(Layer(
         "expert_in" if gated else "expert_up", up_spec, dims | ({"U": 2} if gated else {}),
-        dtype=dtype, dtypes=x_dtype, compute_dtype=dtype, weights=("wein",), tp_dims=("F",),
+        dtype=dtype, dtypes={"x": sent}, compute_dtype=dtype, weights=("wein",), tp_dims=("F",),
         axes=routed,
     ))  # fmt: skip
     out.append(Layer(
         "expert_down", "h[B,X,C,F] * weout[X,F,D] -> y[B,X,C,D]", dims, dtype=dtype,
-        weights=("weout",), tp_dims=("F",), axes=routed,
+        dtypes={"y": combined}, compute_dtype=dtype, weights=("weout",), tp_dims=("F",),
+        axes=routed,
     ))  # fmt: skip
     if moe.shared_experts:
         fs = moe.shared_experts * f

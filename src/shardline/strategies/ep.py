@@ -111,7 +111,10 @@ class ExpertParallel(BatchSplit):
                 out.append(self._a2a(net, degree, view.count, v, 1))
         return out
 
-    def _a2a(self, net: Network, degree: int, calls: int, nbytes: float, step: int) -> CommTerm:
+    def _a2a(self, net: Network, degree: int, calls: int, local: float, step: int) -> CommTerm:
+        """An all-to-all whose every device holds `local` bytes: V = degree x local (the
+        collectives' convention: V is the whole array, each device sends (n-1)/n of its part)."""
+        nbytes = local * degree
         return CommTerm(
             self.name, "all_to_all", degree, calls, nbytes,
             net.time("all_to_all", nbytes, self.name), critical=True,
