@@ -39,6 +39,7 @@ __all__ = [
     "expected_experts",
     "expert_slots",
     "moe_layers",
+    "moe_part",
     "active_ffn_width",
     "EXPERT_AXIS",
     "SLOT_AXIS",
@@ -154,6 +155,26 @@ def active_ffn_width(moe: MoeShape) -> int:
     """The feed-forward width one token runs through: (k + shared) x expert_d_ff."""
     assert moe.expert_d_ff is not None
     return (moe.experts_per_token + moe.shared_experts) * moe.expert_d_ff
+
+
+def moe_part(
+    moe: MoeShape | Mapping[str, Any],
+    d: int,
+    d_ff: int,
+    tokens: tuple[int, int],
+    gated: bool,
+    dtype: str,
+) -> tuple[tuple[Layer, ...], int, int]:
+    """The transformer template's MoE feed-forward: its layers for `tokens` = (batch, q_len),
+    the width one token runs through and the router's experts (0 without a router)."""
+    m = moe_shape(moe, d_ff)
+    if m.dense_layers_first:
+        raise InputError(
+            "[moe] dense_layers_first > 0 is not available yet: the template repeats one block "
+            "kind; give 0 (all blocks MoE)"
+        )
+    layers = moe_layers(m, d, tokens[0], tokens[1], gated, dtype)
+    return layers, active_ffn_width(m), m.experts if m.router else 0
 
 
 def moe_layers(

@@ -30,6 +30,7 @@ from shardline.layer import (
     matmul_layer,
 )
 from shardline.modelshape import ModelShape
+from shardline.moe import moe_part
 from shardline.units import short
 
 __all__ = [
@@ -437,23 +438,6 @@ def _attention_layers(k: _Block) -> list[Layer]:
     ]  # fmt: skip
 
 
-def _ffn_part(k: _Block, moe: Any) -> tuple[tuple[Layer, ...], int, int]:
-    """The block's feed-forward layers, the width one token runs through and the router's
-    experts (0 without one): dense, or a mixture of experts (shardline.moe)."""
-    if moe is None:
-        return _ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, k.dtype), k.f, 0
-    from shardline.moe import active_ffn_width, moe_layers, moe_shape
-
-    m = moe_shape(moe, k.f)
-    if m.dense_layers_first:
-        raise InputError(
-            "[moe] dense_layers_first > 0 is not available yet: the template repeats one block "
-            "kind; give 0 (all blocks MoE)"
-        )
-    layers = moe_layers(m, k.d, k.b, k.q_len, k.gated, k.dtype)
-    return layers, active_ffn_width(m), m.experts if m.router else 0
-
-
 def transformer(
     shape: TransformerShape | None = None,
     *,
@@ -476,13 +460,15 @@ def transformer(
     (flash attention); the scores count the full S x T product (causal masking skips about half).
     Phases: "training" (forward + backward), "prefill" and "decode" (forward, with a KV cache).
     `attention = "standard"` keeps P in HBM (no fused kernel); `vocab` adds the embedding and the
-    LM head to the realistic time, the memory and MFU (`Workload.model`). `moe` (a
-    shardline.moe.MoeShape or a `[moe]` table) makes every block a mixture of experts
-    (docs/moe.md).
+    LM head to the realistic time, the memory and MFU (`Workload.model`). `moe` (a MoeShape
+    or a `[moe]` table) makes every block a mixture of experts (docs/moe.md).
     """
     shape = shape or TransformerShape(**sizes)
     k = _block(shape, phase, dtype, kv_dtype)
-    ffn_layers, ffn_width, router = _ffn_part(k, moe)
+    ffn_layers, ffn_width, router = (  # dense, or a mixture of experts (shardline.moe)
+        (_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype), k.f, 0) if moe is None
+        else moe_part(moe, k.d, k.f, (k.b, k.q_len), k.gated, dtype)
+    )  # fmt: skip
     model = ModelShape(
         k.d, ffn_width, k.h, k.g, k.e, k.n_layers, k.s, k.q_len, k.b, k.gated, shape.vocab,
         shape.attention, _flag(shape.rotary, "rotary"), True, canonical_dtype(dtype), router,

@@ -157,6 +157,9 @@ class Strategy:
     tier: str = ""  # which network it rides, in words
     comm_where: str = ""  # where its communication runs, for the plan's text ("critical path")
     memory: MemorySplit = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
+    # True for a strategy that applies to some workloads only (ep: mixture-of-experts): the plan
+    # table shows its column only when a plan uses it, and a layout is whole without its flag
+    optional: bool = False
 
     def valid(self, workload: Workload, degree: int) -> bool:
         """Can this workload be split `degree` ways by this strategy?"""

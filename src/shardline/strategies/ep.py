@@ -62,6 +62,7 @@ class ExpertParallel(BatchSplit):
     tier = "just outside tp: inside a node (NVLink) while tp x fsdp x ep fits in one"
     comm_where = "critical path (all-to-all)"
     memory = MemorySplit("dims", "dims", "dims", "dims", "dims")
+    optional = True
 
     def valid(self, workload: Workload, degree: int) -> bool:
         if degree == 1:
