@@ -60,7 +60,7 @@ class ExpertParallel(BatchSplit):
     splits = ("batch",)
     mesh_rank = 1
     tier = "just outside tp: inside a node (NVLink) while tp x fsdp x ep fits in one"
-    comm_where = "critical path (all-to-all)"
+    comm_where = "all-to-all on the critical path; dense gradients overlapped"
     memory = MemorySplit("dims", "dims", "dims", "dims", "dims")
     optional = True
 
