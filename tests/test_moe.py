@@ -195,3 +195,21 @@ def test_zoo_models_needing_other_attention_still_refused(
         capsys, "stack", "--model", "qwen3-30b-a3b", "--hw", "h100-sxm", "--json"
     )  # fmt: skip
     assert code == 0 and json.loads(out)
+
+
+def test_permutation_ops_between_the_matmuls() -> None:
+    from shardline.realistic.block import block_ops
+
+    w = _mixtral(seq=128)
+    assert w.model is not None and w.model.expert_copies == K
+    ops = {op.name: op for op in block_ops(w.model, 2, tp=1, sp=False, training=True)}
+    hidden = 2 * 128 * D * 2  # 2 sequences x 128 tokens x d_model x 2 bytes (bf16)
+    # permute: read the hidden state, write k copies; unpermute: read k copies, write one
+    assert (ops["moe_permute"].read_bytes, ops["moe_permute"].write_bytes) == (hidden, K * hidden)
+    assert (ops["moe_unpermute"].read_bytes, ops["moe_unpermute"].write_bytes) == (
+        K * hidden,
+        hidden,
+    )
+    dense = transformer(batch=1, seq_len=128, **MIXTRAL).model
+    assert dense is not None
+    assert not [op for op in block_ops(dense, 2, tp=1, sp=False, training=True) if "moe" in op.name]

@@ -43,6 +43,7 @@ class ModelShape:
     causal: bool = True
     dtype: str = "bf16"
     router_experts: int = 0  # MoE: the router's d_model x experts matmul (docs/moe.md)
+    expert_copies: int = 0  # MoE: copies of each token the dispatch makes (top-k); 0: dense
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KERNELS:

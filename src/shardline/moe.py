@@ -164,9 +164,10 @@ def moe_part(
     tokens: tuple[int, int],
     gated: bool,
     dtype: str,
-) -> tuple[tuple[Layer, ...], int, int]:
+) -> tuple[tuple[Layer, ...], int, tuple[int, int]]:
     """The transformer template's MoE feed-forward: its layers for `tokens` = (batch, q_len),
-    the width one token runs through and the router's experts (0 without a router)."""
+    the width one token runs through, and (the router's experts (0 without a router), the copies
+    of each token the dispatch makes: top-k), as ModelShape takes them."""
     m = moe_shape(moe, d_ff)
     if m.dense_layers_first:
         raise InputError(
@@ -174,7 +175,7 @@ def moe_part(
             "kind; give 0 (all blocks MoE)"
         )
     layers = moe_layers(m, d, tokens[0], tokens[1], gated, dtype)
-    return layers, active_ffn_width(m), m.experts if m.router else 0
+    return layers, active_ffn_width(m), (m.experts if m.router else 0, m.experts_per_token)
 
 
 def moe_layers(

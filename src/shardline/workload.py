@@ -465,13 +465,13 @@ def transformer(
     """
     shape = shape or TransformerShape(**sizes)
     k = _block(shape, phase, dtype, kv_dtype)
-    ffn_layers, ffn_width, router = (  # dense, or a mixture of experts (shardline.moe)
-        (_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype), k.f, 0) if moe is None
+    ffn_layers, ffn_width, moe_sizes = (  # dense, or a mixture of experts (shardline.moe)
+        (_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype), k.f, (0, 0)) if moe is None
         else moe_part(moe, k.d, k.f, (k.b, k.q_len), k.gated, dtype)
     )  # fmt: skip
     model = ModelShape(
         k.d, ffn_width, k.h, k.g, k.e, k.n_layers, k.s, k.q_len, k.b, k.gated, shape.vocab,
-        shape.attention, _flag(shape.rotary, "rotary"), True, canonical_dtype(dtype), router,
+        shape.attention, _flag(shape.rotary, "rotary"), True, canonical_dtype(dtype), *moe_sizes,
     )  # fmt: skip
     block = _with_axes(_attention_layers(k)) + ffn_layers  # the FFN part names its own axes
     label = name or (
