@@ -213,3 +213,23 @@ def test_permutation_ops_between_the_matmuls() -> None:
     dense = transformer(batch=1, seq_len=128, **MIXTRAL).model
     assert dense is not None
     assert not [op for op in block_ops(dense, 2, tp=1, sp=False, training=True) if "moe" in op.name]
+
+
+def test_decode_reads_the_touched_experts_and_holds_all(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # one sequence: E_touched(1) = k = 2 experts read; two: ceil(8 (1 - (6/8)^2)) = ceil(3.5) = 4
+    one = _mixtral(seq=1024, batch=1, phase="decode")
+    assert _layer(one, "expert_in").dims["X"] == 2
+    assert one.model is not None and one.model.idle_expert_params == (8 - 2) * 3 * D * F
+    assert _layer(_mixtral(seq=1024, batch=2, phase="decode"), "expert_in").dims["X"] == 4
+    # memory holds every expert: the plan's weights on one H200 are all of Mixtral's, bf16
+    code, out, _ = _run(
+        capsys, "plan", "--model", "mixtral-8x7b", "--hw", "h200", "--devices", "1",
+        "--batch", "1", "--phase", "decode", "--seq-len", "1024", "--json",
+    )  # fmt: skip
+    assert code == 0
+    plan = json.loads(out)["plans"][0]
+    attention = D * (32 + 2 * 8) * 128 + 32 * 128 * D
+    params = L * (attention + D * X + X * 3 * D * F) + 2 * V * D
+    assert plan["memory"]["weights_bytes"] == pytest.approx(2 * params, rel=1e-9)

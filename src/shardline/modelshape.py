@@ -44,6 +44,7 @@ class ModelShape:
     dtype: str = "bf16"
     router_experts: int = 0  # MoE: the router's d_model x experts matmul (docs/moe.md)
     expert_copies: int = 0  # MoE: copies of each token the dispatch makes (top-k); 0: dense
+    idle_expert_params: int = 0  # MoE decode: routed experts' weights per block held, not read
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KERNELS:

@@ -23,7 +23,7 @@ Pure: no printing, no files.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from math import ceil
 from typing import Any
 
@@ -164,25 +164,36 @@ def moe_part(
     tokens: tuple[int, int],
     gated: bool,
     dtype: str,
-) -> tuple[tuple[Layer, ...], int, tuple[int, int]]:
+    decode: bool = False,
+) -> tuple[tuple[Layer, ...], int, tuple[int, int, int]]:
     """The transformer template's MoE feed-forward: its layers for `tokens` = (batch, q_len),
     the width one token runs through, and (the router's experts (0 without a router), the copies
-    of each token the dispatch makes: top-k), as ModelShape takes them."""
+    of each token the dispatch makes: top-k, the idle experts' parameters), as ModelShape takes
+    them. A decode step's expert einsums hold the experts its batch touches, ceil(E_touched(B)),
+    and the rest are held but not read (`idle_expert_params`)."""
     m = moe_shape(moe, d_ff)
     if m.dense_layers_first:
         raise InputError(
             "[moe] dense_layers_first > 0 is not available yet: the template repeats one block "
             "kind; give 0 (all blocks MoE)"
         )
-    layers = moe_layers(m, d, tokens[0], tokens[1], gated, dtype)
-    return layers, active_ffn_width(m), (m.experts if m.router else 0, m.experts_per_token)
+    read = m
+    if decode:
+        touched = expected_experts(m.experts, m.experts_per_token, tokens[0] * tokens[1])
+        read = replace(m, experts=min(m.experts, max(m.experts_per_token, ceil(touched - 1e-9))))
+    layers = moe_layers(read, d, tokens[0], tokens[1], gated, dtype, m.experts)
+    assert m.expert_d_ff is not None
+    idle = (m.experts - read.experts) * (3 if gated else 2) * d * m.expert_d_ff
+    router = m.experts if m.router else 0
+    return layers, active_ffn_width(m), (router, m.experts_per_token, idle)
 
 
 def moe_layers(
-    moe: MoeShape, d: int, b: int, q_len: int, gated: bool, dtype: str
+    moe: MoeShape, d: int, b: int, q_len: int, gated: bool, dtype: str, routed_to: int = 0
 ) -> tuple[Layer, ...]:
     """The MoE block's feed-forward layers: router, routed experts, shared experts (dims named by
-    logical axis, so that data, tensor and expert parallelism split them)."""
+    logical axis, so that data, tensor and expert parallelism split them). `routed_to`: the
+    router's experts when the expert einsums hold fewer (decode); 0: moe.experts."""
     f, x = moe.expert_d_ff, moe.experts
     assert f is not None
     c = expert_slots(q_len, moe)
@@ -198,7 +209,8 @@ def moe_layers(
     out: list[Layer] = []
     if moe.router:
         out.append(Layer(
-            "router", "x[B,S,D] * wr[D,X] -> r[B,S,X]", {"B": b, "S": q_len, "D": d, "X": x},
+            "router", "x[B,S,D] * wr[D,X] -> r[B,S,X]",
+            {"B": b, "S": q_len, "D": d, "X": routed_to or x},
             dtype=dtype, weights=("wr",), axes={"B": "batch", "S": "seq", "D": "model"},
         ))  # fmt: skip
     out.append(Layer(

@@ -466,8 +466,8 @@ def transformer(
     shape = shape or TransformerShape(**sizes)
     k = _block(shape, phase, dtype, kv_dtype)
     ffn_layers, ffn_width, moe_sizes = (  # dense, or a mixture of experts (shardline.moe)
-        (_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype), k.f, (0, 0)) if moe is None
-        else moe_part(moe, k.d, k.f, (k.b, k.q_len), k.gated, dtype)
+        (_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype), k.f, (0, 0, 0)) if moe is None
+        else moe_part(moe, k.d, k.f, (k.b, k.q_len), k.gated, dtype, phase == "decode")
     )  # fmt: skip
     model = ModelShape(
         k.d, ffn_width, k.h, k.g, k.e, k.n_layers, k.s, k.q_len, k.b, k.gated, shape.vocab,

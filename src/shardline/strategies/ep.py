@@ -33,7 +33,11 @@ from shardline.workload import Layer, Workload
 
 
 def experts_of(workload: Workload) -> int | None:
-    """The experts of the workload's MoE layers (None: no layer names an experts axis)."""
+    """The experts of the workload's MoE layers (None: no layer names an experts axis): the
+    router's count when the template has one (a decode step's expert einsums hold only the
+    experts its batch touches), else the expert einsums' experts dim."""
+    if workload.model is not None and workload.model.router_experts:
+        return workload.model.router_experts
     for layer in workload.layers:
         dims = layer.axis_dims(EXPERT_AXIS)
         if dims:
