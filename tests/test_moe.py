@@ -12,8 +12,9 @@ import pytest
 
 from shardline.cli.main import main
 from shardline.errors import InputError
-from shardline.io.workload_toml import workload_from_toml
+from shardline.io.workload_toml import workload_from_dict, workload_from_toml
 from shardline.models import load_model, params_active, params_total
+from shardline.models.template import transformer_table
 from shardline.moe import expected_experts, expert_slots, moe_shape
 from shardline.strategies import Degrees, local_dims
 from shardline.workload import transformer
@@ -86,18 +87,30 @@ def test_shared_experts_are_a_dense_ffn() -> None:
 
 def test_counts_agree_with_the_model_card_counts() -> None:
     """The plan's counts: memory from the einsum weights (all experts) and FLOPs from
-    ModelShape (active experts), each within 1% of `shardline model show` (norms and the
-    embedding lookup are what the template leaves out)."""
-    spec = load_model("mixtral-8x7b")
+    ModelShape (active experts); the block's active weights by hand."""
     w = _mixtral()
     assert w.model is not None
-    total = w.params() + 2 * V * D  # the blocks' einsum weights + embedding + LM head
-    assert total == pytest.approx(params_total(spec), rel=0.01)
-    active = w.model.matmul_params + V * D  # the 6N matmul weights + the embedding table
-    assert active == pytest.approx(params_active(spec), rel=0.01)
     # ModelShape's block: attention + (k + shared) expert FFNs + the router d x X
     attention = D * (32 + 2 * 8) * 128 + 32 * 128 * D
     assert w.model.layer_params == attention + 3 * D * K * F + D * X
+    assert w.params() == L * (attention + D * X + X * 3 * D * F)
+
+
+@pytest.mark.parametrize(
+    "name", ["mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b"]
+)
+def test_plan_counts_match_model_show_within_one_percent(name: str) -> None:
+    """Total: the einsum weights + the embedding table and LM head; active: ModelShape's 6N
+    matmul weights + the embedding table; each within 1% of `shardline model show` (the
+    template leaves out the norm scales)."""
+    spec = load_model(name)
+    table = transformer_table(spec, batch=1, seq_len=4096)
+    w = workload_from_dict({"transformer": table})
+    assert w.model is not None
+    embedding = spec.vocab * spec.d_model
+    total = w.params() + embedding * (1 if spec.tied_embeddings else 2)
+    assert total == pytest.approx(params_total(spec), rel=0.01)
+    assert w.model.matmul_params + embedding == pytest.approx(params_active(spec), rel=0.01)
 
 
 def test_ep_splits_the_experts_and_keeps_the_tokens_per_device() -> None:
