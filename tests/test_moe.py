@@ -246,3 +246,14 @@ def test_decode_reads_the_touched_experts_and_holds_all(
     attention = D * (32 + 2 * 8) * 128 + 32 * 128 * D
     params = L * (attention + D * X + X * 3 * D * F) + 2 * V * D
     assert plan["memory"]["weights_bytes"] == pytest.approx(2 * params, rel=1e-9)
+
+
+def test_decode_touched_experts_follow_a_new_batch() -> None:
+    one = _mixtral(seq=1024, batch=1, phase="decode")
+    two = one.with_batch(2)  # ceil(8 (1 - 0.75^2)) = ceil(3.5) = 4 experts read, 4 idle
+    assert _layer(two, "expert_in").dims["X"] == 4
+    assert two.model is not None and two.model.idle_expert_params == 4 * 3 * D * F
+    many = one.with_batch(64)  # 8 (1 - 0.75^64) > 7.99: all 8 read, none idle
+    assert _layer(many, "expert_in").dims["X"] == 8 and many.model is not None
+    assert many.model.idle_expert_params == 0
+    assert _layer(many.with_batch(1), "expert_in").dims["X"] == 2

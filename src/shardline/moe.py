@@ -31,6 +31,7 @@ from shardline.dtypes import canonical_dtype, dtype_bits
 from shardline.einsum import check_size
 from shardline.errors import InputError
 from shardline.layer import Layer
+from shardline.modelshape import ModelShape
 
 __all__ = [
     "MoeShape",
@@ -40,6 +41,7 @@ __all__ = [
     "expert_slots",
     "moe_layers",
     "moe_part",
+    "decode_experts",
     "active_ffn_width",
     "EXPERT_AXIS",
     "SLOT_AXIS",
@@ -186,6 +188,25 @@ def moe_part(
     idle = (m.experts - read.experts) * (3 if gated else 2) * d * m.expert_d_ff
     router = m.experts if m.router else 0
     return layers, active_ffn_width(m), (router, m.experts_per_token, idle)
+
+
+def decode_experts(
+    layers: tuple[Layer, ...], model: ModelShape
+) -> tuple[tuple[Layer, ...], ModelShape]:
+    """A decode template's expert einsums and idle experts for its batch `model.batch`: the
+    expert einsums hold max(k, ceil(E_touched)) of the E experts, the rest are idle weights."""
+    expert = [i for i, layer in enumerate(layers) if layer.axis_dims(EXPERT_AXIS)]
+    if not expert:
+        return layers, model
+    held = layers[expert[0]].dims[layers[expert[0]].axis_dims(EXPERT_AXIS)[0]]
+    per_expert = sum(layers[i].params() for i in expert) // held
+    total, k = held + model.idle_expert_params // per_expert, model.expert_copies
+    touched = expected_experts(total, k, model.batch * model.q_len)
+    new = min(total, max(k, ceil(touched - 1e-9)))
+    out = list(layers)
+    for i in expert:
+        out[i] = layers[i].with_dims(**{d: new for d in layers[i].axis_dims(EXPERT_AXIS)})
+    return tuple(out), replace(model, idle_expert_params=(total - new) * per_expert)
 
 
 def moe_layers(

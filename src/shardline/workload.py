@@ -30,7 +30,7 @@ from shardline.layer import (
     matmul_layer,
 )
 from shardline.modelshape import ModelShape
-from shardline.moe import moe_part
+from shardline.moe import decode_experts, moe_part
 from shardline.units import short
 
 __all__ = [
@@ -241,6 +241,8 @@ class Workload:
         if self.kv_cache_formula is not None:
             formula = {**self.kv_cache_formula, "B": batch}
         model = replace(self.model, batch=batch) if self.model is not None else None
+        if model is not None and model.decode and model.expert_copies:  # experts it touches
+            layers, model = decode_experts(layers, model)
         return replace(self, layers=layers, kv_cache_formula=formula, model=model)
 
     def with_phase(self, phase: str) -> Workload:
