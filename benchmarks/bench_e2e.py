@@ -34,7 +34,7 @@ DOC = ROOT / "docs" / "validation.md"
 START, END = "<!-- e2e:start -->", "<!-- e2e:end -->"
 NEW_WORKLOAD_FIELDS = ("vocab", "attention", "rotary")  # the loader takes them once merged
 NEW_PLAN_KEYWORDS = ("interleave", "recompute", "sequence_parallel")
-DEGREES = ("tp", "pp", "dp", "fsdp")
+DEGREES = ("tp", "pp", "dp", "fsdp", "ep")  # a run without ep has ep = 1
 
 
 @dataclass
@@ -84,14 +84,14 @@ def plan_run(run: dict[str, Any], workload: Any, notes: list[str]) -> Any:
     """The plan with the run's degrees; without the new keywords if plan() does not take them."""
     from shardline.plan import plan
 
-    base = {k: run[k] for k in DEGREES} | {"microbatches": run["microbatches"]}
+    base = {k: run.get(k, 1) for k in DEGREES} | {"microbatches": run["microbatches"]}
     extra = {k: run[k] for k in NEW_PLAN_KEYWORDS}
     try:
         result = plan(workload, run["hw"], run["devices"], require_fit=False, **base, **extra)
     except TypeError:
         notes.append(f"partial: plan() does not take {'/'.join(extra)} yet")
         result = plan(workload, run["hw"], run["devices"], require_fit=False, **base)
-    wanted = {k: run[k] for k in DEGREES}
+    wanted = {k: run.get(k, 1) for k in DEGREES}
     for candidate in result.plans:
         if all(candidate.degrees.get(k, 1) == v for k, v in wanted.items()):
             return candidate

@@ -150,17 +150,19 @@ def test_pp_sends_the_boundary_activation() -> None:
 
 
 def test_registry_order_mesh_order_and_memory_splits() -> None:
-    assert names() == ("tp", "pp", "dp", "fsdp")
-    assert [s.name for s in by_mesh()] == ["tp", "fsdp", "dp", "pp"]  # Megatron: tp innermost
+    assert names() == ("tp", "pp", "dp", "fsdp", "ep")
+    # Megatron: tp innermost; ep (mesh rank 1, after fsdp in the registry) inside dp
+    assert [s.name for s in by_mesh()] == ["tp", "fsdp", "ep", "dp", "pp"]
     assert {s.name: s.splits for s in strategies()} == {
         "tp": ("tensor",),
         "pp": ("layers",),
         "dp": ("batch",),
         "fsdp": ("batch",),
+        "ep": ("batch",),
     }
     assert [s.name for s in strategies() if s.memory.optimizer == "sharded"] == ["fsdp"]
     deg = Degrees(tp=2, fsdp=4)
-    assert deg == {"tp": 2, "pp": 1, "dp": 1, "fsdp": 4} and deg.tp == 2
+    assert deg == {"tp": 2, "pp": 1, "dp": 1, "fsdp": 4, "ep": 1} and deg.tp == 2
     assert (deg.devices, deg.replicas, deg.stages, deg.name) == (8, 4, 1, "tp2-fsdp4")
 
 
@@ -184,7 +186,7 @@ def _nested_loops(workload: Workload, devices: int) -> list[dict[str, int]]:
                 fsdp = devices // (tp * pp * dp)
                 if dp * fsdp > workload.batch or (dp * fsdp > 1 and workload.batch_dim is None):
                     continue
-                out.append({"tp": tp, "pp": pp, "dp": dp, "fsdp": fsdp})
+                out.append({"tp": tp, "pp": pp, "dp": dp, "fsdp": fsdp, "ep": 1})
     return out
 
 

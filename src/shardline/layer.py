@@ -26,7 +26,10 @@ from shardline.units import short
 __all__ = ["Layer", "LOGICAL_AXES", "backward_layers", "distinct", "layer_range", "matmul_layer"]
 
 # Logical axes a layer can name its dims by (`Layer.axes`); strategies split logical axes.
-LOGICAL_AXES = ("batch", "seq", "heads", "kv_heads", "head_dim", "model", "ffn", "vocab")
+LOGICAL_AXES = (
+    "batch", "seq", "heads", "kv_heads", "head_dim", "model", "ffn", "vocab",
+    "experts", "expert_tokens",  # a MoE layer's experts and one expert's token slots (moe.py)
+)  # fmt: skip
 
 
 def _names(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:

@@ -42,6 +42,9 @@ class ModelShape:
     rotary: bool = True
     causal: bool = True
     dtype: str = "bf16"
+    router_experts: int = 0  # MoE: the router's d_model x experts matmul (docs/moe.md)
+    expert_copies: int = 0  # MoE: copies of each token the dispatch makes (top-k); 0: dense
+    idle_expert_params: int = 0  # MoE decode: routed experts' weights per block held, not read
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KERNELS:
@@ -60,11 +63,13 @@ class ModelShape:
     @property
     def layer_params(self) -> int:
         """Weights of one block: W_qkv (d x (heads + 2 kv_heads) x head_dim), W_o, and the
-        feed-forward (two or, gated, three d x d_ff matrices). Biases and norms are left out."""
+        feed-forward (two or, gated, three d x d_ff matrices). Biases and norms are left out.
+        A MoE block: d_ff is the width one token runs through ((top-k + shared) x expert_d_ff),
+        so these are its active weights, plus the router d x experts."""
         d, e = self.d_model, self.head_dim
         attention = d * (self.heads + 2 * self.kv_heads) * e + self.heads * e * d
         ffn = (3 if self.gated else 2) * d * self.d_ff
-        return attention + ffn
+        return attention + ffn + d * self.router_experts
 
     @property
     def head_params(self) -> int:

@@ -380,6 +380,9 @@ def _with_model_activations(mc: MemoryCheck, workload: Workload) -> MemoryCheck:
     parallelism, no recompute on one device: `shardline.realistic.activations`), as `plan`
     counts them."""
     model = workload.model
+    if model is not None and model.idle_expert_params:  # MoE decode: untouched experts held
+        idle = model.layers * model.idle_expert_params * dtype_bits(model.dtype) / 8
+        mc = mc.with_total(mc.total_bytes + idle, weights_bytes=mc.weights_bytes + idle)
     if model is None or not workload.training:
         return mc
     from shardline.realistic.activations import layer_activation_bytes

@@ -30,6 +30,7 @@ from shardline.layer import (
     matmul_layer,
 )
 from shardline.modelshape import ModelShape
+from shardline.moe import decode_experts, moe_part
 from shardline.units import short
 
 __all__ = [
@@ -240,6 +241,8 @@ class Workload:
         if self.kv_cache_formula is not None:
             formula = {**self.kv_cache_formula, "B": batch}
         model = replace(self.model, batch=batch) if self.model is not None else None
+        if model is not None and model.decode and model.expert_copies:  # experts it touches
+            layers, model = decode_experts(layers, model)
         return replace(self, layers=layers, kv_cache_formula=formula, model=model)
 
     def with_phase(self, phase: str) -> Workload:
@@ -444,6 +447,7 @@ def transformer(
     dtype: str = "bf16",
     kv_dtype: str | None = None,
     name: str | None = None,
+    moe: Any = None,
     **sizes: Any,
 ) -> Workload:
     """A decoder transformer block (attention + feed-forward) repeated `layers` times. `sizes`:
@@ -458,15 +462,20 @@ def transformer(
     (flash attention); the scores count the full S x T product (causal masking skips about half).
     Phases: "training" (forward + backward), "prefill" and "decode" (forward, with a KV cache).
     `attention = "standard"` keeps P in HBM (no fused kernel); `vocab` adds the embedding and the
-    LM head to the realistic time, the memory and MFU (`Workload.model`).
+    LM head to the realistic time, the memory and MFU (`Workload.model`). `moe` (a MoeShape
+    or a `[moe]` table) makes every block a mixture of experts (docs/moe.md).
     """
     shape = shape or TransformerShape(**sizes)
     k = _block(shape, phase, dtype, kv_dtype)
-    model = ModelShape(
-        k.d, k.f, k.h, k.g, k.e, k.n_layers, k.s, k.q_len, k.b, k.gated, shape.vocab,
-        shape.attention, _flag(shape.rotary, "rotary"), True, canonical_dtype(dtype),
+    ffn_layers, ffn_width, moe_sizes = (  # dense, or a mixture of experts (shardline.moe)
+        (_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype), k.f, (0, 0, 0)) if moe is None
+        else moe_part(moe, k.d, k.f, (k.b, k.q_len), k.gated, dtype, phase == "decode")
     )  # fmt: skip
-    block = _attention_layers(k) + list(_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype))
+    model = ModelShape(
+        k.d, ffn_width, k.h, k.g, k.e, k.n_layers, k.s, k.q_len, k.b, k.gated, shape.vocab,
+        shape.attention, _flag(shape.rotary, "rotary"), True, canonical_dtype(dtype), *moe_sizes,
+    )  # fmt: skip
+    block = _with_axes(_attention_layers(k)) + ffn_layers  # the FFN part names its own axes
     label = name or (
         f"transformer d_model={k.d} d_ff={k.f} heads={k.h}/{k.g} x{k.n_layers} {phase}"
     )
@@ -476,7 +485,7 @@ def transformer(
     }  # fmt: skip
     return Workload(
         label,
-        _with_axes(block),
+        block,
         repeat=k.n_layers,
         phase="training" if phase == "training" else ("forward" if phase == "forward" else phase),
         batch_dim="B",

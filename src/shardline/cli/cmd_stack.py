@@ -142,7 +142,7 @@ def run_plan(args: argparse.Namespace) -> int:
         return 0
     # every degree given: the user asked about this layout, so answer even when it does not fit
     # (fits false, with the memory it needs) instead of refusing
-    whole_layout = all(options[s.name] is not None for s in strategies())
+    whole_layout = all(options[s.name] is not None for s in strategies() if not s.optional)
     result = plan(workload, args.hw, devices, require_fit=not whole_layout, **options, **overrides)
     from shardline.cli.plan_outputs import finish_plan
 

@@ -96,6 +96,7 @@ TRANSFORMER_FIELDS = (
     "vocab",
     "attention",
     "rotary",
+    "moe",
 )
 FFN_FIELDS = ("d_model", "d_ff", "seq_len", "batch", "layers", "gated", "dtype", "phase")
 SHEET_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm")

@@ -1,7 +1,7 @@
 """A zoo model as the `[transformer]` template table of a workload file (docs/models.md): the
-same Workload a hand-written template with these numbers builds. Dense models only: the template
-has no experts, no latent attention and no sliding window, and approximating them would be wrong
-without saying so."""
+same Workload a hand-written template with these numbers builds. Dense and mixture-of-experts
+models (the `moe` sub-table, docs/moe.md); the template has no latent attention and no sliding
+window, and approximating them would be wrong without saying so."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ DEFAULT_SEQ_LEN = 4096
 
 
 def _unplannable(spec: ModelSpec) -> str | None:
-    if spec.moe is not None:
-        return "mixture-of-experts"
     if spec.mla is not None:
         return "multi-head latent attention (MLA)"
+    if spec.moe is not None and spec.moe.dense_layers_first:
+        return "mixture-of-experts with dense first layers"
     if spec.sliding_window is not None:
         return "sliding-window attention"
     return None
@@ -50,4 +50,20 @@ def transformer_table(spec: ModelSpec, *, batch: int, seq_len: int) -> dict[str,
         "rotary": spec.rotary,
         "batch": batch,
         "seq_len": seq_len,
+    } | _moe_table(spec)
+
+
+def _moe_table(spec: ModelSpec) -> dict[str, Any]:
+    """The `moe` sub-table of a mixture-of-experts model (dropless, balanced routing: the
+    template's defaults)."""
+    if spec.moe is None:
+        return {}
+    m = spec.moe
+    return {
+        "moe": {
+            "experts": m.experts,
+            "experts_per_token": m.experts_per_token,
+            "expert_d_ff": m.expert_d_ff,
+            "shared_experts": m.shared_experts,
+        }
     }

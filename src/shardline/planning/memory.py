@@ -63,14 +63,17 @@ def stage_memory(
         activations = workload.blocks_in(layers) * per_block * held
     weights, grads, opt = base.weights_bytes, base.gradients_bytes, base.optimizer_bytes
     ends = (index == 0) + (index == P - 1)
-    params = 0.0
+    # MoE decode: the experts the batch does not touch, held (split over tp and ep), not read
+    params = workload.blocks_in(layers) * model.idle_expert_params / (tp * deg.get("ep", 1))
+    weights += params * dtype_bits(model.dtype) / 8 / share.weights_ways
     if model.vocab and ends:
-        params = ends * model.vocab * model.d_model / tp
+        head = ends * model.vocab * model.d_model / tp
+        params += head
         w = dtype_bits(model.dtype) / 8
-        weights += params * w / share.weights_ways
+        weights += head * w / share.weights_ways
         if workload.training:
-            grads += params * w / share.gradients_ways
-            opt += params * ex.state_bytes_per_param(dtype_bits(model.dtype)) / share.optimizer_ways
+            grads += head * w / share.gradients_ways
+            opt += head * ex.state_bytes_per_param(dtype_bits(model.dtype)) / share.optimizer_ways
             if index == P - 1:  # one microbatch's logits: the last stage runs its backward next
                 activations += seqs * model.q_len * model.vocab / tp * LOSS_BYTES
     out = replace(

@@ -153,7 +153,9 @@ def _check_fixed(workload: Workload, devices: int, fixed: Mapping[str, int | Non
         )
     if len(given) == len(names()) and total != devices:
         raise InputError(f"{' x '.join(names())} = {total}, not the {devices} devices")
-    batch_split = [s.name for s in strategies() if "batch" in s.splits]
+    batch_split = [
+        s.name for s in strategies() if "batch" in s.splits and (not s.optional or s.name in given)
+    ]
     replicas = prod(given.get(name, 1) for name in batch_split)
     if replicas > workload.batch:
         raise InputError(

@@ -97,7 +97,20 @@ def block_ops(
         add_norm = MemOp("add_norm", 2 * z.r, 2 * z.r)
         before = [add_norm]
         after = [add_norm, act]
-    return before + _attention_ops(model, z, sequences, training) + after + casts
+    return (
+        before + _attention_ops(model, z, sequences, training) + after + casts + _moe_ops(model, z)
+    )
+
+
+def _moe_ops(model: ModelShape, z: _Sizes) -> list[MemOp]:
+    """A MoE block's token permutation (Megatron-Core's fused permute and unpermute, docs/moe.md):
+    before the dispatch each token is copied k times into expert order (read the hidden state,
+    write k copies); after the combine the k expert outputs are read back and summed into one
+    (read k, write 1). Training's backward follows the module's rule."""
+    k = model.expert_copies
+    if not k:
+        return []
+    return [MemOp("moe_permute", z.r, k * z.r), MemOp("moe_unpermute", k * z.r, z.r)]
 
 
 def _cast_ops(model: ModelShape, z: _Sizes, training: bool) -> list[MemOp]:
@@ -107,7 +120,8 @@ def _cast_ops(model: ModelShape, z: _Sizes, training: bool) -> list[MemOp]:
     if not training or dtype_bits(model.dtype) >= ACTIVATION_BITS_MIN:
         return []
     hidden = z.n * model.d_model
-    inputs = 2 * hidden + z.n * model.heads * model.head_dim / z.t + z.n * model.d_ff / z.t
+    ffn_inputs = max(model.expert_copies, 1) * hidden  # a MoE block's experts: k token copies
+    inputs = hidden + ffn_inputs + z.n * model.heads * model.head_dim / z.t + z.n * model.d_ff / z.t
     eight = dtype_bits(model.dtype) / 8
     return [MemOp("fp8_cast_transpose", inputs * z.w, 2 * inputs * eight)]
 

@@ -9,7 +9,7 @@ from shardline.report.stack_text import describe as _describe
 from shardline.report.stack_text import memory_parts as _memory_parts
 from shardline.report.stack_text import rate as _rate
 from shardline.report.stack_text import table as _table
-from shardline.strategies import names, strategies, strategy
+from shardline.strategies import strategies, strategy
 from shardline.units import fmt_bytes, fmt_int, fmt_num, fmt_time
 from shardline.workload import Workload
 
@@ -50,11 +50,11 @@ def _slowest_stage(p: PlanResult) -> list[str]:
     ]
 
 
-def _plan_row(p: PlanResult, w: Workload) -> tuple[str, ...]:
+def _plan_row(p: PlanResult, w: Workload, columns: list[str]) -> tuple[str, ...]:
     per_s = p.tokens_per_s if p.tokens_per_s is not None else w.batch / p.predicted_s
     return (
         p.name,
-        *(str(v) for v in p.degrees.values()),
+        *(str(p.degrees[name]) for name in columns),
         str(p.microbatches),
         fmt_time(p.predicted_s),
         fmt_time(p.latency_s),
@@ -72,7 +72,9 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     m, stages = p.microbatches, d["pp"]
     unit = w.batch_dim or "items"
     out = [f"How {p.name}'s lower bound adds up (peak rates, line-rate collectives):"]
-    batch_split = [s.name for s in strategies() if "batch" in s.splits]
+    batch_split = [
+        s.name for s in strategies() if "batch" in s.splits and (not s.optional or d[s.name] > 1)
+    ]
     out.append(
         f"  batch {fmt_int(w.batch)} {unit} split over {' × '.join(batch_split)} = "
         f"{' × '.join(str(d[name]) for name in batch_split)} "
@@ -188,9 +190,13 @@ def render_plan(ps: PlanSet, top: int = 10) -> str:
         out.append(f"RECOMMENDED {ps.recommended}: {ps.reason}.")
     out.append("")
     per = "tokens/s" if w.kind != "stack" else f"{w.item}s/s"
+    shown = ps.plans[:top]
+    columns = [
+        s.name for s in strategies() if not s.optional or any(p.degrees[s.name] > 1 for p in shown)
+    ]
     header = (
         "plan",
-        *names(),
+        *columns,
         "mb",
         "predicted",
         "lower bound",
@@ -201,11 +207,10 @@ def render_plan(ps: PlanSet, top: int = 10) -> str:
         "comm/step",
         "bottleneck",
     )
-    shown = ps.plans[:top]
     out += _table(
         header,
-        [_plan_row(p, w) for p in shown],
-        (False, *(True for _ in names()), True, True, True, True, True, True, False, True, False),
+        [_plan_row(p, w, columns) for p in shown],
+        (False, *(True for _ in columns), True, True, True, True, True, True, False, True, False),
     )
     if len(ps.plans) > top:
         out.append(f"  ... and {len(ps.plans) - top} more (--top N, or --json for all)")

@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 from shardline.collectives import AxisNetwork
 from shardline.cost import Cost
 from shardline.hardware import Chip
+from shardline.layer import LOGICAL_AXES
 from shardline.workload import Layer, Workload
 
 __all__ = [
@@ -30,8 +31,7 @@ __all__ = [
 
 # The logical axes a strategy can split ("layers": whole layers, i.e. pipeline stages; "tensor":
 # the layer's own tensor-parallel dims, `Layer.tp_dims`). Layers name their dims by these axes
-# (`Layer.axes`); see workload.LOGICAL_AXES.
-LOGICAL_AXES = ("batch", "seq", "heads", "kv_heads", "head_dim", "model", "ffn", "vocab")
+# (`Layer.axes`); see layer.LOGICAL_AXES (re-exported here).
 
 Split = Literal["replicated", "dims", "sharded", "stage"]
 # "replicated": every device holds all of it; "dims": smaller because the dims it spans are split
@@ -157,6 +157,9 @@ class Strategy:
     tier: str = ""  # which network it rides, in words
     comm_where: str = ""  # where its communication runs, for the plan's text ("critical path")
     memory: MemorySplit = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
+    # True for a strategy that applies to some workloads only (ep: mixture-of-experts): the plan
+    # table shows its column only when a plan uses it, and a layout is whole without its flag
+    optional: bool = False
 
     def valid(self, workload: Workload, degree: int) -> bool:
         """Can this workload be split `degree` ways by this strategy?"""

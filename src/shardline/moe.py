@@ -1,0 +1,261 @@
+"""Mixture of experts (MoE): the `[transformer.moe]` part of the transformer template.
+
+A MoE block replaces the dense feed-forward by a router and `experts` feed-forward networks of
+width `expert_d_ff`; each token goes to `experts_per_token` (top-k) of them, plus
+`shared_experts` that every token uses (DeepSeek, Qwen2-MoE). As einsums (dims: B sequences,
+S tokens per sequence, D d_model, X experts, C token slots of one expert per sequence, F the
+expert width, U = 2 for a gated expert's up+gate):
+
+- router: x[B,S,D] * wr[D,X] -> r[B,S,X]                    (2 B S D X FLOPs)
+- expert_in: x[B,X,C,D] * wein[X,D,F,U] -> h[B,X,C,F,U]     (weights of ALL X experts resident)
+- expert_down: h[B,X,C,F] * weout[X,F,D] -> y[B,X,C,D]
+- shared experts: a dense FFN of width shared_experts x expert_d_ff.
+
+C = ceil(q_len * k * load / X): the routed tokens of one sequence spread over X experts (mean
+S k / X) times `load`, the busiest expert's load over the mean, which sets the layer's time:
+`imbalance` when dropless (capacity_factor None), min(imbalance, capacity_factor) when tokens
+beyond the capacity are dropped. So the expert FLOPs are 2 B S k load D F (x U): those of the
+active experts, while the weights are those of all experts. docs/moe.md.
+
+Pure: no printing, no files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from math import ceil
+from typing import Any
+
+from shardline.dtypes import canonical_dtype, dtype_bits
+from shardline.einsum import check_size
+from shardline.errors import InputError
+from shardline.layer import Layer
+from shardline.modelshape import ModelShape
+
+__all__ = [
+    "MoeShape",
+    "moe_shape",
+    "MOE_FIELDS",
+    "expected_experts",
+    "expert_slots",
+    "moe_layers",
+    "moe_part",
+    "decode_experts",
+    "active_ffn_width",
+    "EXPERT_AXIS",
+    "SLOT_AXIS",
+]
+
+EXPERT_AXIS = "experts"  # logical axis of the experts dim X (expert parallelism splits it)
+SLOT_AXIS = "expert_tokens"  # logical axis of C, the token slots of one expert
+
+
+@dataclass(frozen=True)
+class MoeShape:
+    """A MoE block's sizes. `expert_d_ff` None: the transformer's d_ff. `capacity_factor` None:
+    dropless (every routed token is computed; Megatron-Core's default and MegaBlocks'); a number:
+    an expert computes at most capacity_factor x its mean load. `imbalance`: the busiest expert's
+    routed tokens over the mean (1.0: perfectly balanced). `dispatch_dtype`: the dtype of the
+    tokens the expert-parallel all-to-all sends (None: the block's dtype, bf16 by default; "fp8"
+    as DeepSeek-V3 dispatches)."""
+
+    experts: int
+    experts_per_token: int
+    expert_d_ff: int | None = None
+    shared_experts: int = 0
+    capacity_factor: float | None = None
+    imbalance: float = 1.0
+    dense_layers_first: int = 0
+    router: bool = True
+    dispatch_dtype: str | None = None
+
+    @property
+    def load(self) -> float:
+        """The busiest expert's tokens over the mean: the imbalance, capped by the capacity."""
+        if self.capacity_factor is None:
+            return self.imbalance
+        return min(self.imbalance, self.capacity_factor)
+
+
+MOE_FIELDS = tuple(f.name for f in fields(MoeShape))
+
+
+def _int(value: Any, what: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InputError(f"[moe] {what} must be an integer >= {low}, got {value!r}")
+    return check_size(value, f"[moe] {what}") if value else 0
+
+
+def _factor(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1.0:
+        raise InputError(f"[moe] {what} must be a number >= 1.0, got {value!r}")
+    if value > 1e6:
+        raise InputError(f"[moe] {what} must be at most 1e6, got {value!r}")
+    return float(value)
+
+
+def moe_shape(value: MoeShape | Mapping[str, Any], d_ff: int) -> MoeShape:
+    """A checked MoeShape from a MoeShape or a `[moe]` table; expert_d_ff defaults to d_ff."""
+    if isinstance(value, MoeShape):
+        raw = {f: getattr(value, f) for f in MOE_FIELDS}
+    elif isinstance(value, Mapping):
+        extra = [k for k in value if k not in MOE_FIELDS]
+        if extra:
+            raise InputError(f"[moe]: unknown field {extra[0]!r}; fields: {', '.join(MOE_FIELDS)}")
+        for need in ("experts", "experts_per_token"):
+            if need not in value:
+                raise InputError(f"[moe] needs {need}")
+        raw = {f.name: f.default for f in fields(MoeShape) if f.name not in value} | dict(value)
+    else:
+        raise InputError(f"moe must be a table of MoE fields, got {value!r}")
+    x, k = (
+        _int(raw["experts"], "experts", 1),
+        _int(raw["experts_per_token"], "experts_per_token", 1),
+    )
+    if k > x:
+        raise InputError(f"[moe] experts_per_token ({k}) is more than the {x} experts")
+    width = raw["expert_d_ff"] if raw["expert_d_ff"] is not None else d_ff
+    cap = raw["capacity_factor"]
+    if not isinstance(raw["router"], bool):
+        raise InputError(f"[moe] router must be true or false, got {raw['router']!r}")
+    dispatch = raw["dispatch_dtype"]
+    return MoeShape(
+        experts=x, experts_per_token=k, expert_d_ff=_int(width, "expert_d_ff", 1),
+        shared_experts=_int(raw["shared_experts"], "shared_experts", 0),
+        capacity_factor=None if cap is None else _factor(cap, "capacity_factor"),
+        imbalance=_factor(raw["imbalance"], "imbalance"),
+        dense_layers_first=_int(raw["dense_layers_first"], "dense_layers_first", 0),
+        router=raw["router"],
+        dispatch_dtype=None if dispatch is None else canonical_dtype(str(dispatch)),
+    )  # fmt: skip
+
+
+def expected_experts(experts: int, k: int, tokens: int) -> float:
+    """Expected distinct experts that `tokens` tokens route to, each choosing k of `experts`
+    uniformly: E (1 - (1 - k/E)^T). One expert is missed by one token with probability 1 - k/E
+    (k of E chosen without replacement), by T independent tokens with (1 - k/E)^T; summed over
+    the E experts by linearity of expectation."""
+    if experts < 1 or k < 1 or k > experts or tokens < 0:
+        raise InputError("expected_experts needs 1 <= k <= experts and tokens >= 0")
+    return experts * (1.0 - (1.0 - k / experts) ** tokens)
+
+
+def expert_slots(q_len: int, moe: MoeShape) -> int:
+    """C: token slots of the busiest expert per sequence, ceil(q_len k load / X)."""
+    return max(1, ceil(q_len * moe.experts_per_token * moe.load / moe.experts - 1e-9))
+
+
+def _between_kernels(dtype: str) -> str:
+    """The dtype tokens travel in between kernels: the block's dtype, but bf16 when the block
+    computes in 8 bits or fewer (fp8 training keeps activations in bf16 and casts inside each
+    GEMM; Megatron-Core dispatches and combines in bf16 unless told to send fp8)."""
+    return dtype if dtype_bits(dtype) >= 16 else "bf16"
+
+
+def active_ffn_width(moe: MoeShape) -> int:
+    """The feed-forward width one token runs through: (k + shared) x expert_d_ff."""
+    assert moe.expert_d_ff is not None
+    return (moe.experts_per_token + moe.shared_experts) * moe.expert_d_ff
+
+
+def moe_part(
+    moe: MoeShape | Mapping[str, Any],
+    d: int,
+    d_ff: int,
+    tokens: tuple[int, int],
+    gated: bool,
+    dtype: str,
+    decode: bool = False,
+) -> tuple[tuple[Layer, ...], int, tuple[int, int, int]]:
+    """The transformer template's MoE feed-forward: its layers for `tokens` = (batch, q_len),
+    the width one token runs through, and (the router's experts (0 without a router), the copies
+    of each token the dispatch makes: top-k, the idle experts' parameters), as ModelShape takes
+    them. A decode step's expert einsums hold the experts its batch touches, ceil(E_touched(B)),
+    and the rest are held but not read (`idle_expert_params`)."""
+    m = moe_shape(moe, d_ff)
+    if m.dense_layers_first:
+        raise InputError(
+            "[moe] dense_layers_first > 0 is not available yet: the template repeats one block "
+            "kind; give 0 (all blocks MoE)"
+        )
+    read = m
+    if decode:
+        touched = expected_experts(m.experts, m.experts_per_token, tokens[0] * tokens[1])
+        read = replace(m, experts=min(m.experts, max(m.experts_per_token, ceil(touched - 1e-9))))
+    layers = moe_layers(read, d, tokens[0], tokens[1], gated, dtype, m.experts)
+    assert m.expert_d_ff is not None
+    idle = (m.experts - read.experts) * (3 if gated else 2) * d * m.expert_d_ff
+    router = m.experts if m.router else 0
+    return layers, active_ffn_width(m), (router, m.experts_per_token, idle)
+
+
+def decode_experts(
+    layers: tuple[Layer, ...], model: ModelShape
+) -> tuple[tuple[Layer, ...], ModelShape]:
+    """A decode template's expert einsums and idle experts for its batch `model.batch`: the
+    expert einsums hold max(k, ceil(E_touched)) of the E experts, the rest are idle weights."""
+    expert = [i for i, layer in enumerate(layers) if layer.axis_dims(EXPERT_AXIS)]
+    if not expert:
+        return layers, model
+    held = layers[expert[0]].dims[layers[expert[0]].axis_dims(EXPERT_AXIS)[0]]
+    per_expert = sum(layers[i].params() for i in expert) // held
+    total, k = held + model.idle_expert_params // per_expert, model.expert_copies
+    touched = expected_experts(total, k, model.batch * model.q_len)
+    new = min(total, max(k, ceil(touched - 1e-9)))
+    out = list(layers)
+    for i in expert:
+        out[i] = layers[i].with_dims(**{d: new for d in layers[i].axis_dims(EXPERT_AXIS)})
+    return tuple(out), replace(model, idle_expert_params=(total - new) * per_expert)
+
+
+def moe_layers(
+    moe: MoeShape, d: int, b: int, q_len: int, gated: bool, dtype: str, routed_to: int = 0
+) -> tuple[Layer, ...]:
+    """The MoE block's feed-forward layers: router, routed experts, shared experts (dims named by
+    logical axis, so that data, tensor and expert parallelism split them). `routed_to`: the
+    router's experts when the expert einsums hold fewer (decode); 0: moe.experts."""
+    f, x = moe.expert_d_ff, moe.experts
+    assert f is not None
+    c = expert_slots(q_len, moe)
+    base = {"B": "batch", "D": "model", "F": "ffn"}
+    routed = base | {"X": EXPERT_AXIS, "C": SLOT_AXIS}
+    dims = {"B": b, "X": x, "C": c, "D": d, "F": f}
+    sent = moe.dispatch_dtype or _between_kernels(dtype)
+    combined = _between_kernels(dtype)
+    up_spec = (
+        "x[B,X,C,D] * wein[X,D,F,U] -> h[B,X,C,F,U]" if gated
+        else "x[B,X,C,D] * wein[X,D,F] -> h[B,X,C,F]"
+    )  # fmt: skip
+    out: list[Layer] = []
+    if moe.router:
+        out.append(Layer(
+            "router", "x[B,S,D] * wr[D,X] -> r[B,S,X]",
+            {"B": b, "S": q_len, "D": d, "X": routed_to or x},
+            dtype=dtype, weights=("wr",), axes={"B": "batch", "S": "seq", "D": "model"},
+        ))  # fmt: skip
+    out.append(Layer(
+        "expert_in" if gated else "expert_up", up_spec, dims | ({"U": 2} if gated else {}),
+        dtype=dtype, dtypes={"x": sent}, compute_dtype=dtype, weights=("wein",), tp_dims=("F",),
+        axes=routed,
+    ))  # fmt: skip
+    out.append(Layer(
+        "expert_down", "h[B,X,C,F] * weout[X,F,D] -> y[B,X,C,D]", dims, dtype=dtype,
+        dtypes={"y": combined}, compute_dtype=dtype, weights=("weout",), tp_dims=("F",),
+        axes=routed,
+    ))  # fmt: skip
+    if moe.shared_experts:
+        fs = moe.shared_experts * f
+        sdims = {"B": b, "S": q_len, "D": d, "F": fs}
+        axes = base | {"S": "seq"}
+        out.append(Layer(
+            "shared_in" if gated else "shared_up",
+            "x[B,S,D] * wsin[D,F,U] -> h[B,S,F,U]" if gated else "x[B,S,D] * wsin[D,F] -> h[B,S,F]",
+            sdims | ({"U": 2} if gated else {}), dtype=dtype, weights=("wsin",), tp_dims=("F",),
+            axes=axes,
+        ))  # fmt: skip
+        out.append(Layer(
+            "shared_down", "h[B,S,F] * wsout[F,D] -> y[B,S,D]", sdims, dtype=dtype,
+            weights=("wsout",), tp_dims=("F",), axes=axes,
+        ))  # fmt: skip
+    return tuple(out)

@@ -1,0 +1,158 @@
+"""Expert parallelism (ep): the experts of each mixture-of-experts layer are split over `ep`
+devices, which also hold different sequences (the expert-parallel ranks are data-parallel ranks
+for everything but the experts, as in GShard, Lepikhin et al. 2021, and Megatron-Core).
+
+- Split: every layer's batch dims by ep (like dp); an expert layer's experts X by ep, and its
+  token slots C times ep: after the dispatch a device runs its X/ep experts on the tokens that
+  all ep devices route to them (b/ep sequences x ep devices x C slots).
+- Memory: the expert weights, gradients and optimizer state follow X (divided by ep); the dense
+  weights are replicated over ep.
+- Communication per MoE layer and microbatch, on the critical path: an all-to-all that
+  dispatches the routed tokens to their experts before the first expert einsum and one that
+  combines the results after the last; training runs both again in the backward pass (the
+  gradients of combine and dispatch). V = the device's routed token slots x d_model x the
+  dtype of the tokens sent (the dispatch dtype, bf16 unless the template's `dispatch_dtype`
+  says fp8; the combine and the backward in the block's dtype).
+- Gradients: the experts' gradients are all-reduced over dp only (expert-data-parallel: the
+  devices holding the same experts); the dense weights' gradients also over ep (one all-reduce
+  over the ep axis, once per step, overlapped like dp's).
+- Mesh: just outside tp (and fsdp), inside dp: the all-to-all rides the scale-up network (NVLink)
+  while tp x fsdp x ep fits in a node. docs/moe.md.
+"""
+
+from __future__ import annotations
+
+from math import ceil, prod
+
+from shardline.dtypes import dtype_bits
+from shardline.errors import InputError
+from shardline.moe import EXPERT_AXIS, SLOT_AXIS
+from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network
+from shardline.strategies.dp import BatchSplit, batch_degree_ok, split_batch
+from shardline.workload import Layer, Workload
+
+
+def experts_of(workload: Workload) -> int | None:
+    """The experts of the workload's MoE layers (None: no layer names an experts axis): the
+    router's count when the template has one (a decode step's expert einsums hold only the
+    experts its batch touches), else the expert einsums' experts dim."""
+    if workload.model is not None and workload.model.router_experts:
+        return workload.model.router_experts
+    for layer in workload.layers:
+        dims = layer.axis_dims(EXPERT_AXIS)
+        if dims:
+            return layer.dims[dims[0]]
+    return None
+
+
+def _is_expert(layer: Layer) -> bool:
+    return bool(layer.axis_dims(EXPERT_AXIS))
+
+
+def _ends(layer: Layer) -> tuple[bool, bool]:
+    """(dispatch before it, combine after it): an expert layer whose input, or output, has no
+    "ffn" dim is where the routed tokens arrive, or leave."""
+    ffn = set(layer.axis_dims("ffn"))
+    lhs, out = layer.parsed.lhs, layer.output
+    return not ffn & set(lhs.dims), not ffn & set(out.dims)
+
+
+class ExpertParallel(BatchSplit):
+    name = "ep"
+    word = "ep"
+    help = "expert-parallel ranks (mixture-of-experts workloads)"
+    splits = ("batch",)
+    mesh_rank = 1
+    tier = "just outside tp: inside a node (NVLink) while tp x fsdp x ep fits in one"
+    comm_where = "all-to-all on the critical path; dense gradients overlapped"
+    memory = MemorySplit("dims", "dims", "dims", "dims", "dims")
+    optional = True
+
+    def valid(self, workload: Workload, degree: int) -> bool:
+        if degree == 1:
+            return True
+        experts = experts_of(workload)
+        return experts is not None and experts % degree == 0 and batch_degree_ok(workload, degree)
+
+    def check(self, workload: Workload, degree: int) -> None:
+        if degree == 1:
+            return
+        experts = experts_of(workload)
+        if experts is None:
+            raise InputError(
+                f"ep={degree}: expert parallelism needs a mixture-of-experts workload "
+                "(a [transformer] with a moe table, or a zoo MoE model)"
+            )
+        if experts % degree:
+            raise InputError(f"ep={degree} does not divide the {experts} experts")
+
+    def split_dims(
+        self, layer: Layer, dims: dict[str, int], degree: int, batch_dim: str | None
+    ) -> dict[str, int]:
+        out = split_batch(layer, dims, degree, batch_dim)
+        if _is_expert(layer):
+            for dim in layer.axis_dims(EXPERT_AXIS):
+                out[dim] = ceil(out[dim] / degree)
+            for dim in layer.axis_dims(SLOT_AXIS):
+                out[dim] = out[dim] * degree
+        return out
+
+    def layer_comm(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
+        layer = view.layer
+        if not _is_expert(layer):
+            return self._dense_grads(view, degree, net)
+        dispatch, combine = _ends(layer)
+        out = []
+        last = 2 + len(view.grads)
+        if dispatch:
+            v = layer.operand_bytes(layer.parsed.lhs.name, view.dims)
+            out.append(self._a2a(net, degree, view.count, v, 0))
+            if view.training:  # the gradient of the dispatch, after this layer's backward
+                out.append(self._a2a(net, degree, view.count, _act_bytes(layer, view), last))
+        if combine:
+            v = layer.operand_bytes(layer.output.name, view.dims)
+            out.append(self._a2a(net, degree, view.count, v, 0))
+            if view.training:  # the gradient of the combine, before this layer's backward
+                out.append(self._a2a(net, degree, view.count, v, 1))
+        return out
+
+    def _a2a(self, net: Network, degree: int, calls: int, local: float, step: int) -> CommTerm:
+        """An all-to-all whose every device holds `local` bytes: V = degree x local (the
+        collectives' convention: V is the whole array, each device sends (n-1)/n of its part)."""
+        nbytes = local * degree
+        return CommTerm(
+            self.name, "all_to_all", degree, calls, nbytes,
+            net.time("all_to_all", nbytes, self.name), critical=True,
+            phase="forward" if step == 0 else "backward", step=step,
+            predicted_s=net.predicted("all_to_all", nbytes, self.name),
+        )  # fmt: skip
+
+    def _dense_grads(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
+        """The dense weights' gradients, replicated over ep: one all-reduce over the ep axis of
+        each dW (its shard when sharded), once per step, overlapped with the backward pass."""
+        if not view.training:
+            return []
+        out = []
+        for i, (grad, gdims) in enumerate(view.grads):
+            if grad.grad_of is None:
+                continue
+            v = grad.operand_bytes(grad.output.name, gdims) / view.gradient_ways
+            out.append(
+                CommTerm(
+                    self.name, "all_reduce", degree, view.count, v,
+                    net.time("all_reduce", v, self.name), once_per_step=True,
+                    phase="backward", step=2 + i,
+                    predicted_s=net.predicted("all_reduce", v, self.name),
+                )
+            )  # fmt: skip
+        return out
+
+
+def _act_bytes(layer: Layer, view: LayerView) -> int:
+    """The routed tokens' gradient: the dispatched input's elements at the block's dtype."""
+    lhs = layer.parsed.lhs
+    elements = prod(view.dims[d] for d in lhs.dims)
+    return (elements * dtype_bits(layer.dtype) + 7) // 8
+
+
+STRATEGY = ExpertParallel()

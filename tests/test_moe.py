@@ -1,0 +1,259 @@
+"""Mixture of experts and expert parallelism (docs/moe.md): the [moe] template's einsums, the
+expected distinct experts of a decode batch, the --ep strategy's split, all-to-all bytes and
+memory, the zoo's MoE models on --model, and bad input. Every value is derived by hand below."""
+
+from __future__ import annotations
+
+import json
+from math import ceil
+from pathlib import Path
+
+import pytest
+
+from shardline.cli.main import main
+from shardline.errors import InputError
+from shardline.io.workload_toml import workload_from_dict, workload_from_toml
+from shardline.models import load_model, params_active, params_total
+from shardline.models.template import transformer_table
+from shardline.moe import expected_experts, expert_slots, moe_shape
+from shardline.strategies import Degrees, local_dims
+from shardline.workload import transformer
+
+# Mixtral 8x7B (config.json of mistralai/Mixtral-8x7B-v0.1): d 4096, 32 heads, 8 kv heads of
+# 128, 32 layers, 8 experts of width 14336, top-2, vocabulary 32000.
+D, F, X, K, L, V = 4096, 14336, 8, 2, 32, 32000
+MIXTRAL = dict(d_model=D, d_ff=F, heads=32, kv_heads=8, layers=L, vocab=V)
+
+
+def _mixtral(seq: int = 4096, batch: int = 1, phase: str = "training", **moe: object):
+    table = {"experts": X, "experts_per_token": K, **moe}
+    return transformer(batch=batch, seq_len=seq, phase=phase, moe=table, **MIXTRAL)
+
+
+def _layer(workload, name):  # type: ignore[no-untyped-def]
+    return next(layer for layer in workload.layers if layer.name == name)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_router_and_expert_flops_count_the_active_experts() -> None:
+    w = _mixtral(seq=4096)
+    router, up, down = (_layer(w, n) for n in ("router", "expert_in", "expert_down"))
+    # router: x[B,S,D] * wr[D,X]: 2 B S D X
+    assert router.parsed.flops(dict(router.dims)) == 2 * 1 * 4096 * D * X
+    # C = S k / X = 4096 * 2 / 8 = 1024 token slots per expert; the gated up projection
+    # x[B,X,C,D] * wein[X,D,F,U=2] does 2 B X C D F 2 = 2 (S k) D (2F): the k active experts'.
+    assert up.dims["C"] == 1024
+    assert up.parsed.flops(dict(up.dims)) == 2 * 4096 * K * D * 2 * F
+    assert down.parsed.flops(dict(down.dims)) == 2 * 4096 * K * F * D
+    # ... while the weights are all X experts': 3 D F per expert (gate, up, down).
+    assert up.params() + down.params() == X * 3 * D * F
+
+
+def test_imbalance_and_capacity_set_the_busiest_experts_slots() -> None:
+    # dropless: C = ceil(S k imbalance / X) = ceil(4096 * 2 * 1.5 / 8) = 1536
+    assert _layer(_mixtral(imbalance=1.5), "expert_in").dims["C"] == 1536
+    # capacity 1.25 caps the load: ceil(4096 * 2 * 1.25 / 8) = 1280
+    w = _mixtral(imbalance=1.5, capacity_factor=1.25)
+    assert _layer(w, "expert_in").dims["C"] == 1280
+    # decode: one token per sequence, ceil(1 * 2 / 8) = 1 slot
+    assert expert_slots(1, moe_shape({"experts": 8, "experts_per_token": 2}, F)) == 1
+
+
+def test_expected_distinct_experts() -> None:
+    # E (1 - (1 - k/E)^T): one token touches exactly k; two tokens 8 (1 - (6/8)^2) = 3.5
+    assert expected_experts(8, 2, 1) == pytest.approx(2.0)
+    assert expected_experts(8, 2, 2) == pytest.approx(3.5)
+    assert expected_experts(128, 8, 0) == 0.0
+    assert expected_experts(128, 8, 10_000) == pytest.approx(128.0)
+    with pytest.raises(InputError):
+        expected_experts(8, 9, 1)
+
+
+def test_shared_experts_are_a_dense_ffn() -> None:
+    w = _mixtral(seq=128, shared_experts=2, expert_d_ff=1024)
+    shared = _layer(w, "shared_in")
+    # every token through 2 shared experts of 1024: a dense gated FFN of width 2048
+    assert shared.dims["F"] == 2 * 1024 and shared.dims["S"] == 128
+    assert w.model is not None and w.model.d_ff == (K + 2) * 1024
+
+
+def test_counts_agree_with_the_model_card_counts() -> None:
+    """The plan's counts: memory from the einsum weights (all experts) and FLOPs from
+    ModelShape (active experts); the block's active weights by hand."""
+    w = _mixtral()
+    assert w.model is not None
+    # ModelShape's block: attention + (k + shared) expert FFNs + the router d x X
+    attention = D * (32 + 2 * 8) * 128 + 32 * 128 * D
+    assert w.model.layer_params == attention + 3 * D * K * F + D * X
+    assert w.params() == L * (attention + D * X + X * 3 * D * F)
+
+
+@pytest.mark.parametrize(
+    "name", ["mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b"]
+)
+def test_plan_counts_match_model_show_within_one_percent(name: str) -> None:
+    """Total: the einsum weights + the embedding table and LM head; active: ModelShape's 6N
+    matmul weights + the embedding table; each within 1% of `shardline model show` (the
+    template leaves out the norm scales)."""
+    spec = load_model(name)
+    table = transformer_table(spec, batch=1, seq_len=4096)
+    w = workload_from_dict({"transformer": table})
+    assert w.model is not None
+    embedding = spec.vocab * spec.d_model
+    total = w.params() + embedding * (1 if spec.tied_embeddings else 2)
+    assert total == pytest.approx(params_total(spec), rel=0.01)
+    assert w.model.matmul_params + embedding == pytest.approx(params_active(spec), rel=0.01)
+
+
+def test_ep_splits_the_experts_and_keeps_the_tokens_per_device() -> None:
+    w = _mixtral(batch=8)
+    up = _layer(w, "expert_in")
+    local = local_dims(up, Degrees(ep=8), batch_dim="B")
+    # 8 sequences over 8 ranks: 1 each; 8 experts over 8 ranks: 1 each; that expert gets the
+    # slots of all 8 ranks' sequences: 1024 x 8 (b/ep x X/ep x C ep = b S k / ep slots)
+    assert (local["B"], local["X"], local["C"]) == (1, 1, 8 * 1024)
+    assert up.operand_bytes("wein", local) == 1 * D * F * 2 * 2  # one expert, bf16
+    attn = _layer(w, "attn_qkv")
+    assert local_dims(attn, Degrees(ep=8), batch_dim="B")["B"] == 1  # dense layers: like dp
+
+
+def test_plan_prefill_all_to_all_and_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(
+        capsys, "plan", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "8",
+        "--ep", "8", "--batch", "8", "--phase", "prefill", "--json",
+    )  # fmt: skip
+    assert code == 0
+    plan = json.loads(out)["plans"][0]
+    assert plan["degrees"]["ep"] == 8
+    (a2a,) = [c for c in plan["comm"] if c["kind"] == "all_to_all"]
+    # per MoE layer a dispatch and a combine: 2 x 32 calls; each device holds its routed
+    # slots 1 x 1 x 8192 x d x 2 bytes; V = 8 x that (the whole array the collective spans)
+    assert a2a["calls"] == 2 * L
+    assert a2a["bytes"] == 2 * L * 8 * (8192 * D * 2)
+    # weights: per block attention + router + 1 of 8 experts, bf16; the embedding and the LM
+    # head on the single stage
+    attention = D * (32 + 2 * 8) * 128 + 32 * 128 * D
+    params = L * (attention + D * X + 3 * D * F) + 2 * V * D
+    assert plan["memory"]["weights_bytes"] == pytest.approx(2 * params, rel=1e-9)
+
+
+def test_plan_training_runs_both_all_to_alls_again_backward(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _run(
+        capsys, "plan", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "64",
+        "--tp", "2", "--pp", "4", "--ep", "8", "--batch", "64", "--json",
+    )  # fmt: skip
+    assert code == 0
+    plan = json.loads(out)["plans"][0]
+    m = plan["microbatches"]
+    by_kind = {(c["purpose"], c["kind"]): c for c in plan["comm"]}
+    # a stage of 8 blocks, 4 all-to-alls per block (dispatch, combine, both gradients) per
+    # microbatch
+    assert by_kind[("ep", "all_to_all")]["calls"] == 8 * 4 * m
+    # the dense weights' gradients all-reduce over ep once per step (qkv, out, router: 3/block)
+    assert by_kind[("ep", "all_reduce")]["calls"] == 8 * 3
+
+
+def test_bad_ep_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(
+        capsys, "plan", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "6",
+        "--ep", "3", "--batch", "6", "--phase", "prefill",
+    )  # fmt: skip
+    assert code == 2 and out == ""
+    assert err.strip() == "error: ep=3 does not divide the 8 experts"
+    code, _, err = _run(
+        capsys, "plan", "--model", "llama-3.2-1b", "--hw", "h100-sxm", "--devices", "2",
+        "--ep", "2", "--batch", "2",
+    )  # fmt: skip
+    assert code == 2 and "needs a mixture-of-experts workload" in err
+
+
+def test_bad_moe_tables() -> None:
+    with pytest.raises(InputError, match="experts_per_token \\(9\\) is more than the 8"):
+        _mixtral(experts_per_token=9)
+    with pytest.raises(InputError, match="unknown field 'topk'"):
+        _mixtral(topk=2)
+    with pytest.raises(InputError, match="imbalance must be a number >= 1.0"):
+        _mixtral(imbalance=0.5)
+    with pytest.raises(InputError, match="dense_layers_first"):
+        _mixtral(dense_layers_first=1)
+
+
+def test_moe_table_in_a_workload_file(tmp_path: Path) -> None:
+    path = tmp_path / "moe.toml"
+    path.write_text(
+        "[transformer]\nd_model = 64\nd_ff = 128\nheads = 4\nbatch = 2\nseq_len = 32\n"
+        "layers = 2\n\n[transformer.moe]\nexperts = 4\nexperts_per_token = 1\n"
+    )
+    w = workload_from_toml(path)
+    up = _layer(w, "expert_in")
+    assert (up.dims["X"], up.dims["C"]) == (4, ceil(32 * 1 / 4))
+
+
+def test_zoo_models_needing_other_attention_still_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = _run(capsys, "plan", "--model", "gpt-oss-20b", "--devices", "8")
+    assert code == 2 and "sliding-window attention planning is not available" in err
+    code, out, _ = _run(
+        capsys, "stack", "--model", "qwen3-30b-a3b", "--hw", "h100-sxm", "--json"
+    )  # fmt: skip
+    assert code == 0 and json.loads(out)
+
+
+def test_permutation_ops_between_the_matmuls() -> None:
+    from shardline.realistic.block import block_ops
+
+    w = _mixtral(seq=128)
+    assert w.model is not None and w.model.expert_copies == K
+    ops = {op.name: op for op in block_ops(w.model, 2, tp=1, sp=False, training=True)}
+    hidden = 2 * 128 * D * 2  # 2 sequences x 128 tokens x d_model x 2 bytes (bf16)
+    # permute: read the hidden state, write k copies; unpermute: read k copies, write one
+    assert (ops["moe_permute"].read_bytes, ops["moe_permute"].write_bytes) == (hidden, K * hidden)
+    assert (ops["moe_unpermute"].read_bytes, ops["moe_unpermute"].write_bytes) == (
+        K * hidden,
+        hidden,
+    )
+    dense = transformer(batch=1, seq_len=128, **MIXTRAL).model
+    assert dense is not None
+    assert not [op for op in block_ops(dense, 2, tp=1, sp=False, training=True) if "moe" in op.name]
+
+
+def test_decode_reads_the_touched_experts_and_holds_all(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # one sequence: E_touched(1) = k = 2 experts read; two: ceil(8 (1 - (6/8)^2)) = ceil(3.5) = 4
+    one = _mixtral(seq=1024, batch=1, phase="decode")
+    assert _layer(one, "expert_in").dims["X"] == 2
+    assert one.model is not None and one.model.idle_expert_params == (8 - 2) * 3 * D * F
+    assert _layer(_mixtral(seq=1024, batch=2, phase="decode"), "expert_in").dims["X"] == 4
+    # memory holds every expert: the plan's weights on one H200 are all of Mixtral's, bf16
+    code, out, _ = _run(
+        capsys, "plan", "--model", "mixtral-8x7b", "--hw", "h200", "--devices", "1",
+        "--batch", "1", "--phase", "decode", "--seq-len", "1024", "--json",
+    )  # fmt: skip
+    assert code == 0
+    plan = json.loads(out)["plans"][0]
+    attention = D * (32 + 2 * 8) * 128 + 32 * 128 * D
+    params = L * (attention + D * X + X * 3 * D * F) + 2 * V * D
+    assert plan["memory"]["weights_bytes"] == pytest.approx(2 * params, rel=1e-9)
+
+
+def test_decode_touched_experts_follow_a_new_batch() -> None:
+    one = _mixtral(seq=1024, batch=1, phase="decode")
+    two = one.with_batch(2)  # ceil(8 (1 - 0.75^2)) = ceil(3.5) = 4 experts read, 4 idle
+    assert _layer(two, "expert_in").dims["X"] == 4
+    assert two.model is not None and two.model.idle_expert_params == 4 * 3 * D * F
+    many = one.with_batch(64)  # 8 (1 - 0.75^64) > 7.99: all 8 read, none idle
+    assert _layer(many, "expert_in").dims["X"] == 8 and many.model is not None
+    assert many.model.idle_expert_params == 0
+    assert _layer(many.with_batch(1), "expert_in").dims["X"] == 2
