@@ -41,6 +41,7 @@ COMMANDS = (
     "system",
     "model",
     "what_if",
+    "serve",
 )
 
 
