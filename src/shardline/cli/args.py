@@ -411,8 +411,12 @@ def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) ->
     --out, --slo, --engine, --usd-per-hour; with `layout`, --devices, --tp and --max-batch."""
     reject_empty(parser)
     g = parser.add_argument_group("serving")
-    g.add_argument("--model", required=True, metavar="NAME", help="a zoo model (`shardline model list`)")
-    g.add_argument("--rate", required=True, metavar="R", help="requests per second, e.g. 20 or 20/s")
+    g.add_argument(
+        "--model", required=True, metavar="NAME", help="a zoo model (`shardline model list`)"
+    )
+    g.add_argument(
+        "--rate", required=True, metavar="R", help="requests per second, e.g. 20 or 20/s"
+    )
     g.add_argument(
         "--in", dest="input_tokens", required=True, metavar="I",
         help="input tokens per request: N, exp:MEAN or uniform:LOW-HIGH",
@@ -437,5 +441,8 @@ def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) ->
         g.add_argument("--devices", required=True, metavar="D", help="devices serving in all")
         g.add_argument("--tp", default="1", metavar="N", help="tensor-parallel degree of a replica")
         g.add_argument(
-            "--max-batch", default="256", metavar="B", help="sequences per engine step (default 256)"
+            "--max-batch",
+            default="256",
+            metavar="B",
+            help="sequences per engine step (default 256)",
         )

@@ -27,13 +27,44 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_serving_args(sv)
     add_chip_args(sv, dtype=True)
     g = sv.add_argument_group("engine knobs")
-    g.add_argument("--chunk", default=None, metavar="N", help="prefill tokens per step (0: separate prefill steps; default: the engine's)")
-    g.add_argument("--prefix-hit", default="0", metavar="F", help="fraction of prompt tokens found in the prefix cache")
-    g.add_argument("--spec-decode", default=None, metavar="K,ALPHA[,DRAFT]", help="speculative decoding: k draft tokens, acceptance alpha, draft step cost / target step (default 0: n-gram)")
-    g.add_argument("--disagg", default=None, metavar="P:D", help="disaggregated prefill and decode pools of P and D devices")
-    g.add_argument("--trace", default=None, metavar="FILE", help="CSV of arrival_s,input_tokens,output_tokens (simulated)")
+    g.add_argument(
+        "--chunk",
+        default=None,
+        metavar="N",
+        help="prefill tokens per step (0: separate prefill steps; default: the engine's)",
+    )
+    g.add_argument(
+        "--prefix-hit",
+        default="0",
+        metavar="F",
+        help="fraction of prompt tokens found in the prefix cache",
+    )
+    g.add_argument(
+        "--spec-decode",
+        default=None,
+        metavar="K,ALPHA[,DRAFT]",
+        help="speculative decoding: k draft tokens, acceptance alpha, and a draft step's cost "
+        "over a target step's (default 0: n-gram drafts)",
+    )
+    g.add_argument(
+        "--disagg",
+        default=None,
+        metavar="P:D",
+        help="disaggregated prefill and decode pools of P and D devices",
+    )
+    g.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE",
+        help="CSV of arrival_s,input_tokens,output_tokens (simulated)",
+    )
     g.add_argument("--simulate", action="store_true", help="also run the event simulation")
-    g.add_argument("--requests", default="2000", metavar="N", help="Poisson requests simulated per replica (default 2000)")
+    g.add_argument(
+        "--requests",
+        default="2000",
+        metavar="N",
+        help="Poisson requests simulated per replica (default 2000)",
+    )
     add_json_arg(sv)
     sv.set_defaults(func=run_serve)
 

@@ -92,12 +92,27 @@ class _Replica:
         step = self.st.decode_s(np.maximum(b, 1.0), self.context)
         return step * self.cfg.step_cost_factor
 
-    def capacity(self, t_p: float) -> float:
-        """Requests/s at the batch limit: B tau / (O t_dec(B) + B tau t_p)."""
-        if self.limit < 1:
-            return 0.0
-        b = float(self.limit)
-        return b * self.tau / (self.mean_out * float(self.t_dec(b)) + b * self.tau * t_p)
+    def capacity(self, t_p: float, limit: Any = None) -> Any:
+        """Requests/s (array over `limit`, default the replica's): the smaller of the batch
+        bound B tau / (O t_dec(B) + B tau t_p) and, with chunked prefill, the chunk bound: a
+        full step carries `chunk` prompt tokens, so X = chunk / (I' t_step) with t_step =
+        t_dec(b_d) + chunk t_p / I' and b_d = min(B, chunk O / (I' tau)) decoding sequences
+        (Little's law), I' the uncached prompt tokens."""
+        b = np.asarray(self.limit if limit is None else limit, dtype=float)
+        safe = np.maximum(b, 1.0)
+        x = safe * self.tau / (self.mean_out * self.t_dec(safe) + safe * self.tau * t_p)
+        chunk, fresh = self.cfg.chunk_tokens, self.mean_in * (1 - self.cfg.prefix_hit)
+        if chunk is not None and t_p > 0:
+            b_d = self.chunk_bound_batch(safe)
+            x = np.minimum(x, chunk / (fresh * (self.t_dec(b_d) + chunk * t_p / fresh)))
+        return np.where(b < 1, 0.0, x)
+
+    def chunk_bound_batch(self, limit: Any) -> Any:
+        """Decoding sequences when every step is full of prompt chunks: chunk O / (I' tau)."""
+        if self.cfg.chunk_tokens is None:
+            return np.asarray(limit, dtype=float)
+        fresh = self.mean_in * (1 - self.cfg.prefix_hit)
+        return np.minimum(limit, self.cfg.chunk_tokens * self.mean_out / (fresh * self.tau))
 
     def batch(self, lam: float, t_p: float) -> float:
         """b with b tau (1 - lam t_p) / t_dec(b) = lam O, by bisection on [0, limit]."""
@@ -151,14 +166,18 @@ def analyze(st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> Analysis:
     rep = _Replica(st, cfg, kv_fraction)
     replicas = cfg.devices // cfg.tp
     lam = cfg.rate_per_s / replicas
-    cap = rep.capacity(rep.tp1)
+    cap = float(rep.capacity(rep.tp1))
     return _colocated(rep, lam, cap, replicas)
 
 
 def _colocated(rep: _Replica, lam: float, cap: float, replicas: int) -> Analysis:
     saturated = lam >= cap
     served = min(lam, cap)
-    b = float(rep.limit) if saturated else rep.batch(lam, rep.tp1)
+    if saturated:  # the batch limit, or fewer decoding when prompt chunks fill every step
+        b = float(rep.chunk_bound_batch(float(max(rep.limit, 1)))) if rep.tp1 > 0 else rep.limit
+        b = float(max(b, 1.0)) if rep.limit >= 1 else 1.0
+    else:
+        b = rep.batch(lam, rep.tp1)
     tpot = rep.tpot(served, b, rep.tp1, rep.tp2) if rep.limit >= 1 else dict.fromkeys(Z, INF)
     if saturated:
         ttft, waits, s1 = dict.fromkeys(Z, INF), dict.fromkeys(Z, INF), rep.tp1

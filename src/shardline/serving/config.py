@@ -112,7 +112,9 @@ class ServeConfig:
 
     def __post_init__(self) -> None:
         if not self.rate_per_s > 0 or not math.isfinite(self.rate_per_s):
-            raise InputError(f"--rate must be a positive number of requests/s, got {self.rate_per_s}")
+            raise InputError(
+                f"--rate must be a positive number of requests/s, got {self.rate_per_s}"
+            )
         if not 0.0 <= self.prefix_hit < 1.0:
             raise InputError(f"--prefix-hit must be in [0, 1), got {self.prefix_hit}")
         if self.spec_k < 0 or not 0.0 <= self.spec_alpha <= 1.0 or self.spec_draft_ratio < 0:

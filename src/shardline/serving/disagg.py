@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from shardline.serving.analytic import INF, Z, Analysis, _pk_wait_s, _Replica, queue_wait_quantile_s
+from shardline.serving.analytic import INF, Analysis, Z, _pk_wait_s, _Replica, queue_wait_quantile_s
 from shardline.serving.config import ServeConfig
 from shardline.serving.steptimes import StepTimes
 
@@ -36,19 +36,19 @@ def analyze_disagg(st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> Analy
     cap_p = rp / rep.tp1 if rep.tp1 > 0 else INF
     decode_rep = _Replica(st, cfg, kv_fraction)
     decode_rep.tp1 = decode_rep.tp2 = 0.0  # no prefill in a decode replica's steps
-    cap_d = decode_rep.capacity(0.0) * rd
+    cap_d = float(decode_rep.capacity(0.0)) * rd
     dec = _colocated(decode_rep, lam_d, cap_d / rd, rd)
-    t_kv = float(
-        cfg.input_tokens.expect(lambda x: kv_transfer_s(st, x, st.egress_bytes_per_s))
-    )
+    t_kv = float(cfg.input_tokens.expect(lambda x: kv_transfer_s(st, x, st.egress_bytes_per_s)))
     wait, rho = _pk_wait_s(lam_p, rep.tp1, rep.tp2)
     ttft, waits = {}, {}
     for q in Z:
         w = INF if wait == INF else queue_wait_quantile_s(wait, rho, q / 100)
         x = cfg.input_tokens.quantile(q / 100)
         waits[q] = w
-        ttft[q] = w + float(st.prefill_s(x)) * (1 - cfg.prefix_hit) + float(
-            kv_transfer_s(st, x, st.egress_bytes_per_s)
+        ttft[q] = (
+            w
+            + float(st.prefill_s(x)) * (1 - cfg.prefix_hit)
+            + float(kv_transfer_s(st, x, st.egress_bytes_per_s))
         )
     cap = min(cap_p, cap_d)
     saturated = cfg.rate_per_s >= cap

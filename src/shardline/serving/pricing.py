@@ -48,6 +48,8 @@ def pricing(
         "usd_per_million_tokens": devices * price / 3600 / tokens_per_s * 1e6
         if price is not None and ok
         else None,
-        "joules_per_token": devices * power_w / tokens_per_s if power_w is not None and ok else None,
+        "joules_per_token": devices * power_w / tokens_per_s
+        if power_w is not None and ok
+        else None,
         "notes": notes,
     }

@@ -29,7 +29,9 @@ MAX_REQUESTS = 20000
 
 
 def _split(reqs: Requests, k: int, parts: int) -> Requests:
-    return Requests(reqs.arrival_s[k::parts], reqs.input_tokens[k::parts], reqs.output_tokens[k::parts])
+    return Requests(
+        reqs.arrival_s[k::parts], reqs.input_tokens[k::parts], reqs.output_tokens[k::parts]
+    )
 
 
 def _prefill_pool(st: StepTimes, cfg: ServeConfig, reqs: Requests, pools: int) -> np.ndarray:
@@ -71,7 +73,7 @@ def _pooled(runs: list[tuple[Requests, SimResult]]) -> dict[str, Any]:
     summaries = [summarize(replace(sim, requests=orig)) for orig, sim in runs]
     first = runs[0][1]
     timeline_idx = np.linspace(0, max(len(first.time_s) - 1, 0), TIMELINE_POINTS).astype(int)
-    out = {
+    out: dict[str, Any] = {
         "replicas_simulated": len(runs),
         "requests": int(sum(len(o.arrival_s) for o, _ in runs)),
         "throughput_tokens_per_s": float(sum(s["throughput_tokens_per_s"] for s in summaries)),
@@ -79,7 +81,9 @@ def _pooled(runs: list[tuple[Requests, SimResult]]) -> dict[str, Any]:
         "mean_batch": float(np.mean([s["mean_batch"] for s in summaries])),
     }
     for key in ("ttft_s", "tpot_s"):
-        out[key] = {f"p{q}": _nan_none(np.mean([s[key][q] for s in summaries])) for q in (50, 90, 99)}
+        out[key] = {
+            f"p{q}": _nan_none(np.mean([s[key][q] for s in summaries])) for q in (50, 90, 99)
+        }
     out["timeline"] = {
         "time_s": first.time_s[timeline_idx].tolist() if len(first.time_s) else [],
         "running": first.running[timeline_idx].tolist() if len(first.time_s) else [],
@@ -112,5 +116,7 @@ def simulation_dict(st: StepTimes, cfg: ServeConfig, eng: Engine, opts: Any) -> 
     out["replicas_counted"] = scale * out["replicas_simulated"]
     budget = st.kv_budget_bytes(eng.kv_memory_fraction)
     tokens = np.asarray(out["timeline"]["kv_tokens"], float)
-    out["timeline"]["kv_occupancy"] = (tokens * st.kv_bytes_per_token / budget).tolist() if budget > 0 else []
+    out["timeline"]["kv_occupancy"] = (
+        (tokens * st.kv_bytes_per_token / budget).tolist() if budget > 0 else []
+    )
     return out

@@ -95,9 +95,10 @@ def evaluate_chunk(chunk: _Chunk) -> list[dict[str, Any]]:
     limit = np.minimum(batch, np.floor(rep.kv_limit)).astype(float)
     lam = chunk.rate_per_s / (d // chunk.tp)
     safe = np.maximum(limit, 1.0)
-    cap = safe * rep.tau / (rep.mean_out * rep.t_dec(safe) + safe * rep.tau * rep.tp1)
+    cap = rep.capacity(rep.tp1, limit)
     saturated = (lam >= cap) | (limit < 1)
-    b = np.where(saturated, safe, _bisect_batch(rep, np.minimum(lam, cap * 0.999999), safe))
+    full = np.maximum(rep.chunk_bound_batch(safe), 1.0) if rep.tp1 > 0 else safe
+    b = np.where(saturated, full, _bisect_batch(rep, np.minimum(lam, cap * 0.999999), safe))
     rho_p = np.minimum(lam, cap) * rep.tp1
     step = rep.t_dec(b) / (1 - rho_p)
     sd = np.sqrt(lam * rep.mean_out * step / rep.tau * rep.tp2) / rep.mean_out
@@ -122,7 +123,12 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
-def _row(chunk: _Chunk, layout: tuple[int, int, int], cost: dict[str, Any], perf: tuple[float, float, float, bool]) -> dict[str, Any]:
+def _row(
+    chunk: _Chunk,
+    layout: tuple[int, int, int],
+    cost: dict[str, Any],
+    perf: tuple[float, float, float, bool],
+) -> dict[str, Any]:
     devices, max_batch, limit = layout
     ttft, tpot, tokens, saturated = perf
     slo = chunk.slo
@@ -133,9 +139,13 @@ def _row(chunk: _Chunk, layout: tuple[int, int, int], cost: dict[str, Any], perf
         reasons.append(f"saturated: {tokens:,.0f} tokens/s is the most it serves")
     else:
         if slo.ttft_s is not None and ttft > slo.ttft_s:
-            reasons.append(f"ttft p{slo.percentile} {ttft * 1e3:.0f} ms > {slo.ttft_s * 1e3:.0f} ms")
+            reasons.append(
+                f"ttft p{slo.percentile} {ttft * 1e3:.0f} ms > {slo.ttft_s * 1e3:.0f} ms"
+            )
         if slo.tpot_s is not None and tpot > slo.tpot_s:
-            reasons.append(f"tpot p{slo.percentile} {tpot * 1e3:.1f} ms > {slo.tpot_s * 1e3:.1f} ms")
+            reasons.append(
+                f"tpot p{slo.percentile} {tpot * 1e3:.1f} ms > {slo.tpot_s * 1e3:.1f} ms"
+            )
     return {
         "chip": chunk.chip,
         "devices": devices,
@@ -172,7 +182,10 @@ def _cost_key(row: dict[str, Any]) -> tuple[float, float]:
 def _pareto(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Cost against p99 TPOT: cheapest first, each later one strictly faster."""
     front, best_tpot = [], np.inf
-    for row in sorted((r for r in rows if r["tpot_p99_s"] is not None and r["ttft_p99_s"] is not None), key=_cost_key):
+    for row in sorted(
+        (r for r in rows if r["tpot_p99_s"] is not None and r["ttft_p99_s"] is not None),
+        key=_cost_key,
+    ):
         if row["tpot_p99_s"] < best_tpot:
             front.append(row)
             best_tpot = row["tpot_p99_s"]
@@ -184,7 +197,9 @@ def _closest(row: dict[str, Any]) -> tuple[float, float]:
     return (row["ttft_p99_s"] or np.inf, row["tpot_p99_s"] or np.inf)
 
 
-def _failures(rows: list[dict[str, Any]], front: list[dict[str, Any]], best: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _failures(
+    rows: list[dict[str, Any]], front: list[dict[str, Any]], best: dict[str, Any] | None
+) -> list[dict[str, Any]]:
     """Why each option cheaper than the best (one per chip, devices and tp) or on the front
     fails; a faster option on the front that meets the SLO only costs more."""
     key = _cost_key(best)[0] if best else np.inf
@@ -194,12 +209,26 @@ def _failures(rows: list[dict[str, Any]], front: list[dict[str, Any]], best: dic
         if _cost_key(row)[0] < key and not row["meets_slo"] and k not in seen:
             seen[k] = row  # its batch limit that comes closest
     out = [
-        {"chip": r["chip"], "devices": r["devices"], "tp": r["tp"], "max_batch": r["max_batch"], "why": r["why_not"]}
+        {
+            "chip": r["chip"],
+            "devices": r["devices"],
+            "tp": r["tp"],
+            "max_batch": r["max_batch"],
+            "why": r["why_not"],
+        }
         for r in list(seen.values())[:MAX_FAILURES]
     ]
     for r in front:
         if r is not best and r["meets_slo"] and best is not None:
-            out.append({"chip": r["chip"], "devices": r["devices"], "tp": r["tp"], "max_batch": r["max_batch"], "why": "meets the SLO but costs more than the best"})
+            out.append(
+                {
+                    "chip": r["chip"],
+                    "devices": r["devices"],
+                    "tp": r["tp"],
+                    "max_batch": r["max_batch"],
+                    "why": "meets the SLO but costs more than the best",
+                }
+            )
     return out
 
 

@@ -81,7 +81,9 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
     }
 
 
-def serve(model: str, hw: str, cfg: ServeConfig, options: ServeOptions | None = None) -> dict[str, Any]:
+def serve(
+    model: str, hw: str, cfg: ServeConfig, options: ServeOptions | None = None
+) -> dict[str, Any]:
     """The whole answer as one JSON-ready dict (SI units)."""
     from shardline.hardware import resolve_chip
     from shardline.models import load_model
@@ -128,7 +130,11 @@ def config_dict(cfg: ServeConfig) -> dict[str, Any]:
         "max_batch": cfg.max_batch,
         "chunk_tokens": cfg.chunk_tokens,
         "prefix_hit": cfg.prefix_hit,
-        "spec_decode": {"k": cfg.spec_k, "alpha": cfg.spec_alpha, "draft_ratio": cfg.spec_draft_ratio},
+        "spec_decode": {
+            "k": cfg.spec_k,
+            "alpha": cfg.spec_alpha,
+            "draft_ratio": cfg.spec_draft_ratio,
+        },
         "tokens_per_step": cfg.tokens_per_step,
         "disagg": list(cfg.disagg) if cfg.disagg else None,
     }

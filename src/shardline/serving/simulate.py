@@ -47,9 +47,7 @@ def poisson_requests(cfg: ServeConfig, rate_per_s: float, n: int, seed: int = 0)
     """`n` requests of a Poisson process of `rate_per_s`, lengths drawn from the config."""
     rng = np.random.default_rng(seed)
     arrivals = np.cumsum(rng.exponential(1.0 / rate_per_s, n))
-    return Requests(
-        arrivals, cfg.input_tokens.sample(rng, n), cfg.output_tokens.sample(rng, n)
-    )
+    return Requests(arrivals, cfg.input_tokens.sample(rng, n), cfg.output_tokens.sample(rng, n))
 
 
 def fcfs_finish_s(arrival_s: np.ndarray, service_s: np.ndarray) -> np.ndarray:
@@ -76,7 +74,6 @@ class _State:
 
 def _admit(s: _State, reqs: Requests, t: float, limit: int) -> None:
     """FCFS: every arrived request that finds a free batch slot joins the running set."""
-    n = len(reqs.arrival_s)
     arrived = int(np.searchsorted(reqs.arrival_s, t, side="right"))
     free = limit - len(s.running)
     take = min(free, arrived - s.next_arrival)
@@ -114,7 +111,9 @@ def _step(
     return dt, decoding, done_now
 
 
-def simulate_replica(st: StepTimes, cfg: ServeConfig, kv_fraction: float, reqs: Requests) -> SimResult:
+def simulate_replica(
+    st: StepTimes, cfg: ServeConfig, kv_fraction: float, reqs: Requests
+) -> SimResult:
     """Run one replica over `reqs` (prefill already done when cfg.disagg: `reqs.arrival_s` is
     then when each request reaches the decode replica)."""
     rep = _Replica(st, cfg, kv_fraction)

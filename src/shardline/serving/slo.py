@@ -67,7 +67,9 @@ def parse_slo(text: str) -> SLO:
             raise InputError(f"--slo: {key} given twice")
         fields[key] = value
     if "ttft" not in fields and "tpot" not in fields:
-        raise InputError("--slo needs ttft=DURATION and/or tpot=DURATION, e.g. ttft=500ms,tpot=30ms")
+        raise InputError(
+            "--slo needs ttft=DURATION and/or tpot=DURATION, e.g. ttft=500ms,tpot=30ms"
+        )
     percentile = 99
     if "p" in fields:
         try:
