@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from shardline.errors import InputError
-from shardline.serving.analytic import _pk_wait_s, analyze, queue_wait_quantile_s
+from shardline.serving.analytic import _pk_wait_s, queue_wait_quantile_s
 from shardline.serving.config import Lengths, ServeConfig, parse_lengths, spec_tokens_per_step
 from shardline.serving.simulate import fcfs_finish_s, poisson_requests, simulate_replica, summarize
 from shardline.serving.slo import parse_slo
+from shardline.serving.steady import analyze
 from shardline.serving.steptimes import StepTimes
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from shardline.serving.config import BLOCK_TOKENS, ServeConfig
 from shardline.serving.steptimes import StepTimes
 
-__all__ = ["Analysis", "analyze", "queue_wait_quantile_s", "Z"]
+__all__ = ["Analysis", "analyze_colocated", "queue_wait_quantile_s", "Z"]
 
 Z = {50: 0.0, 90: 1.2815515655446004, 99: 2.3263478740408408}  # standard normal quantiles
 INF = math.inf
@@ -157,12 +157,9 @@ def _ttft(rep: _Replica, lam: float, b: float) -> tuple[dict[int, float], dict[i
     return ttft, waits, s1
 
 
-def analyze(st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> Analysis:
-    """The steady state of `cfg` with one replica's step times `st`."""
-    if cfg.disagg is not None:
-        from shardline.serving.disagg import analyze_disagg
-
-        return analyze_disagg(st, cfg, kv_fraction)
+def analyze_colocated(st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> Analysis:
+    """The steady state of `cfg` (every replica prefills and decodes) with one replica's step
+    times `st`."""
     rep = _Replica(st, cfg, kv_fraction)
     replicas = cfg.devices // cfg.tp
     lam = cfg.rate_per_s / replicas

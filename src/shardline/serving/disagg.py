@@ -13,7 +13,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from shardline.serving.analytic import INF, Analysis, Z, _pk_wait_s, _Replica, queue_wait_quantile_s
+from shardline.serving.analytic import (
+    INF,
+    Analysis,
+    Z,
+    _colocated,
+    _pk_wait_s,
+    _Replica,
+    queue_wait_quantile_s,
+)
 from shardline.serving.config import ServeConfig
 from shardline.serving.steptimes import StepTimes
 
@@ -26,8 +34,6 @@ def kv_transfer_s(st: StepTimes, tokens: Any, egress_bytes_per_s: float) -> Any:
 
 
 def analyze_disagg(st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> Analysis:
-    from shardline.serving.analytic import _colocated
-
     assert cfg.disagg is not None
     p_devices, d_devices = cfg.disagg
     rp, rd = p_devices // cfg.tp, d_devices // cfg.tp

@@ -26,6 +26,8 @@ __all__ = ["serving_search", "evaluate_chunk", "BATCH_LIMITS", "TP_DEGREES"]
 BATCH_LIMITS = (8, 16, 32, 64, 128, 256, 512)
 TP_DEGREES = (1, 2, 4, 8)
 MAX_FAILURES = 20
+# The search serves as the engines' published tables do: TensorRT-LLM, fp8 weights and KV cache.
+SEARCH_ENGINE, SEARCH_DTYPE = "trtllm", "fp8"
 MapChunks = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
 
 
@@ -242,8 +244,6 @@ def serving_search(
     slo: SLO,
     max_devices: int,
     map_chunks: MapChunks | None = None,
-    engine_name: str = "trtllm",
-    dtype: str = "fp8",
 ) -> dict[str, Any]:
     """Every chip x device count x tp x batch limit: {"evaluated", "pareto", "best",
     "failures"}. `map_chunks(fn, chunks) -> list` runs `evaluate_chunk` over the chunks (default:
@@ -256,8 +256,8 @@ def serving_search(
         "output_tokens": _lengths(output_tokens),
         "slo": slo,
         "max_devices": int(max_devices),
-        "engine": engine_name,
-        "dtype": dtype,
+        "engine": SEARCH_ENGINE,
+        "dtype": SEARCH_DTYPE,
     }
     chunks = _chunks(model, chips, common)
     run = map_chunks or (lambda fn, items: [fn(item) for item in items])

@@ -7,10 +7,11 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from shardline.serving.analytic import Analysis, analyze
+from shardline.serving.analytic import Analysis
 from shardline.serving.config import ServeConfig
 from shardline.serving.engines import Engine, engine
 from shardline.serving.slo import SLO
+from shardline.serving.steady import analyze
 from shardline.serving.steptimes import StepTimes, step_times
 
 __all__ = ["ServeOptions", "serve", "max_rate_meeting_slo", "finite"]

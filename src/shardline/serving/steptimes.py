@@ -93,11 +93,11 @@ class StepTimes:
 
 
 def _workload(spec: Any, phase: str, batch: int, seq_len: int, dtype: str) -> Any:
-    from shardline.io.workload_toml import workload_from_dict
     from shardline.models.template import transformer_table
+    from shardline.workload import TransformerShape, transformer
 
-    table = transformer_table(spec, batch=batch, seq_len=seq_len) | {"dtype": dtype}
-    return workload_from_dict({"name": spec.name, "phase": phase, "transformer": table})
+    shape = TransformerShape(**transformer_table(spec, batch=batch, seq_len=seq_len))
+    return transformer(shape, phase=phase, dtype=dtype, name=spec.name)
 
 
 def _price(spec: Any, chip: Any, tp: int, dtype: str, point: tuple[str, int, int]) -> Any:
