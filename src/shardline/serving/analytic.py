@@ -49,6 +49,7 @@ class Analysis:
     step_s: float
     prefill_s: float
     kv_transfer_s: float = 0.0
+    ttft_mean_s: float = INF  # mean wait (Pollaczek-Khinchine) + mean service
     notes: list[str] = field(default_factory=list)
 
 
@@ -154,6 +155,7 @@ def _ttft(rep: _Replica, lam: float, b: float) -> tuple[dict[int, float], dict[i
         w = INF if wait == INF else queue_wait_quantile_s(wait, rho, q / 100)
         waits[q] = w
         ttft[q] = w + float(service(cfg.input_tokens.quantile(q / 100)))
+    ttft[0] = wait + s1  # key 0: the mean
     return ttft, waits, s1
 
 
@@ -199,7 +201,8 @@ def _colocated(rep: _Replica, lam: float, cap: float, replicas: int) -> Analysis
         if rep.kv_budget_bytes > 0
         else 1.0,
         utilization=min(1.0, busy),
-        ttft_s=ttft,
+        ttft_s={q: v for q, v in ttft.items() if q},
+        ttft_mean_s=ttft.get(0, INF),
         tpot_s=tpot,
         queue_wait_s=waits,
         step_s=float(rep.t_dec(b)),

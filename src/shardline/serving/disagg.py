@@ -71,6 +71,7 @@ def analyze_disagg(st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> Analy
         input_tokens_per_s=served * rep.mean_in,
         utilization=min(1.0, (dec.utilization * rd + min(1.0, rho) * rp) / (rp + rd)),
         ttft_s=ttft,
+        ttft_mean_s=wait + rep.tp1 + t_kv if not saturated else INF,
         queue_wait_s=waits,
         prefill_s=rep.tp1,
         kv_transfer_s=t_kv,
