@@ -194,9 +194,14 @@ def _pareto(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return front
 
 
-def _closest(row: dict[str, Any]) -> tuple[float, float]:
-    """Order of a layout's batch limits by how close they come: serving at all, then latency."""
-    return (row["ttft_p99_s"] or np.inf, row["tpot_p99_s"] or np.inf)
+def _closest(row: dict[str, Any]) -> tuple[float, float, float]:
+    """Order of a layout's batch limits by how close they come: TTFT (unbounded when
+    saturated), then the most throughput, then TPOT."""
+    return (
+        row["ttft_p99_s"] or np.inf,
+        -row["throughput_tokens_per_s"],
+        row["tpot_p99_s"] or np.inf,
+    )
 
 
 def _failures(
