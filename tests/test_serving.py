@@ -187,3 +187,40 @@ def test_serving_search_small() -> None:
     best = out["best"]
     assert best is not None and best["meets_slo"] and best["devices"] == 1
     assert out["pareto"] and all("why" in f for f in out["failures"])
+
+
+def test_search_rows_match_the_analytic_model() -> None:
+    """The vectorized search and `analyze` are the same formulas: one layout, both ways."""
+    from shardline.hardware import resolve_chip
+    from shardline.models import load_model
+    from shardline.serving.engines import engine
+    from shardline.serving.search import SEARCH_DTYPE, _Chunk, evaluate_chunk
+    from shardline.serving.steptimes import step_times
+
+    slo = parse_slo("ttft=1s,tpot=50ms")
+    lengths = (Lengths("fixed", 500), Lengths("fixed", 100))
+    chunk = _Chunk("llama-3.1-8b", "h100-sxm", 1, 6.0, *lengths, slo, 2, "trtllm", SEARCH_DTYPE)
+    rows = evaluate_chunk(chunk)
+    row = next(r for r in rows if r["devices"] == 2 and r["max_batch"] == 64)
+    eng = engine("trtllm")
+    st = step_times(load_model("llama-3.1-8b"), resolve_chip("h100-sxm"), 1, SEARCH_DTYPE, eng)
+    cfg = ServeConfig(6.0, *lengths, 2, 1, max_batch=64, chunk_tokens=eng.default_chunk_tokens)
+    a = analyze(st, cfg, eng.kv_memory_fraction)
+    assert row["throughput_tokens_per_s"] == pytest.approx(a.throughput_tokens_per_s)
+    assert row["tpot_p99_s"] == pytest.approx(a.tpot_s[99], rel=1e-6)
+    assert row["ttft_p99_s"] == pytest.approx(a.ttft_s[99], rel=1e-6)
+
+
+def test_serve_trace_and_disagg(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "trace.csv"
+    # 80 requests, one every 0.1 s, 20 to 24 output tokens (mean 22): 10 req/s x 22 tokens/s
+    rows = "".join(f"{0.1 * i:.1f},{300 + 10 * (i % 7)},{20 + i % 5}\n" for i in range(80))
+    path.write_text("arrival_s,input_tokens,output_tokens\n" + rows)
+    for extra in ((), ("--disagg", "1:1")):
+        out = _serve_json(capsys, "--rate", "10", "--trace", str(path), *extra)
+        sim = out["simulation"]
+        assert sim["requests"] == 80  # type: ignore[index]
+        assert sim["throughput_tokens_per_s"] == pytest.approx(220, rel=0.1)  # type: ignore[index]
+    assert "disaggregated" in " ".join(out["notes"])  # type: ignore[arg-type]
