@@ -224,3 +224,15 @@ def test_serve_trace_and_disagg(tmp_path: object, capsys: pytest.CaptureFixture[
         assert sim["requests"] == 80  # type: ignore[index]
         assert sim["throughput_tokens_per_s"] == pytest.approx(220, rel=0.1)  # type: ignore[index]
     assert "disaggregated" in " ".join(out["notes"])  # type: ignore[arg-type]
+
+
+def test_serve_cli_price_and_bad_knobs(capsys: pytest.CaptureFixture[str]) -> None:
+    from shardline.cli.main import main
+
+    out = _serve_json(capsys, "--rate", "1", "--usd-per-hour", "2")
+    # 2 devices x $2/h / 3600 s/h / (1 req/s x 200 tokens) x 1e6 = $5.56 per million tokens
+    assert out["usd_per_million_tokens"] == pytest.approx(2 * 2 / 3600 / 200 * 1e6)
+    base = ["serve", "--model", "llama-3.1-8b", "--devices", "2", "--in", "10", "--out", "5"]
+    for bad in (["--chunk", "-5"], ["--usd-per-hour", "-1"], ["--spec-decode", "2.5,0.5"]):
+        assert main([*base, "--rate", "1", *bad]) == 2
+    assert capsys.readouterr().err.count("error:") == 3

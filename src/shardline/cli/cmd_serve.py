@@ -79,6 +79,22 @@ def _float(text: str, what: str) -> float:
     return value
 
 
+def _nonnegative(text: str, what: str) -> int:
+    value = _float(text, what)
+    if value < 0 or value != int(value):
+        raise InputError(f"{what} must be a whole number >= 0, got {text!r}")
+    return int(value)
+
+
+def _price(text: str | None) -> float | None:
+    if text is None:
+        return None
+    value = _float(text, "--usd-per-hour")
+    if value <= 0:
+        raise InputError(f"--usd-per-hour must be positive, got {text!r}")
+    return value
+
+
 def parse_rate(text: str) -> float:
     """`20`, `20/s` or `1200/min` requests per second."""
     value, _, unit = text.strip().partition("/")
@@ -97,7 +113,7 @@ def _spec(text: str | None) -> tuple[int, float, float]:
     parts = [p.strip() for p in text.split(",")]
     if len(parts) not in (2, 3):
         raise InputError("--spec-decode: give K,ALPHA or K,ALPHA,DRAFT_COST, e.g. 4,0.7")
-    k = int(_float(parts[0], "--spec-decode k"))
+    k = _nonnegative(parts[0], "--spec-decode k")
     draft = _float(parts[2], "--spec-decode draft cost") if len(parts) == 3 else 0.0
     return k, _float(parts[1], "--spec-decode alpha"), draft
 
@@ -115,7 +131,7 @@ def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any
     from shardline.serving.config import ServeConfig, parse_lengths
 
     k, alpha, draft = _spec(args.spec_decode)
-    chunk = chunk_default if args.chunk is None else int(_float(args.chunk, "--chunk"))
+    chunk = chunk_default if args.chunk is None else _nonnegative(args.chunk, "--chunk")
     disagg = _disagg(args.disagg)
     devices = _positive(args.devices, "--devices")
     if disagg is not None and sum(disagg) != devices:
@@ -159,7 +175,7 @@ def run_serve(args: argparse.Namespace) -> int:
         simulate=args.simulate or trace is not None,
         trace=trace,
         sim_requests=_positive(args.requests, "--requests"),
-        usd_per_hour=_float(args.usd_per_hour, "--usd-per-hour") if args.usd_per_hour else None,
+        usd_per_hour=_price(args.usd_per_hour),
     )
     result = serve(args.model, args.hw or args.hw_fallback, cfg, options)
     if args.json:
