@@ -22,6 +22,17 @@ def _costing() -> Any:
     return costing
 
 
+def _known(get: Any, notes: list[str]) -> float | None:
+    """A costing figure, or None with the reason (a chip the tables do not list)."""
+    from shardline.errors import InputError
+
+    try:
+        return float(get())
+    except InputError as exc:
+        notes.append(str(exc))
+        return None
+
+
 def pricing(
     chip: Any,
     devices: int,
@@ -37,8 +48,10 @@ def pricing(
     power_w = None
     if costing is not None:
         if price is None:
-            price = float(costing.usd_per_hour(chip.name))
-        power_w = float(costing.board_power_w(chip, utilization))
+            price = _known(lambda: costing.usd_per_hour(chip.name), notes)
+        power_w = _known(
+            lambda: costing.board_power_w(chip, min(max(utilization, 0.0), 1.0)), notes
+        )
     else:
         notes.append("shardline.costing is not available: no default price or board power")
     ok = tokens_per_s > 0
