@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from typing import Any
 
 from shardline.cli.args import add_chip_args, add_json_arg, add_serving_args
@@ -160,6 +161,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     eng = engine(args.engine)
     cfg = config_from_args(args, eng.default_chunk_tokens if eng.chunked_prefill else None)
+    cfg = replace(cfg, kv_reservation=eng.kv_reservation)
     if cfg.devices % cfg.tp:
         raise InputError(f"--devices {cfg.devices} is not a multiple of --tp {cfg.tp}")
     trace = None

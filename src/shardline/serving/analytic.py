@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from shardline.serving.config import BLOCK_TOKENS, ServeConfig
+from shardline.serving.config import ServeConfig
 from shardline.serving.steptimes import StepTimes
 
 __all__ = ["Analysis", "analyze_colocated", "queue_wait_quantile_s", "Z"]
@@ -83,7 +83,7 @@ class _Replica:
         self.tau = cfg.tokens_per_step
         budget = st.kv_budget_bytes(kv_fraction)
         self.kv_budget_bytes = budget
-        per_seq = st.kv_bytes_per_token * (self.context + BLOCK_TOKENS / 2)
+        per_seq = st.kv_bytes_per_token * cfg.kv_tokens_per_sequence
         self.kv_limit = budget / per_seq
         self.kv_per_seq_bytes = per_seq
         self.limit = int(min(cfg.max_batch, math.floor(self.kv_limit)))

@@ -109,6 +109,7 @@ class ServeConfig:
     spec_alpha: float = 0.0
     spec_draft_ratio: float = 0.0  # one draft step's cost / one target step's (0: n-gram)
     disagg: tuple[int, int] | None = None
+    kv_reservation: str = "on_demand"  # or "full_output" (the engine's, engines.toml)
 
     def __post_init__(self) -> None:
         if not self.rate_per_s > 0 or not math.isfinite(self.rate_per_s):
@@ -127,6 +128,17 @@ class ServeConfig:
             raise InputError("--disagg P:D needs at least --tp devices in each pool")
         if self.max_batch < 1:
             raise InputError("--max-batch must be at least 1")
+        if self.kv_reservation not in ("on_demand", "full_output"):
+            raise InputError(f"unknown KV reservation {self.kv_reservation!r}")
+
+    @property
+    def kv_tokens_per_sequence(self) -> float:
+        """KV tokens a running sequence holds, with half a 16-token block of fragmentation:
+        I + O/2 + 8 when blocks are taken on demand (the mean over its life), I + O + 8 when
+        its whole output is reserved at admission."""
+        out = self.output_tokens.mean
+        grown = out if self.kv_reservation == "full_output" else out / 2
+        return self.input_tokens.mean + grown + BLOCK_TOKENS / 2
 
     @property
     def tokens_per_step(self) -> float:

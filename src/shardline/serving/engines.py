@@ -18,7 +18,9 @@ _FIELDS = (
     "kv_memory_fraction",
     "chunked_prefill",
     "default_chunk_tokens",
+    "kv_reservation",
 )
+RESERVATIONS = ("full_output", "on_demand")
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class Engine:
     kv_memory_fraction: float
     chunked_prefill: bool
     default_chunk_tokens: int
+    kv_reservation: str
     sources: dict[str, str]
 
 
@@ -45,6 +48,7 @@ def _table() -> dict[str, Engine]:
             kv_memory_fraction=float(row["kv_memory_fraction"]),
             chunked_prefill=bool(row["chunked_prefill"]),
             default_chunk_tokens=int(row["default_chunk_tokens"]),
+            kv_reservation=str(row["kv_reservation"]),
             sources=sources,
         )
     return out

@@ -92,6 +92,7 @@ def evaluate_chunk(chunk: _Chunk) -> list[dict[str, Any]]:
     cfg = ServeConfig(
         chunk.rate_per_s, chunk.input_tokens, chunk.output_tokens, chunk.tp, chunk.tp,
         chunk_tokens=eng.default_chunk_tokens if eng.chunked_prefill else None,
+        kv_reservation=eng.kv_reservation,
     )  # fmt: skip
     rep = _Replica(st, cfg, eng.kv_memory_fraction)
     limit = np.minimum(batch, np.floor(rep.kv_limit)).astype(float)
