@@ -236,3 +236,21 @@ def test_serve_cli_price_and_bad_knobs(capsys: pytest.CaptureFixture[str]) -> No
     for bad in (["--chunk", "-5"], ["--usd-per-hour", "-1"], ["--spec-decode", "2.5,0.5"]):
         assert main([*base, "--rate", "1", *bad]) == 2
     assert capsys.readouterr().err.count("error:") == 3
+
+
+def test_engine_figures_are_sourced() -> None:
+    from shardline.serving.engines import ENGINES, engine
+
+    for name in ENGINES:
+        eng = engine(name)
+        assert all(len(src) > 20 for src in eng.sources.values())
+        assert 0 <= eng.scheduling_overhead_fraction < 1 and 0 < eng.kv_memory_fraction <= 1
+    assert engine("TensorRT-LLM").kv_reservation == "full_output"
+    with pytest.raises(InputError):
+        engine("tgi")
+
+
+def test_total_token_price(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _serve_json(capsys, "--rate", "1", "--usd-per-hour", "2")
+    # the same dollars over input + output tokens: 1 req/s x (1000 + 200) tokens
+    assert out["usd_per_million_total_tokens"] == pytest.approx(2 * 2 / 3600 / 1200 * 1e6)

@@ -112,6 +112,11 @@ def serve(
         out["max_rate_meeting_slo"] = max_rate_meeting_slo(st, cfg, eng, opts.slo)
     cost = pricing(chip, cfg.devices, a.throughput_tokens_per_s, a.utilization, opts.usd_per_hour)
     out.update({k: v for k, v in cost.items() if k != "notes"})
+    usd = cost["usd_per_million_tokens"]  # per million output tokens; below: input + output
+    total = a.throughput_tokens_per_s + a.input_tokens_per_s
+    out["usd_per_million_total_tokens"] = (
+        usd * a.throughput_tokens_per_s / total if usd is not None and total > 0 else None
+    )
     out["notes"] += cost["notes"]
     out["engine_sources"] = eng.sources
     if opts.simulate:
