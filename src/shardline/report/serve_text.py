@@ -71,5 +71,11 @@ def render_serve(r: dict[str, Any]) -> str:
             f"simulation ({sim['requests']} requests): {sim['throughput_tokens_per_s']:,.0f} "
             f"tokens/s; TTFT {_q(sim['ttft_s'])}; TPOT {_q(sim['tpot_s'])}",
         ]
+        occupancy = sim["timeline"].get("kv_occupancy") or []
+        if occupancy:
+            lines.append(
+                f"KV occupancy over time (one replica): mean "
+                f"{sum(occupancy) / len(occupancy):.0%}, peak {max(occupancy):.0%}"
+            )
     lines += [f"note: {n}" for n in r["notes"]]
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -77,16 +78,25 @@ def _ttft(rep: _Replica, lam: np.ndarray, step: np.ndarray, q: int) -> np.ndarra
     return np.where(rho < 1, w_q + s_q, np.inf)
 
 
+@lru_cache(maxsize=64)
+def _step_times(model: str, chip: str, tp: int, dtype: str, engine_name: str) -> Any:
+    """One (model, chip, tp)'s step-time grids, priced once per process (a search repeated at
+    another rate or SLO reuses them)."""
+    from shardline.hardware import resolve_chip
+    from shardline.models import load_model
+    from shardline.serving.steptimes import step_times
+
+    return step_times(load_model(model), resolve_chip(chip), tp, dtype, engine(engine_name))
+
+
 def evaluate_chunk(chunk: _Chunk) -> list[dict[str, Any]]:
     """Every device count x batch limit of one (chip, tp), vectorized."""
     from shardline.hardware import resolve_chip
-    from shardline.models import load_model
     from shardline.serving.pricing import pricing
-    from shardline.serving.steptimes import step_times
 
     eng = engine(chunk.engine)
     chip = resolve_chip(chunk.chip)
-    st = step_times(load_model(chunk.model), chip, chunk.tp, chunk.dtype, eng)
+    st = _step_times(chunk.model, chunk.chip, chunk.tp, chunk.dtype, chunk.engine)
     devices = np.arange(chunk.tp, chunk.max_devices + 1, chunk.tp)
     d, batch = (a.ravel() for a in np.meshgrid(devices, BATCH_LIMITS, indexing="ij"))
     cfg = ServeConfig(

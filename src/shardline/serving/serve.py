@@ -71,6 +71,7 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
         "ttft_s": _quantiles(a.ttft_s),
         "tpot_s": _quantiles(a.tpot_s),
         "queue_wait_s": _quantiles(a.queue_wait_s),
+        "ttft_mean_s": finite(a.ttft_mean_s),
         "batch": a.batch,
         "batch_limit": a.batch_limit,
         "kv_limit_sequences": a.kv_limit_sequences,
