@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any
 
 from shardline.cli.common import add_json_arg, emit_json, positive_arg
@@ -215,25 +216,32 @@ def _serving(args: argparse.Namespace) -> int:
             "use --phase training"
         ) from None
     from shardline.executors import map_chunks
+    from shardline.report.search_text import render_serving
 
     missing = [f for f, v in (("--rate", args.rate), ("--in", args.input_tokens),
                ("--out", args.output_tokens)) if v is None]  # fmt: skip
     if missing:
         raise InputError(f"the serving search needs {', '.join(missing)}")
+    if args.slo is None:
+        raise InputError("the serving search needs --slo, e.g. --slo ttft=500ms,tpot=30ms")
+    start = time.perf_counter()
     result = serving_search(
         args.model,
         chips=_chips(args.hw, ["h100-sxm", "h200", "b200", "mi300x"]),
         rate_per_s=_rate(args.rate),
         input_tokens=positive_arg(args.input_tokens, "--in"),
         output_tokens=positive_arg(args.output_tokens, "--out"),
-        slo=parse_slo(args.slo) if args.slo is not None else None,
+        slo=parse_slo(args.slo),
         max_devices=positive_arg(args.max_devices, "--max-devices") if args.max_devices else 64,
         map_chunks=partial(map_chunks, **_run_options(args)),
     )
+    elapsed_s = time.perf_counter() - start
+    result["elapsed_s"] = elapsed_s
+    result["rate_systems_per_s"] = result["evaluated"] / elapsed_s if elapsed_s > 0 else 0.0
     if args.json:
         emit_json(result)
     else:
-        sys.stdout.write(_serving_text(result))
+        sys.stdout.write(render_serving(result))
     return 0
 
 
@@ -246,10 +254,3 @@ def _rate(text: str) -> float:
     if not 0 < value < 1e9:
         raise InputError(f"--rate must be positive and below 1e9 per second, got {text!r}")
     return value
-
-
-def _serving_text(result: dict[str, Any]) -> str:
-    best = result.get("best")
-    lines = [f"evaluated {result.get('evaluated', 0):,} serving systems"]
-    lines.append(f"best: {best}" if best else "no system meets the SLO")
-    return "\n".join(lines) + "\n"

@@ -42,6 +42,7 @@ COMMANDS = (
     "model",
     "what_if",
     "search",
+    "serve",
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["render_training", "layout_words"]
+__all__ = ["render_training", "render_serving", "layout_words"]
 
 
 def layout_words(lay: dict[str, Any]) -> str:
@@ -69,4 +69,41 @@ def render_training(r: dict[str, Any]) -> str:
         )
     notes = {p.get("cost_note") for p in [best, *r["pareto"]] if p.get("cost_note")}
     lines += [f"note: {n}" for n in sorted(notes)]
+    return "\n".join(lines) + "\n"
+
+
+def _serving_row(row: dict[str, Any]) -> str:
+    replicas = row["devices"] // row["tp"]
+    cost = row.get("usd_per_million_tokens")
+    price = f"${cost:.3f} per million output tokens" if cost is not None else "no price"
+    return (
+        f"{row['devices']} x {row['chip']} (tp{row['tp']} x {replicas} replica"
+        f"{'s' if replicas > 1 else ''}, batch <= {row['max_batch']}): {price}, "
+        f"TTFT p99 {1e3 * row['ttft_p99_s']:.0f} ms, TPOT p99 {1e3 * row['tpot_p99_s']:.1f} ms, "
+        f"{row['throughput_tokens_per_s']:,.0f} tokens/s"
+    )
+
+
+def render_serving(r: dict[str, Any]) -> str:
+    """The serving search: count and rate, the cheapest system meeting the SLO, the Pareto front
+    (cost against latency) with why each faster or cheaper one fails."""
+    lines = [
+        f"evaluated {r['evaluated']:,} serving systems (chip x devices x tp x batch limit) in "
+        f"{r['elapsed_s']:.2f} s ({r['rate_systems_per_s']:,.0f} per second)"
+    ]
+    best = r.get("best")
+    if best is None:
+        lines.append("no system meets the SLO within the devices searched")
+    else:
+        lines += ["", f"cheapest meeting the SLO: {_serving_row(best)}"]
+    lines += ["", "Pareto front (cost against latency):"]
+    for row in r["pareto"]:
+        mark = "meets the SLO" if row["meets_slo"] else f"fails: {row['why_not']}"
+        lines.append(f"  {_serving_row(row)}; {mark}")
+    if r.get("failures"):
+        lines += ["", "cheaper systems that fail:"]
+        lines += [
+            f"  {f['devices']} x {f['chip']} (tp{f['tp']}, batch <= {f['max_batch']}): {f['why']}"
+            for f in r["failures"][:8]
+        ]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,216 @@
+"""Predicted against published serving benchmarks: every row of
+benchmarks/data/serving_published.csv.
+
+Each row is one published figure of one serving setup (engine, model, chip, tensor-parallel
+degree, input and output tokens, load): the output-token throughput at maximum load (all
+requests queued: the model's capacity), or the throughput, mean TTFT and mean TPOT at a fixed
+concurrency (a closed-loop client: `shardline.serving.closed`). Engine figures come from
+src/shardline/serving/engines.toml (sourced, one per engine); nothing is fitted to these rows.
+error = predicted / measured - 1.
+
+    python benchmarks/bench_serve.py               # table, summary, docs/validation.md section
+    python benchmarks/bench_serve.py --no-write    # print only
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+DATA = ROOT / "benchmarks" / "data" / "serving_published.csv"
+RESULT = ROOT / "benchmarks" / "results" / "serving.json"
+DOC = ROOT / "docs" / "validation.md"
+HEADING = "## Serving"
+TARGET = 0.20
+
+
+@dataclass
+class Outcome:
+    name: str
+    set: str
+    metric: str
+    measured: float
+    predicted: float | None = None
+    error: float | None = None
+    note: str = ""
+
+
+def load_rows(path: Path = DATA) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _steps(row: dict[str, str], cache: dict[tuple[str, ...], Any]) -> Any:
+    from shardline.hardware import resolve_chip
+    from shardline.models import load_model
+    from shardline.serving.engines import engine
+    from shardline.serving.steptimes import step_times
+
+    key = (row["model"], row["hw"], row["tp"], row["dtype"], row["engine"])
+    if key not in cache:
+        eng = engine(row["engine"])
+        spec, chip = load_model(row["model"]), resolve_chip(row["hw"])
+        cache[key] = step_times(spec, chip, int(row["tp"]), row["dtype"], eng)
+    return cache[key]
+
+
+def predict(row: dict[str, str], cache: dict[tuple[str, ...], Any]) -> float:
+    """The row's metric as the serving model predicts it."""
+    from shardline.serving.closed import closed_loop
+    from shardline.serving.config import Lengths, ServeConfig
+    from shardline.serving.engines import engine
+    from shardline.serving.steady import analyze
+
+    eng = engine(row["engine"])
+    st = _steps(row, cache)
+    chunk = int(row["chunk_tokens"])
+    cfg = ServeConfig(
+        rate_per_s=1e9,
+        input_tokens=Lengths("fixed", float(row["input_tokens"])),
+        output_tokens=Lengths("fixed", float(row["output_tokens"])),
+        devices=int(row["devices"]),
+        tp=int(row["tp"]),
+        max_batch=int(row["max_batch"]),
+        chunk_tokens=chunk or None,
+        kv_reservation=eng.kv_reservation,
+    )
+    if row["load"] == "closed":
+        a = closed_loop(st, cfg, eng.kv_memory_fraction, int(row["concurrency"]))
+    else:
+        a = analyze(st, cfg, eng.kv_memory_fraction)
+    metric = row["metric"]
+    if metric == "throughput_tokens_per_s":
+        return float(a.throughput_tokens_per_s)
+    if metric == "ttft_s":
+        return float(a.ttft_mean_s)
+    if metric == "tpot_s":
+        return float(a.tpot_s[50])
+    raise ValueError(f"unknown metric {metric}")
+
+
+def evaluate(rows: list[dict[str, str]]) -> list[Outcome]:
+    cache: dict[tuple[str, ...], Any] = {}
+    out = []
+    for row in rows:
+        o = Outcome(row["name"], row["set"], row["metric"], float(row["measured"]))
+        try:
+            o.predicted = predict(row, cache)
+            o.error = o.predicted / o.measured - 1
+        except Exception as exc:  # one bad row must not stop the benchmark
+            o.note = f"not predicted: {type(exc).__name__}: {exc}"
+        out.append(o)
+    return out
+
+
+def summarize(outcomes: list[Outcome]) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[Outcome]] = {"all": outcomes}
+    for o in outcomes:
+        groups.setdefault(o.set, []).append(o)
+        groups.setdefault(f"metric {o.metric}", []).append(o)
+    summary = {}
+    for name, members in groups.items():
+        errs = [abs(o.error) for o in members if o.error is not None]
+        summary[name] = {
+            "rows": len(members),
+            "predicted": len(errs),
+            "median_abs_error": statistics.median(errs) if errs else None,
+            "within_20pct": sum(e <= TARGET for e in errs),
+            "worst_abs_error": max(errs) if errs else None,
+        }
+    return summary
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def section(outcomes: list[Outcome], summary: dict[str, dict[str, Any]]) -> str:
+    today = datetime.date.today().isoformat()
+    lines = [
+        HEADING,
+        "",
+        f"`python benchmarks/bench_serve.py` ({today}): every row of",
+        "`benchmarks/data/serving_published.csv` (a source per row) priced by the serving model",
+        "of `shardline serve` (docs/serving.md): the plan engine's realistic step times, the",
+        "analytic steady state, and the engine's sourced figures from",
+        "`src/shardline/serving/engines.toml`. Nothing is fitted to these rows. Throughput rows",
+        "at maximum load compare the model's capacity; concurrency rows (a closed-loop client)",
+        "compare throughput, mean TTFT and mean TPOT. error = predicted / measured - 1.",
+        "",
+        "| group | rows | median abs error | within 20% | worst |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, s in summary.items():
+        lines.append(
+            f"| {name} | {s['predicted']}/{s['rows']} | {_pct(s['median_abs_error'])} | "
+            f"{s['within_20pct']} | {_pct(s['worst_abs_error'])} |"
+        )
+    worst = sorted((o for o in outcomes if o.error is not None), key=lambda o: -abs(o.error or 0))
+    lines += ["", "The rows furthest off:", ""]
+    for o in worst[:6]:
+        lines.append(
+            f"- `{o.name}`: predicted {o.predicted:.4g}, measured {o.measured:.4g} ({o.error:+.1%})"
+        )
+    lines += ["", *NOTES, ""]
+    return "\n".join(lines)
+
+
+NOTES = [
+    "Where it misses: the 405B rows at TP8 are predicted too fast (+10% to +30%, most with long",
+    "outputs), where eight GPUs' all-reduces in every decode step weigh more than the collective",
+    "model gives them; short prompts and outputs at maximum load (128/128) are predicted too slow",
+    "(-15% to -30%): the model's largest batch is 2048 and each step pays a full decode step,",
+    "while the engine packs more of such tiny requests. TensorRT-LLM's KV reservation (prompt and",
+    "whole output at admission, its default scheduler policy) is an engine figure, not fitted.",
+    "The v0.5.0 static-batch rows (2023, before the in-flight batching engine) are read as totals",
+    "over four GPUs, as the table prints them; the two with 2048-token outputs are far off (+87%",
+    "and +137%): that release's decode ran well below the step times of today's kernels. They",
+    "are kept, not fitted away.",
+]
+
+
+def write_doc(text: str, doc: Path = DOC) -> None:
+    old = doc.read_text(encoding="utf-8")
+    if HEADING in old:
+        start = old.index(HEADING)
+        nxt = old.find("\n## ", start + len(HEADING))
+        new = old[:start] + text + (old[nxt + 1 :] if nxt != -1 else "")
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    doc.write_text(new, encoding="utf-8")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args()
+    outcomes = evaluate(load_rows())
+    for o in outcomes:
+        shown = "-" if o.predicted is None else f"{o.predicted:10.4g}"
+        err = "" if o.error is None else f"{o.error:+7.1%}"
+        print(f"{o.name:55s} {o.metric:24s} {o.measured:10.4g} {shown} {err} {o.note}")
+    summary = summarize(outcomes)
+    print(json.dumps(summary, indent=2))
+    if not args.no_write:
+        RESULT.parent.mkdir(parents=True, exist_ok=True)
+        RESULT.write_text(
+            json.dumps({"summary": summary, "rows": [o.__dict__ for o in outcomes]}, indent=2)
+            + "\n",
+            encoding="utf-8",
+        )
+        write_doc(section(outcomes, summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

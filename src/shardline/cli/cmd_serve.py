@@ -1,0 +1,187 @@
+"""`shardline serve`: request-level serving of a zoo model (continuous batching, KV budget,
+chunked prefill, prefix caching, speculative decoding, disaggregation): throughput, TTFT and
+TPOT percentiles, the largest rate meeting an SLO, and the cost per token."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from typing import Any
+
+from shardline.cli.args import add_chip_args, add_json_arg, add_serving_args
+from shardline.cli.common import emit_json
+from shardline.cli.common import positive_arg as _positive
+from shardline.errors import InputError
+
+__all__ = ["register", "config_from_args", "parse_rate"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    sv = sub.add_parser(
+        "serve",
+        help="request-level serving: throughput, TTFT/TPOT percentiles, SLO, cost per token",
+        description="Serve a zoo model at a request rate with continuous batching: analytic "
+        "steady state (and --simulate: an event simulation), TTFT and TPOT p50/p90/p99, the "
+        "largest rate meeting --slo, $ per million output tokens and joules per token.",
+    )
+    add_serving_args(sv)
+    add_chip_args(sv, dtype=True)
+    g = sv.add_argument_group("engine knobs")
+    g.add_argument(
+        "--chunk",
+        default=None,
+        metavar="N",
+        help="prefill tokens per step (0: separate prefill steps; default: the engine's)",
+    )
+    g.add_argument(
+        "--prefix-hit",
+        default="0",
+        metavar="F",
+        help="fraction of prompt tokens found in the prefix cache",
+    )
+    g.add_argument(
+        "--spec-decode",
+        default=None,
+        metavar="K,ALPHA[,DRAFT]",
+        help="speculative decoding: k draft tokens, acceptance alpha, and a draft step's cost "
+        "over a target step's (default 0: n-gram drafts)",
+    )
+    g.add_argument(
+        "--disagg",
+        default=None,
+        metavar="P:D",
+        help="disaggregated prefill and decode pools of P and D devices",
+    )
+    g.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE",
+        help="CSV of arrival_s,input_tokens,output_tokens (simulated)",
+    )
+    g.add_argument("--simulate", action="store_true", help="also run the event simulation")
+    g.add_argument(
+        "--requests",
+        default="2000",
+        metavar="N",
+        help="Poisson requests simulated per replica (default 2000)",
+    )
+    add_json_arg(sv)
+    sv.set_defaults(func=run_serve)
+
+
+def _float(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{what}: {text!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise InputError(f"{what}: {text!r} must be finite")
+    return value
+
+
+def _nonnegative(text: str, what: str) -> int:
+    value = _float(text, what)
+    if value < 0 or value != int(value):
+        raise InputError(f"{what} must be a whole number >= 0, got {text!r}")
+    return int(value)
+
+
+def _price(text: str | None) -> float | None:
+    if text is None:
+        return None
+    value = _float(text, "--usd-per-hour")
+    if value <= 0:
+        raise InputError(f"--usd-per-hour must be positive, got {text!r}")
+    return value
+
+
+def parse_rate(text: str) -> float:
+    """`20`, `20/s` or `1200/min` requests per second."""
+    value, _, unit = text.strip().partition("/")
+    scale = {"": 1.0, "s": 1.0, "min": 1 / 60, "h": 1 / 3600}.get(unit.strip().lower())
+    if scale is None:
+        raise InputError(f"--rate: {text!r}: give requests per second, e.g. 20 or 20/s")
+    rate = _float(value, "--rate") * scale
+    if rate <= 0:
+        raise InputError("--rate must be positive")
+    return rate
+
+
+def _spec(text: str | None) -> tuple[int, float, float]:
+    if text is None:
+        return 0, 0.0, 0.0
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) not in (2, 3):
+        raise InputError("--spec-decode: give K,ALPHA or K,ALPHA,DRAFT_COST, e.g. 4,0.7")
+    k = _nonnegative(parts[0], "--spec-decode k")
+    draft = _float(parts[2], "--spec-decode draft cost") if len(parts) == 3 else 0.0
+    return k, _float(parts[1], "--spec-decode alpha"), draft
+
+
+def _disagg(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    p, sep, d = text.partition(":")
+    if not sep:
+        raise InputError("--disagg: give P:D devices, e.g. 4:12")
+    return _positive(p, "--disagg P"), _positive(d, "--disagg D")
+
+
+def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any:
+    from shardline.serving.config import ServeConfig, parse_lengths
+
+    k, alpha, draft = _spec(args.spec_decode)
+    chunk = chunk_default if args.chunk is None else _nonnegative(args.chunk, "--chunk")
+    disagg = _disagg(args.disagg)
+    devices = _positive(args.devices, "--devices")
+    if disagg is not None and sum(disagg) != devices:
+        raise InputError(f"--disagg {args.disagg}: P + D must equal --devices {devices}")
+    return ServeConfig(
+        rate_per_s=parse_rate(args.rate),
+        input_tokens=parse_lengths(args.input_tokens, "--in"),
+        output_tokens=parse_lengths(args.output_tokens, "--out"),
+        devices=devices,
+        tp=_positive(args.tp, "--tp"),
+        max_batch=_positive(args.max_batch, "--max-batch"),
+        chunk_tokens=chunk if chunk else None,
+        prefix_hit=_float(args.prefix_hit, "--prefix-hit"),
+        spec_k=k,
+        spec_alpha=alpha,
+        spec_draft_ratio=draft,
+        disagg=disagg,
+    )
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from shardline.report.serve_text import render_serve
+    from shardline.serving.engines import engine
+    from shardline.serving.serve import ServeOptions, serve
+    from shardline.serving.slo import parse_slo
+
+    eng = engine(args.engine)
+    cfg = config_from_args(args, eng.default_chunk_tokens if eng.chunked_prefill else None)
+    cfg = replace(cfg, kv_reservation=eng.kv_reservation)
+    if cfg.devices % cfg.tp:
+        raise InputError(f"--devices {cfg.devices} is not a multiple of --tp {cfg.tp}")
+    trace = None
+    if args.trace is not None:
+        from shardline.io.serving_trace import read_trace
+        from shardline.serving.simulate import Requests
+
+        trace = Requests(*read_trace(args.trace))
+    options = ServeOptions(
+        engine=eng.name,
+        dtype=args.dtype or "bf16",
+        slo=parse_slo(args.slo) if args.slo else None,
+        simulate=args.simulate or trace is not None,
+        trace=trace,
+        sim_requests=_positive(args.requests, "--requests"),
+        usd_per_hour=_price(args.usd_per_hour),
+    )
+    result = serve(args.model, args.hw or args.hw_fallback, cfg, options)
+    if args.json:
+        emit_json(result)
+    else:
+        sys.stdout.write(render_serve(result))
+    return 0

@@ -1,0 +1,211 @@
+"""The analytic steady-state serving model (docs/serving.md states every formula).
+
+Per replica (tp devices), with request rate lam, mean output O, tokens per step tau (speculative
+decoding) and the decode step t_dec(b) at the mean context c = I + O/2:
+
+- prefill share of the GPU: rho_p = lam * t_p, with t_p the mean prefill of (1 - hit) of a prompt;
+- running batch b from Little's law: b * tau * (1 - rho_p) / t_dec(b) = lam * O (bisection);
+- capacity X = B tau / (O t_dec(B) + B tau t_p) requests/s with B = min(max batch, KV limit);
+- TPOT = t_dec(b) / ((1 - rho_p) tau) on average; its spread over requests is the compound-
+  Poisson prefill work that lands in one request's lifetime (normal quantiles);
+- TTFT = queueing W + service S of an M/G/1 prefill queue: mean W by Pollaczek-Khinchine,
+  quantiles by the exponential tail P(W > t) = rho exp(-rho t / W) (exact for M/M/1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shardline.serving.config import ServeConfig
+from shardline.serving.steptimes import StepTimes
+
+__all__ = ["Analysis", "analyze_colocated", "queue_wait_quantile_s", "Z"]
+
+Z = {50: 0.0, 90: 1.2815515655446004, 99: 2.3263478740408408}  # standard normal quantiles
+INF = math.inf
+
+
+@dataclass
+class Analysis:
+    """One replica pool's steady state; times in seconds, rates for the whole system."""
+
+    saturated: bool
+    capacity_requests_per_s: float
+    requests_per_s: float
+    throughput_tokens_per_s: float
+    input_tokens_per_s: float
+    batch: float
+    batch_limit: int
+    kv_limit_sequences: float
+    kv_occupancy: float
+    utilization: float
+    ttft_s: dict[int, float]
+    tpot_s: dict[int, float]
+    queue_wait_s: dict[int, float]
+    step_s: float
+    prefill_s: float
+    kv_transfer_s: float = 0.0
+    ttft_mean_s: float = INF  # mean wait (Pollaczek-Khinchine) + mean service
+    notes: list[str] = field(default_factory=list)
+
+
+def queue_wait_quantile_s(mean_wait_s: float, rho: float, q: float) -> float:
+    """The q-quantile of an M/G/1 waiting time from its mean and utilization: P(W > t) =
+    rho exp(-rho t / W_mean), so t_q = (W_mean / rho) ln(rho / (1 - q)), 0 when rho <= 1 - q."""
+    if rho <= 1 - q or mean_wait_s <= 0:
+        return 0.0
+    return mean_wait_s / rho * math.log(rho / (1 - q))
+
+
+def _pk_wait_s(lam: float, s1: float, s2: float) -> tuple[float, float]:
+    """Pollaczek-Khinchine: (mean wait, rho) of M/G/1 with E[S] = s1, E[S^2] = s2."""
+    rho = lam * s1
+    if rho >= 1:
+        return INF, rho
+    return lam * s2 / (2 * (1 - rho)), rho
+
+
+class _Replica:
+    """The numbers one replica's formulas share."""
+
+    def __init__(self, st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> None:
+        self.st, self.cfg = st, cfg
+        inp, out = cfg.input_tokens, cfg.output_tokens
+        self.mean_in, self.mean_out = inp.mean, out.mean
+        self.context = self.mean_in + self.mean_out / 2  # mean cached tokens of a running sequence
+        hit = cfg.prefix_hit
+        self.tp1 = inp.expect(lambda x: st.prefill_s(x) * (1 - hit))  # E[t_p]
+        self.tp2 = inp.expect(lambda x: (st.prefill_s(x) * (1 - hit)) ** 2)  # E[t_p^2]
+        self.tau = cfg.tokens_per_step
+        budget = st.kv_budget_bytes(kv_fraction)
+        self.kv_budget_bytes = budget
+        per_seq = st.kv_bytes_per_token * cfg.kv_tokens_per_sequence
+        self.kv_limit = budget / per_seq
+        self.kv_per_seq_bytes = per_seq
+        self.limit = int(min(cfg.max_batch, math.floor(self.kv_limit)))
+
+    def t_dec(self, b: Any) -> Any:
+        """A decode step of max(b, 1) sequences (speculative: k draft steps added)."""
+        step = self.st.decode_s(np.maximum(b, 1.0), self.context)
+        return step * self.cfg.step_cost_factor
+
+    def capacity(self, t_p: float, limit: Any = None) -> Any:
+        """Requests/s (array over `limit`, default the replica's): the smaller of the batch
+        bound B tau / (O t_dec(B) + B tau t_p) and, with chunked prefill, the chunk bound: a
+        full step carries `chunk` prompt tokens, so X = chunk / (I' t_step) with t_step =
+        t_dec(b_d) + chunk t_p / I' and b_d = min(B, chunk O / (I' tau)) decoding sequences
+        (Little's law), I' the uncached prompt tokens."""
+        b = np.asarray(self.limit if limit is None else limit, dtype=float)
+        safe = np.maximum(b, 1.0)
+        x = safe * self.tau / (self.mean_out * self.t_dec(safe) + safe * self.tau * t_p)
+        chunk, fresh = self.cfg.chunk_tokens, self.mean_in * (1 - self.cfg.prefix_hit)
+        if chunk is not None and t_p > 0:
+            b_d = self.chunk_bound_batch(safe)
+            x = np.minimum(x, chunk / (fresh * (self.t_dec(b_d) + chunk * t_p / fresh)))
+        return np.where(b < 1, 0.0, x)
+
+    def chunk_bound_batch(self, limit: Any) -> Any:
+        """Decoding sequences when every step is full of prompt chunks: chunk O / (I' tau)."""
+        if self.cfg.chunk_tokens is None:
+            return np.asarray(limit, dtype=float)
+        fresh = self.mean_in * (1 - self.cfg.prefix_hit)
+        return np.minimum(limit, self.cfg.chunk_tokens * self.mean_out / (fresh * self.tau))
+
+    def batch(self, lam: float, t_p: float) -> float:
+        """b with b tau (1 - lam t_p) / t_dec(b) = lam O, by bisection on [0, limit]."""
+        want = lam * self.mean_out
+        lo, hi = 0.0, float(self.limit)
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            got = mid * self.tau * (1 - lam * t_p) / float(self.t_dec(mid))
+            lo, hi = (mid, hi) if got < want else (lo, mid)
+        return hi
+
+    def tpot(self, lam: float, b: float, t_p: float, t_p2: float) -> dict[int, float]:
+        """Mean t_dec(b) / ((1 - rho_p) tau); spread: sd = sqrt(lam T E[t_p^2]) / O over a
+        decode lifetime T = O t_step / tau (prefill work landing in it, compound Poisson)."""
+        rho_p = lam * t_p
+        step = float(self.t_dec(b)) / (1 - rho_p)
+        mean = step / self.tau
+        lifetime = self.mean_out * step / self.tau
+        sd = math.sqrt(lam * lifetime * t_p2) / self.mean_out
+        return {q: mean + Z[q] * sd for q in Z}
+
+
+def _ttft(rep: _Replica, lam: float, b: float) -> tuple[dict[int, float], dict[int, float], float]:
+    """TTFT quantiles, the queueing part, and the mean service time of one prefill. Chunked: a
+    prompt of I' tokens spans n = ceil(I'/chunk) steps, S = n t_dec(b) + t_p; separate prefill:
+    S = t_p (the prefill step runs alone)."""
+    cfg, hit = rep.cfg, rep.cfg.prefix_hit
+    chunk, t_step = cfg.chunk_tokens, float(rep.t_dec(b))
+
+    def service(x: Any) -> Any:
+        s = rep.st.prefill_s(x) * (1 - hit)
+        return s if chunk is None else s + np.ceil(x * (1 - hit) / chunk) * t_step
+
+    s1 = cfg.input_tokens.expect(service)
+    s2 = cfg.input_tokens.expect(lambda x: service(x) ** 2)
+    wait, rho = _pk_wait_s(lam, s1, s2)
+    waits, ttft = {}, {}
+    for q in Z:
+        w = INF if wait == INF else queue_wait_quantile_s(wait, rho, q / 100)
+        waits[q] = w
+        ttft[q] = w + float(service(cfg.input_tokens.quantile(q / 100)))
+    ttft[0] = wait + s1  # key 0: the mean
+    return ttft, waits, s1
+
+
+def analyze_colocated(st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> Analysis:
+    """The steady state of `cfg` (every replica prefills and decodes) with one replica's step
+    times `st`."""
+    rep = _Replica(st, cfg, kv_fraction)
+    replicas = cfg.devices // cfg.tp
+    lam = cfg.rate_per_s / replicas
+    cap = float(rep.capacity(rep.tp1))
+    return _colocated(rep, lam, cap, replicas)
+
+
+def _colocated(rep: _Replica, lam: float, cap: float, replicas: int) -> Analysis:
+    saturated = lam >= cap
+    served = min(lam, cap)
+    if saturated:  # the batch limit, or fewer decoding when prompt chunks fill every step
+        b = float(rep.chunk_bound_batch(float(max(rep.limit, 1)))) if rep.tp1 > 0 else rep.limit
+        b = float(max(b, 1.0)) if rep.limit >= 1 else 1.0
+    else:
+        b = rep.batch(lam, rep.tp1)
+    tpot = rep.tpot(served, b, rep.tp1, rep.tp2) if rep.limit >= 1 else dict.fromkeys(Z, INF)
+    if saturated:
+        ttft, waits, s1 = dict.fromkeys(Z, INF), dict.fromkeys(Z, INF), rep.tp1
+    else:
+        ttft, waits, s1 = _ttft(rep, lam, b)
+    busy = served * (rep.tp1 + rep.mean_out * float(rep.t_dec(b)) / (rep.tau * max(b, 1.0)))
+    notes = []
+    if rep.limit < 1:
+        notes.append("the KV cache holds no sequence: weights and activations fill the memory")
+    elif rep.limit < rep.cfg.max_batch:
+        notes.append(f"the KV cache limits the batch to {rep.limit} (< --max-batch)")
+    return Analysis(
+        saturated=saturated,
+        capacity_requests_per_s=cap * replicas,
+        requests_per_s=served * replicas,
+        throughput_tokens_per_s=served * replicas * rep.mean_out,
+        input_tokens_per_s=served * replicas * rep.mean_in,
+        batch=b,
+        batch_limit=rep.limit,
+        kv_limit_sequences=rep.kv_limit,
+        kv_occupancy=min(1.0, b * rep.kv_per_seq_bytes / rep.kv_budget_bytes)
+        if rep.kv_budget_bytes > 0
+        else 1.0,
+        utilization=min(1.0, busy),
+        ttft_s={q: v for q, v in ttft.items() if q},
+        ttft_mean_s=ttft.get(0, INF),
+        tpot_s=tpot,
+        queue_wait_s=waits,
+        step_s=float(rep.t_dec(b)),
+        prefill_s=s1,
+        notes=notes,
+    )

@@ -1,0 +1,151 @@
+"""What a serving run is asked to do: token-length distributions and the engine's knobs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from shardline.errors import InputError
+
+__all__ = ["Lengths", "ServeConfig", "parse_lengths", "spec_tokens_per_step", "BLOCK_TOKENS"]
+
+BLOCK_TOKENS = 16  # paged KV: tokens per block (vLLM's default block size)
+_QUADRATURE = (np.arange(64) + 0.5) / 64  # midpoints for expectations over a distribution
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """A token-length distribution: "fixed" (`mean`), "exponential" (`mean`) or "uniform"
+    (`low`..`high`, mean their midpoint)."""
+
+    kind: str
+    mean: float
+    low: float = 0.0
+    high: float = 0.0
+
+    def quantile(self, q: object) -> np.ndarray:
+        """The length at probability `q` (array), at least one token."""
+        u = np.asarray(q, dtype=float)
+        if self.kind == "fixed":
+            x = np.full_like(u, self.mean)
+        elif self.kind == "exponential":
+            x = -self.mean * np.log1p(-np.minimum(u, 1 - 1e-12))
+        else:
+            x = self.low + (self.high - self.low) * u
+        return np.maximum(x, 1.0)
+
+    def expect(self, f: object) -> float:
+        """E[f(L)] by the midpoint rule over 64 quantiles (exact for a fixed length)."""
+        values = f(self.quantile(_QUADRATURE))  # type: ignore[operator]
+        return float(np.mean(values))
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """`n` whole-token lengths."""
+        return np.maximum(np.rint(self.quantile(rng.random(n))), 1.0)
+
+    def label(self) -> str:
+        if self.kind == "fixed":
+            return f"{self.mean:g}"
+        if self.kind == "exponential":
+            return f"exp:{self.mean:g}"
+        return f"uniform:{self.low:g}-{self.high:g}"
+
+
+def _count(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{what}: {text!r} is not a number of tokens") from None
+    if not (value >= 1 and math.isfinite(value)):
+        raise InputError(f"{what}: {text!r} must be at least 1 token")
+    return value
+
+
+def parse_lengths(text: str, what: str) -> Lengths:
+    """`2000` (fixed), `exp:2000` (exponential, mean 2000) or `uniform:1000-3000`."""
+    kind, sep, rest = text.strip().partition(":")
+    if not sep:
+        return Lengths("fixed", _count(kind, what))
+    kind = kind.lower()
+    if kind in ("exp", "exponential"):
+        return Lengths("exponential", _count(rest, what))
+    if kind in ("uniform", "u"):
+        low, dash, high = rest.partition("-")
+        lo, hi = _count(low, what), _count(high, what) if dash else -1.0
+        if hi < lo:
+            raise InputError(f"{what}: uniform:LOW-HIGH needs LOW <= HIGH, got {rest!r}")
+        return Lengths("uniform", (lo + hi) / 2, lo, hi)
+    raise InputError(f"{what}: {text!r} is not N, exp:N or uniform:LOW-HIGH")
+
+
+def spec_tokens_per_step(k: int, alpha: float) -> float:
+    """Expected tokens one sequence gains per target step with k draft tokens each accepted with
+    probability alpha: (1 - alpha^(k+1)) / (1 - alpha) (Leviathan et al. 2023, eq. 1); k + 1 at
+    alpha = 1, 1 without speculation."""
+    if k == 0:
+        return 1.0
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """One serving setup. `rate_per_s`: requests per second over all replicas. `chunk_tokens`:
+    prefill tokens per engine step mixed with decode (None: each prefill runs as its own step).
+    `disagg`: (prefill devices, decode devices) or None (every replica does both)."""
+
+    rate_per_s: float
+    input_tokens: Lengths
+    output_tokens: Lengths
+    devices: int
+    tp: int
+    max_batch: int = 256
+    chunk_tokens: int | None = 8192
+    prefix_hit: float = 0.0
+    spec_k: int = 0
+    spec_alpha: float = 0.0
+    spec_draft_ratio: float = 0.0  # one draft step's cost / one target step's (0: n-gram)
+    disagg: tuple[int, int] | None = None
+    kv_reservation: str = "on_demand"  # or "full_output" (the engine's, engines.toml)
+
+    def __post_init__(self) -> None:
+        if not self.rate_per_s > 0 or not math.isfinite(self.rate_per_s):
+            raise InputError(
+                f"--rate must be a positive number of requests/s, got {self.rate_per_s}"
+            )
+        if not 0.0 <= self.prefix_hit < 1.0:
+            raise InputError(f"--prefix-hit must be in [0, 1), got {self.prefix_hit}")
+        if self.spec_k < 0 or not 0.0 <= self.spec_alpha <= 1.0 or self.spec_draft_ratio < 0:
+            raise InputError("--spec-decode needs k >= 0, 0 <= alpha <= 1 and a draft cost >= 0")
+        pools = self.disagg or (self.devices, 0)
+        for n in pools:
+            if n % self.tp:
+                raise InputError(f"{n} devices do not split into replicas of --tp {self.tp}")
+        if self.disagg is not None and min(self.disagg) < self.tp:
+            raise InputError("--disagg P:D needs at least --tp devices in each pool")
+        if self.max_batch < 1:
+            raise InputError("--max-batch must be at least 1")
+        if self.kv_reservation not in ("on_demand", "full_output"):
+            raise InputError(f"unknown KV reservation {self.kv_reservation!r}")
+
+    @property
+    def kv_tokens_per_sequence(self) -> float:
+        """KV tokens a running sequence holds, with half a 16-token block of fragmentation:
+        I + O/2 + 8 when blocks are taken on demand (the mean over its life), I + O + 8 when
+        its whole output is reserved at admission."""
+        out = self.output_tokens.mean
+        grown = out if self.kv_reservation == "full_output" else out / 2
+        return self.input_tokens.mean + grown + BLOCK_TOKENS / 2
+
+    @property
+    def tokens_per_step(self) -> float:
+        return spec_tokens_per_step(self.spec_k, self.spec_alpha)
+
+    @property
+    def step_cost_factor(self) -> float:
+        """A speculative step: k draft steps plus one verification, priced as a decode step
+        (memory-bound: reading the weights and KV once checks k + 1 tokens)."""
+        return 1.0 + self.spec_k * self.spec_draft_ratio

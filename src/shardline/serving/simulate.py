@@ -1,0 +1,174 @@
+"""A small discrete-event simulation of one replica, engine step by engine step (numpy over the
+running set), of the same setup as the analytic model: Poisson arrivals (or a trace), FCFS
+admission up to the batch limit (the max batch and the KV limit of the analytic model),
+chunked prefill (a token budget per step, oldest prompt first) or separate prefill steps, and
+decode steps priced by the same step-time grids. Speculative decoding adds the expected tokens
+per step (no sampling of acceptances); disaggregated pools: an FCFS prefill queue per prefill
+replica (Lindley's recursion, vectorized) then the KV transfer, then a decode replica."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shardline.serving.analytic import _Replica
+from shardline.serving.config import BLOCK_TOKENS, ServeConfig
+from shardline.serving.steptimes import StepTimes
+
+__all__ = ["Requests", "SimResult", "simulate_replica", "poisson_requests", "fcfs_finish_s"]
+
+
+@dataclass
+class Requests:
+    """Arrival times (s, sorted), prompt and output tokens of each request."""
+
+    arrival_s: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+
+
+@dataclass
+class SimResult:
+    """Per-request first-token and finish times, and the occupancy over time."""
+
+    requests: Requests
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    time_s: np.ndarray  # at the end of each step
+    running: np.ndarray  # sequences in the batch during the step
+    kv_tokens: np.ndarray  # KV tokens held (whole blocks) during the step
+    generated: np.ndarray  # output tokens generated so far (cumulative)
+    admitted_s: np.ndarray  # when each request joined the batch
+
+
+def poisson_requests(cfg: ServeConfig, rate_per_s: float, n: int, seed: int = 0) -> Requests:
+    """`n` requests of a Poisson process of `rate_per_s`, lengths drawn from the config."""
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1.0 / rate_per_s, n))
+    return Requests(arrivals, cfg.input_tokens.sample(rng, n), cfg.output_tokens.sample(rng, n))
+
+
+def fcfs_finish_s(arrival_s: np.ndarray, service_s: np.ndarray) -> np.ndarray:
+    """Finish times of one FCFS server (Lindley): f_i = max(a_i, f_{i-1}) + s_i, vectorized as
+    f_i = C_i + max_{j<=i}(a_j - C_{j-1}) with C the cumulative service."""
+    c = np.cumsum(service_s)
+    before = np.concatenate(([0.0], c[:-1]))
+    return c + np.maximum.accumulate(arrival_s - before)
+
+
+class _State:
+    def __init__(self, reqs: Requests, prefill_done: bool) -> None:
+        n = len(reqs.arrival_s)
+        self.todo = np.zeros(n) if prefill_done else reqs.input_tokens.astype(float).copy()
+        self.gen = np.where(self.todo > 0, 0.0, 1.0)  # a prefilled request has its first token
+        self.first = np.where(self.todo > 0, np.nan, reqs.arrival_s)
+        self.finish = np.full(n, np.nan)
+        self.admitted = np.full(n, np.nan)
+        self.running = np.zeros(0, dtype=int)
+        self.next_arrival = 0
+        self.log: list[tuple[float, int, float, float]] = []
+        self.total = 0.0
+
+
+def _admit(s: _State, reqs: Requests, t: float, limit: int) -> None:
+    """FCFS: every arrived request that finds a free batch slot joins the running set."""
+    arrived = int(np.searchsorted(reqs.arrival_s, t, side="right"))
+    free = limit - len(s.running)
+    take = min(free, arrived - s.next_arrival)
+    if take > 0:
+        new = np.arange(s.next_arrival, s.next_arrival + take)
+        s.admitted[new] = t
+        s.running = np.concatenate((s.running, new))
+        s.next_arrival += take
+
+
+def _step(
+    s: _State, rep: _Replica, reqs: Requests, per_token_s: np.ndarray
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """One engine step over the running set: its duration; updates prefill and decode."""
+    cfg, run = rep.cfg, s.running
+    todo = s.todo[run]
+    prefilling = todo > 0
+    dt = 0.0
+    if cfg.chunk_tokens is None and prefilling.any():
+        done_now = run[prefilling]
+        dt = float(np.sum(s.todo[done_now] * per_token_s[done_now]))
+        s.todo[done_now] = 0.0
+        decoding = np.zeros(0, dtype=int)
+    else:
+        budget = float(cfg.chunk_tokens or 0)
+        want = np.where(prefilling, todo, 0.0)
+        given = np.clip(budget - (np.cumsum(want) - want), 0.0, want)
+        dt += float(np.sum(given * per_token_s[run]))
+        s.todo[run] = todo - given
+        decoding = run[~prefilling]
+        done_now = run[prefilling & (s.todo[run] <= 0)]
+    if len(decoding):
+        ctx = float(np.mean(reqs.input_tokens[decoding] + s.gen[decoding]))
+        dt += float(rep.st.decode_s(len(decoding), ctx)) * cfg.step_cost_factor
+    return dt, decoding, done_now
+
+
+def simulate_replica(
+    st: StepTimes, cfg: ServeConfig, kv_fraction: float, reqs: Requests
+) -> SimResult:
+    """Run one replica over `reqs` (prefill already done when cfg.disagg: `reqs.arrival_s` is
+    then when each request reaches the decode replica)."""
+    rep = _Replica(st, cfg, kv_fraction)
+    limit = max(rep.limit, 1)
+    hit = cfg.prefix_hit
+    eff_in = np.maximum(np.rint(reqs.input_tokens * (1 - hit)), 1.0)
+    per_token_s = st.prefill_s(reqs.input_tokens) * (1 - hit) / eff_in
+    s = _State(Requests(reqs.arrival_s, eff_in, reqs.output_tokens), cfg.disagg is not None)
+    t, n = 0.0, len(reqs.arrival_s)
+    while s.next_arrival < n or len(s.running):
+        _admit(s, reqs, t, limit)
+        if len(s.running) == 0:
+            t = float(reqs.arrival_s[s.next_arrival])
+            continue
+        dt, decoding, done_now = _step(s, rep, reqs, per_token_s)
+        t += dt
+        s.first[done_now] = t
+        s.gen[done_now] = 1.0
+        s.gen[decoding] += rep.tau
+        s.total += len(decoding) * rep.tau + len(done_now)
+        active = np.concatenate((decoding, done_now))
+        s.finish[active[s.gen[active] >= reqs.output_tokens[active]]] = t
+        kv = np.sum(np.ceil((reqs.input_tokens[s.running] + s.gen[s.running]) / BLOCK_TOKENS))
+        s.log.append((t, len(s.running), kv * BLOCK_TOKENS, s.total))
+        s.running = s.running[np.isnan(s.finish[s.running])]
+    log = np.array(s.log) if s.log else np.zeros((0, 4))
+    return SimResult(
+        reqs, s.first, s.finish, log[:, 0], log[:, 1], log[:, 2], log[:, 3], s.admitted
+    )
+
+
+def summarize(sim: SimResult, warmup: float = 0.2) -> dict[str, Any]:
+    """Steady-state figures of one replica's run: output tokens/s between the admission of the
+    first `warmup` of the requests and that of the last one (the batch is in steady state
+    between: below saturation admission is arrival, above it the batch stays full), and
+    TTFT/TPOT percentiles of the requests admitted in that window that finished."""
+    a = sim.requests.arrival_s
+    admitted = sim.admitted_s
+    t0, t1 = float(admitted[int(warmup * (len(a) - 1))]), float(admitted[-1])
+    cum = np.interp([t0, t1], sim.time_s, sim.generated) if len(sim.time_s) else np.zeros(2)
+    inside = (admitted >= t0) & (admitted <= t1) & ~np.isnan(sim.finish_s)
+    ttft = sim.first_token_s[inside] - a[inside]
+    out = sim.requests.output_tokens[inside]
+    tpot = (sim.finish_s[inside] - sim.first_token_s[inside]) / np.maximum(out - 1, 1)
+    q = (50, 90, 99)
+
+    def pct(x: np.ndarray) -> dict[int, float]:
+        return {p: float(np.percentile(x, p)) for p in q} if len(x) else dict.fromkeys(q, np.nan)
+
+    span = max(t1 - t0, 1e-12)
+    return {
+        "throughput_tokens_per_s": float(cum[1] - cum[0]) / span,
+        "requests_per_s": float(np.sum(inside)) / span,
+        "ttft_s": pct(ttft),
+        "tpot_s": pct(tpot),
+        "mean_batch": float(np.mean(sim.running)) if len(sim.running) else 0.0,
+        "finished": int(np.sum(~np.isnan(sim.finish_s))),
+    }
