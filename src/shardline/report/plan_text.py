@@ -30,11 +30,21 @@ def _stage_share(w: Workload, stages: int) -> str:
     return f"{w.layer_count // stages} layers"
 
 
-def _plan_row(p: PlanResult, w: Workload) -> tuple[str, ...]:
+def _columns(plans: list[PlanResult]) -> tuple[str, ...]:
+    """The degree columns: every strategy the search tries, and one it tries only when asked
+    (cp) when a plan shown uses it."""
+    return tuple(
+        s.name
+        for s in strategies()
+        if s.searched or any(p.degrees.get(s.name, 1) > 1 for p in plans)
+    )
+
+
+def _plan_row(p: PlanResult, w: Workload, columns: tuple[str, ...]) -> tuple[str, ...]:
     per_s = p.tokens_per_s if p.tokens_per_s is not None else w.batch / p.predicted_s
     return (
         p.name,
-        *(str(v) for v in p.degrees.values()),
+        *(str(p.degrees.get(c, 1)) for c in columns),
         str(p.microbatches),
         fmt_time(p.predicted_s),
         fmt_time(p.latency_s),
@@ -167,9 +177,11 @@ def render_plan(ps: PlanSet, top: int = 10) -> str:
         out.append(f"RECOMMENDED {ps.recommended}: {ps.reason}.")
     out.append("")
     per = "tokens/s" if w.kind != "stack" else f"{w.item}s/s"
+    shown = ps.plans[:top]
+    columns = _columns(shown)
     header = (
         "plan",
-        *names(),
+        *columns,
         "mb",
         "predicted",
         "lower bound",
@@ -180,11 +192,10 @@ def render_plan(ps: PlanSet, top: int = 10) -> str:
         "comm/step",
         "bottleneck",
     )
-    shown = ps.plans[:top]
     out += _table(
         header,
-        [_plan_row(p, w) for p in shown],
-        (False, *(True for _ in names()), True, True, True, True, True, True, False, True, False),
+        [_plan_row(p, w, columns) for p in shown],
+        (False, *(True for _ in columns), True, True, True, True, True, True, False, True, False),
     )
     if len(ps.plans) > top:
         out.append(f"  ... and {len(ps.plans) - top} more (--top N, or --json for all)")

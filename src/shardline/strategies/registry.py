@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from shardline.errors import InputError
-from shardline.strategies import dp, fsdp, pp, tp
+from shardline.strategies import cp, dp, fsdp, pp, tp
 from shardline.strategies.base import Strategy
 
 __all__ = ["strategies", "strategy", "names", "by_mesh", "registered"]
@@ -20,6 +20,7 @@ _REGISTRY: list[Strategy] = [
     pp.STRATEGY,
     dp.STRATEGY,
     fsdp.STRATEGY,
+    cp.STRATEGY,
 ]
 
 
