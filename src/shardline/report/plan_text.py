@@ -9,7 +9,7 @@ from shardline.report.stack_text import describe as _describe
 from shardline.report.stack_text import memory_parts as _memory_parts
 from shardline.report.stack_text import rate as _rate
 from shardline.report.stack_text import table as _table
-from shardline.strategies import names, strategies, strategy
+from shardline.strategies import strategies, strategy
 from shardline.units import fmt_bytes, fmt_int, fmt_num, fmt_time
 from shardline.workload import Workload
 
