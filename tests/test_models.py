@@ -269,8 +269,8 @@ def test_moe_model_is_refused_for_planning(capsys: pytest.CaptureFixture[str]) -
     code, out, err = _run(capsys, "plan", "--model", "deepseek-v3", "--devices", "8")
     assert code == 2 and out == ""
     assert err.startswith("error: model deepseek-v3: mixture-of-experts planning is not available")
-    code, _, err = _run(capsys, "stack", "--model", "gemma-3-27b")
-    assert code == 2 and "sliding-window" in err
+    code, _, err = _run(capsys, "stack", "--model", "gpt-oss-20b")  # sliding windows and MoE
+    assert code == 2 and "mixture-of-experts" in err
     code, _, err = _run(capsys, "stack")
     assert code == 2 and "--model" in err
 

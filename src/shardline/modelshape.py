@@ -42,6 +42,11 @@ class ModelShape:
     rotary: bool = True
     causal: bool = True
     dtype: str = "bf16"
+    # attention variants (shardline.attention_variants); the defaults are plain GQA
+    key_len: int | None = None  # keys per query, mean over the layers (None: seq_len)
+    v_head_dim: int | None = None  # the values' head dim (MLA; None: head_dim)
+    attention_params: int | None = None  # one block's attention weights (MLA; None: GQA's)
+    causal_fraction: float = 0.5  # scores a causal fused kernel computes, of the S x T product
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KERNELS:
@@ -63,8 +68,20 @@ class ModelShape:
         feed-forward (two or, gated, three d x d_ff matrices). Biases and norms are left out."""
         d, e = self.d_model, self.head_dim
         attention = d * (self.heads + 2 * self.kv_heads) * e + self.heads * e * d
+        if self.attention_params is not None:
+            attention = self.attention_params
         ffn = (3 if self.gated else 2) * d * self.d_ff
         return attention + ffn
+
+    @property
+    def keys(self) -> int:
+        """Keys each query attends to, the mean over the layers (sliding windows shorten it)."""
+        return self.seq_len if self.key_len is None else self.key_len
+
+    @property
+    def attention_dim(self) -> float:
+        """The mean of the scores' and the values' head dims (MLA: 192 and 128)."""
+        return (self.head_dim + (self.v_head_dim or self.head_dim)) / 2
 
     @property
     def head_params(self) -> int:

@@ -262,7 +262,10 @@ class Workload:
 def _with_axes(layers: Sequence[Layer]) -> tuple[Layer, ...]:
     """The template layers with their dims named by logical axis (TEMPLATE_AXES)."""
     return tuple(
-        replace(layer, axes={d: TEMPLATE_AXES[d] for d in layer.dims if d in TEMPLATE_AXES})
+        replace(
+            layer,
+            axes={**layer.axes, **{d: TEMPLATE_AXES[d] for d in layer.dims if d in TEMPLATE_AXES}},
+        )
         for layer in layers
     )
 
@@ -308,6 +311,8 @@ class TransformerShape:
     vocab: int | None = None  # None: the embedding and the LM head are left out
     attention: str = "flash"  # "flash" (scores stay on chip) or "standard" (scores via HBM)
     rotary: bool = True  # rotary position embedding on q and k (False: learned positions)
+    mla: Any = None  # multi-head latent attention: an MLA or its table (attention_variants)
+    sliding_window: Any = None  # sliding-window layers: a SlidingWindow or its table
 
 
 def _ffn_layers(d: int, f: int, b: int, s: int, gated: bool, dtype: str) -> tuple[Layer, ...]:
@@ -437,6 +442,31 @@ def _attention_layers(k: _Block) -> list[Layer]:
     ]  # fmt: skip
 
 
+def _variant(
+    shape: TransformerShape, k: _Block, phase: str
+) -> tuple[list[Layer], dict[str, Any], bool]:
+    """The block's attention einsums, the ModelShape fields of its attention variant, and
+    whether the KV-cache formula 2 L n_kv d_head S B s_kv holds (shardline.attention_variants)."""
+    from shardline import attention_variants as av
+
+    mla, window = av.as_mla(shape.mla), av.as_window(shape.sliding_window)
+    if mla is not None and window is not None:
+        raise InputError("multi-head latent attention with sliding windows is not modeled")
+    if mla is not None:
+        sizes = av.AttentionSizes(
+            k.b, k.q_len, k.k_len, k.d, k.h, k.dtype, k.kv_dtype, k.onchip_scores, phase
+        )
+        qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+        extra: dict[str, Any] = {
+            "head_dim": qk, "v_head_dim": mla.v_head_dim,
+            "attention_params": av.mla_attention_params(k.d, k.h, mla),
+        }  # fmt: skip
+        return av.mla_layers(sizes, mla), extra, False
+    keys = av.mean_key_length(k.k_len, k.n_layers, window)
+    extra = {"key_len": keys, "causal_fraction": av.causal_fraction(k.s, k.n_layers, window)}
+    return _attention_layers(replace(k, k_len=keys)), extra, keys == k.k_len
+
+
 def transformer(
     shape: TransformerShape | None = None,
     *,
@@ -462,11 +492,13 @@ def transformer(
     """
     shape = shape or TransformerShape(**sizes)
     k = _block(shape, phase, dtype, kv_dtype)
+    attention, variant, plain_cache = _variant(shape, k, phase)
     model = ModelShape(
-        k.d, k.f, k.h, k.g, k.e, k.n_layers, k.s, k.q_len, k.b, k.gated, shape.vocab,
-        shape.attention, _flag(shape.rotary, "rotary"), True, canonical_dtype(dtype),
+        k.d, k.f, k.h, k.g, variant.pop("head_dim", k.e), k.n_layers, k.s, k.q_len, k.b,
+        k.gated, shape.vocab, shape.attention, _flag(shape.rotary, "rotary"), True,
+        canonical_dtype(dtype), **variant,
     )  # fmt: skip
-    block = _attention_layers(k) + list(_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype))
+    block = attention + list(_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype))
     label = name or (
         f"transformer d_model={k.d} d_ff={k.f} heads={k.h}/{k.g} x{k.n_layers} {phase}"
     )
@@ -484,6 +516,6 @@ def transformer(
         item="sequence",
         tokens_per_item=k.q_len,
         description=f"{phase}: batch {k.b}, {k.q_len} query x {k.k_len} key tokens",
-        kv_cache_formula=formula if k.cache else None,
+        kv_cache_formula=formula if k.cache and plain_cache else None,
         model=model,
     )

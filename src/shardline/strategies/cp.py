@@ -44,8 +44,8 @@ def key_operand(layer: Layer) -> str | None:
     scores, V of the values, the cached latent of MLA); None for other layers."""
     if layer.kernel != "attention":
         return None
-    for op in layer.inputs:
-        if KEY_DIM in op.dims and QUERY_DIM not in op.dims:
+    for op in layer.inputs:  # an on-chip operand reuses a tile another einsum received
+        if KEY_DIM in op.dims and QUERY_DIM not in op.dims and op.name not in layer.onchip:
             return op.name
     return None
 
