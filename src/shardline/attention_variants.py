@@ -35,7 +35,7 @@ docs/context-parallel-and-attention.md. Pure: no printing, no files.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from math import ceil
 from typing import Any
@@ -56,6 +56,7 @@ __all__ = [
     "mla_cache_width",
     "mla_layers",
     "AttentionSizes",
+    "template_attention",
 ]
 
 MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
@@ -226,3 +227,27 @@ def mla_layers(a: AttentionSizes, mla: MLA) -> list[Layer]:
     )  # fmt: skip
     cached = "cache" if a.phase in ("prefill", "decode") else "latent"
     return [down, q_up, absorb, *_attention(a, width, r_kv, cached), out]
+
+
+def template_attention(
+    shape: Any, k: Any, phase: str, standard: Callable[[int], list[Layer]]
+) -> tuple[list[Layer], dict[str, Any], bool]:
+    """The transformer template's attention einsums for a TransformerShape's `mla` and
+    `sliding_window` tables and its checked block sizes `k` (shardline.workload._Block), the
+    ModelShape fields of the variant, and whether the KV-cache formula 2 L n_kv d_head S B s_kv
+    holds; `standard(keys)` builds the grouped-query einsums at a key length."""
+    mla, window = as_mla(shape.mla), as_window(shape.sliding_window)
+    layers = k.n_layers
+    a = AttentionSizes(k.b, k.q_len, k.k_len, k.d, k.h, k.dtype, k.kv_dtype, k.onchip_scores, phase)
+    if mla is not None and window is not None:
+        raise InputError("multi-head latent attention with sliding windows is not modeled")
+    if mla is not None:
+        extra: dict[str, Any] = {
+            "head_dim": mla.qk_nope_head_dim + mla.qk_rope_head_dim,
+            "v_head_dim": mla.v_head_dim,
+            "attention_params": mla_attention_params(a.d, a.h, mla),
+        }
+        return mla_layers(a, mla), extra, False
+    keys = mean_key_length(a.t, layers, window)
+    extra = {"key_len": keys, "causal_fraction": causal_fraction(a.t, layers, window)}
+    return standard(keys), extra, keys == a.t

@@ -442,31 +442,6 @@ def _attention_layers(k: _Block) -> list[Layer]:
     ]  # fmt: skip
 
 
-def _variant(
-    shape: TransformerShape, k: _Block, phase: str
-) -> tuple[list[Layer], dict[str, Any], bool]:
-    """The block's attention einsums, the ModelShape fields of its attention variant, and
-    whether the KV-cache formula 2 L n_kv d_head S B s_kv holds (shardline.attention_variants)."""
-    from shardline import attention_variants as av
-
-    mla, window = av.as_mla(shape.mla), av.as_window(shape.sliding_window)
-    if mla is not None and window is not None:
-        raise InputError("multi-head latent attention with sliding windows is not modeled")
-    if mla is not None:
-        sizes = av.AttentionSizes(
-            k.b, k.q_len, k.k_len, k.d, k.h, k.dtype, k.kv_dtype, k.onchip_scores, phase
-        )
-        qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-        extra: dict[str, Any] = {
-            "head_dim": qk, "v_head_dim": mla.v_head_dim,
-            "attention_params": av.mla_attention_params(k.d, k.h, mla),
-        }  # fmt: skip
-        return av.mla_layers(sizes, mla), extra, False
-    keys = av.mean_key_length(k.k_len, k.n_layers, window)
-    extra = {"key_len": keys, "causal_fraction": av.causal_fraction(k.s, k.n_layers, window)}
-    return _attention_layers(replace(k, k_len=keys)), extra, keys == k.k_len
-
-
 def transformer(
     shape: TransformerShape | None = None,
     *,
@@ -492,7 +467,11 @@ def transformer(
     """
     shape = shape or TransformerShape(**sizes)
     k = _block(shape, phase, dtype, kv_dtype)
-    attention, variant, plain_cache = _variant(shape, k, phase)
+    from shardline.attention_variants import template_attention
+
+    attention, variant, plain_cache = template_attention(
+        shape, k, phase, lambda keys: _attention_layers(replace(k, k_len=keys))
+    )
     model = ModelShape(
         k.d, k.f, k.h, k.g, variant.pop("head_dim", k.e), k.n_layers, k.s, k.q_len, k.b,
         k.gated, shape.vocab, shape.attention, _flag(shape.rotary, "rotary"), True,
