@@ -145,3 +145,21 @@ def test_cli_bad_cp_is_one_error_line(
     assert message in err
     if "invalid choice" not in message:
         assert err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_free_search_leaves_cp_at_1() -> None:
+    ps = plan(_model(), "h100-sxm", 4)
+    assert all(p.degrees["cp"] == 1 for p in ps.plans)
+
+
+def test_mla_prefill_ring_sends_the_latent_once() -> None:
+    # the absorbed form: the scores read the cached latent c (kv_lora_rank + rope = 576 wide);
+    # the values reuse it on chip, so only c travels: B x S/cp x 576 x 2 bytes per send
+    mla = {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+           "qk_nope_head_dim": 128, "v_head_dim": 128}  # fmt: skip
+    w = transformer(
+        d_model=7168, d_ff=18432, heads=128, kv_heads=128, head_dim=192, batch=1, seq_len=4096,
+        layers=1, phase="prefill", mla=mla,
+    )  # fmt: skip
+    (p,) = plan(w, "h200", 2, microbatches=1, cp=2, tp=1, pp=1, dp=1, fsdp=1).plans
+    assert _comm(p, "cp", "send") == (1 * (2 - 1), 1 * (4096 // 2) * 576 * W)
