@@ -140,7 +140,8 @@ def run_plan(args: argparse.Namespace) -> int:
         return 0
     # every degree given: the user asked about this layout, so answer even when it does not fit
     # (fits false, with the memory it needs) instead of refusing
-    whole_layout = all(options[s.name] is not None for s in strategies())
+    # (a strategy the search leaves at 1 unless asked, cp, counts as given)
+    whole_layout = all(options[s.name] is not None or not s.searched for s in strategies())
     result = plan(workload, args.hw, devices, require_fit=not whole_layout, **options, **overrides)
     if args.json:
         emit_json(result.to_dict())
