@@ -153,3 +153,17 @@ def test_cli_gemma_plans_and_its_kv_bytes_match_model_show(
     best = json.loads(out)["plans"][0]
     assert best["memory"]["kv_cache_bytes"] == 1024 * per_token
     assert best["predicted_s"] > 0 and 0 < best["mfu"] < 1
+
+
+def test_standard_attention_keeps_scores_of_the_mean_key_length() -> None:
+    from dataclasses import replace
+
+    from shardline.modelshape import ModelShape
+    from shardline.realistic.activations import layer_activation_bytes
+
+    full = ModelShape(512, 2048, 8, 8, 64, 2, 4096, 4096, 1, attention="standard")
+    band = replace(full, key_len=1024)
+    kw = {"tp": 1, "sp": False, "recompute": "none"}
+    # scores kept per block: (2 w + 1 mask byte) x heads x S x T_eff x sequences
+    saved = layer_activation_bytes(full, 1, **kw) - layer_activation_bytes(band, 1, **kw)
+    assert saved == (2 * 2 + 1) * 8 * 4096 * (4096 - 1024)
