@@ -163,3 +163,30 @@ def test_mla_prefill_ring_sends_the_latent_once() -> None:
     )  # fmt: skip
     (p,) = plan(w, "h200", 2, microbatches=1, cp=2, tp=1, pp=1, dp=1, fsdp=1).plans
     assert _comm(p, "cp", "send") == (1 * (2 - 1), 1 * (4096 // 2) * 576 * W)
+
+
+def test_ring_shows_what_a_send_takes_beyond_one_blocks_attention() -> None:
+    from shardline.hardware import load_chip
+    from shardline.planning.network import MeshNetwork
+    from shardline.realistic.kernels import causal_lower_bound
+    from shardline.stack import layer_cost
+    from shardline.strategies import Degrees, local_dims
+
+    cp, seq = 4, 256  # short sequences: the block's attention is shorter than its send
+    w = _model("prefill", seq_len=seq)
+    (p,) = plan(w, "h100-sxm", cp, microbatches=1, cp=cp, tp=1, pp=1, dp=1, fsdp=1).plans
+    chip = load_chip("h100-sxm")
+    net = MeshNetwork(chip, Degrees(cp=cp))
+    block = B * (seq // cp) * G * E * W  # the local K (or V)
+    exposed = 0.0
+    for layer in w.layers:
+        if layer.kernel != "attention":
+            continue
+        dims = local_dims(layer, Degrees(cp=cp), batch_dim="B")
+        assert (dims["S"], dims["T"]) == (seq // cp, seq)  # local queries, every key
+        # one ring step's attention: the layer's local time (causal: half the FLOPs) over cp
+        t_block = causal_lower_bound(layer_cost(layer, chip, dims).cost, layer, w.model).t_lower_s
+        t_send = net.time("send", block, "cp")
+        exposed += LAYERS * (cp - 1) * max(0.0, t_send - t_block / cp)
+    (send,) = [c for c in p.comm if c.kind == "send"]
+    assert exposed > 0 and send.t_s == pytest.approx(exposed)
