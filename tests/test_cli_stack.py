@@ -132,7 +132,7 @@ def test_plan_with_fixed_degrees(capsys: pytest.CaptureFixture[str]) -> None:
         ],
     )
     (p,) = out["plans"]
-    assert p["degrees"] == {"tp": 1, "pp": 2, "dp": 1, "fsdp": 1, "ep": 1}
+    assert p["degrees"] == {"tp": 1, "pp": 2, "dp": 1, "fsdp": 1, "ep": 1, "cp": 1}
     assert p["microbatches"] == 8 and p["bubble_fraction"] == pytest.approx(1 / 9)
 
 

@@ -199,11 +199,14 @@ def test_moe_table_in_a_workload_file(tmp_path: Path) -> None:
     assert (up.dims["X"], up.dims["C"]) == (4, ceil(32 * 1 / 4))
 
 
-def test_zoo_models_needing_other_attention_still_refused(
+def test_dense_first_layers_still_refused_and_moe_zoo_models_plan(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, _, err = _run(capsys, "plan", "--model", "gpt-oss-20b", "--devices", "8")
-    assert code == 2 and "sliding-window attention planning is not available" in err
+    # DeepSeek-V3's first 3 blocks are dense: one block kind per workload cannot hold them
+    code, _, err = _run(capsys, "plan", "--model", "deepseek-v3", "--devices", "8")
+    assert code == 2 and "dense first layers planning is not available" in err
+    code, out, _ = _run(capsys, "plan", "--model", "gpt-oss-20b", "--devices", "8", "--json")
+    assert code == 0 and json.loads(out)["plans"]
     code, out, _ = _run(
         capsys, "stack", "--model", "qwen3-30b-a3b", "--hw", "h100-sxm", "--json"
     )  # fmt: skip

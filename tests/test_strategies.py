@@ -150,24 +150,26 @@ def test_pp_sends_the_boundary_activation() -> None:
 
 
 def test_registry_order_mesh_order_and_memory_splits() -> None:
-    assert names() == ("tp", "pp", "dp", "fsdp", "ep")
-    # Megatron: tp innermost; ep (mesh rank 1, after fsdp in the registry) inside dp
-    assert [s.name for s in by_mesh()] == ["tp", "fsdp", "ep", "dp", "pp"]
+    assert names() == ("tp", "pp", "dp", "fsdp", "ep", "cp")
+    # Megatron: tp innermost, then cp; ep (mesh rank 1, after fsdp in the registry) inside dp
+    assert [s.name for s in by_mesh()] == ["tp", "cp", "fsdp", "ep", "dp", "pp"]
     assert {s.name: s.splits for s in strategies()} == {
         "tp": ("tensor",),
         "pp": ("layers",),
         "dp": ("batch",),
         "fsdp": ("batch",),
         "ep": ("batch",),
+        "cp": ("seq",),
     }
     assert [s.name for s in strategies() if s.memory.optimizer == "sharded"] == ["fsdp"]
     deg = Degrees(tp=2, fsdp=4)
-    assert deg == {"tp": 2, "pp": 1, "dp": 1, "fsdp": 4, "ep": 1} and deg.tp == 2
+    assert deg == {"tp": 2, "pp": 1, "dp": 1, "fsdp": 4, "ep": 1, "cp": 1} and deg.tp == 2
     assert (deg.devices, deg.replicas, deg.stages, deg.name) == (8, 4, 1, "tp2-fsdp4")
 
 
 def _nested_loops(workload: Workload, devices: int) -> list[dict[str, int]]:
-    """The candidate search before the registry: tp, pp, dp loops over divisors, fsdp the rest;
+    """The candidate search before the registry: tp, pp, dp loops over divisors, fsdp the rest
+    (cp is never searched free: it stays 1);
     the free search's tp divides every layer's tensor-parallel room (the product of the sizes of
     its tp_dims), so that no device is left without a share."""
 
@@ -186,7 +188,7 @@ def _nested_loops(workload: Workload, devices: int) -> list[dict[str, int]]:
                 fsdp = devices // (tp * pp * dp)
                 if dp * fsdp > workload.batch or (dp * fsdp > 1 and workload.batch_dim is None):
                     continue
-                out.append({"tp": tp, "pp": pp, "dp": dp, "fsdp": fsdp, "ep": 1})
+                out.append({"tp": tp, "pp": pp, "dp": dp, "fsdp": fsdp, "ep": 1, "cp": 1})
     return out
 
 

@@ -45,6 +45,11 @@ class ModelShape:
     router_experts: int = 0  # MoE: the router's d_model x experts matmul (docs/moe.md)
     expert_copies: int = 0  # MoE: copies of each token the dispatch makes (top-k); 0: dense
     idle_expert_params: int = 0  # MoE decode: routed experts' weights per block held, not read
+    # attention variants (shardline.attention_variants); the defaults are plain GQA
+    key_len: int | None = None  # keys per query, mean over the layers (None: seq_len)
+    v_head_dim: int | None = None  # the values' head dim (MLA; None: head_dim)
+    attention_params: int | None = None  # one block's attention weights (MLA; None: GQA's)
+    causal_fraction: float = 0.5  # scores a causal fused kernel computes, of the S x T product
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KERNELS:
@@ -68,8 +73,20 @@ class ModelShape:
         so these are its active weights, plus the router d x experts."""
         d, e = self.d_model, self.head_dim
         attention = d * (self.heads + 2 * self.kv_heads) * e + self.heads * e * d
+        if self.attention_params is not None:
+            attention = self.attention_params
         ffn = (3 if self.gated else 2) * d * self.d_ff
         return attention + ffn + d * self.router_experts
+
+    @property
+    def keys(self) -> int:
+        """Keys each query attends to, the mean over the layers (sliding windows shorten it)."""
+        return self.seq_len if self.key_len is None else self.key_len
+
+    @property
+    def attention_dim(self) -> float:
+        """The mean of the scores' and the values' head dims (MLA: 192 and 128)."""
+        return (self.head_dim + (self.v_head_dim or self.head_dim)) / 2
 
     @property
     def head_params(self) -> int:

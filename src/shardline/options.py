@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_REDUCE_DTYPE",
     "Execution",
     "RECOMPUTE_MODES",
+    "CP_KINDS",
     "OPTIMIZER_STATE_BYTES",
 ]
 
@@ -50,6 +51,8 @@ class RateOverrides:
 
 
 RECOMPUTE_MODES = ("none", "selective", "full")
+# context parallelism's K/V exchange (shardline.strategies.cp)
+CP_KINDS = ("ring", "all-gather")
 # Optimizer state per parameter beyond the weights and gradients, as (bytes of moments, whether
 # an fp32 master copy is kept for weights stored narrower than fp32) (ZeRO, Rajbhandari et al.
 # 2020, section 3.1: mixed-precision Adam keeps an fp32 master copy and two fp32 moments, 12 B):
@@ -86,6 +89,7 @@ class Execution:
     optimizer: str | float = "adam"
     cuda_graphs: bool = False
     tokens: float | None = None
+    cp_kind: str = "ring"
 
     def __post_init__(self) -> None:
         from shardline.errors import InputError
@@ -100,6 +104,8 @@ class Execution:
         if self.zero not in (0, 1, 2, 3):
             raise InputError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         self.state_bytes_per_param(16)  # validates the optimizer
+        if self.cp_kind not in CP_KINDS:
+            raise InputError(f"cp_kind must be one of {', '.join(CP_KINDS)}, got {self.cp_kind!r}")
         t = self.tokens
         if t is not None and not (isinstance(t, int | float) and t > 0 and t < float("inf")):
             raise InputError(f"tokens must be a positive finite number, got {t!r}")

@@ -265,7 +265,10 @@ class Workload:
 def _with_axes(layers: Sequence[Layer]) -> tuple[Layer, ...]:
     """The template layers with their dims named by logical axis (TEMPLATE_AXES)."""
     return tuple(
-        replace(layer, axes={d: TEMPLATE_AXES[d] for d in layer.dims if d in TEMPLATE_AXES})
+        replace(
+            layer,
+            axes={**layer.axes, **{d: TEMPLATE_AXES[d] for d in layer.dims if d in TEMPLATE_AXES}},
+        )
         for layer in layers
     )
 
@@ -311,6 +314,8 @@ class TransformerShape:
     vocab: int | None = None  # None: the embedding and the LM head are left out
     attention: str = "flash"  # "flash" (scores stay on chip) or "standard" (scores via HBM)
     rotary: bool = True  # rotary position embedding on q and k (False: learned positions)
+    mla: Any = None  # multi-head latent attention: an MLA or its table (attention_variants)
+    sliding_window: Any = None  # sliding-window layers: a SlidingWindow or its table
 
 
 def _ffn_layers(d: int, f: int, b: int, s: int, gated: bool, dtype: str) -> tuple[Layer, ...]:
@@ -450,35 +455,32 @@ def transformer(
     moe: Any = None,
     **sizes: Any,
 ) -> Workload:
-    """A decoder transformer block (attention + feed-forward) repeated `layers` times. `sizes`:
-    the fields of TransformerShape (d_model, d_ff, heads, batch, seq_len, kv_heads, head_dim,
-    gated, layers).
-
-    Dims: B batch, S query tokens, T key tokens (T = S for training and prefill; the cached context
-    for decode, where S = 1), D d_model, G kv heads, R query heads per kv head, E head dim, F d_ff,
-    U = 2 for the fused up+gate projection of a gated (SwiGLU) FFN. Q, K and V come from one fused
-    projection W_qkv[D,G,J,E] with J = R + 2, so that tensor parallelism does one all-reduce of dX
-    per projection in the backward pass, as Megatron does. Attention scores P stay on chip
-    (flash attention); the scores count the full S x T product (causal masking skips about half).
-    Phases: "training" (forward + backward), "prefill" and "decode" (forward, with a KV cache).
-    `attention = "standard"` keeps P in HBM (no fused kernel); `vocab` adds the embedding and the
-    LM head to the realistic time, the memory and MFU (`Workload.model`). `moe` (a MoeShape
-    or a `[moe]` table) makes every block a mixture of experts (docs/moe.md).
-    """
+    """A decoder block (attention + feed-forward) repeated `layers` times; `sizes`: the fields of
+    TransformerShape. Dims: B batch, S query and T key tokens (decode: S = 1, T the context), D
+    d_model, G kv heads, R query heads per kv head, E head dim, F d_ff, U = 2 for a gated FFN's
+    fused up+gate, J = R + 2 for the fused W_qkv (one dX all-reduce under tp, as Megatron). Flash
+    attention keeps the scores on chip; `vocab` adds the embedding and LM head; `moe` (a MoeShape
+    or a `[moe]` table) makes each block a mixture of experts (docs/moe.md), the `mla` and
+    `sliding_window` tables change the attention (shardline.attention_variants). Phases:
+    training (forward + backward), forward, prefill and decode (with a KV cache)."""
     shape = shape or TransformerShape(**sizes)
     k = _block(shape, phase, dtype, kv_dtype)
+    from shardline.attention_variants import template_attention
+
+    attention, variant, plain_cache = template_attention(
+        shape, k, phase, lambda keys: _attention_layers(replace(k, k_len=keys))
+    )
     ffn_layers, ffn_width, moe_sizes = (  # dense, or a mixture of experts (shardline.moe)
         (_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype), k.f, (0, 0, 0)) if moe is None
         else moe_part(moe, k.d, k.f, (k.b, k.q_len), k.gated, dtype, phase == "decode")
     )  # fmt: skip
     model = ModelShape(
-        k.d, ffn_width, k.h, k.g, k.e, k.n_layers, k.s, k.q_len, k.b, k.gated, shape.vocab,
-        shape.attention, _flag(shape.rotary, "rotary"), True, canonical_dtype(dtype), *moe_sizes,
+        k.d, ffn_width, k.h, k.g, variant.pop("head_dim", k.e), k.n_layers, k.s, k.q_len, k.b,
+        k.gated, shape.vocab, shape.attention, _flag(shape.rotary, "rotary"), True,
+        canonical_dtype(dtype), *moe_sizes, **variant,
     )  # fmt: skip
-    block = _with_axes(_attention_layers(k)) + ffn_layers  # the FFN part names its own axes
-    label = name or (
-        f"transformer d_model={k.d} d_ff={k.f} heads={k.h}/{k.g} x{k.n_layers} {phase}"
-    )
+    block = _with_axes(attention) + ffn_layers  # the FFN part names its own axes
+    label = name or f"transformer d_model={k.d} d_ff={k.f} heads={k.h}/{k.g} x{k.n_layers} {phase}"
     formula = {
         "L": k.n_layers, "n_kv": k.g, "d_head": k.e, "S": k.s, "B": k.b,
         "s_kv_bits": dtype_bits(k.kv_dtype),
@@ -493,6 +495,6 @@ def transformer(
         item="sequence",
         tokens_per_item=k.q_len,
         description=f"{phase}: batch {k.b}, {k.q_len} query x {k.k_len} key tokens",
-        kv_cache_formula=formula if k.cache else None,
+        kv_cache_formula=formula if k.cache and plain_cache else None,
         model=model,
     )

@@ -90,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_execution_args(pl)
     add_network_args(
-        pl.add_argument_group("network (mesh axes are the strategies: tp, fsdp, dp, pp)"),
+        pl.add_argument_group("network (mesh axes are the strategies: tp, cp, fsdp, dp, pp)"),
         per_axis=True,
     )
     _add_search_args(pl)

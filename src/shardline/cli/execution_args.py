@@ -92,6 +92,12 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         help="kernels replayed from CUDA graphs: no per-kernel launch overhead (decode)",
     )
     g.add_argument(
+        "--cp-kind",
+        default=None,
+        choices=("ring", "all-gather"),
+        help="context parallelism's K/V exchange: ring (default) or all-gather (Llama 3)",
+    )
+    g.add_argument(
         "--tokens",
         default=None,
         metavar="T",
@@ -136,4 +142,6 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
         out["cuda_graphs"] = True
     if args.tokens is not None:
         out["tokens"] = _tokens(args.tokens)
+    if getattr(args, "cp_kind", None) is not None:
+        out["cp_kind"] = args.cp_kind
     return out

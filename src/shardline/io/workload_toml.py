@@ -97,6 +97,8 @@ TRANSFORMER_FIELDS = (
     "attention",
     "rotary",
     "moe",
+    "mla",
+    "sliding_window",
 )
 FFN_FIELDS = ("d_model", "d_ff", "seq_len", "batch", "layers", "gated", "dtype", "phase")
 SHEET_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm")

@@ -1,7 +1,7 @@
 """A zoo model as the `[transformer]` template table of a workload file (docs/models.md): the
-same Workload a hand-written template with these numbers builds. Dense and mixture-of-experts
-models (the `moe` sub-table, docs/moe.md); the template has no latent attention and no sliding
-window, and approximating them would be wrong without saying so."""
+same Workload a hand-written template with these numbers builds: dense and mixture-of-experts
+models (the `moe` sub-table, docs/moe.md), latent attention (MLA) and sliding-window layers (the
+`mla` and `sliding_window` tables, shardline.attention_variants)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,19 @@ DEFAULT_SEQ_LEN = 4096
 
 
 def _unplannable(spec: ModelSpec) -> str | None:
-    if spec.mla is not None:
-        return "multi-head latent attention (MLA)"
     if spec.moe is not None and spec.moe.dense_layers_first:
         return "mixture-of-experts with dense first layers"
-    if spec.sliding_window is not None:
-        return "sliding-window attention"
     return None
+
+
+def _attention_tables(spec: ModelSpec) -> dict[str, Any]:
+    """The [transformer] template's mla and sliding_window tables (shardline.attention_variants)."""
+    out: dict[str, Any] = {}
+    if spec.mla is not None:
+        out["mla"] = dict(vars(spec.mla))
+    if spec.sliding_window is not None:
+        out["sliding_window"] = dict(vars(spec.sliding_window))
+    return out
 
 
 def transformer_table(spec: ModelSpec, *, batch: int, seq_len: int) -> dict[str, Any]:
@@ -50,6 +56,7 @@ def transformer_table(spec: ModelSpec, *, batch: int, seq_len: int) -> dict[str,
         "rotary": spec.rotary,
         "batch": batch,
         "seq_len": seq_len,
+        **_attention_tables(spec),
     } | _moe_table(spec)
 
 

@@ -133,6 +133,8 @@ class Context:
             training=self.workload.training,
             gradient_ways=device_share(self.workload, deg, m).gradients_ways,
             zero=self.execution.zero,
+            cp_kind=self.execution.cp_kind,
+            model=self.workload.model,
         )
 
     def stages(self, pp: int) -> list[tuple[StageLayers, Layer]]:

@@ -56,8 +56,10 @@ def stage_memory(
     tp = deg["tp"]
     sp = ex.sequence_parallel and tp > 1
     first = workload.layers[0]
-    seqs = local_dims(first, deg, batch_dim=workload.batch_dim, microbatches=m).get("B", 1)
+    local = local_dims(first, deg, batch_dim=workload.batch_dim, microbatches=m).get("B", 1)
+    seqs = local / deg.of("seq")  # context parallelism: each device holds S / cp tokens of each
     activations = base.activations_bytes
+    kv_cache = base.kv_cache_bytes / deg.of("seq")  # the cache's T is whole in the einsums
     if workload.training:
         per_block = layer_activation_bytes(model, seqs, tp=tp, sp=sp, recompute=ex.recompute)
         activations = workload.blocks_in(layers) * per_block * held
@@ -83,6 +85,7 @@ def stage_memory(
         gradients_bytes=grads,
         optimizer_bytes=opt,
         activations_bytes=activations,
+        kv_cache_bytes=kv_cache,
     )
     return _with_buffers(out, workload, deg, m, gathers)
 

@@ -15,7 +15,7 @@ __all__ = ["MeshNetwork"]
 
 class MeshNetwork:
     """The plan's axes form a mesh with the strategies in mesh order, innermost first (today
-    tp, fsdp, dp, pp: Megatron's order, tensor parallelism inside a node), laid onto the chip's
+    tp, cp, fsdp, dp, pp: Megatron's order, tensor parallelism inside a node), laid onto the chip's
     fabric by `mesh_networks`: an axis that spans nodes runs hierarchically (NVLink inside, the
     scale-out NICs between), a TPU axis rides its torus dimensions."""
 

@@ -200,6 +200,8 @@ def _degree_ok(workload: Workload, s: Strategy, degree: int, free: bool) -> bool
     strategy must accept it."""
     if degree == 1:
         return True
+    if free and not s.searched:  # tried only when the user asks for it (--cp)
+        return False
     if "tensor" in s.splits:
         sizes = [size for size, _ in _tensor_sizes(workload)]
         if degree > min(sizes, default=MAX_DEVICES) or free and any(n % degree for n in sizes):

@@ -94,9 +94,11 @@ def _ops_s(ctx: Context, ops: list[MemOp], backward: bool) -> float:
 
 
 def _sequences(ctx: Context, deg: Degrees, m: int) -> float:
-    """Sequences of one microbatch on one device (the batch dim's local size)."""
+    """Sequences of one microbatch on one device (the batch dim's local size), over the ways
+    the sequence is split (context parallelism: S / cp tokens of each)."""
     first = ctx.workload.layers[0]
-    return float(ctx.local(first, deg, m).get(ctx.workload.batch_dim or "", 1))
+    local = float(ctx.local(first, deg, m).get(ctx.workload.batch_dim or "", 1))
+    return local / deg.of("seq")
 
 
 class OpBuilder(Protocol):

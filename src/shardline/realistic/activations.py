@@ -42,7 +42,7 @@ def layer_activation_bytes(
     split = w * sb * (2 * q_out + kv + ffn_in + model.d_ff)
     scores = 0.0
     if model.attention == "standard" and recompute == "none":
-        scores = (2 * w + MASK_BYTES) * model.heads * s * s * sequences
+        scores = (2 * w + MASK_BYTES) * model.heads * s * model.keys * sequences
     if sp:
         return (replicated + split + scores) / tp
     return replicated + (split + scores) / tp

@@ -72,7 +72,7 @@ def _attention_ops(model: ModelShape, z: _Sizes, sequences: float, training: boo
         qk = z.n * (model.heads + model.kv_heads) * model.head_dim / z.t * z.w
         out.append(MemOp("rotary", qk, qk))
     if model.attention == "standard":
-        p = sequences * model.heads / z.t * model.q_len * model.seq_len * z.w
+        p = sequences * model.heads / z.t * model.q_len * model.keys * z.w
         out.append(MemOp("softmax", p, p))
         if training:
             out.append(MemOp("attention_dropout", p, p + p / z.w * MASK_BYTES))

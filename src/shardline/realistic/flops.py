@@ -15,7 +15,9 @@ __all__ = ["model_flops", "hardware_flops"]
 
 
 def _attention_per_token(model: ModelShape) -> float:
-    return model.layers * model.heads * model.head_dim * model.seq_len
+    """L H Q T, with Q the mean of the scores' and values' head dims (MLA) and T the keys a
+    query sees, averaged over the layers (sliding windows)."""
+    return model.layers * model.heads * model.attention_dim * model.keys
 
 
 def model_flops(model: ModelShape, training: bool) -> float:

@@ -96,9 +96,11 @@ def attention_efficiency(chip: Chip, compute_dtype: str, backward: bool) -> floa
 
 
 def attention_work_s(
-    layer: Layer, chip: Chip, dims: Mapping[str, int], *, causal: bool, decode: bool
-) -> float:
-    """One attention einsum as its share of the fused kernel: FLOPs (halved when causal) at the
+    layer: Layer, chip: Chip, dims: Mapping[str, int], *, causal: bool, decode: bool,
+    fraction: float = CAUSAL_FRACTION,
+) -> float:  # fmt: skip
+    """One attention einsum as its share of the fused kernel: FLOPs (times `fraction`, the
+    computed part of the scores, when causal: a half, less with sliding windows) at the
     attention efficiency, or at least its HBM bytes at achievable bandwidth (decode: the KV cache
     read)."""
     result = evaluate_einsum(
@@ -106,7 +108,7 @@ def attention_work_s(
     )
     compute = layer.compute_dtype or layer.dtype
     backward = layer.phase == "backward"
-    flops = float(result.flops) * (CAUSAL_FRACTION if causal and not decode else 1.0)
+    flops = float(result.flops) * (fraction if causal and not decode else 1.0)
     if backward:
         flops *= _BWD_PER_GRAD_EINSUM
     rate = attention_efficiency(chip, compute, backward) * chip.peak(compute)
@@ -126,7 +128,9 @@ def einsum_time_s(
 ) -> float:
     """The realistic time of one einsum instance: a GEMM under the launch rule, or its share of
     the fused attention kernel (one launch per kernel: on the einsum that makes the scores)."""
-    flags = None if model is None else (model.attention, model.causal, model.decode)
+    flags = None
+    if model is not None:
+        flags = (model.attention, model.causal, model.decode, model.causal_fraction)
     key = (
         id(chip), layer.spec, tuple(dims.items()), tuple(layer.dtypes.items()),
         layer.compute_dtype, layer.kernel, layer.onchip, layer.phase, flags, cuda_graphs,
@@ -143,7 +147,10 @@ def _einsum_time_s(
     layer: Layer, chip: Chip, dims: Mapping[str, int], model: ModelShape | None, cuda_graphs: bool
 ) -> float:
     if layer.kernel == "attention" and model is not None and model.attention == "flash":
-        work = attention_work_s(layer, chip, dims, causal=model.causal, decode=model.decode)
+        work = attention_work_s(
+            layer, chip, dims, causal=model.causal, decode=model.decode,
+            fraction=model.causal_fraction,
+        )  # fmt: skip
         if layer.output.name in layer.onchip:
             return launch_rule_s(chip, work, cuda_graphs=cuda_graphs)
         return work
@@ -158,7 +165,7 @@ def causal_lower_bound(cost: Cost, layer: Layer, model: ModelShape | None) -> Co
         return cost
     if model.attention != "flash":  # the standard kernel computes the whole product, then masks
         return cost
-    t_compute = cost.t_compute_s * CAUSAL_FRACTION
+    t_compute = cost.t_compute_s * model.causal_fraction
     return replace(
         cost,
         t_compute_s=t_compute,

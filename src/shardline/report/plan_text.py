@@ -50,11 +50,21 @@ def _slowest_stage(p: PlanResult) -> list[str]:
     ]
 
 
-def _plan_row(p: PlanResult, w: Workload, columns: list[str]) -> tuple[str, ...]:
+def _columns(plans: list[PlanResult]) -> tuple[str, ...]:
+    """The degree columns: every strategy, and an optional one (ep, cp: some workloads or only
+    when asked) when a plan shown uses it."""
+    return tuple(
+        s.name
+        for s in strategies()
+        if not s.optional or any(p.degrees.get(s.name, 1) > 1 for p in plans)
+    )
+
+
+def _plan_row(p: PlanResult, w: Workload, columns: tuple[str, ...]) -> tuple[str, ...]:
     per_s = p.tokens_per_s if p.tokens_per_s is not None else w.batch / p.predicted_s
     return (
         p.name,
-        *(str(p.degrees[name]) for name in columns),
+        *(str(p.degrees.get(c, 1)) for c in columns),
         str(p.microbatches),
         fmt_time(p.predicted_s),
         fmt_time(p.latency_s),
@@ -191,9 +201,7 @@ def render_plan(ps: PlanSet, top: int = 10) -> str:
     out.append("")
     per = "tokens/s" if w.kind != "stack" else f"{w.item}s/s"
     shown = ps.plans[:top]
-    columns = [
-        s.name for s in strategies() if not s.optional or any(p.degrees[s.name] > 1 for p in shown)
-    ]
+    columns = _columns(shown)
     header = (
         "plan",
         *columns,

@@ -1,4 +1,4 @@
-"""Parallel strategies as data: each strategy is one module (dp, fsdp, tp, pp) registered in
+"""Parallel strategies as data: each strategy is one module (dp, fsdp, tp, pp, cp) registered in
 `registry.py`; `Degrees` maps strategy names to degrees."""
 
 from shardline.strategies.base import CommTerm, LayerView, MemorySplit, StageView, Strategy

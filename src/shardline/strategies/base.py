@@ -16,6 +16,7 @@ from shardline.collectives import AxisNetwork
 from shardline.cost import Cost
 from shardline.hardware import Chip
 from shardline.layer import LOGICAL_AXES
+from shardline.modelshape import ModelShape
 from shardline.workload import Layer, Workload
 
 __all__ = [
@@ -132,6 +133,8 @@ class LayerView:
     training: bool
     gradient_ways: int = 1  # ways the weight gradients are sharded (product of those degrees)
     zero: int = 0  # the ZeRO stage of the data-parallel axis (shardline.options.Execution)
+    cp_kind: str = "ring"  # context parallelism's K/V exchange (shardline.options.Execution)
+    model: ModelShape | None = None  # the whole model's shape (attention kernel, causal mask)
 
 
 @dataclass(frozen=True)
@@ -153,13 +156,15 @@ class Strategy:
     word: str = ""  # the CLI flag: --WORD N
     help: str = ""  # the CLI help text of --WORD
     splits: tuple[str, ...] = ()  # logical axes: LOGICAL_AXES, "tensor" or "layers"
-    mesh_rank: int = 0  # position on the device mesh, 0 = innermost (fastest varying)
+    mesh_rank: float = 0  # position on the device mesh, 0 = innermost (fastest varying)
     tier: str = ""  # which network it rides, in words
     comm_where: str = ""  # where its communication runs, for the plan's text ("critical path")
     memory: MemorySplit = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
-    # True for a strategy that applies to some workloads only (ep: mixture-of-experts): the plan
-    # table shows its column only when a plan uses it, and a layout is whole without its flag
+    # True for a strategy that applies to some workloads only (ep: mixture-of-experts) or only
+    # when asked (cp): the plan table shows its column only when a plan uses it, and a layout is
+    # whole without its flag
     optional: bool = False
+    searched: bool = True  # False: the free search leaves it at 1; only a given degree uses it
 
     def valid(self, workload: Workload, degree: int) -> bool:
         """Can this workload be split `degree` ways by this strategy?"""

@@ -77,6 +77,7 @@ class DataParallel(BatchSplit):
             if grad.grad_of is None:
                 continue
             shard = grad.operand_bytes(grad.output.name, gdims) / view.gradient_ways
+            shard /= view.degrees.get("cp", 1)  # cp reduce-scattered it first (strategies/cp.py)
             for kind in kinds:
                 out.append(self._term(net, kind, degree, view.count, shard, 2 + i, True))
         if view.zero == 3:

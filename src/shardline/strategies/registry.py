@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from shardline.errors import InputError
-from shardline.strategies import dp, ep, fsdp, pp, tp
+from shardline.strategies import cp, dp, ep, fsdp, pp, tp
 from shardline.strategies.base import Strategy
 
 __all__ = ["strategies", "strategy", "names", "by_mesh", "registered"]
@@ -21,6 +21,7 @@ _REGISTRY: list[Strategy] = [
     dp.STRATEGY,
     fsdp.STRATEGY,
     ep.STRATEGY,
+    cp.STRATEGY,
 ]
 
 

@@ -1,0 +1,175 @@
+"""Context parallel (cp): the sequence of every sequence is split over `cp` devices; each holds
+S / cp query tokens, and their activations, through every layer. Attention needs every key:
+
+- "ring" (Ring Attention, Liu et al. 2023; Megatron-LM's context parallelism): the K and V blocks
+  travel around the ring of cp devices, one block per step, while the device computes attention
+  of its queries against the block it holds; cp - 1 sends of the local K (and of V) per attention
+  layer in the forward pass; the backward pass sends the K and V blocks round again with their
+  gradients (dK, dV), 2 (cp - 1) sends of each. A send hides behind the attention math of one
+  block; per ring step the slower of the two sets the pace, so what shows is
+  `(cp - 1) * max(0, t_send - t_block)` with `t_block` the layer's local attention time / cp
+  (causal: load-balanced, zig-zag chunks, so every step does the same work).
+- "all-gather" (Llama 3, Dubey et al. 2024, section 3.3.2): all-gather K and V before the
+  attention (V = the full K or V of the device's sequences), reduce-scatter dK and dV after the
+  backward; on the critical path.
+
+The weights are replicated over cp, as over dp: the weight gradients are reduced over the cp
+ranks too (Megatron reduces over the combined data-and-context-parallel group). Priced as the
+two-level reduction: a reduce-scatter and an all-gather of each gradient over the cp axis (one
+all-reduce's volume), and the data-parallel all-reduce then carries 1/cp of it (strategies/dp.py).
+Once per step, overlapped with the backward pass like dp's.
+
+docs/context-parallel-and-attention.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from math import ceil
+
+from shardline.errors import InputError
+from shardline.options import CP_KINDS
+from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
+from shardline.stack import layer_cost
+from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network, Strategy
+from shardline.workload import Layer, Workload
+
+__all__ = ["ContextParallel", "STRATEGY", "CP_KINDS", "key_operand"]
+
+QUERY_DIM, KEY_DIM = "S", "T"  # the transformer template's query and key token dims
+
+
+def key_operand(layer: Layer) -> str | None:
+    """The operand of an attention einsum that holds key tokens and no query tokens (K of the
+    scores, V of the values, the cached latent of MLA); None for other layers."""
+    if layer.kernel != "attention":
+        return None
+    for op in layer.inputs:  # an on-chip operand reuses a tile another einsum received
+        if KEY_DIM in op.dims and QUERY_DIM not in op.dims and op.name not in layer.onchip:
+            return op.name
+    return None
+
+
+def _why_not(workload: Workload, degree: int) -> str | None:
+    model = workload.model
+    if model is None:
+        return "context parallelism splits the sequence of a [transformer] template"
+    if model.decode:
+        return "context parallelism splits the sequence of training and prefill, not decode"
+    if model.q_len % degree:
+        return f"cp={degree} does not divide the sequence length {model.q_len}"
+    return None
+
+
+class ContextParallel(Strategy):
+    name = "cp"
+    word = "cp"
+    help = "context-parallel ranks: the sequence split (--cp-kind ring|all-gather)"
+    splits = ("seq",)
+    mesh_rank = 0.5  # Megatron-LM's order: tp, cp, dp, pp
+    tier = "just outside tp: inside a node when tp x cp fits in one (Megatron's order)"
+    comm_where = "K/V: what outlasts one block's attention (all-gather: all); dW: overlapped"
+    memory = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
+    searched = False  # plans without --cp stay as they were; --cp N asks for it
+    optional = True  # its column shows only when a plan uses it; a layout is whole without it
+
+    def valid(self, workload: Workload, degree: int) -> bool:
+        return degree == 1 or _why_not(workload, degree) is None
+
+    def check(self, workload: Workload, degree: int) -> None:
+        why = _why_not(workload, degree) if degree > 1 else None
+        if why is not None:
+            raise InputError(why)
+
+    def split_dims(
+        self, layer: Layer, dims: dict[str, int], degree: int, batch_dim: str | None
+    ) -> dict[str, int]:
+        """Divide the query tokens S by the degree (rounding up); the key tokens T stay whole in
+        the attention einsums: the device's queries meet every key, block by block."""
+        out = dict(dims)
+        if QUERY_DIM in out:
+            out[QUERY_DIM] = ceil(out[QUERY_DIM] / degree)
+        return out
+
+    def layer_comm(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
+        out = self._kv_terms(view, degree, net)
+        if view.training:
+            out += self._gradient_terms(view, degree, net)
+        return out
+
+    def _kv_terms(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
+        """The K or V traffic of one attention einsum (module docstring)."""
+        key = key_operand(view.layer)
+        if key is None:
+            return []
+        full = view.layer.operand_bytes(key, view.dims)  # T whole: every block of the ring
+        local = full / degree
+        if view.cp_kind == "all-gather":
+            return self._all_gather(view, degree, net, full)
+        fwd_block = self._block_s(view, [(view.layer, view.dims)], degree, net)
+        out = [self._ring(view, degree, net, local, fwd_block, "forward")]
+        if view.training:
+            bwd = [(g, d) for g, d in view.grads if g.kernel == "attention"]
+            bwd_block = self._block_s(view, bwd, degree, net)
+            out.append(self._ring(view, degree, net, 2 * local, bwd_block, "backward"))
+        return out
+
+    def _block_s(
+        self, view: LayerView, einsums: list[tuple[Layer, Mapping[str, int]]], degree: int,
+        net: Network,
+    ) -> tuple[float, float]:  # fmt: skip
+        """(lower bound, realistic) seconds of the attention math of one ring step: the einsums'
+        local time (all T keys) over the degree."""
+        lower = sum(
+            causal_lower_bound(layer_cost(e, net.chip, d).cost, e, view.model).t_lower_s
+            for e, d in einsums
+        )
+        real = sum(einsum_time_s(e, net.chip, d, view.model, False) for e, d in einsums)
+        return lower / degree, real / degree
+
+    def _ring(
+        self, view: LayerView, degree: int, net: Network, nbytes: float,
+        block: tuple[float, float], phase: str,
+    ) -> CommTerm:  # fmt: skip
+        """cp - 1 sends of `nbytes`; `t_s` and `predicted_s` are what one send adds beyond the
+        block's attention math (the per-step max)."""
+        t = max(0.0, net.time("send", nbytes, self.name) - block[0])
+        p = max(0.0, net.predicted("send", nbytes, self.name) - block[1])
+        return CommTerm(
+            self.name, "send", degree, view.count * (degree - 1), nbytes, t, critical=True,
+            phase=phase, step=0 if phase == "forward" else 2, predicted_s=p,
+        )  # fmt: skip
+
+    def _all_gather(
+        self, view: LayerView, degree: int, net: Network, full: float
+    ) -> list[CommTerm]:
+        out = [self._term(net, "all_gather", degree, view.count, full, 0, critical=True)]
+        if view.training:
+            out.append(self._term(net, "reduce_scatter", degree, view.count, full, 2, True))
+        return out
+
+    def _gradient_terms(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
+        """Each weight gradient dW (V bytes, over the ways it is sharded): reduce-scatter and
+        all-gather over cp, once per step, overlapped."""
+        out = []
+        for i, (grad, gdims) in enumerate(view.grads):
+            if grad.grad_of is None:
+                continue
+            shard = grad.operand_bytes(grad.output.name, gdims) / view.gradient_ways
+            for kind in ("reduce_scatter", "all_gather"):
+                term = self._term(net, kind, degree, view.count, shard, 2 + i, critical=False)
+                out.append(CommTerm(**{**term.__dict__, "once_per_step": True}))
+        return out
+
+    def _term(
+        self, net: Network, kind: str, degree: int, calls: int, nbytes: float, step: int,
+        critical: bool,
+    ) -> CommTerm:  # fmt: skip
+        return CommTerm(
+            self.name, kind, degree, calls, nbytes, net.time(kind, nbytes, self.name),
+            critical=critical, phase="forward" if step == 0 else "backward", step=step,
+            predicted_s=net.predicted(kind, nbytes, self.name),
+        )  # fmt: skip
+
+
+STRATEGY = ContextParallel()
