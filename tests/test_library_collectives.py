@@ -234,3 +234,26 @@ def test_every_library_table_names_its_source(name: str) -> None:
     # the constants NCCL's tuner uses for a ring over NVLink (tuning.cc, commit 5067397)
     assert lib.base_latency_s["ring"] == pytest.approx((6.6e-6, 14e-6, 8.4e-6))
     assert lib.hw_latency_s["nvlink"]["ring"] == pytest.approx((0.6e-6, 1.9e-6, 3.4e-6))
+
+
+def test_nvls_tree_network_share_two_nodes_against_ten() -> None:
+    # NCCL's NVLS tree joins the nodes with a double binary tree, each tree carrying V/2.
+    # On 2 nodes a node is one tree's root (one child) and the other's leaf: V each way, so
+    # algbw = network. From 3 nodes on an inner node has two children: 2V each way, algbw =
+    # network / 2. DGX H100 figures: network 8 x 50 GB/s x 0.96 = 384 GB/s; NVLS 0.61 x 450.
+    from shardline.collectives.library import Group, load_library, pairs, tree_net_share
+
+    assert (tree_net_share(2), tree_net_share(3), tree_net_share(10)) == (1.0, 0.5, 0.5)
+    lib = load_library("nccl")
+    nvls = 0.61 * 450e9  # 274.5 GB/s, below 384 GB/s
+
+    def nvls_tree(nodes: int):  # type: ignore[no-untyped-def]
+        group = Group(8 * nodes, nodes, "nvlink", RING_BUS, 384e9, nvls, False, "hopper", 11.4e-6)
+        return next(p for p in pairs(lib, "all_reduce", group) if p.algorithm == "nvls_tree")
+
+    assert nvls_tree(2).alg_bytes_per_s == pytest.approx(nvls)  # min(274.5, 384 x 1)
+    ten = nvls_tree(10)
+    assert ten.alg_bytes_per_s == pytest.approx(384e9 / 2)  # min(274.5, 384 / 2) = 192 GB/s
+    # latency: NVLink NVLS-tree step 25 us + 2 x floor(log2 10) = 6 network steps at
+    # max(NCCL's NET NVLS-tree 20.9 us, the fabric's 11.4 us) = 25 + 6 x 20.9 us
+    assert ten.latency_s == pytest.approx((25 + 6 * 20.9) * US)

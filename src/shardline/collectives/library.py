@@ -38,6 +38,7 @@ __all__ = [
     "Pair",
     "load_library",
     "pairs",
+    "tree_net_share",
 ]
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -287,20 +288,31 @@ def _nvls(lib: Library, group: Group) -> Pair | None:
     return Pair("nvls", "Simple", latency, alg * 2 * (group.ranks - 1) / group.ranks, alg)
 
 
+def tree_net_share(nodes: int) -> float:
+    """The fraction of a node's network bandwidth a double binary tree all-reduce reaches as
+    algbw. Each of the two trees carries V/2. On two nodes every node is one tree's root with
+    one child and the other's leaf: it sends V/2 + V/2 = V a direction, so algbw = network.
+    From three nodes on, a node inside one tree has two children: it receives 2 x V/2 and sends
+    V/2 up while reducing, then receives V/2 and sends 2 x V/2 down while broadcasting, and as
+    the other tree's leaf sends and receives V/2 more: 2V a direction, so algbw = network / 2.
+    NCCL's tuner says the same (src/graph/tuning.cc: NVLS tree `interBw x 2` when nNodes <= 2)."""
+    return 1.0 if nodes <= 2 else 0.5
+
+
 def _nvls_tree(lib: Library, group: Group) -> Pair | None:
     """All-reduce over nodes of NVSwitch nodes (NCCL's NVLS tree): reduce-scatter inside each
-    node in the switch, an all-reduce of each rank's 1/ppn between the nodes, all-gather in the
-    switch. A node's NICs then carry 2(N-1)/N x V per direction, so
+    node in the switch, a tree all-reduce of each rank's 1/ppn between the nodes (one tree per
+    NIC rail), all-gather in the switch. The node's NICs carry the tree's traffic, so
 
-        algbw = min(in-switch algbw, network bytes/s x N / (2(N-1))),
+        algbw = min(in-switch algbw, network bytes/s x tree_net_share(N)),
 
-    twice the ring's network-bound rate on two nodes (NCCL: interBw x 2 when nNodes <= 2).
-    Latency: NVLS's step in the node and a tree's 2 log2(N) network steps."""
+    network on two nodes and network / 2 from three on. Latency: NVLS's step in the node and a
+    tree's 2 log2(N) network steps."""
     nvls = group.nvls_alg_bytes_per_s
     if nvls is None or group.nodes <= 1 or group.inter_bus_bytes_per_s is None:
         return None
     n = group.nodes
-    alg = min(nvls, group.inter_bus_bytes_per_s * n / (2 * (n - 1)))
+    alg = min(nvls, group.inter_bus_bytes_per_s * tree_net_share(n))
     inter = _inter_latency(lib, group, "nvls_tree", 2)
     latency = (
         lib.base_latency_s["nvls_tree"][2] + lib.hw_latency_s[group.intra_link]["nvls_tree"][2]
