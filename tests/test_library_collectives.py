@@ -74,9 +74,11 @@ def test_two_nodes_ring_simple_latency_and_plateau() -> None:
         "all_reduce", v, 16, H100, algorithm="ring", options=NetworkOptions(protocol="Simple")
     )
     latency = (8.4 + 28 * 3.4 + 2 * 14.0) * US * 1.4
-    # bus: the slower of NVLink (369 GB/s) and the ranks' NICs (8 x 50 GB/s); the network
-    # streams through 16 channels x 4 MiB of proxy buffer: bw x V / (V + 64 MiB)
-    alg = min(RING_BUS, 8 * 50e9) * 16 / 30 * v / (v + 16 * 4 * 2**20)
+    # bus: the slower of NVLink and the ranks' NICs (8 x 50 GB/s). Across nodes 7 of a node's
+    # 8 ranks send to their ring successor over NVLink and one over its NIC, so NVLink carries
+    # 7/8 of a rank's traffic and allows 369 GB/s x 8/7 = 421.7 GB/s: the NICs' 400 GB/s bind.
+    # The network streams through 16 channels x 4 MiB of proxy buffer: bw x V / (V + 64 MiB)
+    alg = min(RING_BUS * 8 / 7, 8 * 50e9) * 16 / 30 * v / (v + 16 * 4 * 2**20)
     assert c.predicted_s == pytest.approx(latency + v / alg, rel=1e-12)
     tiers = {t["tier"]: t for t in c.to_dict()["tiers"]}
     assert tiers["scale_up"]["devices"] == 8 and tiers["scale_out"]["devices"] == 2
@@ -257,3 +259,21 @@ def test_nvls_tree_network_share_two_nodes_against_ten() -> None:
     # latency: NVLink NVLS-tree step 25 us + 2 x floor(log2 10) = 6 network steps at
     # max(NCCL's NET NVLS-tree 20.9 us, the fabric's 11.4 us) = 25 + 6 x 20.9 us
     assert ten.latency_s == pytest.approx((25 + 6 * 20.9) * US)
+
+
+def test_ring_across_nodes_uses_nvlink_for_seven_of_eight_sends() -> None:
+    # 2 nodes of 8: each channel's ring enters a node at one GPU's NIC and leaves at another's,
+    # so 7 of the 8 ranks send over the scale-up link and 1 over the network. A node whose
+    # NICs outrun its scale-up ring (in-node busbw 315 GB/s, network 8 x 50 x 0.96 = 384 GB/s,
+    # MI300X-like figures) reaches 315 x 8/7 = 360 GB/s of bus bandwidth across nodes.
+    from shardline.collectives.library import Group, load_library, pairs, scale_up_share
+
+    assert (scale_up_share(8, 1), scale_up_share(8, 2), scale_up_share(1, 2)) == (1.0, 7 / 8, 0.0)
+    group = Group(16, 2, "nvlink", 315e9, 384e9, None, False, "hopper", 11.4e-6)
+    ring = next(
+        p
+        for p in pairs(load_library("nccl"), "all_reduce", group)
+        if (p.algorithm, p.protocol) == ("ring", "Simple")
+    )
+    assert ring.bus_bytes_per_s == pytest.approx(360e9)
+    assert ring.alg_bytes_per_s == pytest.approx(360e9 * 16 / 30)  # algbw = busbw x n / 2(n-1)

@@ -38,6 +38,7 @@ __all__ = [
     "Pair",
     "load_library",
     "pairs",
+    "scale_up_share",
     "tree_net_share",
 ]
 
@@ -226,13 +227,27 @@ def _protocol_bus(lib: Library, group: Group, bus: float, p: int) -> float:
     return bus
 
 
+def scale_up_share(ppn: int, nodes: int) -> float:
+    """The fraction of a rank's ring traffic that crosses its scale-up link. In one node it is
+    all of it. Across nodes each channel's ring runs through a node as a chain from the GPU
+    whose NIC it enters by to the GPU whose NIC it leaves by: ppn - 1 of the node's ppn ranks
+    send to their successor over NVLink / xGMI and one over its NIC, and the channels rotate
+    which GPU that is (NCCL's ring graph: NET n -> GPU a -> ... -> GPU x -> NET m,
+    src/graph/search.cc), so each rank sends (ppn-1)/ppn of its traffic over the scale-up link."""
+    if nodes <= 1:
+        return 1.0
+    return (ppn - 1) / ppn if ppn > 1 else 0.0
+
+
 def _ring_alg(lib: Library, kind: str, group: Group, p: int) -> float:
     """The ring's algorithm bandwidth: every rank passes 2(n-1)/n x V (all-reduce; (n-1)/n for
-    gather and scatter) over its link, NVLink inside a node, its NIC share where the ring
-    crosses to the next node, so the bus rate is the slower of the two."""
+    gather and scatter). Of that, scale_up_share goes over its scale-up link, whose bus rate in
+    a node is `intra_bus_bytes_per_s`, so the link allows intra / share; the node's NICs carry
+    the crossings at `inter_bus_bytes_per_s`. The bus rate is the slower of the two."""
     n, nodes = group.ranks, group.nodes
     steps, _ = _steps(kind, n, 1)
-    bus = group.intra_bus_bytes_per_s if group.ppn > 1 or nodes == 1 else math.inf
+    share = scale_up_share(group.ppn, nodes)
+    bus = group.intra_bus_bytes_per_s / share if share > 0 else math.inf
     if nodes > 1 and group.inter_bus_bytes_per_s is not None:
         bus = min(bus, group.inter_bus_bytes_per_s)
     return _protocol_bus(lib, group, bus, p) * n / steps
