@@ -277,3 +277,30 @@ def test_ring_across_nodes_uses_nvlink_for_seven_of_eight_sends() -> None:
     )
     assert ring.bus_bytes_per_s == pytest.approx(360e9)
     assert ring.alg_bytes_per_s == pytest.approx(360e9 * 16 / 30)  # algbw = busbw x n / 2(n-1)
+
+
+def test_nvls_tree_ramps_over_nccls_nvls_channel_count() -> None:
+    # NCCL gives NVLS 16 channels on Hopper and 32 on Blackwell across nodes, 24 on more than
+    # 2 nodes with >= 48 GB/s NICs and <= 8 ranks a node (src/transport/nvls.cc). The Simple
+    # protocol across nodes reaches half its rate at channels x 4 MiB (NCCL_BUFFSIZE).
+    from shardline.collectives.library import Group, load_library, nvls_channels, pairs
+
+    lib = load_library("nccl")
+
+    def group(generation: str, nodes: int, ppn: int = 8) -> Group:
+        n = ppn * nodes
+        return Group(n, nodes, "nvlink", 680e9, 384e9, 425e9, False, generation, 11.4e-6, 0.0, 50e9)
+
+    assert nvls_channels(lib, group("hopper", 2)) == 16
+    assert nvls_channels(lib, group("blackwell", 2, 64)) == 32
+    assert nvls_channels(lib, group("blackwell", 4)) == 24
+    tree = next(
+        p for p in pairs(lib, "all_reduce", group("blackwell", 2, 64)) if p.algorithm == "nvls_tree"
+    )
+    assert tree.net_half_bytes == 32 * 4 * 2**20  # 128 MiB
+    ring = next(
+        p
+        for p in pairs(lib, "all_reduce", group("blackwell", 2, 64))
+        if (p.algorithm, p.protocol) == ("ring", "Simple")
+    )
+    assert ring.net_half_bytes == 16 * 4 * 2**20  # the ring keeps 16 channels: 64 MiB

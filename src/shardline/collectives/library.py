@@ -37,6 +37,7 @@ __all__ = [
     "Library",
     "Pair",
     "load_library",
+    "nvls_channels",
     "pairs",
     "scale_up_share",
     "tree_net_share",
@@ -87,6 +88,7 @@ class Group:
     generation: str
     net_latency_s: float = 0.0  # the fabric's own latency of one network step
     floor_s: float = 0.0  # the shortest collective this group runs (measured; 0: none known)
+    nic_bytes_per_s: float | None = None  # one NIC's line rate, one way (None: not known)
 
     @property
     def ppn(self) -> int:
@@ -362,13 +364,28 @@ def _pat(lib: Library, kind: str, group: Group) -> Pair | None:
     return Pair("pat", "Simple", latency, bus, bus)
 
 
+def nvls_channels(lib: Library, group: Group) -> int:
+    """The channels NCCL gives NVLS and NVLS tree across nodes (src/transport/nvls.cc,
+    `ncclNvlsTuning` and `ncclNvlsTreeSm100Tuning`): 16 on Hopper; 32 on Blackwell, lowered to
+    24 on more than two nodes with NICs of 48 GB/s or more, unless the NICs reach 96 GB/s and
+    a node holds more than 8 ranks."""
+    table = lib.factors.get("nvls_channels", {})
+    count = int(table.get(group.generation, lib.factors["channels"]))
+    nic = group.nic_bytes_per_s or 0.0
+    if group.generation == "blackwell" and group.nodes > 2 and nic >= 48e9:
+        count = 32 if nic >= 96e9 and group.ppn > 8 else 24
+    return count
+
+
 def _ramp(lib: Library, pair: Pair, group: Group) -> Pair:
     """Across nodes the Simple protocol streams through the network proxies' buffers (NCCL:
     NCCL_BUFFSIZE per channel); a message reaches half the network's bandwidth when it fills
-    them once, V_half = channels x buffer, so its bandwidth is bw x V / (V + V_half)."""
+    them once, V_half = channels x buffer, so its bandwidth is bw x V / (V + V_half). NVLS
+    tree runs on its own channel count (`nvls_channels`), the others on `channels`."""
     if group.nodes <= 1 or pair.protocol != "Simple":
         return pair
-    half = lib.factors["channels"] * lib.factors["buffer_bytes"]
+    channels = nvls_channels(lib, group) if pair.algorithm == "nvls_tree" else None
+    half = (channels or lib.factors["channels"]) * lib.factors["buffer_bytes"]
     return replace(pair, net_half_bytes=float(half))
 
 

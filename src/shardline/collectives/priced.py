@@ -92,7 +92,10 @@ def group_for(
     link = "pci" if any("pcie" in s.link.lower() for s in up) else "nvlink"
     lib = load_library(ic.library)
     generation = lib.generation(chip.name)
-    return Group(ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, net_step, floor)
+    nic = ic.scale_out.nic_bytes_per_s if ic.scale_out is not None else None
+    return Group(
+        ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, net_step, floor, nic
+    )
 
 
 def library_algorithm(word: str) -> str | None:
