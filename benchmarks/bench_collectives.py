@@ -3,9 +3,10 @@
 Reads benchmarks/data/collectives_published.csv (one printed nccl-tests row per line, with its
 system and source; benchmarks/data/collectives_published.md describes each sweep), prices every
 row with `shardline collective` (`collectives.collective_cost` on the chip the row's system makes:
-`--gpus-per-node`, `--nics-per-node`, `--nic-bw`, `--scale-out`), prints the median and worst
-|error| per sweep and per placement (in one node, across nodes) over 32 KiB - 16 GiB, and rewrites
-the "## Collectives" section of docs/validation.md (other sections are kept).
+`--gpus-per-node`, `--nics-per-node`, `--nic-bw`, `--scale-out`, `--host-cpu`), prints the
+median and worst |error| per sweep and per placement (in one node, across nodes) over
+32 KiB - 16 GiB, and rewrites the "## Collectives" section of docs/validation.md (other
+sections are kept).
 
     python benchmarks/bench_collectives.py            # print and write docs/validation.md
     python benchmarks/bench_collectives.py --no-write # print only
@@ -76,6 +77,8 @@ def _flags(raw: dict[str, str]) -> dict[str, object]:
         flags["nic_bytes_per_s"] = float(raw["nic_gbps"]) * 1e9 / 8
     if raw["scale_out"] not in ("", "none", "unknown"):
         flags["scale_out"] = raw["scale_out"]
+    if raw.get("host_cpu"):
+        flags["host_cpu"] = raw["host_cpu"]
     return flags
 
 

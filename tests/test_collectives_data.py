@@ -26,11 +26,11 @@ HELD_OUT = ROOT / "benchmarks" / "data" / "collectives_heldout.csv"
 NOTES = ROOT / "benchmarks" / "data" / "collectives_published.md"
 COLUMNS = [
     "case_id", "source", "library", "library_version", "chip", "gpus_per_node", "nodes",
-    "gpus_per_process", "nics_per_node", "nic_gbps", "scale_out", "env", "collective",
+    "gpus_per_process", "nics_per_node", "nic_gbps", "scale_out", "host_cpu", "env", "collective",
     "size_bytes", "dtype", "time_us", "algbw_gb_s", "busbw_gb_s", "tuned", "placement",
 ]  # fmt: skip
 # Columns that describe the system of a sweep: one value per case_id.
-SWEEP_COLUMNS = COLUMNS[1:13] + ["tuned", "placement"]
+SWEEP_COLUMNS = COLUMNS[1:14] + ["tuned", "placement"]
 BUS_FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,
@@ -74,6 +74,7 @@ def test_every_row_has_a_source_and_known_fields() -> None:
         assert row["library"] in ("nccl", "rccl")
         assert row["collective"] in BUS_FACTOR
         assert row["scale_out"] in SCALE_OUT
+        assert row["host_cpu"] in ("", "intel", "amd", "arm"), row["case_id"]
         in_node = row["nodes"] == "1"
         assert row["placement"] == ("in_node" if in_node else "multi_node")
         assert (row["scale_out"] == "none") == in_node, row["case_id"]

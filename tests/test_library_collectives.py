@@ -304,3 +304,49 @@ def test_nvls_tree_ramps_over_nccls_nvls_channel_count() -> None:
         if (p.algorithm, p.protocol) == ("ring", "Simple")
     )
     assert ring.net_half_bytes == 16 * 4 * 2**20  # the ring keeps 16 channels: 64 MiB
+
+
+def test_ll_cap_across_nodes_follows_the_host_cpu() -> None:
+    # NCCL's llMaxBws: in one node the GPU generation's row (Hopper 141 GB/s); across nodes the
+    # host CPU's row, AMD hosts [22.5 GB/s on 2 nodes, 19.0 on more], every other host
+    # [39.0, 20.4] (src/graph/tuning.cc, index1 = nNodes == 1 ? compCap : cpuVendor == AMD).
+    # Ring / LL bus = min(cap, 0.5 x Simple bus); the Simple bus across 2 nodes of 8 H100 is
+    # min(369 x 8/7, 384) = 384 GB/s, half of it 192 GB/s, so the cap binds everywhere.
+    from shardline.collectives.library import Group, load_library, pairs
+
+    lib = load_library("nccl")
+
+    def ring_ll_bus(nodes: int, host: str | None) -> float:
+        n = 8 * nodes
+        g = Group(
+            n, nodes, "nvlink", RING_BUS, 384e9, None, False, "hopper", 11.4e-6, 0.0, None, host
+        )
+        pair = next(
+            p for p in pairs(lib, "all_reduce", g) if (p.algorithm, p.protocol) == ("ring", "LL")
+        )
+        return pair.bus_bytes_per_s
+
+    assert ring_ll_bus(2, "amd") == pytest.approx(22.5e9)
+    assert ring_ll_bus(2, "intel") == pytest.approx(39.0e9)
+    assert ring_ll_bus(2, None) == pytest.approx(39.0e9)  # NCCL's non-AMD row
+    assert ring_ll_bus(4, "amd") == pytest.approx(19.0e9)
+    assert ring_ll_bus(4, "arm") == pytest.approx(20.4e9)
+    assert ring_ll_bus(1, "amd") == pytest.approx(min(141e9, 0.5 * RING_BUS))  # one node: GPU row
+
+
+def test_host_cpu_flag_and_system_field(capsys: pytest.CaptureFixture[str]) -> None:
+    from shardline.hardware.systems import load_system
+
+    assert load_system("dgx-a100").host_cpu == "amd"
+    assert load_system("dgx-h100").host_cpu == "intel"
+    times = {}
+    base = ["collective", "all-reduce", "--bytes", "1048576", "--devices", "16", "--json"]
+    for host in ("amd", "intel"):
+        forced = ["--host-cpu", host, "--algorithm", "ring", "--protocol", "LL"]
+        assert main(base + forced) == 0
+        times[host] = json.loads(capsys.readouterr().out)["predicted_s"]
+    assert times["amd"] > times["intel"]  # 22.5 against 39 GB/s of LL bus bandwidth
+    with pytest.raises(SystemExit) as bad:
+        main(["collective", "all-reduce", "--bytes", "8", "--devices", "16", "--host-cpu", "x"])
+    assert bad.value.code == 2
+    assert capsys.readouterr().err.startswith("error: argument --host-cpu")

@@ -62,9 +62,21 @@ class Library:
     generations: dict[str, str]  # chip name -> generation
     sources: dict[str, str]
     network_step_s: dict[str, float] = field(default_factory=dict)  # fabric -> one network step
+    # across nodes the LL caps go by the host CPU: "amd" and "other" -> [1, 2, >2 nodes]
+    ll_max_by_host_bytes_per_s: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
     def generation(self, chip_name: str) -> str:
         return self.generations.get(chip_name, self.factors.get("default_generation", "hopper"))
+
+    def ll_max(self, group: Group) -> float:
+        """The LL protocol's bus-bandwidth cap (tuning.cc, llMaxBws[index1][index2]): in one
+        node the GPU generation's row; across nodes the host CPU's, the AMD row for AMD hosts and
+        the other row for every other host (Intel, Arm, unknown), 2 nodes or more than 2."""
+        column = _node_index(group.nodes)
+        if group.nodes <= 1 or not self.ll_max_by_host_bytes_per_s:
+            return self.ll_max_bytes_per_s[group.generation][column]
+        host = "amd" if group.host_cpu == "amd" else "other"
+        return self.ll_max_by_host_bytes_per_s[host][column]
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,7 @@ class Group:
     net_latency_s: float = 0.0  # the fabric's own latency of one network step
     floor_s: float = 0.0  # the shortest collective this group runs (measured; 0: none known)
     nic_bytes_per_s: float | None = None  # one NIC's line rate, one way (None: not known)
+    host_cpu: str | None = None  # the nodes' CPU vendor: intel, amd, arm (None: not known)
 
     @property
     def ppn(self) -> int:
@@ -162,6 +175,7 @@ def _library_from_dict(data: dict[str, Any]) -> Library:
     caps = data["generation_caps_gb_s"]
     sources["generation_caps_gb_s"] = caps["source"]
     ll_max = _scaled(_triples(caps["ll_max"], "ll_max"), _GB)
+    by_host = _scaled(_triples(caps.get("ll_max_by_host", {}), "ll_max_by_host"), _GB)
     generations = {
         chip: gen for gen, chips in data["generations"].items() if gen != "source" for chip in chips
     }
@@ -179,6 +193,7 @@ def _library_from_dict(data: dict[str, Any]) -> Library:
         generations=generations,
         sources=sources,
         network_step_s={k: float(v) * _US for k, v in steps.items() if k != "source"},
+        ll_max_by_host_bytes_per_s=by_host,
     )
 
 
@@ -222,8 +237,7 @@ def _protocol_bus(lib: Library, group: Group, bus: float, p: int) -> float:
     """A Simple-protocol bus bandwidth as protocol p moves it (LL: half, capped per generation;
     LL128: 120 of every 128 bytes)."""
     if PROTOCOLS[p] == "LL":
-        ll_max = lib.ll_max_bytes_per_s[group.generation][_node_index(group.nodes)]
-        return min(ll_max, bus * lib.factors["ring_ll"])
+        return min(lib.ll_max(group), bus * lib.factors["ring_ll"])
     if PROTOCOLS[p] == "LL128":
         return bus * lib.factors["ring_ll128"]
     return bus
@@ -282,9 +296,8 @@ def _ring(lib: Library, kind: str, group: Group, p: int) -> Pair:
 def _tree(lib: Library, group: Group, p: int) -> Pair:
     f = lib.factors
     bus = _ring_bus(lib, "all_reduce", group, 2) * f["tree"]
-    ll_max = lib.ll_max_bytes_per_s[group.generation][_node_index(group.nodes)]
     if PROTOCOLS[p] == "LL":
-        bus = min(bus * f["tree_ll"], ll_max)
+        bus = min(bus * f["tree_ll"], lib.ll_max(group))
     elif PROTOCOLS[p] == "LL128":
         bus *= f["tree_ll128_one_node"] if group.nodes == 1 else f["tree_ll128_nodes"]
     intra = lib.hw_latency_s[group.intra_link]["tree"][p]
