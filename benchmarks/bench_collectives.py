@@ -3,9 +3,10 @@
 Reads benchmarks/data/collectives_published.csv (one printed nccl-tests row per line, with its
 system and source; benchmarks/data/collectives_published.md describes each sweep), prices every
 row with `shardline collective` (`collectives.collective_cost` on the chip the row's system makes:
-`--gpus-per-node`, `--nics-per-node`, `--nic-bw`, `--scale-out`), prints the median and worst
-|error| per sweep and per placement (in one node, across nodes) over 32 KiB - 16 GiB, and rewrites
-the "## Collectives" section of docs/validation.md (other sections are kept).
+`--gpus-per-node`, `--nics-per-node`, `--nic-bw`, `--scale-out`, `--host-cpu`), prints the
+median and worst |error| per sweep and per placement (in one node, across nodes) over
+32 KiB - 16 GiB, and rewrites the "## Collectives" section of docs/validation.md (other
+sections are kept).
 
     python benchmarks/bench_collectives.py            # print and write docs/validation.md
     python benchmarks/bench_collectives.py --no-write # print only
@@ -32,6 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 DATA = ROOT / "benchmarks" / "data" / "collectives_published.csv"
+# sweeps added after the model's figures were set, priced but never used to set any figure
+HELD_OUT = ROOT / "benchmarks" / "data" / "collectives_heldout.csv"
 DOC = ROOT / "docs" / "validation.md"
 HEADING = "## Collectives"
 MIN_BYTES = 32 * 1024
@@ -74,6 +77,8 @@ def _flags(raw: dict[str, str]) -> dict[str, object]:
         flags["nic_bytes_per_s"] = float(raw["nic_gbps"]) * 1e9 / 8
     if raw["scale_out"] not in ("", "none", "unknown"):
         flags["scale_out"] = raw["scale_out"]
+    if raw.get("host_cpu"):
+        flags["host_cpu"] = raw["host_cpu"]
     return flags
 
 
@@ -155,7 +160,24 @@ def summary_lines(rows: list[Row]) -> list[str]:
     return lines
 
 
-def section(rows: list[Row]) -> str:
+def held_out_lines(rows: list[Row]) -> list[str]:
+    """The held-out sweeps (benchmarks/data/collectives_heldout.csv), reported apart."""
+    if not rows:
+        return []
+    return [
+        "### Held-out sweeps",
+        "",
+        "`benchmarks/data/collectives_heldout.csv`: sweeps added on 2026-12-01 after the model's",
+        "figures were set: 10 nodes of 1, 2 and 4 H100 and one node of 4 (the same public cluster",
+        "logs as the 8-GPU xxrjun sweeps above), and three two-node A100 examples of OCI with",
+        "NCCL 2.14.3, 2.25.1 and 2.29.3. No figure of the model comes from them.",
+        "",
+        *summary_lines(rows),
+        "",
+    ]
+
+
+def section(rows: list[Row], held_out: list[Row] | None = None) -> str:
     today = datetime.date.today().isoformat()
     body = [
         HEADING,
@@ -163,8 +185,8 @@ def section(rows: list[Row]) -> str:
         f"`python benchmarks/bench_collectives.py` ({today}): every published nccl-tests /",
         "rccl-tests row of `benchmarks/data/collectives_published.csv` from 32 KiB to 16 GiB",
         "whose chip is in the catalog, priced by `shardline collective` on the row's system (GPUs",
-        "per node, NICs, NIC speed and fabric as flags). The sweeps, their sources and their",
-        "quirks are described in `benchmarks/data/collectives_published.md`.",
+        "per node, NICs, NIC speed, fabric and host CPU as flags). The sweeps, their sources and",
+        "their quirks are described in `benchmarks/data/collectives_published.md`.",
         "",
         "In-sample figures: four inputs of the model come from sweeps in this set, because no",
         "other publication gives them. They are MI300X's and MI325X's bus efficiency (their",
@@ -175,6 +197,7 @@ def section(rows: list[Row]) -> str:
         "",
         *summary_lines(rows),
         "",
+        *held_out_lines(held_out or []),
     ]
     return "\n".join(body)
 
@@ -195,7 +218,8 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     rows = load_rows()
-    text = section(rows)
+    held_out = load_rows(HELD_OUT) if HELD_OUT.is_file() else []
+    text = section(rows, held_out)
     sys.stdout.write(text)
     if not args.no_write:
         write_doc(text)

@@ -1,4 +1,5 @@
-"""benchmarks/data/collectives_published.csv: published nccl-tests / rccl-tests sweeps.
+"""benchmarks/data/collectives_published.csv and collectives_heldout.csv: published nccl-tests /
+rccl-tests sweeps (the held-out file has the same columns and the same checks).
 
 Every row is one line of an nccl-tests (or rccl-tests) table copied as printed, with the
 out-of-place time and bandwidths. nccl-tests defines (doc/PERFORMANCE.md of NVIDIA/nccl-tests):
@@ -21,14 +22,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data" / "collectives_published.csv"
+HELD_OUT = ROOT / "benchmarks" / "data" / "collectives_heldout.csv"
 NOTES = ROOT / "benchmarks" / "data" / "collectives_published.md"
 COLUMNS = [
     "case_id", "source", "library", "library_version", "chip", "gpus_per_node", "nodes",
-    "gpus_per_process", "nics_per_node", "nic_gbps", "scale_out", "env", "collective",
+    "gpus_per_process", "nics_per_node", "nic_gbps", "scale_out", "host_cpu", "env", "collective",
     "size_bytes", "dtype", "time_us", "algbw_gb_s", "busbw_gb_s", "tuned", "placement",
 ]  # fmt: skip
 # Columns that describe the system of a sweep: one value per case_id.
-SWEEP_COLUMNS = COLUMNS[1:13] + ["tuned", "placement"]
+SWEEP_COLUMNS = COLUMNS[1:14] + ["tuned", "placement"]
 BUS_FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,
@@ -39,10 +41,13 @@ SCALE_OUT = {"none", "ib", "roce", "efa", "tcpx", "tcpxo", "unknown"}
 REL_TOL = 0.03
 ABS_TOL_GB_S = 0.02
 
-with DATA.open(encoding="utf-8", newline="") as _f:
-    _reader = csv.DictReader(_f)
-    HEADER = list(_reader.fieldnames or [])
-    ROWS: list[dict[str, str]] = list(_reader)
+HEADERS: list[list[str]] = []
+ROWS: list[dict[str, str]] = []
+for _path in (DATA, HELD_OUT):
+    with _path.open(encoding="utf-8", newline="") as _f:
+        _reader = csv.DictReader(_f)
+        HEADERS.append(list(_reader.fieldnames or []))
+        ROWS += list(_reader)
 CASES: dict[str, list[dict[str, str]]] = defaultdict(list)
 for _row in ROWS:
     CASES[_row["case_id"]].append(_row)
@@ -57,7 +62,7 @@ def _ranks(row: dict[str, str]) -> int:
 
 
 def test_header_and_rows() -> None:
-    assert HEADER == COLUMNS
+    assert HEADERS == [COLUMNS, COLUMNS]
     assert len(ROWS) > 100
     for row in ROWS:
         assert None not in row.values(), f"{row['case_id']}: ragged row"
@@ -69,6 +74,7 @@ def test_every_row_has_a_source_and_known_fields() -> None:
         assert row["library"] in ("nccl", "rccl")
         assert row["collective"] in BUS_FACTOR
         assert row["scale_out"] in SCALE_OUT
+        assert row["host_cpu"] in ("", "intel", "amd", "arm"), row["case_id"]
         in_node = row["nodes"] == "1"
         assert row["placement"] == ("in_node" if in_node else "multi_node")
         assert (row["scale_out"] == "none") == in_node, row["case_id"]

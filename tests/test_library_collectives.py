@@ -74,9 +74,11 @@ def test_two_nodes_ring_simple_latency_and_plateau() -> None:
         "all_reduce", v, 16, H100, algorithm="ring", options=NetworkOptions(protocol="Simple")
     )
     latency = (8.4 + 28 * 3.4 + 2 * 14.0) * US * 1.4
-    # bus: the slower of NVLink (369 GB/s) and the ranks' NICs (8 x 50 GB/s); the network
-    # streams through 16 channels x 4 MiB of proxy buffer: bw x V / (V + 64 MiB)
-    alg = min(RING_BUS, 8 * 50e9) * 16 / 30 * v / (v + 16 * 4 * 2**20)
+    # bus: the slower of NVLink and the ranks' NICs (8 x 50 GB/s). Across nodes 7 of a node's
+    # 8 ranks send to their ring successor over NVLink and one over its NIC, so NVLink carries
+    # 7/8 of a rank's traffic and allows 369 GB/s x 8/7 = 421.7 GB/s: the NICs' 400 GB/s bind.
+    # The network streams through 16 channels x 4 MiB of proxy buffer: bw x V / (V + 64 MiB)
+    alg = min(RING_BUS * 8 / 7, 8 * 50e9) * 16 / 30 * v / (v + 16 * 4 * 2**20)
     assert c.predicted_s == pytest.approx(latency + v / alg, rel=1e-12)
     tiers = {t["tier"]: t for t in c.to_dict()["tiers"]}
     assert tiers["scale_up"]["devices"] == 8 and tiers["scale_out"]["devices"] == 2
@@ -234,3 +236,117 @@ def test_every_library_table_names_its_source(name: str) -> None:
     # the constants NCCL's tuner uses for a ring over NVLink (tuning.cc, commit 5067397)
     assert lib.base_latency_s["ring"] == pytest.approx((6.6e-6, 14e-6, 8.4e-6))
     assert lib.hw_latency_s["nvlink"]["ring"] == pytest.approx((0.6e-6, 1.9e-6, 3.4e-6))
+
+
+def test_nvls_tree_network_share_two_nodes_against_ten() -> None:
+    # NCCL's NVLS tree joins the nodes with a double binary tree, each tree carrying V/2.
+    # On 2 nodes a node is one tree's root (one child) and the other's leaf: V each way, so
+    # algbw = network. From 3 nodes on an inner node has two children: 2V each way, algbw =
+    # network / 2. DGX H100 figures: network 8 x 50 GB/s x 0.96 = 384 GB/s; NVLS 0.61 x 450.
+    from shardline.collectives.library import Group, load_library, pairs, tree_net_share
+
+    assert (tree_net_share(2), tree_net_share(3), tree_net_share(10)) == (1.0, 0.5, 0.5)
+    lib = load_library("nccl")
+    nvls = 0.61 * 450e9  # 274.5 GB/s, below 384 GB/s
+
+    def nvls_tree(nodes: int):  # type: ignore[no-untyped-def]
+        group = Group(8 * nodes, nodes, "nvlink", RING_BUS, 384e9, nvls, False, "hopper", 11.4e-6)
+        return next(p for p in pairs(lib, "all_reduce", group) if p.algorithm == "nvls_tree")
+
+    assert nvls_tree(2).alg_bytes_per_s == pytest.approx(nvls)  # min(274.5, 384 x 1)
+    ten = nvls_tree(10)
+    assert ten.alg_bytes_per_s == pytest.approx(384e9 / 2)  # min(274.5, 384 / 2) = 192 GB/s
+    # latency: NVLink NVLS-tree step 25 us + 2 x floor(log2 10) = 6 network steps at
+    # max(NCCL's NET NVLS-tree 20.9 us, the fabric's 11.4 us) = 25 + 6 x 20.9 us
+    assert ten.latency_s == pytest.approx((25 + 6 * 20.9) * US)
+
+
+def test_ring_across_nodes_uses_nvlink_for_seven_of_eight_sends() -> None:
+    # 2 nodes of 8: each channel's ring enters a node at one GPU's NIC and leaves at another's,
+    # so 7 of the 8 ranks send over the scale-up link and 1 over the network. A node whose
+    # NICs outrun its scale-up ring (in-node busbw 315 GB/s, network 8 x 50 x 0.96 = 384 GB/s,
+    # MI300X-like figures) reaches 315 x 8/7 = 360 GB/s of bus bandwidth across nodes.
+    from shardline.collectives.library import Group, load_library, pairs, scale_up_share
+
+    assert (scale_up_share(8, 1), scale_up_share(8, 2), scale_up_share(1, 2)) == (1.0, 7 / 8, 0.0)
+    group = Group(16, 2, "nvlink", 315e9, 384e9, None, False, "hopper", 11.4e-6)
+    ring = next(
+        p
+        for p in pairs(load_library("nccl"), "all_reduce", group)
+        if (p.algorithm, p.protocol) == ("ring", "Simple")
+    )
+    assert ring.bus_bytes_per_s == pytest.approx(360e9)
+    assert ring.alg_bytes_per_s == pytest.approx(360e9 * 16 / 30)  # algbw = busbw x n / 2(n-1)
+
+
+def test_nvls_tree_ramps_over_nccls_nvls_channel_count() -> None:
+    # NCCL gives NVLS 16 channels on Hopper and 32 on Blackwell across nodes, 24 on more than
+    # 2 nodes with >= 48 GB/s NICs and <= 8 ranks a node (src/transport/nvls.cc). The Simple
+    # protocol across nodes reaches half its rate at channels x 4 MiB (NCCL_BUFFSIZE).
+    from shardline.collectives.library import Group, load_library, nvls_channels, pairs
+
+    lib = load_library("nccl")
+
+    def group(generation: str, nodes: int, ppn: int = 8) -> Group:
+        n = ppn * nodes
+        return Group(n, nodes, "nvlink", 680e9, 384e9, 425e9, False, generation, 11.4e-6, 0.0, 50e9)
+
+    assert nvls_channels(lib, group("hopper", 2)) == 16
+    assert nvls_channels(lib, group("blackwell", 2, 64)) == 32
+    assert nvls_channels(lib, group("blackwell", 4)) == 24
+    tree = next(
+        p for p in pairs(lib, "all_reduce", group("blackwell", 2, 64)) if p.algorithm == "nvls_tree"
+    )
+    assert tree.net_half_bytes == 32 * 4 * 2**20  # 128 MiB
+    ring = next(
+        p
+        for p in pairs(lib, "all_reduce", group("blackwell", 2, 64))
+        if (p.algorithm, p.protocol) == ("ring", "Simple")
+    )
+    assert ring.net_half_bytes == 16 * 4 * 2**20  # the ring keeps 16 channels: 64 MiB
+
+
+def test_ll_cap_across_nodes_follows_the_host_cpu() -> None:
+    # NCCL's llMaxBws: in one node the GPU generation's row (Hopper 141 GB/s); across nodes the
+    # host CPU's row, AMD hosts [22.5 GB/s on 2 nodes, 19.0 on more], every other host
+    # [39.0, 20.4] (src/graph/tuning.cc, index1 = nNodes == 1 ? compCap : cpuVendor == AMD).
+    # Ring / LL bus = min(cap, 0.5 x Simple bus); the Simple bus across 2 nodes of 8 H100 is
+    # min(369 x 8/7, 384) = 384 GB/s, half of it 192 GB/s, so the cap binds everywhere.
+    from shardline.collectives.library import Group, load_library, pairs
+
+    lib = load_library("nccl")
+
+    def ring_ll_bus(nodes: int, host: str | None) -> float:
+        n = 8 * nodes
+        g = Group(
+            n, nodes, "nvlink", RING_BUS, 384e9, None, False, "hopper", 11.4e-6, 0.0, None, host
+        )
+        pair = next(
+            p for p in pairs(lib, "all_reduce", g) if (p.algorithm, p.protocol) == ("ring", "LL")
+        )
+        return pair.bus_bytes_per_s
+
+    assert ring_ll_bus(2, "amd") == pytest.approx(22.5e9)
+    assert ring_ll_bus(2, "intel") == pytest.approx(39.0e9)
+    assert ring_ll_bus(2, None) == pytest.approx(39.0e9)  # NCCL's non-AMD row
+    assert ring_ll_bus(4, "amd") == pytest.approx(19.0e9)
+    assert ring_ll_bus(4, "arm") == pytest.approx(20.4e9)
+    assert ring_ll_bus(1, "amd") == pytest.approx(min(141e9, 0.5 * RING_BUS))  # one node: GPU row
+
+
+def test_host_cpu_flag_and_system_field(capsys: pytest.CaptureFixture[str]) -> None:
+    from shardline.hardware.systems import load_system
+
+    assert load_system("dgx-a100").host_cpu == "amd"
+    assert load_system("dgx-h100").host_cpu == "intel"
+    times = {}
+    base = ["collective", "all-reduce", "--bytes", "1048576", "--devices", "16", "--json"]
+    for host in ("amd", "intel"):
+        forced = ["--host-cpu", host, "--algorithm", "ring", "--protocol", "LL"]
+        assert main(base + forced) == 0
+        times[host] = json.loads(capsys.readouterr().out)["predicted_s"]
+    assert times["amd"] > times["intel"]  # 22.5 against 39 GB/s of LL bus bandwidth
+    with pytest.raises(SystemExit) as bad:
+        main(["collective", "all-reduce", "--bytes", "8", "--devices", "16", "--host-cpu", "x"])
+    assert bad.value.code == 2
+    assert capsys.readouterr().err.startswith("error: argument --host-cpu")

@@ -38,6 +38,8 @@ __all__ = [
     "COLLECTIVE_LIBRARIES",
     "ScaleOutFabric",
     "SCALE_OUT_FABRICS",
+    "HostCpu",
+    "HOST_CPUS",
 ]
 
 # Which resource binds a piece of work: the largest of t_compute, t_memory, t_network.
@@ -96,3 +98,8 @@ COLLECTIVE_LIBRARIES: tuple[CollectiveLibrary, ...] = get_args(CollectiveLibrary
 # The network between nodes (`interconnect.scale_out.fabric`).
 ScaleOutFabric = Literal["ib", "roce", "efa", "tcpx", "tcpxo", "dcn", "ethernet", "unknown"]
 SCALE_OUT_FABRICS: tuple[ScaleOutFabric, ...] = get_args(ScaleOutFabric)
+
+# The CPU vendor of a node (`scale_out.host_cpu`): NCCL and RCCL cap the LL protocol across nodes
+# by it (src/graph/tuning.cc, llMaxBws: AMD hosts one row, every other host another).
+HostCpu = Literal["intel", "amd", "arm"]
+HOST_CPUS: tuple[HostCpu, ...] = get_args(HostCpu)

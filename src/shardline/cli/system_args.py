@@ -15,7 +15,15 @@ from shardline.errors import InputError
 
 __all__ = ["add_system_args", "resolve_hardware", "SYSTEM_FLAGS"]
 
-SYSTEM_FLAGS = ("system", "gpus_per_node", "nics_per_node", "nic_bw", "scale_out", "sharp")
+SYSTEM_FLAGS = (
+    "system",
+    "gpus_per_node",
+    "nics_per_node",
+    "nic_bw",
+    "scale_out",
+    "sharp",
+    "host_cpu",
+)
 
 
 def add_system_args(group: argparse._ArgumentGroup) -> None:
@@ -42,6 +50,12 @@ def add_system_args(group: argparse._ArgumentGroup) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="the scale-out switches reduce (SHARP / CollNet) or not",
+    )
+    group.add_argument(
+        "--host-cpu",
+        default=None,
+        choices=("intel", "amd", "arm"),
+        help="the nodes' CPU vendor; NCCL and RCCL cap the LL protocol across nodes by it",
     )
     group.add_argument(
         "--protocol",
@@ -75,6 +89,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
         out["scale_out"] = str(args.scale_out).strip().lower()
     if getattr(args, "sharp", None) is not None:
         out["sharp"] = bool(args.sharp)
+    if getattr(args, "host_cpu", None) is not None:
+        out["host_cpu"] = str(args.host_cpu)
     for name, value in out.items():
         if isinstance(value, int) and value < 1:
             raise InputError(f"--{name.replace('_', '-')} must be at least 1")

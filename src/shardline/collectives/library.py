@@ -37,7 +37,10 @@ __all__ = [
     "Library",
     "Pair",
     "load_library",
+    "nvls_channels",
     "pairs",
+    "scale_up_share",
+    "tree_net_share",
 ]
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -59,9 +62,21 @@ class Library:
     generations: dict[str, str]  # chip name -> generation
     sources: dict[str, str]
     network_step_s: dict[str, float] = field(default_factory=dict)  # fabric -> one network step
+    # across nodes the LL caps go by the host CPU: "amd" and "other" -> [1, 2, >2 nodes]
+    ll_max_by_host_bytes_per_s: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
     def generation(self, chip_name: str) -> str:
         return self.generations.get(chip_name, self.factors.get("default_generation", "hopper"))
+
+    def ll_max(self, group: Group) -> float:
+        """The LL protocol's bus-bandwidth cap (tuning.cc, llMaxBws[index1][index2]): in one
+        node the GPU generation's row; across nodes the host CPU's, the AMD row for AMD hosts and
+        the other row for every other host (Intel, Arm, unknown), 2 nodes or more than 2."""
+        column = _node_index(group.nodes)
+        if group.nodes <= 1 or not self.ll_max_by_host_bytes_per_s:
+            return self.ll_max_bytes_per_s[group.generation][column]
+        host = "amd" if group.host_cpu == "amd" else "other"
+        return self.ll_max_by_host_bytes_per_s[host][column]
 
 
 @dataclass(frozen=True)
@@ -85,6 +100,8 @@ class Group:
     generation: str
     net_latency_s: float = 0.0  # the fabric's own latency of one network step
     floor_s: float = 0.0  # the shortest collective this group runs (measured; 0: none known)
+    nic_bytes_per_s: float | None = None  # one NIC's line rate, one way (None: not known)
+    host_cpu: str | None = None  # the nodes' CPU vendor: intel, amd, arm (None: not known)
 
     @property
     def ppn(self) -> int:
@@ -158,6 +175,7 @@ def _library_from_dict(data: dict[str, Any]) -> Library:
     caps = data["generation_caps_gb_s"]
     sources["generation_caps_gb_s"] = caps["source"]
     ll_max = _scaled(_triples(caps["ll_max"], "ll_max"), _GB)
+    by_host = _scaled(_triples(caps.get("ll_max_by_host", {}), "ll_max_by_host"), _GB)
     generations = {
         chip: gen for gen, chips in data["generations"].items() if gen != "source" for chip in chips
     }
@@ -175,6 +193,7 @@ def _library_from_dict(data: dict[str, Any]) -> Library:
         generations=generations,
         sources=sources,
         network_step_s={k: float(v) * _US for k, v in steps.items() if k != "source"},
+        ll_max_by_host_bytes_per_s=by_host,
     )
 
 
@@ -218,20 +237,33 @@ def _protocol_bus(lib: Library, group: Group, bus: float, p: int) -> float:
     """A Simple-protocol bus bandwidth as protocol p moves it (LL: half, capped per generation;
     LL128: 120 of every 128 bytes)."""
     if PROTOCOLS[p] == "LL":
-        ll_max = lib.ll_max_bytes_per_s[group.generation][_node_index(group.nodes)]
-        return min(ll_max, bus * lib.factors["ring_ll"])
+        return min(lib.ll_max(group), bus * lib.factors["ring_ll"])
     if PROTOCOLS[p] == "LL128":
         return bus * lib.factors["ring_ll128"]
     return bus
 
 
+def scale_up_share(ppn: int, nodes: int) -> float:
+    """The fraction of a rank's ring traffic that crosses its scale-up link. In one node it is
+    all of it. Across nodes each channel's ring runs through a node as a chain from the GPU
+    whose NIC it enters by to the GPU whose NIC it leaves by: ppn - 1 of the node's ppn ranks
+    send to their successor over NVLink / xGMI and one over its NIC, and the channels rotate
+    which GPU that is (NCCL's ring graph: NET n -> GPU a -> ... -> GPU x -> NET m,
+    src/graph/search.cc), so each rank sends (ppn-1)/ppn of its traffic over the scale-up link."""
+    if nodes <= 1:
+        return 1.0
+    return (ppn - 1) / ppn if ppn > 1 else 0.0
+
+
 def _ring_alg(lib: Library, kind: str, group: Group, p: int) -> float:
     """The ring's algorithm bandwidth: every rank passes 2(n-1)/n x V (all-reduce; (n-1)/n for
-    gather and scatter) over its link, NVLink inside a node, its NIC share where the ring
-    crosses to the next node, so the bus rate is the slower of the two."""
+    gather and scatter). Of that, scale_up_share goes over its scale-up link, whose bus rate in
+    a node is `intra_bus_bytes_per_s`, so the link allows intra / share; the node's NICs carry
+    the crossings at `inter_bus_bytes_per_s`. The bus rate is the slower of the two."""
     n, nodes = group.ranks, group.nodes
     steps, _ = _steps(kind, n, 1)
-    bus = group.intra_bus_bytes_per_s if group.ppn > 1 or nodes == 1 else math.inf
+    share = scale_up_share(group.ppn, nodes)
+    bus = group.intra_bus_bytes_per_s / share if share > 0 else math.inf
     if nodes > 1 and group.inter_bus_bytes_per_s is not None:
         bus = min(bus, group.inter_bus_bytes_per_s)
     return _protocol_bus(lib, group, bus, p) * n / steps
@@ -264,9 +296,8 @@ def _ring(lib: Library, kind: str, group: Group, p: int) -> Pair:
 def _tree(lib: Library, group: Group, p: int) -> Pair:
     f = lib.factors
     bus = _ring_bus(lib, "all_reduce", group, 2) * f["tree"]
-    ll_max = lib.ll_max_bytes_per_s[group.generation][_node_index(group.nodes)]
     if PROTOCOLS[p] == "LL":
-        bus = min(bus * f["tree_ll"], ll_max)
+        bus = min(bus * f["tree_ll"], lib.ll_max(group))
     elif PROTOCOLS[p] == "LL128":
         bus *= f["tree_ll128_one_node"] if group.nodes == 1 else f["tree_ll128_nodes"]
     intra = lib.hw_latency_s[group.intra_link]["tree"][p]
@@ -287,20 +318,31 @@ def _nvls(lib: Library, group: Group) -> Pair | None:
     return Pair("nvls", "Simple", latency, alg * 2 * (group.ranks - 1) / group.ranks, alg)
 
 
+def tree_net_share(nodes: int) -> float:
+    """The fraction of a node's network bandwidth a double binary tree all-reduce reaches as
+    algbw. Each of the two trees carries V/2. On two nodes every node is one tree's root with
+    one child and the other's leaf: it sends V/2 + V/2 = V a direction, so algbw = network.
+    From three nodes on, a node inside one tree has two children: it receives 2 x V/2 and sends
+    V/2 up while reducing, then receives V/2 and sends 2 x V/2 down while broadcasting, and as
+    the other tree's leaf sends and receives V/2 more: 2V a direction, so algbw = network / 2.
+    NCCL's tuner says the same (src/graph/tuning.cc: NVLS tree `interBw x 2` when nNodes <= 2)."""
+    return 1.0 if nodes <= 2 else 0.5
+
+
 def _nvls_tree(lib: Library, group: Group) -> Pair | None:
     """All-reduce over nodes of NVSwitch nodes (NCCL's NVLS tree): reduce-scatter inside each
-    node in the switch, an all-reduce of each rank's 1/ppn between the nodes, all-gather in the
-    switch. A node's NICs then carry 2(N-1)/N x V per direction, so
+    node in the switch, a tree all-reduce of each rank's 1/ppn between the nodes (one tree per
+    NIC rail), all-gather in the switch. The node's NICs carry the tree's traffic, so
 
-        algbw = min(in-switch algbw, network bytes/s x N / (2(N-1))),
+        algbw = min(in-switch algbw, network bytes/s x tree_net_share(N)),
 
-    twice the ring's network-bound rate on two nodes (NCCL: interBw x 2 when nNodes <= 2).
-    Latency: NVLS's step in the node and a tree's 2 log2(N) network steps."""
+    network on two nodes and network / 2 from three on. Latency: NVLS's step in the node and a
+    tree's 2 log2(N) network steps."""
     nvls = group.nvls_alg_bytes_per_s
     if nvls is None or group.nodes <= 1 or group.inter_bus_bytes_per_s is None:
         return None
     n = group.nodes
-    alg = min(nvls, group.inter_bus_bytes_per_s * n / (2 * (n - 1)))
+    alg = min(nvls, group.inter_bus_bytes_per_s * tree_net_share(n))
     inter = _inter_latency(lib, group, "nvls_tree", 2)
     latency = (
         lib.base_latency_s["nvls_tree"][2] + lib.hw_latency_s[group.intra_link]["nvls_tree"][2]
@@ -335,13 +377,28 @@ def _pat(lib: Library, kind: str, group: Group) -> Pair | None:
     return Pair("pat", "Simple", latency, bus, bus)
 
 
+def nvls_channels(lib: Library, group: Group) -> int:
+    """The channels NCCL gives NVLS and NVLS tree across nodes (src/transport/nvls.cc,
+    `ncclNvlsTuning` and `ncclNvlsTreeSm100Tuning`): 16 on Hopper; 32 on Blackwell, lowered to
+    24 on more than two nodes with NICs of 48 GB/s or more, unless the NICs reach 96 GB/s and
+    a node holds more than 8 ranks."""
+    table = lib.factors.get("nvls_channels", {})
+    count = int(table.get(group.generation, lib.factors["channels"]))
+    nic = group.nic_bytes_per_s or 0.0
+    if group.generation == "blackwell" and group.nodes > 2 and nic >= 48e9:
+        count = 32 if nic >= 96e9 and group.ppn > 8 else 24
+    return count
+
+
 def _ramp(lib: Library, pair: Pair, group: Group) -> Pair:
     """Across nodes the Simple protocol streams through the network proxies' buffers (NCCL:
     NCCL_BUFFSIZE per channel); a message reaches half the network's bandwidth when it fills
-    them once, V_half = channels x buffer, so its bandwidth is bw x V / (V + V_half)."""
+    them once, V_half = channels x buffer, so its bandwidth is bw x V / (V + V_half). NVLS
+    tree runs on its own channel count (`nvls_channels`), the others on `channels`."""
     if group.nodes <= 1 or pair.protocol != "Simple":
         return pair
-    half = lib.factors["channels"] * lib.factors["buffer_bytes"]
+    channels = nvls_channels(lib, group) if pair.algorithm == "nvls_tree" else None
+    half = (channels or lib.factors["channels"]) * lib.factors["buffer_bytes"]
     return replace(pair, net_half_bytes=float(half))
 
 

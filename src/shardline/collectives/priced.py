@@ -92,7 +92,11 @@ def group_for(
     link = "pci" if any("pcie" in s.link.lower() for s in up) else "nvlink"
     lib = load_library(ic.library)
     generation = lib.generation(chip.name)
-    return Group(ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, net_step, floor)
+    so_ = ic.scale_out
+    nic, cpu = (so_.nic_bytes_per_s, so_.host_cpu) if so_ is not None else (None, None)
+    return Group(
+        ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, net_step, floor, nic, cpu
+    )
 
 
 def library_algorithm(word: str) -> str | None:

@@ -10,9 +10,24 @@ from dataclasses import dataclass, field, replace
 
 from shardline.dtypes import canonical_dtype
 from shardline.errors import InputError
-from shardline.kinds import ChipKind, ChipTopology, CollectiveLibrary, ScaleOutFabric, Wraparound
+from shardline.kinds import (
+    HOST_CPUS,
+    ChipKind,
+    ChipTopology,
+    CollectiveLibrary,
+    ScaleOutFabric,
+    Wraparound,
+)
 
-__all__ = ["Chip", "OnChip", "Interconnect", "ScaleOut", "Achievable", "ASSUMED"]
+__all__ = ["Chip", "OnChip", "Interconnect", "ScaleOut", "Achievable", "ASSUMED", "host_cpu_word"]
+
+
+def host_cpu_word(word: object, where: str) -> str | None:
+    """A node's CPU vendor word (kinds.HOST_CPUS) or None; anything else is an InputError."""
+    if word is None or word in HOST_CPUS:
+        return word
+    raise InputError(f"{where} must be one of {', '.join(HOST_CPUS)}, got {word!r}")
+
 
 # How `Chip.sources` marks a field the chip file left out and the loader filled with a default.
 ASSUMED = "assumed default: "
@@ -52,6 +67,7 @@ class ScaleOut:
     # the shortest collective across nodes on this fabric (nccl-tests' smallest all-reduce):
     # launch, proxy threads and the transport's round trips, whatever the size
     collective_latency_s: float | None = None
+    host_cpu: str | None = None  # the nodes' CPU vendor: intel, amd, arm (None: not known)
 
     @property
     def node_bytes_per_s(self) -> float:

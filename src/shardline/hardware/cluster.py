@@ -1,5 +1,5 @@
 """A chip placed in a cluster: the chip's own figures read as a system, changed by the user's
-flags (`--gpus-per-node`, `--nics-per-node`, `--nic-bw`, `--scale-out`, `--sharp`).
+flags (`--gpus-per-node`, `--nics-per-node`, `--nic-bw`, `--scale-out`, `--sharp`, `--host-cpu`).
 
 `system_for_chip` reads a chip file's interconnect as a System (so a flag changes only what it
 names; a catalog system with other figures is applied only when the user asks for it with
@@ -58,6 +58,7 @@ def chip_with_cluster(
     nic_bytes_per_s: float | None = None,
     scale_out: str | None = None,
     sharp: bool | None = None,
+    host_cpu: str | None = None,
 ) -> Chip:
     """The chip with the flags given put in; `nvls=False` turns the scale-up switches'
     reduction off (NCCL_NVLS_ENABLE=0)."""
@@ -67,6 +68,7 @@ def chip_with_cluster(
         "nic_bytes_per_s": nic_bytes_per_s,
         "scale_out": scale_out,
         "sharp": sharp,
+        "host_cpu": host_cpu,
     }
     if any(v is not None for v in flags.values()):
         chip = system_chip(chip, system_for_chip(chip), **flags)

@@ -22,7 +22,7 @@ from typing import Any
 
 from shardline.errors import InputError
 from shardline.hardware.catalog import _name_and_aliases, _opt_float, _Reader, load_chip
-from shardline.hardware.chip import Chip, ScaleOut
+from shardline.hardware.chip import Chip, ScaleOut, host_cpu_word
 from shardline.hardware.datafile import read_data_toml
 from shardline.kinds import (
     COLLECTIVE_LIBRARIES,
@@ -86,6 +86,7 @@ class System:
     scale_out_link: str | None = None
     scale_out_efficiency: float | None = None
     sharp: bool = False  # reduction in the scale-out switches (SHARP / CollNet)
+    host_cpu: str | None = None  # the nodes' CPU vendor (kinds.HOST_CPUS); None: not known
     library: CollectiveLibrary | None = None  # None: the chip's
     nodes: int | None = None  # a default node count (a rack, a pod); None: any
     default_for_chip: bool = False
@@ -115,7 +116,7 @@ _TOP |= {"nodes", "default_for_chip", "notes", "scale_up", "scale_out"}
 _SCALE_UP = {"link", "domain_devices", "bytes_per_s_per_device", "hop_latency_s", "notes"}
 _SCALE_UP |= {"in_network_reduction"}
 _SCALE_OUT = {"fabric", "link", "nics_per_node", "nic_bytes_per_s", "hop_latency_s", "efficiency"}
-_SCALE_OUT |= {"sharp", "notes"}
+_SCALE_OUT |= {"sharp", "host_cpu", "notes"}
 _FABRIC_FIELDS = {"display_name", "hop_latency_s", "efficiency", "notes"}
 
 
@@ -213,6 +214,7 @@ def _scale_out(r: _Reader) -> dict[str, Any]:
         "scale_out_hop_latency_s": float(_from_fabric(r, fabric, "hop_latency_s")),
         "scale_out_efficiency": _from_fabric(r, fabric, "efficiency"),
         "sharp": bool(_switch(r, "scale_out.sharp")),
+        "host_cpu": host_cpu_word(r.sourced("scale_out.host_cpu"), "scale_out.host_cpu"),
     }
 
 
@@ -382,6 +384,7 @@ def apply_system(chip: Chip, system: System) -> Chip:
         devices_per_node=system.gpus_per_node,
         efficiency=system.scale_out_efficiency,
         in_network_reduction=system.sharp,
+        host_cpu=system.host_cpu,
     )
     interconnect = replace(
         ic,
@@ -457,6 +460,7 @@ def override_system(
     nic_bytes_per_s: float | None = None,
     scale_out: str | None = None,
     sharp: bool | None = None,
+    host_cpu: str | None = None,
 ) -> System:
     """A copy of the system with the command line's flags put in (docs/systems.md, "Flags"):
     `gpus_per_node` also moves a node-sized scale-up domain (1: every GPU its own domain) and,
@@ -486,4 +490,7 @@ def override_system(
     if sharp is not None:
         changes["sharp"] = bool(sharp)
         s["scale_out.sharp"] = "user override"
+    if host_cpu is not None:
+        changes["host_cpu"] = host_cpu_word(host_cpu, "--host-cpu")
+        s["scale_out.host_cpu"] = "user override (--host-cpu)"
     return replace(system, sources=s, **changes) if changes else system
