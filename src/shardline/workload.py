@@ -34,19 +34,9 @@ from shardline.moe import decode_experts, moe_part
 from shardline.units import short
 
 __all__ = [
-    "Layer",
-    "Workload",
-    "PHASES",
-    "LOGICAL_AXES",
-    "TEMPLATE_AXES",
-    "TEMPLATE_PHASES",
-    "backward_layers",
-    "transformer",
-    "ffn",
-    "matmul_layer",
-    "FfnShape",
-    "TransformerShape",
-]
+    "Layer", "Workload", "PHASES", "LOGICAL_AXES", "TEMPLATE_AXES", "TEMPLATE_PHASES",
+    "backward_layers", "transformer", "ffn", "matmul_layer", "FfnShape", "TransformerShape",
+]  # fmt: skip
 
 # Forward-only stacks and training steps; the templates add inference prefill and decode.
 PHASES: tuple[str, ...] = kinds.PHASES  # closed vocabulary: shardline.kinds.Phase
@@ -466,6 +456,7 @@ def transformer(
     shape = shape or TransformerShape(**sizes)
     k = _block(shape, phase, dtype, kv_dtype)
     from shardline.attention_variants import template_attention
+    from shardline.dense_first import dense_first_template
 
     attention, variant, plain_cache = template_attention(
         shape, k, phase, lambda keys: _attention_layers(replace(k, k_len=keys))
@@ -485,7 +476,7 @@ def transformer(
         "L": k.n_layers, "n_kv": k.g, "d_head": k.e, "S": k.s, "B": k.b,
         "s_kv_bits": dtype_bits(k.kv_dtype),
     }  # fmt: skip
-    return Workload(
+    workload = Workload(
         label,
         block,
         repeat=k.n_layers,
@@ -498,3 +489,4 @@ def transformer(
         kv_cache_formula=formula if k.cache and plain_cache else None,
         model=model,
     )
+    return workload if moe is None else dense_first_template(workload, moe, k.f, len(ffn_layers))

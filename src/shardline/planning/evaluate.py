@@ -14,6 +14,7 @@ from typing import Any
 
 from shardline.collectives import NetworkOptions
 from shardline.cost import ZERO_COST, Cost
+from shardline.dense_first import after
 from shardline.hardware import Chip
 from shardline.options import Execution
 from shardline.planning.memory import stage_memory
@@ -113,6 +114,8 @@ class Context:
         """The layer after this one: itself when it repeats (count > 1), else the next in the
         block, wrapping to the next block."""
         layers = self.workload.layers
+        if id(layer) not in self._index:  # a dense first block's FFN (shardline.dense_first)
+            return after(self.workload, layer)
         return layer if layer.count > 1 else layers[(self._index[id(layer)] + 1) % len(layers)]
 
     def backward(self, layer: Layer) -> list[Layer]:
