@@ -25,7 +25,14 @@ from shardline.errors import InputError
 from shardline.layer import Layer, backward_layers
 from shardline.workload import Workload
 
-__all__ = ["DenseFirstWorkload", "dense_first_template", "stack_layers", "layer_repeats", "after"]
+__all__ = [
+    "DenseFirstWorkload",
+    "dense_first_template",
+    "stack_layers",
+    "layer_repeats",
+    "moe_blocks_in",
+    "after",
+]
 
 StageLayers = list[tuple[Layer, int]]
 
@@ -82,7 +89,7 @@ class DenseFirstWorkload(Workload):
         return sum(n for layer, n in layers if layer.name == first.name) / first.count
 
     @property
-    def layer_count(self) -> int:  # type: ignore[override]
+    def layer_count(self) -> int:
         return sum(n for _, n in self.all_layers())
 
     def params(self) -> int:
@@ -102,7 +109,7 @@ class DenseFirstWorkload(Workload):
 
     def with_batch(self, batch: int) -> Workload:
         out = super().with_batch(batch)
-        assert self.batch_dim is not None
+        assert self.batch_dim is not None and isinstance(out, DenseFirstWorkload)
         dense = tuple(layer.with_dims(**{self.batch_dim: out.batch}) for layer in self.dense_ffn)
         return replace(out, dense_ffn=dense)
 
@@ -170,3 +177,12 @@ def after(workload: Workload, layer: Layer) -> Layer:
     if layer.count > 1:
         return layer
     return dense[i + 1] if i + 1 < len(dense) else workload.layers[0]
+
+
+def moe_blocks_in(workload: Workload, layers: Sequence[tuple[Layer, int]]) -> float:
+    """The MoE blocks of [(layer, instances)]: the instances of the block's last einsum (an MoE
+    feed-forward einsum) over its count; every block when no block is dense."""
+    if not isinstance(workload, DenseFirstWorkload):
+        return workload.blocks_in(layers)
+    last = workload.layers[-1]
+    return sum(n for layer, n in layers if layer.name == last.name) / last.count

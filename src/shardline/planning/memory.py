@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from shardline.dense_first import moe_blocks_in
 from shardline.dtypes import dtype_bits
 from shardline.realistic.activations import in_flight_microbatches, layer_activation_bytes
 from shardline.realistic.block import LOSS_BYTES
@@ -66,7 +67,8 @@ def stage_memory(
     weights, grads, opt = base.weights_bytes, base.gradients_bytes, base.optimizer_bytes
     ends = (index == 0) + (index == P - 1)
     # MoE decode: the experts the batch does not touch, held (split over tp and ep), not read
-    params = workload.blocks_in(layers) * model.idle_expert_params / (tp * deg.get("ep", 1))
+    moe_blocks = moe_blocks_in(workload, layers)
+    params = moe_blocks * model.idle_expert_params / (tp * deg.get("ep", 1))
     weights += params * dtype_bits(model.dtype) / 8 / share.weights_ways
     if model.vocab and ends:
         head = ends * model.vocab * model.d_model / tp
