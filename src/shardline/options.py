@@ -79,7 +79,9 @@ class Execution:
     data-parallel axis (1 optimizer state, 2 + gradients, 3 + weights sharded over dp);
     `optimizer`: a name of OPTIMIZER_STATE_BYTES or bytes of state per parameter; `cuda_graphs`:
     kernels replayed from a CUDA graph (no per-kernel launch overhead); `tokens`: tokens to train
-    on, for the days-to-train answer."""
+    on, for the days-to-train answer; `ep_overlap`: the expert-parallel all-to-alls run beside
+    the compute of another microbatch (Megatron-Core's overlap_moe_expert_parallel_comm, the
+    DualPipe idea of DeepSeek-V3) instead of on the critical path."""
 
     interleave: int = 1
     recompute: str = "none"
@@ -90,6 +92,7 @@ class Execution:
     cuda_graphs: bool = False
     tokens: float | None = None
     cp_kind: str = "ring"
+    ep_overlap: bool = False
 
     def __post_init__(self) -> None:
         from shardline.errors import InputError

@@ -75,6 +75,11 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         help="hide tensor-parallel collectives behind the GEMMs (default: on the critical path)",
     )
     g.add_argument(
+        "--ep-overlap",
+        action="store_true",
+        help="hide the expert-parallel all-to-alls behind another microbatch's compute",
+    )
+    g.add_argument(
         "--zero",
         default=None,
         choices=("0", "1", "2", "3"),
@@ -134,6 +139,8 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
         out["sequence_parallel"] = True
     if args.tp_overlap:
         out["tp_overlap"] = True
+    if getattr(args, "ep_overlap", False):
+        out["ep_overlap"] = True
     if args.zero is not None:
         out["zero"] = int(args.zero)
     if args.optimizer is not None:

@@ -16,6 +16,7 @@ from shardline.collectives import NetworkOptions
 from shardline.cost import ZERO_COST, Cost
 from shardline.dense_first import after
 from shardline.hardware import Chip
+from shardline.moe import boundary_layer
 from shardline.options import Execution
 from shardline.planning.memory import stage_memory
 from shardline.planning.network import MeshNetwork
@@ -146,7 +147,8 @@ class Context:
         priced as two."""
         if pp not in self._stage_layers:
             self._stage_layers[pp] = [
-                (self._merged(layers), last) for layers, last in self.workload.pipeline_stages(pp)
+                (self._merged(layers), boundary_layer(self.workload.layers, last))
+                for layers, last in self.workload.pipeline_stages(pp)
             ]
         return self._stage_layers[pp]
 
