@@ -21,6 +21,7 @@ __all__ = [
     "Execution",
     "RECOMPUTE_MODES",
     "CP_KINDS",
+    "EP_DISPATCHES",
     "OPTIMIZER_STATE_BYTES",
 ]
 
@@ -53,6 +54,8 @@ class RateOverrides:
 RECOMPUTE_MODES = ("none", "selective", "full")
 # context parallelism's K/V exchange (shardline.strategies.cp)
 CP_KINDS = ("ring", "all-gather")
+# the expert-parallel dispatch across nodes (shardline.strategies.ep_dispatch)
+EP_DISPATCHES = ("all-to-all", "hierarchical")
 # Optimizer state per parameter beyond the weights and gradients, as (bytes of moments, whether
 # an fp32 master copy is kept for weights stored narrower than fp32) (ZeRO, Rajbhandari et al.
 # 2020, section 3.1: mixed-precision Adam keeps an fp32 master copy and two fp32 moments, 12 B):
@@ -81,7 +84,9 @@ class Execution:
     kernels replayed from a CUDA graph (no per-kernel launch overhead); `tokens`: tokens to train
     on, for the days-to-train answer; `ep_overlap`: the expert-parallel all-to-alls run beside
     the compute of another microbatch (Megatron-Core's overlap_moe_expert_parallel_comm, the
-    DualPipe idea of DeepSeek-V3) instead of on the critical path."""
+    DualPipe idea of DeepSeek-V3) instead of on the critical path; `ep_dispatch`: "all-to-all"
+    (one collective) or "hierarchical" (one copy of a token per destination node across the
+    scale-out network: DeepEP, HybridEP; shardline.strategies.ep_dispatch)."""
 
     interleave: int = 1
     recompute: str = "none"
@@ -93,6 +98,7 @@ class Execution:
     tokens: float | None = None
     cp_kind: str = "ring"
     ep_overlap: bool = False
+    ep_dispatch: str = "all-to-all"
 
     def __post_init__(self) -> None:
         from shardline.errors import InputError
@@ -107,6 +113,10 @@ class Execution:
         if self.zero not in (0, 1, 2, 3):
             raise InputError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         self.state_bytes_per_param(16)  # validates the optimizer
+        if self.ep_dispatch not in EP_DISPATCHES:
+            raise InputError(
+                f"ep_dispatch must be one of {', '.join(EP_DISPATCHES)}, got {self.ep_dispatch!r}"
+            )
         if self.cp_kind not in CP_KINDS:
             raise InputError(f"cp_kind must be one of {', '.join(CP_KINDS)}, got {self.cp_kind!r}")
         t = self.tokens

@@ -80,6 +80,13 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         help="hide the expert-parallel all-to-alls behind another microbatch's compute",
     )
     g.add_argument(
+        "--ep-dispatch",
+        default=None,
+        choices=("all-to-all", "hierarchical"),
+        help="expert-parallel dispatch across nodes: all-to-all (default) or hierarchical "
+        "(one copy per destination node: DeepEP, HybridEP)",
+    )
+    g.add_argument(
         "--zero",
         default=None,
         choices=("0", "1", "2", "3"),
@@ -139,6 +146,8 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
         out["sequence_parallel"] = True
     if args.tp_overlap:
         out["tp_overlap"] = True
+    if getattr(args, "ep_dispatch", None) is not None:
+        out["ep_dispatch"] = args.ep_dispatch
     if getattr(args, "ep_overlap", False):
         out["ep_overlap"] = True
     if args.zero is not None:

@@ -138,6 +138,7 @@ class Context:
             gradient_ways=device_share(self.workload, deg, m).gradients_ways,
             zero=self.execution.zero,
             cp_kind=self.execution.cp_kind,
+            ep_dispatch=self.execution.ep_dispatch,
             model=self.workload.model,
         )
 

@@ -134,6 +134,7 @@ class LayerView:
     gradient_ways: int = 1  # ways the weight gradients are sharded (product of those degrees)
     zero: int = 0  # the ZeRO stage of the data-parallel axis (shardline.options.Execution)
     cp_kind: str = "ring"  # context parallelism's K/V exchange (shardline.options.Execution)
+    ep_dispatch: str = "all-to-all"  # the expert-parallel dispatch (shardline.options.Execution)
     model: ModelShape | None = None  # the whole model's shape (attention kernel, causal mask)
 
 
