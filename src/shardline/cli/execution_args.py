@@ -74,18 +74,7 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="hide tensor-parallel collectives behind the GEMMs (default: on the critical path)",
     )
-    g.add_argument(
-        "--ep-overlap",
-        action="store_true",
-        help="hide the expert-parallel all-to-alls behind another microbatch's compute",
-    )
-    g.add_argument(
-        "--ep-dispatch",
-        default=None,
-        choices=("all-to-all", "hierarchical"),
-        help="expert-parallel dispatch across nodes: all-to-all (default) or hierarchical "
-        "(one copy per destination node: DeepEP, HybridEP)",
-    )
+    _add_ep_args(g)
     g.add_argument(
         "--zero",
         default=None,
@@ -114,6 +103,22 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="T",
         help="tokens to train on, e.g. 1T or 15e12: gives days to train",
+    )
+
+
+def _add_ep_args(g: argparse._ArgumentGroup) -> None:
+    """The expert-parallel execution flags (shardline.strategies.ep, docs/moe.md)."""
+    g.add_argument(
+        "--ep-overlap",
+        action="store_true",
+        help="hide the expert-parallel all-to-alls behind another microbatch's compute",
+    )
+    g.add_argument(
+        "--ep-dispatch",
+        default=None,
+        choices=("all-to-all", "hierarchical"),
+        help="expert-parallel dispatch across nodes: all-to-all (default) or hierarchical "
+        "(one copy per destination node: DeepEP, HybridEP)",
     )
 
 
