@@ -12,9 +12,9 @@ import pytest
 from shardline.hardware import resolve_chip
 from shardline.moe import boundary_layer
 from shardline.options import Execution
+from shardline.plan import plan
 from shardline.planning.evaluate import Context
 from shardline.planning.network import MeshNetwork
-from shardline.plan import plan
 from shardline.strategies import Degrees
 from shardline.strategies.ep_dispatch import hierarchical_a2a_s, remote_nodes, scale_out_share
 from shardline.workload import transformer
