@@ -23,7 +23,7 @@ from typing import Any
 
 from shardline.errors import InputError
 from shardline.layer import Layer, backward_layers
-from shardline.workload import Workload
+from shardline.workload import MOE_TEMPLATE_HOOKS, Workload
 
 __all__ = [
     "DenseFirstWorkload",
@@ -186,3 +186,6 @@ def moe_blocks_in(workload: Workload, layers: Sequence[tuple[Layer, int]]) -> fl
         return workload.blocks_in(layers)
     last = workload.layers[-1]
     return sum(n for layer, n in layers if layer.name == last.name) / last.count
+
+
+MOE_TEMPLATE_HOOKS.append(dense_first_template)  # transformer() builds the dense first blocks

@@ -174,7 +174,7 @@ def moe_part(
     of each token the dispatch makes: top-k, the idle experts' parameters), as ModelShape takes
     them. A decode step's expert einsums hold the experts its batch touches, ceil(E_touched(B)),
     and the rest are held but not read (`idle_expert_params`)."""
-    m = moe_shape(moe, d_ff)  # dense_layers_first: shardline.dense_first (the template)
+    m = moe_shape(moe, d_ff)  # dense_layers_first: shardline.dense_first (a template hook)
     read = m
     if decode:
         touched = expected_experts(m.experts, m.experts_per_token, tokens[0] * tokens[1])

@@ -12,7 +12,7 @@ docs/stack-and-plans.md. Pure: no printing, no files (the TOML and spreadsheet l
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -53,6 +53,9 @@ TEMPLATE_AXES = {
     "F": "ffn",
 }
 TEMPLATE_PHASES: tuple[str, ...] = kinds.TEMPLATE_PHASES  # shardline.kinds.TemplatePhase
+# (workload, moe table, d_ff, MoE FFN einsums) -> workload: shardline.dense_first registers the
+# dense first blocks here, so that this module need not import its Workload subclass
+MOE_TEMPLATE_HOOKS: list[Callable[[Workload, Any, int, int], Workload]] = []
 
 
 @dataclass(frozen=True)
@@ -456,7 +459,6 @@ def transformer(
     shape = shape or TransformerShape(**sizes)
     k = _block(shape, phase, dtype, kv_dtype)
     from shardline.attention_variants import template_attention
-    from shardline.dense_first import dense_first_template
 
     attention, variant, plain_cache = template_attention(
         shape, k, phase, lambda keys: _attention_layers(replace(k, k_len=keys))
@@ -489,4 +491,6 @@ def transformer(
         kv_cache_formula=formula if k.cache and plain_cache else None,
         model=model,
     )
-    return workload if moe is None else dense_first_template(workload, moe, k.f, len(ffn_layers))
+    for hook in MOE_TEMPLATE_HOOKS if moe is not None else ():
+        workload = hook(workload, moe, k.f, len(ffn_layers))
+    return workload
