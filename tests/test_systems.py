@@ -247,4 +247,4 @@ def test_system_show_names_the_host_cpu_behind_the_ll_cap(
 
     assert main(["system", "show", "dgx-h100"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "host CPU" in x)
-    assert line.split()[4] == "intel" and "8480C" in line
+    assert line.split()[5] == "intel" and "8480C" in line
