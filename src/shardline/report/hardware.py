@@ -92,9 +92,10 @@ def _memory(chip: Chip, s: dict[str, str]) -> list[str]:
             s.get("memory.capacity_bytes"),
         ),
     ]
-    if chip.reported_capacity_bytes:
-        reported = f"{fmt_capacity(chip.reported_capacity_bytes)} ({chip.reported_capacity_bytes / 2**20:,.0f} MiB)"
-        out.append(_line("HBM capacity (device reports)", reported, s.get("memory.reported_bytes")))
+    reported = chip.reported_capacity_bytes
+    if reported:
+        shown = f"{fmt_capacity(reported)} ({reported / 2**20:,.0f} MiB)"
+        out.append(_line("HBM capacity (device reports)", shown, s.get("memory.reported_bytes")))
     out.append(
         _line("HBM bandwidth", _rate(chip.mem_bytes_per_s, "B/s"), s.get("memory.bytes_per_s"))
     )
