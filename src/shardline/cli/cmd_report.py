@@ -1,5 +1,5 @@
-"""`shardline report IN --html OUT.html`: one self-contained offline HTML page (interactive
-roofline, curves, table) of a sheet's rows or a workload's layers."""
+"""`shardline report IN --html OUT.html` (or `--model NAME`): one self-contained offline HTML page
+(interactive roofline, curves, table) of a sheet's rows or a workload's layers."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shardline.cli.args import add_chip_args, add_force_arg, add_operand_dtypes, add_sheet_input
-from shardline.cli.common import overrides_from_args, write_text
+from shardline.cli.args import (
+    add_chip_args,
+    add_force_arg,
+    add_operand_dtypes,
+    add_workload_args,
+)
+from shardline.cli.common import load_from_args, overrides_from_args, write_text
 from shardline.cli.compute import compute_sheet
 from shardline.errors import InputError
 
@@ -28,12 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write a single HTML file (no network, no CDN) with interactive plots and the "
         "table of a sheet's rows or a workload's layers, for sharing with a team.",
     )
-    rp.add_argument(
-        "input", metavar="IN", help="a .csv/.xlsx sheet of (M, K, N) rows or a workload .toml"
-    )
     rp.add_argument("--html", required=True, metavar="OUT.html", help="the page to write")
     add_force_arg(rp, "OUT.html if it exists")
-    add_sheet_input(rp)
+    add_workload_args(rp)  # IN (a sheet or a workload .toml) or --model NAME, and overrides
     add_chip_args(rp)
     add_operand_dtypes(rp, "row")
     rp.set_defaults(func=run)
@@ -44,22 +46,22 @@ def _data(args: argparse.Namespace) -> tuple[ReportData, str]:
     from shardline.curves import sheet_curves
     from shardline.report.html import report_from_sheet, report_from_stack
 
-    name = Path(args.input).name
-    if Path(args.input).suffix.lower() in SHEET_SUFFIXES:
-        result = compute_sheet(args, args.input)
+    source = args.workload
+    if source is not None and args.model is None and Path(source).suffix.lower() in SHEET_SUFFIXES:
+        result = compute_sheet(args, source)
         problems = ""
         if result.problems:
             problems = (
-                f"{len(result.problems)} bad cell(s) in {args.input}, those rows not computed: "
+                f"{len(result.problems)} bad cell(s) in {source}, those rows not computed: "
                 f"{result.problems_text()}; the page lists them"
             )
-        return report_from_sheet(result, name, sheet_curves(result)), problems
-    from shardline.io.workload_toml import load_workload
+        return report_from_sheet(result, Path(source).name, sheet_curves(result)), problems
     from shardline.stack import stack
 
-    if args.sheet:
+    if args.sheet and args.model is None:
         raise InputError("--sheet applies to .xlsx inputs")
-    workload = load_workload(args.input)
+    workload = load_from_args(args)  # a workload .toml, or the zoo model of --model
+    name = Path(source).name if args.model is None and source else workload.name
     return report_from_stack(stack(workload, args.hw, **overrides_from_args(args)), name), ""
 
 
@@ -67,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     from shardline.io.sheets import check_output_path
     from shardline.report.html import render_html
 
-    out = check_output_path(args.html, [args.input], force=args.force, suffixes=(".html", ".htm"))
+    inputs = [args.workload] if args.workload else []
+    out = check_output_path(args.html, inputs, force=args.force, suffixes=(".html", ".htm"))
     data, problems = _data(args)
     page = render_html(data)
     write_text(out, page)
