@@ -42,6 +42,8 @@ class ModelShape:
     rotary: bool = True
     causal: bool = True
     dtype: str = "bf16"
+    weight_dtype: str = ""  # the weights' storage dtype; empty: `dtype` (shardline.precision)
+    tied_embeddings: bool = False  # the LM head is the embedding table (counted once)
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KERNELS:
@@ -52,6 +54,11 @@ class ModelShape:
             isinstance(self.vocab, bool) or not isinstance(self.vocab, int) or self.vocab < 1
         ):
             raise InputError(f"vocab must be a positive integer, got {self.vocab!r}")
+
+    @property
+    def weights_dtype(self) -> str:
+        """The dtype the weights are stored in."""
+        return self.weight_dtype or self.dtype
 
     @property
     def decode(self) -> bool:

@@ -399,3 +399,16 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="worksheet of an .xlsx workload (default: the first)",
     )
+    group.add_argument(
+        "--weight-dtype",
+        default=None,
+        metavar="D",
+        help="store the weights in D (e.g. int4, fp8) while --dtype sets the activations and the "
+        "compute (default: the workload's; 8-bit training keeps bf16 weights)",
+    )
+    group.add_argument(
+        "--kv-dtype",
+        default=None,
+        metavar="D",
+        help="store the KV cache in D (e.g. fp8; default: the workload's)",
+    )

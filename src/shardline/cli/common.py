@@ -217,18 +217,24 @@ def load_from_args(args: argparse.Namespace, *, seq_len: int | None = None) -> A
     """The workload of `add_workload_args` (a WORKLOAD file or --model), with its overrides
     applied; `seq_len` replaces --seq-len (the --max-seq-len search)."""
     from shardline.io.workload_toml import load_workload
+    from shardline.precision import with_tensor_dtypes
 
     seq_len = seq_len if seq_len is not None else count_arg(args.seq_len, "--seq-len")
     model = getattr(args, "model", None)
     if model is not None or args.workload is None:
-        return _model_workload(args, model, seq_len)
-    return load_workload(
-        args.workload,
-        phase=args.phase,
-        batch=count_arg(args.batch, "--batch"),
-        seq_len=seq_len,
-        sheet=args.sheet,
-    )
+        workload = _model_workload(args, model, seq_len)
+    else:
+        workload = load_workload(
+            args.workload,
+            phase=args.phase,
+            batch=count_arg(args.batch, "--batch"),
+            seq_len=seq_len,
+            sheet=args.sheet,
+        )
+    weights, kv = getattr(args, "weight_dtype", None), getattr(args, "kv_dtype", None)
+    if kv is not None and workload.kv_cache_formula is None:
+        raise InputError("--kv-dtype applies to a [transformer] template's prefill or decode")
+    return with_tensor_dtypes(workload, weight_dtype=weights, kv_dtype=kv)
 
 
 def _model_workload(args: argparse.Namespace, model: str | None, seq_len: int | None) -> Any:

@@ -20,7 +20,8 @@ A stack (every field is checked; an unknown one is an error, not ignored):
                                  # head_dim, model, ffn, vocab), split by the parallel strategies
 
 A template instead of layers: a `[transformer]` table (d_model, d_ff, heads, kv_heads, head_dim,
-seq_len, batch, layers, gated, dtype, kv_dtype, vocab, attention = "flash" | "standard", rotary)
+seq_len, batch, layers, gated, dtype, kv_dtype, weight_dtype, vocab, tied_embeddings, attention =
+"flash" | "standard", rotary)
 or an `[ffn]` table (d_model, d_ff, seq_len, batch, layers, gated, dtype), with `phase`
 "training", "prefill", "decode" or "forward".
 
@@ -37,6 +38,7 @@ from typing import Any
 from shardline.einsum import parse_einsum
 from shardline.errors import InputError
 from shardline.io.inputs import read_input_bytes
+from shardline.precision import template_precision
 from shardline.workload import Layer, Workload, ffn, matmul_layer, transformer
 
 __all__ = [
@@ -96,6 +98,8 @@ TRANSFORMER_FIELDS = (
     "vocab",
     "attention",
     "rotary",
+    "weight_dtype",
+    "tied_embeddings",
 )
 FFN_FIELDS = ("d_model", "d_ff", "seq_len", "batch", "layers", "gated", "dtype", "phase")
 SHEET_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm")
@@ -325,8 +329,10 @@ def _template(
             raise InputError(f"[{key}] needs {required}")
     if data.get("name") is not None:
         params["name"] = str(data["name"])
-    builder = transformer if key == "transformer" else ffn
-    return builder(**params)
+    if key == "ffn":
+        return ffn(**params)
+    precision = {k: params.pop(k) for k in ("weight_dtype", "tied_embeddings") if k in params}
+    return template_precision(transformer(**params), **precision)
 
 
 def workload_from_dict(

@@ -48,6 +48,7 @@ def transformer_table(spec: ModelSpec, *, batch: int, seq_len: int) -> dict[str,
         "vocab": spec.vocab,
         "attention": spec.attention,
         "rotary": spec.rotary,
+        "tied_embeddings": spec.tied_embeddings,
         "batch": batch,
         "seq_len": seq_len,
     }

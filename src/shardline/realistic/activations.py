@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from shardline.dtypes import dtype_bits
 from shardline.modelshape import ModelShape
-from shardline.realistic.block import MASK_BYTES
+from shardline.realistic.block import MASK_BYTES, activation_dtype
 
 __all__ = ["layer_activation_bytes", "in_flight_microbatches"]
 
@@ -29,8 +29,10 @@ __all__ = ["layer_activation_bytes", "in_flight_microbatches"]
 def layer_activation_bytes(
     model: ModelShape, sequences: float, *, tp: int, sp: bool, recompute: str
 ) -> float:
-    """Bytes one block keeps for the backward pass, for `sequences` sequences on one device."""
-    w = dtype_bits(model.dtype) / 8
+    """Bytes one block keeps for the backward pass, for `sequences` sequences on one device, at
+    the activations' dtype (an 8-bit model keeps bf16 activations, as the ops between its matmuls
+    count them)."""
+    w = dtype_bits(activation_dtype(model)) / 8
     s, h = model.q_len, model.d_model
     sb = s * sequences
     if recompute == "full":

@@ -197,6 +197,7 @@ def head_layer(model: ModelShape, training: bool) -> Layer | None:
         "x[B,S,D] * w[D,V] -> logits[B,S,V]",
         {"B": model.batch, "S": s, "D": model.d_model, "V": model.vocab},
         dtype=model.dtype,
+        dtypes={"w": model.weights_dtype},
         weights=("w",),
         tp_dims=("V",),
         axes={"B": "batch", "S": "seq", "D": "model", "V": "vocab"},
