@@ -161,3 +161,21 @@ def test_report_takes_a_zoo_model(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert main(argv) == 0
     assert "wrote" in capsys.readouterr().out and out.read_text().startswith("<!DOCTYPE html>")
     assert main(["report", "--hw", "h100", "--html", str(tmp_path / "x.html")]) == 2
+
+
+def test_dtype_flag_on_plan_fp8_training(capsys: pytest.CaptureFixture[str]) -> None:
+    """`plan --dtype fp8` trains as Transformer Engine does: over fsdp8 each device holds an
+    eighth of the bf16 weights (2 B x 8,029,995,008 / 8) and of the 12 B per parameter of Adam's
+    state, as in bf16, and the same bf16 activations; the matmuls run at the fp8 peak."""
+    argv = ["plan", "--model", "llama-3.1-8b", "--hw", "h100", "--devices", "8", "--batch", "8"]
+    fixed = ["--tp", "1", "--pp", "1", "--dp", "1", "--fsdp", "8", "--json"]
+    runs = {}
+    for dtype in ("bf16", "fp8"):
+        assert main([*argv, "--dtype", dtype, *fixed]) == 0
+        runs[dtype] = json.loads(capsys.readouterr().out)["plans"][0]
+    bf16, fp8 = runs["bf16"]["memory"], runs["fp8"]["memory"]
+    assert bf16["weights_bytes"] == fp8["weights_bytes"] == 2 * LLAMA8B_PARAMS / 8
+    assert bf16["optimizer_bytes"] == fp8["optimizer_bytes"] == 12 * LLAMA8B_PARAMS / 8
+    assert bf16["activations_bytes"] == fp8["activations_bytes"]
+    assert runs["fp8"]["predicted_s"] < runs["bf16"]["predicted_s"]
+    assert main([*argv, "--dtype", "fp7"]) == 2

@@ -24,11 +24,12 @@ from dataclasses import replace
 
 from shardline.dtypes import canonical_dtype, dtype_bits
 from shardline.errors import InputError
-from shardline.workload import Workload
+from shardline.workload import Layer, Workload
 
 __all__ = [
     "with_tensor_dtypes",
     "template_precision",
+    "layer_in_dtype",
     "default_weight_dtype",
     "weight_dtype_of",
     "MASTER_WEIGHTS",
@@ -96,3 +97,8 @@ def template_precision(
     out = with_tensor_dtypes(workload, weight_dtype=chosen)
     assert out.model is not None
     return replace(out, model=replace(out.model, tied_embeddings=tied_embeddings))
+
+
+def layer_in_dtype(layer: Layer, dtype: str) -> Layer:
+    """`--dtype` on a [[layer]] stack: every operand and the compute in `dtype`."""
+    return replace(layer, dtype=dtype, dtypes={}, compute_dtype=None)

@@ -355,8 +355,9 @@ def add_plot_output(parser: argparse.ArgumentParser) -> None:
 # --- a workload ---------------------------------------------------------------------------
 
 
-def add_workload_args(parser: argparse.ArgumentParser) -> None:
-    """The WORKLOAD positional and its overrides (`stack`, `plan`, `explain plan`)."""
+def add_workload_args(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:
+    """The WORKLOAD positional and its overrides (`stack`, `plan`, `explain plan`); `dtype=False`
+    where the chip arguments bring their own --dtype (`report`)."""
     reject_empty(parser)
     parser.add_argument(
         "workload",
@@ -399,6 +400,20 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="worksheet of an .xlsx workload (default: the first)",
     )
+    _add_precision_args(group, dtype=dtype)
+
+
+def _add_precision_args(group: argparse._ArgumentGroup, *, dtype: bool) -> None:
+    """--dtype (unless the chip arguments bring it), --weight-dtype and --kv-dtype:
+    docs/whole-model.md, "Precision per tensor class"."""
+    if dtype:
+        group.add_argument(
+            "--dtype",
+            default=None,
+            metavar="D",
+            help="the compute and activations' dtype, over the file's (fp8 training as "
+            "Transformer Engine runs it: fp8 matmuls, bf16 activations and weights)",
+        )
     group.add_argument(
         "--weight-dtype",
         default=None,

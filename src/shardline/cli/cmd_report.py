@@ -35,7 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     rp.add_argument("--html", required=True, metavar="OUT.html", help="the page to write")
     add_force_arg(rp, "OUT.html if it exists")
-    add_workload_args(rp)  # IN (a sheet or a workload .toml) or --model NAME, and overrides
+    add_workload_args(
+        rp, dtype=False
+    )  # IN (a sheet or a workload .toml) or --model NAME, and overrides
     add_chip_args(rp)
     add_operand_dtypes(rp, "row")
     rp.set_defaults(func=run)

@@ -296,7 +296,12 @@ def _guess_batch_dim(layers: list[Layer]) -> str | None:
 
 
 def _template(
-    data: dict[str, Any], key: str, phase: str | None, batch: int | None, seq_len: int | None
+    data: dict[str, Any],
+    key: str,
+    phase: str | None,
+    batch: int | None,
+    seq_len: int | None,
+    dtype: str | None = None,
 ) -> Workload:
     section = data[key]
     if not isinstance(section, dict):
@@ -320,7 +325,9 @@ def _template(
         params["batch"] = batch
     if seq_len is not None:
         params["seq_len"] = seq_len
-    if "dtype" not in params and "dtype" in data:
+    if dtype is not None:  # --dtype: the compute and activations' dtype, over the file's
+        params["dtype"] = dtype
+    elif "dtype" not in params and "dtype" in data:
         params["dtype"] = data["dtype"]
     for required in ("d_model", "d_ff", "batch") + (
         ("heads", "seq_len") if key == "transformer" else ()
@@ -342,8 +349,9 @@ def workload_from_dict(
     phase: str | None = None,
     batch: int | None = None,
     seq_len: int | None = None,
+    dtype: str | None = None,
 ) -> Workload:
-    """Build a Workload from parsed TOML; `phase`, `batch` and `seq_len` override the file."""
+    """Build a Workload from parsed TOML; `phase`, `batch`, `seq_len` and `dtype` override it."""
     try:
         _unknown(data, TOP_FIELDS, origin)
         templates = [key for key in ("transformer", "ffn", "layer") if key in data]
@@ -358,7 +366,7 @@ def workload_from_dict(
                     raise InputError(
                         f"{origin}: {key} does not apply to a [{templates[0]}] template"
                     )
-            return _template(data, templates[0], phase, batch, seq_len)
+            return _template(data, templates[0], phase, batch, seq_len, dtype)
         if seq_len is not None:
             raise InputError("--seq-len applies to [transformer] and [ffn] templates")
         raw_layers = data["layer"]
@@ -367,8 +375,8 @@ def workload_from_dict(
         shared = data.get("dims", {})
         if not isinstance(shared, dict):
             raise InputError(f"{origin}: [dims] must be a table of sizes")
-        dtype = str(data.get("dtype", "bf16"))
-        layers = [_layer(raw, i + 1, shared, dtype) for i, raw in enumerate(raw_layers)]
+        base = str(dtype or data.get("dtype", "bf16"))  # --dtype: shardline.precision
+        layers = [_layer(raw, i + 1, shared, base) for i, raw in enumerate(raw_layers)]
         batch_dim = data.get("batch_dim")
         if batch_dim is None:
             batch_dim = _guess_batch_dim(layers)
@@ -466,6 +474,7 @@ def load_workload(
     batch: int | None = None,
     seq_len: int | None = None,
     sheet: str | None = None,
+    dtype: str | None = None,
 ) -> Workload:
     """A workload file: .toml (a stack or a template), or a .csv/.xlsx sheet of (m, k, n) rows."""
     p = Path(path)
@@ -479,4 +488,4 @@ def load_workload(
             f"{p}: unsupported workload type {suffix or '(none)'!r}; expected .toml, "
             f"or a sheet ({', '.join(SHEET_SUFFIXES)})"
         )
-    return workload_from_toml(p, phase=phase, batch=batch, seq_len=seq_len)
+    return workload_from_toml(p, phase=phase, batch=batch, seq_len=seq_len, dtype=dtype)
