@@ -103,12 +103,27 @@ def _memory(workload: Any, pp: int = 1) -> dict[str, Any]:
     return best.memory.to_dict() if hasattr(best.memory, "to_dict") else vars(best.memory)
 
 
-def test_fp8_training_activation_memory_is_the_bf16_one() -> None:
-    """The ops between the matmuls keep bf16 activations in fp8 training; the activation memory
-    now counts them the same way (it counted 1 byte per element before)."""
-    assert _memory(_workload(dtype="fp8"))["activations_bytes"] == pytest.approx(
-        _memory(_workload(dtype="bf16"))["activations_bytes"]
-    )
+def test_fp8_training_activation_memory_by_hand() -> None:
+    """8-bit training keeps bf16 activations (2 B), as the ops between the matmuls count them,
+    except the four GEMM inputs the fp8 GEMMs save in fp8 (1 B): the QKV and up-projection inputs
+    (s b h each) and the output- and down-projection inputs (s b q_out / t, s b d_ff / t). Per
+    block, s = 512, b = 4, h = 1024, q_out = 8 x 128, d_ff = 4096, one rank: the fp8 block keeps
+    1 B x (2 s b h + s b (q_out + d_ff)) less than the bf16 block."""
+    from shardline.realistic.activations import layer_activation_bytes
+
+    bf16, fp8 = _workload(dtype="bf16").model, _workload(dtype="fp8").model
+    assert bf16 is not None and fp8 is not None
+    sb, h = 512 * 4, 1024
+    kept = {
+        m.dtype: layer_activation_bytes(m, 4, tp=1, sp=False, recompute="none") for m in (bf16, fp8)
+    }
+    assert kept["bf16"] - kept["fp8"] == 2 * sb * h + sb * (8 * 128 + 4096)
+    # bf16 by hand: 10 s b h + 2 s b (2 q_out + 2 kv_heads d_head + 2 d_ff + d_ff)
+    assert kept["bf16"] == 10 * sb * h + 2 * sb * (2 * 1024 + 2 * 1024 + 2 * 4096 + 4096)
+    full = {
+        m.dtype: layer_activation_bytes(m, 4, tp=1, sp=False, recompute="full") for m in (bf16, fp8)
+    }
+    assert full["bf16"] == full["fp8"] == 2 * sb * h  # the block's bf16 input
 
 
 def test_tied_embeddings_count_the_table_once() -> None:
@@ -166,7 +181,8 @@ def test_report_takes_a_zoo_model(capsys: pytest.CaptureFixture[str], tmp_path: 
 def test_dtype_flag_on_plan_fp8_training(capsys: pytest.CaptureFixture[str]) -> None:
     """`plan --dtype fp8` trains as Transformer Engine does: over fsdp8 each device holds an
     eighth of the bf16 weights (2 B x 8,029,995,008 / 8) and of the 12 B per parameter of Adam's
-    state, as in bf16, and the same bf16 activations; the matmuls run at the fp8 peak."""
+    state, as in bf16, and bf16 activations but for the fp8 GEMM inputs; the matmuls run at the
+    fp8 peak."""
     argv = ["plan", "--model", "llama-3.1-8b", "--hw", "h100", "--devices", "8", "--batch", "8"]
     fixed = ["--tp", "1", "--pp", "1", "--dp", "1", "--fsdp", "8", "--json"]
     runs = {}
@@ -176,6 +192,9 @@ def test_dtype_flag_on_plan_fp8_training(capsys: pytest.CaptureFixture[str]) -> 
     bf16, fp8 = runs["bf16"]["memory"], runs["fp8"]["memory"]
     assert bf16["weights_bytes"] == fp8["weights_bytes"] == 2 * LLAMA8B_PARAMS / 8
     assert bf16["optimizer_bytes"] == fp8["optimizer_bytes"] == 12 * LLAMA8B_PARAMS / 8
-    assert bf16["activations_bytes"] == fp8["activations_bytes"]
+    # one sequence of 4096 tokens per device, 32 blocks: the fp8 GEMM inputs save 1 B x
+    # (2 s h + s (q_out + d_ff)) = 2 x 4096 x 4096 + 4096 x (4096 + 14336) per block
+    saved = 32 * (2 * 4096 * 4096 + 4096 * (4096 + 14336))
+    assert bf16["activations_bytes"] - fp8["activations_bytes"] == saved == 3_489_660_928
     assert runs["fp8"]["predicted_s"] < runs["bf16"]["predicted_s"]
     assert main([*argv, "--dtype", "fp7"]) == 2
