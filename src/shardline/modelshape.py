@@ -50,6 +50,8 @@ class ModelShape:
     v_head_dim: int | None = None  # the values' head dim (MLA; None: head_dim)
     attention_params: int | None = None  # one block's attention weights (MLA; None: GQA's)
     causal_fraction: float = 0.5  # scores a causal fused kernel computes, of the S x T product
+    weight_dtype: str = ""  # the weights' storage dtype; empty: `dtype` (shardline.precision)
+    tied_embeddings: bool = False  # the LM head is the embedding table (counted once)
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KERNELS:
@@ -60,6 +62,11 @@ class ModelShape:
             isinstance(self.vocab, bool) or not isinstance(self.vocab, int) or self.vocab < 1
         ):
             raise InputError(f"vocab must be a positive integer, got {self.vocab!r}")
+
+    @property
+    def weights_dtype(self) -> str:
+        """The dtype the weights are stored in."""
+        return self.weight_dtype or self.dtype
 
     @property
     def decode(self) -> bool:

@@ -377,8 +377,9 @@ def add_cost_args(parser: argparse.ArgumentParser) -> None:
 # --- a workload ---------------------------------------------------------------------------
 
 
-def add_workload_args(parser: argparse.ArgumentParser) -> None:
-    """The WORKLOAD positional and its overrides (`stack`, `plan`, `explain plan`)."""
+def add_workload_args(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:
+    """The WORKLOAD positional and its overrides (`stack`, `plan`, `explain plan`); `dtype=False`
+    where the chip arguments bring their own --dtype (`report`)."""
     reject_empty(parser)
     parser.add_argument(
         "workload",
@@ -420,6 +421,33 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="NAME",
         help="worksheet of an .xlsx workload (default: the first)",
+    )
+    _add_precision_args(group, dtype=dtype)
+
+
+def _add_precision_args(group: argparse._ArgumentGroup, *, dtype: bool) -> None:
+    """--dtype (unless the chip arguments bring it), --weight-dtype and --kv-dtype:
+    docs/whole-model.md, "Precision per tensor class"."""
+    if dtype:
+        group.add_argument(
+            "--dtype",
+            default=None,
+            metavar="D",
+            help="the compute and activations' dtype, over the file's (fp8 training as "
+            "Transformer Engine runs it: fp8 matmuls, bf16 activations and weights)",
+        )
+    group.add_argument(
+        "--weight-dtype",
+        default=None,
+        metavar="D",
+        help="store the weights in D (e.g. int4, fp8) while --dtype sets the activations and the "
+        "compute (default: the workload's; 8-bit training keeps bf16 weights)",
+    )
+    group.add_argument(
+        "--kv-dtype",
+        default=None,
+        metavar="D",
+        help="store the KV cache in D (e.g. fp8; default: the workload's)",
     )
 
 
