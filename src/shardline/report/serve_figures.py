@@ -152,10 +152,14 @@ def search_points(result: dict[str, Any]) -> dict[str, Any]:
             "cost_label": "USD per million output tokens",
             "latency_label": "TPOT p99 (s)",
         }
-    pts = [*(result.get("pareto") or []), *(result.get("alternatives") or [])]
-    time_key = "days_to_train" if all(p.get("days_to_train") for p in pts) else "predicted_step_s"
-    cost_key = next((k for k in ("usd", "gpu_hours") if all(k in p for p in pts)), "devices")
-    pts = [p for p in pts if p.get(time_key) is not None]
+    front = list(result.get("pareto") or [])
+    time_key = "days_to_train" if all(p.get("days_to_train") for p in front) else "predicted_step_s"
+    cost_key = next((k for k in ("usd", "gpu_hours") if all(k in p for p in front)), "devices")
+    pts = [
+        p
+        for p in [*front, *(result.get("alternatives") or [])]
+        if p.get(time_key) is not None and p.get(cost_key) is not None
+    ]
     return {
         "costs": [p[cost_key] for p in pts],
         "latencies": [p[time_key] for p in pts],
