@@ -113,6 +113,8 @@ def _static(row: dict[str, str], st: Any, cfg: Any, replicas: int) -> float:
         return sb.ttft_s
     if metric == "tpot_s":
         return sb.tpot_s
+    if metric == "latency_s":  # the whole batch, first prompt in to last token out
+        return sb.total_s
     raise ValueError(f"unknown metric {metric}")
 
 
