@@ -494,3 +494,21 @@ def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) ->
             metavar="B",
             help="sequences per engine step (default 256)",
         )
+
+
+def add_figure_output_args(parser: argparse.ArgumentParser) -> None:
+    """`--plot FILE.svg|png`, `--html FILE.html` and `--force` of `serve` and `search`."""
+    g = parser.add_argument_group("figures")
+    g.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE",
+        help="write the figures to a .png or .svg file (needs matplotlib)",
+    )
+    g.add_argument(
+        "--html",
+        default=None,
+        metavar="FILE.html",
+        help="write an offline HTML page of the figures and the numbers",
+    )
+    g.add_argument("--force", action="store_true", help="replace --plot/--html files that exist")
