@@ -9,8 +9,8 @@ import sys
 import time
 from typing import Any
 
-from shardline.cli.args import add_figure_output_args
 from shardline.cli.common import add_json_arg, emit_json, positive_arg
+from shardline.cli.serving_args import add_figure_output_args
 from shardline.errors import InputError
 
 __all__ = ["register"]

@@ -9,14 +9,10 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from shardline.cli.args import (
-    add_chip_args,
-    add_figure_output_args,
-    add_json_arg,
-    add_serving_args,
-)
+from shardline.cli.args import add_chip_args, add_json_arg
 from shardline.cli.common import emit_json
 from shardline.cli.common import positive_arg as _positive
+from shardline.cli.serving_args import add_figure_output_args, add_serving_args
 from shardline.errors import InputError
 
 __all__ = ["register", "config_from_args", "parse_rate"]
