@@ -27,6 +27,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from validation_doc import replace_section  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "serving_published.csv"
 RESULT = ROOT / "benchmarks" / "results" / "serving.json"
@@ -219,14 +221,8 @@ NOTES = [
 
 
 def write_doc(text: str, doc: Path = DOC) -> None:
-    old = doc.read_text(encoding="utf-8")
-    if HEADING in old:
-        start = old.index(HEADING)
-        nxt = old.find("\n## ", start + len(HEADING))
-        new = old[:start] + text + (old[nxt + 1 :] if nxt != -1 else "")
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    doc.write_text(new, encoding="utf-8")
+    """Replace (or add) this benchmark's section of the validation document."""
+    replace_section(text, HEADING, doc)
 
 
 def main() -> int:
