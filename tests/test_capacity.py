@@ -19,12 +19,14 @@ from shardline.errors import InputError
 from shardline.plan import PlanOptions, max_batch, max_seq_len, plan
 from shardline.workload import Workload, ffn, matmul_layer
 
-A100_40GB_BYTES = 40e9  # a100-40gb: 40 GB of HBM2 (NVIDIA A100 datasheet; the chip file)
+# a100-40gb: the fits checks use the capacity the device reports, 40,960 MiB in nvidia-smi
+# (the chip file's memory.reported_bytes; the datasheet's marketed figure is 40 GB)
+A100_40GB_BYTES = 40960 * 2**20  # 42,949,672,960 B
 K = N = 4096
 WEIGHT_BYTES = 2 * K * N  # bf16: 33,554,432 B
 ROW_BYTES = 2 * (K + N)  # one row of x[M,K] plus one row of y[M,N] in bf16: 16,384 B
-# (40e9 - 33,554,432) / 16,384 = 2,439,358.25 -> 2,439,358 rows
-ROWS_ON_ONE_A100 = 2_439_358
+# (42,949,672,960 - 33,554,432) / 16,384 = 2,619,392 rows exactly
+ROWS_ON_ONE_A100 = 2_619_392
 
 
 def _one_matmul(k: int = K, n: int = N) -> Workload:
@@ -39,10 +41,10 @@ def test_largest_batch_on_one_device_by_hand() -> None:
     cap = max_batch(_one_matmul(), "a100-40gb", 1)
     assert cap.what == "batch" and cap.value == ROWS_ON_ONE_A100
     assert cap.plan is not None and cap.plan.name == "single" and cap.plan.fits
-    used = WEIGHT_BYTES + ROWS_ON_ONE_A100 * ROW_BYTES  # 39,999,995,904 B <= 40e9
+    used = WEIGHT_BYTES + ROWS_ON_ONE_A100 * ROW_BYTES  # 42,949,672,960 B, all of it
     assert cap.plan.memory_per_device_bytes == used
     assert cap.capacity_bytes == A100_40GB_BYTES
-    # one more row: 40,000,012,288 B > 40e9
+    # one more row: 42,949,689,344 B > capacity
     assert cap.next_value == ROWS_ON_ONE_A100 + 1
     assert cap.next_needs_bytes == used + ROW_BYTES > A100_40GB_BYTES
     over = plan(_one_matmul().with_batch(ROWS_ON_ONE_A100 + 1), "a100-40gb", 1, require_fit=False)
@@ -91,23 +93,24 @@ def test_largest_sequence_of_a_forward_ffn_by_hand() -> None:
     """A forward, ungated FFN (d_model D = 4096, d_ff F = 16384, batch B = 8) on one A100 40 GB:
     weights W_up[D,F] + W_down[F,D] = 2 x 2 D F = 268,435,456 B; the largest live set is
     x[B,S,D] + h[B,S,F] (either layer) = 2 B S (D + F) = 327,680 S bytes. The longest S:
-    floor((40e9 - 268,435,456) / 327,680) = 121,251 (121,251.11...)."""
+    floor((42,949,672,960 - 268,435,456) / 327,680) = 130,252 (130,252.8), the capacity being
+    the 40,960 MiB the device reports."""
     d, f, b = 4096, 16384, 8
     weights = 2 * 2 * d * f
     per_token = 2 * b * (d + f)
-    assert (A100_40GB_BYTES - weights) // per_token == 121_251
+    assert (A100_40GB_BYTES - weights) // per_token == 130_252
 
     def rebuild(seq_len: int) -> Workload:
         return ffn(d_model=d, d_ff=f, batch=b, seq_len=seq_len, gated=False, phase="forward")
 
     cap = max_seq_len(rebuild, "a100-40gb", 1)
-    assert cap.what == "seq_len" and cap.value == 121_251
+    assert cap.what == "seq_len" and cap.value == 130_252
     assert (
-        cap.plan is not None and cap.plan.memory_per_device_bytes == weights + 121_251 * per_token
+        cap.plan is not None and cap.plan.memory_per_device_bytes == weights + 130_252 * per_token
     )
-    assert cap.next_value == 121_252
-    assert cap.next_needs_bytes == weights + 121_252 * per_token
-    assert cap.to_dict()["max_seq_len"] == 121_251
+    assert cap.next_value == 130_253
+    assert cap.next_needs_bytes == weights + 130_253 * per_token
+    assert cap.to_dict()["max_seq_len"] == 130_252
 
 
 def test_bad_arguments() -> None:
@@ -179,8 +182,8 @@ def test_cli_max_batch_json_and_text(capsys: pytest.CaptureFixture[str], tmp_pat
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[2] == (
-        "LARGEST BATCH that fits: 2,439,358 rows (single, 39.999996 GB of 40 GB per device); "
-        "2,439,359 needs at least 40.000012 GB"
+        "LARGEST BATCH that fits: 2,619,392 rows (single, 42.94967 GB of 42.94967 GB per device); "
+        "2,619,393 needs at least 42.94969 GB"
     )
 
 
@@ -189,7 +192,7 @@ def test_cli_max_seq_len_json(capsys: pytest.CaptureFixture[str], tmp_path: Path
     argv = ["plan", path, "--hw", "a100-40gb", "--devices", "1", "--max-seq-len", "--json"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["max_seq_len"] == 121_251 and out["workload"]["batch"] == 8
+    assert out["max_seq_len"] == 130_252 and out["workload"]["batch"] == 8
 
 
 @pytest.mark.parametrize(

@@ -77,7 +77,7 @@ def test_stack_json_contract_and_totals(capsys: pytest.CaptureFixture[str]) -> N
         + mem["optimizer_bytes"]
         + mem["gradients_bytes"]
     )
-    assert mem["capacity_bytes"] == 40e9 and mem["fits"] is True
+    assert mem["capacity_bytes"] == 40960 * 2**20 and mem["fits"] is True
 
 
 def test_stack_text_gives_the_bound_and_the_fit_first(capsys: pytest.CaptureFixture[str]) -> None:

@@ -29,7 +29,7 @@ BLOCKS, LAYERS, D = 36, 72, 2
 PEAK = 312e12  # A100 dense bf16 FLOP/s (NVIDIA A100 datasheet), catalog a100-40gb.toml
 LINK_BYTES_PER_S = 12 * 25e9  # 12 NVLink 3 links x 25 GB/s one-way (catalog a100-40gb.toml)
 HOP_S = 1e-6  # NVLink hop latency (catalog a100-40gb.toml)
-CAPACITY = 40e9
+CAPACITY = 40960 * 2**20  # the 40,960 MiB nvidia-smi reports (memory.reported_bytes)
 
 WEIGHTS = LAYERS * N * K * S  # every layer's weight is N x K (type 1) or K x N (type 2)
 FLOPS = LAYERS * 2 * M * N * K  # 2 FLOP per multiply-add

@@ -16,7 +16,7 @@ from shardline.workload import Layer, Workload, ffn, matmul_layer, transformer
 ROOT = Path(__file__).resolve().parent.parent
 A100_BF16 = 312e12  # NVIDIA A100 datasheet, dense bf16 (catalog a100-40gb)
 A100_HBM = 1.555e12  # NVIDIA A100 40 GB datasheet
-A100_CAPACITY = 40e9
+A100_CAPACITY = 40960 * 2**20  # the 40,960 MiB nvidia-smi reports (memory.reported_bytes)
 
 
 def test_seed003_stack_totals_and_memory_by_hand() -> None:

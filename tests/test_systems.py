@@ -236,3 +236,15 @@ def test_cli_system_list_and_show(
     assert "file: examples/my_cluster.toml" in capsys.readouterr().out
     assert main(["system", "show", "no-such-system"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown system")
+
+
+def test_system_show_names_the_host_cpu_behind_the_ll_cap(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # DGX H100: dual Intel Xeon 8480C (NVIDIA's datasheet); NCCL picks the LL bandwidth cap
+    # across nodes by the host CPU vendor, so `system show` says which row applies
+    from shardline.cli.main import main
+
+    assert main(["system", "show", "dgx-h100"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "host CPU" in x)
+    assert line.split()[5] == "intel" and "8480C" in line

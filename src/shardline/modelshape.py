@@ -50,6 +50,8 @@ class ModelShape:
     v_head_dim: int | None = None  # the values' head dim (MLA; None: head_dim)
     attention_params: int | None = None  # one block's attention weights (MLA; None: GQA's)
     causal_fraction: float = 0.5  # scores a causal fused kernel computes, of the S x T product
+    weight_dtype: str = ""  # the weights' storage dtype; empty: `dtype` (shardline.precision)
+    tied_embeddings: bool = False  # the LM head is the embedding table (counted once)
     # MoE with dense first blocks (DeepSeek-V3, shardline.dense_first): so many blocks run a
     # dense feed-forward of width dense_d_ff in place of the experts and the router
     dense_layers_first: int = 0
@@ -64,6 +66,11 @@ class ModelShape:
             isinstance(self.vocab, bool) or not isinstance(self.vocab, int) or self.vocab < 1
         ):
             raise InputError(f"vocab must be a positive integer, got {self.vocab!r}")
+
+    @property
+    def weights_dtype(self) -> str:
+        """The dtype the weights are stored in."""
+        return self.weight_dtype or self.dtype
 
     @property
     def decode(self) -> bool:

@@ -202,6 +202,8 @@ class GemmWork:
     rows: dict[str, Any]
     compute_dtype: Any
     contracted: bool = True
+    # a non-matrix einsum (shardline.roofline.on_vector_units): the vector units' rate
+    vector_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -364,12 +366,15 @@ def predict_gemm(
     `launch`: "eager" (the default) or "graphs" (CUDA-graph replay; GPUs only)."""
     cuda_graphs = check_launch(launch)
     compute_dtype = work.compute_dtype
-    rate = _lookup(compute_dtype, lambda d: achievable_rate(chip, d)[0])
-    source = (
-        achievable_rate(chip, str(compute_dtype))[1]
-        if not isinstance(compute_dtype, np.ndarray)
-        else "per row: see hardware"
-    )
+    if work.vector_rate:  # elementwise work: the vector units' peak (no measured figure)
+        rate, source = work.vector_rate, f"vector units, {compute_dtype} (chip file, peak)"
+    else:
+        rate = _lookup(compute_dtype, lambda d: achievable_rate(chip, d)[0])
+        source = (
+            achievable_rate(chip, str(compute_dtype))[1]
+            if not isinstance(compute_dtype, np.ndarray)
+            else "per row: see hardware"
+        )
     mem_rate = chip.achievable.mem_bytes_per_s or chip.mem_bytes_per_s
     # one shape for every term: a scalar M with an array of K (a sweep) broadcasts
     batch, m, k, n = np.broadcast_arrays(
@@ -448,6 +453,7 @@ def with_prediction(result: RooflineResult, *, launch: str = "eager") -> Rooflin
         rows=rows,
         compute_dtype=result.dtypes["compute"],
         contracted=bool(spec.contracted),
+        vector_rate=result.hardware.flops_per_s if result.compute_unit == "vector" else None,
     )
     terms = predict_gemm(chip, work, result.t_lower_s, launch=launch)
     vector = any(

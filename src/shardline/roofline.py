@@ -47,6 +47,22 @@ class HardwareUsed:
     compute_dtype: Any
 
 
+def on_vector_units(spec: EinsumSpec) -> bool:
+    """An einsum that is no matrix product runs on the vector units (CUDA cores, the TPU VPU),
+    not the matrix units: an elementwise one (nothing contracted) or a reduction whose two inputs
+    have the same dims (a batched dot product). A matrix-vector product keeps the matrix path."""
+    if not spec.contracted:
+        return True
+    return set(spec.lhs.dims) == set(spec.rhs.dims)
+
+
+def _vector_rate(spec: EinsumSpec, chip: Chip, compute_dtype: Any) -> float | None:
+    """The chip's vector rate for a non-matrix einsum (None: the matrix path)."""
+    if _is_array(compute_dtype) or not on_vector_units(spec):
+        return None
+    return chip.vector_rate(str(compute_dtype))
+
+
 @dataclass(frozen=True)
 class RooflineResult:
     """One multiply on one device: its `Cost` (FLOPs, HBM bytes, times; `predicted_s` once
@@ -66,6 +82,8 @@ class RooflineResult:
     predicted_bound: Any = None
     prediction: dict[str, Any] | None = None
     chip: Chip | None = field(default=None, repr=False, compare=False)
+    # "vector": no matrix product, priced at the CUDA cores' / VPU's rate (`on_vector_units`)
+    compute_unit: str = "matrix"
 
     @property
     def flops(self) -> Any:
@@ -115,6 +133,8 @@ class RooflineResult:
             "critical_m": self.critical_m,
             "accumulate": self.accumulate,
         }
+        if self.compute_unit != "matrix":
+            out["compute_unit"] = self.compute_unit
         if self.prediction is not None:
             out["predicted_s"] = self.predicted_s
             out["predicted_bound"] = self.predicted_bound
@@ -240,7 +260,9 @@ def evaluate_einsum(
         per_operand[spec.out.name] = 2 * per_operand[spec.out.name]
     total = sum(per_operand.values())
     _check_finite(spec, flops, total)
-    _, peak = _dtype_table(compute_dtype, chip, want_peak=True)
+    unit, peak = "vector", _vector_rate(spec, chip, compute_dtype)
+    if peak is None:
+        unit, (_, peak) = "matrix", _dtype_table(compute_dtype, chip, want_peak=True)
     return RooflineResult(
         spec=spec.text(),
         dims=dims,
@@ -252,6 +274,7 @@ def evaluate_einsum(
         hardware=HardwareUsed(chip.name, peak, chip.mem_bytes_per_s, compute_dtype),
         accumulate=accumulate,
         chip=chip,
+        compute_unit=unit,
     )
 
 

@@ -373,7 +373,7 @@ def stack(
         backward_flops=int(_sum([r for r in rows if r.phase == "backward"]).flops),
         layer_instances=workload.layer_count,
     )
-    memory = _with_model_activations(memory_check(workload, chip.capacity_bytes), workload)
+    memory = _with_model_activations(memory_check(workload, chip.usable_capacity_bytes), workload)
     return StackResult(workload, chip, rows, totals, memory, subtotals)
 
 

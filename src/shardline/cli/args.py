@@ -36,7 +36,6 @@ __all__ = [
     "add_output_layout",
     "add_plot_output",
     "add_run_args",
-    "add_serving_args",
     "add_shard_args",
     "add_sheet_input",
     "add_workload_args",
@@ -377,8 +376,9 @@ def add_cost_args(parser: argparse.ArgumentParser) -> None:
 # --- a workload ---------------------------------------------------------------------------
 
 
-def add_workload_args(parser: argparse.ArgumentParser) -> None:
-    """The WORKLOAD positional and its overrides (`stack`, `plan`, `explain plan`)."""
+def add_workload_args(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:
+    """The WORKLOAD positional and its overrides (`stack`, `plan`, `explain plan`); `dtype=False`
+    where the chip arguments bring their own --dtype (`report`)."""
     reject_empty(parser)
     parser.add_argument(
         "workload",
@@ -421,48 +421,30 @@ def add_workload_args(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="worksheet of an .xlsx workload (default: the first)",
     )
+    _add_precision_args(group, dtype=dtype)
 
 
-# --- serving ---------------------------------------------------------------------------------
-
-
-def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) -> None:
-    """A serving workload and its SLO (`serve`, and the serving search): --model, --rate, --in,
-    --out, --slo, --engine, --usd-per-hour; with `layout`, --devices, --tp and --max-batch."""
-    reject_empty(parser)
-    g = parser.add_argument_group("serving")
-    g.add_argument(
-        "--model", required=True, metavar="NAME", help="a zoo model (`shardline model list`)"
-    )
-    g.add_argument(
-        "--rate", required=True, metavar="R", help="requests per second, e.g. 20 or 20/s"
-    )
-    g.add_argument(
-        "--in", dest="input_tokens", required=True, metavar="I",
-        help="input tokens per request: N, exp:MEAN or uniform:LOW-HIGH",
-    )  # fmt: skip
-    g.add_argument(
-        "--out", dest="output_tokens", required=True, metavar="O",
-        help="output tokens per request: N, exp:MEAN or uniform:LOW-HIGH",
-    )  # fmt: skip
-    g.add_argument(
-        "--slo", default=None, metavar="SPEC",
-        help="e.g. ttft=500ms,tpot=30ms (met at p99; p=90 or p=50 to change)",
-    )  # fmt: skip
-    g.add_argument(
-        "--engine", default="trtllm", choices=("trtllm", "vllm", "sglang"),
-        help="serving engine whose sourced efficiency applies (default trtllm)",
-    )  # fmt: skip
-    g.add_argument(
-        "--usd-per-hour", default=None, metavar="X",
-        help="price of one device per hour (default: the costing table)",
-    )  # fmt: skip
-    if layout:
-        g.add_argument("--devices", required=True, metavar="D", help="devices serving in all")
-        g.add_argument("--tp", default="1", metavar="N", help="tensor-parallel degree of a replica")
-        g.add_argument(
-            "--max-batch",
-            default="256",
-            metavar="B",
-            help="sequences per engine step (default 256)",
+def _add_precision_args(group: argparse._ArgumentGroup, *, dtype: bool) -> None:
+    """--dtype (unless the chip arguments bring it), --weight-dtype and --kv-dtype:
+    docs/whole-model.md, "Precision per tensor class"."""
+    if dtype:
+        group.add_argument(
+            "--dtype",
+            default=None,
+            metavar="D",
+            help="the compute and activations' dtype, over the file's (fp8 training as "
+            "Transformer Engine runs it: fp8 matmuls, bf16 activations and weights)",
         )
+    group.add_argument(
+        "--weight-dtype",
+        default=None,
+        metavar="D",
+        help="store the weights in D (e.g. int4, fp8) while --dtype sets the activations and the "
+        "compute (default: the workload's; 8-bit training keeps bf16 weights)",
+    )
+    group.add_argument(
+        "--kv-dtype",
+        default=None,
+        metavar="D",
+        help="store the KV cache in D (e.g. fp8; default: the workload's)",
+    )

@@ -1,5 +1,5 @@
-"""`shardline report IN --html OUT.html`: one self-contained offline HTML page (interactive
-roofline, curves, table) of a sheet's rows or a workload's layers."""
+"""`shardline report IN --html OUT.html` (or `--model NAME`): one self-contained offline HTML page
+(interactive roofline, curves, table) of a sheet's rows or a workload's layers."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shardline.cli.args import add_chip_args, add_force_arg, add_operand_dtypes, add_sheet_input
-from shardline.cli.common import overrides_from_args, write_text
+from shardline.cli.args import (
+    add_chip_args,
+    add_force_arg,
+    add_operand_dtypes,
+    add_workload_args,
+)
+from shardline.cli.common import load_from_args, overrides_from_args, write_text
 from shardline.cli.compute import compute_sheet
 from shardline.cli.execution_args import add_degree_args, add_execution_args
 from shardline.errors import InputError
@@ -31,12 +36,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Write a single HTML file (no network, no CDN) with interactive plots and the "
         "table of a sheet's rows or a workload's layers, for sharing with a team.",
     )
-    rp.add_argument(
-        "input", metavar="IN", help="a .csv/.xlsx sheet of (M, K, N) rows or a workload .toml"
-    )
     rp.add_argument("--html", required=True, metavar="OUT.html", help="the page to write")
     add_force_arg(rp, "OUT.html if it exists")
-    add_sheet_input(rp)
+    add_workload_args(
+        rp, dtype=False
+    )  # IN (a sheet or a workload .toml) or --model NAME, and overrides
     add_chip_args(rp)
     add_operand_dtypes(rp, "row")
     plan = rp.add_argument_group("step timeline (a workload .toml only)")
@@ -56,24 +60,24 @@ def _data(args: argparse.Namespace) -> tuple[ReportData, str]:
     from shardline.curves import sheet_curves
     from shardline.report.html import report_from_sheet, report_from_stack
 
-    name = Path(args.input).name
-    if Path(args.input).suffix.lower() in SHEET_SUFFIXES:
-        result = compute_sheet(args, args.input)
+    source = args.workload
+    if source is not None and args.model is None and Path(source).suffix.lower() in SHEET_SUFFIXES:
+        result = compute_sheet(args, source)
         problems = ""
         if result.problems:
             problems = (
-                f"{len(result.problems)} bad cell(s) in {args.input}, those rows not computed: "
+                f"{len(result.problems)} bad cell(s) in {source}, those rows not computed: "
                 f"{result.problems_text()}; the page lists them"
             )
         if args.devices is not None:
             raise InputError("--devices applies to a workload .toml, not a sheet")
-        return report_from_sheet(result, name, sheet_curves(result)), problems
-    from shardline.io.workload_toml import load_workload
+        return report_from_sheet(result, Path(source).name, sheet_curves(result)), problems
     from shardline.stack import stack
 
-    if args.sheet:
+    if args.sheet and args.model is None:
         raise InputError("--sheet applies to .xlsx inputs")
-    workload = load_workload(args.input)
+    workload = load_from_args(args)  # a workload .toml, or the zoo model of --model
+    name = Path(source).name if args.model is None and source else workload.name
     data = report_from_stack(stack(workload, args.hw, **overrides_from_args(args)), name)
     if args.devices is not None:
         data = replace(data, figures=[_timeline_figure(args, workload)])
@@ -108,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     from shardline.io.sheets import check_output_path
     from shardline.report.html import render_html
 
-    out = check_output_path(args.html, [args.input], force=args.force, suffixes=(".html", ".htm"))
+    inputs = [args.workload] if args.workload else []
+    out = check_output_path(args.html, inputs, force=args.force, suffixes=(".html", ".htm"))
     data, problems = _data(args)
     page = render_html(data)
     write_text(out, page)

@@ -216,19 +216,33 @@ def count_arg(text: str | None, what: str) -> int | None:
 def load_from_args(args: argparse.Namespace, *, seq_len: int | None = None) -> Any:
     """The workload of `add_workload_args` (a WORKLOAD file or --model), with its overrides
     applied; `seq_len` replaces --seq-len (the --max-seq-len search)."""
+    from dataclasses import replace
+
     from shardline.io.workload_toml import load_workload
+    from shardline.precision import layer_in_dtype, with_tensor_dtypes
 
     seq_len = seq_len if seq_len is not None else count_arg(args.seq_len, "--seq-len")
     model = getattr(args, "model", None)
     if model is not None or args.workload is None:
-        return _model_workload(args, model, seq_len)
-    return load_workload(
-        args.workload,
-        phase=args.phase,
-        batch=count_arg(args.batch, "--batch"),
-        seq_len=seq_len,
-        sheet=args.sheet,
-    )
+        workload = _model_workload(args, model, seq_len)
+    else:
+        workload = load_workload(
+            args.workload,
+            phase=args.phase,
+            batch=count_arg(args.batch, "--batch"),
+            seq_len=seq_len,
+            sheet=args.sheet,
+            dtype=getattr(args, "dtype", None),
+        )
+    dtype = getattr(args, "dtype", None)
+    if dtype is not None and workload.kind == "stack":  # every layer, its own dtype fields too
+        workload = replace(
+            workload, layers=tuple(layer_in_dtype(x, dtype) for x in workload.layers)
+        )
+    weights, kv = getattr(args, "weight_dtype", None), getattr(args, "kv_dtype", None)
+    if kv is not None and workload.kv_cache_formula is None:
+        raise InputError("--kv-dtype applies to a [transformer] template's prefill or decode")
+    return with_tensor_dtypes(workload, weight_dtype=weights, kv_dtype=kv)
 
 
 def _model_workload(args: argparse.Namespace, model: str | None, seq_len: int | None) -> Any:
@@ -253,4 +267,4 @@ def _model_workload(args: argparse.Namespace, model: str | None, seq_len: int | 
     batch = count_arg(args.batch, "--batch") or DEFAULT_BATCH
     table = transformer_table(spec, batch=batch, seq_len=seq_len or DEFAULT_SEQ_LEN)
     data = {"name": spec.name, "phase": args.phase or DEFAULT_PHASE, "transformer": table}
-    return workload_from_dict(data, origin=f"model {spec.name}")
+    return workload_from_dict(data, origin=f"model {spec.name}", dtype=getattr(args, "dtype", None))

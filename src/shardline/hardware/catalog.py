@@ -182,11 +182,17 @@ def _check_achievable(r: _Reader, peaks: dict[str, float], mem: float, ach: Achi
         )
 
 
+# Integer work on the vector units (index arithmetic, routing) has a rate of its own; int32 is
+# no tensor dtype, so only the vector table names it.
+VECTOR_ONLY_KEYS = ("int32",)
+
+
 def _peaks(reader: _Reader, path: str, *, required: bool) -> dict[str, float]:
     peaks: dict[str, float] = {}
     for key in reader.table(path):
         try:
-            dtype = canonical_dtype(key)
+            vector_only = path == "vector_flops_per_s" and key in VECTOR_ONLY_KEYS
+            dtype = key if vector_only else canonical_dtype(key)
         except InputError as exc:
             raise reader.fail(f"{path}.{key}", f"is not a known dtype ({exc})") from None
         if dtype in peaks:
@@ -273,6 +279,7 @@ _KNOWN_FIELDS: dict[str, set[str]] = {
         "vendor",
         "kind",
         "peak_flops_per_s",
+        "vector_flops_per_s",
         "memory",
         "on_chip",
         "interconnect",
@@ -281,7 +288,7 @@ _KNOWN_FIELDS: dict[str, set[str]] = {
         "notes",
         "calibration",
     },  # calibration: how a calibrated file was measured (shardline.calibrate)
-    "memory": {"capacity_bytes", "bytes_per_s"},
+    "memory": {"capacity_bytes", "bytes_per_s", "reported_bytes"},
     "on_chip": {f.name for f in fields(OnChip)},
     "interconnect": {f.name for f in fields(Interconnect)},
     "interconnect.scale_out": {f.name for f in fields(ScaleOut)},
@@ -309,6 +316,10 @@ def _on_chip(r: _Reader) -> OnChip:
         clock_hz=_opt_float(r.number("on_chip.clock_hz")),
         align_bytes=r.number("on_chip.align_bytes", integer=True),
         matrix_unit_elements=r.number("on_chip.matrix_unit_elements", integer=True),
+        vector_lanes_per_core=r.number("on_chip.vector_lanes_per_core", integer=True),
+        tensor_cores_per_core=r.number("on_chip.tensor_cores_per_core", integer=True),
+        l1_bytes_per_core=_opt_float(r.number("on_chip.l1_bytes_per_core")),
+        registers_bytes_per_core=_opt_float(r.number("on_chip.registers_bytes_per_core")),
         gemm_epilogue_overlapped=_opt_bool(r, "on_chip.gemm_epilogue_overlapped"),
     )
 
@@ -377,6 +388,8 @@ def chip_from_dict(
         vendor=r.text_or_assumed("vendor"),
         peak_flops_per_s=peaks,
         capacity_bytes=float(r.number("memory.capacity_bytes", required=True)),
+        reported_capacity_bytes=_opt_float(r.number("memory.reported_bytes")),
+        vector_flops_per_s=_peaks(r, "vector_flops_per_s", required=False),
         mem_bytes_per_s=mem_bytes_per_s,
         aliases=aliases,
         on_chip=on_chip,

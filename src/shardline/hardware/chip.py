@@ -44,6 +44,13 @@ class OnChip:
     clock_hz: float | None = None
     align_bytes: int | None = None
     matrix_unit_elements: int | None = None
+    # the rest of the core (SM, CU, TensorCore): its vector ALUs (fp32 CUDA cores per SM, VPU ALUs
+    # per TensorCore), its matrix units (Tensor Cores per SM, MXUs per TensorCore), the combined
+    # L1/shared-memory array and the register file
+    vector_lanes_per_core: int | None = None
+    tensor_cores_per_core: int | None = None
+    l1_bytes_per_core: float | None = None
+    registers_bytes_per_core: float | None = None
     # the GEMM library's kernels are persistent and overlap a tile's epilogue (and the next tile's
     # loads) with another tile's math (CUTLASS warp-specialized ping-pong, Hopper and later)
     gemm_epilogue_overlapped: bool | None = None
@@ -143,6 +150,25 @@ class Chip:
     sources: dict[str, str] = field(default_factory=dict)
     path: str | None = None
     measured_on: str | None = None  # calibrated files: the machine kind they were measured on
+    # the rate of the units outside the matrix engine (CUDA cores, the TPU VPU) per dtype, as the
+    # vendor counts it (an FMA is two FLOPs); int32 in integer ops per second
+    vector_flops_per_s: dict[str, float] = field(default_factory=dict)
+    # the memory the device reports (nvidia-smi, rocm-smi), beside the marketed capacity_bytes
+    reported_capacity_bytes: float | None = None
+
+    @property
+    def usable_capacity_bytes(self) -> float:
+        """The capacity the fits checks use: what the device reports where the chip file gives
+        it (an "80 GB" H100 reports 81,559 MiB), else the marketed figure."""
+        return self.reported_capacity_bytes or self.capacity_bytes
+
+    def vector_rate(self, dtype: str) -> float | None:
+        """FLOP/s of the vector units (not the matrix engine) for elementwise work in `dtype`:
+        the dtype's own rate, else the fp32 rate (kernels widen 8- and 16-bit values to fp32),
+        else None (the chip file gives none)."""
+        rates = self.vector_flops_per_s
+        key = dtype if dtype in rates else canonical_dtype(dtype)
+        return rates.get(key) or rates.get("fp32")
 
     @property
     def assumptions(self) -> dict[str, str]:

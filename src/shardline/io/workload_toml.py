@@ -20,7 +20,8 @@ A stack (every field is checked; an unknown one is an error, not ignored):
                                  # head_dim, model, ffn, vocab), split by the parallel strategies
 
 A template instead of layers: a `[transformer]` table (d_model, d_ff, heads, kv_heads, head_dim,
-seq_len, batch, layers, gated, dtype, kv_dtype, vocab, attention = "flash" | "standard", rotary)
+seq_len, batch, layers, gated, dtype, kv_dtype, weight_dtype, vocab, tied_embeddings, attention =
+"flash" | "standard", rotary)
 or an `[ffn]` table (d_model, d_ff, seq_len, batch, layers, gated, dtype), with `phase`
 "training", "prefill", "decode" or "forward".
 
@@ -37,6 +38,7 @@ from typing import Any
 from shardline.einsum import parse_einsum
 from shardline.errors import InputError
 from shardline.io.inputs import read_input_bytes
+from shardline.precision import template_precision
 from shardline.workload import Layer, Workload, ffn, matmul_layer, transformer
 
 __all__ = [
@@ -99,6 +101,8 @@ TRANSFORMER_FIELDS = (
     "moe",
     "mla",
     "sliding_window",
+    "weight_dtype",
+    "tied_embeddings",
 )
 FFN_FIELDS = ("d_model", "d_ff", "seq_len", "batch", "layers", "gated", "dtype", "phase")
 SHEET_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm")
@@ -295,7 +299,12 @@ def _guess_batch_dim(layers: list[Layer]) -> str | None:
 
 
 def _template(
-    data: dict[str, Any], key: str, phase: str | None, batch: int | None, seq_len: int | None
+    data: dict[str, Any],
+    key: str,
+    phase: str | None,
+    batch: int | None,
+    seq_len: int | None,
+    dtype: str | None = None,
 ) -> Workload:
     section = data[key]
     if not isinstance(section, dict):
@@ -319,7 +328,9 @@ def _template(
         params["batch"] = batch
     if seq_len is not None:
         params["seq_len"] = seq_len
-    if "dtype" not in params and "dtype" in data:
+    if dtype is not None:  # --dtype: the compute and activations' dtype, over the file's
+        params["dtype"] = dtype
+    elif "dtype" not in params and "dtype" in data:
         params["dtype"] = data["dtype"]
     for required in ("d_model", "d_ff", "batch") + (
         ("heads", "seq_len") if key == "transformer" else ()
@@ -328,8 +339,10 @@ def _template(
             raise InputError(f"[{key}] needs {required}")
     if data.get("name") is not None:
         params["name"] = str(data["name"])
-    builder = transformer if key == "transformer" else ffn
-    return builder(**params)
+    if key == "ffn":
+        return ffn(**params)
+    precision = {k: params.pop(k) for k in ("weight_dtype", "tied_embeddings") if k in params}
+    return template_precision(transformer(**params), **precision)
 
 
 def workload_from_dict(
@@ -339,8 +352,9 @@ def workload_from_dict(
     phase: str | None = None,
     batch: int | None = None,
     seq_len: int | None = None,
+    dtype: str | None = None,
 ) -> Workload:
-    """Build a Workload from parsed TOML; `phase`, `batch` and `seq_len` override the file."""
+    """Build a Workload from parsed TOML; `phase`, `batch`, `seq_len` and `dtype` override it."""
     try:
         _unknown(data, TOP_FIELDS, origin)
         templates = [key for key in ("transformer", "ffn", "layer") if key in data]
@@ -355,7 +369,7 @@ def workload_from_dict(
                     raise InputError(
                         f"{origin}: {key} does not apply to a [{templates[0]}] template"
                     )
-            return _template(data, templates[0], phase, batch, seq_len)
+            return _template(data, templates[0], phase, batch, seq_len, dtype)
         if seq_len is not None:
             raise InputError("--seq-len applies to [transformer] and [ffn] templates")
         raw_layers = data["layer"]
@@ -364,8 +378,8 @@ def workload_from_dict(
         shared = data.get("dims", {})
         if not isinstance(shared, dict):
             raise InputError(f"{origin}: [dims] must be a table of sizes")
-        dtype = str(data.get("dtype", "bf16"))
-        layers = [_layer(raw, i + 1, shared, dtype) for i, raw in enumerate(raw_layers)]
+        base = str(dtype or data.get("dtype", "bf16"))  # --dtype: shardline.precision
+        layers = [_layer(raw, i + 1, shared, base) for i, raw in enumerate(raw_layers)]
         batch_dim = data.get("batch_dim")
         if batch_dim is None:
             batch_dim = _guess_batch_dim(layers)
@@ -463,6 +477,7 @@ def load_workload(
     batch: int | None = None,
     seq_len: int | None = None,
     sheet: str | None = None,
+    dtype: str | None = None,
 ) -> Workload:
     """A workload file: .toml (a stack or a template), or a .csv/.xlsx sheet of (m, k, n) rows."""
     p = Path(path)
@@ -476,4 +491,4 @@ def load_workload(
             f"{p}: unsupported workload type {suffix or '(none)'!r}; expected .toml, "
             f"or a sheet ({', '.join(SHEET_SUFFIXES)})"
         )
-    return workload_from_toml(p, phase=phase, batch=batch, seq_len=seq_len)
+    return workload_from_toml(p, phase=phase, batch=batch, seq_len=seq_len, dtype=dtype)

@@ -9,7 +9,13 @@ from typing import Any
 
 from shardline.models.spec import ModelSpec
 
-__all__ = ["transformer_table", "DEFAULT_PHASE", "DEFAULT_BATCH", "DEFAULT_SEQ_LEN"]
+__all__ = [
+    "transformer_table",
+    "model_workload",
+    "DEFAULT_PHASE",
+    "DEFAULT_BATCH",
+    "DEFAULT_SEQ_LEN",
+]
 
 DEFAULT_PHASE = "training"
 DEFAULT_BATCH = 1
@@ -41,6 +47,7 @@ def transformer_table(spec: ModelSpec, *, batch: int, seq_len: int) -> dict[str,
         "vocab": spec.vocab,
         "attention": spec.attention,
         "rotary": spec.rotary,
+        "tied_embeddings": spec.tied_embeddings,
         "batch": batch,
         "seq_len": seq_len,
         **_attention_tables(spec),
@@ -62,3 +69,18 @@ def _moe_table(spec: ModelSpec) -> dict[str, Any]:
             **({"dense_layers_first": m.dense_layers_first} if m.dense_layers_first else {}),
         }
     }
+
+
+def model_workload(
+    spec: ModelSpec, *, phase: str, batch: int, seq_len: int, dtype: str = "bf16"
+) -> Any:
+    """The Workload of `spec` at `batch` sequences of `seq_len` tokens in `phase`: the same one
+    `--model NAME` and a `[transformer]` file with `transformer_table`'s numbers build (the
+    precision fields, weight_dtype and tied_embeddings, applied after the template)."""
+    from shardline.precision import template_precision
+    from shardline.workload import transformer
+
+    table = transformer_table(spec, batch=batch, seq_len=seq_len)
+    precision = {k: table.pop(k) for k in ("weight_dtype", "tied_embeddings") if k in table}
+    work = transformer(**table, phase=phase, dtype=dtype, name=spec.name)
+    return template_precision(work, **precision)

@@ -163,7 +163,7 @@ def _search(
         plan=where.best() if good else None,
         next_value=bad,
         next_needs_bytes=_least_memory(at(bad)) if bad is not None else None,
-        capacity_bytes=where.chip.capacity_bytes,
+        capacity_bytes=where.chip.usable_capacity_bytes,
         probes=len(memo),
         limit=limit,
         workload=where.workload,

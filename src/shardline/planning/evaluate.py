@@ -174,7 +174,12 @@ class Context:
         key = (tuple((id(layer), n) for layer, n in layers), deg, m, held, ends)
         if key not in self._memory:
             self._memory[key] = stage_memory(
-                self.workload, self.chip.capacity_bytes, layers, deg, (index, m), self.execution
+                self.workload,
+                self.chip.usable_capacity_bytes,
+                layers,
+                deg,
+                (index, m),
+                self.execution,
             )
         return self._memory[key]
 

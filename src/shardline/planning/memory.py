@@ -7,7 +7,8 @@ stage's einsum layers, sharded as the strategies and the ZeRO stage say):
 - stage i of P holds min(m, P - i) microbatches in flight under 1F1B, times 1 + (P - 1)/(P V)
   with V interleaved chunks;
 - with a vocabulary, the first stage holds the embedding table and the last the LM head (untied:
-  each its own weights, gradients and optimizer state; split over tensor parallelism) and, in
+  each its own weights, gradients and optimizer state; split over tensor parallelism; tied, a
+  stage holding both holds the shared table once, and a pipeline keeps a copy on each end) and, in
   training, the fp32 logits the loss keeps for the backward pass;
 - FSDP (or ZeRO-3 over dp) holds two gathered blocks of weights (the one in use and the one
   prefetched).
@@ -67,17 +68,17 @@ def stage_memory(
     weights, grads, opt = base.weights_bytes, base.gradients_bytes, base.optimizer_bytes
     ends = (index == 0) + (index == P - 1)
     # MoE decode: the experts the batch does not touch, held (split over tp and ep), not read
-    moe_blocks = moe_blocks_in(workload, layers)
-    params = moe_blocks * model.idle_expert_params / (tp * deg.get("ep", 1))
-    weights += params * dtype_bits(model.dtype) / 8 / share.weights_ways
+    params = moe_blocks_in(workload, layers) * model.idle_expert_params / (tp * deg.get("ep", 1))
+    bits = dtype_bits(model.weights_dtype)
+    weights += params * bits / 8 / share.weights_ways
     if model.vocab and ends:
-        head = ends * model.vocab * model.d_model / tp
+        # tied embeddings: one stage holding both ends holds the shared table once
+        head = (1 if model.tied_embeddings else ends) * model.vocab * model.d_model / tp
         params += head
-        w = dtype_bits(model.dtype) / 8
-        weights += head * w / share.weights_ways
+        weights += head * bits / 8 / share.weights_ways
         if workload.training:
-            grads += head * w / share.gradients_ways
-            opt += head * ex.state_bytes_per_param(dtype_bits(model.dtype)) / share.optimizer_ways
+            grads += head * bits / 8 / share.gradients_ways
+            opt += head * ex.state_bytes_per_param(bits) / share.optimizer_ways
             if index == P - 1:  # one microbatch's logits: the last stage runs its backward next
                 activations += seqs * model.q_len * model.vocab / tp * LOSS_BYTES
     out = replace(

@@ -26,7 +26,7 @@ def reason(
     }[objective]
     text = (
         f"{best.name} has {what} of the {len(fits)} plan(s) that fit in "
-        f"{fmt_bytes(chip.capacity_bytes)} per device"
+        f"{fmt_bytes(chip.usable_capacity_bytes)} per device"
         + (f" ({left_out} do not fit)" if left_out else "")
         + f"; it is {best.bottleneck}-bound"
     )

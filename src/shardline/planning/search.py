@@ -363,7 +363,7 @@ def plan(
             f"the workload fits on no plan over {devices} x {chip.name}: the smallest needs "
             f"{fmt_bytes(smallest.memory_per_device_bytes)} per device ({smallest.name}, "
             f"{smallest.memory_per_device_bytes:.4g} B) but each has "
-            f"{fmt_bytes(chip.capacity_bytes)}; add devices, shrink the batch or use a chip "
+            f"{fmt_bytes(chip.usable_capacity_bytes)}; add devices, shrink the batch or use a chip "
             "with more memory"
         )
         if opts.require_fit:

@@ -25,8 +25,14 @@ from shardline.modelshape import ModelShape
 from shardline.options import Execution
 from shardline.planning.network import MeshNetwork
 from shardline.planning.phases import Stage
-from shardline.realistic.block import MemOp, block_ops, embedding_ops, head_ops
-from shardline.realistic.kernels import memory_kernel_s
+from shardline.realistic.block import (
+    MemOp,
+    activation_dtype,
+    block_ops,
+    embedding_ops,
+    head_ops,
+)
+from shardline.realistic.kernels import vector_kernel_s
 from shardline.stack import LayerCost
 from shardline.strategies import CommTerm, Degrees
 from shardline.workload import Layer, Workload
@@ -87,10 +93,17 @@ def tp_variants(term: CommTerm, ctx: Context, deg: Degrees) -> list[CommTerm]:
 
 
 def _ops_s(ctx: Context, ops: list[MemOp], backward: bool) -> float:
+    """The ops' time: each its bytes at HBM bandwidth or its FLOPs on the vector units."""
     graphs = ctx.execution.cuda_graphs
+    model = ctx.workload.model
+    act = activation_dtype(model) if model is not None else "bf16"
     return sum(
-        memory_kernel_s(
-            ctx.chip, op.backward_bytes if backward else op.forward_bytes, cuda_graphs=graphs
+        vector_kernel_s(
+            ctx.chip,
+            op.backward_bytes if backward else op.forward_bytes,
+            op.backward_flops if backward else op.forward_flops,
+            op.dtype or act,
+            cuda_graphs=graphs,
         )
         for op in ops
     )

@@ -81,7 +81,9 @@ def _optimizer_s(ctx: Context, deg: Degrees, memory: MemoryCheck) -> float:
     from shardline.strategies import device_share
 
     ways = device_share(ctx.workload, deg, zero=ctx.execution.zero).optimizer_ways
-    bits = dtype_bits(ctx.workload.layers[0].dtype)
+    from shardline.precision import weight_dtype_of
+
+    bits = dtype_bits(weight_dtype_of(ctx.workload))
     state = ctx.execution.state_bytes_per_param(bits)
     nbytes = optimizer_bytes(memory.params / ways, bits, state)
     return memory_kernel_s(ctx.chip, nbytes, cuda_graphs=ctx.execution.cuda_graphs)

@@ -94,7 +94,9 @@ def _memory(t: Tables, r: dict[str, Any], held_first: Any) -> Any:
     gathers = (ways > 1) | ((z == 3) & (dp > 1))
     buffers = np.where(gathers, 2 * A["wbytes_block"][a], 0.0)
     logits = t.logits_bytes[A["inner"][a].astype(np.int64), j]
-    first_params = A["k_first"][a] * A["params_block"][a] + end * np.where(pp == 1, 2, 1)
+    first_params = A["k_first"][a] * A["params_block"][a] + end * np.where(
+        pp == 1, x["tables_one_stage"], 1
+    )
     first = first_params * per_param + A["k_first"][a] * act * held_first + buffers
     first = first + np.where(pp == 1, logits, 0.0)
     last_params = A["k_last"][a] * A["params_block"][a] + end

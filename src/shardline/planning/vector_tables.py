@@ -388,9 +388,10 @@ def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: i
     t.act_bytes, t.logits_bytes = activation_table(w, inner_keys, seq_b)
     model = w.model
     assert model is not None
-    bits = dtype_bits(first.dtype)
+    bits = dtype_bits(model.weights_dtype)  # the weights' storage dtype (shardline.precision)
     t.extra = {
         "end_params": (model.vocab or 0) * model.d_model,
+        "tables_one_stage": 1 if model.tied_embeddings else 2,  # tied: one shared table
         "bytes_per_param": bits / 8,
         "state_bytes": Execution().state_bytes_per_param(bits),
     }

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from shardline.dtypes import dtype_bits
 from shardline.modelshape import ModelShape
-from shardline.realistic.block import MASK_BYTES
+from shardline.realistic.block import MASK_BYTES, activation_dtype
 
 __all__ = ["layer_activation_bytes", "in_flight_microbatches"]
 
@@ -29,17 +29,24 @@ __all__ = ["layer_activation_bytes", "in_flight_microbatches"]
 def layer_activation_bytes(
     model: ModelShape, sequences: float, *, tp: int, sp: bool, recompute: str
 ) -> float:
-    """Bytes one block keeps for the backward pass, for `sequences` sequences on one device."""
-    w = dtype_bits(model.dtype) / 8
+    """Bytes one block keeps for the backward pass, for `sequences` sequences on one device.
+    Activations are kept at the activations' dtype (w: bf16 for an 8-bit model, as the ops between
+    its matmuls count them), except the inputs of the 8-bit GEMMs (g: the QKV, output-projection,
+    up- and down-projection inputs), which the 8-bit GEMMs keep in 8 bits for their weight
+    gradients (Transformer Engine's Linear saves its fp8 input)."""
+    w = dtype_bits(activation_dtype(model)) / 8
+    g = min(w, dtype_bits(model.dtype) / 8)
     s, h = model.q_len, model.d_model
     sb = s * sequences
     if recompute == "full":
         return w * sb * h / (tp if sp else 1)
-    replicated = 4 * w * sb * h + 2 * MASK_BYTES * sb * h  # 2 norms' + QKV's + FFN's inputs
+    # two norms' inputs (w) + the QKV and FFN inputs (g) + two dropout masks
+    replicated = (2 * w + 2 * g) * sb * h + 2 * MASK_BYTES * sb * h
     q_out = model.heads * model.head_dim
     kv = 2 * model.kv_heads * model.head_dim
     ffn_in = model.d_ff * (2 if model.gated else 1)
-    split = w * sb * (2 * q_out + kv + ffn_in + model.d_ff)
+    # Q, K, V and the up (and gate) outputs (w); the output and down projections' inputs (g)
+    split = sb * (w * (q_out + kv + ffn_in) + g * (q_out + model.d_ff))
     scores = 0.0
     if model.attention == "standard" and recompute == "none":
         scores = (2 * w + MASK_BYTES) * model.heads * s * model.keys * sequences

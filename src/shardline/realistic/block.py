@@ -11,6 +11,12 @@ hidden state; with it each rank does 1/t of them (Korthikanti et al. 2022, secti
 The backward of a memory-bound op reads what the forward read (the saved inputs) and the
 gradient of what it wrote, and writes the gradient of what it read:
 `bytes_bwd = 2 x read + write` (a stated rule for elementwise kernels).
+
+Each op also counts its arithmetic on the vector units (CUDA cores, the TPU VPU): `VECTOR_FLOPS`
+per element, counted by hand below, one FLOP per add, multiply, max, exp or divide. The backward
+is counted at twice the forward (the derivative reuses the forward's terms and multiplies by the
+incoming gradient; a stated rule). `shardline.realistic.kernels.vector_kernel_s` prices an op at
+max(bytes / HBM bandwidth, FLOPs / vector rate).
 """
 
 from __future__ import annotations
@@ -21,7 +27,15 @@ from shardline.dtypes import dtype_bits
 from shardline.layer import Layer
 from shardline.modelshape import ModelShape
 
-__all__ = ["MemOp", "block_ops", "embedding_ops", "head_ops", "head_layer", "optimizer_bytes"]
+__all__ = [
+    "MemOp",
+    "activation_dtype",
+    "block_ops",
+    "embedding_ops",
+    "head_ops",
+    "head_layer",
+    "optimizer_bytes",
+]
 
 # 8-bit (fp8, int8) models keep the activations between the matmuls in bf16; only a GEMM's inputs
 # are 8-bit (NVIDIA Transformer Engine: each GEMM input is cast, and in training a transposed
@@ -29,6 +43,23 @@ __all__ = ["MemOp", "block_ops", "embedding_ops", "head_ops", "head_layer", "opt
 ACTIVATION_BITS_MIN = 16
 MASK_BYTES = 1  # a dropout mask keeps one byte per element (Korthikanti et al. 2022, section 4)
 LOSS_BYTES = 4  # the cross entropy runs in fp32 (Megatron-LM's vocab-parallel cross entropy)
+
+# Vector FLOPs per element, counted by hand (one per add, multiply, max, exp, divide).
+VECTOR_FLOPS: dict[str, float] = {
+    "layer_norm": 7,  # mean sum, subtract, square, sum, scale, gamma, beta
+    "final_norm": 7,
+    "add_norm": 8,  # the residual add, then the norm
+    "bias_dropout_add": 4,  # bias add, dropout compare and scale, residual add
+    "swiglu": 6,  # silu(a) = a / (1 + exp(-a)): negate, exp, add, divide; times b; per output
+    "gelu": 8,  # tanh form: cube (2), multiply-add (2), scale, tanh, add one, halve x
+    "rotary": 3,  # x cos + rotate(x) sin: two multiplies and an add per element of q and k
+    "softmax": 5,  # max, subtract, exp, sum, divide
+    "attention_dropout": 2,  # compare and scale
+    "position_embedding": 1,  # the add
+    "cross_entropy": 5,  # per logit: max, subtract, exp, sum, and the softmax written back
+    "fp8_cast_transpose": 4,  # absolute max (2), scale (1), convert (1) per input element
+}
+BACKWARD_VECTOR_FLOPS = 2  # the backward's FLOPs over the forward's
 
 
 @dataclass(frozen=True)
@@ -38,6 +69,8 @@ class MemOp:
     name: str
     read_bytes: float
     write_bytes: float
+    elements: float = 0.0  # the elements its arithmetic runs over (VECTOR_FLOPS counts per one)
+    dtype: str = ""  # the dtype its arithmetic runs in; empty: the activations' dtype
 
     @property
     def forward_bytes(self) -> float:
@@ -46,6 +79,14 @@ class MemOp:
     @property
     def backward_bytes(self) -> float:
         return 2 * self.read_bytes + self.write_bytes
+
+    @property
+    def forward_flops(self) -> float:
+        return self.elements * VECTOR_FLOPS.get(self.name, 0.0)
+
+    @property
+    def backward_flops(self) -> float:
+        return BACKWARD_VECTOR_FLOPS * self.forward_flops
 
 
 @dataclass(frozen=True)
@@ -59,6 +100,11 @@ class _Sizes:
     t: int
 
 
+def activation_dtype(model: ModelShape) -> str:
+    """The dtype of the activations between the matmuls: the model's, at least 16-bit (bf16)."""
+    return model.dtype if dtype_bits(model.dtype) >= ACTIVATION_BITS_MIN else "bf16"
+
+
 def _sizes(model: ModelShape, sequences: float, tp: int, sp: bool) -> _Sizes:
     w = max(dtype_bits(model.dtype), ACTIVATION_BITS_MIN) / 8
     n = sequences * model.q_len
@@ -70,12 +116,12 @@ def _attention_ops(model: ModelShape, z: _Sizes, sequences: float, training: boo
     out: list[MemOp] = []
     if model.rotary:
         qk = z.n * (model.heads + model.kv_heads) * model.head_dim / z.t * z.w
-        out.append(MemOp("rotary", qk, qk))
+        out.append(MemOp("rotary", qk, qk, qk / z.w))
     if model.attention == "standard":
         p = sequences * model.heads / z.t * model.q_len * model.keys * z.w
-        out.append(MemOp("softmax", p, p))
+        out.append(MemOp("softmax", p, p, p / z.w))
         if training:
-            out.append(MemOp("attention_dropout", p, p + p / z.w * MASK_BYTES))
+            out.append(MemOp("attention_dropout", p, p + p / z.w * MASK_BYTES, p / z.w))
     return out
 
 
@@ -85,16 +131,19 @@ def block_ops(
     """One block's memory-bound ops for `sequences` sequences (a microbatch on one device)."""
     z = _sizes(model, sequences, tp, sp)
     ffn = z.n * model.d_ff / z.t * z.w
-    act = MemOp("swiglu" if model.gated else "gelu", ffn * (2 if model.gated else 1), ffn)
-    mask = z.r / z.w * MASK_BYTES
+    act = MemOp(
+        "swiglu" if model.gated else "gelu", ffn * (2 if model.gated else 1), ffn, ffn / z.w
+    )
+    e = z.r / z.w  # hidden-state elements on this device
+    mask = e * MASK_BYTES
     casts = _cast_ops(model, z, training)
     if training:
-        norm = MemOp("layer_norm", z.r, z.r)
-        bda = MemOp("bias_dropout_add", 2 * z.r, z.r + mask)
+        norm = MemOp("layer_norm", z.r, z.r, e)
+        bda = MemOp("bias_dropout_add", 2 * z.r, z.r + mask, e)
         before = [norm]
         after = [bda, norm, act, bda]
     else:
-        add_norm = MemOp("add_norm", 2 * z.r, 2 * z.r)
+        add_norm = MemOp("add_norm", 2 * z.r, 2 * z.r, e)
         before = [add_norm]
         after = [add_norm, act]
     return (
@@ -123,7 +172,7 @@ def _cast_ops(model: ModelShape, z: _Sizes, training: bool) -> list[MemOp]:
     ffn_inputs = max(model.expert_copies, 1) * hidden  # a MoE block's experts: k token copies
     inputs = hidden + ffn_inputs + z.n * model.heads * model.head_dim / z.t + z.n * model.d_ff / z.t
     eight = dtype_bits(model.dtype) / 8
-    return [MemOp("fp8_cast_transpose", inputs * z.w, 2 * inputs * eight)]
+    return [MemOp("fp8_cast_transpose", inputs * z.w, 2 * inputs * eight, inputs)]
 
 
 def embedding_ops(
@@ -134,7 +183,7 @@ def embedding_ops(
     z = _sizes(model, sequences, tp, sp)
     ops = [MemOp("embedding", z.r, z.r)]
     if not model.rotary:
-        ops.append(MemOp("position_embedding", 2 * z.r, z.r))
+        ops.append(MemOp("position_embedding", 2 * z.r, z.r, z.r / z.w))
     return ops
 
 
@@ -144,10 +193,10 @@ def head_ops(
     """The last stage's final norm and, training, the vocab-parallel cross entropy (fp32 logits
     read three times, written twice: max, exp-sum, softmax)."""
     z = _sizes(model, sequences, tp, sp)
-    ops = [MemOp("final_norm", z.r, z.r)]
+    ops = [MemOp("final_norm", z.r, z.r, z.r / z.w)]
     if training and model.vocab:
         logits = z.n * model.vocab / tp * LOSS_BYTES
-        ops.append(MemOp("cross_entropy", 3 * logits, 2 * logits))
+        ops.append(MemOp("cross_entropy", 3 * logits, 2 * logits, logits / LOSS_BYTES, "fp32"))
     return ops
 
 
@@ -162,6 +211,7 @@ def head_layer(model: ModelShape, training: bool) -> Layer | None:
         "x[B,S,D] * w[D,V] -> logits[B,S,V]",
         {"B": model.batch, "S": s, "D": model.d_model, "V": model.vocab},
         dtype=model.dtype,
+        dtypes={"w": model.weights_dtype},
         weights=("w",),
         tp_dims=("V",),
         axes={"B": "batch", "S": "seq", "D": "model", "V": "vocab"},

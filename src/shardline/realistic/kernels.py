@@ -3,7 +3,9 @@
 - Launch rule (`shardline.predict.kernel_time_s`): run eagerly, a kernel costs
   `max(launch_overhead_s, floor) + work`; replayed from a CUDA graph, `floor + work` (the floor
   is the device's shortest kernel: its ramp up and drain).
-- A memory-bound kernel's work is its bytes at the chip's achievable HBM bandwidth.
+- A memory-bound kernel's work is its bytes at the chip's achievable HBM bandwidth; an
+  elementwise kernel's is the longer of that and its FLOPs at the chip's vector rate (CUDA cores,
+  the TPU VPU: `Chip.vector_rate`), never the matrix units' peak.
 - A GEMM is `shardline.predict`'s realistic time (tiles, waves, alignment, achievable rate) with
   the launch rule above.
 - The fused attention kernel (FlashAttention-style; Dao 2023, FlashAttention-2): the forward does
@@ -29,6 +31,7 @@ from shardline.roofline import evaluate_einsum
 __all__ = [
     "launch_rule_s",
     "memory_kernel_s",
+    "vector_kernel_s",
     "gemm_time_s",
     "attention_work_s",
     "einsum_time_s",
@@ -63,6 +66,19 @@ def mem_rate(chip: Chip) -> float:
 def memory_kernel_s(chip: Chip, nbytes: float, *, cuda_graphs: bool) -> float:
     """A memory-bound kernel moving `nbytes` (reads + writes) at achievable bandwidth."""
     return launch_rule_s(chip, nbytes / mem_rate(chip), cuda_graphs=cuda_graphs)
+
+
+def vector_kernel_s(
+    chip: Chip, nbytes: float, flops: float, dtype: str, *, cuda_graphs: bool
+) -> float:
+    """An elementwise kernel moving `nbytes` and doing `flops` on the vector units in `dtype`:
+    max(bytes at achievable bandwidth, FLOPs at the vector rate); a chip file without a vector
+    rate prices the bytes only."""
+    rate = chip.vector_rate(dtype)
+    work = nbytes / mem_rate(chip)
+    if rate and flops:
+        work = max(work, flops / rate)
+    return launch_rule_s(chip, work, cuda_graphs=cuda_graphs)
 
 
 def gemm_time_s(layer: Layer, chip: Chip, dims: Mapping[str, int], *, cuda_graphs: bool) -> float:

@@ -61,7 +61,7 @@ def render_capacity(c: Capacity) -> str:
     w, chip = c.workload, c.chip
     out = [
         f"{w.name} over {c.devices} × {chip.display_name} ({chip.name}, "
-        f"{fmt_bytes(chip.capacity_bytes)} each), {w.phase}",
+        f"{fmt_bytes(chip.usable_capacity_bytes)} each), {w.phase}",
         "",
         *_answer(c),
         f"{c.probes} plan search{'' if c.probes == 1 else 'es'} (doubling, then bisection); "

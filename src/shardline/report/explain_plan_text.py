@@ -144,7 +144,7 @@ def _memory_of(p: PlanNumbers) -> str:
 def _memory(c: PpTpComparison) -> str:
     return (
         f"Memory per device: {c.pp.name} holds {_memory_of(c.pp)} against {_memory_of(c.tp)} "
-        f"for {c.tp.name}, of {fmt_bytes(c.chip.capacity_bytes)}."
+        f"for {c.tp.name}, of {fmt_bytes(c.chip.usable_capacity_bytes)}."
     )
 
 

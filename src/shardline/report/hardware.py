@@ -30,6 +30,8 @@ def chip_summary(chip: Chip) -> dict[str, Any]:
         "kind": chip.kind,
         "peak_flops_per_s": dict(chip.peak_flops_per_s),
         "capacity_bytes": chip.capacity_bytes,
+        "reported_capacity_bytes": chip.reported_capacity_bytes,
+        "usable_capacity_bytes": chip.usable_capacity_bytes,
         "mem_bytes_per_s": chip.mem_bytes_per_s,
     }
 
@@ -37,6 +39,7 @@ def chip_summary(chip: Chip) -> dict[str, Any]:
 def chip_detail(chip: Chip) -> dict[str, Any]:
     detail = jsonable(chip)
     detail["ridge_flop_per_byte"] = ridges(chip)
+    detail["usable_capacity_bytes"] = chip.usable_capacity_bytes
     detail["aliases"] = list(chip.aliases)
     detail["assumptions"] = _assumed(chip)  # dotted path -> "assumed default: why"
     return detail
@@ -81,11 +84,32 @@ def _peaks(chip: Chip, s: dict[str, str]) -> list[str]:
 
 
 def _memory(chip: Chip, s: dict[str, str]) -> list[str]:
-    return [
+    out = [
         "memory:",
-        _line("HBM capacity", fmt_capacity(chip.capacity_bytes), s.get("memory.capacity_bytes")),
-        _line("HBM bandwidth", _rate(chip.mem_bytes_per_s, "B/s"), s.get("memory.bytes_per_s")),
+        _line(
+            "HBM capacity (marketed)",
+            fmt_capacity(chip.capacity_bytes),
+            s.get("memory.capacity_bytes"),
+        ),
     ]
+    reported = chip.reported_capacity_bytes
+    if reported:
+        shown = f"{fmt_capacity(reported)} ({reported / 2**20:,.0f} MiB)"
+        out.append(_line("HBM capacity (device reports)", shown, s.get("memory.reported_bytes")))
+    out.append(
+        _line("HBM bandwidth", _rate(chip.mem_bytes_per_s, "B/s"), s.get("memory.bytes_per_s"))
+    )
+    return out
+
+
+def _vector(chip: Chip, s: dict[str, str]) -> list[str]:
+    if not chip.vector_flops_per_s:
+        return []
+    out = ["vector units (elementwise, softmax, int32; not the matrix units):"]
+    for dtype, rate in chip.vector_flops_per_s.items():
+        unit = "op/s" if dtype.startswith("int") else "FLOP/s"
+        out.append(_line(dtype, _rate(rate, unit), s.get(f"vector_flops_per_s.{dtype}")))
+    return out
 
 
 def _on_chip(chip: Chip, s: dict[str, str]) -> list[str]:
@@ -104,9 +128,37 @@ def _on_chip(chip: Chip, s: dict[str, str]) -> list[str]:
         ("clock", "clock_hz", _opt_rate(oc.clock_hz, "Hz")),
         ("alignment", "align_bytes", f"{oc.align_bytes} B" if oc.align_bytes else None),
         ("matrix unit", "matrix_unit_elements", f"{unit}x{unit}" if unit else None),
+        (
+            f"vector lanes per {oc.core_name}",
+            "vector_lanes_per_core",
+            _opt_int(oc.vector_lanes_per_core),
+        ),
+        (
+            f"matrix units per {oc.core_name}",
+            "tensor_cores_per_core",
+            _opt_int(oc.tensor_cores_per_core),
+        ),
+        (
+            f"L1/shared array per {oc.core_name}",
+            "l1_bytes_per_core",
+            _opt_cap(oc.l1_bytes_per_core),
+        ),
+        (
+            f"registers per {oc.core_name}",
+            "registers_bytes_per_core",
+            _opt_cap(oc.registers_bytes_per_core),
+        ),
     )
     lines = [_line(label, shown, s.get(f"on_chip.{key}")) for label, key, shown in rows if shown]
     return ["on chip:", *lines] if lines else []
+
+
+def _opt_int(value: int | None) -> str | None:
+    return str(value) if value else None
+
+
+def _opt_cap(value: float | None) -> str | None:
+    return fmt_capacity(value) if value else None
 
 
 def _opt_rate(value: float | None, unit: str) -> str | None:
@@ -220,6 +272,7 @@ def render_chip(chip: Chip) -> str:
     out = [
         *_header(chip),
         *_peaks(chip, s),
+        *_vector(chip, s),
         *_memory(chip, s),
         *_on_chip(chip, s),
         *_interconnect(chip, s),

@@ -190,7 +190,7 @@ def render_plan(ps: PlanSet, top: int = 10) -> str:
     w = ps.workload
     out = [
         f"{w.name} over {ps.devices} × {ps.chip.display_name} ({ps.chip.name}, "
-        f"{fmt_bytes(ps.chip.capacity_bytes)} each)",
+        f"{fmt_bytes(ps.chip.usable_capacity_bytes)} each)",
         _describe(w),
         "",
     ]

@@ -145,6 +145,11 @@ def _scale_out(system: Any) -> list[str]:
             s.get("scale_out.efficiency"),
         ),
         _line("in-switch reduction (SHARP)", "yes" if system.sharp else "no"),
+        _line(
+            "host CPU (NCCL's LL cap)",
+            system.host_cpu or "not known (the non-AMD row)",
+            s.get("scale_out.host_cpu"),
+        ),
     ]
 
 

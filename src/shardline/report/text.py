@@ -79,6 +79,7 @@ def render_roofline(r: RooflineResult) -> str:
     out.append(
         f"  ridge      R = P / W = {fmt_num(r.hardware.flops_per_s)} FLOP/s / "
         f"{fmt_num(r.hardware.mem_bytes_per_s)} B/s = {float(r.ridge_flop_per_byte):,.4g} FLOP/B"
+        + ("  (P: the vector units; no matrix product)" if r.compute_unit == "vector" else "")
     )
     out.append(
         f"  t_compute  F / P = {fmt_num(r.flops)} / {fmt_num(r.hardware.flops_per_s)}"

@@ -93,11 +93,9 @@ class StepTimes:
 
 
 def _workload(spec: Any, phase: str, batch: int, seq_len: int, dtype: str) -> Any:
-    from shardline.models.template import transformer_table
-    from shardline.workload import TransformerShape, transformer
+    from shardline.models.template import model_workload
 
-    shape = TransformerShape(**transformer_table(spec, batch=batch, seq_len=seq_len))
-    return transformer(shape, phase=phase, dtype=dtype, name=spec.name)
+    return model_workload(spec, phase=phase, batch=batch, seq_len=seq_len, dtype=dtype)
 
 
 def _price(spec: Any, chip: Any, tp: int, dtype: str, point: tuple[str, int, int]) -> Any:

@@ -1,0 +1,109 @@
+"""Per tensor class dtypes of a workload: weights, activations, KV cache, optimizer state and
+communication (docs/whole-model.md, "Precision per tensor class").
+
+- Activations and compute: the workload's `dtype` (`--dtype`). An 8-bit dtype runs the matmuls in
+  8 bits and keeps the activations between them in bf16 (`shardline.realistic.block
+  .activation_dtype`): NVIDIA Transformer Engine casts each GEMM's inputs to fp8 right before the
+  GEMM and runs the rest of the layer in the higher precision.
+- Weights: `weight_dtype` (`--weight-dtype`, the template's `weight_dtype`). Narrower weights with
+  wider activations (int4 or fp8 weights, bf16 activations) change the weight bytes (memory and
+  each GEMM's weight reads, the whole of a decode step's traffic) while the GEMM computes in the
+  activations' dtype (a layer computes in its widest input's dtype). Training in 8 bits keeps the
+  weights in bf16 unless told (`default_weight_dtype`): Transformer Engine's modules hold their
+  parameters in the higher precision and cast them per GEMM.
+- KV cache: `kv_dtype` (`--kv-dtype`, the template's `kv_dtype`).
+- Optimizer state: the optimizer's bytes per parameter (`--optimizer`), with an fp32 master copy
+  where the optimizer keeps one and the weights are narrower than fp32.
+- Communication: each collective moves the array it reduces or gathers in that array's dtype
+  (weights' dtype for FSDP gathers, gradients' for reductions, activations' for TP and pipeline).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from shardline.dense_first import DenseFirstWorkload
+from shardline.dtypes import canonical_dtype, dtype_bits
+from shardline.errors import InputError
+from shardline.workload import Layer, Workload
+
+__all__ = [
+    "with_tensor_dtypes",
+    "template_precision",
+    "layer_in_dtype",
+    "default_weight_dtype",
+    "weight_dtype_of",
+    "MASTER_WEIGHTS",
+]
+
+# Transformer Engine's fp8 training keeps the parameters in bf16 (the GEMMs see fp8 casts).
+MASTER_WEIGHTS = "bf16"
+_WIDE_BITS = 16
+
+
+def default_weight_dtype(dtype: str, phase: str) -> str | None:
+    """The weights' dtype when none is given: bf16 for 8-bit training (Transformer Engine's
+    master weights), else the workload's dtype (None: leave the layers as they are)."""
+    if phase == "training" and dtype_bits(dtype) < _WIDE_BITS:
+        return MASTER_WEIGHTS
+    return None
+
+
+def with_tensor_dtypes(
+    workload: Workload, *, weight_dtype: str | None = None, kv_dtype: str | None = None
+) -> Workload:
+    """The workload with its weight operands stored in `weight_dtype` and its KV-cache operands in
+    `kv_dtype` (None: unchanged). Each layer keeps its compute dtype (the activations')."""
+    weights = None if weight_dtype is None else canonical_dtype(weight_dtype)
+    cache = None if kv_dtype is None else canonical_dtype(kv_dtype)
+    if weights is None and cache is None:
+        return workload
+
+    def stored(layer: Layer) -> Layer:
+        dtypes = dict(layer.dtypes)
+        if weights is not None:
+            dtypes.update({name: weights for name in layer.weights})
+        if cache is not None:
+            dtypes.update({name: cache for name in layer.cache})
+        return layer if dtypes == dict(layer.dtypes) else replace(layer, dtypes=dtypes)
+
+    layers = [stored(layer) for layer in workload.layers]
+    if isinstance(workload, DenseFirstWorkload):  # the dense first blocks' FFN einsums too
+        workload = replace(workload, dense_ffn=tuple(stored(x) for x in workload.dense_ffn))
+    model = workload.model
+    if model is not None and weights is not None:
+        model = replace(model, weight_dtype=weights)
+    formula = workload.kv_cache_formula
+    if formula is not None and cache is not None:
+        formula = {**formula, "s_kv_bits": dtype_bits(cache)}
+    return replace(workload, layers=tuple(layers), model=model, kv_cache_formula=formula)
+
+
+def weight_dtype_of(workload: Workload) -> str:
+    """The dtype the workload's weights are stored in (its first weight operand's)."""
+    for layer in workload.layers:
+        if layer.weights:
+            return str(layer.dtypes.get(layer.weights[0], layer.dtype))
+    return str(workload.layers[0].dtype)
+
+
+def template_precision(
+    workload: Workload, *, weight_dtype: str | None = None, tied_embeddings: bool = False
+) -> Workload:
+    """A [transformer] template's `weight_dtype` (default: `default_weight_dtype`) and
+    `tied_embeddings` put into its workload."""
+    if workload.model is None:
+        return workload
+    if not isinstance(tied_embeddings, bool):
+        raise InputError(
+            f"[transformer] tied_embeddings must be true or false, got {tied_embeddings!r}"
+        )
+    chosen = weight_dtype or default_weight_dtype(workload.model.dtype, workload.phase)
+    out = with_tensor_dtypes(workload, weight_dtype=chosen)
+    assert out.model is not None
+    return replace(out, model=replace(out.model, tied_embeddings=tied_embeddings))
+
+
+def layer_in_dtype(layer: Layer, dtype: str) -> Layer:
+    """`--dtype` on a [[layer]] stack: every operand and the compute in `dtype`."""
+    return replace(layer, dtype=dtype, dtypes={}, compute_dtype=None)
