@@ -118,3 +118,15 @@ def test_deepseek_v3_plans_with_ep_and_pp(capsys: pytest.CaptureFixture[str]) ->
     assert plan["fits"] and 0 < plan["mfu"] < 1
     code, out, _ = _run(capsys, "stack", "--model", "deepseek-v3", "--hw", "h200", "--json")
     assert code == 0 and json.loads(out)
+
+
+def test_fp8_training_keeps_the_dense_einsums_weights_in_bf16() -> None:
+    """8-bit training stores the weights in bf16 (shardline.precision: Transformer Engine's
+    master weights): the dense first blocks' FFN weights as the MoE block's."""
+    moe = {"experts": X, "experts_per_token": 1, "expert_d_ff": F, "dense_layers_first": FIRST}
+    table = dict(d_model=D, d_ff=DFF, heads=H, layers=L, batch=2, seq_len=32, dtype="fp8", moe=moe)
+    w = workload_from_dict({"transformer": table})
+    assert isinstance(w, DenseFirstWorkload)
+    assert {layer.dtypes["win"] for layer in w.dense_ffn if "win" in layer.weights} == {"bf16"}
+    expert = next(layer for layer in w.layers if layer.name == "expert_in")
+    assert expert.dtypes["wein"] == "bf16"
