@@ -109,3 +109,12 @@ def test_fraction_above_one_is_refused() -> None:
     data["achievable"]["sustained_matmul_fraction"]["value"] = 1.2
     with pytest.raises(InputError, match="sustained_matmul_fraction"):
         chip_from_dict(data)
+
+
+def test_hw_show_prints_the_fraction_with_its_source() -> None:
+    from shardline.report.hardware import render_chip
+
+    line = next(x for x in render_chip(resolve_chip("b200")).splitlines() if "sustained" in x)
+    # 1439 / 1737 = 0.828 -> 82.8%
+    assert "82.8% in training" in line and "MSMF 1439" in line
+    assert "sustained" not in render_chip(resolve_chip("a100-80gb"))
