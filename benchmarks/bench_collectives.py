@@ -31,6 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from validation_doc import replace_section  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "collectives_published.csv"
 # sweeps added after the model's figures were set, priced but never used to set any figure
@@ -203,14 +205,8 @@ def section(rows: list[Row], held_out: list[Row] | None = None) -> str:
 
 
 def write_doc(text: str, doc: Path = DOC) -> None:
-    old = doc.read_text(encoding="utf-8")
-    if HEADING in old:
-        start = old.index(HEADING)
-        nxt = old.find("\n## ", start + len(HEADING))
-        new = old[:start] + text + (old[nxt + 1 :] if nxt != -1 else "")
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    doc.write_text(new, encoding="utf-8")
+    """Replace (or add) this benchmark's section of the validation document."""
+    replace_section(text, HEADING, doc)
 
 
 def main() -> int:

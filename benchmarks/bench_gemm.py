@@ -26,6 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from validation_doc import replace_section  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "gemm_published.csv"
 DOC = ROOT / "docs" / "validation.md"
@@ -202,25 +204,8 @@ def section(rows: list[Row], stats: dict[str, dict[str, float]], date: str) -> s
 
 
 def write_section(text: str, path: Path = DOC) -> None:
-    """Replace (or add) the "## Single GEMMs" section, keeping every other section."""
-    title = (
-        "# Validation\n\nHow close shardline's realistic prediction comes to published "
-        "measurements.\n"
-    )
-    old = path.read_text(encoding="utf-8") if path.exists() else title
-    start = old.find(HEADING)
-    if start < 0:
-        new = old.rstrip("\n") + "\n\n" + text
-    else:
-        ends = [
-            i
-            for i in (old.find("\n## ", start + len(HEADING)), old.find("\n<!--", start))
-            if i >= 0
-        ]
-        end = min(ends) if ends else -1  # the next section, or the next generated block's marker
-        rest = "" if end < 0 else old[end:]
-        new = old[:start] + text.rstrip("\n") + "\n" + rest
-    path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
+    """Replace (or add) this benchmark's section of the validation document."""
+    replace_section(text, HEADING, path)
 
 
 def main() -> int:

@@ -186,3 +186,15 @@ class Strategy:
     def stage_comm(self, view: StageView, degree: int, net: Network) -> list[CommTerm]:
         """The communication this strategy adds at a pipeline stage's boundary."""
         return []
+
+    def term(
+        self, net: Network, kind: str, degree: int, calls: int, nbytes: float, step: int,
+        *, critical: bool = False, once: bool = False,
+    ) -> CommTerm:  # fmt: skip
+        """One collective of this strategy's axis, line-rate and realistic: `step` 0 is the
+        forward pass, 2 + i the i-th backward einsum (CommTerm.step)."""
+        return CommTerm(
+            self.name, kind, degree, calls, nbytes, net.time(kind, nbytes, self.name),
+            once_per_step=once, critical=critical, phase="forward" if step == 0 else "backward",
+            step=step, predicted_s=net.predicted(kind, nbytes, self.name),
+        )  # fmt: skip

@@ -145,9 +145,9 @@ class ContextParallel(Strategy):
     def _all_gather(
         self, view: LayerView, degree: int, net: Network, full: float
     ) -> list[CommTerm]:
-        out = [self._term(net, "all_gather", degree, view.count, full, 0, critical=True)]
+        out = [self.term(net, "all_gather", degree, view.count, full, 0, critical=True)]
         if view.training:
-            out.append(self._term(net, "reduce_scatter", degree, view.count, full, 2, True))
+            out.append(self.term(net, "reduce_scatter", degree, view.count, full, 2, critical=True))
         return out
 
     def _gradient_terms(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
@@ -159,19 +159,8 @@ class ContextParallel(Strategy):
                 continue
             shard = grad.operand_bytes(grad.output.name, gdims) / view.gradient_ways
             for kind in ("reduce_scatter", "all_gather"):
-                term = self._term(net, kind, degree, view.count, shard, 2 + i, critical=False)
-                out.append(CommTerm(**{**term.__dict__, "once_per_step": True}))
+                out.append(self.term(net, kind, degree, view.count, shard, 2 + i, once=True))
         return out
-
-    def _term(
-        self, net: Network, kind: str, degree: int, calls: int, nbytes: float, step: int,
-        critical: bool,
-    ) -> CommTerm:  # fmt: skip
-        return CommTerm(
-            self.name, kind, degree, calls, nbytes, net.time(kind, nbytes, self.name),
-            critical=critical, phase="forward" if step == 0 else "backward", step=step,
-            predicted_s=net.predicted(kind, nbytes, self.name),
-        )  # fmt: skip
 
 
 STRATEGY = ContextParallel()
