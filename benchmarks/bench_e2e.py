@@ -85,7 +85,7 @@ def plan_run(run: dict[str, Any], workload: Any, notes: list[str]) -> Any:
     from shardline.plan import plan
 
     base = {k: run.get(k, 1) for k in DEGREES} | {"microbatches": run["microbatches"]}
-    extra = {k: run[k] for k in NEW_PLAN_KEYWORDS}
+    extra = {k: run[k] for k in NEW_PLAN_KEYWORDS} | {"tp_overlap": run.get("tp_overlap", False)}
     try:
         result = plan(workload, run["hw"], run["devices"], require_fit=False, **base, **extra)
     except TypeError:
