@@ -32,6 +32,7 @@ from shardline.planning.stage_extras import (
 from shardline.planning.step import cycles, gap_s, realistic_step, tokens_answers
 from shardline.realistic.block import head_layer
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
+from shardline.realistic.sustained import sustained_chip
 from shardline.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.strategies import (
     CommTerm,
@@ -61,6 +62,8 @@ class Context:
     ) -> None:
         self.workload = workload
         self.chip = chip
+        # the realistic kernel times of a training step: matmul rates held at the power limit
+        self.kernel_chip = sustained_chip(chip) if workload.training else chip
         self.network_options = network
         self.execution = execution or Execution()
         model = workload.model
@@ -105,7 +108,7 @@ class Context:
         if key not in self._costs:
             base = layer_cost(layer, self.chip, dims)
             t = einsum_time_s(
-                layer, self.chip, dims, self.workload.model, self.execution.cuda_graphs
+                layer, self.kernel_chip, dims, self.workload.model, self.execution.cuda_graphs
             )
             cost = causal_lower_bound(base.cost, layer, self.workload.model)
             self._costs[key] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)

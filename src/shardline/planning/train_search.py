@@ -84,7 +84,7 @@ def _groups(
     fixed = dict(run.fixed)
     out: list[Group] = []
     for chip in chips:
-        found = {d: list(_assignments(workload, d, fixed)) for d in counts}
+        found = {d: list(_assignments(workload, d, fixed, every=True)) for d in counts}
         every = [a for d in counts for a in found[d]]
         if not every:
             continue

@@ -30,6 +30,7 @@ from math import ceil
 from shardline.errors import InputError
 from shardline.options import CP_KINDS
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
+from shardline.realistic.sustained import sustained_chip
 from shardline.stack import layer_cost
 from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network, Strategy
 from shardline.workload import Layer, Workload
@@ -124,7 +125,8 @@ class ContextParallel(Strategy):
             causal_lower_bound(layer_cost(e, net.chip, d).cost, e, view.model).t_lower_s
             for e, d in einsums
         )
-        real = sum(einsum_time_s(e, net.chip, d, view.model, False) for e, d in einsums)
+        chip = sustained_chip(net.chip) if view.training else net.chip  # as the stage's kernels
+        real = sum(einsum_time_s(e, chip, d, view.model, False) for e, d in einsums)
         return lower / degree, real / degree
 
     def _ring(
