@@ -198,3 +198,30 @@ def test_dtype_flag_on_plan_fp8_training(capsys: pytest.CaptureFixture[str]) -> 
     assert bf16["activations_bytes"] - fp8["activations_bytes"] == saved == 3_489_660_928
     assert runs["fp8"]["predicted_s"] < runs["bf16"]["predicted_s"]
     assert main([*argv, "--dtype", "fp7"]) == 2
+
+
+def test_cli_keeps_a_workload_files_dtype_without_dtype_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An fp8 [transformer] file planned from the command line must be priced as the library
+    # prices the same file: --dtype left out means the file's dtype, not the chip's default bf16.
+    import json
+
+    from shardline.cli.main import main
+    from shardline.io.workload_toml import load_workload
+    from shardline.plan import plan
+
+    path = tmp_path / "fp8.toml"
+    path.write_text(
+        'dtype = "fp8"\nphase = "training"\n[transformer]\nd_model = 1024\nd_ff = 4096\n'
+        "heads = 8\nbatch = 8\nseq_len = 1024\nlayers = 2\n",
+        encoding="utf-8",
+    )
+    assert main(["plan", str(path), "--hw", "h100-sxm", "--devices", "1", "--json"]) == 0
+    by_cli = json.loads(capsys.readouterr().out)["plans"][0]["predicted_s"]
+    by_library = plan(load_workload(path), "h100-sxm", 1).plans[0].predicted_s
+    assert by_cli == pytest.approx(by_library, rel=1e-12)
+    assert main(["plan", str(path), "--hw", "h100-sxm", "--devices", "1", "--dtype", "bf16",
+                 "--json"]) == 0  # fmt: skip
+    as_bf16 = json.loads(capsys.readouterr().out)["plans"][0]["predicted_s"]
+    assert as_bf16 > by_cli  # bf16 matmuls run at half the fp8 peak
