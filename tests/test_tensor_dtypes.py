@@ -225,3 +225,24 @@ def test_cli_keeps_a_workload_files_dtype_without_dtype_flag(
                  "--json"]) == 0  # fmt: skip
     as_bf16 = json.loads(capsys.readouterr().out)["plans"][0]["predicted_s"]
     assert as_bf16 > by_cli  # bf16 matmuls run at half the fp8 peak
+
+
+def test_gradients_reduced_in_fp32_move_twice_the_bf16_bytes() -> None:
+    # Megatron-LM's grad_reduce_in_fp32: each dW (bf16, 2 B per weight) travels as fp32 (4 B), so
+    # the data-parallel all-reduce moves V = 4 B x weights instead of 2 B x weights
+    from shardline.errors import InputError
+    from shardline.plan import plan
+    from shardline.workload import transformer
+
+    w = transformer(d_model=512, d_ff=2048, heads=8, batch=8, seq_len=256, layers=2)
+    weights = 2 * (512 * (8 + 2 * 8) * 64 + 8 * 64 * 512 + 3 * 512 * 2048)  # 2 blocks
+
+    def dp_bytes(**kw: object) -> float:
+        p = plan(w, "h100-sxm", 8, tp=1, pp=1, dp=8, fsdp=1, **kw).plans[0]
+        (term,) = [c for c in p.comm if c.purpose == "dp"]
+        return term.bytes
+
+    assert dp_bytes() == 2 * weights
+    assert dp_bytes(grad_reduce_dtype="fp32") == 4 * weights
+    with pytest.raises(InputError):
+        dp_bytes(grad_reduce_dtype="fp33")

@@ -86,7 +86,10 @@ class Execution:
     the compute of another microbatch (Megatron-Core's overlap_moe_expert_parallel_comm, the
     DualPipe idea of DeepSeek-V3) instead of on the critical path; `ep_dispatch`: "all-to-all"
     (one collective) or "hierarchical" (one copy of a token per destination node across the
-    scale-out network: DeepEP, HybridEP; shardline.strategies.ep_dispatch)."""
+    scale-out network: DeepEP, HybridEP; shardline.strategies.ep_dispatch); `grad_reduce_dtype`:
+    the dtype the weight gradients travel in over the data-parallel axes (None: the gradients'
+    own dtype; "fp32" as Megatron-LM's grad_reduce_in_fp32 and accumulate_allreduce_grads_in_fp32
+    do, twice a bf16 gradient's bytes)."""
 
     interleave: int = 1
     recompute: str = "none"
@@ -99,6 +102,7 @@ class Execution:
     cp_kind: str = "ring"
     ep_overlap: bool = False
     ep_dispatch: str = "all-to-all"
+    grad_reduce_dtype: str | None = None
 
     def __post_init__(self) -> None:
         from shardline.errors import InputError
@@ -119,6 +123,10 @@ class Execution:
             )
         if self.cp_kind not in CP_KINDS:
             raise InputError(f"cp_kind must be one of {', '.join(CP_KINDS)}, got {self.cp_kind!r}")
+        if self.grad_reduce_dtype is not None:
+            from shardline.dtypes import canonical_dtype
+
+            object.__setattr__(self, "grad_reduce_dtype", canonical_dtype(self.grad_reduce_dtype))
         t = self.tokens
         if t is not None and not (isinstance(t, int | float) and t > 0 and t < float("inf")):
             raise InputError(f"tokens must be a positive finite number, got {t!r}")

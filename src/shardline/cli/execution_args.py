@@ -75,6 +75,7 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         help="hide tensor-parallel collectives behind the GEMMs (default: on the critical path)",
     )
     _add_ep_args(g)
+    _add_grad_reduce_arg(g)
     g.add_argument(
         "--zero",
         default=None,
@@ -103,6 +104,16 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="T",
         help="tokens to train on, e.g. 1T or 15e12: gives days to train",
+    )
+
+
+def _add_grad_reduce_arg(g: argparse._ArgumentGroup) -> None:
+    g.add_argument(
+        "--grad-reduce-dtype",
+        default=None,
+        metavar="D",
+        help="dtype the weight gradients are reduced in over dp/fsdp/cp/ep (default: their own; "
+        "fp32 as Megatron-LM's grad_reduce_in_fp32)",
     )
 
 
@@ -155,6 +166,8 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
         out["ep_dispatch"] = args.ep_dispatch
     if getattr(args, "ep_overlap", False):
         out["ep_overlap"] = True
+    if getattr(args, "grad_reduce_dtype", None) is not None:
+        out["grad_reduce_dtype"] = args.grad_reduce_dtype
     if args.zero is not None:
         out["zero"] = int(args.zero)
     if args.optimizer is not None:

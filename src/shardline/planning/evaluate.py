@@ -143,6 +143,7 @@ class Context:
             cp_kind=self.execution.cp_kind,
             ep_dispatch=self.execution.ep_dispatch,
             model=self.workload.model,
+            grad_reduce_dtype=self.execution.grad_reduce_dtype,
         )
 
     def stages(self, pp: int) -> list[tuple[StageLayers, Layer]]:

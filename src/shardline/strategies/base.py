@@ -136,6 +136,18 @@ class LayerView:
     cp_kind: str = "ring"  # context parallelism's K/V exchange (shardline.options.Execution)
     ep_dispatch: str = "all-to-all"  # the expert-parallel dispatch (shardline.options.Execution)
     model: ModelShape | None = None  # the whole model's shape (attention kernel, causal mask)
+    grad_reduce_dtype: str | None = None  # dtype of reduced gradients (None: their own)
+
+    def gradient_bytes(self, grad: Layer, dims: Mapping[str, int]) -> float:
+        """Bytes of the weight gradient `grad` computes (at local sizes `dims`) as the gradient
+        reduction moves it: in `grad_reduce_dtype` when one is set."""
+        nbytes = grad.operand_bytes(grad.output.name, dims)
+        if self.grad_reduce_dtype is None:
+            return nbytes
+        from shardline.dtypes import dtype_bits
+
+        own = dtype_bits(grad.dtypes.get(grad.output.name, grad.dtype))
+        return nbytes * dtype_bits(self.grad_reduce_dtype) / own
 
 
 @dataclass(frozen=True)

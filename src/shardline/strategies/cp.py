@@ -157,7 +157,7 @@ class ContextParallel(Strategy):
         for i, (grad, gdims) in enumerate(view.grads):
             if grad.grad_of is None:
                 continue
-            shard = grad.operand_bytes(grad.output.name, gdims) / view.gradient_ways
+            shard = view.gradient_bytes(grad, gdims) / view.gradient_ways
             for kind in ("reduce_scatter", "all_gather"):
                 out.append(self.term(net, kind, degree, view.count, shard, 2 + i, once=True))
         return out

@@ -76,7 +76,7 @@ class DataParallel(BatchSplit):
         for i, (grad, gdims) in enumerate(view.grads):
             if grad.grad_of is None:
                 continue
-            shard = grad.operand_bytes(grad.output.name, gdims) / view.gradient_ways
+            shard = view.gradient_bytes(grad, gdims) / view.gradient_ways
             shard /= view.degrees.get("cp", 1)  # cp reduce-scattered it first (strategies/cp.py)
             for kind in kinds:
                 out.append(self.term(net, kind, degree, view.count, shard, 2 + i, once=True))

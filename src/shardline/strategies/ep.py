@@ -153,7 +153,7 @@ class ExpertParallel(BatchSplit):
         for i, (grad, gdims) in enumerate(view.grads):
             if grad.grad_of is None:
                 continue
-            v = grad.operand_bytes(grad.output.name, gdims) / view.gradient_ways
+            v = view.gradient_bytes(grad, gdims) / view.gradient_ways
             out.append(
                 CommTerm(
                     self.name, "all_reduce", degree, view.count, v,
