@@ -43,7 +43,9 @@ def check(run: dict) -> dict[str, float | str]:
     chip = resolve_chip(run["hw"])
     cpu = host.host_cpu(chip.name)
     launch_s = chip.achievable.launch_overhead_s or 0.0
-    fwd = host.attention_fwd() + host.moe_mlp_fwd(local)
+    qk_norm = "qwen3" in run["name"]  # Qwen3's q and k norms
+    fp8 = data["transformer"].get("dtype") == "fp8"
+    fwd = host.attention_fwd(qk_norm) + host.moe_mlp_fwd(local, fp8=fp8)
     cpu_f = host.host_s(fwd, cpu, launch_s)
     cpu_b = host.host_s(host.backward(fwd), cpu, launch_s)
     gpu_stage = blocks * (gpu_f + gpu_b)

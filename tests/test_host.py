@@ -25,21 +25,23 @@ def test_host_cpu_by_chip() -> None:
 
 
 def test_moe_op_counts() -> None:
-    # router 2 + aux loss 6 + dispatch 3 + activation 1 + combine 2 + bias-dropout-add 1 = 15
-    assert host.moe_mlp_fwd(16) == host.OpCount(te_modules=3, ops=15, launches=32)
-    assert host.moe_mlp_fwd(16, aux_loss=False).ops == 9
+    # router 2 + aux loss 6 + dispatch 4 + activation 1 + combine 2 + bias-dropout-add 1 = 16
+    assert host.moe_mlp_fwd(16) == host.OpCount(te_modules=3, ops=16, launches=32)
+    assert host.moe_mlp_fwd(16, aux_loss=False).ops == 10
+    assert host.moe_mlp_fwd(16, fp8=True).ops == 19  # + padding, probs padding, unpadding
     assert host.attention_fwd() + host.dense_mlp_fwd() == host.OpCount(5, 5, 0)
+    assert host.attention_fwd(qk_norm=True).ops == 5
     # backward: one node per forward call, data and weight gradient GEMMs per expert GEMM
-    assert host.backward(host.moe_mlp_fwd(4)) == host.OpCount(3, 15, 16)
+    assert host.backward(host.moe_mlp_fwd(4)) == host.OpCount(3, 16, 16)
 
 
 def test_qwen3_30b_block_on_grace() -> None:
-    """Qwen3-30B-A3B over EP 8: 128 / 8 = 16 local experts. Forward: 6 TE modules, 18 ops, 32
-    launches = 6 x 99.66 + 18 x 37.08 + 32 x 4 = 597.96 + 667.44 + 128 = 1393.40 us; backward
-    64 launches: 1393.40 + 128 = 1521.40 us."""
-    fwd = host.attention_fwd() + host.moe_mlp_fwd(16)
-    assert host.host_s(fwd, host.GRACE, LAUNCH_S) == pytest.approx(1393.40e-6)
-    assert host.host_s(host.backward(fwd), host.GRACE, LAUNCH_S) == pytest.approx(1521.40e-6)
+    """Qwen3-30B-A3B in fp8 over EP 8: 128 / 8 = 16 local experts. Forward: 6 TE modules, 5 + 19
+    = 24 ops, 32 launches = 6 x 99.66 + 24 x 37.08 + 32 x 4 = 597.96 + 889.92 + 128 = 1615.88 us;
+    backward 64 launches: 1615.88 + 128 = 1743.88 us."""
+    fwd = host.attention_fwd(qk_norm=True) + host.moe_mlp_fwd(16, fp8=True)
+    assert host.host_s(fwd, host.GRACE, LAUNCH_S) == pytest.approx(1615.88e-6)
+    assert host.host_s(host.backward(fwd), host.GRACE, LAUNCH_S) == pytest.approx(1743.88e-6)
 
 
 def test_dense_block_on_x86() -> None:

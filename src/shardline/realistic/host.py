@@ -20,11 +20,13 @@ megatron/core/transformer/moe/token_dispatcher.py: the all-to-all dispatcher's
 on `self.d2h_event.synchronize()` at the "before_ep_alltoall" point; the flex dispatcher's HybridEP
 backend passes `non_blocking = num_permuted_tokens is not None`, so a dropless run without a static
 bound waits for the counts in pinned memory (fused_a2a.py), and DeepEP's `buffer.dispatch` makes
-"the CPU wait for GPU's signal" and returns `num_recv_tokens_per_expert_list`). The backward pass
+"the CPU wait for GPU's signal" and returns `num_recv_tokens_per_expert_list`; in fp8,
+experts.py's TEGroupedMLP calls `tokens_per_expert.tolist()` for its padding). The backward pass
 reuses the host-side split sizes and does not synchronise. `--moe-pad-expert-input-to-capacity`
 (drop and pad: the sizes are static), HybridEP with `moe_expert_rank_capacity_factor` and
 full-iteration CUDA graphs remove the synchronisation; CUDA graphs also remove the dispatch of the
-captured ops (`stage_host_s` with cuda_graphs: no host time).
+captured ops (a block under a full-iteration graph has no dispatch time: cpu_s = 0). Source
+read at NVIDIA/Megatron-LM commit d98e8a64 (2026-08-22).
 
 The op counts (`OpCount`) are one entry per framework call in Megatron-Core's transformer layer
 (the Transformer Engine layer spec), read from megatron/core/transformer: a Transformer Engine
@@ -115,11 +117,11 @@ class OpCount:
         )
 
 
-def attention_fwd() -> OpCount:
+def attention_fwd(qk_norm: bool = False) -> OpCount:
     """Self-attention half of a block, forward (transformer_layer.py, attention.py): fused norm +
     QKV linear, attention and output projection (3 TE modules); rotary embedding of q and of k and
-    the bias-dropout-add (3 ops)."""
-    return OpCount(te_modules=3, ops=3)
+    the bias-dropout-add (3 ops); with qk-norm (Qwen3) the norms of q and of k (2 ops)."""
+    return OpCount(te_modules=3, ops=3 + (2 if qk_norm else 0))
 
 
 def dense_mlp_fwd() -> OpCount:
@@ -128,15 +130,17 @@ def dense_mlp_fwd() -> OpCount:
     return OpCount(te_modules=2, ops=2)
 
 
-def moe_mlp_fwd(local_experts: int, aux_loss: bool = True) -> OpCount:
+def moe_mlp_fwd(local_experts: int, aux_loss: bool = True, fp8: bool = False) -> OpCount:
     """MoE half, forward (moe_layer.py, router.py, moe_utils.py, token_dispatcher.py, experts.py):
     pre-MLP norm and the two grouped linears (3 TE modules); router gating linear and fused top-k
     (2 ops); with the load-balancing loss, fused aux scores, token counts and their all-reduce, the
-    fused loss, the metrics record and the autoscaler (6 ops); dispatch preprocess, dispatch and
-    token-count sum (3 ops); activation with the routing probabilities (1 op); combine preprocess
-    and combine (2 ops); bias-dropout-add (1 op); one GEMM per local expert in each grouped
-    linear."""
-    ops = 2 + (6 if aux_loss else 0) + 3 + 1 + 2 + 1
+    fused loss, the metrics record and the autoscaler (6 ops); dispatch preprocess (the flex
+    dispatcher's two contiguous copies of the routing map and probabilities), dispatch and
+    token-count sum (4 ops); in fp8, TEGroupedMLP's quantization padding of the tokens and of the
+    probabilities and the unpadding (3 ops); activation with the routing probabilities (1 op);
+    combine preprocess and combine (2 ops); bias-dropout-add (1 op); one GEMM per local expert in
+    each grouped linear."""
+    ops = 2 + (6 if aux_loss else 0) + 4 + (3 if fp8 else 0) + 1 + 2 + 1
     return OpCount(te_modules=3, ops=ops, launches=2 * local_experts)
 
 
