@@ -35,7 +35,14 @@ START, END = "<!-- e2e:start -->", "<!-- e2e:end -->"
 NEW_WORKLOAD_FIELDS = ("vocab", "attention", "rotary")  # the loader takes them once merged
 NEW_PLAN_KEYWORDS = ("interleave", "recompute", "sequence_parallel")
 # the execution choices of a run's recipe, where the row states them (default: off)
-OPTIONAL_PLAN_KEYWORDS = ("cuda_graphs", "ep_overlap", "ep_dispatch", "tp_overlap", "zero")
+OPTIONAL_PLAN_KEYWORDS = (
+    "cuda_graphs",
+    "ep_overlap",
+    "ep_dispatch",
+    "tp_overlap",
+    "zero",
+    "ep_comm_sms",
+)
 DEGREES = ("tp", "pp", "dp", "fsdp", "ep")  # a run without ep has ep = 1
 
 

@@ -63,6 +63,9 @@ class CommTerm:
     phase: str = "forward"
     step: int = 0
     predicted_s: float | None = None  # realistic time of one call (None: the line-rate t_s)
+    # the share of the chip's SMs its kernels hold while it runs beside compute (HybridEP and
+    # DeepEP run the all-to-all on SMs of their own): the compute beside it loses that share
+    sm_share: float = 0.0
 
     @property
     def t_pred_s(self) -> float:
