@@ -88,3 +88,24 @@ def test_dense_optimizer_state_is_sharded_over_ep_under_zero() -> None:
     # dp = 1: ZeRO-1 shards nothing over dp, but the dense state is split over the 4 ep ranks
     # (Megatron-Core's dense data-parallel group holds them); the experts' stays (dp = 1)
     assert m0.optimizer_bytes - m1.optimizer_bytes == pytest.approx(dense_params * 12 * 3 / 4)
+
+
+def _plan_s(*extra: str) -> float:
+    from shardline.plan import plan
+
+    w = transformer(batch=64, moe=MOE, **SMALL)
+    opts = {"ep_overlap": True} | ({"ep_comm_sms": int(extra[0])} if extra else {})
+    return float(plan(w, "h100-sxm", 8, ep=8, microbatches=4, **opts).plans[0].predicted_s)
+
+
+def test_cli_ep_comm_sms(capsys: pytest.CaptureFixture[str]) -> None:
+    from shardline.cli.main import main
+
+    argv = ["plan", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "8", "--ep", "8"]
+    argv += ["--batch", "8", "--phase", "prefill", "--ep-overlap", "--json"]
+    assert main([*argv, "--ep-comm-sms", "20"]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--ep-comm-sms", "x"]) == 2
+    assert "--ep-comm-sms must be a positive integer" in capsys.readouterr().err
+    # holding SMs never makes the step faster
+    assert _plan_s("20") >= _plan_s()

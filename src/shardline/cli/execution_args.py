@@ -131,6 +131,13 @@ def _add_ep_args(g: argparse._ArgumentGroup) -> None:
         help="expert-parallel dispatch across nodes: all-to-all (default) or hierarchical "
         "(one copy per destination node: DeepEP, HybridEP)",
     )
+    g.add_argument(
+        "--ep-comm-sms",
+        default=None,
+        metavar="N",
+        help="SMs the expert-parallel dispatch kernels hold (DeepEP/HybridEP num_sms); with "
+        "--ep-overlap the compute beside them runs on the rest (default 0)",
+    )
 
 
 def _optimizer(text: str | None) -> str | float | None:
@@ -166,6 +173,8 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
         out["ep_dispatch"] = args.ep_dispatch
     if getattr(args, "ep_overlap", False):
         out["ep_overlap"] = True
+    if getattr(args, "ep_comm_sms", None) is not None:
+        out["ep_comm_sms"] = parse_count(args.ep_comm_sms, "--ep-comm-sms")
     if getattr(args, "grad_reduce_dtype", None) is not None:
         out["grad_reduce_dtype"] = args.grad_reduce_dtype
     if args.zero is not None:
