@@ -51,8 +51,7 @@ def stage_memory(
     from shardline.options import Execution
 
     ex = execution if isinstance(execution, Execution) else Execution()
-    index, m = where
-    P = deg.stages
+    (index, m), P = where, deg.stages
     share = device_share(
         workload, deg, m, zero=ex.zero,
         state_bytes=lambda dt: ex.state_bytes_per_param(dtype_bits(dt)),
@@ -74,8 +73,7 @@ def stage_memory(
         per_block = layer_activation_bytes(model, seqs, tp=tp, sp=sp, recompute=ex.recompute)
         activations = workload.blocks_in(layers) * per_block * held
     weights, grads, opt = base.weights_bytes, base.gradients_bytes, base.optimizer_bytes
-    ep = deg.get("ep", 1) if workload.training and ex.zero >= 1 else 1
-    opt -= dense_optimizer_bytes(layers, share) * (1 - 1 / ep)
+    opt -= dense_optimizer_bytes(layers, share) * (1 - 1 / (ep := _zero_ep(workload, deg, ex.zero)))
     ends = (index == 0) + (index == P - 1)
     # MoE decode: the experts the batch does not touch, held (split over tp and ep), not read
     params = moe_blocks_in(workload, layers) * model.idle_expert_params / (tp * deg.get("ep", 1))
@@ -101,6 +99,11 @@ def stage_memory(
         kv_cache_bytes=kv_cache,
     )
     return _with_buffers(out, workload, deg, m, gathers)
+
+
+def _zero_ep(workload: Workload, deg: Degrees, zero: int) -> int:
+    """The extra ways the dense optimizer state is sharded: ep under ZeRO >= 1 in training."""
+    return deg.get("ep", 1) if workload.training and zero >= 1 else 1
 
 
 def dense_optimizer_bytes(layers: StageLayers, share: DeviceShare) -> float:
