@@ -161,8 +161,15 @@ def library_choice(
 ) -> LibraryChoice:
     """The library's fastest (algorithm, protocol) for V bytes, or the one the user forces."""
     lib = load_library(library)
-    every = all_to_all_pairs(lib, group) if kind == "all_to_all" else pairs(lib, kind, group)
-    found = _usable(every, _wanted(algorithm), protocol, kind)
+    wanted = _wanted(algorithm)
+    every = pairs(lib, kind, group)
+    if kind == "all_to_all":
+        # sends are not collectives: NCCL_ALGO does not reach them and LL128 has no p2p path,
+        # so a collective's forced algorithm or LL128 (a plan's --algorithm ring) leaves them be
+        every = all_to_all_pairs(lib, group)
+        wanted = wanted if wanted == "p2p" else None
+        protocol = protocol if protocol in ("LL", "Simple") else None
+    found = _usable(every, wanted, protocol, kind)
     times = [np.maximum(p.time_s(nbytes), group.floor_s) for p in found]
     scalar = not isinstance(nbytes, np.ndarray)
     stacked = np.vstack([np.atleast_1d(t) for t in times])
