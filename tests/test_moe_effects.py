@@ -89,7 +89,9 @@ def _a2a_s(w, ex: Execution, deg: Degrees, m: int) -> float:  # type: ignore[no-
 def test_ep_overlap_takes_the_all_to_alls_off_the_critical_path() -> None:
     """exposed = critical + max(0, overlapped - compute) per phase: moving the all-to-alls off
     the critical path removes them from the exposed time while the compute is longer."""
-    w = _small(batch=64)
+    # a batch whose compute outlasts the all-to-alls (NCCL's p2p all-to-all costs ~12 us and
+    # the p2p chunk ramp at these sizes, so a smaller batch would leave some of them exposed)
+    w = _small(batch=1024)
     deg, m = Degrees(ep=8), 4
     a2a = _a2a_s(w, Execution(), deg, m)
     assert a2a > 0
