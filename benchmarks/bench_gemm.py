@@ -1,9 +1,11 @@
 """Published single-GEMM measurements against shardline's realistic prediction.
 
 Reads benchmarks/data/gemm_published.csv (one published GEMM per row: chip, dtype, M, K, N, the
-measured time, how it was launched and the source), predicts every row with `shardline matmul`'s
-model (`shardline.roofline.matmul` + `shardline.predict.with_prediction`, launch mode from the
-row), prints the table and the median / worst |error| by chip, class and launch mode, and
+number of groups, the measured time, how it was launched and the source), predicts every row with
+`shardline matmul`'s model (`shardline.roofline.matmul` + `shardline.predict.with_prediction`,
+launch mode from the row; a grouped GEMM, `groups` > 1 products of M x K x N each in one kernel,
+as the batched einsum `a[G,M,K] * b[G,K,N] -> out[G,M,N]`), prints the table and the median /
+worst |error| by chip, class and launch mode, and
 rewrites the "## Single GEMMs" section of docs/validation.md (other sections are kept).
 
     python benchmarks/bench_gemm.py            # print and write docs/validation.md
@@ -12,6 +14,8 @@ rewrites the "## Single GEMMs" section of docs/validation.md (other sections are
 Classes: "small" when every dimension is at most 1024; "skinny" when the smaller of M and N is at
 most 1/8 of the largest dimension (decode-style products, tall outputs); "square" otherwise.
 Error: predicted / measured - 1 (negative: the prediction is faster than the measurement).
+Group "short K": rows with K <= 2048 outside the small class (the per-wave output stores of
+docs/prediction.md, "Short K", weigh most there).
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ DOC = ROOT / "docs" / "validation.md"
 HEADING = "## Single GEMMs"
 SMALL_MAX_DIM = 1024
 SKINNY_RATIO = 8
+SHORT_K = 2048
+GROUPED_SPEC = "a[G,M,K] * b[G,K,N] -> out[G,M,N]"
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,7 @@ class Row:
     measured_s: float
     launch: str
     source: str
+    groups: int = 1
     predicted_s: float = 0.0
 
     @property
@@ -80,6 +87,7 @@ def load_rows(path: Path = DATA) -> list[Row]:
                 measured_s=float(r["measured_s"]),
                 launch=r["launch"],
                 source=r["source"],
+                groups=int(r.get("groups") or 1),
             )
             for r in csv.DictReader(f)
         ]
@@ -89,20 +97,24 @@ def predict_row(row: Row) -> Row:
     """The row with shardline's realistic time (`shardline matmul M K N --hw CHIP ...`)."""
     from dataclasses import replace
 
+    from shardline.options import Precision
     from shardline.predict import with_prediction
-    from shardline.roofline import matmul
+    from shardline.roofline import einsum, matmul
 
     operand = "fp32" if row.dtype == "tf32" else row.dtype  # TF32 math on fp32 operands
-    result = matmul(
-        row.m,
-        row.k,
-        row.n,
-        hw=row.chip,
-        a_dtype=operand,
-        b_dtype=operand,
-        out_dtype=row.out_dtype,
-        compute_dtype=row.dtype,
-    )
+    dtypes = {"a_dtype": operand, "b_dtype": operand, "out_dtype": row.out_dtype}
+    if row.groups > 1:
+        dims = {"G": row.groups, "M": row.m, "K": row.k, "N": row.n}
+        result = einsum(
+            GROUPED_SPEC,
+            dims,
+            hw=row.chip,
+            dtype=operand,
+            dtypes={"out": row.out_dtype},
+            precision=Precision(compute=row.dtype),
+        )
+    else:
+        result = matmul(row.m, row.k, row.n, hw=row.chip, compute_dtype=row.dtype, **dtypes)
     predicted = with_prediction(result, launch=row.launch).predicted_s
     return replace(row, predicted_s=float(predicted))
 
@@ -115,7 +127,10 @@ def summary(rows: list[Row]) -> dict[str, dict[str, float]]:
     """Median and worst |error| (and the count) per group: all, each chip, class, launch mode."""
     groups: dict[str, list[float]] = {"all": []}
     for r in rows:
-        for key in ("all", r.chip, r.shape_class, r.launch):
+        keys = ["all", r.chip, r.shape_class, r.launch]
+        if r.k <= SHORT_K and r.shape_class != "small":
+            keys.append("short K")
+        for key in keys:
             groups.setdefault(key, []).append(abs(r.error))
     return {
         key: {"n": len(v), "median": statistics.median(v), "worst": max(v)}
@@ -125,12 +140,14 @@ def summary(rows: list[Row]) -> dict[str, dict[str, float]]:
 
 def _table(rows: list[Row]) -> list[str]:
     lines = [
-        "| chip | dtype | M | K | N | class | launch | measured (us) | predicted (us) | error |",
-        "|---|---|---:|---:|---:|---|---|---:|---:|---:|",
+        "| chip | dtype | M | K | N | groups | class | launch | measured (us) | predicted (us) "
+        "| error |",
+        "|---|---|---:|---:|---:|---:|---|---|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r.chip} | {r.dtype} | {r.m} | {r.k} | {r.n} | {r.shape_class} | {r.launch} | "
+            f"| {r.chip} | {r.dtype} | {r.m} | {r.k} | {r.n} | {r.groups} | {r.shape_class} | "
+            f"{r.launch} | "
             f"{r.measured_s * 1e6:.2f} | {r.predicted_s * 1e6:.2f} | {r.error:+.0%} |"
         )
     return lines
