@@ -176,10 +176,12 @@ def section(rows: list[Row], stats: dict[str, dict[str, float]], date: str) -> s
         HEADING,
         "",
         f"Measured on {date} with `python benchmarks/bench_gemm.py` against "
-        f"`benchmarks/data/gemm_published.csv`: {s['n']:.0f} published single GEMMs on "
+        f"`benchmarks/data/gemm_published.csv`: {s['n']:.0f} published GEMMs on "
         "A100, H100, B200 and MI300X (bf16, fp16, fp8, int8, tf32), each with its source. "
         "Every row is predicted exactly as `shardline matmul M K N --hw CHIP --dtype D --json` "
-        "reports `predicted_s`, with `--cuda-graphs` for rows timed as kernel time alone (profiler "
+        "reports `predicted_s` (a grouped row, G products of M x K x N in one kernel, as "
+        "`shardline einsum 'a[G,M,K] * b[G,K,N] -> out[G,M,N]'`), "
+        "with `--cuda-graphs` for rows timed as kernel time alone (profiler "
         "kernel durations, graph replay) and without it for rows timed over back-to-back "
         "launches. Nothing in the chip files is fitted to these rows: the achievable rates, "
         "bandwidths and launch figures come from their own sources (the chip files name them); "
@@ -207,6 +209,13 @@ def section(rows: list[Row], stats: dict[str, dict[str, float]], date: str) -> s
         "- DeepGEMM's fp8 kernels with K = 2048 finish in 6.4-7.4 us on H800, below the 5.2 us "
         "GEMM floor plus their weight traffic: that library's floor is lower than the OpenXLA "
         "table's.",
+        "- Short K (K <= 2048 outside the small class): every wave but the last waits for its "
+        'output tiles to reach memory (docs/prediction.md, "Short K"); without that term '
+        "DeepGEMM's 4096 x 32768 x 512 was predicted 54% fast and the group's median was 18.3% "
+        "(now 9.8%). What is left there: DeepGEMM's skinny M = 64 and 128 rows (predicted slow: "
+        "the floor), the MI300X Azure rows (unexplained, below), H100 bf16 4096 x 4096 x 256 "
+        "through XLA (+19%, was -18%) and B200 fp8 4096 x 4096 x 1024 (+10%, was -15%): there "
+        "the library hides part of the store.",
         "- MI300X fp8 hipBLASLt at 1024^3, 2048^3 and 1024x1024x2145 takes about 40 us in the "
         "Azure table, far above any roofline term; the model does not explain it.",
         "- TF32 on H100 through XLA runs 30-36% slower than the bf16 efficiency applied to the "
