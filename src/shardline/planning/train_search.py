@@ -27,8 +27,17 @@ from shardline.planning.evaluate import Context, evaluate_plan
 from shardline.planning.results import PlanResult
 from shardline.planning.search import MAX_DEVICES, _assignments
 from shardline.planning.search_answer import Group, answer, layout_of
-from shardline.planning.vector_eval import Chunk, evaluate_chunk
-from shardline.planning.vector_tables import build_tables
+from shardline.planning.vector_bound import (
+    ChipSpace,
+    candidates,
+    finish,
+    group_rows,
+    pilot,
+    prepare,
+    threshold,
+)
+from shardline.planning.vector_bound import counts as bound_counts
+from shardline.planning.vector_eval import Chunk, price_chunk
 from shardline.strategies import Degrees, names
 from shardline.workload import Workload
 
@@ -77,19 +86,18 @@ def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptio
             raise InputError(f"--fix {name}={degree!r}: a degree is a positive integer")
 
 
-def _groups(
+def _spaces(
     workload: Workload, chips: Sequence[Chip], devices: int, run: RunOptions
-) -> list[Group]:
+) -> list[tuple[ChipSpace, list[int]]]:
+    """Each chip's layouts over the device counts (`vector_bound.prepare`), with the counts."""
     counts = [devices >> k for k in range(run.scales) if devices % (1 << k) == 0 and devices >> k]
     fixed = dict(run.fixed)
-    out: list[Group] = []
+    out = []
     for chip in chips:
         found = {d: list(_assignments(workload, d, fixed, every=True)) for d in counts}
-        every = [a for d in counts for a in found[d]]
-        if not every:
-            continue
-        tables = build_tables(workload, chip, every, devices)
-        out.extend(Group(chip, d, found[d], tables) for d in counts if found[d])
+        kept = [d for d in counts if found[d]]
+        if kept:
+            out.append((prepare(workload, chip, [found[d] for d in kept], devices), kept))
     if not out:
         raise InputError(
             f"no layout over {devices:,} devices: the batch ({workload.batch:,} sequences) and "
@@ -99,24 +107,39 @@ def _groups(
     return out
 
 
-def _evaluate(workload: Workload, groups: list[Group], run: RunOptions) -> int:
+def _evaluate(
+    workload: Workload, spaces: list[tuple[ChipSpace, list[int]]], run: RunOptions
+) -> tuple[list[Group], dict[str, int]]:
+    """Price each device count's most promising chunk here, then every assignment that its
+    bound does not rule out (`map_chunks`); the groups with their rows, and the counts."""
     from shardline.executors import map_chunks
 
     chunks: list[Chunk] = []
-    owner: list[int] = []
-    for g, group in enumerate(groups):
-        for s in range(0, len(group.assignments), CHUNK_ASSIGNMENTS):
-            part = tuple(group.assignments[s : s + CHUNK_ASSIGNMENTS])
-            chunks.append(Chunk(group.tables, workload, group.chip, part, s))
-            owner.append(g)
+    owner: list[tuple[ChipSpace, np.ndarray]] = []
+    for space, kept in spaces:
+        for g in range(len(kept)):
+            rest = pilot(space, workload, g, CHUNK_ASSIGNMENTS)
+            todo = candidates(rest, threshold(space, g, run.rerank))
+            for s in range(0, len(todo), CHUNK_ASSIGNMENTS):
+                part = todo[s : s + CHUNK_ASSIGNMENTS]
+                assigned = tuple(space.every[i] for i in part)
+                chunks.append(Chunk(space.tables, workload, space.chip, assigned))
+                owner.append((space, part))
     results = map_chunks(
-        evaluate_chunk, chunks, workers=run.workers, executor=run.executor,
+        price_chunk, chunks, workers=run.workers, executor=run.executor,
         scheduler=run.scheduler, progress=run.progress,
     )  # fmt: skip
-    for g, group in enumerate(groups):
-        mine = [r for r, o in zip(results, owner, strict=True) if o == g]
-        group.rows = {k: np.concatenate([r[k] for r in mine]) for k in mine[0]}
-    return sum(len(g.rows["a"]) for g in groups if g.rows is not None)
+    groups: list[Group] = []
+    totals: dict[str, int] = {}
+    for space, kept in spaces:
+        finish(space, [(p, r) for (sp, p), r in zip(owner, results, strict=True) if sp is space])
+        for k, v in bound_counts(space).items():
+            totals[k] = totals.get(k, 0) + v
+        for g, d in enumerate(kept):
+            lo, hi = space.starts[g], space.starts[g + 1]
+            rows = group_rows(space, g)
+            groups.append(Group(space.chip, d, space.every[lo:hi], space.tables, rows))
+    return groups, totals
 
 
 def engine_result(
@@ -177,10 +200,10 @@ def training_search(
     _check(workload, devices, tokens, run)
     chips = [resolve_chip(h) for h in hw]
     start, cpu = time.perf_counter(), time.process_time()
-    groups = _groups(workload, chips, devices, run)
-    evaluated = _evaluate(workload, groups, run)
+    groups, counts = _evaluate(workload, _spaces(workload, chips, devices, run), run)
     stats = {
-        "evaluated": evaluated,
+        "evaluated": counts["layouts"],
+        "counts": counts,
         "vector_s": time.perf_counter() - start,
         "vector_cpu_s": time.process_time() - cpu,
         "devices": devices,

@@ -27,11 +27,13 @@ from shardline.dtypes import dtype_bits
 from shardline.hardware import Chip
 from shardline.options import RECOMPUTE_MODES, Execution
 from shardline.planning.evaluate import Context
-from shardline.planning.network import MeshNetwork
 from shardline.strategies import Degrees, strategies
 from shardline.workload import Workload, backward_layers
 
-__all__ = ["Tables", "BlockTimes", "inner_names", "batch_names", "layer_names", "block_times"]
+__all__ = [
+    "Tables", "BlockTimes", "inner_names", "batch_names", "layer_names", "block_times",
+    "build_tables", "probe_blocks",
+]  # fmt: skip
 
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -45,9 +47,15 @@ def layer_names() -> tuple[str, ...]:
 
 
 def inner_names() -> tuple[str, ...]:
-    """Strategies priced inside the block probe: those that split neither batch nor layers."""
-    skip = set(batch_names()) | set(layer_names())
-    return tuple(s.name for s in strategies() if s.name not in skip)
+    """Strategies priced inside the block probe: those that change one device's block beyond
+    its count of sequences: every strategy that splits neither the batch nor the layers (tp, cp)
+    and the batch splits that also split other dims (ep: the experts)."""
+    from shardline.strategies.dp import BatchSplit
+
+    def plain(s: Any) -> bool:  # dp, fsdp: the batch split alone
+        return "batch" in s.splits and type(s).split_dims is BatchSplit.split_dims
+
+    return tuple(s.name for s in strategies() if "layers" not in s.splits and not plain(s))
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,7 @@ class BlockTimes:
     ends_bwd_compute_s: float
     ends_bwd_crit_s: float
     ends_bwd_ov_s: float
+    grad_s: float  # once per step, overlapped: gradient traffic of the inner axes (cp, ep)
 
 
 PROBED = tuple(BlockTimes.__dataclass_fields__)
@@ -82,17 +91,24 @@ def _less(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
     return tuple(x - y for x, y in zip(a, b, strict=True))
 
 
+def _inner_grad_s(stage: Any) -> float:
+    """The once-per-step traffic of a stage but the data-parallel one (priced per assignment)."""
+    return sum(t.calls * t.t_pred_s for t in stage.terms if t.once_per_step and t.purpose != "dp")
+
+
 def block_times(ctx: Context, inner: dict[str, int], sequences: int) -> BlockTimes:
     """Probe the engine: a stage of one block and one of none (the ends alone), pp = 1, with the
     batch split so that each device holds `sequences` sequences per microbatch."""
     w = ctx.workload
-    deg = Degrees({**inner, "dp": max(1, w.batch // sequences)})
+    split = inner.get("ep", 1)  # ep splits the batch too
+    deg = Degrees({**inner, "dp": max(1, w.batch // (sequences * split))})
     one = [(layer, layer.count) for layer in w.layers]
     s1 = ctx.stage(deg, 1, 0, one, w.layers[-1])
     s0 = ctx.stage(deg, 1, 0, [], w.layers[-1])  # the ends alone
     ends = (*_phase(s0.fwd), *_phase(s0.bwd))
     values = (*_less((*_phase(s1.fwd), *_phase(s1.bwd)), ends), *ends)
-    return BlockTimes(**dict(zip(PROBED, values, strict=True)))
+    grad = _inner_grad_s(s1) - _inner_grad_s(s0)
+    return BlockTimes(**dict(zip(PROBED, (*values, grad), strict=True)))
 
 
 @dataclass
@@ -116,6 +132,8 @@ class Tables:
     inner_keys: list[tuple[int, ...]] = field(default_factory=list)
     names: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    priced: Any = None  # the collectives priced so far (`Priced`), shared by the chunks
+    probes: int = 0  # engine probes run (block_times calls)
 
 
 def hw_flops(ctx: Context) -> tuple[float, dict[str, float]]:
@@ -145,24 +163,25 @@ def _contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
     return out
 
 
-def probe_blocks(
-    w: Workload, chip: Chip, inner_keys: list[tuple[int, ...]], seq_b: list[int]
-) -> dict[str, np.ndarray]:
-    """The PROBED times of every inner key x b x sp x recompute x tp overlap (sequence
-    parallelism and overlap only where tp > 1)."""
-    names = inner_names()
-    shape = (len(inner_keys), len(seq_b), 2, len(RECOMPUTE_MODES), 2)
+def probe_blocks(t: Tables, w: Workload, chip: Chip, needed: np.ndarray) -> int:
+    """Fill `t.probed`: the PROBED times of each inner key x b x sp x recompute (x tp overlap)
+    that `needed` [inner, b, sp, recompute] marks (a layout that fits in memory uses it); the
+    rest stay infinite. Sequence parallelism and overlap only where tp > 1. The probes run."""
+    names = t.names
+    shape = (len(t.inner_keys), len(t.seq_b), 2, len(RECOMPUTE_MODES), 2)
     out = {k: np.full(shape, np.inf) for k in PROBED}
+    runs = 0
     for (sp, r, ov), ctx in _contexts(w, chip).items():
-        for i, key in enumerate(inner_keys):
-            inner = dict(zip(names, key, strict=True))
+        for i, j in zip(*np.nonzero(needed[:, :, sp, r]), strict=True):
+            inner = dict(zip(names, t.inner_keys[i], strict=True))
             if (sp or ov) and inner.get("tp", 1) == 1:
                 continue
-            for j, b in enumerate(seq_b):
-                bt = block_times(ctx, inner, b)
-                for k in PROBED:
-                    out[k][i, j, sp, r, ov] = getattr(bt, k)
-    return out
+            bt = block_times(ctx, inner, int(t.seq_b[j]))
+            runs += 1
+            for k in PROBED:
+                out[k][i, j, sp, r, ov] = getattr(bt, k)
+    t.probed = out
+    return runs
 
 
 def activation_table(
@@ -179,13 +198,14 @@ def activation_table(
     act = np.zeros((len(inner_keys), len(seq_b), 2, len(RECOMPUTE_MODES)))
     logits = np.zeros((len(inner_keys), len(seq_b)))
     for i, key in enumerate(inner_keys):
-        tp = dict(zip(names, key, strict=True)).get("tp", 1)
+        inner = dict(zip(names, key, strict=True))
+        tp, seq = inner.get("tp", 1), Degrees(inner).of("seq")  # cp: S / cp tokens per device
         for j, b in enumerate(seq_b):
-            logits[i, j] = b * model.q_len * (model.vocab or 0) / tp * LOSS_BYTES
+            logits[i, j] = b / seq * model.q_len * (model.vocab or 0) / tp * LOSS_BYTES
             for sp in (0, 1):
                 for r, rc in enumerate(RECOMPUTE_MODES):
                     act[i, j, sp, r] = layer_activation_bytes(
-                        model, b, tp=tp, sp=bool(sp and tp > 1), recompute=rc
+                        model, b / seq, tp=tp, sp=bool(sp and tp > 1), recompute=rc
                     )
     return act, logits
 
@@ -239,136 +259,9 @@ def block_weights(w: Workload, inner: dict[str, int]) -> BlockWeights:
     return BlockWeights(tuple(out), params, nbytes)
 
 
-class Priced:
-    """Collective times shared by the assignments: an axis's network depends on its own degree
-    and the degrees inside it on the mesh, so the key is those and the message."""
-
-    def __init__(self, chip: Chip) -> None:
-        self.chip = chip
-        self.memo: dict[tuple[Any, ...], float] = {}
-
-    def __call__(self, deg: Degrees, kind: str, nbytes: float, axis: str) -> float:
-        from shardline.strategies import by_mesh
-
-        upto = []
-        for s in by_mesh():
-            upto.append(deg[s.name])
-            if s.name == axis:
-                break
-        key = (tuple(upto), kind, float(nbytes), axis)
-        if key not in self.memo:
-            self.memo[key] = MeshNetwork(self.chip, deg).predicted(kind, nbytes, axis)
-        return self.memo[key]
-
-
-def _grad_s(price: Priced, deg: Degrees, bw: BlockWeights, ways: float, zero: int) -> float:
-    """The data-parallel gradient traffic of one block (once per step), as dp.layer_comm."""
-    kinds = ("reduce_scatter", "all_gather") if zero else ("all_reduce",)
-    total = 0.0
-    for count, _, grads in bw.layers:
-        for _, gbytes in grads:
-            if gbytes:
-                total += count * sum(price(deg, k, gbytes / ways, "dp") for k in kinds)
-    return total
-
-
-def _fsdp_s(price: Priced, deg: Degrees, bw: BlockWeights, axis: str) -> tuple[float, float]:
-    """One block's FSDP (or ZeRO-3) traffic per microbatch, forward and backward (overlapped):
-    all-gather each weight before its forward and its input-gradient matmul, reduce-scatter each
-    weight gradient (the reduce-scatter only for fsdp, as the strategies price it)."""
-    fwd = bwd = 0.0
-    for count, wbytes, grads in bw.layers:
-        fwd += count * price(deg, "all_gather", wbytes, axis)
-        for has_weights, gbytes in grads:
-            if has_weights:
-                bwd += count * price(deg, "all_gather", wbytes, axis)
-            if gbytes and axis == "fsdp":
-                bwd += count * price(deg, "reduce_scatter", gbytes, axis)
-    return fwd, bwd
-
-
-ASSIGN_KEYS = (
-    "tp", "pp", "dp", "replicas", "weight_ways", "inner", "k_first", "k_last", "params_block",
-    "wbytes_block", "fsdp_fwd_s", "fsdp_bwd_s", "z3_fwd_s", "z3_bwd_s", "bucket_s", "opt_s",
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Probe:
-    """What one search prices once: the workload, chip, microbatch sizes and the collectives."""
-
-    w: Workload
-    chip: Chip
-    seq_b: list[int]
-    price: Priced
-
-
-def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights, weight_ways: int) -> dict[str, Any]:
-    """FSDP and ZeRO-3 gathers per block, the last gradient bucket, pipeline sends per b and the
-    gradient traffic per ZeRO stage."""
-    from shardline.planning.step import DP_BUCKET_BYTES
-
-    dp = deg.get("dp", 1)
-    fs = _fsdp_s(pr.price, deg, bw, "fsdp") if deg.get("fsdp", 1) > 1 else (0.0, 0.0)
-    z3 = _fsdp_s(pr.price, deg, bw, "dp") if dp > 1 else (0.0, 0.0)
-    model = pr.w.model
-    assert model is not None
-    per_seq = model.q_len * model.d_model * bytes_per_element(pr.w)
-    bucket = min(DP_BUCKET_BYTES, bw.nbytes / weight_ways)
-    return {
-        "fsdp_fwd_s": fs[0], "fsdp_bwd_s": fs[1], "z3_fwd_s": z3[0], "z3_bwd_s": z3[1],
-        "bucket_s": pr.price(deg, "all_reduce", bucket, "dp") if dp > 1 else 0.0,
-        "send_s": [pr.price(deg, "send", b * per_seq, "pp") for b in pr.seq_b],
-        # the gradients sharded by the strategies alone (the engine's LayerView.gradient_ways)
-        "grad_s": [
-            _grad_s(pr.price, deg, bw, weight_ways, z) if dp > 1 else 0.0 for z in ZERO_STAGES
-        ],
-    }  # fmt: skip
-
-
-def _optimizer_s(pr: Probe, p_first: float, ways: int, dp: int) -> list[float]:
-    """One optimizer step over the first stage's parameters per ZeRO stage (memory-bound)."""
-    from shardline.realistic.block import optimizer_bytes
-    from shardline.realistic.kernels import memory_kernel_s
-
-    bits = dtype_bits(pr.w.layers[0].dtype)
-    state = Execution().state_bytes_per_param(bits)
-    return [
-        memory_kernel_s(
-            pr.chip,
-            optimizer_bytes(p_first / (ways * (dp if z >= 1 else 1)), bits, state),
-            cuda_graphs=False,
-        )
-        for z in ZERO_STAGES
-    ]
-
-
-def assignment_row(pr: Probe, deg: Degrees, inner_index: int, bw: BlockWeights) -> dict[str, Any]:
-    """Everything of one assignment of degrees that the knobs do not change (scalars), and its
-    per-b pipeline send and per-ZeRO-stage gradient traffic and optimizer step."""
-    w = pr.w
-    tp, dp = deg.get("tp", 1), deg.get("dp", 1)
-    weight_ways = prod(deg[s.name] for s in strategies() if s.memory.weights == "sharded")
-    k_first, k_last = _stage_blocks(w, deg.stages)
-    model = w.model
-    assert model is not None
-    end = (model.vocab or 0) * model.d_model / tp
-    p_first = k_first * bw.params + end * (2 if deg.stages == 1 else 1)
-    return {
-        "tp": tp, "pp": deg.stages, "dp": dp, "replicas": deg.replicas,
-        "weight_ways": weight_ways, "inner": inner_index, "k_first": k_first, "k_last": k_last,
-        "params_block": bw.params, "wbytes_block": bw.nbytes,
-        "v_max": max(v for v in (1, 2, 4, 8) if deg.stages > 1 and w.chunks_fit(deg.stages, v))
-        if deg.stages > 1
-        else 1,
-        "opt_s": _optimizer_s(pr, p_first, weight_ways, dp),
-        **_traffic(pr, deg, bw, weight_ways),
-    }  # fmt: skip
-
-
 def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: int) -> Tables:
-    """Probe the engine for every inner key and microbatch size (the shared tables); the
-    assignments are priced per chunk (`price_assignments`)."""
+    """The shared tables but the probes (`probe_blocks`, once the layouts that fit in memory
+    say which) and the assignments' columns (`vector_assign`)."""
     from shardline.planning.search import divisors
 
     names = inner_names()
@@ -383,8 +276,6 @@ def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: i
         model_flops=model_flops, hardware_flops=hardware, seq_b=np.array(seq_b, dtype=float),
         inner_keys=inner_keys, names=names,
     )  # fmt: skip
-    probed = probe_blocks(w, chip, inner_keys, seq_b)
-    t.probed = probed
     t.act_bytes, t.logits_bytes = activation_table(w, inner_keys, seq_b)
     model = w.model
     assert model is not None
@@ -396,19 +287,3 @@ def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: i
         "state_bytes": Execution().state_bytes_per_param(bits),
     }
     return t
-
-
-def price_assignments(
-    t: Tables, w: Workload, chip: Chip, assignments: list[Degrees]
-) -> dict[str, np.ndarray]:
-    """The per-assignment columns (`ASSIGN_KEYS`, send_s, grad_s, opt_s) of these assignments."""
-    index = {key: i for i, key in enumerate(t.inner_keys)}
-    pr = Probe(w, chip, [int(b) for b in t.seq_b], Priced(chip))
-    weights: dict[tuple[int, ...], BlockWeights] = {}
-    rows = []
-    for d in assignments:
-        key = tuple(d[n] for n in t.names)
-        if key not in weights:
-            weights[key] = block_weights(w, dict(zip(t.names, key, strict=True)))
-        rows.append(assignment_row(pr, d, index[key], weights[key]))
-    return {k: np.array([r[k] for r in rows], dtype=float) for k in rows[0]} if rows else {}
