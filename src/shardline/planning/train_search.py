@@ -29,12 +29,11 @@ from shardline.planning.search import MAX_DEVICES, _assignments
 from shardline.planning.search_answer import Group, answer, layout_of
 from shardline.planning.vector_bound import (
     ChipSpace,
-    candidates,
+    fill,
     finish,
     group_rows,
-    pilot,
     prepare,
-    threshold,
+    search_group,
 )
 from shardline.planning.vector_bound import counts as bound_counts
 from shardline.planning.vector_eval import Chunk, price_chunk
@@ -107,32 +106,43 @@ def _spaces(
     return out
 
 
+def _pricer(workload: Workload, run: RunOptions) -> Callable[[ChipSpace, np.ndarray], None]:
+    """Price a round of assignments in chunks (`map_chunks`: here, on processes or on Dask)."""
+    from shardline.executors import map_chunks
+
+    done = [0]
+
+    def price(space: ChipSpace, todo: np.ndarray) -> None:
+        parts = [todo[s : s + CHUNK_ASSIGNMENTS] for s in range(0, len(todo), CHUNK_ASSIGNMENTS)]
+        chunks = [
+            Chunk(space.tables, workload, space.chip, tuple(space.every[i] for i in p))
+            for p in parts
+        ]
+        results = map_chunks(
+            price_chunk, chunks, workers=run.workers, executor=run.executor,
+            scheduler=run.scheduler,
+        )  # fmt: skip
+        for p, r in zip(parts, results, strict=True):
+            fill(space, p, r)
+        done[0] += len(chunks)
+        if run.progress is not None:
+            run.progress(done[0], done[0])
+
+    return price
+
+
 def _evaluate(
     workload: Workload, spaces: list[tuple[ChipSpace, list[int]]], run: RunOptions
 ) -> tuple[list[Group], dict[str, int]]:
-    """Price each device count's most promising chunk here, then every assignment that its
-    bound does not rule out (`map_chunks`); the groups with their rows, and the counts."""
-    from shardline.executors import map_chunks
-
-    chunks: list[Chunk] = []
-    owner: list[tuple[ChipSpace, np.ndarray]] = []
-    for space, kept in spaces:
-        for g in range(len(kept)):
-            rest = pilot(space, workload, g, CHUNK_ASSIGNMENTS)
-            todo = candidates(rest, threshold(space, g, run.rerank))
-            for s in range(0, len(todo), CHUNK_ASSIGNMENTS):
-                part = todo[s : s + CHUNK_ASSIGNMENTS]
-                assigned = tuple(space.every[i] for i in part)
-                chunks.append(Chunk(space.tables, workload, space.chip, assigned))
-                owner.append((space, part))
-    results = map_chunks(
-        price_chunk, chunks, workers=run.workers, executor=run.executor,
-        scheduler=run.scheduler, progress=run.progress,
-    )  # fmt: skip
+    """Each device count's layouts, priced as far as their bounds require (`vector_bound`);
+    the groups with their rows, and the counts."""
+    rounds = (CHUNK_ASSIGNMENTS * run.workers, _pricer(workload, run))
     groups: list[Group] = []
     totals: dict[str, int] = {}
     for space, kept in spaces:
-        finish(space, [(p, r) for (sp, p), r in zip(owner, results, strict=True) if sp is space])
+        for g in range(len(kept)):
+            search_group(space, workload, g, run.rerank, rounds)
+        finish(space)
         for k, v in bound_counts(space).items():
             totals[k] = totals.get(k, 0) + v
         for g, d in enumerate(kept):

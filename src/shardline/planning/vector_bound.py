@@ -1,21 +1,28 @@
-"""Which layouts of one chip the training search times in full, and why the rest cannot win.
+"""Which layouts of one chip the training search times in full, and the proof that the rest
+cannot change its answer (the best, the re-ranked set, the Pareto front).
 
 Every layout is enumerated and its memory per device computed (no probe, no network needed).
-Then, exactly:
-1. **Memory.** The engine probes (`probe_blocks`) run only for the (inner degrees, microbatch
-   size, sequence parallelism, recompute) that some layout fitting in memory uses; a layout
-   that does not fit and shares none of them is counted, with its memory, but not timed.
-2. **Bound.** With every assignment's own collectives (FSDP and ZeRO-3 gathers, pipeline sends,
-   data-parallel gradients) at zero, the vectorized step is a lower bound of its step (each
-   part only grows with them; the exposed gradient traffic is dropped). Per device count the
-   assignments are priced in the order of their best bound: the first chunk gives the time of
-   the `rerank`-th fastest distinct (degrees, microbatches, interleave) that fits, U; an
-   assignment whose every fitting layout has a bound above U cannot reach the re-ranked set,
-   so its collectives are never priced (its layouts keep the bound, flagged `bound`).
+Then, per device count, two lower bounds of the vectorized step, each exact:
+
+1. **Einsums alone.** A probed block phase is its einsums' realistic time plus communication,
+   memory-bound ops and recompute, never less; so `(m + (P - 1)/V) x k x (forward + backward
+   einsums, + forward again under full recompute) + optimizer`, with k the fuller stage's blocks,
+   bounds the step from below without a probe (`einsum_floor`: the engine's own einsum costs).
+2. **No own collectives.** With a probe but the assignment's FSDP and ZeRO-3 gathers, pipeline
+   sends and gradient traffic at zero, `(m + (P - 1)/V) t_stage + optimizer` bounds it again
+   (every part only grows with them; the exposed gradient traffic is dropped).
+
+The assignments whose best fitting bound is lowest are priced first (a chunk); U is then the
+time of the `rerank`-th fastest distinct (degrees, b, V) that fits among those priced. Probes run
+only for the fitting layouts whose first bound is at most U, collectives are priced only for the
+assignments whose second bound is at most U (in rounds, U falling as they come in). A layout above
+U cannot enter the re-ranked set; it keeps its bound (`bound`). A layout that does not fit is
+counted with its memory, and timed only where its assignment is priced and its block probed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,61 +31,108 @@ import numpy as np
 from shardline.hardware import Chip
 from shardline.planning.vector_assign import TRAFFIC_KEYS, assignment_shapes
 from shardline.planning.vector_eval import Chunk, columns, layouts, memory_of, price_chunk, step_of
-from shardline.planning.vector_tables import Tables, build_tables, probe_blocks
+from shardline.planning.vector_tables import (
+    Tables,
+    build_tables,
+    contexts,
+    einsum_floor,
+    empty_probes,
+    probe_blocks,
+)
 from shardline.strategies import Degrees
 from shardline.workload import Workload
 
-__all__ = ["ChipSpace", "prepare", "pilot", "candidates", "finish"]
+__all__ = ["ChipSpace", "prepare", "search_group", "finish", "group_rows", "counts"]
+
+Pricer = Callable[["ChipSpace", np.ndarray], None]
 
 
 @dataclass
 class ChipSpace:
     """One chip's layouts over every device count searched: the tables, the layouts (`KNOBS`,
-    `a` the index into `every`), their memory, step, bound and which assignments are priced."""
+    `a` the index into `every`, ordered by it), their memory, bounds and steps."""
 
     tables: Tables
     chip: Chip
     every: list[Degrees]
     starts: list[int]  # first assignment of each device count in `every` (and the end)
     r: dict[str, np.ndarray]
+    ctx: dict[Any, Any]
     out: dict[str, np.ndarray] = field(default_factory=dict)
     priced: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     probes: int = 0
 
 
 def prepare(w: Workload, chip: Chip, found: list[list[Degrees]], devices: int) -> ChipSpace:
-    """Enumerate, size, probe what fits, and bound every layout (module docstring, 1)."""
+    """Enumerate, size and give every fitting layout its first bound."""
     every = [d for part in found for d in part]
-    starts = list(np.cumsum([0] + [len(p) for p in found]))
+    starts = [int(s) for s in np.cumsum([0] + [len(p) for p in found])]
     t = build_tables(w, chip, every, devices)
     t.assign = assignment_shapes(t, w, chip, every)
-    r = columns(layouts(t))
+    empty_probes(t)
+    r = columns(layouts(t).astype(np.int32))
     memory = memory_of(t, r)
     fits = memory <= t.capacity_bytes
-    inner = t.assign["inner"].astype(np.int64)[r["a"]]
-    needed = np.zeros((len(t.inner_keys), len(t.seq_b), 2, 3), dtype=bool)
-    needed[inner[fits], r["j"][fits], r["sp"][fits], r["rc"][fits]] = True
-    space = ChipSpace(t, chip, every, [int(s) for s in starts], r)
-    space.probes = probe_blocks(t, w, chip, needed)
-    timed = needed[inner, r["j"], r["sp"], r["rc"]]
-    n = len(memory)
-    space.out = {
-        "memory_per_device_bytes": memory,
-        "fits": fits,
-        "m": t.batch / (t.assign["replicas"][r["a"]] * t.seq_b[r["j"]]),
-        "predicted_s": np.full(n, np.inf),
-        "lower_s": np.full(n, np.inf),
-        "bubble_s": np.full(n, np.nan),
-        "exposed_dp_s": np.full(n, np.nan),
-        "bound": np.zeros(n, dtype=bool),
-    }
-    _time(space, np.flatnonzero(timed))
+    space = ChipSpace(t, chip, every, starts, r, contexts(w, chip))
     space.priced = np.zeros(len(every), dtype=bool)
+    A, n = t.assign, len(memory)
+    m = t.batch / (A["replicas"][r["a"]] * t.seq_b[r["j"]])
+    space.out = {
+        "memory_per_device_bytes": memory, "fits": fits, "m": m,
+        "floor_s": np.full(n, np.inf), "lower_s": np.full(n, np.inf),
+        "predicted_s": np.full(n, np.inf), "bubble_s": np.full(n, np.nan),
+        "exposed_dp_s": np.full(n, np.nan), "bound": np.zeros(n, dtype=bool),
+    }  # fmt: skip
+    inner = A["inner"].astype(np.int64)[r["a"]]
+    pairs = np.zeros((len(t.inner_keys), len(t.seq_b)), dtype=bool)
+    pairs[inner[fits], r["j"][fits]] = True
+    fwd, bwd = np.full(pairs.shape, np.inf), np.full(pairs.shape, np.inf)
+    base = space.ctx[(0, 0, 0)]
+    for i, j in zip(*np.nonzero(pairs), strict=True):
+        inner_deg = dict(zip(t.names, t.inner_keys[i], strict=True))
+        fwd[i, j], bwd[i, j] = einsum_floor(base, inner_deg, int(t.seq_b[j]))
+    f = np.flatnonzero(fits)
+    a, rc = r["a"][f], r["rc"][f]
+    pp = A["pp"][a]
+    block = fwd[inner[f], r["j"][f]] * np.where(rc == 2, 2.0, 1.0) + bwd[inner[f], r["j"][f]]
+    k = np.maximum(A["k_first"][a], A["k_last"][a])
+    sched = m[f] + (pp - 1) / r["v"][f]
+    space.out["floor_s"][f] = sched * k * block + A["opt_s"][a, r["z"][f]]
     return space
 
 
+def _span(space: ChipSpace, g: int) -> tuple[int, int]:
+    """Device count g's rows (a slice: the rows are ordered by assignment)."""
+    a = space.r["a"]
+    return int(np.searchsorted(a, space.starts[g])), int(np.searchsorted(a, space.starts[g + 1]))
+
+
+def _rows_of(space: ChipSpace, assignments: np.ndarray) -> np.ndarray:
+    a = space.r["a"]
+    lo, hi = np.searchsorted(a, assignments, "left"), np.searchsorted(a, assignments, "right")
+    parts = [np.arange(x, y) for x, y in zip(lo, hi, strict=True)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _probed(space: ChipSpace, rows: np.ndarray) -> np.ndarray:
+    """Which of these rows have their block probed."""
+    r, t = space.r, space.tables
+    inner = t.assign["inner"].astype(np.int64)[r["a"][rows]]
+    at = (inner, r["j"][rows], r["sp"][rows], r["rc"][rows], r["ov"][rows])
+    return np.isfinite(t.probed["fwd_compute_s"][at])
+
+
+def _probe_and_time(space: ChipSpace, rows: np.ndarray) -> None:
+    """Probe the blocks these rows use, then give them their step (or second bound)."""
+    r, t = space.r, space.tables
+    inner = t.assign["inner"].astype(np.int64)[r["a"][rows]]
+    needed = np.zeros((len(t.inner_keys), len(t.seq_b), 2, 3), dtype=bool)
+    needed[inner, r["j"][rows], r["sp"][rows], r["rc"][rows]] = True
+    space.probes += probe_blocks(t, space.ctx, needed)
+    _time(space, rows[_probed(space, rows)])
+
+
 def _time(space: ChipSpace, rows: np.ndarray) -> None:
-    """Evaluate these rows with the tables as they are now."""
     if not len(rows):
         return
     got = step_of(space.tables, {k: v[rows] for k, v in space.r.items()})
@@ -86,51 +140,36 @@ def _time(space: ChipSpace, rows: np.ndarray) -> None:
         space.out[k][rows] = got[k]
 
 
-def _rows_of(space: ChipSpace, assignments: np.ndarray) -> np.ndarray:
-    """The rows of these assignments (the rows are ordered by assignment)."""
-    a = space.r["a"]
-    lo = np.searchsorted(a, assignments, side="left")
-    hi = np.searchsorted(a, assignments, side="right")
-    parts = [np.arange(x, y) for x, y in zip(lo, hi, strict=True)]
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-
-
-def _fill(space: ChipSpace, assignments: np.ndarray, traffic: dict[str, np.ndarray]) -> None:
+def fill(space: ChipSpace, assignments: np.ndarray, traffic: dict[str, np.ndarray]) -> None:
+    """An assignment's priced collectives: its probed fitting rows get their step."""
     for k in TRAFFIC_KEYS:
         space.tables.assign[k][assignments] = traffic[k]
     space.priced[assignments] = True
-    _time(space, _rows_of(space, assignments))
+    rows = _rows_of(space, assignments)
+    rows = rows[space.out["fits"][rows]]
+    _time(space, rows[_probed(space, rows)])
 
 
-def _order(space: ChipSpace, g: int) -> np.ndarray:
-    """Device count g's assignments (indices into `every`) that have a fitting layout, by their
-    best lower bound; and the bounds."""
-    lo, hi = space.starts[g], space.starts[g + 1]
-    best = np.full(hi - lo, np.inf)
-    a, o = space.r["a"], space.out
-    sel = np.flatnonzero(o["fits"] & (a >= lo) & (a < hi))
-    np.minimum.at(best, a[sel] - lo, o["lower_s"][sel])
-    keep = np.flatnonzero(np.isfinite(best))
-    order = keep[np.argsort(best[keep], kind="stable")]
-    return np.stack([order + lo, best[order]]) if len(order) else np.zeros((2, 0))
-
-
-def pilot(space: ChipSpace, w: Workload, g: int, size: int) -> np.ndarray:
-    """Price device count g's `size` assignments of best bound here; the rest, in bound order."""
-    order = _order(space, g)
-    first = order[0, :size].astype(np.int64)
-    if len(first):
-        chunk = Chunk(space.tables, w, space.chip, tuple(space.every[i] for i in first))
-        _fill(space, first, price_chunk(chunk))
-    return order[:, size:]
+def _by_bound(space: ChipSpace, g: int, key: str, limit: float) -> np.ndarray:
+    """Device count g's unpriced assignments whose best fitting `key` bound is at most `limit`,
+    lowest first."""
+    lo, hi = _span(space, g)
+    o = space.out
+    sel = np.flatnonzero(o["fits"][lo:hi]) + lo
+    best = np.full(len(space.every), np.inf)
+    np.minimum.at(best, space.r["a"][sel], o[key][sel])
+    keep = np.flatnonzero((best <= limit) & ~space.priced)
+    keep = keep[(keep >= space.starts[g]) & (keep < space.starts[g + 1])]
+    return keep[np.argsort(best[keep], kind="stable")]
 
 
 def threshold(space: ChipSpace, g: int, k: int) -> float:
-    """U: the time of the k-th fastest distinct (assignment, b, V) that fits among device count
+    """U: the step of the k-th fastest distinct (assignment, b, V) that fits among device count
     g's priced layouts (infinite with fewer than k)."""
-    lo, hi = space.starts[g], space.starts[g + 1]
+    lo, hi = _span(space, g)
     a, o = space.r["a"], space.out
-    sel = np.flatnonzero(o["fits"] & (a >= lo) & (a < hi) & space.priced[a])
+    sel = np.flatnonzero(o["fits"][lo:hi] & space.priced[a[lo:hi]]) + lo
+    sel = sel[np.isfinite(o["predicted_s"][sel])]
     order = sel[np.argsort(o["predicted_s"][sel], kind="stable")]
     shape = np.stack([a[order], space.r["j"][order], space.r["v"][order]], axis=1)
     _, first = np.unique(shape, axis=0, return_index=True)
@@ -139,31 +178,47 @@ def threshold(space: ChipSpace, g: int, k: int) -> float:
     return float(o["predicted_s"][order[np.sort(first)[k - 1]]])
 
 
-def candidates(rest: np.ndarray, bound_s: float) -> np.ndarray:
-    """The assignments (of `pilot`'s rest) whose best bound does not exceed U."""
-    return rest[0, rest[1] <= bound_s].astype(np.int64)
+def search_group(space: ChipSpace, w: Workload, g: int, k: int, rounds: tuple[int, Pricer]) -> None:
+    """Device count g: the pilot chunk, the probes under U, then the pricing rounds (module
+    docstring). `rounds` = (assignments per round, the function that prices and `fill`s)."""
+    size, price = rounds
+    first = _by_bound(space, g, "floor_s", np.inf)[:size]
+    lo, hi = _span(space, g)
+    fits = np.flatnonzero(space.out["fits"][lo:hi]) + lo
+    pilot = _rows_of(space, first)
+    _probe_and_time(space, pilot[space.out["fits"][pilot]])
+    if len(first):
+        chunk = Chunk(space.tables, w, space.chip, tuple(space.every[i] for i in first))
+        fill(space, first, price_chunk(chunk))
+    limit = threshold(space, g, k)
+    _probe_and_time(space, fits[space.out["floor_s"][fits] <= limit])
+    todo = _by_bound(space, g, "lower_s", limit)
+    while len(todo):
+        price(space, todo[:size])
+        limit = threshold(space, g, k)
+        todo = _by_bound(space, g, "lower_s", limit)
 
 
-def finish(space: ChipSpace, priced: list[tuple[np.ndarray, dict[str, np.ndarray]]]) -> None:
-    """Fill the priced chunks; every fitting layout left unpriced keeps its bound (`bound`)."""
-    for assignments, traffic in priced:
-        _fill(space, assignments, traffic)
+def finish(space: ChipSpace) -> None:
+    """Priced assignments: every probed row timed (fitting or not); every other fitting row
+    keeps its best bound, flagged `bound`; the rest stay untimed (infinite)."""
     o, a = space.out, space.r["a"]
-    left = ~space.priced[a] & np.isfinite(o["lower_s"])
-    o["bound"] = left & o["fits"]
-    o["predicted_s"] = np.where(left, np.where(o["fits"], o["lower_s"], np.inf), o["predicted_s"])
-    o["bubble_s"] = np.where(left, np.nan, o["bubble_s"])
-    o["exposed_dp_s"] = np.where(left, np.nan, o["exposed_dp_s"])
+    rows = np.flatnonzero(space.priced[a])
+    _time(space, rows[_probed(space, rows)])
+    done = space.priced[a] & np.isfinite(o["predicted_s"])
+    o["bound"] = o["fits"] & ~done
+    best_bound = np.where(
+        np.isfinite(o["lower_s"]), np.maximum(o["lower_s"], o["floor_s"]), o["floor_s"]
+    )
+    o["predicted_s"] = np.where(o["bound"], best_bound, np.where(done, o["predicted_s"], np.inf))
 
 
 def group_rows(space: ChipSpace, g: int) -> dict[str, np.ndarray]:
     """Device count g's rows, `a` counted from its first assignment."""
-    lo, hi = space.starts[g], space.starts[g + 1]
-    a = space.r["a"]
-    s, e = np.searchsorted(a, lo), np.searchsorted(a, hi)
-    rows = {k: v[s:e] for k, v in space.r.items()}
-    rows["a"] = rows["a"] - lo
-    return {**rows, **{k: v[s:e] for k, v in space.out.items()}}
+    lo, hi = _span(space, g)
+    rows = {k: v[lo:hi] for k, v in space.r.items()}
+    rows["a"] = rows["a"] - space.starts[g]
+    return {**rows, **{k: v[lo:hi] for k, v in space.out.items()}}
 
 
 def counts(space: ChipSpace) -> dict[str, Any]:
@@ -171,7 +226,9 @@ def counts(space: ChipSpace) -> dict[str, Any]:
     return {
         "layouts": len(o["fits"]),
         "fit": int(o["fits"].sum()),
-        "timed": int((space.priced[space.r["a"]] & np.isfinite(o["predicted_s"])).sum()),
+        "timed": int(
+            (space.priced[space.r["a"]] & np.isfinite(o["predicted_s"]) & ~o["bound"]).sum()
+        ),
         "bounded": int(o["bound"].sum()),
         "assignments": len(space.every),
         "assignments_priced": int(space.priced.sum()),

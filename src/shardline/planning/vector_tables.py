@@ -32,7 +32,7 @@ from shardline.workload import Workload, backward_layers
 
 __all__ = [
     "Tables", "BlockTimes", "inner_names", "batch_names", "layer_names", "block_times",
-    "build_tables", "probe_blocks",
+    "build_tables", "probe_blocks", "empty_probes", "einsum_floor", "contexts",
 ]  # fmt: skip
 
 ZERO_STAGES = (0, 1, 2, 3)
@@ -100,8 +100,7 @@ def block_times(ctx: Context, inner: dict[str, int], sequences: int) -> BlockTim
     """Probe the engine: a stage of one block and one of none (the ends alone), pp = 1, with the
     batch split so that each device holds `sequences` sequences per microbatch."""
     w = ctx.workload
-    split = inner.get("ep", 1)  # ep splits the batch too
-    deg = Degrees({**inner, "dp": max(1, w.batch // (sequences * split))})
+    deg = _probe_degrees(w, inner, sequences)
     one = [(layer, layer.count) for layer in w.layers]
     s1 = ctx.stage(deg, 1, 0, one, w.layers[-1])
     s0 = ctx.stage(deg, 1, 0, [], w.layers[-1])  # the ends alone
@@ -144,7 +143,7 @@ def hw_flops(ctx: Context) -> tuple[float, dict[str, float]]:
     return model_flops(model, True), {rc: hardware_flops(model, True, rc) for rc in RECOMPUTE_MODES}
 
 
-def _contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
+def contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
     """One engine Context per (sp, recompute, tp overlap), sharing the caches that do not depend
     on the execution (local sizes, layer Costs, backward layers, priced collectives)."""
     out: dict[tuple[int, int, int], Context] = {}
@@ -163,24 +162,48 @@ def _contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
     return out
 
 
-def probe_blocks(t: Tables, w: Workload, chip: Chip, needed: np.ndarray) -> int:
-    """Fill `t.probed`: the PROBED times of each inner key x b x sp x recompute (x tp overlap)
-    that `needed` [inner, b, sp, recompute] marks (a layout that fits in memory uses it); the
-    rest stay infinite. Sequence parallelism and overlap only where tp > 1. The probes run."""
-    names = t.names
+def _probe_degrees(w: Workload, inner: dict[str, int], sequences: int) -> Degrees:
+    split = inner.get("ep", 1)  # ep splits the batch too
+    return Degrees({**inner, "dp": max(1, w.batch // (sequences * split))})
+
+
+def einsum_floor(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[float, float]:
+    """(forward, backward) realistic seconds of one block's einsums alone, as the engine prices
+    them: each probed phase adds communication, memory-bound ops and recompute to these, never
+    less (`vector_bound`'s first bound)."""
+    w = ctx.workload
+    deg = _probe_degrees(w, inner, sequences)
+    fwd = bwd = 0.0
+    for layer in w.layers:
+        view = ctx.view(layer, layer.count, deg, 1)
+        fwd += layer.count * float(ctx.cost(layer, view.dims).cost.predicted_s)
+        for grad, gdims in view.grads:
+            bwd += layer.count * float(ctx.cost(grad, gdims).cost.predicted_s)
+    return fwd, bwd
+
+
+def empty_probes(t: Tables) -> None:
     shape = (len(t.inner_keys), len(t.seq_b), 2, len(RECOMPUTE_MODES), 2)
-    out = {k: np.full(shape, np.inf) for k in PROBED}
-    runs = 0
-    for (sp, r, ov), ctx in _contexts(w, chip).items():
-        for i, j in zip(*np.nonzero(needed[:, :, sp, r]), strict=True):
-            inner = dict(zip(names, t.inner_keys[i], strict=True))
+    t.probed = {k: np.full(shape, np.inf) for k in PROBED}
+
+
+def probe_blocks(
+    t: Tables, contexts: dict[tuple[int, int, int], Context], needed: np.ndarray
+) -> int:
+    """Fill `t.probed` (from `empty_probes`): the PROBED times of each inner key x b x sp x
+    recompute (x tp overlap) that `needed` [inner, b, sp, recompute] marks and that is not
+    probed yet. Sequence parallelism and overlap only where tp > 1. The probes run."""
+    out, runs = t.probed, 0
+    for (sp, r, ov), ctx in contexts.items():
+        todo = needed[:, :, sp, r] & np.isinf(out["fwd_compute_s"][:, :, sp, r, ov])
+        for i, j in zip(*np.nonzero(todo), strict=True):
+            inner = dict(zip(t.names, t.inner_keys[i], strict=True))
             if (sp or ov) and inner.get("tp", 1) == 1:
                 continue
             bt = block_times(ctx, inner, int(t.seq_b[j]))
             runs += 1
             for k in PROBED:
                 out[k][i, j, sp, r, ov] = getattr(bt, k)
-    t.probed = out
     return runs
 
 
