@@ -169,7 +169,7 @@ def _top(rows: dict[str, np.ndarray], k: int) -> np.ndarray:
     """The k fastest fitting layouts, one per (degrees, microbatches, interleave): the knobs
     that often tie (sequence parallelism, recompute, ZeRO stage, tp overlap) keep their fastest,
     then least memory, so that the re-ranked alternatives differ in shape."""
-    fits = np.flatnonzero(rows["fits"])
+    fits = np.flatnonzero(rows["fits"] & np.isfinite(rows["predicted_s"]))
     order = fits[np.lexsort((rows["memory_per_device_bytes"][fits], rows["predicted_s"][fits]))]
     shape = np.stack([rows["a"][order], rows["j"][order], rows["v"][order]], axis=1)
     _, first = np.unique(shape, axis=0, return_index=True)

@@ -42,9 +42,9 @@ TRAFFIC_KEYS = ("fsdp_fwd_s", "fsdp_bwd_s", "z3_fwd_s", "z3_bwd_s", "bucket_s", 
 
 
 class Priced:
-    """Collective times shared by the assignments (and the chunks of one process): an axis's
-    network depends on its own degree and the degrees inside it on the mesh, so one network per
-    such key, and one price per key and message."""
+    """Collective times shared by the assignments (and the chunks of one process). An axis's
+    network depends on its own degree and the degrees inside it on the mesh; assignments whose
+    axis lands on the same stages (the same `AxisNetwork`) share its prices."""
 
     def __init__(self, chip: Chip) -> None:
         from shardline.strategies import by_mesh
@@ -52,18 +52,23 @@ class Priced:
         self.chip = chip
         self.mesh = tuple(s.name for s in by_mesh())
         self.memo: dict[tuple[Any, ...], float] = {}
-        self.nets: dict[tuple[Any, ...], MeshNetwork] = {}
+        self.nets: dict[tuple[Any, ...], tuple[MeshNetwork, int]] = {}
+        self.same: dict[Any, int] = {}  # AxisNetwork -> its number
 
     def __call__(self, deg: Degrees, kind: str, nbytes: float, axis: str) -> float:
         upto = (axis, *(deg[n] for n in self.mesh[: self.mesh.index(axis) + 1]))
-        key = (upto, kind, float(nbytes))
-        found = self.memo.get(key)
+        found = self.nets.get(upto)
         if found is None:
-            net = self.nets.get(upto)
-            if net is None:
-                net = self.nets[upto] = MeshNetwork(self.chip, deg)
-            found = self.memo[key] = net.predicted(kind, nbytes, axis)
-        return found
+            net = MeshNetwork(self.chip, deg)
+            found = self.nets[upto] = (
+                net,
+                self.same.setdefault(net.nets.get(axis), len(self.same)),
+            )
+        key = (found[1], axis, kind, float(nbytes))
+        price = self.memo.get(key)
+        if price is None:
+            price = self.memo[key] = found[0].predicted(kind, nbytes, axis)
+        return price
 
 
 def _grad_s(price: Priced, deg: Degrees, bw: BlockWeights, ways: float, zero: int) -> float:

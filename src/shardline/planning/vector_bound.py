@@ -61,6 +61,7 @@ class ChipSpace:
     out: dict[str, np.ndarray] = field(default_factory=dict)
     priced: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     probes: int = 0
+    row_start: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
 
 
 def prepare(w: Workload, chip: Chip, found: list[list[Degrees]], devices: int) -> ChipSpace:
@@ -74,6 +75,7 @@ def prepare(w: Workload, chip: Chip, found: list[list[Degrees]], devices: int) -
     memory = memory_of(t, r)
     fits = memory <= t.capacity_bytes
     space = ChipSpace(t, chip, every, starts, r, contexts(w, chip))
+    space.row_start = np.searchsorted(r["a"], np.arange(len(every) + 1, dtype=r["a"].dtype))
     space.priced = np.zeros(len(every), dtype=bool)
     A, n = t.assign, len(memory)
     m = t.batch / (A["replicas"][r["a"]] * t.seq_b[r["j"]])
@@ -103,13 +105,11 @@ def prepare(w: Workload, chip: Chip, found: list[list[Degrees]], devices: int) -
 
 def _span(space: ChipSpace, g: int) -> tuple[int, int]:
     """Device count g's rows (a slice: the rows are ordered by assignment)."""
-    a = space.r["a"]
-    return int(np.searchsorted(a, space.starts[g])), int(np.searchsorted(a, space.starts[g + 1]))
+    return int(space.row_start[space.starts[g]]), int(space.row_start[space.starts[g + 1]])
 
 
 def _rows_of(space: ChipSpace, assignments: np.ndarray) -> np.ndarray:
-    a = space.r["a"]
-    lo, hi = np.searchsorted(a, assignments, "left"), np.searchsorted(a, assignments, "right")
+    lo, hi = space.row_start[assignments], space.row_start[assignments + 1]
     parts = [np.arange(x, y) for x, y in zip(lo, hi, strict=True)]
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
@@ -150,53 +150,67 @@ def fill(space: ChipSpace, assignments: np.ndarray, traffic: dict[str, np.ndarra
     _time(space, rows[_probed(space, rows)])
 
 
-def _by_bound(space: ChipSpace, g: int, key: str, limit: float) -> np.ndarray:
-    """Device count g's unpriced assignments whose best fitting `key` bound is at most `limit`,
-    lowest first."""
+def _by_bound(space: ChipSpace, g: int, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """Device count g's unpriced assignments with a fitting layout, by their best fitting `key`
+    bound (lowest first), and those bounds."""
     lo, hi = _span(space, g)
-    o = space.out
+    o, a = space.out, space.r["a"]
     sel = np.flatnonzero(o["fits"][lo:hi]) + lo
-    best = np.full(len(space.every), np.inf)
-    np.minimum.at(best, space.r["a"][sel], o[key][sel])
-    keep = np.flatnonzero((best <= limit) & ~space.priced)
-    keep = keep[(keep >= space.starts[g]) & (keep < space.starts[g + 1])]
-    return keep[np.argsort(best[keep], kind="stable")]
+    if not len(sel):
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    owners = a[sel]
+    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+    best = np.minimum.reduceat(o[key][sel], starts)
+    who = owners[starts].astype(np.int64)
+    keep = ~space.priced[who] & np.isfinite(best)
+    order = np.argsort(best[keep], kind="stable")
+    return who[keep][order], best[keep][order]
 
 
-def threshold(space: ChipSpace, g: int, k: int) -> float:
-    """U: the step of the k-th fastest distinct (assignment, b, V) that fits among device count
-    g's priced layouts (infinite with fewer than k)."""
-    lo, hi = _span(space, g)
-    a, o = space.r["a"], space.out
-    sel = np.flatnonzero(o["fits"][lo:hi] & space.priced[a[lo:hi]]) + lo
-    sel = sel[np.isfinite(o["predicted_s"][sel])]
-    order = sel[np.argsort(o["predicted_s"][sel], kind="stable")]
-    shape = np.stack([a[order], space.r["j"][order], space.r["v"][order]], axis=1)
+def threshold(space: ChipSpace, rows: np.ndarray, k: int) -> tuple[float, np.ndarray]:
+    """U: the step of the k-th fastest distinct (assignment, b, V) among these (priced,
+    fitting) rows (infinite with fewer than k); and the rows at most U (U only falls, so the
+    others never count again)."""
+    o, r = space.out, space.r
+    rows = rows[np.isfinite(o["predicted_s"][rows])]
+    order = rows[np.argsort(o["predicted_s"][rows], kind="stable")]
+    shape = np.stack([r["a"][order], r["j"][order], r["v"][order]], axis=1)
     _, first = np.unique(shape, axis=0, return_index=True)
     if len(first) < k:
-        return float("inf")
-    return float(o["predicted_s"][order[np.sort(first)[k - 1]]])
+        return float("inf"), rows
+    limit = float(o["predicted_s"][order[np.sort(first)[k - 1]]])
+    return limit, rows[o["predicted_s"][rows] <= limit]
+
+
+def _fitting(space: ChipSpace, assignments: np.ndarray) -> np.ndarray:
+    rows = _rows_of(space, assignments)
+    return rows[space.out["fits"][rows]]
 
 
 def search_group(space: ChipSpace, w: Workload, g: int, k: int, rounds: tuple[int, Pricer]) -> None:
     """Device count g: the pilot chunk, the probes under U, then the pricing rounds (module
     docstring). `rounds` = (assignments per round, the function that prices and `fill`s)."""
     size, price = rounds
-    first = _by_bound(space, g, "floor_s", np.inf)[:size]
+    first = _by_bound(space, g, "floor_s")[0][:size]
     lo, hi = _span(space, g)
     fits = np.flatnonzero(space.out["fits"][lo:hi]) + lo
-    pilot = _rows_of(space, first)
-    _probe_and_time(space, pilot[space.out["fits"][pilot]])
+    done = _fitting(space, first)
+    _probe_and_time(space, done)
     if len(first):
         chunk = Chunk(space.tables, w, space.chip, tuple(space.every[i] for i in first))
         fill(space, first, price_chunk(chunk))
-    limit = threshold(space, g, k)
+    limit, done = threshold(space, done, k)
     _probe_and_time(space, fits[space.out["floor_s"][fits] <= limit])
-    todo = _by_bound(space, g, "lower_s", limit)
+    todo, bound = _by_bound(space, g, "lower_s")
+    cut = np.searchsorted(bound, limit, side="right")
+    todo, bound = todo[:cut], bound[:cut]
     while len(todo):
         price(space, todo[:size])
-        limit = threshold(space, g, k)
-        todo = _by_bound(space, g, "lower_s", limit)
+        done = np.concatenate([done, _fitting(space, todo[:size])])
+        limit, done = threshold(space, done, k)
+        todo, bound = todo[size:], bound[size:]
+        cut = np.searchsorted(bound, limit, side="right")
+        todo, bound = todo[:cut], bound[:cut]
 
 
 def finish(space: ChipSpace) -> None:

@@ -82,9 +82,11 @@ class BlockTimes:
 PROBED = tuple(BlockTimes.__dataclass_fields__)
 
 
-def _phase(ph: Any) -> tuple[float, float, float]:
-    """(compute, critical, overlapped) realistic seconds of a stage's phase."""
-    return ph.compute_pred_s, float(ph.critical.predicted_s), float(ph.overlapped.predicted_s)
+def _phase(ph: Any, shift: float = 0.0) -> tuple[float, float, float]:
+    """(compute, critical, overlapped) realistic seconds of a stage's phase, `shift` seconds of
+    the critical communication moved to the overlapped."""
+    crit, ov = float(ph.critical.predicted_s), float(ph.overlapped.predicted_s)
+    return ph.compute_pred_s, crit - shift, ov + shift
 
 
 def _less(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
@@ -96,16 +98,35 @@ def _inner_grad_s(stage: Any) -> float:
     return sum(t.calls * t.t_pred_s for t in stage.terms if t.once_per_step and t.purpose != "dp")
 
 
-def block_times(ctx: Context, inner: dict[str, int], sequences: int) -> BlockTimes:
+def _tp_critical_s(stage: Any, phase: str) -> float:
+    """The phase's critical tensor-parallel seconds: what `--tp-overlap` makes overlapped (it
+    only clears their critical flag: `stage_extras.tp_variants`, `add_end_extras`)."""
+    return sum(
+        t.calls * t.t_pred_s
+        for t in stage.terms
+        if t.purpose == "tp" and t.critical and not t.once_per_step and t.phase == phase
+    )
+
+
+def _values(stage: Any, overlap: bool) -> tuple[float, ...]:
+    fwd = _tp_critical_s(stage, "forward") if overlap else 0.0
+    bwd = _tp_critical_s(stage, "backward") if overlap else 0.0
+    return (*_phase(stage.fwd, fwd), *_phase(stage.bwd, bwd))
+
+
+def block_times(
+    ctx: Context, inner: dict[str, int], sequences: int, overlap: bool = False
+) -> BlockTimes:
     """Probe the engine: a stage of one block and one of none (the ends alone), pp = 1, with the
-    batch split so that each device holds `sequences` sequences per microbatch."""
+    batch split so that each device holds `sequences` sequences per microbatch. `overlap`: the
+    same with tensor-parallel overlap, from a context without it (the terms turn overlapped)."""
     w = ctx.workload
     deg = _probe_degrees(w, inner, sequences)
     one = [(layer, layer.count) for layer in w.layers]
     s1 = ctx.stage(deg, 1, 0, one, w.layers[-1])
     s0 = ctx.stage(deg, 1, 0, [], w.layers[-1])  # the ends alone
-    ends = (*_phase(s0.fwd), *_phase(s0.bwd))
-    values = (*_less((*_phase(s1.fwd), *_phase(s1.bwd)), ends), *ends)
+    ends = _values(s0, overlap)
+    values = (*_less(_values(s1, overlap), ends), *ends)
     grad = _inner_grad_s(s1) - _inner_grad_s(s0)
     return BlockTimes(**dict(zip(PROBED, (*values, grad), strict=True)))
 
@@ -158,6 +179,7 @@ def contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
         else:
             ctx._dims, ctx._costs, ctx._backward = base._dims, base._costs, base._backward
             ctx._networks, ctx._priced = base._networks, base._priced
+            ctx.kernel_chip = base.kernel_chip  # one object: the einsum memo keys by its id
         out[(sp, r, ov)] = ctx
     return out
 
@@ -165,6 +187,43 @@ def contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
 def _probe_degrees(w: Workload, inner: dict[str, int], sequences: int) -> Degrees:
     split = inner.get("ep", 1)  # ep splits the batch too
     return Degrees({**inner, "dp": max(1, w.batch // (sequences * split))})
+
+
+def _merged(layer: Any, dims: dict[str, int], batch_dim: str | None) -> dict[str, int] | None:
+    """A matmul's sizes with the batch folded into the query tokens (B x S tokens as one dim):
+    where B and S sit in the same operands the matmul is the same (M or K = B S), so that the
+    shapes of every (b, cp) with the same tokens per device share one prediction; None if not."""
+    from shardline.strategies.cp import QUERY_DIM
+
+    if layer.kernel == "attention" or batch_dim is None or batch_dim not in dims:
+        return None
+    if QUERY_DIM not in dims:
+        return None
+    for op in (*layer.inputs, layer.output):
+        if (batch_dim in op.dims) != (QUERY_DIM in op.dims):
+            return None
+    return {**dims, batch_dim: 1, QUERY_DIM: dims[batch_dim] * dims[QUERY_DIM]}
+
+
+def _einsum_s(ctx: Context, layer: Any, dims: dict[str, int]) -> float:
+    """The engine's realistic time of one einsum (`Context.cost`), a matmul's from its merged
+    shape: the same number, shared by more shapes. Fills the Context's cost cache as
+    `Context.cost` would, so that the probes find it there."""
+    from dataclasses import replace
+
+    from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
+    from shardline.stack import LayerCost, layer_cost
+
+    merged = _merged(layer, dims, ctx.workload.batch_dim)
+    key = (id(layer), tuple(dims.items()))
+    if merged is None or key in ctx._costs:
+        return float(ctx.cost(layer, dims).cost.predicted_s)
+    model, graphs = ctx.workload.model, ctx.execution.cuda_graphs
+    t = einsum_time_s(layer, ctx.kernel_chip, merged, model, graphs)
+    base = layer_cost(layer, ctx.chip, dims)
+    cost = causal_lower_bound(base.cost, layer, model)
+    ctx._costs[key] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
+    return t
 
 
 def einsum_floor(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[float, float]:
@@ -176,9 +235,9 @@ def einsum_floor(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[f
     fwd = bwd = 0.0
     for layer in w.layers:
         view = ctx.view(layer, layer.count, deg, 1)
-        fwd += layer.count * float(ctx.cost(layer, view.dims).cost.predicted_s)
+        fwd += layer.count * _einsum_s(ctx, layer, dict(view.dims))
         for grad, gdims in view.grads:
-            bwd += layer.count * float(ctx.cost(grad, gdims).cost.predicted_s)
+            bwd += layer.count * _einsum_s(ctx, grad, dict(gdims))
     return fwd, bwd
 
 
@@ -194,16 +253,29 @@ def probe_blocks(
     recompute (x tp overlap) that `needed` [inner, b, sp, recompute] marks and that is not
     probed yet. Sequence parallelism and overlap only where tp > 1. The probes run."""
     out, runs = t.probed, 0
+    model = next(iter(contexts.values())).workload.model
+    twin = model is not None and model.attention != "standard"
+    if twin:  # selective recompute changes nothing here (stage_extras.add_recompute): copy none
+        needed = needed.copy()
+        needed[:, :, :, 0] |= needed[:, :, :, 1]
+        needed[:, :, :, 1] = False
     for (sp, r, ov), ctx in contexts.items():
-        todo = needed[:, :, sp, r] & np.isinf(out["fwd_compute_s"][:, :, sp, r, ov])
+        if ov:  # from the context without overlap (`block_times`): its stages are cached
+            continue
+        todo = needed[:, :, sp, r] & np.isinf(out["fwd_compute_s"][:, :, sp, r, 0])
         for i, j in zip(*np.nonzero(todo), strict=True):
             inner = dict(zip(t.names, t.inner_keys[i], strict=True))
-            if (sp or ov) and inner.get("tp", 1) == 1:
+            if sp and inner.get("tp", 1) == 1:
                 continue
-            bt = block_times(ctx, inner, int(t.seq_b[j]))
+            einsum_floor(ctx, inner, int(t.seq_b[j]))  # the matmuls from their merged shapes
             runs += 1
-            for k in PROBED:
-                out[k][i, j, sp, r, ov] = getattr(bt, k)
+            for o in (0, 1) if inner.get("tp", 1) > 1 else (0,):
+                bt = block_times(ctx, inner, int(t.seq_b[j]), overlap=bool(o))
+                for k in PROBED:
+                    out[k][i, j, sp, r, o] = getattr(bt, k)
+    if twin:
+        for k in PROBED:
+            out[k][:, :, :, 1] = out[k][:, :, :, 0]
     return runs
 
 
