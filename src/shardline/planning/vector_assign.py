@@ -124,7 +124,8 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
     z3 = _fsdp_s(pr.price, deg, bw, "dp") if dp > 1 else (0.0, 0.0)
     model = pr.w.model
     assert model is not None
-    per_seq = model.q_len * model.d_model * bytes_per_element(pr.w)
+    # one sequence's activations at a stage boundary: S / cp tokens on each device under cp
+    per_seq = model.q_len * model.d_model * bytes_per_element(pr.w) / deg.of("seq")
     bucket = min(DP_BUCKET_BYTES, bw.nbytes / weight_ways)
     # ZeRO 1 to 3 send the same gradient traffic (a reduce-scatter and an all-gather)
     grads = [_grad_s(pr.price, deg, bw, weight_ways, z) if dp > 1 else 0.0 for z in (0, 1)]

@@ -165,8 +165,9 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     bwd_s = np.where(crit_last, last[1], first[1])
     t_stage = np.where(crit_last, t_last, t_first)
     k = np.where(crit_last, A["k_last"][a], A["k_first"][a])
-    # the gradient traffic once per step: dp's (per assignment) and the inner axes' (cp, ep)
-    grad = k * (A["grad_s"][a, z] + P["grad_s"])
+    # the gradient traffic once per step: dp's (per assignment) and the inner axes' (cp, ep:
+    # probed unsharded, so divided by the ways FSDP shards the gradients, as their bytes are)
+    grad = k * (A["grad_s"][a, z] + P["grad_s"] / A["weight_ways"][a])
     exposed = np.where(grad > 0, np.maximum(A["bucket_s"][a], grad - bwd_s), 0.0)
     n = m + (pp - 1) / v
     bubble = (n - m) * t_stage
