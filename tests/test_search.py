@@ -356,9 +356,7 @@ def test_405b_at_128k_tokens_splits_the_sequence() -> None:
     """128K-token sequences, 128 per step (16Mi tokens) over 16,384 H100: the batch alone
     cannot occupy the devices, so the best layout splits each sequence (cp > 1), as Meta's
     (TP 8, CP 16, PP 16, DP 8; Llama 3 paper, Table 4) does."""
-    spec = load_model("llama-3.1-405b")
-    table = transformer_table(spec, batch=128, seq_len=131072)
-    w = workload_from_dict({"name": spec.name, "phase": "training", "transformer": table}, "t")
+    w = _workload("llama-3.1-405b", 128, 131072)
     r = training_search(w, ["h100-sxm"], 16384, tokens=15e12, run=RunOptions(scales=4))
     assert r["best"]["fits"] and r["best"]["degrees"]["cp"] > 1
     assert r["agreement"]["step_time_rel_gap_max"] < STEP_TOLERANCE
