@@ -28,6 +28,7 @@ from shardline.planning.vector_tables import (
     _stage_blocks,
     block_weights,
     bytes_per_element,
+    probe_key,
 )
 from shardline.strategies import Degrees, strategies
 from shardline.workload import Workload
@@ -189,7 +190,7 @@ def assignment_shapes(
     index = {key: i for i, key in enumerate(t.inner_keys)}
     rows = []
     for d in assignments:
-        key = tuple(d[n] for n in t.names)
+        key = probe_key(d, t.names)
         rows.append(_shape_row(w, chip, d, index[key], _weights(t, w, key)))
     out = {k: np.array([r[k] for r in rows], dtype=float) for k in SHAPE_KEYS}
     n = len(assignments)
@@ -207,5 +208,5 @@ def price_traffic(
     if t.priced is None:
         t.priced = Priced(chip)
     pr = Probe(w, chip, [int(b) for b in t.seq_b], t.priced)
-    rows = [_traffic(pr, d, _weights(t, w, tuple(d[n] for n in t.names))) for d in assignments]
+    rows = [_traffic(pr, d, _weights(t, w, probe_key(d, t.names))) for d in assignments]
     return {k: np.array([r[k] for r in rows], dtype=float) for k in TRAFFIC_KEYS}

@@ -46,16 +46,41 @@ def layer_names() -> tuple[str, ...]:
     return tuple(s.name for s in strategies() if "layers" in s.splits)
 
 
+def _plain(s: Any) -> bool:
+    """dp, fsdp: the batch split alone."""
+    from shardline.strategies.dp import BatchSplit
+
+    return "batch" in s.splits and type(s).split_dims is BatchSplit.split_dims
+
+
 def inner_names() -> tuple[str, ...]:
     """Strategies priced inside the block probe: those that change one device's block beyond
     its count of sequences: every strategy that splits neither the batch nor the layers (tp, cp)
     and the batch splits that also split other dims (ep: the experts)."""
-    from shardline.strategies.dp import BatchSplit
+    return tuple(s.name for s in strategies() if "layers" not in s.splits and not _plain(s))
 
-    def plain(s: Any) -> bool:  # dp, fsdp: the batch split alone
-        return "batch" in s.splits and type(s).split_dims is BatchSplit.split_dims
 
-    return tuple(s.name for s in strategies() if "layers" not in s.splits and not plain(s))
+def probe_names() -> tuple[str, ...]:
+    """The inner names, then the plain batch splits inside an inner batch split on the mesh
+    (fsdp inside ep): they place its network (`probe_key`)."""
+    from shardline.strategies import by_mesh
+
+    mesh = [s for s in by_mesh() if "layers" not in s.splits]
+    splits = [i for i, s in enumerate(mesh) if "batch" in s.splits and not _plain(s)]
+    inside = [s.name for i, s in enumerate(mesh) if _plain(s) and splits and i < max(splits)]
+    return (*inner_names(), *inside)
+
+
+def probe_key(deg: Any, names: tuple[str, ...]) -> tuple[int, ...]:
+    """An assignment's probe: its inner degrees, and the plain batch splits inside an inner
+    batch split where that split is on (> 1), else 1 (a dense model's fsdp changes no probe)."""
+    inner = inner_names()
+    on = any(deg[n] > 1 for n in inner if "batch" in _splits(n))
+    return tuple(deg[n] if n in inner or on else 1 for n in names)
+
+
+def _splits(name: str) -> tuple[str, ...]:
+    return next(s.splits for s in strategies() if s.name == name)
 
 
 @dataclass(frozen=True)
@@ -82,20 +107,40 @@ class BlockTimes:
 PROBED = tuple(BlockTimes.__dataclass_fields__)
 
 
-def _phase(ph: Any, shift: float = 0.0) -> tuple[float, float, float]:
+def _phase(
+    ph: Any, shift: float = 0.0, less: tuple[float, float] = (0.0, 0.0)
+) -> tuple[float, ...]:
     """(compute, critical, overlapped) realistic seconds of a stage's phase, `shift` seconds of
-    the critical communication moved to the overlapped."""
+    the critical communication moved to the overlapped, `less` (critical, overlapped) left out."""
     crit, ov = float(ph.critical.predicted_s), float(ph.overlapped.predicted_s)
-    return ph.compute_pred_s, crit - shift, ov + shift
+    return ph.compute_pred_s, crit - shift - less[0], ov + shift - less[1]
 
 
 def _less(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
     return tuple(x - y for x, y in zip(a, b, strict=True))
 
 
+PER_ASSIGNMENT = ("dp", "fsdp")  # their traffic is priced per assignment (vector_assign)
+
+
 def _inner_grad_s(stage: Any) -> float:
-    """The once-per-step traffic of a stage but the data-parallel one (priced per assignment)."""
-    return sum(t.calls * t.t_pred_s for t in stage.terms if t.once_per_step and t.purpose != "dp")
+    """The once-per-step traffic of a stage but dp's and fsdp's (priced per assignment)."""
+    return sum(
+        t.calls * t.t_pred_s
+        for t in stage.terms
+        if t.once_per_step and t.purpose not in PER_ASSIGNMENT
+    )
+
+
+def _assigned_s(stage: Any, phase: str) -> tuple[float, float]:
+    """(critical, overlapped) seconds of the phase's fsdp terms (a probe that holds fsdp to
+    place ep's network leaves them to the per-assignment pricing)."""
+    terms = [
+        t for t in stage.terms
+        if t.purpose == "fsdp" and not t.once_per_step and t.phase == phase
+    ]  # fmt: skip
+    crit = sum(t.calls * t.t_pred_s for t in terms if t.critical)
+    return crit, sum(t.calls * t.t_pred_s for t in terms if not t.critical)
 
 
 def _tp_critical_s(stage: Any, phase: str) -> float:
@@ -111,7 +156,10 @@ def _tp_critical_s(stage: Any, phase: str) -> float:
 def _values(stage: Any, overlap: bool) -> tuple[float, ...]:
     fwd = _tp_critical_s(stage, "forward") if overlap else 0.0
     bwd = _tp_critical_s(stage, "backward") if overlap else 0.0
-    return (*_phase(stage.fwd, fwd), *_phase(stage.bwd, bwd))
+    return (
+        *_phase(stage.fwd, fwd, _assigned_s(stage, "forward")),
+        *_phase(stage.bwd, bwd, _assigned_s(stage, "backward")),
+    )
 
 
 def block_times(
@@ -185,7 +233,8 @@ def contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
 
 
 def _probe_degrees(w: Workload, inner: dict[str, int], sequences: int) -> Degrees:
-    split = inner.get("ep", 1)  # ep splits the batch too
+    """The probe's degrees: `sequences` per device per microbatch, dp taking the rest."""
+    split = prod(v for k, v in inner.items() if "batch" in _splits(k))  # ep (and fsdp inside)
     return Degrees({**inner, "dp": max(1, w.batch // (sequences * split))})
 
 
@@ -289,7 +338,7 @@ def activation_table(
 
     model = w.model
     assert model is not None
-    names = inner_names()
+    names = probe_names()
     act = np.zeros((len(inner_keys), len(seq_b), 2, len(RECOMPUTE_MODES)))
     logits = np.zeros((len(inner_keys), len(seq_b)))
     for i, key in enumerate(inner_keys):
@@ -359,8 +408,8 @@ def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: i
     say which) and the assignments' columns (`vector_assign`)."""
     from shardline.planning.search import divisors
 
-    names = inner_names()
-    inner_keys = sorted({tuple(d[n] for n in names) for d in assignments})
+    names = probe_names()
+    inner_keys = sorted({probe_key(d, names) for d in assignments})
     seq_b = divisors(w.batch)
     model_flops, hardware = hw_flops(Context(w, chip, Execution()))
     first = w.layers[0]
