@@ -5,8 +5,11 @@ knobs over a cluster, vectorized (`vector_eval`), its best re-ranked by the full
    degrees the plan search allows (`planning.search._assignments`: one per registered strategy,
    so a new strategy joins without edits here), times microbatch size, interleave, sequence
    parallelism, recompute and ZeRO stage.
-2. Evaluate every layout with the vectorized model, in chunks (`shardline.executors.map_chunks`:
-   here, on local processes or on a Dask cluster; the same answer on each).
+2. Evaluate every layout with the vectorized model as far as its answer needs
+   (`vector_bound`: memory for all; lower bounds that prove the rest slower than the re-ranked
+   set), pricing the assignments' collectives in rounds of chunks
+   (`shardline.executors.map_chunks`: here, on local processes or on a Dask cluster; the same
+   answer on each).
 3. Re-rank each group's fastest fitting layouts with the full engine (`evaluate_plan`): the
    answer (best, Pareto front) is the engine's, and the gap between the two models is reported.
 """

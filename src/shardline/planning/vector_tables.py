@@ -3,13 +3,13 @@
 A layout's step splits into parts that depend on few of its choices (docs/search.md):
 - one block's forward and backward for one microbatch (compute, tensor-parallel and any other
   per-layer critical communication, the memory-bound ops, recompute) depends on the "inner"
-  degrees (every strategy that splits neither the batch nor the layers: tp today), the
-  microbatch's sequences b, sequence parallelism and the recompute mode: the engine's own stage
-  (`Context.stage`) of one and of two blocks gives the block (the difference) and the ends
-  (embedding, LM head and loss: the rest);
+  degrees (`inner_names`: tp, cp, and ep, which splits the experts as well as the batch; with ep
+  on, the fsdp inside it on the mesh too: `probe_key`), the microbatch's sequences b, sequence
+  parallelism and the recompute mode: the engine's own stage (`Context.stage`) of one block and
+  of none gives the block (the difference) and the ends (embedding, LM head and loss);
 - the pipeline send, the data-parallel gradient traffic and FSDP's gathers depend on the whole
-  assignment of degrees: priced per assignment on its mesh (`MeshNetwork`), as the strategies
-  price them.
+  assignment of degrees: priced per assignment on its mesh (`vector_assign`), as the strategies
+  price them. Which probes and which assignments are needed at all: `vector_bound`.
 The vectorized evaluator (`vector_eval`) combines the tables over microbatches, interleave,
 recompute, sequence parallelism and the ZeRO stage.
 """
