@@ -53,6 +53,7 @@ __all__ = [
 ]
 
 CHUNK_ASSIGNMENTS = 24  # assignments of degrees per chunk (a few thousand layouts)
+CHUNKS_PER_ROUND = 4  # chunks priced between two updates of the bound
 SECONDS_PER_DAY = 86400.0
 
 
@@ -139,7 +140,9 @@ def _evaluate(
 ) -> tuple[list[Group], dict[str, int]]:
     """Each device count's layouts, priced as far as their bounds require (`vector_bound`);
     the groups with their rows, and the counts."""
-    rounds = (CHUNK_ASSIGNMENTS * run.workers, _pricer(workload, run))
+    # rounds of the same size on every executor, so that the same assignments are priced and
+    # the answer (the fastest that do not fit included) is the same
+    rounds = (CHUNK_ASSIGNMENTS * CHUNKS_PER_ROUND, _pricer(workload, run))
     groups: list[Group] = []
     totals: dict[str, int] = {}
     for space, kept in spaces:
