@@ -47,6 +47,7 @@ __all__ = [
 ]  # fmt: skip
 
 Pricer = Callable[["ChipSpace", np.ndarray], None]
+PILOT = 24  # assignments priced first, here, to set U (each needs its blocks probed)
 
 
 @dataclass
@@ -190,10 +191,11 @@ def _fitting(space: ChipSpace, assignments: np.ndarray) -> np.ndarray:
 
 
 def search_group(space: ChipSpace, w: Workload, g: int, k: int, rounds: tuple[int, Pricer]) -> None:
-    """Device count g: the pilot chunk, the probes under U, then the pricing rounds (module
-    docstring). `rounds` = (assignments per round, the function that prices and `fill`s)."""
+    """Device count g: the pilot (`PILOT` assignments of lowest einsum bound), the probes under
+    U, then the pricing rounds (module docstring). `rounds` = (assignments per round, the
+    function that prices and `fill`s)."""
     size, price = rounds
-    first = _by_bound(space, g, "floor_s")[0][:size]
+    first = _by_bound(space, g, "floor_s")[0][:PILOT]
     lo, hi = _span(space, g)
     fits = np.flatnonzero(space.out["fits"][lo:hi]) + lo
     done = _fitting(space, first)
