@@ -27,7 +27,7 @@ from shardline.planning.vector_tables import (
     Tables,
     _stage_blocks,
     block_weights,
-    bytes_per_element,
+    inner_names,
     probe_key,
 )
 from shardline.strategies import Degrees, strategies
@@ -125,8 +125,7 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
     z3 = _fsdp_s(pr.price, deg, bw, "dp") if dp > 1 else (0.0, 0.0)
     model = pr.w.model
     assert model is not None
-    # one sequence's activations at a stage boundary: S / cp tokens on each device under cp
-    per_seq = model.q_len * model.d_model * bytes_per_element(pr.w) / deg.of("seq")
+    per_seq = _send_bytes(pr.w, deg)
     bucket = min(DP_BUCKET_BYTES, bw.nbytes / weight_ways)
     # ZeRO 1 to 3 send the same gradient traffic (a reduce-scatter and an all-gather)
     grads = [_grad_s(pr.price, deg, bw, weight_ways, z) if dp > 1 else 0.0 for z in (0, 1)]
@@ -136,6 +135,20 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
         "send_s": [pr.price(deg, "send", b * per_seq, "pp") for b in pr.seq_b],
         "grad_s": [grads[min(z, 1)] for z in ZERO_STAGES],
     }  # fmt: skip
+
+
+def _send_bytes(w: Workload, deg: Degrees) -> float:
+    """What a stage boundary sends per sequence, as pp.stage_comm prices it: the block's last
+    layer's output at one sequence's local sizes (S / cp tokens under cp; a MoE block ends in
+    its experts' output, top-k slots per token)."""
+    last = w.layers[-1]
+    dims = dict(last.dims)
+    if w.batch_dim in dims:
+        dims[w.batch_dim] = 1
+    for s in strategies():
+        if s.name in inner_names() and deg[s.name] > 1:
+            dims = s.split_dims(last, dims, deg[s.name], None)
+    return float(last.operand_bytes(last.output.name, dims))
 
 
 def _optimizer_s(w: Workload, chip: Chip, p_first: float, ways: int, dp: int) -> list[float]:
