@@ -368,3 +368,22 @@ def test_hostile_catalogue_full(pytestconfig: pytest.Config) -> None:
     """Every case of issue 14, number validation included."""
     proc = _catalogue(pytestconfig)
     assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+def test_ctrl_c_wrapped_by_a_class_body_is_still_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Python wraps an exception raised in __set_name__ (a dataclass field of a module imported
+    # while a command runs) in a RuntimeError whose cause is the original: a Ctrl-C there must
+    # still end as "error: interrupted", exit status 130
+    from shardline.cli import main as cli_main
+
+    def interrupted(argv: object) -> int:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise RuntimeError("Error calling __set_name__") from exc
+
+    monkeypatch.setattr(cli_main, "_run", interrupted)
+    assert cli_main.main(["hw", "list"]) == 130
+    assert capsys.readouterr().err == "error: interrupted\n"

@@ -14,10 +14,16 @@ try:
     from shardline.roofline import RooflineResult, critical_m, einsum, matmul
     from shardline.stack import stack
     from shardline.workload import Layer, Workload, ffn, transformer  # noqa: I001
-except KeyboardInterrupt:
+except (KeyboardInterrupt, RuntimeError) as _exc:
     # Ctrl-C while `python -m shardline` or the `shardline` script is starting (this import is
-    # most of its start-up): one line and exit status 130, as once running; elsewhere re-raised
-    if _sys.argv[:1] == ["-m"] or _sys.argv[0].endswith(("shardline", "shardline.exe")):
+    # most of its start-up): one line and exit status 130, as once running; elsewhere re-raised.
+    # A Ctrl-C that lands inside a class body's __set_name__ (a dataclass field) reaches here as
+    # the RuntimeError Python wraps it in, with the KeyboardInterrupt as its cause.
+    _interrupted = isinstance(_exc, KeyboardInterrupt) or isinstance(
+        _exc.__cause__, KeyboardInterrupt
+    )
+    _cli = _sys.argv[:1] == ["-m"] or _sys.argv[0].endswith(("shardline", "shardline.exe"))
+    if _interrupted and _cli:
         _sys.stderr.write("error: interrupted\n")
         raise SystemExit(130) from None
     raise

@@ -124,6 +124,12 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:  # a file the commands did not check (a chip file, a directory)
             where = f"{exc.filename}: " if exc.filename else ""
             return _fail(f"{where}{exc.strerror or exc}")
+        except RuntimeError as exc:
+            # Ctrl-C inside a class body's __set_name__ (a dataclass defined by a module imported
+            # lazily) arrives wrapped, its cause the KeyboardInterrupt
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                return _fail("interrupted", 130)
+            raise
 
 
 def _run(argv: list[str] | None) -> int:
