@@ -321,19 +321,6 @@ def test_fixed_degrees_hold() -> None:
     assert all(a["degrees"]["tp"] == 2 for a in r["alternatives"])
 
 
-def test_serving_without_the_module_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    try:
-        import shardline.serving.search  # noqa: F401
-    except ImportError:
-        code, _, err = _cli(
-            capsys, "search", "--model", "llama-3.1-70b", "--slo", "ttft=500ms,tpot=30ms",
-            "--rate", "20/s", "--in", "2000", "--out", "500",
-        )  # fmt: skip
-        assert code == 2 and err.count("\n") == 1 and "serving" in err
-    else:
-        pytest.skip("shardline.serving.search is installed: the serving tests cover it")
-
-
 @pytest.mark.slow
 def test_405b_on_16384_h100_under_ten_seconds() -> None:
     """The issue's target: Llama-3.1-405B, 16,384 H100, 2,048 x 8,192 tokens per step, four

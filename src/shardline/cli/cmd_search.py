@@ -230,15 +230,9 @@ def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:
 def _serving(args: argparse.Namespace) -> dict[str, Any]:
     from functools import partial
 
-    try:
-        from shardline.serving.search import serving_search
-        from shardline.serving.slo import parse_slo
-    except ImportError:
-        raise InputError(
-            "the serving search (shardline.serving.search) is not in this build; "
-            "use --phase training"
-        ) from None
     from shardline.executors import map_chunks
+    from shardline.serving.search import serving_search
+    from shardline.serving.slo import parse_slo
 
     missing = [f for f, v in (("--rate", args.rate), ("--in", args.input_tokens),
                ("--out", args.output_tokens)) if v is None]  # fmt: skip
