@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from shardline.cli.main import main
 from shardline.errors import InputError
 from shardline.io.workload_toml import workload_from_dict, workload_from_toml
 from shardline.models import load_model, params_active, params_total
@@ -18,6 +17,7 @@ from shardline.models.template import transformer_table
 from shardline.moe import expected_experts, expert_slots, moe_shape
 from shardline.strategies import Degrees, local_dims
 from shardline.workload import transformer
+from tests.cli_run import run_cli
 
 # Mixtral 8x7B (config.json of mistralai/Mixtral-8x7B-v0.1): d 4096, 32 heads, 8 kv heads of
 # 128, 32 layers, 8 experts of width 14336, top-2, vocabulary 32000.
@@ -32,15 +32,6 @@ def _mixtral(seq: int = 4096, batch: int = 1, phase: str = "training", **moe: ob
 
 def _layer(workload, name):  # type: ignore[no-untyped-def]
     return next(layer for layer in workload.layers if layer.name == name)
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_router_and_expert_flops_count_the_active_experts() -> None:
@@ -126,7 +117,7 @@ def test_ep_splits_the_experts_and_keeps_the_tokens_per_device() -> None:
 
 
 def test_plan_prefill_all_to_all_and_memory(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(
+    code, out, _ = run_cli(
         capsys, "plan", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "8",
         "--ep", "8", "--batch", "8", "--phase", "prefill", "--json",
     )  # fmt: skip
@@ -148,7 +139,7 @@ def test_plan_prefill_all_to_all_and_memory(capsys: pytest.CaptureFixture[str]) 
 def test_plan_training_runs_both_all_to_alls_again_backward(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, out, _ = _run(
+    code, out, _ = run_cli(
         capsys, "plan", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "64",
         "--tp", "2", "--pp", "4", "--ep", "8", "--batch", "64", "--json",
     )  # fmt: skip
@@ -164,13 +155,13 @@ def test_plan_training_runs_both_all_to_alls_again_backward(
 
 
 def test_bad_ep_is_one_error_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(
+    code, out, err = run_cli(
         capsys, "plan", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "6",
         "--ep", "3", "--batch", "6", "--phase", "prefill",
     )  # fmt: skip
     assert code == 2 and out == ""
     assert err.strip() == "error: ep=3 does not divide the 8 experts"
-    code, _, err = _run(
+    code, _, err = run_cli(
         capsys, "plan", "--model", "llama-3.2-1b", "--hw", "h100-sxm", "--devices", "2",
         "--ep", "2", "--batch", "2",
     )  # fmt: skip
@@ -201,9 +192,9 @@ def test_moe_table_in_a_workload_file(tmp_path: Path) -> None:
 
 def test_moe_zoo_models_plan(capsys: pytest.CaptureFixture[str]) -> None:
     # (DeepSeek-V3's dense first blocks: tests/test_moe_dense_first.py)
-    code, out, _ = _run(capsys, "plan", "--model", "gpt-oss-20b", "--devices", "8", "--json")
+    code, out, _ = run_cli(capsys, "plan", "--model", "gpt-oss-20b", "--devices", "8", "--json")
     assert code == 0 and json.loads(out)["plans"]
-    code, out, _ = _run(
+    code, out, _ = run_cli(
         capsys, "stack", "--model", "qwen3-30b-a3b", "--hw", "h100-sxm", "--json"
     )  # fmt: skip
     assert code == 0 and json.loads(out)
@@ -236,7 +227,7 @@ def test_decode_reads_the_touched_experts_and_holds_all(
     assert one.model is not None and one.model.idle_expert_params == (8 - 2) * 3 * D * F
     assert _layer(_mixtral(seq=1024, batch=2, phase="decode"), "expert_in").dims["X"] == 4
     # memory holds every expert: the plan's weights on one H200 are all of Mixtral's, bf16
-    code, out, _ = _run(
+    code, out, _ = run_cli(
         capsys, "plan", "--model", "mixtral-8x7b", "--hw", "h200", "--devices", "1",
         "--batch", "1", "--phase", "decode", "--seq-len", "1024", "--json",
     )  # fmt: skip

@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from shardline.cli.main import main
 from shardline.dense_first import DenseFirstWorkload, stack_layers
 from shardline.io.workload_toml import workload_from_dict
 from shardline.models import load_model, params_active, params_total
 from shardline.models.template import transformer_table
 from shardline.stack import stack
 from shardline.workload import transformer
+from tests.cli_run import run_cli
 
 # A small model: d 64, 4 heads of 16 (multi-head), dense d_ff 256, 6 blocks, the first 2 dense;
 # the other 4: 4 experts of width 32, top-1, gated.
@@ -29,15 +29,6 @@ def _small(batch: int = 4, phase: str = "training"):  # type: ignore[no-untyped-
     return transformer(
         d_model=D, d_ff=DFF, heads=H, layers=L, batch=batch, seq_len=32, phase=phase, moe=moe
     )
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_params_count_the_dense_blocks_in_place_of_the_experts() -> None:
@@ -104,7 +95,7 @@ def test_deepseek_v3_counts_match_model_show_within_one_percent() -> None:
 
 def test_deepseek_v3_plans_with_ep_and_pp(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["plan", "--model", "deepseek-v3", "--hw", "h200", "--devices", "256"]
-    code, out, err = _run(
+    code, out, err = run_cli(
         capsys, *argv, "--ep", "32", "--pp", "8", "--batch", "1024", "--recompute", "full",
         "--zero", "1", "--json",
     )  # fmt: skip
@@ -116,7 +107,7 @@ def test_deepseek_v3_plans_with_ep_and_pp(capsys: pytest.CaptureFixture[str]) ->
     counts = [s["layer_instances"] for s in plan["stages"]]
     assert counts == [3 * 7 + 5 * 10, 80, 80, 80, 80, 70, 70, 70]
     assert plan["fits"] and 0 < plan["mfu"] < 1
-    code, out, _ = _run(capsys, "stack", "--model", "deepseek-v3", "--hw", "h200", "--json")
+    code, out, _ = run_cli(capsys, "stack", "--model", "deepseek-v3", "--hw", "h200", "--json")
     assert code == 0 and json.loads(out)
 
 
