@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench_hostile import Case
 from hostile_files import FORMULAS
+from hostile_new_cases import new_catalogue
 
 HW = ["--hw", "h100-sxm"]
 TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
@@ -429,6 +430,7 @@ def catalogue(work: Path, big_rows: int) -> list[Case]:
         zero.symlink_to("/dev/zero")
     cases = [*_group1(), *_group2(big_rows), *_group3(), *_group4_numbers()]
     cases += [*_group4_files(), *_group4_signals(), *_group5(big_rows)]
+    cases += new_catalogue(work, big_rows)  # group 6: serve, search and the new plan flags
     assert all(c.expect in ("error", "ok", "any") for c in cases)
     assert FORMULAS
     return cases
