@@ -163,8 +163,10 @@ def _hf_configs(d: Path) -> None:
         "kv_heads_not_dividing": {"num_key_value_heads": 3},
         "layers_null": {"num_hidden_layers": None},
         "tie_string": {"tie_word_embeddings": "yes"},
-        "experts_zero": {"num_local_experts": 0, "num_experts_per_tok": 2},
-        "experts_k_gt": {"num_local_experts": 4, "num_experts_per_tok": 9},
+        "experts_zero": {"model_type": "mixtral", "num_local_experts": 0, "num_experts_per_tok": 2},
+        "experts_k_gt": {"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 9},
+        "experts_nan": {"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2,
+                        "router_aux_loss_coef": 0.02, "intermediate_size": float("nan")},
         "sliding_negative": {"sliding_window": -5},
     }
     for name, edit in edits.items():

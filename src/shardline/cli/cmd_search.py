@@ -16,6 +16,8 @@ __all__ = ["register"]
 
 DEFAULT_SEQUENCES = 2048  # sequences per step when --global-batch is not given
 DEFAULT_SEQ_LEN = 8192
+MAX_CHIPS = 64  # chips in one --hw list
+MAX_SERVING_DEVICES = 65_536  # --max-devices of the serving search (its grid grows with it)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -139,6 +141,11 @@ def _chips(text: str | None, default: list[str]) -> list[str]:
     chips = [c.strip() for c in text.split(",") if c.strip()]
     if not chips:
         raise InputError("--hw needs at least one chip, e.g. h100-sxm,h200")
+    twice = next((c for i, c in enumerate(chips) if c.lower() in map(str.lower, chips[:i])), None)
+    if twice is not None:
+        raise InputError(f"--hw names {twice[:60]!r} twice")
+    if len(chips) > MAX_CHIPS:
+        raise InputError(f"--hw names {len(chips):,} chips; the limit is {MAX_CHIPS}")
     return chips
 
 
@@ -200,6 +207,8 @@ def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise InputError(f"--fix takes NAME=DEGREE items, e.g. tp=8,pp=16; got {item!r}")
+        if name.strip() in (n for n, _ in out):
+            raise InputError(f"--fix gives {name.strip()!r} twice")
         out.append((name.strip(), positive_arg(value.strip(), f"--fix {name.strip()}")))
     return tuple(out)
 
@@ -208,6 +217,7 @@ def _serving(args: argparse.Namespace) -> int:
     from functools import partial
 
     try:
+        from shardline.serving.config import check_tokens
         from shardline.serving.search import serving_search
         from shardline.serving.slo import parse_slo
     except ImportError:
@@ -229,10 +239,10 @@ def _serving(args: argparse.Namespace) -> int:
         args.model,
         chips=_chips(args.hw, ["h100-sxm", "h200", "b200", "mi300x"]),
         rate_per_s=_rate(args.rate),
-        input_tokens=positive_arg(args.input_tokens, "--in"),
-        output_tokens=positive_arg(args.output_tokens, "--out"),
+        input_tokens=int(check_tokens(positive_arg(args.input_tokens, "--in"), "--in")),
+        output_tokens=int(check_tokens(positive_arg(args.output_tokens, "--out"), "--out")),
         slo=parse_slo(args.slo),
-        max_devices=positive_arg(args.max_devices, "--max-devices") if args.max_devices else 64,
+        max_devices=_max_devices(args.max_devices),
         map_chunks=partial(map_chunks, **_run_options(args)),
     )
     elapsed_s = time.perf_counter() - start
@@ -243,6 +253,15 @@ def _serving(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_serving(result))
     return 0
+
+
+def _max_devices(text: str | None) -> int:
+    if text is None:
+        return 64
+    value = positive_arg(text, "--max-devices")
+    if value > MAX_SERVING_DEVICES:
+        raise InputError(f"--max-devices must be at most {MAX_SERVING_DEVICES:,}, got {value:,}")
+    return value
 
 
 def _rate(text: str) -> float:
