@@ -15,10 +15,14 @@ Every case has a time limit (default 20 s; a few large-file cases more) and a me
 Each case names its owner: `io` (files, outputs, signals: this branch's items of issue 14) or
 `numeric` (number validation, done on another branch); the summary gives the counts of both.
 
-Run: `python benchmarks/bench_hostile.py [--only io|numeric] [--cases SUBSTRING] [--big-rows N]
-[--limit-s S] [--group N] [--keep]`. Prints one line per case and a summary table; exits 1 when any case has
-a traceback, a bad status, a lost file, a leftover .tmp, a hang, too much memory, a wrong answer or
-unsafe output.
+Group 6 (hostile_new_cases.py, fixtures in hostile_new_files.py) covers the commands and flags
+that came later: serve, search (training, serving, Dask), the new plan flags, report --model,
+model import, system show and the new workload template tables.
+
+Run: `python benchmarks/bench_hostile.py [--only io|numeric] [--cases SUBSTRING] [--group N]
+[--big-rows N] [--limit-s S] [--keep]`. Prints one line per case and a summary table; exits 1
+when any case has a traceback, a bad status, a lost file, a leftover .tmp, a hang, too much
+memory, a wrong answer or unsafe output.
 """
 
 from __future__ import annotations

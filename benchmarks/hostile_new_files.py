@@ -114,7 +114,9 @@ def _traces(d: Path, big_rows: int) -> None:
     (d / "trace_nul.csv").write_bytes(TRACE_HEAD.encode() + b"0,10,10\n1\x00,10,10\n")
     (d / "trace_huge_field.csv").write_text(TRACE_HEAD + "0,10,10\n1," + "1" * 200_000 + ",1\n")
     (d / "trace_quote.csv").write_text(TRACE_HEAD + '0,10,10\n"1,10,10\n' + "2,10,10\n" * 10)
-    (d / "trace_bom.csv").write_bytes(b"\xef\xbb\xbf" + (TRACE_HEAD + "0,10,10\n1,10,10\n").encode())
+    (d / "trace_bom.csv").write_bytes(
+        b"\xef\xbb\xbf" + (TRACE_HEAD + "0,10,10\n1,10,10\n").encode()
+    )
     with (d / "trace_big.csv").open("w", encoding="utf-8") as fh:
         fh.write(TRACE_HEAD)
         for i in range(big_rows):
@@ -137,6 +139,7 @@ def _prices(d: Path) -> None:
     (d / "prices_bad_toml.toml").write_text("[h100-sxm\nusd_per_hour = \n")
     (d / "prices_nested.toml").write_text("x = " + "[" * 2000 + "]" * 2000 + "\n")
     (d / "prices_empty.toml").write_text("")
+    (d / "prices_5000_digits.toml").write_text("[h100-sxm]\nusd_per_hour = " + "9" * 5000 + "\n")
 
 
 def _hf_configs(d: Path) -> None:
@@ -165,8 +168,13 @@ def _hf_configs(d: Path) -> None:
         "tie_string": {"tie_word_embeddings": "yes"},
         "experts_zero": {"model_type": "mixtral", "num_local_experts": 0, "num_experts_per_tok": 2},
         "experts_k_gt": {"model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 9},
-        "experts_nan": {"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2,
-                        "router_aux_loss_coef": 0.02, "intermediate_size": float("nan")},
+        "experts_nan": {
+            "model_type": "mixtral",
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+            "router_aux_loss_coef": 0.02,
+            "intermediate_size": float("nan"),
+        },
         "sliding_negative": {"sliding_window": -5},
     }
     for name, edit in edits.items():
@@ -204,6 +212,7 @@ def _model_files(d: Path) -> None:
         "ok": ("", ""),
         "d_model_nan": ("value = 2048,", "value = nan,"),
         "d_model_neg": ("value = 2048,", "value = -2048,"),
+        "5000_digits": ("value = 2048,", "value = " + "9" * 5000 + ","),
         "layers_huge": ("value = 16,", "value = 1_000_000_000_000,"),
         "heads_string": ("value = 32,", 'value = "32",'),
         "unknown_key": ("attention = ", "colour = 1\nattention = "),
