@@ -44,7 +44,7 @@ def price_from_args(args: argparse.Namespace, chip: Any) -> float | None:
             ) from None
         if not 0 <= value <= MAX_VALUE:
             raise InputError(
-                f"--usd-per-hour must be a number from 0 to {MAX_VALUE:g}, got {value!r}"
+                f"--usd-per-hour must be a non-negative number up to {MAX_VALUE:g}, got {value!r}"
             )
         return value
     row = price_table(getattr(args, "prices", None)).get(chip_name(chip))

@@ -39,7 +39,9 @@ def _number(value: Any, where: str) -> tuple[float, str]:
         source = str(value.get("source", source))
         value = value.get("value")
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_VALUE:
-        raise InputError(f"{where} must be a number from 0 to {MAX_VALUE:g}, got {value!r}")
+        raise InputError(
+            f"{where} must be a non-negative number up to {MAX_VALUE:g}, got {value!r}"
+        )
     return float(value), source
 
 
