@@ -202,7 +202,7 @@ def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:
     """`tp=8,pp=16` -> (("tp", 8), ("pp", 16))."""
     if text is None:
         return ()
-    out = []
+    out: list[tuple[str, int]] = []
     for item in (x.strip() for x in text.split(",")):
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
