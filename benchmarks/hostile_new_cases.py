@@ -141,7 +141,7 @@ def _search_training() -> list[Case]:
         ("--hw", ("", ",,", "no-such-chip", "/dev/zero", "h100-sxm," * 2000)),
         ("--model", ("", "no-such-model", "/dev/zero", "fifo.toml", "in/model_d_model_nan.toml",
                      "in/model_5000_digits.toml",
-                     "in/model_d_model_neg.toml", "in/model_layers_huge.toml",
+                     "in/model_d_model_neg.toml",
                      "in/model_heads_string.toml", "in/model_unknown_key.toml",
                      "in/model_moe_k_gt.toml", "in/model_moe_experts0.toml")),
     ):  # fmt: skip
@@ -173,6 +173,14 @@ def _search_sizes() -> list[Case]:
     ] + [
         Case("search --devices 1e6 --scales 64",
              [*TRAIN, "--devices", "1000000", "--scales", "64"], "any", NUMERIC, 6, limit_s=60),
+        Case("search a model of 1e12 layers",
+             [*TRAIN, "--devices", "64", "--model", "in/model_layers_huge.toml"], "any",
+             NUMERIC, 6, limit_s=60),
+        Case("search --devices 16777216 --global-batch 1e12 (192 divisors)",
+             [*TRAIN, "--devices", "16777216", "--global-batch", "1e12"], "error", NUMERIC, 6),
+        Case("search --devices 16777216 --global-batch 1Ti",
+             [*TRAIN, "--devices", "16777216", "--global-batch", "1Ti"], "ok", NUMERIC, 6,
+             limit_s=120),
         Case("search --seq-len 1e7", [*TRAIN, "--devices", "64", "--seq-len", "1e7"], "any",
              NUMERIC, 6, limit_s=60),
         Case("search --rerank 1e6", [*TRAIN, "--devices", "64", "--rerank", "1000000"], "any",
