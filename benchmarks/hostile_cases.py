@@ -1,8 +1,8 @@
 """The cases of the hostile-input catalogue (bench_hostile.py), by the numbered groups of issue 14:
 1 concurrent outputs, 2 memory and time, 3 formula injection and Markdown, 4 tracebacks (bad
 numbers, bad files, signals), 5 silent wrong answers, 6 the later commands and flags (serve,
-search, the new plan flags and template tables: hostile_new_cases.py). Paths are relative to the work directory;
-inputs live in in/, outputs are named out*."""
+search, the new plan flags and template tables: hostile_new_cases.py). Paths are relative to
+the work directory; inputs live in in/, outputs are named out*."""
 
 from __future__ import annotations
 

@@ -117,6 +117,13 @@ def _serve_traces(big_rows: int) -> list[Case]:
     ]  # fmt: skip
     for n in ("ok", "frac_tokens", "arrival_1e300", "same_time", "bom"):
         out.append(Case(f"serve --trace {n}.csv", [*base, f"in/trace_{n}.csv"], "any", group=6))
+    for devices in ("1024", "1e9"):  # more replicas than requests; too many to simulate
+        argv = [*_without(base[:-1], "--devices"), "--devices", devices, "--trace"]
+        out.append(Case(f"serve --trace ok.csv on {devices} devices", [*argv, "in/trace_ok.csv"],
+                        "error", NUMERIC, 6))  # fmt: skip
+    disagg = [*_without(base[:-1], "--devices"), "--devices", "160000", "--disagg", "80000:80000"]
+    out.append(Case("serve --disagg 80000:80000 --simulate", [*disagg, "--simulate"], "error",
+                    NUMERIC, 6))  # fmt: skip
     out.append(
         Case(f"serve --trace of {big_rows:,} rows", [*base, "in/trace_big.csv"], "any", group=6,
              limit_s=120)

@@ -118,6 +118,32 @@ def test_simulation_steps_are_bounded() -> None:
     check_simulation_size(cfg, opts, batch=10.0)
 
 
+def test_simulated_replicas_are_bounded() -> None:
+    import numpy as np
+
+    from shardline.serving.config import Lengths, ServeConfig
+    from shardline.serving.runsim import check_simulation_size
+    from shardline.serving.serve import ServeOptions
+    from shardline.serving.simulate import Requests
+
+    lengths = (Lengths("fixed", 2000), Lengths("fixed", 500))
+    trace = Requests(np.arange(20.0), np.full(20, 100.0), np.full(20, 10.0))
+    opts = ServeOptions(simulate=True, trace=trace)
+    # 1,024 devices / tp 8 = 128 replicas share a trace of 20 requests: some would get none
+    cfg = ServeConfig(5.0, *lengths, 1024, 8)
+    with pytest.raises(InputError, match="20 requests for 128 replicas"):
+        check_simulation_size(cfg, opts, batch=1.0)
+    # 1e9 / 8 = 125,000,000 replicas, each simulated one by one: past the limit of 256
+    with pytest.raises(InputError, match="125,000,000 replicas .* the limit is 256"):
+        check_simulation_size(ServeConfig(5.0, *lengths, 10**9, 8), opts, batch=1.0)
+    # 64 / 8 = 8 replicas: 20 requests x 10 tokens / batch 1 + 20 = 220 steps, simulated
+    check_simulation_size(ServeConfig(5.0, *lengths, 64, 8), opts, batch=1.0)
+    # disaggregated pools: 80,000 / 8 = 10,000 decode replicas, each simulated
+    big = ServeConfig(5.0, *lengths, 160_000, 8, disagg=(80_000, 80_000))
+    with pytest.raises(InputError, match="10,000 replicas"):
+        check_simulation_size(big, ServeOptions(simulate=True), batch=100.0)
+
+
 # --- search ---------------------------------------------------------------------------------
 
 

@@ -31,6 +31,7 @@ MAX_REQUESTS = 20000
 # microseconds): well under a minute; the default 2000 requests take about 300,000 at a
 # moderate load. A lighter load takes more steps (each request decodes nearly alone).
 MAX_SIM_STEPS = 400_000
+MAX_SIM_REPLICAS = 256  # replicas (and prefill pools) simulated one by one, a few ms each
 
 
 def _split(reqs: Requests, k: int, parts: int) -> Requests:
@@ -101,6 +102,26 @@ def _nan_none(x: float) -> float | None:
     return None if not np.isfinite(x) else float(x)
 
 
+def _check_replicas(cfg: ServeConfig, opts: Any, n: int) -> None:
+    """Each replica simulated gets at least one request, and at most MAX_SIM_REPLICAS (and
+    as many prefill pools) are simulated: Poisson arrivals simulate one replica of alike ones;
+    a trace, or disaggregated pools, every one."""
+    pools = cfg.disagg[0] // cfg.tp if cfg.disagg else 0
+    replicas = cfg.disagg[1] // cfg.tp if cfg.disagg else cfg.devices // cfg.tp
+    if opts.trace is None and cfg.disagg is None:
+        replicas = 1
+    if max(replicas, pools) > MAX_SIM_REPLICAS:
+        raise InputError(
+            f"--simulate: {max(replicas, pools):,} replicas to simulate one by one; the limit is "
+            f"{MAX_SIM_REPLICAS}: give fewer --devices (or a larger --tp) to simulate"
+        )
+    if n < replicas:
+        raise InputError(
+            f"--simulate: {n:,} requests for {replicas:,} replicas; each needs at least one "
+            "(a longer trace, more --requests or fewer --devices)"
+        )
+
+
 def check_simulation_size(cfg: ServeConfig, opts: Any, batch: float) -> None:
     """Refuse a simulation whose expected engine steps pass MAX_SIM_STEPS: every simulated
     request's output tokens over the tokens a step gives the running `batch` (the analytic
@@ -112,6 +133,7 @@ def check_simulation_size(cfg: ServeConfig, opts: Any, batch: float) -> None:
         if cfg.disagg is not None:
             n = min(opts.sim_requests * cfg.disagg[1] // cfg.tp, MAX_REQUESTS)
         out = n * cfg.output_tokens.mean
+    _check_replicas(cfg, opts, n)
     steps = out / cfg.tokens_per_step / max(batch, 1.0) + n
     if not steps <= MAX_SIM_STEPS:
         raise InputError(
