@@ -72,6 +72,9 @@ def _serve_numbers() -> list[Case]:
     out += _serve_flag("--model", ("in/model_d_model_nan.toml", "in/model_heads_string.toml"))
     out += _serve_flag("--hw", ("", "no-such-chip", "/dev/zero"))
     out += _serve_flag("--dtype", ("", "fp3", "int3"))
+    out += _serve_flag("--mem-bw", ("1e11", "nan", "1e-300"))  # serve does not read them
+    out += _serve_flag("--flops-per-s", ("1e12", "nan"))
+    out += _serve_flag("--compute-dtype", ("fp8",))
     return out
 
 

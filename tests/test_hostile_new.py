@@ -102,6 +102,15 @@ def test_serve_refuses_sizes_past_the_limits(
     assert message in _error(capsys, *argv, *flags)
 
 
+@pytest.mark.parametrize("flag", ["--mem-bw", "--flops-per-s", "--compute-dtype"])
+def test_serve_refuses_rate_flags_it_does_not_read(
+    capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    value = "fp8" if flag == "--compute-dtype" else "1e11"
+    argv = [*SERVE, "--rate", "5", "--in", "2000", "--out", "500", flag, value]
+    assert f"{flag} does not apply to serve" in _error(capsys, *argv)
+
+
 def test_simulation_steps_are_bounded() -> None:
     from shardline.serving.config import Lengths, ServeConfig
     from shardline.serving.runsim import MAX_SIM_STEPS, check_simulation_size

@@ -172,6 +172,12 @@ def run_serve(args: argparse.Namespace) -> int:
     from shardline.serving.serve import ServeOptions, serve
     from shardline.serving.slo import parse_slo
 
+    for flag in ("flops_per_s", "mem_bw", "compute_dtype"):  # not read by the serving model
+        if getattr(args, flag, None) is not None:
+            raise InputError(
+                f"--{flag.replace('_', '-')} does not apply to serve (its step times use the "
+                "chip's own rates); give a chip .toml with --hw for other rates"
+            )
     eng = engine(args.engine)
     cfg = config_from_args(args, eng.default_chunk_tokens if eng.chunked_prefill else None)
     cfg = replace(cfg, kv_reservation=eng.kv_reservation)
