@@ -31,6 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from validation_doc import replace_section  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "collectives_published.csv"
 # sweeps added after the model's figures were set, priced but never used to set any figure
@@ -169,8 +171,10 @@ def held_out_lines(rows: list[Row]) -> list[str]:
         "",
         "`benchmarks/data/collectives_heldout.csv`: sweeps added on 2026-12-01 after the model's",
         "figures were set: 10 nodes of 1, 2 and 4 H100 and one node of 4 (the same public cluster",
-        "logs as the 8-GPU xxrjun sweeps above), and three two-node A100 examples of OCI with",
-        "NCCL 2.14.3, 2.25.1 and 2.29.3. No figure of the model comes from them.",
+        "logs as the 8-GPU xxrjun sweeps above), three two-node A100 examples of OCI with",
+        "NCCL 2.14.3, 2.25.1 and 2.29.3, and three mid-size all-to-all rows on one node of 8 H20",
+        "(nccl-tests issue 314, added with the p2p all-to-all model). No figure of the model",
+        "comes from them.",
         "",
         *summary_lines(rows),
         "",
@@ -203,14 +207,8 @@ def section(rows: list[Row], held_out: list[Row] | None = None) -> str:
 
 
 def write_doc(text: str, doc: Path = DOC) -> None:
-    old = doc.read_text(encoding="utf-8")
-    if HEADING in old:
-        start = old.index(HEADING)
-        nxt = old.find("\n## ", start + len(HEADING))
-        new = old[:start] + text + (old[nxt + 1 :] if nxt != -1 else "")
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    doc.write_text(new, encoding="utf-8")
+    """Replace (or add) this benchmark's section of the validation document."""
+    replace_section(text, HEADING, doc)
 
 
 def main() -> int:

@@ -34,6 +34,15 @@ DOC = ROOT / "docs" / "validation.md"
 START, END = "<!-- e2e:start -->", "<!-- e2e:end -->"
 NEW_WORKLOAD_FIELDS = ("vocab", "attention", "rotary")  # the loader takes them once merged
 NEW_PLAN_KEYWORDS = ("interleave", "recompute", "sequence_parallel")
+# the execution choices of a run's recipe, where the row states them (default: off)
+OPTIONAL_PLAN_KEYWORDS = (
+    "cuda_graphs",
+    "ep_overlap",
+    "ep_dispatch",
+    "tp_overlap",
+    "zero",
+    "ep_comm_sms",
+)
 DEGREES = ("tp", "pp", "dp", "fsdp", "ep")  # a run without ep has ep = 1
 
 
@@ -86,6 +95,7 @@ def plan_run(run: dict[str, Any], workload: Any, notes: list[str]) -> Any:
 
     base = {k: run.get(k, 1) for k in DEGREES} | {"microbatches": run["microbatches"]}
     extra = {k: run[k] for k in NEW_PLAN_KEYWORDS}
+    extra |= {k: run[k] for k in OPTIONAL_PLAN_KEYWORDS if k in run}
     try:
         result = plan(workload, run["hw"], run["devices"], require_fit=False, **base, **extra)
     except TypeError:

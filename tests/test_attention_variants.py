@@ -10,7 +10,6 @@ from math import ceil
 import pytest
 
 from shardline.attention_variants import causal_fraction, mean_key_length
-from shardline.cli.main import main
 from shardline.errors import InputError
 from shardline.hardware import load_chip
 from shardline.models import kv_bytes_at, kv_bytes_per_token, load_model
@@ -18,6 +17,7 @@ from shardline.plan import plan
 from shardline.realistic.flops import model_flops
 from shardline.stack import layer_cost
 from shardline.workload import Workload, transformer
+from tests.cli_run import run_cli
 
 GEMMA = load_model("gemma-3-27b")  # 62 layers, window 1024, 5 local : 1 global
 DEEPSEEK = load_model("deepseek-v3")  # MLA: q 1536, kv 512 + rope 64, nope 128, v 128
@@ -129,23 +129,14 @@ def test_bad_variant_tables() -> None:
         _ = transformer(d_model=64, d_ff=128, heads=4, batch=1, seq_len=8, mla=bad)
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_cli_gemma_plans_and_its_kv_bytes_match_model_show(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, out, _ = _run(capsys, "model", "show", "gemma-3-27b", "--json")
+    code, out, _ = run_cli(capsys, "model", "show", "gemma-3-27b", "--json")
     assert code == 0
     per_token = json.loads(out)["kv_bytes_per_token"]
     assert per_token == 62 * 2 * 16 * 128 * 2  # inside the window every layer caches the token
-    code, out, _ = _run(
+    code, out, _ = run_cli(
         capsys, "plan", "--model", "gemma-3-27b", "--hw", "h200", "--devices", "1",
         "--phase", "prefill", "--seq-len", "1024", "--json",
     )  # fmt: skip

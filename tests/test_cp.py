@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from shardline.cli.main import main
 from shardline.plan import plan
 from shardline.planning.results import PlanResult
 from shardline.realistic.block import MASK_BYTES
 from shardline.workload import Workload, transformer
+from tests.cli_run import run_cli
 
 # a small GQA model: B 2 sequences of S 1024 tokens, G 2 kv heads of E 64, bf16 (2 bytes)
 B, S, D, H, G, E, F, LAYERS = 2, 1024, 512, 8, 2, 64, 2048, 2
@@ -107,17 +107,8 @@ def test_ring_hides_behind_the_attention_of_long_sequences() -> None:
     assert send.bytes > 0 and send.t_s == 0.0
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_cli_plan_with_cp(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(
+    code, out, _ = run_cli(
         capsys, "plan", "--model", "llama-3.1-8b", "--hw", "h200", "--devices", "8", "--cp", "4",
         "--seq-len", "32768", "--json",
     )  # fmt: skip
@@ -138,7 +129,7 @@ def test_cli_plan_with_cp(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_bad_cp_is_one_error_line(
     capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], message: str
 ) -> None:
-    code, out, err = _run(
+    code, out, err = run_cli(
         capsys, "plan", "--model", "llama-3.2-1b", "--hw", "h200", "--devices", "6", *argv
     )
     assert code == 2 and out == ""

@@ -39,6 +39,12 @@ def _h100_fixed_s(bm: int, bn: int, split: int = 1) -> float:
     return (fill + epilogue) / (H100_L2_BYTES_PER_S / H100_SMS)
 
 
+def _h100_stores_s(bm: int, bn: int, waves: float) -> float:
+    """Every wave but the last waits for its 132 bf16 output tiles (2*bm*bn B each) to reach
+    memory at H100's achievable 3.14e12 B/s (docs/prediction.md, "Short K")."""
+    return (waves - 1) * H100_SMS * 2 * bm * bn / H100_MEM_ACHIEVABLE
+
+
 def _predict(m: int, k: int, n: int, hw: object = "h100-sxm", dtype: str = "bf16"):  # type: ignore[no-untyped-def]
     return with_prediction(matmul(m, k, n, hw=hw, dtype=dtype))  # type: ignore[arg-type]
 
@@ -155,13 +161,14 @@ def test_unaligned_dimension_penalty() -> None:
     assert aligned["align_efficiency"] == 1.0
     assert odd["align_efficiency"] == DEFAULT_UNALIGNED_EFFICIENCY
     # by hand, for the tile the model chose: waves * 2*BM*BN*K / (SM rate at the unaligned share),
-    # plus one fill and epilogue
+    # plus one fill and epilogue, and every wave but the last writing its outputs to memory
     bm, bn = odd["tile_m"], odd["tile_n"]
     sm_rate = min(
         H100_ACHIEVABLE * DEFAULT_UNALIGNED_EFFICIENCY / H100_SMS,
         2 * bm * bn / (2 * bm + 2 * bn) * H100_L2_BYTES_PER_S / H100_SMS,
     )
     by_hand = odd["waves"] * 2 * bm * bn * 8191 / sm_rate + _h100_fixed_s(bm, bn)
+    by_hand += _h100_stores_s(bm, bn, odd["waves"])
     assert odd["t_compute_s"] == pytest.approx(by_hand)
     assert odd["t_compute_s"] > aligned["t_compute_s"]
     measured = dataclasses.replace(
@@ -369,6 +376,7 @@ def test_overridden_peaks_scale_the_achievable_rates(capsys: pytest.CaptureFixtu
     # at this rate the L2 (64 FLOP/B x 9.8e12 B/s) feeds even 64x64 tiles, whose 16384 tiles fill
     # 125 waves on 132 SMs (0.993) better than 256x128's 2048 tiles in 16 waves (0.970)
     t = 125 * 2 * 64 * 64 * 8192 / (rate / H100_SMS) + _h100_fixed_s(64, 64)
+    t += _h100_stores_s(64, 64, 125)
     assert rate <= 64 * H100_L2_BYTES_PER_S
     assert data["predicted_s"] == pytest.approx(H100_GEMM_OVERHEAD_S + t)
     assert data["predicted_s"] > data["t_lower_s"] == pytest.approx(2 * 8192**3 / 1e14)

@@ -8,14 +8,7 @@ import re
 
 import pytest
 
-from shardline.cli.main import main
-
-
-def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(argv)
-    got = capsys.readouterr()
-    return code, got.out, got.err
-
+from tests.cli_run import run_cli
 
 ARGS = [
     "plan",
@@ -49,16 +42,15 @@ ARGS = [
 def test_405b_uneven_stages_and_the_slowest_named(
     pp: int, sizes: list[int], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run_cli(
-        [*ARGS, "--pp", str(pp), "--dp", str(1024 // 8 // pp), "--json"], capsys
-    )
+    dp = str(1024 // 8 // pp)
+    code, out, err = run_cli(capsys, *ARGS, "--pp", str(pp), "--dp", dp, "--json")
     assert code == 0, err
     plan = json.loads(out)["plans"][0]
     # every block has the same layers, so the stages' layer instances are in the ratio of blocks
     instances = [s["layer_instances"] for s in plan["stages"]]
     per_block = instances[0] / sizes[0]
     assert instances == [per_block * n for n in sizes]
-    code, text, _ = run_cli([*ARGS, "--pp", str(pp), "--dp", str(1024 // 8 // pp)], capsys)
+    code, text, _ = run_cli(capsys, *ARGS, "--pp", str(pp), "--dp", dp)
     assert code == 0
     line = re.search(r"slowest stage: (\d+) of 0-(\d+).*\(([\d.]+)% imbalance\)", text)
     assert line, text

@@ -198,3 +198,51 @@ def test_dtype_flag_on_plan_fp8_training(capsys: pytest.CaptureFixture[str]) -> 
     assert bf16["activations_bytes"] - fp8["activations_bytes"] == saved == 3_489_660_928
     assert runs["fp8"]["predicted_s"] < runs["bf16"]["predicted_s"]
     assert main([*argv, "--dtype", "fp7"]) == 2
+
+
+def test_cli_keeps_a_workload_files_dtype_without_dtype_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An fp8 [transformer] file planned from the command line must be priced as the library
+    # prices the same file: --dtype left out means the file's dtype, not the chip's default bf16.
+    import json
+
+    from shardline.cli.main import main
+    from shardline.io.workload_toml import load_workload
+    from shardline.plan import plan
+
+    path = tmp_path / "fp8.toml"
+    path.write_text(
+        'dtype = "fp8"\nphase = "training"\n[transformer]\nd_model = 1024\nd_ff = 4096\n'
+        "heads = 8\nbatch = 8\nseq_len = 1024\nlayers = 2\n",
+        encoding="utf-8",
+    )
+    assert main(["plan", str(path), "--hw", "h100-sxm", "--devices", "1", "--json"]) == 0
+    by_cli = json.loads(capsys.readouterr().out)["plans"][0]["predicted_s"]
+    by_library = plan(load_workload(path), "h100-sxm", 1).plans[0].predicted_s
+    assert by_cli == pytest.approx(by_library, rel=1e-12)
+    assert main(["plan", str(path), "--hw", "h100-sxm", "--devices", "1", "--dtype", "bf16",
+                 "--json"]) == 0  # fmt: skip
+    as_bf16 = json.loads(capsys.readouterr().out)["plans"][0]["predicted_s"]
+    assert as_bf16 > by_cli  # bf16 matmuls run at half the fp8 peak
+
+
+def test_gradients_reduced_in_fp32_move_twice_the_bf16_bytes() -> None:
+    # Megatron-LM's grad_reduce_in_fp32: each dW (bf16, 2 B per weight) travels as fp32 (4 B), so
+    # the data-parallel all-reduce moves V = 4 B x weights instead of 2 B x weights
+    from shardline.errors import InputError
+    from shardline.plan import plan
+    from shardline.workload import transformer
+
+    w = transformer(d_model=512, d_ff=2048, heads=8, batch=8, seq_len=256, layers=2)
+    weights = 2 * (512 * (8 + 2 * 8) * 64 + 8 * 64 * 512 + 3 * 512 * 2048)  # 2 blocks
+
+    def dp_bytes(**kw: object) -> float:
+        p = plan(w, "h100-sxm", 8, tp=1, pp=1, dp=8, fsdp=1, **kw).plans[0]
+        (term,) = [c for c in p.comm if c.purpose == "dp"]
+        return term.bytes
+
+    assert dp_bytes() == 2 * weights
+    assert dp_bytes(grad_reduce_dtype="fp32") == 4 * weights
+    with pytest.raises(InputError):
+        dp_bytes(grad_reduce_dtype="fp33")

@@ -6,6 +6,7 @@ The core (counting, roofline, collectives, sharding, pipelines) is pure: no prin
 import sys as _sys
 
 try:
+    from shardline.dense_first import DenseFirstWorkload  # registers the MoE dense first blocks
     from shardline.errors import InputError
     from shardline.hardware import Chip, list_chips, load_chip
     from shardline.plan import plan, sweep_batch
@@ -25,6 +26,7 @@ _install_notebook_views()  # _repr_html_ and to_pandas on RooflineResult and She
 
 __all__ = [
     "Chip",
+    "DenseFirstWorkload",
     "InputError",
     "Layer",
     "RooflineResult",

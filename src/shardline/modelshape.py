@@ -52,6 +52,10 @@ class ModelShape:
     causal_fraction: float = 0.5  # scores a causal fused kernel computes, of the S x T product
     weight_dtype: str = ""  # the weights' storage dtype; empty: `dtype` (shardline.precision)
     tied_embeddings: bool = False  # the LM head is the embedding table (counted once)
+    # MoE with dense first blocks (DeepSeek-V3, shardline.dense_first): so many blocks run a
+    # dense feed-forward of width dense_d_ff in place of the experts and the router
+    dense_layers_first: int = 0
+    dense_d_ff: int = 0
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KERNELS:
@@ -86,6 +90,19 @@ class ModelShape:
         return attention + ffn + d * self.router_experts
 
     @property
+    def block_params(self) -> int:
+        """Weights of all the blocks (the 6N rule's, active experts only): layers x layer_params,
+        with the dense first blocks' feed-forward (3 or 2 d x dense_d_ff) in place of the MoE
+        block's active feed-forward and router."""
+        total = self.layers * self.layer_params
+        if self.dense_layers_first:
+            ffn = 3 if self.gated else 2
+            moe = ffn * self.d_model * self.d_ff + self.d_model * self.router_experts
+            dense = ffn * self.d_model * self.dense_d_ff
+            total += self.dense_layers_first * (dense - moe)
+        return total
+
+    @property
     def keys(self) -> int:
         """Keys each query attends to, the mean over the layers (sliding windows shorten it)."""
         return self.seq_len if self.key_len is None else self.key_len
@@ -104,4 +121,4 @@ class ModelShape:
     def matmul_params(self) -> int:
         """N of the 6N rule: every block's weights and the LM head (a matmul); the embedding is
         a lookup and does not count (Chowdhery et al. 2022, PaLM, appendix B)."""
-        return self.layers * self.layer_params + self.head_params
+        return self.block_params + self.head_params

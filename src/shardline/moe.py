@@ -45,6 +45,7 @@ __all__ = [
     "active_ffn_width",
     "EXPERT_AXIS",
     "SLOT_AXIS",
+    "boundary_layer",
 ]
 
 EXPERT_AXIS = "experts"  # logical axis of the experts dim X (expert parallelism splits it)
@@ -173,12 +174,7 @@ def moe_part(
     of each token the dispatch makes: top-k, the idle experts' parameters), as ModelShape takes
     them. A decode step's expert einsums hold the experts its batch touches, ceil(E_touched(B)),
     and the rest are held but not read (`idle_expert_params`)."""
-    m = moe_shape(moe, d_ff)
-    if m.dense_layers_first:
-        raise InputError(
-            "[moe] dense_layers_first > 0 is not available yet: the template repeats one block "
-            "kind; give 0 (all blocks MoE)"
-        )
+    m = moe_shape(moe, d_ff)  # dense_layers_first: shardline.dense_first (a template hook)
     read = m
     if decode:
         touched = expected_experts(m.experts, m.experts_per_token, tokens[0] * tokens[1])
@@ -259,3 +255,18 @@ def moe_layers(
             weights=("wsout",), tp_dims=("F",), axes=axes,
         ))  # fmt: skip
     return tuple(out)
+
+
+def boundary_layer(block: tuple[Layer, ...], last: Layer) -> Layer:
+    """The layer whose output a pipeline stage that ends with `last` sends on: `last`, unless it
+    is an expert einsum (its output is the k routed copies of each token, y[B,X,C,D]); a MoE
+    block hands on its combined output, the hidden state [B,S,D], the same array as the attention
+    output projection's (the block's first layer with no expert dim and a [B,S,D] output)."""
+    if not last.axis_dims(EXPERT_AXIS):
+        return last
+    for layer in block:
+        out = layer.output
+        axes = [layer.axes.get(d) for d in out.dims]
+        if not layer.axis_dims(EXPERT_AXIS) and axes == ["batch", "seq", "model"]:
+            return layer
+    return last

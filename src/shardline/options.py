@@ -21,6 +21,7 @@ __all__ = [
     "Execution",
     "RECOMPUTE_MODES",
     "CP_KINDS",
+    "EP_DISPATCHES",
     "OPTIMIZER_STATE_BYTES",
 ]
 
@@ -53,6 +54,8 @@ class RateOverrides:
 RECOMPUTE_MODES = ("none", "selective", "full")
 # context parallelism's K/V exchange (shardline.strategies.cp)
 CP_KINDS = ("ring", "all-gather")
+# the expert-parallel dispatch across nodes (shardline.strategies.ep_dispatch)
+EP_DISPATCHES = ("all-to-all", "hierarchical")
 # Optimizer state per parameter beyond the weights and gradients, as (bytes of moments, whether
 # an fp32 master copy is kept for weights stored narrower than fp32) (ZeRO, Rajbhandari et al.
 # 2020, section 3.1: mixed-precision Adam keeps an fp32 master copy and two fp32 moments, 12 B):
@@ -79,7 +82,16 @@ class Execution:
     data-parallel axis (1 optimizer state, 2 + gradients, 3 + weights sharded over dp);
     `optimizer`: a name of OPTIMIZER_STATE_BYTES or bytes of state per parameter; `cuda_graphs`:
     kernels replayed from a CUDA graph (no per-kernel launch overhead); `tokens`: tokens to train
-    on, for the days-to-train answer."""
+    on, for the days-to-train answer; `ep_overlap`: the expert-parallel all-to-alls run beside
+    the compute of another microbatch (Megatron-Core's overlap_moe_expert_parallel_comm, the
+    DualPipe idea of DeepSeek-V3) instead of on the critical path; `ep_dispatch`: "all-to-all"
+    (one collective) or "hierarchical" (one copy of a token per destination node across the
+    scale-out network: DeepEP, HybridEP; shardline.strategies.ep_dispatch); `grad_reduce_dtype`:
+    the dtype the weight gradients travel in over the data-parallel axes (None: the gradients'
+    own dtype; "fp32" as Megatron-LM's grad_reduce_in_fp32 and accumulate_allreduce_grads_in_fp32
+    do, twice a bf16 gradient's bytes); `ep_comm_sms`: SMs the expert-parallel dispatch and
+    combine kernels hold while they run (HybridEP's and DeepEP's num_sms): with `ep_overlap` the
+    compute beside them runs on the rest of the chip's SMs (0: none held)."""
 
     interleave: int = 1
     recompute: str = "none"
@@ -90,6 +102,10 @@ class Execution:
     cuda_graphs: bool = False
     tokens: float | None = None
     cp_kind: str = "ring"
+    ep_overlap: bool = False
+    ep_dispatch: str = "all-to-all"
+    grad_reduce_dtype: str | None = None
+    ep_comm_sms: int = 0
 
     def __post_init__(self) -> None:
         from shardline.errors import InputError
@@ -101,11 +117,22 @@ class Execution:
             raise InputError(
                 f"recompute must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}"
             )
+        n = self.ep_comm_sms
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise InputError(f"ep_comm_sms must be a whole number >= 0, got {n!r}")
         if self.zero not in (0, 1, 2, 3):
             raise InputError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         self.state_bytes_per_param(16)  # validates the optimizer
+        if self.ep_dispatch not in EP_DISPATCHES:
+            raise InputError(
+                f"ep_dispatch must be one of {', '.join(EP_DISPATCHES)}, got {self.ep_dispatch!r}"
+            )
         if self.cp_kind not in CP_KINDS:
             raise InputError(f"cp_kind must be one of {', '.join(CP_KINDS)}, got {self.cp_kind!r}")
+        if self.grad_reduce_dtype is not None:
+            from shardline.dtypes import canonical_dtype
+
+            object.__setattr__(self, "grad_reduce_dtype", canonical_dtype(self.grad_reduce_dtype))
         t = self.tokens
         if t is not None and not (isinstance(t, int | float) and t > 0 and t < float("inf")):
             raise InputError(f"tokens must be a positive finite number, got {t!r}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from shardline.dense_first import DenseFirstWorkload
 from shardline.dtypes import canonical_dtype, dtype_bits
 from shardline.errors import InputError
 from shardline.workload import Layer, Workload
@@ -57,14 +58,18 @@ def with_tensor_dtypes(
     cache = None if kv_dtype is None else canonical_dtype(kv_dtype)
     if weights is None and cache is None:
         return workload
-    layers = []
-    for layer in workload.layers:
+
+    def stored(layer: Layer) -> Layer:
         dtypes = dict(layer.dtypes)
         if weights is not None:
             dtypes.update({name: weights for name in layer.weights})
         if cache is not None:
             dtypes.update({name: cache for name in layer.cache})
-        layers.append(layer if dtypes == dict(layer.dtypes) else replace(layer, dtypes=dtypes))
+        return layer if dtypes == dict(layer.dtypes) else replace(layer, dtypes=dtypes)
+
+    layers = [stored(layer) for layer in workload.layers]
+    if isinstance(workload, DenseFirstWorkload):  # the dense first blocks' FFN einsums too
+        workload = replace(workload, dense_ffn=tuple(stored(x) for x in workload.dense_ffn))
     model = workload.model
     if model is not None and weights is not None:
         model = replace(model, weight_dtype=weights)

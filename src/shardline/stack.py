@@ -240,7 +240,9 @@ def memory_check(
     many ways), with `in_flight` microbatches whose activations are kept."""
     share = share or DeviceShare()
     if layers is None:
-        layers = [(layer, layer.count * workload.repeat) for layer in workload.layers]
+        from shardline.dense_first import stack_layers
+
+        layers = stack_layers(workload)
     params = weights = kv = saved = adam = 0.0
     live = biggest_out = 0
     working, working_layer = 0, layers[0][0].name if layers else ""
@@ -381,7 +383,8 @@ def _with_model_activations(mc: MemoryCheck, workload: Workload) -> MemoryCheck:
     counts them."""
     model = workload.model
     if model is not None and model.idle_expert_params:  # MoE decode: untouched experts held
-        idle = model.layers * model.idle_expert_params * dtype_bits(model.dtype) / 8
+        moe_blocks = model.layers - model.dense_layers_first
+        idle = moe_blocks * model.idle_expert_params * dtype_bits(model.dtype) / 8
         mc = mc.with_total(mc.total_bytes + idle, weights_bytes=mc.weights_bytes + idle)
     if model is None or not workload.training:
         return mc
@@ -397,13 +400,15 @@ def _row(layer: Layer, chip: Chip, workload: Workload) -> LayerRow:
     from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 
     names = [op.name for op in layer.parsed.operands]
+    from shardline.dense_first import layer_repeats
+
     predicted = einsum_time_s(layer, chip, layer.dims, workload.model, cuda_graphs=False)
     return LayerRow(
         name=layer.name,
         phase=layer.phase,
         spec=layer.spec,
         dims=dict(layer.dims),
-        count=layer.count * workload.repeat,
+        count=layer.count * layer_repeats(workload, layer),
         cost=replace(
             causal_lower_bound(layer_cost(layer, chip).cost, layer, workload.model),
             predicted_s=predicted,

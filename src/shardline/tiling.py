@@ -11,7 +11,8 @@ Pure and vectorized: dimensions may be Python ints or numpy arrays that broadcas
   waves `ceil(T/SMs)`, wave efficiency `T/(waves*SMs)`, tile efficiency
   `M*N/(ceil(M/bm)*bm*ceil(N/bn)*bn)`.
 - a tile's fixed cost outside its math `(bk*(sA*bm + sB*bn) + sC*bm*bn) / (L2 bandwidth / SMs)`:
-  the first K slice it waits for and the output tile it writes (docs/prediction.md).
+  the first K slice it waits for and the output tile it writes (docs/prediction.md); every wave
+  but the last also waits for its outputs to reach memory, `SMs*sC*bm*bn / memory bandwidth`.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "smallest_tile",
     "gpu_tile_time",
     "gpu_tile_fixed_s",
+    "gpu_wave_store_s",
     "choose_gpu_tile",
     "DEFAULT_STAGES",
     "GPU_TILE_CANDIDATES",
@@ -194,13 +196,22 @@ def gpu_tile_fixed_s(chip: Chip, gemm: Gemm, bm: int, bn: int, split: int = 1) -
     return (fill_bytes + epilogue_bytes) * cores / feed
 
 
+def gpu_wave_store_s(chip: Chip, gemm: Gemm, bm: int, bn: int) -> Any:
+    """Time for one wave's output tiles to reach memory: the SMs of a persistent kernel run alike
+    tiles in step and reach their epilogues together, so the wave's `cores` tiles of `sC*bm*bn`
+    bytes leave at the memory's achievable rate (docs/prediction.md, "Short K")."""
+    mem = chip.achievable.mem_bytes_per_s or chip.mem_bytes_per_s
+    return gemm.s_c * bm * bn * (chip.on_chip.cores or 1) / mem
+
+
 def gpu_tile_time(
     chip: Chip, gemm: Gemm, bm: int, bn: int, rate: Any, split: int = 1
 ) -> tuple[Any, Any]:
     """Compute time of one candidate tile and split-K factor: waves x (one tile's FLOPs / one SM's
     rate), plus the tile's fill and epilogue (`gpu_tile_fixed_s`) once per wave, or once where the
-    chip's GEMM kernels overlap them (`on_chip.gemm_epilogue_overlapped`), plus, when K is split,
-    writing and reading the fp32 partial outputs once each.
+    chip's GEMM kernels overlap them (`on_chip.gemm_epilogue_overlapped`), plus, without split-K,
+    every wave but the last waiting for its outputs to reach memory (`gpu_wave_store_s`: what a
+    short K cannot hide), plus, when K is split, writing and reading the fp32 partial outputs.
 
     Waves: NVIDIA "Matrix Multiplication Background" guide, section 3; the L2 feeds each SM 1/cores
     of its bandwidth (the hierarchical roofline of docs/prediction.md)."""
@@ -216,7 +227,9 @@ def gpu_tile_time(
     exposed = 1 if chip.on_chip.gemm_epilogue_overlapped else waves
     t = waves * 2.0 * bm * bn * np.ceil(gemm.k / split) / sm_rate
     t = t + exposed * gpu_tile_fixed_s(chip, gemm, bm, bn, split)
-    if split > 1:
+    if split == 1:
+        t = t + (waves - 1) * gpu_wave_store_s(chip, gemm, bm, bn)
+    else:
         reduce_rate = l2_rate or chip.achievable.mem_bytes_per_s or chip.mem_bytes_per_s
         out_elements = gemm.batch * gemm.m * gemm.n
         t = t + 2 * split * ACCUMULATOR_BYTES * out_elements / reduce_rate
@@ -289,26 +302,16 @@ class TileReport:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = jsonable(self)
-        out["tile"] = {
-            "bm": self.tile.bm,
-            "bn": self.tile.bn,
-            "bk": self.tile.bk,
-            "text": self.tile.text(),
-        }
+        out["tile"] = _tile_dict(self.tile)
         out["levels"] = [
             {**jsonable(level), "compute_bound": level.compute_bound} for level in self.levels
         ]
-        out["smallest"] = (
-            None
-            if self.smallest is None
-            else {
-                "bm": self.smallest.bm,
-                "bn": self.smallest.bn,
-                "bk": self.smallest.bk,
-                "text": self.smallest.text(),
-            }
-        )
+        out["smallest"] = None if self.smallest is None else _tile_dict(self.smallest)
         return out
+
+
+def _tile_dict(tile: Tile) -> dict[str, Any]:
+    return {"bm": tile.bm, "bn": tile.bn, "bk": tile.bk, "text": tile.text()}
 
 
 def _rate(chip: Chip, compute: str, use_peak: bool) -> tuple[float, str]:
@@ -400,12 +403,9 @@ def _levels(chip: Chip, gemm: Gemm, tile: Tile, rate: float) -> tuple[Level, ...
 
 
 def _smallest_fields(small: Tile | None, gemm: Gemm, stages: int) -> dict[str, Any]:
+    keys = ("smallest", "smallest_intensity_flop_per_byte", "smallest_working_set_bytes")
     if small is None:
-        return {
-            "smallest": None,
-            "smallest_intensity_flop_per_byte": None,
-            "smallest_working_set_bytes": None,
-        }
+        return dict.fromkeys(keys)
     s_a, s_b = gemm.s_a, gemm.s_b
     return {
         "smallest": small,

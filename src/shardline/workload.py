@@ -12,7 +12,7 @@ docs/stack-and-plans.md. Pure: no printing, no files (the TOML and spreadsheet l
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -34,19 +34,9 @@ from shardline.moe import decode_experts, moe_part
 from shardline.units import short
 
 __all__ = [
-    "Layer",
-    "Workload",
-    "PHASES",
-    "LOGICAL_AXES",
-    "TEMPLATE_AXES",
-    "TEMPLATE_PHASES",
-    "backward_layers",
-    "transformer",
-    "ffn",
-    "matmul_layer",
-    "FfnShape",
-    "TransformerShape",
-]
+    "Layer", "Workload", "PHASES", "LOGICAL_AXES", "TEMPLATE_AXES", "TEMPLATE_PHASES",
+    "backward_layers", "transformer", "ffn", "matmul_layer", "FfnShape", "TransformerShape",
+]  # fmt: skip
 
 # Forward-only stacks and training steps; the templates add inference prefill and decode.
 PHASES: tuple[str, ...] = kinds.PHASES  # closed vocabulary: shardline.kinds.Phase
@@ -63,6 +53,9 @@ TEMPLATE_AXES = {
     "F": "ffn",
 }
 TEMPLATE_PHASES: tuple[str, ...] = kinds.TEMPLATE_PHASES  # shardline.kinds.TemplatePhase
+# (workload, moe table, d_ff, MoE FFN einsums) -> workload: shardline.dense_first registers the
+# dense first blocks here, so that this module need not import its Workload subclass
+MOE_TEMPLATE_HOOKS: list[Callable[[Workload, Any, int, int], Workload]] = []
 
 
 @dataclass(frozen=True)
@@ -485,7 +478,7 @@ def transformer(
         "L": k.n_layers, "n_kv": k.g, "d_head": k.e, "S": k.s, "B": k.b,
         "s_kv_bits": dtype_bits(k.kv_dtype),
     }  # fmt: skip
-    return Workload(
+    workload = Workload(
         label,
         block,
         repeat=k.n_layers,
@@ -498,3 +491,6 @@ def transformer(
         kv_cache_formula=formula if k.cache and plain_cache else None,
         model=model,
     )
+    for hook in MOE_TEMPLATE_HOOKS if moe is not None else ():
+        workload = hook(workload, moe, k.f, len(ffn_layers))
+    return workload

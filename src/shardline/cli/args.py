@@ -36,7 +36,6 @@ __all__ = [
     "add_output_layout",
     "add_plot_output",
     "add_run_args",
-    "add_serving_args",
     "add_shard_args",
     "add_sheet_input",
     "add_workload_args",
@@ -449,48 +448,3 @@ def _add_precision_args(group: argparse._ArgumentGroup, *, dtype: bool) -> None:
         metavar="D",
         help="store the KV cache in D (e.g. fp8; default: the workload's)",
     )
-
-
-# --- serving ---------------------------------------------------------------------------------
-
-
-def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) -> None:
-    """A serving workload and its SLO (`serve`, and the serving search): --model, --rate, --in,
-    --out, --slo, --engine, --usd-per-hour; with `layout`, --devices, --tp and --max-batch."""
-    reject_empty(parser)
-    g = parser.add_argument_group("serving")
-    g.add_argument(
-        "--model", required=True, metavar="NAME", help="a zoo model (`shardline model list`)"
-    )
-    g.add_argument(
-        "--rate", required=True, metavar="R", help="requests per second, e.g. 20 or 20/s"
-    )
-    g.add_argument(
-        "--in", dest="input_tokens", required=True, metavar="I",
-        help="input tokens per request: N, exp:MEAN or uniform:LOW-HIGH",
-    )  # fmt: skip
-    g.add_argument(
-        "--out", dest="output_tokens", required=True, metavar="O",
-        help="output tokens per request: N, exp:MEAN or uniform:LOW-HIGH",
-    )  # fmt: skip
-    g.add_argument(
-        "--slo", default=None, metavar="SPEC",
-        help="e.g. ttft=500ms,tpot=30ms (met at p99; p=90 or p=50 to change)",
-    )  # fmt: skip
-    g.add_argument(
-        "--engine", default="trtllm", choices=("trtllm", "vllm", "sglang"),
-        help="serving engine whose sourced efficiency applies (default trtllm)",
-    )  # fmt: skip
-    g.add_argument(
-        "--usd-per-hour", default=None, metavar="X",
-        help="price of one device per hour (default: the costing table)",
-    )  # fmt: skip
-    if layout:
-        g.add_argument("--devices", required=True, metavar="D", help="devices serving in all")
-        g.add_argument("--tp", default="1", metavar="N", help="tensor-parallel degree of a replica")
-        g.add_argument(
-            "--max-batch",
-            default="256",
-            metavar="B",
-            help="sequences per engine step (default 256)",
-        )

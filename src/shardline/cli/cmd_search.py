@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from shardline.cli.common import add_json_arg, emit_json, positive_arg
+from shardline.cli.serving_args import add_figure_output_args
 from shardline.errors import InputError
 
 __all__ = ["register"]
@@ -46,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_training(p)
     _add_serving(p)
     _add_run(p)
+    add_figure_output_args(p)
     add_json_arg(p)
     p.set_defaults(func=run_search)
 
@@ -126,13 +128,40 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_search(args: argparse.Namespace) -> int:
+    from shardline.cli.figure_outputs import check_figure_outputs
+
     serving = args.slo is not None or args.rate is not None
     phase = args.phase or ("serving" if serving else "training")
-    if phase == "training":
-        if serving:
-            raise InputError("--slo and --rate apply to the serving search, not --phase training")
-        return _training(args)
-    return _serving(args)
+    if phase == "training" and serving:
+        raise InputError("--slo and --rate apply to the serving search, not --phase training")
+    outputs = check_figure_outputs(args, [args.model])
+    result = _training(args) if phase == "training" else _serving(args)
+    if outputs.wanted:
+        _write_figures(outputs, args.model, phase, result)
+    if args.json:
+        emit_json(result)
+    else:
+        from shardline.report.search_text import render_serving, render_training
+
+        render = render_training if phase == "training" else render_serving
+        sys.stdout.write(render(result))
+    return 0
+
+
+def _write_figures(outputs: Any, model: str, phase: str, result: dict[str, Any]) -> None:
+    """--plot and --html: the Pareto front, cost against latency."""
+    from shardline.report.serve_figures import render_search_plot, search_figures
+
+    title = f"shardline search ({phase}): {model}"
+    best = result.get("best") or {}
+    summary = [("phase", phase), ("evaluated", f"{result.get('evaluated', 0):,}")]
+    summary += [(f"best {k}", str(v)) for k, v in best.items() if not isinstance(v, dict)]
+    outputs.write(
+        lambda path: render_search_plot(result, path, title),
+        lambda: search_figures(result, title),
+        title,
+        summary,
+    )
 
 
 def _chips(text: str | None, default: list[str]) -> list[str]:
@@ -170,9 +199,8 @@ def _workload(args: argparse.Namespace) -> Any:
     return workload_from_dict(data, origin=f"model {spec.name}")
 
 
-def _training(args: argparse.Namespace) -> int:
+def _training(args: argparse.Namespace) -> dict[str, Any]:
     from shardline.planning.train_search import RunOptions, training_search
-    from shardline.report.search_text import render_training
     from shardline.units import parse_count
 
     if args.devices is None:
@@ -188,14 +216,9 @@ def _training(args: argparse.Namespace) -> int:
         scales=positive_arg(args.scales, "--scales"),
         fixed=_fixed(args.fix),
     )
-    result = training_search(
+    return training_search(
         _workload(args), _chips(args.hw, ["h100-sxm"]), devices, tokens=tokens, run=run
     )
-    if args.json:
-        emit_json(result)
-    else:
-        sys.stdout.write(render_training(result))
-    return 0
 
 
 def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:
@@ -213,7 +236,7 @@ def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def _serving(args: argparse.Namespace) -> int:
+def _serving(args: argparse.Namespace) -> dict[str, Any]:
     from functools import partial
 
     try:
@@ -226,7 +249,6 @@ def _serving(args: argparse.Namespace) -> int:
             "use --phase training"
         ) from None
     from shardline.executors import map_chunks
-    from shardline.report.search_text import render_serving
 
     missing = [f for f, v in (("--rate", args.rate), ("--in", args.input_tokens),
                ("--out", args.output_tokens)) if v is None]  # fmt: skip
@@ -248,11 +270,7 @@ def _serving(args: argparse.Namespace) -> int:
     elapsed_s = time.perf_counter() - start
     result["elapsed_s"] = elapsed_s
     result["rate_systems_per_s"] = result["evaluated"] / elapsed_s if elapsed_s > 0 else 0.0
-    if args.json:
-        emit_json(result)
-    else:
-        sys.stdout.write(render_serving(result))
-    return 0
+    return result
 
 
 def _max_devices(text: str | None) -> int:

@@ -9,9 +9,10 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from shardline.cli.args import add_chip_args, add_json_arg, add_serving_args
+from shardline.cli.args import add_chip_args, add_json_arg
 from shardline.cli.common import emit_json
 from shardline.cli.common import positive_arg as _positive
+from shardline.cli.serving_args import add_figure_output_args, add_serving_args
 from shardline.errors import InputError
 
 __all__ = ["register", "config_from_args", "parse_rate"]
@@ -71,6 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="Poisson requests simulated per replica (default 2000)",
     )
+    add_figure_output_args(sv)
     add_json_arg(sv)
     sv.set_defaults(func=run_serve)
 
@@ -166,7 +168,24 @@ def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any
     )
 
 
+def _write_figures(outputs: Any, hw: str, cfg: Any, options: Any, result: dict) -> None:
+    """--plot and --html: the simulation's CDFs and KV occupancy, and the rate sweep."""
+    from functools import cache
+
+    from shardline.report.serve_figures import render_serve_plot, serve_figures, serve_summary
+    from shardline.serving.plotdata import serve_plot_data
+
+    data = cache(lambda: serve_plot_data(result["model"], hw, cfg, options))
+    outputs.write(
+        lambda path: render_serve_plot(data(), path),
+        lambda: serve_figures(data()),
+        f"shardline serve: {result['model']} on {cfg.devices} x {result['hw']}",
+        serve_summary(result),
+    )
+
+
 def run_serve(args: argparse.Namespace) -> int:
+    from shardline.cli.figure_outputs import check_figure_outputs
     from shardline.report.serve_text import render_serve
     from shardline.serving.engines import engine
     from shardline.serving.serve import ServeOptions, serve
@@ -183,6 +202,7 @@ def run_serve(args: argparse.Namespace) -> int:
     cfg = replace(cfg, kv_reservation=eng.kv_reservation)
     if cfg.devices % cfg.tp:
         raise InputError(f"--devices {cfg.devices} is not a multiple of --tp {cfg.tp}")
+    outputs = check_figure_outputs(args, [args.trace, args.model, args.hw])
     trace = None
     if args.trace is not None:
         from shardline.io.serving_trace import read_trace
@@ -198,7 +218,10 @@ def run_serve(args: argparse.Namespace) -> int:
         sim_requests=_at_most(_positive(args.requests, "--requests"), MAX_REQUESTS, "--requests"),
         usd_per_hour=_price(args.usd_per_hour),
     )
-    result = serve(args.model, args.hw or args.hw_fallback, cfg, options)
+    hw = args.hw or args.hw_fallback
+    result = serve(args.model, hw, cfg, options)
+    if outputs.wanted:
+        _write_figures(outputs, hw, cfg, options, result)
     if args.json:
         emit_json(result)
     else:

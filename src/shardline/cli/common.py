@@ -106,6 +106,8 @@ def fill_default_dtype(args: argparse.Namespace) -> None:
     from shardline.cli.system_args import resolve_hardware
 
     resolve_hardware(args)
+    # a workload file keeps its own dtype unless --dtype is given (load_from_args)
+    args.dtype_given = getattr(args, "dtype", None) is not None
     if getattr(args, "dtype", "unset") is None and getattr(args, "hw", None) is not None:
         from shardline.hardware import resolve_chip
 
@@ -213,6 +215,12 @@ def count_arg(text: str | None, what: str) -> int | None:
     return None if text is None else positive_arg(text, what)
 
 
+def _given_dtype(args: argparse.Namespace) -> str | None:
+    """--dtype as the user gave it: None when left out (a workload file keeps its own dtype; the
+    chip's default that fill_default_dtype puts in `args.dtype` serves single ops and sheets)."""
+    return getattr(args, "dtype", None) if getattr(args, "dtype_given", True) else None
+
+
 def load_from_args(args: argparse.Namespace, *, seq_len: int | None = None) -> Any:
     """The workload of `add_workload_args` (a WORKLOAD file or --model), with its overrides
     applied; `seq_len` replaces --seq-len (the --max-seq-len search)."""
@@ -232,9 +240,9 @@ def load_from_args(args: argparse.Namespace, *, seq_len: int | None = None) -> A
             batch=count_arg(args.batch, "--batch"),
             seq_len=seq_len,
             sheet=args.sheet,
-            dtype=getattr(args, "dtype", None),
+            dtype=_given_dtype(args),
         )
-    dtype = getattr(args, "dtype", None)
+    dtype = _given_dtype(args)
     if dtype is not None and workload.kind == "stack":  # every layer, its own dtype fields too
         workload = replace(
             workload, layers=tuple(layer_in_dtype(x, dtype) for x in workload.layers)
@@ -267,4 +275,4 @@ def _model_workload(args: argparse.Namespace, model: str | None, seq_len: int | 
     batch = count_arg(args.batch, "--batch") or DEFAULT_BATCH
     table = transformer_table(spec, batch=batch, seq_len=seq_len or DEFAULT_SEQ_LEN)
     data = {"name": spec.name, "phase": args.phase or DEFAULT_PHASE, "transformer": table}
-    return workload_from_dict(data, origin=f"model {spec.name}", dtype=getattr(args, "dtype", None))
+    return workload_from_dict(data, origin=f"model {spec.name}", dtype=_given_dtype(args))

@@ -74,6 +74,8 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="hide tensor-parallel collectives behind the GEMMs (default: on the critical path)",
     )
+    _add_ep_args(g)
+    _add_grad_reduce_arg(g)
     g.add_argument(
         "--zero",
         default=None,
@@ -102,6 +104,39 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="T",
         help="tokens to train on, e.g. 1T or 15e12: gives days to train",
+    )
+
+
+def _add_grad_reduce_arg(g: argparse._ArgumentGroup) -> None:
+    g.add_argument(
+        "--grad-reduce-dtype",
+        default=None,
+        metavar="D",
+        help="dtype the weight gradients are reduced in over dp/fsdp/cp/ep (default: their own; "
+        "fp32 as Megatron-LM's grad_reduce_in_fp32)",
+    )
+
+
+def _add_ep_args(g: argparse._ArgumentGroup) -> None:
+    """The expert-parallel execution flags (shardline.strategies.ep, docs/moe.md)."""
+    g.add_argument(
+        "--ep-overlap",
+        action="store_true",
+        help="hide the expert-parallel all-to-alls behind another microbatch's compute",
+    )
+    g.add_argument(
+        "--ep-dispatch",
+        default=None,
+        choices=("all-to-all", "hierarchical"),
+        help="expert-parallel dispatch across nodes: all-to-all (default) or hierarchical "
+        "(one copy per destination node: DeepEP, HybridEP)",
+    )
+    g.add_argument(
+        "--ep-comm-sms",
+        default=None,
+        metavar="N",
+        help="SMs the expert-parallel dispatch kernels hold (DeepEP/HybridEP num_sms); with "
+        "--ep-overlap the compute beside them runs on the rest (default 0)",
     )
 
 
@@ -134,6 +169,14 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
         out["sequence_parallel"] = True
     if args.tp_overlap:
         out["tp_overlap"] = True
+    if getattr(args, "ep_dispatch", None) is not None:
+        out["ep_dispatch"] = args.ep_dispatch
+    if getattr(args, "ep_overlap", False):
+        out["ep_overlap"] = True
+    if getattr(args, "ep_comm_sms", None) is not None:
+        out["ep_comm_sms"] = parse_count(args.ep_comm_sms, "--ep-comm-sms")
+    if getattr(args, "grad_reduce_dtype", None) is not None:
+        out["grad_reduce_dtype"] = args.grad_reduce_dtype
     if args.zero is not None:
         out["zero"] = int(args.zero)
     if args.optimizer is not None:

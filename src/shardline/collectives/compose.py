@@ -322,7 +322,7 @@ class _Wanted:
     gpus_per_process: int = 1
 
 
-_LIBRARY_KINDS = ("all_gather", "reduce_scatter", "all_reduce")
+_LIBRARY_KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 
 
 def collective_over(

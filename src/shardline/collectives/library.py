@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 PROTOCOLS = ("LL", "LL128", "Simple")
-ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "pat")
+ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "pat", "p2p")
 _US = 1e-6  # the library file's microseconds
 _GB = 1e9  # the library file's GB/s
 
@@ -64,6 +64,7 @@ class Library:
     network_step_s: dict[str, float] = field(default_factory=dict)  # fabric -> one network step
     # across nodes the LL caps go by the host CPU: "amd" and "other" -> [1, 2, >2 nodes]
     ll_max_by_host_bytes_per_s: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    p2p: dict[str, Any] = field(default_factory=dict)  # point-to-point (all-to-all) parameters
 
     def generation(self, chip_name: str) -> str:
         return self.generations.get(chip_name, self.factors.get("default_generation", "hopper"))
@@ -183,6 +184,8 @@ def _library_from_dict(data: dict[str, Any]) -> Library:
     sources["protocol_factors"] = data["protocol_factors"]["source"]
     steps = data.get("network_step_us", {})
     sources["network_step_us"] = steps.get("source", "")
+    p2p = {k: v for k, v in data.get("p2p", {}).items() if k != "source"}
+    sources["p2p"] = data.get("p2p", {}).get("source", "")
     return Library(
         name=data["name"],
         version=str(data["version"]["value"]),
@@ -194,6 +197,7 @@ def _library_from_dict(data: dict[str, Any]) -> Library:
         sources=sources,
         network_step_s={k: float(v) * _US for k, v in steps.items() if k != "source"},
         ll_max_by_host_bytes_per_s=by_host,
+        p2p=p2p,
     )
 
 

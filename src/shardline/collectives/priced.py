@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from shardline.collectives.library import ALGORITHMS, PROTOCOLS, Group, Pair, load_library, pairs
+from shardline.collectives.p2p import all_to_all_pairs
 from shardline.collectives.records import AxisNetwork, Stage
 from shardline.errors import InputError
 from shardline.hardware import Chip
@@ -134,6 +135,12 @@ def _usable(
     return keep
 
 
+def _selected(pair: Pair, nbytes: Any) -> Any:
+    """Where the library would run `pair` (everywhere, unless the pair says otherwise)."""
+    where = getattr(pair, "selected", None)
+    return where(nbytes) if where is not None else np.ones(np.shape(nbytes), dtype=bool)
+
+
 def canonical_protocol(word: str | None) -> str | None:
     """'ll128' -> 'LL128'; None stays None."""
     if word is None:
@@ -154,10 +161,22 @@ def library_choice(
 ) -> LibraryChoice:
     """The library's fastest (algorithm, protocol) for V bytes, or the one the user forces."""
     lib = load_library(library)
-    found = _usable(pairs(lib, kind, group), _wanted(algorithm), protocol, kind)
+    wanted = _wanted(algorithm)
+    every = pairs(lib, kind, group)
+    if kind == "all_to_all":
+        # sends are not collectives: NCCL_ALGO does not reach them and LL128 has no p2p path,
+        # so a collective's forced algorithm or LL128 (a plan's --algorithm ring) leaves them be
+        every = all_to_all_pairs(lib, group)
+        wanted = wanted if wanted == "p2p" else None
+        protocol = protocol if protocol in ("LL", "Simple") else None
+    found = _usable(every, wanted, protocol, kind)
     times = [np.maximum(p.time_s(nbytes), group.floor_s) for p in found]
     scalar = not isinstance(nbytes, np.ndarray)
     stacked = np.vstack([np.atleast_1d(t) for t in times])
+    if len(found) > 1:
+        # a library that picks by size, not by its cost model (p2p: LL up to the threshold)
+        runs = np.vstack([np.atleast_1d(_selected(p, nbytes)) for p in found])
+        stacked = np.where(runs, stacked, np.inf)
     best = np.argmin(stacked, axis=0)
     t_best = stacked[best, np.arange(stacked.shape[1])]
     first = found[int(best[0])]

@@ -338,6 +338,7 @@ _FRACTIONS = (
     "unaligned_matmul_efficiency",
     "attention_fwd_efficiency",
     "attention_bwd_efficiency",
+    "sustained_matmul_fraction",
 )
 
 

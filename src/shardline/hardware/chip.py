@@ -132,6 +132,11 @@ class Achievable:
     # the same floor for a library GEMM kernel (tiled, pipelined: its prologue and epilogue make
     # it longer than a streaming kernel's); absent: kernel_floor_s
     gemm_kernel_floor_s: float | None = None
+    # the matmul rate the chip holds under sustained full load at its power limit (every GPU of
+    # the board busy) as a fraction of the short-burst achievable rate above (MSMF / MAMF); the
+    # realistic model of a training step applies it to the tensor-core work
+    # (shardline.realistic.sustained); absent: 1
+    sustained_matmul_fraction: float | None = None
 
 
 @dataclass(frozen=True)

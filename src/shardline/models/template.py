@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardline.errors import InputError
 from shardline.models.spec import ModelSpec
 
 __all__ = [
@@ -21,12 +20,6 @@ __all__ = [
 DEFAULT_PHASE = "training"
 DEFAULT_BATCH = 1
 DEFAULT_SEQ_LEN = 4096
-
-
-def _unplannable(spec: ModelSpec) -> str | None:
-    if spec.moe is not None and spec.moe.dense_layers_first:
-        return "mixture-of-experts with dense first layers"
-    return None
 
 
 def _attention_tables(spec: ModelSpec) -> dict[str, Any]:
@@ -43,12 +36,6 @@ def transformer_table(spec: ModelSpec, *, batch: int, seq_len: int) -> dict[str,
     """The `[transformer]` table of `spec` at `batch` sequences of `seq_len` tokens. Biases, norm
     scales and learned position tables are not in the template (they are under 0.1% of the weights
     of every zoo model the template takes)."""
-    kind = _unplannable(spec)
-    if kind is not None:
-        raise InputError(
-            f"model {spec.name}: {kind} planning is not available yet; "
-            f"`shardline model show {spec.name}` gives its counts"
-        )
     return {
         "d_model": spec.d_model,
         "d_ff": spec.d_ff,
@@ -79,6 +66,7 @@ def _moe_table(spec: ModelSpec) -> dict[str, Any]:
             "experts_per_token": m.experts_per_token,
             "expert_d_ff": m.expert_d_ff,
             "shared_experts": m.shared_experts,
+            **({"dense_layers_first": m.dense_layers_first} if m.dense_layers_first else {}),
         }
     }
 

@@ -14,7 +14,9 @@ from typing import Any
 
 from shardline.collectives import NetworkOptions
 from shardline.cost import ZERO_COST, Cost
+from shardline.dense_first import after
 from shardline.hardware import Chip
+from shardline.moe import boundary_layer
 from shardline.options import Execution
 from shardline.planning.memory import stage_memory
 from shardline.planning.network import MeshNetwork
@@ -30,6 +32,7 @@ from shardline.planning.stage_extras import (
 from shardline.planning.step import cycles, gap_s, realistic_step, tokens_answers
 from shardline.realistic.block import head_layer
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
+from shardline.realistic.sustained import sustained_chip
 from shardline.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.strategies import (
     CommTerm,
@@ -59,6 +62,8 @@ class Context:
     ) -> None:
         self.workload = workload
         self.chip = chip
+        # the realistic kernel times of a training step: matmul rates held at the power limit
+        self.kernel_chip = sustained_chip(chip) if workload.training else chip
         self.network_options = network
         self.execution = execution or Execution()
         model = workload.model
@@ -103,7 +108,7 @@ class Context:
         if key not in self._costs:
             base = layer_cost(layer, self.chip, dims)
             t = einsum_time_s(
-                layer, self.chip, dims, self.workload.model, self.execution.cuda_graphs
+                layer, self.kernel_chip, dims, self.workload.model, self.execution.cuda_graphs
             )
             cost = causal_lower_bound(base.cost, layer, self.workload.model)
             self._costs[key] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
@@ -113,6 +118,8 @@ class Context:
         """The layer after this one: itself when it repeats (count > 1), else the next in the
         block, wrapping to the next block."""
         layers = self.workload.layers
+        if id(layer) not in self._index:  # a dense first block's FFN (shardline.dense_first)
+            return after(self.workload, layer)
         return layer if layer.count > 1 else layers[(self._index[id(layer)] + 1) % len(layers)]
 
     def backward(self, layer: Layer) -> list[Layer]:
@@ -134,7 +141,9 @@ class Context:
             gradient_ways=device_share(self.workload, deg, m).gradients_ways,
             zero=self.execution.zero,
             cp_kind=self.execution.cp_kind,
+            ep_dispatch=self.execution.ep_dispatch,
             model=self.workload.model,
+            grad_reduce_dtype=self.execution.grad_reduce_dtype,
         )
 
     def stages(self, pp: int) -> list[tuple[StageLayers, Layer]]:
@@ -143,7 +152,8 @@ class Context:
         priced as two."""
         if pp not in self._stage_layers:
             self._stage_layers[pp] = [
-                (self._merged(layers), last) for layers, last in self.workload.pipeline_stages(pp)
+                (self._merged(layers), boundary_layer(self.workload.layers, last))
+                for layers, last in self.workload.pipeline_stages(pp)
             ]
         return self._stage_layers[pp]
 

@@ -11,17 +11,26 @@ stage's einsum layers, sharded as the strategies and the ZeRO stage say):
   stage holding both holds the shared table once, and a pipeline keeps a copy on each end) and, in
   training, the fp32 logits the loss keeps for the backward pass;
 - FSDP (or ZeRO-3 over dp) holds two gathered blocks of weights (the one in use and the one
-  prefetched).
+  prefetched);
+- with expert parallelism and ZeRO >= 1, the dense (non-expert) weights' optimizer state is
+  sharded over the expert-parallel ranks too: Megatron-Core's distributed optimizer shards the
+  dense parameters over the whole data-parallel group (the ep ranks are data-parallel ranks for
+  them) and the experts' over the expert-data-parallel group (dp here); NVIDIA/Megatron-LM
+  megatron/core/optimizer/__init__.py, get_megatron_optimizer: `data_parallel_group=
+  intra_dp_cp_group` for the dense parameter groups, `intra_expt_dp_group` for the experts'.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from math import prod
 
+from shardline.dense_first import moe_blocks_in
 from shardline.dtypes import dtype_bits
+from shardline.moe import EXPERT_AXIS
 from shardline.realistic.activations import in_flight_microbatches, layer_activation_bytes
 from shardline.realistic.block import LOSS_BYTES
-from shardline.stack import MemoryCheck, memory_check
+from shardline.stack import DeviceShare, MemoryCheck, memory_check
 from shardline.strategies import Degrees, device_share, local_dims
 from shardline.workload import Layer, Workload
 
@@ -42,8 +51,7 @@ def stage_memory(
     from shardline.options import Execution
 
     ex = execution if isinstance(execution, Execution) else Execution()
-    index, m = where
-    P = deg.stages
+    (index, m), P = where, deg.stages
     share = device_share(
         workload, deg, m, zero=ex.zero,
         state_bytes=lambda dt: ex.state_bytes_per_param(dtype_bits(dt)),
@@ -65,9 +73,10 @@ def stage_memory(
         per_block = layer_activation_bytes(model, seqs, tp=tp, sp=sp, recompute=ex.recompute)
         activations = workload.blocks_in(layers) * per_block * held
     weights, grads, opt = base.weights_bytes, base.gradients_bytes, base.optimizer_bytes
+    opt -= dense_optimizer_bytes(layers, share) * (1 - 1 / (ep := _zero_ep(workload, deg, ex.zero)))
     ends = (index == 0) + (index == P - 1)
     # MoE decode: the experts the batch does not touch, held (split over tp and ep), not read
-    params = workload.blocks_in(layers) * model.idle_expert_params / (tp * deg.get("ep", 1))
+    params = moe_blocks_in(workload, layers) * model.idle_expert_params / (tp * deg.get("ep", 1))
     bits = dtype_bits(model.weights_dtype)
     weights += params * bits / 8 / share.weights_ways
     if model.vocab and ends:
@@ -77,7 +86,7 @@ def stage_memory(
         weights += head * bits / 8 / share.weights_ways
         if workload.training:
             grads += head * bits / 8 / share.gradients_ways
-            opt += head * ex.state_bytes_per_param(bits) / share.optimizer_ways
+            opt += head * ex.state_bytes_per_param(bits) / (share.optimizer_ways * ep)
             if index == P - 1:  # one microbatch's logits: the last stage runs its backward next
                 activations += seqs * model.q_len * model.vocab / tp * LOSS_BYTES
     out = replace(
@@ -90,6 +99,25 @@ def stage_memory(
         kv_cache_bytes=kv_cache,
     )
     return _with_buffers(out, workload, deg, m, gathers)
+
+
+def _zero_ep(workload: Workload, deg: Degrees, zero: int) -> int:
+    """The extra ways the dense optimizer state is sharded: ep under ZeRO >= 1 in training."""
+    return deg.get("ep", 1) if workload.training and zero >= 1 else 1
+
+
+def dense_optimizer_bytes(layers: StageLayers, share: DeviceShare) -> float:
+    """The optimizer state of the stage's non-expert einsum weights on one device, as
+    `shardline.stack.memory_check` counts it (sharded `share.optimizer_ways` ways)."""
+    total = 0.0
+    for layer, n in layers:
+        if layer.axis_dims(EXPERT_AXIS):
+            continue
+        dims = share.dims(layer)
+        for w in layer.weights:
+            elements = prod(dims[d] for d in layer.operand(w).dims)
+            total += n * elements * share.state_bytes(layer.dtypes[w])
+    return total / share.optimizer_ways
 
 
 def _with_buffers(

@@ -9,7 +9,14 @@ waits for (tensor-parallel all-reduces, pipeline sends).
 The realistic time of the same phase sums each op's predicted time by category (`PARTS`: GEMMs,
 the attention kernel, the memory-bound ops between them, recompute), then adds the critical
 communication at its realistic time and whatever of the overlapped communication the compute
-cannot hide: `compute + critical + max(0, overlapped - compute)`."""
+cannot hide: `compute + critical + max(0, overlapped - compute)`.
+
+Overlapped communication whose kernels hold SMs of their own (`CommTerm.sm_share`: the
+expert-parallel dispatch of HybridEP or DeepEP beside another microbatch's compute) slows the
+compute beside it: for the A seconds it runs, the compute runs on the other 1 - r of the SMs. A
+phase of W seconds of compute then takes W + A r when the compute outlasts the communication
+(W >= A (1 - r)), else A: `compute + critical + max(contention, overlapped - compute)` with
+contention = sum of A r over those terms."""
 
 from __future__ import annotations
 
@@ -39,6 +46,7 @@ class Phase:
     local: Cost = ZERO_COST
     critical: Cost = ZERO_COST
     overlapped: Cost = ZERO_COST
+    contention_s: float = 0.0  # compute lost to the SMs overlapped communication holds
     compute_bound_s: float = 0.0  # time of the layers that are compute-bound
     memory_bound_s: float = 0.0
     parts: dict[str, float] = field(default_factory=_zero_parts)
@@ -75,6 +83,7 @@ class Phase:
             self.critical = self.critical + term.cost
         else:
             self.overlapped = self.overlapped + term.cost
+            self.contention_s += term.calls * term.t_pred_s * term.sm_share
 
     def time_s(self, extra_async_s: float = 0.0) -> float:
         return max(self.local_s, self.async_s + extra_async_s) + self.crit_s
@@ -92,7 +101,7 @@ class Phase:
         overlapped part outlasts the compute."""
         compute = self.compute_pred_s
         return float(self.critical.predicted_s) + max(
-            0.0, float(self.overlapped.predicted_s) - compute
+            self.contention_s, float(self.overlapped.predicted_s) - compute
         )
 
     @property

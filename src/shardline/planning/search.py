@@ -193,14 +193,15 @@ def tensor_limit(workload: Workload) -> tuple[int, str]:
     return min(_tensor_sizes(workload), default=(MAX_DEVICES, ""))
 
 
-def _degree_ok(workload: Workload, s: Strategy, degree: int, free: bool) -> bool:
+def _degree_ok(workload: Workload, s: Strategy, degree: int, free: bool, every: bool) -> bool:
     """May the free search try this degree? A tensor-parallel degree must divide every layer's
     tensor-parallel room (a split that leaves devices idle or uneven is never the one to pick
     blind; a fixed degree may still be uneven), a pipeline at most MAX_STAGES stages, and the
-    strategy must accept it."""
+    strategy must accept it. A strategy the plan search leaves alone (`searched` False: cp) is
+    tried only when fixed, or when `every` asks for the whole space (`shardline search`)."""
     if degree == 1:
         return True
-    if free and not s.searched:  # tried only when the user asks for it (--cp)
+    if free and not s.searched and not every:
         return False
     if "tensor" in s.splits:
         sizes = [size for size, _ in _tensor_sizes(workload)]
@@ -212,7 +213,7 @@ def _degree_ok(workload: Workload, s: Strategy, degree: int, free: bool) -> bool
 
 
 def _assignments(
-    workload: Workload, devices: int, fixed: Mapping[str, int | None]
+    workload: Workload, devices: int, fixed: Mapping[str, int | None], every: bool = False
 ) -> Iterator[Degrees]:
     """Each registered strategy a divisor of what the strategies before it leave, the last the
     rest, in ascending lexicographic order; a branch stops as soon as its degree is invalid
@@ -225,7 +226,7 @@ def _assignments(
         options = (left,) if i == len(regs) - 1 else _divisors(left)
         for d in options:
             free = fixed.get(s.name) is None
-            if not free and fixed[s.name] != d or not _degree_ok(workload, s, d, free):
+            if not free and fixed[s.name] != d or not _degree_ok(workload, s, d, free, every):
                 continue
             split = replicas * d if "batch" in s.splits else replicas
             if split > workload.batch or (split > 1 and workload.batch_dim is None):

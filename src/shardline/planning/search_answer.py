@@ -180,6 +180,9 @@ def answer(
         "workload": {**w.identity(), "sequences_per_step": w.batch, "seq_len": w.tokens_per_item},
         "phase": "training",
         "evaluated": stats["evaluated"],
+        # how far each layout was taken (planning.vector_bound): memory for all; the full step
+        # for `timed_in_full`; a lower bound above the re-ranked set for `bounded`
+        "search_counts": stats["counts"],
         "vector_s": stats["vector_s"],
         "vector_cpu_s": stats["vector_cpu_s"],  # this process's CPU (workers not counted)
         "elapsed_s": stats["elapsed_s"],

@@ -10,7 +10,8 @@ work, the lower bound too):
 - the execution's variants of the tensor-parallel collectives: sequence parallelism turns each
   all-reduce into a reduce-scatter and an all-gather of the same array; `tp_overlap` moves them
   off the critical path (hidden behind the GEMMs up to the compute time); interleaving sends
-  each microbatch V times between stages.
+  each microbatch V times between stages; `ep_overlap` moves the expert-parallel all-to-alls
+  off the critical path (hidden behind the compute up to the compute time, as tp_overlap).
 """
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ def tp_variants(term: CommTerm, ctx: Context, deg: Degrees) -> list[CommTerm]:
     ex = ctx.execution
     if term.purpose == "pp" and ex.interleave > 1 and ctx.workload.training:
         return [replace(term, calls=term.calls * ex.interleave)]
+    if term.purpose == "ep" and term.kind == "all_to_all" and ex.ep_overlap:
+        # beside another microbatch's compute, on SMs of its own
+        cores = ctx.chip.on_chip.cores
+        share = min(ex.ep_comm_sms / cores, 1.0) if cores else 0.0
+        return [replace(term, critical=False, sm_share=share)]
     if term.purpose != "tp":
         return [term]
     out = [term]

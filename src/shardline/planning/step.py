@@ -85,7 +85,10 @@ def _optimizer_s(ctx: Context, deg: Degrees, memory: MemoryCheck) -> float:
 
     bits = dtype_bits(weight_dtype_of(ctx.workload))
     state = ctx.execution.state_bytes_per_param(bits)
-    nbytes = optimizer_bytes(memory.params / ways, bits, state)
+    params = memory.params / ways
+    if ctx.execution.zero >= 1 and deg.get("ep", 1) > 1 and state > 0:
+        params = memory.optimizer_bytes / state  # the dense shard is also split over ep
+    nbytes = optimizer_bytes(params, bits, state)
     return memory_kernel_s(ctx.chip, nbytes, cuda_graphs=ctx.execution.cuda_graphs)
 
 

@@ -5,8 +5,11 @@ knobs over a cluster, vectorized (`vector_eval`), its best re-ranked by the full
    degrees the plan search allows (`planning.search._assignments`: one per registered strategy,
    so a new strategy joins without edits here), times microbatch size, interleave, sequence
    parallelism, recompute and ZeRO stage.
-2. Evaluate every layout with the vectorized model, in chunks (`shardline.executors.map_chunks`:
-   here, on local processes or on a Dask cluster; the same answer on each).
+2. Evaluate every layout with the vectorized model as far as its answer needs
+   (`vector_bound`: memory for all; lower bounds that prove the rest slower than the re-ranked
+   set), pricing the assignments' collectives in rounds of chunks
+   (`shardline.executors.map_chunks`: here, on local processes or on a Dask cluster; the same
+   answer on each).
 3. Re-rank each group's fastest fitting layouts with the full engine (`evaluate_plan`): the
    answer (best, Pareto front) is the engine's, and the gap between the two models is reported.
 """
@@ -27,8 +30,16 @@ from shardline.planning.evaluate import Context, evaluate_plan
 from shardline.planning.results import PlanResult
 from shardline.planning.search import MAX_DEVICES, _assignments
 from shardline.planning.search_answer import Group, answer, layout_of
-from shardline.planning.vector_eval import Chunk, evaluate_chunk
-from shardline.planning.vector_tables import build_tables
+from shardline.planning.vector_bound import (
+    ChipSpace,
+    fill,
+    finish,
+    group_rows,
+    prepare,
+    search_group,
+)
+from shardline.planning.vector_bound import counts as bound_counts
+from shardline.planning.vector_eval import Chunk, price_chunk
 from shardline.strategies import Degrees, names
 from shardline.workload import Workload
 
@@ -42,6 +53,7 @@ __all__ = [
 ]
 
 CHUNK_ASSIGNMENTS = 24  # assignments of degrees per chunk (a few thousand layouts)
+CHUNKS_PER_ROUND = 4  # chunks priced between two updates of the bound
 SECONDS_PER_DAY = 86400.0
 
 
@@ -77,19 +89,18 @@ def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptio
             raise InputError(f"--fix {name}={degree!r}: a degree is a positive integer")
 
 
-def _groups(
+def _spaces(
     workload: Workload, chips: Sequence[Chip], devices: int, run: RunOptions
-) -> list[Group]:
+) -> list[tuple[ChipSpace, list[int]]]:
+    """Each chip's layouts over the device counts (`vector_bound.prepare`), with the counts."""
     counts = [devices >> k for k in range(run.scales) if devices % (1 << k) == 0 and devices >> k]
     fixed = dict(run.fixed)
-    out: list[Group] = []
+    out = []
     for chip in chips:
-        found = {d: list(_assignments(workload, d, fixed)) for d in counts}
-        every = [a for d in counts for a in found[d]]
-        if not every:
-            continue
-        tables = build_tables(workload, chip, every, devices)
-        out.extend(Group(chip, d, found[d], tables) for d in counts if found[d])
+        found = {d: list(_assignments(workload, d, fixed, every=True)) for d in counts}
+        kept = [d for d in counts if found[d]]
+        if kept:
+            out.append((prepare(workload, chip, [found[d] for d in kept], devices), kept))
     if not out:
         raise InputError(
             f"no layout over {devices:,} devices: the batch ({workload.batch:,} sequences) and "
@@ -99,24 +110,52 @@ def _groups(
     return out
 
 
-def _evaluate(workload: Workload, groups: list[Group], run: RunOptions) -> int:
+def _pricer(workload: Workload, run: RunOptions) -> Callable[[ChipSpace, np.ndarray], None]:
+    """Price a round of assignments in chunks (`map_chunks`: here, on processes or on Dask)."""
     from shardline.executors import map_chunks
 
-    chunks: list[Chunk] = []
-    owner: list[int] = []
-    for g, group in enumerate(groups):
-        for s in range(0, len(group.assignments), CHUNK_ASSIGNMENTS):
-            part = tuple(group.assignments[s : s + CHUNK_ASSIGNMENTS])
-            chunks.append(Chunk(group.tables, workload, group.chip, part, s))
-            owner.append(g)
-    results = map_chunks(
-        evaluate_chunk, chunks, workers=run.workers, executor=run.executor,
-        scheduler=run.scheduler, progress=run.progress,
-    )  # fmt: skip
-    for g, group in enumerate(groups):
-        mine = [r for r, o in zip(results, owner, strict=True) if o == g]
-        group.rows = {k: np.concatenate([r[k] for r in mine]) for k in mine[0]}
-    return sum(len(g.rows["a"]) for g in groups if g.rows is not None)
+    done = [0]
+
+    def price(space: ChipSpace, todo: np.ndarray) -> None:
+        parts = [todo[s : s + CHUNK_ASSIGNMENTS] for s in range(0, len(todo), CHUNK_ASSIGNMENTS)]
+        chunks = [
+            Chunk(space.tables, workload, space.chip, tuple(space.every[i] for i in p))
+            for p in parts
+        ]
+        results = map_chunks(
+            price_chunk, chunks, workers=run.workers, executor=run.executor,
+            scheduler=run.scheduler,
+        )  # fmt: skip
+        for p, r in zip(parts, results, strict=True):
+            fill(space, p, r)
+        done[0] += len(chunks)
+        if run.progress is not None:
+            run.progress(done[0], done[0])
+
+    return price
+
+
+def _evaluate(
+    workload: Workload, spaces: list[tuple[ChipSpace, list[int]]], run: RunOptions
+) -> tuple[list[Group], dict[str, int]]:
+    """Each device count's layouts, priced as far as their bounds require (`vector_bound`);
+    the groups with their rows, and the counts."""
+    # rounds of the same size on every executor, so that the same assignments are priced and
+    # the answer (the fastest that do not fit included) is the same
+    rounds = (CHUNK_ASSIGNMENTS * CHUNKS_PER_ROUND, _pricer(workload, run))
+    groups: list[Group] = []
+    totals: dict[str, int] = {}
+    for space, kept in spaces:
+        for g in range(len(kept)):
+            search_group(space, workload, g, run.rerank, rounds)
+        finish(space)
+        for k, v in bound_counts(space).items():
+            totals[k] = totals.get(k, 0) + v
+        for g, d in enumerate(kept):
+            lo, hi = space.starts[g], space.starts[g + 1]
+            rows = group_rows(space, g)
+            groups.append(Group(space.chip, d, space.every[lo:hi], space.tables, rows))
+    return groups, totals
 
 
 def engine_result(
@@ -136,7 +175,7 @@ def _top(rows: dict[str, np.ndarray], k: int) -> np.ndarray:
     """The k fastest fitting layouts, one per (degrees, microbatches, interleave): the knobs
     that often tie (sequence parallelism, recompute, ZeRO stage, tp overlap) keep their fastest,
     then least memory, so that the re-ranked alternatives differ in shape."""
-    fits = np.flatnonzero(rows["fits"])
+    fits = np.flatnonzero(rows["fits"] & np.isfinite(rows["predicted_s"]))
     order = fits[np.lexsort((rows["memory_per_device_bytes"][fits], rows["predicted_s"][fits]))]
     shape = np.stack([rows["a"][order], rows["j"][order], rows["v"][order]], axis=1)
     _, first = np.unique(shape, axis=0, return_index=True)
@@ -177,10 +216,10 @@ def training_search(
     _check(workload, devices, tokens, run)
     chips = [resolve_chip(h) for h in hw]
     start, cpu = time.perf_counter(), time.process_time()
-    groups = _groups(workload, chips, devices, run)
-    evaluated = _evaluate(workload, groups, run)
+    groups, counts = _evaluate(workload, _spaces(workload, chips, devices, run), run)
     stats = {
-        "evaluated": evaluated,
+        "evaluated": counts["layouts"],
+        "counts": counts,
         "vector_s": time.perf_counter() - start,
         "vector_cpu_s": time.process_time() - cpu,
         "devices": devices,

@@ -22,18 +22,21 @@ the last (the first stage's embedding is left out).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
 import numpy as np
 
 from shardline.hardware import Chip
-from shardline.planning.vector_tables import ZERO_STAGES, Tables, price_assignments
+from shardline.planning.vector_assign import price_traffic
+from shardline.planning.vector_tables import ZERO_STAGES, Tables
 from shardline.strategies import Degrees
 from shardline.workload import Workload
 
-__all__ = ["Chunk", "INTERLEAVES", "KNOBS", "layouts", "evaluate_chunk"]
+__all__ = [
+    "Chunk", "INTERLEAVES", "KNOBS", "layouts", "columns", "price_chunk", "memory_of", "step_of",
+]  # fmt: skip
 
 INTERLEAVES = (1, 2, 4, 8)
 RECOMPUTE = (0, 1, 2)  # none, selective, full (shardline.options.RECOMPUTE_MODES)
@@ -44,39 +47,59 @@ KNOBS = ("a", "j", "v", "sp", "rc", "z", "ov")
 
 @dataclass(frozen=True)
 class Chunk:
-    """A slice of the assignments, numbered from `start` (picklable: the shared tables, the
-    workload, the chip and the degrees)."""
+    """A slice of the assignments whose collectives are priced together (picklable: the shared
+    tables, the workload, the chip and the degrees)."""
 
     tables: Tables
     workload: Workload
     chip: Chip
     assignments: tuple[Degrees, ...]
-    start: int
 
 
-def _knobs(t: Tables, a: int) -> np.ndarray:
-    """Rows (`KNOBS`) of assignment a: b divides the batch per replica; interleave V > 1 needs a
-    pipeline and, as Megatron-LM's interleaved schedule asserts, a microbatch count that is a
-    multiple of the stages."""
-    A = t.assign
-    replicas, pp, tp, dp = (int(A[k][a]) for k in ("replicas", "pp", "tp", "dp"))
-    vmax = int(A["v_max"][a])
-    sps = (0, 1) if tp > 1 else (0,)  # sequence parallelism, and tp overlap, need tp
-    zs = ZERO_STAGES if dp > 1 else (0,)
-    combos: list[tuple[int, ...]] = []
-    for j, b in enumerate(t.seq_b):
-        if t.batch % (replicas * int(b)):
-            continue
-        m = t.batch // (replicas * int(b))
-        vs = [v for v in INTERLEAVES if v == 1 or (v <= vmax and m % pp == 0)]
-        combos.extend(product([a], [j], vs, sps, RECOMPUTE, zs, sps))
-    return np.array(combos, dtype=np.int64).reshape(-1, len(KNOBS))
+def _grids() -> list[np.ndarray]:
+    """The (sp, recompute, ZeRO, tp overlap) combinations of each class 2 (tp > 1) + (dp > 1):
+    sequence parallelism and tp overlap need tp, a ZeRO stage needs dp."""
+    out = []
+    for tp_on, dp_on in product((False, True), (False, True)):
+        sps = (0, 1) if tp_on else (0,)
+        zs = ZERO_STAGES if dp_on else (0,)
+        out.append(np.array(list(product(sps, RECOMPUTE, zs, sps)), dtype=np.int64))
+    return out
 
 
 def layouts(t: Tables) -> np.ndarray:
-    """Every layout of the priced assignments (`t.assign`), one row each."""
-    parts = [_knobs(t, a) for a in range(len(t.assign.get("tp", ())))]
-    return np.concatenate(parts) if parts else np.zeros((0, len(KNOBS)), dtype=np.int64)
+    """Every layout of the assignments (`t.assign`), one row each (`KNOBS`), ordered by
+    assignment, b, V, then the knobs: b divides the batch per replica; interleave V > 1 needs a
+    pipeline and, as Megatron-LM's interleaved schedule asserts, a microbatch count that is a
+    multiple of the stages."""
+    A = t.assign
+    if not len(A.get("tp", ())):
+        return np.zeros((0, len(KNOBS)), dtype=np.int64)
+    b = t.seq_b.astype(np.int64)
+    replicas, pp = A["replicas"].astype(np.int64), A["pp"].astype(np.int64)
+    ok = t.batch % (replicas[:, None] * b[None, :]) == 0
+    ai, ji = np.nonzero(ok)
+    m = t.batch // (replicas[ai] * b[ji])
+    vs = np.array(INTERLEAVES)
+    v_ok = (vs[None, :] == 1) | (
+        (vs[None, :] <= A["v_max"][ai, None]) & (m[:, None] % pp[ai, None] == 0)
+    )
+    bi, vi = np.nonzero(v_ok)
+    base = np.stack([ai[bi], ji[bi], vs[vi]], axis=1)
+    cls = 2 * (A["tp"][base[:, 0]] > 1) + (A["dp"][base[:, 0]] > 1)
+    grids = _grids()
+    counts = np.array([len(g) for g in grids])[cls]
+    owner = np.repeat(np.arange(len(base)), counts)
+    offset = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
+    knobs = np.empty((len(owner), 4), dtype=np.int64)
+    for c, grid in enumerate(grids):
+        sel = cls[owner] == c
+        knobs[sel] = grid[offset[sel]]
+    return np.concatenate([base[owner], knobs], axis=1)
+
+
+def columns(rows: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: rows[:, i] for i, k in enumerate(KNOBS)}
 
 
 def _memory(t: Tables, r: dict[str, Any], held_first: Any) -> Any:
@@ -142,29 +165,38 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     bwd_s = np.where(crit_last, last[1], first[1])
     t_stage = np.where(crit_last, t_last, t_first)
     k = np.where(crit_last, A["k_last"][a], A["k_first"][a])
-    grad = k * A["grad_s"][a, z]
-    exposed = np.where(dp > 1, np.maximum(A["bucket_s"][a], grad - bwd_s), 0.0)
+    # the gradient traffic once per step: dp's (per assignment) and the inner axes' (cp, ep:
+    # probed unsharded, so divided by the ways FSDP shards the gradients, as their bytes are)
+    grad = k * (A["grad_s"][a, z] + P["grad_s"] / A["weight_ways"][a])
+    exposed = np.where(grad > 0, np.maximum(A["bucket_s"][a], grad - bwd_s), 0.0)
     n = m + (pp - 1) / v
     bubble = (n - m) * t_stage
     predicted = n * t_stage + exposed + A["opt_s"][a, z]
-    held = np.minimum(m, pp) * np.where((v > 1) & (pp > 1), 1 + (pp - 1) / (pp * v), 1.0)
     return {
         "m": m,
         "predicted_s": predicted,
+        # with the assignment's traffic at zero, a lower bound of the step (vector_bound)
+        "lower_s": n * t_stage + A["opt_s"][a, z],
         "bubble_s": bubble,
         "exposed_dp_s": exposed,
-        "memory_per_device_bytes": _memory(t, r, held),
     }
 
 
-def evaluate_chunk(chunk: Chunk) -> dict[str, np.ndarray]:
-    """Every layout of the chunk: its knobs and its step time, bubble and memory (arrays)."""
-    t = replace(
-        chunk.tables,
-        assign=price_assignments(chunk.tables, chunk.workload, chunk.chip, list(chunk.assignments)),
-    )
-    rows = layouts(t)
-    r = {k: rows[:, i] for i, k in enumerate(KNOBS)}
-    out = _step(t, r)
-    out["fits"] = out["memory_per_device_bytes"] <= t.capacity_bytes
-    return {**r, **out, "a": r["a"] + chunk.start}
+def price_chunk(chunk: Chunk) -> dict[str, np.ndarray]:
+    """The chunk's assignments' collectives (`vector_assign.price_traffic`)."""
+    return price_traffic(chunk.tables, chunk.workload, chunk.chip, list(chunk.assignments))
+
+
+def memory_of(t: Tables, r: dict[str, np.ndarray]) -> np.ndarray:
+    """Bytes per device of each layout (no probe, no network needed)."""
+    A = t.assign
+    a, v = r["a"], r["v"]
+    pp = A["pp"][a]
+    m = t.batch / (A["replicas"][a] * t.seq_b[r["j"]])
+    held = np.minimum(m, pp) * np.where((v > 1) & (pp > 1), 1 + (pp - 1) / (pp * v), 1.0)
+    return np.asarray(_memory(t, r, held))
+
+
+def step_of(t: Tables, r: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Step time, microbatches, bubble, exposed gradient traffic and the lower bound."""
+    return _step(t, r)

@@ -3,13 +3,13 @@
 A layout's step splits into parts that depend on few of its choices (docs/search.md):
 - one block's forward and backward for one microbatch (compute, tensor-parallel and any other
   per-layer critical communication, the memory-bound ops, recompute) depends on the "inner"
-  degrees (every strategy that splits neither the batch nor the layers: tp today), the
-  microbatch's sequences b, sequence parallelism and the recompute mode: the engine's own stage
-  (`Context.stage`) of one and of two blocks gives the block (the difference) and the ends
-  (embedding, LM head and loss: the rest);
+  degrees (`inner_names`: tp, cp, and ep, which splits the experts as well as the batch; with ep
+  on, the fsdp inside it on the mesh too: `probe_key`), the microbatch's sequences b, sequence
+  parallelism and the recompute mode: the engine's own stage (`Context.stage`) of one block and
+  of none gives the block (the difference) and the ends (embedding, LM head and loss);
 - the pipeline send, the data-parallel gradient traffic and FSDP's gathers depend on the whole
-  assignment of degrees: priced per assignment on its mesh (`MeshNetwork`), as the strategies
-  price them.
+  assignment of degrees: priced per assignment on its mesh (`vector_assign`), as the strategies
+  price them. Which probes and which assignments are needed at all: `vector_bound`.
 The vectorized evaluator (`vector_eval`) combines the tables over microbatches, interleave,
 recompute, sequence parallelism and the ZeRO stage.
 """
@@ -28,11 +28,13 @@ from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.options import RECOMPUTE_MODES, Execution
 from shardline.planning.evaluate import Context
-from shardline.planning.network import MeshNetwork
 from shardline.strategies import Degrees, strategies
 from shardline.workload import Workload, backward_layers
 
-__all__ = ["Tables", "BlockTimes", "inner_names", "batch_names", "layer_names", "block_times"]
+__all__ = [
+    "Tables", "BlockTimes", "inner_names", "batch_names", "layer_names", "block_times",
+    "build_tables", "probe_blocks", "empty_probes", "einsum_floor", "contexts",
+]  # fmt: skip
 
 ZERO_STAGES = (0, 1, 2, 3)
 # The most (inner layout x microbatch size) block shapes probed with the plan engine, each tens
@@ -49,10 +51,41 @@ def layer_names() -> tuple[str, ...]:
     return tuple(s.name for s in strategies() if "layers" in s.splits)
 
 
+def _plain(s: Any) -> bool:
+    """dp, fsdp: the batch split alone."""
+    from shardline.strategies.dp import BatchSplit
+
+    return "batch" in s.splits and type(s).split_dims is BatchSplit.split_dims
+
+
 def inner_names() -> tuple[str, ...]:
-    """Strategies priced inside the block probe: those that split neither batch nor layers."""
-    skip = set(batch_names()) | set(layer_names())
-    return tuple(s.name for s in strategies() if s.name not in skip)
+    """Strategies priced inside the block probe: those that change one device's block beyond
+    its count of sequences: every strategy that splits neither the batch nor the layers (tp, cp)
+    and the batch splits that also split other dims (ep: the experts)."""
+    return tuple(s.name for s in strategies() if "layers" not in s.splits and not _plain(s))
+
+
+def probe_names() -> tuple[str, ...]:
+    """The inner names, then the plain batch splits inside an inner batch split on the mesh
+    (fsdp inside ep): they place its network (`probe_key`)."""
+    from shardline.strategies import by_mesh
+
+    mesh = [s for s in by_mesh() if "layers" not in s.splits]
+    splits = [i for i, s in enumerate(mesh) if "batch" in s.splits and not _plain(s)]
+    inside = [s.name for i, s in enumerate(mesh) if _plain(s) and splits and i < max(splits)]
+    return (*inner_names(), *inside)
+
+
+def probe_key(deg: Any, names: tuple[str, ...]) -> tuple[int, ...]:
+    """An assignment's probe: its inner degrees, and the plain batch splits inside an inner
+    batch split where that split is on (> 1), else 1 (a dense model's fsdp changes no probe)."""
+    inner = inner_names()
+    on = any(deg[n] > 1 for n in inner if "batch" in _splits(n))
+    return tuple(deg[n] if n in inner or on else 1 for n in names)
+
+
+def _splits(name: str) -> tuple[str, ...]:
+    return next(s.splits for s in strategies() if s.name == name)
 
 
 @dataclass(frozen=True)
@@ -73,31 +106,82 @@ class BlockTimes:
     ends_bwd_compute_s: float
     ends_bwd_crit_s: float
     ends_bwd_ov_s: float
+    grad_s: float  # once per step, overlapped: gradient traffic of the inner axes (cp, ep)
 
 
 PROBED = tuple(BlockTimes.__dataclass_fields__)
 
 
-def _phase(ph: Any) -> tuple[float, float, float]:
-    """(compute, critical, overlapped) realistic seconds of a stage's phase."""
-    return ph.compute_pred_s, float(ph.critical.predicted_s), float(ph.overlapped.predicted_s)
+def _phase(
+    ph: Any, shift: float = 0.0, less: tuple[float, float] = (0.0, 0.0)
+) -> tuple[float, ...]:
+    """(compute, critical, overlapped) realistic seconds of a stage's phase, `shift` seconds of
+    the critical communication moved to the overlapped, `less` (critical, overlapped) left out."""
+    crit, ov = float(ph.critical.predicted_s), float(ph.overlapped.predicted_s)
+    return ph.compute_pred_s, crit - shift - less[0], ov + shift - less[1]
 
 
 def _less(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
     return tuple(x - y for x, y in zip(a, b, strict=True))
 
 
-def block_times(ctx: Context, inner: dict[str, int], sequences: int) -> BlockTimes:
+PER_ASSIGNMENT = ("dp", "fsdp")  # their traffic is priced per assignment (vector_assign)
+
+
+def _inner_grad_s(stage: Any) -> float:
+    """The once-per-step traffic of a stage but dp's and fsdp's (priced per assignment)."""
+    return sum(
+        t.calls * t.t_pred_s
+        for t in stage.terms
+        if t.once_per_step and t.purpose not in PER_ASSIGNMENT
+    )
+
+
+def _assigned_s(stage: Any, phase: str) -> tuple[float, float]:
+    """(critical, overlapped) seconds of the phase's fsdp terms (a probe that holds fsdp to
+    place ep's network leaves them to the per-assignment pricing)."""
+    terms = [
+        t for t in stage.terms
+        if t.purpose == "fsdp" and not t.once_per_step and t.phase == phase
+    ]  # fmt: skip
+    crit = sum(t.calls * t.t_pred_s for t in terms if t.critical)
+    return crit, sum(t.calls * t.t_pred_s for t in terms if not t.critical)
+
+
+def _tp_critical_s(stage: Any, phase: str) -> float:
+    """The phase's critical tensor-parallel seconds: what `--tp-overlap` makes overlapped (it
+    only clears their critical flag: `stage_extras.tp_variants`, `add_end_extras`)."""
+    return sum(
+        t.calls * t.t_pred_s
+        for t in stage.terms
+        if t.purpose == "tp" and t.critical and not t.once_per_step and t.phase == phase
+    )
+
+
+def _values(stage: Any, overlap: bool) -> tuple[float, ...]:
+    fwd = _tp_critical_s(stage, "forward") if overlap else 0.0
+    bwd = _tp_critical_s(stage, "backward") if overlap else 0.0
+    return (
+        *_phase(stage.fwd, fwd, _assigned_s(stage, "forward")),
+        *_phase(stage.bwd, bwd, _assigned_s(stage, "backward")),
+    )
+
+
+def block_times(
+    ctx: Context, inner: dict[str, int], sequences: int, overlap: bool = False
+) -> BlockTimes:
     """Probe the engine: a stage of one block and one of none (the ends alone), pp = 1, with the
-    batch split so that each device holds `sequences` sequences per microbatch."""
+    batch split so that each device holds `sequences` sequences per microbatch. `overlap`: the
+    same with tensor-parallel overlap, from a context without it (the terms turn overlapped)."""
     w = ctx.workload
-    deg = Degrees({**inner, "dp": max(1, w.batch // sequences)})
+    deg = _probe_degrees(w, inner, sequences)
     one = [(layer, layer.count) for layer in w.layers]
     s1 = ctx.stage(deg, 1, 0, one, w.layers[-1])
     s0 = ctx.stage(deg, 1, 0, [], w.layers[-1])  # the ends alone
-    ends = (*_phase(s0.fwd), *_phase(s0.bwd))
-    values = (*_less((*_phase(s1.fwd), *_phase(s1.bwd)), ends), *ends)
-    return BlockTimes(**dict(zip(PROBED, values, strict=True)))
+    ends = _values(s0, overlap)
+    values = (*_less(_values(s1, overlap), ends), *ends)
+    grad = _inner_grad_s(s1) - _inner_grad_s(s0)
+    return BlockTimes(**dict(zip(PROBED, (*values, grad), strict=True)))
 
 
 @dataclass
@@ -121,6 +205,8 @@ class Tables:
     inner_keys: list[tuple[int, ...]] = field(default_factory=list)
     names: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    priced: Any = None  # the collectives priced so far (`Priced`), shared by the chunks
+    probes: int = 0  # engine probes run (block_times calls)
 
 
 def hw_flops(ctx: Context) -> tuple[float, dict[str, float]]:
@@ -131,7 +217,7 @@ def hw_flops(ctx: Context) -> tuple[float, dict[str, float]]:
     return model_flops(model, True), {rc: hardware_flops(model, True, rc) for rc in RECOMPUTE_MODES}
 
 
-def _contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
+def contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
     """One engine Context per (sp, recompute, tp overlap), sharing the caches that do not depend
     on the execution (local sizes, layer Costs, backward layers, priced collectives)."""
     out: dict[tuple[int, int, int], Context] = {}
@@ -146,28 +232,105 @@ def _contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
         else:
             ctx._dims, ctx._costs, ctx._backward = base._dims, base._costs, base._backward
             ctx._networks, ctx._priced = base._networks, base._priced
+            ctx.kernel_chip = base.kernel_chip  # one object: the einsum memo keys by its id
         out[(sp, r, ov)] = ctx
     return out
 
 
+def _probe_degrees(w: Workload, inner: dict[str, int], sequences: int) -> Degrees:
+    """The probe's degrees: `sequences` per device per microbatch, dp taking the rest."""
+    split = prod(v for k, v in inner.items() if "batch" in _splits(k))  # ep (and fsdp inside)
+    return Degrees({**inner, "dp": max(1, w.batch // (sequences * split))})
+
+
+def _merged(layer: Any, dims: dict[str, int], batch_dim: str | None) -> dict[str, int] | None:
+    """A matmul's sizes with the batch folded into the query tokens (B x S tokens as one dim):
+    where B and S sit in the same operands the matmul is the same (M or K = B S), so that the
+    shapes of every (b, cp) with the same tokens per device share one prediction; None if not."""
+    from shardline.strategies.cp import QUERY_DIM
+
+    if layer.kernel == "attention" or batch_dim is None or batch_dim not in dims:
+        return None
+    if QUERY_DIM not in dims:
+        return None
+    for op in (*layer.inputs, layer.output):
+        if (batch_dim in op.dims) != (QUERY_DIM in op.dims):
+            return None
+    return {**dims, batch_dim: 1, QUERY_DIM: dims[batch_dim] * dims[QUERY_DIM]}
+
+
+def _einsum_s(ctx: Context, layer: Any, dims: dict[str, int]) -> float:
+    """The engine's realistic time of one einsum (`Context.cost`), a matmul's from its merged
+    shape: the same number, shared by more shapes. Fills the Context's cost cache as
+    `Context.cost` would, so that the probes find it there."""
+    from dataclasses import replace
+
+    from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
+    from shardline.stack import LayerCost, layer_cost
+
+    merged = _merged(layer, dims, ctx.workload.batch_dim)
+    key = (id(layer), tuple(dims.items()))
+    if merged is None or key in ctx._costs:
+        return float(ctx.cost(layer, dims).cost.predicted_s)
+    model, graphs = ctx.workload.model, ctx.execution.cuda_graphs
+    t = einsum_time_s(layer, ctx.kernel_chip, merged, model, graphs)
+    base = layer_cost(layer, ctx.chip, dims)
+    cost = causal_lower_bound(base.cost, layer, model)
+    ctx._costs[key] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
+    return t
+
+
+def einsum_floor(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[float, float]:
+    """(forward, backward) realistic seconds of one block's einsums alone, as the engine prices
+    them: each probed phase adds communication, memory-bound ops and recompute to these, never
+    less (`vector_bound`'s first bound)."""
+    w = ctx.workload
+    deg = _probe_degrees(w, inner, sequences)
+    fwd = bwd = 0.0
+    for layer in w.layers:
+        view = ctx.view(layer, layer.count, deg, 1)
+        fwd += layer.count * _einsum_s(ctx, layer, dict(view.dims))
+        for grad, gdims in view.grads:
+            bwd += layer.count * _einsum_s(ctx, grad, dict(gdims))
+    return fwd, bwd
+
+
+def empty_probes(t: Tables) -> None:
+    shape = (len(t.inner_keys), len(t.seq_b), 2, len(RECOMPUTE_MODES), 2)
+    t.probed = {k: np.full(shape, np.inf) for k in PROBED}
+
+
 def probe_blocks(
-    w: Workload, chip: Chip, inner_keys: list[tuple[int, ...]], seq_b: list[int]
-) -> dict[str, np.ndarray]:
-    """The PROBED times of every inner key x b x sp x recompute x tp overlap (sequence
-    parallelism and overlap only where tp > 1)."""
-    names = inner_names()
-    shape = (len(inner_keys), len(seq_b), 2, len(RECOMPUTE_MODES), 2)
-    out = {k: np.full(shape, np.inf) for k in PROBED}
-    for (sp, r, ov), ctx in _contexts(w, chip).items():
-        for i, key in enumerate(inner_keys):
-            inner = dict(zip(names, key, strict=True))
-            if (sp or ov) and inner.get("tp", 1) == 1:
+    t: Tables, contexts: dict[tuple[int, int, int], Context], needed: np.ndarray
+) -> int:
+    """Fill `t.probed` (from `empty_probes`): the PROBED times of each inner key x b x sp x
+    recompute (x tp overlap) that `needed` [inner, b, sp, recompute] marks and that is not
+    probed yet. Sequence parallelism and overlap only where tp > 1. The probes run."""
+    out, runs = t.probed, 0
+    model = next(iter(contexts.values())).workload.model
+    twin = model is not None and model.attention != "standard"
+    if twin:  # selective recompute changes nothing here (stage_extras.add_recompute): copy none
+        needed = needed.copy()
+        needed[:, :, :, 0] |= needed[:, :, :, 1]
+        needed[:, :, :, 1] = False
+    for (sp, r, ov), ctx in contexts.items():
+        if ov:  # from the context without overlap (`block_times`): its stages are cached
+            continue
+        todo = needed[:, :, sp, r] & np.isinf(out["fwd_compute_s"][:, :, sp, r, 0])
+        for i, j in zip(*np.nonzero(todo), strict=True):
+            inner = dict(zip(t.names, t.inner_keys[i], strict=True))
+            if sp and inner.get("tp", 1) == 1:
                 continue
-            for j, b in enumerate(seq_b):
-                bt = block_times(ctx, inner, b)
+            einsum_floor(ctx, inner, int(t.seq_b[j]))  # the matmuls from their merged shapes
+            runs += 1
+            for o in (0, 1) if inner.get("tp", 1) > 1 else (0,):
+                bt = block_times(ctx, inner, int(t.seq_b[j]), overlap=bool(o))
                 for k in PROBED:
-                    out[k][i, j, sp, r, ov] = getattr(bt, k)
-    return out
+                    out[k][i, j, sp, r, o] = getattr(bt, k)
+    if twin:
+        for k in PROBED:
+            out[k][:, :, :, 1] = out[k][:, :, :, 0]
+    return runs
 
 
 def activation_table(
@@ -180,17 +343,18 @@ def activation_table(
 
     model = w.model
     assert model is not None
-    names = inner_names()
+    names = probe_names()
     act = np.zeros((len(inner_keys), len(seq_b), 2, len(RECOMPUTE_MODES)))
     logits = np.zeros((len(inner_keys), len(seq_b)))
     for i, key in enumerate(inner_keys):
-        tp = dict(zip(names, key, strict=True)).get("tp", 1)
+        inner = dict(zip(names, key, strict=True))
+        tp, seq = inner.get("tp", 1), Degrees(inner).of("seq")  # cp: S / cp tokens per device
         for j, b in enumerate(seq_b):
-            logits[i, j] = b * model.q_len * (model.vocab or 0) / tp * LOSS_BYTES
+            logits[i, j] = b / seq * model.q_len * (model.vocab or 0) / tp * LOSS_BYTES
             for sp in (0, 1):
                 for r, rc in enumerate(RECOMPUTE_MODES):
                     act[i, j, sp, r] = layer_activation_bytes(
-                        model, b, tp=tp, sp=bool(sp and tp > 1), recompute=rc
+                        model, b / seq, tp=tp, sp=bool(sp and tp > 1), recompute=rc
                     )
     return act, logits
 
@@ -244,140 +408,13 @@ def block_weights(w: Workload, inner: dict[str, int]) -> BlockWeights:
     return BlockWeights(tuple(out), params, nbytes)
 
 
-class Priced:
-    """Collective times shared by the assignments: an axis's network depends on its own degree
-    and the degrees inside it on the mesh, so the key is those and the message."""
-
-    def __init__(self, chip: Chip) -> None:
-        self.chip = chip
-        self.memo: dict[tuple[Any, ...], float] = {}
-
-    def __call__(self, deg: Degrees, kind: str, nbytes: float, axis: str) -> float:
-        from shardline.strategies import by_mesh
-
-        upto = []
-        for s in by_mesh():
-            upto.append(deg[s.name])
-            if s.name == axis:
-                break
-        key = (tuple(upto), kind, float(nbytes), axis)
-        if key not in self.memo:
-            self.memo[key] = MeshNetwork(self.chip, deg).predicted(kind, nbytes, axis)
-        return self.memo[key]
-
-
-def _grad_s(price: Priced, deg: Degrees, bw: BlockWeights, ways: float, zero: int) -> float:
-    """The data-parallel gradient traffic of one block (once per step), as dp.layer_comm."""
-    kinds = ("reduce_scatter", "all_gather") if zero else ("all_reduce",)
-    total = 0.0
-    for count, _, grads in bw.layers:
-        for _, gbytes in grads:
-            if gbytes:
-                total += count * sum(price(deg, k, gbytes / ways, "dp") for k in kinds)
-    return total
-
-
-def _fsdp_s(price: Priced, deg: Degrees, bw: BlockWeights, axis: str) -> tuple[float, float]:
-    """One block's FSDP (or ZeRO-3) traffic per microbatch, forward and backward (overlapped):
-    all-gather each weight before its forward and its input-gradient matmul, reduce-scatter each
-    weight gradient (the reduce-scatter only for fsdp, as the strategies price it)."""
-    fwd = bwd = 0.0
-    for count, wbytes, grads in bw.layers:
-        fwd += count * price(deg, "all_gather", wbytes, axis)
-        for has_weights, gbytes in grads:
-            if has_weights:
-                bwd += count * price(deg, "all_gather", wbytes, axis)
-            if gbytes and axis == "fsdp":
-                bwd += count * price(deg, "reduce_scatter", gbytes, axis)
-    return fwd, bwd
-
-
-ASSIGN_KEYS = (
-    "tp", "pp", "dp", "replicas", "weight_ways", "inner", "k_first", "k_last", "params_block",
-    "wbytes_block", "fsdp_fwd_s", "fsdp_bwd_s", "z3_fwd_s", "z3_bwd_s", "bucket_s", "opt_s",
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Probe:
-    """What one search prices once: the workload, chip, microbatch sizes and the collectives."""
-
-    w: Workload
-    chip: Chip
-    seq_b: list[int]
-    price: Priced
-
-
-def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights, weight_ways: int) -> dict[str, Any]:
-    """FSDP and ZeRO-3 gathers per block, the last gradient bucket, pipeline sends per b and the
-    gradient traffic per ZeRO stage."""
-    from shardline.planning.step import DP_BUCKET_BYTES
-
-    dp = deg.get("dp", 1)
-    fs = _fsdp_s(pr.price, deg, bw, "fsdp") if deg.get("fsdp", 1) > 1 else (0.0, 0.0)
-    z3 = _fsdp_s(pr.price, deg, bw, "dp") if dp > 1 else (0.0, 0.0)
-    model = pr.w.model
-    assert model is not None
-    per_seq = model.q_len * model.d_model * bytes_per_element(pr.w)
-    bucket = min(DP_BUCKET_BYTES, bw.nbytes / weight_ways)
-    return {
-        "fsdp_fwd_s": fs[0], "fsdp_bwd_s": fs[1], "z3_fwd_s": z3[0], "z3_bwd_s": z3[1],
-        "bucket_s": pr.price(deg, "all_reduce", bucket, "dp") if dp > 1 else 0.0,
-        "send_s": [pr.price(deg, "send", b * per_seq, "pp") for b in pr.seq_b],
-        # the gradients sharded by the strategies alone (the engine's LayerView.gradient_ways)
-        "grad_s": [
-            _grad_s(pr.price, deg, bw, weight_ways, z) if dp > 1 else 0.0 for z in ZERO_STAGES
-        ],
-    }  # fmt: skip
-
-
-def _optimizer_s(pr: Probe, p_first: float, ways: int, dp: int) -> list[float]:
-    """One optimizer step over the first stage's parameters per ZeRO stage (memory-bound)."""
-    from shardline.realistic.block import optimizer_bytes
-    from shardline.realistic.kernels import memory_kernel_s
-
-    bits = dtype_bits(pr.w.layers[0].dtype)
-    state = Execution().state_bytes_per_param(bits)
-    return [
-        memory_kernel_s(
-            pr.chip,
-            optimizer_bytes(p_first / (ways * (dp if z >= 1 else 1)), bits, state),
-            cuda_graphs=False,
-        )
-        for z in ZERO_STAGES
-    ]
-
-
-def assignment_row(pr: Probe, deg: Degrees, inner_index: int, bw: BlockWeights) -> dict[str, Any]:
-    """Everything of one assignment of degrees that the knobs do not change (scalars), and its
-    per-b pipeline send and per-ZeRO-stage gradient traffic and optimizer step."""
-    w = pr.w
-    tp, dp = deg.get("tp", 1), deg.get("dp", 1)
-    weight_ways = prod(deg[s.name] for s in strategies() if s.memory.weights == "sharded")
-    k_first, k_last = _stage_blocks(w, deg.stages)
-    model = w.model
-    assert model is not None
-    end = (model.vocab or 0) * model.d_model / tp
-    p_first = k_first * bw.params + end * (2 if deg.stages == 1 else 1)
-    return {
-        "tp": tp, "pp": deg.stages, "dp": dp, "replicas": deg.replicas,
-        "weight_ways": weight_ways, "inner": inner_index, "k_first": k_first, "k_last": k_last,
-        "params_block": bw.params, "wbytes_block": bw.nbytes,
-        "v_max": max(v for v in (1, 2, 4, 8) if deg.stages > 1 and w.chunks_fit(deg.stages, v))
-        if deg.stages > 1
-        else 1,
-        "opt_s": _optimizer_s(pr, p_first, weight_ways, dp),
-        **_traffic(pr, deg, bw, weight_ways),
-    }  # fmt: skip
-
-
 def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: int) -> Tables:
-    """Probe the engine for every inner key and microbatch size (the shared tables); the
-    assignments are priced per chunk (`price_assignments`)."""
+    """The shared tables but the probes (`probe_blocks`, once the layouts that fit in memory
+    say which) and the assignments' columns (`vector_assign`)."""
     from shardline.planning.search import divisors
 
-    names = inner_names()
-    inner_keys = sorted({tuple(d[n] for n in names) for d in assignments})
+    names = probe_names()
+    inner_keys = sorted({probe_key(d, names) for d in assignments})
     seq_b = divisors(w.batch)
     if len(inner_keys) * len(seq_b) > MAX_BLOCK_PROBES:
         raise InputError(
@@ -395,8 +432,6 @@ def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: i
         model_flops=model_flops, hardware_flops=hardware, seq_b=np.array(seq_b, dtype=float),
         inner_keys=inner_keys, names=names,
     )  # fmt: skip
-    probed = probe_blocks(w, chip, inner_keys, seq_b)
-    t.probed = probed
     t.act_bytes, t.logits_bytes = activation_table(w, inner_keys, seq_b)
     model = w.model
     assert model is not None
@@ -408,19 +443,3 @@ def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: i
         "state_bytes": Execution().state_bytes_per_param(bits),
     }
     return t
-
-
-def price_assignments(
-    t: Tables, w: Workload, chip: Chip, assignments: list[Degrees]
-) -> dict[str, np.ndarray]:
-    """The per-assignment columns (`ASSIGN_KEYS`, send_s, grad_s, opt_s) of these assignments."""
-    index = {key: i for i, key in enumerate(t.inner_keys)}
-    pr = Probe(w, chip, [int(b) for b in t.seq_b], Priced(chip))
-    weights: dict[tuple[int, ...], BlockWeights] = {}
-    rows = []
-    for d in assignments:
-        key = tuple(d[n] for n in t.names)
-        if key not in weights:
-            weights[key] = block_weights(w, dict(zip(t.names, key, strict=True)))
-        rows.append(assignment_row(pr, d, index[key], weights[key]))
-    return {k: np.array([r[k] for r in rows], dtype=float) for k in rows[0]} if rows else {}

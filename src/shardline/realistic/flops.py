@@ -37,5 +37,5 @@ def hardware_flops(model: ModelShape, training: bool, recompute: str) -> float:
     tokens = model.batch * model.q_len
     a = _attention_per_token(model)
     if recompute == "full":
-        return total + tokens * (2 * model.layers * model.layer_params + 4 * a)
+        return total + tokens * (2 * model.block_params + 4 * a)
     return total + tokens * 4 * a

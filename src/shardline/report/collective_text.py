@@ -29,9 +29,14 @@ def library_lines(cost: CollectiveCost) -> list[str]:
     choice = cost.choice
     if choice is None or not isinstance(choice.t_s, float):
         return []
+    header = "t = latency + V / algbw for each algorithm and protocol, the fastest runs"
+    if cost.kind == "all_to_all":
+        header = (
+            "grouped sends to every peer, t = latency + max(network, scale-up) part; "
+            "LL for messages V/n^2 of at most 16 KiB, Simple above"
+        )
     out = [
-        f"LIBRARY ({cost.library}): t = latency + V / algbw for each algorithm and protocol, "
-        "the fastest runs",
+        f"LIBRARY ({cost.library}): {header}",
         f"  {'algorithm':<15}{'protocol':<9}{'latency':>10}{'busbw':>13}{'algbw':>13}{'t':>11}",
     ]
     for pair, t in choice.candidates:

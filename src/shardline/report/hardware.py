@@ -232,6 +232,11 @@ def _kernel_figures(ach: Any, s: dict[str, str]) -> list[str]:
         value = getattr(ach, key, None)
         if value:
             out.append(_line(label, f"{100 * value:.1f}% of peak", s.get(f"achievable.{key}")))
+    fraction = getattr(ach, "sustained_matmul_fraction", None)
+    if fraction:
+        shown = f"{100 * fraction:.1f}% in training"
+        key = "achievable.sustained_matmul_fraction"
+        out.append(_line("sustained matmul", shown, s.get(key)))
     return out
 
 

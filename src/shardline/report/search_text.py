@@ -50,6 +50,14 @@ def render_training(r: dict[str, Any]) -> str:
         f"evaluated {r['evaluated']:,} layouts in {r['vector_s']:.2f} s "
         f"({r['rate_layouts_per_s']:,.0f} layouts/s; {r['elapsed_s']:.2f} s with the re-ranking)",
     ]
+    c = r.get("search_counts")
+    if c:
+        lines.append(
+            f"  {c['fit_in_memory']:,} fit in memory; {c['timed_in_full']:,} timed in full, "
+            f"{c['bounded']:,} bounded above the re-ranked set (not timed); "
+            f"{c['engine_probes']:,} engine probes, {c['assignments_priced']:,} of "
+            f"{c['assignments']:,} degree assignments priced"
+        )
     best = r.get("best")
     if best is None:
         lines.append(r.get("why_none", "no layout fits"))

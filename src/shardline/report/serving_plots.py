@@ -64,6 +64,17 @@ def pareto_front(
     return front
 
 
+def _finish(fig: Any, ax: Any, labels: tuple[str, str], title: str) -> Any:
+    """Axis labels (x, y), the title, a light grid and the legend; the figure laid out."""
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    ax.set_title(title, fontsize=9, parse_math=False)
+    ax.grid(True, linewidth=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def render_latency_throughput(
     curves: Sequence[tuple[str, Sequence[Point]]],
     path: str | Path,
@@ -83,13 +94,7 @@ def render_latency_throughput(
             xy = xy[np.argsort(xy[:, 0])]
             (line,) = ax.plot(xy[:, 0], xy[:, 1], marker="o", markersize=3, label=label)
             line.set_gid(f"curve-{i}")
-        ax.set_xlabel(throughput_label)
-        ax.set_ylabel(latency_label)
-        ax.set_title(title, fontsize=9, parse_math=False)
-        ax.grid(True, linewidth=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        return fig
+        return _finish(fig, ax, (throughput_label, latency_label), title)
 
     _render(path, draw)
 
@@ -120,13 +125,7 @@ def render_pareto(
             if names[i]:
                 ax.annotate(names[i], (t[i], c[i]), fontsize=7, xytext=(3, 3),
                             textcoords="offset points", parse_math=False)  # fmt: skip
-        ax.set_xlabel(latency_label)
-        ax.set_ylabel(cost_label)
-        ax.set_title(title, fontsize=9, parse_math=False)
-        ax.grid(True, linewidth=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        return fig
+        return _finish(fig, ax, (latency_label, cost_label), title)
 
     _render(path, draw)
 
@@ -178,14 +177,8 @@ def render_kv_occupancy(
         fig, ax = _figure(7, 3.5)
         ax.plot(t, f, linewidth=1)[0].set_gid("occupancy")
         ax.axhline(1.0, color="tab:red", linestyle="--", linewidth=0.8, label="KV budget")
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel("KV cache occupied")
         ax.set_ylim(0, max(1.05, float(f.max()) * 1.05))
-        ax.set_title(title, fontsize=9, parse_math=False)
-        ax.grid(True, linewidth=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        return fig
+        return _finish(fig, ax, ("time (s)", "KV cache occupied"), title)
 
     _render(path, draw)
 

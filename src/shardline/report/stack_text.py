@@ -47,6 +47,12 @@ def _describe(w: Workload) -> str:
         if w.repeat > 1
         else f"{w.layer_count} layer instances"
     )
+    from shardline.dense_first import DenseFirstWorkload
+
+    if isinstance(w, DenseFirstWorkload):
+        blocks = (
+            f"{w.layer_count} layer instances ({w.repeat} blocks, the first {w.dense_blocks} dense)"
+        )
     batch = f"batch {fmt_int(w.batch)} ({w.batch_dim})" if w.batch_dim else "no batch dim"
     return f"{w.phase}, {blocks}, {batch}"
 

@@ -63,6 +63,9 @@ class CommTerm:
     phase: str = "forward"
     step: int = 0
     predicted_s: float | None = None  # realistic time of one call (None: the line-rate t_s)
+    # the share of the chip's SMs its kernels hold while it runs beside compute (HybridEP and
+    # DeepEP run the all-to-all on SMs of their own): the compute beside it loses that share
+    sm_share: float = 0.0
 
     @property
     def t_pred_s(self) -> float:
@@ -134,7 +137,20 @@ class LayerView:
     gradient_ways: int = 1  # ways the weight gradients are sharded (product of those degrees)
     zero: int = 0  # the ZeRO stage of the data-parallel axis (shardline.options.Execution)
     cp_kind: str = "ring"  # context parallelism's K/V exchange (shardline.options.Execution)
+    ep_dispatch: str = "all-to-all"  # the expert-parallel dispatch (shardline.options.Execution)
     model: ModelShape | None = None  # the whole model's shape (attention kernel, causal mask)
+    grad_reduce_dtype: str | None = None  # dtype of reduced gradients (None: their own)
+
+    def gradient_bytes(self, grad: Layer, dims: Mapping[str, int]) -> float:
+        """Bytes of the weight gradient `grad` computes (at local sizes `dims`) as the gradient
+        reduction moves it: in `grad_reduce_dtype` when one is set."""
+        nbytes = grad.operand_bytes(grad.output.name, dims)
+        if self.grad_reduce_dtype is None:
+            return nbytes
+        from shardline.dtypes import dtype_bits
+
+        own = dtype_bits(grad.dtypes.get(grad.output.name, grad.dtype))
+        return nbytes * dtype_bits(self.grad_reduce_dtype) / own
 
 
 @dataclass(frozen=True)
@@ -186,3 +202,15 @@ class Strategy:
     def stage_comm(self, view: StageView, degree: int, net: Network) -> list[CommTerm]:
         """The communication this strategy adds at a pipeline stage's boundary."""
         return []
+
+    def term(
+        self, net: Network, kind: str, degree: int, calls: int, nbytes: float, step: int,
+        *, critical: bool = False, once: bool = False,
+    ) -> CommTerm:  # fmt: skip
+        """One collective of this strategy's axis, line-rate and realistic: `step` 0 is the
+        forward pass, 2 + i the i-th backward einsum (CommTerm.step)."""
+        return CommTerm(
+            self.name, kind, degree, calls, nbytes, net.time(kind, nbytes, self.name),
+            once_per_step=once, critical=critical, phase="forward" if step == 0 else "backward",
+            step=step, predicted_s=net.predicted(kind, nbytes, self.name),
+        )  # fmt: skip

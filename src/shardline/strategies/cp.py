@@ -30,6 +30,7 @@ from math import ceil
 from shardline.errors import InputError
 from shardline.options import CP_KINDS
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
+from shardline.realistic.sustained import sustained_chip
 from shardline.stack import layer_cost
 from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network, Strategy
 from shardline.workload import Layer, Workload
@@ -124,7 +125,8 @@ class ContextParallel(Strategy):
             causal_lower_bound(layer_cost(e, net.chip, d).cost, e, view.model).t_lower_s
             for e, d in einsums
         )
-        real = sum(einsum_time_s(e, net.chip, d, view.model, False) for e, d in einsums)
+        chip = sustained_chip(net.chip) if view.training else net.chip  # as the stage's kernels
+        real = sum(einsum_time_s(e, chip, d, view.model, False) for e, d in einsums)
         return lower / degree, real / degree
 
     def _ring(
@@ -143,9 +145,9 @@ class ContextParallel(Strategy):
     def _all_gather(
         self, view: LayerView, degree: int, net: Network, full: float
     ) -> list[CommTerm]:
-        out = [self._term(net, "all_gather", degree, view.count, full, 0, critical=True)]
+        out = [self.term(net, "all_gather", degree, view.count, full, 0, critical=True)]
         if view.training:
-            out.append(self._term(net, "reduce_scatter", degree, view.count, full, 2, True))
+            out.append(self.term(net, "reduce_scatter", degree, view.count, full, 2, critical=True))
         return out
 
     def _gradient_terms(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
@@ -155,21 +157,10 @@ class ContextParallel(Strategy):
         for i, (grad, gdims) in enumerate(view.grads):
             if grad.grad_of is None:
                 continue
-            shard = grad.operand_bytes(grad.output.name, gdims) / view.gradient_ways
+            shard = view.gradient_bytes(grad, gdims) / view.gradient_ways
             for kind in ("reduce_scatter", "all_gather"):
-                term = self._term(net, kind, degree, view.count, shard, 2 + i, critical=False)
-                out.append(CommTerm(**{**term.__dict__, "once_per_step": True}))
+                out.append(self.term(net, kind, degree, view.count, shard, 2 + i, once=True))
         return out
-
-    def _term(
-        self, net: Network, kind: str, degree: int, calls: int, nbytes: float, step: int,
-        critical: bool,
-    ) -> CommTerm:  # fmt: skip
-        return CommTerm(
-            self.name, kind, degree, calls, nbytes, net.time(kind, nbytes, self.name),
-            critical=critical, phase="forward" if step == 0 else "backward", step=step,
-            predicted_s=net.predicted(kind, nbytes, self.name),
-        )  # fmt: skip
 
 
 STRATEGY = ContextParallel()

@@ -76,26 +76,16 @@ class DataParallel(BatchSplit):
         for i, (grad, gdims) in enumerate(view.grads):
             if grad.grad_of is None:
                 continue
-            shard = grad.operand_bytes(grad.output.name, gdims) / view.gradient_ways
+            shard = view.gradient_bytes(grad, gdims) / view.gradient_ways
             shard /= view.degrees.get("cp", 1)  # cp reduce-scattered it first (strategies/cp.py)
             for kind in kinds:
-                out.append(self._term(net, kind, degree, view.count, shard, 2 + i, True))
+                out.append(self.term(net, kind, degree, view.count, shard, 2 + i, once=True))
         if view.zero == 3:
             wbytes = sum(view.layer.operand_bytes(w, view.dims) for w in view.layer.weights)
             if wbytes:
-                out.append(self._term(net, "all_gather", degree, view.count, wbytes, 0, False))
-                out.append(self._term(net, "all_gather", degree, view.count, wbytes, 2, False))
+                out.append(self.term(net, "all_gather", degree, view.count, wbytes, 0))
+                out.append(self.term(net, "all_gather", degree, view.count, wbytes, 2))
         return out
-
-    def _term(
-        self, net: Network, kind: str, degree: int, calls: int, nbytes: float, step: int,
-        once: bool,
-    ) -> CommTerm:  # fmt: skip
-        return CommTerm(
-            self.name, kind, degree, calls, nbytes, net.time(kind, nbytes, self.name),
-            once_per_step=once, phase="forward" if step == 0 else "backward", step=step,
-            predicted_s=net.predicted(kind, nbytes, self.name),
-        )  # fmt: skip
 
 
 STRATEGY = DataParallel()

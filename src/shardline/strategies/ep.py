@@ -12,7 +12,9 @@ for everything but the experts, as in GShard, Lepikhin et al. 2021, and Megatron
   combines the results after the last; training runs both again in the backward pass (the
   gradients of combine and dispatch). V = the device's routed token slots x d_model x the
   dtype of the tokens sent (the dispatch dtype, bf16 unless the template's `dispatch_dtype`
-  says fp8; the combine and the backward in the block's dtype).
+  says fp8; the combine and the backward in the block's dtype). Across nodes, the hierarchical
+  dispatch (--ep-dispatch hierarchical: DeepEP, HybridEP) sends one copy of a token per
+  destination node over the scale-out network (shardline.strategies.ep_dispatch).
 - Gradients: the experts' gradients are all-reduced over dp only (expert-data-parallel: the
   devices holding the same experts); the dense weights' gradients also over ep (one all-reduce
   over the ep axis, once per step, overlapped like dp's).
@@ -29,6 +31,7 @@ from shardline.errors import InputError
 from shardline.moe import EXPERT_AXIS, SLOT_AXIS
 from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network
 from shardline.strategies.dp import BatchSplit, batch_degree_ok, split_batch
+from shardline.strategies.ep_dispatch import hierarchical_a2a_s, scale_out_share
 from shardline.workload import Layer, Workload
 
 
@@ -104,27 +107,41 @@ class ExpertParallel(BatchSplit):
         dispatch, combine = _ends(layer)
         out = []
         last = 2 + len(view.grads)
+        share = _scale_out_share(view, degree, net)
         if dispatch:
             v = layer.operand_bytes(layer.parsed.lhs.name, view.dims)
-            out.append(self._a2a(net, degree, view.count, v, 0))
+            out.append(self._a2a(net, degree, (view.count, share), v, 0))
             if view.training:  # the gradient of the dispatch, after this layer's backward
-                out.append(self._a2a(net, degree, view.count, _act_bytes(layer, view), last))
+                g = _act_bytes(layer, view)
+                out.append(self._a2a(net, degree, (view.count, share), g, last))
         if combine:
             v = layer.operand_bytes(layer.output.name, view.dims)
-            out.append(self._a2a(net, degree, view.count, v, 0))
+            out.append(self._a2a(net, degree, (view.count, share), v, 0))
             if view.training:  # the gradient of the combine, before this layer's backward
-                out.append(self._a2a(net, degree, view.count, v, 1))
+                out.append(self._a2a(net, degree, (view.count, share), v, 1))
         return out
 
-    def _a2a(self, net: Network, degree: int, calls: int, local: float, step: int) -> CommTerm:
+    def _a2a(
+        self, net: Network, degree: int, calls: tuple[int, float], local: float, step: int
+    ) -> CommTerm:
         """An all-to-all whose every device holds `local` bytes: V = degree x local (the
-        collectives' convention: V is the whole array, each device sends (n-1)/n of its part)."""
+        collectives' convention: V is the whole array, each device sends (n-1)/n of its part);
+        `calls` = (instances, the scale-out share of a hierarchical dispatch, 1: plain)."""
         nbytes = local * degree
+        count, share = calls
+        t, p = (
+            net.time("all_to_all", nbytes, self.name),
+            net.predicted("all_to_all", nbytes, self.name),
+        )
+        axis = net.axis_network(self.name)
+        if share < 1.0 and axis is not None:
+            key = ("ep_hierarchical", nbytes, share, id(axis))
+            if key not in net.memo:
+                net.memo[key] = hierarchical_a2a_s(axis, nbytes, net.chip, share)
+            t, p = net.memo[key] or (t, p)
         return CommTerm(
-            self.name, "all_to_all", degree, calls, nbytes,
-            net.time("all_to_all", nbytes, self.name), critical=True,
-            phase="forward" if step == 0 else "backward", step=step,
-            predicted_s=net.predicted("all_to_all", nbytes, self.name),
+            self.name, "all_to_all", degree, count, nbytes, t, critical=True,
+            phase="forward" if step == 0 else "backward", step=step, predicted_s=p,
         )  # fmt: skip
 
     def _dense_grads(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
@@ -136,7 +153,7 @@ class ExpertParallel(BatchSplit):
         for i, (grad, gdims) in enumerate(view.grads):
             if grad.grad_of is None:
                 continue
-            v = grad.operand_bytes(grad.output.name, gdims) / view.gradient_ways
+            v = view.gradient_bytes(grad, gdims) / view.gradient_ways
             out.append(
                 CommTerm(
                     self.name, "all_reduce", degree, view.count, v,
@@ -146,6 +163,20 @@ class ExpertParallel(BatchSplit):
                 )
             )  # fmt: skip
         return out
+
+
+def _scale_out_share(view: LayerView, degree: int, net: Network) -> float:
+    """The hierarchical dispatch's scale-out bytes over the plain all-to-all's
+    (shardline.strategies.ep_dispatch), 1.0 for the plain dispatch or an axis inside one node."""
+    model, axis = view.model, net.axis_network("ep")
+    if view.ep_dispatch != "hierarchical" or model is None or axis is None:
+        return 1.0
+    if not model.router_experts or not model.expert_copies:
+        return 1.0
+    nodes = prod(s.devices for s in axis.stages if s.scale_out)
+    if nodes <= 1 or model.router_experts % nodes:
+        return 1.0
+    return scale_out_share(model.router_experts, model.expert_copies, nodes)
 
 
 def _act_bytes(layer: Layer, view: LayerView) -> int:

@@ -48,7 +48,7 @@ class FullySharded(BatchSplit):
                     )
                 )
             if grad.grad_of is not None:
-                gbytes = grad.operand_bytes(grad.output.name, gdims)
+                gbytes = view.gradient_bytes(grad, gdims)
                 t = net.time("reduce_scatter", gbytes, self.name)
                 out.append(
                     CommTerm(

@@ -1,0 +1,225 @@
+"""The per-assignment columns of the vectorized training search (`vector_eval`).
+
+- `assignment_shapes`: what an assignment of degrees fixes without any network (blocks per
+  stage, parameters and weight bytes of one block on one device, the ways the weights are
+  sharded, the optimizer step per ZeRO stage): cheap, for every assignment, before any probe;
+- `price_traffic`: its collectives on its mesh, as the strategies price them (FSDP and ZeRO-3
+  gathers per block, the data-parallel gradient traffic per ZeRO stage, the last gradient bucket,
+  the pipeline send per microbatch size): the costly part, only for the assignments that can win
+  (`vector_bound`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from shardline.dtypes import dtype_bits
+from shardline.hardware import Chip
+from shardline.options import Execution
+from shardline.planning.network import MeshNetwork
+from shardline.planning.vector_tables import (
+    ZERO_STAGES,
+    BlockWeights,
+    Tables,
+    _stage_blocks,
+    block_weights,
+    inner_names,
+    probe_key,
+)
+from shardline.strategies import Degrees, strategies
+from shardline.workload import Workload
+
+__all__ = ["Priced", "SHAPE_KEYS", "TRAFFIC_KEYS", "assignment_shapes", "price_traffic"]
+
+SHAPE_KEYS = (
+    "tp", "pp", "dp", "replicas", "weight_ways", "inner", "k_first", "k_last", "params_block",
+    "wbytes_block", "v_max", "opt_s",
+)  # fmt: skip
+TRAFFIC_KEYS = ("fsdp_fwd_s", "fsdp_bwd_s", "z3_fwd_s", "z3_bwd_s", "bucket_s", "send_s", "grad_s")
+
+
+class Priced:
+    """Collective times shared by the assignments (and the chunks of one process). An axis's
+    network depends on its own degree and the degrees inside it on the mesh; assignments whose
+    axis lands on the same stages (the same `AxisNetwork`) share its prices."""
+
+    def __init__(self, chip: Chip) -> None:
+        from shardline.strategies import by_mesh
+
+        self.chip = chip
+        self.mesh = tuple(s.name for s in by_mesh())
+        self.memo: dict[tuple[Any, ...], float] = {}
+        self.nets: dict[tuple[Any, ...], tuple[MeshNetwork, int]] = {}
+        self.same: dict[Any, int] = {}  # AxisNetwork -> its number
+
+    def __call__(self, deg: Degrees, kind: str, nbytes: float, axis: str) -> float:
+        upto = (axis, *(deg[n] for n in self.mesh[: self.mesh.index(axis) + 1]))
+        found = self.nets.get(upto)
+        if found is None:
+            net = MeshNetwork(self.chip, deg)
+            found = self.nets[upto] = (
+                net,
+                self.same.setdefault(net.nets.get(axis), len(self.same)),
+            )
+        key = (found[1], axis, kind, float(nbytes))
+        price = self.memo.get(key)
+        if price is None:
+            price = self.memo[key] = found[0].predicted(kind, nbytes, axis)
+        return price
+
+
+def _grad_s(price: Priced, deg: Degrees, bw: BlockWeights, ways: float, zero: int) -> float:
+    """The data-parallel gradient traffic of one block (once per step), as dp.layer_comm: each
+    weight gradient over the ways it is sharded and over cp (reduce-scattered over cp first)."""
+    kinds = ("reduce_scatter", "all_gather") if zero else ("all_reduce",)
+    ways = ways * deg.get("cp", 1)
+    total = 0.0
+    for count, _, grads in bw.layers:
+        for _, gbytes in grads:
+            if gbytes:
+                total += count * sum(price(deg, k, gbytes / ways, "dp") for k in kinds)
+    return total
+
+
+def _fsdp_s(price: Priced, deg: Degrees, bw: BlockWeights, axis: str) -> tuple[float, float]:
+    """One block's FSDP (or ZeRO-3) traffic per microbatch, forward and backward (overlapped):
+    all-gather each weight before its forward and its input-gradient matmul, reduce-scatter each
+    weight gradient (the reduce-scatter only for fsdp, as the strategies price them)."""
+    fwd = bwd = 0.0
+    for count, wbytes, grads in bw.layers:
+        fwd += count * price(deg, "all_gather", wbytes, axis)
+        for has_weights, gbytes in grads:
+            if has_weights:
+                bwd += count * price(deg, "all_gather", wbytes, axis)
+            if gbytes and axis == "fsdp":
+                bwd += count * price(deg, "reduce_scatter", gbytes, axis)
+    return fwd, bwd
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What one search prices once: the workload, chip, microbatch sizes and the collectives."""
+
+    w: Workload
+    chip: Chip
+    seq_b: list[int]
+    price: Priced
+
+
+def _weight_ways(deg: Degrees) -> int:
+    return prod(deg[s.name] for s in strategies() if s.memory.weights == "sharded")
+
+
+def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
+    """FSDP and ZeRO-3 gathers per block, the last gradient bucket, pipeline sends per b and the
+    gradient traffic per ZeRO stage."""
+    from shardline.planning.step import DP_BUCKET_BYTES
+
+    weight_ways = _weight_ways(deg)
+    dp = deg.get("dp", 1)
+    fs = _fsdp_s(pr.price, deg, bw, "fsdp") if deg.get("fsdp", 1) > 1 else (0.0, 0.0)
+    z3 = _fsdp_s(pr.price, deg, bw, "dp") if dp > 1 else (0.0, 0.0)
+    model = pr.w.model
+    assert model is not None
+    per_seq = _send_bytes(pr.w, deg)
+    bucket = min(DP_BUCKET_BYTES, bw.nbytes / weight_ways)
+    # ZeRO 1 to 3 send the same gradient traffic (a reduce-scatter and an all-gather)
+    grads = [_grad_s(pr.price, deg, bw, weight_ways, z) if dp > 1 else 0.0 for z in (0, 1)]
+    return {
+        "fsdp_fwd_s": fs[0], "fsdp_bwd_s": fs[1], "z3_fwd_s": z3[0], "z3_bwd_s": z3[1],
+        "bucket_s": pr.price(deg, "all_reduce", bucket, "dp") if dp > 1 else 0.0,
+        "send_s": [pr.price(deg, "send", b * per_seq, "pp") for b in pr.seq_b],
+        "grad_s": [grads[min(z, 1)] for z in ZERO_STAGES],
+    }  # fmt: skip
+
+
+def _send_bytes(w: Workload, deg: Degrees) -> float:
+    """What a stage boundary sends per sequence, as pp.stage_comm prices it: the block's last
+    layer's output at one sequence's local sizes (S / cp tokens under cp; a MoE block ends in
+    its experts' output, top-k slots per token)."""
+    last = w.layers[-1]
+    dims = dict(last.dims)
+    if w.batch_dim in dims:
+        dims[w.batch_dim] = 1
+    for s in strategies():
+        if s.name in inner_names() and deg[s.name] > 1:
+            dims = s.split_dims(last, dims, deg[s.name], None)
+    return float(last.operand_bytes(last.output.name, dims))
+
+
+def _optimizer_s(w: Workload, chip: Chip, p_first: float, ways: int, dp: int) -> list[float]:
+    """One optimizer step over the first stage's parameters per ZeRO stage (memory-bound)."""
+    from shardline.realistic.block import optimizer_bytes
+    from shardline.realistic.kernels import memory_kernel_s
+
+    bits = dtype_bits(w.layers[0].dtype)
+    state = Execution().state_bytes_per_param(bits)
+    return [
+        memory_kernel_s(
+            chip,
+            optimizer_bytes(p_first / (ways * (dp if z >= 1 else 1)), bits, state),
+            cuda_graphs=False,
+        )  # fmt: skip
+        for z in ZERO_STAGES
+    ]
+
+
+def _shape_row(
+    w: Workload, chip: Chip, deg: Degrees, inner_index: int, bw: BlockWeights
+) -> dict[str, Any]:
+    """Everything of one assignment that neither the knobs nor the network change."""
+    tp, dp = deg.get("tp", 1), deg.get("dp", 1)
+    weight_ways = _weight_ways(deg)
+    k_first, k_last = _stage_blocks(w, deg.stages)
+    model = w.model
+    assert model is not None
+    end = (model.vocab or 0) * model.d_model / tp
+    p_first = k_first * bw.params + end * (2 if deg.stages == 1 else 1)
+    fit = [v for v in (1, 2, 4, 8) if deg.stages > 1 and w.chunks_fit(deg.stages, v)]
+    return {
+        "tp": tp, "pp": deg.stages, "dp": dp, "replicas": deg.replicas,
+        "weight_ways": weight_ways, "inner": inner_index, "k_first": k_first, "k_last": k_last,
+        "params_block": bw.params, "wbytes_block": bw.nbytes, "v_max": max(fit, default=1),
+        "opt_s": _optimizer_s(w, chip, p_first, weight_ways, dp),
+    }  # fmt: skip
+
+
+def _weights(t: Tables, w: Workload, key: tuple[int, ...]) -> BlockWeights:
+    memo = t.extra.setdefault("block_weights", {})
+    if key not in memo:
+        memo[key] = block_weights(w, dict(zip(t.names, key, strict=True)))
+    return memo[key]
+
+
+def assignment_shapes(
+    t: Tables, w: Workload, chip: Chip, assignments: list[Degrees]
+) -> dict[str, np.ndarray]:
+    """`SHAPE_KEYS` of every assignment, and its `TRAFFIC_KEYS` at zero (filled by
+    `price_traffic` for the assignments that can win)."""
+    index = {key: i for i, key in enumerate(t.inner_keys)}
+    rows = []
+    for d in assignments:
+        key = probe_key(d, t.names)
+        rows.append(_shape_row(w, chip, d, index[key], _weights(t, w, key)))
+    out = {k: np.array([r[k] for r in rows], dtype=float) for k in SHAPE_KEYS}
+    n = len(assignments)
+    for k in TRAFFIC_KEYS[:5]:
+        out[k] = np.zeros(n)
+    out["send_s"] = np.zeros((n, len(t.seq_b)))
+    out["grad_s"] = np.zeros((n, len(ZERO_STAGES)))
+    return out
+
+
+def price_traffic(
+    t: Tables, w: Workload, chip: Chip, assignments: list[Degrees]
+) -> dict[str, np.ndarray]:
+    """`TRAFFIC_KEYS` of these assignments, on their meshes."""
+    if t.priced is None:
+        t.priced = Priced(chip)
+    pr = Probe(w, chip, [int(b) for b in t.seq_b], t.priced)
+    rows = [_traffic(pr, d, _weights(t, w, probe_key(d, t.names))) for d in assignments]
+    return {k: np.array([r[k] for r in rows], dtype=float) for k in TRAFFIC_KEYS}

@@ -1,0 +1,265 @@
+"""Which layouts of one chip the training search times in full, and the proof that the rest
+cannot change its answer (the best, the re-ranked set, the Pareto front).
+
+Every layout is enumerated and its memory per device computed (no probe, no network needed).
+Then, per device count, two lower bounds of the vectorized step, each exact:
+
+1. **Einsums alone.** A probed block phase is its einsums' realistic time plus communication,
+   memory-bound ops and recompute, never less; so `(m + (P - 1)/V) x k x (forward + backward
+   einsums, + forward again under full recompute) + optimizer`, with k the fuller stage's blocks,
+   bounds the step from below without a probe (`einsum_floor`: the engine's own einsum costs).
+2. **No own collectives.** With a probe but the assignment's FSDP and ZeRO-3 gathers, pipeline
+   sends and gradient traffic at zero, `(m + (P - 1)/V) t_stage + optimizer` bounds it again
+   (every part only grows with them; the exposed gradient traffic is dropped).
+
+The assignments whose best fitting bound is lowest are priced first (a chunk); U is then the
+time of the `rerank`-th fastest distinct (degrees, b, V) that fits among those priced. Probes run
+only for the fitting layouts whose first bound is at most U, collectives are priced only for the
+assignments whose second bound is at most U (in rounds, U falling as they come in). A layout above
+U cannot enter the re-ranked set; it keeps its bound (`bound`). A layout that does not fit is
+counted with its memory, and timed only where its assignment is priced and its block probed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shardline.hardware import Chip
+from shardline.planning.vector_assign import TRAFFIC_KEYS, assignment_shapes
+from shardline.planning.vector_eval import Chunk, columns, layouts, memory_of, price_chunk, step_of
+from shardline.planning.vector_tables import (
+    Tables,
+    build_tables,
+    contexts,
+    einsum_floor,
+    empty_probes,
+    probe_blocks,
+)
+from shardline.strategies import Degrees
+from shardline.workload import Workload
+
+__all__ = [
+    "ChipSpace", "prepare", "search_group", "finish", "group_rows", "counts", "exhaustive",
+]  # fmt: skip
+
+Pricer = Callable[["ChipSpace", np.ndarray], None]
+PILOT = 24  # assignments priced first, here, to set U (each needs its blocks probed)
+
+
+@dataclass
+class ChipSpace:
+    """One chip's layouts over every device count searched: the tables, the layouts (`KNOBS`,
+    `a` the index into `every`, ordered by it), their memory, bounds and steps."""
+
+    tables: Tables
+    chip: Chip
+    every: list[Degrees]
+    starts: list[int]  # first assignment of each device count in `every` (and the end)
+    r: dict[str, np.ndarray]
+    ctx: dict[Any, Any]
+    out: dict[str, np.ndarray] = field(default_factory=dict)
+    priced: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    probes: int = 0
+    row_start: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+
+
+def prepare(w: Workload, chip: Chip, found: list[list[Degrees]], devices: int) -> ChipSpace:
+    """Enumerate, size and give every fitting layout its first bound."""
+    every = [d for part in found for d in part]
+    starts = [int(s) for s in np.cumsum([0] + [len(p) for p in found])]
+    t = build_tables(w, chip, every, devices)
+    t.assign = assignment_shapes(t, w, chip, every)
+    empty_probes(t)
+    r = columns(layouts(t).astype(np.int32))
+    memory = memory_of(t, r)
+    fits = memory <= t.capacity_bytes
+    space = ChipSpace(t, chip, every, starts, r, contexts(w, chip))
+    space.row_start = np.searchsorted(r["a"], np.arange(len(every) + 1, dtype=r["a"].dtype))
+    space.priced = np.zeros(len(every), dtype=bool)
+    A, n = t.assign, len(memory)
+    m = t.batch / (A["replicas"][r["a"]] * t.seq_b[r["j"]])
+    space.out = {
+        "memory_per_device_bytes": memory, "fits": fits, "m": m,
+        "floor_s": np.full(n, np.inf), "lower_s": np.full(n, np.inf),
+        "predicted_s": np.full(n, np.inf), "bubble_s": np.full(n, np.nan),
+        "exposed_dp_s": np.full(n, np.nan), "bound": np.zeros(n, dtype=bool),
+    }  # fmt: skip
+    inner = A["inner"].astype(np.int64)[r["a"]]
+    pairs = np.zeros((len(t.inner_keys), len(t.seq_b)), dtype=bool)
+    pairs[inner[fits], r["j"][fits]] = True
+    fwd, bwd = np.full(pairs.shape, np.inf), np.full(pairs.shape, np.inf)
+    base = space.ctx[(0, 0, 0)]
+    for i, j in zip(*np.nonzero(pairs), strict=True):
+        inner_deg = dict(zip(t.names, t.inner_keys[i], strict=True))
+        fwd[i, j], bwd[i, j] = einsum_floor(base, inner_deg, int(t.seq_b[j]))
+    f = np.flatnonzero(fits)
+    a, rc = r["a"][f], r["rc"][f]
+    pp = A["pp"][a]
+    block = fwd[inner[f], r["j"][f]] * np.where(rc == 2, 2.0, 1.0) + bwd[inner[f], r["j"][f]]
+    k = np.maximum(A["k_first"][a], A["k_last"][a])
+    sched = m[f] + (pp - 1) / r["v"][f]
+    space.out["floor_s"][f] = sched * k * block + A["opt_s"][a, r["z"][f]]
+    return space
+
+
+def _span(space: ChipSpace, g: int) -> tuple[int, int]:
+    """Device count g's rows (a slice: the rows are ordered by assignment)."""
+    return int(space.row_start[space.starts[g]]), int(space.row_start[space.starts[g + 1]])
+
+
+def _rows_of(space: ChipSpace, assignments: np.ndarray) -> np.ndarray:
+    lo, hi = space.row_start[assignments], space.row_start[assignments + 1]
+    parts = [np.arange(x, y) for x, y in zip(lo, hi, strict=True)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _probed(space: ChipSpace, rows: np.ndarray) -> np.ndarray:
+    """Which of these rows have their block probed."""
+    r, t = space.r, space.tables
+    inner = t.assign["inner"].astype(np.int64)[r["a"][rows]]
+    at = (inner, r["j"][rows], r["sp"][rows], r["rc"][rows], r["ov"][rows])
+    return np.isfinite(t.probed["fwd_compute_s"][at])
+
+
+def _probe_and_time(space: ChipSpace, rows: np.ndarray) -> None:
+    """Probe the blocks these rows use, then give them their step (or second bound)."""
+    r, t = space.r, space.tables
+    inner = t.assign["inner"].astype(np.int64)[r["a"][rows]]
+    needed = np.zeros((len(t.inner_keys), len(t.seq_b), 2, 3), dtype=bool)
+    needed[inner, r["j"][rows], r["sp"][rows], r["rc"][rows]] = True
+    space.probes += probe_blocks(t, space.ctx, needed)
+    _time(space, rows[_probed(space, rows)])
+
+
+def _time(space: ChipSpace, rows: np.ndarray) -> None:
+    if not len(rows):
+        return
+    got = step_of(space.tables, {k: v[rows] for k, v in space.r.items()})
+    for k in ("predicted_s", "lower_s", "bubble_s", "exposed_dp_s"):
+        space.out[k][rows] = got[k]
+
+
+def fill(space: ChipSpace, assignments: np.ndarray, traffic: dict[str, np.ndarray]) -> None:
+    """An assignment's priced collectives: its probed fitting rows get their step."""
+    for k in TRAFFIC_KEYS:
+        space.tables.assign[k][assignments] = traffic[k]
+    space.priced[assignments] = True
+    rows = _rows_of(space, assignments)
+    rows = rows[space.out["fits"][rows]]
+    _time(space, rows[_probed(space, rows)])
+
+
+def _by_bound(space: ChipSpace, g: int, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """Device count g's unpriced assignments with a fitting layout, by their best fitting `key`
+    bound (lowest first), and those bounds."""
+    lo, hi = _span(space, g)
+    o, a = space.out, space.r["a"]
+    sel = np.flatnonzero(o["fits"][lo:hi]) + lo
+    if not len(sel):
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    owners = a[sel]
+    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]])
+    best = np.minimum.reduceat(o[key][sel], starts)
+    who = owners[starts].astype(np.int64)
+    keep = ~space.priced[who] & np.isfinite(best)
+    order = np.argsort(best[keep], kind="stable")
+    return who[keep][order], best[keep][order]
+
+
+def threshold(space: ChipSpace, rows: np.ndarray, k: int) -> tuple[float, np.ndarray]:
+    """U: the step of the k-th fastest distinct (assignment, b, V) among these (priced,
+    fitting) rows (infinite with fewer than k); and the rows at most U (U only falls, so the
+    others never count again)."""
+    o, r = space.out, space.r
+    rows = rows[np.isfinite(o["predicted_s"][rows])]
+    order = rows[np.argsort(o["predicted_s"][rows], kind="stable")]
+    shape = np.stack([r["a"][order], r["j"][order], r["v"][order]], axis=1)
+    _, first = np.unique(shape, axis=0, return_index=True)
+    if len(first) < k:
+        return float("inf"), rows
+    limit = float(o["predicted_s"][order[np.sort(first)[k - 1]]])
+    return limit, rows[o["predicted_s"][rows] <= limit]
+
+
+def _fitting(space: ChipSpace, assignments: np.ndarray) -> np.ndarray:
+    rows = _rows_of(space, assignments)
+    return rows[space.out["fits"][rows]]
+
+
+def search_group(space: ChipSpace, w: Workload, g: int, k: int, rounds: tuple[int, Pricer]) -> None:
+    """Device count g: the pilot (`PILOT` assignments of lowest einsum bound), the probes under
+    U, then the pricing rounds (module docstring). `rounds` = (assignments per round, the
+    function that prices and `fill`s)."""
+    size, price = rounds
+    first = _by_bound(space, g, "floor_s")[0][:PILOT]
+    lo, hi = _span(space, g)
+    fits = np.flatnonzero(space.out["fits"][lo:hi]) + lo
+    done = _fitting(space, first)
+    _probe_and_time(space, done)
+    if len(first):
+        chunk = Chunk(space.tables, w, space.chip, tuple(space.every[i] for i in first))
+        fill(space, first, price_chunk(chunk))
+    limit, done = threshold(space, done, k)
+    _probe_and_time(space, fits[space.out["floor_s"][fits] <= limit])
+    todo, bound = _by_bound(space, g, "lower_s")
+    cut = np.searchsorted(bound, limit, side="right")
+    todo, bound = todo[:cut], bound[:cut]
+    while len(todo):
+        price(space, todo[:size])
+        done = np.concatenate([done, _fitting(space, todo[:size])])
+        limit, done = threshold(space, done, k)
+        todo, bound = todo[size:], bound[size:]
+        cut = np.searchsorted(bound, limit, side="right")
+        todo, bound = todo[:cut], bound[:cut]
+
+
+def finish(space: ChipSpace) -> None:
+    """Priced assignments: every probed row timed (fitting or not); every other fitting row
+    keeps its best bound, flagged `bound`; the rest stay untimed (infinite)."""
+    o, a = space.out, space.r["a"]
+    rows = np.flatnonzero(space.priced[a])
+    _time(space, rows[_probed(space, rows)])
+    done = space.priced[a] & np.isfinite(o["predicted_s"])
+    o["bound"] = o["fits"] & ~done
+    best_bound = np.where(
+        np.isfinite(o["lower_s"]), np.maximum(o["lower_s"], o["floor_s"]), o["floor_s"]
+    )
+    o["predicted_s"] = np.where(o["bound"], best_bound, np.where(done, o["predicted_s"], np.inf))
+
+
+def group_rows(space: ChipSpace, g: int) -> dict[str, np.ndarray]:
+    """Device count g's rows, `a` counted from its first assignment."""
+    lo, hi = _span(space, g)
+    rows = {k: v[lo:hi] for k, v in space.r.items()}
+    rows["a"] = rows["a"] - space.starts[g]
+    return {**rows, **{k: v[lo:hi] for k, v in space.out.items()}}
+
+
+def counts(space: ChipSpace) -> dict[str, int]:
+    """Layouts (each with its memory), those that fit, those timed in full, the fitting ones
+    left with a bound above U; assignments and those whose collectives were priced; probes."""
+    o = space.out
+    timed = space.priced[space.r["a"]] & np.isfinite(o["predicted_s"]) & ~o["bound"]
+    return {
+        "layouts": len(o["fits"]),
+        "fit_in_memory": int(o["fits"].sum()),
+        "timed_in_full": int(timed.sum()),
+        "bounded": int(o["bound"].sum()),
+        "assignments": len(space.every),
+        "assignments_priced": int(space.priced.sum()),
+        "engine_probes": space.probes,
+    }
+
+
+def exhaustive(space: ChipSpace, w: Workload) -> None:
+    """No bound: probe every layout's block and price every assignment (tests, and a check of
+    the bounds: the re-ranked set comes out the same)."""
+    rows = np.arange(len(space.out["fits"]))
+    _probe_and_time(space, rows)
+    every = np.arange(len(space.every))
+    fill(space, every, price_chunk(Chunk(space.tables, w, space.chip, tuple(space.every))))
+    finish(space)

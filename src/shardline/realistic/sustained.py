@@ -1,0 +1,62 @@
+"""The chip as a long training run sees it: matmul rates held at the power limit.
+
+The achievable matmul rate of a chip file (`achievable.matmul_flops_per_s`, a MAMF figure) is a
+short burst: the benchmark times each shape for a fraction of a second, at or near the boost clock.
+A training step keeps every GPU of the board busy for seconds to minutes; a GPU at its power limit
+then lowers its clock until its power fits, and its tensor cores deliver less. The published
+measurement of both on the same chips (stas00/ml-engineering, "Maximum Achievable and Sustainable
+Matmul FLOPS comparison table": MAMF, the short boost-clock burst, against MSMF, the throughput a
+shape holds steady over a 2 s window with the chip saturated at its power limit and its siblings
+busy) gives the ratio MSMF / MAMF per chip, the chip file's `achievable.sustained_matmul_fraction`.
+
+In a training step the realistic time of the tensor-core work (GEMMs and the fused attention
+kernel) runs at `fraction x` the burst rate:
+
+    rate_sustained = sustained_matmul_fraction x achievable matmul rate
+    attention efficiency_sustained = sustained_matmul_fraction x attention efficiency
+
+Memory-bound kernels, the kernel floors and launch costs and the collectives are left alone (the
+power limit lowers the SM clock; the HBM clock does not move). Single kernels (the GEMM benchmark,
+`shardline predict`) and inference phases keep the burst rates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from shardline.hardware import Chip
+
+__all__ = ["sustained_chip", "sustained_fraction"]
+
+# Chips already derated, by the identity of the burst chip (kept alive with it, so that an id is
+# never reused while its entry stands): the kernel-time memo keys on the chip's identity.
+_SUSTAINED: dict[int, tuple[Chip, Chip]] = {}
+
+
+def sustained_fraction(chip: Chip) -> float:
+    """MSMF / MAMF of the chip file, 1 when it has none."""
+    return chip.achievable.sustained_matmul_fraction or 1.0
+
+
+def sustained_chip(chip: Chip) -> Chip:
+    """A copy of `chip` whose matmul rates and attention efficiencies are the sustained ones
+    (times `sustained_fraction`); the chip itself when its fraction is 1 or it has no measured
+    matmul rate to derate."""
+    f = sustained_fraction(chip)
+    a = chip.achievable
+    if f >= 1.0 or not a.matmul_flops_per_s:
+        return chip
+    hit = _SUSTAINED.get(id(chip))
+    if hit is not None and hit[0] is chip:
+        return hit[1]
+    rates = {dtype: rate * f for dtype, rate in a.matmul_flops_per_s.items()}
+    fwd = a.attention_fwd_efficiency * f if a.attention_fwd_efficiency else None
+    bwd = a.attention_bwd_efficiency * f if a.attention_bwd_efficiency else None
+    derated = replace(
+        chip,
+        achievable=replace(
+            a, matmul_flops_per_s=rates, attention_fwd_efficiency=fwd, attention_bwd_efficiency=bwd
+        ),
+    )
+    _SUSTAINED[id(chip)] = (chip, derated)
+    return derated

@@ -1,0 +1,70 @@
+"""How an expert-parallel all-to-all crosses nodes: plainly, or hierarchically with one copy per
+destination node (DeepSeek-V3, arXiv 2412.19437, section 3.2.2; DeepEP's internode kernels and
+Megatron-Core's HybridEP dispatcher run it).
+
+A plain all-to-all over an ep group of N nodes of G devices sends each of a token's k routed
+copies to the device of its expert: (N - 1) / N of them leave the node, k (N - 1) / N copies of
+the token per device over the scale-out network. The hierarchical dispatch sends a token over
+the scale-out network once to each remote node that holds at least one of its k experts (to
+the device with the same index inside that node), which forwards it over NVLink to the devices
+of its experts there; the combine mirrors it (the node sums its experts' outputs, then sends one
+copy back). With routing balanced over E experts, E / N per node, a node holds none of a token's
+k experts with probability C(E - E/N, k) / C(E, k) (k experts drawn without replacement), so the
+token crosses the scale-out network to R = (N - 1) (1 - C(E - E/N, k) / C(E, k)) nodes in
+expectation, not k (N - 1) / N times. The scale-up (NVLink) phase is the plain all-to-all's.
+
+Pure: no printing, no files.
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+from shardline.collectives import collective_over
+from shardline.collectives.records import AxisNetwork
+from shardline.errors import InputError
+from shardline.hardware import Chip
+
+__all__ = ["remote_nodes", "scale_out_share", "hierarchical_a2a_s"]
+
+
+def remote_nodes(experts: int, k: int, nodes: int) -> float:
+    """R: the expected remote nodes a token's k experts (of `experts`, spread evenly over
+    `nodes` nodes) fall on: (N - 1) (1 - C(E - E/N, k) / C(E, k))."""
+    if nodes < 1 or experts % nodes or not 1 <= k <= experts:
+        raise InputError(f"remote_nodes needs 1 <= k <= experts and nodes dividing {experts}")
+    miss = comb(experts - experts // nodes, k) / comb(experts, k)
+    return (nodes - 1) * (1.0 - miss)
+
+
+def scale_out_share(experts: int, k: int, nodes: int) -> float:
+    """The hierarchical dispatch's scale-out bytes over the plain all-to-all's:
+    R / (k (N - 1) / N); 1 for one node."""
+    if nodes <= 1:
+        return 1.0
+    return remote_nodes(experts, k, nodes) / (k * (nodes - 1) / nodes)
+
+
+def hierarchical_a2a_s(
+    net: AxisNetwork, nbytes: float, chip: Chip, share: float
+) -> tuple[float, float] | None:
+    """(lower bound, realistic) seconds of a V-byte all-to-all over `net` whose scale-out phase
+    carries `share` of the plain all-to-all's bytes; the phases pipeline (the slower sets the
+    time, as the plain hierarchical all-to-all's). None when the axis has no scale-out stage."""
+    up = tuple(s for s in net.stages if not s.scale_out and s.devices > 1)
+    out = tuple(s for s in net.stages if s.scale_out and s.devices > 1)
+    if not out:
+        return None
+    total = net.devices
+    parts = []
+    for stages, scale in ((up, 1.0), (out, share)):
+        if not stages:
+            continue
+        devices = 1
+        for s in stages:
+            devices *= s.devices
+        sub = AxisNetwork(devices, stages, net.in_network_reduction, net.source, net.options)
+        # the phase moves the array those devices hold: V x devices / total
+        c = collective_over("all_to_all", nbytes * devices / total * scale, [sub], chip)
+        parts.append((float(c.t_s), float(c.predicted_s)))
+    return max(p[0] for p in parts), max(p[1] for p in parts)

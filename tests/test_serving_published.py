@@ -1,0 +1,36 @@
+"""benchmarks/data/serving_published.csv: every row has its source and a load and metric the
+benchmark knows; the TensorRT-LLM v0.5.0 rows are static batches read as group totals."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "benchmarks" / "data" / "serving_published.csv"
+
+
+def _rows() -> list[dict[str, str]]:
+    with DATA.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_every_row_is_sourced_and_known() -> None:
+    rows = _rows()
+    assert len({r["name"] for r in rows}) == len(rows)
+    for r in rows:
+        assert r["source"].strip() and r["how"].strip(), r["name"]
+        assert r["load"] in ("max", "closed", "static"), r["name"]
+        assert r["metric"] in ("throughput_tokens_per_s", "ttft_s", "tpot_s", "latency_s")
+        assert r["engine"] in ("trtllm", "vllm", "sglang"), r["name"]
+        assert float(r["measured"]) > 0
+        if r["metric"] == "latency_s":
+            assert r["load"] == "static", r["name"]
+
+
+def test_v050_rows_are_static_group_totals() -> None:
+    old = [r for r in _rows() if r["set"] == "trtllm-static-batch"]
+    assert [int(r["measured"]) for r in old] == [3317, 2616, 843, 1583]
+    for r in old:
+        assert r["load"] == "static" and r["devices"] == r["tp"] == "4"
+        assert "Throughput (out tok/s)" in r["how"] and "release/0.5.0" in r["source"]
