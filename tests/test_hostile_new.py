@@ -272,15 +272,3 @@ def test_template_values(
         encoding="utf-8",
     )
     assert re.search(message, _error(capsys, "stack", str(path), "--hw", "h100-sxm"))
-
-
-def test_training_search_bounds_the_block_probes(capsys: pytest.CaptureFixture[str]) -> None:
-    from shardline.planning.vector_tables import MAX_BLOCK_PROBES
-
-    # 1e12 tokens / 8,192 per sequence = 122,070,312 sequences = 2^3 x 3^2 x 7 x 13 x 31 x 601:
-    # (3+1)(2+1)(1+1)^4 = 192 divisors (microbatch sizes) x the 5 inner layouts the search
-    # probes for llama-3.2-1b on 64 devices = 960 > 400
-    assert MAX_BLOCK_PROBES == 400
-    line = _error(capsys, *TRAIN, "--global-batch", "1e12")
-    assert "would probe 960 block shapes (5 inner layouts x 192 microbatch sizes" in line
-    assert "the limit is 400" in line

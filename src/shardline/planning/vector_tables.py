@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from shardline.dtypes import dtype_bits
-from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.options import RECOMPUTE_MODES, Execution
 from shardline.planning.evaluate import Context
@@ -37,10 +36,6 @@ __all__ = [
 ]  # fmt: skip
 
 ZERO_STAGES = (0, 1, 2, 3)
-# The most (inner layout x microbatch size) block shapes probed with the plan engine, each tens
-# of milliseconds: 2,048 sequences per step give 5 x 12 = 60; a batch with very many divisors
-# (122,070,312 sequences: 192) would take minutes.
-MAX_BLOCK_PROBES = 400
 
 
 def batch_names() -> tuple[str, ...]:
@@ -416,13 +411,6 @@ def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: i
     names = probe_names()
     inner_keys = sorted({probe_key(d, names) for d in assignments})
     seq_b = divisors(w.batch)
-    if len(inner_keys) * len(seq_b) > MAX_BLOCK_PROBES:
-        raise InputError(
-            f"the search would probe {len(inner_keys) * len(seq_b):,} block shapes "
-            f"({len(inner_keys)} inner layouts x {len(seq_b)} microbatch sizes, the divisors of "
-            f"{w.batch:,} sequences per step); the limit is {MAX_BLOCK_PROBES}: give a "
-            "--global-batch with fewer divisors (a power of two) or hold degrees with --fix"
-        )
     model_flops, hardware = hw_flops(Context(w, chip, Execution()))
     first = w.layers[0]
     t = Tables(
