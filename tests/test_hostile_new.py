@@ -127,6 +127,17 @@ def test_simulation_steps_are_bounded() -> None:
     check_simulation_size(cfg, opts, batch=10.0)
 
 
+def test_serve_figures_keep_the_simulation_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --plot simulates the requests too: 0.01 req/s on one replica runs each request alone,
+    # 2000 x 500 / batch 1 + 2000 = 1,002,000 steps, past the limit (it took minutes)
+    out = tmp_path / "s.png"
+    argv = [*SERVE, "--rate", "0.01", "--in", "2000", "--out", "500", "--plot", str(out)]
+    assert "about 1,002,000 engine steps" in _error(capsys, *argv)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_simulated_replicas_are_bounded() -> None:
     import numpy as np
 

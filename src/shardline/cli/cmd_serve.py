@@ -221,6 +221,9 @@ def run_serve(args: argparse.Namespace) -> int:
     hw = args.hw or args.hw_fallback
     result = serve(args.model, hw, cfg, options)
     if outputs.wanted:
+        from shardline.serving.runsim import check_simulation_size
+
+        check_simulation_size(cfg, options, result["batch"])  # the figures simulate too
         _write_figures(outputs, hw, cfg, options, result)
     if args.json:
         emit_json(result)
