@@ -184,8 +184,15 @@ def test_serving_search_limits(capsys: pytest.CaptureFixture[str]) -> None:
     )
 
 
-def test_dask_executor_fails_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dask_executor_fails_fast(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from shardline import executors
+
+    # the search checks its scheduler first: its bound search may price every round here
+    # (no chunk sent), and a bad address must not pass unnoticed
+    line = _error(capsys, *TRAIN, "--executor", "dask", "--scheduler", "garbage")
+    assert "cannot reach the Dask scheduler at garbage: missing port number" in line
 
     with pytest.raises(InputError, match="missing port number in address 'garbage'"):
         executors.map_chunks(abs, [1], executor="dask", scheduler="garbage")

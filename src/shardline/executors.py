@@ -13,7 +13,7 @@ from typing import Any
 
 from shardline.errors import InputError
 
-__all__ = ["EXECUTORS", "map_chunks", "check_executor"]
+__all__ = ["EXECUTORS", "map_chunks", "check_executor", "connect"]
 
 EXECUTORS = ("local", "dask")
 MAX_WORKERS = 1024
@@ -80,15 +80,12 @@ def _distributed() -> Any:
     return distributed
 
 
-def _dask(
-    fn: Callable[[Any], Any], chunks: Sequence[Any], scheduler: Any, progress: Progress | None
-) -> list[Any]:
-    """The chunks as Dask futures on an existing cluster; results in the chunks' order."""
+def connect(scheduler: str) -> Any:
+    """A `distributed.Client` of the scheduler at `scheduler`, or one InputError within
+    CONNECT_TIMEOUT_S (a search checks its scheduler this way before it starts)."""
     distributed = _distributed()
-    Client, as_completed = distributed.Client, distributed.as_completed
-    own = not isinstance(scheduler, Client)
     try:
-        client = Client(scheduler, timeout=CONNECT_TIMEOUT_S) if own else scheduler
+        return distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S)
     except (OSError, ValueError, TypeError) as exc:  # ValueError: an address without a port
         raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     except MemoryError:  # something else listens there: its first bytes read as a huge length
@@ -96,6 +93,16 @@ def _dask(
             f"cannot reach the Dask scheduler at {scheduler}: what answers there does not speak "
             "Dask's protocol"
         ) from None
+
+
+def _dask(
+    fn: Callable[[Any], Any], chunks: Sequence[Any], scheduler: Any, progress: Progress | None
+) -> list[Any]:
+    """The chunks as Dask futures on an existing cluster; results in the chunks' order."""
+    distributed = _distributed()
+    as_completed = distributed.as_completed
+    own = not isinstance(scheduler, distributed.Client)
+    client = connect(scheduler) if own else scheduler
     try:
         futures = client.map(fn, list(chunks), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}

@@ -119,6 +119,10 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
 
     workers = positive_arg(args.workers, "--workers")
     check_executor(workers, args.executor, args.scheduler)
+    if args.executor == "dask":  # fail now, not after the local part of the search
+        from shardline.executors import connect
+
+        connect(args.scheduler).close()
     return {
         "workers": workers,
         "executor": args.executor,
