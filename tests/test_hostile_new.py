@@ -174,6 +174,12 @@ def test_search_refuses_repeats_and_too_many_chips(capsys: pytest.CaptureFixture
     assert "--hw names 65 chips; the limit is 64" in _error(capsys, *TRAIN, "--hw", many)
 
 
+def test_training_search_batch_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    # 1Ti tokens = 2^40 / 8,192 tokens per sequence = 2^27 = 134,217,728 sequences > 2^20
+    line = _error(capsys, *TRAIN, "--global-batch", "1Ti")
+    assert "is 134,217,728 sequences of 8,192 tokens per step; the limit is 1,048,576" in line
+
+
 def test_serving_search_limits(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--max-devices must be at most 4,096, got 4,097" in _error(
         capsys, *SERVING, "--max-devices", "4097"

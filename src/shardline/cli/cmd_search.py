@@ -18,6 +18,9 @@ __all__ = ["register"]
 DEFAULT_SEQUENCES = 2048  # sequences per step when --global-batch is not given
 DEFAULT_SEQ_LEN = 8192
 MAX_CHIPS = 64  # chips in one --hw list
+# Sequences per step: the search's memory grows with the batch's (dp x microbatch) splits, to
+# about 2 GB at 2^20 sequences over 2^24 devices (4.4 GB at 2^27)
+MAX_SEQUENCES = 1 << 20
 MAX_SERVING_DEVICES = 4096  # --max-devices of the serving search: its time grows with it
 
 
@@ -196,6 +199,11 @@ def _workload(args: argparse.Namespace) -> Any:
         if sequences < 1:
             raise InputError(
                 f"--global-batch {args.global_batch} is less than one sequence of {seq_len:,}"
+            )
+        if sequences > MAX_SEQUENCES:
+            raise InputError(
+                f"--global-batch {args.global_batch} is {sequences:,} sequences of {seq_len:,} "
+                f"tokens per step; the limit is {MAX_SEQUENCES:,}"
             )
     spec = load_model(args.model)
     table = transformer_table(spec, batch=sequences, seq_len=seq_len)
