@@ -15,10 +15,14 @@ Every case has a time limit (default 20 s; a few large-file cases more) and a me
 Each case names its owner: `io` (files, outputs, signals: this branch's items of issue 14) or
 `numeric` (number validation, done on another branch); the summary gives the counts of both.
 
-Run: `python benchmarks/bench_hostile.py [--only io|numeric] [--cases SUBSTRING] [--big-rows N]
-[--limit-s S] [--keep]`. Prints one line per case and a summary table; exits 1 when any case has
-a traceback, a bad status, a lost file, a leftover .tmp, a hang, too much memory, a wrong answer or
-unsafe output.
+Group 6 (hostile_new_cases.py, fixtures in hostile_new_files.py) covers the commands and flags
+that came later: serve, search (training, serving, Dask), the new plan flags, report --model,
+model import, system show and the new workload template tables.
+
+Run: `python benchmarks/bench_hostile.py [--only io|numeric] [--cases SUBSTRING] [--group N]
+[--big-rows N] [--limit-s S] [--keep]`. Prints one line per case and a summary table; exits 1
+when any case has a traceback, a bad status, a lost file, a leftover .tmp, a hang, too much
+memory, a wrong answer or unsafe output.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_files import make_fixtures  # noqa: E402
+from hostile_new_files import make_new_fixtures  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = ("traceback", "status", "wrong", "lost", "tmp", "hang", "memory", "unsafe")
@@ -62,6 +67,7 @@ class Case:
     stagger_s: float = 0.0
     # file modes must apply: as root, run without the capabilities that bypass them (setpriv)
     modes: bool = False
+    env: dict[str, str] | None = None  # more environment (PYTHONPATH: put after src/)
 
 
 @dataclass
@@ -91,9 +97,16 @@ def _limits(mem_bytes: int) -> Callable[[], None]:
 
 
 def _start(
-    argv: list[str], cwd: Path, mem_bytes: int, log: Path, modes: bool = False
+    argv: list[str],
+    cwd: Path,
+    mem_bytes: int,
+    log: Path,
+    modes: bool = False,
+    extra: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    extra = extra or {}
+    paths = [str(ROOT / "src"), extra.get("PYTHONPATH", "")]
+    env = {**os.environ, **extra, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     prefix: list[str] = []
     if modes and os.geteuid() == 0 and shutil.which("setpriv"):
         prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
@@ -130,7 +143,7 @@ def run_case(case: Case, work: Path, limit_s: float, mem_bytes: int) -> Outcome:
     log = work / f"stderr-{os.getpid()}.txt"
     limit = case.limit_s or limit_s
     start = time.monotonic()
-    proc = _start(case.argv, work, mem_bytes, log, case.modes)
+    proc = _start(case.argv, work, mem_bytes, log, case.modes, case.env)
     second = None
     if case.concurrent is not None:
         time.sleep(case.stagger_s)
@@ -226,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("io", "numeric"), default=None)
     parser.add_argument("--cases", default="", help="run only cases whose name contains this")
+    parser.add_argument("--group", type=int, default=None, help="run only this group (1 to 6)")
     parser.add_argument("--big-rows", type=int, default=1_100_000, help="rows of the big CSV")
     parser.add_argument("--limit-s", type=float, default=20.0)
     parser.add_argument("--mem-gb", type=float, default=6.0, help="RLIMIT_AS of each case")
@@ -242,10 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         t0 = time.monotonic()
         make_fixtures(work, args.big_rows)
+        make_new_fixtures(work, args.big_rows)
         print(f"fixtures in {work} ({time.monotonic() - t0:.1f} s)")
         outcomes = []
         for case in catalogue(work, args.big_rows):
             if (args.only and case.owner != args.only) or args.cases not in case.name:
+                continue
+            if args.group is not None and case.group != args.group:
                 continue
             o = run_case(case, work, args.limit_s, int(args.mem_gb * 1e9))
             _clean_outputs(work)

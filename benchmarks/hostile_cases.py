@@ -1,7 +1,8 @@
 """The cases of the hostile-input catalogue (bench_hostile.py), by the numbered groups of issue 14:
 1 concurrent outputs, 2 memory and time, 3 formula injection and Markdown, 4 tracebacks (bad
-numbers, bad files, signals), 5 silent wrong answers. Paths are relative to the work directory;
-inputs live in in/, outputs are named out*."""
+numbers, bad files, signals), 5 silent wrong answers, 6 the later commands and flags (serve,
+search, the new plan flags and template tables: hostile_new_cases.py). Paths are relative to
+the work directory; inputs live in in/, outputs are named out*."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from bench_hostile import Case
 from hostile_files import FORMULAS
+from hostile_new_cases import new_catalogue
 
 HW = ["--hw", "h100-sxm"]
 TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
@@ -429,6 +431,7 @@ def catalogue(work: Path, big_rows: int) -> list[Case]:
         zero.symlink_to("/dev/zero")
     cases = [*_group1(), *_group2(big_rows), *_group3(), *_group4_numbers()]
     cases += [*_group4_files(), *_group4_signals(), *_group5(big_rows)]
+    cases += new_catalogue(work, big_rows)  # group 6: serve, search and the new plan flags
     assert all(c.expect in ("error", "ok", "any") for c in cases)
     assert FORMULAS
     return cases

@@ -13,10 +13,11 @@ from typing import Any
 
 from shardline.errors import InputError
 
-__all__ = ["EXECUTORS", "map_chunks", "check_executor"]
+__all__ = ["EXECUTORS", "map_chunks", "check_executor", "connect"]
 
 EXECUTORS = ("local", "dask")
 MAX_WORKERS = 1024
+CONNECT_TIMEOUT_S = 5  # how long to wait for the Dask scheduler before giving up
 
 Progress = Callable[[int, int], None]
 
@@ -28,6 +29,8 @@ def check_executor(workers: int, executor: str, scheduler: str | None) -> None:
         raise InputError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if executor == "dask" and not scheduler:
         raise InputError("--executor dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.1:8786)")
+    if executor == "dask":
+        _distributed()  # before any work: a missing dependency fails at once
     if executor == "local" and scheduler:
         raise InputError("--scheduler applies to --executor dask")
 
@@ -66,21 +69,40 @@ def map_chunks(
     return results
 
 
-def _dask(
-    fn: Callable[[Any], Any], chunks: Sequence[Any], scheduler: Any, progress: Progress | None
-) -> list[Any]:
-    """The chunks as Dask futures on an existing cluster; results in the chunks' order."""
+def _distributed() -> Any:
+    """The `distributed` package (Dask's cluster client), or an InputError saying how to get it."""
     try:
-        from distributed import Client, as_completed
+        import distributed
     except ImportError:
         raise InputError(
             "--executor dask needs the optional dependency: pip install 'shardline[dask]'"
         ) from None
-    own = not isinstance(scheduler, Client)
+    return distributed
+
+
+def connect(scheduler: str) -> Any:
+    """A `distributed.Client` of the scheduler at `scheduler`, or one InputError within
+    CONNECT_TIMEOUT_S (a search checks its scheduler this way before it starts)."""
+    distributed = _distributed()
     try:
-        client = Client(scheduler, timeout=10) if own else scheduler
-    except OSError as exc:
+        return distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+    except (OSError, ValueError, TypeError) as exc:  # ValueError: an address without a port
         raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    except MemoryError:  # something else listens there: its first bytes read as a huge length
+        raise InputError(
+            f"cannot reach the Dask scheduler at {scheduler}: what answers there does not speak "
+            "Dask's protocol"
+        ) from None
+
+
+def _dask(
+    fn: Callable[[Any], Any], chunks: Sequence[Any], scheduler: Any, progress: Progress | None
+) -> list[Any]:
+    """The chunks as Dask futures on an existing cluster; results in the chunks' order."""
+    distributed = _distributed()
+    as_completed = distributed.as_completed
+    own = not isinstance(scheduler, distributed.Client)
+    client = connect(scheduler) if own else scheduler
     try:
         futures = client.map(fn, list(chunks), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}

@@ -98,6 +98,10 @@ def template_precision(
         raise InputError(
             f"[transformer] tied_embeddings must be true or false, got {tied_embeddings!r}"
         )
+    if weight_dtype is not None and (not isinstance(weight_dtype, str) or not weight_dtype.strip()):
+        raise InputError(
+            f'[transformer] weight_dtype must be a dtype name such as "fp8", got {weight_dtype!r}'
+        )
     chosen = weight_dtype or default_weight_dtype(workload.model.dtype, workload.phase)
     out = with_tensor_dtypes(workload, weight_dtype=chosen)
     assert out.model is not None

@@ -115,6 +115,8 @@ def run_import(args: argparse.Namespace) -> int:
         from shardline.io.tables import check_output_path
 
         out = check_output_path(args.out, [path], force=args.force, suffixes=(".toml",))
+    if args.name is not None and not args.name.strip():
+        raise InputError("--name is empty: give the model a name, or leave --name out")
     name = args.name or (out.stem if out is not None else path.resolve().parent.name) or "imported"
     text = model_toml_from_config(_read_config(path), str(path), name.lower())
     if out is None:

@@ -108,10 +108,25 @@ def _timeline_figure(args: argparse.Namespace, workload: Any) -> Figure:
     return Figure(f"Step timeline: {best.name}", timeline_svg(timeline, standalone=False), caption)
 
 
+def _check_plan_flags(args: argparse.Namespace) -> None:
+    """The degrees and --microbatches shape the step drawn for --devices: without it they would
+    be ignored, so they are refused (and a bad value of any plan flag is an error either way)."""
+    from shardline.cli.execution_args import plan_options_from_args
+    from shardline.strategies import strategies
+
+    plan_options_from_args(args)  # checks every value
+    if args.devices is None:
+        words = [s.word for s in strategies() if getattr(args, s.name) is not None]
+        words += ["microbatches"] if args.microbatches is not None else []
+        if words:
+            raise InputError(f"--{words[0]} applies with --devices D (the plan's step drawn)")
+
+
 def run(args: argparse.Namespace) -> int:
     from shardline.io.sheets import check_output_path
     from shardline.report.html import render_html
 
+    _check_plan_flags(args)
     inputs = [args.workload] if args.workload else []
     out = check_output_path(args.html, inputs, force=args.force, suffixes=(".html", ".htm"))
     data, problems = _data(args)

@@ -17,6 +17,11 @@ __all__ = ["register"]
 
 DEFAULT_SEQUENCES = 2048  # sequences per step when --global-batch is not given
 DEFAULT_SEQ_LEN = 8192
+MAX_CHIPS = 64  # chips in one --hw list
+# Sequences per step: the search's memory grows with the batch's (dp x microbatch) splits, to
+# about 2 GB at 2^20 sequences over 2^24 devices (4.4 GB at 2^27)
+MAX_SEQUENCES = 1 << 20
+MAX_SERVING_DEVICES = 4096  # --max-devices of the serving search: its time grows with it
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -117,6 +122,10 @@ def _run_options(args: argparse.Namespace) -> dict[str, Any]:
 
     workers = positive_arg(args.workers, "--workers")
     check_executor(workers, args.executor, args.scheduler)
+    if args.executor == "dask":  # fail now, not after the local part of the search
+        from shardline.executors import connect
+
+        connect(args.scheduler).close()
     return {
         "workers": workers,
         "executor": args.executor,
@@ -168,6 +177,11 @@ def _chips(text: str | None, default: list[str]) -> list[str]:
     chips = [c.strip() for c in text.split(",") if c.strip()]
     if not chips:
         raise InputError("--hw needs at least one chip, e.g. h100-sxm,h200")
+    twice = next((c for i, c in enumerate(chips) if c.lower() in map(str.lower, chips[:i])), None)
+    if twice is not None:
+        raise InputError(f"--hw names {twice[:60]!r} twice")
+    if len(chips) > MAX_CHIPS:
+        raise InputError(f"--hw names {len(chips):,} chips; the limit is {MAX_CHIPS}")
     return chips
 
 
@@ -185,6 +199,11 @@ def _workload(args: argparse.Namespace) -> Any:
         if sequences < 1:
             raise InputError(
                 f"--global-batch {args.global_batch} is less than one sequence of {seq_len:,}"
+            )
+        if sequences > MAX_SEQUENCES:
+            raise InputError(
+                f"--global-batch {args.global_batch} is {sequences:,} sequences of {seq_len:,} "
+                f"tokens per step; the limit is {MAX_SEQUENCES:,}"
             )
     spec = load_model(args.model)
     table = transformer_table(spec, batch=sequences, seq_len=seq_len)
@@ -218,11 +237,13 @@ def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:
     """`tp=8,pp=16` -> (("tp", 8), ("pp", 16))."""
     if text is None:
         return ()
-    out = []
+    out: list[tuple[str, int]] = []
     for item in (x.strip() for x in text.split(",")):
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise InputError(f"--fix takes NAME=DEGREE items, e.g. tp=8,pp=16; got {item!r}")
+        if name.strip() in (n for n, _ in out):
+            raise InputError(f"--fix gives {name.strip()!r} twice")
         out.append((name.strip(), positive_arg(value.strip(), f"--fix {name.strip()}")))
     return tuple(out)
 
@@ -231,6 +252,7 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
     from functools import partial
 
     from shardline.executors import map_chunks
+    from shardline.serving.config import check_tokens
     from shardline.serving.search import serving_search
     from shardline.serving.slo import parse_slo
 
@@ -245,16 +267,25 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
         args.model,
         chips=_chips(args.hw, ["h100-sxm", "h200", "b200", "mi300x"]),
         rate_per_s=_rate(args.rate),
-        input_tokens=positive_arg(args.input_tokens, "--in"),
-        output_tokens=positive_arg(args.output_tokens, "--out"),
+        input_tokens=int(check_tokens(positive_arg(args.input_tokens, "--in"), "--in")),
+        output_tokens=int(check_tokens(positive_arg(args.output_tokens, "--out"), "--out")),
         slo=parse_slo(args.slo),
-        max_devices=positive_arg(args.max_devices, "--max-devices") if args.max_devices else 64,
+        max_devices=_max_devices(args.max_devices),
         map_chunks=partial(map_chunks, **_run_options(args)),
     )
     elapsed_s = time.perf_counter() - start
     result["elapsed_s"] = elapsed_s
     result["rate_systems_per_s"] = result["evaluated"] / elapsed_s if elapsed_s > 0 else 0.0
     return result
+
+
+def _max_devices(text: str | None) -> int:
+    if text is None:
+        return 64
+    value = positive_arg(text, "--max-devices")
+    if value > MAX_SERVING_DEVICES:
+        raise InputError(f"--max-devices must be at most {MAX_SERVING_DEVICES:,}, got {value:,}")
+    return value
 
 
 def _rate(text: str) -> float:

@@ -17,6 +17,11 @@ from shardline.errors import InputError
 
 __all__ = ["register", "config_from_args", "parse_rate"]
 
+MAX_RATE_PER_S = 1e9  # requests per second: as the serving search
+MAX_SPEC_K = 1024  # draft tokens per step
+MAX_BATCH = 1_000_000  # sequences per engine step
+MAX_REQUESTS = 20_000  # simulated Poisson requests per replica (as the disaggregated pools)
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     sv = sub.add_parser(
@@ -89,12 +94,18 @@ def _nonnegative(text: str, what: str) -> int:
     return int(value)
 
 
+def _at_most(value: int, limit: float, what: str) -> int:
+    if value > limit:
+        raise InputError(f"{what} must be at most {limit:,.0f}, got {value:,}")
+    return value
+
+
 def _price(text: str | None) -> float | None:
     if text is None:
         return None
     value = _float(text, "--usd-per-hour")
-    if value <= 0:
-        raise InputError(f"--usd-per-hour must be positive, got {text!r}")
+    if not 0 < value <= 1e9:
+        raise InputError(f"--usd-per-hour must be positive and at most 1e9, got {text!r}")
     return value
 
 
@@ -105,8 +116,8 @@ def parse_rate(text: str) -> float:
     if scale is None:
         raise InputError(f"--rate: {text!r}: give requests per second, e.g. 20 or 20/s")
     rate = _float(value, "--rate") * scale
-    if rate <= 0:
-        raise InputError("--rate must be positive")
+    if not 0 < rate < MAX_RATE_PER_S:
+        raise InputError(f"--rate must be positive and below {MAX_RATE_PER_S:g} per second")
     return rate
 
 
@@ -116,7 +127,7 @@ def _spec(text: str | None) -> tuple[int, float, float]:
     parts = [p.strip() for p in text.split(",")]
     if len(parts) not in (2, 3):
         raise InputError("--spec-decode: give K,ALPHA or K,ALPHA,DRAFT_COST, e.g. 4,0.7")
-    k = _nonnegative(parts[0], "--spec-decode k")
+    k = _at_most(_nonnegative(parts[0], "--spec-decode k"), MAX_SPEC_K, "--spec-decode k")
     draft = _float(parts[2], "--spec-decode draft cost") if len(parts) == 3 else 0.0
     return k, _float(parts[1], "--spec-decode alpha"), draft
 
@@ -131,10 +142,12 @@ def _disagg(text: str | None) -> tuple[int, int] | None:
 
 
 def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any:
-    from shardline.serving.config import ServeConfig, parse_lengths
+    from shardline.serving.config import MAX_TOKENS, ServeConfig, parse_lengths
 
     k, alpha, draft = _spec(args.spec_decode)
-    chunk = chunk_default if args.chunk is None else _nonnegative(args.chunk, "--chunk")
+    chunk = chunk_default
+    if args.chunk is not None:
+        chunk = _at_most(_nonnegative(args.chunk, "--chunk"), MAX_TOKENS, "--chunk")
     disagg = _disagg(args.disagg)
     devices = _positive(args.devices, "--devices")
     if disagg is not None and sum(disagg) != devices:
@@ -145,7 +158,7 @@ def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any
         output_tokens=parse_lengths(args.output_tokens, "--out"),
         devices=devices,
         tp=_positive(args.tp, "--tp"),
-        max_batch=_positive(args.max_batch, "--max-batch"),
+        max_batch=_at_most(_positive(args.max_batch, "--max-batch"), MAX_BATCH, "--max-batch"),
         chunk_tokens=chunk if chunk else None,
         prefix_hit=_float(args.prefix_hit, "--prefix-hit"),
         spec_k=k,
@@ -178,6 +191,12 @@ def run_serve(args: argparse.Namespace) -> int:
     from shardline.serving.serve import ServeOptions, serve
     from shardline.serving.slo import parse_slo
 
+    for flag in ("flops_per_s", "mem_bw", "compute_dtype"):  # not read by the serving model
+        if getattr(args, flag, None) is not None:
+            raise InputError(
+                f"--{flag.replace('_', '-')} does not apply to serve (its step times use the "
+                "chip's own rates); give a chip .toml with --hw for other rates"
+            )
     eng = engine(args.engine)
     cfg = config_from_args(args, eng.default_chunk_tokens if eng.chunked_prefill else None)
     cfg = replace(cfg, kv_reservation=eng.kv_reservation)
@@ -196,12 +215,15 @@ def run_serve(args: argparse.Namespace) -> int:
         slo=parse_slo(args.slo) if args.slo else None,
         simulate=args.simulate or trace is not None,
         trace=trace,
-        sim_requests=_positive(args.requests, "--requests"),
+        sim_requests=_at_most(_positive(args.requests, "--requests"), MAX_REQUESTS, "--requests"),
         usd_per_hour=_price(args.usd_per_hour),
     )
     hw = args.hw or args.hw_fallback
     result = serve(args.model, hw, cfg, options)
     if outputs.wanted:
+        from shardline.serving.runsim import check_simulation_size
+
+        check_simulation_size(cfg, options, result["batch"])  # the figures simulate too
         _write_figures(outputs, hw, cfg, options, result)
     if args.json:
         emit_json(result)

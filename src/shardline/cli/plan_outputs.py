@@ -33,6 +33,7 @@ def add_plan_output_args(parser: argparse.ArgumentParser) -> None:
 def price_from_args(args: argparse.Namespace, chip: Any) -> float | None:
     """--usd-per-hour, else --prices FILE's row, else the default table's (None if unpriced)."""
     from shardline.costing import chip_name, price_table
+    from shardline.costing.tables import MAX_VALUE
 
     if getattr(args, "usd_per_hour", None) is not None:
         try:
@@ -41,8 +42,10 @@ def price_from_args(args: argparse.Namespace, chip: Any) -> float | None:
             raise InputError(
                 f"--usd-per-hour must be a number, got {args.usd_per_hour!r}"
             ) from None
-        if not value >= 0 or value == float("inf"):
-            raise InputError(f"--usd-per-hour must be a non-negative number, got {value!r}")
+        if not 0 <= value <= MAX_VALUE:
+            raise InputError(
+                f"--usd-per-hour must be a non-negative number up to {MAX_VALUE:g}, got {value!r}"
+            )
         return value
     row = price_table(getattr(args, "prices", None)).get(chip_name(chip))
     return row.usd_per_hour if row is not None else None

@@ -15,6 +15,9 @@ from shardline.hardware import Chip, load_chip
 
 __all__ = ["PriceRow", "price_table", "power_table", "idle_fraction", "chip_name"]
 
+MAX_VALUE = 1e9  # a price per chip-hour (USD) or a power (W): past it, a typo or an overflow
+PRICE_FIELDS = ("usd_per_hour", "provider", "date")
+
 
 @dataclass(frozen=True)
 class PriceRow:
@@ -35,8 +38,10 @@ def _number(value: Any, where: str) -> tuple[float, str]:
     if isinstance(value, dict):
         source = str(value.get("source", source))
         value = value.get("value")
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise InputError(f"{where} must be a non-negative number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_VALUE:
+        raise InputError(
+            f"{where} must be a non-negative number up to {MAX_VALUE:g}, got {value!r}"
+        )
     return float(value), source
 
 
@@ -45,6 +50,11 @@ def _rows(data: dict[str, Any], what: str) -> dict[str, PriceRow]:
     for name, row in data.items():
         if not isinstance(row, dict) or "usd_per_hour" not in row:
             raise InputError(f"{what}: [{name}] needs usd_per_hour = X (USD per chip-hour)")
+        extra = [key for key in row if key not in PRICE_FIELDS]
+        if extra:
+            raise InputError(
+                f"{what}: [{name}] unknown field {extra[0]!r}; fields: {', '.join(PRICE_FIELDS)}"
+            )
         value, source = _number(row["usd_per_hour"], f"{what}: {name}.usd_per_hour")
         provider, date = str(row.get("provider", "")), str(row.get("date", ""))
         out[name.strip().lower()] = PriceRow(value, source, provider, date)

@@ -52,6 +52,8 @@ def read_data_toml(path: Path, what: str) -> dict[str, Any]:
         raise InputError(f"{what} {str(path)!r} is not valid TOML: {exc}") from None
     except RecursionError:
         raise InputError(f"{what} {str(path)!r} is nested too deeply") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise InputError(f"{what} {str(path)!r}: {str(exc).split(';')[0]}") from None
 
 
 class SourcedReader:

@@ -418,6 +418,8 @@ def workload_from_toml(path: str | Path, **overrides: Any) -> Workload:
         raise InputError(f"cannot read {p}: invalid TOML: {exc}") from None
     except RecursionError:  # tomllib recurses once per level of nested tables or arrays
         raise InputError(f"cannot read {p}: nested too deeply") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise InputError(f"cannot read {p}: {str(exc).split(';')[0]}") from None
     return workload_from_dict(data, origin=str(p), **overrides)
 
 

@@ -9,9 +9,21 @@ import numpy as np
 
 from shardline.errors import InputError
 
-__all__ = ["Lengths", "ServeConfig", "parse_lengths", "spec_tokens_per_step", "BLOCK_TOKENS"]
+__all__ = [
+    "Lengths",
+    "ServeConfig",
+    "parse_lengths",
+    "spec_tokens_per_step",
+    "check_tokens",
+    "BLOCK_TOKENS",
+    "MAX_TOKENS",
+]
 
 BLOCK_TOKENS = 16  # paged KV: tokens per block (vLLM's default block size)
+# The most tokens of one request's prompt or output: 100 times the longest context windows
+# (10 million tokens), so that every length a model can take is accepted, and none whose
+# expectations overflow a float.
+MAX_TOKENS = 1_000_000_000
 _QUADRATURE = (np.arange(64) + 0.5) / 64  # midpoints for expectations over a distribution
 
 
@@ -60,6 +72,13 @@ def _count(text: str, what: str) -> float:
         raise InputError(f"{what}: {text!r} is not a number of tokens") from None
     if not (value >= 1 and math.isfinite(value)):
         raise InputError(f"{what}: {text!r} must be at least 1 token")
+    return check_tokens(value, what)
+
+
+def check_tokens(value: float, what: str) -> float:
+    """`value` if it is at most MAX_TOKENS, else an InputError that states the limit."""
+    if value > MAX_TOKENS:
+        raise InputError(f"{what}: {value:g} tokens is more than the limit of {MAX_TOKENS:,}")
     return value
 
 

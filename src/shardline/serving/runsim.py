@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from shardline.errors import InputError
 from shardline.serving.config import ServeConfig
 from shardline.serving.disagg import kv_transfer_s
 from shardline.serving.engines import Engine
@@ -22,10 +23,15 @@ from shardline.serving.simulate import (
 )
 from shardline.serving.steptimes import StepTimes
 
-__all__ = ["simulation_dict", "simulate_system"]
+__all__ = ["simulation_dict", "simulate_system", "check_simulation_size", "MAX_SIM_STEPS"]
 
 TIMELINE_POINTS = 200
 MAX_REQUESTS = 20000
+# The most engine steps the event simulation is allowed (each a few numpy calls, tens of
+# microseconds): well under a minute; the default 2000 requests take about 300,000 at a
+# moderate load. A lighter load takes more steps (each request decodes nearly alone).
+MAX_SIM_STEPS = 400_000
+MAX_SIM_REPLICAS = 256  # replicas (and prefill pools) simulated one by one, a few ms each
 
 
 def _split(reqs: Requests, k: int, parts: int) -> Requests:
@@ -94,6 +100,48 @@ def _pooled(runs: list[tuple[Requests, SimResult]]) -> dict[str, Any]:
 
 def _nan_none(x: float) -> float | None:
     return None if not np.isfinite(x) else float(x)
+
+
+def _check_replicas(cfg: ServeConfig, opts: Any, n: int) -> None:
+    """Each replica simulated gets at least one request, and at most MAX_SIM_REPLICAS (and
+    as many prefill pools) are simulated: Poisson arrivals simulate one replica of alike ones;
+    a trace, or disaggregated pools, every one."""
+    pools = cfg.disagg[0] // cfg.tp if cfg.disagg else 0
+    replicas = cfg.disagg[1] // cfg.tp if cfg.disagg else cfg.devices // cfg.tp
+    if opts.trace is None and cfg.disagg is None:
+        replicas = 1
+    if max(replicas, pools) > MAX_SIM_REPLICAS:
+        raise InputError(
+            f"--simulate: {max(replicas, pools):,} replicas to simulate one by one; the limit is "
+            f"{MAX_SIM_REPLICAS}: give fewer --devices (or a larger --tp) to simulate"
+        )
+    if n < replicas:
+        raise InputError(
+            f"--simulate: {n:,} requests for {replicas:,} replicas; each needs at least one "
+            "(a longer trace, more --requests or fewer --devices)"
+        )
+
+
+def check_simulation_size(cfg: ServeConfig, opts: Any, batch: float) -> None:
+    """Refuse a simulation whose expected engine steps pass MAX_SIM_STEPS: every simulated
+    request's output tokens over the tokens a step gives the running `batch` (the analytic
+    steady state's), plus one step per prompt."""
+    if opts.trace is not None:
+        n, out = len(opts.trace.output_tokens), float(np.sum(opts.trace.output_tokens))
+    else:
+        n = opts.sim_requests
+        if cfg.disagg is not None:
+            n = min(opts.sim_requests * cfg.disagg[1] // cfg.tp, MAX_REQUESTS)
+        out = n * cfg.output_tokens.mean
+    _check_replicas(cfg, opts, n)
+    steps = out / cfg.tokens_per_step / max(batch, 1.0) + n
+    if not steps <= MAX_SIM_STEPS:
+        raise InputError(
+            f"--simulate: about {steps:,.0f} engine steps to simulate ({n:,} requests of "
+            f"{out / n:,.0f} output tokens at a running batch of {max(batch, 1.0):,.1f}); the "
+            f"limit is {MAX_SIM_STEPS:,}: give fewer --requests, shorter outputs or a higher "
+            "--rate, or leave out --simulate"
+        )
 
 
 def simulation_dict(st: StepTimes, cfg: ServeConfig, eng: Engine, opts: Any) -> dict[str, Any]:

@@ -121,8 +121,9 @@ def serve(
     out["notes"] += cost["notes"]
     out["engine_sources"] = eng.sources
     if opts.simulate:
-        from shardline.serving.runsim import simulation_dict
+        from shardline.serving.runsim import check_simulation_size, simulation_dict
 
+        check_simulation_size(cfg, opts, a.batch)
         out["simulation"] = simulation_dict(st, cfg, eng, opts)
     return out
 
