@@ -35,7 +35,6 @@ nodes, `[interconnect.scale_out]`.
 from __future__ import annotations
 
 import statistics
-import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from shardline.calibrate.chipfile import Measured, render_toml, write_partial_csv
-from shardline.calibrate.collectives_run import OPS, measure, sizes
+from shardline.calibrate.collectives_run import OPS, measured_or_refused, sizes
 from shardline.collectives.algorithms import TABLE, Algorithm
 from shardline.errors import InputError
 
@@ -232,27 +231,17 @@ def calibrate_collectives(
     processes_per_node: int | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Measure and fit; returns the chip-file tables and the measured rows."""
-    from shardline.calibrate.gpu import require_torch
 
-    require_torch()
-    try:
-        rows, backend = measure(
-            processes=processes,
-            device=device,
-            quick=quick,
-            repeats=repeats,
-            progress=progress,
-            processes_per_node=processes_per_node,
-        )
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
-        if partial is not None:
-            write_partial_csv(partial, done)
-        raise InputError(
-            f"collective measurement failed: {exc}; the {len(done)} earlier "
-            f"measurements are in {partial}; no chip file was written"
-        ) from None
-    if not rows:
-        raise InputError("the collective measurement returned no rows; no chip file was written")
+    def saved() -> str:
+        if partial is None:
+            return ""
+        write_partial_csv(partial, done)
+        return f"the {len(done)} earlier measurements are in {partial}; "
+
+    rows, backend = measured_or_refused(
+        "no chip file was written", saved, processes=processes, device=device, quick=quick,
+        repeats=repeats, progress=progress, processes_per_node=processes_per_node,
+    )  # fmt: skip
     world, local = int(rows[0]["processes"]), int(rows[0]["processes_per_node"])
     fit: dict[str, Any] = (
         _fit_nodes(rows, world, local) if local < world else fit_collectives(rows, world)

@@ -368,5 +368,25 @@ def measure(
     return rows, backend
 
 
+def measured_or_refused(
+    unwritten: str, saved: Callable[[], str] | None = None, **how: Any
+) -> tuple[list[dict[str, Any]], str]:
+    """`measure(**how)` (after checking torch is there), with a failed or an empty measurement
+    turned into one InputError that ends with what was not written (`unwritten`, e.g. "no CSV
+    was written"); `saved()` runs on a failure first and says where earlier rows were kept."""
+    from shardline.calibrate.gpu import require_torch
+    from shardline.errors import InputError
+
+    require_torch()
+    try:
+        rows, backend = measure(**how)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        kept = saved() if saved is not None else ""
+        raise InputError(f"collective measurement failed: {exc}; {kept}{unwritten}") from None
+    if not rows:
+        raise InputError(f"the collective measurement returned no rows; {unwritten}")
+    return rows, backend
+
+
 if __name__ == "__main__":
     raise SystemExit(_worker())

@@ -10,12 +10,11 @@ the summary gives the median |error| per kind and over every row.
 from __future__ import annotations
 
 import statistics
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shardline.calibrate.collectives_run import OPS, measure, under_torchrun
+from shardline.calibrate.collectives_run import OPS, measured_or_refused, under_torchrun
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 
@@ -119,8 +118,6 @@ def validate_collectives(
 ) -> CollectiveValidation:
     """Measure the collective sweep here and compare with the chip's predictions. Under torchrun
     the ranks other than 0 leave once measured (SystemExit 0)."""
-    from shardline.calibrate.gpu import require_torch
-
     chip = resolve_chip(hw)
     device = _device_of(chip)
     assert chip.interconnect is not None
@@ -132,20 +129,10 @@ def validate_collectives(
             f"--processes-per-node must be at least 1 and divide --processes ({n}), "
             f"got {processes_per_node}"
         )
-    require_torch()
-    try:
-        measured, backend = measure(
-            processes=n,
-            device=device,
-            quick=quick,
-            repeats=repeats,
-            progress=progress,
-            processes_per_node=processes_per_node,
-        )
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
-        raise InputError(f"collective measurement failed: {exc}; no CSV was written") from None
-    if not measured:
-        raise InputError("the collective measurement returned no rows; no CSV was written")
+    measured, backend = measured_or_refused(
+        "no CSV was written", processes=n, device=device, quick=quick, repeats=repeats,
+        progress=progress, processes_per_node=processes_per_node,
+    )  # fmt: skip
     devices, per_node = int(measured[0]["processes"]), int(measured[0]["processes_per_node"])
     rows = compare(chip, measured, devices)
     return CollectiveValidation(chip.name, backend, devices, per_node, rows, summarize(rows))
