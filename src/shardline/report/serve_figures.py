@@ -20,7 +20,7 @@ from shardline.errors import InputError
 from shardline.report.figures import Figure
 from shardline.report.plots import _render
 from shardline.report.serving_plots import (
-    PERCENTILES,
+    cdf_panel,
     figure_for,
     render_cdfs,
     render_kv_occupancy,
@@ -42,15 +42,7 @@ def _cdf_panel(ax: Any, name: str, x: np.ndarray) -> None:
     if len(x) == 0:
         ax.text(0.5, 0.5, "no finished requests", ha="center", transform=ax.transAxes)
         return
-    x = np.sort(x)
-    ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post")
-    for q in PERCENTILES:
-        v = float(np.percentile(x, q))
-        ax.axvline(v, color="0.5", linestyle=":", linewidth=0.8)
-        ax.text(v, q / 100, f" p{q}", fontsize=7, parse_math=False)
-    ax.set_xlabel(f"{name} (s)", parse_math=False)
-    ax.set_ylabel("fraction of requests")
-    ax.set_ylim(0, 1.02)
+    cdf_panel(ax, name, np.sort(x))
 
 
 def _sweep_panel(ax: Any, sweep: dict[str, np.ndarray], what: str) -> None:

@@ -130,6 +130,20 @@ def render_pareto(
     _render(path, draw)
 
 
+def cdf_panel(ax: Any, name: str, x: np.ndarray, unit: str = "s") -> Any:
+    """The empirical CDF of the sorted samples `x` on `ax`, with p50, p90 and p99 marked;
+    returns the step line."""
+    (line,) = ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post")
+    for q in PERCENTILES:
+        v = float(np.percentile(x, q))
+        ax.axvline(v, color="0.5", linestyle=":", linewidth=0.8)
+        ax.text(v, q / 100, f" p{q}", fontsize=7, parse_math=False)
+    ax.set_xlabel(f"{name} ({unit})", parse_math=False)
+    ax.set_ylabel("fraction of requests")
+    ax.set_ylim(0, 1.02)
+    return line
+
+
 def render_cdfs(
     samples: Mapping[str, Sequence[float]], path: str | Path, *, title: str = "", unit: str = "s"
 ) -> None:
@@ -147,15 +161,7 @@ def render_cdfs(
         FigureCanvasAgg(fig)
         for k, (name, x) in enumerate(sets):
             ax = fig.add_subplot(1, len(sets), k + 1)
-            y = np.arange(1, len(x) + 1) / len(x)
-            ax.step(x, y, where="post")[0].set_gid(f"cdf-{k}")
-            for q in PERCENTILES:
-                v = float(np.percentile(x, q))
-                ax.axvline(v, color="0.5", linestyle=":", linewidth=0.8)
-                ax.text(v, q / 100, f" p{q}", fontsize=7, parse_math=False)
-            ax.set_xlabel(f"{name} ({unit})", parse_math=False)
-            ax.set_ylabel("fraction of requests")
-            ax.set_ylim(0, 1.02)
+            cdf_panel(ax, name, x, unit).set_gid(f"cdf-{k}")
             ax.grid(True, linewidth=0.3)
         if title:
             fig.suptitle(title, fontsize=9)
