@@ -74,11 +74,13 @@ def load_run_workload(run: dict[str, Any], notes: list[str]) -> Any:
     without them (noted)."""
     from shardline.errors import InputError
     from shardline.io.workload_toml import load_workload, workload_from_dict
+    from shardline.precision import with_tensor_dtypes
 
     path = ROOT / run["workload"]
     over = {"phase": run["phase"], "batch": run["batch"], "seq_len": run["seq_len"]}
-    try:
-        return load_workload(path, **over)
+    try:  # a recipe that runs fp8 attention says so (attention_dtype, with its source)
+        workload = load_workload(path, **over)
+        return with_tensor_dtypes(workload, attention_dtype=run.get("attention_dtype"))
     except InputError as exc:
         if "unknown field" not in str(exc):
             raise

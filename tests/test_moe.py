@@ -247,3 +247,32 @@ def test_decode_touched_experts_follow_a_new_batch() -> None:
     assert _layer(many, "expert_in").dims["X"] == 8 and many.model is not None
     assert many.model.idle_expert_params == 0
     assert _layer(many.with_batch(1), "expert_in").dims["X"] == 2
+
+
+def test_intra_node_dispatch_time_agrees_with_hybridep_published_bandwidth() -> None:
+    """Qwen3-30B-A3B on 8 GB200s, EP 8, MBS 4 x 4096 tokens, 16 microbatches, 48 MoE blocks.
+    HybridEP's published bandwidth on GB200, 8 ranks, 32 SMs, through the torch API
+    (deepseek-ai/DeepEP docs/README_Hybrid-EP.md, commit 41cad944: dispatch bf16 545.71 GB/s,
+    combine 568.94 GB/s) counts the bytes one rank receives: each token once per rank that holds
+    one of its experts, 8 (1 - C(112, 8) / C(128, 8)) = 5.34 of the 8 ranks (16 experts each,
+    top-8 of 128), 2048 x 2 B a copy. A block and microbatch runs a dispatch and a combine
+    forward and the same pair backward, so the step's all-to-all time is
+    768 x 2 x (R / 545.71e9 + R / 568.94e9); the model (k copies at its all-to-all rate, no
+    overlap in this recipe) must land within 10% of it."""
+    from math import comb
+
+    from shardline.io.workload_toml import load_workload
+    from shardline.plan import plan
+
+    ranks = 8 * (1 - comb(112, 8) / comb(128, 8))
+    received = 4 * 4096 * ranks * 2048 * 2
+    assert ranks == pytest.approx(5.34, abs=0.01) and received == pytest.approx(358e6, rel=0.01)
+    published_s = 16 * 48 * 2 * (received / 545.71e9 + received / 568.94e9)
+    assert published_s == pytest.approx(1.98, abs=0.01)
+    workload = load_workload(Path(__file__).parents[1] / "examples/e2e/qwen3-30b-a3b-fp8.toml")
+    chosen = plan(
+        workload, "gb200", 8, tp=1, pp=1, dp=1, fsdp=1, ep=8, microbatches=16,
+        ep_dispatch="hierarchical", zero=1, require_fit=False,
+    ).plans[0]  # fmt: skip
+    modeled_s = chosen.predicted_breakdown_s["exposed_comm_s"]
+    assert modeled_s == pytest.approx(published_s, rel=0.10)

@@ -12,6 +12,12 @@ communication (docs/whole-model.md, "Precision per tensor class").
   weights in bf16 unless told (`default_weight_dtype`): Transformer Engine's modules hold their
   parameters in the higher precision and cast them per GEMM.
 - KV cache: `kv_dtype` (`--kv-dtype`, the template's `kv_dtype`).
+- Attention: `attention_dtype` (`--attention-dtype`, the template's `attention_dtype`), the dtype
+  the fused attention kernel reads q, k, v in and computes in. Training in 8 bits runs it in bf16
+  unless told (`default_attention_dtype`): Transformer Engine's fp8 recipes (DelayedScaling,
+  Float8CurrentScaling, MXFP8BlockScaling) default `fp8_dpa` to False, so only the matmuls of the
+  linear layers run in fp8 (NVIDIA/TransformerEngine, transformer_engine/common/recipe/__init__.py;
+  Megatron's `--fp8-dot-product-attention` turns it on).
 - Optimizer state: the optimizer's bytes per parameter (`--optimizer`), with an fp32 master copy
   where the optimizer keeps one and the weights are narrower than fp32.
 - Communication: each collective moves the array it reduces or gathers in that array's dtype
@@ -33,12 +39,19 @@ __all__ = [
     "layer_in_dtype",
     "default_weight_dtype",
     "weight_dtype_of",
+    "default_attention_dtype",
     "MASTER_WEIGHTS",
+    "PRECISION_FIELDS",
+    "ATTENTION_DTYPE_8BIT_TRAINING",
 ]
 
 # Transformer Engine's fp8 training keeps the parameters in bf16 (the GEMMs see fp8 casts).
 MASTER_WEIGHTS = "bf16"
+# ... and its dot-product attention in bf16 (the recipes' fp8_dpa defaults to False).
+ATTENTION_DTYPE_8BIT_TRAINING = "bf16"
 _WIDE_BITS = 16
+# The template fields `template_precision` applies after the template is built.
+PRECISION_FIELDS = ("weight_dtype", "attention_dtype", "tied_embeddings")
 
 
 def default_weight_dtype(dtype: str, phase: str) -> str | None:
@@ -49,14 +62,31 @@ def default_weight_dtype(dtype: str, phase: str) -> str | None:
     return None
 
 
+def default_attention_dtype(dtype: str, phase: str) -> str | None:
+    """The attention kernel's dtype when none is given: bf16 for 8-bit training (Transformer
+    Engine's `fp8_dpa = False`), else the workload's (None: leave the layers as they are)."""
+    if phase == "training" and dtype_bits(dtype) < _WIDE_BITS:
+        return ATTENTION_DTYPE_8BIT_TRAINING
+    return None
+
+
+def _dtype_or_none(value: str | None) -> str | None:
+    return None if value is None else canonical_dtype(value)
+
+
 def with_tensor_dtypes(
-    workload: Workload, *, weight_dtype: str | None = None, kv_dtype: str | None = None
+    workload: Workload,
+    *,
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
+    attention_dtype: str | None = None,
 ) -> Workload:
-    """The workload with its weight operands stored in `weight_dtype` and its KV-cache operands in
-    `kv_dtype` (None: unchanged). Each layer keeps its compute dtype (the activations')."""
-    weights = None if weight_dtype is None else canonical_dtype(weight_dtype)
-    cache = None if kv_dtype is None else canonical_dtype(kv_dtype)
-    if weights is None and cache is None:
+    """The workload with its weight operands stored in `weight_dtype`, its KV-cache operands in
+    `kv_dtype` and its fused attention kernel (the einsums of kernel "attention") reading and
+    computing in `attention_dtype` (None: unchanged). Other layers keep their compute dtype."""
+    weights, cache = _dtype_or_none(weight_dtype), _dtype_or_none(kv_dtype)
+    attention = _dtype_or_none(attention_dtype)
+    if weights is None and cache is None and attention is None:
         return workload
 
     def stored(layer: Layer) -> Layer:
@@ -65,6 +95,9 @@ def with_tensor_dtypes(
             dtypes.update({name: weights for name in layer.weights})
         if cache is not None:
             dtypes.update({name: cache for name in layer.cache})
+        if attention is not None and layer.kernel == "attention":
+            dtypes.update({name: attention for name in dtypes if name not in layer.cache})
+            return replace(layer, dtype=attention, dtypes=dtypes, compute_dtype=attention)
         return layer if dtypes == dict(layer.dtypes) else replace(layer, dtypes=dtypes)
 
     layers = [stored(layer) for layer in workload.layers]
@@ -88,22 +121,32 @@ def weight_dtype_of(workload: Workload) -> str:
 
 
 def template_precision(
-    workload: Workload, *, weight_dtype: str | None = None, tied_embeddings: bool = False
+    workload: Workload,
+    *,
+    weight_dtype: str | None = None,
+    attention_dtype: str | None = None,
+    tied_embeddings: bool = False,
 ) -> Workload:
-    """A [transformer] template's `weight_dtype` (default: `default_weight_dtype`) and
-    `tied_embeddings` put into its workload."""
+    """A [transformer] template's `weight_dtype` (default: `default_weight_dtype`),
+    `attention_dtype` (default: `default_attention_dtype`) and `tied_embeddings` put into its
+    workload."""
     if workload.model is None:
         return workload
     if not isinstance(tied_embeddings, bool):
         raise InputError(
             f"[transformer] tied_embeddings must be true or false, got {tied_embeddings!r}"
         )
-    if weight_dtype is not None and (not isinstance(weight_dtype, str) or not weight_dtype.strip()):
-        raise InputError(
-            f'[transformer] weight_dtype must be a dtype name such as "fp8", got {weight_dtype!r}'
-        )
-    chosen = weight_dtype or default_weight_dtype(workload.model.dtype, workload.phase)
-    out = with_tensor_dtypes(workload, weight_dtype=chosen)
+    for field, value in (("weight_dtype", weight_dtype), ("attention_dtype", attention_dtype)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InputError(
+                f'[transformer] {field} must be a dtype name such as "fp8", got {value!r}'
+            )
+    dtype, phase = workload.model.dtype, workload.phase
+    out = with_tensor_dtypes(
+        workload,
+        weight_dtype=weight_dtype or default_weight_dtype(dtype, phase),
+        attention_dtype=attention_dtype or default_attention_dtype(dtype, phase),
+    )
     assert out.model is not None
     return replace(out, model=replace(out.model, tied_embeddings=tied_embeddings))
 

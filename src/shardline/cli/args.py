@@ -425,7 +425,8 @@ def add_workload_args(parser: argparse.ArgumentParser, *, dtype: bool = True) ->
 
 
 def _add_precision_args(group: argparse._ArgumentGroup, *, dtype: bool) -> None:
-    """--dtype (unless the chip arguments bring it), --weight-dtype and --kv-dtype:
+    """--dtype (unless the chip arguments bring it), --weight-dtype, --kv-dtype and
+    --attention-dtype:
     docs/whole-model.md, "Precision per tensor class"."""
     if dtype:
         group.add_argument(
@@ -447,4 +448,11 @@ def _add_precision_args(group: argparse._ArgumentGroup, *, dtype: bool) -> None:
         default=None,
         metavar="D",
         help="store the KV cache in D (e.g. fp8; default: the workload's)",
+    )
+    group.add_argument(
+        "--attention-dtype",
+        default=None,
+        metavar="D",
+        help="run the fused attention kernel in D (default: the workload's; 8-bit training runs "
+        "it in bf16, as Transformer Engine does unless fp8 attention is turned on)",
     )

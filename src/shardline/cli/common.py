@@ -250,7 +250,10 @@ def load_from_args(args: argparse.Namespace, *, seq_len: int | None = None) -> A
     weights, kv = getattr(args, "weight_dtype", None), getattr(args, "kv_dtype", None)
     if kv is not None and workload.kv_cache_formula is None:
         raise InputError("--kv-dtype applies to a [transformer] template's prefill or decode")
-    return with_tensor_dtypes(workload, weight_dtype=weights, kv_dtype=kv)
+    attention = getattr(args, "attention_dtype", None)
+    return with_tensor_dtypes(
+        workload, weight_dtype=weights, kv_dtype=kv, attention_dtype=attention
+    )
 
 
 def _model_workload(args: argparse.Namespace, model: str | None, seq_len: int | None) -> Any:

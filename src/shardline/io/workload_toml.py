@@ -20,8 +20,8 @@ A stack (every field is checked; an unknown one is an error, not ignored):
                                  # head_dim, model, ffn, vocab), split by the parallel strategies
 
 A template instead of layers: a `[transformer]` table (d_model, d_ff, heads, kv_heads, head_dim,
-seq_len, batch, layers, gated, dtype, kv_dtype, weight_dtype, vocab, tied_embeddings, attention =
-"flash" | "standard", rotary)
+seq_len, batch, layers, gated, dtype, kv_dtype, weight_dtype, attention_dtype, vocab,
+tied_embeddings, attention = "flash" | "standard", rotary)
 or an `[ffn]` table (d_model, d_ff, seq_len, batch, layers, gated, dtype), with `phase`
 "training", "prefill", "decode" or "forward".
 
@@ -38,7 +38,7 @@ from typing import Any
 from shardline.einsum import parse_einsum
 from shardline.errors import InputError
 from shardline.io.inputs import read_input_bytes
-from shardline.precision import template_precision
+from shardline.precision import PRECISION_FIELDS, template_precision
 from shardline.workload import Layer, Workload, ffn, matmul_layer, transformer
 
 __all__ = [
@@ -102,6 +102,7 @@ TRANSFORMER_FIELDS = (
     "mla",
     "sliding_window",
     "weight_dtype",
+    "attention_dtype",
     "tied_embeddings",
 )
 FFN_FIELDS = ("d_model", "d_ff", "seq_len", "batch", "layers", "gated", "dtype", "phase")
@@ -341,7 +342,7 @@ def _template(
         params["name"] = str(data["name"])
     if key == "ffn":
         return ffn(**params)
-    precision = {k: params.pop(k) for k in ("weight_dtype", "tied_embeddings") if k in params}
+    precision = {k: params.pop(k) for k in PRECISION_FIELDS if k in params}
     return template_precision(transformer(**params), **precision)
 
 

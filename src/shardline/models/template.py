@@ -77,10 +77,10 @@ def model_workload(
     """The Workload of `spec` at `batch` sequences of `seq_len` tokens in `phase`: the same one
     `--model NAME` and a `[transformer]` file with `transformer_table`'s numbers build (the
     precision fields, weight_dtype and tied_embeddings, applied after the template)."""
-    from shardline.precision import template_precision
+    from shardline.precision import PRECISION_FIELDS, template_precision
     from shardline.workload import transformer
 
     table = transformer_table(spec, batch=batch, seq_len=seq_len)
-    precision = {k: table.pop(k) for k in ("weight_dtype", "tied_embeddings") if k in table}
+    precision = {k: table.pop(k) for k in PRECISION_FIELDS if k in table}
     work = transformer(**table, phase=phase, dtype=dtype, name=spec.name)
     return template_precision(work, **precision)
