@@ -212,7 +212,9 @@ class ContextParallel(Strategy):
         elements = prod(view.dims[d] for d in out.dims)
         bits = max(dtype_bits(view.layer.dtypes[out.name]), PARTIAL_BITS_MIN)
         per_rank = elements * bits / 8 + elements / view.dims[out.dims[-1]] * LSE_BYTES
-        return [self.term(net, "all_gather", degree, view.count, degree * per_rank, 0, critical=True)]
+        return [
+            self.term(net, "all_gather", degree, view.count, degree * per_rank, 0, critical=True)
+        ]
 
     def _gradient_terms(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
         """Each weight gradient dW (V bytes, over the ways it is sharded): reduce-scatter and
