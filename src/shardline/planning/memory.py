@@ -69,8 +69,7 @@ def stage_memory(
     local = local_dims(first, deg, batch_dim=workload.batch_dim, microbatches=m).get("B", 1)
     seqs = local / query_ways(workload, deg)  # cp: each device holds S / cp tokens of each
     activations = base.activations_bytes
-    # the cache's T is whole in the einsums but in decode, where cp splits it there already
-    kv_cache = base.kv_cache_bytes / query_ways(workload, deg)
+    kv_cache = base.kv_cache_bytes / query_ways(workload, deg)  # T whole in einsums, but decode
     if workload.training:
         per_block = layer_activation_bytes(model, seqs, tp=tp, sp=sp, recompute=ex.recompute)
         activations = workload.blocks_in(layers) * per_block * held
