@@ -113,10 +113,7 @@ class ContextParallel(Strategy):
     splits = ("seq",)
     mesh_rank = 0.5  # Megatron-LM's order: tp, cp, dp, pp
     tier = "just outside tp: inside a node when tp x cp fits in one (Megatron's order)"
-    comm_where = (
-        "K/V: what outlasts one block's attention (all-gather: all); dW: overlapped; "
-        "decode: partial outputs all-gathered (critical path)"
-    )
+    comm_where = "K/V: what outlasts one block's attention (all-gather: all); dW: overlapped"
     memory = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
     searched = False  # plans without --cp stay as they were; --cp N asks for it
     optional = True  # its column shows only when a plan uses it; a layout is whole without it
