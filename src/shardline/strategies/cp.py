@@ -95,7 +95,7 @@ def _why_not(workload: Workload, degree: int) -> str | None:
     model = workload.model
     if model is None:
         return "context parallelism splits the sequence of a [transformer] template"
-    if workload.decode:  # the cached context is split (module docstring)
+    if workload.decode or workload.phase == "decode":  # the cached context is split
         if degree > model.seq_len:
             return f"cp={degree} exceeds the cached context of {model.seq_len} tokens"
         if model.seq_len % degree:
