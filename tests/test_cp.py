@@ -122,7 +122,7 @@ def test_cli_plan_with_cp(capsys: pytest.CaptureFixture[str]) -> None:
     ("argv", "message"),
     [
         (("--cp", "3", "--seq-len", "32768"), "cp=3 does not divide the sequence length 32768"),
-        (("--cp", "2", "--phase", "decode"), "not decode"),
+        (("--cp", "3", "--phase", "decode"), "cp=3 does not divide the cached context of 4096"),
         (("--cp", "2", "--cp-kind", "tree"), "invalid choice"),
     ],
 )

@@ -32,6 +32,7 @@ from shardline.realistic.activations import in_flight_microbatches, layer_activa
 from shardline.realistic.block import LOSS_BYTES
 from shardline.stack import DeviceShare, MemoryCheck, memory_check
 from shardline.strategies import Degrees, device_share, local_dims
+from shardline.strategies.cp import query_ways
 from shardline.workload import Layer, Workload
 
 __all__ = ["stage_memory"]
@@ -66,9 +67,9 @@ def stage_memory(
     sp = ex.sequence_parallel and tp > 1
     first = workload.layers[0]
     local = local_dims(first, deg, batch_dim=workload.batch_dim, microbatches=m).get("B", 1)
-    seqs = local / deg.of("seq")  # context parallelism: each device holds S / cp tokens of each
+    seqs = local / query_ways(workload, deg)  # cp: each device holds S / cp tokens of each
     activations = base.activations_bytes
-    kv_cache = base.kv_cache_bytes / deg.of("seq")  # the cache's T is whole in the einsums
+    kv_cache = base.kv_cache_bytes / query_ways(workload, deg)  # T whole in einsums, but decode
     if workload.training:
         per_block = layer_activation_bytes(model, seqs, tp=tp, sp=sp, recompute=ex.recompute)
         activations = workload.blocks_in(layers) * per_block * held

@@ -35,6 +35,7 @@ from shardline.realistic.block import (
 from shardline.realistic.kernels import vector_kernel_s
 from shardline.stack import LayerCost
 from shardline.strategies import CommTerm, Degrees
+from shardline.strategies.cp import query_ways
 from shardline.workload import Layer, Workload
 
 __all__ = [
@@ -114,10 +115,11 @@ def _ops_s(ctx: Context, ops: list[MemOp], backward: bool) -> float:
 
 def _sequences(ctx: Context, deg: Degrees, m: int) -> float:
     """Sequences of one microbatch on one device (the batch dim's local size), over the ways
-    the sequence is split (context parallelism: S / cp tokens of each)."""
+    the sequence is split (context parallelism: S / cp tokens of each; decode: every cp rank
+    runs the new token, strategies/cp.query_ways)."""
     first = ctx.workload.layers[0]
     local = float(ctx.local(first, deg, m).get(ctx.workload.batch_dim or "", 1))
-    return local / deg.of("seq")
+    return local / query_ways(ctx.workload, deg)
 
 
 class OpBuilder(Protocol):

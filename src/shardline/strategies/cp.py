@@ -19,14 +19,34 @@ two-level reduction: a reduce-scatter and an all-gather of each gradient over th
 all-reduce's volume), and the data-parallel all-reduce then carries 1/cp of it (strategies/dp.py).
 Once per step, overlapped with the backward pass like dp's.
 
+Decode (context-parallel decode, as long-context serving runs it: the KV cache sharded by sequence
+position over the cp ranks; Yang et al. 2024, "Context Parallelism for Scalable Million-Token
+Inference", arXiv 2411.01783; vLLM's decode context parallelism): each rank holds T / cp of every
+sequence's cached keys and values (split_dims splits the key tokens T of the attention einsums, so
+the cache, its read and the scores follow) and attends the one new query token to them, which
+gives a partial output and its log-sum-exp (LSE) per head. One all-gather per attention layer
+(on the critical path: the output projection waits for it) brings every rank the cp partial
+outputs and LSEs, which it merges locally (o = sum_i exp(lse_i - lse) o_i, lse = log sum_i
+exp(lse_i)). An all-gather, not an all-reduce: the merge weights need the global LSE first, so a
+reduction would take two collectives (the max or sum of the LSEs, then the weighted outputs),
+each latency-bound at these few kB; and every rank needs the merged output, because the rest of
+the layer runs on every rank. V of the all-gather = cp x (the device's sequences x heads x the
+values' head dim x the activation bytes, at least 2, + sequences x heads x 4 B of fp32 LSE).
+Everything else (QKV and output projections, FFN, norms) is replicated over cp: every rank reads
+all the weights, so cp does not cut the weight reads of decode and pays off only when the KV
+cache reads dominate. The new token's K and V are appended on one rank (round-robin), which
+computed them already: no traffic.
+
 docs/context-parallel-and-attention.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from math import ceil
+from math import ceil, prod
+from typing import Protocol
 
+from shardline.dtypes import dtype_bits
 from shardline.errors import InputError
 from shardline.options import CP_KINDS
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
@@ -35,9 +55,29 @@ from shardline.stack import layer_cost
 from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network, Strategy
 from shardline.workload import Layer, Workload
 
-__all__ = ["ContextParallel", "STRATEGY", "CP_KINDS", "key_operand"]
+__all__ = ["ContextParallel", "STRATEGY", "CP_KINDS", "key_operand", "query_ways"]
 
 QUERY_DIM, KEY_DIM = "S", "T"  # the transformer template's query and key token dims
+LSE_BYTES = 4  # the log-sum-exp of a head's partial attention: fp32, as FlashAttention keeps it
+PARTIAL_BITS_MIN = 16  # partial outputs travel in the activations' dtype, at least 16-bit
+
+
+class _SeqDegrees(Protocol):
+    def of(self, axis: str) -> int: ...
+
+
+def query_ways(workload: Workload, degrees: _SeqDegrees) -> int:
+    """Ways each sequence's query tokens (and their activations, and the ops between matmuls)
+    are split over devices: the degrees that split "seq" (cp); 1 in decode, where every cp rank
+    runs the one new token and cp splits the cached keys T in the local sizes instead (so the
+    KV cache of the local sizes is already the rank's share)."""
+    return 1 if workload.decode else degrees.of("seq")
+
+
+def _decode_attention(layer: Layer) -> bool:
+    """An attention einsum of a decode step: one query token against T > 1 cached keys."""
+    dims = layer.dims
+    return layer.kernel == "attention" and dims.get(QUERY_DIM) == 1 and dims.get(KEY_DIM, 1) > 1
 
 
 def key_operand(layer: Layer) -> str | None:
@@ -55,8 +95,12 @@ def _why_not(workload: Workload, degree: int) -> str | None:
     model = workload.model
     if model is None:
         return "context parallelism splits the sequence of a [transformer] template"
-    if model.decode:
-        return "context parallelism splits the sequence of training and prefill, not decode"
+    if workload.decode or workload.phase == "decode":  # the cached context is split
+        if degree > model.seq_len:
+            return f"cp={degree} exceeds the cached context of {model.seq_len} tokens"
+        if model.seq_len % degree:
+            return f"cp={degree} does not divide the cached context of {model.seq_len} tokens"
+        return None
     if model.q_len % degree:
         return f"cp={degree} does not divide the sequence length {model.q_len}"
     return None
@@ -86,9 +130,12 @@ class ContextParallel(Strategy):
         self, layer: Layer, dims: dict[str, int], degree: int, batch_dim: str | None
     ) -> dict[str, int]:
         """Divide the query tokens S by the degree (rounding up); the key tokens T stay whole in
-        the attention einsums: the device's queries meet every key, block by block."""
+        the attention einsums: the device's queries meet every key, block by block. Decode: the
+        attention einsums' key tokens T instead (the rank's share of the cache)."""
         out = dict(dims)
-        if QUERY_DIM in out:
+        if _decode_attention(layer):
+            out[KEY_DIM] = ceil(out[KEY_DIM] / degree)
+        elif QUERY_DIM in out:
             out[QUERY_DIM] = ceil(out[QUERY_DIM] / degree)
         return out
 
@@ -100,6 +147,8 @@ class ContextParallel(Strategy):
 
     def _kv_terms(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
         """The K or V traffic of one attention einsum (module docstring)."""
+        if _decode_attention(view.layer):
+            return self._decode_combine(view, degree, net)
         key = key_operand(view.layer)
         if key is None:
             return []
@@ -149,6 +198,20 @@ class ContextParallel(Strategy):
         if view.training:
             out.append(self.term(net, "reduce_scatter", degree, view.count, full, 2, critical=True))
         return out
+
+    def _decode_combine(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
+        """Decode: the all-gather of the partial outputs and LSEs after the attention einsum that
+        makes the output (no key dim in it; module docstring). The output's last dim is the
+        values' head dim: the LSEs are one per the other elements."""
+        out = view.layer.output
+        if KEY_DIM in out.dims:
+            return []
+        elements = prod(view.dims[d] for d in out.dims)
+        bits = max(dtype_bits(view.layer.dtypes[out.name]), PARTIAL_BITS_MIN)
+        per_rank = elements * bits / 8 + elements / view.dims[out.dims[-1]] * LSE_BYTES
+        return [
+            self.term(net, "all_gather", degree, view.count, degree * per_rank, 0, critical=True)
+        ]
 
     def _gradient_terms(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
         """Each weight gradient dW (V bytes, over the ways it is sharded): reduce-scatter and
