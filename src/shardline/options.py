@@ -55,7 +55,7 @@ RECOMPUTE_MODES = ("none", "selective", "full")
 # context parallelism's K/V exchange (shardline.strategies.cp)
 CP_KINDS = ("ring", "all-gather")
 # the expert-parallel dispatch across nodes (shardline.strategies.ep_dispatch)
-EP_DISPATCHES = ("all-to-all", "hierarchical")
+EP_DISPATCHES = ("all-to-all", "hierarchical", "hybridep")
 # Optimizer state per parameter beyond the weights and gradients, as (bytes of moments, whether
 # an fp32 master copy is kept for weights stored narrower than fp32) (ZeRO, Rajbhandari et al.
 # 2020, section 3.1: mixed-precision Adam keeps an fp32 master copy and two fp32 moments, 12 B):
@@ -85,8 +85,10 @@ class Execution:
     on, for the days-to-train answer; `ep_overlap`: the expert-parallel all-to-alls run beside
     the compute of another microbatch (Megatron-Core's overlap_moe_expert_parallel_comm, the
     DualPipe idea of DeepSeek-V3) instead of on the critical path; `ep_dispatch`: "all-to-all"
-    (one collective) or "hierarchical" (one copy of a token per destination node across the
-    scale-out network: DeepEP, HybridEP; shardline.strategies.ep_dispatch); `grad_reduce_dtype`:
+    (one collective), "hierarchical" (one copy of a token per destination node across the
+    scale-out network: DeepEP, HybridEP; shardline.strategies.ep_dispatch) or "hybridep" (the
+    hierarchical dispatch with HybridEP's routing-map all-gather before each MoE layer's
+    dispatch); `grad_reduce_dtype`:
     the dtype the weight gradients travel in over the data-parallel axes (None: the gradients'
     own dtype; "fp32" as Megatron-LM's grad_reduce_in_fp32 and accumulate_allreduce_grads_in_fp32
     do, twice a bf16 gradient's bytes); `ep_comm_sms`: SMs the expert-parallel dispatch and

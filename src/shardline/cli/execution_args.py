@@ -10,6 +10,7 @@ from typing import Any
 
 from shardline.cli.common import count_arg
 from shardline.errors import InputError
+from shardline.options import EP_DISPATCHES
 from shardline.strategies import strategies
 from shardline.units import parse_count
 
@@ -127,9 +128,10 @@ def _add_ep_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument(
         "--ep-dispatch",
         default=None,
-        choices=("all-to-all", "hierarchical"),
-        help="expert-parallel dispatch across nodes: all-to-all (default) or hierarchical "
-        "(one copy per destination node: DeepEP, HybridEP)",
+        choices=EP_DISPATCHES,
+        help="expert-parallel dispatch: all-to-all (default), hierarchical (one copy per "
+        "destination node: DeepEP, HybridEP) or hybridep (hierarchical, with HybridEP's "
+        "all-gather of the routing map before each MoE layer's dispatch)",
     )
     g.add_argument(
         "--ep-comm-sms",

@@ -215,5 +215,15 @@ def max_seq_len(
         return workload
 
     opts = options or PlanOptions()
-    bounds = (1, _check_limit(limit, 1, "seq_len"))
-    return _search("seq_len", build, hw, devices, opts, bounds)
+    step = _seq_step(opts)
+    bounds = (1, _check_limit(limit, step, "seq_len") // step)
+    found = _search("seq_len", lambda n: build(n * step), hw, devices, opts, bounds)
+    nxt = None if found.next_value is None else found.next_value * step
+    return replace(found, value=found.value * step, next_value=nxt, limit=limit)
+
+
+def _seq_step(opts: PlanOptions) -> int:
+    """The sequence lengths a fixed context-parallel degree allows are its multiples (each cp
+    rank holds an equal share of every sequence), so the search runs over multiples of it."""
+    cp = opts.degrees.get("cp")
+    return cp if isinstance(cp, int) and not isinstance(cp, bool) and cp > 1 else 1

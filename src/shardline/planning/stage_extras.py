@@ -74,7 +74,7 @@ def tp_variants(term: CommTerm, ctx: Context, deg: Degrees) -> list[CommTerm]:
     ex = ctx.execution
     if term.purpose == "pp" and ex.interleave > 1 and ctx.workload.training:
         return [replace(term, calls=term.calls * ex.interleave)]
-    if term.purpose == "ep" and term.kind == "all_to_all" and ex.ep_overlap:
+    if term.purpose == "ep" and term.kind in ("all_to_all", "all_gather") and ex.ep_overlap:
         # beside another microbatch's compute, on SMs of its own
         cores = ctx.chip.on_chip.cores
         share = min(ex.ep_comm_sms / cores, 1.0) if cores else 0.0

@@ -14,7 +14,9 @@ for everything but the experts, as in GShard, Lepikhin et al. 2021, and Megatron
   dtype of the tokens sent (the dispatch dtype, bf16 unless the template's `dispatch_dtype`
   says fp8; the combine and the backward in the block's dtype). Across nodes, the hierarchical
   dispatch (--ep-dispatch hierarchical: DeepEP, HybridEP) sends one copy of a token per
-  destination node over the scale-out network (shardline.strategies.ep_dispatch).
+  destination node over the scale-out network (shardline.strategies.ep_dispatch); HybridEP
+  (--ep-dispatch hybridep) first all-gathers every rank's routing map over the ep group, once
+  per MoE layer and microbatch in the forward pass (the backward reuses it).
 - Gradients: the experts' gradients are all-reduced over dp only (expert-data-parallel: the
   devices holding the same experts); the dense weights' gradients also over ep (one all-reduce
   over the ep axis, once per step, overlapped like dp's).
@@ -108,6 +110,8 @@ class ExpertParallel(BatchSplit):
         out = []
         last = 2 + len(view.grads)
         share = _scale_out_share(view, degree, net)
+        if dispatch and view.ep_dispatch == "hybridep":
+            out.append(self._routing_map(view, degree, net))
         if dispatch:
             v = layer.operand_bytes(layer.parsed.lhs.name, view.dims)
             out.append(self._a2a(net, degree, (view.count, share), v, 0))
@@ -144,6 +148,22 @@ class ExpertParallel(BatchSplit):
             phase="forward" if step == 0 else "backward", step=step, predicted_s=p,
         )  # fmt: skip
 
+    def _routing_map(self, view: LayerView, degree: int, net: Network) -> CommTerm:
+        """HybridEP's metadata step: before each dispatch every rank all-gathers the routing map
+        of the ep group, one byte (a bool) per token and expert (deepseek-ai/DeepEP, hybrid-ep
+        `HybridEPBuffer::metadata_preprocessing` -> `Executor::allgather_routing_map`), so
+        that each rank knows what it will receive; on the critical path before the dispatch."""
+        model = view.model
+        experts = model.router_experts if model is not None else 0
+        batch = prod(view.dims[d] for d in view.layer.axis_dims("batch"))
+        tokens = batch * (model.q_len if model is not None else 1)
+        nbytes = degree * tokens * experts * ROUTING_MAP_BYTES
+        return CommTerm(
+            self.name, "all_gather", degree, view.count, nbytes,
+            net.time("all_gather", nbytes, self.name), critical=True, phase="forward", step=0,
+            predicted_s=net.predicted("all_gather", nbytes, self.name),
+        )  # fmt: skip
+
     def _dense_grads(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
         """The dense weights' gradients, replicated over ep: one all-reduce over the ep axis of
         each dW (its shard when sharded), once per step, overlapped with the backward pass."""
@@ -165,11 +185,14 @@ class ExpertParallel(BatchSplit):
         return out
 
 
+ROUTING_MAP_BYTES = 1  # a torch.bool per token and expert
+
+
 def _scale_out_share(view: LayerView, degree: int, net: Network) -> float:
     """The hierarchical dispatch's scale-out bytes over the plain all-to-all's
     (shardline.strategies.ep_dispatch), 1.0 for the plain dispatch or an axis inside one node."""
     model, axis = view.model, net.axis_network("ep")
-    if view.ep_dispatch != "hierarchical" or model is None or axis is None:
+    if view.ep_dispatch not in ("hierarchical", "hybridep") or model is None or axis is None:
         return 1.0
     if not model.router_experts or not model.expert_copies:
         return 1.0
