@@ -198,11 +198,12 @@ def _parse_einsum(spec: str) -> EinsumSpec:
             )
     for dim in out.dims:
         if not any(dim in op.dims for op in ins):
-            where = f"the input {ins[0].name}" if len(ins) == 1 else "neither input"
-            raise InputError(
-                f"output dimension {dim} of {out.name} appears in {where}"
-                + (" (a single-input einsum cannot broadcast a new dim)" if len(ins) == 1 else "")
-            )
+            if len(ins) == 1:
+                raise InputError(
+                    f"output dimension {dim} of {out.name} is not a dimension of the input "
+                    f"{ins[0].name}: a single-input einsum cannot broadcast to a new dim"
+                )
+            raise InputError(f"output dimension {dim} of {out.name} appears in neither input")
     return EinsumSpec(lhs=ins[0], second=ins[1] if len(ins) == 2 else None, out=out)
 
 
