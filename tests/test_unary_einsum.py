@@ -182,3 +182,15 @@ def test_a_workload_layer_refuses_a_single_input() -> None:
         Layer(name="act", spec="x[B,D] -> y[B,D]", dims={"B": 64, "D": 128})
     with pytest.raises(InputError, match="single input: sharding over a mesh needs"):
         shard_einsum("x[B_X,D] -> y[B_X,D]", {"B": 64, "D": 128}, "X=2")
+
+
+def test_an_array_of_dtypes_keeps_the_vector_rate_per_element() -> None:
+    import numpy as np
+
+    r = einsum("x[B,D] -> y[B]", {"B": B, "D": D}, "h100-sxm", np.array(["bf16", "fp32"]))
+    # h100-sxm vector rates: bf16 1.338e14, fp32 6.69e13 FLOP/s (NVIDIA Hopper in-depth, FP32
+    # 66.9 TFLOPS non-tensor), not the tensor-core bf16 peak 9.894e14
+    assert list(r.hardware.flops_per_s) == [H100_VECTOR_BF16, 6.69e13]
+    assert list(r.t_compute_s) == pytest.approx([B * D / H100_VECTOR_BF16, B * D / 6.69e13])
+    # bytes: bf16 2·B·D + 2·B; fp32 4·B·D + 4·B
+    assert list(r.bytes["total"]) == [2 * B * D + 2 * B, 4 * B * D + 4 * B]

@@ -205,7 +205,7 @@ class GemmWork:
     compute_dtype: Any
     contracted: bool = True
     # a non-matrix einsum (shardline.roofline.on_vector_units): the vector units' rate
-    vector_rate: float | None = None
+    vector_rate: Any = None  # FLOP/s, or an array of them per element; None: the matrix path
 
 
 @dataclass(frozen=True)
@@ -368,8 +368,9 @@ def predict_gemm(
     `launch`: "eager" (the default) or "graphs" (CUDA-graph replay; GPUs only)."""
     cuda_graphs = check_launch(launch)
     compute_dtype = work.compute_dtype
-    if work.vector_rate:  # elementwise work: the vector units' peak (no measured figure)
-        rate, source = work.vector_rate, f"vector units, {compute_dtype} (chip file, peak)"
+    if work.vector_rate is not None:  # elementwise work: the vector units' peak (no measurement)
+        shown = "per row" if isinstance(compute_dtype, np.ndarray) else str(compute_dtype)
+        rate, source = work.vector_rate, f"vector units, {shown} (chip file, peak)"
     else:
         rate = _lookup(compute_dtype, lambda d: achievable_rate(chip, d)[0])
         source = (

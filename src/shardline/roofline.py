@@ -57,11 +57,18 @@ def on_vector_units(spec: EinsumSpec) -> bool:
     return set(spec.lhs.dims) == set(spec.rhs.dims)
 
 
-def _vector_rate(spec: EinsumSpec, chip: Chip, compute_dtype: Any) -> float | None:
-    """The chip's vector rate for a non-matrix einsum (None: the matrix path)."""
-    if _is_array(compute_dtype) or not on_vector_units(spec):
+def _vector_rate(spec: EinsumSpec, chip: Chip, compute_dtype: Any) -> Any:
+    """The chip's vector rate for a non-matrix einsum, per element for an array of compute dtypes
+    (None: the matrix path, also where the chip file gives no vector rate for a dtype)."""
+    if not on_vector_units(spec):
         return None
-    return chip.vector_rate(str(compute_dtype))
+    if not _is_array(compute_dtype):
+        return chip.vector_rate(str(compute_dtype))
+    names, codes = categorize(compute_dtype)
+    rates = [chip.vector_rate(name) for name in names]
+    if any(rate is None for rate in rates):
+        return None
+    return np.array(rates, dtype=np.float64)[codes]
 
 
 @dataclass(frozen=True)
