@@ -1,4 +1,5 @@
-"""The named-axis einsum notation: `A[M_X,K] * B[K,N_Y] -> C[M_X,N_Y]`.
+"""The named-axis einsum notation: `A[M_X,K] * B[K,N_Y] -> C[M_X,N_Y]`, or one input:
+`x[B,D] -> y[B,D]` (an elementwise map) or `x[B,D] -> y[B]` (a reduction).
 
 A dimension is a name (letters and digits); `_` followed by upper-case mesh-axis letters says which
 mesh axes split it (`M_XY` splits M over X and Y). Parsing checks the spec's own consistency; sizes
@@ -15,7 +16,15 @@ from math import prod
 from shardline.errors import InputError
 from shardline.units import parse_count
 
-__all__ = ["Operand", "EinsumSpec", "parse_einsum", "parse_dims", "check_dims", "MAX_DIM"]
+__all__ = [
+    "Operand",
+    "EinsumSpec",
+    "parse_einsum",
+    "parse_dims",
+    "check_dims",
+    "require_two_operands",
+    "MAX_DIM",
+]
 
 # Larger than any real tensor dimension; catches typos such as an extra zero run.
 MAX_DIM = 2**40
@@ -45,13 +54,32 @@ class Operand:
 
 @dataclass(frozen=True)
 class EinsumSpec:
+    """Two inputs (`lhs * rhs -> out`) or one (`lhs -> out`: `second` is None). Code that needs two
+    operands reads `rhs`, which refuses a single-input spec with an InputError."""
+
     lhs: Operand
-    rhs: Operand
+    second: Operand | None
     out: Operand
 
     @property
-    def operands(self) -> tuple[Operand, Operand, Operand]:
-        return (self.lhs, self.rhs, self.out)
+    def is_unary(self) -> bool:
+        """One input: an elementwise map (`x[B,D] -> y[B,D]`) or a reduction (`x[B,D] -> y[B]`)."""
+        return self.second is None
+
+    @property
+    def rhs(self) -> Operand:
+        if self.second is None:
+            raise _single_input_error(self, "this step")
+        return self.second
+
+    @property
+    def inputs(self) -> tuple[Operand, ...]:
+        return (self.lhs,) if self.second is None else (self.lhs, self.second)
+
+    @property
+    def operands(self) -> tuple[Operand, ...]:
+        """The inputs, then the output."""
+        return (*self.inputs, self.out)
 
     @property
     def all_dims(self) -> tuple[str, ...]:
@@ -78,13 +106,18 @@ class EinsumSpec:
         return bool(self.mesh_axes)
 
     def text(self) -> str:
-        return f"{self.lhs.text()} * {self.rhs.text()} -> {self.out.text()}"
+        return " * ".join(op.text() for op in self.inputs) + f" -> {self.out.text()}"
+
+    @property
+    def flop_factor(self) -> int:
+        """FLOPs per element of the product of every distinct dim: 2 when a two-operand einsum
+        contracts a dim (one multiply-add each); 1 for an outer or elementwise product, and for a
+        single input (one FLOP per element of a map; one add per input element of a reduction)."""
+        return 2 if self.contracted and not self.is_unary else 1
 
     def flops(self, dims: dict[str, int]) -> int:
-        """2 x the product of every distinct dim when a dim is contracted (one multiply-add each);
-        1 x that product for a pure outer or elementwise product (docs/single-device.md)."""
-        count = prod(dims[d] for d in self.all_dims)
-        return 2 * count if self.contracted else count
+        """flop_factor x the product of every distinct dim (docs/single-device.md)."""
+        return self.flop_factor * prod(dims[d] for d in self.all_dims)
 
     def elements(self, operand: Operand, dims: dict[str, int]) -> int:
         return prod(dims[d] for d in operand.dims)
@@ -120,8 +153,23 @@ def _parse_operand(text: str, where: str) -> Operand:
     return op
 
 
+def require_two_operands(spec: EinsumSpec, what: str) -> EinsumSpec:
+    """`spec`, or an InputError when it has a single input and `what` needs two operands."""
+    if spec.second is None:
+        raise _single_input_error(spec, what)
+    return spec
+
+
+def _single_input_error(spec: EinsumSpec, what: str) -> InputError:
+    return InputError(
+        f"{spec.text()} has a single input: {what} needs a two-operand einsum such as "
+        "'A[M,K] * B[K,N] -> C[M,N]'; a single-input einsum is priced on one device only "
+        "(shardline einsum, unsharded)"
+    )
+
+
 def parse_einsum(spec: str) -> EinsumSpec:
-    """Parse `LHS[..] * RHS[..] -> OUT[..]` and check it is a well-formed two-operand einsum."""
+    """Parse `LHS[..] * RHS[..] -> OUT[..]` or `IN[..] -> OUT[..]` and check it is well formed."""
     if not isinstance(spec, str):
         raise InputError(f"an einsum spec must be a string, got {type(spec).__name__}")
     return _parse_einsum(spec)
@@ -131,24 +179,32 @@ def parse_einsum(spec: str) -> EinsumSpec:
 def _parse_einsum(spec: str) -> EinsumSpec:
     """parse_einsum, once per distinct text (a stack of 10,000 layers has a few shapes)."""
     if "->" not in spec:
-        raise InputError(f"malformed einsum {spec!r}: expected 'A[M,K] * B[K,N] -> C[M,N]'")
+        raise InputError(
+            f"malformed einsum {spec!r}: expected 'A[M,K] * B[K,N] -> C[M,N]' or 'x[B,D] -> y[B]'"
+        )
     left, right = spec.split("->", 1)
     inputs = [part for part in re.split(r"[*·,](?![^\[]*\])", left) if part.strip()]
-    if len(inputs) != 2:
-        raise InputError(f"malformed einsum {spec!r}: expected exactly two operands joined by '*'")
-    lhs = _parse_operand(inputs[0], spec)
-    rhs = _parse_operand(inputs[1], spec)
+    if len(inputs) not in (1, 2):
+        raise InputError(
+            f"malformed einsum {spec!r}: expected one input (x[B,D] -> y[B]) or two joined by '*'"
+        )
+    ins = [_parse_operand(text, spec) for text in inputs]
     out = _parse_operand(right, spec)
-    names = [lhs.name, rhs.name, out.name]
+    names = [op.name for op in (*ins, out)]
     for name in names:
         if names.count(name) > 1:
             raise InputError(
                 f"operand name {name} is repeated in {spec!r}; give each operand its own name"
             )
     for dim in out.dims:
-        if dim not in lhs.dims and dim not in rhs.dims:
+        if not any(dim in op.dims for op in ins):
+            if len(ins) == 1:
+                raise InputError(
+                    f"output dimension {dim} of {out.name} is not a dimension of the input "
+                    f"{ins[0].name}: a single-input einsum cannot broadcast to a new dim"
+                )
             raise InputError(f"output dimension {dim} of {out.name} appears in neither input")
-    return EinsumSpec(lhs=lhs, rhs=rhs, out=out)
+    return EinsumSpec(lhs=ins[0], second=ins[1] if len(ins) == 2 else None, out=out)
 
 
 def parse_dims(text: str) -> dict[str, int]:

@@ -19,7 +19,14 @@ from math import prod
 from typing import Any
 
 from shardline.dtypes import canonical_dtype, dtype_bits
-from shardline.einsum import EinsumSpec, Operand, check_dims, check_size, parse_einsum
+from shardline.einsum import (
+    EinsumSpec,
+    Operand,
+    check_dims,
+    check_size,
+    parse_einsum,
+    require_two_operands,
+)
 from shardline.errors import InputError
 from shardline.units import short
 
@@ -166,7 +173,7 @@ class Layer:
                 raise InputError(
                     f"{where}: {table} must be a mapping, got {short(getattr(self, table))}"
                 )
-        parsed = parse_einsum(self.spec)
+        parsed = require_two_operands(parse_einsum(self.spec), "a workload layer")
         dims = _sizes(where, parsed, self.dims)
         operand_names = [op.name for op in parsed.operands]
         base = canonical_dtype(self.dtype)

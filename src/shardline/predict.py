@@ -165,9 +165,11 @@ def _aligned(length: Any, elem_bytes: Any, align_bytes: int) -> Any:
 
 def gemm_dims(spec_text: str, dims: dict[str, Any]) -> dict[str, Any]:
     """The GEMM an einsum runs as: batch (in both inputs and the output), M (left input and output
-    only), N (right input and output only), K (contracted), and each operand's row length."""
+    only), N (right input and output only), K (contracted), and each operand's row length. A
+    single input streams as M = its output's elements, N = 1, K = the reduced elements."""
     spec = parse_einsum(spec_text)
-    lhs, rhs, out = spec.lhs.dims, spec.rhs.dims, spec.out.dims
+    lhs, out = spec.lhs.dims, spec.out.dims
+    rhs = () if spec.second is None else spec.second.dims
 
     def prod(names: list[str]) -> Any:
         value: Any = 1
@@ -203,7 +205,7 @@ class GemmWork:
     compute_dtype: Any
     contracted: bool = True
     # a non-matrix einsum (shardline.roofline.on_vector_units): the vector units' rate
-    vector_rate: float | None = None
+    vector_rate: Any = None  # FLOP/s, or an array of them per element; None: the matrix path
 
 
 @dataclass(frozen=True)
@@ -366,8 +368,9 @@ def predict_gemm(
     `launch`: "eager" (the default) or "graphs" (CUDA-graph replay; GPUs only)."""
     cuda_graphs = check_launch(launch)
     compute_dtype = work.compute_dtype
-    if work.vector_rate:  # elementwise work: the vector units' peak (no measured figure)
-        rate, source = work.vector_rate, f"vector units, {compute_dtype} (chip file, peak)"
+    if work.vector_rate is not None:  # elementwise work: the vector units' peak (no measurement)
+        shown = "per row" if isinstance(compute_dtype, np.ndarray) else str(compute_dtype)
+        rate, source = work.vector_rate, f"vector units, {shown} (chip file, peak)"
     else:
         rate = _lookup(compute_dtype, lambda d: achievable_rate(chip, d)[0])
         source = (
@@ -433,7 +436,8 @@ def with_prediction(result: RooflineResult, *, launch: str = "eager") -> Rooflin
         return result
     gemm = gemm_dims(result.spec, result.dims)
     spec = parse_einsum(result.spec)
-    names = {"a": spec.lhs.name, "b": spec.rhs.name, "out": spec.out.name}
+    # a single input stands in for "b" too (its bits and rows), with no bytes of its own
+    names = {"a": spec.lhs.name, "b": (spec.second or spec.lhs).name, "out": spec.out.name}
 
     def bits_of(dtype: Any) -> Any:
         return _lookup(dtype, lambda d: float(dtype_bits(d)))
@@ -447,12 +451,12 @@ def with_prediction(result: RooflineResult, *, launch: str = "eager") -> Rooflin
         n=gemm["n"],
         flops=result.flops,
         bytes_a=result.bytes[names["a"]],
-        bytes_b=result.bytes[names["b"]],
+        bytes_b=0 if spec.is_unary else result.bytes[names["b"]],
         bytes_total=result.bytes["total"],
         bits=bits,
         rows=rows,
         compute_dtype=result.dtypes["compute"],
-        contracted=bool(spec.contracted),
+        contracted=bool(spec.contracted) and not spec.is_unary,
         vector_rate=result.hardware.flops_per_s if result.compute_unit == "vector" else None,
     )
     terms = predict_gemm(chip, work, result.t_lower_s, launch=launch)

@@ -50,17 +50,25 @@ class HardwareUsed:
 def on_vector_units(spec: EinsumSpec) -> bool:
     """An einsum that is no matrix product runs on the vector units (CUDA cores, the TPU VPU),
     not the matrix units: an elementwise one (nothing contracted) or a reduction whose two inputs
-    have the same dims (a batched dot product). A matrix-vector product keeps the matrix path."""
-    if not spec.contracted:
+    have the same dims (a batched dot product), or a single-input map or reduction. A
+    matrix-vector product keeps the matrix path."""
+    if spec.is_unary or not spec.contracted:
         return True
     return set(spec.lhs.dims) == set(spec.rhs.dims)
 
 
-def _vector_rate(spec: EinsumSpec, chip: Chip, compute_dtype: Any) -> float | None:
-    """The chip's vector rate for a non-matrix einsum (None: the matrix path)."""
-    if _is_array(compute_dtype) or not on_vector_units(spec):
+def _vector_rate(spec: EinsumSpec, chip: Chip, compute_dtype: Any) -> Any:
+    """The chip's vector rate for a non-matrix einsum, per element for an array of compute dtypes
+    (None: the matrix path, also where the chip file gives no vector rate for a dtype)."""
+    if not on_vector_units(spec):
         return None
-    return chip.vector_rate(str(compute_dtype))
+    if not _is_array(compute_dtype):
+        return chip.vector_rate(str(compute_dtype))
+    names, codes = categorize(compute_dtype)
+    rates = [chip.vector_rate(name) for name in names]
+    if any(rate is None for rate in rates):
+        return None
+    return np.array(rates, dtype=np.float64)[codes]
 
 
 @dataclass(frozen=True)
@@ -169,15 +177,16 @@ def _dtype_table(dtype: Any, chip: Chip | None, want_peak: bool) -> tuple[Any, A
 
 
 def resolve_dtypes(
-    names: tuple[str, str, str],
+    names: tuple[str, ...],
     dtype: Any,
     overrides: dict[str, str | None],
     compute_dtype: str | None,
 ) -> tuple[dict[str, Any], Any]:
     """Per-operand storage dtypes and the compute dtype (docs/single-device.md).
 
-    Each operand takes its override or `dtype`. The compute dtype is the one given, else the
-    widest input's (bf16 activations with int8 weights compute in bf16).
+    `names`: the inputs' names, then the output's (two inputs, or one). Each operand takes its
+    override or `dtype`. The compute dtype is the one given, else the widest input's (bf16
+    activations with int8 weights compute in bf16; a single input computes in its own dtype).
     """
     unknown = set(overrides) - set(names)
     if unknown:
@@ -197,7 +206,7 @@ def resolve_dtypes(
         dtypes[name] = canonical_dtype(given) if given else dtype
     if compute_dtype:
         return dtypes, canonical_dtype(compute_dtype)
-    lhs, rhs = dtypes[names[0]], dtypes[names[1]]
+    lhs, rhs = dtypes[names[0]], dtypes[names[-2]]
     if isinstance(lhs, np.ndarray) or isinstance(rhs, np.ndarray):
         if lhs is not rhs:
             raise InputError(
@@ -246,11 +255,10 @@ def evaluate_einsum(
     *,
     accumulate: bool = False,
 ) -> RooflineResult:
-    """Counts and roofline for one unsharded two-operand einsum on one chip."""
+    """Counts and roofline for one unsharded einsum (two inputs or one) on one chip."""
     dims = {name: _check_dim(value, name) for name, value in dims.items()}
     check_dims(spec, dims)
-    count = math.prod(dims[d] for d in spec.all_dims)
-    flops = 2 * count if spec.contracted else count
+    flops = spec.flop_factor * math.prod(dims[d] for d in spec.all_dims)
     per_operand: dict[str, Any] = {}
     for op in spec.operands:
         bits, _ = _dtype_table(dtypes[op.name], None, want_peak=False)
@@ -298,7 +306,7 @@ def check_rates(rates: RateOverrides | None) -> RateOverrides:
 
 
 def _setup(
-    hw: str | Chip, names: tuple[str, str, str], precision: Precision, rates: RateOverrides | None
+    hw: str | Chip, names: tuple[str, ...], precision: Precision, rates: RateOverrides | None
 ) -> tuple[Chip, dict[str, Any], Any]:
     dtypes, compute = resolve_dtypes(
         names, precision.dtype, dict(precision.operands), precision.compute
@@ -449,8 +457,9 @@ def einsum(
     rates: RateOverrides | None = None,
     accumulate: bool = False,
 ) -> RooflineResult:
-    """Any two-operand einsum in named notation on one chip, e.g.
-    `einsum("X[B,D] * W[B,D,F] -> Y[B,F]", {"B": 64, "D": 4096, "F": 4096}, "tpu-v5e", "int8")`.
+    """Any einsum in named notation on one chip, e.g.
+    `einsum("X[B,D] * W[B,D,F] -> Y[B,F]", {"B": 64, "D": 4096, "F": 4096}, "tpu-v5e", "int8")`,
+    or a single-input map or reduction, `einsum("x[B,D] -> y[B]", {"B": 64, "D": 4096})`.
 
     `dtypes` maps operand names to their own dtypes (`{"W": "int8"}`); `precision` gives the
     compute dtype (and may carry the dtypes instead: `dtype` and `dtypes` win over its fields);
@@ -460,7 +469,7 @@ def einsum(
     if not isinstance(dims, Mapping):
         raise InputError(f"dims must map dimension names to sizes, got {short(dims)}")
     accumulate = _flag(accumulate, "accumulate")
-    names = (parsed.lhs.name, parsed.rhs.name, parsed.out.name)
+    names = tuple(op.name for op in parsed.operands)
     base = precision or Precision()
     chosen = dataclasses.replace(
         base,

@@ -25,7 +25,7 @@ from typing import Any, TypedDict, Unpack
 from shardline.collectives import AxisNetwork, NetworkOptions, mesh_networks
 from shardline.cost import Cost
 from shardline.dtypes import ACCUMULATOR_BYTES, dtype_bits
-from shardline.einsum import EinsumSpec, check_size, parse_einsum
+from shardline.einsum import EinsumSpec, check_size, parse_einsum, require_two_operands
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.layout import (
@@ -214,6 +214,7 @@ def plan_sharded(
 ) -> ShardedResult:
     """The core: choose the collectives for `spec` on `mesh` and cost the step per device
     (`shardline.layout.price_layout`), with the network-bound thresholds."""
+    require_two_operands(spec, "sharding over a mesh")
     options = options or ShardOptions()
     check_layout(spec, dims, mesh, options)  # the spec's own errors before the network's
     nets = mesh_networks(chip, mesh.axes, network)
@@ -357,6 +358,7 @@ def shard_einsum(
     (per-operand dtypes, compute and reduce dtypes); None: the chip's default dtype.
     """
     parsed = parse_einsum(spec) if isinstance(spec, str) else spec
+    require_two_operands(parsed, "sharding over a mesh")
     if isinstance(precision, str):
         precision = Precision(dtype=precision)
     precision = precision or Precision()

@@ -128,7 +128,7 @@ def _compute_variants(r: RooflineResult, spec: EinsumSpec) -> list[Variant]:
     ]
     if faster:  # the widest of the faster float dtypes
         narrow = max(faster, key=lambda d: dtype_bits(d))
-        inputs = {op.name: narrow for op in spec.operands[:2]}
+        inputs = {op.name: narrow for op in spec.inputs}
         lower = _try(lambda: rerun(r, dtypes=inputs, compute=narrow))
         if lower is not None:
             out.append(Variant("compute", lower, dtype=narrow))

@@ -1,5 +1,5 @@
 """`shardline einsum SPEC --dims ...`: any two-operand einsum on one chip, or its sharding over a
-mesh when the spec names mesh axes (M_X)."""
+mesh when the spec names mesh axes (M_X); or a single-input map or reduction on one chip."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ __all__ = ["register", "run"]
 def register(sub: argparse._SubParsersAction) -> None:
     es = sub.add_parser(
         "einsum",
-        help="any two-operand einsum in named notation",
+        help="any two-operand einsum in named notation, or a single-input map or reduction",
         description="Roofline of a two-operand einsum such as "
-        "'X[B,D] * W[B,D,F] -> Y[B,F]', or its sharding over a mesh.",
+        "'X[B,D] * W[B,D,F] -> Y[B,F]', or its sharding over a mesh; or of a single-input "
+        "elementwise map 'x[B,D] -> y[B,D]' or reduction 'x[B,D] -> y[B]' (one device).",
     )
     add_einsum_args(es)
     add_json_arg(es)

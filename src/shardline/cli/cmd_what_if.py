@@ -165,10 +165,10 @@ def _matmul(args: argparse.Namespace, chip: Chip) -> tuple[tuple[str, str, str],
 
 
 def _einsum(args: argparse.Namespace, chip: Chip) -> tuple[tuple[str, str, str], RowFn, str, bool]:
-    from shardline.einsum import parse_dims, parse_einsum
+    from shardline.einsum import parse_dims, parse_einsum, require_two_operands
     from shardline.whatif import einsum_row
 
-    spec = parse_einsum(args.spec)
+    spec = require_two_operands(parse_einsum(args.spec), "what-if precision einsum")
     if spec.is_sharded:
         raise InputError("what-if precision einsum takes an unsharded spec (no M_X)")
     launch = "graphs" if args.cuda_graphs else "eager"

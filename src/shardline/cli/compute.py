@@ -89,11 +89,12 @@ def compute_einsum(args: argparse.Namespace) -> RooflineResult | ShardedResult:
 
 def compute_sharded_einsum(args: argparse.Namespace, spec: EinsumSpec) -> ShardedResult:
     """`shardline einsum SPEC --dims ... --mesh X=4,Y=2`: a ShardedResult."""
-    from shardline.einsum import parse_dims
+    from shardline.einsum import parse_dims, require_two_operands
     from shardline.hardware import load_chip
     from shardline.roofline import resolve_dtypes
     from shardline.sharding import parse_mesh, plan_sharded
 
+    require_two_operands(spec, "sharding over a mesh")
     if not args.mesh:
         axes = ", ".join(spec.mesh_axes)
         raise InputError(

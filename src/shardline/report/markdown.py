@@ -112,13 +112,14 @@ def suggestions(r: RooflineResult, variants: Sequence[Variant]) -> list[Suggesti
     spec = parse_einsum(r.spec)
     biggest = dominant_operand(r, spec)
     if r.bound == "memory" and all(d in biggest.dims for d in spec.all_dims):
+        per = spec.flop_factor
         out.append(
             Suggestion(
                 f"No reuse is possible: {biggest.name} has every dimension, so each of its bytes "
-                f"feeds about {2 / (dtype_bits(str(r.dtypes[biggest.name])) / 8):g} FLOP "
+                f"feeds about {per / (dtype_bits(str(r.dtypes[biggest.name])) / 8):g} FLOP "
                 "whatever the sizes; only fewer bytes help",
                 r,
-                "intensity is capped near 2 / s",
+                f"intensity is capped near {per} / s",
             )
         )
     return out + [_WORDS[v.kind](r, v) for v in variants]
@@ -129,7 +130,8 @@ def _estimate_line(r: RooflineResult, spec: EinsumSpec, dims: dict[str, int]) ->
     if spec.lhs.dims != ("M", "K") or spec.rhs.dims != ("K", "N") or spec.out.dims != ("M", "N"):
         ops = " + ".join(f"s_{op.name}·{'·'.join(op.dims)}" for op in spec.operands)
         return (
-            f"the intensity is F / Q with F = 2 × (product of every dim) and Q = {ops}; "
+            f"the intensity is F / Q with F = {'2 × ' if spec.flop_factor == 2 else ''}"
+            f"(product of every dim) and Q = {ops}; "
             "compare it with the ridge below"
         )
     m, k, n = dims["M"], dims["K"], dims["N"]
@@ -219,24 +221,39 @@ def _headline(a: _Answer) -> list[str]:
 
 def _assumptions(a: _Answer) -> list[str]:
     r, compute = a.r, a.compute
+    if r.compute_unit == "vector":  # no matrix product: the CUDA cores' / VPU's rate
+        peak = f"the vector units' rate P = {fmt_rate(a.peak)} for {compute} (no matrix product)"
+        key = f"vector_flops_per_s.{compute}"
+        if r.chip is not None and key not in r.chip.sources:  # the fp32 rate stands in
+            key = "vector_flops_per_s.fp32"
+    else:
+        peak = f"peak P = {fmt_rate(a.peak)} dense for {compute} compute"
+        key = f"peak_flops_per_s.{compute}"
     return [
         "## Assumptions",
         "",
-        f"- Hardware: {a.chip_name} (`{r.hardware.name}`), peak P = {fmt_rate(a.peak)} dense for "
-        f"{compute} compute{_source(r, f'peak_flops_per_s.{compute}')}; HBM bandwidth W = "
-        f"{fmt_rate(a.bw, 'B/s', digits=4)}{_source(r, 'memory.bytes_per_s')}.",
+        f"- Hardware: {a.chip_name} (`{r.hardware.name}`), {peak}{_source(r, key)}; HBM "
+        f"bandwidth W = {fmt_rate(a.bw, 'B/s', digits=4)}{_source(r, 'memory.bytes_per_s')}.",
         "- Storage: "
         + ", ".join(
             f"{op.name} {r.dtypes[op.name]} ({_s(str(r.dtypes[op.name]))}/element)"
             for op in a.spec.operands
         )
         + f"; the math runs at the {compute} rate (the wider input's dtype unless told).",
-        "- One multiply-add is 2 FLOP; peaks are dense (no 2:4 sparsity).",
+        _flop_convention(a.spec),
         "- Ideal reuse: each input is read from HBM once and the output written once"
         + (" (and read once more: C += A·B)" if r.accumulate else "")
         + ". This is the minimum traffic; real tiles re-read inputs, so bytes can only be higher.",
         "- Lower bound max(t_compute, t_memory) assumes perfect overlap; upper bound the sum.",
     ]
+
+
+def _flop_convention(spec: EinsumSpec) -> str:
+    if not spec.is_unary:
+        return "- One multiply-add is 2 FLOP; peaks are dense (no 2:4 sparsity)."
+    if spec.contracted:
+        return f"- A reduction over {', '.join(spec.contracted)}: one add per input element."
+    return "- An elementwise map: one FLOP per output element (an activation, a cast, a copy)."
 
 
 def _bound_call(a: _Answer) -> list[str]:
@@ -255,7 +272,7 @@ def _bound_call(a: _Answer) -> list[str]:
 def _counts(a: _Answer) -> list[str]:
     r, spec, dims = a.r, a.spec, a.dims
     all_dims = spec.all_dims
-    factor = "2·" if spec.contracted else ""
+    factor = "2·" if spec.flop_factor == 2 else ""
     lines = [
         "## Counts",
         "",

@@ -33,11 +33,11 @@ def _count_lines(r: RooflineResult, spec: EinsumSpec, dims: dict[str, int]) -> l
     """FLOPs and bytes, each with its formula and the numbers put in."""
     out: list[str] = []
     all_dims = spec.all_dims
-    factor = "2·" if spec.contracted else ""
+    factor = "2·" if spec.flop_factor == 2 else ""
     numbers = " × ".join(fmt_int(dims[d]) for d in all_dims)
     out.append(
         f"  FLOPs      F = {factor}{'·'.join(all_dims)} = {'2 × ' if factor else ''}{numbers}"
-        f" = {fmt_int(r.flops)} FLOP ({fmt_flops(r.flops)})"
+        f" = {fmt_int(r.flops)} FLOP ({fmt_flops(r.flops)})" + _unary_note(spec)
     )
     terms, values = [], []
     for op in spec.operands:
@@ -48,15 +48,23 @@ def _count_lines(r: RooflineResult, spec: EinsumSpec, dims: dict[str, int]) -> l
             f"{'2 × ' if mult else ''}{_size(dtype)} × "
             + " × ".join(fmt_int(dims[d]) for d in op.dims)
         )
-    out.append(
-        f"  bytes      Q = {' + '.join(terms)}   (each input read once, the output written once)"
-    )
+    reads = "the input read once" if spec.is_unary else "each input read once"
+    out.append(f"  bytes      Q = {' + '.join(terms)}   ({reads}, the output written once)")
     out.append(f"               = {' + '.join(values)}")
     out.append(
         f"               = {' + '.join(fmt_int(r.bytes[op.name]) for op in spec.operands)}"
         f" = {fmt_int(r.bytes['total'])} B ({fmt_bytes(r.bytes['total'])})"
     )
     return out
+
+
+def _unary_note(spec: EinsumSpec) -> str:
+    """The FLOP convention of a single-input einsum, stated where F is counted."""
+    if not spec.is_unary:
+        return ""
+    if spec.contracted:
+        return f"  (a reduction over {','.join(spec.contracted)}: one add per input element)"
+    return "  (an elementwise map: one FLOP per output element)"
 
 
 def render_roofline(r: RooflineResult) -> str:

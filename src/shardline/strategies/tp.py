@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from math import ceil
 
-from shardline.einsum import EinsumSpec, Operand, parse_einsum
+from shardline.einsum import EinsumSpec, Operand, parse_einsum, require_two_operands
 from shardline.layout import price_layout
 from shardline.mesh import Mesh
 from shardline.options import Precision
@@ -65,7 +65,7 @@ def gathers_output(layer: Layer, following: Layer, tp: int) -> bool:
 def _annotated(spec: str, split: str, keep_output: bool) -> EinsumSpec:
     """The einsum with the split dim over mesh axis T in every operand, the output's only when it
     keeps the split (`keep_output`)."""
-    p = parse_einsum(spec)
+    p = require_two_operands(parse_einsum(spec), "a tensor-parallel split by a weight")
 
     def text(op: Operand, annotate: bool) -> str:
         dims = [f"{d}_T" if d == split and annotate else d for d in op.dims]
