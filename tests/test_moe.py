@@ -276,3 +276,43 @@ def test_intra_node_dispatch_time_agrees_with_hybridep_published_bandwidth() -> 
     ).plans[0]  # fmt: skip
     modeled_s = chosen.predicted_breakdown_s["exposed_comm_s"]
     assert modeled_s == pytest.approx(published_s, rel=0.10)
+
+
+def test_hybridep_all_gathers_the_routing_map_before_each_dispatch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--ep-dispatch hybridep: before each MoE layer's dispatch (forward only; the backward reuses
+    the metadata) the ep group all-gathers its routing maps, a bool per token and expert. Mixtral
+    prefill over ep 8, batch 8 of 4096 tokens: a rank routes 1 sequence x 4096 tokens x 8
+    experts x 1 B = 32,768 B, gathered into V = 8 x 32,768 B, once per block: 32 calls."""
+    argv = ["plan", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "8", "--ep", "8"]
+    argv += ["--batch", "8", "--phase", "prefill", "--json"]
+    code, out, _ = run_cli(capsys, *argv, "--ep-dispatch", "hybridep")
+    assert code == 0
+    plan = json.loads(out)["plans"][0]
+    (gather,) = [c for c in plan["comm"] if c["kind"] == "all_gather"]
+    assert gather["purpose"] == "ep" and gather["calls"] == L
+    assert gather["bytes"] == L * 8 * (1 * 4096 * X * 1)
+    code, out, _ = run_cli(capsys, *argv, "--ep-dispatch", "hierarchical")
+    plain = json.loads(out)["plans"][0]
+    assert not [c for c in plain["comm"] if c["kind"] == "all_gather"]
+    assert plain["predicted_s"] < plan["predicted_s"]
+
+
+def test_qk_norm_is_a_memory_bound_op_over_q_and_k() -> None:
+    """qk_norm (Qwen3, Gemma 3): an RMS norm over each head of q and k, reading and writing
+    them once: 2 sequences x 128 tokens x (32 + 8) heads x 128 x 2 B for Mixtral's shape."""
+    from shardline.realistic.block import block_ops
+
+    plain = transformer(batch=1, seq_len=128, **MIXTRAL).model
+    normed = transformer(batch=1, seq_len=128, qk_norm=True, **MIXTRAL).model
+    assert plain is not None and normed is not None
+    assert not [
+        op for op in block_ops(plain, 2, tp=1, sp=False, training=True) if op.name == "qk_norm"
+    ]
+    ops = {op.name: op for op in block_ops(normed, 2, tp=1, sp=False, training=True)}
+    qk = 2 * 128 * (32 + 8) * 128 * 2
+    assert (ops["qk_norm"].read_bytes, ops["qk_norm"].write_bytes) == (qk, qk)
+    assert ops["qk_norm"].forward_flops == 4 * qk / 2  # 4 vector FLOPs per element
+    with pytest.raises(InputError, match="qk_norm"):
+        workload_from_dict({"transformer": {**MIXTRAL, "batch": 1, "seq_len": 8, "qk_norm": "yes"}})

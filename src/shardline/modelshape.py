@@ -56,6 +56,7 @@ class ModelShape:
     # dense feed-forward of width dense_d_ff in place of the experts and the router
     dense_layers_first: int = 0
     dense_d_ff: int = 0
+    qk_norm: bool = False  # an RMS norm over each head of q and of k (Qwen3, Gemma 3)
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KERNELS:

@@ -307,6 +307,7 @@ class TransformerShape:
     vocab: int | None = None  # None: the embedding and the LM head are left out
     attention: str = "flash"  # "flash" (scores stay on chip) or "standard" (scores via HBM)
     rotary: bool = True  # rotary position embedding on q and k (False: learned positions)
+    qk_norm: bool = False  # an RMS norm over each head of q and of k (Qwen3, Gemma 3)
     mla: Any = None  # multi-head latent attention: an MLA or its table (attention_variants)
     sliding_window: Any = None  # sliding-window layers: a SlidingWindow or its table
 
@@ -470,7 +471,7 @@ def transformer(
     model = ModelShape(
         k.d, ffn_width, k.h, k.g, variant.pop("head_dim", k.e), k.n_layers, k.s, k.q_len, k.b,
         k.gated, shape.vocab, shape.attention, _flag(shape.rotary, "rotary"), True,
-        canonical_dtype(dtype), *moe_sizes, **variant,
+        canonical_dtype(dtype), *moe_sizes, **variant, qk_norm=_flag(shape.qk_norm, "qk_norm"),
     )  # fmt: skip
     block = _with_axes(attention) + ffn_layers  # the FFN part names its own axes
     label = name or f"transformer d_model={k.d} d_ff={k.f} heads={k.h}/{k.g} x{k.n_layers} {phase}"

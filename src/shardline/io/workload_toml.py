@@ -21,7 +21,7 @@ A stack (every field is checked; an unknown one is an error, not ignored):
 
 A template instead of layers: a `[transformer]` table (d_model, d_ff, heads, kv_heads, head_dim,
 seq_len, batch, layers, gated, dtype, kv_dtype, weight_dtype, attention_dtype, vocab,
-tied_embeddings, attention = "flash" | "standard", rotary)
+tied_embeddings, attention = "flash" | "standard", rotary, qk_norm)
 or an `[ffn]` table (d_model, d_ff, seq_len, batch, layers, gated, dtype), with `phase`
 "training", "prefill", "decode" or "forward".
 
@@ -98,6 +98,7 @@ TRANSFORMER_FIELDS = (
     "vocab",
     "attention",
     "rotary",
+    "qk_norm",
     "moe",
     "mla",
     "sliding_window",
@@ -312,7 +313,7 @@ def _template(
         raise InputError(f"[{key}] must be a table")
     allowed = TRANSFORMER_FIELDS if key == "transformer" else FFN_FIELDS
     _unknown(section, allowed, f"[{key}]")
-    for flag in ("gated", "rotary"):  # "false" (a string) must not read as true
+    for flag in ("gated", "rotary", "qk_norm"):  # "false" (a string) must not read as true
         if flag in section and not isinstance(section[flag], bool):
             raise InputError(
                 f"[{key}] {flag} must be true or false (a TOML boolean, no quotes), "

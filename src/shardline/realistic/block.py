@@ -53,6 +53,7 @@ VECTOR_FLOPS: dict[str, float] = {
     "swiglu": 6,  # silu(a) = a / (1 + exp(-a)): negate, exp, add, divide; times b; per output
     "gelu": 8,  # tanh form: cube (2), multiply-add (2), scale, tanh, add one, halve x
     "rotary": 3,  # x cos + rotate(x) sin: two multiplies and an add per element of q and k
+    "qk_norm": 4,  # RMS norm of each head of q and k: square, sum, scale by the rsqrt, gamma
     "softmax": 5,  # max, subtract, exp, sum, divide
     "attention_dropout": 2,  # compare and scale
     "position_embedding": 1,  # the add
@@ -114,8 +115,10 @@ def _sizes(model: ModelShape, sequences: float, tp: int, sp: bool) -> _Sizes:
 
 def _attention_ops(model: ModelShape, z: _Sizes, sequences: float, training: bool) -> list[MemOp]:
     out: list[MemOp] = []
+    qk = z.n * (model.heads + model.kv_heads) * model.head_dim / z.t * z.w
+    if model.qk_norm:  # Qwen3, Gemma 3: before the rotary embedding, over each head
+        out.append(MemOp("qk_norm", qk, qk, qk / z.w))
     if model.rotary:
-        qk = z.n * (model.heads + model.kv_heads) * model.head_dim / z.t * z.w
         out.append(MemOp("rotary", qk, qk, qk / z.w))
     if model.attention == "standard":
         p = sequences * model.heads / z.t * model.q_len * model.keys * z.w
