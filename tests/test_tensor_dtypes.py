@@ -246,3 +246,34 @@ def test_gradients_reduced_in_fp32_move_twice_the_bf16_bytes() -> None:
     assert dp_bytes(grad_reduce_dtype="fp32") == 4 * weights
     with pytest.raises(InputError):
         dp_bytes(grad_reduce_dtype="fp33")
+
+
+def test_model_file_states_its_precision(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A model file may state its dtypes (an int4 release served with an fp8 cache): `model show`
+    counts the cache at 1 B (2 x 32 layers x 8 KV heads x 128 x 1 B = 65,536 B a token), `--model`
+    stores the weights at half a byte, and the flags still override the file."""
+    from importlib import resources
+
+    text = (resources.files("shardline.models") / "catalog" / "llama-3.1-8b.toml").read_text()
+    path = tmp_path / "llama-int4.toml"
+    path.write_text(
+        text.replace('name = "llama-3.1-8b"', 'name = "llama-int4"')
+        + 'weight_dtype = { value = "int4", source = "a quantized release" }\nkv_dtype = "fp8"\n',
+        encoding="utf-8",
+    )
+    assert main(["model", "show", str(path), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 1 == 65_536
+    argv = ["plan", "--model", str(path), "--hw", "h100", "--devices", "1", *DECODE, "--json"]
+    assert main(argv) == 0
+    memory = json.loads(capsys.readouterr().out)["plans"][0]["memory"]
+    assert memory["weights_bytes"] == 0.5 * LLAMA8B_PARAMS
+    assert memory["kv_cache_bytes"] == 2 * 32 * 8 * 128 * 4096 * 64 * 1
+    assert main([*argv, "--weight-dtype", "bf16"]) == 0
+    overridden = json.loads(capsys.readouterr().out)["plans"][0]["memory"]
+    assert overridden["weights_bytes"] == 2 * LLAMA8B_PARAMS
+    path.write_text(text + 'kv_dtype = "fp7"\n', encoding="utf-8")
+    assert main(["model", "show", str(path)]) == 2
+    assert "kv_dtype" in capsys.readouterr().err

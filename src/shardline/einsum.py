@@ -115,6 +115,15 @@ class EinsumSpec:
         single input (one FLOP per element of a map; one add per input element of a reduction)."""
         return 2 if self.contracted and not self.is_unary else 1
 
+    @property
+    def unary_convention(self) -> str:
+        """The FLOP convention of a single-input einsum in words ("" for two inputs)."""
+        if not self.is_unary:
+            return ""
+        if self.contracted:
+            return f"a reduction over {','.join(self.contracted)}: one add per input element"
+        return "an elementwise map: one FLOP per output element"
+
     def flops(self, dims: dict[str, int]) -> int:
         """flop_factor x the product of every distinct dim (docs/single-device.md)."""
         return self.flop_factor * prod(dims[d] for d in self.all_dims)

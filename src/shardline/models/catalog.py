@@ -15,9 +15,11 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+from shardline.dtypes import canonical_dtype
 from shardline.errors import InputError
 from shardline.hardware.datafile import SourcedReader, read_data_toml
 from shardline.models.spec import MLA, ModelSpec, MoE, SlidingWindow
+from shardline.models.template import DTYPE_FIELDS
 
 __all__ = ["load_model", "list_models", "model_from_dict", "model_files", "MODEL_FIELDS"]
 
@@ -42,9 +44,10 @@ TABLE_FIELDS: dict[str, tuple[str, ...]] = {
     "mla": ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"),
     "sliding_window": ("window", "local_per_global"),
 }
+# precision per tensor class, optional (docs/models.md, "Precision")
 MODEL_FIELDS = (
     ("schema", "name", "description") + INTS + tuple(OPTIONAL_INTS) + tuple(BOOLS) + tuple(TEXTS)
-)
+) + DTYPE_FIELDS
 
 
 class _Reader(SourcedReader):
@@ -76,6 +79,17 @@ class _Reader(SourcedReader):
         if not isinstance(value, bool):
             raise self.fail(path, f"must be true or false, got {value!r}")
         return value
+
+    def dtype(self, path: str) -> str:
+        if self.raw(path) is None:
+            return ""
+        value = self.sourced(path)
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(path, f'must be a dtype name such as "fp8", got {value!r}')
+        try:
+            return canonical_dtype(value)
+        except InputError as exc:
+            raise self.fail(path, str(exc)) from None
 
     def text(self, path: str, choices: tuple[str, ...]) -> str:
         value = self.raw(path)
@@ -148,6 +162,7 @@ def model_from_dict(data: dict[str, Any], origin: str = "model file") -> ModelSp
     ints |= {key: r.integer(key, default, zero=True) for key, default in OPTIONAL_INTS.items()}
     bools: dict[str, Any] = {key: r.boolean(key, default) for key, default in BOOLS.items()}
     texts: dict[str, Any] = {key: r.text(key, choices) for key, choices in TEXTS.items()}
+    texts |= {key: r.dtype(key) for key in DTYPE_FIELDS}
     if ints["heads"] % ints["kv_heads"]:
         raise r.fail("kv_heads", f"({ints['kv_heads']}) must divide heads ({ints['heads']})")
     spec = ModelSpec(

@@ -95,6 +95,11 @@ class ModelSpec:
     attention_sinks: bool = False  # one learned logit per head and layer (gpt-oss)
     learned_positions: int = 0  # rows of a learned position table (GPT-3); 0 with rotary
     extra_params: int = 0  # parameters outside the decoder the file names (a vision tower)
+    # precision per tensor class as the file states it ("": the template's defaults, bf16)
+    dtype: str = ""  # compute and activations
+    weight_dtype: str = ""  # the weights as stored (an fp8 or int4 release)
+    kv_dtype: str = ""  # the KV cache
+    attention_dtype: str = ""  # the fused attention kernel
     description: str = ""
     moe: MoE | None = None
     mla: MLA | None = None

@@ -17,6 +17,8 @@ __all__ = [
     "DEFAULT_SEQ_LEN",
 ]
 
+# the model file's precision fields, passed to the template when set
+DTYPE_FIELDS = ("dtype", "weight_dtype", "kv_dtype", "attention_dtype")
 DEFAULT_PHASE = "training"
 DEFAULT_BATCH = 1
 DEFAULT_SEQ_LEN = 4096
@@ -52,6 +54,7 @@ def transformer_table(spec: ModelSpec, *, batch: int, seq_len: int) -> dict[str,
         "batch": batch,
         "seq_len": seq_len,
         **_attention_tables(spec),
+        **{key: getattr(spec, key) for key in DTYPE_FIELDS if getattr(spec, key)},
     } | _moe_table(spec)
 
 
@@ -73,15 +76,18 @@ def _moe_table(spec: ModelSpec) -> dict[str, Any]:
 
 
 def model_workload(
-    spec: ModelSpec, *, phase: str, batch: int, seq_len: int, dtype: str = "bf16"
+    spec: ModelSpec, *, phase: str, batch: int, seq_len: int, dtype: str | None = None
 ) -> Any:
     """The Workload of `spec` at `batch` sequences of `seq_len` tokens in `phase`: the same one
     `--model NAME` and a `[transformer]` file with `transformer_table`'s numbers build (the
-    precision fields, weight_dtype and tied_embeddings, applied after the template)."""
+    precision fields, weight_dtype, attention_dtype and tied_embeddings, applied after the
+    template). `dtype` overrides the model file's (default bf16)."""
     from shardline.precision import PRECISION_FIELDS, template_precision
     from shardline.workload import transformer
 
     table = transformer_table(spec, batch=batch, seq_len=seq_len)
     precision = {k: table.pop(k) for k in PRECISION_FIELDS if k in table}
-    work = transformer(**table, phase=phase, dtype=dtype, name=spec.name)
+    compute = dtype or table.pop("dtype", "bf16")
+    table.pop("dtype", None)
+    work = transformer(**table, phase=phase, dtype=compute, name=spec.name)
     return template_precision(work, **precision)

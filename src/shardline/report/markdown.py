@@ -251,9 +251,8 @@ def _assumptions(a: _Answer) -> list[str]:
 def _flop_convention(spec: EinsumSpec) -> str:
     if not spec.is_unary:
         return "- One multiply-add is 2 FLOP; peaks are dense (no 2:4 sparsity)."
-    if spec.contracted:
-        return f"- A reduction over {', '.join(spec.contracted)}: one add per input element."
-    return "- An elementwise map: one FLOP per output element (an activation, a cast, a copy)."
+    convention = spec.unary_convention
+    return f"- {convention[0].upper()}{convention[1:]}."
 
 
 def _bound_call(a: _Answer) -> list[str]:

@@ -60,11 +60,7 @@ def _count_lines(r: RooflineResult, spec: EinsumSpec, dims: dict[str, int]) -> l
 
 def _unary_note(spec: EinsumSpec) -> str:
     """The FLOP convention of a single-input einsum, stated where F is counted."""
-    if not spec.is_unary:
-        return ""
-    if spec.contracted:
-        return f"  (a reduction over {','.join(spec.contracted)}: one add per input element)"
-    return "  (an elementwise map: one FLOP per output element)"
+    return f"  ({spec.unary_convention})" if spec.is_unary else ""
 
 
 def render_roofline(r: RooflineResult) -> str:
