@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from math import prod
 
 from shardline.errors import InputError
@@ -72,16 +72,16 @@ class EinsumSpec:
             raise _single_input_error(self, "this step")
         return self.second
 
-    @property
+    @cached_property
     def inputs(self) -> tuple[Operand, ...]:
         return (self.lhs,) if self.second is None else (self.lhs, self.second)
 
-    @property
+    @cached_property
     def operands(self) -> tuple[Operand, ...]:
         """The inputs, then the output."""
         return (*self.inputs, self.out)
 
-    @property
+    @cached_property
     def all_dims(self) -> tuple[str, ...]:
         seen: dict[str, None] = {}
         for op in self.operands:
@@ -89,11 +89,11 @@ class EinsumSpec:
                 seen.setdefault(d, None)
         return tuple(seen)
 
-    @property
+    @cached_property
     def contracted(self) -> tuple[str, ...]:
         return tuple(d for d in self.all_dims if d not in self.out.dims)
 
-    @property
+    @cached_property
     def mesh_axes(self) -> tuple[str, ...]:
         seen: dict[str, None] = {}
         for op in self.operands:
