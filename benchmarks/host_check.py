@@ -43,7 +43,7 @@ def check(run: dict) -> dict[str, float | str]:
     chip = resolve_chip(run["hw"])
     cpu = host.host_cpu(chip.name)
     launch_s = chip.achievable.launch_overhead_s or 0.0
-    qk_norm = "qwen3" in run["name"]  # Qwen3's q and k norms
+    qk_norm = bool(data["transformer"].get("qk_norm", False))  # the workload says so
     fp8 = data["transformer"].get("dtype") == "fp8"
     fwd = host.attention_fwd(qk_norm) + host.moe_mlp_fwd(local, fp8=fp8)
     cpu_f = host.host_s(fwd, cpu, launch_s)

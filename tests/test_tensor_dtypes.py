@@ -266,6 +266,9 @@ def test_model_file_states_its_precision(
     assert main(["model", "show", str(path), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["kv_bytes_per_token"] == 2 * 32 * 8 * 128 * 1 == 65_536
+    assert main(["model", "show", str(path), "--context", "4096", "--json"]) == 0
+    at_context = json.loads(capsys.readouterr().out)["kv_bytes_at_context"]
+    assert at_context == 65_536 * 4096  # the same 1 B a cached element at a context
     argv = ["plan", "--model", str(path), "--hw", "h100", "--devices", "1", *DECODE, "--json"]
     assert main(argv) == 0
     memory = json.loads(capsys.readouterr().out)["plans"][0]["memory"]

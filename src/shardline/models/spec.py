@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from shardline.dtypes import dtype_bits
+
 __all__ = [
     "ModelSpec",
     "MoE",
@@ -25,7 +27,7 @@ __all__ = [
     "KV_BYTES_DEFAULT",
 ]
 
-KV_BYTES_DEFAULT = 2  # bf16: the KV cache dtype when none is given
+KV_BYTES_DEFAULT = 2  # bf16: the KV cache dtype when the file states none
 
 
 @dataclass(frozen=True)
@@ -222,18 +224,27 @@ def _kv_elements_per_layer(spec: ModelSpec) -> int:
     return 2 * spec.kv_heads * spec.head_dim
 
 
-def kv_bytes_per_token(spec: ModelSpec, kv_bytes: float = KV_BYTES_DEFAULT) -> float:
+def _element_bytes(spec: ModelSpec, kv_bytes: float | None) -> float:
+    """Bytes per cached element: `kv_bytes` when given, else the file's `kv_dtype` (else its
+    `dtype`), else bf16's 2 (the template's rule: the cache follows the compute dtype)."""
+    if kv_bytes is not None:
+        return kv_bytes
+    stated = spec.kv_dtype or spec.dtype
+    return dtype_bits(stated) / 8 if stated else KV_BYTES_DEFAULT
+
+
+def kv_bytes_per_token(spec: ModelSpec, kv_bytes: float | None = None) -> float:
     """KV-cache bytes one token adds over all layers: layers x per-layer elements x bytes per
     element. Convention for sliding-window layers: a context no longer than the window, where every
     layer caches every token (beyond the window use `kv_bytes_at`)."""
-    return spec.layers * _kv_elements_per_layer(spec) * kv_bytes
+    return spec.layers * _kv_elements_per_layer(spec) * _element_bytes(spec, kv_bytes)
 
 
-def kv_bytes_at(spec: ModelSpec, context: int, kv_bytes: float = KV_BYTES_DEFAULT) -> float:
+def kv_bytes_at(spec: ModelSpec, context: int, kv_bytes: float | None = None) -> float:
     """KV-cache bytes of one sequence of `context` tokens: global layers cache all of them, sliding
     layers at most `window`: per-layer elements x bytes x (global x context + sliding x
     min(context, window))."""
-    per_layer = _kv_elements_per_layer(spec) * kv_bytes
+    per_layer = _kv_elements_per_layer(spec) * _element_bytes(spec, kv_bytes)
     sw = spec.sliding_window
     if sw is None:
         return spec.layers * per_layer * context

@@ -87,7 +87,6 @@ def model_workload(
 
     table = transformer_table(spec, batch=batch, seq_len=seq_len)
     precision = {k: table.pop(k) for k in PRECISION_FIELDS if k in table}
-    compute = dtype or table.pop("dtype", "bf16")
-    table.pop("dtype", None)
-    work = transformer(**table, phase=phase, dtype=compute, name=spec.name)
+    stated = table.pop("dtype", "bf16")
+    work = transformer(**table, phase=phase, dtype=dtype or stated, name=spec.name)
     return template_precision(work, **precision)

@@ -23,10 +23,7 @@ DERIVED = (
 
 
 def model_summary(spec: Any) -> dict[str, Any]:
-    from shardline.dtypes import dtype_bits
     from shardline.models import attention_kind, kv_bytes_per_token, params_active, params_total
-
-    kv_bytes = dtype_bits(spec.kv_dtype or spec.dtype or "bf16") / 8  # the cache as the file states
 
     return {
         "name": spec.name,
@@ -34,7 +31,7 @@ def model_summary(spec: Any) -> dict[str, Any]:
         "params_active": params_active(spec),
         "layers": spec.layers,
         "d_model": spec.d_model,
-        "kv_bytes_per_token": kv_bytes_per_token(spec, kv_bytes),
+        "kv_bytes_per_token": kv_bytes_per_token(spec),
         "attention_kind": attention_kind(spec),
     }
 
