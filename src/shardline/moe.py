@@ -43,6 +43,7 @@ __all__ = [
     "moe_part",
     "decode_experts",
     "active_ffn_width",
+    "between_kernels",
     "EXPERT_AXIS",
     "SLOT_AXIS",
     "boundary_layer",
@@ -147,7 +148,7 @@ def expert_slots(q_len: int, moe: MoeShape) -> int:
     return max(1, ceil(q_len * moe.experts_per_token * moe.load / moe.experts - 1e-9))
 
 
-def _between_kernels(dtype: str) -> str:
+def between_kernels(dtype: str) -> str:
     """The dtype tokens travel in between kernels: the block's dtype, but bf16 when the block
     computes in 8 bits or fewer (fp8 training keeps activations in bf16 and casts inside each
     GEMM; Megatron-Core dispatches and combines in bf16 unless told to send fp8)."""
@@ -217,8 +218,8 @@ def moe_layers(
     base = {"B": "batch", "D": "model", "F": "ffn"}
     routed = base | {"X": EXPERT_AXIS, "C": SLOT_AXIS}
     dims = {"B": b, "X": x, "C": c, "D": d, "F": f}
-    sent = moe.dispatch_dtype or _between_kernels(dtype)
-    combined = _between_kernels(dtype)
+    sent = moe.dispatch_dtype or between_kernels(dtype)
+    combined = between_kernels(dtype)
     up_spec = (
         "x[B,X,C,D] * wein[X,D,F,U] -> h[B,X,C,F,U]" if gated
         else "x[B,X,C,D] * wein[X,D,F] -> h[B,X,C,F]"

@@ -129,9 +129,10 @@ def _add_ep_args(g: argparse._ArgumentGroup) -> None:
         "--ep-dispatch",
         default=None,
         choices=EP_DISPATCHES,
-        help="expert-parallel dispatch: all-to-all (default), hierarchical (one copy per "
-        "destination node: DeepEP, HybridEP) or hybridep (hierarchical, with HybridEP's "
-        "all-gather of the routing map before each MoE layer's dispatch)",
+        help="expert-parallel dispatch: all-to-all (default), hierarchical (DeepEP: one copy per "
+        "destination node, at DeepEP's published speed) or hybridep (the same at HybridEP's "
+        "published speed, with its all-gather of the routing map before each MoE layer's "
+        "dispatch)",
     )
     g.add_argument(
         "--ep-comm-sms",

@@ -142,6 +142,7 @@ class Context:
             zero=self.execution.zero,
             cp_kind=self.execution.cp_kind,
             ep_dispatch=self.execution.ep_dispatch,
+            ep_comm_sms=self.execution.ep_comm_sms,
             model=self.workload.model,
             grad_reduce_dtype=self.execution.grad_reduce_dtype,
         )

@@ -138,6 +138,7 @@ class LayerView:
     zero: int = 0  # the ZeRO stage of the data-parallel axis (shardline.options.Execution)
     cp_kind: str = "ring"  # context parallelism's K/V exchange (shardline.options.Execution)
     ep_dispatch: str = "all-to-all"  # the expert-parallel dispatch (shardline.options.Execution)
+    ep_comm_sms: int = 0  # SMs the dispatch kernels run on (0: unstated)
     model: ModelShape | None = None  # the whole model's shape (attention kernel, causal mask)
     grad_reduce_dtype: str | None = None  # dtype of reduced gradients (None: their own)
 

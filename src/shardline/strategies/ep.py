@@ -30,10 +30,15 @@ from math import ceil, prod
 
 from shardline.dtypes import dtype_bits
 from shardline.errors import InputError
-from shardline.moe import EXPERT_AXIS, SLOT_AXIS
+from shardline.moe import EXPERT_AXIS, SLOT_AXIS, between_kernels
 from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network
 from shardline.strategies.dp import BatchSplit, batch_degree_ok, split_batch
-from shardline.strategies.ep_dispatch import hierarchical_a2a_s, scale_out_share
+from shardline.strategies.ep_dispatch import (
+    PublishedDispatch,
+    hierarchical_a2a_s,
+    published_dispatch,
+    scale_out_share,
+)
 from shardline.workload import Layer, Workload
 
 
@@ -109,28 +114,39 @@ class ExpertParallel(BatchSplit):
         dispatch, combine = _ends(layer)
         out = []
         last = 2 + len(view.grads)
-        share = _scale_out_share(view, degree, net)
+        calls = (view.count, _scale_out_share(view, degree, net))
+        kernel = _published(view, net)
         if dispatch and view.ep_dispatch == "hybridep":
             out.append(self._routing_map(view, degree, net))
         if dispatch:
             v = layer.operand_bytes(layer.parsed.lhs.name, view.dims)
-            out.append(self._a2a(net, degree, (view.count, share), v, 0))
+            eight = dtype_bits(layer.dtypes.get(layer.parsed.lhs.name, layer.dtype)) == 8
+            out.append(self._a2a(net, degree, calls, v, 0, _kernel_s(kernel, v, "dispatch", eight)))
             if view.training:  # the gradient of the dispatch, after this layer's backward
                 g = _act_bytes(layer, view)
-                out.append(self._a2a(net, degree, (view.count, share), g, last))
+                out.append(self._a2a(net, degree, calls, g, last, _kernel_s(kernel, g, "combine")))
         if combine:
             v = layer.operand_bytes(layer.output.name, view.dims)
-            out.append(self._a2a(net, degree, (view.count, share), v, 0))
+            eight = dtype_bits(layer.dtypes.get(layer.output.name, layer.dtype)) == 8
+            out.append(self._a2a(net, degree, calls, v, 0, _kernel_s(kernel, v, "combine")))
             if view.training:  # the gradient of the combine, before this layer's backward
-                out.append(self._a2a(net, degree, (view.count, share), v, 1))
+                t = _kernel_s(kernel, v, "dispatch", eight)
+                out.append(self._a2a(net, degree, calls, v, 1, t))
         return out
 
     def _a2a(
-        self, net: Network, degree: int, calls: tuple[int, float], local: float, step: int
+        self,
+        net: Network,
+        degree: int,
+        calls: tuple[int, float],
+        local: float,
+        step: int,
+        published_s: float | None = None,
     ) -> CommTerm:
         """An all-to-all whose every device holds `local` bytes: V = degree x local (the
         collectives' convention: V is the whole array, each device sends (n-1)/n of its part);
-        `calls` = (instances, the scale-out share of a hierarchical dispatch, 1: plain)."""
+        `calls` = (instances, the scale-out share of a hierarchical dispatch, 1: plain);
+        `published_s`: the library's published time for it (realistic; never under the bound)."""
         nbytes = local * degree
         count, share = calls
         t, p = (
@@ -143,6 +159,8 @@ class ExpertParallel(BatchSplit):
             if key not in net.memo:
                 net.memo[key] = hierarchical_a2a_s(axis, nbytes, net.chip, share)
             t, p = net.memo[key] or (t, p)
+        if published_s is not None:
+            p = max(t, published_s)
         return CommTerm(
             self.name, "all_to_all", degree, count, nbytes, t, critical=True,
             phase="forward" if step == 0 else "backward", step=step, predicted_s=p,
@@ -188,6 +206,27 @@ class ExpertParallel(BatchSplit):
 ROUTING_MAP_BYTES = 1  # a torch.bool per token and expert
 
 
+def _published(view: LayerView, net: Network) -> PublishedDispatch | None:
+    """DeepEP's or HybridEP's published pricing of this layer's dispatch, where a table applies
+    (shardline.collectives.ep_kernels); None for the plain all-to-all or an unpublished case."""
+    model, axis = view.model, net.axis_network("ep")
+    if model is None or axis is None or not model.router_experts or not model.expert_copies:
+        return None
+    key = ("ep_published", view.ep_dispatch, view.ep_comm_sms, id(axis))
+    if key not in net.memo:
+        net.memo[key] = published_dispatch(
+            view.ep_dispatch, net.chip, axis, model.router_experts, model.expert_copies,
+            view.ep_comm_sms,
+        )  # fmt: skip
+    return net.memo[key]
+
+
+def _kernel_s(
+    kernel: PublishedDispatch | None, message_bytes: float, op: str, fp8: bool = False
+) -> float | None:
+    return None if kernel is None else kernel.seconds(message_bytes, op, fp8)
+
+
 def _scale_out_share(view: LayerView, degree: int, net: Network) -> float:
     """The hierarchical dispatch's scale-out bytes over the plain all-to-all's
     (shardline.strategies.ep_dispatch), 1.0 for the plain dispatch or an axis inside one node."""
@@ -203,10 +242,12 @@ def _scale_out_share(view: LayerView, degree: int, net: Network) -> float:
 
 
 def _act_bytes(layer: Layer, view: LayerView) -> int:
-    """The routed tokens' gradient: the dispatched input's elements at the block's dtype."""
+    """The routed tokens' gradient: the dispatched input's elements in the dtype activations
+    travel in between kernels (the block's, bf16 under 8-bit training: gradients are not sent
+    in fp8 even where the forward dispatch is)."""
     lhs = layer.parsed.lhs
     elements = prod(view.dims[d] for d in lhs.dims)
-    return (elements * dtype_bits(layer.dtype) + 7) // 8
+    return (elements * dtype_bits(between_kernels(layer.dtype)) + 7) // 8
 
 
 STRATEGY = ExpertParallel()

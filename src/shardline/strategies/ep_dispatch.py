@@ -13,19 +13,37 @@ k experts with probability C(E - E/N, k) / C(E, k) (k experts drawn without repl
 token crosses the scale-out network to R = (N - 1) (1 - C(E - E/N, k) / C(E, k)) nodes in
 expectation, not k (N - 1) / N times. The scale-up (NVLink) phase is the plain all-to-all's.
 
+That is the lower bound. The realistic time of DeepEP's and HybridEP's kernels is the speed
+their libraries publish (shardline.collectives.ep_kernels), where a table covers the group:
+`PublishedDispatch`.
+
 Pure: no printing, no files.
 """
 
 from __future__ import annotations
 
-from math import comb
+from dataclasses import dataclass
+from math import comb, prod
 
 from shardline.collectives import collective_over
+from shardline.collectives.ep_kernels import (
+    FP8_SCALE_BYTES_PER_ELEMENT,
+    EPKernelTable,
+    destinations,
+    kernel_s,
+    pick_table,
+)
 from shardline.collectives.records import AxisNetwork
 from shardline.errors import InputError
 from shardline.hardware import Chip
 
-__all__ = ["remote_nodes", "scale_out_share", "hierarchical_a2a_s"]
+__all__ = [
+    "remote_nodes",
+    "scale_out_share",
+    "hierarchical_a2a_s",
+    "PublishedDispatch",
+    "published_dispatch",
+]
 
 
 def remote_nodes(experts: int, k: int, nodes: int) -> float:
@@ -68,3 +86,37 @@ def hierarchical_a2a_s(
         c = collective_over("all_to_all", nbytes * devices / total * scale, [sub], chip)
         parts.append((float(c.t_s), float(c.predicted_s)))
     return max(p[0] for p in parts), max(p[1] for p in parts)
+
+
+@dataclass(frozen=True)
+class PublishedDispatch:
+    """A dispatch priced by its library's published table: `groups` nodes or ranks, `per_copy` =
+    D / k (the counted bytes per byte of a message that holds k copies of each token)."""
+
+    table: EPKernelTable
+    groups: int
+    per_copy: float
+    nic_bytes_per_s: float
+
+    def seconds(self, message_bytes: float, op: str, fp8: bool) -> float:
+        """One `op` ("dispatch" or "combine") of a rank's k-copy message of `message_bytes`."""
+        if op == "dispatch":
+            op = "dispatch_fp8" if fp8 else "dispatch_bf16"
+        element = 1.0 + FP8_SCALE_BYTES_PER_ELEMENT if fp8 else 1.0
+        counted = message_bytes * self.per_copy * element
+        return kernel_s(self.table, op, counted, self.groups, self.nic_bytes_per_s)
+
+
+def published_dispatch(
+    dispatch: str, chip: Chip, axis: AxisNetwork, experts: int, k: int, sms: int
+) -> PublishedDispatch | None:
+    """The published pricing of `dispatch` over the ep `axis` (its nodes when it spans several,
+    else its ranks), or None when no table applies or the experts do not spread evenly."""
+    out = [s for s in axis.stages if s.scale_out and s.devices > 1]
+    nodes = prod(s.devices for s in out)
+    groups = nodes if nodes > 1 else axis.devices
+    table = pick_table(dispatch, chip.name, nodes > 1, sms)
+    if table is None or not 1 <= k <= experts or experts % groups:
+        return None
+    nic = min(s.bytes_per_s for s in out) if out else 0.0
+    return PublishedDispatch(table, groups, destinations(experts, k, groups) / k, nic)
