@@ -89,7 +89,8 @@ def test_decode_that_does_not_fit_is_one_error_line_from_the_cli(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     argv = ["plan", str(L70), "--hw", "h100-sxm", "--devices", "8", "--phase", "decode"]
-    argv += ["--seq-len", "8192", "--batch", "256", "--tp", "4", "--pp", "2"]
+    # --tp 4 alone leaves pp and dp open: a search, which refuses when no layout fits
+    argv += ["--seq-len", "8192", "--batch", "256", "--tp", "4"]
     argv += ["--microbatches", "4", "--json"]
     assert main(argv) == 2
     captured = capsys.readouterr()
@@ -599,3 +600,22 @@ def test_a_whole_layout_that_does_not_fit_is_still_answered(
     # KV cache per device: 2 L n_kv d_head S B bytes / (tp pp) = 2*80*8*128*8192*256*2/8
     assert p["memory"]["kv_cache_bytes"] == 2 * 80 * 8 * 128 * 8192 * 256 * 2 / 8
     assert p["latency_s"] <= p["predicted_s"] and p["tokens_per_s"] == 256 / p["predicted_s"]
+
+
+def test_degrees_that_multiply_to_the_devices_pin_the_layout(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # --tp 4 --pp 2 on 8 devices leaves dp = fsdp = 1: one layout, answered even though its KV
+    # cache (2 x 80 x 8 x 128 x 8192 x 256 x 2 B / 8 = 85.9 GB per device) does not fit
+    argv = ["plan", str(L70), "--hw", "h100-sxm", "--devices", "8", "--phase", "decode"]
+    argv += ["--seq-len", "8192", "--batch", "256", "--tp", "4", "--pp", "2", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    (p,) = out["plans"]
+    assert p["fits"] is False and p["name"] == "tp4-pp2"
+    assert p["memory"]["kv_cache_bytes"] == 2 * 80 * 8 * 128 * 8192 * 256 * 2 / 8
+    # a degree left open still searches, and refuses when nothing fits
+    argv = ["plan", str(L70), "--hw", "h100-sxm", "--devices", "8", "--phase", "decode"]
+    argv += ["--seq-len", "8192", "--batch", "256", "--tp", "4"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.startswith("error: the workload fits on no plan")

@@ -280,3 +280,26 @@ def test_model_file_states_its_precision(
     path.write_text(text + 'kv_dtype = "fp7"\n', encoding="utf-8")
     assert main(["model", "show", str(path)]) == 2
     assert "kv_dtype" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("model", "bf16_cache_bytes"),
+    [
+        # MLA: 61 layers x (kv_lora_rank 512 + rope 64) x 2 B a token, shared by the heads
+        # (not split by tp): 8 sequences x 4096 tokens x 61 x 576 x 2 B
+        ("deepseek-v3", 8 * 4096 * 61 * 576 * 2),
+        # sliding window (gpt-oss-20b: 24 layers, half of them a 128-token window; 8 KV heads of
+        # 64, split 8 ways by tp): 8 x (12 x 4096 + 12 x 128) x 2 x 8 x 64 x 2 B / 8
+        ("gpt-oss-20b", 8 * (12 * 4096 + 12 * 128) * 2 * 8 * 64 * 2 / 8),
+    ],
+)
+def test_kv_dtype_applies_to_mla_and_sliding_window_caches(
+    capsys: pytest.CaptureFixture[str], model: str, bf16_cache_bytes: float
+) -> None:
+    """--kv-dtype used to be refused for caches without the plain 2 L n_kv d_head formula."""
+    argv = ["plan", "--model", model, "--hw", "h200", "--devices", "8", "--tp", "8"]
+    argv += ["--phase", "decode", "--batch", "8", "--seq-len", "4096", "--json"]
+    for kv, factor in (("bf16", 1.0), ("fp8", 0.5)):
+        assert main([*argv, "--kv-dtype", kv]) == 0
+        cache = json.loads(capsys.readouterr().out)["plans"][0]["memory"]["kv_cache_bytes"]
+        assert cache == pytest.approx(bf16_cache_bytes * factor, rel=1e-9)

@@ -140,13 +140,24 @@ def run_plan(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(render_sweep(sweep))
         return 0
-    # every degree given: the user asked about this layout, so answer even when it does not fit
-    # (fits false, with the memory it needs) instead of refusing
-    whole_layout = all(options[s.name] is not None for s in strategies() if not s.optional)
+    whole_layout = _layout_pinned(options, devices)
     result = plan(workload, args.hw, devices, require_fit=not whole_layout, **options, **overrides)
     from shardline.cli.plan_outputs import finish_plan
 
     return finish_plan(args, result, top)
+
+
+def _layout_pinned(options: dict[str, Any], devices: int) -> bool:
+    """Whether the flags fix one layout: every degree given, or the given degrees already
+    multiply to the devices (the rest can only be 1). The user asked about that layout, so
+    `plan` answers even when it does not fit (fits false, with the memory it needs)."""
+    given = [options[s.name] for s in strategies() if options[s.name] is not None]
+    if all(options[s.name] is not None for s in strategies() if not s.optional):
+        return True
+    product = 1
+    for degree in given:
+        product *= int(degree)
+    return product == devices
 
 
 def _run_capacity(

@@ -248,7 +248,7 @@ def load_from_args(args: argparse.Namespace, *, seq_len: int | None = None) -> A
             workload, layers=tuple(layer_in_dtype(x, dtype) for x in workload.layers)
         )
     weights, kv = getattr(args, "weight_dtype", None), getattr(args, "kv_dtype", None)
-    if kv is not None and workload.kv_cache_formula is None:
+    if kv is not None and not any(layer.cache for layer in workload.layers):
         raise InputError("--kv-dtype applies to a [transformer] template's prefill or decode")
     attention = getattr(args, "attention_dtype", None)
     return with_tensor_dtypes(
