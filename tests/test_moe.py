@@ -327,3 +327,33 @@ def test_qk_norm_is_a_memory_bound_op_over_q_and_k() -> None:
     assert ops["qk_norm"].forward_flops == 4 * qk / 2  # 4 vector FLOPs per element
     with pytest.raises(InputError, match="qk_norm"):
         workload_from_dict({"transformer": {**MIXTRAL, "batch": 1, "seq_len": 8, "qk_norm": "yes"}})
+
+
+def test_decode_expert_einsums_run_the_batch_copies_not_a_row_per_sequence(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A decode step of B sequences routes B x k token copies. DeepSeek-V3 at B = 256 touches
+    all 256 experts (256 (1 - (1 - 8/256)^256) = 255.99), so each runs ceil(256 x 8 / 256) = 8
+    rows: the expert FLOPs are 2 x B k x D x F x 2 (gated) = 2 x 2048 x 7168 x 2048 x 2, not B
+    x X slots (32x that). Mixtral 8x7B over ep 8 at B = 64: 8 experts touched, ceil(64 x 2 /
+    8) = 16 rows, 16 / 8 = 2 rows a rank x 1 expert x 8 ranks' slots = 16 token copies of
+    4096 x 2 B a rank, V = 8 x 131,072 B = 1.05 MB per all-to-all (64 x 2 copies in all)."""
+    from shardline.models.template import model_workload
+    from shardline.moe import decode_rows
+
+    dsv3 = model_workload(load_model("deepseek-v3"), phase="decode", batch=256, seq_len=4096)
+    assert dsv3.batch == 256  # the sequences, not the expert rows
+    expert_in = _layer(dsv3, "expert_in")
+    assert expert_in.dims["X"] == 256 and expert_in.dims["B"] == 8 and expert_in.dims["C"] == 1
+    assert decode_rows(256, 8, 1.0, 256) == 8
+    assert expert_in.parsed.flops(dict(expert_in.dims)) == 2 * 2048 * 7168 * 2048 * 2
+    # with_batch keeps the rule: B = 4 touches 8 (1 - (1 - 8/256)^4) -> 31 experts, 1 row each
+    small = dsv3.with_batch(4)
+    assert _layer(small, "expert_in").dims["X"] == 31 and _layer(small, "expert_in").dims["B"] == 2
+    code, out, _ = run_cli(
+        capsys, "plan", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "8",
+        "--ep", "8", "--phase", "decode", "--batch", "64", "--seq-len", "1024", "--json",
+    )  # fmt: skip
+    assert code == 0
+    (a2a,) = [c for c in json.loads(out)["plans"][0]["comm"] if c["kind"] == "all_to_all"]
+    assert a2a["bytes"] / a2a["calls"] == pytest.approx(8 * 16 * 4096 * 2)

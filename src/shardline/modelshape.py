@@ -57,6 +57,7 @@ class ModelShape:
     dense_layers_first: int = 0
     dense_d_ff: int = 0
     qk_norm: bool = False  # an RMS norm over each head of q and of k (Qwen3, Gemma 3)
+    expert_load: float = 1.0  # MoE: the busiest expert's routed tokens over the mean
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KERNELS:

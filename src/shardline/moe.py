@@ -42,6 +42,7 @@ __all__ = [
     "moe_layers",
     "moe_part",
     "decode_experts",
+    "decode_rows",
     "active_ffn_width",
     "between_kernels",
     "EXPERT_AXIS",
@@ -169,41 +170,72 @@ def moe_part(
     gated: bool,
     dtype: str,
     decode: bool = False,
-) -> tuple[tuple[Layer, ...], int, tuple[int, int, int]]:
+) -> tuple[tuple[Layer, ...], int, tuple[int, int, int, float]]:
     """The transformer template's MoE feed-forward: its layers for `tokens` = (batch, q_len),
     the width one token runs through, and (the router's experts (0 without a router), the copies
-    of each token the dispatch makes: top-k, the idle experts' parameters), as ModelShape takes
-    them. A decode step's expert einsums hold the experts its batch touches, ceil(E_touched(B)),
-    and the rest are held but not read (`idle_expert_params`)."""
+    of each token the dispatch makes: top-k, the idle experts' parameters, the busiest expert's
+    load over the mean), as ModelShape takes them. A decode step's expert einsums hold the
+    experts its batch touches, ceil(E_touched(B)), and the rest are held but not read
+    (`idle_expert_params`); their rows are `decode_rows`."""
     m = moe_shape(moe, d_ff)  # dense_layers_first: shardline.dense_first (a template hook)
     read = m
     if decode:
         touched = expected_experts(m.experts, m.experts_per_token, tokens[0] * tokens[1])
         read = replace(m, experts=min(m.experts, max(m.experts_per_token, ceil(touched - 1e-9))))
     layers = moe_layers(read, d, tokens[0], tokens[1], gated, dtype, m.experts)
+    if decode:
+        rows = decode_rows(tokens[0] * tokens[1], m.experts_per_token, m.load, read.experts)
+        layers = _with_rows(layers, rows)
     assert m.expert_d_ff is not None
     idle = (m.experts - read.experts) * (3 if gated else 2) * d * m.expert_d_ff
     router = m.experts if m.router else 0
-    return layers, active_ffn_width(m), (router, m.experts_per_token, idle)
+    return layers, active_ffn_width(m), (router, m.experts_per_token, idle, m.load)
+
+
+def decode_rows(tokens: int, k: int, load: float, held: int) -> int:
+    """The rows of a decode step's expert einsums x[R,X,C,D] (C = 1): the batch's `tokens` make
+    tokens x k routed copies, spread over the `held` experts it touches, the busiest getting
+    `load` times the mean, so each expert runs R = ceil(tokens k load / X) rows. A row per
+    sequence and expert (R = B) would count every touched expert against every sequence: X / k
+    times the work and the dispatched bytes (32x for DeepSeek-V3 at a batch that touches all
+    256 experts)."""
+    return max(1, ceil(tokens * k * load / held - 1e-9))
+
+
+def _with_rows(layers: tuple[Layer, ...], rows: int) -> tuple[Layer, ...]:
+    """The expert einsums with their batch dims set to `rows` and their slot dims to 1."""
+    out = []
+    for layer in layers:
+        if layer.axis_dims(EXPERT_AXIS):
+            sizes = {dim: rows for dim in layer.axis_dims("batch")}
+            sizes |= {dim: 1 for dim in layer.axis_dims(SLOT_AXIS)}
+            layer = layer.with_dims(**sizes)
+        out.append(layer)
+    return tuple(out)
 
 
 def decode_experts(
     layers: tuple[Layer, ...], model: ModelShape
 ) -> tuple[tuple[Layer, ...], ModelShape]:
     """A decode template's expert einsums and idle experts for its batch `model.batch`: the
-    expert einsums hold max(k, ceil(E_touched)) of the E experts, the rest are idle weights."""
+    expert einsums hold max(k, ceil(E_touched)) of the E experts (the rest are idle weights)
+    and run `decode_rows` rows each."""
     expert = [i for i, layer in enumerate(layers) if layer.axis_dims(EXPERT_AXIS)]
     if not expert:
         return layers, model
     held = layers[expert[0]].dims[layers[expert[0]].axis_dims(EXPERT_AXIS)[0]]
     per_expert = sum(layers[i].params() for i in expert) // held
     total, k = held + model.idle_expert_params // per_expert, model.expert_copies
-    touched = expected_experts(total, k, model.batch * model.q_len)
+    tokens = model.batch * model.q_len
+    touched = expected_experts(total, k, tokens)
     new = min(total, max(k, ceil(touched - 1e-9)))
     out = list(layers)
     for i in expert:
         out[i] = layers[i].with_dims(**{d: new for d in layers[i].axis_dims(EXPERT_AXIS)})
-    return tuple(out), replace(model, idle_expert_params=(total - new) * per_expert)
+    rows = decode_rows(tokens, k, model.expert_load, new)
+    return _with_rows(tuple(out), rows), replace(
+        model, idle_expert_params=(total - new) * per_expert
+    )
 
 
 def moe_layers(

@@ -30,7 +30,7 @@ from shardline.layer import (
     matmul_layer,
 )
 from shardline.modelshape import ModelShape
-from shardline.moe import decode_experts, moe_part
+from shardline.moe import EXPERT_AXIS, decode_experts, moe_part
 from shardline.units import short
 
 __all__ = [
@@ -129,7 +129,9 @@ class Workload:
         """Batch items: the smallest size of the batch dim over the layers (1 without one)."""
         if self.batch_dim is None:
             return 1
-        return min(layer.dims[self.batch_dim] for layer in self.layers)
+        # a decode step's expert einsums run rows of routed tokens, not sequences (moe.decode_rows)
+        rows = [x for x in self.layers if not x.axis_dims(EXPERT_AXIS)] or self.layers
+        return min(layer.dims[self.batch_dim] for layer in rows)
 
     @cached_property
     def distinct_layers(self) -> list[tuple[Layer, int]]:
@@ -465,13 +467,14 @@ def transformer(
         shape, k, phase, lambda keys: _attention_layers(replace(k, k_len=keys))
     )
     ffn_layers, ffn_width, moe_sizes = (  # dense, or a mixture of experts (shardline.moe)
-        (_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype), k.f, (0, 0, 0)) if moe is None
+        (_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype), k.f, (0, 0, 0, 1.0)) if moe is None
         else moe_part(moe, k.d, k.f, (k.b, k.q_len), k.gated, dtype, phase == "decode")
     )  # fmt: skip
     model = ModelShape(
         k.d, ffn_width, k.h, k.g, variant.pop("head_dim", k.e), k.n_layers, k.s, k.q_len, k.b,
         k.gated, shape.vocab, shape.attention, _flag(shape.rotary, "rotary"), True,
-        canonical_dtype(dtype), *moe_sizes, **variant, qk_norm=_flag(shape.qk_norm, "qk_norm"),
+        canonical_dtype(dtype), *moe_sizes[:3], **variant, qk_norm=_flag(shape.qk_norm, "qk_norm"),
+        expert_load=moe_sizes[3],
     )  # fmt: skip
     block = _with_axes(attention) + ffn_layers  # the FFN part names its own axes
     label = name or f"transformer d_model={k.d} d_ff={k.f} heads={k.h}/{k.g} x{k.n_layers} {phase}"

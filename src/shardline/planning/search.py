@@ -160,7 +160,7 @@ def _check_fixed(workload: Workload, devices: int, fixed: Mapping[str, int | Non
     if replicas > workload.batch:
         raise InputError(
             f"{' x '.join(batch_split)} = {replicas} splits a batch of only {workload.batch} "
-            f"{workload.batch_dim or 'items'}"
+            f"{workload.item}s (the batch dim {workload.batch_dim}): each replica needs one"
         )
 
 

@@ -173,7 +173,10 @@ class ExpertParallel(BatchSplit):
         that each rank knows what it will receive; on the critical path before the dispatch."""
         model = view.model
         experts = model.router_experts if model is not None else 0
-        batch = prod(view.dims[d] for d in view.layer.axis_dims("batch"))
+        batch_dims = view.layer.axis_dims("batch")
+        batch: float = prod(view.dims[d] for d in batch_dims)
+        if model is not None:  # a decode step's expert einsums run rows, not sequences
+            batch = batch * model.batch / max(1, prod(view.layer.dims[d] for d in batch_dims))
         tokens = batch * (model.q_len if model is not None else 1)
         nbytes = degree * tokens * experts * ROUTING_MAP_BYTES
         return CommTerm(
