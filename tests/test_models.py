@@ -96,8 +96,9 @@ def test_gpt_oss_counts_match_the_card(name: str) -> None:
     total, active = GPT_OSS_CARD[name]
     spec = load_model(name)
     assert params_total(spec) == pytest.approx(total, rel=0.01)
-    embedding = spec.vocab * spec.d_model  # 201,088 x 2,880
-    assert params_active(spec) - embedding == pytest.approx(active, rel=0.01)
+    # the file says its card leaves the embedding table out of the active count
+    assert spec.active_counts_embedding is False
+    assert params_active(spec) == pytest.approx(active, rel=0.01)
 
 
 def test_llama_8b_count_by_hand() -> None:
@@ -234,7 +235,18 @@ def test_import_deepseek_and_gpt_oss_configs(tmp_path: Path) -> None:
     }
     spec = model_from_dict(tomllib.loads(model_toml_from_config(gpt_oss, "c.json", "oss")))
     assert params_total(spec) == params_total(load_model("gpt-oss-120b"))
+    assert params_active(spec) == params_active(load_model("gpt-oss-120b"))  # card's convention
     assert kv_bytes_at(spec, 4096) == kv_bytes_at(load_model("gpt-oss-120b"), 4096)
+    # a layer_types list that is not one per layer, and dense layers between MoE layers, are
+    # refused; a list of only full-attention layers imports with no window
+    with pytest.raises(InputError, match="layer_types lists 2 layers"):
+        model_toml_from_config(gpt_oss | {"layer_types": gpt_oss["layer_types"][:2]}, "c", "x")
+    with pytest.raises(InputError, match="moe_layer_freq"):
+        model_toml_from_config(deepseek | {"moe_layer_freq": 2}, "c.json", "ds")
+    full = gpt_oss | {"layer_types": ["full_attention"] * 36}
+    spec = model_from_dict(tomllib.loads(model_toml_from_config(full, "c.json", "oss")))
+    assert spec.sliding_window is None
+    assert kv_bytes_at(spec, 4096) == 36 * 2 * 8 * 64 * 2 * 4096
 
 
 def test_plan_model_equals_the_template_file(

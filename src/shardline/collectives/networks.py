@@ -109,7 +109,8 @@ def _scale_out_stage(chip: Chip, n: int, options: NetworkOptions, total: int) ->
         raise InputError(
             f"{total} devices do not fit {chip.name}'s scale-up domain of "
             f"{ic.scale_up_devices if ic else 1} and its chip file has no scale-out network "
-            "([interconnect.scale_out])"
+            "([interconnect.scale_out]); describe the network between nodes with --nic-bw B/S "
+            "(per device) or --system NAME|FILE"
         )
     so = ic.scale_out
     return Stage(

@@ -26,7 +26,7 @@ __all__ = ["load_model", "list_models", "model_from_dict", "model_files", "MODEL
 INTS = ("d_model", "layers", "heads", "kv_heads", "head_dim", "d_ff", "vocab")
 OPTIONAL_INTS = {"norms_per_layer": 2, "learned_positions": 0, "extra_params": 0}
 BOOLS = {"gated": None, "tied_embeddings": None, "rotary": True, "mlp_bias": False}
-BOOLS |= {"qk_norm": False, "attention_sinks": False}
+BOOLS |= {"qk_norm": False, "attention_sinks": False, "active_counts_embedding": True}
 TEXTS = {
     "attention": ("flash", "standard"),
     "norm": ("rmsnorm", "layernorm"),
@@ -50,6 +50,9 @@ MODEL_FIELDS = (
 ) + DTYPE_FIELDS
 
 
+MAX_MODEL_INT = 10**15  # far above any real size; stops a value that would overflow the counts
+
+
 class _Reader(SourcedReader):
     """Reads typed values out of a parsed model file, recording each one's source."""
 
@@ -66,8 +69,10 @@ class _Reader(SourcedReader):
             or value != int(value)
         ):
             raise self.fail(path, f"must be a whole number, got {value!r}")
-        if value < 0 or (value == 0 and not zero) or value > 10**15:
+        if value < 0 or (value == 0 and not zero):
             raise self.fail(path, f"must be {'0 or more' if zero else 'positive'}, got {value!r}")
+        if value > MAX_MODEL_INT:
+            raise self.fail(path, f"is too large (at most {MAX_MODEL_INT:.0e}), got {value!r}")
         return int(value)
 
     def boolean(self, path: str, default: bool | None) -> bool:

@@ -99,6 +99,11 @@ def _layer_pattern(c: _Config) -> int:
         return int(c.need("sliding_window_pattern")) - 1
     if not isinstance(types, list) or "full_attention" not in types:
         raise InputError(f"{c.origin}: layer_types names no full_attention layer")
+    layers = c.get("num_hidden_layers")
+    if isinstance(layers, int) and not isinstance(layers, bool) and len(types) != layers:
+        raise InputError(
+            f"{c.origin}: layer_types lists {len(types)} layers but num_hidden_layers is {layers}"
+        )
     k = types.index("full_attention")
     for i, kind in enumerate(types):
         if kind != ("full_attention" if (i + 1) % (k + 1) == 0 else "sliding_attention"):
@@ -120,13 +125,21 @@ def _sliding(c: _Config, model: dict[str, Any]) -> None:
             f"{c.get('sliding_window')}) is not described by the model file format"
         )
     key = "layer_types" if c.get("layer_types") is not None else "sliding_window_pattern"
+    local = _layer_pattern(c)
+    if local == 0:
+        return  # every layer attends to the whole context: the window is unused
     model["sliding_window"] = {
         "window": c.field("sliding_window"),
-        "local_per_global": c.field(key, _layer_pattern(c), "sliding layers per global layer"),
+        "local_per_global": c.field(key, local, "sliding layers per global layer"),
     }
 
 
 def _deepseek(c: _Config, model: dict[str, Any]) -> None:
+    if c.get("moe_layer_freq", 1) != 1:
+        raise InputError(
+            f"{c.origin}: moe_layer_freq = {c.get('moe_layer_freq')!r} puts dense layers between "
+            "MoE layers, which the model file format does not describe (only dense first layers)"
+        )
     nope, rope = c.need("qk_nope_head_dim"), c.need("qk_rope_head_dim")
     model["head_dim"] = c.field("qk_nope_head_dim", nope + rope, "qk_nope + qk_rope head dims")
     model["mla"] = {
@@ -179,6 +192,9 @@ def _flags(c: _Config, model: dict[str, Any]) -> None:
         model["norms_per_layer"] = c.field("model_type", 4, "four RMSNorms per block")
     if t == "gpt_oss":
         model["attention_sinks"] = c.field("model_type", True, "a learned sink per head")
+        model["active_counts_embedding"] = c.field(
+            "model_type", False, "gpt-oss's model card counts the unembedding, not the embedding"
+        )
 
 
 def model_from_config(config: dict[str, Any], origin: str, name: str) -> dict[str, Any]:

@@ -97,6 +97,9 @@ class ModelSpec:
     attention_sinks: bool = False  # one learned logit per head and layer (gpt-oss)
     learned_positions: int = 0  # rows of a learned position table (GPT-3); 0 with rotary
     extra_params: int = 0  # parameters outside the decoder the file names (a vision tower)
+    # whether the model's card counts the input embedding table among the active parameters
+    # (most do; gpt-oss's counts only the unembedding: a lookup reads one row of the table)
+    active_counts_embedding: bool = True
     # precision per tensor class as the file states it ("": the template's defaults, bf16)
     dtype: str = ""  # compute and activations
     weight_dtype: str = ""  # the weights as stored (an fp8 or int4 release)
@@ -208,12 +211,15 @@ def params_total(spec: ModelSpec) -> int:
 
 
 def params_active(spec: ModelSpec) -> int:
-    """The parameters one token uses: as `params_total` but each MoE block counts only
-    experts_per_token routed experts (the shared experts and the router always). The embedding
-    table is counted whole, as the total counts it; a dense model's active count is its total."""
+    """The parameters one token uses, as the model's card counts them: `params_total` but each
+    MoE block counts only experts_per_token routed experts (the shared experts and the router
+    always). The embedding table is counted whole, as the total counts it, unless the file says
+    its card leaves it out (`active_counts_embedding = false`: gpt-oss); a dense model's active
+    count is its total."""
     if spec.moe is None:
         return params_total(spec)
-    return _count(spec, spec.moe.experts_per_token)
+    lookup = 0 if spec.active_counts_embedding else spec.vocab * spec.d_model
+    return _count(spec, spec.moe.experts_per_token) - lookup
 
 
 def _kv_elements_per_layer(spec: ModelSpec) -> int:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from itertools import islice
-from math import ceil, prod
+from math import ceil, gcd, prod
 from typing import Any
 
 from shardline.collectives import NetworkOptions
@@ -267,10 +267,12 @@ def candidates(
         )
     if not out:
         room = tensor_limit(workload)[0]
+        common = gcd(*(size for size, _ in _tensor_sizes(workload))) or room
         raise InputError(
             f"no plan over {devices:,} devices is possible: the degrees must multiply to "
-            f"{devices:,}, the batch splits at most the batch ({workload.batch:,}), tensor "
-            f"parallelism divide the tensor-parallel dims ({room:,}) and pipeline stages split "
+            f"{devices:,}, the batch splits at most the batch ({workload.batch:,}), a searched "
+            f"tensor-parallel degree divide every layer's tensor-parallel dims (a divisor of "
+            f"{common:,}; --tp may fix an uneven one up to {room:,}) and pipeline stages split "
             f"the {workload.layer_count:,} layers (at most {MAX_STAGES:,} stages); give another "
             "device count or fix the degrees (--tp, --pp, --dp, --fsdp)"
         )

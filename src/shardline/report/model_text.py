@@ -46,7 +46,9 @@ def model_detail(spec: Any) -> dict[str, Any]:
     fields = asdict(spec)
     sources = fields.pop("sources")
     out = model_summary(spec)
-    out["params_active_without_embedding"] = params_active(spec) - spec.vocab * spec.d_model
+    lookup = spec.vocab * spec.d_model
+    counted = lookup if spec.active_counts_embedding or spec.moe is None else 0
+    out["params_active_without_embedding"] = params_active(spec) - counted
     out["params_total_without_embedding"] = params_total(spec) - spec.vocab * spec.d_model
     out |= {key: value for key, value in fields.items() if key != "name"}
     out["sources"] = dict(sorted(sources.items()))

@@ -61,6 +61,12 @@ def realistic_lines(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
         f"  MFU {100 * p.mfu:.1f}% = model FLOPs {fmt_flops(p.model_flops)} / ({ps.devices} × "
         f"{fmt_flops(peak)}/s × {fmt_time(p.predicted_s)}){hfu}"
     )
+    if p.mfu > 1:
+        out.append(
+            "  (over 100%: model FLOPs count attention without the causal saving, the PaLM "
+            "convention, while the time counts the half a causal kernel computes; at long "
+            "context attention dominates)"
+        )
     if p.tokens_per_s is not None:
         per_device = p.tokens_per_s_per_device or 0.0
         out.append(
