@@ -45,6 +45,15 @@ def chip_detail(chip: Chip) -> dict[str, Any]:
     return detail
 
 
+def _hbm(chip: Chip) -> str:
+    """The marketing capacity, and what the device reports beside it where that differs (the
+    figure every fit check uses)."""
+    marketed = fmt_capacity(chip.capacity_bytes)
+    if chip.usable_capacity_bytes == chip.capacity_bytes:
+        return marketed
+    return f"{marketed} ({fmt_capacity(chip.usable_capacity_bytes)} reported)"
+
+
 def render_chip_list(chips: list[Chip]) -> str:
     rows = [("name", "kind", "bf16 peak", "HBM", "HBM bandwidth", "aliases")]
     for chip in chips:
@@ -54,7 +63,7 @@ def render_chip_list(chips: list[Chip]) -> str:
                 chip.name,
                 chip.kind,
                 _rate(bf16) if bf16 else "-",
-                fmt_capacity(chip.capacity_bytes),
+                _hbm(chip),
                 _rate(chip.mem_bytes_per_s, "B/s"),
                 ", ".join(chip.aliases),
             )
