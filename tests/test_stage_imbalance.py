@@ -58,3 +58,6 @@ def test_405b_uneven_stages_and_the_slowest_named(
     slow = int(line.group(1))
     assert times[slow] == max(times) and int(line.group(2)) == pp - 1
     assert float(line.group(3)) == pytest.approx(100 * (max(times) / min(times) - 1), abs=0.06)
+    # the JSON names the same stage and imbalance
+    assert plan["slowest_stage"] == slow
+    assert plan["stage_imbalance"] == pytest.approx(max(times) / min(times) - 1, rel=1e-12)

@@ -66,6 +66,23 @@ class PlanResult:
         busy = self.microbatches * self.t_stage_s
         return self.t_bubble_s / busy if busy > 0 else 0.0
 
+    def _stage_times(self) -> list[float]:
+        return [float(s.get("predicted_s", s["t_s"])) for s in self.stages]
+
+    @property
+    def slowest_stage(self) -> int | None:
+        """The pipeline stage that sets the pace (realistic time per microbatch); None with one."""
+        times = self._stage_times()
+        return max(range(len(times)), key=times.__getitem__) if len(times) > 1 else None
+
+    @property
+    def stage_imbalance(self) -> float:
+        """The slowest stage's time over the fastest's, less 1 (0.0 with one stage)."""
+        times = self._stage_times()
+        if len(times) < 2 or min(times) <= 0:
+            return 0.0
+        return max(times) / min(times) - 1.0
+
     @property
     def comm_bytes(self) -> float:
         """Bytes moved by this device's collectives and sends per step."""
@@ -91,7 +108,7 @@ class PlanResult:
         mid += ("tokens_per_s_per_device", "mfu", "hfu", "model_flops", "hardware_flops")
         mid += ("days_to_train", "predicted_breakdown_s", "gap_s", "memory_per_device_bytes")
         tail: tuple[str, ...] = ("t_stage_s", "t_bubble_s", "bubble_fraction", "bubble_over_ideal")
-        tail += ("time_by_bound_s", "memory", "stages")
+        tail += ("time_by_bound_s", "memory", "slowest_stage", "stage_imbalance", "stages")
         return jsonable(
             {
                 **{k: getattr(self, k) for k in head + mid},

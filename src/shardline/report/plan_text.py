@@ -33,10 +33,10 @@ def _stage_share(w: Workload, stages: int) -> str:
 def _slowest_stage(p: PlanResult) -> list[str]:
     """Which stage sets the pipeline's pace (realistic time), and what it holds beyond its
     blocks: the embedding rides on the first stage, the LM head and loss on the last."""
-    if len(p.stages) < 2:
+    slow = p.slowest_stage
+    if slow is None:
         return []
     times = [s.get("predicted_s", s["t_s"]) for s in p.stages]
-    slow = max(range(len(times)), key=times.__getitem__)
     fast = min(times)
     where = {
         0: " (it also holds the embedding)",
@@ -46,7 +46,7 @@ def _slowest_stage(p: PlanResult) -> list[str]:
         f"  slowest stage: {slow} of 0-{len(times) - 1}{where.get(slow, '')}, "
         f"{fmt_int(int(p.stages[slow]['layer_instances']))} layer instances, "
         f"{fmt_time(times[slow])} per microbatch against {fmt_time(fast)} for the fastest "
-        f"({100 * (times[slow] / fast - 1):.1f}% imbalance)"
+        f"({100 * p.stage_imbalance:.1f}% imbalance)"
     ]
 
 
