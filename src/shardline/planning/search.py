@@ -147,9 +147,10 @@ def _check_fixed(workload: Workload, devices: int, fixed: Mapping[str, int | Non
             s.check(workload, given[s.name])
     total = prod(given.values())
     if devices % total:
+        relation = "exceeds" if total > devices else "does not divide"
         raise InputError(
             f"the degrees given ({', '.join(f'{k}={v}' for k, v in given.items())}) "
-            f"multiply to {total}, which does not divide the {devices} devices"
+            f"multiply to {total}, which {relation} the {devices} devices"
         )
     if len(given) == len(names()) and total != devices:
         raise InputError(f"{' x '.join(names())} = {total}, not the {devices} devices")
