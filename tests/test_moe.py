@@ -109,8 +109,10 @@ def test_ep_splits_the_experts_and_keeps_the_tokens_per_device() -> None:
     up = _layer(w, "expert_in")
     local = local_dims(up, Degrees(ep=8), batch_dim="B")
     # 8 sequences over 8 ranks: 1 each; 8 experts over 8 ranks: 1 each; that expert gets the
-    # slots of all 8 ranks' sequences: 1024 x 8 (b/ep x X/ep x C ep = b S k / ep slots)
-    assert (local["B"], local["X"], local["C"]) == (1, 1, 8 * 1024)
+    # slots of all 8 ranks' sequences: the group's 8 rows x 1024 slots (b x X/ep x C = b S k /
+    # ep slots, the same work as b/ep rows of C ep slots)
+    assert (local["B"], local["X"], local["C"]) == (8, 1, 1024)
+    assert local["B"] * local["X"] * local["C"] == 8 * 4096 * 2 // 8  # b S k / ep
     assert up.operand_bytes("wein", local) == 1 * D * F * 2 * 2  # one expert, bf16
     attn = _layer(w, "attn_qkv")
     assert local_dims(attn, Degrees(ep=8), batch_dim="B")["B"] == 1  # dense layers: like dp

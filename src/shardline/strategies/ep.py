@@ -2,9 +2,9 @@
 devices, which also hold different sequences (the expert-parallel ranks are data-parallel ranks
 for everything but the experts, as in GShard, Lepikhin et al. 2021, and Megatron-Core).
 
-- Split: every layer's batch dims by ep (like dp); an expert layer's experts X by ep, and its
-  token slots C times ep: after the dispatch a device runs its X/ep experts on the tokens that
-  all ep devices route to them (b/ep sequences x ep devices x C slots).
+- Split: every other layer's batch dims by ep (like dp); an expert layer's experts X by ep and
+  its rows left whole: after the dispatch a device runs its X/ep experts on the tokens that all
+  ep devices route to them (the group's b rows x C slots each).
 - Memory: the expert weights, gradients and optimizer state follow X (divided by ep); the dense
   weights are replicated over ep.
 - Communication per MoE layer and microbatch, on the critical path: an all-to-all that
@@ -30,7 +30,7 @@ from math import ceil, prod
 
 from shardline.dtypes import dtype_bits
 from shardline.errors import InputError
-from shardline.moe import EXPERT_AXIS, SLOT_AXIS, between_kernels
+from shardline.moe import EXPERT_AXIS, between_kernels
 from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network
 from shardline.strategies.dp import BatchSplit, batch_degree_ok, split_batch
 from shardline.strategies.ep_dispatch import (
@@ -99,12 +99,15 @@ class ExpertParallel(BatchSplit):
     def split_dims(
         self, layer: Layer, dims: dict[str, int], degree: int, batch_dim: str | None
     ) -> dict[str, int]:
-        out = split_batch(layer, dims, degree, batch_dim)
-        if _is_expert(layer):
-            for dim in layer.axis_dims(EXPERT_AXIS):
-                out[dim] = ceil(out[dim] / degree)
-            for dim in layer.axis_dims(SLOT_AXIS):
-                out[dim] = out[dim] * degree
+        if not _is_expert(layer):
+            return split_batch(layer, dims, degree, batch_dim)
+        # an expert einsum runs the tokens every rank of the group routes to this rank's X/ep
+        # experts: the group's rows (not split), its slots as they are, X divided. Splitting the
+        # rows by ep and multiplying the slots by ep is the same work when ep divides the rows,
+        # and rounds a small decode step's rows (moe.decode_rows) up to one a rank when not.
+        out = dict(dims)
+        for dim in layer.axis_dims(EXPERT_AXIS):
+            out[dim] = ceil(out[dim] / degree)
         return out
 
     def layer_comm(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
@@ -174,7 +177,8 @@ class ExpertParallel(BatchSplit):
         model = view.model
         experts = model.router_experts if model is not None else 0
         batch_dims = view.layer.axis_dims("batch")
-        batch: float = prod(view.dims[d] for d in batch_dims)
+        # the expert einsum holds the group's rows (split_dims); a rank routes 1/ep of them
+        batch: float = prod(view.dims[d] for d in batch_dims) / degree
         if model is not None:  # a decode step's expert einsums run rows, not sequences
             batch = batch * model.batch / max(1, prod(view.layer.dims[d] for d in batch_dims))
         tokens = batch * (model.q_len if model is not None else 1)
