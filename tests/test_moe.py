@@ -359,3 +359,15 @@ def test_decode_expert_einsums_run_the_batch_copies_not_a_row_per_sequence(
     assert code == 0
     (a2a,) = [c for c in json.loads(out)["plans"][0]["comm"] if c["kind"] == "all_to_all"]
     assert a2a["bytes"] / a2a["calls"] == pytest.approx(8 * 16 * 4096 * 2)
+
+
+def test_context_parallelism_splits_the_expert_slots() -> None:
+    """Under cp each rank holds S/cp tokens of a sequence, so its routed slots per expert are
+    C/cp: Mixtral at S = 4096, k = 2, 8 experts has C = 4096 x 2 / 8 = 1024 slots a sequence,
+    512 a rank over cp 2 (they used to stay 1024: twice the expert work per rank)."""
+    w = _mixtral(batch=8)
+    up = _layer(w, "expert_in")
+    assert local_dims(up, Degrees(), batch_dim="B")["C"] == 1024
+    assert local_dims(up, Degrees(cp=2), batch_dim="B")["C"] == 512
+    both = local_dims(up, Degrees(ep=2, cp=2), batch_dim="B")
+    assert (both["B"], both["X"], both["C"]) == (8, 4, 512)

@@ -48,6 +48,7 @@ from typing import Protocol
 
 from shardline.dtypes import dtype_bits
 from shardline.errors import InputError
+from shardline.moe import SLOT_AXIS
 from shardline.options import CP_KINDS
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 from shardline.realistic.sustained import sustained_chip
@@ -131,12 +132,16 @@ class ContextParallel(Strategy):
     ) -> dict[str, int]:
         """Divide the query tokens S by the degree (rounding up); the key tokens T stay whole in
         the attention einsums: the device's queries meet every key, block by block. Decode: the
-        attention einsums' key tokens T instead (the rank's share of the cache)."""
+        attention einsums' key tokens T instead (the rank's share of the cache). An expert
+        einsum's token slots C (S k load / X per sequence) follow the rank's S / cp tokens."""
         out = dict(dims)
         if _decode_attention(layer):
             out[KEY_DIM] = ceil(out[KEY_DIM] / degree)
         elif QUERY_DIM in out:
             out[QUERY_DIM] = ceil(out[QUERY_DIM] / degree)
+        else:  # a decode step's expert einsums hold one slot: it stays one
+            for dim in layer.axis_dims(SLOT_AXIS):
+                out[dim] = ceil(out[dim] / degree)
         return out
 
     def layer_comm(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:

@@ -181,7 +181,10 @@ class ExpertParallel(BatchSplit):
         batch: float = prod(view.dims[d] for d in batch_dims) / degree
         if model is not None:  # a decode step's expert einsums run rows, not sequences
             batch = batch * model.batch / max(1, prod(view.layer.dims[d] for d in batch_dims))
-        tokens = batch * (model.q_len if model is not None else 1)
+        q_len = model.q_len if model is not None else 1
+        if model is not None and not model.decode:  # context parallelism splits the sequence
+            q_len = ceil(q_len / view.degrees.get("cp", 1))
+        tokens = batch * q_len
         nbytes = degree * tokens * experts * ROUTING_MAP_BYTES
         return CommTerm(
             self.name, "all_gather", degree, view.count, nbytes,
