@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from shardline.collectives import collective_over
 from shardline.collectives.ep_kernels import destinations, kernel_s, pick_table
 from shardline.hardware import load_chip
 from shardline.io.workload_toml import load_workload
@@ -56,8 +57,11 @@ def test_rates_interpolate_between_node_counts_and_scale_with_the_nic() -> None:
 
 
 def test_table_choice_follows_chip_span_and_sms() -> None:
-    # inside one NVLink domain only the chip's own table applies
-    assert pick_table("hybridep", "h100-sxm", False, 32) is None
+    # inside one NVLink domain a chip without its own table borrows the library's first one
+    # (HybridEP on GB200), scaled by its NVLink egress: H100's 450 GB/s over GB200's 900 GB/s
+    borrowed = pick_table("hybridep", "h100-sxm", False, 32)
+    assert borrowed is not None and borrowed.chips == ("gb200",)
+    assert kernel_s(borrowed, "combine", 1e9, 8, 450e9) == pytest.approx(1e9 / (568.94e9 / 2))
     gb200 = pick_table("hybridep", "gb200", False, 0)
     assert gb200 is not None and gb200.sms == 32  # no SMs stated: the most published
     few = pick_table("hybridep", "gb200", False, 20)
@@ -75,7 +79,9 @@ def test_two_node_qwen3_step_communication_matches_nsight() -> None:
     8.25 s of the 24.71 s step. Per block and microbatch the model runs a dispatch and a combine
     forward and their gradients backward (a combine and a dispatch), each of 4096 tokens x D x
     2048 x 2 B at HybridEP's two-node rates, plus the routing map's all-gather (4096 x 128
-    bools a rank): 64 x 48 x (2 x counted / 54.47e9 + 2 x counted / 53.35e9) + that."""
+    bools a rank): 64 x 48 x (2 x counted / 54.47e9 + 2 x counted / 53.35e9) x f + that, where
+    f carries the tables' 4096 x 7168 message to this one of 4096 x 2048 (size_factor, a few
+    percent)."""
     workload = load_workload(E2E / "qwen3-30b-a3b-bf16.toml").with_batch(1024)
     chosen = plan(
         workload, "h100-sxm", 16, tp=1, pp=1, dp=1, fsdp=1, ep=16, microbatches=64,
@@ -84,11 +90,36 @@ def test_two_node_qwen3_step_communication_matches_nsight() -> None:
     counted = 4096 * destinations(128, 8, 2) * 2048 * 2
     a2a_s = 64 * 48 * (2 * counted / 54.47e9 + 2 * counted / 53.35e9)
     assert a2a_s == pytest.approx(7.63, abs=0.01)
-    net = MeshNetwork(load_chip("h100-sxm"), {"ep": 16})
+    chip = load_chip("h100-sxm")
+    net = MeshNetwork(chip, {"ep": 16})
     routing_s = 64 * 48 * net.predicted("all_gather", 16 * 4096 * 128, "ep")
+    axis = net.axis_network("ep")
+    assert axis is not None
+    priced = published_dispatch("hybridep", chip, axis, 128, 8, 32)
+    assert priced is not None
+    factor = priced.size_factor(4096 * 8 * 2048 * 2)
+    assert 1.0 < factor < 1.1  # a message 3.5 times smaller than the tables' runs a little slower
     exposed = chosen.predicted_breakdown_s["exposed_comm_s"]
-    assert exposed == pytest.approx(a2a_s + routing_s, rel=1e-6)
-    assert exposed == pytest.approx(8.25, rel=0.05)
+    assert exposed == pytest.approx(a2a_s * factor + routing_s, rel=1e-6)
+    assert exposed == pytest.approx(8.25, rel=0.06)
+
+
+def test_small_decode_messages_pay_the_all_to_all_models_size_penalty() -> None:
+    """A decode step's dispatch is far smaller than the tables' 4096 x 7168 tokens: its time is
+    the table's rate scaled by the all-to-all model's realistic-over-line-rate ratio at its size
+    over the same ratio at the tables' size, never below the table (factor 1 at the measured
+    size)."""
+    chip = load_chip("h800")
+    axis = MeshNetwork(chip, {"ep": 8}).axis_network("ep")
+    assert axis is not None
+    priced = published_dispatch("hierarchical", chip, axis, 256, 8, 0)
+    assert priced is not None
+    assert priced.size_factor(4096 * 8 * 7168 * 2) == pytest.approx(1.0)
+    small = 16 * 8 * 7168 * 2  # 16 tokens a rank
+    cost = collective_over("all_to_all", small * 8, [axis], chip)
+    big = collective_over("all_to_all", 4096 * 8 * 7168 * 2 * 8, [axis], chip)
+    ratio = (cost.predicted_s / cost.t_s) / (big.predicted_s / big.t_s)
+    assert priced.size_factor(small) == pytest.approx(ratio) and ratio > 5
 
 
 def test_fp8_training_sends_gradients_in_bf16() -> None:

@@ -371,3 +371,24 @@ def test_context_parallelism_splits_the_expert_slots() -> None:
     assert local_dims(up, Degrees(cp=2), batch_dim="B")["C"] == 512
     both = local_dims(up, Degrees(ep=2, cp=2), batch_dim="B")
     assert (both["B"], both["X"], both["C"]) == (8, 4, 512)
+
+
+def test_decode_weights_per_rank_do_not_follow_the_touched_experts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Mixtral 8x7B decode over tp 2 x ep 4: a rank holds 8 / 4 = 2 experts whatever the batch
+    touches (B = 4 touches ceil(8 (1 - 0.75^4)) = 6: ceil(6 / 4) = 2 in the einsums, 0 idle; B =
+    5 touches 7: 2 in the einsums, 0 idle; dividing the 8 - 6 idle experts by ep instead gave
+    2.5 a rank at B = 4). Its parameters: 2 experts x 3 x 4096 x 14336 / tp 2 per block, plus
+    the dense weights / tp 2, the same at every batch."""
+    sizes = []
+    for batch in ("4", "5", "6", "64"):
+        code, out, _ = run_cli(
+            capsys, "plan", "--model", "mixtral-8x7b", "--hw", "h200", "--devices", "8",
+            "--tp", "2", "--ep", "4", "--phase", "decode", "--seq-len", "2048",
+            "--batch", batch, "--json",
+        )  # fmt: skip
+        assert code == 0
+        sizes.append(json.loads(out)["plans"][0]["memory"]["params"])
+    experts = 32 * 2 * 3 * 4096 * 14336 / 2
+    assert sizes == [sizes[0]] * 4 and sizes[0] > experts

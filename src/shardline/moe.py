@@ -43,6 +43,7 @@ __all__ = [
     "moe_part",
     "decode_experts",
     "decode_rows",
+    "idle_params_per_rank",
     "active_ffn_width",
     "between_kernels",
     "EXPERT_AXIS",
@@ -236,6 +237,22 @@ def decode_experts(
     return _with_rows(tuple(out), rows), replace(
         model, idle_expert_params=(total - new) * per_expert
     )
+
+
+def idle_params_per_rank(workload: Any, degrees: Mapping[str, int]) -> float:
+    """A decode block's held-but-untouched expert parameters on one of the `ep` ranks of
+    `degrees` (`workload`: a Workload, its block and its model). The rank holds E/ep experts in
+    all, ceil(X/ep) of them in the expert einsums (the X the batch touches), so
+    max(0, E/ep - ceil(X/ep)) more sit idle; with ep = 1 that is E - X. (Dividing E - X by ep
+    instead made the weights per rank follow the rounding of X.)"""
+    model, ep = workload.model, degrees.get("ep", 1)
+    expert = [layer for layer in workload.layers if layer.axis_dims(EXPERT_AXIS)]
+    if model is None or not expert or not model.idle_expert_params:
+        return 0.0
+    held = expert[0].dims[expert[0].axis_dims(EXPERT_AXIS)[0]]
+    per_expert = sum(layer.params() for layer in expert) / held
+    total = held + model.idle_expert_params / per_expert
+    return max(0.0, total / ep - ceil(held / ep)) * per_expert
 
 
 def moe_layers(

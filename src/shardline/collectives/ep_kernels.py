@@ -14,7 +14,12 @@ module turns them into seconds for a given dispatch:
 - element bytes: 1 + 4/128 for fp8 (the 128-value fp32 scales), else the dtype's bytes;
 - rate: the published table's, linear in the group size between measured points and held at the
   ends; a "node" table measured with one NIC applies to another NIC in proportion to its line
-  rate (the inter-node phase is bound by the NIC), a "rank" table only to the chips it names.
+  rate (the inter-node phase is bound by the NIC), a "rank" table to another chip in proportion
+  to its scale-up (NVLink) egress.
+- message size: every table was measured with one message (4096 tokens of 7168, top-8); at
+  another size the caller scales the time by the all-to-all model's own realistic-over-line-rate
+  ratio there over the same ratio at the measured size, so small decode messages pay the
+  inefficiency the model gives any small collective.
 
 Pure: the data file is read once from the package; numbers in, seconds out.
 """
@@ -30,7 +35,14 @@ from typing import Any
 
 from shardline.errors import InputError
 
-__all__ = ["EPKernelTable", "ep_tables", "pick_table", "destinations", "kernel_s"]
+__all__ = [
+    "EPKernelTable",
+    "ep_tables",
+    "pick_table",
+    "destinations",
+    "kernel_s",
+    "measured_message_bytes",
+]
 
 _GB = 1e9
 FP8_SCALE_BYTES_PER_ELEMENT = 4 / 128  # one fp32 scale per 128 values (both libraries' scripts)
@@ -48,7 +60,7 @@ class EPKernelTable:
     sms: int
     ranks: tuple[int, ...]
     ranks_per_node: int
-    nic_bytes_per_s: float
+    link_bytes_per_s: float  # the measured system's NIC ("node") or NVLink egress ("rank")
     dispatch_fp8: tuple[float, ...]
     dispatch_bf16: tuple[float, ...]
     combine: tuple[float, ...]
@@ -71,7 +83,7 @@ def _rates(raw: dict[str, Any], key: str, n: int) -> tuple[float, ...]:
 def _table(library: str, raw: dict[str, Any]) -> EPKernelTable:
     ranks = tuple(int(r) for r in raw["ranks"])
     combine = _rates(raw, "combine", len(ranks))
-    nic = raw.get("nic_gb_per_s", {}).get("value", 0.0)
+    link = raw.get("nic_gb_per_s", raw.get("nvlink_gb_per_s", {})).get("value", 0.0)
     return EPKernelTable(
         library=library,
         convention=str(raw["convention"]),
@@ -79,7 +91,7 @@ def _table(library: str, raw: dict[str, Any]) -> EPKernelTable:
         sms=int(raw["sms"]),
         ranks=ranks,
         ranks_per_node=int(raw.get("ranks_per_node", 1)),
-        nic_bytes_per_s=float(nic) * _GB,
+        link_bytes_per_s=float(link) * _GB,
         dispatch_fp8=_rates(raw, "dispatch_fp8", len(ranks)),
         # not published where the library only dispatches in fp8: bf16 moves like the combine
         dispatch_bf16=_rates(raw, "dispatch_bf16", len(ranks))
@@ -91,13 +103,24 @@ def _table(library: str, raw: dict[str, Any]) -> EPKernelTable:
 
 
 @cache
+def _data() -> dict[str, Any]:
+    entry = resources.files("shardline.collectives") / "libraries" / "ep_kernels.toml"
+    return tomllib.loads(entry.read_text(encoding="utf-8"))
+
+
+@cache
 def ep_tables() -> tuple[EPKernelTable, ...]:
     """Every published table of libraries/ep_kernels.toml."""
-    entry = resources.files("shardline.collectives") / "libraries" / "ep_kernels.toml"
-    data = tomllib.loads(entry.read_text(encoding="utf-8"))
+    data = _data()
     return tuple(
         _table(library, raw) for library in ("hybridep", "deepep") for raw in data[library]["table"]
     )
+
+
+def measured_message_bytes() -> float:
+    """A rank's k-copy message in the tables' benchmarks: tokens x top_k x hidden x 2 B (bf16)."""
+    m = _data()["measured"]
+    return float(m["tokens_per_rank"]["value"] * m["top_k"]["value"] * m["hidden"]["value"] * 2)
 
 
 LIBRARY_OF_DISPATCH = {"hybridep": "hybridep", "hierarchical": "deepep"}
@@ -105,19 +128,19 @@ LIBRARY_OF_DISPATCH = {"hybridep": "hybridep", "hierarchical": "deepep"}
 
 def pick_table(dispatch: str, chip: str, across_nodes: bool, sms: int) -> EPKernelTable | None:
     """The table that prices `dispatch` ("hybridep", "hierarchical": DeepEP) on `chip`: a "node"
-    table when the ep group spans nodes (the chip's own if published, else the library's first,
-    scaled by NIC later), a "rank" table of this chip inside one NVLink domain; of those, the
-    one measured at `sms` SMs, else the most SMs at or under it, else the most SMs. None when
-    nothing published applies (the all-to-all model prices it then)."""
+    table when the ep group spans nodes, a "rank" table inside one NVLink domain; the chip's own
+    if published, else the library's first (scaled by NIC or NVLink egress in `kernel_s`); of
+    those, the one measured at `sms` SMs, else the most SMs at or under it, else the most SMs.
+    None for the plain all-to-all (the all-to-all model prices it then)."""
     library = LIBRARY_OF_DISPATCH.get(dispatch)
     if library is None:
         return None
     convention = "node" if across_nodes else "rank"
     tables = [t for t in ep_tables() if t.library == library and t.convention == convention]
     own = [t for t in tables if chip in t.chips]
-    if own or not across_nodes:
+    if own:
         tables = own
-    elif tables:
+    elif tables:  # another chip's table, scaled by the NIC or the NVLink egress (kernel_s)
         tables = [t for t in tables if t.chips == tables[0].chips]
     if not tables:
         return None
@@ -145,13 +168,14 @@ def _interpolate(xs: tuple[float, ...], ys: tuple[float, ...], x: float) -> floa
 
 
 def kernel_s(
-    table: EPKernelTable, op: str, counted_bytes: float, groups: int, nic_bytes_per_s: float
+    table: EPKernelTable, op: str, counted_bytes: float, groups: int, link_bytes_per_s: float
 ) -> float:
     """Seconds of one dispatch ("dispatch_fp8", "dispatch_bf16") or "combine" on one rank that
     moves `counted_bytes` in the table's convention (tokens x destinations x hidden x element
     bytes) over `groups` nodes ("node" table) or ranks ("rank"), at the table's rate for that
-    size; a "node" table scales by this NIC's line rate over the measured one."""
+    size, scaled by this link's line rate over the measured one (`link_bytes_per_s`: the NIC
+    for a "node" table, the NVLink egress for a "rank" table; 0 keeps the rate as published)."""
     rate = _interpolate(table.sizes(), getattr(table, op), float(groups))
-    if table.convention == "node" and table.nic_bytes_per_s > 0 and nic_bytes_per_s > 0:
-        rate *= nic_bytes_per_s / table.nic_bytes_per_s
+    if table.link_bytes_per_s > 0 and link_bytes_per_s > 0:
+        rate *= link_bytes_per_s / table.link_bytes_per_s
     return counted_bytes / rate

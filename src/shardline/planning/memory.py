@@ -27,7 +27,7 @@ from math import prod
 
 from shardline.dense_first import moe_blocks_in
 from shardline.dtypes import dtype_bits
-from shardline.moe import EXPERT_AXIS
+from shardline.moe import EXPERT_AXIS, idle_params_per_rank
 from shardline.realistic.activations import in_flight_microbatches, layer_activation_bytes
 from shardline.realistic.block import LOSS_BYTES
 from shardline.stack import DeviceShare, MemoryCheck, memory_check
@@ -77,7 +77,7 @@ def stage_memory(
     opt -= dense_optimizer_bytes(layers, share) * (1 - 1 / (ep := _zero_ep(workload, deg, ex.zero)))
     ends = (index == 0) + (index == P - 1)
     # MoE decode: the experts the batch does not touch, held (split over tp and ep), not read
-    params = moe_blocks_in(workload, layers) * model.idle_expert_params / (tp * deg.get("ep", 1))
+    params = moe_blocks_in(workload, layers) * idle_params_per_rank(workload, deg) / tp
     bits = dtype_bits(model.weights_dtype)
     weights += params * bits / 8 / share.weights_ways
     if model.vocab and ends:

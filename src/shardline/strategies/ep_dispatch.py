@@ -22,7 +22,7 @@ Pure: no printing, no files.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import comb, prod
 
 from shardline.collectives import collective_over
@@ -31,6 +31,7 @@ from shardline.collectives.ep_kernels import (
     EPKernelTable,
     destinations,
     kernel_s,
+    measured_message_bytes,
     pick_table,
 )
 from shardline.collectives.records import AxisNetwork
@@ -91,12 +92,17 @@ def hierarchical_a2a_s(
 @dataclass(frozen=True)
 class PublishedDispatch:
     """A dispatch priced by its library's published table: `groups` nodes or ranks, `per_copy` =
-    D / k (the counted bytes per byte of a message that holds k copies of each token)."""
+    D / k (the counted bytes per byte of a message that holds k copies of each token), `link`
+    this system's NIC or NVLink egress, and the ep `axis` on `chip`, whose all-to-all model
+    carries the table to other message sizes (`size_factor`)."""
 
     table: EPKernelTable
     groups: int
     per_copy: float
-    nic_bytes_per_s: float
+    link_bytes_per_s: float
+    axis: AxisNetwork
+    chip: Chip
+    memo: dict[float, float] = field(default_factory=dict, compare=False)
 
     def seconds(self, message_bytes: float, op: str, fp8: bool) -> float:
         """One `op` ("dispatch" or "combine") of a rank's k-copy message of `message_bytes`."""
@@ -104,7 +110,25 @@ class PublishedDispatch:
             op = "dispatch_fp8" if fp8 else "dispatch_bf16"
         element = 1.0 + FP8_SCALE_BYTES_PER_ELEMENT if fp8 else 1.0
         counted = message_bytes * self.per_copy * element
-        return kernel_s(self.table, op, counted, self.groups, self.nic_bytes_per_s)
+        t = kernel_s(self.table, op, counted, self.groups, self.link_bytes_per_s)
+        return t * self.size_factor(message_bytes * (2.0 if fp8 else 1.0))  # bf16-equivalent
+
+    def size_factor(self, bf16_message_bytes: float) -> float:
+        """How much slower per byte a message of this size runs than the tables' measured one,
+        by the all-to-all model's realistic-over-line-rate ratio at the two sizes (at least 1:
+        never faster than published)."""
+        return max(1.0, self._slowdown(bf16_message_bytes) / self._slowdown(
+            measured_message_bytes()
+        ))  # fmt: skip
+
+    def _slowdown(self, message_bytes: float) -> float:
+        if message_bytes not in self.memo:
+            cost = collective_over(
+                "all_to_all", message_bytes * self.axis.devices, [self.axis], self.chip
+            )
+            line = float(cost.t_s)
+            self.memo[message_bytes] = float(cost.predicted_s) / line if line > 0 else 1.0
+        return self.memo[message_bytes]
 
 
 def published_dispatch(
@@ -118,5 +142,9 @@ def published_dispatch(
     table = pick_table(dispatch, chip.name, nodes > 1, sms)
     if table is None or not 1 <= k <= experts or experts % groups:
         return None
-    nic = min(s.bytes_per_s for s in out) if out else 0.0
-    return PublishedDispatch(table, groups, destinations(experts, k, groups) / k, nic)
+    if out:
+        link = min(s.bytes_per_s for s in out)
+    else:
+        link = chip.interconnect.egress_bytes_per_s if chip.interconnect else 0.0
+    per_copy = destinations(experts, k, groups) / k
+    return PublishedDispatch(table, groups, per_copy, link, axis, chip)
