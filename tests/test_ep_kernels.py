@@ -135,3 +135,22 @@ def test_fp8_training_sends_gradients_in_bf16() -> None:
     (a2a,) = [c for c in chosen.comm if c.kind == "all_to_all"]
     assert a2a.calls == 16 * 48 * 4
     assert a2a.bytes / a2a.calls == pytest.approx(8 * 16384 * 8 * 2048 * 2)
+
+
+def test_hybridep_is_refused_off_nvidia_and_tables_stay_on_nvidia(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tests.cli_run import run_cli
+
+    argv = ["plan", "--model", "mixtral-8x7b", "--devices", "8", "--ep", "8", "--batch", "8"]
+    argv += ["--phase", "prefill"]
+    code, out, err = run_cli(capsys, *argv, "--hw", "mi300x", "--ep-dispatch", "hybridep")
+    assert code == 2 and out == "" and err.startswith("error: --ep-dispatch hybridep runs on")
+    # DeepEP's idea (one copy per node) still prices on AMD, by the all-to-all model alone
+    chip = load_chip("mi300x")
+    axis = MeshNetwork(chip, {"ep": 8}).axis_network("ep")
+    assert axis is not None and published_dispatch("hierarchical", chip, axis, 8, 2, 0) is None
+    assert run_cli(capsys, *argv, "--hw", "mi300x", "--ep-dispatch", "hierarchical")[0] == 0
+    # the dispatch kernels cannot hold every SM (an H100 has 132)
+    code, _, err = run_cli(capsys, *argv, "--hw", "h100-sxm", "--ep-comm-sms", "132")
+    assert code == 2 and "leaves no SMs for the compute: h100-sxm has 132" in err

@@ -357,6 +357,7 @@ def plan(
     _check_options(workload, devices, opts)
     rates = opts.rates
     chip = apply_overrides(resolve_chip(hw), workload, rates.flops_per_s, rates.mem_bytes_per_s)
+    _check_comm_sms(opts.execution.ep_comm_sms, chip)
     results = _search(workload, chip, devices, opts)
     key = _sort_key(opts.objective)
     results.sort(key=key)
@@ -379,6 +380,15 @@ def plan(
     return PlanSet(
         workload, chip, devices, opts.objective, results, fits[0].name, why, opts.execution
     )
+
+
+def _check_comm_sms(sms: int, chip: Chip) -> None:
+    """The dispatch kernels must leave the compute some SMs (cores)."""
+    cores = chip.on_chip.cores if chip.on_chip is not None else None
+    if sms and cores and sms >= cores:
+        raise InputError(
+            f"--ep-comm-sms {sms} leaves no SMs for the compute: {chip.name} has {cores}"
+        )
 
 
 def _search(workload: Workload, chip: Chip, devices: int, opts: PlanOptions) -> list[PlanResult]:

@@ -135,7 +135,16 @@ def published_dispatch(
     dispatch: str, chip: Chip, axis: AxisNetwork, experts: int, k: int, sms: int
 ) -> PublishedDispatch | None:
     """The published pricing of `dispatch` over the ep `axis` (its nodes when it spans several,
-    else its ranks), or None when no table applies or the experts do not spread evenly."""
+    else its ranks), or None when no table applies (another vendor's chip: the tables are NVIDIA
+    systems') or the experts do not spread evenly. HybridEP on another vendor's chip is an
+    error: it does not run there."""
+    if dispatch == "hybridep" and chip.vendor != "NVIDIA":
+        raise InputError(
+            f"--ep-dispatch hybridep runs on NVIDIA GPUs (HybridEP is built on NVLink and "
+            f"NVIDIA's RDMA stack); {chip.name} is {chip.vendor}'s: use all-to-all or hierarchical"
+        )
+    if chip.vendor != "NVIDIA":  # the published tables are NVIDIA systems'
+        return None
     out = [s for s in axis.stages if s.scale_out and s.devices > 1]
     nodes = prod(s.devices for s in out)
     groups = nodes if nodes > 1 else axis.devices
