@@ -106,6 +106,9 @@ def test_cli_ep_comm_sms(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*argv, "--ep-comm-sms", "20"]) == 0
     capsys.readouterr()
     assert main([*argv, "--ep-comm-sms", "x"]) == 2
-    assert "--ep-comm-sms must be a positive integer" in capsys.readouterr().err
+    assert "--ep-comm-sms must be a whole number >= 0, got 'x'" in capsys.readouterr().err
+    for bad in ("-1", "nan", "1.5"):  # one message for every kind of wrong
+        assert main([*argv, "--ep-comm-sms", bad]) == 2
+        assert "--ep-comm-sms must be a whole number >= 0" in capsys.readouterr().err
     # holding SMs never makes the step faster
     assert _plan_s("20") >= _plan_s()

@@ -143,6 +143,18 @@ def _add_ep_args(g: argparse._ArgumentGroup) -> None:
     )
 
 
+def _sm_count(text: str) -> int:
+    """--ep-comm-sms: a whole number of SMs, 0 or more (0: the dispatch holds none)."""
+    wrong = InputError(f"--ep-comm-sms must be a whole number >= 0, got {text!r}")
+    try:
+        n = parse_count(text, "--ep-comm-sms")
+    except InputError:
+        raise wrong from None
+    if n < 0:
+        raise wrong
+    return n
+
+
 def _optimizer(text: str | None) -> str | float | None:
     if text is None:
         return None
@@ -177,7 +189,7 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "ep_overlap", False):
         out["ep_overlap"] = True
     if getattr(args, "ep_comm_sms", None) is not None:
-        out["ep_comm_sms"] = parse_count(args.ep_comm_sms, "--ep-comm-sms")
+        out["ep_comm_sms"] = _sm_count(args.ep_comm_sms)
     if getattr(args, "grad_reduce_dtype", None) is not None:
         out["grad_reduce_dtype"] = args.grad_reduce_dtype
     if args.zero is not None:
