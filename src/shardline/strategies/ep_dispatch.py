@@ -117,9 +117,8 @@ class PublishedDispatch:
         """How much slower per byte a message of this size runs than the tables' measured one,
         by the all-to-all model's realistic-over-line-rate ratio at the two sizes (at least 1:
         never faster than published)."""
-        return max(1.0, self._slowdown(bf16_message_bytes) / self._slowdown(
-            measured_message_bytes()
-        ))  # fmt: skip
+        measured = self._slowdown(measured_message_bytes())
+        return max(1.0, self._slowdown(bf16_message_bytes) / measured)
 
     def _slowdown(self, message_bytes: float) -> float:
         if message_bytes not in self.memo:
