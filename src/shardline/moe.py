@@ -224,9 +224,8 @@ def decode_experts(
     expert = [i for i, layer in enumerate(layers) if layer.axis_dims(EXPERT_AXIS)]
     if not expert:
         return layers, model
-    held = layers[expert[0]].dims[layers[expert[0]].axis_dims(EXPERT_AXIS)[0]]
-    per_expert = sum(layers[i].params() for i in expert) // held
-    total, k = held + model.idle_expert_params // per_expert, model.expert_copies
+    _, per_expert, total = _expert_counts(layers, model)
+    k = model.expert_copies
     tokens = model.batch * model.q_len
     touched = expected_experts(total, k, tokens)
     new = min(total, max(k, ceil(touched - 1e-9)))
@@ -246,13 +245,19 @@ def idle_params_per_rank(workload: Any, degrees: Mapping[str, int]) -> float:
     max(0, E/ep - ceil(X/ep)) more sit idle; with ep = 1 that is E - X. (Dividing E - X by ep
     instead made the weights per rank follow the rounding of X.)"""
     model, ep = workload.model, degrees.get("ep", 1)
-    expert = [layer for layer in workload.layers if layer.axis_dims(EXPERT_AXIS)]
-    if model is None or not expert or not model.idle_expert_params:
+    if model is None or not model.idle_expert_params:
         return 0.0
-    held = expert[0].dims[expert[0].axis_dims(EXPERT_AXIS)[0]]
-    per_expert = sum(layer.params() for layer in expert) / held
-    total = held + model.idle_expert_params / per_expert
+    held, per_expert, total = _expert_counts(workload.layers, model)
     return max(0.0, total / ep - ceil(held / ep)) * per_expert
+
+
+def _expert_counts(layers: tuple[Layer, ...], model: ModelShape) -> tuple[int, int, int]:
+    """(experts the expert einsums hold, parameters of one expert, experts in all: the held and
+    the idle) of a block whose expert einsums `layers` holds (at least one)."""
+    expert = [layer for layer in layers if layer.axis_dims(EXPERT_AXIS)]
+    held = expert[0].dims[expert[0].axis_dims(EXPERT_AXIS)[0]]
+    per_expert = sum(layer.params() for layer in expert) // held
+    return held, per_expert, held + model.idle_expert_params // per_expert
 
 
 def moe_layers(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from math import prod
 from typing import Any
 
 from shardline.cli.args import add_network_args
@@ -151,13 +152,10 @@ def _layout_pinned(options: dict[str, Any], devices: int) -> bool:
     """Whether the flags fix one layout: every degree given, or the given degrees already
     multiply to the devices (the rest can only be 1). The user asked about that layout, so
     `plan` answers even when it does not fit (fits false, with the memory it needs)."""
-    given = [options[s.name] for s in strategies() if options[s.name] is not None]
     if all(options[s.name] is not None for s in strategies() if not s.optional):
         return True
-    product = 1
-    for degree in given:
-        product *= int(degree)
-    return product == devices
+    given = [int(options[s.name]) for s in strategies() if options[s.name] is not None]
+    return prod(given) == devices
 
 
 def _run_capacity(

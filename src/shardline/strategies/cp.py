@@ -139,7 +139,7 @@ class ContextParallel(Strategy):
             out[KEY_DIM] = ceil(out[KEY_DIM] / degree)
         elif QUERY_DIM in out:
             out[QUERY_DIM] = ceil(out[QUERY_DIM] / degree)
-        else:  # a decode step's expert einsums hold one slot: it stays one
+        else:  # expert einsums: the slots of the rank's S / cp tokens (a decode row's one stays)
             for dim in layer.axis_dims(SLOT_AXIS):
                 out[dim] = ceil(out[dim] / degree)
         return out
