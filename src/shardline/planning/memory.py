@@ -1,105 +1,105 @@
-"""Memory of one pipeline stage on one device, as the plan's execution choices make it.
+"""Memory of one pipeline stage on one device, as the plan's execution choices make it: one
+formula over arrays, which the plan engine calls for one layout and the training search for every
+layout at once.
 
-On top of `shardline.stack.memory_check` (weights, gradients, optimizer state and KV cache of the
-stage's einsum layers, sharded as the strategies and the ZeRO stage say):
-- transformer training keeps the activations of Korthikanti et al. 2022 per block and microbatch
-  in flight (`shardline.realistic.activations`), which follow recompute and sequence parallelism;
-- stage i of P holds min(m, P - i) microbatches in flight under 1F1B, times 1 + (P - 1)/(P V)
-  with V interleaved chunks;
-- with a vocabulary, the first stage holds the embedding table and the last the LM head (untied:
-  each its own weights, gradients and optimizer state; split over tensor parallelism; tied, a
-  stage holding both holds the shared table once, and a pipeline keeps a copy on each end) and, in
-  training, the fp32 logits the loss keeps for the backward pass;
-- FSDP (or ZeRO-3 over dp) holds two gathered blocks of weights (the one in use and the one
-  prefetched);
-- with expert parallelism and ZeRO >= 1, the dense (non-expert) weights' optimizer state is
-  sharded over the expert-parallel ranks too: Megatron-Core's distributed optimizer shards the
-  dense parameters over the whole data-parallel group (the ep ranks are data-parallel ranks for
-  them) and the experts' over the expert-data-parallel group (dp here); NVIDIA/Megatron-LM
+A stage i of P holds, per device:
+
+    total = states + blocks x activation_per_block x held + logits + buffers
+
+- `states` (`stage_states`): weights, gradients and optimizer state of the stage's einsum layers
+  (`shardline.stack.memory_check`, sharded as the strategies and the ZeRO stage say), and the KV
+  cache; with a vocabulary, the first stage holds the embedding table and the last the LM head
+  (untied: each its own weights, gradients and optimizer state, split over tensor parallelism;
+  tied, a stage holding both holds the shared table once, and a pipeline keeps a copy on each
+  end); with expert parallelism and ZeRO >= 1, the dense (non-expert) weights' optimizer state
+  is sharded over the expert-parallel ranks too: Megatron-Core's distributed optimizer shards
+  the dense parameters over the whole data-parallel group (the ep ranks are data-parallel ranks
+  for them) and the experts' over the expert-data-parallel group (dp here); NVIDIA/Megatron-LM
   megatron/core/optimizer/__init__.py, get_megatron_optimizer: `data_parallel_group=
-  intra_dp_cp_group` for the dense parameter groups, `intra_expt_dp_group` for the experts'.
+  intra_dp_cp_group` for the dense parameter groups, `intra_expt_dp_group` for the experts';
+  MoE decode holds the experts the batch does not touch (split over tp and ep), unread;
+- `activation_per_block`: transformer training keeps the activations of Korthikanti et al. 2022
+  per block and microbatch (`shardline.realistic.activations`), which follow recompute and
+  sequence parallelism; `held` = min(m, P - i) microbatches in flight under 1F1B, times
+  1 + (P - 1)/(P V) with V interleaved chunks (`in_flight`);
+- `logits`: the last stage keeps one microbatch's fp32 logits for the loss's backward;
+- `buffers`: FSDP (or ZeRO-3 over dp) holds two gathered blocks of weights (the one in use and
+  the one prefetched).
+
+A workload without a transformer model keeps the stack's own activation count instead (every
+saved input per microbatch in flight plus the largest output: `memory_check`).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from math import prod
+from typing import Any
+
+import numpy as np
 
 from shardline.dense_first import moe_blocks_in
 from shardline.dtypes import dtype_bits
 from shardline.moe import EXPERT_AXIS, idle_params_per_rank
-from shardline.realistic.activations import in_flight_microbatches, layer_activation_bytes
+from shardline.options import Execution
+from shardline.realistic.activations import layer_activation_bytes
 from shardline.realistic.block import LOSS_BYTES
 from shardline.stack import DeviceShare, MemoryCheck, memory_check
 from shardline.strategies import Degrees, device_share, local_dims
 from shardline.strategies.cp import query_ways
 from shardline.workload import Layer, Workload
 
-__all__ = ["stage_memory"]
+__all__ = [
+    "StageStates",
+    "stage_states",
+    "stage_memory",
+    "in_flight",
+    "total_bytes",
+    "gathered_buffers_bytes",
+    "dense_optimizer_bytes",
+    "microbatch_sequences",
+]
 
 StageLayers = list[tuple[Layer, int]]
 
 
-def stage_memory(
-    workload: Workload,
-    capacity_bytes: float,
-    layers: StageLayers,
-    deg: Degrees,
-    where: tuple[int, int],
-    execution: object,
-) -> MemoryCheck:
-    """`where` = (stage index, microbatches m); `execution` a shardline.options.Execution."""
-    from shardline.options import Execution
+@dataclass(frozen=True)
+class StageStates:
+    """What a stage holds on one device whatever the microbatches: parameters (count), weights,
+    gradients, optimizer state, KV cache and FSDP's gathered buffers (bytes)."""
 
-    ex = execution if isinstance(execution, Execution) else Execution()
-    (index, m), P = where, deg.stages
-    share = device_share(
-        workload, deg, m, zero=ex.zero,
-        state_bytes=lambda dt: ex.state_bytes_per_param(dtype_bits(dt)),
-    )  # fmt: skip
-    held = in_flight_microbatches(P, m, ex.interleave, index) if workload.training else 1.0
-    base = memory_check(workload, capacity_bytes, layers=layers, share=share, in_flight=held)
-    model = workload.model
-    gathers = deg["fsdp"] > 1 or (ex.zero == 3 and deg["dp"] > 1)
-    if model is None:
-        return _with_buffers(base, workload, deg, m, gathers)
-    tp = deg["tp"]
-    sp = ex.sequence_parallel and tp > 1
-    first = workload.layers[0]
-    local = local_dims(first, deg, batch_dim=workload.batch_dim, microbatches=m).get("B", 1)
-    seqs = local / query_ways(workload, deg)  # cp: each device holds S / cp tokens of each
-    activations = base.activations_bytes
-    kv_cache = base.kv_cache_bytes / query_ways(workload, deg)  # T whole in einsums, but decode
-    if workload.training:
-        per_block = layer_activation_bytes(model, seqs, tp=tp, sp=sp, recompute=ex.recompute)
-        activations = workload.blocks_in(layers) * per_block * held
-    weights, grads, opt = base.weights_bytes, base.gradients_bytes, base.optimizer_bytes
-    opt -= dense_optimizer_bytes(layers, share) * (1 - 1 / (ep := _zero_ep(workload, deg, ex.zero)))
-    ends = (index == 0) + (index == P - 1)
-    # MoE decode: the experts the batch does not touch, held (split over tp and ep), not read
-    params = moe_blocks_in(workload, layers) * idle_params_per_rank(workload, deg) / tp
-    bits = dtype_bits(model.weights_dtype)
-    weights += params * bits / 8 / share.weights_ways
-    if model.vocab and ends:
-        # tied embeddings: one stage holding both ends holds the shared table once
-        head = (1 if model.tied_embeddings else ends) * model.vocab * model.d_model / tp
-        params += head
-        weights += head * bits / 8 / share.weights_ways
-        if workload.training:
-            grads += head * bits / 8 / share.gradients_ways
-            opt += head * ex.state_bytes_per_param(bits) / (share.optimizer_ways * ep)
-            if index == P - 1:  # one microbatch's logits: the last stage runs its backward next
-                activations += seqs * model.q_len * model.vocab / tp * LOSS_BYTES
-    out = replace(
-        base,
-        params=base.params + params,
-        weights_bytes=weights,
-        gradients_bytes=grads,
-        optimizer_bytes=opt,
-        activations_bytes=activations,
-        kv_cache_bytes=kv_cache,
-    )
-    return _with_buffers(out, workload, deg, m, gathers)
+    params: float
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    kv_cache_bytes: float
+    buffers_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return (
+            self.weights_bytes
+            + self.gradients_bytes
+            + self.optimizer_bytes
+            + self.kv_cache_bytes
+            + self.buffers_bytes
+        )
+
+
+def in_flight(stages: Any, microbatches: Any, interleave: Any, index: Any) -> Any:
+    """Microbatches whose activations stage `index` holds under 1F1B: min(m, P - index), times
+    1 + (P - 1) / (P V) with V interleaved chunks (Korthikanti et al. 2022, section 4.2.3;
+    Narayanan et al. 2021). Scalars or numpy arrays."""
+    P, V = np.asarray(stages, dtype=float), np.asarray(interleave, dtype=float)
+    held = np.minimum(microbatches, P - index)
+    scale = np.where((V > 1) & (P > 1), 1 + (P - 1) / (P * V), 1.0)
+    return held * scale
+
+
+def total_bytes(states: Any, blocks: Any, per_block: Any, held: Any, logits: Any) -> Any:
+    """A stage's bytes per device (module docstring): states + blocks x per_block x held +
+    logits. Scalars or numpy arrays."""
+    return states + blocks * per_block * held + logits
 
 
 def _zero_ep(workload: Workload, deg: Degrees, zero: int) -> int:
@@ -121,23 +121,234 @@ def dense_optimizer_bytes(layers: StageLayers, share: DeviceShare) -> float:
     return total / share.optimizer_ways
 
 
-def _with_buffers(
-    mc: MemoryCheck, workload: Workload, deg: Degrees, m: int, gathers: bool
-) -> MemoryCheck:
-    """Add the two gathered blocks of weights of FSDP or ZeRO-3 and recompute the total."""
-    buffers = 0.0
-    if gathers:
-        block = 0.0
-        for layer, count in workload.distinct_layers:
-            dims = local_dims(layer, deg, batch_dim=workload.batch_dim, microbatches=m)
-            block += count * sum(layer.operand_bytes(w, dims) for w in layer.weights)
-        buffers = 2 * block
-    total = (
-        mc.weights_bytes
-        + mc.gradients_bytes
-        + mc.optimizer_bytes
-        + mc.activations_bytes
-        + mc.kv_cache_bytes
-        + buffers
+def gathered_buffers_bytes(workload: Workload, deg: Degrees, zero: int) -> float:
+    """Two gathered blocks of weights (the one in use and the one prefetched) under FSDP or
+    ZeRO-3 over dp; 0 otherwise."""
+    if not (deg["fsdp"] > 1 or (zero == 3 and deg["dp"] > 1)):
+        return 0.0
+    block = 0.0
+    for layer, count in workload.distinct_layers:
+        dims = local_dims(layer, deg, batch_dim=workload.batch_dim)
+        block += count * sum(layer.operand_bytes(w, dims) for w in layer.weights)
+    return 2 * block
+
+
+def _share(workload: Workload, deg: Degrees, m: int, ex: Execution) -> DeviceShare:
+    return device_share(
+        workload,
+        deg,
+        m,
+        zero=ex.zero,
+        state_bytes=lambda dt: ex.state_bytes_per_param(dtype_bits(dt)),
     )
-    return mc.with_total(total, buffers_bytes=buffers)
+
+
+@dataclass(frozen=True)
+class StageSums:
+    """A stage's states on one device before the ways the ZeRO stage shards them: weight and
+    optimizer-state bytes of its einsums (all, and the dense ones'), the weight bytes of the
+    vocabulary tables it holds and of the idle experts, parameters, and the KV cache."""
+
+    params: float
+    weights_bytes: float  # einsum weights, idle experts and tables: every copy of the weights
+    tables_bytes: float  # the embedding / LM head tables among them
+    optimizer_bytes: float  # einsum optimizer state (all)
+    dense_optimizer_bytes: float  # einsum optimizer state of the non-expert weights
+    tables_state_bytes: float  # the tables' optimizer state
+    kv_cache_bytes: float
+
+
+def stage_sums(
+    workload: Workload, layers: StageLayers, deg: Degrees, index: int, ex: Execution
+) -> StageSums:
+    """`StageSums` of the stage `index` of `deg` (what `stage_states` shards)."""
+    P = deg.stages
+    share = _share(workload, deg, 1, replace(ex, zero=0))
+    base = memory_check(workload, 0.0, layers=layers, share=share)
+    ways = share.weights_ways  # the ways every state is sharded without ZeRO (FSDP)
+    weights, adam = base.weights_bytes * ways, base.optimizer_bytes * ways
+    model = workload.model
+    if model is None:
+        return StageSums(base.params, weights, 0.0, adam, 0.0, 0.0, base.kv_cache_bytes)
+    dense = dense_optimizer_bytes(layers, share) * ways
+    tp = deg["tp"]
+    kv_cache = base.kv_cache_bytes / query_ways(workload, deg)  # T whole in einsums, but decode
+    # MoE decode: the experts the batch does not touch, held (split over tp and ep), not read
+    params = moe_blocks_in(workload, layers) * idle_params_per_rank(workload, deg) / tp
+    bits = dtype_bits(model.weights_dtype)
+    weights += params * bits / 8
+    tables = tables_state = 0.0
+    ends = (index == 0) + (index == P - 1)
+    if model.vocab and ends:
+        # tied embeddings: one stage holding both ends holds the shared table once
+        head = (1 if model.tied_embeddings else ends) * model.vocab * model.d_model / tp
+        params += head
+        tables = head * bits / 8
+        weights += tables
+        tables_state = head * ex.state_bytes_per_param(bits)
+    return StageSums(base.params + params, weights, tables, adam, dense, tables_state, kv_cache)
+
+
+def states_of(
+    workload: Workload, sums: StageSums, deg: Degrees, zero: int, buffers_bytes: float
+) -> StageStates:
+    """Shard `sums` as FSDP and the ZeRO stage `zero` say (`device_share`): weights over the
+    weights' ways, gradients (in the weights' dtype, training only; the tables' too) over the
+    gradients' ways, optimizer state over the optimizer's ways, the dense part of it (and the
+    tables') over ep as well under ZeRO >= 1 (module docstring)."""
+    share = device_share(workload, deg, zero=zero)
+    weights = sums.weights_bytes / share.weights_ways
+    grads = opt = 0.0
+    if workload.training:
+        ep = _zero_ep(workload, deg, zero)
+        einsum_weights = sums.weights_bytes - sums.tables_bytes
+        grads = einsum_weights / share.gradients_ways
+        if workload.model is not None:
+            grads += sums.tables_bytes / share.gradients_ways
+        opt = sums.optimizer_bytes / share.optimizer_ways
+        opt -= sums.dense_optimizer_bytes / share.optimizer_ways * (1 - 1 / ep)
+        opt += sums.tables_state_bytes / (share.optimizer_ways * ep)
+    return StageStates(sums.params, weights, grads, opt, sums.kv_cache_bytes, buffers_bytes)
+
+
+def stage_states(
+    workload: Workload, layers: StageLayers, deg: Degrees, index: int, ex: Execution
+) -> StageStates:
+    """The stage's states on one device (module docstring); depends on the layers, the degrees,
+    the stage's place (first, last) and the ZeRO stage and optimizer, not on the microbatches."""
+    sums = stage_sums(workload, layers, deg, index, ex)
+    buffers = gathered_buffers_bytes(workload, deg, ex.zero)
+    return states_of(workload, sums, deg, ex.zero, buffers)
+
+
+def microbatch_sequences(workload: Workload, deg: Degrees, m: int) -> float:
+    """Sequences of one microbatch on one device, counted in whole sequences' activations: the
+    local batch over the ways cp splits each sequence's tokens."""
+    first = workload.layers[0]
+    local = local_dims(first, deg, batch_dim=workload.batch_dim, microbatches=m).get("B", 1)
+    return local / query_ways(workload, deg)
+
+
+def logits_bytes(workload: Workload, deg: Degrees, sequences: float) -> float:
+    """One microbatch's fp32 logits the last stage keeps for the loss's backward."""
+    model = workload.model
+    if model is None or not model.vocab or not workload.training:
+        return 0.0
+    return sequences * model.q_len * model.vocab / deg["tp"] * LOSS_BYTES
+
+
+def activation_per_block(
+    workload: Workload, deg: Degrees, sequences: float, ex: Execution
+) -> float:
+    """One block's activations kept for the backward (Korthikanti et al. 2022) at `sequences`."""
+    model = workload.model
+    assert model is not None
+    tp = deg["tp"]
+    sp = ex.sequence_parallel and tp > 1
+    return layer_activation_bytes(model, sequences, tp=tp, sp=sp, recompute=ex.recompute)
+
+
+def stage_memory(
+    workload: Workload,
+    capacity_bytes: float,
+    layers: StageLayers,
+    deg: Degrees,
+    where: tuple[int, int],
+    execution: Execution | None = None,
+) -> MemoryCheck:
+    """`where` = (stage index, microbatches m): the stage's MemoryCheck (module docstring)."""
+    ex = execution or Execution()
+    (index, m), P = where, deg.stages
+    states = stage_states(workload, layers, deg, index, ex)
+    held = float(in_flight(P, m, ex.interleave, index)) if workload.training else 1.0
+    base = memory_check(
+        workload, capacity_bytes, layers=layers, share=_share(workload, deg, m, ex), in_flight=held
+    )
+    if workload.model is None:
+        activations = base.activations_bytes
+        blocks = per_block = 0.0
+        logits = activations
+    elif workload.training:
+        seqs = microbatch_sequences(workload, deg, m)
+        blocks = workload.blocks_in(layers)
+        per_block = activation_per_block(workload, deg, seqs, ex)
+        logits = logits_bytes(workload, deg, seqs) if index == P - 1 else 0.0
+        activations = blocks * per_block * held + logits
+    else:
+        activations = logits = base.activations_bytes
+        blocks = per_block = 0.0
+    total = float(total_bytes(states.total_bytes, blocks, per_block, held, logits))
+    out = replace(
+        base,
+        params=states.params,
+        weights_bytes=states.weights_bytes,
+        gradients_bytes=states.gradients_bytes,
+        optimizer_bytes=states.optimizer_bytes,
+        activations_bytes=activations,
+        kv_cache_bytes=states.kv_cache_bytes,
+    )
+    return out.with_total(total, buffers_bytes=states.buffers_bytes)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The stages that can hold the most (`candidate_stages`), before the ZeRO stage."""
+
+    index: list[int]
+    sums: list[StageSums]
+    blocks: list[float]
+    block_weights_bytes: float  # one block's weights on one device, all copies (FSDP gathers)
+
+
+def candidate_stages(workload: Workload, stages: list[StageLayers], deg: Degrees) -> Candidates:
+    """The stages of `deg` (`stages`: their layers) that can hold the most, with their sums.
+
+    Stage i holds `total_bytes(states_i, blocks_i, per_block, in_flight(P, m, V, i), logits_i)`,
+    and `in_flight` never grows with i; so among stages with the same layers and ends (the same
+    states and blocks) the first holds the most, and only the first of each run of equal stages
+    and the last stage (which keeps the logits) can be the largest."""
+    P = deg.stages
+    keys = [_stage_key(layers, i, P) for i, layers in enumerate(stages)]
+    picked = [i for i in range(P) if i in (0, P - 1) or keys[i] != keys[i - 1]]
+    ex = Execution()
+    sums = [stage_sums(workload, stages[i], deg, i, ex) for i in picked]
+    blocks = [workload.blocks_in(stages[i]) for i in picked]
+    weights = gathered_buffers_bytes(workload, Degrees({**deg.as_dict(), "fsdp": 2}), 0) / 2
+    return Candidates(picked, sums, blocks, weights)
+
+
+def candidate_states(
+    workload: Workload, found: Candidates, deg: Degrees, zero: int
+) -> np.ndarray:
+    """The candidates' states (bytes) under ZeRO stage `zero` (`states_of`)."""
+    gathers = deg["fsdp"] > 1 or (zero == 3 and deg["dp"] > 1)
+    buffers = 2 * found.block_weights_bytes if gathers else 0.0
+    return np.array([states_of(workload, s, deg, zero, buffers).total_bytes for s in found.sums])
+
+
+def _stage_key(layers: StageLayers, index: int, stages: int) -> tuple[Any, ...]:
+    content = tuple((layer.content_key, n) for layer, n in layers)
+    return (content, index == 0, index == stages - 1)
+
+
+def layouts_bytes(
+    states: np.ndarray,
+    blocks: np.ndarray,
+    index: np.ndarray,
+    layout: dict[str, np.ndarray],
+) -> np.ndarray:
+    """Bytes per device of many layouts at once: the largest of their candidate stages.
+
+    `states` [layout, candidate], `blocks` [layout, candidate] and `index` [layout, candidate]
+    (-1 where a layout has fewer candidates) from `candidate_stages`; `layout` holds per layout
+    `stages` P, `microbatches` m, `interleave` V, `per_block` (activation bytes of one block) and
+    `logits` (the last stage's)."""
+    P, m, V = layout["stages"], layout["microbatches"], layout["interleave"]
+    best = np.full(len(P), -np.inf)
+    for c in range(index.shape[1]):
+        i = index[:, c]
+        held = in_flight(P, m, V, i)
+        logits = np.where(i == P - 1, layout["logits"], 0.0)
+        total = total_bytes(states[:, c], blocks[:, c], layout["per_block"], held, logits)
+        best = np.where(i >= 0, np.maximum(best, total), best)
+    return best

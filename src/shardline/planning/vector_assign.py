@@ -20,6 +20,7 @@ import numpy as np
 from shardline.dtypes import dtype_bits
 from shardline.hardware import Chip
 from shardline.options import Execution
+from shardline.planning.memory import Candidates, candidate_stages, candidate_states
 from shardline.planning.network import MeshNetwork
 from shardline.planning.vector_tables import (
     ZERO_STAGES,
@@ -188,6 +189,42 @@ def _shape_row(
     }  # fmt: skip
 
 
+def _memory_columns(
+    t: Tables, w: Workload, assignments: list[Degrees]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each assignment's candidate stages for the memory (`memory.candidate_stages`), padded:
+    index [a, c] (-1 past the last), states [a, zero stage, c], blocks [a, c]. The stages' sums
+    depend on the degrees only through the weights' local sizes (the strategies that split the
+    weights' dims: tp, ep), the ways each sequence's tokens split (cp: the KV cache) and the
+    stage count, so assignments that share them share the sums."""
+    names = tuple(
+        s.name for s in strategies() if s.memory.weights == "dims" or "seq" in s.splits
+    )
+    stages: dict[int, list[list[tuple[Any, int]]]] = {}
+    memo: dict[tuple[tuple[int, ...], int], Candidates] = {}
+    found = []
+    for deg in assignments:
+        P = deg.stages
+        if P not in stages:
+            stages[P] = [layers for layers, _ in w.pipeline_stages(P)]
+        key = (tuple(deg[n] for n in names), P)
+        if key not in memo:
+            inner = Degrees({**dict(zip(names, key[0], strict=True)), "pp": P})
+            memo[key] = candidate_stages(w, stages[P], inner)
+        c = memo[key]
+        states = np.stack([candidate_states(w, c, deg, z) for z in ZERO_STAGES])
+        found.append((c.index, states, c.blocks))
+    width = max((len(f[0]) for f in found), default=1)
+    index = np.full((len(found), width), -1, dtype=np.int64)
+    states_out = np.zeros((len(found), len(ZERO_STAGES), width))
+    blocks = np.zeros((len(found), width))
+    for a, (picked, st, bl) in enumerate(found):
+        index[a, : len(picked)] = picked
+        states_out[a, :, : len(picked)] = st
+        blocks[a, : len(picked)] = bl
+    return index, states_out, blocks
+
+
 def _weights(t: Tables, w: Workload, key: tuple[int, ...]) -> BlockWeights:
     memo = t.extra.setdefault("block_weights", {})
     if key not in memo:
@@ -206,6 +243,7 @@ def assignment_shapes(
         key = probe_key(d, t.names)
         rows.append(_shape_row(w, chip, d, index[key], _weights(t, w, key)))
     out = {k: np.array([r[k] for r in rows], dtype=float) for k in SHAPE_KEYS}
+    out["mem_index"], out["mem_states"], out["mem_blocks"] = _memory_columns(t, w, assignments)
     n = len(assignments)
     for k in TRAFFIC_KEYS[:5]:
         out[k] = np.zeros(n)

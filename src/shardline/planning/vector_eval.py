@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from shardline.hardware import Chip
+from shardline.planning.memory import layouts_bytes
 from shardline.planning.vector_assign import price_traffic
 from shardline.planning.vector_tables import ZERO_STAGES, Tables
 from shardline.strategies import Degrees
@@ -102,31 +103,6 @@ def columns(rows: np.ndarray) -> dict[str, np.ndarray]:
     return {k: rows[:, i] for i, k in enumerate(KNOBS)}
 
 
-def _memory(t: Tables, r: dict[str, Any], held_first: Any) -> Any:
-    """Bytes per device of the first and the last stage; the larger."""
-    A, x = t.assign, t.extra
-    a, j, sp, rc, z = r["a"], r["j"], r["sp"], r["rc"], r["z"]
-    dp, ways, pp = A["dp"][a], A["weight_ways"][a], A["pp"][a]
-    w_ways = ways * np.where(z == 3, dp, 1)
-    g_ways = ways * np.where(z >= 2, dp, 1)
-    o_ways = ways * np.where(z >= 1, dp, 1)
-    per_param = x["bytes_per_param"] / w_ways + x["bytes_per_param"] / g_ways
-    per_param = per_param + x["state_bytes"] / o_ways
-    end = x["end_params"] / A["tp"][a]
-    act = t.act_bytes[A["inner"][a].astype(np.int64), j, sp, rc]
-    gathers = (ways > 1) | ((z == 3) & (dp > 1))
-    buffers = np.where(gathers, 2 * A["wbytes_block"][a], 0.0)
-    logits = t.logits_bytes[A["inner"][a].astype(np.int64), j]
-    first_params = A["k_first"][a] * A["params_block"][a] + end * np.where(
-        pp == 1, x["tables_one_stage"], 1
-    )
-    first = first_params * per_param + A["k_first"][a] * act * held_first + buffers
-    first = first + np.where(pp == 1, logits, 0.0)
-    last_params = A["k_last"][a] * A["params_block"][a] + end
-    last = last_params * per_param + A["k_last"][a] * act + buffers + logits
-    return np.where(pp == 1, first, np.maximum(first, last))
-
-
 def _stage(P: dict[str, Any], k: Any, ends: Any, gathers: tuple[Any, Any]) -> tuple[Any, Any]:
     """(forward, backward) seconds of a stage of k blocks (with the ends where `ends`), one
     microbatch: per phase compute + critical + max(0, overlapped + gathers - compute)."""
@@ -188,13 +164,20 @@ def price_chunk(chunk: Chunk) -> dict[str, np.ndarray]:
 
 
 def memory_of(t: Tables, r: dict[str, np.ndarray]) -> np.ndarray:
-    """Bytes per device of each layout (no probe, no network needed)."""
+    """Bytes per device of each layout (no probe, no network needed): the plan engine's stage
+    memory (`planning.memory`) over arrays, the largest of each layout's candidate stages."""
     A = t.assign
-    a, v = r["a"], r["v"]
-    pp = A["pp"][a]
-    m = t.batch / (A["replicas"][a] * t.seq_b[r["j"]])
-    held = np.minimum(m, pp) * np.where((v > 1) & (pp > 1), 1 + (pp - 1) / (pp * v), 1.0)
-    return np.asarray(_memory(t, r, held))
+    a, j, z = r["a"], r["j"], r["z"]
+    inner = A["inner"][a].astype(np.int64)
+    layout = {
+        "stages": A["pp"][a],
+        "microbatches": t.batch / (A["replicas"][a] * t.seq_b[j]),
+        "interleave": r["v"],
+        "per_block": t.act_bytes[inner, j, r["sp"], r["rc"]],
+        "logits": t.logits_bytes[inner, j],
+    }
+    states = A["mem_states"][a, z]
+    return layouts_bytes(states, A["mem_blocks"][a], A["mem_index"][a], layout)
 
 
 def step_of(t: Tables, r: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

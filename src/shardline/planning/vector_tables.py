@@ -333,24 +333,20 @@ def activation_table(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Activation bytes of one block (inner x b x sp x recompute) and one microbatch's fp32
     logits on the last stage (inner x b), as the engine's memory check counts them."""
-    from shardline.realistic.activations import layer_activation_bytes
-    from shardline.realistic.block import LOSS_BYTES
+    from shardline.planning.memory import activation_per_block, logits_bytes
 
-    model = w.model
-    assert model is not None
     names = probe_names()
     act = np.zeros((len(inner_keys), len(seq_b), 2, len(RECOMPUTE_MODES)))
     logits = np.zeros((len(inner_keys), len(seq_b)))
     for i, key in enumerate(inner_keys):
-        inner = dict(zip(names, key, strict=True))
-        tp, seq = inner.get("tp", 1), Degrees(inner).of("seq")  # cp: S / cp tokens per device
+        inner = Degrees(dict(zip(names, key, strict=True)))
+        seq = inner.of("seq")  # cp: S / cp tokens per device
         for j, b in enumerate(seq_b):
-            logits[i, j] = b / seq * model.q_len * (model.vocab or 0) / tp * LOSS_BYTES
+            logits[i, j] = logits_bytes(w, inner, b / seq)
             for sp in (0, 1):
                 for r, rc in enumerate(RECOMPUTE_MODES):
-                    act[i, j, sp, r] = layer_activation_bytes(
-                        model, b / seq, tp=tp, sp=bool(sp and tp > 1), recompute=rc
-                    )
+                    ex = Execution(sequence_parallel=bool(sp), recompute=rc)
+                    act[i, j, sp, r] = activation_per_block(w, inner, b / seq, ex)
     return act, logits
 
 
@@ -415,7 +411,7 @@ def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: i
     first = w.layers[0]
     t = Tables(
         batch=w.batch, tokens_per_item=w.tokens_per_item, blocks=w.repeat, devices=devices,
-        capacity_bytes=chip.capacity_bytes,
+        capacity_bytes=chip.usable_capacity_bytes,
         peak_flops_per_s=chip.peak(first.compute_dtype or first.dtype),
         model_flops=model_flops, hardware_flops=hardware, seq_b=np.array(seq_b, dtype=float),
         inner_keys=inner_keys, names=names,
