@@ -317,9 +317,7 @@ def candidate_stages(workload: Workload, stages: list[StageLayers], deg: Degrees
     return Candidates(picked, sums, blocks, weights)
 
 
-def candidate_states(
-    workload: Workload, found: Candidates, deg: Degrees, zero: int
-) -> np.ndarray:
+def candidate_states(workload: Workload, found: Candidates, deg: Degrees, zero: int) -> np.ndarray:
     """The candidates' states (bytes) under ZeRO stage `zero` (`states_of`)."""
     gathers = deg["fsdp"] > 1 or (zero == 3 and deg["dp"] > 1)
     buffers = 2 * found.block_weights_bytes if gathers else 0.0

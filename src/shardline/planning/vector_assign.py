@@ -197,9 +197,7 @@ def _memory_columns(
     depend on the degrees only through the weights' local sizes (the strategies that split the
     weights' dims: tp, ep), the ways each sequence's tokens split (cp: the KV cache) and the
     stage count, so assignments that share them share the sums."""
-    names = tuple(
-        s.name for s in strategies() if s.memory.weights == "dims" or "seq" in s.splits
-    )
+    names = tuple(s.name for s in strategies() if s.memory.weights == "dims" or "seq" in s.splits)
     stages: dict[int, list[list[tuple[Any, int]]]] = {}
     memo: dict[tuple[tuple[int, ...], int], Candidates] = {}
     found = []
