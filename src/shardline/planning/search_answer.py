@@ -4,6 +4,7 @@ vectorized model is from the full engine on the layouts both evaluated."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,8 +91,6 @@ def _layout(entry: dict[str, Any], group: Any, w: Workload, tokens: float | None
         "fits": res.fits,
         "tokens_per_s": step_tokens / res.predicted_s,
         "predicted_breakdown_s": res.predicted_breakdown_s,
-        "vector_predicted_s": entry["vector_predicted_s"],
-        "vector_memory_bytes": entry["vector_memory_bytes"],
     }
     if tokens is not None:
         train_s = tokens / step_tokens * res.predicted_s
@@ -114,20 +113,24 @@ def why_not(best: dict[str, Any], other: dict[str, Any]) -> str:
     return f"{slower:+.3f} s per step, mostly {PARTS[part]} ({worse[part]:+.3f} s)"
 
 
-def _memory_losers(w: Workload, group: Any, best_s: float) -> list[dict[str, Any]]:
-    """The fastest layouts (vector model) that would beat the best but do not fit."""
+Engine = Callable[[Workload, Chip, dict[str, Any], "float | None"], PlanResult]
+
+
+def _memory_losers(
+    w: Workload, group: Any, best: dict[str, Any], screen_s: float, run: tuple[Engine, Any]
+) -> list[dict[str, Any]]:
+    """The fastest layouts that would beat the best on the screening model (`screen_s`: the
+    best's step there) but do not fit, each with the plan engine's answer (`run` = the engine,
+    the tokens to train)."""
+    engine, tokens = run
     rows = group.rows
-    over = np.flatnonzero(~rows["fits"] & (rows["predicted_s"] < best_s))
+    over = np.flatnonzero(~rows["fits"] & (rows["predicted_s"] < screen_s))
     out = []
     for i in over[np.argsort(rows["predicted_s"][over])][:2]:
-        out.append(
-            {
-                **layout_of(group, rows, int(i)),
-                "vector_predicted_s": float(rows["predicted_s"][i]),
-                "why": f"needs {rows['memory_per_device_bytes'][i] / 1e9:.1f} GB per device "
-                f"(vector model), more than the {group.chip.capacity_bytes / 1e9:.0f} GB",
-            }
-        )
+        layout = layout_of(group, rows, int(i))
+        entry = {"layout": layout, "engine": engine(w, group.chip, layout, tokens)}
+        lay = _layout(entry, group, w, tokens)
+        out.append({**lay, "why": why_not(best, lay)})
     return out
 
 
@@ -154,25 +157,26 @@ def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The points no other beats on both days (or step time) and cost (USD, else GPU-hours,
     else devices); fastest first."""
     time_key = "days_to_train" if all("days_to_train" in p for p in points) else "predicted_step_s"
-    cost_key = "usd" if all("usd" in p for p in points) else (
-        "gpu_hours" if all("gpu_hours" in p for p in points) else "devices"
-    )  # fmt: skip
-    front = [
-        p
-        for p in points
-        if not any(
-            q[time_key] <= p[time_key] and q[cost_key] <= p[cost_key] and q is not p
-            and (q[time_key] < p[time_key] or q[cost_key] < p[cost_key])
-            for q in points
-        )
-    ]  # fmt: skip
+    cost_key = next((k for k in ("usd", "gpu_hours") if all(k in p for p in points)), "devices")
+
+    def beats(q: dict[str, Any], p: dict[str, Any]) -> bool:
+        no_worse = q[time_key] <= p[time_key] and q[cost_key] <= p[cost_key]
+        better = q[time_key] < p[time_key] or q[cost_key] < p[cost_key]
+        return q is not p and no_worse and better
+
+    front = [p for p in points if not any(beats(q, p) for q in points)]
     return sorted(front, key=lambda p: p[time_key])
 
 
 def answer(
-    w: Workload, groups: list[Any], ranked: list[list[dict[str, Any]]], tokens: float | None,
+    w: Workload,
+    groups: list[Any],
+    ranked: list[list[dict[str, Any]]],
+    run: tuple[Engine, float | None],
     stats: dict[str, Any],
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
+    """The JSON-ready answer; `run` = (the plan engine for one layout, the tokens to train)."""
+    engine, tokens = run
     layouts = [[_layout(e, g, w, tokens) for e in r] for g, r in zip(groups, ranked, strict=True)]
     bests = [(g, ls[0]) for g, ls in zip(groups, layouts, strict=True) if ls and ls[0]["fits"]]
     full = [(g, b) for g, b in bests if g.devices == stats["devices"]] or bests
@@ -200,5 +204,6 @@ def answer(
     out["best"] = best
     others = layouts[groups.index(group)][1 : 1 + WHY_NOT]
     out["alternatives"] = [{**o, "why": why_not(best, o)} for o in others]
-    out["alternatives"] += _memory_losers(w, group, best["vector_predicted_s"])
+    screen_s = ranked[groups.index(group)][0]["vector_predicted_s"]
+    out["alternatives"] += _memory_losers(w, group, best, screen_s, run)
     return jsonable(out)

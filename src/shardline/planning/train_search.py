@@ -226,4 +226,4 @@ def training_search(
     }
     ranked = [_rerank(workload, g, run.rerank, tokens) for g in groups]
     stats["elapsed_s"] = time.perf_counter() - start
-    return answer(workload, groups, ranked, tokens, stats)
+    return answer(workload, groups, ranked, (engine_result, tokens), stats)
