@@ -22,8 +22,8 @@ from typing import Any
 from shardline.collectives import collective_cost
 from shardline.errors import InputError
 from shardline.hardware import Chip
+from shardline.planning.combine import cycles
 from shardline.planning.results import bubble_fraction
-from shardline.planning.step import cycles
 from shardline.roofline import matmul
 from shardline.sharding import shard_matmul
 from shardline.units import fmt_bytes

@@ -18,6 +18,7 @@ from shardline.dense_first import after
 from shardline.hardware import Chip
 from shardline.moe import boundary_layer
 from shardline.options import Execution
+from shardline.planning.combine import cycles
 from shardline.planning.memory import stage_memory
 from shardline.planning.network import MeshNetwork
 from shardline.planning.phases import Stage
@@ -29,7 +30,7 @@ from shardline.planning.stage_extras import (
     add_recompute,
     tp_variants,
 )
-from shardline.planning.step import cycles, gap_s, realistic_step, tokens_answers
+from shardline.planning.step import gap_s, realistic_step, tokens_answers
 from shardline.realistic.block import head_layer
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 from shardline.realistic.sustained import sustained_chip

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shardline.cost import ZERO_COST, Cost
+from shardline.planning.combine import exposed_comm_s
 from shardline.stack import LayerCost
 from shardline.strategies import CommTerm
 from shardline.workload import Layer
@@ -99,9 +100,11 @@ class Phase:
     def exposed_comm_pred_s(self) -> float:
         """Realistic communication the phase waits for: the critical part, and what of the
         overlapped part outlasts the compute."""
-        compute = self.compute_pred_s
-        return float(self.critical.predicted_s) + max(
-            self.contention_s, float(self.overlapped.predicted_s) - compute
+        return exposed_comm_s(
+            self.compute_pred_s,
+            float(self.critical.predicted_s),
+            float(self.overlapped.predicted_s),
+            self.contention_s,
         )
 
     @property

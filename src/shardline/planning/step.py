@@ -2,16 +2,10 @@
 the data-parallel gradient traffic the backward pass cannot hide, the optimizer step; and the
 answers users ask of it (MFU, HFU, tokens/s, days to train).
 
-Schedule (cycles of the slowest stage's microbatch time t):
-- training, 1F1B with V interleaved chunks: `(m + (P - 1)/V) t` (Narayanan et al. 2021; V = 1 is
-  plain 1F1B, whose bubble is GPipe's (P - 1) t);
-- prefill (or a forward pass): the batch's m microbatches flow through, `(m + P - 1) t`;
-- decode: one sequence passes all P stages per token; with m microbatches in flight the stages
-  stay busy when m >= P, so a token for the whole batch takes `max(m, P) t`.
-
-Gradient traffic (data parallelism): reduced in buckets while the backward pass runs; the last
-bucket always waits (PyTorch DDP's default bucket, 25 MiB), and whatever outlasts the last
-microbatch's backward shows.
+The schedule (`planning.combine.cycles`) runs m microbatches and the bubble, each the slowest
+stage's realistic microbatch time; the data-parallel gradient traffic is reduced in buckets while
+the backward pass runs (PyTorch DDP's default bucket, 25 MiB) and what outlasts the last
+microbatch's backward shows (`planning.combine.exposed_gradient_s`).
 """
 
 from __future__ import annotations
@@ -20,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shardline.dtypes import dtype_bits
+from shardline.planning.combine import exposed_gradient_s
 from shardline.planning.phases import PARTS, Stage
 from shardline.planning.stage_extras import Context
 from shardline.realistic.block import optimizer_bytes
@@ -33,7 +28,6 @@ __all__ = [
     "realistic_step",
     "tokens_answers",
     "gap_s",
-    "cycles",
     "DP_BUCKET_BYTES",
 ]
 
@@ -41,15 +35,6 @@ __all__ = [
 # 25 MiB buckets as the backward pass produces them (PyTorch documentation).
 DP_BUCKET_BYTES = 25 * 2**20
 SECONDS_PER_DAY = 86400.0
-
-
-def cycles(training: bool, decode: bool, m: int, stages: int, interleave: int) -> float:
-    """Slowest-stage microbatch times per step (module docstring)."""
-    if training:
-        return m + (stages - 1) / interleave
-    if decode:
-        return float(max(m, stages))
-    return float(m + stages - 1)
 
 
 @dataclass(frozen=True)
@@ -70,7 +55,7 @@ def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
     net = ctx.network(deg)
     bucket = min(DP_BUCKET_BYTES, float(crit.grad.net_bytes))
     last_bucket_s = net.predicted("all_reduce", bucket, "dp")
-    return max(last_bucket_s, grad_s - crit.bwd.predicted_s)
+    return exposed_gradient_s(grad_s, last_bucket_s, crit.bwd.predicted_s)
 
 
 def _optimizer_s(ctx: Context, deg: Degrees, memory: MemoryCheck) -> float:

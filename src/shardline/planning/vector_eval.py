@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from shardline.hardware import Chip
+from shardline.planning.combine import cycles, exposed_gradient_s, phase_s
 from shardline.planning.memory import layouts_bytes
 from shardline.planning.vector_assign import price_traffic
 from shardline.planning.vector_tables import ZERO_STAGES, Tables
@@ -112,7 +113,7 @@ def _stage(P: dict[str, Any], k: Any, ends: Any, gathers: tuple[Any, Any]) -> tu
         c = k * P[f"{phase}_compute_s"] + e * P[f"ends_{phase}_compute_s"]
         crit = k * P[f"{phase}_crit_s"] + e * P[f"ends_{phase}_crit_s"]
         ov = k * (P[f"{phase}_ov_s"] + g) + e * P[f"ends_{phase}_ov_s"]
-        out.append(c + crit + np.maximum(0.0, ov - c))
+        out.append(phase_s(c, crit, ov, np.zeros_like(c)))
     return out[0], out[1]
 
 
@@ -144,8 +145,8 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     # the gradient traffic once per step: dp's (per assignment) and the inner axes' (cp, ep:
     # probed unsharded, so divided by the ways FSDP shards the gradients, as their bytes are)
     grad = k * (A["grad_s"][a, z] + P["grad_s"] / A["weight_ways"][a])
-    exposed = np.where(grad > 0, np.maximum(A["bucket_s"][a], grad - bwd_s), 0.0)
-    n = m + (pp - 1) / v
+    exposed = exposed_gradient_s(grad, A["bucket_s"][a], bwd_s)
+    n = cycles(True, False, m, pp, v)
     bubble = (n - m) * t_stage
     predicted = n * t_stage + exposed + A["opt_s"][a, z]
     return {
