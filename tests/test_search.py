@@ -40,7 +40,7 @@ from shardline.strategies import Degrees
 from shardline.workload import Workload
 
 STEP_TOLERANCE = 0.03  # the vectorized step within 3% of the engine's (docs/search.md)
-MEMORY_TOLERANCE = 0.02
+MEMORY_TOLERANCE = 1e-9  # the memory is the engine's formula over arrays (planning/memory.py)
 
 
 @lru_cache(maxsize=8)

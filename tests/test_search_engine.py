@@ -1,0 +1,129 @@
+"""The training search and the plan engine give one answer: the memory per device of every
+layout the search enumerates is the engine's (`planning/memory.py`, one formula over arrays), on
+1,000 seeded random layouts of a dense model, a mixture of experts with expert parallelism and
+ZeRO >= 1 and a model with context parallelism, interleaving and recompute; and every layout
+`search` lists, planned again with its degrees and knobs pinned, has the same step time and
+memory."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from shardline.cli.main import main
+from shardline.hardware import resolve_chip
+from shardline.io.workload_toml import workload_from_dict
+from shardline.models import load_model
+from shardline.models.template import transformer_table
+from shardline.options import Execution
+from shardline.planning.evaluate import Context
+from shardline.planning.search import _assignments
+from shardline.planning.search_answer import Group, layout_of
+from shardline.planning.vector_bound import prepare
+from shardline.strategies import Degrees
+from shardline.workload import Workload
+
+SAMPLES = 1000
+EXACT = 1e-9
+
+
+@lru_cache(maxsize=4)
+def _workload(model: str, sequences: int, seq_len: int) -> Workload:
+    spec = load_model(model)
+    table = transformer_table(spec, batch=sequences, seq_len=seq_len)
+    return workload_from_dict(
+        {"name": spec.name, "phase": "training", "transformer": table}, origin="test"
+    )
+
+
+def _engine_memory(w: Workload, chip_name: str, layout: dict) -> float:
+    """The plan engine's memory per device: the largest of its stages' memory checks."""
+    ex = Execution(
+        interleave=layout["interleave"],
+        recompute=layout["recompute"],
+        sequence_parallel=layout["sequence_parallel"],
+        zero=layout["zero"],
+        tp_overlap=layout["tp_overlap"],
+    )
+    ctx = Context(w, resolve_chip(chip_name), ex)
+    deg, m = Degrees(layout["degrees"]), layout["microbatches"]
+    stages = ctx.stages(deg.stages)
+    return max(ctx.memory(layers, deg, m, i).total_bytes for i, (layers, _) in enumerate(stages))
+
+
+def _sampled(model: str, devices: int, sequences: int, seq_len: int, want: str, n: int) -> None:
+    w = _workload(model, sequences, seq_len)
+    chip = resolve_chip("h100-sxm")
+    space = prepare(w, chip, [list(_assignments(w, devices, {}, every=True))], devices)
+    rows = {**space.r, **space.out}
+    group = Group(chip, devices, space.every, space.tables, rows)
+    rng = np.random.default_rng(2026)
+    seen = set()
+    for i in rng.choice(len(rows["a"]), size=min(n, len(rows["a"])), replace=False):
+        layout = layout_of(group, rows, int(i))
+        engine = _engine_memory(w, "h100-sxm", layout)
+        assert rows["memory_per_device_bytes"][i] == pytest.approx(engine, rel=EXACT), layout
+        assert bool(rows["fits"][i]) == (engine <= chip.usable_capacity_bytes)
+        deg = layout["degrees"]
+        seen |= {k for k, v in deg.items() if v > 1}
+        seen |= {"interleave"} if layout["interleave"] > 1 else set()
+        seen |= {"zero>=1"} if layout["zero"] >= 1 else set()
+        seen |= {"recompute"} if layout["recompute"] != "none" else set()
+    assert set(want.split()) <= seen  # the sample holds the layouts the test is about
+
+
+CASES = [
+    ("llama-3.2-1b", 64, 64, 1024, "tp pp dp fsdp interleave zero>=1 recompute"),
+    ("mixtral-8x7b", 64, 64, 1024, "ep zero>=1 pp"),
+    ("llama-3.2-1b", 32, 8, 8192, "cp interleave recompute"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=["dense", "moe-ep-zero", "cp-interleave-recompute"])
+def test_memory_is_the_engines(case: tuple) -> None:
+    """A quick sample in the default suite (60 layouts per model)."""
+    _sampled(*case, n=60)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=["dense", "moe-ep-zero", "cp-interleave-recompute"])
+def test_memory_is_the_engines_on_1000_layouts(case: tuple) -> None:
+    _sampled(*case, n=SAMPLES)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_every_listed_layout_plans_the_same(capsys: pytest.CaptureFixture[str]) -> None:
+    """`search` on Mixtral over 16 devices, then `plan` with each listed layout pinned: the same
+    predicted step and memory per device (one engine), to 1e-9."""
+    r = _run(
+        capsys, "search", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "16",
+        "--seq-len", "1024", "--global-batch", "64Ki", "--scales", "1", "--rerank", "4", "--json",
+    )  # fmt: skip
+    listed = [r["best"], *r["alternatives"], *r["pareto"]]
+    assert len(listed) >= 3
+    assert not any(k.startswith("vector_") for lay in listed for k in lay)
+    for lay in listed:
+        argv = [
+            "plan", "--model", "mixtral-8x7b", "--hw", lay["hardware"],
+            "--devices", str(lay["devices"]), "--batch", "64", "--seq-len", "1024",
+            "--microbatches", str(lay["microbatches"]), "--interleave", str(lay["interleave"]),
+            "--recompute", lay["recompute"], "--zero", str(lay["zero"]), "--json",
+        ]  # fmt: skip
+        argv += [f for k, v in lay["degrees"].items() for f in (f"--{k}", str(v))]
+        argv += ["--sequence-parallel"] if lay["sequence_parallel"] else []
+        argv += ["--tp-overlap"] if lay["tp_overlap"] else []
+        plan = _run(capsys, *argv)
+        (p,) = [q for q in plan["plans"] if q["name"] == plan["recommended"]]
+        assert p["predicted_s"] == pytest.approx(lay["predicted_step_s"], rel=EXACT)
+        assert p["memory_per_device_bytes"] == pytest.approx(
+            lay["memory_per_device_bytes"], rel=EXACT
+        )
