@@ -86,11 +86,13 @@ def tp_variants(term: CommTerm, ctx: Context, deg: Degrees) -> list[CommTerm]:
         net = ctx.network(deg)
         out = [
             replace(
-                term, kind=kind, t_s=net.time(kind, term.bytes, "tp"),
+                term,
+                kind=kind,
+                t_s=net.time(kind, term.bytes, "tp"),
                 predicted_s=net.predicted(kind, term.bytes, "tp"),
             )
             for kind in ("reduce_scatter", "all_gather")
-        ]  # fmt: skip
+        ]
     if ex.tp_overlap:
         out = [replace(t, critical=False) for t in out]
     return out

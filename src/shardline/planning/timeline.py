@@ -237,8 +237,15 @@ def trace_events(timeline: Timeline) -> dict[str, Any]:
     pipeline stage, one thread per stream (compute, communication, bubble)."""
     meta: list[dict[str, Any]] = []
     for s in range(timeline.stages):
-        meta.append({"ph": "M", "name": "process_name", "pid": s, "tid": 0,
-                     "args": {"name": f"pipeline stage {s}"}})  # fmt: skip
+        meta.append(
+            {
+                "ph": "M",
+                "name": "process_name",
+                "pid": s,
+                "tid": 0,
+                "args": {"name": f"pipeline stage {s}"},
+            }
+        )
         meta += [
             {"ph": "M", "name": "thread_name", "pid": s, "tid": i, "args": {"name": stream}}
             for i, stream in enumerate(STREAMS)
@@ -257,7 +264,7 @@ def trace_events(timeline: Timeline) -> dict[str, Any]:
                 for k, val in (("microbatch", e.microbatch), ("chunk", e.chunk))
                 if val is not None
             },
-        }  # fmt: skip
+        }
         for e in timeline.events
     ]
     return {

@@ -123,9 +123,12 @@ def _pricer(workload: Workload, run: RunOptions) -> Callable[[ChipSpace, np.ndar
             for p in parts
         ]
         results = map_chunks(
-            price_chunk, chunks, workers=run.workers, executor=run.executor,
+            price_chunk,
+            chunks,
+            workers=run.workers,
+            executor=run.executor,
             scheduler=run.scheduler,
-        )  # fmt: skip
+        )
         for p, r in zip(parts, results, strict=True):
             fill(space, p, r)
         done[0] += len(chunks)
@@ -163,10 +166,13 @@ def engine_result(
 ) -> PlanResult:
     """The full plan engine's answer for one layout (as `layout_of` writes it)."""
     ex = Execution(
-        interleave=layout["interleave"], recompute=layout["recompute"],
-        sequence_parallel=layout["sequence_parallel"], zero=layout["zero"], tokens=tokens,
+        interleave=layout["interleave"],
+        recompute=layout["recompute"],
+        sequence_parallel=layout["sequence_parallel"],
+        zero=layout["zero"],
+        tokens=tokens,
         tp_overlap=layout["tp_overlap"],
-    )  # fmt: skip
+    )
     ctx = Context(workload, chip, ex)
     return evaluate_plan(ctx, Degrees(layout["degrees"]), layout["microbatches"])
 

@@ -37,9 +37,19 @@ from shardline.workload import Workload
 __all__ = ["Priced", "SHAPE_KEYS", "TRAFFIC_KEYS", "assignment_shapes", "price_traffic"]
 
 SHAPE_KEYS = (
-    "tp", "pp", "dp", "replicas", "weight_ways", "inner", "k_first", "k_last", "params_block",
-    "wbytes_block", "v_max", "opt_s",
-)  # fmt: skip
+    "tp",
+    "pp",
+    "dp",
+    "replicas",
+    "weight_ways",
+    "inner",
+    "k_first",
+    "k_last",
+    "params_block",
+    "wbytes_block",
+    "v_max",
+    "opt_s",
+)
 TRAFFIC_KEYS = ("fsdp_fwd_s", "fsdp_bwd_s", "z3_fwd_s", "z3_bwd_s", "bucket_s", "send_s", "grad_s")
 
 
@@ -131,11 +141,14 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
     # ZeRO 1 to 3 send the same gradient traffic (a reduce-scatter and an all-gather)
     grads = [_grad_s(pr.price, deg, bw, weight_ways, z) if dp > 1 else 0.0 for z in (0, 1)]
     return {
-        "fsdp_fwd_s": fs[0], "fsdp_bwd_s": fs[1], "z3_fwd_s": z3[0], "z3_bwd_s": z3[1],
+        "fsdp_fwd_s": fs[0],
+        "fsdp_bwd_s": fs[1],
+        "z3_fwd_s": z3[0],
+        "z3_bwd_s": z3[1],
         "bucket_s": pr.price(deg, "all_reduce", bucket, "dp") if dp > 1 else 0.0,
         "send_s": [pr.price(deg, "send", b * per_seq, "pp") for b in pr.seq_b],
         "grad_s": [grads[min(z, 1)] for z in ZERO_STAGES],
-    }  # fmt: skip
+    }
 
 
 def _send_bytes(w: Workload, deg: Degrees) -> float:
@@ -164,7 +177,7 @@ def _optimizer_s(w: Workload, chip: Chip, p_first: float, ways: int, dp: int) ->
             chip,
             optimizer_bytes(p_first / (ways * (dp if z >= 1 else 1)), bits, state),
             cuda_graphs=False,
-        )  # fmt: skip
+        )
         for z in ZERO_STAGES
     ]
 
@@ -182,11 +195,19 @@ def _shape_row(
     p_first = k_first * bw.params + end * (2 if deg.stages == 1 else 1)
     fit = [v for v in (1, 2, 4, 8) if deg.stages > 1 and w.chunks_fit(deg.stages, v)]
     return {
-        "tp": tp, "pp": deg.stages, "dp": dp, "replicas": deg.replicas,
-        "weight_ways": weight_ways, "inner": inner_index, "k_first": k_first, "k_last": k_last,
-        "params_block": bw.params, "wbytes_block": bw.nbytes, "v_max": max(fit, default=1),
+        "tp": tp,
+        "pp": deg.stages,
+        "dp": dp,
+        "replicas": deg.replicas,
+        "weight_ways": weight_ways,
+        "inner": inner_index,
+        "k_first": k_first,
+        "k_last": k_last,
+        "params_block": bw.params,
+        "wbytes_block": bw.nbytes,
+        "v_max": max(fit, default=1),
         "opt_s": _optimizer_s(w, chip, p_first, weight_ways, dp),
-    }  # fmt: skip
+    }
 
 
 def _memory_columns(

@@ -43,8 +43,14 @@ from shardline.strategies import Degrees
 from shardline.workload import Workload
 
 __all__ = [
-    "ChipSpace", "prepare", "search_group", "finish", "group_rows", "counts", "exhaustive",
-]  # fmt: skip
+    "ChipSpace",
+    "prepare",
+    "search_group",
+    "finish",
+    "group_rows",
+    "counts",
+    "exhaustive",
+]
 
 Pricer = Callable[["ChipSpace", np.ndarray], None]
 PILOT = 24  # assignments priced first, here, to set U (each needs its blocks probed)
@@ -83,11 +89,16 @@ def prepare(w: Workload, chip: Chip, found: list[list[Degrees]], devices: int) -
     A, n = t.assign, len(memory)
     m = t.batch / (A["replicas"][r["a"]] * t.seq_b[r["j"]])
     space.out = {
-        "memory_per_device_bytes": memory, "fits": fits, "m": m,
-        "floor_s": np.full(n, np.inf), "lower_s": np.full(n, np.inf),
-        "predicted_s": np.full(n, np.inf), "bubble_s": np.full(n, np.nan),
-        "exposed_dp_s": np.full(n, np.nan), "bound": np.zeros(n, dtype=bool),
-    }  # fmt: skip
+        "memory_per_device_bytes": memory,
+        "fits": fits,
+        "m": m,
+        "floor_s": np.full(n, np.inf),
+        "lower_s": np.full(n, np.inf),
+        "predicted_s": np.full(n, np.inf),
+        "bubble_s": np.full(n, np.nan),
+        "exposed_dp_s": np.full(n, np.nan),
+        "bound": np.zeros(n, dtype=bool),
+    }
     inner = A["inner"].astype(np.int64)[r["a"]]
     pairs = np.zeros((len(t.inner_keys), len(t.seq_b)), dtype=bool)
     pairs[inner[fits], r["j"][fits]] = True

@@ -37,8 +37,15 @@ from shardline.strategies import Degrees
 from shardline.workload import Workload
 
 __all__ = [
-    "Chunk", "INTERLEAVES", "KNOBS", "layouts", "columns", "price_chunk", "memory_of", "step_of",
-]  # fmt: skip
+    "Chunk",
+    "INTERLEAVES",
+    "KNOBS",
+    "layouts",
+    "columns",
+    "price_chunk",
+    "memory_of",
+    "step_of",
+]
 
 INTERLEAVES = (1, 2, 4, 8)
 RECOMPUTE = (0, 1, 2)  # none, selective, full (shardline.options.RECOMPUTE_MODES)

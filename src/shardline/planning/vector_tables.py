@@ -31,9 +31,18 @@ from shardline.strategies import Degrees, strategies
 from shardline.workload import Workload, backward_layers
 
 __all__ = [
-    "Tables", "BlockTimes", "inner_names", "batch_names", "layer_names", "block_times",
-    "build_tables", "probe_blocks", "empty_probes", "einsum_floor", "contexts",
-]  # fmt: skip
+    "Tables",
+    "BlockTimes",
+    "inner_names",
+    "batch_names",
+    "layer_names",
+    "block_times",
+    "build_tables",
+    "probe_blocks",
+    "empty_probes",
+    "einsum_floor",
+    "contexts",
+]
 
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -136,9 +145,8 @@ def _assigned_s(stage: Any, phase: str) -> tuple[float, float]:
     """(critical, overlapped) seconds of the phase's fsdp terms (a probe that holds fsdp to
     place ep's network leaves them to the per-assignment pricing)."""
     terms = [
-        t for t in stage.terms
-        if t.purpose == "fsdp" and not t.once_per_step and t.phase == phase
-    ]  # fmt: skip
+        t for t in stage.terms if t.purpose == "fsdp" and not t.once_per_step and t.phase == phase
+    ]
     crit = sum(t.calls * t.t_pred_s for t in terms if t.critical)
     return crit, sum(t.calls * t.t_pred_s for t in terms if not t.critical)
 
@@ -410,12 +418,18 @@ def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: i
     model_flops, hardware = hw_flops(Context(w, chip, Execution()))
     first = w.layers[0]
     t = Tables(
-        batch=w.batch, tokens_per_item=w.tokens_per_item, blocks=w.repeat, devices=devices,
+        batch=w.batch,
+        tokens_per_item=w.tokens_per_item,
+        blocks=w.repeat,
+        devices=devices,
         capacity_bytes=chip.usable_capacity_bytes,
         peak_flops_per_s=chip.peak(first.compute_dtype or first.dtype),
-        model_flops=model_flops, hardware_flops=hardware, seq_b=np.array(seq_b, dtype=float),
-        inner_keys=inner_keys, names=names,
-    )  # fmt: skip
+        model_flops=model_flops,
+        hardware_flops=hardware,
+        seq_b=np.array(seq_b, dtype=float),
+        inner_keys=inner_keys,
+        names=names,
+    )
     t.act_bytes, t.logits_bytes = activation_table(w, inner_keys, seq_b)
     model = w.model
     assert model is not None
