@@ -127,7 +127,7 @@ def test_automatic_choice_is_todays_and_the_cheapest(topo: str, chip, names) -> 
                 assert auto.t_s <= cost(kind, v, 8, topo, chip, other.name).t_s
     sw = collective_cost("all_reduce", 1e9, 8, H100)
     assert (sw.line_rate_algorithm, sw.in_switch, sw.bytes_sent) == ("in-switch", True, 1e9)
-    assert (sw.algorithm, sw.protocol) == ("nvls", "Simple")  # NCCL's NVLink SHARP at 1 GB
+    assert (sw.algorithm, sw.protocol) == ("in-switch", "Simple")  # NCCL's NVLS at 1 GB
 
 
 def test_algorithm_errors() -> None:

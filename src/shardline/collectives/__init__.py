@@ -6,8 +6,11 @@ switch. alpha is the per-hop latency. Time = latency term + bandwidth term (alph
 
 - `records`: kinds, topologies, stages, networks, options, priced steps and costs, and the
   realistic bus efficiency `eff(V) = eff_max * V / (V + V_half)`;
-- `algorithms`: the table, one record per (kind, algorithm) with its coefficient, hops, bytes
-  each device sends, formula and source; all-reduce = reduce-scatter + all-gather written once;
+- `algorithms`: the vocabulary, one record per algorithm with its line-rate bound per kind
+  (coefficient, hops, bytes each device sends, formula and source; all-reduce = reduce-scatter +
+  all-gather written once) and how NCCL and RCCL price it, or that no library runs it;
+- `library`, `p2p`, `priced`: the library's constants and shared pricing rules, its grouped
+  sends, and its choice of (algorithm, protocol) on the communicator the mesh axes form;
 - `networks`: which stages each mesh axis runs over (chip default or --topology);
 - `compose`: one collective priced stage by stage (hierarchical composition).
 """
@@ -15,7 +18,12 @@ switch. alpha is the per-hop latency. Time = latency term + bandwidth term (alph
 from shardline.collectives.algorithms import (
     ALGORITHMS,
     TABLE,
+    VOCABULARY,
     Algorithm,
+    CollectiveAlgorithm,
+    LibraryPricing,
+    LineRate,
+    algorithm_named,
     algorithms_for,
     canonical_algorithm,
     choose,
@@ -53,7 +61,12 @@ __all__ = [
     "collective_over",
     "ALGORITHMS",
     "TABLE",
+    "VOCABULARY",
     "Algorithm",
+    "CollectiveAlgorithm",
+    "LibraryPricing",
+    "LineRate",
+    "algorithm_named",
     "algorithms_for",
     "canonical_algorithm",
     "choose",
