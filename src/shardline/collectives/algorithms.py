@@ -263,6 +263,12 @@ def _stage_algorithm(
 # --- library pricing: the ring ---------------------------------------------------------------
 
 
+def _network_step(lib: Library, group: Group, key: str, p: int) -> float:
+    """One network step of the algorithm whose constants are under `key` in the library file;
+    NCCL's tuner takes the tree's when each node has one rank (tuning.cc)."""
+    return inter_latency(lib, group, "tree" if group.ppn == 1 else key, p)
+
+
 def _steps(kind: str, ranks: int, nodes: int) -> tuple[int, int]:
     """(steps, network steps) of a ring: all-reduce 2(n-1), gather/scatter n-1."""
     if kind == "all_reduce":
@@ -310,7 +316,7 @@ def _ring_pair(lib: Library, kind: str, group: Group, p: int) -> Pair:
         overhead = lib.factors["net_overhead_us"] * _US * (3 if PROTOCOLS[p] == "Simple" else 1)
         intra = max(intra, overhead)
     latency = lib.base_latency_s["ring"][p] + (steps - inter_steps) * intra
-    latency += inter_steps * inter_latency(lib, group, "ring", p)
+    latency += inter_steps * _network_step(lib, group, "ring", p)
     alg = _ring_alg(lib, kind, group, p)
     plateau = None
     if nodes > 1 and kind == "all_reduce" and PROTOCOLS[p] == "Simple":
@@ -335,7 +341,7 @@ def _tree_pair(lib: Library, group: Group, p: int) -> Pair:
     elif PROTOCOLS[p] == "LL128":
         bus *= f["tree_ll128_one_node"] if group.nodes == 1 else f["tree_ll128_nodes"]
     intra = lib.hw_latency_s[group.intra_link]["tree"][p]
-    inter = inter_latency(lib, group, "tree", p)
+    inter = _network_step(lib, group, "tree", p)
     latency = lib.base_latency_s["tree"][p]
     latency += 2 * ((group.ppn - 1) * intra + log2i(group.nodes) * inter)
     table = tuple(f["tree_correction"][PROTOCOLS[p]]) if "tree_correction" in f else ()
@@ -395,7 +401,7 @@ def _nvls_tree_pairs(lib: Library, kind: str, group: Group) -> list[Pair]:
         return []
     n = group.nodes
     alg = min(nvls, group.inter_bus_bytes_per_s * tree_net_share(n))
-    inter = inter_latency(lib, group, "nvls_tree", 2)
+    inter = _network_step(lib, group, "nvls_tree", 2)
     latency = (
         lib.base_latency_s["nvls_tree"][2] + lib.hw_latency_s[group.intra_link]["nvls_tree"][2]
     )
@@ -411,7 +417,7 @@ def _collnet_pairs(lib: Library, kind: str, group: Group) -> list[Pair]:
     if not group.sharp or group.nodes <= 1 or group.inter_bus_bytes_per_s is None:
         return []
     intra = lib.hw_latency_s[group.intra_link]["collnet_direct"][2]
-    inter = inter_latency(lib, group, "collnet_direct", 2)
+    inter = _network_step(lib, group, "collnet_direct", 2)
     ppn = group.ppn
     latency = lib.base_latency_s["collnet_direct"][2]
     latency += 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4 * _US) + inter
@@ -423,7 +429,7 @@ def _pat_pairs(lib: Library, kind: str, group: Group) -> list[Pair]:
     """All-gather / reduce-scatter with one rank per node (NCCL's PAT): log-depth latency."""
     if group.ppn != 1 or group.nodes <= 1:
         return []
-    inter = inter_latency(lib, group, "pat", 2)
+    inter = _network_step(lib, group, "pat", 2)
     latency = lib.base_latency_s["pat"][2] + log2i(group.nodes) * inter / 3.5
     latency += group.ranks * 2.8 * _US
     bus = _ring_bus(lib, kind, group, 2) * lib.factors["pat"]
@@ -431,7 +437,7 @@ def _pat_pairs(lib: Library, kind: str, group: Group) -> list[Pair]:
 
 
 def _p2p_pairs(lib: Library, kind: str, group: Group) -> list[Pair]:
-    return all_to_all_pairs(lib, group)
+    return all_to_all_pairs(lib, group, "p2p")
 
 
 # --- the vocabulary --------------------------------------------------------------------------

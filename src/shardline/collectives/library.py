@@ -235,11 +235,10 @@ def protocols_for(group: Group) -> tuple[int, ...]:
 
 
 def inter_latency(lib: Library, group: Group, key: str, p: int) -> float:
-    """One network step of the algorithm whose constants are under `key`: the library's per-step
-    network latency (a tree's when each node has one rank), or the fabric's own where that is
-    longer (a cloud transport such as EFA or TCPXO: aws-ofi-nccl's tuner charges 20 us a step
-    on P5, where NCCL's constants assume RDMA)."""
-    key = "tree" if group.ppn == 1 else key
+    """One network step with the constants under `key` (the library file's row): the library's
+    per-step network latency, or the fabric's own where that is longer (a cloud transport such
+    as EFA or TCPXO: aws-ofi-nccl's tuner charges 20 us a step on P5, where NCCL's constants
+    assume RDMA)."""
     return max(lib.hw_latency_s["net"][key][p], group.net_latency_s)
 
 
