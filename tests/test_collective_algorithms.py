@@ -25,8 +25,8 @@ from shardline.collectives import (
     canonical_topology,
     collective_cost,
 )
-from shardline.collectives.algorithms import library_pairs
 from shardline.collectives.library import Group, Pair, load_library
+from shardline.collectives.vocabulary import library_pairs
 from shardline.errors import InputError
 from shardline.hardware import load_chip
 

@@ -243,8 +243,9 @@ def test_nvls_tree_network_share_two_nodes_against_ten() -> None:
     # On 2 nodes a node is one tree's root (one child) and the other's leaf: V each way, so
     # algbw = network. From 3 nodes on an inner node has two children: 2V each way, algbw =
     # network / 2. DGX H100 figures: network 8 x 50 GB/s x 0.96 = 384 GB/s; NVLS 0.61 x 450.
-    from shardline.collectives.algorithms import library_pairs, tree_net_share
+    from shardline.collectives.algorithms import tree_net_share
     from shardline.collectives.library import Group, load_library
+    from shardline.collectives.vocabulary import library_pairs
 
     assert (tree_net_share(2), tree_net_share(3), tree_net_share(10)) == (1.0, 0.5, 0.5)
     lib = load_library("nccl")
@@ -269,8 +270,8 @@ def test_ring_across_nodes_uses_nvlink_for_seven_of_eight_sends() -> None:
     # so 7 of the 8 ranks send over the scale-up link and 1 over the network. A node whose
     # NICs outrun its scale-up ring (in-node busbw 315 GB/s, network 8 x 50 x 0.96 = 384 GB/s,
     # MI300X-like figures) reaches 315 x 8/7 = 360 GB/s of bus bandwidth across nodes.
-    from shardline.collectives.algorithms import library_pairs, scale_up_share
-    from shardline.collectives.library import Group, load_library
+    from shardline.collectives.library import Group, load_library, scale_up_share
+    from shardline.collectives.vocabulary import library_pairs
 
     assert (scale_up_share(8, 1), scale_up_share(8, 2), scale_up_share(1, 2)) == (1.0, 7 / 8, 0.0)
     group = Group(16, 2, "nvlink", 315e9, 384e9, None, False, "hopper", 11.4e-6)
@@ -287,8 +288,8 @@ def test_nvls_tree_ramps_over_nccls_nvls_channel_count() -> None:
     # NCCL gives NVLS 16 channels on Hopper and 32 on Blackwell across nodes, 24 on more than
     # 2 nodes with >= 48 GB/s NICs and <= 8 ranks a node (src/transport/nvls.cc). The Simple
     # protocol across nodes reaches half its rate at channels x 4 MiB (NCCL_BUFFSIZE).
-    from shardline.collectives.algorithms import library_pairs, nvls_channels
-    from shardline.collectives.library import Group, load_library
+    from shardline.collectives.library import Group, load_library, nvls_channels
+    from shardline.collectives.vocabulary import library_pairs
 
     lib = load_library("nccl")
 
@@ -319,8 +320,8 @@ def test_ll_cap_across_nodes_follows_the_host_cpu() -> None:
     # [39.0, 20.4] (src/graph/tuning.cc, index1 = nNodes == 1 ? compCap : cpuVendor == AMD).
     # Ring / LL bus = min(cap, 0.5 x Simple bus); the Simple bus across 2 nodes of 8 H100 is
     # min(369 x 8/7, 384) = 384 GB/s, half of it 192 GB/s, so the cap binds everywhere.
-    from shardline.collectives.algorithms import library_pairs
     from shardline.collectives.library import Group, load_library
+    from shardline.collectives.vocabulary import library_pairs
 
     lib = load_library("nccl")
 

@@ -20,13 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from shardline.collectives.algorithms import (
-    TABLE,
-    VOCABULARY,
-    LineRate,
-    algorithm_named,
-    choose,
-)
+from shardline.collectives.algorithms import TABLE, VOCABULARY
 from shardline.collectives.networks import axis_network
 from shardline.collectives.priced import (
     LibraryChoice,
@@ -38,11 +32,13 @@ from shardline.collectives.records import (
     AxisNetwork,
     CollectiveCost,
     CollectiveStep,
+    LineRate,
     NetworkOptions,
     Stage,
     bus_efficiency,
     canonical_kind,
 )
+from shardline.collectives.vocabulary import algorithm_named, choose
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 

@@ -18,7 +18,8 @@ has, by NCCL's own key: ring, tree, nvls, nvls_tree, collnet_direct, collnet_cha
 group's bandwidths come from the chip's interconnect (`Group`). This module holds what every
 algorithm's pricing shares (the communicator, a pair, the protocol and latency rules, the
 network ramp); each algorithm's own pricing is part of its record in `algorithms.py`. Everything
-here is pure: numbers in, seconds out.
+here is pure: numbers in, seconds out. The ring's bandwidth lives here too: the tree and PAT
+scale it, and the ring's own record prices with it.
 """
 
 from __future__ import annotations
@@ -42,9 +43,14 @@ __all__ = [
     "inter_latency",
     "load_library",
     "log2i",
+    "nvls_channels",
     "protocol_bus",
     "protocols_for",
     "ramp",
+    "ring_alg_bytes_per_s",
+    "ring_bus_bytes_per_s",
+    "ring_steps",
+    "scale_up_share",
 ]
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -261,3 +267,55 @@ def ramp(lib: Library, pair: Pair, group: Group, channels: int | None = None) ->
         return pair
     half = (channels or lib.factors["channels"]) * lib.factors["buffer_bytes"]
     return replace(pair, net_half_bytes=float(half))
+
+
+def ring_steps(kind: str, ranks: int, nodes: int) -> tuple[int, int]:
+    """(steps, network steps) of a ring: all-reduce 2(n-1), gather/scatter n-1."""
+    if kind == "all_reduce":
+        return 2 * (ranks - 1), (0 if nodes <= 1 else 2 * (nodes - 1))
+    return ranks - 1, (0 if nodes <= 1 else nodes - 1)
+
+
+def scale_up_share(ppn: int, nodes: int) -> float:
+    """The fraction of a rank's ring traffic that crosses its scale-up link. In one node it is
+    all of it. Across nodes each channel's ring runs through a node as a chain from the GPU
+    whose NIC it enters by to the GPU whose NIC it leaves by: ppn - 1 of the node's ppn ranks
+    send to their successor over NVLink / xGMI and one over its NIC, and the channels rotate
+    which GPU that is (NCCL's ring graph: NET n -> GPU a -> ... -> GPU x -> NET m,
+    src/graph/search.cc), so each rank sends (ppn-1)/ppn of its traffic over the scale-up link."""
+    if nodes <= 1:
+        return 1.0
+    return (ppn - 1) / ppn if ppn > 1 else 0.0
+
+
+def ring_alg_bytes_per_s(lib: Library, kind: str, group: Group, p: int) -> float:
+    """The ring's algorithm bandwidth: every rank passes 2(n-1)/n x V (all-reduce; (n-1)/n for
+    gather and scatter). Of that, scale_up_share goes over its scale-up link, whose bus rate in
+    a node is `intra_bus_bytes_per_s`, so the link allows intra / share; the node's NICs carry
+    the crossings at `inter_bus_bytes_per_s`. The bus rate is the slower of the two."""
+    n, nodes = group.ranks, group.nodes
+    steps, _ = ring_steps(kind, n, 1)
+    share = scale_up_share(group.ppn, nodes)
+    bus = group.intra_bus_bytes_per_s / share if share > 0 else math.inf
+    if nodes > 1 and group.inter_bus_bytes_per_s is not None:
+        bus = min(bus, group.inter_bus_bytes_per_s)
+    return protocol_bus(lib, group, bus, p) * n / steps
+
+
+def ring_bus_bytes_per_s(lib: Library, kind: str, group: Group, p: int) -> float:
+    """The ring's bus bandwidth (nccl-tests' busbw): its algorithm bandwidth x steps / n."""
+    steps, _ = ring_steps(kind, group.ranks, 1)
+    return ring_alg_bytes_per_s(lib, kind, group, p) * steps / group.ranks
+
+
+def nvls_channels(lib: Library, group: Group) -> int:
+    """The channels NCCL gives NVLS and NVLS tree across nodes (src/transport/nvls.cc,
+    `ncclNvlsTuning` and `ncclNvlsTreeSm100Tuning`): 16 on Hopper; 32 on Blackwell, lowered to
+    24 on more than two nodes with NICs of 48 GB/s or more, unless the NICs reach 96 GB/s and
+    a node holds more than 8 ranks."""
+    table = lib.factors.get("nvls_channels", {})
+    count = int(table.get(group.generation, lib.factors["channels"]))
+    nic = group.nic_bytes_per_s or 0.0
+    if group.generation == "blackwell" and group.nodes > 2 and nic >= 48e9:
+        count = 32 if nic >= 96e9 and group.ppn > 8 else 24
+    return count

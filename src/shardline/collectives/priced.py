@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from shardline.collectives.algorithms import library_pairs
 from shardline.collectives.library import PROTOCOLS, Group, Pair, load_library
 from shardline.collectives.records import AxisNetwork, Stage
+from shardline.collectives.vocabulary import library_pairs
 from shardline.errors import InputError
 from shardline.hardware import Chip
 
