@@ -258,7 +258,9 @@ class CollectiveCost:
 
 @dataclass(frozen=True)
 class LineRate:
-    """One algorithm's line-rate bound for one collective kind (see the module docstring)."""
+    """One algorithm's line-rate bound for one collective kind on a stage of n devices with
+    one-way bandwidth W (per link for rings and lines, per-device egress for a switch) and
+    per-hop latency alpha: t = coefficient(n)·V/W + hops(n)·alpha for an array of V bytes."""
 
     kind: str  # all_gather | reduce_scatter | all_reduce | all_to_all | send
     name: str  # the algorithm's name (its record's)
@@ -291,9 +293,6 @@ class LineRate:
         if self.halves:
             return f"({self.halves[0].formula}) + ({self.halves[1].formula})"
         return self.formula
-
-
-Algorithm = LineRate  # the name calibrate/collectives.py imports
 
 
 @dataclass(frozen=True)
