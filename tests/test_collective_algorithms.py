@@ -6,12 +6,27 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from shardline.cli.main import main
-from shardline.collectives import TABLE, NetworkOptions, algorithms_for, collective_cost
+from shardline.collectives import (
+    ALGORITHMS,
+    TABLE,
+    VOCABULARY,
+    CollectiveAlgorithm,
+    NetworkOptions,
+    algorithm_named,
+    algorithms_for,
+    canonical_algorithm,
+    canonical_kind,
+    canonical_topology,
+    collective_cost,
+)
+from shardline.collectives.library import Group, Pair, load_library
+from shardline.collectives.vocabulary import library_pairs
 from shardline.errors import InputError
 from shardline.hardware import load_chip
 
@@ -127,7 +142,7 @@ def test_automatic_choice_is_todays_and_the_cheapest(topo: str, chip, names) -> 
                 assert auto.t_s <= cost(kind, v, 8, topo, chip, other.name).t_s
     sw = collective_cost("all_reduce", 1e9, 8, H100)
     assert (sw.line_rate_algorithm, sw.in_switch, sw.bytes_sent) == ("in-switch", True, 1e9)
-    assert (sw.algorithm, sw.protocol) == ("nvls", "Simple")  # NCCL's NVLink SHARP at 1 GB
+    assert (sw.algorithm, sw.protocol) == ("in-switch", "Simple")  # NCCL's NVLS at 1 GB
 
 
 def test_algorithm_errors() -> None:
@@ -177,3 +192,228 @@ def test_bytes_sent_over_several_stages_and_vectorized_tree() -> None:
     for i, size in enumerate(sizes):
         one = cost("all_reduce", float(size), 8, "switch", H100, "tree")
         assert vec.t_s[i] == one.t_s and vec.bytes_sent[i] == 2 * size
+
+
+# --- one vocabulary: names, aliases and the library's pricing, record by record ----------------
+
+RING_BUS = 0.82 * 450e9  # H100: Simple-protocol busbw in a node, 18 links x 25 GB/s x 0.82
+NVLS_ALG = 0.61 * 450e9  # H100: in-switch all-reduce algbw, 0.61 of V/W
+MIB4 = 4 * 2**20  # NCCL_BUFFSIZE: 4 MiB a channel
+
+
+def _one_node(nvls: float | None = None) -> Group:
+    return Group(8, 1, "nvlink", RING_BUS, None, nvls, False, "hopper")
+
+
+def _two_nodes(nvls: float | None = None, sharp: bool = False) -> Group:
+    # 2 x 8 H100, the node's 8 NICs at 400 GB/s x 0.96; RoCE/IB network step 11.4 us
+    return Group(16, 2, "nvlink", RING_BUS, 384e9, nvls, sharp, "hopper", 11.4e-6)
+
+
+def _pair(name: str, kind: str, group: Group, protocol: str = "Simple") -> Pair:
+    found = library_pairs(load_library("nccl"), kind, group)
+    assert all(p.algorithm in ALGORITHMS for p in found)  # the library speaks the vocabulary
+    return next(p for p in found if (p.algorithm, p.protocol) == (name, protocol))
+
+
+def _ring_by_hand() -> None:
+    # all-gather, one node of 8, Simple: 7 steps; latency = base 8.4 + 7 x NVLink 3.4 us;
+    # busbw = 369 GB/s, algbw = busbw x n/(n-1) (tuning.cc ring ratio)
+    p = _pair("ring", "all_gather", _one_node())
+    assert p.latency_s == pytest.approx((8.4 + 7 * 3.4) * 1e-6, rel=1e-12)
+    assert p.alg_bytes_per_s == pytest.approx(RING_BUS * 8 / 7, rel=1e-12)
+    assert p.bus_bytes_per_s == pytest.approx(RING_BUS, rel=1e-12)
+
+
+def _tree_by_hand() -> None:
+    # all-reduce, one node of 8: busbw = ring busbw x 0.92, algbw = busbw / 2; latency = 8.4 +
+    # 2 x (7 chain steps x NVLink tree 4.0 us + log2i(1 node) = 0 network steps) = 64.4 us. At
+    # 1 GiB (log2(V/64) = 24, past the correction table) t = latency + V / algbw.
+    p = _pair("tree", "all_reduce", _one_node())
+    assert p.latency_s == pytest.approx((8.4 + 2 * 7 * 4.0) * 1e-6, rel=1e-12)
+    assert p.alg_bytes_per_s == pytest.approx(0.92 * RING_BUS / 2, rel=1e-12)
+    assert p.time_s(2.0**30) == pytest.approx(64.4e-6 + 2**30 / (0.92 * RING_BUS / 2), rel=1e-12)
+    # LL: busbw / 3.8 (below Hopper's 141 GB/s cap); latency 6.8 + 2 x 7 x 0.6 us
+    ll = _pair("tree", "all_reduce", _one_node(), "LL")
+    assert ll.bus_bytes_per_s == pytest.approx(0.92 * RING_BUS * 0.2631578947, rel=1e-12)
+    assert ll.latency_s == pytest.approx((6.8 + 2 * 7 * 0.6) * 1e-6, rel=1e-12)
+
+
+def _in_switch_by_hand() -> None:
+    # NVLS in one node: latency = base 0 + NVLink NVLS step 25 us; algbw = the chip's measured
+    # 0.61 x 450 GB/s; busbw = algbw x 2(n-1)/n. Across nodes NCCL runs the NVLS tree instead.
+    p = _pair("in-switch", "all_reduce", _one_node(NVLS_ALG))
+    assert p.latency_s == pytest.approx(25e-6, rel=1e-12)
+    assert p.alg_bytes_per_s == pytest.approx(NVLS_ALG, rel=1e-12)
+    assert p.bus_bytes_per_s == pytest.approx(NVLS_ALG * 14 / 8, rel=1e-12)
+    found = library_pairs(load_library("nccl"), "all_reduce", _two_nodes(NVLS_ALG))
+    assert "in-switch" not in {q.algorithm for q in found}
+
+
+def _nvls_tree_by_hand() -> None:
+    # 2 nodes of 8: algbw = min(NVLS 274.5 GB/s, network 384 GB/s x 1 (two nodes)); latency =
+    # 0 + NVLink NVLS-tree 25 us + 2 x log2i(2) = 2 network steps at max(20.9, 11.4) us = 66.8
+    # us; the Simple ramp over Hopper's 16 NVLS channels x 4 MiB
+    p = _pair("nvls-tree", "all_reduce", _two_nodes(NVLS_ALG))
+    assert p.alg_bytes_per_s == pytest.approx(NVLS_ALG, rel=1e-12)
+    assert p.latency_s == pytest.approx((25 + 2 * 20.9) * 1e-6, rel=1e-12)
+    assert p.net_half_bytes == 16 * MIB4
+
+
+def _collnet_by_hand() -> None:
+    # SHARP across 2 nodes of 8: latency = base 0 + 2 x (min(1, 7) x NVLink CollNet 3.7 us +
+    # 7 x 0.4 us) + one network step max(31, 11.4) us = 13 + 31 = 44 us; busbw = min(369, 384)
+    # GB/s, algbw = busbw / 2
+    p = _pair("collnet-direct", "all_reduce", _two_nodes(sharp=True))
+    assert p.latency_s == pytest.approx((2 * (3.7 + 7 * 0.4) + 31) * 1e-6, rel=1e-12)
+    assert p.alg_bytes_per_s == pytest.approx(RING_BUS / 2, rel=1e-12)
+    assert p.net_half_bytes == 16 * MIB4
+    found = library_pairs(load_library("nccl"), "all_reduce", _two_nodes())  # no SHARP
+    assert "collnet-direct" not in {q.algorithm for q in found}
+
+
+def _pat_by_hand() -> None:
+    # 4 nodes of one rank, NIC share 50 GB/s: a network step is the tree's max(14, 11.4) us
+    # (one rank a node); latency = 8 + log2i(4) x 14 / 3.5 + 4 ranks x 2.8 us = 27.2 us;
+    # ring busbw = 50 GB/s (the network alone: no scale-up share), x 0.75; algbw = busbw
+    group = Group(4, 4, "nvlink", RING_BUS, 50e9, None, False, "hopper", 11.4e-6)
+    p = _pair("pat", "all_gather", group)
+    assert p.latency_s == pytest.approx((8 + 2 * 14 / 3.5 + 4 * 2.8) * 1e-6, rel=1e-12)
+    assert p.bus_bytes_per_s == pytest.approx(0.75 * 50e9, rel=1e-12)
+    assert p.alg_bytes_per_s == p.bus_bytes_per_s
+    assert "pat" not in {
+        q.algorithm for q in library_pairs(load_library("nccl"), "all_reduce", group)
+    }
+
+
+def _p2p_by_hand() -> None:
+    # all-to-all on one node of 8, LL: latency = ring LL base 6.6 + one round of 7 local peers
+    # x NVLink 0.6 us = 7.2 us; each rank's 7/8 of V/8 crosses NVLink at 369 GB/s x 0.5 (LL)
+    p = _pair("p2p", "all_to_all", _one_node(), "LL")
+    assert p.latency_s == pytest.approx(7.2e-6, rel=1e-12)
+    v = 1e5  # messages of 1e5 / 64 = 1,562 B: LL
+    assert p.time_s(v) == pytest.approx(7.2e-6 + v / 8 * 7 / 8 / (RING_BUS * 0.5), rel=1e-12)
+
+
+# algorithm -> its library pricing derived by hand (a record NCCL or RCCL runs needs one here)
+LIBRARY_HAND = {
+    "ring": _ring_by_hand,
+    "tree": _tree_by_hand,
+    "in-switch": _in_switch_by_hand,
+    "nvls-tree": _nvls_tree_by_hand,
+    "collnet-direct": _collnet_by_hand,
+    "pat": _pat_by_hand,
+    "p2p": _p2p_by_hand,
+}
+
+
+@pytest.mark.parametrize("record", VOCABULARY, ids=[r.name for r in VOCABULARY])
+def test_every_record_is_derived_by_hand(record: CollectiveAlgorithm) -> None:
+    # its line-rate records are in HAND (test_every_table_entry_by_hand), its library pricing
+    # in LIBRARY_HAND; a record with neither would price nothing
+    assert record.line_rate or record.library is not None
+    assert {r.kind for r in record.line_rate} == {k for k, name in HAND if name == record.name}
+    assert all(r.name == record.name for r in record.line_rate)
+    if record.library is None:
+        assert record.name not in LIBRARY_HAND
+        return
+    assert record.library.source
+    LIBRARY_HAND[record.name]()
+    group = _two_nodes(NVLS_ALG, sharp=True) if record.name != "pat" else None
+    for kind in record.library.kinds:  # the library runs it for exactly its kinds
+        for g in (
+            _one_node(NVLS_ALG),
+            group or Group(4, 4, "nvlink", RING_BUS, 50e9, None, False, "hopper"),
+        ):
+            names = {p.algorithm for p in library_pairs(load_library("nccl"), kind, g)}
+            assert names <= {r.name for r in VOCABULARY if r.library and kind in r.library.kinds}
+
+
+def test_one_set_of_names_and_every_alias() -> None:
+    assert ALGORITHMS == (
+        "ring",
+        "line",
+        "unidirectional-ring",
+        "switch",
+        "tree",
+        "in-switch",
+        "nvls-tree",
+        "collnet-direct",
+        "pat",
+        "p2p",
+    )
+    words = [w for r in VOCABULARY for w in r.words]
+    assert len(words) == len(set(words))  # no word names two algorithms
+    for record in VOCABULARY:
+        for word in record.words:
+            assert algorithm_named(word.upper().replace("-", "_")) is record
+    assert canonical_algorithm("NVLS") == "in-switch" and canonical_algorithm("sharp") == (
+        "collnet-direct"
+    )
+
+
+def test_the_same_name_in_text_json_and_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    # --algorithm nvls (NCCL's word) is the in-switch record: the bound is its V/W + 2·alpha
+    # (1e9 / 450e9 + 2 us) and NCCL prices NVLS: 25 us + 1e9 / (0.61 x 450 GB/s)
+    argv = ["collective", "all-reduce", "--bytes", "1e9", "--devices", "8", "--hw", "h100-sxm"]
+    assert main([*argv, "--algorithm", "nvls"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert (
+        text[1] == "on switch of 8 (NVLink 4); algorithm: in-switch, protocol Simple (nccl 2.30.7)"
+    )
+    assert main([*argv, "--algorithm", "nvls", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["algorithm"] == out["line_rate_algorithm"] == "in-switch"
+    assert [c["algorithm"] for c in out["candidates"]] == ["in-switch"]
+    assert out["steps"][0]["algorithm"] == "in-switch"
+    assert out["t_s"] == pytest.approx(1e9 / 450e9 + 2e-6, rel=1e-12)
+    assert out["predicted_s"] == pytest.approx(25e-6 + 1e9 / NVLS_ALG, rel=1e-12)
+    assert main([*argv, "--algorithm", "nvls_tree"]) == 2  # one node: NCCL has no NVLS tree
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: nvls-tree cannot run all-reduce")
+    assert main([*argv, "--algorithm", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: unknown algorithm 'nope'; valid: {', '.join(ALGORITHMS)}"]
+
+
+def test_a_library_only_algorithm_off_a_library_chip() -> None:
+    with pytest.raises(InputError, match="'pat' is run only by a collective library"):
+        collective_cost("all_gather", 1e6, 16, V5E, algorithm="pat")
+
+
+def test_bidirectional_ring_is_the_ring() -> None:
+    # an alias is the algorithm: NCCL's ring / LL on 8 H100 at 1 kB, 6.6 + 14 x 0.6 us +
+    # 1e3 / (141 GB/s x 8/14), whichever word names it
+    one = collective_cost("all_reduce", 1e3, 8, H100, algorithm="bidirectional-ring")
+    assert (one.algorithm, one.protocol) == ("ring", "LL")
+    assert one.predicted_s == pytest.approx(15e-6 + 1e3 / (141e9 * 8 / 14), rel=1e-12)
+    assert (
+        one.predicted_s == collective_cost("all_reduce", 1e3, 8, H100, algorithm="ring").predicted_s
+    )
+
+
+def test_no_other_module_names_an_algorithm() -> None:
+    # adding an algorithm is its record and its test: the callers read names from the records
+    # (the names that do not also name a topology or a kind; aliases such as nvls and sharp are
+    # also the cluster flags' words; doctest lines show a user's call)
+
+    def other_word(word: str) -> bool:
+        for canonical in (canonical_kind, canonical_topology):
+            try:
+                canonical(word)
+                return True
+            except InputError:
+                pass
+        return False
+
+    words = [r.name for r in VOCABULARY if not other_word(r.name)]
+    assert words == ["tree", "in-switch", "nvls-tree", "collnet-direct", "pat"]
+    root = Path(__file__).resolve().parents[1] / "src" / "shardline"
+    files = [*(root / "collectives").glob("*.py"), *(root / "cli").glob("*.py")]
+    files += [*(root / "report").glob("*.py")]
+    for path in files:
+        if path.name == "algorithms.py":
+            continue
+        text = "\n".join(line for line in path.read_text().splitlines() if ">>>" not in line)
+        for word in words:
+            assert f'"{word}"' not in text, (path.name, word)

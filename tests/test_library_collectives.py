@@ -39,7 +39,7 @@ def test_large_all_reduce_runs_nvls_in_the_switch() -> None:
     # NVLS: the switch reduces; latency 25 us (NVLink NVLS step), algbw 0.61 x 450 GB/s
     v = 2**30
     c = collective_cost("all_reduce", v, 8, H100)
-    assert (c.algorithm, c.protocol) == ("nvls", "Simple")
+    assert (c.algorithm, c.protocol) == ("in-switch", "Simple")
     assert c.predicted_s == pytest.approx(25 * US + v / (0.61 * 450e9), rel=1e-12)
 
 
@@ -105,7 +105,7 @@ def test_vectorized_sizes_pick_per_size() -> None:
     c = collective_cost("all_reduce", sizes, 8, H100)
     one = [float(collective_cost("all_reduce", float(s), 8, H100).predicted_s) for s in sizes]
     assert np.allclose(c.predicted_s, one, rtol=1e-12)
-    assert c.algorithm == "ring / nvls"
+    assert c.algorithm == "ring / in-switch"
 
 
 # --- the book's multi-axis form ------------------------------------------------------------------
@@ -243,7 +243,9 @@ def test_nvls_tree_network_share_two_nodes_against_ten() -> None:
     # On 2 nodes a node is one tree's root (one child) and the other's leaf: V each way, so
     # algbw = network. From 3 nodes on an inner node has two children: 2V each way, algbw =
     # network / 2. DGX H100 figures: network 8 x 50 GB/s x 0.96 = 384 GB/s; NVLS 0.61 x 450.
-    from shardline.collectives.library import Group, load_library, pairs, tree_net_share
+    from shardline.collectives.algorithms import tree_net_share
+    from shardline.collectives.library import Group, load_library
+    from shardline.collectives.vocabulary import library_pairs
 
     assert (tree_net_share(2), tree_net_share(3), tree_net_share(10)) == (1.0, 0.5, 0.5)
     lib = load_library("nccl")
@@ -251,7 +253,9 @@ def test_nvls_tree_network_share_two_nodes_against_ten() -> None:
 
     def nvls_tree(nodes: int):  # type: ignore[no-untyped-def]
         group = Group(8 * nodes, nodes, "nvlink", RING_BUS, 384e9, nvls, False, "hopper", 11.4e-6)
-        return next(p for p in pairs(lib, "all_reduce", group) if p.algorithm == "nvls_tree")
+        return next(
+            p for p in library_pairs(lib, "all_reduce", group) if p.algorithm == "nvls-tree"
+        )
 
     assert nvls_tree(2).alg_bytes_per_s == pytest.approx(nvls)  # min(274.5, 384 x 1)
     ten = nvls_tree(10)
@@ -266,13 +270,14 @@ def test_ring_across_nodes_uses_nvlink_for_seven_of_eight_sends() -> None:
     # so 7 of the 8 ranks send over the scale-up link and 1 over the network. A node whose
     # NICs outrun its scale-up ring (in-node busbw 315 GB/s, network 8 x 50 x 0.96 = 384 GB/s,
     # MI300X-like figures) reaches 315 x 8/7 = 360 GB/s of bus bandwidth across nodes.
-    from shardline.collectives.library import Group, load_library, pairs, scale_up_share
+    from shardline.collectives.library import Group, load_library, scale_up_share
+    from shardline.collectives.vocabulary import library_pairs
 
     assert (scale_up_share(8, 1), scale_up_share(8, 2), scale_up_share(1, 2)) == (1.0, 7 / 8, 0.0)
     group = Group(16, 2, "nvlink", 315e9, 384e9, None, False, "hopper", 11.4e-6)
     ring = next(
         p
-        for p in pairs(load_library("nccl"), "all_reduce", group)
+        for p in library_pairs(load_library("nccl"), "all_reduce", group)
         if (p.algorithm, p.protocol) == ("ring", "Simple")
     )
     assert ring.bus_bytes_per_s == pytest.approx(360e9)
@@ -283,7 +288,8 @@ def test_nvls_tree_ramps_over_nccls_nvls_channel_count() -> None:
     # NCCL gives NVLS 16 channels on Hopper and 32 on Blackwell across nodes, 24 on more than
     # 2 nodes with >= 48 GB/s NICs and <= 8 ranks a node (src/transport/nvls.cc). The Simple
     # protocol across nodes reaches half its rate at channels x 4 MiB (NCCL_BUFFSIZE).
-    from shardline.collectives.library import Group, load_library, nvls_channels, pairs
+    from shardline.collectives.library import Group, load_library, nvls_channels
+    from shardline.collectives.vocabulary import library_pairs
 
     lib = load_library("nccl")
 
@@ -295,12 +301,14 @@ def test_nvls_tree_ramps_over_nccls_nvls_channel_count() -> None:
     assert nvls_channels(lib, group("blackwell", 2, 64)) == 32
     assert nvls_channels(lib, group("blackwell", 4)) == 24
     tree = next(
-        p for p in pairs(lib, "all_reduce", group("blackwell", 2, 64)) if p.algorithm == "nvls_tree"
+        p
+        for p in library_pairs(lib, "all_reduce", group("blackwell", 2, 64))
+        if p.algorithm == "nvls-tree"
     )
     assert tree.net_half_bytes == 32 * 4 * 2**20  # 128 MiB
     ring = next(
         p
-        for p in pairs(lib, "all_reduce", group("blackwell", 2, 64))
+        for p in library_pairs(lib, "all_reduce", group("blackwell", 2, 64))
         if (p.algorithm, p.protocol) == ("ring", "Simple")
     )
     assert ring.net_half_bytes == 16 * 4 * 2**20  # the ring keeps 16 channels: 64 MiB
@@ -312,7 +320,8 @@ def test_ll_cap_across_nodes_follows_the_host_cpu() -> None:
     # [39.0, 20.4] (src/graph/tuning.cc, index1 = nNodes == 1 ? compCap : cpuVendor == AMD).
     # Ring / LL bus = min(cap, 0.5 x Simple bus); the Simple bus across 2 nodes of 8 H100 is
     # min(369 x 8/7, 384) = 384 GB/s, half of it 192 GB/s, so the cap binds everywhere.
-    from shardline.collectives.library import Group, load_library, pairs
+    from shardline.collectives.library import Group, load_library
+    from shardline.collectives.vocabulary import library_pairs
 
     lib = load_library("nccl")
 
@@ -322,7 +331,9 @@ def test_ll_cap_across_nodes_follows_the_host_cpu() -> None:
             n, nodes, "nvlink", RING_BUS, 384e9, None, False, "hopper", 11.4e-6, 0.0, None, host
         )
         pair = next(
-            p for p in pairs(lib, "all_reduce", g) if (p.algorithm, p.protocol) == ("ring", "LL")
+            p
+            for p in library_pairs(lib, "all_reduce", g)
+            if (p.algorithm, p.protocol) == ("ring", "LL")
         )
         return pair.bus_bytes_per_s
 

@@ -34,7 +34,7 @@ def _group(ranks: int, nodes: int) -> Group:
 
 
 def _pair(group: Group, protocol: str) -> P2pPair:
-    found = all_to_all_pairs(load_library("nccl"), group)
+    found = all_to_all_pairs(load_library("nccl"), group, "p2p")
     pair = next(p for p in found if p.protocol == protocol)
     assert isinstance(pair, P2pPair)
     return pair

@@ -236,9 +236,9 @@ def add_network_args(group: argparse._ArgumentGroup, *, per_axis: bool) -> None:
     group.add_argument(
         "--algorithm",
         metavar="NAME",
-        help="the collective algorithm: the library's ring, tree, nvls, nvls-tree, collnet, pat "
-        "(NCCL/RCCL chips), or the line-rate table's ring, line, unidirectional-ring, switch, "
-        "in-switch, tree, p2p (default: the library's own choice; see docs/collectives.md)",
+        help="the collective algorithm, by name or alias, e.g. ring, tree, in-switch (nvls), "
+        "switch (default: each stage's own for the bound and the library's choice; an unknown "
+        "name lists every valid one; docs/collectives.md)",
     )
     group.add_argument(
         "--gpus-per-process",

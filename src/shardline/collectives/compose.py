@@ -20,31 +20,32 @@ from typing import Any
 
 import numpy as np
 
-from shardline.collectives.algorithms import Algorithm, canonical_algorithm, choose
+from shardline.collectives.algorithms import TABLE, VOCABULARY
 from shardline.collectives.networks import axis_network
 from shardline.collectives.priced import (
     LibraryChoice,
     canonical_protocol,
     group_for,
-    library_algorithm,
     library_choice,
 )
 from shardline.collectives.records import (
     AxisNetwork,
     CollectiveCost,
     CollectiveStep,
+    LineRate,
     NetworkOptions,
     Stage,
     bus_efficiency,
     canonical_kind,
 )
+from shardline.collectives.vocabulary import algorithm_named, choose
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 
 __all__ = ["collective_cost", "collective_over"]
 
 
-def _step(stage: Stage, array: Any, record: Algorithm, grouped: bool = False) -> CollectiveStep:
+def _step(stage: Stage, array: Any, record: LineRate, grouped: bool = False) -> CollectiveStep:
     """One stage running `record` on an array of `array` bytes."""
     n = stage.devices
     coef, hops = record.coefficient(n), record.hops(n)
@@ -62,7 +63,7 @@ def _step(stage: Stage, array: Any, record: Algorithm, grouped: bool = False) ->
     )
 
 
-def _ordered_for_gather(stages: list[Stage], records: list[Algorithm]) -> list[Stage]:
+def _ordered_for_gather(stages: list[Stage], records: list[LineRate]) -> list[Stage]:
     """Order that minimises sum_j a_j * V / prod(n of later stages), a_j = coef_j / W_j.
 
     Exchange argument: stage i goes before j when a_i*n_i/(n_i-1) > a_j*n_j/(n_j-1), i.e. the
@@ -71,7 +72,7 @@ def _ordered_for_gather(stages: list[Stage], records: list[Algorithm]) -> list[S
     that of the all-gather (an all-reduce's second half).
     """
 
-    def slowness(pair: tuple[Stage, Algorithm]) -> float:
+    def slowness(pair: tuple[Stage, LineRate]) -> float:
         stage, record = pair
         gather = record.halves[1] if record.halves else record
         n = stage.devices
@@ -81,14 +82,15 @@ def _ordered_for_gather(stages: list[Stage], records: list[Algorithm]) -> list[S
     return [stage for stage, _ in ranked]
 
 
-def _grouped_record(kind: str, stage: Stage, algorithm: str | None) -> Algorithm:
+def _grouped_record(kind: str, stage: Stage, algorithm: str | None) -> LineRate:
     """The record one stage of a stage-by-stage composition runs."""
     record = choose(kind, stage.topology, False, algorithm)
     if kind == "all_reduce" and record.halves is None:
+        staged = (a.name for a in VOCABULARY for r in a.line_rate if r.halves is not None)
         raise InputError(
             f"algorithm {record.name!r} prices an all-reduce over one stage; this group runs "
             "stage by stage (reduce-scatter + all-gather on each): name a stage algorithm "
-            "(ring, line, unidirectional-ring, switch)"
+            f"({', '.join(staged)})"
         )
     return record
 
@@ -191,7 +193,11 @@ def _compose(
         record = choose(kind, stages[0].topology, sharp, algorithm)
         one = _step(stages[0], nbytes, record)
         return one.t_bandwidth_s, one.t_latency_s, [one], "sum"
-    if kind == "all_reduce" and sharp and algorithm in (None, "in-switch", "tree"):
+    # the named all-reduce when it spans the whole group as one stage (in-switch, tree)
+    whole = TABLE.get(("all_reduce", algorithm or ""))
+    if whole is not None and not (whole.in_switch or whole.over_stages):
+        whole = None
+    if kind == "all_reduce" and sharp and (algorithm is None or whole is not None):
         # several mesh axes inside one NVSwitch node: the switch reduces over the whole group at
         # once, V/W + 2·alpha (as for one axis), not axis by axis
         merged = dataclasses.replace(
@@ -202,7 +208,7 @@ def _compose(
         )
         one = _step(merged, nbytes, choose(kind, "switch", True, algorithm))
         return one.t_bandwidth_s, one.t_latency_s, [one], "sum"
-    if kind == "all_reduce" and algorithm is not None and canonical_algorithm(algorithm) == "tree":
+    if kind == "all_reduce" and whole is not None and whole.over_stages:
         # NCCL runs its double binary tree across the nodes (a chain inside each), so the
         # slowest stage (the NICs) bounds it: one tree over the whole group at the slowest
         # stage's per-device bandwidth and hop latency (a simplification; stated in the docs)
@@ -213,8 +219,8 @@ def _compose(
             devices=math.prod(s.devices for s in stages),
             hop_latency_s=max(s.hop_latency_s for s in stages),
         )
-        one = _step(merged, nbytes, choose(kind, "switch", False, "tree"))
-        return one.t_bandwidth_s, one.t_latency_s, [one], "one tree over the slowest stage"
+        one = _step(merged, nbytes, choose(kind, "switch", False, whole.name))
+        return one.t_bandwidth_s, one.t_latency_s, [one], whole.over_stages
     steps = _staged(kind, nbytes, stages, algorithm)
     t_bw, t_lat, combine = _combine(nbytes, steps, multi_axis, kind)
     return t_bw, t_lat, steps, combine
@@ -245,20 +251,24 @@ def _check_bytes(nbytes: Any) -> Any:
     return nbytes
 
 
-_TABLE_FOR_LIBRARY = {"tree": "tree", "nvls": "in-switch"}
-_LIBRARY_FOR_TABLE = {"in-switch": "nvls", "tree": "tree"}
-
-
 def _split_algorithm(algorithm: str | None, chip: Chip) -> tuple[str | None, str | None]:
-    """(table entry for the line-rate bound, library algorithm) of the user's --algorithm."""
+    """(the algorithm the line-rate bound runs, the one the library runs) for the user's
+    --algorithm: where a library runs the named record, the library prices it and the bound
+    runs the record's own line-rate form or the stages' defaults (`LibraryPricing.own_bound`);
+    elsewhere the bound runs the record and the library (if any) makes its own choice."""
     if algorithm is None:
         return None, None
+    record = algorithm_named(algorithm)
     library = chip.interconnect is not None and chip.interconnect.library in ("nccl", "rccl")
-    lib_name = library_algorithm(algorithm) if library else None
-    if lib_name is not None:
-        return _TABLE_FOR_LIBRARY.get(lib_name), lib_name
-    table = canonical_algorithm(algorithm)
-    return table, (_LIBRARY_FOR_TABLE.get(table) if library else None)
+    if library and record.library is not None:
+        return (record.name if record.library.own_bound else None), record.name
+    if not record.line_rate:
+        own = ", ".join(a.name for a in VOCABULARY if a.line_rate)
+        raise InputError(
+            f"algorithm {record.name!r} is run only by a collective library (NCCL, RCCL), which "
+            f"{chip.name}'s collectives do not use; valid there: {own}"
+        )
+    return record.name, None
 
 
 def _realistic(
@@ -338,9 +348,9 @@ def collective_over(
 ) -> CollectiveCost:
     """Price `kind` of a V-byte array over one or more mesh axes (their networks, in mesh order).
 
-    `algorithm` names a table entry (`shardline.collectives.algorithms.ALGORITHMS`) or, on a chip
-    whose collectives a library runs, the library's (ring, tree, nvls, collnet, pat); None: each
-    stage's default for the bound and the library's own choice for the prediction. `protocol`
+    `algorithm` names a record of the vocabulary (`shardline.collectives.algorithms.VOCABULARY`,
+    any of its words); None: each stage's default for the bound and the library's own choice
+    for the prediction. `protocol`
     forces the library's LL, LL128 or Simple. `multi_axis` says whether the torus stages of
     several axes run at once ("simultaneous", the default) or one after another.
     """

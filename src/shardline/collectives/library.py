@@ -13,8 +13,13 @@ and `ncclTopoGetAlgoTime`). For each pair the time is
   capped per chip generation;
 - ratio turns bus bandwidth into the algorithm's own (ring all-reduce n / (2(n-1)), tree 1/2).
 
-The library's constants live in `libraries/<name>.toml` with their source; the group's bandwidths
-come from the chip's interconnect (`Group`). Everything here is pure: numbers in, seconds out.
+The library's constants live in `libraries/<name>.toml` with their source (every algorithm NCCL
+has, by NCCL's own key: ring, tree, nvls, nvls_tree, collnet_direct, collnet_chain, pat); the
+group's bandwidths come from the chip's interconnect (`Group`). This module holds what every
+algorithm's pricing shares (the communicator, a pair, the protocol and latency rules, the
+network ramp); each algorithm's own pricing is part of its record in `algorithms.py`. Everything
+here is pure: numbers in, seconds out. The ring's bandwidth lives here too: the tree and PAT
+scale it, and the ring's own record prices with it.
 """
 
 from __future__ import annotations
@@ -31,20 +36,24 @@ import numpy as np
 from shardline.errors import InputError
 
 __all__ = [
-    "ALGORITHMS",
     "PROTOCOLS",
     "Group",
     "Library",
     "Pair",
+    "inter_latency",
     "load_library",
+    "log2i",
     "nvls_channels",
-    "pairs",
+    "protocol_bus",
+    "protocols_for",
+    "ramp",
+    "ring_alg_bytes_per_s",
+    "ring_bus_bytes_per_s",
+    "ring_steps",
     "scale_up_share",
-    "tree_net_share",
 ]
 
 PROTOCOLS = ("LL", "LL128", "Simple")
-ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "pat", "p2p")
 _US = 1e-6  # the library file's microseconds
 _GB = 1e9  # the library file's GB/s
 
@@ -211,10 +220,11 @@ def load_library(name: str) -> Library:
     return _library_from_dict(tomllib.loads(entry.read_text(encoding="utf-8")))
 
 
-# --- the pairs ----------------------------------------------------------------------------------
+# --- what every algorithm's pricing shares ------------------------------------------------------
 
 
-def _log2i(n: int) -> int:
+def log2i(n: int) -> int:
+    """NCCL's log2i: the floor of log2 n (0 for n < 1)."""
     return int(math.floor(math.log2(n))) if n >= 1 else 0
 
 
@@ -222,22 +232,23 @@ def _node_index(nodes: int) -> int:
     return 0 if nodes <= 1 else (1 if nodes == 2 else 2)
 
 
-def _steps(kind: str, ranks: int, nodes: int) -> tuple[int, int]:
-    """(steps, network steps) of a ring: all-reduce 2(n-1), gather/scatter n-1."""
-    if kind == "all_reduce":
-        return 2 * (ranks - 1), (0 if nodes <= 1 else 2 * (nodes - 1))
-    return ranks - 1, (0 if nodes <= 1 else nodes - 1)
+def protocols_for(group: Group) -> tuple[int, ...]:
+    """The protocols (indices into PROTOCOLS) a ring or tree may run on `group`.
+
+    LL128 only inside a node: NCCL enables it on NVLink and on network paths no longer than a
+    PCIe switch (PXB/PXN) between GPU and NIC, which a cluster's file does not tell."""
+    return (0, 1, 2) if group.nodes == 1 else (0, 2)
 
 
-def _inter_latency(lib: Library, group: Group, algorithm: str, p: int) -> float:
-    """One network step: the library's per-step network latency (a tree's when each node has one
-    rank), or the fabric's own where that is longer (a cloud transport such as EFA or TCPXO:
-    aws-ofi-nccl's tuner charges 20 us a step on P5, where NCCL's constants assume RDMA)."""
-    key = "tree" if group.ppn == 1 else algorithm
+def inter_latency(lib: Library, group: Group, key: str, p: int) -> float:
+    """One network step with the constants under `key` (the library file's row): the library's
+    per-step network latency, or the fabric's own where that is longer (a cloud transport such
+    as EFA or TCPXO: aws-ofi-nccl's tuner charges 20 us a step on P5, where NCCL's constants
+    assume RDMA)."""
     return max(lib.hw_latency_s["net"][key][p], group.net_latency_s)
 
 
-def _protocol_bus(lib: Library, group: Group, bus: float, p: int) -> float:
+def protocol_bus(lib: Library, group: Group, bus: float, p: int) -> float:
     """A Simple-protocol bus bandwidth as protocol p moves it (LL: half, capped per generation;
     LL128: 120 of every 128 bytes)."""
     if PROTOCOLS[p] == "LL":
@@ -245,6 +256,24 @@ def _protocol_bus(lib: Library, group: Group, bus: float, p: int) -> float:
     if PROTOCOLS[p] == "LL128":
         return bus * lib.factors["ring_ll128"]
     return bus
+
+
+def ramp(lib: Library, pair: Pair, group: Group, channels: int | None = None) -> Pair:
+    """Across nodes the Simple protocol streams through the network proxies' buffers (NCCL:
+    NCCL_BUFFSIZE per channel); a message reaches half the network's bandwidth when it fills
+    them once, V_half = channels x buffer, so its bandwidth is bw x V / (V + V_half). The
+    channels are the library's collective channels unless the algorithm runs its own count."""
+    if group.nodes <= 1 or pair.protocol != "Simple":
+        return pair
+    half = (channels or lib.factors["channels"]) * lib.factors["buffer_bytes"]
+    return replace(pair, net_half_bytes=float(half))
+
+
+def ring_steps(kind: str, ranks: int, nodes: int) -> tuple[int, int]:
+    """(steps, network steps) of a ring: all-reduce 2(n-1), gather/scatter n-1."""
+    if kind == "all_reduce":
+        return 2 * (ranks - 1), (0 if nodes <= 1 else 2 * (nodes - 1))
+    return ranks - 1, (0 if nodes <= 1 else nodes - 1)
 
 
 def scale_up_share(ppn: int, nodes: int) -> float:
@@ -259,126 +288,24 @@ def scale_up_share(ppn: int, nodes: int) -> float:
     return (ppn - 1) / ppn if ppn > 1 else 0.0
 
 
-def _ring_alg(lib: Library, kind: str, group: Group, p: int) -> float:
+def ring_alg_bytes_per_s(lib: Library, kind: str, group: Group, p: int) -> float:
     """The ring's algorithm bandwidth: every rank passes 2(n-1)/n x V (all-reduce; (n-1)/n for
     gather and scatter). Of that, scale_up_share goes over its scale-up link, whose bus rate in
     a node is `intra_bus_bytes_per_s`, so the link allows intra / share; the node's NICs carry
     the crossings at `inter_bus_bytes_per_s`. The bus rate is the slower of the two."""
     n, nodes = group.ranks, group.nodes
-    steps, _ = _steps(kind, n, 1)
+    steps, _ = ring_steps(kind, n, 1)
     share = scale_up_share(group.ppn, nodes)
     bus = group.intra_bus_bytes_per_s / share if share > 0 else math.inf
     if nodes > 1 and group.inter_bus_bytes_per_s is not None:
         bus = min(bus, group.inter_bus_bytes_per_s)
-    return _protocol_bus(lib, group, bus, p) * n / steps
+    return protocol_bus(lib, group, bus, p) * n / steps
 
 
-def _ring_bus(lib: Library, kind: str, group: Group, p: int) -> float:
+def ring_bus_bytes_per_s(lib: Library, kind: str, group: Group, p: int) -> float:
     """The ring's bus bandwidth (nccl-tests' busbw): its algorithm bandwidth x steps / n."""
-    steps, _ = _steps(kind, group.ranks, 1)
-    return _ring_alg(lib, kind, group, p) * steps / group.ranks
-
-
-def _ring(lib: Library, kind: str, group: Group, p: int) -> Pair:
-    n, nodes = group.ranks, group.nodes
-    steps, inter_steps = _steps(kind, n, nodes)
-    intra = lib.hw_latency_s[group.intra_link]["ring"][p]
-    if nodes > 1:
-        overhead = lib.factors["net_overhead_us"] * _US * (3 if PROTOCOLS[p] == "Simple" else 1)
-        intra = max(intra, overhead)
-    latency = lib.base_latency_s["ring"][p] + (steps - inter_steps) * intra
-    latency += inter_steps * _inter_latency(lib, group, "ring", p)
-    alg = _ring_alg(lib, kind, group, p)
-    plateau = None
-    if nodes > 1 and kind == "all_reduce" and PROTOCOLS[p] == "Simple":
-        plateau = latency * lib.factors["ring_plateau_latency"]
-    # NCCL raises the latency once each channel's chunk reaches 64 B (V >= 64 x channels x n)
-    start = 64.0 * lib.factors["channels"] * n
-    return Pair("ring", PROTOCOLS[p], latency, alg * steps / n, alg, (), plateau, start)
-
-
-def _tree(lib: Library, group: Group, p: int) -> Pair:
-    f = lib.factors
-    bus = _ring_bus(lib, "all_reduce", group, 2) * f["tree"]
-    if PROTOCOLS[p] == "LL":
-        bus = min(bus * f["tree_ll"], lib.ll_max(group))
-    elif PROTOCOLS[p] == "LL128":
-        bus *= f["tree_ll128_one_node"] if group.nodes == 1 else f["tree_ll128_nodes"]
-    intra = lib.hw_latency_s[group.intra_link]["tree"][p]
-    inter = _inter_latency(lib, group, "tree", p)
-    latency = lib.base_latency_s["tree"][p]
-    latency += 2 * ((group.ppn - 1) * intra + _log2i(group.nodes) * inter)
-    table = tuple(f["tree_correction"][PROTOCOLS[p]]) if "tree_correction" in f else ()
-    return Pair("tree", PROTOCOLS[p], latency, bus, bus * 0.5, table)
-
-
-def _nvls(lib: Library, group: Group) -> Pair | None:
-    """All-reduce reduced in the NVSwitch (one node): its measured algorithm bandwidth and the
-    library's per-step latency for NVLS (25 us on NVLink in NCCL 2.30)."""
-    if group.nvls_alg_bytes_per_s is None or group.nodes != 1:
-        return None
-    latency = lib.base_latency_s["nvls"][2] + lib.hw_latency_s[group.intra_link]["nvls"][2]
-    alg = group.nvls_alg_bytes_per_s
-    return Pair("nvls", "Simple", latency, alg * 2 * (group.ranks - 1) / group.ranks, alg)
-
-
-def tree_net_share(nodes: int) -> float:
-    """The fraction of a node's network bandwidth a double binary tree all-reduce reaches as
-    algbw. Each of the two trees carries V/2. On two nodes every node is one tree's root with
-    one child and the other's leaf: it sends V/2 + V/2 = V a direction, so algbw = network.
-    From three nodes on, a node inside one tree has two children: it receives 2 x V/2 and sends
-    V/2 up while reducing, then receives V/2 and sends 2 x V/2 down while broadcasting, and as
-    the other tree's leaf sends and receives V/2 more: 2V a direction, so algbw = network / 2.
-    NCCL's tuner says the same (src/graph/tuning.cc: NVLS tree `interBw x 2` when nNodes <= 2)."""
-    return 1.0 if nodes <= 2 else 0.5
-
-
-def _nvls_tree(lib: Library, group: Group) -> Pair | None:
-    """All-reduce over nodes of NVSwitch nodes (NCCL's NVLS tree): reduce-scatter inside each
-    node in the switch, a tree all-reduce of each rank's 1/ppn between the nodes (one tree per
-    NIC rail), all-gather in the switch. The node's NICs carry the tree's traffic, so
-
-        algbw = min(in-switch algbw, network bytes/s x tree_net_share(N)),
-
-    network on two nodes and network / 2 from three on. Latency: NVLS's step in the node and a
-    tree's 2 log2(N) network steps."""
-    nvls = group.nvls_alg_bytes_per_s
-    if nvls is None or group.nodes <= 1 or group.inter_bus_bytes_per_s is None:
-        return None
-    n = group.nodes
-    alg = min(nvls, group.inter_bus_bytes_per_s * tree_net_share(n))
-    inter = _inter_latency(lib, group, "nvls_tree", 2)
-    latency = (
-        lib.base_latency_s["nvls_tree"][2] + lib.hw_latency_s[group.intra_link]["nvls_tree"][2]
-    )
-    latency += 2 * _log2i(n) * inter
-    bus = alg * 2 * (group.ranks - 1) / group.ranks
-    return Pair("nvls_tree", "Simple", latency, bus, alg)
-
-
-def _collnet(lib: Library, group: Group) -> Pair | None:
-    """All-reduce with the reduction in the network switches (SHARP, CollNet Direct): each
-    node's ranks reduce locally and one in-network reduction joins the nodes."""
-    if not group.sharp or group.nodes <= 1 or group.inter_bus_bytes_per_s is None:
-        return None
-    intra = lib.hw_latency_s[group.intra_link]["collnet_direct"][2]
-    inter = _inter_latency(lib, group, "collnet_direct", 2)
-    ppn = group.ppn
-    latency = lib.base_latency_s["collnet_direct"][2]
-    latency += 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4 * _US) + inter
-    bus = min(group.intra_bus_bytes_per_s, group.inter_bus_bytes_per_s)
-    return Pair("collnet_direct", "Simple", latency, bus, bus * 0.5)
-
-
-def _pat(lib: Library, kind: str, group: Group) -> Pair | None:
-    """All-gather / reduce-scatter with one rank per node (NCCL's PAT): log-depth latency."""
-    if kind == "all_reduce" or group.ppn != 1 or group.nodes <= 1:
-        return None
-    inter = _inter_latency(lib, group, "pat", 2)
-    latency = lib.base_latency_s["pat"][2] + _log2i(group.nodes) * inter / 3.5
-    latency += group.ranks * 2.8 * _US
-    bus = _ring_bus(lib, kind, group, 2) * lib.factors["pat"]
-    return Pair("pat", "Simple", latency, bus, bus)
+    steps, _ = ring_steps(kind, group.ranks, 1)
+    return ring_alg_bytes_per_s(lib, kind, group, p) * steps / group.ranks
 
 
 def nvls_channels(lib: Library, group: Group) -> int:
@@ -392,32 +319,3 @@ def nvls_channels(lib: Library, group: Group) -> int:
     if group.generation == "blackwell" and group.nodes > 2 and nic >= 48e9:
         count = 32 if nic >= 96e9 and group.ppn > 8 else 24
     return count
-
-
-def _ramp(lib: Library, pair: Pair, group: Group) -> Pair:
-    """Across nodes the Simple protocol streams through the network proxies' buffers (NCCL:
-    NCCL_BUFFSIZE per channel); a message reaches half the network's bandwidth when it fills
-    them once, V_half = channels x buffer, so its bandwidth is bw x V / (V + V_half). NVLS
-    tree runs on its own channel count (`nvls_channels`), the others on `channels`."""
-    if group.nodes <= 1 or pair.protocol != "Simple":
-        return pair
-    channels = nvls_channels(lib, group) if pair.algorithm == "nvls_tree" else None
-    half = (channels or lib.factors["channels"]) * lib.factors["buffer_bytes"]
-    return replace(pair, net_half_bytes=float(half))
-
-
-def pairs(lib: Library, kind: str, group: Group) -> list[Pair]:
-    """Every (algorithm, protocol) the library may run for `kind` on `group`."""
-    # LL128 only inside a node: NCCL enables it on NVLink and on network paths no longer than
-    # a PCIe switch (PXB/PXN) between GPU and NIC, which a cluster's file does not tell
-    protos = (0, 1, 2) if group.nodes == 1 else (0, 2)
-    found = [_ring(lib, kind, group, p) for p in protos]
-    if kind == "all_reduce":
-        found += [_tree(lib, group, p) for p in protos]
-    extra = (
-        [_nvls(lib, group), _nvls_tree(lib, group), _collnet(lib, group)]
-        if kind == "all_reduce"
-        else []
-    )
-    extra.append(_pat(lib, kind, group))
-    return [_ramp(lib, p, group) for p in found + [p for p in extra if p is not None]]

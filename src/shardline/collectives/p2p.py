@@ -132,8 +132,9 @@ def _chunk_bytes(lib: Library, group: Group) -> tuple[float, float]:
     return float(table["net_chunk_bytes"]), float(table[key])
 
 
-def all_to_all_pairs(lib: Library, group: Group) -> list[Pair]:
-    """The all-to-all's two p2p protocols (LL for small messages, Simple for the rest)."""
+def all_to_all_pairs(lib: Library, group: Group, algorithm: str) -> list[Pair]:
+    """The all-to-all's two p2p protocols (LL for small messages, Simple for the rest), named
+    `algorithm` (the vocabulary's record that prices them)."""
     n, ppn = group.ranks, group.ppn
     net = math.inf
     if group.nodes > 1 and group.inter_bus_bytes_per_s is not None:
@@ -152,7 +153,7 @@ def all_to_all_pairs(lib: Library, group: Group) -> list[Pair]:
         )
         found.append(
             P2pPair(
-                "p2p",
+                algorithm,
                 protocol,
                 _latency_s(lib, group, p, protocol),
                 bus,

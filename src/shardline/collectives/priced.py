@@ -18,15 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from shardline.collectives.library import ALGORITHMS, PROTOCOLS, Group, Pair, load_library, pairs
-from shardline.collectives.p2p import all_to_all_pairs
+from shardline.collectives.library import PROTOCOLS, Group, Pair, load_library
 from shardline.collectives.records import AxisNetwork, Stage
+from shardline.collectives.vocabulary import library_pairs
 from shardline.errors import InputError
 from shardline.hardware import Chip
 
-__all__ = ["LibraryChoice", "group_for", "library_algorithm", "library_choice"]
-
-_ALIASES = {"collnet": "collnet_direct", "sharp": "collnet_direct"}
+__all__ = ["LibraryChoice", "canonical_protocol", "group_for", "library_choice"]
 
 
 @dataclass(frozen=True)
@@ -100,23 +98,6 @@ def group_for(
     )
 
 
-def library_algorithm(word: str) -> str | None:
-    """The library's name for a word of `--algorithm` ('nvls-tree' -> 'nvls_tree', 'sharp' ->
-    'collnet_direct'), or None when the word names no library algorithm."""
-    key = str(word).strip().lower().replace("-", "_")
-    key = _ALIASES.get(key, key)
-    return key if key in ALGORITHMS else None
-
-
-def _wanted(name: str | None) -> str | None:
-    if name is None:
-        return None
-    key = library_algorithm(name)
-    if key is None:
-        raise InputError(f"the collective library cannot run algorithm {name!r}")
-    return key
-
-
 def _usable(
     found: list[Pair], algorithm: str | None, protocol: str | None, kind: str
 ) -> list[Pair]:
@@ -159,17 +140,16 @@ def library_choice(
     algorithm: str | None = None,
     protocol: str | None = None,
 ) -> LibraryChoice:
-    """The library's fastest (algorithm, protocol) for V bytes, or the one the user forces."""
+    """The library's fastest (algorithm, protocol) for V bytes, or the one the user forces
+    (`algorithm`: a record's name in `algorithms.VOCABULARY` that the library runs)."""
     lib = load_library(library)
-    wanted = _wanted(algorithm)
-    every = pairs(lib, kind, group)
+    every = library_pairs(lib, kind, group)
     if kind == "all_to_all":
         # sends are not collectives: NCCL_ALGO does not reach them and LL128 has no p2p path,
         # so a collective's forced algorithm or LL128 (a plan's --algorithm ring) leaves them be
-        every = all_to_all_pairs(lib, group)
-        wanted = wanted if wanted == "p2p" else None
-        protocol = protocol if protocol in ("LL", "Simple") else None
-    found = _usable(every, wanted, protocol, kind)
+        algorithm = algorithm if any(p.algorithm == algorithm for p in every) else None
+        protocol = protocol if any(p.protocol == protocol for p in every) else None
+    found = _usable(every, algorithm, protocol, kind)
     times = [np.maximum(p.time_s(nbytes), group.floor_s) for p in found]
     scalar = not isinstance(nbytes, np.ndarray)
     stacked = np.vstack([np.atleast_1d(t) for t in times])

@@ -1,5 +1,7 @@
 """The records of the collectives model: kinds, topologies, stages, axis networks, the user's
-network options, priced steps and costs, and the size-dependent bus efficiency.
+network options, priced steps and costs, the size-dependent bus efficiency, and what one
+algorithm of the vocabulary is (`CollectiveAlgorithm`: its `LineRate` bound per kind and its
+`LibraryPricing`; the records themselves are `algorithms.VOCABULARY`).
 
 V is the bytes of the whole array (the gathered result, or one full copy being reduced); each
 device holds V/X. W is one-way bytes/s: per link for rings and lines, per-device egress for a
@@ -10,12 +12,13 @@ switch. alpha is the per-hop latency. The realistic prediction divides the bandw
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from shardline.collectives.library import Group, Library, Pair
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.kinds import COLLECTIVE_KINDS, STAGE_TOPOLOGIES
@@ -248,6 +251,106 @@ class CollectiveCost:
                 row["bus_bytes_per_s"] = bus
             out.append(row)
         return out
+
+
+# --- algorithms: what one record of the vocabulary is ------------------------------------
+
+
+@dataclass(frozen=True)
+class LineRate:
+    """One algorithm's line-rate bound for one collective kind on a stage of n devices with
+    one-way bandwidth W (per link for rings and lines, per-device egress for a switch) and
+    per-hop latency alpha: t = coefficient(n)·V/W + hops(n)·alpha for an array of V bytes."""
+
+    kind: str  # all_gather | reduce_scatter | all_reduce | all_to_all | send
+    name: str  # the algorithm's name (its record's)
+    topologies: tuple[str, ...]  # the stage topologies it runs on
+    coefficient: Callable[[int], float]  # t_bandwidth = coefficient(n) * V / W
+    hops: Callable[[int], float]  # t_latency = hops(n) * alpha
+    sent: Callable[[int], float]  # bytes each device sends / V
+    bandwidth_text: str  # the bandwidth term, symbolic in n, V, W
+    latency_text: str  # the latency term, symbolic in n, alpha
+    source: str
+    default: bool = True  # the automatic choice on its topologies
+    in_switch: bool = False  # reduced inside the switch (needs the chip's in-network reduction)
+    note: str = ""  # appended to the formula, e.g. "(in-switch reduction)"
+    halves: tuple[LineRate, LineRate] | None = None  # (reduce-scatter, all-gather) composed
+    # an all-reduce over several stages runs as one stage of the whole group at the slowest
+    # stage (a tree spans every rank); the words say so. "": stage by stage
+    over_stages: str = ""
+
+    @property
+    def formula(self) -> str:
+        text = f"{self.bandwidth_text} + {self.latency_text}"
+        return f"{text}  {self.note}" if self.note else text
+
+    @property
+    def stage_formula(self) -> str:
+        """The formula of one stage inside a stage-by-stage composition: a composed all-reduce
+        reads `2·(one half)` there, its two halves priced on that stage's array."""
+        if self.halves and self.halves[0].formula == self.halves[1].formula:
+            return f"2·({self.halves[0].formula})"
+        if self.halves:
+            return f"({self.halves[0].formula}) + ({self.halves[1].formula})"
+        return self.formula
+
+
+@dataclass(frozen=True)
+class LibraryPricing:
+    """How NCCL and RCCL price one algorithm: its (algorithm, protocol) pairs on a communicator.
+
+    `pairs(lib, kind, group)` gives every pair the library may run for `kind` on `group` (none
+    where it cannot). `own_bound` says which line-rate bound goes beside the library's time
+    when the user names the algorithm: its own record (it moves other bytes than the stage's
+    default: tree 2V, in-switch V), or else the stage's default (the library's ring on an
+    NVSwitch moves what the switch's direct all-gather moves)."""
+
+    kinds: tuple[str, ...]
+    pairs: Callable[[Library, str, Group], list[Pair]]
+    own_bound: bool
+    source: str
+
+
+@dataclass(frozen=True)
+class CollectiveAlgorithm:
+    """One algorithm: its name, its line-rate bound per kind and how a library prices it."""
+
+    name: str
+    summary: str
+    aliases: tuple[str, ...] = ()
+    line_rate: tuple[LineRate, ...] = ()  # none: only a library runs it
+    library: LibraryPricing | None = None  # None: no library runs it
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """Every word `--algorithm` takes for it: its name, then its aliases."""
+        return (self.name, *self.aliases)
+
+
+def compose_all_reduce(rs: LineRate, ag: LineRate) -> LineRate:
+    """All-reduce = reduce-scatter then all-gather on the same stage: the terms add.
+
+    The one place where this rule is written ("How to Scale Your Model", sharding chapter:
+    an all-reduce is a reduce-scatter followed by an all-gather, twice the one-way cost).
+    """
+    if rs.topologies != ag.topologies or rs.name != ag.name:
+        raise ValueError("an all-reduce composes two halves of one algorithm on one topology")
+    same = rs.bandwidth_text == ag.bandwidth_text and rs.latency_text == ag.latency_text
+    bw = f"2·{rs.bandwidth_text}" if same else f"{rs.bandwidth_text} + {ag.bandwidth_text}"
+    lat = f"2·{rs.latency_text}" if same else f"{rs.latency_text} + {ag.latency_text}"
+    return LineRate(
+        "all_reduce",
+        rs.name,
+        rs.topologies,
+        lambda n: rs.coefficient(n) + ag.coefficient(n),
+        lambda n: rs.hops(n) + ag.hops(n),
+        lambda n: rs.sent(n) + ag.sent(n),
+        bw,
+        lat,
+        "reduce-scatter + all-gather; " + rs.source,
+        default=rs.default,
+        halves=(rs, ag),
+    )
 
 
 # --- efficiency ------------------------------------------------------------------------------
