@@ -47,9 +47,14 @@ from shardline.strategies import (
 )
 from shardline.workload import Layer, Workload, backward_layers
 
-__all__ = ["Context", "evaluate_plan"]
+__all__ = ["Context", "evaluate_plan", "layer_key"]
 
 StageLayers = list[tuple[Layer, int]]
+
+
+def layer_key(layer: Layer) -> tuple[str, tuple[Any, ...]]:
+    """A layer's key in the caches: its name and its content (by value, never by identity)."""
+    return (layer.name, layer.content_key)
 
 
 class Context:
@@ -73,10 +78,10 @@ class Context:
         self.head_grads = (
             backward_layers(self.head) if self.head is not None and workload.training else []
         )
-        self._backward: dict[int, list[Layer]] = {}
-        self._index = {id(layer): i for i, layer in enumerate(workload.layers)}
-        self._dims: dict[tuple[int, tuple[tuple[str, int], ...], int], dict[str, int]] = {}
-        self._costs: dict[tuple[int, tuple[tuple[str, int], ...]], LayerCost] = {}
+        self._backward: dict[tuple[str, tuple[Any, ...]], list[Layer]] = {}
+        self._index = {layer_key(layer): i for i, layer in enumerate(workload.layers)}
+        self._dims: dict[tuple[Any, ...], dict[str, int]] = {}
+        self._costs: dict[tuple[Any, ...], LayerCost] = {}
         self._networks: dict[Degrees, MeshNetwork] = {}
         self._priced: dict[Any, Any] = {}  # shared by the networks: keys name their mesh axis
         self._stage_layers: dict[int, list[tuple[StageLayers, Layer]]] = {}
@@ -97,7 +102,7 @@ class Context:
 
     def local(self, layer: Layer, deg: Mapping[str, int], m: int) -> dict[str, int]:
         """The layer's sizes on one device under `deg` with `m` microbatches."""
-        key = (id(layer), tuple(deg.items()), m)
+        key = (layer.content_key, tuple(deg.items()), m)
         if key not in self._dims:
             self._dims[key] = local_dims(
                 layer, deg, batch_dim=self.workload.batch_dim, microbatches=m
@@ -106,7 +111,7 @@ class Context:
 
     def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost:
         """The layer's roofline Cost at these sizes, with its realistic time as predicted_s."""
-        key = (id(layer), tuple(dims.items()))
+        key = (layer.content_key, tuple(dims.items()))
         if key not in self._costs:
             base = layer_cost(layer, self.chip, dims)
             t = einsum_time_s(
@@ -120,14 +125,16 @@ class Context:
         """The layer after this one: itself when it repeats (count > 1), else the next in the
         block, wrapping to the next block."""
         layers = self.workload.layers
-        if id(layer) not in self._index:  # a dense first block's FFN (shardline.dense_first)
+        key = layer_key(layer)
+        if key not in self._index:  # a dense first block's FFN (shardline.dense_first)
             return after(self.workload, layer)
-        return layer if layer.count > 1 else layers[(self._index[id(layer)] + 1) % len(layers)]
+        return layer if layer.count > 1 else layers[(self._index[key] + 1) % len(layers)]
 
     def backward(self, layer: Layer) -> list[Layer]:
-        if id(layer) not in self._backward:
-            self._backward[id(layer)] = backward_layers(layer)
-        return self._backward[id(layer)]
+        key = layer_key(layer)
+        if key not in self._backward:
+            self._backward[key] = backward_layers(layer)
+        return self._backward[key]
 
     def view(self, layer: Layer, n: int, deg: Degrees, m: int) -> LayerView:
         grads = self.backward(layer) if self.workload.training else []
@@ -170,7 +177,7 @@ class Context:
     def stage(self, deg: Degrees, m: int, index: int, layers: StageLayers, last: Layer) -> Stage:
         """A stage's times, shared between stages with the same layers and the same neighbours."""
         ends = (index < deg.stages - 1, index > 0)
-        key = (deg, m, ends, tuple((id(layer), n) for layer, n in layers), id(last))
+        key = (deg, m, ends, tuple((layer_key(x), n) for x, n in layers), layer_key(last))
         if key not in self._stages:
             self._stages[key] = _stage(self, deg, m, (index, layers, last))
         return self._stages[key]
@@ -178,7 +185,7 @@ class Context:
     def memory(self, layers: StageLayers, deg: Degrees, m: int, index: int) -> MemoryCheck:
         ends = (index == 0, index == deg.stages - 1)
         held = min(m, deg.stages - index)  # what the memory depends on besides the ends
-        key = (tuple((id(layer), n) for layer, n in layers), deg, m, held, ends)
+        key = (tuple((layer_key(x), n) for x, n in layers), deg, m, held, ends)
         if key not in self._memory:
             self._memory[key] = stage_memory(
                 self.workload,

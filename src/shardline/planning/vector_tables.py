@@ -272,7 +272,7 @@ def _einsum_s(ctx: Context, layer: Any, dims: dict[str, int]) -> float:
     from shardline.stack import LayerCost, layer_cost
 
     merged = _merged(layer, dims, ctx.workload.batch_dim)
-    key = (id(layer), tuple(dims.items()))
+    key = (layer.content_key, tuple(dims.items()))
     if merged is None or key in ctx._costs:
         return float(ctx.cost(layer, dims).cost.predicted_s)
     model, graphs = ctx.workload.model, ctx.execution.cuda_graphs
