@@ -23,7 +23,16 @@ import numpy as np
 from shardline.serving.config import ServeConfig
 from shardline.serving.steptimes import StepTimes
 
-__all__ = ["Analysis", "analyze_colocated", "queue_wait_quantile_s", "Z"]
+__all__ = [
+    "Analysis",
+    "Replica",
+    "analyze_colocated",
+    "colocated",
+    "pk_wait_s",
+    "queue_wait_quantile_s",
+    "INF",
+    "Z",
+]
 
 Z = {50: 0.0, 90: 1.2815515655446004, 99: 2.3263478740408408}  # standard normal quantiles
 INF = math.inf
@@ -61,7 +70,7 @@ def queue_wait_quantile_s(mean_wait_s: float, rho: float, q: float) -> float:
     return mean_wait_s / rho * math.log(rho / (1 - q))
 
 
-def _pk_wait_s(lam: float, s1: float, s2: float) -> tuple[float, float]:
+def pk_wait_s(lam: float, s1: float, s2: float) -> tuple[float, float]:
     """Pollaczek-Khinchine: (mean wait, rho) of M/G/1 with E[S] = s1, E[S^2] = s2."""
     rho = lam * s1
     if rho >= 1:
@@ -69,8 +78,11 @@ def _pk_wait_s(lam: float, s1: float, s2: float) -> tuple[float, float]:
     return lam * s2 / (2 * (1 - rho)), rho
 
 
-class _Replica:
-    """The numbers one replica's formulas share."""
+class Replica:
+    """The numbers one replica's formulas share: mean input I and output O, the mean context
+    c = I + O/2, E[t_p] and E[t_p^2] over the prompt lengths (times 1 - hit), tau, the KV budget
+    and the batch limit B = min(max batch, floor(budget / (kv bytes per token x KV tokens per
+    sequence)))."""
 
     def __init__(self, st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> None:
         self.st, self.cfg = st, cfg
@@ -89,7 +101,8 @@ class _Replica:
         self.limit = int(min(cfg.max_batch, math.floor(self.kv_limit)))
 
     def t_dec(self, b: Any) -> Any:
-        """A decode step of max(b, 1) sequences (speculative: k draft steps added)."""
+        """A decode step of max(b, 1) sequences at the mean context c, times (1 + k x draft
+        cost) with speculative decoding (k draft steps added): StepTimes.decode_s."""
         step = self.st.decode_s(np.maximum(b, 1.0), self.context)
         return step * self.cfg.step_cost_factor
 
@@ -116,14 +129,30 @@ class _Replica:
         return np.minimum(limit, self.cfg.chunk_tokens * self.mean_out / (fresh * self.tau))
 
     def batch(self, lam: float, t_p: float) -> float:
-        """b with b tau (1 - lam t_p) / t_dec(b) = lam O, by bisection on [0, limit]."""
-        want = lam * self.mean_out
-        lo, hi = 0.0, float(self.limit)
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            got = mid * self.tau * (1 - lam * t_p) / float(self.t_dec(mid))
-            lo, hi = (mid, hi) if got < want else (lo, mid)
-        return hi
+        """The running batch b of Little's law, b tau (1 - lam t_p) = lam O t_dec(b), on [0, B].
+        t_dec is the engine's step at whole batches and (1 - w) t_dec(n) + w t_dec(n + 1) between
+        them (steptimes.py), so: the smallest whole n in [1, B] with n tau (1 - lam t_p) >=
+        lam O t_dec(n) by bisection on whole batches, then on [n - 1, n], with d = t_dec(n) -
+        t_dec(n - 1), b = lam O (t_dec(n - 1) - (n - 1) d) / (tau (1 - lam t_p) - lam O d).
+        When n = 1, t_dec is t_dec(1) below one sequence: b = lam O t_dec(1) / (tau (1 - lam
+        t_p)). B when even B sequences fall short."""
+        want, speed = lam * self.mean_out, self.tau * (1 - lam * t_p)
+
+        def t(n: int) -> float:
+            return float(self.t_dec(float(n)))
+
+        if self.limit < 1:
+            return 0.0
+        if speed <= 0 or self.limit * speed < want * t(self.limit):
+            return float(self.limit)
+        if speed >= want * t(1):
+            return want * t(1) / speed
+        lo, hi = 1, self.limit  # lo falls short, hi keeps up
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if mid * speed < want * t(mid) else (lo, mid)
+        d = t(hi) - t(lo)
+        return want * (t(lo) - lo * d) / (speed - want * d)
 
     def tpot(self, lam: float, b: float, t_p: float, t_p2: float) -> dict[int, float]:
         """Mean t_dec(b) / ((1 - rho_p) tau); spread: sd = sqrt(lam T E[t_p^2]) / O over a
@@ -136,7 +165,7 @@ class _Replica:
         return {q: mean + Z[q] * sd for q in Z}
 
 
-def _ttft(rep: _Replica, lam: float, b: float) -> tuple[dict[int, float], dict[int, float], float]:
+def _ttft(rep: Replica, lam: float, b: float) -> tuple[dict[int, float], dict[int, float], float]:
     """TTFT quantiles, the queueing part, and the mean service time of one prefill. Chunked: a
     prompt of I' tokens spans n = ceil(I'/chunk) steps, S = n t_dec(b) + t_p; separate prefill:
     S = t_p (the prefill step runs alone)."""
@@ -149,7 +178,7 @@ def _ttft(rep: _Replica, lam: float, b: float) -> tuple[dict[int, float], dict[i
 
     s1 = cfg.input_tokens.expect(service)
     s2 = cfg.input_tokens.expect(lambda x: service(x) ** 2)
-    wait, rho = _pk_wait_s(lam, s1, s2)
+    wait, rho = pk_wait_s(lam, s1, s2)
     waits, ttft = {}, {}
     for q in Z:
         w = INF if wait == INF else queue_wait_quantile_s(wait, rho, q / 100)
@@ -162,14 +191,18 @@ def _ttft(rep: _Replica, lam: float, b: float) -> tuple[dict[int, float], dict[i
 def analyze_colocated(st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> Analysis:
     """The steady state of `cfg` (every replica prefills and decodes) with one replica's step
     times `st`."""
-    rep = _Replica(st, cfg, kv_fraction)
+    rep = Replica(st, cfg, kv_fraction)
     replicas = cfg.devices // cfg.tp
     lam = cfg.rate_per_s / replicas
     cap = float(rep.capacity(rep.tp1))
-    return _colocated(rep, lam, cap, replicas)
+    return colocated(rep, lam, cap, replicas)
 
 
-def _colocated(rep: _Replica, lam: float, cap: float, replicas: int) -> Analysis:
+def colocated(rep: Replica, lam: float, cap: float, replicas: int) -> Analysis:
+    """The steady state of `replicas` alike replicas, each at rate `lam` with capacity `cap`
+    (requests/s): saturated when lam >= cap (it serves cap, TTFT unbounded, the batch the limit
+    B or the chunk bound), else the Little's-law batch, TPOT and the M/G/1 TTFT above; the
+    utilization X (E[t_p] + O t_dec(b) / (tau b)) with X the served rate."""
     saturated = lam >= cap
     served = min(lam, cap)
     if saturated:  # the batch limit, or fewer decoding when prompt chunks fill every step

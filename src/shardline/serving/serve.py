@@ -12,7 +12,7 @@ from shardline.serving.config import ServeConfig
 from shardline.serving.engines import Engine, engine
 from shardline.serving.slo import SLO
 from shardline.serving.steady import analyze
-from shardline.serving.steptimes import StepTimes, step_times
+from shardline.serving.steptimes import StepTimes, cached_step_times
 
 __all__ = ["ServeOptions", "serve", "max_rate_meeting_slo", "finite"]
 
@@ -94,7 +94,7 @@ def serve(
     opts = options or ServeOptions()
     eng = engine(opts.engine)
     spec, chip = load_model(model), resolve_chip(hw)
-    st = step_times(spec, chip, cfg.tp, opts.dtype, eng)
+    st = cached_step_times(model, hw, cfg.tp, opts.dtype, eng.name)
     a = analyze(st, cfg, eng.kv_memory_fraction)
     out: dict[str, Any] = {
         "model": spec.name,
