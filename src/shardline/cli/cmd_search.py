@@ -256,8 +256,8 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
     from shardline.serving.search import serving_search
     from shardline.serving.slo import parse_slo
 
-    missing = [f for f, v in (("--rate", args.rate), ("--in", args.input_tokens),
-               ("--out", args.output_tokens)) if v is None]  # fmt: skip
+    given = (("--rate", args.rate), ("--in", args.input_tokens), ("--out", args.output_tokens))
+    missing = [flag for flag, value in given if value is None]
     if missing:
         raise InputError(f"the serving search needs {', '.join(missing)}")
     if args.slo is None:
