@@ -36,6 +36,7 @@ __all__ = [
 
 Z = {50: 0.0, 90: 1.2815515655446004, 99: 2.3263478740408408}  # standard normal quantiles
 INF = math.inf
+ESTIMATE_BATCH = 256  # the batch of the second step of the running batch's first estimate
 
 
 @dataclass
@@ -131,28 +132,44 @@ class Replica:
     def batch(self, lam: float, t_p: float) -> float:
         """The running batch b of Little's law, b tau (1 - lam t_p) = lam O t_dec(b), on [0, B].
         t_dec is the engine's step at whole batches and (1 - w) t_dec(n) + w t_dec(n + 1) between
-        them (steptimes.py), so: the smallest whole n in [1, B] with n tau (1 - lam t_p) >=
-        lam O t_dec(n) by bisection on whole batches, then on [n - 1, n], with d = t_dec(n) -
-        t_dec(n - 1), b = lam O (t_dec(n - 1) - (n - 1) d) / (tau (1 - lam t_p) - lam O d).
-        When n = 1, t_dec is t_dec(1) below one sequence: b = lam O t_dec(1) / (tau (1 - lam
-        t_p)). B when even B sequences fall short."""
-        want, speed = lam * self.mean_out, self.tau * (1 - lam * t_p)
+        them (steptimes.py), so: a whole n in [2, B] where n - 1 sequences fall short,
+        (n - 1) tau (1 - lam t_p) < lam O t_dec(n - 1), and n keep up, then on [n - 1, n], with
+        d = t_dec(n) - t_dec(n - 1), b = lam O (t_dec(n - 1) - (n - 1) d) / (tau (1 - lam t_p)
+        - lam O d). n is searched from the b of the line through t_dec(1) and t_dec(B), widening
+        by doubling steps, then halving (few engine steps per layout). When one sequence keeps
+        up, t_dec is t_dec(1) below it: b = lam O t_dec(1) / (tau (1 - lam t_p)). B when even B
+        sequences fall short."""
+        want, speed, limit = lam * self.mean_out, self.tau * (1 - lam * t_p), self.limit
 
         def t(n: int) -> float:
             return float(self.t_dec(float(n)))
 
-        if self.limit < 1:
+        def short(n: int) -> bool:  # n sequences decode fewer tokens/s than arrive
+            return n * speed < want * t(n)
+
+        if limit < 1:
             return 0.0
-        if speed <= 0 or self.limit * speed < want * t(self.limit):
-            return float(self.limit)
-        if speed >= want * t(1):
+        if speed <= 0 or short(limit):
+            return float(limit)
+        if not short(1):
             return want * t(1) / speed
-        lo, hi = 1, self.limit  # lo falls short, hi keeps up
+        lo, hi = _bracket(short, self._estimate(want, speed), limit)
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if mid * speed < want * t(mid) else (lo, mid)
+            lo, hi = (mid, hi) if short(mid) else (lo, mid)
         d = t(hi) - t(lo)
         return want * (t(lo) - lo * d) / (speed - want * d)
+
+    def _estimate(self, want: float, speed: float) -> int:
+        """The whole batch, in [2, B], where the line through t_dec(1) and t_dec(256) keeps up:
+        b speed = want (t_dec(1) + (b - 1) s), s = (t_dec(256) - t_dec(1)) / 255 (the same two
+        steps for every batch limit and rate, so that layouts share the steps they search)."""
+        t1, t_ref = float(self.t_dec(1.0)), float(self.t_dec(float(ESTIMATE_BATCH)))
+        s = (t_ref - t1) / (ESTIMATE_BATCH - 1)
+        if speed - want * s <= 0:
+            return self.limit
+        guess = want * (t1 - s) / (speed - want * s)
+        return int(min(max(math.ceil(guess), 2), self.limit))
 
     def tpot(self, lam: float, b: float, t_p: float, t_p2: float) -> dict[int, float]:
         """Mean t_dec(b) / ((1 - rho_p) tau); spread: sd = sqrt(lam T E[t_p^2]) / O over a
@@ -163,6 +180,20 @@ class Replica:
         lifetime = self.mean_out * step / self.tau
         sd = math.sqrt(lam * lifetime * t_p2) / self.mean_out
         return {q: mean + Z[q] * sd for q in Z}
+
+
+def _bracket(short: Any, start: int, limit: int) -> tuple[int, int]:
+    """(lo, hi) with short(lo) and not short(hi), 1 <= lo < hi <= limit, given short(1) and not
+    short(limit): from `start`, steps of 1, 2, 4, ... up while short, else down while not."""
+    if short(start):
+        lo, step = start, 1
+        while lo + step < limit and short(lo + step):
+            lo, step = lo + step, 2 * step
+        return lo, min(lo + step, limit)
+    hi, step = start, 1
+    while hi - step > 1 and not short(hi - step):
+        hi, step = hi - step, 2 * step
+    return max(hi - step, 1), hi
 
 
 def _ttft(rep: Replica, lam: float, b: float) -> tuple[dict[int, float], dict[int, float], float]:
