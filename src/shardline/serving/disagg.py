@@ -29,11 +29,17 @@ __all__ = ["analyze_disagg", "kv_transfer_s"]
 
 
 def kv_transfer_s(st: StepTimes, tokens: Any, egress_bytes_per_s: float) -> Any:
-    """Seconds to move the KV cache of `tokens` tokens from a prefill to a decode replica."""
+    """Seconds to move the KV cache of `tokens` tokens from a prefill to a decode replica:
+    kv_bytes_per_token x tokens / (tp x egress_bytes_per_s), each device sending its shard."""
     return st.kv_bytes_per_token * tokens / (st.tp * egress_bytes_per_s)
 
 
 def analyze_disagg(st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> Analysis:
+    """The steady state of R_p = P / tp prefill and R_d = D / tp decode replicas: each prefill
+    replica an M/G/1 queue at rate / R_p with service t_p (mean wait W by Pollaczek-Khinchine,
+    quantiles w_q by its exponential tail); TTFT_q = w_q + t_p(I_q) + t_kv(I_q); each decode
+    replica the colocated model at rate / R_d with no prefill in its steps (rho_p = 0);
+    capacity min(R_p / E[t_p], R_d x decode capacity); utilization the replicas' mean."""
     assert cfg.disagg is not None
     p_devices, d_devices = cfg.disagg
     rp, rd = p_devices // cfg.tp, d_devices // cfg.tp
