@@ -44,9 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="training (default) or serving (the default when --slo or --rate is given)",
     )
     p.add_argument(
-        "--hw", default=None, metavar="LIST", help="chips to try, e.g. h100-sxm,h200 (default "
-        "h100-sxm for training; serving: the serving search's default)",
-    )  # fmt: skip
+        "--hw",
+        default=None,
+        metavar="LIST",
+        help="chips to try, e.g. h100-sxm,h200 (default h100-sxm for training; serving: the "
+        "serving search's default)",
+    )
     _add_training(p)
     _add_serving(p)
     _add_run(p)
