@@ -192,12 +192,13 @@ def section(outcomes: list[Outcome], summary: dict[str, dict[str, Any]]) -> str:
 
 
 NOTES = [
-    "Where it misses: the 405B rows at TP8 are predicted too fast (+10% to +30%, most with long",
-    "outputs), where eight GPUs' all-reduces in every decode step weigh more than the collective",
-    "model gives them; short prompts and outputs at maximum load (128/128) are predicted too slow",
-    "(-15% to -30%): the model's largest batch is 2048 and each step pays a full decode step,",
-    "while the engine packs more of such tiny requests. TensorRT-LLM's KV reservation (prompt and",
-    "whole output at admission, its default scheduler policy) is an engine figure, not fitted.",
+    "Where it misses: the 405B rows at TP8 are mostly predicted too fast (up to +25%, most with",
+    "long outputs), where eight GPUs' all-reduces in every decode step weigh more than the",
+    "collective model gives them; short prompts and outputs at maximum load (128/128) are",
+    "predicted too slow (-18% to -31%): the model's largest batch is 2048 and each step pays a",
+    "full decode step, while the engine packs more of such tiny requests. TensorRT-LLM's KV",
+    "reservation (prompt and whole output at admission, its default scheduler policy) is an",
+    "engine figure, not fitted.",
     "The v0.5.0 static-batch rows (2023, GptSession: the batch prefills, then decodes to its",
     "longest output) are totals over the four GPUs of the TP group: the table's header says",
     "out tok/s (the v0.6.1 table that replaced it says out tok/s/GPU), and the benchmark it",
@@ -210,7 +211,7 @@ NOTES = [
     "kernel (TensorRT-LLM README news, 2023-12-04 and 2024-01-30). Today's kernels are the",
     "model's, so the rows are kept and not fitted.",
     "vLLM (its ROCm build, 2024-10, Llama 3.1 405B FP8 on eight MI300X, OCI's blog): the nine",
-    "batch latencies (128 in, 128 out, batch 1 to 256, static batches) are predicted 16% to 20%",
+    "batch latencies (128 in, 128 out, batch 1 to 256, static batches) are predicted 16% to 21%",
     "short, nearly the same fraction at every batch, so the step itself is priced too fast (at",
     "batch 1, 23 ms per token against the 27.6 ms measured), not the batching; of the two",
     "throughput rows 128/128 is +10% and 128/2048 +55%, the long-output miss the 405B TP8 rows",

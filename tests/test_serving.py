@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from shardline.errors import InputError
-from shardline.serving.analytic import _pk_wait_s, queue_wait_quantile_s
+from shardline.serving.analytic import pk_wait_s, queue_wait_quantile_s
 from shardline.serving.config import Lengths, ServeConfig, parse_lengths, spec_tokens_per_step
 from shardline.serving.simulate import fcfs_finish_s, poisson_requests, simulate_replica, summarize
 from shardline.serving.slo import parse_slo
@@ -20,18 +20,12 @@ from shardline.serving.steptimes import StepTimes
 
 
 def synthetic(decode_a_s: float, decode_k_s: float, prefill_per_token_s: float) -> StepTimes:
-    """Decode step t(b) = a + k b at any context; prefill t(L) = p L; memory never binds."""
-    b = np.array([1.0, 1000.0])
-    row = decode_a_s + decode_k_s * b
+    """Decode step t(n) = a + k n at any context; prefill t(L) = p L; memory never binds."""
     return StepTimes(
         chip="synthetic",
         tp=1,
-        batches=b,
-        contexts=np.array([1.0, 1e6]),
-        decode_grid_s=np.stack([row, row], axis=1),
-        prefill_lengths=np.array([1.0, 1e6]),
-        prefill_grid_s=prefill_per_token_s * np.array([1.0, 1e6]),
-        roofline_decode_grid_s=np.stack([row, row], axis=1),
+        decode_point=lambda n, c: decode_a_s + decode_k_s * n,
+        prefill_point=lambda tokens: prefill_per_token_s * tokens,
         weights_bytes_per_device=0.0,
         activations_bytes_per_device=0.0,
         capacity_bytes_per_device=1e12,
@@ -70,7 +64,7 @@ def test_queueing_formulas() -> None:
     assert queue_wait_quantile_s(1.0, 0.5, 0.99) == pytest.approx(2 * math.log(50))
     assert queue_wait_quantile_s(1.0, 0.5, 0.5) == 0.0  # rho <= 1 - q: most never wait
     # M/D/1 (Pollaczek-Khinchine), lam 0.5, S = 1: W = lam E[S^2] / (2 (1 - rho)) = 0.5
-    assert _pk_wait_s(0.5, 1.0, 1.0) == (pytest.approx(0.5), 0.5)
+    assert pk_wait_s(0.5, 1.0, 1.0) == (pytest.approx(0.5), 0.5)
     # FCFS finish times by Lindley: arrivals 0, 0.5, 3 with service 1: 1, 2, 4
     assert fcfs_finish_s(np.array([0, 0.5, 3.0]), np.ones(3)).tolist() == [1.0, 2.0, 4.0]
 
@@ -179,9 +173,15 @@ def test_serving_search_small() -> None:
 
     slo = parse_slo("ttft=1s,tpot=50ms")
     out = serving_search(
-        "llama-3.1-8b", chips=["h100-sxm"], rate_per_s=2.0, input_tokens=500,
-        output_tokens=100, slo=slo, max_devices=2, map_chunks=mapper,
-    )  # fmt: skip
+        "llama-3.1-8b",
+        chips=["h100-sxm"],
+        rate_per_s=2.0,
+        input_tokens=500,
+        output_tokens=100,
+        slo=slo,
+        max_devices=2,
+        map_chunks=mapper,
+    )
     # tp 1: 1 or 2 devices; tp 2: 2 devices; each x every batch limit
     assert out["evaluated"] == 3 * len(BATCH_LIMITS) and calls == [2]
     best = out["best"]
@@ -189,26 +189,69 @@ def test_serving_search_small() -> None:
     assert out["pareto"] and all("why" in f for f in out["failures"])
 
 
-def test_search_rows_match_the_analytic_model() -> None:
-    """The vectorized search and `analyze` are the same formulas: one layout, both ways."""
-    from shardline.hardware import resolve_chip
-    from shardline.models import load_model
-    from shardline.serving.engines import engine
-    from shardline.serving.search import SEARCH_DTYPE, _Chunk, evaluate_chunk
-    from shardline.serving.steptimes import step_times
+@pytest.mark.parametrize(
+    ("tp", "devices", "max_batch"),
+    [(1, 1, 8), (1, 2, 64), (1, 4, 512), (2, 4, 32), (4, 4, 256)],
+    ids=["saturated", "tp1x2", "tp1x4", "tp2x2", "tp4x1"],
+)
+def test_search_rows_are_what_serve_gives(
+    capsys: pytest.CaptureFixture[str], tp: int, devices: int, max_batch: int
+) -> None:
+    """A layout the serving search lists and `serve` with the same flags give the same TTFT,
+    TPOT and throughput (each priced afresh from the engine: the step-time cache is cleared)."""
+    from shardline.cli.main import main
+    from shardline.serving.search import serving_search
+    from shardline.serving.steptimes import cached_step_times
 
-    slo = parse_slo("ttft=1s,tpot=50ms")
-    lengths = (Lengths("fixed", 500), Lengths("fixed", 100))
-    chunk = _Chunk("llama-3.1-8b", "h100-sxm", 1, 6.0, *lengths, slo, 2, "trtllm", SEARCH_DTYPE)
-    rows = evaluate_chunk(chunk)
-    row = next(r for r in rows if r["devices"] == 2 and r["max_batch"] == 64)
-    eng = engine("trtllm")
-    st = step_times(load_model("llama-3.1-8b"), resolve_chip("h100-sxm"), 1, SEARCH_DTYPE, eng)
-    cfg = ServeConfig(6.0, *lengths, 2, 1, max_batch=64, chunk_tokens=eng.default_chunk_tokens)
-    a = analyze(st, cfg, eng.kv_memory_fraction)
-    assert row["throughput_tokens_per_s"] == pytest.approx(a.throughput_tokens_per_s)
-    assert row["tpot_p99_s"] == pytest.approx(a.tpot_s[99], rel=1e-6)
-    assert row["ttft_p99_s"] == pytest.approx(a.ttft_s[99], rel=1e-6)
+    cached_step_times.cache_clear()
+    found = serving_search(
+        "llama-3.1-8b",
+        chips=["h100-sxm"],
+        rate_per_s=12.0,
+        input_tokens=1500,
+        output_tokens=300,
+        slo=parse_slo("ttft=60ms,tpot=4ms,p=90"),
+        max_devices=4,
+    )
+    rows = {(r["tp"], r["devices"], r["max_batch"]): r for r in _all_rows(found)}
+    for listed in found["pareto"]:  # type: ignore[attr-defined]
+        assert listed == rows[(listed["tp"], listed["devices"], listed["max_batch"])]
+    row = rows[(tp, devices, max_batch)]
+    cached_step_times.cache_clear()
+    argv = ["serve", "--model", "llama-3.1-8b", "--hw", "h100-sxm", "--devices", str(devices)]
+    argv += ["--tp", str(tp), "--max-batch", str(max_batch), "--rate", "12", "--in", "1500"]
+    argv += ["--out", "300", "--dtype", "fp8", "--engine", "trtllm"]
+    argv += ["--slo", "ttft=60ms,tpot=4ms,p=90", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (row["ttft_p99_s"] is None) == (out["ttft_s"]["p99"] is None)
+    if row["ttft_p99_s"] is not None:
+        assert row["ttft_p99_s"] == pytest.approx(out["ttft_s"]["p99"], rel=1e-9)
+    assert row["tpot_p99_s"] == pytest.approx(out["tpot_s"]["p99"], rel=1e-9)
+    assert row["throughput_tokens_per_s"] == pytest.approx(out["throughput_tokens_per_s"], rel=1e-9)
+    assert row["usd_per_million_tokens"] == pytest.approx(out["usd_per_million_tokens"], rel=1e-9)
+    assert row["meets_slo"] == out["meets_slo"]
+    if (tp, devices, max_batch) == (1, 1, 8):
+        assert out["saturated"] and "saturated" in row["why_not"]
+    else:  # below saturation every request is served: 12 req/s x 300 output tokens
+        assert out["throughput_tokens_per_s"] == pytest.approx(3600, rel=1e-12)
+
+
+def _all_rows(found: dict[str, object]) -> list[dict[str, object]]:
+    """Every row the search evaluated: its front, its best and its failures name only some, so
+    the chunk is evaluated again through the same function the search maps."""
+    from shardline.serving.search import SEARCH_DTYPE, SEARCH_ENGINE, Chunk, evaluate_chunk
+
+    slo = parse_slo("ttft=60ms,tpot=4ms,p=90")
+    lengths = (Lengths("fixed", 1500), Lengths("fixed", 300))
+    rows: list[dict[str, object]] = []
+    for tp in (1, 2, 4):
+        chunk = Chunk(
+            "llama-3.1-8b", "h100-sxm", tp, 12.0, *lengths, slo, 4, SEARCH_ENGINE, SEARCH_DTYPE
+        )
+        rows += evaluate_chunk(chunk)
+    assert len(rows) == found["evaluated"]
+    return rows
 
 
 def test_serve_trace_and_disagg(tmp_path: object, capsys: pytest.CaptureFixture[str]) -> None:

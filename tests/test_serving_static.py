@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from shardline.errors import InputError
@@ -10,25 +9,14 @@ from shardline.serving.config import Lengths
 from shardline.serving.static import static_batch
 from shardline.serving.steptimes import StepTimes
 
-B_GRID = np.array([1.0, 4.0, 16.0, 64.0])
-C_GRID = np.array([128.0, 1024.0, 8192.0])
-L_GRID = np.array([16.0, 128.0, 1024.0])
-
 
 def _steps() -> StepTimes:
-    """t_dec(b, c) = 0.01 + 1e-5 b + 1e-8 b c (bilinear, so interpolation is exact) and
-    t_p(L) = 1e-4 L."""
-    b, c = np.meshgrid(B_GRID, C_GRID, indexing="ij")
-    decode = 0.01 + 1e-5 * b + 1e-8 * b * c
+    """t_dec(n, c) = 0.01 + 1e-5 n + 1e-8 n c and t_p(L) = 1e-4 L."""
     return StepTimes(
         chip="test",
         tp=1,
-        batches=B_GRID,
-        contexts=C_GRID,
-        decode_grid_s=decode,
-        prefill_lengths=L_GRID,
-        prefill_grid_s=1e-4 * L_GRID,
-        roofline_decode_grid_s=decode,
+        decode_point=lambda n, c: 0.01 + 1e-5 * n + 1e-8 * n * c,
+        prefill_point=lambda tokens: 1e-4 * tokens,
         weights_bytes_per_device=0.0,
         activations_bytes_per_device=0.0,
         capacity_bytes_per_device=1e9,

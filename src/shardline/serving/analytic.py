@@ -23,10 +23,20 @@ import numpy as np
 from shardline.serving.config import ServeConfig
 from shardline.serving.steptimes import StepTimes
 
-__all__ = ["Analysis", "analyze_colocated", "queue_wait_quantile_s", "Z"]
+__all__ = [
+    "Analysis",
+    "Replica",
+    "analyze_colocated",
+    "colocated",
+    "pk_wait_s",
+    "queue_wait_quantile_s",
+    "INF",
+    "Z",
+]
 
 Z = {50: 0.0, 90: 1.2815515655446004, 99: 2.3263478740408408}  # standard normal quantiles
 INF = math.inf
+ESTIMATE_BATCH = 256  # the batch of the second step of the running batch's first estimate
 
 
 @dataclass
@@ -61,7 +71,7 @@ def queue_wait_quantile_s(mean_wait_s: float, rho: float, q: float) -> float:
     return mean_wait_s / rho * math.log(rho / (1 - q))
 
 
-def _pk_wait_s(lam: float, s1: float, s2: float) -> tuple[float, float]:
+def pk_wait_s(lam: float, s1: float, s2: float) -> tuple[float, float]:
     """Pollaczek-Khinchine: (mean wait, rho) of M/G/1 with E[S] = s1, E[S^2] = s2."""
     rho = lam * s1
     if rho >= 1:
@@ -69,8 +79,11 @@ def _pk_wait_s(lam: float, s1: float, s2: float) -> tuple[float, float]:
     return lam * s2 / (2 * (1 - rho)), rho
 
 
-class _Replica:
-    """The numbers one replica's formulas share."""
+class Replica:
+    """The numbers one replica's formulas share: mean input I and output O, the mean context
+    c = I + O/2, E[t_p] and E[t_p^2] over the prompt lengths (times 1 - hit), tau, the KV budget
+    and the batch limit B = min(max batch, floor(budget / (kv bytes per token x KV tokens per
+    sequence)))."""
 
     def __init__(self, st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> None:
         self.st, self.cfg = st, cfg
@@ -89,7 +102,8 @@ class _Replica:
         self.limit = int(min(cfg.max_batch, math.floor(self.kv_limit)))
 
     def t_dec(self, b: Any) -> Any:
-        """A decode step of max(b, 1) sequences (speculative: k draft steps added)."""
+        """A decode step of max(b, 1) sequences at the mean context c, times (1 + k x draft
+        cost) with speculative decoding (k draft steps added): StepTimes.decode_s."""
         step = self.st.decode_s(np.maximum(b, 1.0), self.context)
         return step * self.cfg.step_cost_factor
 
@@ -116,14 +130,46 @@ class _Replica:
         return np.minimum(limit, self.cfg.chunk_tokens * self.mean_out / (fresh * self.tau))
 
     def batch(self, lam: float, t_p: float) -> float:
-        """b with b tau (1 - lam t_p) / t_dec(b) = lam O, by bisection on [0, limit]."""
-        want = lam * self.mean_out
-        lo, hi = 0.0, float(self.limit)
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            got = mid * self.tau * (1 - lam * t_p) / float(self.t_dec(mid))
-            lo, hi = (mid, hi) if got < want else (lo, mid)
-        return hi
+        """The running batch b of Little's law, b tau (1 - lam t_p) = lam O t_dec(b), on [0, B].
+        t_dec is the engine's step at whole batches and (1 - w) t_dec(n) + w t_dec(n + 1) between
+        them (steptimes.py), so: a whole n in [2, B] where n - 1 sequences fall short,
+        (n - 1) tau (1 - lam t_p) < lam O t_dec(n - 1), and n keep up, then on [n - 1, n], with
+        d = t_dec(n) - t_dec(n - 1), b = lam O (t_dec(n - 1) - (n - 1) d) / (tau (1 - lam t_p)
+        - lam O d). n is searched from the b of the line through t_dec(1) and t_dec(B), widening
+        by doubling steps, then halving (few engine steps per layout). When one sequence keeps
+        up, t_dec is t_dec(1) below it: b = lam O t_dec(1) / (tau (1 - lam t_p)). B when even B
+        sequences fall short."""
+        want, speed, limit = lam * self.mean_out, self.tau * (1 - lam * t_p), self.limit
+
+        def t(n: int) -> float:
+            return float(self.t_dec(float(n)))
+
+        def short(n: int) -> bool:  # n sequences decode fewer tokens/s than arrive
+            return n * speed < want * t(n)
+
+        if limit < 1:
+            return 0.0
+        if speed <= 0 or short(limit):
+            return float(limit)
+        if not short(1):
+            return want * t(1) / speed
+        lo, hi = _bracket(short, self._estimate(want, speed), limit)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (mid, hi) if short(mid) else (lo, mid)
+        d = t(hi) - t(lo)
+        return want * (t(lo) - lo * d) / (speed - want * d)
+
+    def _estimate(self, want: float, speed: float) -> int:
+        """The whole batch, in [2, B], where the line through t_dec(1) and t_dec(256) keeps up:
+        b speed = want (t_dec(1) + (b - 1) s), s = (t_dec(256) - t_dec(1)) / 255 (the same two
+        steps for every batch limit and rate, so that layouts share the steps they search)."""
+        t1, t_ref = float(self.t_dec(1.0)), float(self.t_dec(float(ESTIMATE_BATCH)))
+        s = (t_ref - t1) / (ESTIMATE_BATCH - 1)
+        if speed - want * s <= 0:
+            return self.limit
+        guess = want * (t1 - s) / (speed - want * s)
+        return int(min(max(math.ceil(guess), 2), self.limit))
 
     def tpot(self, lam: float, b: float, t_p: float, t_p2: float) -> dict[int, float]:
         """Mean t_dec(b) / ((1 - rho_p) tau); spread: sd = sqrt(lam T E[t_p^2]) / O over a
@@ -136,7 +182,21 @@ class _Replica:
         return {q: mean + Z[q] * sd for q in Z}
 
 
-def _ttft(rep: _Replica, lam: float, b: float) -> tuple[dict[int, float], dict[int, float], float]:
+def _bracket(short: Any, start: int, limit: int) -> tuple[int, int]:
+    """(lo, hi) with short(lo) and not short(hi), 1 <= lo < hi <= limit, given short(1) and not
+    short(limit): from `start`, steps of 1, 2, 4, ... up while short, else down while not."""
+    if short(start):
+        lo, step = start, 1
+        while lo + step < limit and short(lo + step):
+            lo, step = lo + step, 2 * step
+        return lo, min(lo + step, limit)
+    hi, step = start, 1
+    while hi - step > 1 and not short(hi - step):
+        hi, step = hi - step, 2 * step
+    return max(hi - step, 1), hi
+
+
+def _ttft(rep: Replica, lam: float, b: float) -> tuple[dict[int, float], dict[int, float], float]:
     """TTFT quantiles, the queueing part, and the mean service time of one prefill. Chunked: a
     prompt of I' tokens spans n = ceil(I'/chunk) steps, S = n t_dec(b) + t_p; separate prefill:
     S = t_p (the prefill step runs alone)."""
@@ -149,7 +209,7 @@ def _ttft(rep: _Replica, lam: float, b: float) -> tuple[dict[int, float], dict[i
 
     s1 = cfg.input_tokens.expect(service)
     s2 = cfg.input_tokens.expect(lambda x: service(x) ** 2)
-    wait, rho = _pk_wait_s(lam, s1, s2)
+    wait, rho = pk_wait_s(lam, s1, s2)
     waits, ttft = {}, {}
     for q in Z:
         w = INF if wait == INF else queue_wait_quantile_s(wait, rho, q / 100)
@@ -162,14 +222,18 @@ def _ttft(rep: _Replica, lam: float, b: float) -> tuple[dict[int, float], dict[i
 def analyze_colocated(st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> Analysis:
     """The steady state of `cfg` (every replica prefills and decodes) with one replica's step
     times `st`."""
-    rep = _Replica(st, cfg, kv_fraction)
+    rep = Replica(st, cfg, kv_fraction)
     replicas = cfg.devices // cfg.tp
     lam = cfg.rate_per_s / replicas
     cap = float(rep.capacity(rep.tp1))
-    return _colocated(rep, lam, cap, replicas)
+    return colocated(rep, lam, cap, replicas)
 
 
-def _colocated(rep: _Replica, lam: float, cap: float, replicas: int) -> Analysis:
+def colocated(rep: Replica, lam: float, cap: float, replicas: int) -> Analysis:
+    """The steady state of `replicas` alike replicas, each at rate `lam` with capacity `cap`
+    (requests/s): saturated when lam >= cap (it serves cap, TTFT unbounded, the batch the limit
+    B or the chunk bound), else the Little's-law batch, TPOT and the M/G/1 TTFT above; the
+    utilization X (E[t_p] + O t_dec(b) / (tau b)) with X the served rate."""
     saturated = lam >= cap
     served = min(lam, cap)
     if saturated:  # the batch limit, or fewer decoding when prompt chunks fill every step

@@ -16,10 +16,10 @@ from typing import Any
 from shardline.serving.analytic import (
     INF,
     Analysis,
+    Replica,
     Z,
-    _colocated,
-    _pk_wait_s,
-    _Replica,
+    colocated,
+    pk_wait_s,
     queue_wait_quantile_s,
 )
 from shardline.serving.config import ServeConfig
@@ -29,23 +29,29 @@ __all__ = ["analyze_disagg", "kv_transfer_s"]
 
 
 def kv_transfer_s(st: StepTimes, tokens: Any, egress_bytes_per_s: float) -> Any:
-    """Seconds to move the KV cache of `tokens` tokens from a prefill to a decode replica."""
+    """Seconds to move the KV cache of `tokens` tokens from a prefill to a decode replica:
+    kv_bytes_per_token x tokens / (tp x egress_bytes_per_s), each device sending its shard."""
     return st.kv_bytes_per_token * tokens / (st.tp * egress_bytes_per_s)
 
 
 def analyze_disagg(st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> Analysis:
+    """The steady state of R_p = P / tp prefill and R_d = D / tp decode replicas: each prefill
+    replica an M/G/1 queue at rate / R_p with service t_p (mean wait W by Pollaczek-Khinchine,
+    quantiles w_q by its exponential tail); TTFT_q = w_q + t_p(I_q) + t_kv(I_q); each decode
+    replica the colocated model at rate / R_d with no prefill in its steps (rho_p = 0);
+    capacity min(R_p / E[t_p], R_d x decode capacity); utilization the replicas' mean."""
     assert cfg.disagg is not None
     p_devices, d_devices = cfg.disagg
     rp, rd = p_devices // cfg.tp, d_devices // cfg.tp
-    rep = _Replica(st, cfg, kv_fraction)
+    rep = Replica(st, cfg, kv_fraction)
     lam_p, lam_d = cfg.rate_per_s / rp, cfg.rate_per_s / rd
     cap_p = rp / rep.tp1 if rep.tp1 > 0 else INF
-    decode_rep = _Replica(st, cfg, kv_fraction)
+    decode_rep = Replica(st, cfg, kv_fraction)
     decode_rep.tp1 = decode_rep.tp2 = 0.0  # no prefill in a decode replica's steps
     cap_d = float(decode_rep.capacity(0.0)) * rd
-    dec = _colocated(decode_rep, lam_d, cap_d / rd, rd)
+    dec = colocated(decode_rep, lam_d, cap_d / rd, rd)
     t_kv = float(cfg.input_tokens.expect(lambda x: kv_transfer_s(st, x, st.egress_bytes_per_s)))
-    wait, rho = _pk_wait_s(lam_p, rep.tp1, rep.tp2)
+    wait, rho = pk_wait_s(lam_p, rep.tp1, rep.tp2)
     ttft, waits = {}, {}
     for q in Z:
         w = INF if wait == INF else queue_wait_quantile_s(wait, rho, q / 100)

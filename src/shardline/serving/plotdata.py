@@ -19,7 +19,7 @@ from shardline.serving.engines import Engine, engine
 from shardline.serving.runsim import simulate_system
 from shardline.serving.simulate import Requests, SimResult, poisson_requests
 from shardline.serving.steady import analyze
-from shardline.serving.steptimes import StepTimes, step_times
+from shardline.serving.steptimes import StepTimes, cached_step_times
 
 __all__ = ["ServePlotData", "serve_plot_data", "rate_sweep", "SWEEP_FRACTIONS"]
 
@@ -114,7 +114,7 @@ def serve_plot_data(model: str, hw: str, cfg: ServeConfig, opts: Any) -> ServePl
 
     eng = engine(opts.engine)
     spec, chip = load_model(model), resolve_chip(hw)
-    st = step_times(spec, chip, cfg.tp, opts.dtype, eng)
+    st = cached_step_times(model, hw, cfg.tp, opts.dtype, eng.name)
     title = (
         f"{spec.name} on {cfg.devices} x {chip.name} (tp {cfg.tp}), {eng.name}, "
         f"{cfg.rate_per_s:g} req/s, in {cfg.input_tokens.label()} / out "

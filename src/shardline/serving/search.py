@@ -1,7 +1,8 @@
 """The serving search: every chip x device count x tensor-parallel degree x batch limit for one
-request rate, lengths and SLO, evaluated with the analytic model vectorized over device counts
-and batch limits (numpy), one chunk of work per (chip, tp) so that `map_chunks` can spread the
-chunks over processes. The step-time grids (the plan engine) are priced once per chunk.
+request rate, lengths and SLO, each layout the steady state `serve` gives it (the same
+`serving.steady.analyze`), one chunk of work per (chip, tp) so that `map_chunks` can spread the
+chunks over processes. The chunk's layouts share one StepTimes: each engine step (a decode at a
+whole batch and context, a prefill) is priced once per chunk.
 
 Returns {"evaluated", "pareto", "best", "failures"}: the Pareto front of cost ($ per million
 output tokens) against latency (p99 TPOT, then p99 TTFT), the cheapest layout meeting the SLO,
@@ -11,18 +12,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from shardline.errors import InputError
-from shardline.serving.analytic import Z, _Replica
 from shardline.serving.config import Lengths, ServeConfig
 from shardline.serving.engines import engine
 from shardline.serving.slo import SLO
 
-__all__ = ["serving_search", "evaluate_chunk", "BATCH_LIMITS", "TP_DEGREES"]
+__all__ = [
+    "serving_search",
+    "evaluate_chunk",
+    "layout_config",
+    "Chunk",
+    "BATCH_LIMITS",
+    "TP_DEGREES",
+    "SEARCH_ENGINE",
+    "SEARCH_DTYPE",
+]
 
 BATCH_LIMITS = (8, 16, 32, 64, 128, 256, 512)
 TP_DEGREES = (1, 2, 4, 8)
@@ -33,7 +41,7 @@ MapChunks = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
 
 
 @dataclass(frozen=True)
-class _Chunk:
+class Chunk:
     """One (chip, tp): every device count (multiples of tp up to max_devices) x batch limit."""
 
     model: str
@@ -48,88 +56,43 @@ class _Chunk:
     dtype: str
 
 
-def _bisect_batch(rep: _Replica, lam: np.ndarray, limit: np.ndarray) -> np.ndarray:
-    """b with b tau (1 - lam t_p) / t_dec(b) = lam O per element, on [0, limit]."""
-    lo, hi = np.zeros_like(lam), limit.astype(float)
-    want = lam * rep.mean_out
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        got = mid * rep.tau * (1 - lam * rep.tp1) / rep.t_dec(mid)
-        low = got < want
-        lo, hi = np.where(low, mid, lo), np.where(low, hi, mid)
-    return hi
-
-
-def _ttft(rep: _Replica, lam: np.ndarray, step: np.ndarray, q: int) -> np.ndarray:
-    """Per element: the M/G/1 prefill queue's q-quantile wait plus the service (analytic.py)."""
-    cfg, hit = rep.cfg, rep.cfg.prefix_hit
-    u = (np.arange(64) + 0.5) / 64
-    x = cfg.input_tokens.quantile(u)[None, :]
-    chunks = np.ceil(x * (1 - hit) / cfg.chunk_tokens) if cfg.chunk_tokens else 0.0
-    service = rep.st.prefill_s(x) * (1 - hit) + chunks * step[:, None]
-    s1, s2 = service.mean(axis=1), (service**2).mean(axis=1)
-    rho = lam * s1
-    with np.errstate(divide="ignore", invalid="ignore"):
-        wait = lam * s2 / (2 * (1 - rho))
-        w_q = np.where(rho > 1 - q / 100, wait / rho * np.log(rho / (1 - q / 100)), 0.0)
-    xq = cfg.input_tokens.quantile(q / 100)
-    chunks_q = np.ceil(xq * (1 - hit) / cfg.chunk_tokens) if cfg.chunk_tokens else 0.0
-    s_q = rep.st.prefill_s(xq) * (1 - hit) + chunks_q * step
-    return np.where(rho < 1, w_q + s_q, np.inf)
-
-
-@lru_cache(maxsize=64)
-def _step_times(model: str, chip: str, tp: int, dtype: str, engine_name: str) -> Any:
-    """One (model, chip, tp)'s step-time grids, priced once per process (a search repeated at
-    another rate or SLO reuses them)."""
-    from shardline.hardware import resolve_chip
-    from shardline.models import load_model
-    from shardline.serving.steptimes import step_times
-
-    return step_times(load_model(model), resolve_chip(chip), tp, dtype, engine(engine_name))
-
-
-def evaluate_chunk(chunk: _Chunk) -> list[dict[str, Any]]:
-    """Every device count x batch limit of one (chip, tp), vectorized."""
+def evaluate_chunk(chunk: Chunk) -> list[dict[str, Any]]:
+    """Every device count x batch limit of one (chip, tp), each the steady state `serve` gives
+    for that layout (serving.steady.analyze, on step times shared by the chunk)."""
     from shardline.hardware import resolve_chip
     from shardline.serving.pricing import pricing
+    from shardline.serving.steady import analyze
+    from shardline.serving.steptimes import cached_step_times
 
-    eng = engine(chunk.engine)
-    chip = resolve_chip(chunk.chip)
-    st = _step_times(chunk.model, chunk.chip, chunk.tp, chunk.dtype, chunk.engine)
-    devices = np.arange(chunk.tp, chunk.max_devices + 1, chunk.tp)
-    d, batch = (a.ravel() for a in np.meshgrid(devices, BATCH_LIMITS, indexing="ij"))
-    cfg = ServeConfig(
-        chunk.rate_per_s, chunk.input_tokens, chunk.output_tokens, chunk.tp, chunk.tp,
-        chunk_tokens=eng.default_chunk_tokens if eng.chunked_prefill else None,
-        kv_reservation=eng.kv_reservation,
-    )  # fmt: skip
-    rep = _Replica(st, cfg, eng.kv_memory_fraction)
-    limit = np.minimum(batch, np.floor(rep.kv_limit)).astype(float)
-    lam = chunk.rate_per_s / (d // chunk.tp)
-    safe = np.maximum(limit, 1.0)
-    cap = rep.capacity(rep.tp1, limit)
-    saturated = (lam >= cap) | (limit < 1)
-    full = np.maximum(rep.chunk_bound_batch(safe), 1.0) if rep.tp1 > 0 else safe
-    b = np.where(saturated, full, _bisect_batch(rep, np.minimum(lam, cap * 0.999999), safe))
-    rho_p = np.minimum(lam, cap) * rep.tp1
-    step = rep.t_dec(b) / (1 - rho_p)
-    sd = np.sqrt(lam * rep.mean_out * step / rep.tau * rep.tp2) / rep.mean_out
-    tokens = np.minimum(lam, cap) * (d // chunk.tp) * rep.mean_out
-    at: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for q in {99, chunk.slo.percentile}:
-        tpot = np.where(limit < 1, np.inf, step / rep.tau + Z[q] * sd)
-        at[q] = (np.where(saturated, np.inf, _ttft(rep, lam, rep.t_dec(b), q)), tpot)
+    eng, chip = engine(chunk.engine), resolve_chip(chunk.chip)
+    st = cached_step_times(chunk.model, chunk.chip, chunk.tp, chunk.dtype, chunk.engine)
     p = chunk.slo.percentile
     rows = []
-    for i in range(len(d)):
-        cost = pricing(chip, int(d[i]), float(tokens[i]), 1.0)
-        row = _row(chunk, (int(d[i]), int(batch[i]), int(limit[i])), cost, (
-            float(at[p][0][i]), float(at[p][1][i]), float(tokens[i]), bool(saturated[i]),
-        ))  # fmt: skip
-        row["ttft_p99_s"], row["tpot_p99_s"] = _finite(at[99][0][i]), _finite(at[99][1][i])
-        rows.append(row)
+    for devices in range(chunk.tp, chunk.max_devices + 1, chunk.tp):
+        for max_batch in BATCH_LIMITS:
+            a = analyze(st, layout_config(chunk, devices, max_batch), eng.kv_memory_fraction)
+            cost = pricing(chip, devices, a.throughput_tokens_per_s, a.utilization)
+            perf = (a.ttft_s[p], a.tpot_s[p], a.throughput_tokens_per_s, a.saturated)
+            row = _row(chunk, (devices, max_batch, a.batch_limit), cost, perf)
+            row["ttft_p99_s"], row["tpot_p99_s"] = _finite(a.ttft_s[99]), _finite(a.tpot_s[99])
+            rows.append(row)
     return rows
+
+
+def layout_config(chunk: Chunk, devices: int, max_batch: int) -> ServeConfig:
+    """The ServeConfig of one layout as `serve` builds it from its flags (`--devices devices
+    --tp tp --max-batch max_batch`, the engine's chunk and KV reservation)."""
+    eng = engine(chunk.engine)
+    return ServeConfig(
+        chunk.rate_per_s,
+        chunk.input_tokens,
+        chunk.output_tokens,
+        devices,
+        chunk.tp,
+        max_batch=max_batch,
+        chunk_tokens=eng.default_chunk_tokens if eng.chunked_prefill else None,
+        kv_reservation=eng.kv_reservation,
+    )
 
 
 def _finite(x: float) -> float | None:
@@ -137,7 +100,7 @@ def _finite(x: float) -> float | None:
 
 
 def _row(
-    chunk: _Chunk,
+    chunk: Chunk,
     layout: tuple[int, int, int],
     cost: dict[str, Any],
     perf: tuple[float, float, float, bool],
@@ -173,7 +136,7 @@ def _row(
     }
 
 
-def _chunks(model: str, chips: Sequence[str], common: dict[str, Any]) -> list[_Chunk]:
+def _chunks(model: str, chips: Sequence[str], common: dict[str, Any]) -> list[Chunk]:
     from shardline.models import load_model
 
     spec = load_model(model)
@@ -181,7 +144,7 @@ def _chunks(model: str, chips: Sequence[str], common: dict[str, Any]) -> list[_C
     for chip in chips:
         for tp in TP_DEGREES:
             if tp <= common["max_devices"] and spec.heads % tp == 0:
-                out.append(_Chunk(model=model, chip=chip, tp=tp, **common))
+                out.append(Chunk(model=model, chip=chip, tp=tp, **common))
     if not out:
         raise InputError("no chip and tensor-parallel degree fits under --max-devices")
     return out

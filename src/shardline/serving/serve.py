@@ -12,7 +12,7 @@ from shardline.serving.config import ServeConfig
 from shardline.serving.engines import Engine, engine
 from shardline.serving.slo import SLO
 from shardline.serving.steady import analyze
-from shardline.serving.steptimes import StepTimes, step_times
+from shardline.serving.steptimes import StepTimes, cached_step_times
 
 __all__ = ["ServeOptions", "serve", "max_rate_meeting_slo", "finite"]
 
@@ -58,10 +58,12 @@ def max_rate_meeting_slo(st: StepTimes, cfg: ServeConfig, eng: Engine, slo: SLO)
 
 
 def _quantiles(values: dict[int, float]) -> dict[str, float | None]:
+    """{q: t} as {"p<q>": t}, None for unbounded."""
     return {f"p{q}": finite(v) for q, v in sorted(values.items())}
 
 
 def analysis_dict(a: Analysis) -> dict[str, Any]:
+    """The steady state's figures under their JSON keys (SI units; None for unbounded)."""
     return {
         "saturated": a.saturated,
         "capacity_requests_per_s": a.capacity_requests_per_s,
@@ -94,7 +96,7 @@ def serve(
     opts = options or ServeOptions()
     eng = engine(opts.engine)
     spec, chip = load_model(model), resolve_chip(hw)
-    st = step_times(spec, chip, cfg.tp, opts.dtype, eng)
+    st = cached_step_times(model, hw, cfg.tp, opts.dtype, eng.name)
     a = analyze(st, cfg, eng.kv_memory_fraction)
     out: dict[str, Any] = {
         "model": spec.name,
@@ -129,6 +131,7 @@ def serve(
 
 
 def config_dict(cfg: ServeConfig) -> dict[str, Any]:
+    """The setup as given, with tau = (1 - alpha^(k+1)) / (1 - alpha) tokens per step."""
     return {
         "rate_per_s": cfg.rate_per_s,
         "input_tokens": cfg.input_tokens.label(),

@@ -2,9 +2,10 @@
 running set), of the same setup as the analytic model: Poisson arrivals (or a trace), FCFS
 admission up to the batch limit (the max batch and the KV limit of the analytic model),
 chunked prefill (a token budget per step, oldest prompt first) or separate prefill steps, and
-decode steps priced by the same step-time grids. Speculative decoding adds the expected tokens
-per step (no sampling of acceptances); disaggregated pools: an FCFS prefill queue per prefill
-replica (Lindley's recursion, vectorized) then the KV transfer, then a decode replica."""
+decode steps priced by the same engine steps at the running set's mean context (DecodeLine).
+Speculative decoding adds the expected tokens per step (no sampling of acceptances);
+disaggregated pools: an FCFS prefill queue per prefill replica (Lindley's recursion,
+vectorized) then the KV transfer, then a decode replica."""
 
 from __future__ import annotations
 
@@ -13,11 +14,18 @@ from typing import Any
 
 import numpy as np
 
-from shardline.serving.analytic import _Replica
+from shardline.serving.analytic import Replica
 from shardline.serving.config import BLOCK_TOKENS, ServeConfig
 from shardline.serving.steptimes import StepTimes
 
-__all__ = ["Requests", "SimResult", "simulate_replica", "poisson_requests", "fcfs_finish_s"]
+__all__ = [
+    "Requests",
+    "SimResult",
+    "DecodeLine",
+    "simulate_replica",
+    "poisson_requests",
+    "fcfs_finish_s",
+]
 
 
 @dataclass
@@ -84,8 +92,37 @@ def _admit(s: _State, reqs: Requests, t: float, limit: int) -> None:
         s.next_arrival += take
 
 
+class DecodeLine:
+    """The decode step of n sequences at the running set's mean context c, any real in
+    [lo, hi], the whole-token contexts that bound a run. At a fixed batch the engine's decode
+    step is affine in the context (each attention layer reads c tokens of KV per sequence), so
+    t(n, c) = t(n, lo) + (c - lo) (t(n, hi) - t(n, lo)) / (hi - lo) is the engine's step at
+    every c, from its whole points at lo and hi; a third, at m = (lo + hi) // 2, checks it: where
+    the line misses t(n, m) by more than 1e-9 of it (a model whose attention does not read the
+    whole context), the step is the engine's at the whole context round(c)."""
+
+    def __init__(self, st: StepTimes, lo: int, hi: int) -> None:
+        self.st, self.lo, self.hi = st, int(lo), max(int(hi), int(lo) + 1)
+        self._lines: dict[int, tuple[float, float] | None] = {}
+
+    def step_s(self, n: int, c: float) -> float:
+        """t(n, c) in seconds (n >= 1 whole)."""
+        if n not in self._lines:
+            st, lo, hi = self.st, self.lo, self.hi
+            t_lo, t_hi = st.decode_at(n, lo), st.decode_at(n, hi)
+            slope = (t_hi - t_lo) / (hi - lo)
+            mid = (lo + hi) // 2
+            t_mid = st.decode_at(n, mid)
+            affine = abs(t_lo + (mid - lo) * slope - t_mid) <= 1e-9 * t_mid
+            self._lines[n] = (t_lo, slope) if affine else None
+        line = self._lines[n]
+        if line is None:
+            return self.st.decode_at(n, max(round(c), 1))
+        return line[0] + (c - self.lo) * line[1]
+
+
 def _step(
-    s: _State, rep: _Replica, reqs: Requests, per_token_s: np.ndarray
+    s: _State, rep: Replica, reqs: Requests, per_token_s: np.ndarray, line: DecodeLine
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """One engine step over the running set: its duration; updates prefill and decode."""
     cfg, run = rep.cfg, s.running
@@ -107,8 +144,18 @@ def _step(
         done_now = run[prefilling & (s.todo[run] <= 0)]
     if len(decoding):
         ctx = float(np.mean(reqs.input_tokens[decoding] + s.gen[decoding]))
-        dt += float(rep.st.decode_s(len(decoding), ctx)) * cfg.step_cost_factor
+        dt += line.step_s(len(decoding), ctx) * cfg.step_cost_factor
     return dt, decoding, done_now
+
+
+def _line(st: StepTimes, reqs: Requests) -> DecodeLine:
+    """The decode steps of a run whose running contexts lie between the shortest prompt and the
+    longest prompt plus the longest output."""
+    if len(reqs.input_tokens) == 0:
+        return DecodeLine(st, 1, 2)
+    lo = max(int(np.floor(np.min(reqs.input_tokens))), 1)
+    hi = int(np.ceil(np.max(reqs.input_tokens) + np.max(reqs.output_tokens)))
+    return DecodeLine(st, lo, hi)
 
 
 def simulate_replica(
@@ -116,19 +163,20 @@ def simulate_replica(
 ) -> SimResult:
     """Run one replica over `reqs` (prefill already done when cfg.disagg: `reqs.arrival_s` is
     then when each request reaches the decode replica)."""
-    rep = _Replica(st, cfg, kv_fraction)
+    rep = Replica(st, cfg, kv_fraction)
     limit = max(rep.limit, 1)
     hit = cfg.prefix_hit
     eff_in = np.maximum(np.rint(reqs.input_tokens * (1 - hit)), 1.0)
     per_token_s = st.prefill_s(reqs.input_tokens) * (1 - hit) / eff_in
     s = _State(Requests(reqs.arrival_s, eff_in, reqs.output_tokens), cfg.disagg is not None)
+    line = _line(st, reqs)
     t, n = 0.0, len(reqs.arrival_s)
     while s.next_arrival < n or len(s.running):
         _admit(s, reqs, t, limit)
         if len(s.running) == 0:
             t = float(reqs.arrival_s[s.next_arrival])
             continue
-        dt, decoding, done_now = _step(s, rep, reqs, per_token_s)
+        dt, decoding, done_now = _step(s, rep, reqs, per_token_s, line)
         t += dt
         s.first[done_now] = t
         s.gen[done_now] = 1.0

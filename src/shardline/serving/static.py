@@ -10,9 +10,10 @@ With B prompts of I tokens and outputs whose longest is O_max:
     TPOT = (T - B t_p(I)) / O_max (the mean decode step)
 
 t_p(I) is one prompt's prefill and t_dec(b, c) one decode step of b sequences at cached context
-c (StepTimes). The longest of B outputs drawn from the length distribution is its
-B / (B + 1) quantile (the expected maximum of B uniform draws is B / (B + 1)); for a fixed
-length it is that length.
+c, the engine's (StepTimes; the sum over contexts by simulate.DecodeLine, exact because the
+step is affine in the context at a fixed batch). The longest of B outputs drawn from the length
+distribution is its B / (B + 1) quantile (the expected maximum of B uniform draws is
+B / (B + 1)); for a fixed length it is that length.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 
 from shardline.errors import InputError
 from shardline.serving.config import Lengths
+from shardline.serving.simulate import DecodeLine
 from shardline.serving.steptimes import StepTimes
 
 __all__ = ["StaticBatch", "static_batch"]
@@ -60,6 +62,7 @@ def static_batch(
     longest = float(np.rint(output_tokens.quantile(batch / (batch + 1))))
     prefill = batch * input_tokens.expect(st.prefill_s)
     contexts = input_tokens.mean + np.arange(int(longest), dtype=float)
-    decode = float(np.sum(st.decode_s(float(batch), contexts)))
+    line = DecodeLine(st, int(np.floor(contexts[0])), int(np.ceil(contexts[-1])))
+    decode = float(sum(line.step_s(batch, float(c)) for c in contexts))
     useful = batch * output_tokens.mean
     return StaticBatch(batch, longest, prefill, decode, useful / (prefill + decode))
