@@ -6,14 +6,15 @@ The core (counting, roofline, collectives, sharding, pipelines) is pure: no prin
 import sys as _sys
 
 try:
-    from shardline.dense_first import DenseFirstWorkload  # registers the MoE dense first blocks
+    from shardline.dense_first import DenseFirstWorkload
     from shardline.errors import InputError
     from shardline.hardware import Chip, list_chips, load_chip
     from shardline.plan import plan, sweep_batch
     from shardline.report.notebook import install as _install_notebook_views
     from shardline.roofline import RooflineResult, critical_m, einsum, matmul
     from shardline.stack import stack
-    from shardline.workload import Layer, Workload, ffn, transformer  # noqa: I001
+    from shardline.templates import ffn, transformer
+    from shardline.workload import Layer, Workload
 except (KeyboardInterrupt, RuntimeError) as _exc:
     # Ctrl-C while `python -m shardline` or the `shardline` script is starting (this import is
     # most of its start-up): one line and exit status 130, as once running; elsewhere re-raised.

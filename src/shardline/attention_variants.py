@@ -233,7 +233,7 @@ def template_attention(
     shape: Any, k: Any, phase: str, standard: Callable[[int], list[Layer]]
 ) -> tuple[list[Layer], dict[str, Any], bool]:
     """The transformer template's attention einsums for a TransformerShape's `mla` and
-    `sliding_window` tables and its checked block sizes `k` (shardline.workload._Block), the
+    `sliding_window` tables and its checked block sizes `k` (shardline.templates._Block), the
     ModelShape fields of the variant, and whether the KV-cache formula 2 L n_kv d_head S B s_kv
     holds; `standard(keys)` builds the grouped-query einsums at a key length."""
     mla, window = as_mla(shape.mla), as_window(shape.sliding_window)

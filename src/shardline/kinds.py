@@ -82,7 +82,7 @@ LAYER_PHASES: tuple[LayerPhase, ...] = get_args(LayerPhase)
 Phase = Literal["forward", "training"]
 PHASES: tuple[Phase, ...] = get_args(Phase)
 
-# What a transformer template is run for (`workload.TEMPLATE_PHASES`, in that order).
+# What a transformer template is run for (`templates.TEMPLATE_PHASES`, in that order).
 TemplatePhase = Literal["training", "prefill", "decode", "forward"]
 TEMPLATE_PHASES: tuple[TemplatePhase, ...] = get_args(TemplatePhase)
 

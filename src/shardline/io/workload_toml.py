@@ -39,7 +39,8 @@ from shardline.einsum import parse_einsum
 from shardline.errors import InputError
 from shardline.io.inputs import read_input_bytes
 from shardline.precision import PRECISION_FIELDS, template_precision
-from shardline.workload import Layer, Workload, ffn, matmul_layer, transformer
+from shardline.templates import ffn, transformer
+from shardline.workload import Layer, Workload, matmul_layer
 
 __all__ = [
     "load_workload",
