@@ -34,9 +34,17 @@ __all__ = ["Layer", "LOGICAL_AXES", "backward_layers", "distinct", "layer_range"
 
 # Logical axes a layer can name its dims by (`Layer.axes`); strategies split logical axes.
 LOGICAL_AXES = (
-    "batch", "seq", "heads", "kv_heads", "head_dim", "model", "ffn", "vocab",
-    "experts", "expert_tokens",  # a MoE layer's experts and one expert's token slots (moe.py)
-)  # fmt: skip
+    "batch",
+    "seq",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "model",
+    "ffn",
+    "vocab",
+    "experts",
+    "expert_tokens",  # a MoE layer's experts and one expert's token slots (moe.py)
+)
 
 
 def _names(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:
@@ -210,10 +218,21 @@ class Layer:
         """Every field but the name: two layers with the same key cost the same (the plan search
         prices such layers once)."""
         return (
-            self.spec, tuple(self.dims.items()), self.dtype, tuple(self.dtypes.items()),
-            self.compute_dtype, self.weights, self.cache, self.onchip, self.count, self.tp_dims,
-            self.phase, self.grad_of, tuple(self.axes.items()), self.kernel,
-        )  # fmt: skip
+            self.spec,
+            tuple(self.dims.items()),
+            self.dtype,
+            tuple(self.dtypes.items()),
+            self.compute_dtype,
+            self.weights,
+            self.cache,
+            self.onchip,
+            self.count,
+            self.tp_dims,
+            self.phase,
+            self.grad_of,
+            tuple(self.axes.items()),
+            self.kernel,
+        )
 
     def axis_dims(self, axis: str) -> tuple[str, ...]:
         """The dims this layer names as logical axis `axis`, in dim order."""

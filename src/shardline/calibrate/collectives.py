@@ -239,9 +239,15 @@ def calibrate_collectives(
         return f"the {len(done)} earlier measurements are in {partial}; "
 
     rows, backend = measured_or_refused(
-        "no chip file was written", saved, processes=processes, device=device, quick=quick,
-        repeats=repeats, progress=progress, processes_per_node=processes_per_node,
-    )  # fmt: skip
+        "no chip file was written",
+        saved,
+        processes=processes,
+        device=device,
+        quick=quick,
+        repeats=repeats,
+        progress=progress,
+        processes_per_node=processes_per_node,
+    )
     world, local = int(rows[0]["processes"]), int(rows[0]["processes_per_node"])
     fit: dict[str, Any] = (
         _fit_nodes(rows, world, local) if local < world else fit_collectives(rows, world)

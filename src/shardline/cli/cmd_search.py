@@ -44,9 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="training (default) or serving (the default when --slo or --rate is given)",
     )
     p.add_argument(
-        "--hw", default=None, metavar="LIST", help="chips to try, e.g. h100-sxm,h200 (default "
+        "--hw",
+        default=None,
+        metavar="LIST",
+        help="chips to try, e.g. h100-sxm,h200 (default "
         "h100-sxm for training; serving: the serving search's default)",
-    )  # fmt: skip
+    )
     _add_training(p)
     _add_serving(p)
     _add_run(p)
@@ -256,8 +259,15 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
     from shardline.serving.search import serving_search
     from shardline.serving.slo import parse_slo
 
-    missing = [f for f, v in (("--rate", args.rate), ("--in", args.input_tokens),
-               ("--out", args.output_tokens)) if v is None]  # fmt: skip
+    missing = [
+        f
+        for f, v in (
+            ("--rate", args.rate),
+            ("--in", args.input_tokens),
+            ("--out", args.output_tokens),
+        )
+        if v is None
+    ]
     if missing:
         raise InputError(f"the serving search needs {', '.join(missing)}")
     if args.slo is None:

@@ -112,9 +112,14 @@ def attention_efficiency(chip: Chip, compute_dtype: str, backward: bool) -> floa
 
 
 def attention_work_s(
-    layer: Layer, chip: Chip, dims: Mapping[str, int], *, causal: bool, decode: bool,
+    layer: Layer,
+    chip: Chip,
+    dims: Mapping[str, int],
+    *,
+    causal: bool,
+    decode: bool,
     fraction: float = CAUSAL_FRACTION,
-) -> float:  # fmt: skip
+) -> float:
     """One attention einsum as its share of the fused kernel: FLOPs (times `fraction`, the
     computed part of the scores, when causal: a half, less with sliding windows) at the
     attention efficiency, or at least its HBM bytes at achievable bandwidth (decode: the KV cache
@@ -148,9 +153,17 @@ def einsum_time_s(
     if model is not None:
         flags = (model.attention, model.causal, model.decode, model.causal_fraction)
     key = (
-        id(chip), layer.spec, tuple(dims.items()), tuple(layer.dtypes.items()),
-        layer.compute_dtype, layer.kernel, layer.onchip, layer.phase, flags, cuda_graphs,
-    )  # fmt: skip
+        id(chip),
+        layer.spec,
+        tuple(dims.items()),
+        tuple(layer.dtypes.items()),
+        layer.compute_dtype,
+        layer.kernel,
+        layer.onchip,
+        layer.phase,
+        flags,
+        cuda_graphs,
+    )
     if key not in _MEMO:
         if len(_MEMO) >= _MEMO_MAX:
             _MEMO.clear()
@@ -164,9 +177,13 @@ def _einsum_time_s(
 ) -> float:
     if layer.kernel == "attention" and model is not None and model.attention == "flash":
         work = attention_work_s(
-            layer, chip, dims, causal=model.causal, decode=model.decode,
+            layer,
+            chip,
+            dims,
+            causal=model.causal,
+            decode=model.decode,
             fraction=model.causal_fraction,
-        )  # fmt: skip
+        )
         if layer.output.name in layer.onchip:
             return launch_rule_s(chip, work, cuda_graphs=cuda_graphs)
         return work

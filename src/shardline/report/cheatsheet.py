@@ -82,9 +82,11 @@ def _draw_tables(ax: Any, sheet: CheatSheet) -> None:
     )
     ax.text(0.0, 1.0, facts, fontsize=10, va="top", parse_math=False)
     top = ax.table(
-        cellText=_dtype_rows(sheet), colLabels=DTYPE_HEAD, loc="upper center",
+        cellText=_dtype_rows(sheet),
+        colLabels=DTYPE_HEAD,
+        loc="upper center",
         bbox=(0.0, 0.55, 1.0, 0.38),
-    )  # fmt: skip
+    )
     top.set_gid("dtypes")
     ax.text(
         0.0,
@@ -95,9 +97,11 @@ def _draw_tables(ax: Any, sheet: CheatSheet) -> None:
         parse_math=False,
     )
     low = ax.table(
-        cellText=_shape_rows(sheet), colLabels=SHAPE_HEAD, loc="lower center",
+        cellText=_shape_rows(sheet),
+        colLabels=SHAPE_HEAD,
+        loc="lower center",
         bbox=(0.0, 0.2, 1.0, 0.26),
-    )  # fmt: skip
+    )
     low.set_gid("shapes")
     for i, line in enumerate(FORMULAS):
         ax.text(0.0, 0.15 - 0.04 * i, line, fontsize=8, va="top", parse_math=False)

@@ -237,8 +237,14 @@ def render_sweep(sw: BatchSweep) -> str:
         "",
     ]
     header = (
-        "batch", "per device", "recommended", "predicted", "latency", f"{w.item}s/s", "bottleneck"
-    )  # fmt: skip
+        "batch",
+        "per device",
+        "recommended",
+        "predicted",
+        "latency",
+        f"{w.item}s/s",
+        "bottleneck",
+    )
     rows = []
     for p in sw.points:
         rows.append(

@@ -123,8 +123,14 @@ def render_pareto(
         ax.scatter(t[front], c[front], s=24, color="tab:red", label="Pareto front").set_gid("front")
         for i in front[:20]:
             if names[i]:
-                ax.annotate(names[i], (t[i], c[i]), fontsize=7, xytext=(3, 3),
-                            textcoords="offset points", parse_math=False)  # fmt: skip
+                ax.annotate(
+                    names[i],
+                    (t[i], c[i]),
+                    fontsize=7,
+                    xytext=(3, 3),
+                    textcoords="offset points",
+                    parse_math=False,
+                )
         return _finish(fig, ax, (latency_label, cost_label), title)
 
     _render(path, draw)
