@@ -46,6 +46,7 @@ __all__ = [
     "budget_s",
     "topology_env",
     "under_torchrun",
+    "next_size_s",
 ]
 
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
@@ -188,7 +189,7 @@ def _sweep(r: _Rank, quick: bool, local_ranks: int) -> list[dict[str, Any]]:
         _measure_size(r, v, rows)
         now = time.perf_counter()
         elapsed, spent = r.agree([now - start, now - began], "max")
-        if i + 1 < len(todo) and elapsed + _next_s(spent, before, todo[i + 1] / v) > budget:
+        if i + 1 < len(todo) and elapsed + next_size_s(spent, before, todo[i + 1] / v) > budget:
             if quick and i + 2 < len(todo):
                 _measure_size(r, todo[-1], rows)
             break
@@ -203,7 +204,7 @@ def _measure_size(r: _Rank, v: int, rows: list[dict[str, Any]]) -> None:
             print(json.dumps({"progress": f"{op} {nbytes:,} B"}), flush=True)
 
 
-def _next_s(spent: float, before: float, ratio: float) -> float:
+def next_size_s(spent: float, before: float, ratio: float) -> float:
     """The next size's projected seconds: this size's times the growth seen from the size before
     (latency-bound sizes take about as long as each other), at most the size ratio."""
     growth = spent / before if before > 0 else 1.0

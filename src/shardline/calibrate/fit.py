@@ -32,7 +32,7 @@ from shardline.dtypes import dtype_bytes
 from shardline.errors import InputError
 from shardline.predict import pack_read_time
 
-__all__ = ["CpuSetup", "cpu_plan", "fit_cpu", "gpu_plan", "fit_gpu", "TINY"]
+__all__ = ["CpuSetup", "cpu_plan", "fit_cpu", "gpu_plan", "fit_gpu", "TINY", "least_squares"]
 
 TINY = 8  # side of the matmul that measures the per-call overhead
 _FALLBACK_LLC_BYTES = 8 * 2**20  # when sysfs does not tell the cache size
@@ -112,7 +112,7 @@ def _bytes(r: dict[str, Any]) -> dict[str, float]:
     return {"a": a, "b": b, "c": c, "total": a + b + c}
 
 
-def _least_squares(rows: list[list[float]], times: list[float]) -> np.ndarray:
+def least_squares(rows: list[list[float]], times: list[float]) -> np.ndarray:
     """min sum(((X beta - t) / t)^2) with beta >= 0 (a column whose coefficient comes out negative
     is dropped and the rest refitted)."""
     x = np.array(rows, dtype=np.float64)
@@ -143,7 +143,7 @@ def _fit_stream(points: list[tuple[float, float]], llc: float) -> tuple[float, f
     best: tuple[float, float, float, float] | None = None
     for capacity in llc * np.logspace(-4, 1, 41, base=2.0):
         rows = [[min(q, capacity), max(q - capacity, 0.0)] for q, _ in points]
-        beta = _least_squares(rows, [t for _, t in points])
+        beta = least_squares(rows, [t for _, t in points])
         if (beta <= 0).any():
             continue
         pred = np.array(rows) @ beta
@@ -202,7 +202,7 @@ def _fit_matmuls(
         times.append(max(r["seconds"] - t_call, 1e-9))
     if not rows:
         raise InputError("no matmul measurements to fit")
-    beta = _least_squares(rows, times)
+    beta = least_squares(rows, times)
     # Refine: the largest square of each dtype (packing ~1% of its time) pins that dtype's rate,
     # so that a noisy packing term cannot trade against the rate; then refit the packing ratio.
     x, t = np.array(rows), np.array(times)

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     or an unusable file, 130 for Ctrl-C, 143 for SIGTERM (never a traceback for these)."""
     with _sigterm_raises():
         try:
-            return _run(argv)
+            return run_command(argv)
         except InputError as exc:
             return _fail(str(exc))
         except BrokenPipeError:  # `shardline ... | head`: stop quietly, no complaint at exit
@@ -132,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
 
 
-def _run(argv: list[str] | None) -> int:
+def run_command(argv: list[str] | None) -> int:
+    """Parse `argv` and run its command; the exit status (`main` turns failures into one line)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     fill_default_dtype(args)

@@ -108,11 +108,11 @@ def _draw_tables(ax: Any, sheet: CheatSheet) -> None:
 
 
 def _draw_page(sheet: CheatSheet, chip: Any) -> Any:
-    from shardline.report.plots import _draw_roofs, _figure, roofline_data
+    from shardline.report.plots import draw_roofs, new_figure, roofline_data
 
-    fig, ax = _figure(*PAGE_INCHES)
+    fig, ax = new_figure(*PAGE_INCHES)
     ax.set_position((0.1, 0.56, 0.85, 0.38))
-    _draw_roofs(ax, roofline_data(chip, levels=False))
+    draw_roofs(ax, roofline_data(chip, levels=False))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")

@@ -18,7 +18,7 @@ import numpy as np
 
 from shardline.errors import InputError
 from shardline.report.figures import Figure
-from shardline.report.plots import _render
+from shardline.report.plots import render_figure
 from shardline.report.serving_plots import (
     cdf_panel,
     figure_for,
@@ -85,7 +85,7 @@ def render_serve_plot(data: Any, path: str | Path) -> None:
         fig.tight_layout()
         return fig
 
-    _render(path, draw)
+    render_figure(path, draw)
 
 
 def serve_figures(data: Any) -> list[Figure]:
