@@ -137,10 +137,10 @@ def attention_work_s(
     return max(flops / rate, hbm / mem_rate(chip))
 
 
-# Memo of einsum_time_s across searches (a batch sweep plans the same shapes many times). Keyed by
-# the chip's identity; `_CHIPS` keeps every chip seen alive so that an id is never reused.
-_MEMO: dict[tuple[Any, ...], float] = {}
-_CHIPS: dict[int, Chip] = {}
+# Memo of einsum_time_s across searches (a batch sweep plans the same shapes many times). A Chip
+# holds dicts and has no hash, so the key names it by identity; each entry holds its chip, so that
+# the chip stays alive (its id not reused by another object) for as long as the entry stands.
+_MEMO: dict[tuple[Any, ...], tuple[Chip, float]] = {}
 _MEMO_MAX = 1 << 18
 
 
@@ -164,12 +164,14 @@ def einsum_time_s(
         flags,
         cuda_graphs,
     )
-    if key not in _MEMO:
-        if len(_MEMO) >= _MEMO_MAX:
-            _MEMO.clear()
-        _CHIPS.setdefault(id(chip), chip)
-        _MEMO[key] = _einsum_time_s(layer, chip, dims, model, cuda_graphs)
-    return _MEMO[key]
+    hit = _MEMO.get(key)
+    if hit is not None and hit[0] is chip:
+        return hit[1]
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.clear()
+    seconds = _einsum_time_s(layer, chip, dims, model, cuda_graphs)
+    _MEMO[key] = (chip, seconds)
+    return seconds
 
 
 def _einsum_time_s(
