@@ -28,6 +28,7 @@ from shardline.kinds import (
     COLLECTIVE_LIBRARIES,
     SCALE_OUT_FABRICS,
     CollectiveLibrary,
+    HostCpu,
     ScaleOutFabric,
 )
 
@@ -86,7 +87,7 @@ class System:
     scale_out_link: str | None = None
     scale_out_efficiency: float | None = None
     sharp: bool = False  # reduction in the scale-out switches (SHARP / CollNet)
-    host_cpu: str | None = None  # the nodes' CPU vendor (kinds.HOST_CPUS); None: not known
+    host_cpu: HostCpu | None = None  # the nodes' CPU vendor; None: not known
     library: CollectiveLibrary | None = None  # None: the chip's
     nodes: int | None = None  # a default node count (a rack, a pod); None: any
     default_for_chip: bool = False
