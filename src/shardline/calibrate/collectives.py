@@ -45,6 +45,7 @@ from shardline.calibrate.chipfile import Measured, render_toml, write_partial_cs
 from shardline.calibrate.collectives_run import OPS, measured_or_refused, sizes
 from shardline.collectives.algorithms import TABLE, Algorithm
 from shardline.errors import InputError
+from shardline.hardware import Chip
 
 __all__ = [
     "calibrate_collectives",
@@ -196,7 +197,7 @@ def fit_nodes(rows: list[dict[str, Any]], processes: int, local: int) -> dict[st
     return {**_fitted(alpha, link, eff_max, half, processes), "scale_out": out, "local": local}
 
 
-def network_chip(alpha: float, link: float, local: int, out: dict[str, float]) -> Any:
+def network_chip(alpha: float, link: float, local: int, out: dict[str, float]) -> Chip:
     """A chip with only the fitted network (its compute numbers are placeholders, never read)."""
     from shardline.hardware import chip_from_dict
 

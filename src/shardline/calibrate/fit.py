@@ -30,6 +30,7 @@ from shardline.calibrate.chipfile import Measured
 from shardline.calibrate.timing import calibration_noise, timing_settings
 from shardline.dtypes import dtype_bytes
 from shardline.errors import InputError
+from shardline.hardware import Chip
 from shardline.predict import pack_read_time
 
 __all__ = ["CpuSetup", "cpu_plan", "fit_cpu", "gpu_plan", "fit_gpu", "TINY", "least_squares"]
@@ -403,7 +404,7 @@ def _gpu_achievable(results: list[dict[str, Any]]) -> tuple[dict[str, Any], floa
 
 
 def _gpu_peaks_and_memory(
-    ach: dict[str, Any], mem_rate: float | None, props: dict[str, Any], catalog_chip: Any | None
+    ach: dict[str, Any], mem_rate: float | None, props: dict[str, Any], catalog_chip: Chip | None
 ) -> tuple[dict[str, Measured], dict[str, Measured]]:
     """Datasheet peaks and memory from the matching catalog chip, else the best measured."""
     if catalog_chip is not None:
@@ -427,7 +428,7 @@ def _gpu_peaks_and_memory(
     return peaks, memory
 
 
-def _gpu_on_chip(props: dict[str, Any], catalog_chip: Any | None) -> dict[str, Any]:
+def _gpu_on_chip(props: dict[str, Any], catalog_chip: Chip | None) -> dict[str, Any]:
     on_chip: dict[str, Any] = {
         "core_name": "SM",
         "cores": Measured(props["sms"], "CUDA device properties"),
@@ -451,7 +452,7 @@ def fit_gpu(
     identity: str,
     name: str,
     library: str,
-    catalog_chip: Any | None,
+    catalog_chip: Chip | None,
 ) -> dict[str, Any]:
     """A chip-file table from GPU calibration results; datasheet peaks from the matching catalog
     chip when there is one (measurement cannot give a datasheet peak)."""

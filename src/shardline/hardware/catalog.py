@@ -269,7 +269,7 @@ def _interconnect(r: ChipReader) -> Interconnect | None:
     )
 
 
-def opt_float(value: Any) -> float | None:
+def opt_float(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from shardline.einsum import parse_einsum
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.units import fmt_rate
+
+if TYPE_CHECKING:
+    from shardline.compare import Comparison
 
 __all__ = [
     "RoofLine",
@@ -140,7 +143,7 @@ def strategy_label(spec: str, mesh: dict[str, int]) -> str:
     return ", ".join(parts)
 
 
-def strategy_bars(comparison: Any, top: int | None = None) -> list[StrategyBar]:
+def strategy_bars(comparison: Comparison, top: int | None = None) -> list[StrategyBar]:
     """Bars for the strategies of a `shardline.compare` result, fastest first."""
     strategies = list(comparison.strategies)[: top or None]
     return [

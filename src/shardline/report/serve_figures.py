@@ -12,7 +12,7 @@ the functions, through shardline.report.plots and serving_plots):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from shardline.report.serving_plots import (
     render_latency_throughput,
     render_pareto,
 )
+
+if TYPE_CHECKING:
+    from shardline.serving.plotdata import ServePlotData
 
 __all__ = [
     "render_serve_plot",
@@ -58,7 +61,7 @@ def _sweep_panel(ax: Any, sweep: dict[str, np.ndarray], what: str) -> None:
     ax.legend(fontsize=7)
 
 
-def render_serve_plot(data: Any, path: str | Path) -> None:
+def render_serve_plot(data: ServePlotData, path: str | Path) -> None:
     """The five panels of a ServePlotData in one PNG or SVG."""
 
     def draw() -> Any:
@@ -88,7 +91,7 @@ def render_serve_plot(data: Any, path: str | Path) -> None:
     render_figure(path, draw)
 
 
-def serve_figures(data: Any) -> list[Figure]:
+def serve_figures(data: ServePlotData) -> list[Figure]:
     """The HTML page's figures of a ServePlotData (each as inline SVG)."""
     figs = []
     samples = {k: v for k, v in (("TTFT", data.ttft_s), ("TPOT", data.tpot_s)) if len(v)}
