@@ -63,7 +63,7 @@ MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_d
 WINDOW_FIELDS = ("window", "local_per_global")
 
 
-def _int(value: Any, what: str, minimum: int = 1) -> int:
+def _int(value: object, what: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         kind = "a positive" if minimum == 1 else "a non-negative"
         raise InputError(f"{what} must be {kind} integer, got {value!r}")
@@ -81,7 +81,7 @@ def _table(value: Any, fields: tuple[str, ...], what: str) -> dict[str, Any]:
     return dict(value)
 
 
-def as_window(value: Any) -> SlidingWindow | None:
+def as_window(value: object) -> SlidingWindow | None:
     """A SlidingWindow from itself or a {window, local_per_global} table (None: no sliding)."""
     if value is None or isinstance(value, SlidingWindow):
         return value
@@ -92,7 +92,7 @@ def as_window(value: Any) -> SlidingWindow | None:
     )
 
 
-def as_mla(value: Any) -> MLA | None:
+def as_mla(value: object) -> MLA | None:
     """An MLA from itself or a table of its five fields (q_lora_rank 0: no query latent)."""
     if value is None or isinstance(value, MLA):
         return value

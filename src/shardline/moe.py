@@ -85,13 +85,13 @@ class MoeShape:
 MOE_FIELDS = tuple(f.name for f in fields(MoeShape))
 
 
-def _int(value: Any, what: str, low: int) -> int:
+def _int(value: object, what: str, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise InputError(f"[moe] {what} must be an integer >= {low}, got {value!r}")
     return check_size(value, f"[moe] {what}") if value else 0
 
 
-def _factor(value: Any, what: str) -> float:
+def _factor(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1.0:
         raise InputError(f"[moe] {what} must be a number >= 1.0, got {value!r}")
     if value > 1e6:

@@ -62,13 +62,13 @@ def _with_axes(layers: Sequence[Layer]) -> tuple[Layer, ...]:
     )
 
 
-def _flag(value: Any, what: str) -> bool:
+def _flag(value: object, what: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"{what} must be True or False, got {value!r}")
     return value
 
 
-def _positive(value: Any, what: str) -> int:
+def _positive(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(f"{what} must be a positive integer, got {value!r}")
     return check_size(value, what)

@@ -110,7 +110,7 @@ class _Rank:
         self.device = torch.device("cuda", local % gpus) if self.cuda else torch.device("cpu")
         self.sync = torch.cuda.synchronize if self.cuda else (lambda: None)
 
-    def time(self, fn: Any, nbytes: int) -> float:
+    def time(self, fn: Callable[[], object], nbytes: int) -> float:
         return _timed(fn, self.sync, self.repeats, self.dist, _calls(nbytes, self.quick))
 
     def p2p(self, nbytes: int, peer: int) -> float:

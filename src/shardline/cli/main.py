@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from shardline.cli.common import fill_default_dtype
 from shardline.errors import InputError
@@ -72,7 +72,7 @@ class Terminated(BaseException):
     blocks run: a temporary output file is removed, never left behind."""
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
+def _on_sigterm(signum: int, frame: object) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not stop the cleanup
     raise Terminated
 

@@ -137,7 +137,7 @@ def _fraction(r: ChipReader, path: str) -> float | None:
     return None if value is None else float(value)
 
 
-def _read_fabric(word: str, data: Any) -> Fabric:
+def _read_fabric(word: str, data: object) -> Fabric:
     if word not in SCALE_OUT_FABRICS:
         raise InputError(f"fabrics.toml: '{word}' is not a fabric word ({SCALE_OUT_FABRICS})")
     if not isinstance(data, dict):

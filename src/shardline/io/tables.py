@@ -321,7 +321,7 @@ def _write_json(table: OutputTable, tmp: Path) -> None:
         fh.write(f'\n ],\n "summary": {summary}\n}}\n')
 
 
-def _md_value(value: Any, kind: str) -> str:
+def _md_value(value: object, kind: str) -> str:
     if value is None:
         return ""
     if isinstance(value, float) and kind in ("time", "float"):

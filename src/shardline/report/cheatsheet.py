@@ -9,6 +9,7 @@ from typing import Any
 
 from shardline.cheatsheet import CheatSheet
 from shardline.errors import InputError
+from shardline.hardware import Chip
 from shardline.units import fmt_bytes, fmt_capacity, fmt_int, fmt_rate, fmt_time
 
 __all__ = ["SHEET_SUFFIXES", "sheet_text", "render_cheatsheet"]
@@ -107,7 +108,7 @@ def _draw_tables(ax: Any, sheet: CheatSheet) -> None:
         ax.text(0.0, 0.15 - 0.04 * i, line, fontsize=8, va="top", parse_math=False)
 
 
-def _draw_page(sheet: CheatSheet, chip: Any) -> Any:
+def _draw_page(sheet: CheatSheet, chip: Chip) -> Any:
     from shardline.report.plots import draw_roofs, new_figure, roofline_data
 
     fig, ax = new_figure(*PAGE_INCHES)
@@ -142,7 +143,7 @@ def _save(fig: Any, path: Path) -> None:
         raise InputError(f"cheat sheet {path}: expected .png, .svg or .pdf, got {suffix!r}")
 
 
-def render_cheatsheet(sheet: CheatSheet, chip: Any, path: str | Path) -> None:
+def render_cheatsheet(sheet: CheatSheet, chip: Chip, path: str | Path) -> None:
     """The page: the chip's roofs on top, the tables and formulas below."""
     import matplotlib
 

@@ -28,7 +28,7 @@ _SCALAR_KEYS = (
 )
 
 
-def _length(value: Any) -> int | None:
+def _length(value: object) -> int | None:
     return len(value) if isinstance(value, list) else None
 
 

@@ -47,7 +47,7 @@ def _show(key: str, value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _cell(key: str, value: Any, tag: str = "td") -> str:
+def _cell(key: str, value: object, tag: str = "td") -> str:
     cls = html.escape(str(value)) if key in ("bound", "predicted_bound") else ""
     cls = f"{cls} k" if not isinstance(value, int | float) or isinstance(value, bool) else cls
     return f'<{tag} class="{cls.strip()}">{html.escape(_show(key, value))}</{tag}>'

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from shardline.dtypes import dtype_bits
 from shardline.einsum import EinsumSpec, parse_einsum
@@ -15,6 +15,9 @@ from shardline.report.markdown import element_size, percent
 from shardline.roofline import RooflineResult
 from shardline.sharding import ShardedResult
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
+
+if TYPE_CHECKING:
+    from shardline.compare import Comparison
 
 __all__ = ["explain_sharded"]
 
@@ -227,7 +230,7 @@ def _sanity(a: _Answer, single: RooflineResult | None) -> list[str]:
     return lines
 
 
-def _strategy_tip(r: ShardedResult, comparison: Any) -> list[str]:
+def _strategy_tip(r: ShardedResult, comparison: Comparison | None) -> list[str]:
     if comparison is None or not comparison.strategies:
         return []
     best = comparison.strategies[0]
@@ -286,7 +289,7 @@ def _memory_tip(a: _Answer) -> list[str]:
     ]
 
 
-def _bottleneck(a: _Answer, comparison: Any) -> list[str]:
+def _bottleneck(a: _Answer, comparison: Comparison | None) -> list[str]:
     r, times = a.r, a.times
     lines = ["## Bottleneck and what would help", ""]
     if r.bound == "network":
@@ -316,7 +319,7 @@ def _bottleneck(a: _Answer, comparison: Any) -> list[str]:
 
 def explain_sharded(
     r: ShardedResult,
-    comparison: Any = None,
+    comparison: Comparison | None = None,
     *,
     single: RooflineResult | None,
     brief: bool = False,

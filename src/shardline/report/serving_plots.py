@@ -38,7 +38,7 @@ PERCENTILES = (50, 90, 99)
 Point = tuple[float, float]
 
 
-def _finite(values: Any, what: str) -> np.ndarray:
+def _finite(values: object, what: str) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
     if arr.size == 0:
         raise InputError(f"{what}: no values to plot")
