@@ -16,7 +16,8 @@ from shardline.models import kv_bytes_at, kv_bytes_per_token, load_model
 from shardline.plan import plan
 from shardline.realistic.flops import model_flops
 from shardline.stack import layer_cost
-from shardline.workload import Workload, transformer
+from shardline.templates import transformer
+from shardline.workload import Workload
 from tests.cli_run import run_cli
 
 GEMMA = load_model("gemma-3-27b")  # 62 layers, window 1024, 5 local : 1 global

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from shardline.calibrate.collectives import (
-    _fit_nodes,
-    _network_chip,
     fit_latency,
+    fit_nodes,
     fit_scale_out,
+    network_chip,
     sizes,
 )
-from shardline.calibrate.collectives_run import OPS, _next_s
+from shardline.calibrate.collectives_run import OPS, next_size_s
 from shardline.cli.main import main
 from shardline.collectives import collective_cost
 from shardline.errors import InputError
@@ -71,7 +71,7 @@ def test_fit_nodes_recovers_the_efficiency_curve() -> None:
     (in-node alpha 10 us, W 20e9; between nodes 30 us, 5e9) and eff(V) = 0.6 V / (V + 1e6):
     t = latency + bandwidth term / eff(V). The fit gives back alpha, W, eff_max and V_half."""
     alpha, w, out_alpha, out_w, eff_max, half = 10e-6, 20e9, 30e-6, 5e9, 0.6, 1e6
-    chip = _network_chip(alpha, w, 2, {"alpha_s": out_alpha, "bytes_per_s": out_w})
+    chip = network_chip(alpha, w, 2, {"alpha_s": out_alpha, "bytes_per_s": out_w})
     rows = [
         {"op": "ping", "bytes": 4, "seconds": 2 * alpha},
         {"op": "p2p", "bytes": 2**22, "seconds": 2 * (alpha + 2**22 / w)},
@@ -84,7 +84,7 @@ def test_fit_nodes_recovers_the_efficiency_curve() -> None:
             eff = eff_max * v / (v + half)
             seconds = float(line.t_latency_s) + float(line.t_bandwidth_s) / eff
             rows.append({"op": op, "bytes": v, "seconds": seconds})
-    fit = _fit_nodes(rows, 4, 2)
+    fit = fit_nodes(rows, 4, 2)
     assert fit["alpha_s"] == pytest.approx(alpha)
     assert fit["link_bytes_per_s"] == pytest.approx(w)
     assert fit["eff_max"] == pytest.approx(eff_max, rel=1e-6)
@@ -95,10 +95,10 @@ def test_fit_nodes_recovers_the_efficiency_curve() -> None:
 def test_budget_projection() -> None:
     """Latency-bound sizes (this size 1 s, the one before 1 s) project 1 s for the next; a size
     that took 3x the one before projects 3x, never more than the size ratio (4)."""
-    assert _next_s(1.0, 1.0, 4.0) == pytest.approx(1.0)
-    assert _next_s(3.0, 1.0, 4.0) == pytest.approx(9.0)
-    assert _next_s(8.0, 1.0, 4.0) == pytest.approx(32.0)
-    assert _next_s(2.0, 0.0, 4.0) == pytest.approx(2.0)
+    assert next_size_s(1.0, 1.0, 4.0) == pytest.approx(1.0)
+    assert next_size_s(3.0, 1.0, 4.0) == pytest.approx(9.0)
+    assert next_size_s(8.0, 1.0, 4.0) == pytest.approx(32.0)
+    assert next_size_s(2.0, 0.0, 4.0) == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize(

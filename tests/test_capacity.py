@@ -17,9 +17,9 @@ import pytest
 from shardline.cli.main import main
 from shardline.errors import InputError
 from shardline.plan import PlanOptions, max_batch, max_seq_len, plan
-from shardline.workload import Workload, ffn, matmul_layer
+from shardline.templates import ffn
+from shardline.workload import Workload, matmul_layer
 
-# a100-40gb: the fits checks use the capacity the device reports, 40,960 MiB in nvidia-smi
 # (the chip file's memory.reported_bytes; the datasheet's marketed figure is 40 GB)
 A100_40GB_BYTES = 40960 * 2**20  # 42,949,672,960 B
 K = N = 4096

@@ -11,7 +11,8 @@ import pytest
 from shardline.plan import plan
 from shardline.planning.results import PlanResult
 from shardline.realistic.block import MASK_BYTES
-from shardline.workload import Workload, transformer
+from shardline.templates import transformer
+from shardline.workload import Workload
 from tests.cli_run import run_cli
 
 # a small GQA model: B 2 sequences of S 1024 tokens, G 2 kv heads of E 64, bf16 (2 bytes)

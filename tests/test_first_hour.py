@@ -32,6 +32,7 @@ from shardline.calibrate.worker import GROUP_BYTES, groups
 from shardline.cli.main import main
 from shardline.dtypes import dtype_bytes
 from shardline.errors import InputError
+from shardline.report.notebook import to_html, to_pandas
 from shardline.workload import Workload, matmul_layer
 from tests.conftest import MEASURING_TESTS, require
 
@@ -67,16 +68,16 @@ def _two_layers() -> Workload:
 
 def test_stack_result_to_pandas_and_html(monkeypatch: pytest.MonkeyPatch) -> None:
     result = shardline.stack(_two_layers(), "a100-40gb")
-    page = result._repr_html_()
+    page = to_html(result)
     assert "-&gt;" in page and "<table" in page  # the einsum's '>' is escaped
     # one layer row: F = 2·M·K·N = 2 × 4096³ = 137,438,953,472 FLOP per instance
     assert f"{2 * 4096**3:,}" in page and "total over 2 layer instances" in page
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(InputError, match="pip install pandas"):
-        result.to_pandas()
+        to_pandas(result)
     monkeypatch.undo()
     require("pandas", "pip install pandas")
-    frame = result.to_pandas()
+    frame = to_pandas(result)
     assert list(frame["name"]) == ["a"] and int(frame["count"][0]) == 2
     assert int(frame["flops"][0]) == 2 * 4096**3
     # Q = s(MK + KN + MN) with s = 2 B (bf16)
@@ -85,11 +86,11 @@ def test_stack_result_to_pandas_and_html(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_plan_result_to_pandas_and_html() -> None:
     result = shardline.plan(_two_layers(), "a100-40gb", devices=2)
-    page = result._repr_html_()
+    page = to_html(result)
     assert f"recommended: {result.recommended}" in page
     assert page.count("<tr>") == 1 + len(result.plans)  # the header and one row per plan
     require("pandas", "pip install pandas")
-    frame = result.to_pandas()
+    frame = to_pandas(result)
     assert list(frame["name"]) == [p.name for p in result.plans]
     for _, row in frame.iterrows():  # every plan uses the 2 devices
         assert row["tp"] * row["pp"] * row["dp"] * row["fsdp"] == 2

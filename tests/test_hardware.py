@@ -10,7 +10,7 @@ from typing import Any, get_args
 import pytest
 
 import shardline.hardware
-from shardline import collectives, workload
+from shardline import collectives, templates, workload
 from shardline.cost import bound_of
 from shardline.errors import InputError
 from shardline.hardware import (
@@ -582,7 +582,7 @@ def test_kinds_tuples_come_from_the_literals() -> None:
     assert COLLECTIVE_KINDS == collectives.KINDS
     assert TOPOLOGIES == collectives.TOPOLOGIES
     assert STAGE_TOPOLOGIES == collectives.records._STAGE_TOPOLOGIES
-    assert PHASES == workload.PHASES and TEMPLATE_PHASES == workload.TEMPLATE_PHASES
+    assert PHASES == workload.PHASES and TEMPLATE_PHASES == templates.TEMPLATE_PHASES
     assert CHIP_TOPOLOGIES == ("switch", "torus")
     assert WRAPAROUNDS == ("full-axis", "multiple-of-4")
     assert {c.kind for c in list_chips()} <= set(CHIP_KINDS)

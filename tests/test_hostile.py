@@ -326,7 +326,7 @@ def test_signal_during_a_write_leaves_no_file(
         raise_it()  # type: ignore[operator]
         time.sleep(5)  # the SIGTERM handler raises before this ends
 
-    monkeypatch.setitem(tables._WRITERS, ".csv", half_then_signal)
+    monkeypatch.setitem(tables.WRITERS, ".csv", half_then_signal)
     src = tmp_path / "in.csv"
     src.write_text(SHAPES, encoding="utf-8")
     before = signal.getsignal(signal.SIGTERM)
@@ -384,6 +384,6 @@ def test_ctrl_c_wrapped_by_a_class_body_is_still_one_line(
         except KeyboardInterrupt as exc:
             raise RuntimeError("Error calling __set_name__") from exc
 
-    monkeypatch.setattr(cli_main, "_run", interrupted)
+    monkeypatch.setattr(cli_main, "run_command", interrupted)
     assert cli_main.main(["hw", "list"]) == 130
     assert capsys.readouterr().err == "error: interrupted\n"

@@ -16,7 +16,7 @@ from shardline.models import load_model, params_active, params_total
 from shardline.models.template import transformer_table
 from shardline.moe import expected_experts, expert_slots, moe_shape
 from shardline.strategies import Degrees, local_dims
-from shardline.workload import transformer
+from shardline.templates import transformer
 from tests.cli_run import run_cli
 
 # Mixtral 8x7B (config.json of mistralai/Mixtral-8x7B-v0.1): d 4096, 32 heads, 8 kv heads of

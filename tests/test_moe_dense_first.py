@@ -13,7 +13,7 @@ from shardline.io.workload_toml import workload_from_dict
 from shardline.models import load_model, params_active, params_total
 from shardline.models.template import transformer_table
 from shardline.stack import stack
-from shardline.workload import transformer
+from shardline.templates import transformer
 from tests.cli_run import run_cli
 
 # A small model: d 64, 4 heads of 16 (multi-head), dense d_ff 256, 6 blocks, the first 2 dense;

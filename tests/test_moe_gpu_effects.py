@@ -15,7 +15,7 @@ from shardline.planning.evaluate import Context
 from shardline.planning.memory import dense_optimizer_bytes
 from shardline.planning.phases import Phase
 from shardline.strategies import CommTerm, Degrees, device_share
-from shardline.workload import transformer
+from shardline.templates import transformer
 
 D, S = 512, 256  # a small MoE: 8 blocks, 16 experts of width 256, top-2, no shared expert
 SMALL = dict(d_model=D, d_ff=1024, heads=8, kv_heads=8, layers=8, seq_len=S, vocab=None)

@@ -13,7 +13,8 @@ from shardline.errors import InputError
 from shardline.io.workload_toml import load_workload
 from shardline.plan import bubble_fraction, plan, sweep_batch
 from shardline.stack import stack
-from shardline.workload import Workload, ffn, matmul_layer, transformer
+from shardline.templates import ffn, transformer
+from shardline.workload import Workload, matmul_layer
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED003 = ROOT / "examples" / "seed003_stack.toml"

@@ -25,7 +25,8 @@ from shardline.plan import plan
 from shardline.planning.evaluate import Context
 from shardline.planning.results import PlanResult
 from shardline.strategies import Degrees
-from shardline.workload import Workload, transformer
+from shardline.templates import transformer
+from shardline.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 L70 = Path(__file__).resolve().parent / "data" / "l70.toml"

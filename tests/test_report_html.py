@@ -13,6 +13,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -173,21 +175,23 @@ def test_report_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 # notebooks
 
 
-def test_repr_html_escapes_and_shows_the_numbers() -> None:
+def test_html_view_escapes_and_shows_the_numbers() -> None:
+    from shardline.report.notebook import to_html
     from shardline.roofline import einsum, matmul
 
     r = matmul(16, 4096, 16384, hw="a100-40gb")
-    table = r._repr_html_()
+    table = to_html(r)
     assert "<table" in table and f"{2 * 16 * 4096 * 16384:,}" in table and ">memory<" in table
     assert "a[M,K] * b[K,N] -&gt; out[M,N]" in table  # the spec's '>' is escaped
     named = einsum("Xx[B,D] * W[D,F] -> Y[B,F]", {"B": 2, "D": 3, "F": 4}, "a100-40gb")
-    assert "-&gt;" in named._repr_html_()
+    assert "-&gt;" in to_html(named)
 
 
 def test_vectorized_result_tabulates_one_row_per_element() -> None:
     import numpy as np
 
     from shardline.report.frames import to_records
+    from shardline.report.notebook import to_html
     from shardline.roofline import matmul
 
     r = matmul(np.array([1, 256, 4096]), 4096, 4096, hw="a100-40gb")
@@ -195,26 +199,28 @@ def test_vectorized_result_tabulates_one_row_per_element() -> None:
     assert [rec["M"] for rec in records] == [1, 256, 4096]
     assert [rec["flops"] for rec in records] == [2 * m * 4096 * 4096 for m in (1, 256, 4096)]
     assert records[0]["bytes_b"] == 2 * 4096 * 4096 and records[0]["hardware"] == "a100-40gb"
-    assert r._repr_html_().count("<tr>") == 4  # the header and three rows
+    assert to_html(r).count("<tr>") == 4  # the header and three rows
 
 
 def test_to_pandas_or_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from shardline.errors import InputError
+    from shardline.report.notebook import to_pandas
     from shardline.roofline import matmul
 
     r = matmul(64, 64, 64, hw="a100-40gb")
     monkeypatch.setitem(sys.modules, "pandas", None)  # as if pandas were not installed
     with pytest.raises(InputError, match="pip install pandas"):
-        r.to_pandas()
+        to_pandas(r)
     monkeypatch.undo()
     require("pandas", "pip install pandas")
-    frame = r.to_pandas()
+    frame = to_pandas(r)
     assert frame.shape[0] == 1 and int(frame["flops"][0]) == 2 * 64**3
 
 
 def test_sheet_result_renders_in_a_notebook(tmp_path: Path) -> None:
     from shardline.io.sheet_results import roofline_rows
     from shardline.io.sheets import read_shape_rows
+    from shardline.report.notebook import to_html, to_pandas
 
     src = tmp_path / "s.csv"
     src.write_text(
@@ -222,28 +228,68 @@ def test_sheet_result_renders_in_a_notebook(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     result = roofline_rows(read_shape_rows(src), "a100-40gb")
-    page = result._repr_html_()
+    page = to_html(result)
     assert "<b>" not in page and "&lt;b&gt;decode&lt;/b&gt;" in page  # user text escaped
     assert page.count("<tr>") == 3  # the header and two rows
     assert f"{2 * 8 * 4096 * 16384:,}" in page and ">memory<" in page and ">compute<" in page
     require("pandas", "pip install pandas")
-    frame = result.to_pandas()
+    frame = to_pandas(result)
     assert list(frame["name"]) == ["<b>decode</b>", "square"]
     assert list(frame["flops"]) == [2 * 8 * 4096 * 16384, 2 * 4096**3]
     # Q = s(MK + KN + MN), bf16 s = 2 B
     assert int(frame["bytes"][1]) == 2 * 3 * 4096**2 and list(frame["count"]) == [4, 1]
 
 
-def test_notebook_views_come_from_the_report_layer() -> None:
-    """The core result classes carry no rendering: the facade installs the report's views."""
+class _HtmlFormatter:
+    """IPython's `display_formatter.formatters["text/html"]`, as far as `for_type` goes."""
+
+    def __init__(self) -> None:
+        self.by_type: dict[type, Any] = {}
+
+    def for_type(self, typ: type, func: Any) -> None:
+        self.by_type[typ] = func
+
+
+class _Shell:
+    def __init__(self) -> None:
+        self.display_formatter = SimpleNamespace(formatters={"text/html": _HtmlFormatter()})
+
+
+def test_importing_shardline_leaves_the_core_classes_alone() -> None:
+    """No import side effects: `import shardline` loads no report module and gives no class a
+    notebook method; the views are functions of the report layer."""
+    code = (
+        "import sys, shardline\n"
+        "from shardline.roofline import RooflineResult\n"
+        "from shardline.stack import StackResult\n"
+        "edges = ('shardline.report', 'shardline.io')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(edges)))\n"
+        "print([hasattr(c, n) for c in (RooflineResult, StackResult)"
+        " for n in ('_repr_html_', 'to_pandas')])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert proc.stdout.splitlines() == ["[]", "[False, False, False, False]"]
+
+
+def test_load_ext_shardline_shows_results_as_tables() -> None:
+    """`%load_ext shardline` registers the report's HTML view for each result class."""
     import shardline
-    from shardline.report import notebook
+    from shardline.planning.results import PlanSet
+    from shardline.report.notebook import VIEWS, to_html
     from shardline.roofline import RooflineResult
     from shardline.sheet_model import SheetResult
+    from shardline.stack import StackResult
 
-    notebook.install()  # idempotent: importing shardline already did it
-    for cls in (RooflineResult, SheetResult):
-        for name in ("_repr_html_", "to_pandas"):
-            assert getattr(cls, name).__module__ == "shardline.report.notebook", (cls, name)
+    shell = _Shell()
+    shardline.load_ipython_extension(shell)
+    formatter = shell.display_formatter.formatters["text/html"]
+    classes = {RooflineResult, SheetResult, StackResult, PlanSet}
+    assert set(formatter.by_type) == classes == set(VIEWS)
+    assert all(func is to_html for func in formatter.by_type.values())
     r = shardline.matmul(2, 3, 4, hw="a100-40gb")
-    assert f'<td class="">{2 * 2 * 3 * 4}' in r._repr_html_()  # F = 2·M·K·N = 48
+    assert f'<td class="">{2 * 2 * 3 * 4}' in formatter.by_type[RooflineResult](r)  # F = 2·M·K·N
+    with pytest.raises(TypeError, match="no notebook view of a str"):
+        to_html("not a result")

@@ -91,7 +91,7 @@ def test_outputs_are_checked_before_any_work(tmp_path: Path) -> None:
 def test_serve_without_matplotlib_warns_once_and_writes_the_page(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(fo, "_have_matplotlib", lambda: False)
+    monkeypatch.setattr(fo, "have_matplotlib", lambda: False)
     plot, page = tmp_path / "s.svg", tmp_path / "s.html"
     assert main([*SERVE, "--plot", str(plot), "--html", str(page)]) == 0
     err = capsys.readouterr().err

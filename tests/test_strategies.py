@@ -25,7 +25,8 @@ from shardline.strategies import (
     strategy,
 )
 from shardline.strategies.base import Strategy
-from shardline.workload import Layer, Workload, backward_layers, ffn, transformer
+from shardline.templates import ffn, transformer
+from shardline.workload import Layer, Workload, backward_layers
 
 ROOT = Path(__file__).resolve().parent.parent
 A100_NVLINK_EGRESS = 12 * 25e9  # 12 NVLink 3 links x 25 GB/s one-way (catalog a100-40gb)

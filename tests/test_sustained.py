@@ -16,7 +16,8 @@ from shardline.hardware.catalog import catalog_files, chip_from_dict
 from shardline.plan import plan
 from shardline.planning.results import PlanResult
 from shardline.realistic.sustained import sustained_chip, sustained_fraction
-from shardline.workload import Workload, transformer
+from shardline.templates import transformer
+from shardline.workload import Workload
 
 REL = 1e-9
 

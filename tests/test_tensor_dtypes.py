@@ -232,7 +232,7 @@ def test_gradients_reduced_in_fp32_move_twice_the_bf16_bytes() -> None:
     # the data-parallel all-reduce moves V = 4 B x weights instead of 2 B x weights
     from shardline.errors import InputError
     from shardline.plan import plan
-    from shardline.workload import transformer
+    from shardline.templates import transformer
 
     w = transformer(d_model=512, d_ff=2048, heads=8, batch=8, seq_len=256, layers=2)
     weights = 2 * (512 * (8 + 2 * 8) * 64 + 8 * 64 * 512 + 3 * 512 * 2048)  # 2 blocks

@@ -15,7 +15,7 @@ from shardline.plan import plan
 from shardline.planning.results import PlanResult
 from shardline.planning.timeline import Timeline, plan_timeline, trace_events
 from shardline.report.timeline_svg import timeline_svg
-from shardline.workload import transformer
+from shardline.templates import transformer
 
 ROOT = Path(__file__).resolve().parent.parent
 

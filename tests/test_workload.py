@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from shardline.errors import InputError
 from shardline.io.workload_toml import load_workload, workload_from_dict
 from shardline.stack import stack
-from shardline.workload import Layer, Workload, backward_layers, ffn, matmul_layer, transformer
+from shardline.templates import ffn, transformer
+from shardline.workload import Layer, Workload, backward_layers, matmul_layer
 
 ROOT = Path(__file__).resolve().parent.parent
 

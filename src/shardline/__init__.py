@@ -1,19 +1,21 @@
 """shardline: first-principles performance modeling of ML workloads.
 
 The core (counting, roofline, collectives, sharding, pipelines) is pure: no printing, no files.
+Importing the package re-exports the public API and changes nothing else. In Jupyter,
+`%load_ext shardline` shows results as tables (shardline.report.notebook).
 """
 
 import sys as _sys
 
 try:
-    from shardline.dense_first import DenseFirstWorkload  # registers the MoE dense first blocks
+    from shardline.dense_first import DenseFirstWorkload
     from shardline.errors import InputError
     from shardline.hardware import Chip, list_chips, load_chip
     from shardline.plan import plan, sweep_batch
-    from shardline.report.notebook import install as _install_notebook_views
     from shardline.roofline import RooflineResult, critical_m, einsum, matmul
     from shardline.stack import stack
-    from shardline.workload import Layer, Workload, ffn, transformer  # noqa: I001
+    from shardline.templates import ffn, transformer
+    from shardline.workload import Layer, Workload
 except (KeyboardInterrupt, RuntimeError) as _exc:
     # Ctrl-C while `python -m shardline` or the `shardline` script is starting (this import is
     # most of its start-up): one line and exit status 130, as once running; elsewhere re-raised.
@@ -27,8 +29,6 @@ except (KeyboardInterrupt, RuntimeError) as _exc:
         _sys.stderr.write("error: interrupted\n")
         raise SystemExit(130) from None
     raise
-
-_install_notebook_views()  # _repr_html_ and to_pandas on RooflineResult and SheetResult
 
 __all__ = [
     "Chip",
@@ -49,3 +49,10 @@ __all__ = [
     "transformer",
 ]
 __version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """`%load_ext shardline`: IPython shows results as HTML tables (shardline.report.notebook)."""
+    from shardline.report.notebook import load_ipython_extension as load
+
+    load(ipython)

@@ -63,7 +63,7 @@ MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_d
 WINDOW_FIELDS = ("window", "local_per_global")
 
 
-def _int(value: Any, what: str, minimum: int = 1) -> int:
+def _int(value: object, what: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         kind = "a positive" if minimum == 1 else "a non-negative"
         raise InputError(f"{what} must be {kind} integer, got {value!r}")
@@ -81,7 +81,7 @@ def _table(value: Any, fields: tuple[str, ...], what: str) -> dict[str, Any]:
     return dict(value)
 
 
-def as_window(value: Any) -> SlidingWindow | None:
+def as_window(value: object) -> SlidingWindow | None:
     """A SlidingWindow from itself or a {window, local_per_global} table (None: no sliding)."""
     if value is None or isinstance(value, SlidingWindow):
         return value
@@ -92,7 +92,7 @@ def as_window(value: Any) -> SlidingWindow | None:
     )
 
 
-def as_mla(value: Any) -> MLA | None:
+def as_mla(value: object) -> MLA | None:
     """An MLA from itself or a table of its five fields (q_lora_rank 0: no query latent)."""
     if value is None or isinstance(value, MLA):
         return value
@@ -184,14 +184,25 @@ def _attention(a: AttentionSizes, qk: int, v: int, cached: str | None) -> list[L
     cache = {"cache": ("c",), "dtypes": {"c": a.kv_dtype}} if cached == "cache" else {}
     return [
         _layer(
-            "attn_scores", f"q[B,S,H,K] * {k_spec} -> p[B,H,S,T]", {**base, "K": qk}, a,
-            onchip=onchip, tp_dims=("H",), kernel="attention", **cache,
+            "attn_scores",
+            f"q[B,S,H,K] * {k_spec} -> p[B,H,S,T]",
+            {**base, "K": qk},
+            a,
+            onchip=onchip,
+            tp_dims=("H",),
+            kernel="attention",
+            **cache,
         ),
         _layer(
-            "attn_values", f"p[B,H,S,T] * {v_spec} -> o[B,S,H,V]", {**base, "V": v}, a,
-            onchip=onchip + v_onchip, tp_dims=("H",), kernel="attention",
+            "attn_values",
+            f"p[B,H,S,T] * {v_spec} -> o[B,S,H,V]",
+            {**base, "V": v},
+            a,
+            onchip=onchip + v_onchip,
+            tp_dims=("H",),
+            kernel="attention",
         ),
-    ]  # fmt: skip
+    ]
 
 
 def mla_layers(a: AttentionSizes, mla: MLA) -> list[Layer]:
@@ -200,31 +211,49 @@ def mla_layers(a: AttentionSizes, mla: MLA) -> list[Layer]:
     r_q, r_kv, width = mla.q_lora_rank, mla.kv_lora_rank, mla_cache_width(mla)
     tok = {"B": a.b, "S": a.s, "D": a.d}
     down = _layer(
-        "mla_down", "x[B,S,D] * wa[D,A] -> ca[B,S,A]", {**tok, "A": r_q + width}, a,
+        "mla_down",
+        "x[B,S,D] * wa[D,A] -> ca[B,S,A]",
+        {**tok, "A": r_q + width},
+        a,
         weights=("wa",),
-    )  # fmt: skip
+    )
     out = _layer(
-        "attn_out", "o[B,S,H,V] * wo[H,V,D] -> y[B,S,D]",
-        {**tok, "H": a.h, "V": mla.v_head_dim}, a, weights=("wo",), tp_dims=("H",),
-    )  # fmt: skip
+        "attn_out",
+        "o[B,S,H,V] * wo[H,V,D] -> y[B,S,D]",
+        {**tok, "H": a.h, "V": mla.v_head_dim},
+        a,
+        weights=("wo",),
+        tp_dims=("H",),
+    )
     q_in = r_q or a.d
     if a.phase == "training":
         lat = q_in + r_kv
         m = ceil((q_in * qk + r_kv * (mla.qk_nope_head_dim + mla.v_head_dim)) / lat)
         up = _layer(
-            "mla_up", "c[B,S,A] * wb[A,H,M] -> qkv[B,S,H,M]",
-            {"B": a.b, "S": a.s, "A": lat, "H": a.h, "M": m}, a, weights=("wb",), tp_dims=("H",),
-        )  # fmt: skip
+            "mla_up",
+            "c[B,S,A] * wb[A,H,M] -> qkv[B,S,H,M]",
+            {"B": a.b, "S": a.s, "A": lat, "H": a.h, "M": m},
+            a,
+            weights=("wb",),
+            tp_dims=("H",),
+        )
         return [down, up, *_attention(a, qk, mla.v_head_dim, None), out]
     q_up = _layer(
-        "mla_q_up", "c[B,S,A] * wq[A,H,K] -> q[B,S,H,K]",
-        {"B": a.b, "S": a.s, "A": q_in, "H": a.h, "K": qk}, a, weights=("wq",), tp_dims=("H",),
-    )  # fmt: skip
+        "mla_q_up",
+        "c[B,S,A] * wq[A,H,K] -> q[B,S,H,K]",
+        {"B": a.b, "S": a.s, "A": q_in, "H": a.h, "K": qk},
+        a,
+        weights=("wq",),
+        tp_dims=("H",),
+    )
     absorb = _layer(
-        "mla_absorb", "q[B,S,H,N] * wkv[L,H,N] -> ql[B,S,H,L]",
+        "mla_absorb",
+        "q[B,S,H,N] * wkv[L,H,N] -> ql[B,S,H,L]",
         {"B": a.b, "S": a.s, "H": a.h, "N": mla.qk_nope_head_dim + mla.v_head_dim, "L": r_kv},
-        a, weights=("wkv",), tp_dims=("H",),
-    )  # fmt: skip
+        a,
+        weights=("wkv",),
+        tp_dims=("H",),
+    )
     cached = "cache" if a.phase in ("prefill", "decode") else "latent"
     return [down, q_up, absorb, *_attention(a, width, r_kv, cached), out]
 
@@ -233,7 +262,7 @@ def template_attention(
     shape: Any, k: Any, phase: str, standard: Callable[[int], list[Layer]]
 ) -> tuple[list[Layer], dict[str, Any], bool]:
     """The transformer template's attention einsums for a TransformerShape's `mla` and
-    `sliding_window` tables and its checked block sizes `k` (shardline.workload._Block), the
+    `sliding_window` tables and its checked block sizes `k` (shardline.templates._Block), the
     ModelShape fields of the variant, and whether the KV-cache formula 2 L n_kv d_head S B s_kv
     holds; `standard(keys)` builds the grouped-query einsums at a key length."""
     mla, window = as_mla(shape.mla), as_window(shape.sliding_window)

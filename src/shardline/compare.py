@@ -33,6 +33,7 @@ from shardline.dtypes import canonical_dtype, dtype_bits
 from shardline.einsum import EinsumSpec, check_size, parse_einsum
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
+from shardline.kinds import CollectiveKind
 from shardline.layout import (
     PlannedCollective,
     layout_cost,
@@ -268,9 +269,13 @@ class _UnitPrices:
     def __init__(self, run: _Run) -> None:
         self.run = run
         self.nets: dict[_MeshAxes, dict[str, AxisNetwork]] = {}
-        self.cache: dict[tuple[_MeshAxes, str, tuple[str, ...]], tuple[float, float, float]] = {}
+        self.cache: dict[
+            tuple[_MeshAxes, CollectiveKind, tuple[str, ...]], tuple[float, float, float]
+        ] = {}
 
-    def __call__(self, mesh: _MeshAxes, kind: str, axes: tuple[str, ...]) -> tuple[float, ...]:
+    def __call__(
+        self, mesh: _MeshAxes, kind: CollectiveKind, axes: tuple[str, ...]
+    ) -> tuple[float, ...]:
         key = (mesh, kind, axes)
         if key not in self.cache:
             if mesh not in self.nets:

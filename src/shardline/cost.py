@@ -103,7 +103,7 @@ def _fields(cost: Cost) -> tuple[Any, ...]:
     return tuple(getattr(cost, name) for name in _FIELD_NAMES)
 
 
-def _is_array(*values: Any) -> bool:
+def _is_array(*values: object) -> bool:
     return any(isinstance(v, np.ndarray) for v in values)
 
 

@@ -10,7 +10,8 @@ hold the dense blocks, so the first stage runs 3 dense FFNs where the others run
 memory (weights, gradients and optimizer state of the dense FFNs on the stages that hold them),
 parameter counts, the stack's per-layer table and the model FLOPs for MFU (`ModelShape`
 `dense_layers_first` and `dense_d_ff`). Pipeline stages hold whole blocks (never a cut through
-a block: the two kinds of block differ in their einsums).
+a block: the two kinds of block differ in their einsums). The transformer template builds one
+(`shardline.templates.dense_first_template`) from a `[moe]` table with `dense_layers_first`.
 
 Pure: no printing, no files.
 """
@@ -19,15 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from shardline.errors import InputError
 from shardline.layer import Layer, backward_layers
-from shardline.workload import MOE_TEMPLATE_HOOKS, Workload
+from shardline.workload import Workload
 
 __all__ = [
     "DenseFirstWorkload",
-    "dense_first_template",
     "stack_layers",
     "layer_repeats",
     "moe_blocks_in",
@@ -124,33 +123,6 @@ class DenseFirstWorkload(Workload):
         return self.repeat
 
 
-def dense_first_template(workload: Workload, moe: Any, d_ff: int, moe_ffn: int) -> Workload:
-    """The transformer template's MoE `workload` (its block's last `moe_ffn` einsums are the MoE
-    feed-forward) with its first `dense_layers_first` blocks (from the `moe` table) running a
-    dense feed-forward of width `d_ff`, the template's FFN einsums at the block's sizes."""
-    from shardline.moe import moe_shape
-    from shardline.workload import _ffn_layers
-
-    dense_blocks = moe_shape(moe, d_ff).dense_layers_first
-    model = workload.model
-    if not dense_blocks or model is None:
-        return workload
-    if dense_blocks > workload.repeat:
-        raise InputError(
-            f"[moe] dense_layers_first ({dense_blocks}) is more than the {workload.repeat} layers"
-        )
-    dtype = workload.layers[-1].dtype
-    dense = _ffn_layers(model.d_model, d_ff, model.batch, model.q_len, model.gated, dtype)
-    fields: dict[str, Any] = {f: getattr(workload, f) for f in Workload.__dataclass_fields__}
-    fields["model"] = replace(model, dense_layers_first=dense_blocks, dense_d_ff=d_ff)
-    return DenseFirstWorkload(
-        **fields,
-        dense_ffn=tuple(replace(layer, name=f"dense_{layer.name}") for layer in dense),
-        replaced=tuple(layer.name for layer in workload.layers[-moe_ffn:]),
-        dense_blocks=dense_blocks,
-    )
-
-
 def stack_layers(workload: Workload) -> StageLayers:
     """The whole stack as [(layer, instances)], for any workload."""
     if isinstance(workload, DenseFirstWorkload):
@@ -186,6 +158,3 @@ def moe_blocks_in(workload: Workload, layers: Sequence[tuple[Layer, int]]) -> fl
         return workload.blocks_in(layers)
     last = workload.layers[-1]
     return sum(n for layer, n in layers if layer.name == last.name) / last.count
-
-
-MOE_TEMPLATE_HOOKS.append(dense_first_template)  # transformer() builds the dense first blocks

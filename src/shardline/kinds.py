@@ -40,6 +40,8 @@ __all__ = [
     "SCALE_OUT_FABRICS",
     "HostCpu",
     "HOST_CPUS",
+    "Kernel",
+    "KERNELS",
 ]
 
 # Which resource binds a piece of work: the largest of t_compute, t_memory, t_network.
@@ -82,7 +84,7 @@ LAYER_PHASES: tuple[LayerPhase, ...] = get_args(LayerPhase)
 Phase = Literal["forward", "training"]
 PHASES: tuple[Phase, ...] = get_args(Phase)
 
-# What a transformer template is run for (`workload.TEMPLATE_PHASES`, in that order).
+# What a transformer template is run for (`templates.TEMPLATE_PHASES`, in that order).
 TemplatePhase = Literal["training", "prefill", "decode", "forward"]
 TEMPLATE_PHASES: tuple[TemplatePhase, ...] = get_args(TemplatePhase)
 
@@ -103,3 +105,8 @@ SCALE_OUT_FABRICS: tuple[ScaleOutFabric, ...] = get_args(ScaleOutFabric)
 # by it (src/graph/tuning.cc, llMaxBws: AMD hosts one row, every other host another).
 HostCpu = Literal["intel", "amd", "arm"]
 HOST_CPUS: tuple[HostCpu, ...] = get_args(HostCpu)
+
+# The kernel a layer's einsum runs in (`Layer.kernel`): a GEMM of its own, or its share of one
+# fused attention kernel.
+Kernel = Literal["gemm", "attention"]
+KERNELS: tuple[Kernel, ...] = get_args(Kernel)

@@ -28,15 +28,24 @@ from shardline.einsum import (
     require_two_operands,
 )
 from shardline.errors import InputError
+from shardline.kinds import KERNELS, LAYER_PHASES, Kernel, LayerPhase
 from shardline.units import short
 
 __all__ = ["Layer", "LOGICAL_AXES", "backward_layers", "distinct", "layer_range", "matmul_layer"]
 
 # Logical axes a layer can name its dims by (`Layer.axes`); strategies split logical axes.
 LOGICAL_AXES = (
-    "batch", "seq", "heads", "kv_heads", "head_dim", "model", "ffn", "vocab",
-    "experts", "expert_tokens",  # a MoE layer's experts and one expert's token slots (moe.py)
-)  # fmt: skip
+    "batch",
+    "seq",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "model",
+    "ffn",
+    "vocab",
+    "experts",
+    "expert_tokens",  # a MoE layer's experts and one expert's token slots (moe.py)
+)
 
 
 def _names(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:
@@ -159,10 +168,10 @@ class Layer:
     onchip: tuple[str, ...] = ()
     count: int = 1
     tp_dims: tuple[str, ...] = ()
-    phase: str = "forward"  # "forward" or "backward"
+    phase: LayerPhase = "forward"
     grad_of: str | None = None
     axes: Mapping[str, str] = field(default_factory=dict)  # dim -> logical axis (LOGICAL_AXES)
-    kernel: str = "gemm"  # "gemm", or "attention": part of one fused attention kernel
+    kernel: Kernel = "gemm"  # or "attention": part of one fused attention kernel
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -185,9 +194,9 @@ class Layer:
             raise InputError(f"{where}: count must be a positive integer, got {short(self.count)}")
         check_size(self.count, f"{where}: count")
         tp_dims, axes = _named_dims(where, parsed, dims, self.tp_dims, self.axes)
-        if self.kernel not in ("gemm", "attention"):
+        if self.kernel not in KERNELS:
             raise InputError(f"{where}: kernel must be gemm or attention, got {self.kernel!r}")
-        if self.phase not in ("forward", "backward"):
+        if self.phase not in LAYER_PHASES:
             raise InputError(f"{where}: phase must be forward or backward, got {self.phase!r}")
         if self.compute_dtype is not None:
             compute = canonical_dtype(self.compute_dtype)
@@ -210,10 +219,21 @@ class Layer:
         """Every field but the name: two layers with the same key cost the same (the plan search
         prices such layers once)."""
         return (
-            self.spec, tuple(self.dims.items()), self.dtype, tuple(self.dtypes.items()),
-            self.compute_dtype, self.weights, self.cache, self.onchip, self.count, self.tp_dims,
-            self.phase, self.grad_of, tuple(self.axes.items()), self.kernel,
-        )  # fmt: skip
+            self.spec,
+            tuple(self.dims.items()),
+            self.dtype,
+            tuple(self.dtypes.items()),
+            self.compute_dtype,
+            self.weights,
+            self.cache,
+            self.onchip,
+            self.count,
+            self.tp_dims,
+            self.phase,
+            self.grad_of,
+            tuple(self.axes.items()),
+            self.kernel,
+        )
 
     def axis_dims(self, axis: str) -> tuple[str, ...]:
         """The dims this layer names as logical axis `axis`, in dim order."""

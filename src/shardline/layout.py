@@ -29,6 +29,7 @@ from shardline.dtypes import canonical_dtype, dtype_bits
 from shardline.einsum import EinsumSpec, check_dims, check_size
 from shardline.errors import InputError
 from shardline.hardware import Chip
+from shardline.kinds import CollectiveKind
 from shardline.layout_rules import (
     CollectiveCall,
     LayoutSetup,
@@ -72,7 +73,7 @@ class ShardOptions:
 
 @dataclass(frozen=True)
 class PlannedCollective:
-    kind: str
+    kind: CollectiveKind
     operand: str
     axes: tuple[str, ...]
     bytes: Any  # V: the whole array over the axes' group

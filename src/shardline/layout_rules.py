@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from shardline.einsum import EinsumSpec, Operand
+from shardline.kinds import CollectiveKind
 from shardline.roofline import operand_bytes
 
 __all__ = [
@@ -54,7 +55,7 @@ __all__ = [
 class CollectiveCall:
     """One row of the table: a collective a layout needs, not yet priced."""
 
-    kind: str  # all_gather, reduce_scatter, all_reduce, all_to_all
+    kind: CollectiveKind  # all_gather, reduce_scatter, all_reduce, all_to_all
     operand: str
     axes: tuple[str, ...]  # mesh order
     bytes: Any  # V: the whole array over the axes' group

@@ -85,13 +85,13 @@ class MoeShape:
 MOE_FIELDS = tuple(f.name for f in fields(MoeShape))
 
 
-def _int(value: Any, what: str, low: int) -> int:
+def _int(value: object, what: str, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise InputError(f"[moe] {what} must be an integer >= {low}, got {value!r}")
     return check_size(value, f"[moe] {what}") if value else 0
 
 
-def _factor(value: Any, what: str) -> float:
+def _factor(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1.0:
         raise InputError(f"[moe] {what} must be a number >= 1.0, got {value!r}")
     if value > 1e6:
@@ -125,14 +125,16 @@ def moe_shape(value: MoeShape | Mapping[str, Any], d_ff: int) -> MoeShape:
         raise InputError(f"[moe] router must be true or false, got {raw['router']!r}")
     dispatch = raw["dispatch_dtype"]
     return MoeShape(
-        experts=x, experts_per_token=k, expert_d_ff=_int(width, "expert_d_ff", 1),
+        experts=x,
+        experts_per_token=k,
+        expert_d_ff=_int(width, "expert_d_ff", 1),
         shared_experts=_int(raw["shared_experts"], "shared_experts", 0),
         capacity_factor=None if cap is None else _factor(cap, "capacity_factor"),
         imbalance=_factor(raw["imbalance"], "imbalance"),
         dense_layers_first=_int(raw["dense_layers_first"], "dense_layers_first", 0),
         router=raw["router"],
         dispatch_dtype=None if dispatch is None else canonical_dtype(str(dispatch)),
-    )  # fmt: skip
+    )
 
 
 def expected_experts(experts: int, k: int, tokens: int) -> float:
@@ -178,7 +180,7 @@ def moe_part(
     load over the mean), as ModelShape takes them. A decode step's expert einsums hold the
     experts its batch touches, ceil(E_touched(B)), and the rest are held but not read
     (`idle_expert_params`); their rows are `decode_rows`."""
-    m = moe_shape(moe, d_ff)  # dense_layers_first: shardline.dense_first (a template hook)
+    m = moe_shape(moe, d_ff)  # dense_layers_first: templates.dense_first_template
     read = m
     if decode:
         touched = expected_experts(m.experts, m.experts_per_token, tokens[0] * tokens[1])
@@ -260,6 +262,43 @@ def _expert_counts(layers: tuple[Layer, ...], model: ModelShape) -> tuple[int, i
     return held, per_expert, held + model.idle_expert_params // per_expert
 
 
+def _shared_expert_layers(
+    moe: MoeShape, f: int, d: int, b: int, q_len: int, gated: bool, dtype: str
+) -> list[Layer]:
+    """The shared experts' feed-forward layers (none when the block has no shared experts): every
+    token runs them, so their dims are the dense FFN's, `moe.shared_experts` experts wide."""
+    if not moe.shared_experts:
+        return []
+    base = {"B": "batch", "D": "model", "F": "ffn"}
+    out: list[Layer] = []
+    fs = moe.shared_experts * f
+    sdims = {"B": b, "S": q_len, "D": d, "F": fs}
+    axes = base | {"S": "seq"}
+    out.append(
+        Layer(
+            "shared_in" if gated else "shared_up",
+            "x[B,S,D] * wsin[D,F,U] -> h[B,S,F,U]" if gated else "x[B,S,D] * wsin[D,F] -> h[B,S,F]",
+            sdims | ({"U": 2} if gated else {}),
+            dtype=dtype,
+            weights=("wsin",),
+            tp_dims=("F",),
+            axes=axes,
+        )
+    )
+    out.append(
+        Layer(
+            "shared_down",
+            "h[B,S,F] * wsout[F,D] -> y[B,S,D]",
+            sdims,
+            dtype=dtype,
+            weights=("wsout",),
+            tp_dims=("F",),
+            axes=axes,
+        )
+    )
+    return out
+
+
 def moe_layers(
     moe: MoeShape, d: int, b: int, q_len: int, gated: bool, dtype: str, routed_to: int = 0
 ) -> tuple[Layer, ...]:
@@ -275,40 +314,49 @@ def moe_layers(
     sent = moe.dispatch_dtype or between_kernels(dtype)
     combined = between_kernels(dtype)
     up_spec = (
-        "x[B,X,C,D] * wein[X,D,F,U] -> h[B,X,C,F,U]" if gated
+        "x[B,X,C,D] * wein[X,D,F,U] -> h[B,X,C,F,U]"
+        if gated
         else "x[B,X,C,D] * wein[X,D,F] -> h[B,X,C,F]"
-    )  # fmt: skip
+    )
     out: list[Layer] = []
     if moe.router:
-        out.append(Layer(
-            "router", "x[B,S,D] * wr[D,X] -> r[B,S,X]",
-            {"B": b, "S": q_len, "D": d, "X": routed_to or x},
-            dtype=dtype, weights=("wr",), axes={"B": "batch", "S": "seq", "D": "model"},
-        ))  # fmt: skip
-    out.append(Layer(
-        "expert_in" if gated else "expert_up", up_spec, dims | ({"U": 2} if gated else {}),
-        dtype=dtype, dtypes={"x": sent}, compute_dtype=dtype, weights=("wein",), tp_dims=("F",),
-        axes=routed,
-    ))  # fmt: skip
-    out.append(Layer(
-        "expert_down", "h[B,X,C,F] * weout[X,F,D] -> y[B,X,C,D]", dims, dtype=dtype,
-        dtypes={"y": combined}, compute_dtype=dtype, weights=("weout",), tp_dims=("F",),
-        axes=routed,
-    ))  # fmt: skip
-    if moe.shared_experts:
-        fs = moe.shared_experts * f
-        sdims = {"B": b, "S": q_len, "D": d, "F": fs}
-        axes = base | {"S": "seq"}
-        out.append(Layer(
-            "shared_in" if gated else "shared_up",
-            "x[B,S,D] * wsin[D,F,U] -> h[B,S,F,U]" if gated else "x[B,S,D] * wsin[D,F] -> h[B,S,F]",
-            sdims | ({"U": 2} if gated else {}), dtype=dtype, weights=("wsin",), tp_dims=("F",),
-            axes=axes,
-        ))  # fmt: skip
-        out.append(Layer(
-            "shared_down", "h[B,S,F] * wsout[F,D] -> y[B,S,D]", sdims, dtype=dtype,
-            weights=("wsout",), tp_dims=("F",), axes=axes,
-        ))  # fmt: skip
+        out.append(
+            Layer(
+                "router",
+                "x[B,S,D] * wr[D,X] -> r[B,S,X]",
+                {"B": b, "S": q_len, "D": d, "X": routed_to or x},
+                dtype=dtype,
+                weights=("wr",),
+                axes={"B": "batch", "S": "seq", "D": "model"},
+            )
+        )
+    out.append(
+        Layer(
+            "expert_in" if gated else "expert_up",
+            up_spec,
+            dims | ({"U": 2} if gated else {}),
+            dtype=dtype,
+            dtypes={"x": sent},
+            compute_dtype=dtype,
+            weights=("wein",),
+            tp_dims=("F",),
+            axes=routed,
+        )
+    )
+    out.append(
+        Layer(
+            "expert_down",
+            "h[B,X,C,F] * weout[X,F,D] -> y[B,X,C,D]",
+            dims,
+            dtype=dtype,
+            dtypes={"y": combined},
+            compute_dtype=dtype,
+            weights=("weout",),
+            tp_dims=("F",),
+            axes=routed,
+        )
+    )
+    out += _shared_expert_layers(moe, f, d, b, q_len, gated, dtype)
     return tuple(out)
 
 

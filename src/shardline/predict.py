@@ -146,7 +146,7 @@ def pack_read_time(
     return np.where(q <= cache_bytes, q / cache_bytes_per_s, q / mem_bytes_per_s)
 
 
-def _as_array(value: Any) -> np.ndarray:
+def _as_array(value: object) -> np.ndarray:
     return np.asarray(value, dtype=np.float64)
 
 

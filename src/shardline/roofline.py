@@ -151,7 +151,7 @@ class RooflineResult:
         return result
 
 
-def _is_array(value: Any) -> bool:
+def _is_array(value: object) -> bool:
     return isinstance(value, np.ndarray)
 
 
@@ -286,7 +286,7 @@ def evaluate_einsum(
     )
 
 
-def _flag(value: Any, what: str) -> bool:
+def _flag(value: object, what: str) -> bool:
     if not isinstance(value, bool | np.bool_):
         raise InputError(f"{what} must be True or False, got {short(value)}")
     return bool(value)

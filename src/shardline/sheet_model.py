@@ -123,8 +123,8 @@ class DtypeChoice:
 
 @dataclass(frozen=True)
 class SheetResult:
-    """The results of a sheet. In a notebook it renders as a table and has `to_pandas()`: the
-    package facade installs those from `shardline.report.notebook`."""
+    """The results of a sheet. Its notebook views (an HTML table, `to_pandas`) are functions of
+    `shardline.report.notebook`."""
 
     table: ShapeTable
     chip: Chip

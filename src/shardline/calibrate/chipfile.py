@@ -41,7 +41,7 @@ class Measured:
         self.source = source
 
 
-def _toml_value(value: Any) -> str:
+def _toml_value(value: object) -> str:
     if isinstance(value, Measured):
         return f"{{ value = {_toml_value(value.value)}, source = {_toml_value(value.source)} }}"
     if isinstance(value, bool):

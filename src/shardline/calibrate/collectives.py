@@ -45,6 +45,7 @@ from shardline.calibrate.chipfile import Measured, render_toml, write_partial_cs
 from shardline.calibrate.collectives_run import OPS, measured_or_refused, sizes
 from shardline.collectives.algorithms import TABLE, Algorithm
 from shardline.errors import InputError
+from shardline.hardware import Chip
 
 __all__ = [
     "calibrate_collectives",
@@ -54,6 +55,8 @@ __all__ = [
     "model_time",
     "OPS",
     "sizes",
+    "fit_nodes",
+    "network_chip",
 ]
 
 
@@ -104,9 +107,9 @@ def _efficiency(points: list[tuple[float, float, float]]) -> tuple[float, float]
     target = [left for _, _, left in points]
     if len(design) < 2:
         raise InputError("too few collective measurements above the latency to fit")
-    from shardline.calibrate.fit import _least_squares
+    from shardline.calibrate.fit import least_squares
 
-    inv_eff, half_over_eff = (float(x) for x in _least_squares(design, target))
+    inv_eff, half_over_eff = (float(x) for x in least_squares(design, target))
     if inv_eff > 0 and half_over_eff > 0:
         return 1.0 / inv_eff, half_over_eff / inv_eff
     # noise hides the size dependence: the efficiency of the largest messages, no V_half
@@ -170,7 +173,7 @@ def fit_scale_out(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {"alpha_s": alpha, "bytes_per_s": link, "latency_s": fit_latency(rows)}
 
 
-def _fit_nodes(rows: list[dict[str, Any]], processes: int, local: int) -> dict[str, Any]:
+def fit_nodes(rows: list[dict[str, Any]], processes: int, local: int) -> dict[str, Any]:
     """The fit of a run over several nodes (module docstring): in-node link, scale-out, and the
     efficiency against shardline's own hierarchical line rate."""
     from shardline.collectives import collective_cost
@@ -180,7 +183,7 @@ def _fit_nodes(rows: list[dict[str, Any]], processes: int, local: int) -> dict[s
     alpha, link = (
         _link(by_kind, "ping", "p2p") if local > 1 else (out["alpha_s"], out["bytes_per_s"])
     )
-    chip = _network_chip(alpha, link, local, out)
+    chip = network_chip(alpha, link, local, out)
     points = []
     for op in OPS:
         for r in by_kind.get(op, []):
@@ -194,7 +197,7 @@ def _fit_nodes(rows: list[dict[str, Any]], processes: int, local: int) -> dict[s
     return {**_fitted(alpha, link, eff_max, half, processes), "scale_out": out, "local": local}
 
 
-def _network_chip(alpha: float, link: float, local: int, out: dict[str, float]) -> Any:
+def network_chip(alpha: float, link: float, local: int, out: dict[str, float]) -> Chip:
     """A chip with only the fitted network (its compute numbers are placeholders, never read)."""
     from shardline.hardware import chip_from_dict
 
@@ -239,12 +242,18 @@ def calibrate_collectives(
         return f"the {len(done)} earlier measurements are in {partial}; "
 
     rows, backend = measured_or_refused(
-        "no chip file was written", saved, processes=processes, device=device, quick=quick,
-        repeats=repeats, progress=progress, processes_per_node=processes_per_node,
-    )  # fmt: skip
+        "no chip file was written",
+        saved,
+        processes=processes,
+        device=device,
+        quick=quick,
+        repeats=repeats,
+        progress=progress,
+        processes_per_node=processes_per_node,
+    )
     world, local = int(rows[0]["processes"]), int(rows[0]["processes_per_node"])
     fit: dict[str, Any] = (
-        _fit_nodes(rows, world, local) if local < world else fit_collectives(rows, world)
+        fit_nodes(rows, world, local) if local < world else fit_collectives(rows, world)
     )
     fitted = _chip_tables(fit, rows, backend, world)
     return fitted, [{"kind": "collective", **r} for r in rows]

@@ -46,6 +46,7 @@ __all__ = [
     "budget_s",
     "topology_env",
     "under_torchrun",
+    "next_size_s",
 ]
 
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
@@ -109,7 +110,7 @@ class _Rank:
         self.device = torch.device("cuda", local % gpus) if self.cuda else torch.device("cpu")
         self.sync = torch.cuda.synchronize if self.cuda else (lambda: None)
 
-    def time(self, fn: Any, nbytes: int) -> float:
+    def time(self, fn: Callable[[], object], nbytes: int) -> float:
         return _timed(fn, self.sync, self.repeats, self.dist, _calls(nbytes, self.quick))
 
     def p2p(self, nbytes: int, peer: int) -> float:
@@ -188,7 +189,7 @@ def _sweep(r: _Rank, quick: bool, local_ranks: int) -> list[dict[str, Any]]:
         _measure_size(r, v, rows)
         now = time.perf_counter()
         elapsed, spent = r.agree([now - start, now - began], "max")
-        if i + 1 < len(todo) and elapsed + _next_s(spent, before, todo[i + 1] / v) > budget:
+        if i + 1 < len(todo) and elapsed + next_size_s(spent, before, todo[i + 1] / v) > budget:
             if quick and i + 2 < len(todo):
                 _measure_size(r, todo[-1], rows)
             break
@@ -203,7 +204,7 @@ def _measure_size(r: _Rank, v: int, rows: list[dict[str, Any]]) -> None:
             print(json.dumps({"progress": f"{op} {nbytes:,} B"}), flush=True)
 
 
-def _next_s(spent: float, before: float, ratio: float) -> float:
+def next_size_s(spent: float, before: float, ratio: float) -> float:
     """The next size's projected seconds: this size's times the growth seen from the size before
     (latency-bound sizes take about as long as each other), at most the size ratio."""
     growth = spent / before if before > 0 else 1.0

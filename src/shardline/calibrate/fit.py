@@ -30,9 +30,10 @@ from shardline.calibrate.chipfile import Measured
 from shardline.calibrate.timing import calibration_noise, timing_settings
 from shardline.dtypes import dtype_bytes
 from shardline.errors import InputError
+from shardline.hardware import Chip
 from shardline.predict import pack_read_time
 
-__all__ = ["CpuSetup", "cpu_plan", "fit_cpu", "gpu_plan", "fit_gpu", "TINY"]
+__all__ = ["CpuSetup", "cpu_plan", "fit_cpu", "gpu_plan", "fit_gpu", "TINY", "least_squares"]
 
 TINY = 8  # side of the matmul that measures the per-call overhead
 _FALLBACK_LLC_BYTES = 8 * 2**20  # when sysfs does not tell the cache size
@@ -112,7 +113,7 @@ def _bytes(r: dict[str, Any]) -> dict[str, float]:
     return {"a": a, "b": b, "c": c, "total": a + b + c}
 
 
-def _least_squares(rows: list[list[float]], times: list[float]) -> np.ndarray:
+def least_squares(rows: list[list[float]], times: list[float]) -> np.ndarray:
     """min sum(((X beta - t) / t)^2) with beta >= 0 (a column whose coefficient comes out negative
     is dropped and the rest refitted)."""
     x = np.array(rows, dtype=np.float64)
@@ -143,7 +144,7 @@ def _fit_stream(points: list[tuple[float, float]], llc: float) -> tuple[float, f
     best: tuple[float, float, float, float] | None = None
     for capacity in llc * np.logspace(-4, 1, 41, base=2.0):
         rows = [[min(q, capacity), max(q - capacity, 0.0)] for q, _ in points]
-        beta = _least_squares(rows, [t for _, t in points])
+        beta = least_squares(rows, [t for _, t in points])
         if (beta <= 0).any():
             continue
         pred = np.array(rows) @ beta
@@ -202,7 +203,7 @@ def _fit_matmuls(
         times.append(max(r["seconds"] - t_call, 1e-9))
     if not rows:
         raise InputError("no matmul measurements to fit")
-    beta = _least_squares(rows, times)
+    beta = least_squares(rows, times)
     # Refine: the largest square of each dtype (packing ~1% of its time) pins that dtype's rate,
     # so that a noisy packing term cannot trade against the rate; then refit the packing ratio.
     x, t = np.array(rows), np.array(times)
@@ -403,7 +404,7 @@ def _gpu_achievable(results: list[dict[str, Any]]) -> tuple[dict[str, Any], floa
 
 
 def _gpu_peaks_and_memory(
-    ach: dict[str, Any], mem_rate: float | None, props: dict[str, Any], catalog_chip: Any | None
+    ach: dict[str, Any], mem_rate: float | None, props: dict[str, Any], catalog_chip: Chip | None
 ) -> tuple[dict[str, Measured], dict[str, Measured]]:
     """Datasheet peaks and memory from the matching catalog chip, else the best measured."""
     if catalog_chip is not None:
@@ -427,7 +428,7 @@ def _gpu_peaks_and_memory(
     return peaks, memory
 
 
-def _gpu_on_chip(props: dict[str, Any], catalog_chip: Any | None) -> dict[str, Any]:
+def _gpu_on_chip(props: dict[str, Any], catalog_chip: Chip | None) -> dict[str, Any]:
     on_chip: dict[str, Any] = {
         "core_name": "SM",
         "cores": Measured(props["sms"], "CUDA device properties"),
@@ -451,7 +452,7 @@ def fit_gpu(
     identity: str,
     name: str,
     library: str,
-    catalog_chip: Any | None,
+    catalog_chip: Chip | None,
 ) -> dict[str, Any]:
     """A chip-file table from GPU calibration results; datasheet peaks from the matching catalog
     chip when there is one (measurement cannot give a datasheet peak)."""

@@ -130,9 +130,14 @@ def validate_collectives(
             f"got {processes_per_node}"
         )
     measured, backend = measured_or_refused(
-        "no CSV was written", processes=n, device=device, quick=quick, repeats=repeats,
-        progress=progress, processes_per_node=processes_per_node,
-    )  # fmt: skip
+        "no CSV was written",
+        processes=n,
+        device=device,
+        quick=quick,
+        repeats=repeats,
+        progress=progress,
+        processes_per_node=processes_per_node,
+    )
     devices, per_node = int(measured[0]["processes"]), int(measured[0]["processes_per_node"])
     rows = compare(chip, measured, devices)
     return CollectiveValidation(chip.name, backend, devices, per_node, rows, summarize(rows))

@@ -179,7 +179,7 @@ def shard_options_from_args(args: argparse.Namespace, inputs: tuple[str, str]) -
 # --- output ----------------------------------------------------------------------------------
 
 
-def emit_json(payload: Any) -> None:
+def emit_json(payload: object) -> None:
     """One JSON object; a result that is not finite (inf, NaN) is an error, never a traceback."""
     try:
         text = json.dumps(payload, indent=2, allow_nan=False)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FigureOutputs", "check_figure_outputs", "PLOT_SKIPPED"]
+__all__ = ["FigureOutputs", "check_figure_outputs", "PLOT_SKIPPED", "have_matplotlib"]
 
 PLOT_SKIPPED = "figures skipped: matplotlib is not installed (pip install 'shardline[plot]')"
 
@@ -37,7 +37,7 @@ class FigureOutputs:
         from shardline.cli.common import write_text
         from shardline.report.figures import figures_page
 
-        drawable = _have_matplotlib()
+        drawable = have_matplotlib()
         if not drawable:
             sys.stderr.write(PLOT_SKIPPED + "\n")
         if self.plot is not None and drawable:
@@ -47,7 +47,7 @@ class FigureOutputs:
             write_text(self.html, page)
 
 
-def _have_matplotlib() -> bool:
+def have_matplotlib() -> bool:
     try:
         import matplotlib  # noqa: F401
     except ImportError:

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from shardline.cli.common import fill_default_dtype
 from shardline.errors import InputError
@@ -72,7 +72,7 @@ class Terminated(BaseException):
     blocks run: a temporary output file is removed, never left behind."""
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
+def _on_sigterm(signum: int, frame: object) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not stop the cleanup
     raise Terminated
 
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     or an unusable file, 130 for Ctrl-C, 143 for SIGTERM (never a traceback for these)."""
     with _sigterm_raises():
         try:
-            return _run(argv)
+            return run_command(argv)
         except InputError as exc:
             return _fail(str(exc))
         except BrokenPipeError:  # `shardline ... | head`: stop quietly, no complaint at exit
@@ -132,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
 
 
-def _run(argv: list[str] | None) -> int:
+def run_command(argv: list[str] | None) -> int:
+    """Parse `argv` and run its command; the exit status (`main` turns failures into one line)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     fill_default_dtype(args)

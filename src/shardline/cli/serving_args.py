@@ -22,25 +22,37 @@ def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) ->
         "--rate", required=True, metavar="R", help="requests per second, e.g. 20 or 20/s"
     )
     g.add_argument(
-        "--in", dest="input_tokens", required=True, metavar="I",
+        "--in",
+        dest="input_tokens",
+        required=True,
+        metavar="I",
         help="input tokens per request: N, exp:MEAN or uniform:LOW-HIGH",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--out", dest="output_tokens", required=True, metavar="O",
+        "--out",
+        dest="output_tokens",
+        required=True,
+        metavar="O",
         help="output tokens per request: N, exp:MEAN or uniform:LOW-HIGH",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--slo", default=None, metavar="SPEC",
+        "--slo",
+        default=None,
+        metavar="SPEC",
         help="e.g. ttft=500ms,tpot=30ms (met at p99; p=90 or p=50 to change)",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--engine", default="trtllm", choices=("trtllm", "vllm", "sglang"),
+        "--engine",
+        default="trtllm",
+        choices=("trtllm", "vllm", "sglang"),
         help="serving engine whose sourced efficiency applies (default trtllm)",
-    )  # fmt: skip
+    )
     g.add_argument(
-        "--usd-per-hour", default=None, metavar="X",
+        "--usd-per-hour",
+        default=None,
+        metavar="X",
         help="price of one device per hour (default: the costing table)",
-    )  # fmt: skip
+    )
     if layout:
         g.add_argument("--devices", required=True, metavar="D", help="devices serving in all")
         g.add_argument("--tp", default="1", metavar="N", help="tensor-parallel degree of a replica")

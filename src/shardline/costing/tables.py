@@ -32,7 +32,7 @@ def _packaged(name: str) -> dict[str, Any]:
     return tomllib.loads(text)
 
 
-def _number(value: Any, where: str) -> tuple[float, str]:
+def _number(value: object, where: str) -> tuple[float, str]:
     """A `{value, source}` table or a bare number (a user's file): (value, source)."""
     source = "user file"
     if isinstance(value, dict):

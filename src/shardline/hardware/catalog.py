@@ -40,6 +40,9 @@ __all__ = [
     "catalog_files",
     "unsourced_fields",
     "DEFAULTS",
+    "ChipReader",
+    "opt_float",
+    "name_and_aliases",
 ]
 
 # What the loader fills when a chip file leaves a field out: dotted path -> (value, why). None of
@@ -85,7 +88,7 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
 }
 
 
-class _Reader(SourcedReader):
+class ChipReader(SourcedReader):
     """Reads typed values out of a parsed chip file, recording sources and naming bad fields."""
 
     value_word = "number"
@@ -153,7 +156,7 @@ def _is_rate(path: str) -> bool:
 SCHEMA_VERSIONS = (1,)
 
 
-def _check_schema(r: _Reader) -> None:
+def _check_schema(r: ChipReader) -> None:
     version = r.data.get("schema")
     if version is None:
         return
@@ -165,7 +168,7 @@ def _check_schema(r: _Reader) -> None:
         )
 
 
-def _check_achievable(r: _Reader, peaks: dict[str, float], mem: float, ach: Achievable) -> None:
+def _check_achievable(r: ChipReader, peaks: dict[str, float], mem: float, ach: Achievable) -> None:
     """An achievable rate above its peak would predict times below the hard lower bound."""
     for dtype, rate in ach.matmul_flops_per_s.items():
         if dtype in peaks and rate > peaks[dtype]:
@@ -187,7 +190,7 @@ def _check_achievable(r: _Reader, peaks: dict[str, float], mem: float, ach: Achi
 VECTOR_ONLY_KEYS = ("int32",)
 
 
-def _peaks(reader: _Reader, path: str, *, required: bool) -> dict[str, float]:
+def _peaks(reader: ChipReader, path: str, *, required: bool) -> dict[str, float]:
     peaks: dict[str, float] = {}
     for key in reader.table(path):
         try:
@@ -203,11 +206,11 @@ def _peaks(reader: _Reader, path: str, *, required: bool) -> dict[str, float]:
     return peaks
 
 
-def _scale_out(r: _Reader) -> ScaleOut | None:
+def _scale_out(r: ChipReader) -> ScaleOut | None:
     if not r.table("interconnect.scale_out"):
         return None
     base = "interconnect.scale_out"
-    efficiency = _opt_float(r.number(f"{base}.efficiency"))
+    efficiency = opt_float(r.number(f"{base}.efficiency"))
     if efficiency is not None and efficiency > 1:
         raise r.fail(f"{base}.efficiency", f"must be at most 1, got {efficiency}")
     return ScaleOut(
@@ -216,15 +219,15 @@ def _scale_out(r: _Reader) -> ScaleOut | None:
         hop_latency_s=float(r.number_or_assumed(f"{base}.hop_latency_s")),
         fabric=r.text(f"{base}.fabric", default="unknown", choices=SCALE_OUT_FABRICS),
         nics_per_node=r.number(f"{base}.nics_per_node", integer=True),
-        nic_bytes_per_s=_opt_float(r.number(f"{base}.nic_bytes_per_s")),
+        nic_bytes_per_s=opt_float(r.number(f"{base}.nic_bytes_per_s")),
         devices_per_node=r.number(f"{base}.devices_per_node", integer=True),
         efficiency=efficiency,
         in_network_reduction=bool(_opt_bool(r, f"{base}.in_network_reduction")),
-        collective_latency_s=_opt_float(r.number(f"{base}.collective_latency_s")),
+        collective_latency_s=opt_float(r.number(f"{base}.collective_latency_s")),
     )
 
 
-def _torus_dims(r: _Reader, topology: str) -> tuple[int, ...]:
+def _torus_dims(r: ChipReader, topology: str) -> tuple[int, ...]:
     path = "interconnect.torus_dims"
     dims = r.sourced(path) if r.raw(path) is not None else []
     if not isinstance(dims, list) or not all(
@@ -236,7 +239,7 @@ def _torus_dims(r: _Reader, topology: str) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def _interconnect(r: _Reader) -> Interconnect | None:
+def _interconnect(r: ChipReader) -> Interconnect | None:
     if not r.table("interconnect"):
         return None
     scale_out = _scale_out(r)  # read first: keeps the order of `sources` as it was
@@ -266,7 +269,7 @@ def _interconnect(r: _Reader) -> Interconnect | None:
     )
 
 
-def _opt_float(value: Any) -> float | None:
+def opt_float(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
@@ -296,7 +299,7 @@ _KNOWN_FIELDS: dict[str, set[str]] = {
 }
 
 
-def _check_known_fields(r: _Reader) -> None:
+def _check_known_fields(r: ChipReader) -> None:
     for table, known in _KNOWN_FIELDS.items():
         node = r.table(table) if table else r.data
         for key in node:
@@ -305,26 +308,26 @@ def _check_known_fields(r: _Reader) -> None:
                 raise r.fail(where, f"is not a chip field (known here: {', '.join(sorted(known))})")
 
 
-def _on_chip(r: _Reader) -> OnChip:
+def _on_chip(r: ChipReader) -> OnChip:
     return OnChip(
         core_name=r.text("on_chip.core_name", default="core"),
         cores=r.number("on_chip.cores", integer=True),
-        shared_bytes_per_core=_opt_float(r.number("on_chip.shared_bytes_per_core")),
-        l2_bytes=_opt_float(r.number("on_chip.l2_bytes")),
-        l2_bytes_per_s=_opt_float(r.number("on_chip.l2_bytes_per_s")),
-        shared_bytes_per_s=_opt_float(r.number("on_chip.shared_bytes_per_s")),
-        clock_hz=_opt_float(r.number("on_chip.clock_hz")),
+        shared_bytes_per_core=opt_float(r.number("on_chip.shared_bytes_per_core")),
+        l2_bytes=opt_float(r.number("on_chip.l2_bytes")),
+        l2_bytes_per_s=opt_float(r.number("on_chip.l2_bytes_per_s")),
+        shared_bytes_per_s=opt_float(r.number("on_chip.shared_bytes_per_s")),
+        clock_hz=opt_float(r.number("on_chip.clock_hz")),
         align_bytes=r.number("on_chip.align_bytes", integer=True),
         matrix_unit_elements=r.number("on_chip.matrix_unit_elements", integer=True),
         vector_lanes_per_core=r.number("on_chip.vector_lanes_per_core", integer=True),
         tensor_cores_per_core=r.number("on_chip.tensor_cores_per_core", integer=True),
-        l1_bytes_per_core=_opt_float(r.number("on_chip.l1_bytes_per_core")),
-        registers_bytes_per_core=_opt_float(r.number("on_chip.registers_bytes_per_core")),
+        l1_bytes_per_core=opt_float(r.number("on_chip.l1_bytes_per_core")),
+        registers_bytes_per_core=opt_float(r.number("on_chip.registers_bytes_per_core")),
         gemm_epilogue_overlapped=_opt_bool(r, "on_chip.gemm_epilogue_overlapped"),
     )
 
 
-def _opt_bool(r: _Reader, path: str) -> bool | None:
+def _opt_bool(r: ChipReader, path: str) -> bool | None:
     value = r.sourced(path)
     if value is not None and not isinstance(value, bool):
         raise r.fail(path, "must be true or false")
@@ -342,10 +345,10 @@ _FRACTIONS = (
 )
 
 
-def _achievable(r: _Reader) -> Achievable:
+def _achievable(r: ChipReader) -> Achievable:
     rates = _peaks(r, "achievable.matmul_flops_per_s", required=False)
     optional = {
-        f.name: _opt_float(r.number(f"achievable.{f.name}"))
+        f.name: opt_float(r.number(f"achievable.{f.name}"))
         for f in fields(Achievable)
         if f.name != "matmul_flops_per_s"
     }
@@ -356,7 +359,7 @@ def _achievable(r: _Reader) -> Achievable:
     return Achievable(matmul_flops_per_s=rates, **optional)
 
 
-def _name_and_aliases(r: _Reader) -> tuple[str, tuple[str, ...]]:
+def name_and_aliases(r: ChipReader) -> tuple[str, tuple[str, ...]]:
     aliases = r.data.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
         raise r.fail("aliases", "must be a list of strings")
@@ -371,11 +374,11 @@ def chip_from_dict(
 ) -> Chip:
     """Validate a parsed chip table and build the Chip; errors name the bad field. Fields left out
     that the loader fills (DEFAULTS) are recorded in `Chip.sources` as assumptions."""
-    r = _Reader(data, origin)
+    r = ChipReader(data, origin)
     _check_schema(r)
     _check_known_fields(r)
     on_chip, achievable = _on_chip(r), _achievable(r)
-    name, aliases = _name_and_aliases(r)
+    name, aliases = name_and_aliases(r)
     peaks = _peaks(r, "peak_flops_per_s", required=True)
     mem_bytes_per_s = float(r.number("memory.bytes_per_s", required=True))
     _check_achievable(r, peaks, mem_bytes_per_s, achievable)
@@ -389,7 +392,7 @@ def chip_from_dict(
         vendor=r.text_or_assumed("vendor"),
         peak_flops_per_s=peaks,
         capacity_bytes=float(r.number("memory.capacity_bytes", required=True)),
-        reported_capacity_bytes=_opt_float(r.number("memory.reported_bytes")),
+        reported_capacity_bytes=opt_float(r.number("memory.reported_bytes")),
         vector_flops_per_s=_peaks(r, "vector_flops_per_s", required=False),
         mem_bytes_per_s=mem_bytes_per_s,
         aliases=aliases,

@@ -15,6 +15,7 @@ from shardline.kinds import (
     ChipKind,
     ChipTopology,
     CollectiveLibrary,
+    HostCpu,
     ScaleOutFabric,
     Wraparound,
 )
@@ -22,7 +23,7 @@ from shardline.kinds import (
 __all__ = ["Chip", "OnChip", "Interconnect", "ScaleOut", "Achievable", "ASSUMED", "host_cpu_word"]
 
 
-def host_cpu_word(word: object, where: str) -> str | None:
+def host_cpu_word(word: object, where: str) -> HostCpu | None:
     """A node's CPU vendor word (kinds.HOST_CPUS) or None; anything else is an InputError."""
     if word is None or word in HOST_CPUS:
         return word
@@ -74,7 +75,7 @@ class ScaleOut:
     # the shortest collective across nodes on this fabric (nccl-tests' smallest all-reduce):
     # launch, proxy threads and the transport's round trips, whatever the size
     collective_latency_s: float | None = None
-    host_cpu: str | None = None  # the nodes' CPU vendor: intel, amd, arm (None: not known)
+    host_cpu: HostCpu | None = None  # the nodes' CPU vendor (None: not known)
 
     @property
     def node_bytes_per_s(self) -> float:

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from shardline.errors import InputError
-from shardline.hardware.catalog import _name_and_aliases, _opt_float, _Reader, load_chip
+from shardline.hardware.catalog import ChipReader, load_chip, name_and_aliases, opt_float
 from shardline.hardware.chip import Chip, ScaleOut, host_cpu_word
 from shardline.hardware.datafile import read_data_toml
 from shardline.kinds import (
     COLLECTIVE_LIBRARIES,
     SCALE_OUT_FABRICS,
     CollectiveLibrary,
+    HostCpu,
     ScaleOutFabric,
 )
 
@@ -86,7 +87,7 @@ class System:
     scale_out_link: str | None = None
     scale_out_efficiency: float | None = None
     sharp: bool = False  # reduction in the scale-out switches (SHARP / CollNet)
-    host_cpu: str | None = None  # the nodes' CPU vendor (kinds.HOST_CPUS); None: not known
+    host_cpu: HostCpu | None = None  # the nodes' CPU vendor; None: not known
     library: CollectiveLibrary | None = None  # None: the chip's
     nodes: int | None = None  # a default node count (a rack, a pod); None: any
     default_for_chip: bool = False
@@ -120,7 +121,7 @@ _SCALE_OUT |= {"sharp", "host_cpu", "notes"}
 _FABRIC_FIELDS = {"display_name", "hop_latency_s", "efficiency", "notes"}
 
 
-def _check_known(r: _Reader) -> None:
+def _check_known(r: ChipReader) -> None:
     for table, known in (("", _TOP), ("scale_up", _SCALE_UP), ("scale_out", _SCALE_OUT)):
         node = r.table(table) if table else r.data
         for key in node:
@@ -129,19 +130,19 @@ def _check_known(r: _Reader) -> None:
                 raise r.fail(where, f"is not a system field (known: {', '.join(sorted(known))})")
 
 
-def _fraction(r: _Reader, path: str) -> float | None:
+def _fraction(r: ChipReader, path: str) -> float | None:
     value = r.number(path)
     if value is not None and value > 1:
         raise r.fail(path, f"must be at most 1, got {value}")
     return None if value is None else float(value)
 
 
-def _read_fabric(word: str, data: Any) -> Fabric:
+def _read_fabric(word: str, data: object) -> Fabric:
     if word not in SCALE_OUT_FABRICS:
         raise InputError(f"fabrics.toml: '{word}' is not a fabric word ({SCALE_OUT_FABRICS})")
     if not isinstance(data, dict):
         raise InputError(f"fabrics.toml: '{word}' must be a table")
-    r = _Reader(data, f"fabrics.toml [{word}]")
+    r = ChipReader(data, f"fabrics.toml [{word}]")
     for key in data:
         if key not in _FABRIC_FIELDS:
             raise r.fail(key, f"is not a fabric field (known: {', '.join(sorted(_FABRIC_FIELDS))})")
@@ -162,7 +163,7 @@ def fabric_table() -> dict[str, Fabric]:
     return {word: _read_fabric(word, table) for word, table in data.items() if word != "schema"}
 
 
-def _scale_up(r: _Reader, gpus: int) -> dict[str, Any]:
+def _scale_up(r: ChipReader, gpus: int) -> dict[str, Any]:
     domain = r.number("scale_up.domain_devices", integer=True)
     if domain is None:
         domain = gpus
@@ -173,13 +174,13 @@ def _scale_up(r: _Reader, gpus: int) -> dict[str, Any]:
     return {
         "scale_up_link": link,
         "scale_up_domain_devices": domain,
-        "scale_up_bytes_per_s_per_device": _opt_float(r.number("scale_up.bytes_per_s_per_device")),
-        "scale_up_hop_latency_s": _opt_float(r.number("scale_up.hop_latency_s")),
+        "scale_up_bytes_per_s_per_device": opt_float(r.number("scale_up.bytes_per_s_per_device")),
+        "scale_up_hop_latency_s": opt_float(r.number("scale_up.hop_latency_s")),
         "in_network_reduction": _switch(r, "scale_up.in_network_reduction"),
     }
 
 
-def _switch(r: _Reader, path: str) -> bool | None:
+def _switch(r: ChipReader, path: str) -> bool | None:
     """A true/false switch: a word, not a measurement, so no source is recorded."""
     value = r.raw(path)
     if value is not None and not isinstance(value, bool):
@@ -187,10 +188,10 @@ def _switch(r: _Reader, path: str) -> bool | None:
     return value
 
 
-def _from_fabric(r: _Reader, fabric: Fabric, key: str) -> Any:
+def _from_fabric(r: ChipReader, fabric: Fabric, key: str) -> Any:
     """A scale-out number the file gives, else the fabric table's, with the table's source."""
     path = f"scale_out.{key}"
-    value = _fraction(r, path) if key == "efficiency" else _opt_float(r.number(path))
+    value = _fraction(r, path) if key == "efficiency" else opt_float(r.number(path))
     if value is None:
         value = getattr(fabric, key)
         if value is not None:
@@ -198,7 +199,7 @@ def _from_fabric(r: _Reader, fabric: Fabric, key: str) -> Any:
     return value
 
 
-def _scale_out(r: _Reader) -> dict[str, Any]:
+def _scale_out(r: ChipReader) -> dict[str, Any]:
     word = r.text("scale_out.fabric", choices=SCALE_OUT_FABRICS)
     fabric = fabric_table().get(word)
     if fabric is None:
@@ -237,9 +238,9 @@ def system_from_dict(
 ) -> System:
     """Validate a parsed system table and build the System; errors name the bad field. A scale-out
     latency or efficiency the file leaves out comes from the fabric table, with its source."""
-    r = _Reader(data, origin)
+    r = ChipReader(data, origin)
     _check_known(r)
-    name, aliases = _name_and_aliases(r)
+    name, aliases = name_and_aliases(r)
     gpus = r.number("gpus_per_node", required=True, integer=True)
     up, out = _scale_up(r, gpus), _scale_out(r)
     _check_shape(origin, gpus, up["scale_up_domain_devices"])

@@ -212,11 +212,11 @@ def read_rows(
 # Header matching
 
 
-def _blank(value: Any) -> bool:
+def _blank(value: object) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-def _header_text(value: Any) -> str:
+def _header_text(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, float) and value.is_integer():

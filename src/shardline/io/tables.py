@@ -39,6 +39,7 @@ __all__ = [
     "table_payload",
     "XLSX_FORMATS",
     "BOUND_FILLS",
+    "WRITERS",
 ]
 
 OUTPUT_SUFFIXES = (".xlsx", ".csv", ".json", ".md")
@@ -320,7 +321,7 @@ def _write_json(table: OutputTable, tmp: Path) -> None:
         fh.write(f'\n ],\n "summary": {summary}\n}}\n')
 
 
-def _md_value(value: Any, kind: str) -> str:
+def _md_value(value: object, kind: str) -> str:
     if value is None:
         return ""
     if isinstance(value, float) and kind in ("time", "float"):
@@ -393,7 +394,7 @@ def _write_xlsx(table: OutputTable, tmp: Path) -> None:
     write_xlsx(tmp, sheets)
 
 
-_WRITERS: dict[str, Callable[[OutputTable, Path], None]] = {
+WRITERS: dict[str, Callable[[OutputTable, Path], None]] = {
     ".csv": _write_csv,
     ".json": _write_json,
     ".md": _write_md,
@@ -405,7 +406,7 @@ def write_table(path: str | Path, table: OutputTable) -> None:
     """Write `table` atomically in the format the suffix names (.xlsx, .csv, .json, .md).
     Call `check_output_path` first: this function does not check for overwriting."""
     p = Path(path)
-    writer = _WRITERS.get(p.suffix.lower())
+    writer = WRITERS.get(p.suffix.lower())
     if writer is None:
         raise InputError(
             f"output {p}: unsupported type {p.suffix!r}; expected one of "

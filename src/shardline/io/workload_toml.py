@@ -39,7 +39,8 @@ from shardline.einsum import parse_einsum
 from shardline.errors import InputError
 from shardline.io.inputs import read_input_bytes
 from shardline.precision import PRECISION_FIELDS, template_precision
-from shardline.workload import Layer, Workload, ffn, matmul_layer, transformer
+from shardline.templates import ffn, transformer
+from shardline.workload import Layer, Workload, matmul_layer
 
 __all__ = [
     "load_workload",
@@ -117,7 +118,7 @@ def _unknown(given: dict[str, Any], allowed: tuple[str, ...], where: str) -> Non
         raise InputError(f"{where}: unknown field {extra[0]!r}; fields: {', '.join(allowed)}")
 
 
-def _int(value: Any, what: str) -> int:
+def _int(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(f"{what} must be a positive integer, got {value!r}")
     if value < 1:
@@ -125,7 +126,7 @@ def _int(value: Any, what: str) -> int:
     return value
 
 
-def _str_list(value: Any, what: str) -> tuple[str, ...]:
+def _str_list(value: object, what: str) -> tuple[str, ...]:
     if isinstance(value, str):
         return (value,)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -280,7 +281,7 @@ def _layer(raw: Any, index: int, shared: dict[str, Any], dtype: str) -> Layer:
         raise InputError(text if text.startswith("layer") else f"{where}: {text}") from None
 
 
-def _axes(raw: Any, where: str) -> dict[str, str]:
+def _axes(raw: object, where: str) -> dict[str, str]:
     """Optional `axes = { B = "batch", S = "seq" }`: the layer's dims by logical axis."""
     if not isinstance(raw, dict):
         raise InputError(f'{where}: axes must be a table such as {{ B = "batch" }}')

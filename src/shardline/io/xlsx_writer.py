@@ -126,7 +126,7 @@ def _text_cell(ref: str, text: str, style: int) -> str:
     return f'<c r="{ref}" t="inlineStr"{s}><is><t{space}>{escape(text)}</t></is></c>'
 
 
-def _cell(ref: str, value: Any, style_name: str) -> str:
+def _cell(ref: str, value: object, style_name: str) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):

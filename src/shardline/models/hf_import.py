@@ -224,7 +224,7 @@ def model_from_config(config: dict[str, Any], origin: str, name: str) -> dict[st
     return model
 
 
-def _toml_value(value: Any) -> str:
+def _toml_value(value: object) -> str:
     if isinstance(value, dict):
         inner = ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items())
         return "{ " + inner + " }"

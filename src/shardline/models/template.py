@@ -83,7 +83,7 @@ def model_workload(
     precision fields, weight_dtype, attention_dtype and tied_embeddings, applied after the
     template). `dtype` overrides the model file's (default bf16)."""
     from shardline.precision import PRECISION_FIELDS, template_precision
-    from shardline.workload import transformer
+    from shardline.templates import transformer
 
     table = transformer_table(spec, batch=batch, seq_len=seq_len)
     precision = {k: table.pop(k) for k in PRECISION_FIELDS if k in table}

@@ -112,9 +112,14 @@ def attention_efficiency(chip: Chip, compute_dtype: str, backward: bool) -> floa
 
 
 def attention_work_s(
-    layer: Layer, chip: Chip, dims: Mapping[str, int], *, causal: bool, decode: bool,
+    layer: Layer,
+    chip: Chip,
+    dims: Mapping[str, int],
+    *,
+    causal: bool,
+    decode: bool,
     fraction: float = CAUSAL_FRACTION,
-) -> float:  # fmt: skip
+) -> float:
     """One attention einsum as its share of the fused kernel: FLOPs (times `fraction`, the
     computed part of the scores, when causal: a half, less with sliding windows) at the
     attention efficiency, or at least its HBM bytes at achievable bandwidth (decode: the KV cache
@@ -132,10 +137,10 @@ def attention_work_s(
     return max(flops / rate, hbm / mem_rate(chip))
 
 
-# Memo of einsum_time_s across searches (a batch sweep plans the same shapes many times). Keyed by
-# the chip's identity; `_CHIPS` keeps every chip seen alive so that an id is never reused.
-_MEMO: dict[tuple[Any, ...], float] = {}
-_CHIPS: dict[int, Chip] = {}
+# Memo of einsum_time_s across searches (a batch sweep plans the same shapes many times). A Chip
+# holds dicts and has no hash, so the key names it by identity; each entry holds its chip, so that
+# the chip stays alive (its id not reused by another object) for as long as the entry stands.
+_MEMO: dict[tuple[Any, ...], tuple[Chip, float]] = {}
 _MEMO_MAX = 1 << 18
 
 
@@ -148,15 +153,25 @@ def einsum_time_s(
     if model is not None:
         flags = (model.attention, model.causal, model.decode, model.causal_fraction)
     key = (
-        id(chip), layer.spec, tuple(dims.items()), tuple(layer.dtypes.items()),
-        layer.compute_dtype, layer.kernel, layer.onchip, layer.phase, flags, cuda_graphs,
-    )  # fmt: skip
-    if key not in _MEMO:
-        if len(_MEMO) >= _MEMO_MAX:
-            _MEMO.clear()
-        _CHIPS.setdefault(id(chip), chip)
-        _MEMO[key] = _einsum_time_s(layer, chip, dims, model, cuda_graphs)
-    return _MEMO[key]
+        id(chip),
+        layer.spec,
+        tuple(dims.items()),
+        tuple(layer.dtypes.items()),
+        layer.compute_dtype,
+        layer.kernel,
+        layer.onchip,
+        layer.phase,
+        flags,
+        cuda_graphs,
+    )
+    hit = _MEMO.get(key)
+    if hit is not None and hit[0] is chip:
+        return hit[1]
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.clear()
+    seconds = _einsum_time_s(layer, chip, dims, model, cuda_graphs)
+    _MEMO[key] = (chip, seconds)
+    return seconds
 
 
 def _einsum_time_s(
@@ -164,9 +179,13 @@ def _einsum_time_s(
 ) -> float:
     if layer.kernel == "attention" and model is not None and model.attention == "flash":
         work = attention_work_s(
-            layer, chip, dims, causal=model.causal, decode=model.decode,
+            layer,
+            chip,
+            dims,
+            causal=model.causal,
+            decode=model.decode,
             fraction=model.causal_fraction,
-        )  # fmt: skip
+        )
         if layer.output.name in layer.onchip:
             return launch_rule_s(chip, work, cuda_graphs=cuda_graphs)
         return work

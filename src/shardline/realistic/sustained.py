@@ -28,9 +28,11 @@ from shardline.hardware import Chip
 
 __all__ = ["sustained_chip", "sustained_fraction"]
 
-# Chips already derated, by the identity of the burst chip (kept alive with it, so that an id is
-# never reused while its entry stands): the kernel-time memo keys on the chip's identity.
+# Chips already derated, by the identity of the burst chip (a Chip holds dicts and has no hash).
+# Each entry holds the burst chip, so that its id is never reused while the entry stands; the same
+# derated object for the same chip lets the kernel-time memo (realistic.kernels) hit.
 _SUSTAINED: dict[int, tuple[Chip, Chip]] = {}
+_SUSTAINED_MAX = 1 << 10
 
 
 def sustained_fraction(chip: Chip) -> float:
@@ -58,5 +60,7 @@ def sustained_chip(chip: Chip) -> Chip:
             a, matmul_flops_per_s=rates, attention_fwd_efficiency=fwd, attention_bwd_efficiency=bwd
         ),
     )
+    if len(_SUSTAINED) >= _SUSTAINED_MAX:
+        _SUSTAINED.clear()
     _SUSTAINED[id(chip)] = (chip, derated)
     return derated

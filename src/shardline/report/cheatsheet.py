@@ -9,6 +9,7 @@ from typing import Any
 
 from shardline.cheatsheet import CheatSheet
 from shardline.errors import InputError
+from shardline.hardware import Chip
 from shardline.units import fmt_bytes, fmt_capacity, fmt_int, fmt_rate, fmt_time
 
 __all__ = ["SHEET_SUFFIXES", "sheet_text", "render_cheatsheet"]
@@ -82,9 +83,11 @@ def _draw_tables(ax: Any, sheet: CheatSheet) -> None:
     )
     ax.text(0.0, 1.0, facts, fontsize=10, va="top", parse_math=False)
     top = ax.table(
-        cellText=_dtype_rows(sheet), colLabels=DTYPE_HEAD, loc="upper center",
+        cellText=_dtype_rows(sheet),
+        colLabels=DTYPE_HEAD,
+        loc="upper center",
         bbox=(0.0, 0.55, 1.0, 0.38),
-    )  # fmt: skip
+    )
     top.set_gid("dtypes")
     ax.text(
         0.0,
@@ -95,20 +98,22 @@ def _draw_tables(ax: Any, sheet: CheatSheet) -> None:
         parse_math=False,
     )
     low = ax.table(
-        cellText=_shape_rows(sheet), colLabels=SHAPE_HEAD, loc="lower center",
+        cellText=_shape_rows(sheet),
+        colLabels=SHAPE_HEAD,
+        loc="lower center",
         bbox=(0.0, 0.2, 1.0, 0.26),
-    )  # fmt: skip
+    )
     low.set_gid("shapes")
     for i, line in enumerate(FORMULAS):
         ax.text(0.0, 0.15 - 0.04 * i, line, fontsize=8, va="top", parse_math=False)
 
 
-def _draw_page(sheet: CheatSheet, chip: Any) -> Any:
-    from shardline.report.plots import _draw_roofs, _figure, roofline_data
+def _draw_page(sheet: CheatSheet, chip: Chip) -> Any:
+    from shardline.report.plots import draw_roofs, new_figure, roofline_data
 
-    fig, ax = _figure(*PAGE_INCHES)
+    fig, ax = new_figure(*PAGE_INCHES)
     ax.set_position((0.1, 0.56, 0.85, 0.38))
-    _draw_roofs(ax, roofline_data(chip, levels=False))
+    draw_roofs(ax, roofline_data(chip, levels=False))
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
@@ -138,7 +143,7 @@ def _save(fig: Any, path: Path) -> None:
         raise InputError(f"cheat sheet {path}: expected .png, .svg or .pdf, got {suffix!r}")
 
 
-def render_cheatsheet(sheet: CheatSheet, chip: Any, path: str | Path) -> None:
+def render_cheatsheet(sheet: CheatSheet, chip: Chip, path: str | Path) -> None:
     """The page: the chip's roofs on top, the tables and formulas below."""
     import matplotlib
 

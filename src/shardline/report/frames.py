@@ -1,7 +1,8 @@
 """Results as flat records and pandas DataFrames (pandas imported only when asked for).
 
-`RooflineResult.to_pandas()` calls `to_dataframe(result.to_dict())`: one row per multiply (a
-vectorized result gives one row per element), one column per quantity, SI units in the names.
+`report.notebook.to_pandas(result)` of a RooflineResult is `to_dataframe(result.to_dict())`: one
+row per multiply (a vectorized result gives one row per element), one column per quantity, SI
+units in the names.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ _SCALAR_KEYS = (
 )
 
 
-def _length(value: Any) -> int | None:
+def _length(value: object) -> int | None:
     return len(value) if isinstance(value, list) else None
 
 

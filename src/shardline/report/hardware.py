@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardline.hardware import ASSUMED, DEFAULTS, Chip
+from shardline.hardware import ASSUMED, DEFAULTS, Achievable, Chip
 from shardline.report.columns import aligned
 from shardline.serialize import jsonable
 from shardline.units import fmt_capacity, fmt_rate, fmt_time
@@ -227,7 +227,7 @@ def _achievable(chip: Chip, s: dict[str, str]) -> list[str]:
     return out + _kernel_figures(ach, s)
 
 
-def _kernel_figures(ach: Any, s: dict[str, str]) -> list[str]:
+def _kernel_figures(ach: Achievable, s: dict[str, str]) -> list[str]:
     """The kernel floors and the fused attention kernel's efficiencies, where the file has them."""
     out = []
     for key, label in (("kernel_floor_s", "kernel floor"), ("gemm_kernel_floor_s", "GEMM floor")):

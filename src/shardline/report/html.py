@@ -53,7 +53,7 @@ def _clean(value: Any) -> Any:
     return str(value)
 
 
-def json_for_script(payload: Any) -> str:
+def json_for_script(payload: object) -> str:
     """JSON safe inside <script>: no '<', '>' or '&' can close the element or open a comment, and
     '/' is written '\\/' so that a URL in the user's text does not appear as one in the page."""
     text = json.dumps(payload, ensure_ascii=False, allow_nan=False, separators=(",", ":"))

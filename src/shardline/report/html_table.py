@@ -1,5 +1,4 @@
-"""Results as HTML tables for Jupyter (`RooflineResult._repr_html_`, `SheetResult._repr_html_`).
-Every value is escaped."""
+"""Results as HTML tables for Jupyter (`report.notebook.to_html`). Every value is escaped."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from shardline.units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
 
 __all__ = ["result_table_html", "records_table_html", "MAX_HTML_ROWS"]
 
-MAX_HTML_ROWS = 200  # a vectorized result shows its first rows; to_pandas() has them all
+MAX_HTML_ROWS = 200  # a vectorized result shows its first rows; to_pandas(result) has them all
 
 _STYLE = (
     "<style>.shardline-table td,.shardline-table th{text-align:right;padding:2px 8px}"
@@ -48,7 +47,7 @@ def _show(key: str, value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def _cell(key: str, value: Any, tag: str = "td") -> str:
+def _cell(key: str, value: object, tag: str = "td") -> str:
     cls = html.escape(str(value)) if key in ("bound", "predicted_bound") else ""
     cls = f"{cls} k" if not isinstance(value, int | float) or isinstance(value, bool) else cls
     return f'<{tag} class="{cls.strip()}">{html.escape(_show(key, value))}</{tag}>'
@@ -78,7 +77,8 @@ def records_table_html(records: list[dict[str, Any]]) -> str:
     )
     more = len(records) - MAX_HTML_ROWS
     note = (
-        f"<p>{more:,} more rows not shown; <code>to_pandas()</code> has all {len(records):,}.</p>"
+        f"<p>{more:,} more rows not shown; <code>to_pandas(result)</code> has all "
+        f"{len(records):,}.</p>"
         if more > 0
         else ""
     )

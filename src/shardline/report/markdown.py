@@ -19,17 +19,17 @@ from shardline.roofline import RooflineResult
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
 from shardline.variants import Variant, dominant_operand
 
-__all__ = ["explain_roofline", "Suggestion", "suggestions"]
+__all__ = ["explain_roofline", "Suggestion", "suggestions", "percent", "element_size"]
 
 # A dimension at least this many times smaller than the others sets the intensity (I ~ 2x/s).
 SMALL_DIM_RATIO = 8
 
 
-def _s(dtype: str) -> str:
+def element_size(dtype: str) -> str:
     return f"{dtype_bits(dtype) / 8:g} B"
 
 
-def _pct(x: float) -> str:
+def percent(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
@@ -52,7 +52,7 @@ def _grow(r: RooflineResult, v: Variant) -> Suggestion:
     share = float(r.bytes[v.operand]) / float(r.bytes["total"])
     per_old, per_new = t / dims[d], float(bigger.t_lower_s) / target
     return Suggestion(
-        f"Reuse {v.operand} ({_pct(share)} of the bytes) over more work: grow {d} from "
+        f"Reuse {v.operand} ({percent(share)} of the bytes) over more work: grow {d} from "
         f"{fmt_int(dims[d])} to {fmt_int(target)}"
         + (" (the critical M)" if target == r.critical_m else ""),
         bigger,
@@ -236,7 +236,7 @@ def _assumptions(a: _Answer) -> list[str]:
         f"bandwidth W = {fmt_rate(a.bw, 'B/s', digits=4)}{_source(r, 'memory.bytes_per_s')}.",
         "- Storage: "
         + ", ".join(
-            f"{op.name} {r.dtypes[op.name]} ({_s(str(r.dtypes[op.name]))}/element)"
+            f"{op.name} {r.dtypes[op.name]} ({element_size(str(r.dtypes[op.name]))}/element)"
             for op in a.spec.operands
         )
         + f"; the math runs at the {compute} rate (the wider input's dtype unless told).",
@@ -286,7 +286,7 @@ def _counts(a: _Answer) -> list[str]:
         mult = "2·" if (r.accumulate and op is spec.out) else ""
         lines.append(
             f"| bytes of {op.name} | {mult}s_{op.name}·{'·'.join(op.dims)} | "
-            f"{'2 × ' if mult else ''}{_s(dtype)} × "
+            f"{'2 × ' if mult else ''}{element_size(dtype)} × "
             f"{' × '.join(fmt_int(dims[d]) for d in op.dims)}"
             f" | {fmt_int(r.bytes[op.name])} B ({fmt_bytes(r.bytes[op.name])}) |"
         )
@@ -332,11 +332,12 @@ def _sanity(a: _Answer) -> list[str]:
         f"{intensity:,.4g} × {fmt_rate(bw, 'B/s', digits=4)}) = {fmt_rate(attainable)}; "
         f"F / attainable = {fmt_time(t_roof)}, {'the same as' if same else 'DIFFERENT FROM'} "
         f"the lower bound {fmt_time(r.t_lower_s)}.",
-        f"- At the lower bound the math runs at {_pct(float(r.t_compute_s) / float(r.t_lower_s))} "
-        f"of peak FLOP/s and HBM at {_pct(float(r.t_memory_s) / float(r.t_lower_s))} of its "
+        "- At the lower bound the math runs at "
+        f"{percent(float(r.t_compute_s) / float(r.t_lower_s))} "
+        f"of peak FLOP/s and HBM at {percent(float(r.t_memory_s) / float(r.t_lower_s))} of its "
         "bandwidth.",
         f"- The largest traffic is {biggest.name}: {fmt_bytes(r.bytes[biggest.name])} "
-        f"({_pct(float(r.bytes[biggest.name]) / float(r.bytes['total']))} of Q); moving it "
+        f"({percent(float(r.bytes[biggest.name]) / float(r.bytes['total']))} of Q); moving it "
         f"alone takes {fmt_time(float(r.bytes[biggest.name]) / bw)}.",
     ]
     if r.critical_m is not None and "M" in a.dims:
@@ -355,12 +356,12 @@ def _bottleneck(a: _Answer, variants: Sequence[Variant]) -> list[str]:
     if r.bound == "memory":
         lines.append(
             "HBM bandwidth: the math units idle "
-            f"{_pct(1 - float(r.t_compute_s) / float(r.t_lower_s))}"
+            f"{percent(1 - float(r.t_compute_s) / float(r.t_lower_s))}"
             " of the time waiting for bytes."
         )
     else:
         lines.append(
-            f"Peak FLOP/s: memory is busy only {_pct(float(r.t_memory_s) / float(r.t_lower_s))}"
+            f"Peak FLOP/s: memory is busy only {percent(float(r.t_memory_s) / float(r.t_lower_s))}"
             " of the time; fewer bytes would not help."
         )
     lines.append("")

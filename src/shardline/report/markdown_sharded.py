@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from shardline.dtypes import dtype_bits
 from shardline.einsum import EinsumSpec, parse_einsum
 from shardline.io.safe_text import md_text
-from shardline.report.markdown import _pct, _s
+from shardline.report.markdown import element_size, percent
 from shardline.roofline import RooflineResult
 from shardline.sharding import ShardedResult
 from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
+
+if TYPE_CHECKING:
+    from shardline.compare import Comparison
 
 __all__ = ["explain_sharded"]
 
@@ -155,7 +158,8 @@ def _counts(a: _Answer) -> list[str]:
         dtype = str(r.dtypes.get(op.name, "bf16"))
         shape = " × ".join(fmt_int(v) for v in pd.shapes.get(op.name, []))
         lines.append(
-            f"| bytes of {op.name} | s·{'·'.join(op.dims)} (local) | {_s(dtype)} × {shape} | "
+            f"| bytes of {op.name} | s·{'·'.join(op.dims)} (local) | "
+            f"{element_size(dtype)} × {shape} | "
             f"{fmt_int(pd.bytes[op.name])} B ({fmt_bytes(pd.bytes[op.name])}) |"
         )
     lines.append(
@@ -221,12 +225,12 @@ def _sanity(a: _Answer, single: RooflineResult | None) -> list[str]:
         lines.append(
             f"- One device alone takes {fmt_time(single.t_lower_s)} ({single.bound}-bound); "
             f"{r.devices} devices take {fmt_time(r.t_s)}: a {speedup:.2f}x speedup, "
-            f"{_pct(speedup / r.devices)} of the ideal {r.devices}x."
+            f"{percent(speedup / r.devices)} of the ideal {r.devices}x."
         )
     return lines
 
 
-def _strategy_tip(r: ShardedResult, comparison: Any) -> list[str]:
+def _strategy_tip(r: ShardedResult, comparison: Comparison | None) -> list[str]:
     if comparison is None or not comparison.strategies:
         return []
     best = comparison.strategies[0]
@@ -277,7 +281,7 @@ def _memory_tip(a: _Answer) -> list[str]:
     rest = [times["compute"], t_mem_new]
     step_new = max(*rest, times["network"]) if r.overlap else max(rest) + times["network"]
     return [
-        f"Store {big.name} ({_pct(op_bytes / float(pd.bytes['total']))} of the bytes each "
+        f"Store {big.name} ({percent(op_bytes / float(pd.bytes['total']))} of the bytes each "
         f"device reads) in {narrow} instead of {current} (compute stays "
         f"{r.dtypes.get('compute')}): t_memory {fmt_time(times['memory'])} -> "
         f"{fmt_time(t_mem_new)}, step {fmt_time(r.t_s)} -> {fmt_time(step_new)} "
@@ -285,7 +289,7 @@ def _memory_tip(a: _Answer) -> list[str]:
     ]
 
 
-def _bottleneck(a: _Answer, comparison: Any) -> list[str]:
+def _bottleneck(a: _Answer, comparison: Comparison | None) -> list[str]:
     r, times = a.r, a.times
     lines = ["## Bottleneck and what would help", ""]
     if r.bound == "network":
@@ -315,7 +319,7 @@ def _bottleneck(a: _Answer, comparison: Any) -> list[str]:
 
 def explain_sharded(
     r: ShardedResult,
-    comparison: Any = None,
+    comparison: Comparison | None = None,
     *,
     single: RooflineResult | None,
     brief: bool = False,

@@ -99,6 +99,6 @@ def render_model(detail: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _field_line(key: str, value: Any, source: str | None) -> str:
+def _field_line(key: str, value: object, source: str | None) -> str:
     text = str(value).lower() if isinstance(value, bool) else f"{value}"
     return f"  {key:<34} {text}" + (f"   [{source}]" if source else "") + "\n"

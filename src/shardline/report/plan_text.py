@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from shardline.plan import BatchSweep, PlanResult, PlanSet
 from shardline.report.plan_realistic import realistic_lines
-from shardline.report.stack_text import describe as _describe
-from shardline.report.stack_text import memory_parts as _memory_parts
-from shardline.report.stack_text import rate as _rate
-from shardline.report.stack_text import table as _table
+from shardline.report.stack_text import describe, memory_parts, rate, table
 from shardline.strategies import strategies, strategy
 from shardline.units import fmt_bytes, fmt_int, fmt_num, fmt_time
 from shardline.workload import Workload
@@ -69,7 +66,7 @@ def _plan_row(p: PlanResult, w: Workload, columns: tuple[str, ...]) -> tuple[str
         fmt_time(p.predicted_s),
         fmt_time(p.latency_s),
         f"{100 * p.mfu:.1f}%",
-        _rate(per_s),
+        rate(per_s),
         fmt_bytes(p.memory_per_device_bytes),
         "yes" if p.fits else "NO",
         fmt_bytes(p.comm_bytes),
@@ -118,16 +115,16 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     if w.training or stages == 1 or decode:
         out.append(
             f"  throughput = batch / latency = {fmt_int(w.batch)} / {fmt_time(p.latency_s)} "
-            f"= {_rate(p.throughput_per_s)} {'token' if decode else w.item}s/s"
+            f"= {rate(p.throughput_per_s)} {'token' if decode else w.item}s/s"
         )
     else:
         out.append(
             f"  throughput (a stream of batches keeps every stage busy) = batch / "
-            f"(m × t_stage) = {_rate(p.throughput_per_s)} {w.item}s/s"
+            f"(m × t_stage) = {rate(p.throughput_per_s)} {w.item}s/s"
         )
     out += _comm_lines(p)
     mem = p.memory
-    parts = _memory_parts(mem)
+    parts = memory_parts(mem)
     shown = " + ".join(f"{name} {fmt_bytes(v)}" for name, v in parts if v)
     out.append(
         f"  memory per device: {shown} = {fmt_bytes(mem.total_bytes)} of "
@@ -191,7 +188,7 @@ def render_plan(ps: PlanSet, top: int = 10) -> str:
     out = [
         f"{w.name} over {ps.devices} × {ps.chip.display_name} ({ps.chip.name}, "
         f"{fmt_bytes(ps.chip.usable_capacity_bytes)} each)",
-        _describe(w),
+        describe(w),
         "",
     ]
     if ps.recommended is None:
@@ -215,7 +212,7 @@ def render_plan(ps: PlanSet, top: int = 10) -> str:
         "comm/step",
         "bottleneck",
     )
-    out += _table(
+    out += table(
         header,
         [_plan_row(p, w, columns) for p in shown],
         (False, *(True for _ in columns), True, True, True, True, True, True, False, True, False),
@@ -237,8 +234,14 @@ def render_sweep(sw: BatchSweep) -> str:
         "",
     ]
     header = (
-        "batch", "per device", "recommended", "predicted", "latency", f"{w.item}s/s", "bottleneck"
-    )  # fmt: skip
+        "batch",
+        "per device",
+        "recommended",
+        "predicted",
+        "latency",
+        f"{w.item}s/s",
+        "bottleneck",
+    )
     rows = []
     for p in sw.points:
         rows.append(
@@ -248,17 +251,17 @@ def render_sweep(sw: BatchSweep) -> str:
                 p.recommended or "none fits",
                 fmt_time(p.predicted_s) if p.predicted_s is not None else "-",
                 fmt_time(p.latency_s) if p.latency_s is not None else "-",
-                _rate(p.throughput_per_s) if p.throughput_per_s is not None else "-",
+                rate(p.throughput_per_s) if p.throughput_per_s is not None else "-",
                 p.bottleneck or "-",
             )
         )
-    out += _table(header, rows, (True, True, False, True, True, True, False))
+    out += table(header, rows, (True, True, False, True, True, True, False))
     out.append("")
     if not sw.crossovers:
         out.append("No crossover: the same plan wins at every batch shown.")
     for c in sw.crossovers:
         out.append(
-            f"CROSSOVER at batch {fmt_int(c.batch)} ({_rate(c.batch / sw.devices)} per device): "
+            f"CROSSOVER at batch {fmt_int(c.batch)} ({rate(c.batch / sw.devices)} per device): "
             f"{c.from_plan or 'nothing fits'} -> {c.to_plan or 'nothing fits'}"
         )
     return "\n".join(out) + "\n"

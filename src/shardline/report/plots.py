@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from shardline.einsum import parse_einsum
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.units import fmt_rate
+
+if TYPE_CHECKING:
+    from shardline.compare import Comparison
 
 __all__ = [
     "RoofLine",
@@ -36,6 +39,9 @@ __all__ = [
     "render_strategies",
     "render_precision",
     "PLOT_SUFFIXES",
+    "new_figure",
+    "render_figure",
+    "draw_roofs",
 ]
 
 PLOT_SUFFIXES = (".png", ".svg")
@@ -137,7 +143,7 @@ def strategy_label(spec: str, mesh: dict[str, int]) -> str:
     return ", ".join(parts)
 
 
-def strategy_bars(comparison: Any, top: int | None = None) -> list[StrategyBar]:
+def strategy_bars(comparison: Comparison, top: int | None = None) -> list[StrategyBar]:
     """Bars for the strategies of a `shardline.compare` result, fastest first."""
     strategies = list(comparison.strategies)[: top or None]
     return [
@@ -157,7 +163,7 @@ def strategy_bars(comparison: Any, top: int | None = None) -> list[StrategyBar]:
 # Rendering
 
 
-def _figure(width: float, height: float) -> tuple[Any, Any]:
+def new_figure(width: float, height: float) -> tuple[Any, Any]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -176,7 +182,7 @@ def _save(fig: Any, path: Path) -> None:
         raise InputError(f"plot output {path}: expected .png or .svg, got {suffix or '(none)'!r}")
 
 
-def _render(path: str | Path, draw: Any) -> None:
+def render_figure(path: str | Path, draw: Any) -> None:
     """Draw under matplotlib's default style and save deterministically."""
     import matplotlib
 
@@ -195,7 +201,7 @@ def _fmt_si(value: float) -> str:
 
 def render_batch(plot: BatchPlot, path: str | Path) -> None:
     def draw() -> Any:
-        fig, ax = _figure(8, 4)
+        fig, ax = new_figure(8, 4)
         for i, curve in enumerate(plot.curves):
             (line,) = ax.plot(curve.x, curve.y, label=curve.label)
             line.set_gid(f"curve-{i}")
@@ -221,13 +227,13 @@ def render_batch(plot: BatchPlot, path: str | Path) -> None:
         fig.tight_layout()
         return fig
 
-    _render(path, draw)
+    render_figure(path, draw)
 
 
 _BOUND_COLORS = {"compute": "tab:green", "memory": "tab:orange", "network": "tab:blue"}
 
 
-def _draw_roofs(ax: Any, plot: RooflinePlot) -> None:
+def draw_roofs(ax: Any, plot: RooflinePlot) -> None:
     """Each roof min(P, I·W) over intensities from below the lowest to above the highest."""
     intensities = [p.intensity_flop_per_byte for p in plot.points]
     ridges = [r.flops_per_s / r.bytes_per_s for r in plot.roofs]
@@ -282,8 +288,8 @@ def _draw_points(ax: Any, points: Sequence[RoofPoint]) -> None:
 
 def render_roofline(plot: RooflinePlot, path: str | Path) -> None:
     def draw() -> Any:
-        fig, ax = _figure(8, 5)
-        _draw_roofs(ax, plot)
+        fig, ax = new_figure(8, 5)
+        draw_roofs(ax, plot)
         _draw_points(ax, plot.points)
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -304,14 +310,14 @@ def render_roofline(plot: RooflinePlot, path: str | Path) -> None:
         fig.tight_layout()
         return fig
 
-    _render(path, draw)
+    render_figure(path, draw)
 
 
 def render_strategies(bars: Sequence[StrategyBar], path: str | Path, title: str = "") -> None:
     """Per strategy, three bars (compute, memory, network time) and a marker at the lower bound."""
 
     def draw() -> Any:
-        fig, ax = _figure(max(6.0, 1.2 * len(bars) + 2), 4.5)
+        fig, ax = new_figure(max(6.0, 1.2 * len(bars) + 2), 4.5)
         x = np.arange(len(bars))
         width = 0.26
         top = max(
@@ -349,7 +355,7 @@ def render_strategies(bars: Sequence[StrategyBar], path: str | Path, title: str 
         fig.tight_layout()
         return fig
 
-    _render(path, draw)
+    render_figure(path, draw)
 
 
 def render_precision(
@@ -368,7 +374,7 @@ def render_precision(
     ]
 
     def draw() -> Any:
-        fig, ax = _figure(max(6.0, 1.2 * len(rows) + 2), 4.5)
+        fig, ax = new_figure(max(6.0, 1.2 * len(rows) + 2), 4.5)
         x = np.arange(len(rows))
         width = 0.8 / len(parts)
         values = [t.get(k) or 0.0 for _, t in rows for k, _, _ in parts]
@@ -395,4 +401,4 @@ def render_precision(
         fig.tight_layout()
         return fig
 
-    _render(path, draw)
+    render_figure(path, draw)

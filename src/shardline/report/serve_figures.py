@@ -12,13 +12,13 @@ the functions, through shardline.report.plots and serving_plots):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shardline.errors import InputError
 from shardline.report.figures import Figure
-from shardline.report.plots import _render
+from shardline.report.plots import render_figure
 from shardline.report.serving_plots import (
     cdf_panel,
     figure_for,
@@ -27,6 +27,9 @@ from shardline.report.serving_plots import (
     render_latency_throughput,
     render_pareto,
 )
+
+if TYPE_CHECKING:
+    from shardline.serving.plotdata import ServePlotData
 
 __all__ = [
     "render_serve_plot",
@@ -58,7 +61,7 @@ def _sweep_panel(ax: Any, sweep: dict[str, np.ndarray], what: str) -> None:
     ax.legend(fontsize=7)
 
 
-def render_serve_plot(data: Any, path: str | Path) -> None:
+def render_serve_plot(data: ServePlotData, path: str | Path) -> None:
     """The five panels of a ServePlotData in one PNG or SVG."""
 
     def draw() -> Any:
@@ -85,28 +88,47 @@ def render_serve_plot(data: Any, path: str | Path) -> None:
         fig.tight_layout()
         return fig
 
-    _render(path, draw)
+    render_figure(path, draw)
 
 
-def serve_figures(data: Any) -> list[Figure]:
+def serve_figures(data: ServePlotData) -> list[Figure]:
     """The HTML page's figures of a ServePlotData (each as inline SVG)."""
     figs = []
     samples = {k: v for k, v in (("TTFT", data.ttft_s), ("TPOT", data.tpot_s)) if len(v)}
     if samples:
-        figs.append(figure_for(render_cdfs, samples, title="TTFT and TPOT (simulation)",
-                               caption="Empirical CDFs over the simulated requests."))  # fmt: skip
+        figs.append(
+            figure_for(
+                render_cdfs,
+                samples,
+                title="TTFT and TPOT (simulation)",
+                caption="Empirical CDFs over the simulated requests.",
+            )
+        )
     if len(data.kv_time_s):
-        figs.append(figure_for(render_kv_occupancy, data.kv_time_s, data.kv_fraction,
-                               title="KV cache occupancy (simulation, first replica)"))  # fmt: skip
+        figs.append(
+            figure_for(
+                render_kv_occupancy,
+                data.kv_time_s,
+                data.kv_fraction,
+                title="KV cache occupancy (simulation, first replica)",
+            )
+        )
     sweep = data.sweep
     x = sweep.get("throughput_tokens_per_s", np.zeros(0))
     for what in ("ttft", "tpot") if len(x) else ():
-        curves = [(f"{what.upper()} p{q}", np.column_stack((x, sweep[f"{what}_p{q}_s"])))
-                  for q in (50, 99)]  # fmt: skip
-        figs.append(figure_for(render_latency_throughput, curves,
-                               title=f"{what.upper()} against throughput (analytic)",
-                               caption="Rates from 5% to 98% of the capacity.",
-                               latency_label=f"{what.upper()} (s)"))  # fmt: skip
+        curves = [
+            (f"{what.upper()} p{q}", np.column_stack((x, sweep[f"{what}_p{q}_s"])))
+            for q in (50, 99)
+        ]
+        figs.append(
+            figure_for(
+                render_latency_throughput,
+                curves,
+                title=f"{what.upper()} against throughput (analytic)",
+                caption="Rates from 5% to 98% of the capacity.",
+                latency_label=f"{what.upper()} (s)",
+            )
+        )
     return figs
 
 
@@ -126,8 +148,11 @@ def serve_summary(result: dict[str, Any]) -> list[tuple[str, str]]:
     for key, name in (("ttft_s", "TTFT"), ("tpot_s", "TPOT")):
         for q, v in (result.get(key) or {}).items():
             rows.append((f"{name} {q}", fmt(v, 1e3, " ms")))
-    for key, unit in (("max_rate_meeting_slo", " requests/s"), ("usd_per_million_tokens", " USD"),
-                      ("joules_per_token", " J")):  # fmt: skip
+    for key, unit in (
+        ("max_rate_meeting_slo", " requests/s"),
+        ("usd_per_million_tokens", " USD"),
+        ("joules_per_token", " J"),
+    ):
         if key in result:
             rows.append((key.replace("_", " "), fmt(result[key], unit=unit)))
     return rows
@@ -159,7 +184,7 @@ def search_points(result: dict[str, Any]) -> dict[str, Any]:
             f"{p['devices']}x{p['hardware']} "
             + ",".join(f"{k}{v}" for k, v in p["degrees"].items() if v > 1)
             for p in pts
-        ],  # fmt: skip
+        ],
         "cost_label": {"usd": "USD", "gpu_hours": "GPU-hours", "devices": "devices"}[cost_key],
         "latency_label": "days to train" if time_key == "days_to_train" else "step time (s)",
     }
@@ -170,12 +195,22 @@ def render_search_plot(result: dict[str, Any], path: str | Path, title: str = ""
     p = search_points(result)
     if not p["costs"]:
         raise InputError("the search found no option to plot")
-    render_pareto(p["costs"], p["latencies"], path, labels=p["labels"], title=title,
-                  cost_label=p["cost_label"], latency_label=p["latency_label"])  # fmt: skip
+    render_pareto(
+        p["costs"],
+        p["latencies"],
+        path,
+        labels=p["labels"],
+        title=title,
+        cost_label=p["cost_label"],
+        latency_label=p["latency_label"],
+    )
 
 
 def search_figures(result: dict[str, Any], title: str = "") -> list[Figure]:
     if not search_points(result)["costs"]:
         return []
-    return [figure_for(render_search_plot, result, title="Pareto front: cost against latency",
-                       caption=title)]  # fmt: skip
+    return [
+        figure_for(
+            render_search_plot, result, title="Pareto front: cost against latency", caption=title
+        )
+    ]

@@ -22,7 +22,7 @@ import numpy as np
 
 from shardline.errors import InputError
 from shardline.report.figures import Figure, inline_svg
-from shardline.report.plots import _figure, _render
+from shardline.report.plots import new_figure, render_figure
 
 __all__ = [
     "pareto_front",
@@ -38,7 +38,7 @@ PERCENTILES = (50, 90, 99)
 Point = tuple[float, float]
 
 
-def _finite(values: Any, what: str) -> np.ndarray:
+def _finite(values: object, what: str) -> np.ndarray:
     arr = np.asarray(values, dtype=float)
     if arr.size == 0:
         raise InputError(f"{what}: no values to plot")
@@ -89,14 +89,14 @@ def render_latency_throughput(
         raise InputError("no curves to plot")
 
     def draw() -> Any:
-        fig, ax = _figure(7, 4.5)
+        fig, ax = new_figure(7, 4.5)
         for i, (label, xy) in enumerate(data):
             xy = xy[np.argsort(xy[:, 0])]
             (line,) = ax.plot(xy[:, 0], xy[:, 1], marker="o", markersize=3, label=label)
             line.set_gid(f"curve-{i}")
         return _finish(fig, ax, (throughput_label, latency_label), title)
 
-    _render(path, draw)
+    render_figure(path, draw)
 
 
 def render_pareto(
@@ -117,17 +117,23 @@ def render_pareto(
         raise InputError("labels must have one entry per point")
 
     def draw() -> Any:
-        fig, ax = _figure(7, 4.5)
+        fig, ax = new_figure(7, 4.5)
         ax.scatter(t, c, s=10, color="0.7", label="options").set_gid("options")
         ax.step(t[front], c[front], where="post", color="tab:red", linewidth=1.2)
         ax.scatter(t[front], c[front], s=24, color="tab:red", label="Pareto front").set_gid("front")
         for i in front[:20]:
             if names[i]:
-                ax.annotate(names[i], (t[i], c[i]), fontsize=7, xytext=(3, 3),
-                            textcoords="offset points", parse_math=False)  # fmt: skip
+                ax.annotate(
+                    names[i],
+                    (t[i], c[i]),
+                    fontsize=7,
+                    xytext=(3, 3),
+                    textcoords="offset points",
+                    parse_math=False,
+                )
         return _finish(fig, ax, (latency_label, cost_label), title)
 
-    _render(path, draw)
+    render_figure(path, draw)
 
 
 def cdf_panel(ax: Any, name: str, x: np.ndarray, unit: str = "s") -> Any:
@@ -168,7 +174,7 @@ def render_cdfs(
         fig.tight_layout()
         return fig
 
-    _render(path, draw)
+    render_figure(path, draw)
 
 
 def render_kv_occupancy(
@@ -180,13 +186,13 @@ def render_kv_occupancy(
         raise InputError("times and fractions must have the same length")
 
     def draw() -> Any:
-        fig, ax = _figure(7, 3.5)
+        fig, ax = new_figure(7, 3.5)
         ax.plot(t, f, linewidth=1)[0].set_gid("occupancy")
         ax.axhline(1.0, color="tab:red", linestyle="--", linewidth=0.8, label="KV budget")
         ax.set_ylim(0, max(1.05, float(f.max()) * 1.05))
         return _finish(fig, ax, ("time (s)", "KV cache occupied"), title)
 
-    _render(path, draw)
+    render_figure(path, draw)
 
 
 def figure_for(

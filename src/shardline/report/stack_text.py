@@ -20,9 +20,7 @@ from shardline.workload import Workload
 __all__ = ["render_stack", "table", "rate", "describe", "memory_parts"]
 
 
-def _table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]
-) -> list[str]:
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
     ]
@@ -36,11 +34,11 @@ def _table(
     return [line(header), *(line(r) for r in rows)]
 
 
-def _rate(value: float) -> str:
+def rate(value: float) -> str:
     return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
 
 
-def _describe(w: Workload) -> str:
+def describe(w: Workload) -> str:
     per_block = sum(layer.count for layer in w.layers)
     blocks = (
         f"{w.layer_count} layer instances ({w.repeat} x {per_block} per block)"
@@ -82,7 +80,7 @@ def _bound_line(r: StackResult) -> str:
     )
 
 
-def _memory_parts(mem: MemoryCheck) -> list[tuple[str, float]]:
+def memory_parts(mem: MemoryCheck) -> list[tuple[str, float]]:
     """The memory terms by name, in the order both the stack and the plan print them."""
     return [
         ("weights", mem.weights_bytes),
@@ -94,7 +92,7 @@ def _memory_parts(mem: MemoryCheck) -> list[tuple[str, float]]:
 
 
 def _fit_line(mem: MemoryCheck, chip_name: str) -> str:
-    parts = _memory_parts(mem)
+    parts = memory_parts(mem)
     shown = ", ".join(f"{name} {fmt_bytes(v)}" for name, v in parts if v)
     verdict = "FITS" if mem.fits else "DOES NOT FIT"
     margin = (
@@ -210,7 +208,7 @@ def render_stack(r: StackResult) -> str:
     w = r.workload
     out = [
         f"{w.name} on {r.chip.display_name} ({r.chip.name})",
-        f"{_describe(w)}",
+        f"{describe(w)}",
         "",
         _bound_line(r),
         _fit_line(r.memory, r.chip.name),
@@ -264,7 +262,7 @@ def _layer_table(r: StackResult) -> list[str]:
             fmt_time(t.predicted_s),
         )
     )
-    return _table(header, rows, (False, True, True, True, True, False, True, True, True))
+    return table(header, rows, (False, True, True, True, True, False, True, True, True))
 
 
 def _totals_lines(r: StackResult) -> list[str]:
@@ -312,7 +310,3 @@ def _totals_lines(r: StackResult) -> list[str]:
         " between the matmuls)"
     )
     return out
-
-
-# shared with report.plan_text
-table, rate, describe, memory_parts = _table, _rate, _describe, _memory_parts
