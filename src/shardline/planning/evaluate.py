@@ -1,10 +1,10 @@
 """Evaluating one plan: each stage's phases from the registry's strategies, then the pipeline.
 
 The step: `cycles * max over stages (t_fwd + t_bwd)` with the schedule's cycles
-(`planning.combine.cycles`: `m + (P - 1)/V` under 1F1B with V interleaved chunks in training), plus
-whatever of the once-per-step communication (the data-parallel gradient all-reduce) the last
-backward pass cannot hide. No strategy is named here: each registered strategy adds its own communication per layer
-(`Strategy.layer_comm`) and per stage (`Strategy.stage_comm`)."""
+(`planning.combine.cycles`: `m + (P - 1)/V` under 1F1B with V interleaved chunks in training),
+plus whatever of the once-per-step communication (the data-parallel gradient all-reduce) the last
+backward pass cannot hide. No strategy is named here: each registered strategy adds its own
+communication per layer (`Strategy.layer_comm`) and per stage (`Strategy.stage_comm`)."""
 
 from __future__ import annotations
 
