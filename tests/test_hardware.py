@@ -30,7 +30,6 @@ from shardline.kinds import (
     COLLECTIVE_KINDS,
     PHASES,
     PREDICTED_BOUNDS,
-    STAGE_TOPOLOGIES,
     TEMPLATE_PHASES,
     TOPOLOGIES,
     WRAPAROUNDS,
@@ -581,7 +580,6 @@ def test_kinds_tuples_come_from_the_literals() -> None:
     assert CHIP_KINDS == get_args(ChipKind) == ("gpu", "tpu", "cpu")
     assert COLLECTIVE_KINDS == collectives.KINDS
     assert TOPOLOGIES == collectives.TOPOLOGIES
-    assert STAGE_TOPOLOGIES == collectives.records._STAGE_TOPOLOGIES
     assert PHASES == workload.PHASES and TEMPLATE_PHASES == templates.TEMPLATE_PHASES
     assert CHIP_TOPOLOGIES == ("switch", "torus")
     assert WRAPAROUNDS == ("full-axis", "multiple-of-4")

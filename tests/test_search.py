@@ -21,9 +21,9 @@ from shardline.planning.search import _assignments
 from shardline.planning.train_search import (
     Group,
     RunOptions,
-    _top,
     engine_result,
     layout_of,
+    top_layouts,
     training_search,
 )
 from shardline.planning.vector_bound import (
@@ -180,7 +180,7 @@ def test_bounds_keep_the_reranked_set() -> None:
     k = 4
     _, full = _evaluated("llama-3.2-1b", 8, 16)
     rows = _bounded("llama-3.2-1b", 8, 16, k)
-    top, ref = _top(rows, k), _top(full, k)
+    top, ref = top_layouts(rows, k), top_layouts(full, k)
     assert list(top) == list(ref)
     assert np.allclose(rows["predicted_s"][top], full["predicted_s"][ref], rtol=1e-12)
     kth = full["predicted_s"][ref[-1]]

@@ -15,7 +15,7 @@ from shardline.cli.main import main
 from shardline.errors import InputError
 from shardline.report.serve_figures import search_points
 from shardline.serving.config import Lengths, ServeConfig
-from shardline.serving.plotdata import _samples, rate_sweep
+from shardline.serving.plotdata import rate_sweep, samples
 from shardline.serving.simulate import Requests, SimResult
 from tests.conftest import require
 from tests.test_serving_static import _steps
@@ -51,7 +51,7 @@ def test_samples_by_hand() -> None:
     finish = np.array([1.5, 2.2, 4.1, 3.3, np.nan])
     sim = SimResult(reqs, first, finish, np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1),
                     np.arange(5.0))  # fmt: skip
-    ttft, tpot = _samples([(reqs, sim)])
+    ttft, tpot = samples([(reqs, sim)])
     assert ttft == pytest.approx([0.5, 0.2, 0.1, 0.3])
     assert tpot == pytest.approx([0.1, 0.1, 0.1, 0.0])  # O = 1 counts one step: 0 / 1
 

@@ -21,14 +21,13 @@ import numpy as np
 from shardline.collectives.library import Group, Library, Pair
 from shardline.errors import InputError
 from shardline.hardware import Chip
-from shardline.kinds import COLLECTIVE_KINDS, STAGE_TOPOLOGIES
+from shardline.kinds import COLLECTIVE_KINDS
 from shardline.kinds import TOPOLOGIES as AXIS_TOPOLOGIES
 from shardline.serialize import jsonable
 
 # the closed vocabularies live in shardline.kinds (Literal types); these are their value tuples
 KINDS: tuple[str, ...] = COLLECTIVE_KINDS
 TOPOLOGIES: tuple[str, ...] = AXIS_TOPOLOGIES
-_STAGE_TOPOLOGIES: tuple[str, ...] = STAGE_TOPOLOGIES
 
 _KIND_ALIASES = {
     "allgather": "all_gather",

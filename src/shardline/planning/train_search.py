@@ -177,7 +177,7 @@ def engine_result(
     return evaluate_plan(ctx, Degrees(layout["degrees"]), layout["microbatches"])
 
 
-def _top(rows: dict[str, np.ndarray], k: int) -> np.ndarray:
+def top_layouts(rows: dict[str, np.ndarray], k: int) -> np.ndarray:
     """The k fastest fitting layouts, one per (degrees, microbatches, interleave): the knobs
     that often tie (sequence parallelism, recompute, ZeRO stage, tp overlap) keep their fastest,
     then least memory, so that the re-ranked alternatives differ in shape."""
@@ -194,7 +194,7 @@ def _rerank(workload: Workload, group: Group, k: int, tokens: float | None) -> l
     rows = group.rows
     assert rows is not None
     out: list[dict[str, Any]] = []
-    for i in _top(rows, k):
+    for i in top_layouts(rows, k):
         layout = layout_of(group, rows, int(i))
         res = engine_result(workload, group.chip, layout, tokens)
         out.append(

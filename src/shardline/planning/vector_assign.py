@@ -26,10 +26,10 @@ from shardline.planning.vector_tables import (
     ZERO_STAGES,
     BlockWeights,
     Tables,
-    _stage_blocks,
     block_weights,
     inner_names,
     probe_key,
+    stage_blocks_first_last,
 )
 from shardline.strategies import Degrees, strategies
 from shardline.workload import Workload
@@ -188,7 +188,7 @@ def _shape_row(
     """Everything of one assignment that neither the knobs nor the network change."""
     tp, dp = deg.get("tp", 1), deg.get("dp", 1)
     weight_ways = _weight_ways(deg)
-    k_first, k_last = _stage_blocks(w, deg.stages)
+    k_first, k_last = stage_blocks_first_last(w, deg.stages)
     model = w.model
     assert model is not None
     end = (model.vocab or 0) * model.d_model / tp

@@ -362,7 +362,7 @@ def bytes_per_element(w: Workload) -> float:
     return dtype_bits(w.layers[0].dtype) / 8
 
 
-def _stage_blocks(w: Workload, pp: int) -> tuple[float, float]:
+def stage_blocks_first_last(w: Workload, pp: int) -> tuple[float, float]:
     """Blocks on the first (fullest) and the last stage of `pp`."""
     if pp == 1:
         return float(w.repeat), float(w.repeat)

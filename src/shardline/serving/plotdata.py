@@ -72,7 +72,7 @@ def _requests(cfg: ServeConfig, trace: Any, n: int, seed: int) -> tuple[ServeCon
     return cfg, poisson_requests(cfg, cfg.rate_per_s, n * (cfg.disagg[1] // cfg.tp), seed)
 
 
-def _samples(runs: list[tuple[Requests, SimResult]]) -> tuple[np.ndarray, np.ndarray]:
+def samples(runs: list[tuple[Requests, SimResult]]) -> tuple[np.ndarray, np.ndarray]:
     ttft, tpot = [], []
     for orig, sim in runs:
         a, admitted = orig.arrival_s, sim.admitted_s
@@ -93,7 +93,7 @@ def plot_data_from_steps(
     """The plot data of `cfg` with one replica's step times `st` (ServeOptions `opts`)."""
     run_cfg, reqs = _requests(cfg, opts.trace, opts.sim_requests, opts.seed)
     runs = simulate_system(st, run_cfg, eng, reqs)
-    ttft, tpot = _samples(runs)
+    ttft, tpot = samples(runs)
     first = runs[0][1]
     budget = st.kv_budget_bytes(eng.kv_memory_fraction)
     frac = first.kv_tokens * st.kv_bytes_per_token / budget if budget > 0 else first.kv_tokens * 0
