@@ -151,7 +151,6 @@ class StageSums:
 
     params: float
     weights_bytes: float  # einsum weights, idle experts and tables: every copy of the weights
-    tables_bytes: float  # the embedding / LM head tables among them
     optimizer_bytes: float  # einsum optimizer state (all)
     dense_optimizer_bytes: float  # einsum optimizer state of the non-expert weights
     tables_state_bytes: float  # the tables' optimizer state
@@ -169,7 +168,7 @@ def stage_sums(
     weights, adam = base.weights_bytes * ways, base.optimizer_bytes * ways
     model = workload.model
     if model is None:
-        return StageSums(base.params, weights, 0.0, adam, 0.0, 0.0, base.kv_cache_bytes)
+        return StageSums(base.params, weights, adam, 0.0, 0.0, base.kv_cache_bytes)
     dense = dense_optimizer_bytes(layers, share) * ways
     tp = deg["tp"]
     kv_cache = base.kv_cache_bytes / query_ways(workload, deg)  # T whole in einsums, but decode
@@ -177,37 +176,46 @@ def stage_sums(
     params = moe_blocks_in(workload, layers) * idle_params_per_rank(workload, deg) / tp
     bits = dtype_bits(model.weights_dtype)
     weights += params * bits / 8
-    tables = tables_state = 0.0
+    tables_state = 0.0
     ends = (index == 0) + (index == P - 1)
     if model.vocab and ends:
         # tied embeddings: one stage holding both ends holds the shared table once
         head = (1 if model.tied_embeddings else ends) * model.vocab * model.d_model / tp
         params += head
-        tables = head * bits / 8
-        weights += tables
+        weights += head * bits / 8
         tables_state = head * ex.state_bytes_per_param(bits)
-    return StageSums(base.params + params, weights, tables, adam, dense, tables_state, kv_cache)
+    return StageSums(base.params + params, weights, adam, dense, tables_state, kv_cache)
 
 
-def states_of(
-    workload: Workload, sums: StageSums, deg: Degrees, zero: int, buffers_bytes: float
-) -> StageStates:
-    """Shard `sums` as FSDP and the ZeRO stage `zero` say (`device_share`): weights over the
-    weights' ways, gradients (in the weights' dtype, training only; the tables' too) over the
-    gradients' ways, optimizer state over the optimizer's ways, the dense part of it (and the
-    tables') over ep as well under ZeRO >= 1 (module docstring)."""
+@dataclass(frozen=True)
+class Shards:
+    """The ways a device's states are sharded (`device_share`, FSDP and the ZeRO stage) and the
+    extra ways the dense optimizer state is (ep under ZeRO >= 1)."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+    dense_ep: int
+
+
+def shards(workload: Workload, deg: Degrees, zero: int) -> Shards:
     share = device_share(workload, deg, zero=zero)
-    weights = sums.weights_bytes / share.weights_ways
+    ep = _zero_ep(workload, deg, zero)
+    return Shards(share.weights_ways, share.gradients_ways, share.optimizer_ways, ep)
+
+
+def states_of(sums: StageSums, ways: Shards, training: bool, buffers_bytes: float) -> StageStates:
+    """Shard `sums` `ways`: weights over the weights' ways, gradients (in the weights' dtype,
+    training only) over the gradients' ways, optimizer state over the optimizer's ways, its
+    dense part (and the tables') over ep as well under ZeRO >= 1 (module docstring)."""
+    weights = sums.weights_bytes / ways.weights
     grads = opt = 0.0
-    if workload.training:
-        ep = _zero_ep(workload, deg, zero)
-        einsum_weights = sums.weights_bytes - sums.tables_bytes
-        grads = einsum_weights / share.gradients_ways
-        if workload.model is not None:
-            grads += sums.tables_bytes / share.gradients_ways
-        opt = sums.optimizer_bytes / share.optimizer_ways
-        opt -= sums.dense_optimizer_bytes / share.optimizer_ways * (1 - 1 / ep)
-        opt += sums.tables_state_bytes / (share.optimizer_ways * ep)
+    if training:
+        ep = ways.dense_ep
+        grads = sums.weights_bytes / ways.gradients
+        opt = sums.optimizer_bytes / ways.optimizer
+        opt -= sums.dense_optimizer_bytes / ways.optimizer * (1 - 1 / ep)
+        opt += sums.tables_state_bytes / (ways.optimizer * ep)
     return StageStates(sums.params, weights, grads, opt, sums.kv_cache_bytes, buffers_bytes)
 
 
@@ -218,7 +226,7 @@ def stage_states(
     the stage's place (first, last) and the ZeRO stage and optimizer, not on the microbatches."""
     sums = stage_sums(workload, layers, deg, index, ex)
     buffers = gathered_buffers_bytes(workload, deg, ex.zero)
-    return states_of(workload, sums, deg, ex.zero, buffers)
+    return states_of(sums, shards(workload, deg, ex.zero), workload.training, buffers)
 
 
 def microbatch_sequences(workload: Workload, deg: Degrees, m: int) -> float:
@@ -321,7 +329,8 @@ def candidate_states(workload: Workload, found: Candidates, deg: Degrees, zero: 
     """The candidates' states (bytes) under ZeRO stage `zero` (`states_of`)."""
     gathers = deg["fsdp"] > 1 or (zero == 3 and deg["dp"] > 1)
     buffers = 2 * found.block_weights_bytes if gathers else 0.0
-    return np.array([states_of(workload, s, deg, zero, buffers).total_bytes for s in found.sums])
+    ways, training = shards(workload, deg, zero), workload.training
+    return np.array([states_of(s, ways, training, buffers).total_bytes for s in found.sums])
 
 
 def _stage_key(layers: StageLayers, index: int, stages: int) -> tuple[Any, ...]:
