@@ -4,27 +4,28 @@ layout at once.
 
 A stage i of P holds, per device:
 
-    total = states + blocks x activation_per_block x held + logits + buffers
+    total = states + blocks x activation_per_block x held + logits
 
 - `states` (`stage_states`): weights, gradients and optimizer state of the stage's einsum layers
-  (`shardline.stack.memory_check`, sharded as the strategies and the ZeRO stage say), and the KV
-  cache; with a vocabulary, the first stage holds the embedding table and the last the LM head
-  (untied: each its own weights, gradients and optimizer state, split over tensor parallelism;
-  tied, a stage holding both holds the shared table once, and a pipeline keeps a copy on each
-  end); with expert parallelism and ZeRO >= 1, the dense (non-expert) weights' optimizer state
-  is sharded over the expert-parallel ranks too: Megatron-Core's distributed optimizer shards
-  the dense parameters over the whole data-parallel group (the ep ranks are data-parallel ranks
-  for them) and the experts' over the expert-data-parallel group (dp here); NVIDIA/Megatron-LM
-  megatron/core/optimizer/__init__.py, get_megatron_optimizer: `data_parallel_group=
-  intra_dp_cp_group` for the dense parameter groups, `intra_expt_dp_group` for the experts';
-  MoE decode holds the experts the batch does not touch (split over tp and ep), unread;
+  (`shardline.stack.memory_check`, sharded as the strategies and the ZeRO stage say), the KV
+  cache and FSDP's gathered buffers (below); with a vocabulary, the first stage holds the
+  embedding table and the last the LM head (untied: each its own weights, gradients and
+  optimizer state, split over tensor parallelism; tied, a stage holding both holds the shared
+  table once, and a pipeline keeps a copy on each end); with expert parallelism and ZeRO >= 1,
+  the dense (non-expert) weights' optimizer state is sharded over the expert-parallel ranks too:
+  Megatron-Core's distributed optimizer shards the dense parameters over the whole
+  data-parallel group (the ep ranks are data-parallel ranks for them) and the experts' over the
+  expert-data-parallel group (dp here); NVIDIA/Megatron-LM megatron/core/optimizer/__init__.py,
+  get_megatron_optimizer: `data_parallel_group=intra_dp_cp_group` for the dense parameter
+  groups, `intra_expt_dp_group` for the experts'; MoE decode holds the experts the batch does
+  not touch (split over tp and ep), unread;
 - `activation_per_block`: transformer training keeps the activations of Korthikanti et al. 2022
   per block and microbatch (`shardline.realistic.activations`), which follow recompute and
   sequence parallelism; `held` = min(m, P - i) microbatches in flight under 1F1B, times
   1 + (P - 1)/(P V) with V interleaved chunks (`in_flight`);
 - `logits`: the last stage keeps one microbatch's fp32 logits for the loss's backward;
-- `buffers`: FSDP (or ZeRO-3 over dp) holds two gathered blocks of weights (the one in use and
-  the one prefetched).
+- the buffers: FSDP (or ZeRO-3 over dp) holds two gathered blocks of weights (the one in use
+  and the one prefetched).
 
 A workload without a transformer model keeps the stack's own activation count instead (every
 saved input per microbatch in flight plus the largest output: `memory_check`).
@@ -51,13 +52,25 @@ from shardline.workload import Layer, Workload
 
 __all__ = [
     "StageStates",
-    "stage_states",
+    "StageSums",
+    "Shards",
+    "Candidates",
     "stage_memory",
+    "stage_states",
+    "stage_sums",
+    "states_of",
+    "shards",
     "in_flight",
     "total_bytes",
+    "layouts_bytes",
+    "candidate_stages",
+    "candidate_states",
+    "block_weights_bytes",
     "gathered_buffers_bytes",
     "dense_optimizer_bytes",
     "microbatch_sequences",
+    "activation_per_block",
+    "logits_bytes",
 ]
 
 StageLayers = list[tuple[Layer, int]]
@@ -121,16 +134,24 @@ def dense_optimizer_bytes(layers: StageLayers, share: DeviceShare) -> float:
     return total / share.optimizer_ways
 
 
-def gathered_buffers_bytes(workload: Workload, deg: Degrees, zero: int) -> float:
-    """Two gathered blocks of weights (the one in use and the one prefetched) under FSDP or
-    ZeRO-3 over dp; 0 otherwise."""
-    if not (deg["fsdp"] > 1 or (zero == 3 and deg["dp"] > 1)):
-        return 0.0
+def block_weights_bytes(workload: Workload, deg: Degrees) -> float:
+    """One block's weights on one device, every copy (what FSDP gathers before using them)."""
     block = 0.0
     for layer, count in workload.distinct_layers:
         dims = local_dims(layer, deg, batch_dim=workload.batch_dim)
         block += count * sum(layer.operand_bytes(w, dims) for w in layer.weights)
-    return 2 * block
+    return block
+
+
+def gathers(deg: Degrees, zero: int) -> bool:
+    """Whether a device gathers its weights before using them: FSDP, or ZeRO-3 over dp."""
+    return deg["fsdp"] > 1 or (zero == 3 and deg["dp"] > 1)
+
+
+def gathered_buffers_bytes(workload: Workload, deg: Degrees, zero: int) -> float:
+    """Two gathered blocks of weights (the one in use and the one prefetched) where the device
+    gathers them; 0 otherwise."""
+    return 2 * block_weights_bytes(workload, deg) if gathers(deg, zero) else 0.0
 
 
 def _share(workload: Workload, deg: Degrees, m: int, ex: Execution) -> DeviceShare:
@@ -272,20 +293,16 @@ def stage_memory(
     base = memory_check(
         workload, capacity_bytes, layers=layers, share=_share(workload, deg, m, ex), in_flight=held
     )
-    if workload.model is None:
-        activations = base.activations_bytes
-        blocks = per_block = 0.0
-        logits = activations
-    elif workload.training:
+    if workload.training and workload.model is not None:
         seqs = microbatch_sequences(workload, deg, m)
         blocks = workload.blocks_in(layers)
         per_block = activation_per_block(workload, deg, seqs, ex)
         logits = logits_bytes(workload, deg, seqs) if index == P - 1 else 0.0
-        activations = blocks * per_block * held + logits
-    else:
-        activations = logits = base.activations_bytes
-        blocks = per_block = 0.0
-    total = float(total_bytes(states.total_bytes, blocks, per_block, held, logits))
+        total = float(total_bytes(states.total_bytes, blocks, per_block, held, logits))
+        activations = total - states.total_bytes
+    else:  # the stack's own count (module docstring)
+        activations = base.activations_bytes
+        total = states.total_bytes + activations
     out = replace(
         base,
         params=states.params,
@@ -321,14 +338,12 @@ def candidate_stages(workload: Workload, stages: list[StageLayers], deg: Degrees
     ex = Execution()
     sums = [stage_sums(workload, stages[i], deg, i, ex) for i in picked]
     blocks = [workload.blocks_in(stages[i]) for i in picked]
-    weights = gathered_buffers_bytes(workload, Degrees({**deg.as_dict(), "fsdp": 2}), 0) / 2
-    return Candidates(picked, sums, blocks, weights)
+    return Candidates(picked, sums, blocks, block_weights_bytes(workload, deg))
 
 
 def candidate_states(workload: Workload, found: Candidates, deg: Degrees, zero: int) -> np.ndarray:
     """The candidates' states (bytes) under ZeRO stage `zero` (`states_of`)."""
-    gathers = deg["fsdp"] > 1 or (zero == 3 and deg["dp"] > 1)
-    buffers = 2 * found.block_weights_bytes if gathers else 0.0
+    buffers = 2 * found.block_weights_bytes if gathers(deg, zero) else 0.0
     ways, training = shards(workload, deg, zero), workload.training
     return np.array([states_of(s, ways, training, buffers).total_bytes for s in found.sums])
 
