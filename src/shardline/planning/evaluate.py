@@ -73,6 +73,9 @@ class Context:
         self.kernel_chip = sustained_chip(chip) if workload.training else chip
         self.network_options = network
         self.execution = execution or Execution()
+        # strategies whose communication a caller prices apart and the stages leave out (the
+        # training search's block probes: dp's and fsdp's, priced per assignment)
+        self.priced_apart: frozenset[str] = frozenset()
         model = workload.model
         self.head = head_layer(model, workload.training) if model is not None else None
         self.head_grads = (
@@ -88,6 +91,7 @@ class Context:
         self._stages: dict[tuple[Any, ...], Stage] = {}
         self._memory: dict[tuple[Any, ...], MemoryCheck] = {}
         self._once: dict[str, Any] = {}
+        self._gradient_ways: dict[Degrees, int] = {}
 
     def once(self, name: str, compute: Callable[[], Any]) -> Any:
         """A value that depends on the search alone (not the plan), computed once."""
@@ -136,6 +140,13 @@ class Context:
             self._backward[key] = backward_layers(layer)
         return self._backward[key]
 
+    def gradient_ways(self, deg: Degrees) -> int:
+        """The ways the weight gradients are sharded under `deg` (`device_share`; not the ZeRO
+        stage's: the strategies' gradient terms shard by FSDP alone)."""
+        if deg not in self._gradient_ways:
+            self._gradient_ways[deg] = device_share(self.workload, deg).gradients_ways
+        return self._gradient_ways[deg]
+
     def view(self, layer: Layer, n: int, deg: Degrees, m: int) -> LayerView:
         grads = self.backward(layer) if self.workload.training else []
         return LayerView(
@@ -147,7 +158,7 @@ class Context:
             degrees=deg,
             local=lambda other, degrees: self.local(other, degrees, m),
             training=self.workload.training,
-            gradient_ways=device_share(self.workload, deg, m).gradients_ways,
+            gradient_ways=self.gradient_ways(deg),
             zero=self.execution.zero,
             cp_kind=self.execution.cp_kind,
             ep_dispatch=self.execution.ep_dispatch,
@@ -204,7 +215,7 @@ def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, La
     order the terms run; then the stage boundary (pipeline sends)."""
     index, layers, last = where
     net = ctx.network(deg)
-    active = [s for s in by_mesh() if deg[s.name] > 1]
+    active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in ctx.priced_apart]
     stage = Stage(layers, ctx.workload.training)
     for layer, n in layers:
         view = ctx.view(layer, n, deg, m)

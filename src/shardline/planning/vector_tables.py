@@ -116,39 +116,25 @@ class BlockTimes:
 PROBED = tuple(BlockTimes.__dataclass_fields__)
 
 
-def _phase(
-    ph: Any, shift: float = 0.0, less: tuple[float, float] = (0.0, 0.0)
-) -> tuple[float, ...]:
+def _phase(ph: Any, shift: float = 0.0) -> tuple[float, ...]:
     """(compute, critical, overlapped) realistic seconds of a stage's phase, `shift` seconds of
-    the critical communication moved to the overlapped, `less` (critical, overlapped) left out."""
+    the critical communication moved to the overlapped."""
     crit, ov = float(ph.critical.predicted_s), float(ph.overlapped.predicted_s)
-    return ph.compute_pred_s, crit - shift - less[0], ov + shift - less[1]
+    return ph.compute_pred_s, crit - shift, ov + shift
 
 
 def _less(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
     return tuple(x - y for x, y in zip(a, b, strict=True))
 
 
-PER_ASSIGNMENT = ("dp", "fsdp")  # their traffic is priced per assignment (vector_assign)
+# their traffic is priced per assignment (vector_assign); the probes' stages leave it out
+PER_ASSIGNMENT = frozenset(("dp", "fsdp"))
 
 
 def _inner_grad_s(stage: Any) -> float:
-    """The once-per-step traffic of a stage but dp's and fsdp's (priced per assignment)."""
-    return sum(
-        t.calls * t.t_pred_s
-        for t in stage.terms
-        if t.once_per_step and t.purpose not in PER_ASSIGNMENT
-    )
-
-
-def _assigned_s(stage: Any, phase: str) -> tuple[float, float]:
-    """(critical, overlapped) seconds of the phase's fsdp terms (a probe that holds fsdp to
-    place ep's network leaves them to the per-assignment pricing)."""
-    terms = [
-        t for t in stage.terms if t.purpose == "fsdp" and not t.once_per_step and t.phase == phase
-    ]
-    crit = sum(t.calls * t.t_pred_s for t in terms if t.critical)
-    return crit, sum(t.calls * t.t_pred_s for t in terms if not t.critical)
+    """The once-per-step traffic of a probe's stage (the inner axes': dp's and fsdp's are
+    priced per assignment)."""
+    return sum(t.calls * t.t_pred_s for t in stage.terms if t.once_per_step)
 
 
 def _tp_critical_s(stage: Any, phase: str) -> float:
@@ -165,8 +151,8 @@ def _values(stage: Any, overlap: bool) -> tuple[float, ...]:
     fwd = _tp_critical_s(stage, "forward") if overlap else 0.0
     bwd = _tp_critical_s(stage, "backward") if overlap else 0.0
     return (
-        *_phase(stage.fwd, fwd, _assigned_s(stage, "forward")),
-        *_phase(stage.bwd, bwd, _assigned_s(stage, "backward")),
+        *_phase(stage.fwd, fwd),
+        *_phase(stage.bwd, bwd),
     )
 
 
@@ -230,6 +216,7 @@ def contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
             sequence_parallel=bool(sp), recompute=RECOMPUTE_MODES[r], tp_overlap=bool(ov)
         )
         ctx = Context(w, chip, ex)
+        ctx.priced_apart = PER_ASSIGNMENT
         if base is None:
             base = ctx
         else:
