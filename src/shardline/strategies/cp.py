@@ -53,7 +53,7 @@ from shardline.options import CP_KINDS
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 from shardline.realistic.sustained import sustained_chip
 from shardline.stack import layer_cost
-from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network, Strategy
+from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, Network, Strategy
 from shardline.workload import Layer, Workload
 
 __all__ = ["ContextParallel", "STRATEGY", "CP_KINDS", "key_operand", "query_ways"]
@@ -118,6 +118,14 @@ class ContextParallel(Strategy):
     memory = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
     searched = False  # plans without --cp stay as they were; --cp N asks for it
     optional = True  # its column shows only when a plan uses it; a layout is whole without it
+    knobs = (
+        Knob(
+            "cp_kind",
+            "--cp-kind",
+            "context parallelism's K/V exchange: ring (default) or all-gather (Llama 3)",
+            choices=CP_KINDS,
+        ),
+    )
 
     def valid(self, workload: Workload, degree: int) -> bool:
         return degree == 1 or _why_not(workload, degree) is None

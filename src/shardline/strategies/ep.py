@@ -31,7 +31,8 @@ from math import ceil, prod
 from shardline.dtypes import dtype_bits
 from shardline.errors import InputError
 from shardline.moe import EXPERT_AXIS, between_kernels
-from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network
+from shardline.options import EP_DISPATCHES
+from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, Network
 from shardline.strategies.dp import BatchSplit, batch_degree_ok, split_batch
 from shardline.strategies.ep_dispatch import (
     PublishedDispatch,
@@ -39,6 +40,7 @@ from shardline.strategies.ep_dispatch import (
     published_dispatch,
     scale_out_share,
 )
+from shardline.units import parse_count
 from shardline.workload import Layer, Workload
 
 
@@ -53,6 +55,45 @@ def experts_of(workload: Workload) -> int | None:
         if dims:
             return layer.dims[dims[0]]
     return None
+
+
+def sm_count(text: str) -> int:
+    """--ep-comm-sms: a whole number of SMs, 0 or more (0: the dispatch holds none)."""
+    wrong = InputError(f"--ep-comm-sms must be a whole number >= 0, got {text!r}")
+    try:
+        n = parse_count(text, "--ep-comm-sms")
+    except InputError:
+        raise wrong from None
+    if n < 0:
+        raise wrong
+    return n
+
+
+KNOBS = (
+    Knob(
+        "ep_overlap",
+        "--ep-overlap",
+        "hide the expert-parallel all-to-alls behind another microbatch's compute",
+        switch=True,
+    ),
+    Knob(
+        "ep_dispatch",
+        "--ep-dispatch",
+        "expert-parallel dispatch: all-to-all (default), hierarchical (DeepEP: one copy per "
+        "destination node, at DeepEP's published speed) or hybridep (the same at HybridEP's "
+        "published speed, with its all-gather of the routing map before each MoE layer's "
+        "dispatch)",
+        choices=EP_DISPATCHES,
+    ),
+    Knob(
+        "ep_comm_sms",
+        "--ep-comm-sms",
+        "SMs the expert-parallel dispatch kernels hold (DeepEP/HybridEP num_sms); with "
+        "--ep-overlap the compute beside them runs on the rest (default 0)",
+        metavar="N",
+        parse=sm_count,
+    ),
+)
 
 
 def _is_expert(layer: Layer) -> bool:
@@ -77,6 +118,7 @@ class ExpertParallel(BatchSplit):
     comm_where = "all-to-all on the critical path; dense gradients overlapped"
     memory = MemorySplit("dims", "dims", "dims", "dims", "dims")
     optional = True
+    knobs = KNOBS
 
     def valid(self, workload: Workload, degree: int) -> bool:
         if degree == 1:

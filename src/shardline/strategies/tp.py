@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
-from math import ceil
+from math import ceil, prod
 
 from shardline.einsum import EinsumSpec, Operand, parse_einsum, require_two_operands
+from shardline.errors import InputError
 from shardline.layout import price_layout
 from shardline.mesh import Mesh
 from shardline.options import Precision
-from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network, Strategy
-from shardline.workload import Layer
+from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, Network, Strategy
+from shardline.workload import Layer, Workload
 
 __all__ = [
     "TensorParallel",
@@ -24,6 +25,10 @@ __all__ = [
     "tp_split_dims",
     "tp_layer_collectives",
     "priced_collectives",
+    "tensor_rooms",
+    "tensor_room",
+    "uneven_layer",
+    "uneven_reason",
 ]
 
 
@@ -40,6 +45,68 @@ def tp_split_dims(layer: Layer, tp: int) -> tuple[str, ...]:
             out.append(dim)
         remaining = ceil(remaining / factor)
     return tuple(out)
+
+
+def tensor_rooms(workload: Workload) -> list[tuple[int, str]]:
+    """Each layer's tensor-parallel room: the product of the sizes of its `tp_dims` (the degree
+    fills them in order), with the layer's name."""
+    return [
+        (prod(layer.dims[d] for d in layer.tp_dims), layer.name)
+        for layer, _ in workload.distinct_layers
+        if layer.tp_dims
+    ]
+
+
+def tensor_room(workload: Workload) -> tuple[int, str] | None:
+    """The largest tensor-parallel degree every layer can split, and the layer that sets it (a
+    larger degree leaves devices with nothing to split); None when no layer has `tp_dims`."""
+    return min(tensor_rooms(workload), default=None)
+
+
+def _splits_evenly(layer: Layer, degree: int) -> bool:
+    """Does `degree` fill the layer's `tp_dims` in order (as `split_dims` does) with every dim it
+    reaches split exactly: each factor divides its dim and what is left of the degree?"""
+    remaining = degree
+    for dim in layer.tp_dims:
+        if remaining <= 1:
+            break
+        size = layer.dims[dim]
+        factor = min(remaining, size)
+        if size % factor or remaining % factor:
+            return False
+        remaining //= factor
+    return remaining <= 1
+
+
+def uneven_layer(workload: Workload, degree: int) -> Layer | None:
+    """The first layer that a tensor-parallel degree does not split evenly (`_splits_evenly`),
+    None when it splits every layer evenly. THE tensor-parallel rule: the plan search tries only
+    even degrees, and serving (`serving.steptimes`) needs one, as the engines do (vLLM: the
+    heads divisible by tp, the KV heads divisible by it or replicated). A degree fixed by the
+    user in `plan` may be uneven up to the room (`TensorParallel.valid`); the split rounds up."""
+    if degree == 1:
+        return None
+    return next(
+        (
+            layer
+            for layer, _ in workload.distinct_layers
+            if layer.tp_dims and not _splits_evenly(layer, degree)
+        ),
+        None,
+    )
+
+
+def uneven_reason(workload: Workload, degree: int) -> str | None:
+    """Why `degree` is not an even tensor-parallel split of the workload (None when it is): the
+    first layer it does not split evenly, with its tensor-parallel dims."""
+    layer = uneven_layer(workload, degree)
+    if layer is None:
+        return None
+    sizes = " x ".join(f"{d}={layer.dims[d]:,}" for d in layer.tp_dims)
+    return (
+        f"tp={degree} does not split layer {layer.name!r} evenly: its tensor-parallel dims "
+        f"({sizes}) take the degree in order, each a divisor"
+    )
 
 
 def contracts_split(layer: Layer, tp: int) -> bool:
@@ -184,6 +251,44 @@ class TensorParallel(Strategy):
     tier = "innermost: the scale-up network (NVLink, ICI) inside a node"
     comm_where = "critical path"
     memory = MemorySplit("dims", "dims", "dims", "dims", "dims")
+    serving = True  # a serving replica is tp devices (shardline.serving)
+    knobs = (
+        Knob(
+            "sequence_parallel",
+            "--sequence-parallel",
+            "tensor parallelism with reduce-scatter + all-gather, norms and dropouts split",
+            switch=True,
+        ),
+        Knob(
+            "tp_overlap",
+            "--tp-overlap",
+            "hide tensor-parallel collectives behind the GEMMs (default: on the critical path)",
+            switch=True,
+        ),
+    )
+
+    def bound(self, workload: Workload) -> int | None:
+        room = tensor_room(workload)
+        return None if room is None else room[0]
+
+    def valid(self, workload: Workload, degree: int) -> bool:
+        """A degree no larger than every layer's room (an uneven split rounds up)."""
+        room = tensor_room(workload)
+        return degree == 1 or room is None or degree <= room[0]
+
+    def tries(self, workload: Workload, degree: int) -> bool:
+        """The search tries even splits only (`uneven_layer`): a split that leaves devices idle
+        or uneven is never the one to pick blind."""
+        return uneven_layer(workload, degree) is None
+
+    def check(self, workload: Workload, degree: int) -> None:
+        room = tensor_room(workload)
+        if degree > 1 and room is not None and degree > room[0]:
+            limit, layer = room
+            raise InputError(
+                f"{self.name}={degree} is more than layer {layer!r} can split: its "
+                f"tensor-parallel dims give at most {limit} ways; some devices would hold nothing"
+            )
 
     def split_dims(
         self, layer: Layer, dims: dict[str, int], degree: int, batch_dim: str | None
