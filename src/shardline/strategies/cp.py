@@ -178,9 +178,12 @@ class ContextParallel(Strategy):
         return out
 
     def _block_s(
-        self, view: LayerView, einsums: list[tuple[Layer, Mapping[str, int]]], degree: int,
+        self,
+        view: LayerView,
+        einsums: list[tuple[Layer, Mapping[str, int]]],
+        degree: int,
         net: Network,
-    ) -> tuple[float, float]:  # fmt: skip
+    ) -> tuple[float, float]:
         """(lower bound, realistic) seconds of the attention math of one ring step: the einsums'
         local time (all T keys) over the degree."""
         lower = sum(
@@ -192,17 +195,30 @@ class ContextParallel(Strategy):
         return lower / degree, real / degree
 
     def _ring(
-        self, view: LayerView, degree: int, net: Network, nbytes: float,
-        block: tuple[float, float], phase: str,
-    ) -> CommTerm:  # fmt: skip
+        self,
+        view: LayerView,
+        degree: int,
+        net: Network,
+        nbytes: float,
+        block: tuple[float, float],
+        phase: str,
+    ) -> CommTerm:
         """cp - 1 sends of `nbytes`; `t_s` and `predicted_s` are what one send adds beyond the
         block's attention math (the per-step max)."""
         t = max(0.0, net.time("send", nbytes, self.name) - block[0])
         p = max(0.0, net.predicted("send", nbytes, self.name) - block[1])
         return CommTerm(
-            self.name, "send", degree, view.count * (degree - 1), nbytes, t, critical=True,
-            phase=phase, step=0 if phase == "forward" else 2, predicted_s=p,
-        )  # fmt: skip
+            self.name,
+            "send",
+            degree,
+            view.count * (degree - 1),
+            nbytes,
+            t,
+            critical=True,
+            phase=phase,
+            step=0 if phase == "forward" else 2,
+            predicted_s=p,
+        )
 
     def _all_gather(
         self, view: LayerView, degree: int, net: Network, full: float

@@ -207,9 +207,17 @@ class ExpertParallel(BatchSplit):
         if published_s is not None:
             p = max(t, published_s)
         return CommTerm(
-            self.name, "all_to_all", degree, count, nbytes, t, critical=True,
-            phase="forward" if step == 0 else "backward", step=step, predicted_s=p,
-        )  # fmt: skip
+            self.name,
+            "all_to_all",
+            degree,
+            count,
+            nbytes,
+            t,
+            critical=True,
+            phase="forward" if step == 0 else "backward",
+            step=step,
+            predicted_s=p,
+        )
 
     def _routing_map(self, view: LayerView, degree: int, net: Network) -> CommTerm:
         """HybridEP's metadata step: before each dispatch every rank all-gathers the routing map
@@ -229,10 +237,17 @@ class ExpertParallel(BatchSplit):
         tokens = batch * q_len
         nbytes = degree * tokens * experts * ROUTING_MAP_BYTES
         return CommTerm(
-            self.name, "all_gather", degree, view.count, nbytes,
-            net.time("all_gather", nbytes, self.name), critical=True, phase="forward", step=0,
+            self.name,
+            "all_gather",
+            degree,
+            view.count,
+            nbytes,
+            net.time("all_gather", nbytes, self.name),
+            critical=True,
+            phase="forward",
+            step=0,
             predicted_s=net.predicted("all_gather", nbytes, self.name),
-        )  # fmt: skip
+        )
 
     def _dense_grads(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
         """The dense weights' gradients, replicated over ep: one all-reduce over the ep axis of
@@ -246,12 +261,18 @@ class ExpertParallel(BatchSplit):
             v = view.gradient_bytes(grad, gdims) / view.gradient_ways
             out.append(
                 CommTerm(
-                    self.name, "all_reduce", degree, view.count, v,
-                    net.time("all_reduce", v, self.name), once_per_step=True,
-                    phase="backward", step=2 + i,
+                    self.name,
+                    "all_reduce",
+                    degree,
+                    view.count,
+                    v,
+                    net.time("all_reduce", v, self.name),
+                    once_per_step=True,
+                    phase="backward",
+                    step=2 + i,
                     predicted_s=net.predicted("all_reduce", v, self.name),
                 )
-            )  # fmt: skip
+            )
         return out
 
 
@@ -267,9 +288,13 @@ def _published(view: LayerView, net: Network) -> PublishedDispatch | None:
     key = ("ep_published", view.ep_dispatch, view.ep_comm_sms, id(axis))
     if key not in net.memo:
         net.memo[key] = published_dispatch(
-            view.ep_dispatch, net.chip, axis, model.router_experts, model.expert_copies,
+            view.ep_dispatch,
+            net.chip,
+            axis,
+            model.router_experts,
+            model.expert_copies,
             view.ep_comm_sms,
-        )  # fmt: skip
+        )
     return net.memo[key]
 
 

@@ -172,9 +172,13 @@ def _price(
         reduce=layer.dtypes[layer.output.name],
     )
     price = price_layout(
-        _annotated(layer.spec, split[0], keep_output), full, Mesh((("T", tp),)), {"T": axis},
-        net.chip, precision,
-    )  # fmt: skip
+        _annotated(layer.spec, split[0], keep_output),
+        full,
+        Mesh((("T", tp),)),
+        {"T": axis},
+        net.chip,
+        precision,
+    )
     return tuple(
         (c.kind, float(c.bytes), float(c.t_s), float(c.cost.predicted_s)) for c in price.collectives
     )
@@ -194,9 +198,13 @@ def _rule(
 
 
 def _layer_collectives(
-    layer: Layer, full: Mapping[str, int], local: Mapping[str, int], tp: int, gather: bool,
+    layer: Layer,
+    full: Mapping[str, int],
+    local: Mapping[str, int],
+    tp: int,
+    gather: bool,
     net: Network,
-) -> list[Priced]:  # fmt: skip
+) -> list[Priced]:
     priced = priced_collectives(layer, full, tp, not gather, net)
     if priced is not None:
         return list(priced)
@@ -224,10 +232,18 @@ def tp_layer_collectives(view: LayerView, tp: int, net: Network) -> list[CommTer
             p_rs = net.predicted("reduce_scatter", v, "tp")
             out.append(
                 CommTerm(
-                    "tp", "reduce_scatter", tp, n, v, t_rs, critical=True, phase="backward",
-                    step=1, predicted_s=p_rs,
+                    "tp",
+                    "reduce_scatter",
+                    tp,
+                    n,
+                    v,
+                    t_rs,
+                    critical=True,
+                    phase="backward",
+                    step=1,
+                    predicted_s=p_rs,
                 )
-            )  # fmt: skip
+            )
     if not view.training:
         return out
     for i, (grad, gdims) in enumerate(view.grads):
@@ -235,10 +251,18 @@ def tp_layer_collectives(view: LayerView, tp: int, net: Network) -> list[CommTer
         for kind, v, t, p in _layer_collectives(grad, full, gdims, tp, False, net):
             out.append(
                 CommTerm(
-                    "tp", kind, tp, n, v, t, critical=True, phase="backward", step=2 + i,
+                    "tp",
+                    kind,
+                    tp,
+                    n,
+                    v,
+                    t,
+                    critical=True,
+                    phase="backward",
+                    step=2 + i,
                     predicted_s=p,
                 )
-            )  # fmt: skip
+            )
     return out
 
 
