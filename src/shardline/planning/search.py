@@ -334,10 +334,11 @@ def plan(
     options: PlanOptions | None = None,
     **given: Any,
 ) -> PlanSet:
-    """Every combination of the registered strategies' degrees (today tensor, pipeline, data and
-    fully-sharded data parallelism: `tp=`, `pp=`, `dp=`, `fsdp=` fix one) over `devices`, each
-    with its best microbatch count, sorted best first. `flops_per_s=` and `mem_bytes_per_s=`
-    override the chip's rates; `options` gives all of it as one PlanOptions.
+    """Every combination of the registered strategies' degrees over `devices` (a keyword per
+    strategy fixes its degree: `tp=`, `pp=`, `dp=`, `fsdp=`, `ep=`, `cp=` today; each strategy's
+    `search_range` gives the free ones), each with its best microbatch count, sorted best first.
+    `flops_per_s=` and `mem_bytes_per_s=` override the chip's rates; `options` gives all of it as
+    one PlanOptions.
 
     With `require_fit` (the default) a workload that fits on no plan raises InputError naming the
     smallest memory per device it would need.

@@ -3,7 +3,14 @@
 
 from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, StageView, Strategy
 from shardline.strategies.degrees import Degrees, device_share, local_dims
-from shardline.strategies.registry import by_mesh, names, registered, strategies, strategy
+from shardline.strategies.registry import (
+    by_mesh,
+    names,
+    registered,
+    serving_layouts,
+    strategies,
+    strategy,
+)
 from shardline.strategies.tp import tp_layer_collectives, tp_split_dims
 
 __all__ = [
@@ -19,6 +26,7 @@ __all__ = [
     "by_mesh",
     "names",
     "registered",
+    "serving_layouts",
     "strategies",
     "strategy",
     "tp_layer_collectives",

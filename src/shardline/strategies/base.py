@@ -239,6 +239,10 @@ class Strategy:
         a strategy may ask more of a blind pick (tp: an even split of every layer)."""
         return self.valid(workload, degree)
 
+    def serving_range(self, workload: Workload, max_devices: int) -> tuple[int, ...]:
+        """The degrees the serving search tries for one replica (`serving` False: 1 only)."""
+        return (1,)
+
     def search_range(self, workload: Workload, devices: int) -> tuple[int, ...]:
         """The degrees the search tries for this strategy out of `devices` (1 always among them):
         the divisors of `devices` up to `bound` that `tries` accepts."""

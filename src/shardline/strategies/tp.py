@@ -29,6 +29,7 @@ __all__ = [
     "tensor_room",
     "uneven_layer",
     "uneven_reason",
+    "SERVING_DEGREES",
 ]
 
 
@@ -45,6 +46,11 @@ def tp_split_dims(layer: Layer, tp: int) -> tuple[str, ...]:
             out.append(dim)
         remaining = ceil(remaining / factor)
     return tuple(out)
+
+
+# The tensor-parallel degrees of a serving replica: inside one 8-GPU node, as the engines'
+# published serving tables run (shardline.serving's search).
+SERVING_DEGREES = (1, 2, 4, 8)
 
 
 def tensor_rooms(workload: Workload) -> list[tuple[int, str]]:
@@ -304,6 +310,11 @@ class TensorParallel(Strategy):
         """The search tries even splits only (`uneven_layer`): a split that leaves devices idle
         or uneven is never the one to pick blind."""
         return uneven_layer(workload, degree) is None
+
+    def serving_range(self, workload: Workload, max_devices: int) -> tuple[int, ...]:
+        """A replica inside one node: the SERVING_DEGREES up to `max_devices` that split every
+        layer evenly (the same rule as the plan search's)."""
+        return tuple(d for d in SERVING_DEGREES if d <= max_devices and self.tries(workload, d))
 
     def check(self, workload: Workload, degree: int) -> None:
         room = tensor_room(workload)
