@@ -69,34 +69,36 @@ def tensor_room(workload: Workload) -> tuple[int, str] | None:
     return min(tensor_rooms(workload), default=None)
 
 
-def _splits_evenly(layer: Layer, degree: int) -> bool:
-    """Does `degree` fill the layer's `tp_dims` in order (as `split_dims` does) with every dim it
-    reaches split exactly: each factor divides its dim and what is left of the degree?"""
+def _uneven_dim(layer: Layer, degree: int) -> tuple[str, int] | None:
+    """Where `degree` fills the layer's `tp_dims` in order (as `split_dims` does) and a dim it
+    reaches is not split exactly: (that dim, the ways left for it), when the ways do not divide
+    the dim or the dim does not divide the ways. ("", ways) when the dims run out first."""
     remaining = degree
     for dim in layer.tp_dims:
         if remaining <= 1:
-            break
+            return None
         size = layer.dims[dim]
         factor = min(remaining, size)
         if size % factor or remaining % factor:
-            return False
+            return dim, remaining
         remaining //= factor
-    return remaining <= 1
+    return None if remaining <= 1 else ("", remaining)
 
 
 def uneven_layer(workload: Workload, degree: int) -> Layer | None:
-    """The first layer that a tensor-parallel degree does not split evenly (`_splits_evenly`),
-    None when it splits every layer evenly. THE tensor-parallel rule: the plan search tries only
-    even degrees, and serving (`serving.steptimes`) needs one, as the engines do (vLLM: the
-    heads divisible by tp, the KV heads divisible by it or replicated). A degree fixed by the
-    user in `plan` may be uneven up to the room (`TensorParallel.valid`); the split rounds up."""
+    """The first layer that a tensor-parallel degree does not split evenly (`_uneven_dim`), None
+    when it splits every layer evenly. THE tensor-parallel rule: the plan search and the training
+    search try only even degrees (`TensorParallel.tries`), and so does the serving search
+    (`serving_range`), as the engines need (vLLM: the heads divisible by tp, the KV heads
+    divisible by it or replicated). A degree the user fixes in `plan` may be uneven up to the
+    room (`TensorParallel.valid`, `check`); the split rounds up."""
     if degree == 1:
         return None
     return next(
         (
             layer
             for layer, _ in workload.distinct_layers
-            if layer.tp_dims and not _splits_evenly(layer, degree)
+            if layer.tp_dims and _uneven_dim(layer, degree) is not None
         ),
         None,
     )
@@ -104,15 +106,18 @@ def uneven_layer(workload: Workload, degree: int) -> Layer | None:
 
 def uneven_reason(workload: Workload, degree: int) -> str | None:
     """Why `degree` is not an even tensor-parallel split of the workload (None when it is): the
-    first layer it does not split evenly, with its tensor-parallel dims."""
+    first layer it does not split evenly, the dim where it goes wrong and the ways left for it."""
     layer = uneven_layer(workload, degree)
     if layer is None:
         return None
+    dim, ways = _uneven_dim(layer, degree) or ("", degree)
     sizes = " x ".join(f"{d}={layer.dims[d]:,}" for d in layer.tp_dims)
-    return (
-        f"tp={degree} does not split layer {layer.name!r} evenly: its tensor-parallel dims "
-        f"({sizes}) take the degree in order, each a divisor"
-    )
+    head = f"tp={degree} does not split layer {layer.name!r} evenly: its tensor-parallel dims"
+    if not dim:
+        return f"{head} ({sizes}) give fewer than {degree:,} ways"
+    size = layer.dims[dim]
+    which = "which do not divide it" if size % min(ways, size) else "which it does not divide"
+    return f"{head} ({sizes}) are filled in order and {dim}={size:,} is left {ways:,} ways, {which}"
 
 
 def contracts_split(layer: Layer, tp: int) -> bool:
