@@ -247,3 +247,9 @@ def test_knob_flags_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ("plan", "--model", "llama-3.1-8b", "--devices", "8", "--interleave", "0")
     code, _, err = run_cli(capsys, *argv)
     assert (code, err.strip()) == (2, "error: --interleave must be a positive integer, got '0'")
+
+
+def test_readme_plan_row_lists_every_strategy_flag() -> None:
+    readme = (ROOT / "README.md").read_text()
+    flags = " ".join(f"--{s.word}" for s in strategies())
+    assert f"`stack`, `plan [{flags} N]" in readme

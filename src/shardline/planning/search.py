@@ -231,13 +231,18 @@ def candidates(
     device count, that keeps the fixed degrees, that every strategy accepts (`valid`) and whose
     pipeline stages hold `interleave` chunks each."""
     _check_fixed(workload, devices, fixed)
-    pp = fixed.get("pp")
-    if pp is not None and not workload.chunks_fit(pp, interleave):
-        raise InputError(
-            f"interleave {interleave} needs at least {interleave} blocks per pipeline stage; "
-            f"pp={pp} gives {min(workload.stage_blocks(pp)) if pp <= workload.repeat else 0} "
-            f"of the {workload.repeat} blocks"
-        )
+    for s in strategies():  # the pipeline's fixed stages must hold the interleaved chunks
+        stages = fixed.get(s.name)
+        if (
+            "layers" in s.splits
+            and stages is not None
+            and not workload.chunks_fit(stages, interleave)
+        ):
+            held = min(workload.stage_blocks(stages)) if stages <= workload.repeat else 0
+            raise InputError(
+                f"interleave {interleave} needs at least {interleave} blocks per pipeline stage; "
+                f"{s.name}={stages} gives {held} of the {workload.repeat} blocks"
+            )
     found = (
         d
         for d in assignments(workload, devices, fixed)
