@@ -62,12 +62,12 @@ def test_one_tensor_parallel_rule_on_llama_8b() -> None:
     assert tp.search_range(w, 96) == (1, 2, 4, 8, 16)
     assert uneven_layer(w, 16) is None
     assert uneven_reason(w, 32) == (
-        "tp=32 does not split layer 'attn_qkv' evenly: its tensor-parallel dims (G=8 x J=6) are "
-        "filled in order and J=6 is left 4 ways, which do not divide it"
+        "tp=32 does not split layer 'attn_qkv' of llama-3.1-8b evenly: its tensor-parallel dims "
+        "(G=8 x J=6) are filled in order and J=6 is left 4 ways, which do not divide it"
     )
     assert uneven_reason(w, 12) == (
-        "tp=12 does not split layer 'attn_qkv' evenly: its tensor-parallel dims (G=8 x J=6) are "
-        "filled in order and G=8 is left 12 ways, which it does not divide"
+        "tp=12 does not split layer 'attn_qkv' of llama-3.1-8b evenly: its tensor-parallel dims "
+        "(G=8 x J=6) are filled in order and G=8 is left 12 ways, which it does not divide"
     )
 
 
@@ -92,6 +92,23 @@ def test_serving_layouts_of_llama_8b_are_tp_1_2_4_8() -> None:
     w = model_workload(load_model("llama-3.1-8b"), phase="decode", batch=1, seq_len=1024)
     assert [d["tp"] for d in serving_layouts(w, 64)] == [1, 2, 4, 8]
     assert [s.name for s in strategies() if s.serving] == ["tp"]
+
+
+def test_serving_uses_the_tp_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    # `serve --tp N` refuses what the rule refuses, with the rule's reason
+    argv = ("serve", "--model", "llama-3.1-8b", "--devices", "3", "--tp", "3")
+    code, _, err = run_cli(capsys, *argv, "--rate", "1", "--in", "100", "--out", "10")
+    assert (code, err.strip()) == (
+        2,
+        "error: --tp 3 does not split layer 'attn_qkv' of llama-3.1-8b evenly: its "
+        "tensor-parallel dims (G=8 x J=6) are filled in order and G=8 is left 3 ways, which do "
+        "not divide it",
+    )
+    # the serving search's tensor-parallel degrees are tp's serving range
+    from shardline.serving.search import TP_DEGREES
+    from shardline.strategies.tp import SERVING_DEGREES
+
+    assert TP_DEGREES == SERVING_DEGREES == (1, 2, 4, 8)
 
 
 def _doc_section() -> str:

@@ -104,15 +104,17 @@ def uneven_layer(workload: Workload, degree: int) -> Layer | None:
     )
 
 
-def uneven_reason(workload: Workload, degree: int) -> str | None:
+def uneven_reason(workload: Workload, degree: int, what: str | None = None) -> str | None:
     """Why `degree` is not an even tensor-parallel split of the workload (None when it is): the
-    first layer it does not split evenly, the dim where it goes wrong and the ways left for it."""
+    first layer it does not split evenly, the dim where it goes wrong and the ways left for it.
+    `what` names the degree as the user gave it (default "tp=N"; serving: "--tp N")."""
     layer = uneven_layer(workload, degree)
     if layer is None:
         return None
     dim, ways = _uneven_dim(layer, degree) or ("", degree)
     sizes = " x ".join(f"{d}={layer.dims[d]:,}" for d in layer.tp_dims)
-    head = f"tp={degree} does not split layer {layer.name!r} evenly: its tensor-parallel dims"
+    where = f"layer {layer.name!r} of {workload.name}"
+    head = f"{what or f'tp={degree}'} does not split {where} evenly: its tensor-parallel dims"
     if not dim:
         return f"{head} ({sizes}) give fewer than {degree:,} ways"
     size = layer.dims[dim]
