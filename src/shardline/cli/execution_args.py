@@ -1,7 +1,9 @@
 """The `plan` flags (also `what-if precision plan`): one degree per registered strategy and the
-microbatches, and how a plan runs beyond its degrees (shardline.options.Execution): pipeline
-interleaving, recompute, sequence parallelism, overlap of tensor-parallel traffic, the ZeRO stage,
-the optimizer, CUDA graphs, and the tokens to train on."""
+microbatches, and how a plan runs beyond its degrees (shardline.options.Execution): each
+registered strategy's own flags (`Strategy.knobs`: pipeline interleaving, sequence parallelism,
+overlap of tensor-parallel traffic, the ZeRO stage, the expert-parallel dispatch, the
+context-parallel exchange), then recompute, the gradient-reduction dtype, the optimizer, CUDA
+graphs and the tokens to train on."""
 
 from __future__ import annotations
 
@@ -9,15 +11,15 @@ import argparse
 from typing import Any
 
 from shardline.cli.common import count_arg
-from shardline.errors import InputError
-from shardline.options import EP_DISPATCHES
 from shardline.strategies import strategies
+from shardline.strategies.base import Knob
 from shardline.units import parse_count
 
 __all__ = [
     "add_degree_args",
     "add_execution_args",
     "execution_from_args",
+    "knobs",
     "plan_options_from_args",
 ]
 
@@ -52,13 +54,21 @@ def plan_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_execution_args(parser: argparse.ArgumentParser) -> None:
+    """The execution flags: each registered strategy's own (`Strategy.knobs`: --interleave,
+    --sequence-parallel, --zero, --cp-kind, ...), then those of the plan as a whole."""
     g = parser.add_argument_group("execution (how the plan runs; shardline.options.Execution)")
-    g.add_argument(
-        "--interleave",
-        default=None,
-        metavar="V",
-        help="model chunks per pipeline stage (interleaved 1F1B: bubble (P-1)/(V m)); default 1",
-    )
+    for knob in knobs():
+        if knob.switch:
+            g.add_argument(knob.flag, dest=knob.field, action="store_true", help=knob.help)
+        else:
+            g.add_argument(
+                knob.flag,
+                dest=knob.field,
+                default=None,
+                choices=knob.choices,
+                metavar=knob.metavar,
+                help=knob.help,
+            )
     g.add_argument(
         "--recompute",
         default=None,
@@ -66,22 +76,11 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         help="activation recompute in the backward pass (selective: the attention core)",
     )
     g.add_argument(
-        "--sequence-parallel",
-        action="store_true",
-        help="tensor parallelism with reduce-scatter + all-gather, norms and dropouts split",
-    )
-    g.add_argument(
-        "--tp-overlap",
-        action="store_true",
-        help="hide tensor-parallel collectives behind the GEMMs (default: on the critical path)",
-    )
-    _add_ep_args(g)
-    _add_grad_reduce_arg(g)
-    g.add_argument(
-        "--zero",
+        "--grad-reduce-dtype",
         default=None,
-        choices=("0", "1", "2", "3"),
-        help="ZeRO stage over dp: 1 shards optimizer state, 2 also gradients, 3 also weights",
+        metavar="D",
+        help="dtype the weight gradients are reduced in over dp/fsdp/cp/ep (default: their own; "
+        "fp32 as Megatron-LM's grad_reduce_in_fp32)",
     )
     g.add_argument(
         "--optimizer",
@@ -95,12 +94,6 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         help="kernels replayed from CUDA graphs: no per-kernel launch overhead (decode)",
     )
     g.add_argument(
-        "--cp-kind",
-        default=None,
-        choices=("ring", "all-gather"),
-        help="context parallelism's K/V exchange: ring (default) or all-gather (Llama 3)",
-    )
-    g.add_argument(
         "--tokens",
         default=None,
         metavar="T",
@@ -108,51 +101,9 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_grad_reduce_arg(g: argparse._ArgumentGroup) -> None:
-    g.add_argument(
-        "--grad-reduce-dtype",
-        default=None,
-        metavar="D",
-        help="dtype the weight gradients are reduced in over dp/fsdp/cp/ep (default: their own; "
-        "fp32 as Megatron-LM's grad_reduce_in_fp32)",
-    )
-
-
-def _add_ep_args(g: argparse._ArgumentGroup) -> None:
-    """The expert-parallel execution flags (shardline.strategies.ep, docs/moe.md)."""
-    g.add_argument(
-        "--ep-overlap",
-        action="store_true",
-        help="hide the expert-parallel all-to-alls behind another microbatch's compute",
-    )
-    g.add_argument(
-        "--ep-dispatch",
-        default=None,
-        choices=EP_DISPATCHES,
-        help="expert-parallel dispatch: all-to-all (default), hierarchical (DeepEP: one copy per "
-        "destination node, at DeepEP's published speed) or hybridep (the same at HybridEP's "
-        "published speed, with its all-gather of the routing map before each MoE layer's "
-        "dispatch)",
-    )
-    g.add_argument(
-        "--ep-comm-sms",
-        default=None,
-        metavar="N",
-        help="SMs the expert-parallel dispatch kernels hold (DeepEP/HybridEP num_sms); with "
-        "--ep-overlap the compute beside them runs on the rest (default 0)",
-    )
-
-
-def _sm_count(text: str) -> int:
-    """--ep-comm-sms: a whole number of SMs, 0 or more (0: the dispatch holds none)."""
-    wrong = InputError(f"--ep-comm-sms must be a whole number >= 0, got {text!r}")
-    try:
-        n = parse_count(text, "--ep-comm-sms")
-    except InputError:
-        raise wrong from None
-    if n < 0:
-        raise wrong
-    return n
+def knobs() -> tuple[Knob, ...]:
+    """Every registered strategy's execution flags, in registry order."""
+    return tuple(knob for s in strategies() for knob in s.knobs)
 
 
 def _optimizer(text: str | None) -> str | float | None:
@@ -173,33 +124,21 @@ def _tokens(text: str | None) -> float | None:
 def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The Execution keywords the user gave (plan() fills the rest with defaults)."""
     out: dict[str, Any] = {}
-    if args.interleave is not None:
-        value = parse_count(args.interleave, "--interleave")
-        if value < 1:
-            raise InputError(f"--interleave must be a positive integer, got {args.interleave!r}")
-        out["interleave"] = value
+    for knob in knobs():
+        value = getattr(args, knob.field, None)
+        if knob.switch:
+            if value:
+                out[knob.field] = True
+        elif value is not None:
+            out[knob.field] = knob.parse(value) if knob.parse is not None else value
     if args.recompute is not None:
         out["recompute"] = args.recompute
-    if args.sequence_parallel:
-        out["sequence_parallel"] = True
-    if args.tp_overlap:
-        out["tp_overlap"] = True
-    if getattr(args, "ep_dispatch", None) is not None:
-        out["ep_dispatch"] = args.ep_dispatch
-    if getattr(args, "ep_overlap", False):
-        out["ep_overlap"] = True
-    if getattr(args, "ep_comm_sms", None) is not None:
-        out["ep_comm_sms"] = _sm_count(args.ep_comm_sms)
     if getattr(args, "grad_reduce_dtype", None) is not None:
         out["grad_reduce_dtype"] = args.grad_reduce_dtype
-    if args.zero is not None:
-        out["zero"] = int(args.zero)
     if args.optimizer is not None:
         out["optimizer"] = _optimizer(args.optimizer)
     if args.cuda_graphs:
         out["cuda_graphs"] = True
     if args.tokens is not None:
         out["tokens"] = _tokens(args.tokens)
-    if getattr(args, "cp_kind", None) is not None:
-        out["cp_kind"] = args.cp_kind
     return out

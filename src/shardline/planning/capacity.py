@@ -223,7 +223,14 @@ def max_seq_len(
 
 
 def _seq_step(opts: PlanOptions) -> int:
-    """The sequence lengths a fixed context-parallel degree allows are its multiples (each cp
-    rank holds an equal share of every sequence), so the search runs over multiples of it."""
-    cp = opts.degrees.get("cp")
-    return cp if isinstance(cp, int) and not isinstance(cp, bool) and cp > 1 else 1
+    """The sequence lengths the fixed degrees of the strategies that split the sequence allow
+    are multiples of their product (each context-parallel rank holds an equal share of every
+    sequence), so the search runs over multiples of it."""
+    return prod(
+        value
+        for s in strategies()
+        if "seq" in s.splits
+        and isinstance(value := opts.degrees.get(s.name), int)
+        and not isinstance(value, bool)
+        and value > 1
+    )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
 from itertools import islice
 from math import ceil, gcd, prod
 from typing import Any
@@ -21,10 +20,22 @@ from shardline.planning.reasons import reason
 from shardline.planning.results import OBJECTIVES, PlanResult, PlanSet
 from shardline.stack import apply_overrides
 from shardline.strategies import Degrees, Strategy, names, strategies
+from shardline.strategies.base import divisors as strategy_divisors
+from shardline.strategies.pp import MAX_STAGES
+from shardline.strategies.tp import tensor_room, tensor_rooms
 from shardline.units import fmt_bytes, short
 from shardline.workload import Workload
 
-__all__ = ["PlanOptions", "plan", "candidates", "divisors", "MAX_DEVICES", "MAX_STAGES"]
+__all__ = [
+    "PlanOptions",
+    "plan",
+    "candidates",
+    "assignments",
+    "divisors",
+    "tensor_limit",
+    "MAX_DEVICES",
+    "MAX_STAGES",
+]
 
 
 @dataclass(frozen=True)
@@ -44,26 +55,9 @@ class PlanOptions:
 EXECUTION_FIELDS = tuple(f.name for f in fields(Execution))
 
 
-@lru_cache(maxsize=1024)
-def _divisors(n: int) -> tuple[int, ...]:
-    factors: dict[int, int] = {}
-    rest, p = n, 2
-    while p * p <= rest:  # trial division: at most sqrt(n) steps, fewer as factors come out
-        while rest % p == 0:
-            factors[p] = factors.get(p, 0) + 1
-            rest //= p
-        p += 1 if p == 2 else 2
-    if rest > 1:
-        factors[rest] = factors.get(rest, 0) + 1
-    out = [1]
-    for prime, power in factors.items():
-        out = [d * prime**k for d in out for k in range(power + 1)]
-    return tuple(sorted(out))
-
-
 def divisors(n: int) -> list[int]:
     """The divisors of n, ascending (from its prime factors)."""
-    return list(_divisors(n))
+    return list(strategy_divisors(n))
 
 
 def _microbatch_candidates(per_replica: int, deg: Degrees, training: bool) -> list[int]:
@@ -124,26 +118,12 @@ def _check_degree(name: str, value: int | None, devices: int) -> None:
         raise InputError(f"{name}={value} does not divide the {devices} devices")
 
 
-def _check_limits(workload: Workload, s: Strategy, degree: int) -> None:
-    """A fixed degree beyond what its strategy can split: say which limit and why."""
-    if "tensor" in s.splits and degree > 1:
-        limit, layer = tensor_limit(workload)
-        if degree > limit:
-            raise InputError(
-                f"{s.name}={degree} is more than layer {layer!r} can split: its tensor-parallel "
-                f"dims give at most {limit} ways; some devices would hold nothing"
-            )
-    if "layers" in s.splits and degree > MAX_STAGES:
-        raise InputError(f"{s.name}={degree}: at most {MAX_STAGES:,} pipeline stages")
-
-
 def _check_fixed(workload: Workload, devices: int, fixed: Mapping[str, int | None]) -> None:
     """The degrees the user fixed must multiply to a divisor of the devices (all of them when
     every degree is fixed), each must be valid for its strategy, and the batch must cover them."""
     given = {k: v for k, v in fixed.items() if v is not None}
     for s in strategies():
         if s.name in given:
-            _check_limits(workload, s, given[s.name])
             s.check(workload, given[s.name])
     total = prod(given.values())
     if devices % total:
@@ -169,75 +149,79 @@ def _check_fixed(workload: Workload, devices: int, fixed: Mapping[str, int | Non
 # 200,000 GPUs in 2024-2025), and small enough that its divisors (at most 25 for a power of two,
 # a few thousand for the most composite counts below it) keep the search to seconds.
 MAX_DEVICES = 2**24
-# At most 1,024 pipeline stages: each plan's evaluation and its report walk every stage, and
-# published pipelines use far fewer (Megatron-LM's 1-trillion-parameter run: 64 stages,
-# Narayanan et al. 2021).
-MAX_STAGES = 1024
 # At most 1,000 candidate plans per search (each costs a few milliseconds with its microbatch
 # counts): 8 to 4,096 devices give tens to a few hundred; past it the search asks for fixed degrees.
 MAX_CANDIDATES = 1000
 
 
-def _tensor_sizes(workload: Workload) -> list[tuple[int, str]]:
-    """Each layer's tensor-parallel room: the product of the sizes of its `tp_dims` (the degree
-    fills them in order), with the layer's name."""
-    return [
-        (prod(layer.dims[d] for d in layer.tp_dims), layer.name)
-        for layer, _ in workload.distinct_layers
-        if layer.tp_dims
-    ]
-
-
 def tensor_limit(workload: Workload) -> tuple[int, str]:
-    """The largest tensor-parallel degree every layer can split, and the layer that sets it (a
-    larger degree leaves devices with nothing to split)."""
-    return min(_tensor_sizes(workload), default=(MAX_DEVICES, ""))
+    """The largest tensor-parallel degree every layer can split, and the layer that sets it
+    (strategies/tp.py's `tensor_room`; MAX_DEVICES when no layer has tensor-parallel dims)."""
+    return tensor_room(workload) or (MAX_DEVICES, "")
 
 
 def _degree_ok(workload: Workload, s: Strategy, degree: int, free: bool, every: bool) -> bool:
-    """May the free search try this degree? A tensor-parallel degree must divide every layer's
-    tensor-parallel room (a split that leaves devices idle or uneven is never the one to pick
-    blind; a fixed degree may still be uneven), a pipeline at most MAX_STAGES stages, and the
-    strategy must accept it. A strategy the plan search leaves alone (`searched` False: cp) is
-    tried only when fixed, or when `every` asks for the whole space (`shardline search`)."""
+    """May the search use this degree? A fixed one: the strategy must accept it (`valid`); a
+    free one: the strategy's search must try it (`tries`, within `bound`). A strategy the plan
+    search leaves alone (`searched` False: cp) is tried only when fixed, or when `every` asks for
+    the whole space (`shardline search`)."""
     if degree == 1:
         return True
-    if free and not s.searched and not every:
+    if not free:
+        return s.valid(workload, degree)
+    if not s.searched and not every:
         return False
-    if "tensor" in s.splits:
-        sizes = [size for size, _ in _tensor_sizes(workload)]
-        if degree > min(sizes, default=MAX_DEVICES) or free and any(n % degree for n in sizes):
-            return False
-    if "layers" in s.splits and degree > MAX_STAGES:
-        return False
-    return s.valid(workload, degree)
+    bound = s.bound(workload)
+    return (bound is None or degree <= bound) and s.tries(workload, degree)
 
 
-def _assignments(
+def _degree_options(
+    workload: Workload, s: Strategy, left: int, last: bool, want: int | None, every: bool
+) -> tuple[int, ...]:
+    """The degrees of strategy `s` a branch tries with `left` devices left, ascending: the fixed
+    one, the rest of the devices for the last strategy, else the strategy's `search_range` (1
+    alone for one the search leaves alone)."""
+    if want is not None:
+        ok = left % want == 0 and (not last or want == left)
+        return (want,) if ok and _degree_ok(workload, s, want, False, every) else ()
+    if last:
+        return (left,) if _degree_ok(workload, s, left, True, every) else ()
+    if not s.searched and not every:
+        return (1,)
+    return s.search_range(workload, left)
+
+
+def assignments(
     workload: Workload, devices: int, fixed: Mapping[str, int | None], every: bool = False
 ) -> Iterator[Degrees]:
-    """Each registered strategy a divisor of what the strategies before it leave, the last the
-    rest, in ascending lexicographic order; a branch stops as soon as its degree is invalid
-    (`_degree_ok`) or its batch splits exceed the batch, so that the work follows the plans that
-    can run, not the divisors of D to the fourth power."""
+    """Each registered strategy a degree from its range (`_degree_options`) out of what the
+    strategies before it leave, the last the rest, in ascending lexicographic order; a branch
+    stops as soon as its batch splits exceed the batch, so that the work follows the plans that
+    can run, not the divisors of D to the fourth power. `every`: strategies the plan search
+    leaves at 1 (`searched` False) are searched too (the training search)."""
     regs = strategies()
+    last = len(regs) - 1
 
     def walk(i: int, left: int, chosen: tuple[int, ...], replicas: int) -> Iterator[Degrees]:
         s = regs[i]
-        options = (left,) if i == len(regs) - 1 else _divisors(left)
-        for d in options:
-            free = fixed.get(s.name) is None
-            if not free and fixed[s.name] != d or not _degree_ok(workload, s, d, free, every):
-                continue
+        for d in _degree_options(workload, s, left, i == last, fixed.get(s.name), every):
             split = replicas * d if "batch" in s.splits else replicas
             if split > workload.batch or (split > 1 and workload.batch_dim is None):
-                break  # the divisors ascend: larger ones split the batch further still
-            if i == len(regs) - 1:
+                break  # the degrees ascend: larger ones split the batch further still
+            if i == last:
                 yield Degrees(dict(zip((r.name for r in regs), (*chosen, d), strict=True)))
             else:
                 yield from walk(i + 1, left // d, (*chosen, d), split)
 
     yield from walk(0, devices, (), 1)
+
+
+_assignments = assignments  # the name the training search imports (planning/train_search.py)
+
+
+def _searched_flags() -> str:
+    """The flags of the strategies every plan search sets: "--tp, --pp, --dp, --fsdp"."""
+    return ", ".join(f"--{s.word}" for s in strategies() if s.searched and not s.optional)
 
 
 def candidates(
@@ -247,35 +231,40 @@ def candidates(
     device count, that keeps the fixed degrees, that every strategy accepts (`valid`) and whose
     pipeline stages hold `interleave` chunks each."""
     _check_fixed(workload, devices, fixed)
-    pp = fixed.get("pp")
-    if pp is not None and not workload.chunks_fit(pp, interleave):
-        raise InputError(
-            f"interleave {interleave} needs at least {interleave} blocks per pipeline stage; "
-            f"pp={pp} gives {min(workload.stage_blocks(pp)) if pp <= workload.repeat else 0} "
-            f"of the {workload.repeat} blocks"
-        )
+    for s in strategies():  # the pipeline's fixed stages must hold the interleaved chunks
+        stages = fixed.get(s.name)
+        if (
+            "layers" in s.splits
+            and stages is not None
+            and not workload.chunks_fit(stages, interleave)
+        ):
+            held = min(workload.stage_blocks(stages)) if stages <= workload.repeat else 0
+            raise InputError(
+                f"interleave {interleave} needs at least {interleave} blocks per pipeline stage; "
+                f"{s.name}={stages} gives {held} of the {workload.repeat} blocks"
+            )
     found = (
         d
-        for d in _assignments(workload, devices, fixed)
+        for d in assignments(workload, devices, fixed)
         if workload.chunks_fit(d.stages, interleave)
     )
     out = list(islice(found, MAX_CANDIDATES + 1))
     if len(out) > MAX_CANDIDATES:
         raise InputError(
             f"{devices:,} devices give more than {MAX_CANDIDATES:,} candidate plans for this "
-            "workload, too many to evaluate in seconds; fix some degrees (--tp, --pp, --dp, "
-            "--fsdp) or give a device count with fewer divisors"
+            f"workload, too many to evaluate in seconds; fix some degrees ({_searched_flags()}) "
+            "or give a device count with fewer divisors"
         )
     if not out:
         room = tensor_limit(workload)[0]
-        common = gcd(*(size for size, _ in _tensor_sizes(workload))) or room
+        common = gcd(*(size for size, _ in tensor_rooms(workload))) or room
         raise InputError(
             f"no plan over {devices:,} devices is possible: the degrees must multiply to "
             f"{devices:,}, the batch splits at most the batch ({workload.batch:,}), a searched "
             f"tensor-parallel degree divide every layer's tensor-parallel dims (a divisor of "
             f"{common:,}; --tp may fix an uneven one up to {room:,}) and pipeline stages split "
             f"the {workload.layer_count:,} layers (at most {MAX_STAGES:,} stages); give another "
-            "device count or fix the degrees (--tp, --pp, --dp, --fsdp)"
+            f"device count or fix the degrees ({_searched_flags()})"
         )
     return out
 
@@ -293,9 +282,14 @@ def _options(
         raise TypeError(f"plan() got unexpected keyword argument(s) {', '.join(sorted(unknown))}")
     degrees = {name: given.get(name) for name in names()}
     return PlanOptions(
-        degrees, microbatches, objective, require_fit, RateOverrides(**rates),
-        Execution(**execution), given.get("network"),
-    )  # fmt: skip
+        degrees,
+        microbatches,
+        objective,
+        require_fit,
+        RateOverrides(**rates),
+        Execution(**execution),
+        given.get("network"),
+    )
 
 
 def _check_execution(ex: Execution) -> None:
@@ -345,10 +339,11 @@ def plan(
     options: PlanOptions | None = None,
     **given: Any,
 ) -> PlanSet:
-    """Every combination of the registered strategies' degrees (today tensor, pipeline, data and
-    fully-sharded data parallelism: `tp=`, `pp=`, `dp=`, `fsdp=` fix one) over `devices`, each
-    with its best microbatch count, sorted best first. `flops_per_s=` and `mem_bytes_per_s=`
-    override the chip's rates; `options` gives all of it as one PlanOptions.
+    """Every combination of the registered strategies' degrees over `devices` (a keyword per
+    strategy fixes its degree: `tp=`, `pp=`, `dp=`, `fsdp=`, `ep=`, `cp=` today; each strategy's
+    `search_range` gives the free ones), each with its best microbatch count, sorted best first.
+    `flops_per_s=` and `mem_bytes_per_s=` override the chip's rates; `options` gives all of it as
+    one PlanOptions.
 
     With `require_fit` (the default) a workload that fits on no plan raises InputError naming the
     smallest memory per device it would need.

@@ -20,6 +20,7 @@ from shardline.errors import InputError
 from shardline.serving.config import Lengths, ServeConfig
 from shardline.serving.engines import engine
 from shardline.serving.slo import SLO
+from shardline.strategies.tp import SERVING_DEGREES
 
 __all__ = [
     "serving_search",
@@ -33,7 +34,7 @@ __all__ = [
 ]
 
 BATCH_LIMITS = (8, 16, 32, 64, 128, 256, 512)
-TP_DEGREES = (1, 2, 4, 8)
+TP_DEGREES = SERVING_DEGREES  # tp's serving range (strategies/tp.py)
 MAX_FAILURES = 20
 # The search serves as the engines' published tables do: TensorRT-LLM, fp8 weights and KV cache.
 SEARCH_ENGINE, SEARCH_DTYPE = "trtllm", "fp8"
@@ -137,14 +138,19 @@ def _row(
 
 
 def _chunks(model: str, chips: Sequence[str], common: dict[str, Any]) -> list[Chunk]:
+    """One chunk per chip and replica layout: the serving strategies' ranges from the registry
+    (`strategies.serving_layouts`: tp = 1, 2, 4, 8 where it splits the model evenly; tp is the
+    only strategy that splits a replica today, and the one a Chunk carries)."""
     from shardline.models import load_model
+    from shardline.models.template import model_workload
+    from shardline.strategies import serving_layouts
 
-    spec = load_model(model)
+    shape = model_workload(load_model(model), phase="decode", batch=1, seq_len=1024)
+    layouts = serving_layouts(shape, common["max_devices"])
     out = []
     for chip in chips:
-        for tp in TP_DEGREES:
-            if tp <= common["max_devices"] and spec.heads % tp == 0:
-                out.append(Chunk(model=model, chip=chip, tp=tp, **common))
+        for layout in layouts:
+            out.append(Chunk(model=model, chip=chip, tp=layout["tp"], **common))
     if not out:
         raise InputError("no chip and tensor-parallel degree fits under --max-devices")
     return out

@@ -150,9 +150,13 @@ def step_times(spec: Any, chip: Any, tp: int, dtype: str, eng: Engine) -> StepTi
     sequences at 1,024 tokens."""
     from shardline.dtypes import dtype_bits
     from shardline.models.spec import kv_bytes_per_token
+    from shardline.models.template import model_workload
+    from shardline.strategies.tp import uneven_reason
 
-    if spec.heads % tp or spec.kv_heads % tp and tp % spec.kv_heads:
-        raise InputError(f"--tp {tp} does not divide the {spec.heads} heads of {spec.name}")
+    shape = model_workload(spec, phase="decode", batch=1, seq_len=1024, dtype=dtype)
+    why = uneven_reason(shape, tp, f"--tp {tp}")  # the one tensor-parallel rule (strategies/tp.py)
+    if why is not None:
+        raise InputError(why)
     scale = 1.0 + eng.scheduling_overhead_fraction
 
     def decode(n: int, c: int) -> float:

@@ -1,13 +1,21 @@
 """Parallel strategies as data: each strategy is one module (dp, fsdp, tp, pp, cp) registered in
 `registry.py`; `Degrees` maps strategy names to degrees."""
 
-from shardline.strategies.base import CommTerm, LayerView, MemorySplit, StageView, Strategy
+from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, StageView, Strategy
 from shardline.strategies.degrees import Degrees, device_share, local_dims
-from shardline.strategies.registry import by_mesh, names, registered, strategies, strategy
+from shardline.strategies.registry import (
+    by_mesh,
+    names,
+    registered,
+    serving_layouts,
+    strategies,
+    strategy,
+)
 from shardline.strategies.tp import tp_layer_collectives, tp_split_dims
 
 __all__ = [
     "CommTerm",
+    "Knob",
     "LayerView",
     "MemorySplit",
     "StageView",
@@ -18,6 +26,7 @@ __all__ = [
     "by_mesh",
     "names",
     "registered",
+    "serving_layouts",
     "strategies",
     "strategy",
     "tp_layer_collectives",

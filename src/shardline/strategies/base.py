@@ -2,14 +2,19 @@
 splits memory and where it sits on the device mesh.
 
 A strategy is data plus two small pricing rules (`layer_comm` for one layer, `stage_comm` for a
-pipeline stage's boundary). The plan evaluator loops over the registry (`registry.py`) and never
-names a strategy, so adding one is one new module and one registry line.
+pipeline stage's boundary). It declares its own knobs: the degree's flag and help (`word`, `help`;
+the API keyword is `name`), its execution flags (`knobs`), the degrees it can run (`valid`,
+`check`, `bound`), the degrees the searches try (`tries`, `search_range`, `searched`), whether it
+applies to serving (`serving`) and its memory split (`memory`). The CLI, the plan engine, both
+searches and the docs' strategy table read them from the registry (`registry.py`) and never name
+a strategy, so adding one is one new module and one registry line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal, Protocol
 
 from shardline.collectives import AxisNetwork
@@ -28,6 +33,8 @@ __all__ = [
     "Network",
     "Strategy",
     "Split",
+    "Knob",
+    "divisors",
 ]
 
 # The logical axes a strategy can split ("layers": whole layers, i.e. pipeline stages; "tensor":
@@ -102,6 +109,40 @@ class MemorySplit:
     kv_cache: Split
 
 
+@dataclass(frozen=True)
+class Knob:
+    """One execution flag a strategy owns beyond its degree: `--FLAG` on the command line (`plan`,
+    `what-if precision plan`, `report`, `stack`), the keyword and field `field` of plan() and
+    shardline.options.Execution. `switch`: a flag without a value (sets True); `choices`: the
+    words it takes; `parse`: text -> value (None: the text itself)."""
+
+    field: str
+    flag: str
+    help: str
+    switch: bool = False
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    parse: Callable[[str], Any] | None = None
+
+
+@lru_cache(maxsize=1024)
+def divisors(n: int) -> tuple[int, ...]:
+    """The divisors of n, ascending (from its prime factors)."""
+    factors: dict[int, int] = {}
+    rest, p = n, 2
+    while p * p <= rest:  # trial division: at most sqrt(n) steps, fewer as factors come out
+        while rest % p == 0:
+            factors[p] = factors.get(p, 0) + 1
+            rest //= p
+        p += 1 if p == 2 else 2
+    if rest > 1:
+        factors[rest] = factors.get(rest, 0) + 1
+    out = [1]
+    for prime, power in factors.items():
+        out = [d * prime**k for d in out for k in range(power + 1)]
+    return tuple(sorted(out))
+
+
 class Network(Protocol):
     chip: Chip
     memo: dict[Any, Any]  # a strategy's own memo of priced work on this network
@@ -169,9 +210,10 @@ class StageView:
 class Strategy:
     """The record every strategy fills in; the methods default to "adds nothing"."""
 
-    name: str = ""  # key of Degrees, JSON and the mesh axis
+    name: str = ""  # key of Degrees, JSON, the mesh axis and plan()'s keyword (`tp=2`)
     word: str = ""  # the CLI flag: --WORD N
     help: str = ""  # the CLI help text of --WORD
+    knobs: tuple[Knob, ...] = ()  # its execution flags (fields of shardline.options.Execution)
     splits: tuple[str, ...] = ()  # logical axes: LOGICAL_AXES, "tensor" or "layers"
     mesh_rank: float = 0  # position on the device mesh, 0 = innermost (fastest varying)
     tier: str = ""  # which network it rides, in words
@@ -182,10 +224,34 @@ class Strategy:
     # whole without its flag
     optional: bool = False
     searched: bool = True  # False: the free search leaves it at 1; only a given degree uses it
+    serving: bool = False  # True: a serving replica is split by it (shardline.serving)
 
     def valid(self, workload: Workload, degree: int) -> bool:
-        """Can this workload be split `degree` ways by this strategy?"""
+        """Can this workload be split `degree` ways by this strategy (a degree the user fixed)?"""
         return True
+
+    def bound(self, workload: Workload) -> int | None:
+        """The largest degree that splits this workload (None: no limit of its own)."""
+        return None
+
+    def tries(self, workload: Workload, degree: int) -> bool:
+        """Does the search try this degree when the user left it free? Default: every valid one;
+        a strategy may ask more of a blind pick (tp: an even split of every layer)."""
+        return self.valid(workload, degree)
+
+    def serving_range(self, workload: Workload, max_devices: int) -> tuple[int, ...]:
+        """The degrees the serving search tries for one replica (`serving` False: 1 only)."""
+        return (1,)
+
+    def search_range(self, workload: Workload, devices: int) -> tuple[int, ...]:
+        """The degrees the search tries for this strategy out of `devices` (1 always among them):
+        the divisors of `devices` up to `bound` that `tries` accepts."""
+        bound = self.bound(workload)
+        return tuple(
+            d
+            for d in divisors(devices)
+            if d == 1 or (bound is None or d <= bound) and self.tries(workload, d)
+        )
 
     def check(self, workload: Workload, degree: int) -> None:
         """Raise InputError, saying why, when a degree the user fixed cannot work."""
@@ -205,13 +271,29 @@ class Strategy:
         return []
 
     def term(
-        self, net: Network, kind: str, degree: int, calls: int, nbytes: float, step: int,
-        *, critical: bool = False, once: bool = False,
-    ) -> CommTerm:  # fmt: skip
+        self,
+        net: Network,
+        kind: str,
+        degree: int,
+        calls: int,
+        nbytes: float,
+        step: int,
+        *,
+        critical: bool = False,
+        once: bool = False,
+    ) -> CommTerm:
         """One collective of this strategy's axis, line-rate and realistic: `step` 0 is the
         forward pass, 2 + i the i-th backward einsum (CommTerm.step)."""
         return CommTerm(
-            self.name, kind, degree, calls, nbytes, net.time(kind, nbytes, self.name),
-            once_per_step=once, critical=critical, phase="forward" if step == 0 else "backward",
-            step=step, predicted_s=net.predicted(kind, nbytes, self.name),
-        )  # fmt: skip
+            self.name,
+            kind,
+            degree,
+            calls,
+            nbytes,
+            net.time(kind, nbytes, self.name),
+            once_per_step=once,
+            critical=critical,
+            phase="forward" if step == 0 else "backward",
+            step=step,
+            predicted_s=net.predicted(kind, nbytes, self.name),
+        )

@@ -53,7 +53,7 @@ from shardline.options import CP_KINDS
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 from shardline.realistic.sustained import sustained_chip
 from shardline.stack import layer_cost
-from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network, Strategy
+from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, Network, Strategy
 from shardline.workload import Layer, Workload
 
 __all__ = ["ContextParallel", "STRATEGY", "CP_KINDS", "key_operand", "query_ways"]
@@ -118,6 +118,14 @@ class ContextParallel(Strategy):
     memory = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
     searched = False  # plans without --cp stay as they were; --cp N asks for it
     optional = True  # its column shows only when a plan uses it; a layout is whole without it
+    knobs = (
+        Knob(
+            "cp_kind",
+            "--cp-kind",
+            "context parallelism's K/V exchange: ring (default) or all-gather (Llama 3)",
+            choices=CP_KINDS,
+        ),
+    )
 
     def valid(self, workload: Workload, degree: int) -> bool:
         return degree == 1 or _why_not(workload, degree) is None
@@ -170,9 +178,12 @@ class ContextParallel(Strategy):
         return out
 
     def _block_s(
-        self, view: LayerView, einsums: list[tuple[Layer, Mapping[str, int]]], degree: int,
+        self,
+        view: LayerView,
+        einsums: list[tuple[Layer, Mapping[str, int]]],
+        degree: int,
         net: Network,
-    ) -> tuple[float, float]:  # fmt: skip
+    ) -> tuple[float, float]:
         """(lower bound, realistic) seconds of the attention math of one ring step: the einsums'
         local time (all T keys) over the degree."""
         lower = sum(
@@ -184,17 +195,30 @@ class ContextParallel(Strategy):
         return lower / degree, real / degree
 
     def _ring(
-        self, view: LayerView, degree: int, net: Network, nbytes: float,
-        block: tuple[float, float], phase: str,
-    ) -> CommTerm:  # fmt: skip
+        self,
+        view: LayerView,
+        degree: int,
+        net: Network,
+        nbytes: float,
+        block: tuple[float, float],
+        phase: str,
+    ) -> CommTerm:
         """cp - 1 sends of `nbytes`; `t_s` and `predicted_s` are what one send adds beyond the
         block's attention math (the per-step max)."""
         t = max(0.0, net.time("send", nbytes, self.name) - block[0])
         p = max(0.0, net.predicted("send", nbytes, self.name) - block[1])
         return CommTerm(
-            self.name, "send", degree, view.count * (degree - 1), nbytes, t, critical=True,
-            phase=phase, step=0 if phase == "forward" else 2, predicted_s=p,
-        )  # fmt: skip
+            self.name,
+            "send",
+            degree,
+            view.count * (degree - 1),
+            nbytes,
+            t,
+            critical=True,
+            phase=phase,
+            step=0 if phase == "forward" else 2,
+            predicted_s=p,
+        )
 
     def _all_gather(
         self, view: LayerView, degree: int, net: Network, full: float

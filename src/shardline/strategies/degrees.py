@@ -102,8 +102,12 @@ def local_dims(
 
 
 # ZeRO stage of the data-parallel axis -> the states it shards (Rajbhandari et al. 2020)
-ZERO_SHARDS = {0: (), 1: ("optimizer",), 2: ("optimizer", "gradients"), 3: ("optimizer",
-               "gradients", "weights")}  # fmt: skip
+ZERO_SHARDS = {
+    0: (),
+    1: ("optimizer",),
+    2: ("optimizer", "gradients"),
+    3: ("optimizer", "gradients", "weights"),
+}
 
 
 def device_share(

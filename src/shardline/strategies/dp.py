@@ -8,6 +8,7 @@ from math import ceil
 
 from shardline.strategies.base import (
     CommTerm,
+    Knob,
     LayerView,
     MemorySplit,
     Network,
@@ -62,6 +63,15 @@ class DataParallel(BatchSplit):
     tier = "outside tp and fsdp: scale-out between nodes once tp x fsdp fills one"
     comm_where = "overlaps the last backward pass"
     memory = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
+    knobs = (
+        Knob(
+            "zero",
+            "--zero",
+            "ZeRO stage over dp: 1 shards optimizer state, 2 also gradients, 3 also weights",
+            choices=("0", "1", "2", "3"),
+            parse=int,
+        ),
+    )
 
     def layer_comm(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
         """Per weight gradient dW (V bytes): one all-reduce of V / (ways the gradients are

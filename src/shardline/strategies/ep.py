@@ -31,7 +31,8 @@ from math import ceil, prod
 from shardline.dtypes import dtype_bits
 from shardline.errors import InputError
 from shardline.moe import EXPERT_AXIS, between_kernels
-from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network
+from shardline.options import EP_DISPATCHES
+from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, Network
 from shardline.strategies.dp import BatchSplit, batch_degree_ok, split_batch
 from shardline.strategies.ep_dispatch import (
     PublishedDispatch,
@@ -39,6 +40,7 @@ from shardline.strategies.ep_dispatch import (
     published_dispatch,
     scale_out_share,
 )
+from shardline.units import parse_count
 from shardline.workload import Layer, Workload
 
 
@@ -53,6 +55,45 @@ def experts_of(workload: Workload) -> int | None:
         if dims:
             return layer.dims[dims[0]]
     return None
+
+
+def sm_count(text: str) -> int:
+    """--ep-comm-sms: a whole number of SMs, 0 or more (0: the dispatch holds none)."""
+    wrong = InputError(f"--ep-comm-sms must be a whole number >= 0, got {text!r}")
+    try:
+        n = parse_count(text, "--ep-comm-sms")
+    except InputError:
+        raise wrong from None
+    if n < 0:
+        raise wrong
+    return n
+
+
+KNOBS = (
+    Knob(
+        "ep_overlap",
+        "--ep-overlap",
+        "hide the expert-parallel all-to-alls behind another microbatch's compute",
+        switch=True,
+    ),
+    Knob(
+        "ep_dispatch",
+        "--ep-dispatch",
+        "expert-parallel dispatch: all-to-all (default), hierarchical (DeepEP: one copy per "
+        "destination node, at DeepEP's published speed) or hybridep (the same at HybridEP's "
+        "published speed, with its all-gather of the routing map before each MoE layer's "
+        "dispatch)",
+        choices=EP_DISPATCHES,
+    ),
+    Knob(
+        "ep_comm_sms",
+        "--ep-comm-sms",
+        "SMs the expert-parallel dispatch kernels hold (DeepEP/HybridEP num_sms); with "
+        "--ep-overlap the compute beside them runs on the rest (default 0)",
+        metavar="N",
+        parse=sm_count,
+    ),
+)
 
 
 def _is_expert(layer: Layer) -> bool:
@@ -77,6 +118,7 @@ class ExpertParallel(BatchSplit):
     comm_where = "all-to-all on the critical path; dense gradients overlapped"
     memory = MemorySplit("dims", "dims", "dims", "dims", "dims")
     optional = True
+    knobs = KNOBS
 
     def valid(self, workload: Workload, degree: int) -> bool:
         if degree == 1:
@@ -165,9 +207,17 @@ class ExpertParallel(BatchSplit):
         if published_s is not None:
             p = max(t, published_s)
         return CommTerm(
-            self.name, "all_to_all", degree, count, nbytes, t, critical=True,
-            phase="forward" if step == 0 else "backward", step=step, predicted_s=p,
-        )  # fmt: skip
+            self.name,
+            "all_to_all",
+            degree,
+            count,
+            nbytes,
+            t,
+            critical=True,
+            phase="forward" if step == 0 else "backward",
+            step=step,
+            predicted_s=p,
+        )
 
     def _routing_map(self, view: LayerView, degree: int, net: Network) -> CommTerm:
         """HybridEP's metadata step: before each dispatch every rank all-gathers the routing map
@@ -187,10 +237,17 @@ class ExpertParallel(BatchSplit):
         tokens = batch * q_len
         nbytes = degree * tokens * experts * ROUTING_MAP_BYTES
         return CommTerm(
-            self.name, "all_gather", degree, view.count, nbytes,
-            net.time("all_gather", nbytes, self.name), critical=True, phase="forward", step=0,
+            self.name,
+            "all_gather",
+            degree,
+            view.count,
+            nbytes,
+            net.time("all_gather", nbytes, self.name),
+            critical=True,
+            phase="forward",
+            step=0,
             predicted_s=net.predicted("all_gather", nbytes, self.name),
-        )  # fmt: skip
+        )
 
     def _dense_grads(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
         """The dense weights' gradients, replicated over ep: one all-reduce over the ep axis of
@@ -204,12 +261,18 @@ class ExpertParallel(BatchSplit):
             v = view.gradient_bytes(grad, gdims) / view.gradient_ways
             out.append(
                 CommTerm(
-                    self.name, "all_reduce", degree, view.count, v,
-                    net.time("all_reduce", v, self.name), once_per_step=True,
-                    phase="backward", step=2 + i,
+                    self.name,
+                    "all_reduce",
+                    degree,
+                    view.count,
+                    v,
+                    net.time("all_reduce", v, self.name),
+                    once_per_step=True,
+                    phase="backward",
+                    step=2 + i,
                     predicted_s=net.predicted("all_reduce", v, self.name),
                 )
-            )  # fmt: skip
+            )
         return out
 
 
@@ -225,9 +288,13 @@ def _published(view: LayerView, net: Network) -> PublishedDispatch | None:
     key = ("ep_published", view.ep_dispatch, view.ep_comm_sms, id(axis))
     if key not in net.memo:
         net.memo[key] = published_dispatch(
-            view.ep_dispatch, net.chip, axis, model.router_experts, model.expert_copies,
+            view.ep_dispatch,
+            net.chip,
+            axis,
+            model.router_experts,
+            model.expert_copies,
             view.ep_comm_sms,
-        )  # fmt: skip
+        )
     return net.memo[key]
 
 

@@ -5,8 +5,25 @@ the critical path."""
 
 from __future__ import annotations
 
-from shardline.strategies.base import CommTerm, MemorySplit, Network, StageView, Strategy
+from shardline.errors import InputError
+from shardline.strategies.base import CommTerm, Knob, MemorySplit, Network, StageView, Strategy
+from shardline.units import parse_count
 from shardline.workload import Workload
+
+__all__ = ["PipelineParallel", "STRATEGY", "MAX_STAGES"]
+
+# At most 1,024 pipeline stages: each plan's evaluation and its report walk every stage, and
+# published pipelines use far fewer (Megatron-LM's 1-trillion-parameter run: 64 stages,
+# Narayanan et al. 2021).
+MAX_STAGES = 1024
+
+
+def _interleave(text: str) -> int:
+    """--interleave: a positive whole number of model chunks per stage."""
+    value = parse_count(text, "--interleave")
+    if value < 1:
+        raise InputError(f"--interleave must be a positive integer, got {text!r}")
+    return value
 
 
 class PipelineParallel(Strategy):
@@ -18,11 +35,25 @@ class PipelineParallel(Strategy):
     tier = "outermost: the scale-out network once the inner axes fill a node"
     comm_where = "critical path"
     memory = MemorySplit("stage", "stage", "stage", "stage", "stage")
+    knobs = (
+        Knob(
+            "interleave",
+            "--interleave",
+            "model chunks per pipeline stage (interleaved 1F1B: bubble (P-1)/(V m)); default 1",
+            metavar="V",
+            parse=_interleave,
+        ),
+    )
+
+    def bound(self, workload: Workload) -> int:
+        return MAX_STAGES
 
     def valid(self, workload: Workload, degree: int) -> bool:
-        return workload.pipeline_splits(degree) is not None
+        return degree <= MAX_STAGES and workload.pipeline_splits(degree) is not None
 
     def check(self, workload: Workload, degree: int) -> None:
+        if degree > MAX_STAGES:
+            raise InputError(f"{self.name}={degree}: at most {MAX_STAGES:,} pipeline stages")
         workload.pipeline_stages(degree)  # raises when pp divides neither blocks nor layers
 
     def stage_comm(self, view: StageView, degree: int, net: Network) -> list[CommTerm]:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import product
+from math import prod
 
 from shardline.errors import InputError
 from shardline.strategies import cp, dp, ep, fsdp, pp, tp
 from shardline.strategies.base import Strategy
+from shardline.workload import Workload
 
-__all__ = ["strategies", "strategy", "names", "by_mesh", "registered"]
+__all__ = ["strategies", "strategy", "names", "by_mesh", "registered", "serving_layouts"]
 
 _REGISTRY: list[Strategy] = [
     tp.STRATEGY,
@@ -44,6 +47,18 @@ def strategy(name: str) -> Strategy:
 def by_mesh() -> tuple[Strategy, ...]:
     """The strategies innermost first (mesh rank 0 = the fastest-varying device index)."""
     return tuple(sorted(_REGISTRY, key=lambda s: s.mesh_rank))
+
+
+def serving_layouts(workload: Workload, max_devices: int) -> list[dict[str, int]]:
+    """The degrees of one serving replica the serving search tries: every combination of the
+    serving strategies' `serving_range` (the others at 1) with at most `max_devices` devices, in
+    registry order (today tp = 1, 2, 4, 8 where it splits the model evenly)."""
+    ranges = [s.serving_range(workload, max_devices) if s.serving else (1,) for s in _REGISTRY]
+    return [
+        dict(zip(names(), combo, strict=True))
+        for combo in product(*ranges)
+        if prod(combo) <= max_devices
+    ]
 
 
 @contextmanager

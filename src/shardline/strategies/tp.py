@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import lru_cache
-from math import ceil
+from math import ceil, prod
 
 from shardline.einsum import EinsumSpec, Operand, parse_einsum, require_two_operands
+from shardline.errors import InputError
 from shardline.layout import price_layout
 from shardline.mesh import Mesh
 from shardline.options import Precision
-from shardline.strategies.base import CommTerm, LayerView, MemorySplit, Network, Strategy
-from shardline.workload import Layer
+from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, Network, Strategy
+from shardline.workload import Layer, Workload
 
 __all__ = [
     "TensorParallel",
@@ -24,6 +25,11 @@ __all__ = [
     "tp_split_dims",
     "tp_layer_collectives",
     "priced_collectives",
+    "tensor_rooms",
+    "tensor_room",
+    "uneven_layer",
+    "uneven_reason",
+    "SERVING_DEGREES",
 ]
 
 
@@ -40,6 +46,80 @@ def tp_split_dims(layer: Layer, tp: int) -> tuple[str, ...]:
             out.append(dim)
         remaining = ceil(remaining / factor)
     return tuple(out)
+
+
+# The tensor-parallel degrees of a serving replica: inside one 8-GPU node, as the engines'
+# published serving tables run (shardline.serving's search).
+SERVING_DEGREES = (1, 2, 4, 8)
+
+
+def tensor_rooms(workload: Workload) -> list[tuple[int, str]]:
+    """Each layer's tensor-parallel room: the product of the sizes of its `tp_dims` (the degree
+    fills them in order), with the layer's name."""
+    return [
+        (prod(layer.dims[d] for d in layer.tp_dims), layer.name)
+        for layer, _ in workload.distinct_layers
+        if layer.tp_dims
+    ]
+
+
+def tensor_room(workload: Workload) -> tuple[int, str] | None:
+    """The largest tensor-parallel degree every layer can split, and the layer that sets it (a
+    larger degree leaves devices with nothing to split); None when no layer has `tp_dims`."""
+    return min(tensor_rooms(workload), default=None)
+
+
+def _uneven_dim(layer: Layer, degree: int) -> tuple[str, int] | None:
+    """Where `degree` fills the layer's `tp_dims` in order (as `split_dims` does) and a dim it
+    reaches is not split exactly: (that dim, the ways left for it), when the ways do not divide
+    the dim or the dim does not divide the ways. ("", ways) when the dims run out first."""
+    remaining = degree
+    for dim in layer.tp_dims:
+        if remaining <= 1:
+            return None
+        size = layer.dims[dim]
+        factor = min(remaining, size)
+        if size % factor or remaining % factor:
+            return dim, remaining
+        remaining //= factor
+    return None if remaining <= 1 else ("", remaining)
+
+
+def uneven_layer(workload: Workload, degree: int) -> Layer | None:
+    """The first layer that a tensor-parallel degree does not split evenly (`_uneven_dim`), None
+    when it splits every layer evenly. THE tensor-parallel rule: the plan search and the training
+    search try only even degrees (`TensorParallel.tries`), and so does the serving search
+    (`serving_range`), as the engines need (vLLM: the heads divisible by tp, the KV heads
+    divisible by it or replicated). A degree the user fixes in `plan` may be uneven up to the
+    room (`TensorParallel.valid`, `check`); the split rounds up."""
+    if degree == 1:
+        return None
+    return next(
+        (
+            layer
+            for layer, _ in workload.distinct_layers
+            if layer.tp_dims and _uneven_dim(layer, degree) is not None
+        ),
+        None,
+    )
+
+
+def uneven_reason(workload: Workload, degree: int, what: str | None = None) -> str | None:
+    """Why `degree` is not an even tensor-parallel split of the workload (None when it is): the
+    first layer it does not split evenly, the dim where it goes wrong and the ways left for it.
+    `what` names the degree as the user gave it (default "tp=N"; serving: "--tp N")."""
+    layer = uneven_layer(workload, degree)
+    if layer is None:
+        return None
+    dim, ways = _uneven_dim(layer, degree) or ("", degree)
+    sizes = " x ".join(f"{d}={layer.dims[d]:,}" for d in layer.tp_dims)
+    where = f"layer {layer.name!r} of {workload.name}"
+    head = f"{what or f'tp={degree}'} does not split {where} evenly: its tensor-parallel dims"
+    if not dim:
+        return f"{head} ({sizes}) give fewer than {degree:,} ways"
+    size = layer.dims[dim]
+    which = "which do not divide it" if size % min(ways, size) else "which it does not divide"
+    return f"{head} ({sizes}) are filled in order and {dim}={size:,} is left {ways:,} ways, {which}"
 
 
 def contracts_split(layer: Layer, tp: int) -> bool:
@@ -105,9 +185,13 @@ def _price(
         reduce=layer.dtypes[layer.output.name],
     )
     price = price_layout(
-        _annotated(layer.spec, split[0], keep_output), full, Mesh((("T", tp),)), {"T": axis},
-        net.chip, precision,
-    )  # fmt: skip
+        _annotated(layer.spec, split[0], keep_output),
+        full,
+        Mesh((("T", tp),)),
+        {"T": axis},
+        net.chip,
+        precision,
+    )
     return tuple(
         (c.kind, float(c.bytes), float(c.t_s), float(c.cost.predicted_s)) for c in price.collectives
     )
@@ -127,9 +211,13 @@ def _rule(
 
 
 def _layer_collectives(
-    layer: Layer, full: Mapping[str, int], local: Mapping[str, int], tp: int, gather: bool,
+    layer: Layer,
+    full: Mapping[str, int],
+    local: Mapping[str, int],
+    tp: int,
+    gather: bool,
     net: Network,
-) -> list[Priced]:  # fmt: skip
+) -> list[Priced]:
     priced = priced_collectives(layer, full, tp, not gather, net)
     if priced is not None:
         return list(priced)
@@ -157,10 +245,18 @@ def tp_layer_collectives(view: LayerView, tp: int, net: Network) -> list[CommTer
             p_rs = net.predicted("reduce_scatter", v, "tp")
             out.append(
                 CommTerm(
-                    "tp", "reduce_scatter", tp, n, v, t_rs, critical=True, phase="backward",
-                    step=1, predicted_s=p_rs,
+                    "tp",
+                    "reduce_scatter",
+                    tp,
+                    n,
+                    v,
+                    t_rs,
+                    critical=True,
+                    phase="backward",
+                    step=1,
+                    predicted_s=p_rs,
                 )
-            )  # fmt: skip
+            )
     if not view.training:
         return out
     for i, (grad, gdims) in enumerate(view.grads):
@@ -168,10 +264,18 @@ def tp_layer_collectives(view: LayerView, tp: int, net: Network) -> list[CommTer
         for kind, v, t, p in _layer_collectives(grad, full, gdims, tp, False, net):
             out.append(
                 CommTerm(
-                    "tp", kind, tp, n, v, t, critical=True, phase="backward", step=2 + i,
+                    "tp",
+                    kind,
+                    tp,
+                    n,
+                    v,
+                    t,
+                    critical=True,
+                    phase="backward",
+                    step=2 + i,
                     predicted_s=p,
                 )
-            )  # fmt: skip
+            )
     return out
 
 
@@ -184,6 +288,49 @@ class TensorParallel(Strategy):
     tier = "innermost: the scale-up network (NVLink, ICI) inside a node"
     comm_where = "critical path"
     memory = MemorySplit("dims", "dims", "dims", "dims", "dims")
+    serving = True  # a serving replica is tp devices (shardline.serving)
+    knobs = (
+        Knob(
+            "sequence_parallel",
+            "--sequence-parallel",
+            "tensor parallelism with reduce-scatter + all-gather, norms and dropouts split",
+            switch=True,
+        ),
+        Knob(
+            "tp_overlap",
+            "--tp-overlap",
+            "hide tensor-parallel collectives behind the GEMMs (default: on the critical path)",
+            switch=True,
+        ),
+    )
+
+    def bound(self, workload: Workload) -> int | None:
+        room = tensor_room(workload)
+        return None if room is None else room[0]
+
+    def valid(self, workload: Workload, degree: int) -> bool:
+        """A degree no larger than every layer's room (an uneven split rounds up)."""
+        room = tensor_room(workload)
+        return degree == 1 or room is None or degree <= room[0]
+
+    def tries(self, workload: Workload, degree: int) -> bool:
+        """The search tries even splits only (`uneven_layer`): a split that leaves devices idle
+        or uneven is never the one to pick blind."""
+        return uneven_layer(workload, degree) is None
+
+    def serving_range(self, workload: Workload, max_devices: int) -> tuple[int, ...]:
+        """A replica inside one node: the SERVING_DEGREES up to `max_devices` that split every
+        layer evenly (the same rule as the plan search's)."""
+        return tuple(d for d in SERVING_DEGREES if d <= max_devices and self.tries(workload, d))
+
+    def check(self, workload: Workload, degree: int) -> None:
+        room = tensor_room(workload)
+        if degree > 1 and room is not None and degree > room[0]:
+            limit, layer = room
+            raise InputError(
+                f"{self.name}={degree} is more than layer {layer!r} can split: its "
+                f"tensor-parallel dims give at most {limit} ways; some devices would hold nothing"
+            )
 
     def split_dims(
         self, layer: Layer, dims: dict[str, int], degree: int, batch_dim: str | None
