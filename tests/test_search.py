@@ -17,7 +17,7 @@ from shardline.hardware import resolve_chip
 from shardline.io.workload_toml import workload_from_dict
 from shardline.models import load_model
 from shardline.models.template import transformer_table
-from shardline.planning.search import _assignments
+from shardline.planning.search import assignments as degree_assignments
 from shardline.planning.train_search import (
     Group,
     RunOptions,
@@ -107,7 +107,7 @@ def _evaluated(model: str, devices: int, sequences: int) -> tuple[Group, dict]:
     """Every layout of every assignment (cp and ep included) timed in full: no bound."""
     w = _workload(model, sequences, 1024)
     chip = resolve_chip("h100-sxm")
-    assignments = list(_assignments(w, devices, {}, every=True))
+    assignments = list(degree_assignments(w, devices, {}, every=True))
     space = prepare(w, chip, [assignments], devices)
     exhaustive(space, w)
     rows = group_rows(space, 0)
@@ -161,7 +161,7 @@ def _bounded(model: str, devices: int, sequences: int, k: int) -> dict:
     """The same space searched with the bounds (`vector_bound.search_group`), one process."""
     w = _workload(model, sequences, 1024)
     space = prepare(
-        w, resolve_chip("h100-sxm"), [list(_assignments(w, devices, {}, every=True))], devices
+        w, resolve_chip("h100-sxm"), [list(degree_assignments(w, devices, {}, every=True))], devices
     )
 
     def price(sp, todo):  # the rounds' pricer, in this process

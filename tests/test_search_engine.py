@@ -20,7 +20,7 @@ from shardline.models import load_model
 from shardline.models.template import transformer_table
 from shardline.options import Execution
 from shardline.planning.evaluate import Context
-from shardline.planning.search import _assignments
+from shardline.planning.search import assignments as degree_assignments
 from shardline.planning.search_answer import Group, layout_of
 from shardline.planning.vector_bound import prepare
 from shardline.strategies import Degrees
@@ -57,7 +57,7 @@ def _engine_memory(w: Workload, chip_name: str, layout: dict) -> float:
 def _sampled(model: str, devices: int, sequences: int, seq_len: int, want: str, n: int) -> None:
     w = _workload(model, sequences, seq_len)
     chip = resolve_chip("h100-sxm")
-    space = prepare(w, chip, [list(_assignments(w, devices, {}, every=True))], devices)
+    space = prepare(w, chip, [list(degree_assignments(w, devices, {}, every=True))], devices)
     rows = {**space.r, **space.out}
     group = Group(chip, devices, space.every, space.tables, rows)
     rng = np.random.default_rng(2026)

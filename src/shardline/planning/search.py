@@ -216,9 +216,6 @@ def assignments(
     yield from walk(0, devices, (), 1)
 
 
-_assignments = assignments  # the name the training search imports (planning/train_search.py)
-
-
 def _searched_flags() -> str:
     """The flags of the strategies every plan search sets: "--tp, --pp, --dp, --fsdp"."""
     return ", ".join(f"--{s.word}" for s in strategies() if s.searched and not s.optional)

@@ -2,7 +2,7 @@
 knobs over a cluster, vectorized (`vector_eval`), its best re-ranked by the full plan engine.
 
 1. Enumerate: for each chip and device count (D, D/2, ... `scales` of them), every assignment of
-   degrees the plan search allows (`planning.search._assignments`: one per registered strategy,
+   degrees the plan search allows (`planning.search.assignments`: one per registered strategy,
    so a new strategy joins without edits here), times microbatch size, interleave, sequence
    parallelism, recompute and ZeRO stage.
 2. Evaluate every layout with the vectorized model as far as its answer needs
@@ -28,7 +28,7 @@ from shardline.hardware import Chip, resolve_chip
 from shardline.options import Execution
 from shardline.planning.evaluate import Context, evaluate_plan
 from shardline.planning.results import PlanResult
-from shardline.planning.search import MAX_DEVICES, _assignments
+from shardline.planning.search import MAX_DEVICES, assignments
 from shardline.planning.search_answer import Group, answer, layout_of
 from shardline.planning.vector_bound import (
     ChipSpace,
@@ -97,7 +97,7 @@ def _spaces(
     fixed = dict(run.fixed)
     out = []
     for chip in chips:
-        found = {d: list(_assignments(workload, d, fixed, every=True)) for d in counts}
+        found = {d: list(assignments(workload, d, fixed, every=True)) for d in counts}
         kept = [d for d in counts if found[d]]
         if kept:
             out.append((prepare(workload, chip, [found[d] for d in kept], devices), kept))
