@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from shardline.compare import compare, compare_strategies
 from shardline.hardware import load_chip
-from shardline.sharding import shard_einsum
+from shardline.sharding.algebra import shard_einsum
+from shardline.sharding.compare import compare, compare_strategies
 
 DEVICES = (8, 64, 512, 4096)
 

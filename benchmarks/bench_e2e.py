@@ -74,7 +74,7 @@ def load_run_workload(run: dict[str, Any], notes: list[str]) -> Any:
     without them (noted)."""
     from shardline.errors import InputError
     from shardline.io.workload_toml import load_workload, workload_from_dict
-    from shardline.precision import with_tensor_dtypes
+    from shardline.workload.precision import with_tensor_dtypes
 
     path = ROOT / run["workload"]
     over = {"phase": run["phase"], "batch": run["batch"], "seq_len": run["seq_len"]}
@@ -93,7 +93,7 @@ def load_run_workload(run: dict[str, Any], notes: list[str]) -> Any:
 
 def plan_run(run: dict[str, Any], workload: Any, notes: list[str]) -> Any:
     """The plan with the run's degrees; without the new keywords if plan() does not take them."""
-    from shardline.plan import plan
+    from shardline.planning.api import plan
 
     base = {k: run.get(k, 1) for k in DEGREES} | {"microbatches": run["microbatches"]}
     extra = {k: run[k] for k in NEW_PLAN_KEYWORDS}

@@ -2,10 +2,10 @@
 
 Reads benchmarks/data/gemm_published.csv (one published GEMM per row: chip, dtype, M, K, N, the
 number of groups, the measured time, how it was launched and the source), predicts every row with
-`shardline matmul`'s model (`shardline.roofline.matmul` + `shardline.predict.with_prediction`,
-launch mode from the row; a grouped GEMM, `groups` > 1 products of M x K x N each in one kernel,
-as the batched einsum `a[G,M,K] * b[G,K,N] -> out[G,M,N]`), prints the table and the median /
-worst |error| by chip, class and launch mode, and
+`shardline matmul`'s model (`shardline.ops.roofline.matmul` +
+`shardline.ops.predict.with_prediction`, launch mode from the row; a grouped GEMM, `groups` > 1
+products of M x K x N each in one kernel, as the batched einsum `a[G,M,K] * b[G,K,N] ->
+out[G,M,N]`), prints the table and the median / worst |error| by chip, class and launch mode, and
 rewrites the "## Single GEMMs" section of docs/validation.md (other sections are kept).
 
     python benchmarks/bench_gemm.py            # print and write docs/validation.md
@@ -97,9 +97,9 @@ def predict_row(row: Row) -> Row:
     """The row with shardline's realistic time (`shardline matmul M K N --hw CHIP ...`)."""
     from dataclasses import replace
 
-    from shardline.options import Precision
-    from shardline.predict import with_prediction
-    from shardline.roofline import einsum, matmul
+    from shardline.basics.options import Precision
+    from shardline.ops.predict import with_prediction
+    from shardline.ops.roofline import einsum, matmul
 
     operand = "fp32" if row.dtype == "tf32" else row.dtype  # TF32 math on fp32 operands
     dtypes = {"a_dtype": operand, "b_dtype": operand, "out_dtype": row.out_dtype}

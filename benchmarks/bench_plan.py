@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from shardline.io.workload_toml import load_workload
-from shardline.plan import plan
+from shardline.planning.api import plan
 
 ROOT = Path(__file__).resolve().parent.parent
 

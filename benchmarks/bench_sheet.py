@@ -2,7 +2,7 @@
 
 Two pipelines side by side in one run, on the same input files:
   shardline   read_shape_rows -> roofline_rows (one vectorized call) -> write_table (.xlsx, .csv)
-  plain loop  csv / openpyxl rows -> shardline.roofline.matmul per row -> csv.writer / openpyxl
+  plain loop  csv / openpyxl rows -> shardline.ops.roofline.matmul per row -> csv.writer / openpyxl
 
 Run: `python benchmarks/bench_sheet.py [--rows N] [--hw CHIP]`. Prints each phase's time and rows
 per second, and the ratio plain / shardline.
@@ -96,7 +96,7 @@ def plain_read(source: Path) -> list[list[Any]]:
 
 
 def plain_compute(rows: list[list[Any]], hw: str) -> list[list[Any]]:
-    from shardline.roofline import matmul
+    from shardline.ops.roofline import matmul
 
     out = []
     for name, m, k, n, count in rows:
@@ -170,7 +170,7 @@ def main() -> None:
     args = parser.parse_args()
     # warm up both pipelines (imports, the chip catalog) so that neither pays it inside a phase
     from shardline.io.sheet_results import roofline_rows  # noqa: F401
-    from shardline.roofline import matmul
+    from shardline.ops.roofline import matmul
 
     matmul(1, 1, 1, hw=args.hw)
     with tempfile.TemporaryDirectory() as tmp:

@@ -13,8 +13,8 @@ from shardline.cli.main import main
 from shardline.errors import InputError
 from shardline.hardware import load_chip
 from shardline.io.workload_toml import workload_from_dict
-from shardline.precision import default_attention_dtype, with_tensor_dtypes
-from shardline.roofline import evaluate_einsum
+from shardline.ops.roofline import evaluate_einsum
+from shardline.workload.precision import default_attention_dtype, with_tensor_dtypes
 
 TEMPLATE = {"d_model": 1024, "d_ff": 4096, "heads": 8, "seq_len": 512, "batch": 4, "layers": 2}
 # attn_scores q[B,S,G,R,E] * k[B,T,G,E]: 2 B S T H E = 2 x 4 x 512 x 512 x 8 x 128 FLOPs

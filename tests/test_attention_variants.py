@@ -1,6 +1,7 @@
-"""Attention variants in the transformer template (shardline.attention_variants): sliding-window
-key lengths and caches, MLA's projections, cache and FLOPs, and the causal saving. Values derived
-by hand with the formulas written out, model sizes from the zoo files (their config.json)."""
+"""Attention variants in the transformer template (shardline.workload.attention_variants):
+sliding-window key lengths and caches, MLA's projections, cache and FLOPs, and the causal saving.
+Values derived by hand with the formulas written out, model sizes from the zoo files (their
+config.json)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ from math import ceil
 
 import pytest
 
-from shardline.attention_variants import causal_fraction, mean_key_length
 from shardline.errors import InputError
 from shardline.hardware import load_chip
 from shardline.models import kv_bytes_at, kv_bytes_per_token, load_model
-from shardline.plan import plan
+from shardline.planning.api import plan
 from shardline.realistic.flops import model_flops
-from shardline.stack import layer_cost
-from shardline.templates import transformer
-from shardline.workload import Workload
+from shardline.workload.attention_variants import causal_fraction, mean_key_length
+from shardline.workload.stack import layer_cost
+from shardline.workload.templates import transformer
+from shardline.workload.workload import Workload
 from tests.cli_run import run_cli
 
 GEMMA = load_model("gemma-3-27b")  # 62 layers, window 1024, 5 local : 1 global
@@ -150,8 +151,8 @@ def test_cli_gemma_plans_and_its_kv_bytes_match_model_show(
 def test_standard_attention_keeps_scores_of_the_mean_key_length() -> None:
     from dataclasses import replace
 
-    from shardline.modelshape import ModelShape
     from shardline.realistic.activations import layer_activation_bytes
+    from shardline.realistic.modelshape import ModelShape
 
     full = ModelShape(512, 2048, 8, 8, 64, 2, 4096, 4096, 1, attention="standard")
     band = replace(full, key_len=1024)

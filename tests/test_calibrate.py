@@ -11,16 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shardline.basics.dtypes import dtype_bytes
 from shardline.calibrate import CalibrationOptions, calibrate
 from shardline.calibrate.chipfile import Measured, render_toml, write_chip_file
 from shardline.calibrate.collectives import fit_collectives, model_time
 from shardline.calibrate.cpu import machine_identity
 from shardline.calibrate.fit import CpuSetup, cpu_plan, fit_cpu, fit_gpu
 from shardline.cli.main import main
-from shardline.dtypes import dtype_bytes
 from shardline.errors import InputError
 from shardline.hardware import chip_from_dict, load_chip
-from shardline.predict import stream_time
+from shardline.ops.predict import stream_time
 from tests.conftest import require
 
 

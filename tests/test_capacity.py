@@ -16,9 +16,9 @@ import pytest
 
 from shardline.cli.main import main
 from shardline.errors import InputError
-from shardline.plan import PlanOptions, max_batch, max_seq_len, plan
-from shardline.templates import ffn
-from shardline.workload import Workload, matmul_layer
+from shardline.planning.api import PlanOptions, max_batch, max_seq_len, plan
+from shardline.workload.templates import ffn
+from shardline.workload.workload import Workload, matmul_layer
 
 # (the chip file's memory.reported_bytes; the datasheet's marketed figure is 40 GB)
 A100_40GB_BYTES = 40960 * 2**20  # 42,949,672,960 B

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shardline.cheatsheet import cheatsheet
+from shardline.answers.cheatsheet import cheatsheet
 from shardline.cli.main import main
 from shardline.hardware import resolve_chip
 

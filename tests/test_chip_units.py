@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from shardline.einsum import parse_einsum
 from shardline.errors import InputError
 from shardline.hardware import chip_from_dict, load_chip
+from shardline.ops.einsum import parse_einsum
+from shardline.ops.roofline import einsum, on_vector_units
 from shardline.realistic.block import VECTOR_FLOPS, MemOp
 from shardline.realistic.kernels import mem_rate, vector_kernel_s
-from shardline.roofline import einsum, on_vector_units
 
 FMA_FLOPS = 2  # a GPU datasheet counts a fused multiply-add as two FLOPs
 
@@ -199,8 +199,8 @@ def test_unreported_capacity_is_the_marketed_one() -> None:
 def test_fits_check_uses_the_reported_capacity() -> None:
     """82 GB of weights (41e9 bf16 parameters) do not fit the marketed 80 GB of an H100 but do fit
     the 81,559 MiB = 85.52 GB it reports."""
-    from shardline.stack import memory_check
-    from shardline.workload import Workload, matmul_layer
+    from shardline.workload.stack import memory_check
+    from shardline.workload.workload import Workload, matmul_layer
 
     k = n = 202_485  # 2 B x k x n = 82.0e9 B of weights
     w = Workload("big", (matmul_layer("mm", 1, k, n),), batch_dim="M")

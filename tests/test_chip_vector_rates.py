@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from shardline.hardware import load_chip
-from shardline.roofline import einsum
+from shardline.ops.roofline import einsum
 
 MIB = 2**20
 

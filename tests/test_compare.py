@@ -9,15 +9,15 @@ from typing import Any
 import numpy as np
 import pytest
 
+from shardline.basics.options import Precision
 from shardline.collectives import NetworkOptions, mesh_networks
-from shardline.compare import compare, compare_strategies, divisors
-from shardline.einsum import parse_einsum
 from shardline.errors import InputError
 from shardline.hardware import load_chip
-from shardline.layout import price_layout
-from shardline.mesh import parse_mesh
-from shardline.options import Precision
-from shardline.sharding import ShardOptions, shard_einsum
+from shardline.ops.einsum import parse_einsum
+from shardline.sharding.algebra import ShardOptions, shard_einsum
+from shardline.sharding.compare import compare, compare_strategies, divisors
+from shardline.sharding.layout import price_layout
+from shardline.sharding.mesh import parse_mesh
 
 
 def test_enumerates_every_1d_and_2d_assignment() -> None:

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from shardline.plan import plan
+from shardline.planning.api import plan
 from shardline.planning.results import PlanResult
 from shardline.realistic.block import MASK_BYTES
-from shardline.templates import transformer
-from shardline.workload import Workload
+from shardline.workload.templates import transformer
+from shardline.workload.workload import Workload
 from tests.cli_run import run_cli
 
 # a small GQA model: B 2 sequences of S 1024 tokens, G 2 kv heads of E 64, bf16 (2 bytes)
@@ -161,8 +161,8 @@ def test_ring_shows_what_a_send_takes_beyond_one_blocks_attention() -> None:
     from shardline.hardware import load_chip
     from shardline.planning.network import MeshNetwork
     from shardline.realistic.kernels import causal_lower_bound
-    from shardline.stack import layer_cost
     from shardline.strategies import Degrees, local_dims
+    from shardline.workload.stack import layer_cost
 
     cp, seq = 4, 256  # short sequences: the block's attention is shorter than its send
     w = _model("prefill", seq_len=seq)

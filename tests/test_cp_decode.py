@@ -11,11 +11,11 @@ import pytest
 from shardline.hardware import load_chip
 from shardline.models import load_model
 from shardline.models.template import model_workload
-from shardline.plan import plan
+from shardline.ops.predict import kernel_overhead_s
+from shardline.planning.api import plan
 from shardline.planning.results import PlanResult
-from shardline.predict import kernel_overhead_s
-from shardline.templates import transformer
-from shardline.workload import Workload
+from shardline.workload.templates import transformer
+from shardline.workload.workload import Workload
 from tests.cli_run import run_cli
 
 # llama-3.1-8b: 32 layers, 32 query heads, 8 kv heads of head_dim 128, bf16 (2 bytes)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shardline.einsum import check_dims, parse_dims, parse_einsum
-from shardline.errors import InputError
-from shardline.units import (
+from shardline.basics.units import (
     GB,
     GiB,
     fmt_bytes,
@@ -16,6 +14,8 @@ from shardline.units import (
     parse_count,
     parse_quantity,
 )
+from shardline.errors import InputError
+from shardline.ops.einsum import check_dims, parse_dims, parse_einsum
 
 
 def test_parse_sharded_spec() -> None:

@@ -12,7 +12,7 @@ from shardline.collectives import collective_over
 from shardline.collectives.ep_kernels import destinations, kernel_s, pick_table
 from shardline.hardware import load_chip
 from shardline.io.workload_toml import load_workload
-from shardline.plan import plan
+from shardline.planning.api import plan
 from shardline.planning.network import MeshNetwork
 from shardline.strategies.ep_dispatch import published_dispatch
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from shardline.answers.variants import roofline_variants
+from shardline.basics.units import fmt_time
 from shardline.cli.main import build_parser, main
+from shardline.ops.roofline import einsum, matmul
 from shardline.report.markdown import explain_roofline, suggestions
-from shardline.roofline import einsum, matmul
-from shardline.units import fmt_time
-from shardline.variants import roofline_variants
 
 A100_BF16_FLOPS = 312e12  # NVIDIA A100 datasheet, dense BF16
 A100_BYTES_PER_S = 1.555e12  # NVIDIA A100 40GB datasheet
@@ -292,7 +292,7 @@ def test_einsum_with_its_own_operand_names_gets_the_estimate(
 def test_variants_are_computed_in_the_core() -> None:
     """The alternatives explain words are plain results: a memory-bound decode GEMM on the A100
     grows M to the critical M and stores b in int8 (Q' = 2MK + KN + 2MN)."""
-    from shardline.variants import roofline_variants
+    from shardline.answers.variants import roofline_variants
 
     m, k, n = 16, 4096, 16384
     r = matmul(m, k, n, hw="a100-40gb")
@@ -313,8 +313,8 @@ def test_variants_are_computed_in_the_core() -> None:
 
 
 def test_single_device_is_the_unsharded_multiply() -> None:
-    from shardline.sharding import shard_einsum
-    from shardline.variants import single_device, unsharded_spec
+    from shardline.answers.variants import single_device, unsharded_spec
+    from shardline.sharding.algebra import shard_einsum
 
     assert str(unsharded_spec("A[M,K_X] * B[K_X,N] -> C[M,N_X]").lhs.dims) == "('M', 'K')"
     r = shard_einsum(

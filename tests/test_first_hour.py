@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 import shardline
+from shardline.basics.dtypes import dtype_bytes
 from shardline.calibrate.timing import (
     MIN_ROUNDS,
     NOISE_LIMIT,
@@ -30,10 +31,9 @@ from shardline.calibrate.timing import (
 from shardline.calibrate.validate import validation_noise
 from shardline.calibrate.worker import GROUP_BYTES, groups
 from shardline.cli.main import main
-from shardline.dtypes import dtype_bytes
 from shardline.errors import InputError
 from shardline.report.notebook import to_html, to_pandas
-from shardline.workload import Workload, matmul_layer
+from shardline.workload.workload import Workload, matmul_layer
 from tests.conftest import MEASURING_TESTS, require
 
 ROOT = Path(__file__).resolve().parent.parent

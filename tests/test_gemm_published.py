@@ -1,5 +1,5 @@
 """Published single GEMMs (benchmarks/data/gemm_published.csv) against the realistic prediction,
-and the per-kernel launch rule (`shardline.predict.kernel_time_s`, `--cuda-graphs`)."""
+and the per-kernel launch rule (`shardline.ops.predict.kernel_time_s`, `--cuda-graphs`)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pytest
 from shardline.cli.main import main
 from shardline.errors import InputError
 from shardline.hardware import chip_from_dict, load_chip
-from shardline.predict import LAUNCH_MODES, kernel_time_s, with_prediction
-from shardline.roofline import matmul
+from shardline.ops.predict import LAUNCH_MODES, kernel_time_s, with_prediction
+from shardline.ops.roofline import matmul
 
 ROOT = Path(__file__).resolve().parent.parent
 # The lead's goal for the median |error| over the published set (docs/validation.md).

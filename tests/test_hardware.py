@@ -10,19 +10,8 @@ from typing import Any, get_args
 import pytest
 
 import shardline.hardware
-from shardline import collectives, templates, workload
-from shardline.cost import bound_of
-from shardline.errors import InputError
-from shardline.hardware import (
-    ASSUMED,
-    DEFAULTS,
-    catalog_files,
-    chip_from_dict,
-    list_chips,
-    load_chip,
-    unsourced_fields,
-)
-from shardline.kinds import (
+from shardline import collectives
+from shardline.basics.kinds import (
     BOTTLENECKS,
     BOUNDS,
     CHIP_KINDS,
@@ -36,7 +25,19 @@ from shardline.kinds import (
     Bound,
     ChipKind,
 )
+from shardline.errors import InputError
+from shardline.hardware import (
+    ASSUMED,
+    DEFAULTS,
+    catalog_files,
+    chip_from_dict,
+    list_chips,
+    load_chip,
+    unsourced_fields,
+)
+from shardline.ops.cost import bound_of
 from shardline.report.hardware import chip_detail, render_chip
+from shardline.workload import templates, workload
 
 REQUIRED = [
     "a100-40gb",
@@ -570,7 +571,7 @@ def test_hw_show_json_carries_assumptions(capsys: pytest.CaptureFixture[str]) ->
     assert out["sources"]["interconnect.scale_out.hop_latency_s"].startswith("assumed default: ")
 
 
-# The shared vocabularies (shardline.kinds) match the words the code uses today.
+# The shared vocabularies (shardline.basics.kinds) match the words the code uses today.
 
 
 def test_kinds_tuples_come_from_the_literals() -> None:

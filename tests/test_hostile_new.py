@@ -193,7 +193,7 @@ def test_serving_search_limits(capsys: pytest.CaptureFixture[str]) -> None:
 def test_dask_executor_fails_fast(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shardline import executors
+    from shardline.planning import executors
 
     # the search checks its scheduler first: its bound search may price every round here
     # (no chunk sent), and a bad address must not pass unnoticed

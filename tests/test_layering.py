@@ -1,19 +1,26 @@
 """The layers of the package, checked on the source (ast), not by convention.
 
-Rooms, innermost first: the core (units, dtypes, hardware, einsum, cost, collectives, sharding,
-workload, stack, strategies, plan, ...) -> io (reading and writing files) -> report (text, HTML,
-plots) -> cli (argument parsing). `calibrate` (measuring this machine, writing chip files and the
-validation CSV/PNG) sits beside io: it runs programs and writes files, so it is not core.
+Rooms, innermost first (LAYERS below; docs/architecture.md draws them). A room is a package
+under `shardline/` (or `errors.py`); rooms on one line are peers:
+
+    errors -> basics -> hardware -> ops -> collectives -> sharding -> realistic -> workload
+    -> models | answers -> strategies -> planning -> costing -> serving | drill
+    -> io -> calibrate -> report -> cli
 
 Rules (every import counts: module level, inside a function (lazy), under `if TYPE_CHECKING:`,
 `from shardline import report`, relative imports, and `importlib.import_module("shardline....")`
 with a literal name):
 
-1. A core module imports none of `shardline.cli`, `shardline.io`, `shardline.report`,
-   `shardline.calibrate`. The core is every module except those four packages and the package
-   facade `shardline/__init__.py`. The facade is exempt from this rule: it only re-exports the
-   public API and may wire an edge (say, a file loader) into `import shardline`; it is still a
-   node of the cycle check below, so it cannot hide a cycle.
+0. The order of every room: a module imports only its own room and rooms further in (earlier in
+   LAYERS), never a peer on its own line, never a room further out. The few imports that point
+   outwards on purpose are listed in BACK_EDGES, each with its reason; an entry no import uses
+   any more fails too. Every top-level module and package is in LAYERS, and at most six loose
+   modules sit at the top level (the facade, `__main__`, `errors` and a few shared basics).
+1. The edges: a core module imports none of `shardline.cli`, `shardline.io`,
+   `shardline.report`, `shardline.calibrate`. The core is every module except those four
+   packages and the package facade `shardline/__init__.py`. The facade is exempt from rules 0
+   and 1: it only re-exports the public API and may wire an edge (say, a file loader) into
+   `import shardline`; it is still a node of the cycle check below, so it cannot hide a cycle.
 2. Nothing outside `shardline.cli` imports `shardline.cli`: the command line is the outermost room.
 3. io and report do not import each other both ways. The allowed direction: report may import io
    (it renders the records io reads, e.g. a sheet's rows); io never imports report.
@@ -23,6 +30,8 @@ with a literal name):
    `from pkg import name` is an edge to `pkg.name` when that is a module, else to `pkg`. The
    implicit import of a parent package (importing `a.b` first runs `a/__init__.py`) is not an edge;
    an explicit `from shardline import matmul` is an edge to the facade.
+6. A package's `__init__.py` (the facade aside) has no import side effects: a docstring, imports,
+   definitions, `__all__` and plain constants; no call, loop or try at module level.
 
 And the shape of the command line: one top-level command per `cli/cmd_*.py` module, every such
 module registered by `cli/main.py`, and the shared flags (--json, --force, rate overrides,
@@ -43,10 +52,41 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = "shardline"
 EDGE_PACKAGES = ("cli", "io", "report", "calibrate")
 
+# Innermost first; a tuple holds peers (neither imports the other).
+LAYERS: list[tuple[str, ...]] = [
+    ("errors",),  # InputError: every layer raises it
+    ("basics",),  # units, dtypes, kinds, serialize, options
+    ("hardware",),  # chips, systems and clusters as data
+    ("ops",),  # one einsum on one chip: einsum, layer, cost, roofline, tiling, predict
+    ("collectives",),  # algorithm table, composer, the library's tuner
+    ("sharding",),  # one einsum on a mesh: mesh, layout pricer, algebra, compare
+    ("realistic",),  # the realistic whole-model time: kernels, block, activations, flops
+    ("workload",),  # a model as layers: templates, MoE, attention variants, precision, stack
+    ("models", "answers"),  # the model zoo | single-device answers (curves, what-if, sheets)
+    ("strategies",),  # dp, fsdp, tp, pp, cp, ep and their registry
+    ("planning",),  # the plan API, search, evaluation, step, memory, executors
+    ("costing",),  # USD, power and energy of a plan
+    ("serving", "drill"),  # serving replicas and engines | the drill questions
+    ("io",),  # reading and writing files
+    ("calibrate",),  # measuring this machine, writing chip files
+    ("report",),  # text, Markdown, HTML and plots
+    ("cli",),  # one module per command (and `python -m shardline`)
+]
+RANK = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}
+
+# Imports that point outwards on purpose: (importing module, room imported) -> why.
+BACK_EDGES: dict[tuple[str, str], str] = {
+    # The search answer adds USD and MWh where the costing tables price the chip (a lazy import,
+    # guarded by ImportError); costing prices a PlanResult (costing/plan_cost.py), so it sits
+    # outside planning.
+    ("shardline.planning.search_answer", "costing"): "search results priced in USD and MWh",
+}
+MAX_LOOSE_MODULES = 6  # the facade, __main__, errors and a few shared basics
+
 
 @dataclass(frozen=True)
 class Import:
-    source: str  # importing module, e.g. shardline.roofline
+    source: str  # importing module, e.g. shardline.ops.roofline
     target: str  # imported shardline module, e.g. shardline.report.text
     line: int
     text: str  # the import as written, e.g. "from shardline.report import text"
@@ -131,14 +171,28 @@ def _imports() -> list[Import]:
 IMPORTS = _imports()
 
 
-def layer(module: str) -> str:
-    """'facade', one of EDGE_PACKAGES, or 'core'."""
+def room(module: str) -> str:
+    """The room of a module: 'facade', or its top-level package (or module) under shardline."""
     parts = module.split(".")
     if parts == [PACKAGE]:
         return "facade"
     if parts == [PACKAGE, "__main__"]:  # `python -m shardline`: the command line's own entry
         return "cli"
-    return parts[1] if parts[1] in EDGE_PACKAGES else "core"
+    return parts[1]
+
+
+def layer(module: str) -> str:
+    """'facade', one of EDGE_PACKAGES, or 'core'."""
+    r = room(module)
+    return r if r in ("facade", *EDGE_PACKAGES) else "core"
+
+
+def _outward(imp: Import) -> bool:
+    """The import points at a peer or a room further out (rule 0); the facade is exempt."""
+    src, dst = room(imp.source), room(imp.target)
+    if "facade" in (src, dst) or src == dst:
+        return False
+    return RANK[dst] >= RANK[src]
 
 
 def _describe(imp: Import) -> str:
@@ -255,7 +309,8 @@ def _cycle_text(graph: dict[str, set[str]], members: list[str]) -> str:
 
 
 def test_the_scan_sees_lazy_relative_and_from_package_imports() -> None:
-    """The parser itself: the forms that hide an edge are all resolved (on a made-up module)."""
+    """The parser itself: the forms that hide an edge are all resolved (made-up imports of a
+    top-level module)."""
     source = (
         "import shardline.report.text as t\n"
         "from shardline import report\n"
@@ -267,7 +322,7 @@ def test_the_scan_sees_lazy_relative_and_from_package_imports() -> None:
         "    importlib.import_module('shardline.io.sheets')\n"
     )
     tree = ast.parse(source)
-    found = [t for node in ast.walk(tree) for t, _ in _targets("shardline.roofline", node)]
+    found = [t for node in ast.walk(tree) for t, _ in _targets("shardline.errors", node)]
     assert sorted(found) == sorted(
         [
             "shardline.report.text",
@@ -278,8 +333,22 @@ def test_the_scan_sees_lazy_relative_and_from_package_imports() -> None:
             "shardline.io.sheets",
         ]
     )
-    assert layer("shardline.roofline") == "core" and layer("shardline") == "facade"
+    assert layer("shardline.ops.roofline") == "core" and layer("shardline") == "facade"
     assert layer("shardline.calibrate.fit") == "calibrate"
+    assert room("shardline.ops.roofline") == "ops" and room("shardline.__main__") == "cli"
+
+
+def test_the_order_check_on_made_up_imports() -> None:
+    """Inwards passes; outwards and sideways (a peer) fail; the facade is exempt."""
+
+    def imp(source: str, target: str) -> Import:
+        return Import(source, target, 1, "", "")
+
+    assert not _outward(imp("shardline.ops.roofline", "shardline.basics.units"))
+    assert _outward(imp("shardline.ops.roofline", "shardline.workload.stack"))
+    assert _outward(imp("shardline.models.catalog", "shardline.answers.curves"))
+    assert not _outward(imp("shardline", "shardline.report.notebook"))
+    assert not _outward(imp("shardline.io.sheets", "shardline.io.tables"))
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -288,6 +357,64 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert members == ["a", "b", "c"]
     assert _cycle_path(graph, members) == ["a", "b", "c", "a"]
     assert _components({"a": {"b"}, "b": set()}) == []
+
+
+def test_every_room_is_in_the_layers() -> None:
+    rooms = {room(m) for m in MODULES} - {"facade"}
+    missing = sorted(rooms - set(RANK))
+    _fail_if(missing, "top-level modules or packages missing from LAYERS (place each in a layer):")
+    assert len(RANK) == sum(len(rooms) for rooms in LAYERS), "a room listed twice in LAYERS"
+
+
+def test_few_loose_modules_at_the_top() -> None:
+    loose = sorted(p.name for p in (SRC / PACKAGE).glob("*.py"))
+    assert len(loose) <= MAX_LOOSE_MODULES, f"loose modules at the top of shardline/: {loose}"
+
+
+def test_every_layer_imports_only_inwards() -> None:
+    bad = []
+    for imp in IMPORTS:
+        if _outward(imp) and (imp.source, room(imp.target)) not in BACK_EDGES:
+            src, dst = room(imp.source), room(imp.target)
+            bad.append(f"{_describe(imp)}   ({src} -> {dst})")
+    _fail_if(
+        bad,
+        "imports that point outwards (a module imports its own room or rooms earlier in LAYERS; "
+        "move the code inwards, or list the import in BACK_EDGES with its reason):",
+    )
+
+
+def test_every_back_edge_is_still_used() -> None:
+    used = {(imp.source, room(imp.target)) for imp in IMPORTS if _outward(imp)}
+    stale = [f"{src} -> {dst}" for src, dst in BACK_EDGES if (src, dst) not in used]
+    _fail_if(stale, "BACK_EDGES entries no import needs any more (remove them):")
+
+
+def _side_effect_free(tree: ast.Module) -> list[int]:
+    """Lines of the module-level statements that are not a docstring, an import, a definition,
+    `__all__` or a plain constant (a call, a loop, a try: code run at import)."""
+    bad = []
+    for i, node in enumerate(tree.body):
+        if isinstance(node, ast.Import | ast.ImportFrom | ast.FunctionDef | ast.ClassDef):
+            continue
+        if i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if isinstance(node, ast.Assign | ast.AnnAssign) and not any(
+            isinstance(n, ast.Call) for n in ast.walk(node)
+        ):
+            continue
+        bad.append(node.lineno)
+    return bad
+
+
+def test_package_inits_have_no_import_side_effects() -> None:
+    bad = []
+    for module, path in MODULES.items():
+        if path.name != "__init__.py" or module == PACKAGE:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        bad += [f"{path.relative_to(SRC.parent)}:{line}" for line in _side_effect_free(tree)]
+    _fail_if(bad, "package __init__ modules that run code at import (keep them to re-exports):")
 
 
 def test_core_does_not_import_cli_io_report_or_calibrate() -> None:

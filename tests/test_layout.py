@@ -1,7 +1,7 @@
-"""The layout pricer (`shardline.layout.price_layout`): per-device costs and collectives derived
-by hand from the formulas of docs/model.md sections 4 and 5 ("How to Scale Your Model", sharding
-chapter), the choice between legal layouts, tensor-parallel layers with lowercase dim names,
-the reduce dtype, and the memo."""
+"""The layout pricer (`shardline.sharding.layout.price_layout`): per-device costs and collectives
+derived by hand from the formulas of docs/model.md sections 4 and 5 ("How to Scale Your Model",
+sharding chapter), the choice between legal layouts, tensor-parallel layers with lowercase dim
+names, the reduce dtype, and the memo."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-import shardline.compare
-import shardline.layout
+import shardline.sharding.compare
+import shardline.sharding.layout
+from shardline.basics.options import Precision
 from shardline.collectives import NetworkOptions, mesh_networks
-from shardline.einsum import parse_einsum
 from shardline.hardware import Chip, load_chip
-from shardline.layout import LayoutPrice, ShardOptions, price_layout
-from shardline.mesh import parse_mesh
-from shardline.options import Precision
-from shardline.sharding import shard_einsum
+from shardline.ops.einsum import parse_einsum
+from shardline.sharding.algebra import shard_einsum
+from shardline.sharding.layout import LayoutPrice, ShardOptions, price_layout
+from shardline.sharding.mesh import parse_mesh
 
 H100 = load_chip("h100-sxm")  # P = 989.4e12 FLOP/s bf16, W_mem = 3.35e12 B/s
 P, W_MEM = 989.4e12, 3.35e12
@@ -184,5 +184,5 @@ def test_shard_einsum_holds_the_layout_cost() -> None:
 
 
 def test_docstring_examples_run() -> None:
-    for module in (shardline.layout, shardline.compare):
+    for module in (shardline.sharding.layout, shardline.sharding.compare):
         assert doctest.testmod(module).failed == 0

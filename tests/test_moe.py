@@ -14,9 +14,9 @@ from shardline.errors import InputError
 from shardline.io.workload_toml import workload_from_dict, workload_from_toml
 from shardline.models import load_model, params_active, params_total
 from shardline.models.template import transformer_table
-from shardline.moe import expected_experts, expert_slots, moe_shape
 from shardline.strategies import Degrees, local_dims
-from shardline.templates import transformer
+from shardline.workload.moe import expected_experts, expert_slots, moe_shape
+from shardline.workload.templates import transformer
 from tests.cli_run import run_cli
 
 # Mixtral 8x7B (config.json of mistralai/Mixtral-8x7B-v0.1): d 4096, 32 heads, 8 kv heads of
@@ -267,7 +267,7 @@ def test_intra_node_dispatch_time_agrees_with_hybridep_published_bandwidth() -> 
 
     from shardline.hardware import load_chip
     from shardline.io.workload_toml import load_workload
-    from shardline.plan import plan
+    from shardline.planning.api import plan
     from shardline.planning.network import MeshNetwork
 
     ranks = 8 * (1 - comb(112, 8) / comb(128, 8))
@@ -341,7 +341,7 @@ def test_decode_expert_einsums_run_the_batch_copies_not_a_row_per_sequence(
     8) = 16 rows, 16 / 8 = 2 rows a rank x 1 expert x 8 ranks' slots = 16 token copies of
     4096 x 2 B a rank, V = 8 x 131,072 B = 1.05 MB per all-to-all (64 x 2 copies in all)."""
     from shardline.models.template import model_workload
-    from shardline.moe import decode_rows
+    from shardline.workload.moe import decode_rows
 
     dsv3 = model_workload(load_model("deepseek-v3"), phase="decode", batch=256, seq_len=4096)
     assert dsv3.batch == 256  # the sequences, not the expert rows

@@ -1,6 +1,6 @@
-"""Mixture of experts with dense first blocks (shardline.dense_first, docs/moe.md): the einsums of
-each pipeline stage, the parameter counts, the 6N FLOPs, the stack's table and DeepSeek-V3 on
-`plan` and `stack`. Every value is derived by hand below."""
+"""Mixture of experts with dense first blocks (shardline.workload.dense_first, docs/moe.md): the
+einsums of each pipeline stage, the parameter counts, the 6N FLOPs, the stack's table and
+DeepSeek-V3 on `plan` and `stack`. Every value is derived by hand below."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from shardline.dense_first import DenseFirstWorkload, stack_layers
 from shardline.io.workload_toml import workload_from_dict
 from shardline.models import load_model, params_active, params_total
 from shardline.models.template import transformer_table
-from shardline.stack import stack
-from shardline.templates import transformer
+from shardline.workload.dense_first import DenseFirstWorkload, stack_layers
+from shardline.workload.stack import stack
+from shardline.workload.templates import transformer
 from tests.cli_run import run_cli
 
 # A small model: d 64, 4 heads of 16 (multi-head), dense d_ff 256, 6 blocks, the first 2 dense;
@@ -112,7 +112,7 @@ def test_deepseek_v3_plans_with_ep_and_pp(capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_fp8_training_keeps_the_dense_einsums_weights_in_bf16() -> None:
-    """8-bit training stores the weights in bf16 (shardline.precision: Transformer Engine's
+    """8-bit training stores the weights in bf16 (shardline.workload.precision: Transformer Engine's
     master weights): the dense first blocks' FFN weights as the MoE block's."""
     moe = {"experts": X, "experts_per_token": 1, "expert_d_ff": F, "dense_layers_first": FIRST}
     table = dict(d_model=D, d_ff=DFF, heads=H, layers=L, batch=2, seq_len=32, dtype="fp8", moe=moe)

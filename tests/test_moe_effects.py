@@ -9,15 +9,15 @@ from math import prod
 
 import pytest
 
+from shardline.basics.options import Execution
 from shardline.hardware import resolve_chip
-from shardline.moe import boundary_layer
-from shardline.options import Execution
-from shardline.plan import plan
+from shardline.planning.api import plan
 from shardline.planning.evaluate import Context
 from shardline.planning.network import MeshNetwork
 from shardline.strategies import Degrees
 from shardline.strategies.ep_dispatch import hierarchical_a2a_s, remote_nodes, scale_out_share
-from shardline.templates import transformer
+from shardline.workload.moe import boundary_layer
+from shardline.workload.templates import transformer
 
 D, S = 512, 256  # a small MoE: 8 blocks, 16 experts of width 256, top-2, no shared expert
 SMALL = dict(d_model=D, d_ff=1024, heads=8, kv_heads=8, layers=8, seq_len=S, vocab=None)

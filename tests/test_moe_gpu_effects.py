@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from shardline.cost import Cost
-from shardline.dense_first import stack_layers
+from shardline.basics.options import Execution
 from shardline.errors import InputError
 from shardline.hardware import resolve_chip
-from shardline.options import Execution
+from shardline.ops.cost import Cost
 from shardline.planning.evaluate import Context
 from shardline.planning.memory import dense_optimizer_bytes
 from shardline.planning.phases import Phase
 from shardline.strategies import CommTerm, Degrees, device_share
-from shardline.templates import transformer
+from shardline.workload.dense_first import stack_layers
+from shardline.workload.templates import transformer
 
 D, S = 512, 256  # a small MoE: 8 blocks, 16 experts of width 256, top-2, no shared expert
 SMALL = dict(d_model=D, d_ff=1024, heads=8, kv_heads=8, layers=8, seq_len=S, vocab=None)
@@ -91,7 +91,7 @@ def test_dense_optimizer_state_is_sharded_over_ep_under_zero() -> None:
 
 
 def _plan_s(*extra: str) -> float:
-    from shardline.plan import plan
+    from shardline.planning.api import plan
 
     w = transformer(batch=64, moe=MOE, **SMALL)
     opts = {"ep_overlap": True} | ({"ep_comm_sms": int(extra[0])} if extra else {})

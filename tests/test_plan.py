@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from shardline.errors import InputError
 from shardline.io.workload_toml import load_workload
-from shardline.plan import bubble_fraction, plan, sweep_batch
-from shardline.stack import stack
-from shardline.templates import ffn, transformer
-from shardline.workload import Workload, matmul_layer
+from shardline.planning.api import bubble_fraction, plan, sweep_batch
+from shardline.workload.stack import stack
+from shardline.workload.templates import ffn, transformer
+from shardline.workload.workload import Workload, matmul_layer
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED003 = ROOT / "examples" / "seed003_stack.toml"

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shardline.answers.curves import batch_curves
+from shardline.basics.options import Precision, RateOverrides
 from shardline.cli.main import main
-from shardline.curves import batch_curves
-from shardline.options import Precision, RateOverrides
 from shardline.report.plots import render_batch
 
 matplotlib = pytest.importorskip("matplotlib")
@@ -96,8 +96,8 @@ def test_plots_are_byte_deterministic_and_ignore_user_style(tmp_path: Path) -> N
 def test_plot_roofline_from_the_seed003_sheet(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from shardline.answers.sheet_model import roofline_rows
     from shardline.io.sheets import read_shape_rows
-    from shardline.sheet_model import roofline_rows
 
     sheet = ROOT / "examples" / "seed003_shapes.csv"
     out = tmp_path / "roof.svg"
@@ -138,7 +138,7 @@ def test_plot_roofline_from_the_seed003_sheet(
 
 
 def test_plot_strategies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from shardline.compare import compare
+    from shardline.sharding.compare import compare
 
     out = tmp_path / "s.svg"
     assert (
@@ -222,9 +222,9 @@ def test_names_with_dollar_signs_are_plain_text(
 def test_sheet_curves_are_the_roofline_of_each_costliest_shape(tmp_path: Path) -> None:
     """The report's curves come from the core: achieved FLOP/s = F / max(F/P, Q/W) with exact
     bytes Q = 2MK + 2KN + 2MN (bf16) on the A100 40GB (312 TFLOP/s bf16, 1.555 TB/s)."""
-    from shardline.curves import sheet_curves
+    from shardline.answers.curves import sheet_curves
+    from shardline.answers.sheet_model import roofline_rows
     from shardline.io.sheets import read_shape_rows
-    from shardline.sheet_model import roofline_rows
 
     src = tmp_path / "s.csv"
     src.write_text("M,K,N,count\n16,4096,4096,1\n4096,1024,1024,100\n", encoding="utf-8")

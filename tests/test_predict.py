@@ -1,5 +1,5 @@
-"""The realistic prediction (shardline.predict): quantization by hand, published GPU measurements,
-the CPU model on a synthetic chip, vectorization, and the CLI's JSON and text."""
+"""The realistic prediction (shardline.ops.predict): quantization by hand, published GPU
+measurements, the CPU model on a synthetic chip, vectorization, and the CLI's JSON and text."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from shardline.cli.main import main
 from shardline.hardware import chip_from_dict, list_chips, load_chip
-from shardline.predict import DEFAULT_UNALIGNED_EFFICIENCY, stream_time, with_prediction
-from shardline.roofline import einsum, matmul
+from shardline.ops.predict import DEFAULT_UNALIGNED_EFFICIENCY, stream_time, with_prediction
+from shardline.ops.roofline import einsum, matmul
 
 H100 = load_chip("h100-sxm")
 H100_ACHIEVABLE = 794.5e12  # ml-engineering "Maximum Achievable Matmul FLOPS": H100 SXM bf16
@@ -140,7 +140,7 @@ def test_nvidia_guide_wave_example_a100() -> None:
     """NVIDIA "Matrix Multiplication Background" guide: A100 (108 SMs), 256x128 tiles; a 1792x1792
     output is 7*14 = 98 tiles, one wave at 98/108; one more 256-row block (2048x1792: 8*14 = 112
     tiles) needs 2 waves at 112/216."""
-    from shardline.tiling import quantization
+    from shardline.ops.tiling import quantization
 
     q = quantization(1792, 1792, 256, 128, 108)
     assert (q["tiles"], q["waves"]) == (98, 1)

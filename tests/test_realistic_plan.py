@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
+from shardline.basics.options import Execution
 from shardline.cli.main import main
 from shardline.hardware import resolve_chip
 from shardline.io.workload_toml import load_workload
-from shardline.options import Execution
-from shardline.plan import plan
+from shardline.planning.api import plan
 from shardline.planning.evaluate import Context
 from shardline.planning.results import PlanResult
 from shardline.strategies import Degrees
-from shardline.templates import transformer
-from shardline.workload import Workload
+from shardline.workload.templates import transformer
+from shardline.workload.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 L70 = Path(__file__).resolve().parent / "data" / "l70.toml"

@@ -176,8 +176,8 @@ def test_report_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_html_view_escapes_and_shows_the_numbers() -> None:
+    from shardline.ops.roofline import einsum, matmul
     from shardline.report.notebook import to_html
-    from shardline.roofline import einsum, matmul
 
     r = matmul(16, 4096, 16384, hw="a100-40gb")
     table = to_html(r)
@@ -190,9 +190,9 @@ def test_html_view_escapes_and_shows_the_numbers() -> None:
 def test_vectorized_result_tabulates_one_row_per_element() -> None:
     import numpy as np
 
+    from shardline.ops.roofline import matmul
     from shardline.report.frames import to_records
     from shardline.report.notebook import to_html
-    from shardline.roofline import matmul
 
     r = matmul(np.array([1, 256, 4096]), 4096, 4096, hw="a100-40gb")
     records = to_records(r.to_dict())
@@ -204,8 +204,8 @@ def test_vectorized_result_tabulates_one_row_per_element() -> None:
 
 def test_to_pandas_or_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from shardline.errors import InputError
+    from shardline.ops.roofline import matmul
     from shardline.report.notebook import to_pandas
-    from shardline.roofline import matmul
 
     r = matmul(64, 64, 64, hw="a100-40gb")
     monkeypatch.setitem(sys.modules, "pandas", None)  # as if pandas were not installed
@@ -260,8 +260,8 @@ def test_importing_shardline_leaves_the_core_classes_alone() -> None:
     notebook method; the views are functions of the report layer."""
     code = (
         "import sys, shardline\n"
-        "from shardline.roofline import RooflineResult\n"
-        "from shardline.stack import StackResult\n"
+        "from shardline.ops.roofline import RooflineResult\n"
+        "from shardline.workload.stack import StackResult\n"
         "edges = ('shardline.report', 'shardline.io')\n"
         "print(sorted(m for m in sys.modules if m.startswith(edges)))\n"
         "print([hasattr(c, n) for c in (RooflineResult, StackResult)"
@@ -277,11 +277,11 @@ def test_importing_shardline_leaves_the_core_classes_alone() -> None:
 def test_load_ext_shardline_shows_results_as_tables() -> None:
     """`%load_ext shardline` registers the report's HTML view for each result class."""
     import shardline
+    from shardline.answers.sheet_model import SheetResult
+    from shardline.ops.roofline import RooflineResult
     from shardline.planning.results import PlanSet
     from shardline.report.notebook import VIEWS, to_html
-    from shardline.roofline import RooflineResult
-    from shardline.sheet_model import SheetResult
-    from shardline.stack import StackResult
+    from shardline.workload.stack import StackResult
 
     shell = _Shell()
     shardline.load_ipython_extension(shell)

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 import shardline as sl
+from shardline.basics.options import RateOverrides
 from shardline.cli.common import emit_json
 from shardline.cli.main import main
 from shardline.errors import InputError
-from shardline.layer import layer_range
-from shardline.options import RateOverrides
+from shardline.ops.layer import layer_range
 from shardline.planning.search import MAX_DEVICES, candidates, divisors
-from shardline.workload import Layer, Workload, matmul_layer
+from shardline.workload.workload import Layer, Workload, matmul_layer
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED003 = str(ROOT / "examples" / "seed003_stack.toml")

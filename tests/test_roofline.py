@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import shardline
+from shardline.basics.options import Precision, RateOverrides
 from shardline.errors import InputError
-from shardline.options import Precision, RateOverrides
-from shardline.roofline import critical_m
+from shardline.ops.roofline import critical_m
 
 # Seed 001's textbook rates for a TPU v5e: int8 and bf16 peaks, HBM bytes/s.
 INT8_V5E = RateOverrides(flops_per_s=3.94e14, mem_bytes_per_s=8.2e11)

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from shardline.cli.main import main
-from shardline.executors import map_chunks
 from shardline.hardware import resolve_chip
 from shardline.io.workload_toml import workload_from_dict
 from shardline.models import load_model
 from shardline.models.template import transformer_table
+from shardline.planning.executors import map_chunks
 from shardline.planning.search import assignments as degree_assignments
 from shardline.planning.train_search import (
     Group,
@@ -37,7 +37,7 @@ from shardline.planning.vector_bound import (
 from shardline.planning.vector_eval import Chunk, price_chunk
 from shardline.planning.vector_tables import block_times, contexts, einsum_floor
 from shardline.strategies import Degrees
-from shardline.workload import Workload
+from shardline.workload.workload import Workload
 
 STEP_TOLERANCE = 0.03  # the vectorized step within 3% of the engine's (docs/search.md)
 MEMORY_TOLERANCE = 1e-9  # the memory is the engine's formula over arrays (planning/memory.py)

@@ -13,18 +13,18 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
+from shardline.basics.options import Execution
 from shardline.cli.main import main
 from shardline.hardware import resolve_chip
 from shardline.io.workload_toml import workload_from_dict
 from shardline.models import load_model
 from shardline.models.template import transformer_table
-from shardline.options import Execution
 from shardline.planning.evaluate import Context
 from shardline.planning.search import assignments as degree_assignments
 from shardline.planning.search_answer import Group, layout_of
 from shardline.planning.vector_bound import prepare
 from shardline.strategies import Degrees
-from shardline.workload import Workload
+from shardline.workload.workload import Workload
 
 SAMPLES = 1000
 EXACT = 1e-9

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from shardline.collectives import NetworkOptions
 from shardline.errors import InputError
 from shardline.hardware import load_chip
-from shardline.sharding import ShardOptions, parse_mesh, shard_einsum, shard_matmul
+from shardline.sharding.algebra import ShardOptions, parse_mesh, shard_einsum, shard_matmul
 
 H100 = load_chip("h100-sxm")  # P = 989.4e12 bf16, W_mem = 3.35e12, NVSwitch egress 450e9
 P, W_MEM, W_NV, ALPHA = 989.4e12, 3.35e12, 450e9, 1e-6

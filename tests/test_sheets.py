@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shardline.answers.sheet_model import DtypeChoice, roofline_rows
 from shardline.cli.main import main
 from shardline.errors import InputError
 from shardline.io.sheets import ACCEPTED, read_shape_rows
-from shardline.roofline import matmul
-from shardline.sheet_model import DtypeChoice, roofline_rows
+from shardline.ops.roofline import matmul
 
 openpyxl = pytest.importorskip("openpyxl")
 
@@ -203,7 +203,7 @@ def test_rows_match_hand_formulas_and_the_library(tmp_path: Path) -> None:
 def test_one_vectorized_library_call_per_dtype_group(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import shardline.sheet_model as sheet_model
+    import shardline.answers.sheet_model as sheet_model
 
     rng = np.random.default_rng(3)
     rows = rng.integers(1, 20_000, size=(500, 3))

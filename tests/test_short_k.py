@@ -1,5 +1,5 @@
 """Short-K GEMMs: every wave but the last waits for its output tiles to reach memory
-(`shardline.tiling.gpu_wave_store_s`, docs/prediction.md "Short K"), checked by hand and against
+(`shardline.ops.tiling.gpu_wave_store_s`, docs/prediction.md "Short K"), checked by hand and against
 DeepGEMM's published H800 table (deepseek-ai/DeepGEMM README.md, initial commit a6d97a1)."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from shardline.hardware import load_chip
-from shardline.predict import with_prediction
-from shardline.roofline import matmul
-from shardline.tiling import Gemm, gpu_tile_time, gpu_wave_store_s
+from shardline.ops.predict import with_prediction
+from shardline.ops.roofline import matmul
+from shardline.ops.tiling import Gemm, gpu_tile_time, gpu_wave_store_s
 
 H100_SMS = 132
 H100_MEM_ACHIEVABLE = 3.14e12  # h100-sxm.toml achievable.mem_bytes_per_s

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shardline.io.workload_toml import load_workload
-from shardline.stack import OPTIMIZER_BYTES_PER_PARAM, stack
-from shardline.templates import ffn, transformer
-from shardline.workload import Layer, Workload, matmul_layer
+from shardline.workload.stack import OPTIMIZER_BYTES_PER_PARAM, stack
+from shardline.workload.templates import ffn, transformer
+from shardline.workload.workload import Layer, Workload, matmul_layer
 
 ROOT = Path(__file__).resolve().parent.parent
 A100_BF16 = 312e12  # NVIDIA A100 datasheet, dense bf16 (catalog a100-40gb)

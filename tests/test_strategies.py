@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from shardline.io.workload_toml import load_workload
-from shardline.plan import candidates, plan
+from shardline.planning.api import candidates, plan
 from shardline.planning.network import MeshNetwork
 from shardline.report.plan_text import render_plan
 from shardline.strategies import (
@@ -25,8 +25,8 @@ from shardline.strategies import (
     strategy,
 )
 from shardline.strategies.base import Strategy
-from shardline.templates import ffn, transformer
-from shardline.workload import Layer, Workload, backward_layers
+from shardline.workload.templates import ffn, transformer
+from shardline.workload.workload import Layer, Workload, backward_layers
 
 ROOT = Path(__file__).resolve().parent.parent
 A100_NVLINK_EGRESS = 12 * 25e9  # 12 NVLink 3 links x 25 GB/s one-way (catalog a100-40gb)
@@ -241,7 +241,7 @@ def test_docs_example_strategy_shows_up_in_plan_candidates_and_output() -> None:
 
 
 def test_tp_collectives_come_from_the_layout_pricer_where_one_axis_expresses_the_split() -> None:
-    # One split dim divided evenly: shardline.layout.price_layout prices the einsum
+    # One split dim divided evenly: shardline.sharding.layout.price_layout prices the einsum
     # x[M,K_T] * w[K_T,N] -> y[M,N] on a 2-device axis: all-reduce of y (2 M N bytes, bf16).
     from shardline.strategies.tp import priced_collectives
 
@@ -262,7 +262,7 @@ def test_tp_collectives_come_from_the_layout_pricer_where_one_axis_expresses_the
 
 
 def test_plan_options_equal_the_keywords_and_unknown_keywords_fail() -> None:
-    from shardline.plan import PlanOptions
+    from shardline.planning.api import PlanOptions
 
     w = load_workload(ROOT / "examples" / "seed003_stack.toml")
     by_keyword = plan(w, "a100-40gb", 2, tp=2).plans[0]

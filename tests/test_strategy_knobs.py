@@ -14,12 +14,12 @@ from shardline.cli.execution_args import knobs
 from shardline.errors import InputError
 from shardline.models import load_model
 from shardline.models.template import model_workload
-from shardline.plan import candidates, plan
+from shardline.planning.api import candidates, plan
 from shardline.planning.search import assignments
 from shardline.strategies import Strategy, names, registered, serving_layouts, strategies, strategy
 from shardline.strategies.tp import tensor_room, tensor_rooms, uneven_layer, uneven_reason
-from shardline.templates import ffn, transformer
-from shardline.workload import Workload
+from shardline.workload.templates import ffn, transformer
+from shardline.workload.workload import Workload
 from tests.cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent

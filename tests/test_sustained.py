@@ -13,11 +13,11 @@ import pytest
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.hardware.catalog import catalog_files, chip_from_dict
-from shardline.plan import plan
+from shardline.planning.api import plan
 from shardline.planning.results import PlanResult
 from shardline.realistic.sustained import sustained_chip, sustained_fraction
-from shardline.templates import transformer
-from shardline.workload import Workload
+from shardline.workload.templates import transformer
+from shardline.workload.workload import Workload
 
 REL = 1e-9
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from shardline.basics.kinds import SCALE_OUT_FABRICS
 from shardline.cli.main import main
 from shardline.errors import InputError
 from shardline.hardware import (
@@ -24,7 +25,6 @@ from shardline.hardware import (
     unsourced_fields,
 )
 from shardline.hardware.systems import system_files
-from shardline.kinds import SCALE_OUT_FABRICS
 
 SYSTEMS = Path(__file__).resolve().parent.parent / "src/shardline/hardware/systems"
 SYSTEM_FILES = sorted(p for p in SYSTEMS.glob("*.toml") if p.name != "fabrics.toml")

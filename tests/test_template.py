@@ -1,5 +1,5 @@
 """The live template: recompute its spreadsheet formulas (tests/formula_eval.py, Excel semantics)
-and compare every cell with shardline.roofline, the library the formulas transcribe."""
+and compare every cell with shardline.ops.roofline, the library the formulas transcribe."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shardline.basics.options import RateOverrides
 from shardline.cli.main import main
 from shardline.hardware import load_chip
 from shardline.io.template import COL, LAYOUT, TemplateRow, write_template
-from shardline.options import RateOverrides
-from shardline.roofline import matmul
+from shardline.ops.roofline import matmul
 from tests.formula_eval import FUNCTIONS, Workbook
 
 openpyxl = pytest.importorskip("openpyxl")
@@ -164,7 +164,7 @@ def _dtype_row(book: Workbook, name: str) -> int:
 
 
 def _bits(name: str) -> int:
-    from shardline.dtypes import dtype_bits
+    from shardline.basics.dtypes import dtype_bits
 
     return dtype_bits(name)
 

@@ -12,7 +12,7 @@ import pytest
 from shardline.cli.main import main
 from shardline.errors import InputError
 from shardline.io.workload_toml import workload_from_dict
-from shardline.precision import default_weight_dtype, weight_dtype_of, with_tensor_dtypes
+from shardline.workload.precision import default_weight_dtype, weight_dtype_of, with_tensor_dtypes
 
 # llama-3.1-8b (its model file): d 4096, 32 layers, 32 heads of 128, 8 KV heads, SwiGLU d_ff
 # 14336, vocab 128256, untied. One block: W_qkv 4096 x (32 + 2 x 8) x 128 = 25,165,824, W_o
@@ -96,7 +96,7 @@ def test_fp8_training_keeps_bf16_weights_and_bf16_activations() -> None:
 
 
 def _memory(workload: Any, pp: int = 1) -> dict[str, Any]:
-    from shardline.plan import plan
+    from shardline.planning.api import plan
 
     result = plan(workload, "h100", pp, tp=1, pp=pp, dp=1, fsdp=1, require_fit=False)
     best = result.plans[0]
@@ -209,7 +209,7 @@ def test_cli_keeps_a_workload_files_dtype_without_dtype_flag(
 
     from shardline.cli.main import main
     from shardline.io.workload_toml import load_workload
-    from shardline.plan import plan
+    from shardline.planning.api import plan
 
     path = tmp_path / "fp8.toml"
     path.write_text(
@@ -231,8 +231,8 @@ def test_gradients_reduced_in_fp32_move_twice_the_bf16_bytes() -> None:
     # Megatron-LM's grad_reduce_in_fp32: each dW (bf16, 2 B per weight) travels as fp32 (4 B), so
     # the data-parallel all-reduce moves V = 4 B x weights instead of 2 B x weights
     from shardline.errors import InputError
-    from shardline.plan import plan
-    from shardline.templates import transformer
+    from shardline.planning.api import plan
+    from shardline.workload.templates import transformer
 
     w = transformer(d_model=512, d_ff=2048, heads=8, batch=8, seq_len=256, layers=2)
     weights = 2 * (512 * (8 + 2 * 8) * 64 + 8 * 64 * 512 + 3 * 512 * 2048)  # 2 blocks

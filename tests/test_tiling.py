@@ -1,4 +1,4 @@
-"""Tiles and on-chip memory (shardline.tiling, `shardline tile`): formulas derived by hand."""
+"""Tiles and on-chip memory (shardline.ops.tiling, `shardline tile`): formulas derived by hand."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import math
 
 import pytest
 
+from shardline.basics.options import Precision
 from shardline.cli.main import main
-from shardline.options import Precision
-from shardline.tiling import (
+from shardline.ops.tiling import (
     Gemm,
     Tile,
     analyze_tile,
@@ -162,7 +162,7 @@ def test_tiling_and_prediction_import_in_one_direction() -> None:
 
     import shardline
 
-    src = Path(shardline.__file__).parent
+    src = Path(shardline.__file__).parent / "ops"
     for name in ("tiling", "achievable", "roofline"):
         tree = ast.parse((src / f"{name}.py").read_text(encoding="utf-8"))
         imported = {
@@ -170,7 +170,7 @@ def test_tiling_and_prediction_import_in_one_direction() -> None:
             for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom) and node.module is not None
         }
-        assert "shardline.predict" not in imported, name
+        assert "shardline.ops.predict" not in imported, name
         assert not any(
             isinstance(node, ast.Import | ast.ImportFrom) and node.col_offset > 0
             for node in ast.walk(tree)
@@ -186,7 +186,7 @@ def test_gpu_tile_time_by_hand() -> None:
     the first 15 waves waits for its 132 output tiles, 132*2*128*256 B, to reach memory at the
     achievable 3.14e12 B/s (docs/prediction.md, "Short K")."""
     from shardline.hardware import load_chip
-    from shardline.tiling import gpu_tile_time
+    from shardline.ops.tiling import gpu_tile_time
 
     h100 = load_chip("h100-sxm")
     rate = 794.5e12
@@ -209,7 +209,7 @@ def test_gpu_tile_fixed_cost_every_wave_on_a100_by_hand() -> None:
     at one SM's share of the L2, 5.4e12/108 = 50e9 B/s: 65536 B / 50e9 B/s = 1.31 us; and every
     wave but the last waits for its 108 output tiles, 108*32768 B, to reach memory, 1.769e12 B/s."""
     from shardline.hardware import load_chip
-    from shardline.tiling import gpu_tile_fixed_s, gpu_tile_time
+    from shardline.ops.tiling import gpu_tile_fixed_s, gpu_tile_time
 
     a100 = load_chip("a100-80gb")
     rate = 271.2e12  # a100-80gb.toml achievable bf16

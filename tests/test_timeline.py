@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from shardline.cli.main import main
-from shardline.plan import plan
+from shardline.planning.api import plan
 from shardline.planning.results import PlanResult
 from shardline.planning.timeline import Timeline, plan_timeline, trace_events
 from shardline.report.timeline_svg import timeline_svg
-from shardline.templates import transformer
+from shardline.workload.templates import transformer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,9 +19,9 @@ import re
 
 import pytest
 
-from shardline.einsum import parse_einsum, require_two_operands
 from shardline.errors import InputError
-from shardline.roofline import einsum
+from shardline.ops.einsum import parse_einsum, require_two_operands
+from shardline.ops.roofline import einsum
 from tests.cli_run import run_cli
 
 H100_W = 3.35e12  # B/s
@@ -175,8 +175,8 @@ def test_cli_refuses_in_one_line(
 
 
 def test_a_workload_layer_refuses_a_single_input() -> None:
-    from shardline.layer import Layer
-    from shardline.sharding import shard_einsum
+    from shardline.ops.layer import Layer
+    from shardline.sharding.algebra import shard_einsum
 
     with pytest.raises(InputError, match="single input: a workload layer needs a two-operand"):
         Layer(name="act", spec="x[B,D] -> y[B,D]", dims={"B": 64, "D": 128})

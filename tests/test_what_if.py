@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from shardline.answers.whatif import DtypeMix, parse_dtype_mixes
 from shardline.cli.main import main
 from shardline.errors import InputError
 from shardline.hardware import resolve_chip
-from shardline.whatif import DtypeMix, parse_dtype_mixes
 
 N = 4096  # matmul 4096 x 4096 x 4096
 

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from shardline.errors import InputError
 from shardline.io.workload_toml import load_workload, workload_from_dict
-from shardline.stack import stack
-from shardline.templates import ffn, transformer
-from shardline.workload import Layer, Workload, backward_layers, matmul_layer
+from shardline.workload.stack import stack
+from shardline.workload.templates import ffn, transformer
+from shardline.workload.workload import Layer, Workload, backward_layers, matmul_layer
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,14 +8,14 @@ Importing the package re-exports the public API and changes nothing else. In Jup
 import sys as _sys
 
 try:
-    from shardline.dense_first import DenseFirstWorkload
     from shardline.errors import InputError
     from shardline.hardware import Chip, list_chips, load_chip
-    from shardline.plan import plan, sweep_batch
-    from shardline.roofline import RooflineResult, critical_m, einsum, matmul
-    from shardline.stack import stack
-    from shardline.templates import ffn, transformer
-    from shardline.workload import Layer, Workload
+    from shardline.ops.roofline import RooflineResult, critical_m, einsum, matmul
+    from shardline.planning.api import plan, sweep_batch
+    from shardline.workload.dense_first import DenseFirstWorkload
+    from shardline.workload.stack import stack
+    from shardline.workload.templates import ffn, transformer
+    from shardline.workload.workload import Layer, Workload
 except (KeyboardInterrupt, RuntimeError) as _exc:
     # Ctrl-C while `python -m shardline` or the `shardline` script is starting (this import is
     # most of its start-up): one line and exit status 130, as once running; elsewhere re-raised.

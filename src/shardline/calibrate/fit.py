@@ -1,6 +1,6 @@
 """What `calibrate` measures, and how the measurements become a chip file.
 
-CPU (numpy, or torch's CPU kernels): the prediction model of `shardline.predict` for a CPU is
+CPU (numpy, or torch's CPU kernels): the prediction model of `shardline.ops.predict` for a CPU is
 `t = t_call + (bytes_a + bytes_b) / W_pack + F / P` (a matrix-vector product streams instead:
 `t = t_call + Q / W`). Calibration measures:
 
@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.dtypes import dtype_bytes
 from shardline.calibrate.chipfile import Measured
 from shardline.calibrate.timing import calibration_noise, timing_settings
-from shardline.dtypes import dtype_bytes
 from shardline.errors import InputError
 from shardline.hardware import Chip
-from shardline.predict import pack_read_time
+from shardline.ops.predict import pack_read_time
 
 __all__ = ["CpuSetup", "cpu_plan", "fit_cpu", "gpu_plan", "fit_gpu", "TINY", "least_squares"]
 

@@ -160,7 +160,7 @@ class ValidationResult:
     summary: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        from shardline.serialize import jsonable
+        from shardline.basics.serialize import jsonable
 
         return {
             "hardware": self.hardware,
@@ -189,8 +189,8 @@ def summarize(cases: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _predict(chip: Chip, cases: list[dict[str, Any]]) -> dict[str, Any]:
-    from shardline.predict import with_prediction
-    from shardline.roofline import matmul
+    from shardline.ops.predict import with_prediction
+    from shardline.ops.roofline import matmul
 
     m = np.array([c["m"] for c in cases], dtype=np.float64)
     k = np.array([c["k"] for c in cases], dtype=np.float64)

@@ -41,7 +41,7 @@ class CollectiveValidation:
     summary: dict[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
-        from shardline.serialize import jsonable
+        from shardline.basics.serialize import jsonable
 
         return jsonable(
             {
@@ -157,7 +157,7 @@ def write_csv(path: Path, result: CollectiveValidation) -> None:
 
 def render(result: CollectiveValidation, files: list[str]) -> str:
     """The table and the medians, as text."""
-    from shardline.units import fmt_time
+    from shardline.basics.units import fmt_time
 
     lines = [
         f"collectives on {result.hardware}: {result.devices} processes "

@@ -44,9 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def compute_collective(args: argparse.Namespace) -> CollectiveCost:
+    from shardline.basics.units import parse_quantity
     from shardline.collectives import canonical_kind
     from shardline.hardware import resolve_chip
-    from shardline.units import parse_quantity
 
     kind = canonical_kind(args.kind)
     nbytes = parse_quantity(args.bytes, "B")
@@ -70,7 +70,7 @@ def compute_collective(args: argparse.Namespace) -> CollectiveCost:
 def _over_mesh(args: argparse.Namespace, kind: str, nbytes: float, chip: Chip) -> CollectiveCost:
     """One collective spanning every axis of --mesh (outer axis first)."""
     from shardline.collectives import collective_over, mesh_networks
-    from shardline.mesh import parse_mesh
+    from shardline.sharding.mesh import parse_mesh
 
     mesh = parse_mesh(args.mesh)
     if args.devices is not None and positive_count(args.devices, "--devices") != mesh.devices:

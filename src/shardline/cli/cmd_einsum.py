@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from shardline.roofline import RooflineResult
+    from shardline.ops.roofline import RooflineResult
 
     result = compute_einsum(args)
     if args.json:

@@ -15,9 +15,9 @@ from shardline.cli.compute import compute_compare, compute_einsum, compute_matmu
 from shardline.errors import InputError
 
 if TYPE_CHECKING:
-    from shardline.compare import Comparison
-    from shardline.roofline import RooflineResult
-    from shardline.sharding import ShardedResult
+    from shardline.ops.roofline import RooflineResult
+    from shardline.sharding.algebra import ShardedResult
+    from shardline.sharding.compare import Comparison
 
 __all__ = ["register"]
 
@@ -79,10 +79,10 @@ def _emit(
     args: argparse.Namespace,
     comparison: Comparison | None = None,
 ) -> int:
+    from shardline.answers.variants import roofline_variants, single_device
+    from shardline.ops.roofline import RooflineResult
     from shardline.report.markdown import explain_roofline
     from shardline.report.markdown_sharded import explain_sharded
-    from shardline.roofline import RooflineResult
-    from shardline.variants import roofline_variants, single_device
 
     if isinstance(result, RooflineResult):
         text = explain_roofline(result, roofline_variants(result))

@@ -165,8 +165,8 @@ def _batch_range(text: str) -> np.ndarray:
 
 
 def run_batch(args: argparse.Namespace) -> int:
-    from shardline.curves import batch_curves
-    from shardline.options import Precision, RateOverrides
+    from shardline.answers.curves import batch_curves
+    from shardline.basics.options import Precision, RateOverrides
     from shardline.report.plots import render_batch
 
     out = _plot_path(args, [])
@@ -243,10 +243,10 @@ def _sheet_points(args: argparse.Namespace) -> tuple[list[RoofPoint], list[str]]
 
 def _matmul_point(args: argparse.Namespace, text: str) -> RoofPoint:
     """One --matmul MxKxN[=NAME] as a point."""
-    from shardline.options import RateOverrides
-    from shardline.predict import with_prediction
+    from shardline.basics.options import RateOverrides
+    from shardline.ops.predict import with_prediction
+    from shardline.ops.roofline import matmul
     from shardline.report.plots import RoofPoint
-    from shardline.roofline import matmul
 
     overrides = overrides_from_args(args)
     shape, _, name = text.partition("=")
@@ -307,7 +307,7 @@ def run_roofline(args: argparse.Namespace) -> int:
 
 def _run_cheatsheet(args: argparse.Namespace) -> int:
     """`plot roofline --cheatsheet`: the chip's one-page sheet and its facts."""
-    from shardline.cheatsheet import cheatsheet
+    from shardline.answers.cheatsheet import cheatsheet
     from shardline.hardware import resolve_chip
     from shardline.io.sheets import check_output_path
     from shardline.report.cheatsheet import SHEET_SUFFIXES, render_cheatsheet, sheet_text
@@ -355,8 +355,8 @@ def _roofline_json(
 
 
 def run_strategies(args: argparse.Namespace) -> int:
+    from shardline.basics.units import fmt_int
     from shardline.report.plots import render_strategies, strategy_bars
-    from shardline.units import fmt_int
 
     if args.top < 1:
         raise InputError("--top must be at least 1")

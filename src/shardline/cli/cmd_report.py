@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _data(args: argparse.Namespace) -> tuple[ReportData, str]:
     """The page's data, and the problems of a sheet's bad rows ("" when none)."""
-    from shardline.curves import sheet_curves
+    from shardline.answers.curves import sheet_curves
     from shardline.report.html import report_from_sheet, report_from_stack
 
     source = args.workload
@@ -72,7 +72,7 @@ def _data(args: argparse.Namespace) -> tuple[ReportData, str]:
         if args.devices is not None:
             raise InputError("--devices applies to a workload .toml, not a sheet")
         return report_from_sheet(result, Path(source).name, sheet_curves(result)), problems
-    from shardline.stack import stack
+    from shardline.workload.stack import stack
 
     if args.sheet and args.model is None:
         raise InputError("--sheet applies to .xlsx inputs")
@@ -88,7 +88,7 @@ def _timeline_figure(args: argparse.Namespace, workload: Any) -> Figure:
     """The recommended plan's step over --devices as an inline SVG figure."""
     from shardline.cli.common import positive_arg
     from shardline.cli.execution_args import plan_options_from_args
-    from shardline.plan import plan
+    from shardline.planning.api import plan
     from shardline.planning.timeline import plan_timeline
     from shardline.report.figures import Figure
     from shardline.report.timeline_svg import timeline_svg

@@ -121,12 +121,12 @@ def _progress(args: argparse.Namespace) -> Any:
 
 
 def _run_options(args: argparse.Namespace) -> dict[str, Any]:
-    from shardline.executors import check_executor
+    from shardline.planning.executors import check_executor
 
     workers = positive_arg(args.workers, "--workers")
     check_executor(workers, args.executor, args.scheduler)
     if args.executor == "dask":  # fail now, not after the local part of the search
-        from shardline.executors import connect
+        from shardline.planning.executors import connect
 
         connect(args.scheduler).close()
     return {
@@ -189,10 +189,10 @@ def _chips(text: str | None, default: list[str]) -> list[str]:
 
 
 def _workload(args: argparse.Namespace) -> Any:
+    from shardline.basics.units import parse_count
     from shardline.io.workload_toml import workload_from_dict
     from shardline.models import load_model
     from shardline.models.template import transformer_table
-    from shardline.units import parse_count
 
     seq_len = positive_arg(args.seq_len, "--seq-len") if args.seq_len else DEFAULT_SEQ_LEN
     sequences = DEFAULT_SEQUENCES
@@ -215,8 +215,8 @@ def _workload(args: argparse.Namespace) -> Any:
 
 
 def _training(args: argparse.Namespace) -> dict[str, Any]:
+    from shardline.basics.units import parse_count
     from shardline.planning.train_search import RunOptions, training_search
-    from shardline.units import parse_count
 
     if args.devices is None:
         raise InputError("the training search needs --devices D (the cluster's size)")
@@ -254,7 +254,7 @@ def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:
 def _serving(args: argparse.Namespace) -> dict[str, Any]:
     from functools import partial
 
-    from shardline.executors import map_chunks
+    from shardline.planning.executors import map_chunks
     from shardline.serving.config import check_tokens
     from shardline.serving.search import serving_search
     from shardline.serving.slo import parse_slo

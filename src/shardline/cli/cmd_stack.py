@@ -102,7 +102,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_stack(args: argparse.Namespace) -> int:
     from shardline.report.stack_text import render_stack
-    from shardline.stack import stack
+    from shardline.workload.stack import stack
 
     workload = load_from_args(args)
     result = stack(workload, args.hw, **overrides_from_args(args))
@@ -114,7 +114,7 @@ def run_stack(args: argparse.Namespace) -> int:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from shardline.plan import plan, sweep_batch
+    from shardline.planning.api import plan, sweep_batch
     from shardline.report.plan_text import render_sweep
 
     workload = load_from_args(args)
@@ -167,8 +167,8 @@ def _run_capacity(
 ) -> int:
     """`plan --max-batch` / `--max-seq-len`: the largest value that fits, by doubling and
     bisection over plan searches (the degrees given stay fixed)."""
-    from shardline.options import Execution, RateOverrides
-    from shardline.plan import PlanOptions, max_batch, max_seq_len
+    from shardline.basics.options import Execution, RateOverrides
+    from shardline.planning.api import PlanOptions, max_batch, max_seq_len
     from shardline.planning.search import EXECUTION_FIELDS
     from shardline.report.capacity_text import render_capacity
 

@@ -47,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from shardline.options import Precision
-    from shardline.tiling import analyze_tile
+    from shardline.basics.options import Precision
+    from shardline.ops.tiling import analyze_tile
 
     report = analyze_tile(
         dim_arg(args.m, "M"),

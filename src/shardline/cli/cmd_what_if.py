@@ -36,8 +36,8 @@ from shardline.cli.execution_args import (
 from shardline.errors import InputError
 
 if TYPE_CHECKING:
+    from shardline.answers.whatif import PrecisionWhatIf, RowFn
     from shardline.hardware import Chip
-    from shardline.whatif import PrecisionWhatIf, RowFn
 
 __all__ = ["register"]
 
@@ -138,8 +138,8 @@ def _add_plan(pr_sub: argparse._SubParsersAction) -> None:
 
 def _plan(args: argparse.Namespace, chip: Chip) -> tuple[tuple[str, str, str], RowFn, str, bool]:
     """The recommended plan of the workload at each dtype (the degrees given stay fixed)."""
-    from shardline.plan import plan
-    from shardline.whatif import PLAN_OPERANDS, plan_row
+    from shardline.answers.whatif import PLAN_OPERANDS, plan_row
+    from shardline.planning.api import plan
 
     workload = load_from_args(args)
     devices = positive_count(args.devices, "--devices")
@@ -156,7 +156,7 @@ def _plan(args: argparse.Namespace, chip: Chip) -> tuple[tuple[str, str, str], R
 
 
 def _matmul(args: argparse.Namespace, chip: Chip) -> tuple[tuple[str, str, str], RowFn, str, bool]:
-    from shardline.whatif import matmul_row
+    from shardline.answers.whatif import matmul_row
 
     mnk = (dim_arg(args.m, "M"), dim_arg(args.k, "K"), dim_arg(args.n, "N"))
     launch = "graphs" if args.cuda_graphs else "eager"
@@ -165,8 +165,8 @@ def _matmul(args: argparse.Namespace, chip: Chip) -> tuple[tuple[str, str, str],
 
 
 def _einsum(args: argparse.Namespace, chip: Chip) -> tuple[tuple[str, str, str], RowFn, str, bool]:
-    from shardline.einsum import parse_dims, parse_einsum, require_two_operands
-    from shardline.whatif import einsum_row
+    from shardline.answers.whatif import einsum_row
+    from shardline.ops.einsum import parse_dims, parse_einsum, require_two_operands
 
     spec = require_two_operands(parse_einsum(args.spec), "what-if precision einsum")
     if spec.is_sharded:
@@ -178,9 +178,9 @@ def _einsum(args: argparse.Namespace, chip: Chip) -> tuple[tuple[str, str, str],
 
 
 def _shard(args: argparse.Namespace, chip: Chip) -> tuple[tuple[str, str, str], RowFn, str, bool]:
-    from shardline.options import Precision
-    from shardline.sharding import ShardedResult, shard_matmul
-    from shardline.whatif import shard_row
+    from shardline.answers.whatif import shard_row
+    from shardline.basics.options import Precision
+    from shardline.sharding.algebra import ShardedResult, shard_matmul
 
     m, k, n = dim_arg(args.m, "M"), dim_arg(args.k, "K"), dim_arg(args.n, "N")
     devices = positive_count(args.devices, "--devices")
@@ -221,7 +221,7 @@ def _chip(args: argparse.Namespace) -> Chip:
 
 
 def run(args: argparse.Namespace) -> int:
-    from shardline.whatif import DEFAULT_DTYPES, parse_dtype_mixes, what_if_precision
+    from shardline.answers.whatif import DEFAULT_DTYPES, parse_dtype_mixes, what_if_precision
 
     out = None
     if args.plot is not None:

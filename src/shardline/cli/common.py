@@ -12,15 +12,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shardline.basics.units import check_rate, parse_count, parse_quantity, short
+
 # Re-exported (built in args.py) for command modules that import them from here (cmd_stack.py).
 from shardline.cli.args import add_chip_args, add_json_arg
 from shardline.errors import InputError
-from shardline.units import check_rate, parse_count, parse_quantity, short
 
 if TYPE_CHECKING:
+    from shardline.basics.options import RateOverrides
     from shardline.collectives import NetworkOptions
-    from shardline.options import RateOverrides
-    from shardline.sharding import ShardOptions
+    from shardline.sharding.algebra import ShardOptions
 
 __all__ = [
     "add_chip_args",
@@ -48,8 +49,8 @@ __all__ = [
 
 def rates_from_args(args: argparse.Namespace) -> RateOverrides:
     """--flops-per-s and --mem-bw (None where not given); each a rate of at least 1 per second
-    (`shardline.units.check_rate`); an empty value is an error, not a flag left out."""
-    from shardline.options import RateOverrides
+    (`shardline.basics.units.check_rate`); an empty value is an error, not a flag left out."""
+    from shardline.basics.options import RateOverrides
 
     flops = mem = None
     if args.flops_per_s is not None:
@@ -66,13 +67,13 @@ def overrides_from_args(args: argparse.Namespace) -> dict[str, float | None]:
 
 
 def dim_arg(text: str, name: str) -> int:
-    from shardline.einsum import check_size
+    from shardline.ops.einsum import check_size
 
     return check_size(parse_count(text, f"dimension {name}"), f"dimension {name}")
 
 
 def positive_count(text: str, what: str) -> int:
-    from shardline.einsum import check_size
+    from shardline.ops.einsum import check_size
 
     return check_size(parse_count(str(text), what), what)
 
@@ -160,7 +161,7 @@ def resident_from_text(text: str | None, inputs: tuple[str, str]) -> frozenset[s
 
 def shard_options_from_args(args: argparse.Namespace, inputs: tuple[str, str]) -> ShardOptions:
     """--overlap, --resident, --unreduced, --pad, --reduce-dtype (and --accumulate if given)."""
-    from shardline.sharding import DEFAULT_REDUCE_DTYPE, ShardOptions
+    from shardline.sharding.algebra import DEFAULT_REDUCE_DTYPE, ShardOptions
 
     unreduced: tuple[str, ...] = ()
     text = getattr(args, "unreduced", None)
@@ -227,7 +228,7 @@ def load_from_args(args: argparse.Namespace, *, seq_len: int | None = None) -> A
     from dataclasses import replace
 
     from shardline.io.workload_toml import load_workload
-    from shardline.precision import layer_in_dtype, with_tensor_dtypes
+    from shardline.workload.precision import layer_in_dtype, with_tensor_dtypes
 
     seq_len = seq_len if seq_len is not None else count_arg(args.seq_len, "--seq-len")
     model = getattr(args, "model", None)

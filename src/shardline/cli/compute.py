@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from shardline.basics.options import Precision, RateOverrides
 from shardline.cli.common import (
     dim_arg,
     dtype_map,
@@ -19,14 +20,13 @@ from shardline.cli.common import (
     shard_options_from_args,
 )
 from shardline.errors import InputError
-from shardline.options import Precision, RateOverrides
 
 if TYPE_CHECKING:
-    from shardline.compare import Comparison
-    from shardline.einsum import EinsumSpec
     from shardline.io.sheet_results import SheetResult
-    from shardline.roofline import RooflineResult
-    from shardline.sharding import ShardedResult
+    from shardline.ops.einsum import EinsumSpec
+    from shardline.ops.roofline import RooflineResult
+    from shardline.sharding.algebra import ShardedResult
+    from shardline.sharding.compare import Comparison
 
 __all__ = [
     "compute_compare",
@@ -45,8 +45,8 @@ def _launch_mode(args: argparse.Namespace) -> str:
 
 def compute_matmul(args: argparse.Namespace) -> RooflineResult:
     """`matmul M K N`: the roofline with the realistic prediction."""
-    from shardline.predict import with_prediction
-    from shardline.roofline import matmul
+    from shardline.ops.predict import with_prediction
+    from shardline.ops.roofline import matmul
 
     result = matmul(
         dim_arg(args.m, "M"),
@@ -66,13 +66,13 @@ def compute_matmul(args: argparse.Namespace) -> RooflineResult:
 
 def compute_einsum(args: argparse.Namespace) -> RooflineResult | ShardedResult:
     """A RooflineResult for an unsharded spec; the sharding result when the spec names mesh axes."""
-    from shardline.einsum import parse_dims, parse_einsum
+    from shardline.ops.einsum import parse_dims, parse_einsum
 
     spec = parse_einsum(args.spec)
     if spec.is_sharded or getattr(args, "mesh", None):
         return compute_sharded_einsum(args, spec)
-    from shardline.predict import with_prediction
-    from shardline.roofline import einsum
+    from shardline.ops.predict import with_prediction
+    from shardline.ops.roofline import einsum
 
     result = einsum(
         spec,
@@ -89,10 +89,10 @@ def compute_einsum(args: argparse.Namespace) -> RooflineResult | ShardedResult:
 
 def compute_sharded_einsum(args: argparse.Namespace, spec: EinsumSpec) -> ShardedResult:
     """`shardline einsum SPEC --dims ... --mesh X=4,Y=2`: a ShardedResult."""
-    from shardline.einsum import parse_dims, require_two_operands
     from shardline.hardware import load_chip
-    from shardline.roofline import resolve_dtypes
-    from shardline.sharding import parse_mesh, plan_sharded
+    from shardline.ops.einsum import parse_dims, require_two_operands
+    from shardline.ops.roofline import resolve_dtypes
+    from shardline.sharding.algebra import parse_mesh, plan_sharded
 
     require_two_operands(spec, "sharding over a mesh")
     if not args.mesh:
@@ -125,7 +125,7 @@ def compute_sharded_einsum(args: argparse.Namespace, spec: EinsumSpec) -> Sharde
 
 def compute_shard(args: argparse.Namespace) -> ShardedResult:
     """`shardline shard M K N --devices D --along m|n|k [--output split|replicated]`."""
-    from shardline.sharding import shard_matmul
+    from shardline.sharding.algebra import shard_matmul
 
     return shard_matmul(
         dim_arg(args.m, "M"),
@@ -144,8 +144,8 @@ def compute_shard(args: argparse.Namespace) -> ShardedResult:
 
 def compute_compare(args: argparse.Namespace) -> Comparison:
     """`shardline compare M K N --devices D`: every 1D and 2D strategy, ranked."""
-    from shardline.compare import compare_strategies
-    from shardline.sharding import DEFAULT_REDUCE_DTYPE
+    from shardline.sharding.algebra import DEFAULT_REDUCE_DTYPE
+    from shardline.sharding.compare import compare_strategies
 
     resident = resident_from_text(args.resident, ("A", "B"))
     return compare_strategies(

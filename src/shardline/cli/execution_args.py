@@ -1,5 +1,5 @@
 """The `plan` flags (also `what-if precision plan`): one degree per registered strategy and the
-microbatches, and how a plan runs beyond its degrees (shardline.options.Execution): each
+microbatches, and how a plan runs beyond its degrees (shardline.basics.options.Execution): each
 registered strategy's own flags (`Strategy.knobs`: pipeline interleaving, sequence parallelism,
 overlap of tensor-parallel traffic, the ZeRO stage, the expert-parallel dispatch, the
 context-parallel exchange), then recompute, the gradient-reduction dtype, the optimizer, CUDA
@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from shardline.basics.units import parse_count
 from shardline.cli.common import count_arg
 from shardline.strategies import strategies
 from shardline.strategies.base import Knob
-from shardline.units import parse_count
 
 __all__ = [
     "add_degree_args",
@@ -56,7 +56,9 @@ def plan_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
 def add_execution_args(parser: argparse.ArgumentParser) -> None:
     """The execution flags: each registered strategy's own (`Strategy.knobs`: --interleave,
     --sequence-parallel, --zero, --cp-kind, ...), then those of the plan as a whole."""
-    g = parser.add_argument_group("execution (how the plan runs; shardline.options.Execution)")
+    g = parser.add_argument_group(
+        "execution (how the plan runs; shardline.basics.options.Execution)"
+    )
     for knob in knobs():
         if knob.switch:
             g.add_argument(knob.flag, dest=knob.field, action="store_true", help=knob.help)

@@ -73,7 +73,7 @@ def add_system_args(group: argparse._ArgumentGroup) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, object]:
-    from shardline.units import parse_count, parse_quantity
+    from shardline.basics.units import parse_count, parse_quantity
 
     out: dict[str, object] = {}
     if getattr(args, "gpus_per_node", None) is not None:

@@ -7,6 +7,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from shardline.basics.units import fmt_rate
 from shardline.collectives.records import (
     AxisNetwork,
     NetworkOptions,
@@ -15,7 +16,6 @@ from shardline.collectives.records import (
 )
 from shardline.errors import InputError
 from shardline.hardware import Chip
-from shardline.units import fmt_rate
 
 
 def parse_topology(text: str | None, axes: Sequence[str]) -> dict[str, str]:

@@ -18,14 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.kinds import COLLECTIVE_KINDS
+from shardline.basics.kinds import TOPOLOGIES as AXIS_TOPOLOGIES
+from shardline.basics.serialize import jsonable
 from shardline.collectives.library import Group, Library, Pair
 from shardline.errors import InputError
 from shardline.hardware import Chip
-from shardline.kinds import COLLECTIVE_KINDS
-from shardline.kinds import TOPOLOGIES as AXIS_TOPOLOGIES
-from shardline.serialize import jsonable
 
-# the closed vocabularies live in shardline.kinds (Literal types); these are their value tuples
+# the closed vocabularies live in shardline.basics.kinds (Literal types); these are their value
+# tuples
 KINDS: tuple[str, ...] = COLLECTIVE_KINDS
 TOPOLOGIES: tuple[str, ...] = AXIS_TOPOLOGIES
 

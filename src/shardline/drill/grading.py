@@ -14,8 +14,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from shardline.basics.units import GiB, KiB, MiB, TiB
 from shardline.drill.questions import Question
-from shardline.units import GiB, KiB, MiB, TiB
 
 __all__ = ["Graded", "parse_number", "normalize_word", "grade"]
 

@@ -19,14 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardline.basics.units import fmt_bytes
 from shardline.collectives import collective_cost
 from shardline.errors import InputError
 from shardline.hardware import Chip
+from shardline.ops.roofline import matmul
 from shardline.planning.combine import cycles
 from shardline.planning.results import bubble_fraction
-from shardline.roofline import matmul
-from shardline.sharding import shard_matmul
-from shardline.units import fmt_bytes
+from shardline.sharding.algebra import shard_matmul
 
 __all__ = [
     "TOPICS",

@@ -17,12 +17,8 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from shardline.dtypes import canonical_dtype
-from shardline.errors import InputError
-from shardline.hardware.chip import ASSUMED, Achievable, Chip, Interconnect, OnChip, ScaleOut
-from shardline.hardware.datafile import SourcedReader, read_data_toml
-from shardline.hardware.sources import unsourced_fields
-from shardline.kinds import (
+from shardline.basics.dtypes import canonical_dtype
+from shardline.basics.kinds import (
     CHIP_KINDS,
     CHIP_TOPOLOGIES,
     COLLECTIVE_LIBRARIES,
@@ -30,7 +26,11 @@ from shardline.kinds import (
     WRAPAROUNDS,
     Wraparound,
 )
-from shardline.units import MIN_RATE, short
+from shardline.basics.units import MIN_RATE, short
+from shardline.errors import InputError
+from shardline.hardware.chip import ASSUMED, Achievable, Chip, Interconnect, OnChip, ScaleOut
+from shardline.hardware.datafile import SourcedReader, read_data_toml
+from shardline.hardware.sources import unsourced_fields
 
 __all__ = [
     "load_chip",

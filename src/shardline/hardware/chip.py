@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from shardline.dtypes import canonical_dtype
-from shardline.errors import InputError
-from shardline.kinds import (
+from shardline.basics.dtypes import canonical_dtype
+from shardline.basics.kinds import (
     HOST_CPUS,
     ChipKind,
     ChipTopology,
@@ -19,6 +18,7 @@ from shardline.kinds import (
     ScaleOutFabric,
     Wraparound,
 )
+from shardline.errors import InputError
 
 __all__ = ["Chip", "OnChip", "Interconnect", "ScaleOut", "Achievable", "ASSUMED", "host_cpu_word"]
 

@@ -20,17 +20,17 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from shardline.errors import InputError
-from shardline.hardware.catalog import ChipReader, load_chip, name_and_aliases, opt_float
-from shardline.hardware.chip import Chip, ScaleOut, host_cpu_word
-from shardline.hardware.datafile import read_data_toml
-from shardline.kinds import (
+from shardline.basics.kinds import (
     COLLECTIVE_LIBRARIES,
     SCALE_OUT_FABRICS,
     CollectiveLibrary,
     HostCpu,
     ScaleOutFabric,
 )
+from shardline.errors import InputError
+from shardline.hardware.catalog import ChipReader, load_chip, name_and_aliases, opt_float
+from shardline.hardware.chip import Chip, ScaleOut, host_cpu_word
+from shardline.hardware.datafile import read_data_toml
 
 __all__ = [
     "Fabric",

@@ -1,15 +1,15 @@
 """A sheet's results as a table to write out (`output_table`) and as JSON records.
 
-The computation lives in the core (`shardline.sheet_model`); its names are importable from here
-too (`roofline_rows`, `DtypeChoice`, `SheetResult`), as the docs show.
+The computation lives in the core (`shardline.answers.sheet_model`); its names are importable from
+here too (`roofline_rows`, `DtypeChoice`, `SheetResult`), as the docs show.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from shardline.answers.sheet_model import RESULT_COLUMNS, DtypeChoice, SheetResult, roofline_rows
 from shardline.io.tables import Column, OutputTable, table_payload
-from shardline.sheet_model import RESULT_COLUMNS, DtypeChoice, SheetResult, roofline_rows
 
 __all__ = [
     "DtypeChoice",

@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from shardline.dtypes import canonical_dtype
-from shardline.einsum import MAX_DIM
+from shardline.answers.sheet_model import RowProblem, ShapeTable
+from shardline.basics.dtypes import canonical_dtype
+from shardline.basics.units import parse_count
 from shardline.errors import InputError
 from shardline.io.inputs import read_input_bytes, read_input_head, regular_file_size
 from shardline.io.sheet_limits import (
@@ -47,8 +48,7 @@ from shardline.io.tables import (
     write_table,
 )
 from shardline.io.xlsx_writer import column_letter
-from shardline.sheet_model import RowProblem, ShapeTable
-from shardline.units import parse_count
+from shardline.ops.einsum import MAX_DIM
 
 __all__ = [
     "ACCEPTED",

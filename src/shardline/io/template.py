@@ -6,7 +6,7 @@ the three share (IF, MAX, VLOOKUP, ROUNDUP, SUMPRODUCT, COUNTIF) and absolute re
 sheet.
 
 The formulas are the ones in docs/single-device.md, in the same order of operations as
-`shardline.roofline`, so that a recomputation gives the library's numbers exactly.
+`shardline.ops.roofline`, so that a recomputation gives the library's numbers exactly.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shardline.dtypes import DTYPE_BITS, canonical_dtype
+from shardline.basics.dtypes import DTYPE_BITS, canonical_dtype
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.io.tables import BOUND_FILLS, XLSX_FORMATS

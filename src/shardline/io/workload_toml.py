@@ -35,12 +35,12 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from shardline.einsum import parse_einsum
 from shardline.errors import InputError
 from shardline.io.inputs import read_input_bytes
-from shardline.precision import PRECISION_FIELDS, template_precision
-from shardline.templates import ffn, transformer
-from shardline.workload import Layer, Workload, matmul_layer
+from shardline.ops.einsum import parse_einsum
+from shardline.workload.precision import PRECISION_FIELDS, template_precision
+from shardline.workload.templates import ffn, transformer
+from shardline.workload.workload import Layer, Workload, matmul_layer
 
 __all__ = [
     "load_workload",
@@ -381,7 +381,7 @@ def workload_from_dict(
         shared = data.get("dims", {})
         if not isinstance(shared, dict):
             raise InputError(f"{origin}: [dims] must be a table of sizes")
-        base = str(dtype or data.get("dtype", "bf16"))  # --dtype: shardline.precision
+        base = str(dtype or data.get("dtype", "bf16"))  # --dtype: shardline.workload.precision
         layers = [_layer(raw, i + 1, shared, base) for i, raw in enumerate(raw_layers)]
         batch_dim = data.get("batch_dim")
         if batch_dim is None:

@@ -4,7 +4,7 @@ the counts that follow from them (total and active parameters, KV-cache bytes pe
 from __future__ import annotations
 
 from shardline.models.catalog import list_models, load_model, model_from_dict
-from shardline.models.spec import (
+from shardline.workload.modelspec import (
     MLA,
     ModelSpec,
     MoE,

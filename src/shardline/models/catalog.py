@@ -15,11 +15,11 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from shardline.dtypes import canonical_dtype
+from shardline.basics.dtypes import canonical_dtype
 from shardline.errors import InputError
 from shardline.hardware.datafile import SourcedReader, read_data_toml
-from shardline.models.spec import MLA, ModelSpec, MoE, SlidingWindow
 from shardline.models.template import DTYPE_FIELDS
+from shardline.workload.modelspec import MLA, ModelSpec, MoE, SlidingWindow
 
 __all__ = ["load_model", "list_models", "model_from_dict", "model_files", "MODEL_FIELDS"]
 

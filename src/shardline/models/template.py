@@ -1,13 +1,13 @@
 """A zoo model as the `[transformer]` template table of a workload file (docs/models.md): the
 same Workload a hand-written template with these numbers builds: dense and mixture-of-experts
 models (the `moe` sub-table, docs/moe.md), latent attention (MLA) and sliding-window layers (the
-`mla` and `sliding_window` tables, shardline.attention_variants)."""
+`mla` and `sliding_window` tables, shardline.workload.attention_variants)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from shardline.models.spec import ModelSpec
+from shardline.workload.modelspec import ModelSpec
 
 __all__ = [
     "transformer_table",
@@ -25,7 +25,8 @@ DEFAULT_SEQ_LEN = 4096
 
 
 def _attention_tables(spec: ModelSpec) -> dict[str, Any]:
-    """The [transformer] template's mla and sliding_window tables (shardline.attention_variants)."""
+    """The [transformer] template's mla and sliding_window tables
+    (shardline.workload.attention_variants)."""
     out: dict[str, Any] = {}
     if spec.mla is not None:
         out["mla"] = dict(vars(spec.mla))
@@ -82,8 +83,8 @@ def model_workload(
     `--model NAME` and a `[transformer]` file with `transformer_table`'s numbers build (the
     precision fields, weight_dtype, attention_dtype and tied_embeddings, applied after the
     template). `dtype` overrides the model file's (default bf16)."""
-    from shardline.precision import PRECISION_FIELDS, template_precision
-    from shardline.templates import transformer
+    from shardline.workload.precision import PRECISION_FIELDS, template_precision
+    from shardline.workload.templates import transformer
 
     table = transformer_table(spec, batch=batch, seq_len=seq_len)
     precision = {k: table.pop(k) for k in PRECISION_FIELDS if k in table}

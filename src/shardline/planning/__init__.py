@@ -1,1 +1,1 @@
-"""The plan search and evaluation behind `shardline.plan` (see plan.py)."""
+"""The plan search and evaluation behind `shardline.plan` (see planning/api.py)."""

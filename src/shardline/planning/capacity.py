@@ -21,13 +21,13 @@ from dataclasses import dataclass, replace
 from math import prod
 from typing import Any
 
+from shardline.basics.serialize import jsonable
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.planning.results import PlanResult, PlanSet
 from shardline.planning.search import PlanOptions, plan
-from shardline.serialize import jsonable
 from shardline.strategies import strategies
-from shardline.workload import Workload
+from shardline.workload.workload import Workload
 
 __all__ = ["Capacity", "max_batch", "max_seq_len", "DEFAULT_LIMIT", "WHAT"]
 

@@ -22,14 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardline.basics.serialize import jsonable
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.planning.results import PlanResult
 from shardline.planning.search import plan
-from shardline.serialize import jsonable
-from shardline.stack import apply_overrides
 from shardline.strategies import names
-from shardline.workload import Workload
+from shardline.workload.stack import apply_overrides
+from shardline.workload.workload import Workload
 
 __all__ = ["PlanNumbers", "FlipPoint", "Flip", "PpTpComparison", "compare_pp_tp", "BATCH_SPAN"]
 

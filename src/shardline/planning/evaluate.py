@@ -13,12 +13,10 @@ from dataclasses import replace
 from math import ceil
 from typing import Any
 
+from shardline.basics.options import Execution
 from shardline.collectives import NetworkOptions
-from shardline.cost import ZERO_COST, Cost
-from shardline.dense_first import after
 from shardline.hardware import Chip
-from shardline.moe import boundary_layer
-from shardline.options import Execution
+from shardline.ops.cost import ZERO_COST, Cost
 from shardline.planning.combine import cycles
 from shardline.planning.memory import stage_memory
 from shardline.planning.network import MeshNetwork
@@ -35,7 +33,6 @@ from shardline.planning.step import gap_s, realistic_step, tokens_answers
 from shardline.realistic.block import head_layer
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 from shardline.realistic.sustained import sustained_chip
-from shardline.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.strategies import (
     CommTerm,
     Degrees,
@@ -45,7 +42,10 @@ from shardline.strategies import (
     device_share,
     local_dims,
 )
-from shardline.workload import Layer, Workload, backward_layers
+from shardline.workload.dense_first import after
+from shardline.workload.moe import boundary_layer
+from shardline.workload.stack import LayerCost, MemoryCheck, layer_cost
+from shardline.workload.workload import Layer, Workload, backward_layers
 
 __all__ = ["Context", "evaluate_plan", "layer_key"]
 
@@ -130,7 +130,7 @@ class Context:
         block, wrapping to the next block."""
         layers = self.workload.layers
         key = layer_key(layer)
-        if key not in self._index:  # a dense first block's FFN (shardline.dense_first)
+        if key not in self._index:  # a dense first block's FFN (shardline.workload.dense_first)
             return after(self.workload, layer)
         return layer if layer.count > 1 else layers[(self._index[key] + 1) % len(layers)]
 

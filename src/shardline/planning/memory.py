@@ -7,8 +7,8 @@ A stage i of P holds, per device:
     total = states + blocks x activation_per_block x held + logits
 
 - `states` (`stage_states`): weights, gradients and optimizer state of the stage's einsum layers
-  (`shardline.stack.memory_check`, sharded as the strategies and the ZeRO stage say), the KV
-  cache and FSDP's gathered buffers (below); with a vocabulary, the first stage holds the
+  (`shardline.workload.stack.memory_check`, sharded as the strategies and the ZeRO stage say), the
+  KV cache and FSDP's gathered buffers (below); with a vocabulary, the first stage holds the
   embedding table and the last the LM head (untied: each its own weights, gradients and
   optimizer state, split over tensor parallelism; tied, a stage holding both holds the shared
   table once, and a pipeline keeps a copy on each end); with expert parallelism and ZeRO >= 1,
@@ -39,16 +39,16 @@ from typing import Any
 
 import numpy as np
 
-from shardline.dense_first import moe_blocks_in
-from shardline.dtypes import dtype_bits
-from shardline.moe import EXPERT_AXIS, idle_params_per_rank
-from shardline.options import Execution
+from shardline.basics.dtypes import dtype_bits
+from shardline.basics.options import Execution
 from shardline.realistic.activations import layer_activation_bytes
 from shardline.realistic.block import LOSS_BYTES
-from shardline.stack import DeviceShare, MemoryCheck, memory_check
 from shardline.strategies import Degrees, device_share, local_dims
 from shardline.strategies.cp import query_ways
-from shardline.workload import Layer, Workload
+from shardline.workload.dense_first import moe_blocks_in
+from shardline.workload.moe import EXPERT_AXIS, idle_params_per_rank
+from shardline.workload.stack import DeviceShare, MemoryCheck, memory_check
+from shardline.workload.workload import Layer, Workload
 
 __all__ = [
     "StageStates",
@@ -122,7 +122,7 @@ def _zero_ep(workload: Workload, deg: Degrees, zero: int) -> int:
 
 def dense_optimizer_bytes(layers: StageLayers, share: DeviceShare) -> float:
     """The optimizer state of the stage's non-expert einsum weights on one device, as
-    `shardline.stack.memory_check` counts it (sharded `share.optimizer_ways` ways)."""
+    `shardline.workload.stack.memory_check` counts it (sharded `share.optimizer_ways` ways)."""
     total = 0.0
     for layer, n in layers:
         if layer.axis_dims(EXPERT_AXIS):

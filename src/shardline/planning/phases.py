@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shardline.cost import ZERO_COST, Cost
+from shardline.ops.cost import ZERO_COST, Cost
 from shardline.planning.combine import exposed_comm_s
-from shardline.stack import LayerCost
 from shardline.strategies import CommTerm
-from shardline.workload import Layer
+from shardline.workload.stack import LayerCost
+from shardline.workload.workload import Layer
 
 __all__ = ["Phase", "Stage", "PARTS"]
 

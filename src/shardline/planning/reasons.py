@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from shardline.basics.units import fmt_bytes, fmt_time
 from shardline.hardware import Chip
 from shardline.planning.results import PlanResult
-from shardline.units import fmt_bytes, fmt_time
 
 __all__ = ["reason"]
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from shardline.cost import Cost
+from shardline.basics.options import Execution
+from shardline.basics.serialize import jsonable
 from shardline.hardware import Chip
-from shardline.options import Execution
-from shardline.serialize import jsonable
-from shardline.stack import MemoryCheck
+from shardline.ops.cost import Cost
 from shardline.strategies import CommTerm
-from shardline.workload import Workload
+from shardline.workload.stack import MemoryCheck
+from shardline.workload.workload import Workload
 
 __all__ = ["OBJECTIVES", "PlanResult", "PlanSet", "bubble_fraction"]
 

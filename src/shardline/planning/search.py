@@ -10,21 +10,21 @@ from itertools import islice
 from math import ceil, gcd, prod
 from typing import Any
 
+from shardline.basics.options import Execution, RateOverrides
+from shardline.basics.units import fmt_bytes, short
 from shardline.collectives import NetworkOptions
-from shardline.cost import TIE_RTOL
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
-from shardline.options import Execution, RateOverrides
+from shardline.ops.cost import TIE_RTOL
 from shardline.planning.evaluate import Context, evaluate_plan
 from shardline.planning.reasons import reason
 from shardline.planning.results import OBJECTIVES, PlanResult, PlanSet
-from shardline.stack import apply_overrides
 from shardline.strategies import Degrees, Strategy, names, strategies
 from shardline.strategies.base import divisors as strategy_divisors
 from shardline.strategies.pp import MAX_STAGES
 from shardline.strategies.tp import tensor_room, tensor_rooms
-from shardline.units import fmt_bytes, short
-from shardline.workload import Workload
+from shardline.workload.stack import apply_overrides
+from shardline.workload.workload import Workload
 
 __all__ = [
     "PlanOptions",
@@ -270,7 +270,7 @@ def _options(
     microbatches: int | None, objective: str, require_fit: bool, given: Mapping[str, Any]
 ) -> PlanOptions:
     """PlanOptions from plan()'s keywords: a degree per strategy name (tp=2), the rate
-    overrides flops_per_s and mem_bytes_per_s, and the fields of shardline.options.Execution
+    overrides flops_per_s and mem_bytes_per_s, and the fields of shardline.basics.options.Execution
     (interleave=3, recompute="full", sequence_parallel=True, ...)."""
     rates = {k: given[k] for k in ("flops_per_s", "mem_bytes_per_s") if k in given}
     execution = {k: given[k] for k in EXECUTION_FIELDS if k in given and given[k] is not None}

@@ -10,13 +10,13 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.options import RECOMPUTE_MODES
+from shardline.basics.serialize import jsonable
 from shardline.hardware import Chip
-from shardline.options import RECOMPUTE_MODES
 from shardline.planning.results import PlanResult
 from shardline.planning.vector_tables import Tables
-from shardline.serialize import jsonable
 from shardline.strategies import Degrees
-from shardline.workload import Workload
+from shardline.workload.workload import Workload
 
 __all__ = ["Group", "layout_of", "answer", "why_not"]
 

@@ -20,9 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
+from shardline.basics.options import Execution
 from shardline.hardware import Chip
-from shardline.modelshape import ModelShape
-from shardline.options import Execution
 from shardline.planning.network import MeshNetwork
 from shardline.planning.phases import Stage
 from shardline.realistic.block import (
@@ -33,10 +32,11 @@ from shardline.realistic.block import (
     head_ops,
 )
 from shardline.realistic.kernels import vector_kernel_s
-from shardline.stack import LayerCost
+from shardline.realistic.modelshape import ModelShape
 from shardline.strategies import CommTerm, Degrees
 from shardline.strategies.cp import query_ways
-from shardline.workload import Layer, Workload
+from shardline.workload.stack import LayerCost
+from shardline.workload.workload import Layer, Workload
 
 __all__ = [
     "Context",

@@ -13,15 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shardline.dtypes import dtype_bits
+from shardline.basics.dtypes import dtype_bits
 from shardline.planning.combine import exposed_gradient_s
 from shardline.planning.phases import PARTS, Stage
 from shardline.planning.stage_extras import Context
 from shardline.realistic.block import optimizer_bytes
 from shardline.realistic.flops import hardware_flops, model_flops
 from shardline.realistic.kernels import memory_kernel_s
-from shardline.stack import MemoryCheck, layer_cost
 from shardline.strategies import Degrees
+from shardline.workload.stack import MemoryCheck, layer_cost
 
 __all__ = [
     "RealisticStep",
@@ -66,7 +66,7 @@ def _optimizer_s(ctx: Context, deg: Degrees, memory: MemoryCheck) -> float:
     from shardline.strategies import device_share
 
     ways = device_share(ctx.workload, deg, zero=ctx.execution.zero).optimizer_ways
-    from shardline.precision import weight_dtype_of
+    from shardline.workload.precision import weight_dtype_of
 
     bits = dtype_bits(weight_dtype_of(ctx.workload))
     state = ctx.execution.state_bytes_per_param(bits)

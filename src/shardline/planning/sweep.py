@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from numbers import Integral
 from typing import Any
 
+from shardline.basics.serialize import jsonable
+from shardline.basics.units import short
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.planning.results import PlanSet
 from shardline.planning.search import plan
-from shardline.serialize import jsonable
-from shardline.stack import apply_overrides
-from shardline.units import short
-from shardline.workload import Workload
+from shardline.workload.stack import apply_overrides
+from shardline.workload.workload import Workload
 
 __all__ = ["SweepPoint", "Crossover", "BatchSweep", "sweep_batch", "MAX_CROSSOVERS"]
 

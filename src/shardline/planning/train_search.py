@@ -8,8 +8,8 @@ knobs over a cluster, vectorized (`vector_eval`), its best re-ranked by the full
 2. Evaluate every layout with the vectorized model as far as its answer needs
    (`vector_bound`: memory for all; lower bounds that prove the rest slower than the re-ranked
    set), pricing the assignments' collectives in rounds of chunks
-   (`shardline.executors.map_chunks`: here, on local processes or on a Dask cluster; the same
-   answer on each).
+   (`shardline.planning.executors.map_chunks`: here, on local processes or on a Dask cluster; the
+   same answer on each).
 3. Re-rank each group's fastest fitting layouts with the full engine (`evaluate_plan`): the
    answer (best, Pareto front) is the engine's, and the gap between the two models is reported.
 """
@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.options import Execution
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
-from shardline.options import Execution
 from shardline.planning.evaluate import Context, evaluate_plan
 from shardline.planning.results import PlanResult
 from shardline.planning.search import MAX_DEVICES, assignments
@@ -41,7 +41,7 @@ from shardline.planning.vector_bound import (
 from shardline.planning.vector_bound import counts as bound_counts
 from shardline.planning.vector_eval import Chunk, price_chunk
 from shardline.strategies import Degrees, names
-from shardline.workload import Workload
+from shardline.workload.workload import Workload
 
 __all__ = [
     "RunOptions",
@@ -59,7 +59,7 @@ SECONDS_PER_DAY = 86400.0
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How the chunks run (shardline.executors.map_chunks) and how much is re-ranked."""
+    """How the chunks run (shardline.planning.executors.map_chunks) and how much is re-ranked."""
 
     workers: int = 1
     executor: str = "local"
@@ -112,7 +112,7 @@ def _spaces(
 
 def _pricer(workload: Workload, run: RunOptions) -> Callable[[ChipSpace, np.ndarray], None]:
     """Price a round of assignments in chunks (`map_chunks`: here, on processes or on Dask)."""
-    from shardline.executors import map_chunks
+    from shardline.planning.executors import map_chunks
 
     done = [0]
 

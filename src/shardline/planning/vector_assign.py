@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from shardline.dtypes import dtype_bits
+from shardline.basics.dtypes import dtype_bits
+from shardline.basics.options import Execution
 from shardline.hardware import Chip
-from shardline.options import Execution
 from shardline.planning.memory import Candidates, candidate_stages, candidate_states
 from shardline.planning.network import MeshNetwork
 from shardline.planning.vector_tables import (
@@ -32,7 +32,7 @@ from shardline.planning.vector_tables import (
     stage_blocks_first_last,
 )
 from shardline.strategies import Degrees, strategies
-from shardline.workload import Workload
+from shardline.workload.workload import Workload
 
 __all__ = ["Priced", "SHAPE_KEYS", "TRAFFIC_KEYS", "assignment_shapes", "price_traffic"]
 

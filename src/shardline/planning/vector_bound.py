@@ -40,7 +40,7 @@ from shardline.planning.vector_tables import (
     probe_blocks,
 )
 from shardline.strategies import Degrees
-from shardline.workload import Workload
+from shardline.workload.workload import Workload
 
 __all__ = [
     "ChipSpace",

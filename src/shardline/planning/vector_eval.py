@@ -34,7 +34,7 @@ from shardline.planning.memory import layouts_bytes
 from shardline.planning.vector_assign import price_traffic
 from shardline.planning.vector_tables import ZERO_STAGES, Tables
 from shardline.strategies import Degrees
-from shardline.workload import Workload
+from shardline.workload.workload import Workload
 
 __all__ = [
     "Chunk",
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 INTERLEAVES = (1, 2, 4, 8)
-RECOMPUTE = (0, 1, 2)  # none, selective, full (shardline.options.RECOMPUTE_MODES)
+RECOMPUTE = (0, 1, 2)  # none, selective, full (shardline.basics.options.RECOMPUTE_MODES)
 # a layout's columns: assignment, microbatch size index, interleave, sequence parallelism,
 # recompute, ZeRO stage, tensor-parallel overlap
 KNOBS = ("a", "j", "v", "sp", "rc", "z", "ov")

@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from shardline.dtypes import dtype_bits
+from shardline.basics.dtypes import dtype_bits
+from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.hardware import Chip
-from shardline.options import RECOMPUTE_MODES, Execution
 from shardline.planning.evaluate import Context
 from shardline.strategies import Degrees, strategies
-from shardline.workload import Workload, backward_layers
+from shardline.workload.workload import Workload, backward_layers
 
 __all__ = [
     "Tables",
@@ -256,7 +256,7 @@ def _einsum_s(ctx: Context, layer: Any, dims: dict[str, int]) -> float:
     from dataclasses import replace
 
     from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
-    from shardline.stack import LayerCost, layer_cost
+    from shardline.workload.stack import LayerCost, layer_cost
 
     merged = _merged(layer, dims, ctx.workload.batch_dim)
     key = (layer.content_key, tuple(dims.items()))
@@ -420,7 +420,9 @@ def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: i
     t.act_bytes, t.logits_bytes = activation_table(w, inner_keys, seq_b)
     model = w.model
     assert model is not None
-    bits = dtype_bits(model.weights_dtype)  # the weights' storage dtype (shardline.precision)
+    bits = dtype_bits(
+        model.weights_dtype
+    )  # the weights' storage dtype (shardline.workload.precision)
     t.extra = {
         "end_params": (model.vocab or 0) * model.d_model,
         "tables_one_stage": 1 if model.tied_embeddings else 2,  # tied: one shared table

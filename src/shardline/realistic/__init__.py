@@ -1,7 +1,7 @@
 """The realistic whole-model time: every op priced at achievable rates and summed.
 
 - `kernels`: one kernel's time (launch rule, memory-bound kernels, GEMMs through the per-op
-  prediction of `shardline.predict`, the fused attention kernel);
+  prediction of `shardline.ops.predict`, the fused attention kernel);
 - `block`: the memory-bound ops between a transformer block's matmuls (norms, activations,
   rotary, softmax and dropout, residual adds), the embedding, the LM head's loss, the optimizer;
 - `activations`: activation memory per layer (Korthikanti et al. 2022);

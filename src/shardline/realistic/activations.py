@@ -19,9 +19,9 @@ parallelism).
 
 from __future__ import annotations
 
-from shardline.dtypes import dtype_bits
-from shardline.modelshape import ModelShape
+from shardline.basics.dtypes import dtype_bits
 from shardline.realistic.block import MASK_BYTES, activation_dtype
+from shardline.realistic.modelshape import ModelShape
 
 __all__ = ["layer_activation_bytes", "in_flight_microbatches"]
 

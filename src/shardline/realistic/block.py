@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shardline.dtypes import dtype_bits
-from shardline.layer import Layer
-from shardline.modelshape import ModelShape
+from shardline.basics.dtypes import dtype_bits
+from shardline.ops.layer import Layer
+from shardline.realistic.modelshape import ModelShape
 
 __all__ = [
     "MemOp",

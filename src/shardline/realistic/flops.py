@@ -9,7 +9,7 @@ Hardware FLOPs add what recompute runs again: full recompute one more forward of
 
 from __future__ import annotations
 
-from shardline.modelshape import ModelShape
+from shardline.realistic.modelshape import ModelShape
 
 __all__ = ["model_flops", "hardware_flops"]
 

@@ -1,12 +1,12 @@
 """One kernel's realistic time on one chip.
 
-- Launch rule (`shardline.predict.kernel_time_s`): run eagerly, a kernel costs
+- Launch rule (`shardline.ops.predict.kernel_time_s`): run eagerly, a kernel costs
   `max(launch_overhead_s, floor) + work`; replayed from a CUDA graph, `floor + work` (the floor
   is the device's shortest kernel: its ramp up and drain).
 - A memory-bound kernel's work is its bytes at the chip's achievable HBM bandwidth; an
   elementwise kernel's is the longer of that and its FLOPs at the chip's vector rate (CUDA cores,
   the TPU VPU: `Chip.vector_rate`), never the matrix units' peak.
-- A GEMM is `shardline.predict`'s realistic time (tiles, waves, alignment, achievable rate) with
+- A GEMM is `shardline.ops.predict`'s realistic time (tiles, waves, alignment, achievable rate) with
   the launch rule above.
 - The fused attention kernel (FlashAttention-style; Dao 2023, FlashAttention-2): the forward does
   the two attention einsums' FLOPs at the chip's achievable attention efficiency, halved under a
@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from shardline.achievable import achievable_rate
-from shardline.cost import Cost
 from shardline.hardware import Chip
-from shardline.layer import Layer
-from shardline.modelshape import ModelShape
-from shardline.predict import kernel_time_s, with_prediction
-from shardline.roofline import evaluate_einsum
+from shardline.ops.achievable import achievable_rate
+from shardline.ops.cost import Cost
+from shardline.ops.layer import Layer
+from shardline.ops.predict import kernel_time_s, with_prediction
+from shardline.ops.roofline import evaluate_einsum
+from shardline.realistic.modelshape import ModelShape
 
 __all__ = [
     "launch_rule_s",
@@ -53,7 +53,7 @@ _BWD_PER_GRAD_EINSUM = FLASH_BWD_FLOPS_RATIO / 2
 
 def launch_rule_s(chip: Chip, work_s: float, *, cuda_graphs: bool, gemm: bool = False) -> float:
     """One kernel of `work_s` seconds of device work under the launch rule of
-    `shardline.predict.kernel_time_s` (eager: launch overhead or the kernel floor, whichever is
+    `shardline.ops.predict.kernel_time_s` (eager: launch overhead or the kernel floor, whichever is
     longer, plus the work; CUDA graphs: the floor plus the work)."""
     return float(kernel_time_s(chip, work_s, cuda_graphs=cuda_graphs, gemm=gemm))
 
@@ -82,7 +82,7 @@ def vector_kernel_s(
 
 
 def gemm_time_s(layer: Layer, chip: Chip, dims: Mapping[str, int], *, cuda_graphs: bool) -> float:
-    """The per-op realistic time of one einsum instance (shardline.predict, with the launch
+    """The per-op realistic time of one einsum instance (shardline.ops.predict, with the launch
     mode), with on-chip operands' bytes taken out of its memory time."""
     result = evaluate_einsum(
         layer.parsed, dict(dims), chip, dict(layer.dtypes), layer.compute_dtype

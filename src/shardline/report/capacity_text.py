@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from shardline.basics.units import fmt_bytes, fmt_int
 from shardline.planning.capacity import Capacity
-from shardline.units import fmt_bytes, fmt_int
 
 __all__ = ["render_capacity"]
 

@@ -1,16 +1,16 @@
 """`shardline plot roofline --cheatsheet`: a printable one-page roofline sheet for one chip (PNG,
 SVG or PDF; matplotlib imported inside the functions) and the same facts as text. The facts come
-from `shardline.cheatsheet`; the page reuses the roofs of `shardline.report.plots`."""
+from `shardline.answers.cheatsheet`; the page reuses the roofs of `shardline.report.plots`."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from shardline.cheatsheet import CheatSheet
+from shardline.answers.cheatsheet import CheatSheet
+from shardline.basics.units import fmt_bytes, fmt_capacity, fmt_int, fmt_rate, fmt_time
 from shardline.errors import InputError
 from shardline.hardware import Chip
-from shardline.units import fmt_bytes, fmt_capacity, fmt_int, fmt_rate, fmt_time
 
 __all__ = ["SHEET_SUFFIXES", "sheet_text", "render_cheatsheet"]
 

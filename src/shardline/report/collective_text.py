@@ -3,8 +3,8 @@ would run, every pair it weighed with its latency and bandwidth, and the tiers i
 
 from __future__ import annotations
 
+from shardline.basics.units import fmt_rate, fmt_time
 from shardline.collectives import CollectiveCost
-from shardline.units import fmt_rate, fmt_time
 
 __all__ = ["realistic_line", "library_lines"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from shardline.basics.units import fmt_num
 from shardline.costing import TrainingCost
-from shardline.units import fmt_num
 
 __all__ = ["training_cost_lines"]
 

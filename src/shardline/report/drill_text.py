@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardline.basics.dtypes import dtype_bits
+from shardline.basics.serialize import jsonable
+from shardline.basics.units import fmt_flops, fmt_int, fmt_num, fmt_time
 from shardline.collectives import CollectiveCost
 from shardline.drill import Graded, PipelineDrill, Question, Session
-from shardline.dtypes import dtype_bits
+from shardline.ops.roofline import RooflineResult
 from shardline.report.markdown import explain_roofline
 from shardline.report.markdown_sharded import explain_sharded
 from shardline.report.sharding_text import render_collective
-from shardline.roofline import RooflineResult
-from shardline.serialize import jsonable
-from shardline.sharding import ShardedResult
-from shardline.units import fmt_flops, fmt_int, fmt_num, fmt_time
+from shardline.sharding.algebra import ShardedResult
 
 __all__ = [
     "format_expected",

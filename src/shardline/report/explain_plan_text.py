@@ -4,10 +4,10 @@ the batch at which the latency answer flips (`shardline.planning.compare_pp_tp`)
 
 from __future__ import annotations
 
+from shardline.basics.units import fmt_bytes, fmt_flops, fmt_int, fmt_rate, fmt_time
 from shardline.io.safe_text import md_text
 from shardline.planning.compare_pp_tp import PlanNumbers, PpTpComparison
 from shardline.strategies import CommTerm
-from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_rate, fmt_time
 
 __all__ = ["render_explain_plan", "paragraph"]
 

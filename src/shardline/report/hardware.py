@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardline.basics.serialize import jsonable
+from shardline.basics.units import fmt_capacity, fmt_rate, fmt_time
 from shardline.hardware import ASSUMED, DEFAULTS, Achievable, Chip
 from shardline.report.columns import aligned
-from shardline.serialize import jsonable
-from shardline.units import fmt_capacity, fmt_rate, fmt_time
 
 __all__ = ["chip_summary", "chip_detail", "render_chip_list", "render_chip", "ridges"]
 

@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from shardline.curves import SheetCurve
+from shardline.answers.curves import SheetCurve
+from shardline.answers.sheet_model import SheetResult
+from shardline.basics.units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from shardline.hardware import Chip
 from shardline.io.tables import json_cell
 from shardline.report.figures import Figure, figures_html
 from shardline.report.html_page import PAGE, SCRIPT, STYLE
 from shardline.report.plots import roofline_data
-from shardline.sheet_model import SheetResult
-from shardline.units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
 
 __all__ = ["ReportData", "report_from_sheet", "report_from_stack", "render_html", "json_for_script"]
 
@@ -228,7 +228,7 @@ def report_from_sheet(
     result: SheetResult, source: str, curves: Sequence[SheetCurve] = ()
 ) -> ReportData:
     """A sheet's results as report data: one point per computed row, and the achieved-FLOP/s
-    curves the caller computed (`shardline.curves.sheet_curves`)."""
+    curves the caller computed (`shardline.answers.curves.sheet_curves`)."""
     chip = result.chip
     results = _sheet_result_keys(result)
     default = result.summary["dtype"]

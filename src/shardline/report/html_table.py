@@ -6,8 +6,8 @@ import html
 import math
 from typing import Any
 
+from shardline.basics.units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
 from shardline.report.frames import to_records
-from shardline.units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
 
 __all__ = ["result_table_html", "records_table_html", "MAX_HTML_ROWS"]
 

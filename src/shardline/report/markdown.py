@@ -3,8 +3,8 @@
 Assumptions first; the bound called before the arithmetic (from the ridge and a one-line estimate of
 the intensity); every count with its formula, the numbers put in and units; the times; a sanity
 check against the roofline; the bottleneck and concrete changes, each with its effect computed by
-the library (`shardline.variants`, computed by the caller and passed in: nothing is re-run here).
-The sharded answer is in `shardline.report.markdown_sharded`.
+the library (`shardline.answers.variants`, computed by the caller and passed in: nothing is re-run
+here). The sharded answer is in `shardline.report.markdown_sharded`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from shardline.dtypes import dtype_bits
-from shardline.einsum import EinsumSpec, parse_einsum
+from shardline.answers.variants import Variant, dominant_operand
+from shardline.basics.dtypes import dtype_bits
+from shardline.basics.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
 from shardline.io.safe_text import md_text
-from shardline.roofline import RooflineResult
-from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
-from shardline.variants import Variant, dominant_operand
+from shardline.ops.einsum import EinsumSpec, parse_einsum
+from shardline.ops.roofline import RooflineResult
 
 __all__ = ["explain_roofline", "Suggestion", "suggestions", "percent", "element_size"]
 
@@ -107,7 +107,7 @@ _WORDS: dict[str, Callable[[RooflineResult, Variant], Suggestion]] = {
 
 def suggestions(r: RooflineResult, variants: Sequence[Variant]) -> list[Suggestion]:
     """Changes that attack the binding resource, worded from the variants the caller computed
-    (`shardline.variants.roofline_variants(r)`)."""
+    (`shardline.answers.variants.roofline_variants(r)`)."""
     out: list[Suggestion] = []
     spec = parse_einsum(r.spec)
     biggest = dominant_operand(r, spec)
@@ -375,8 +375,8 @@ def _bottleneck(a: _Answer, variants: Sequence[Variant]) -> list[str]:
 
 def explain_roofline(r: RooflineResult, variants: Sequence[Variant], *, brief: bool = False) -> str:
     """The Markdown answer for one single-device multiply; `variants` are the alternatives the
-    caller computed with `shardline.variants.roofline_variants(r)`. `brief`: only the answer,
-    the bound call, the counts and the times (a drill's worked answer)."""
+    caller computed with `shardline.answers.variants.roofline_variants(r)`. `brief`: only the
+    answer, the bound call, the counts and the times (a drill's worked answer)."""
     a = _Answer.of(r)
     if brief:
         parts = [_headline(a), _bound_call(a), _counts(a), _times(a)]

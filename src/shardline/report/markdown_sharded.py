@@ -8,16 +8,16 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shardline.dtypes import dtype_bits
-from shardline.einsum import EinsumSpec, parse_einsum
+from shardline.basics.dtypes import dtype_bits
+from shardline.basics.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
 from shardline.io.safe_text import md_text
+from shardline.ops.einsum import EinsumSpec, parse_einsum
+from shardline.ops.roofline import RooflineResult
 from shardline.report.markdown import element_size, percent
-from shardline.roofline import RooflineResult
-from shardline.sharding import ShardedResult
-from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
+from shardline.sharding.algebra import ShardedResult
 
 if TYPE_CHECKING:
-    from shardline.compare import Comparison
+    from shardline.sharding.compare import Comparison
 
 __all__ = ["explain_sharded"]
 
@@ -324,10 +324,11 @@ def explain_sharded(
     single: RooflineResult | None,
     brief: bool = False,
 ) -> str:
-    """The Markdown answer for a sharded einsum. `comparison` (a `shardline.compare.Comparison`
-    of the same multiply) supplies the best alternative; `single` is the whole multiply on one
-    device (`shardline.variants.single_device(r)`), None to leave that comparison out. `brief`:
-    only the answer, the bound call, the counts and the times (a drill's worked answer)."""
+    """The Markdown answer for a sharded einsum. `comparison` (a
+    `shardline.sharding.compare.Comparison` of the same multiply) supplies the best alternative;
+    `single` is the whole multiply on one device (`shardline.answers.variants.single_device(r)`),
+    None to leave that comparison out. `brief`: only the answer, the bound call, the counts and the
+    times (a drill's worked answer)."""
     a = _Answer.of(r)
     if brief:
         parts = [_headline(a), _bound_call(a), _counts(a), _times(a)]

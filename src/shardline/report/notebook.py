@@ -14,14 +14,14 @@ import html
 from collections.abc import Callable
 from typing import Any
 
+from shardline.answers.sheet_model import SheetResult
+from shardline.basics.units import fmt_bytes, fmt_time
 from shardline.io.sheet_results import sheet_records
+from shardline.ops.roofline import RooflineResult
 from shardline.planning.results import PlanSet
 from shardline.report.frames import records_to_dataframe, to_dataframe
 from shardline.report.html_table import records_table_html, result_table_html
-from shardline.roofline import RooflineResult
-from shardline.sheet_model import SheetResult
-from shardline.stack import StackResult
-from shardline.units import fmt_bytes, fmt_time
+from shardline.workload.stack import StackResult
 
 __all__ = [
     "to_html",

@@ -3,9 +3,9 @@ to the lower bound goes, MFU and HFU, tokens/s, days to train."""
 
 from __future__ import annotations
 
-from shardline.plan import PlanResult, PlanSet
-from shardline.units import fmt_flops, fmt_num, fmt_time
-from shardline.workload import Workload
+from shardline.basics.units import fmt_flops, fmt_num, fmt_time
+from shardline.planning.api import PlanResult, PlanSet
+from shardline.workload.workload import Workload
 
 __all__ = ["realistic_lines"]
 

@@ -3,12 +3,12 @@ bound beside it, then the derivation with the numbers put in."""
 
 from __future__ import annotations
 
-from shardline.plan import BatchSweep, PlanResult, PlanSet
+from shardline.basics.units import fmt_bytes, fmt_int, fmt_num, fmt_time
+from shardline.planning.api import BatchSweep, PlanResult, PlanSet
 from shardline.report.plan_realistic import realistic_lines
 from shardline.report.stack_text import describe, memory_parts, rate, table
 from shardline.strategies import strategies, strategy
-from shardline.units import fmt_bytes, fmt_int, fmt_num, fmt_time
-from shardline.workload import Workload
+from shardline.workload.workload import Workload
 
 __all__ = ["render_plan", "render_sweep"]
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shardline.units import fmt_int, fmt_rate, fmt_time
+from shardline.basics.units import fmt_int, fmt_rate, fmt_time
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from shardline.compare import Comparison
-    from shardline.curves import BatchPlot
+    from shardline.answers.curves import BatchPlot
     from shardline.report.plots import StrategyBar
+    from shardline.sharding.compare import Comparison
 
 __all__ = ["batch_summary", "strategies_summary"]
 

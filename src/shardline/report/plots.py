@@ -1,9 +1,9 @@
 """Plots (PNG and SVG via matplotlib, imported inside the functions): the roofline with the user's
 operations, achieved FLOP/s versus batch (seed 001 Question 3), and time per sharding strategy.
 
-The data of each plot is computed first (`shardline.curves.batch_curves` in the core, and here
-`roofline_data`, `strategy_bars`: numpy, no matplotlib) so that tests and the HTML report use the
-same numbers.
+The data of each plot is computed first (`shardline.answers.curves.batch_curves` in the core, and
+here `roofline_data`, `strategy_bars`: numpy, no matplotlib) so that tests and the HTML report use
+the same numbers.
 Rendering is deterministic: matplotlib's default style whatever the user's matplotlibrc, no dates
 or versions in the metadata, a fixed SVG hash salt, and text drawn as paths.
 """
@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shardline.curves import BatchPlot
-from shardline.einsum import parse_einsum
+from shardline.answers.curves import BatchPlot
+from shardline.basics.units import fmt_rate
 from shardline.errors import InputError
 from shardline.hardware import Chip
-from shardline.units import fmt_rate
+from shardline.ops.einsum import parse_einsum
 
 if TYPE_CHECKING:
-    from shardline.compare import Comparison
+    from shardline.sharding.compare import Comparison
 
 __all__ = [
     "RoofLine",
@@ -144,7 +144,7 @@ def strategy_label(spec: str, mesh: dict[str, int]) -> str:
 
 
 def strategy_bars(comparison: Comparison, top: int | None = None) -> list[StrategyBar]:
-    """Bars for the strategies of a `shardline.compare` result, fastest first."""
+    """Bars for the strategies of a `shardline.sharding.compare` result, fastest first."""
     strategies = list(comparison.strategies)[: top or None]
     return [
         StrategyBar(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardline.dtypes import dtype_bytes
-from shardline.tiling import TileReport
-from shardline.units import fmt_bytes, fmt_int, fmt_num, fmt_rate, fmt_time
+from shardline.basics.dtypes import dtype_bytes
+from shardline.basics.units import fmt_bytes, fmt_int, fmt_num, fmt_rate, fmt_time
+from shardline.ops.tiling import TileReport
 
 __all__ = ["render_tile", "render_calibration", "render_validation", "render_plot", "noise_text"]
 

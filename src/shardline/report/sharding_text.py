@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardline.basics.dtypes import dtype_bytes
+from shardline.basics.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
 from shardline.collectives import CollectiveCost, CollectiveStep
-from shardline.dtypes import dtype_bytes
-from shardline.einsum import parse_einsum
+from shardline.ops.einsum import parse_einsum
 from shardline.report.collective_text import library_lines, realistic_line
-from shardline.sharding import PlannedCollective, ShardedResult
-from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
+from shardline.sharding.algebra import PlannedCollective, ShardedResult
 
 __all__ = ["render_sharded", "render_collective", "render_compare", "sharded_bound_line"]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from shardline.sheet_model import SheetResult
-from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_time
+from shardline.answers.sheet_model import SheetResult
+from shardline.basics.units import fmt_bytes, fmt_flops, fmt_int, fmt_time
 
 __all__ = ["render_sheet", "MAX_TEXT_ROWS"]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shardline.dtypes import dtype_bytes
-from shardline.stack import (
+from shardline.basics.dtypes import dtype_bytes
+from shardline.basics.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_time
+from shardline.workload.stack import (
     ADAM_MOMENTS_BYTES_PER_PARAM,
     OPTIMIZER_BYTES_PER_PARAM,
     LayerRow,
@@ -14,8 +15,7 @@ from shardline.stack import (
     StackResult,
     optimizer_bytes_per_param,
 )
-from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_time
-from shardline.workload import Workload
+from shardline.workload.workload import Workload
 
 __all__ = ["render_stack", "table", "rate", "describe", "memory_parts"]
 
@@ -45,7 +45,7 @@ def describe(w: Workload) -> str:
         if w.repeat > 1
         else f"{w.layer_count} layer instances"
     )
-    from shardline.dense_first import DenseFirstWorkload
+    from shardline.workload.dense_first import DenseFirstWorkload
 
     if isinstance(w, DenseFirstWorkload):
         blocks = (

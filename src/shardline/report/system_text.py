@@ -11,14 +11,14 @@ __all__ = ["render_system", "render_system_list", "system_detail", "system_summa
 
 
 def _rate(value: float) -> str:
-    from shardline.units import fmt_rate
+    from shardline.basics.units import fmt_rate
 
     return fmt_rate(value, "B/s", digits=4)
 
 
 def _bits(value: float) -> str:
     """A NIC's speed as its maker states it, in bits per second: 50e9 B/s -> '400 Gb/s'."""
-    from shardline.units import fmt_rate
+    from shardline.basics.units import fmt_rate
 
     return fmt_rate(8 * value, "b/s", digits=4)
 
@@ -68,7 +68,7 @@ def system_summary(system: Any) -> dict[str, Any]:
 
 
 def system_detail(system: Any) -> dict[str, Any]:
-    from shardline.serialize import jsonable
+    from shardline.basics.serialize import jsonable
 
     detail = jsonable(system)
     detail["aliases"] = list(system.aliases)
@@ -102,7 +102,7 @@ def _line(label: str, value: str, source: str | None = None) -> str:
 
 
 def _scale_up(system: Any) -> list[str]:
-    from shardline.units import fmt_time
+    from shardline.basics.units import fmt_time
 
     s = system.sources
     up = _scale_up_rate(system)
@@ -122,7 +122,7 @@ def _scale_up(system: Any) -> list[str]:
 
 
 def _scale_out(system: Any) -> list[str]:
-    from shardline.units import fmt_time
+    from shardline.basics.units import fmt_time
 
     s = system.sources
     eff = system.scale_out_efficiency

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from shardline.dtypes import dtype_bytes
-from shardline.einsum import EinsumSpec, parse_einsum
-from shardline.roofline import RooflineResult
-from shardline.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
+from shardline.basics.dtypes import dtype_bytes
+from shardline.basics.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
+from shardline.ops.einsum import EinsumSpec, parse_einsum
+from shardline.ops.roofline import RooflineResult
 
 __all__ = ["render_roofline", "bound_line"]
 

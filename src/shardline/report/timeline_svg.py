@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from html import escape
 
+from shardline.basics.units import fmt_time
 from shardline.planning.timeline import Timeline
-from shardline.units import fmt_time
 
 __all__ = ["timeline_svg", "COLORS"]
 

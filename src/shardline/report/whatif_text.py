@@ -3,8 +3,8 @@ time with its ratio to the first row, then a line per row the chip cannot run.""
 
 from __future__ import annotations
 
-from shardline.units import fmt_bytes, fmt_int, fmt_time
-from shardline.whatif import PrecisionRow, PrecisionWhatIf
+from shardline.answers.whatif import PrecisionRow, PrecisionWhatIf
+from shardline.basics.units import fmt_bytes, fmt_int, fmt_time
 
 __all__ = ["render_precision"]
 

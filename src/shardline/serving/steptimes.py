@@ -136,7 +136,7 @@ class StepTimes:
 def price_step(spec: Any, chip: Any, tp: int, dtype: str, point: tuple[str, int, int]) -> Any:
     """The plan engine's plan of one step, `point` = (phase, batch, seq_len), on tp devices."""
     from shardline.models.template import model_workload
-    from shardline.plan import plan
+    from shardline.planning.api import plan
 
     phase, batch, seq_len = point
     work = model_workload(spec, phase=phase, batch=batch, seq_len=seq_len, dtype=dtype)
@@ -148,10 +148,10 @@ def step_times(spec: Any, chip: Any, tp: int, dtype: str, eng: Engine) -> StepTi
     """The step times of `spec` on `tp` devices of `chip` (a Chip) in `dtype` (weights and KV
     cache), with the engine's scheduling overhead; the memory from the decode step of 256
     sequences at 1,024 tokens."""
-    from shardline.dtypes import dtype_bits
-    from shardline.models.spec import kv_bytes_per_token
+    from shardline.basics.dtypes import dtype_bits
     from shardline.models.template import model_workload
     from shardline.strategies.tp import uneven_reason
+    from shardline.workload.modelspec import kv_bytes_per_token
 
     shape = model_workload(spec, phase="decode", batch=1, seq_len=1024, dtype=dtype)
     why = uneven_reason(shape, tp, f"--tp {tp}")  # the one tensor-parallel rule (strategies/tp.py)

@@ -18,11 +18,11 @@ from functools import lru_cache
 from typing import Any, Literal, Protocol
 
 from shardline.collectives import AxisNetwork
-from shardline.cost import Cost
 from shardline.hardware import Chip
-from shardline.layer import LOGICAL_AXES
-from shardline.modelshape import ModelShape
-from shardline.workload import Layer, Workload
+from shardline.ops.cost import Cost
+from shardline.ops.layer import LOGICAL_AXES
+from shardline.realistic.modelshape import ModelShape
+from shardline.workload.workload import Layer, Workload
 
 __all__ = [
     "LOGICAL_AXES",
@@ -113,7 +113,7 @@ class MemorySplit:
 class Knob:
     """One execution flag a strategy owns beyond its degree: `--FLAG` on the command line (`plan`,
     `what-if precision plan`, `report`, `stack`), the keyword and field `field` of plan() and
-    shardline.options.Execution. `switch`: a flag without a value (sets True); `choices`: the
+    shardline.basics.options.Execution. `switch`: a flag without a value (sets True); `choices`: the
     words it takes; `parse`: text -> value (None: the text itself)."""
 
     field: str
@@ -176,9 +176,11 @@ class LayerView:
     local: Callable[[Layer, Mapping[str, int]], dict[str, int]]
     training: bool
     gradient_ways: int = 1  # ways the weight gradients are sharded (product of those degrees)
-    zero: int = 0  # the ZeRO stage of the data-parallel axis (shardline.options.Execution)
-    cp_kind: str = "ring"  # context parallelism's K/V exchange (shardline.options.Execution)
-    ep_dispatch: str = "all-to-all"  # the expert-parallel dispatch (shardline.options.Execution)
+    zero: int = 0  # the ZeRO stage of the data-parallel axis (shardline.basics.options.Execution)
+    cp_kind: str = "ring"  # context parallelism's K/V exchange (shardline.basics.options.Execution)
+    ep_dispatch: str = (
+        "all-to-all"  # the expert-parallel dispatch (shardline.basics.options.Execution)
+    )
     ep_comm_sms: int = 0  # SMs the dispatch kernels run on (0: unstated)
     model: ModelShape | None = None  # the whole model's shape (attention kernel, causal mask)
     grad_reduce_dtype: str | None = None  # dtype of reduced gradients (None: their own)
@@ -189,7 +191,7 @@ class LayerView:
         nbytes = grad.operand_bytes(grad.output.name, dims)
         if self.grad_reduce_dtype is None:
             return nbytes
-        from shardline.dtypes import dtype_bits
+        from shardline.basics.dtypes import dtype_bits
 
         own = dtype_bits(grad.dtypes.get(grad.output.name, grad.dtype))
         return nbytes * dtype_bits(self.grad_reduce_dtype) / own
@@ -213,7 +215,9 @@ class Strategy:
     name: str = ""  # key of Degrees, JSON, the mesh axis and plan()'s keyword (`tp=2`)
     word: str = ""  # the CLI flag: --WORD N
     help: str = ""  # the CLI help text of --WORD
-    knobs: tuple[Knob, ...] = ()  # its execution flags (fields of shardline.options.Execution)
+    knobs: tuple[
+        Knob, ...
+    ] = ()  # its execution flags (fields of shardline.basics.options.Execution)
     splits: tuple[str, ...] = ()  # logical axes: LOGICAL_AXES, "tensor" or "layers"
     mesh_rank: float = 0  # position on the device mesh, 0 = innermost (fastest varying)
     tier: str = ""  # which network it rides, in words

@@ -46,15 +46,15 @@ from collections.abc import Mapping
 from math import ceil, prod
 from typing import Protocol
 
-from shardline.dtypes import dtype_bits
+from shardline.basics.dtypes import dtype_bits
+from shardline.basics.options import CP_KINDS
 from shardline.errors import InputError
-from shardline.moe import SLOT_AXIS
-from shardline.options import CP_KINDS
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 from shardline.realistic.sustained import sustained_chip
-from shardline.stack import layer_cost
 from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, Network, Strategy
-from shardline.workload import Layer, Workload
+from shardline.workload.moe import SLOT_AXIS
+from shardline.workload.stack import layer_cost
+from shardline.workload.workload import Layer, Workload
 
 __all__ = ["ContextParallel", "STRATEGY", "CP_KINDS", "key_operand", "query_ways"]
 

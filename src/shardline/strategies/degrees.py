@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from math import ceil, prod
 
-from shardline.stack import DeviceShare
 from shardline.strategies.dp import batch_dims
 from shardline.strategies.registry import by_mesh, names, strategies
-from shardline.workload import Layer, Workload
+from shardline.workload.stack import DeviceShare
+from shardline.workload.workload import Layer, Workload
 
 __all__ = ["Degrees", "local_dims", "device_share"]
 

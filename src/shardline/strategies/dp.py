@@ -14,7 +14,7 @@ from shardline.strategies.base import (
     Network,
     Strategy,
 )
-from shardline.workload import Layer, Workload
+from shardline.workload.workload import Layer, Workload
 
 
 def batch_dims(layer: Layer, batch_dim: str | None) -> tuple[str, ...]:

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from math import ceil, prod
 
-from shardline.dtypes import dtype_bits
+from shardline.basics.dtypes import dtype_bits
+from shardline.basics.options import EP_DISPATCHES
+from shardline.basics.units import parse_count
 from shardline.errors import InputError
-from shardline.moe import EXPERT_AXIS, between_kernels
-from shardline.options import EP_DISPATCHES
 from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, Network
 from shardline.strategies.dp import BatchSplit, batch_degree_ok, split_batch
 from shardline.strategies.ep_dispatch import (
@@ -40,8 +40,8 @@ from shardline.strategies.ep_dispatch import (
     published_dispatch,
     scale_out_share,
 )
-from shardline.units import parse_count
-from shardline.workload import Layer, Workload
+from shardline.workload.moe import EXPERT_AXIS, between_kernels
+from shardline.workload.workload import Layer, Workload
 
 
 def experts_of(workload: Workload) -> int | None:

@@ -5,10 +5,10 @@ the critical path."""
 
 from __future__ import annotations
 
+from shardline.basics.units import parse_count
 from shardline.errors import InputError
 from shardline.strategies.base import CommTerm, Knob, MemorySplit, Network, StageView, Strategy
-from shardline.units import parse_count
-from shardline.workload import Workload
+from shardline.workload.workload import Workload
 
 __all__ = ["PipelineParallel", "STRATEGY", "MAX_STAGES"]
 

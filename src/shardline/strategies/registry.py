@@ -14,7 +14,7 @@ from math import prod
 from shardline.errors import InputError
 from shardline.strategies import cp, dp, ep, fsdp, pp, tp
 from shardline.strategies.base import Strategy
-from shardline.workload import Workload
+from shardline.workload.workload import Workload
 
 __all__ = ["strategies", "strategy", "names", "by_mesh", "registered", "serving_layouts"]
 

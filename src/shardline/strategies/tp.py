@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from functools import lru_cache
 from math import ceil, prod
 
-from shardline.einsum import EinsumSpec, Operand, parse_einsum, require_two_operands
+from shardline.basics.options import Precision
 from shardline.errors import InputError
-from shardline.layout import price_layout
-from shardline.mesh import Mesh
-from shardline.options import Precision
+from shardline.ops.einsum import EinsumSpec, Operand, parse_einsum, require_two_operands
+from shardline.sharding.layout import price_layout
+from shardline.sharding.mesh import Mesh
 from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, Network, Strategy
-from shardline.workload import Layer, Workload
+from shardline.workload.workload import Layer, Workload
 
 __all__ = [
     "TensorParallel",
@@ -161,10 +161,10 @@ def priced_collectives(
     layer: Layer, full: Mapping[str, int], tp: int, keep_output: bool, net: Network
 ) -> tuple[Priced, ...] | None:
     """(kind, V bytes, seconds, realistic seconds) of each collective that
-    `shardline.layout.price_layout` plans for the layer's einsum at sizes `full` (before tensor
-    parallelism) with its one split dim over a mesh axis of `tp` devices, partial sums reduced in
-    the output's dtype. None when the split is not one dim divided evenly by the whole degree
-    (then Megatron's rule, `_rule`, prices it)."""
+    `shardline.sharding.layout.price_layout` plans for the layer's einsum at sizes `full` (before
+    tensor parallelism) with its one split dim over a mesh axis of `tp` devices, partial sums
+    reduced in the output's dtype. None when the split is not one dim divided evenly by the whole
+    degree (then Megatron's rule, `_rule`, prices it)."""
     axis = net.axis_network("tp")
     key = (axis, layer.spec, tuple(full.items()), tp, keep_output, tuple(layer.dtypes.items()))
     if key not in net.memo:

@@ -18,13 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardline.dtypes import canonical_dtype
-from shardline.einsum import EinsumSpec
+from shardline.basics.dtypes import canonical_dtype
+from shardline.basics.options import Precision
 from shardline.errors import InputError
 from shardline.hardware import Chip
-from shardline.options import Precision
-from shardline.roofline import critical_m, resolve_dtypes
-from shardline.workload import Workload
+from shardline.ops.einsum import EinsumSpec
+from shardline.ops.roofline import critical_m, resolve_dtypes
+from shardline.workload.workload import Workload
 
 __all__ = [
     "DtypeMix",
@@ -241,8 +241,8 @@ def matmul_row(
     mnk: tuple[int, int, int], chip: Chip, *, accumulate: bool = False, launch: str = "eager"
 ) -> RowFn:
     """C[M,N] = A[M,K] B[K,N]: the roofline with its critical M and the realistic prediction."""
-    from shardline.predict import with_prediction
-    from shardline.roofline import matmul
+    from shardline.ops.predict import with_prediction
+    from shardline.ops.roofline import matmul
 
     def row(mix: DtypeMix) -> PrecisionRow:
         result = matmul(*mnk, hw=chip, precision=mix.precision(), accumulate=accumulate)
@@ -260,8 +260,8 @@ def einsum_row(
     launch: str = "eager",
 ) -> RowFn:
     """Any unsharded two-operand einsum (no critical M: it is defined for a matmul's M)."""
-    from shardline.predict import with_prediction
-    from shardline.roofline import einsum
+    from shardline.ops.predict import with_prediction
+    from shardline.ops.roofline import einsum
 
     def row(mix: DtypeMix) -> PrecisionRow:
         result = einsum(

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal
 
-from shardline.dtypes import dtype_bits
-from shardline.einsum import EinsumSpec, Operand, parse_einsum
+from shardline.basics.dtypes import dtype_bits
+from shardline.basics.options import Precision
 from shardline.errors import InputError
-from shardline.options import Precision
-from shardline.roofline import RooflineResult, einsum
-from shardline.sharding import ShardedResult
+from shardline.ops.einsum import EinsumSpec, Operand, parse_einsum
+from shardline.ops.roofline import RooflineResult, einsum
+from shardline.sharding.algebra import ShardedResult
 
 __all__ = [
     "Variant",

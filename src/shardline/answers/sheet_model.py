@@ -2,7 +2,7 @@
 
 `ShapeTable` holds the parsed (m, k, n) rows of a sheet (`shardline.io.sheets.read_shape_rows`
 reads one); `roofline_rows` prices them. Rows are grouped by their dtype combination (usually one
-group) and each group is one vectorized `shardline.roofline.matmul` call over numpy arrays of
+group) and each group is one vectorized `shardline.ops.roofline.matmul` call over numpy arrays of
 m, k, n: no per-row loop. Bad rows (see `ShapeTable.problems`) keep their input cells and get
 empty results plus an error message.
 """
@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.options import RateOverrides
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
-from shardline.options import RateOverrides
-from shardline.predict import with_prediction
-from shardline.roofline import RooflineResult, matmul
+from shardline.ops.predict import with_prediction
+from shardline.ops.roofline import RooflineResult, matmul
 
 __all__ = [
     "RowProblem",

@@ -27,11 +27,11 @@ from dataclasses import dataclass, fields, replace
 from math import ceil
 from typing import Any
 
-from shardline.dtypes import canonical_dtype, dtype_bits
-from shardline.einsum import check_size
+from shardline.basics.dtypes import canonical_dtype, dtype_bits
 from shardline.errors import InputError
-from shardline.layer import Layer
-from shardline.modelshape import ModelShape
+from shardline.ops.einsum import check_size
+from shardline.ops.layer import Layer
+from shardline.realistic.modelshape import ModelShape
 
 __all__ = [
     "MoeShape",

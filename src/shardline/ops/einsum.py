@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from math import prod
 
+from shardline.basics.units import parse_count
 from shardline.errors import InputError
-from shardline.units import parse_count
 
 __all__ = [
     "Operand",

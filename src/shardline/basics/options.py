@@ -132,7 +132,7 @@ class Execution:
         if self.cp_kind not in CP_KINDS:
             raise InputError(f"cp_kind must be one of {', '.join(CP_KINDS)}, got {self.cp_kind!r}")
         if self.grad_reduce_dtype is not None:
-            from shardline.dtypes import canonical_dtype
+            from shardline.basics.dtypes import canonical_dtype
 
             object.__setattr__(self, "grad_reduce_dtype", canonical_dtype(self.grad_reduce_dtype))
         t = self.tokens

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shardline.answers.sheet_model import SheetResult
+from shardline.basics.options import Precision, RateOverrides
 from shardline.hardware import Chip
-from shardline.options import Precision, RateOverrides
-from shardline.roofline import matmul
-from shardline.sheet_model import SheetResult
+from shardline.ops.roofline import matmul
 
 __all__ = [
     "Curve",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shardline.dtypes import dtype_bits
+from shardline.basics.dtypes import dtype_bits
 
 __all__ = [
     "ModelSpec",

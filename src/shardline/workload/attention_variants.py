@@ -41,8 +41,8 @@ from math import ceil
 from typing import Any
 
 from shardline.errors import InputError
-from shardline.layer import Layer
-from shardline.models.spec import MLA, SlidingWindow
+from shardline.ops.layer import Layer
+from shardline.workload.modelspec import MLA, SlidingWindow
 
 __all__ = [
     "MLA",
@@ -262,8 +262,8 @@ def template_attention(
     shape: Any, k: Any, phase: str, standard: Callable[[int], list[Layer]]
 ) -> tuple[list[Layer], dict[str, Any], bool]:
     """The transformer template's attention einsums for a TransformerShape's `mla` and
-    `sliding_window` tables and its checked block sizes `k` (shardline.templates._Block), the
-    ModelShape fields of the variant, and whether the KV-cache formula 2 L n_kv d_head S B s_kv
+    `sliding_window` tables and its checked block sizes `k` (shardline.workload.templates._Block),
+    the ModelShape fields of the variant, and whether the KV-cache formula 2 L n_kv d_head S B s_kv
     holds; `standard(keys)` builds the grouped-query einsums at a key length."""
     mla, window = as_mla(shape.mla), as_window(shape.sliding_window)
     layers = k.n_layers

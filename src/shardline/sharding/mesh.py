@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shardline.einsum import check_size
+from shardline.basics.units import parse_count
 from shardline.errors import InputError
-from shardline.units import parse_count
+from shardline.ops.einsum import check_size
 
 __all__ = ["Mesh", "parse_mesh"]
 

@@ -15,14 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from shardline.cost import Cost, bound_of
-from shardline.dtypes import canonical_dtype, categorize, dtype_bits
-from shardline.einsum import MAX_DIM, EinsumSpec, check_dims, check_size, parse_einsum
+from shardline.basics.dtypes import canonical_dtype, categorize, dtype_bits
+from shardline.basics.options import Precision, RateOverrides
+from shardline.basics.serialize import jsonable
+from shardline.basics.units import check_rate, short
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
-from shardline.options import Precision, RateOverrides
-from shardline.serialize import jsonable
-from shardline.units import check_rate, short
+from shardline.ops.cost import Cost, bound_of
+from shardline.ops.einsum import MAX_DIM, EinsumSpec, check_dims, check_size, parse_einsum
 
 __all__ = [
     "HardwareUsed",
@@ -74,7 +74,7 @@ def _vector_rate(spec: EinsumSpec, chip: Chip, compute_dtype: Any) -> Any:
 @dataclass(frozen=True)
 class RooflineResult:
     """One multiply on one device: its `Cost` (FLOPs, HBM bytes, times; `predicted_s` once
-    `shardline.predict.with_prediction` has run) and what it was computed from. The counts and
+    `shardline.ops.predict.with_prediction` has run) and what it was computed from. The counts and
     times read as attributes; `to_dict` flattens them into the JSON keys."""
 
     spec: str

@@ -18,8 +18,11 @@ from itertools import accumulate
 from math import prod
 from typing import Any
 
-from shardline.dtypes import canonical_dtype, dtype_bits
-from shardline.einsum import (
+from shardline.basics.dtypes import canonical_dtype, dtype_bits
+from shardline.basics.kinds import KERNELS, LAYER_PHASES, Kernel, LayerPhase
+from shardline.basics.units import short
+from shardline.errors import InputError
+from shardline.ops.einsum import (
     EinsumSpec,
     Operand,
     check_dims,
@@ -27,9 +30,6 @@ from shardline.einsum import (
     parse_einsum,
     require_two_operands,
 )
-from shardline.errors import InputError
-from shardline.kinds import KERNELS, LAYER_PHASES, Kernel, LayerPhase
-from shardline.units import short
 
 __all__ = ["Layer", "LOGICAL_AXES", "backward_layers", "distinct", "layer_range", "matmul_layer"]
 
@@ -44,7 +44,7 @@ LOGICAL_AXES = (
     "ffn",
     "vocab",
     "experts",
-    "expert_tokens",  # a MoE layer's experts and one expert's token slots (moe.py)
+    "expert_tokens",  # a MoE layer's experts and one expert's token slots (workload/moe.py)
 )
 
 

@@ -1,7 +1,7 @@
 """The achievable matmul rate of a chip for a compute dtype (docs/prediction.md).
 
-Below both `shardline.tiling` (the ridges and the library's tile choice) and `shardline.predict`
-(the realistic time), so that neither needs the other.
+Below both `shardline.ops.tiling` (the ridges and the library's tile choice) and
+`shardline.ops.predict` (the realistic time), so that neither needs the other.
 """
 
 from __future__ import annotations

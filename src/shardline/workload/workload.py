@@ -5,7 +5,8 @@ a *weight* (a parameter, resident on the device), a *cache* (the KV cache), *on-
 written to HBM, e.g. attention scores inside a flash-attention kernel) or, by default, an
 *activation*. A `Workload` is a block of layers run `repeat` times (a transformer block times
 its number of layers), forward only or as a training step (forward plus backward). The built-in
-templates that build one from a model's sizes (`ffn`, `transformer`) live in shardline.templates.
+templates that build one from a model's sizes (`ffn`, `transformer`) live in
+shardline.workload.templates.
 
 docs/stack-and-plans.md. Pure: no printing, no files (the TOML and spreadsheet loaders live in
 `io/`).
@@ -18,10 +19,11 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from shardline import kinds
-from shardline.einsum import check_size
+from shardline.basics import kinds
+from shardline.basics.units import short
 from shardline.errors import InputError
-from shardline.layer import (
+from shardline.ops.einsum import check_size
+from shardline.ops.layer import (
     LOGICAL_AXES,
     Layer,
     backward_layers,
@@ -29,9 +31,8 @@ from shardline.layer import (
     layer_range,
     matmul_layer,
 )
-from shardline.modelshape import ModelShape
-from shardline.moe import EXPERT_AXIS, decode_experts
-from shardline.units import short
+from shardline.realistic.modelshape import ModelShape
+from shardline.workload.moe import EXPERT_AXIS, decode_experts
 
 __all__ = [
     "Layer",
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 # Forward-only stacks and training steps; the templates add inference prefill and decode.
-PHASES: tuple[str, ...] = kinds.PHASES  # closed vocabulary: shardline.kinds.Phase
+PHASES: tuple[str, ...] = kinds.PHASES  # closed vocabulary: shardline.basics.kinds.Phase
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ class Workload:
 
     @cached_property
     def distinct_layers(self) -> list[tuple[Layer, int]]:
-        """`shardline.layer.distinct` of the block: [(layer, instances per block)]."""
+        """`shardline.ops.layer.distinct` of the block: [(layer, instances per block)]."""
         return distinct(self.layers)
 
     @cached_property

@@ -39,13 +39,13 @@ from typing import Any
 
 import numpy as np
 
-from shardline.achievable import achievable_rate
-from shardline.dtypes import dtype_bits
-from shardline.einsum import parse_einsum
+from shardline.basics.dtypes import dtype_bits
 from shardline.errors import InputError
 from shardline.hardware import Chip
-from shardline.roofline import RooflineResult
-from shardline.tiling import GPU_TILE_CANDIDATES, SPLIT_K, Gemm, choose_gpu_tile, gpu_tile_time
+from shardline.ops.achievable import achievable_rate
+from shardline.ops.einsum import parse_einsum
+from shardline.ops.roofline import RooflineResult
+from shardline.ops.tiling import GPU_TILE_CANDIDATES, SPLIT_K, Gemm, choose_gpu_tile, gpu_tile_time
 
 __all__ = [
     "LAUNCH_MODES",
@@ -204,7 +204,7 @@ class GemmWork:
     rows: dict[str, Any]
     compute_dtype: Any
     contracted: bool = True
-    # a non-matrix einsum (shardline.roofline.on_vector_units): the vector units' rate
+    # a non-matrix einsum (shardline.ops.roofline.on_vector_units): the vector units' rate
     vector_rate: Any = None  # FLOP/s, or an array of them per element; None: the matrix path
 
 

@@ -11,7 +11,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from shardline.kinds import Bound
+from shardline.basics.kinds import Bound
 
 __all__ = [
     "Cost",

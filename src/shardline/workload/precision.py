@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from shardline.dense_first import DenseFirstWorkload
-from shardline.dtypes import canonical_dtype, dtype_bits
+from shardline.basics.dtypes import canonical_dtype, dtype_bits
 from shardline.errors import InputError
-from shardline.workload import Layer, Workload
+from shardline.workload.dense_first import DenseFirstWorkload
+from shardline.workload.workload import Layer, Workload
 
 __all__ = [
     "with_tensor_dtypes",

@@ -2,10 +2,10 @@
 
 docs/sharding.md, in the notation of "How to Scale Your Model" (sharding chapter):
 `A[M_X, K] * B[K, N_Y] -> C[M_X, N_Y]` on a mesh `X=4, Y=2`. The layout pricer
-(`shardline.layout.price_layout`) decides, for every mesh axis, which dimension it splits during
-the local multiply and which collectives that needs (`shardline.layout_rules`: the four cases),
-prices every legal choice and keeps the cheapest (by time, then by serial time; on a tie, the
-book's default, all-gather).
+(`shardline.sharding.layout.price_layout`) decides, for every mesh axis, which dimension it splits
+during the local multiply and which collectives that needs (`shardline.sharding.layout_rules`: the
+four cases), prices every legal choice and keeps the cheapest (by time, then by serial time; on a
+tie, the book's default, all-gather).
 
 This module wraps it for `shardline einsum --mesh` and `shardline shard`: the checks, the
 result record (`ShardedResult`, which holds the per-device `Cost` and flattens it only in
@@ -22,13 +22,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, Unpack
 
+from shardline.basics.dtypes import ACCUMULATOR_BYTES, dtype_bits
+from shardline.basics.options import DEFAULT_REDUCE_DTYPE, Precision, RateOverrides
+from shardline.basics.serialize import jsonable
 from shardline.collectives import AxisNetwork, NetworkOptions, mesh_networks
-from shardline.cost import Cost
-from shardline.dtypes import ACCUMULATOR_BYTES, dtype_bits
-from shardline.einsum import EinsumSpec, check_size, parse_einsum, require_two_operands
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
-from shardline.layout import (
+from shardline.ops.cost import Cost
+from shardline.ops.einsum import EinsumSpec, check_size, parse_einsum, require_two_operands
+from shardline.sharding.layout import (
     LayoutPrice,
     PlannedCollective,
     ShardOptions,
@@ -37,9 +39,7 @@ from shardline.layout import (
     resolve_precision,
     step_time,
 )
-from shardline.mesh import Mesh, parse_mesh
-from shardline.options import DEFAULT_REDUCE_DTYPE, Precision, RateOverrides
-from shardline.serialize import jsonable
+from shardline.sharding.mesh import Mesh, parse_mesh
 
 __all__ = [
     "Mesh",
@@ -213,7 +213,7 @@ def plan_sharded(
     options: ShardOptions | None = None,
 ) -> ShardedResult:
     """The core: choose the collectives for `spec` on `mesh` and cost the step per device
-    (`shardline.layout.price_layout`), with the network-bound thresholds."""
+    (`shardline.sharding.layout.price_layout`), with the network-bound thresholds."""
     require_two_operands(spec, "sharding over a mesh")
     options = options or ShardOptions()
     check_layout(spec, dims, mesh, options)  # the spec's own errors before the network's

@@ -1,7 +1,8 @@
 """The facts of a one-page roofline cheat sheet for one chip: the peak of each compute dtype, the
 HBM bandwidth, the ridge of each dtype (peak / bandwidth), the memory capacity, and the critical M
 of common matmul shapes (the smallest M at which A[M,K] B[K,N] is compute-bound,
-`shardline.roofline.critical_m`). Pure: the text and the page are in `shardline.report.cheatsheet`.
+`shardline.ops.roofline.critical_m`). Pure: the text and the page are in
+`shardline.report.cheatsheet`.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shardline.dtypes import canonical_dtype, dtype_bits
+from shardline.basics.dtypes import canonical_dtype, dtype_bits
+from shardline.basics.serialize import jsonable
 from shardline.hardware import Chip
-from shardline.roofline import critical_m
-from shardline.serialize import jsonable
+from shardline.ops.roofline import critical_m
 
 __all__ = ["DtypeRow", "ShapeRow", "CheatSheet", "cheatsheet", "COMMON_SHAPES"]
 

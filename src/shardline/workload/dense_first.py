@@ -11,7 +11,8 @@ memory (weights, gradients and optimizer state of the dense FFNs on the stages t
 parameter counts, the stack's per-layer table and the model FLOPs for MFU (`ModelShape`
 `dense_layers_first` and `dense_d_ff`). Pipeline stages hold whole blocks (never a cut through
 a block: the two kinds of block differ in their einsums). The transformer template builds one
-(`shardline.templates.dense_first_template`) from a `[moe]` table with `dense_layers_first`.
+(`shardline.workload.templates.dense_first_template`) from a `[moe]` table with
+`dense_layers_first`.
 
 Pure: no printing, no files.
 """
@@ -22,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from shardline.errors import InputError
-from shardline.layer import Layer, backward_layers
-from shardline.workload import Workload
+from shardline.ops.layer import Layer, backward_layers
+from shardline.workload.workload import Workload
 
 __all__ = [
     "DenseFirstWorkload",

@@ -14,14 +14,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from shardline.cost import ZERO_COST, Cost
-from shardline.dtypes import dtype_bits
+from shardline.basics.dtypes import dtype_bits
+from shardline.basics.serialize import jsonable
+from shardline.basics.units import check_rate
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
-from shardline.roofline import evaluate_einsum
-from shardline.serialize import jsonable
-from shardline.units import check_rate
-from shardline.workload import Layer, Workload
+from shardline.ops.cost import ZERO_COST, Cost
+from shardline.ops.roofline import evaluate_einsum
+from shardline.workload.workload import Layer, Workload
 
 __all__ = [
     "OPTIMIZER_BYTES_PER_PARAM",
@@ -125,7 +125,7 @@ class DeviceShare:
 
 
 def layer_cost(layer: Layer, chip: Chip, dims: Mapping[str, int] | None = None) -> LayerCost:
-    """Roofline of one layer instance (shardline.roofline.evaluate_einsum), less the bytes of
+    """Roofline of one layer instance (shardline.ops.roofline.evaluate_einsum), less the bytes of
     operands kept on chip (flash-attention scores)."""
     sizes = dict(layer.dims if dims is None else dims)
     result = evaluate_einsum(layer.parsed, sizes, chip, dict(layer.dtypes), layer.compute_dtype)
@@ -240,7 +240,7 @@ def memory_check(
     many ways), with `in_flight` microbatches whose activations are kept."""
     share = share or DeviceShare()
     if layers is None:
-        from shardline.dense_first import stack_layers
+        from shardline.workload.dense_first import stack_layers
 
         layers = stack_layers(workload)
     params = weights = kv = saved = adam = 0.0
@@ -333,7 +333,7 @@ def apply_overrides(
     chip: Chip, workload: Workload, flops_per_s: float | None, mem_bytes_per_s: float | None
 ) -> Chip:
     """The user's peak FLOP/s for every compute dtype the workload uses, and HBM bandwidth (each a
-    rate of at least 1 per second: `shardline.units.check_rate`)."""
+    rate of at least 1 per second: `shardline.basics.units.check_rate`)."""
     if flops_per_s is not None:
         flops_per_s = check_rate(flops_per_s, "flops_per_s", "FLOP/s")
         for dtype in sorted({layer.compute_dtype or "bf16" for layer in workload.layers}):
@@ -353,7 +353,7 @@ def stack(
 ) -> StackResult:
     """Per-layer roofline, totals and memory check of a workload on one device.
 
-    >>> from shardline.workload import matmul_layer, Workload
+    >>> from shardline.workload.workload import matmul_layer, Workload
     >>> w = Workload("two", (matmul_layer("a", 4096, 4096, 4096),), repeat=2)
     >>> r = stack(w, "a100-40gb")
     >>> r.totals.flops == 2 * 2 * 4096**3
@@ -400,7 +400,7 @@ def _row(layer: Layer, chip: Chip, workload: Workload) -> LayerRow:
     from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 
     names = [op.name for op in layer.parsed.operands]
-    from shardline.dense_first import layer_repeats
+    from shardline.workload.dense_first import layer_repeats
 
     predicted = einsum_time_s(layer, chip, layer.dims, workload.model, cuda_graphs=False)
     return LayerRow(

@@ -24,15 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from shardline.achievable import achievable_rate
-from shardline.dtypes import ACCUMULATOR_BYTES, canonical_dtype, dtype_bytes
-from shardline.einsum import MAX_DIM
+from shardline.basics.dtypes import ACCUMULATOR_BYTES, canonical_dtype, dtype_bytes
+from shardline.basics.options import Precision
+from shardline.basics.serialize import jsonable
+from shardline.basics.units import short
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
-from shardline.options import Precision
-from shardline.roofline import resolve_dtypes
-from shardline.serialize import jsonable
-from shardline.units import short
+from shardline.ops.achievable import achievable_rate
+from shardline.ops.einsum import MAX_DIM
+from shardline.ops.roofline import resolve_dtypes
 
 __all__ = [
     "Gemm",
@@ -367,8 +367,8 @@ def _heuristic_tile(
 ) -> Tile:
     """The tile a library would pick for this shape. TPU (a compiler sizes VMEM blocks): the
     smallest MXU-multiple block that reaches the HBM ridge and fits VMEM, else one MXU tile.
-    GPU: the candidate with the shortest quantized time (shardline.predict makes the same choice,
-    vectorized)."""
+    GPU: the candidate with the shortest quantized time (shardline.ops.predict makes the same
+    choice, vectorized)."""
     unit = _mxu(chip)
     if unit:
         return smallest_tile(chip, gemm.s_a, gemm.s_b, bk, ridge, stages) or Tile(unit, unit, bk)

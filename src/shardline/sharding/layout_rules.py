@@ -19,8 +19,8 @@ asked for are moved with an all-to-all (asked on another dim) or all-gathered; a
 that are missing are free slices.
 
 Sizes (dims and mesh axis sizes) may be Python ints or numpy arrays that broadcast: one row per
-layout of the same spec (what `shardline.compare` evaluates at once). Pricing the table is
-`shardline.layout`'s job.
+layout of the same spec (what `shardline.sharding.compare` evaluates at once). Pricing the table is
+`shardline.sharding.layout`'s job.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from shardline.einsum import EinsumSpec, Operand
-from shardline.kinds import CollectiveKind
-from shardline.roofline import operand_bytes
+from shardline.basics.kinds import CollectiveKind
+from shardline.ops.einsum import EinsumSpec, Operand
+from shardline.ops.roofline import operand_bytes
 
 __all__ = [
     "CollectiveCall",

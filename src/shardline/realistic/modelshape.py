@@ -45,15 +45,17 @@ class ModelShape:
     router_experts: int = 0  # MoE: the router's d_model x experts matmul (docs/moe.md)
     expert_copies: int = 0  # MoE: copies of each token the dispatch makes (top-k); 0: dense
     idle_expert_params: int = 0  # MoE decode: routed experts' weights per block held, not read
-    # attention variants (shardline.attention_variants); the defaults are plain GQA
+    # attention variants (shardline.workload.attention_variants); the defaults are plain GQA
     key_len: int | None = None  # keys per query, mean over the layers (None: seq_len)
     v_head_dim: int | None = None  # the values' head dim (MLA; None: head_dim)
     attention_params: int | None = None  # one block's attention weights (MLA; None: GQA's)
     causal_fraction: float = 0.5  # scores a causal fused kernel computes, of the S x T product
-    weight_dtype: str = ""  # the weights' storage dtype; empty: `dtype` (shardline.precision)
+    weight_dtype: str = (
+        ""  # the weights' storage dtype; empty: `dtype` (shardline.workload.precision)
+    )
     tied_embeddings: bool = False  # the LM head is the embedding table (counted once)
-    # MoE with dense first blocks (DeepSeek-V3, shardline.dense_first): so many blocks run a
-    # dense feed-forward of width dense_d_ff in place of the experts and the router
+    # MoE with dense first blocks (DeepSeek-V3, shardline.workload.dense_first): so many blocks run
+    # a dense feed-forward of width dense_d_ff in place of the experts and the router
     dense_layers_first: int = 0
     dense_d_ff: int = 0
     qk_norm: bool = False  # an RMS norm over each head of q and of k (Qwen3, Gemma 3)

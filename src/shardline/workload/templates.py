@@ -1,10 +1,11 @@
 """The built-in workload templates: `ffn` (a feed-forward block) and `transformer` (a decoder
 block, dense or a mixture of experts, with latent or sliding-window attention).
 
-A template builds a `Workload` (shardline.workload) from a model's sizes: the block's einsums with
-their dims named by logical axis (TEMPLATE_AXES), repeated once per layer. A mixture-of-experts
-model whose first blocks run a dense feed-forward (DeepSeek-V3's `dense_layers_first`) becomes a
-`DenseFirstWorkload` (shardline.dense_first). docs/stack-and-plans.md, docs/moe.md.
+A template builds a `Workload` (shardline.workload.workload) from a model's sizes: the block's
+einsums with their dims named by logical axis (TEMPLATE_AXES), repeated once per layer. A
+mixture-of-experts model whose first blocks run a dense feed-forward (DeepSeek-V3's
+`dense_layers_first`) becomes a `DenseFirstWorkload` (shardline.workload.dense_first).
+docs/stack-and-plans.md, docs/moe.md.
 
 Pure: no printing, no files.
 """
@@ -15,15 +16,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from shardline import kinds
-from shardline.dense_first import DenseFirstWorkload
-from shardline.dtypes import canonical_dtype, dtype_bits
-from shardline.einsum import check_size
+from shardline.basics import kinds
+from shardline.basics.dtypes import canonical_dtype, dtype_bits
 from shardline.errors import InputError
-from shardline.layer import Layer
-from shardline.modelshape import ModelShape
-from shardline.moe import moe_part, moe_shape
-from shardline.workload import Workload
+from shardline.ops.einsum import check_size
+from shardline.ops.layer import Layer
+from shardline.realistic.modelshape import ModelShape
+from shardline.workload.dense_first import DenseFirstWorkload
+from shardline.workload.moe import moe_part, moe_shape
+from shardline.workload.workload import Workload
 
 __all__ = [
     "TEMPLATE_AXES",
@@ -48,7 +49,7 @@ TEMPLATE_AXES = {
     "E": "head_dim",
     "F": "ffn",
 }
-TEMPLATE_PHASES: tuple[str, ...] = kinds.TEMPLATE_PHASES  # shardline.kinds.TemplatePhase
+TEMPLATE_PHASES: tuple[str, ...] = kinds.TEMPLATE_PHASES  # shardline.basics.kinds.TemplatePhase
 
 
 def _with_axes(layers: Sequence[Layer]) -> tuple[Layer, ...]:
@@ -270,7 +271,8 @@ def _model_shape(
     variant: dict[str, Any],
 ) -> ModelShape:
     """The whole model's sizes of a transformer template (MFU, the realistic ops): `moe_sizes`
-    from shardline.moe (0, 0, 0, 1.0 for a dense FFN), `variant` from the attention variants."""
+    from shardline.workload.moe (0, 0, 0, 1.0 for a dense FFN), `variant` from the attention
+    variants."""
     return ModelShape(
         k.d,
         ffn_width,
@@ -310,16 +312,16 @@ def transformer(
     fused up+gate, J = R + 2 for the fused W_qkv (one dX all-reduce under tp, as Megatron). Flash
     attention keeps the scores on chip; `vocab` adds the embedding and LM head; `moe` (a MoeShape
     or a `[moe]` table) makes each block a mixture of experts (docs/moe.md), the `mla` and
-    `sliding_window` tables change the attention (shardline.attention_variants). Phases:
+    `sliding_window` tables change the attention (shardline.workload.attention_variants). Phases:
     training (forward + backward), forward, prefill and decode (with a KV cache)."""
     shape = shape or TransformerShape(**sizes)
     k = _block(shape, phase, dtype, kv_dtype)
-    from shardline.attention_variants import template_attention
+    from shardline.workload.attention_variants import template_attention
 
     attention, variant, plain_cache = template_attention(
         shape, k, phase, lambda keys: _attention_layers(replace(k, k_len=keys))
     )
-    ffn_layers, ffn_width, moe_sizes = (  # dense, or a mixture of experts (shardline.moe)
+    ffn_layers, ffn_width, moe_sizes = (  # dense, or a mixture of experts (shardline.workload.moe)
         (dense_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype), k.f, (0, 0, 0, 1.0))
         if moe is None
         else moe_part(moe, k.d, k.f, (k.b, k.q_len), k.gated, dtype, phase == "decode")

@@ -1,13 +1,13 @@
 """Rank every 1D and 2D sharding of C[M,N] = A[M,K] B[K,N] over D devices (seed 000 follow-up).
 
-1D: one mesh axis X=D splits M, N or K. 2D: every factorization D = a x b (a, b >= 2) as a mesh
-X=a, Y=b (Y innermost), each axis assigned to M, N or K (both on one dim is `M_XY`). Each
-strategy is a named-axis spec, priced by the layout pricer's own rules
-(`shardline.layout_rules.layout_work`, the same function `shardline.layout.price_layout` runs):
-the K axes leave partial sums that are reduce-scattered onto N (onto M when N does not divide;
-`--output split`) or all-reduced and the whole C all-gathered (`--output replicated`); inputs that
-are not resident are gathered first; `--pad` pads each dim to the least common multiple of its
-shard counts, as `shardline einsum --pad` does.
+1D: one mesh axis X=D splits M, N or K. 2D: every factorization D = a x b (a, b >= 2) as a mesh X=a,
+Y=b (Y innermost), each axis assigned to M, N or K (both on one dim is `M_XY`). Each strategy is a
+named-axis spec, priced by the layout pricer's own rules (`sharding.layout_rules.layout_work`, the
+same function `sharding.layout.price_layout` runs): the K axes leave partial sums that are
+reduce-scattered onto N (onto M when N does not divide; `--output split`) or all-reduced and the
+whole C all-gathered (`--output replicated`); inputs that are not resident are gathered first;
+`--pad` pads each dim to the least common multiple of its shard counts, as `shardline einsum --pad`
+does.
 
 The fast path: strategies with the same spec on meshes of the same axes (the factorizations of D)
 are evaluated together, their sizes as numpy arrays. Collective times are linear in the bytes
@@ -27,23 +27,23 @@ from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
+from shardline.basics.dtypes import canonical_dtype, dtype_bits
+from shardline.basics.kinds import CollectiveKind
+from shardline.basics.options import Precision, RateOverrides
+from shardline.basics.serialize import jsonable
 from shardline.collectives import AxisNetwork, NetworkOptions, collective_over, mesh_networks
-from shardline.cost import Cost, is_tie, strictly_less
-from shardline.dtypes import canonical_dtype, dtype_bits
-from shardline.einsum import EinsumSpec, check_size, parse_einsum
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
-from shardline.kinds import CollectiveKind
-from shardline.layout import (
+from shardline.ops.cost import Cost, is_tie, strictly_less
+from shardline.ops.einsum import EinsumSpec, check_size, parse_einsum
+from shardline.sharding.layout import (
     PlannedCollective,
     layout_cost,
     network_bytes,
     resolve_precision,
     step_time,
 )
-from shardline.layout_rules import LayoutSetup, layout_work, legal_choices, shard_counts
-from shardline.options import Precision, RateOverrides
-from shardline.serialize import jsonable
+from shardline.sharding.layout_rules import LayoutSetup, layout_work, legal_choices, shard_counts
 
 __all__ = [
     "Strategy",

@@ -3,10 +3,10 @@
 `price_layout` takes an einsum whose operands name the mesh axes that split them
 (`A[M_X,K] * B[K,N_Y] -> C[M_X,N_Y]`, or `x[b,s,d] * w[d,f_T] -> y[b,s,f_T]`), the mesh, each
 axis's network, the chip, the dtypes and the run options. For every legal choice of which dim each
-mesh axis splits while multiplying (`shardline.layout_rules`, the four cases of "How to Scale Your
-Model", sharding chapter) it prices the collectives with `shardline.collectives` and keeps the
-cheapest: by time, then by serial time (ties by `shardline.cost.is_tie`), then the book's default
-(all-gather).
+mesh axis splits while multiplying (`shardline.sharding.layout_rules`, the four cases of "How to
+Scale Your Model", sharding chapter) it prices the collectives with `shardline.collectives` and
+keeps the cheapest: by time, then by serial time (ties by `shardline.ops.cost.is_tie`), then the
+book's default (all-gather).
 
 The per-device cost: t_compute = F / P, t_memory = Q / W_hbm from the local shapes, t_network =
 the sum of the collectives (alpha-beta, line rate). Overlapped, the step takes
@@ -23,14 +23,17 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shardline.basics.dtypes import canonical_dtype, dtype_bits
+from shardline.basics.kinds import CollectiveKind
+from shardline.basics.options import Precision
+from shardline.basics.serialize import jsonable
 from shardline.collectives import AxisNetwork, CollectiveCost, collective_over
-from shardline.cost import Cost, is_tie, strictly_less, vmax
-from shardline.dtypes import canonical_dtype, dtype_bits
-from shardline.einsum import EinsumSpec, check_dims, check_size
 from shardline.errors import InputError
 from shardline.hardware import Chip
-from shardline.kinds import CollectiveKind
-from shardline.layout_rules import (
+from shardline.ops.cost import Cost, is_tie, strictly_less, vmax
+from shardline.ops.einsum import EinsumSpec, check_dims, check_size
+from shardline.ops.roofline import resolve_dtypes
+from shardline.sharding.layout_rules import (
     CollectiveCall,
     LayoutSetup,
     LayoutWork,
@@ -40,10 +43,7 @@ from shardline.layout_rules import (
     resident_gathers,
     shard_counts,
 )
-from shardline.mesh import Mesh
-from shardline.options import Precision
-from shardline.roofline import resolve_dtypes
-from shardline.serialize import jsonable
+from shardline.sharding.mesh import Mesh
 
 __all__ = [
     "ShardOptions",
@@ -348,7 +348,7 @@ def resolve_precision(
     names: tuple[str, str, str], chip: Chip, precision: Precision
 ) -> tuple[dict[str, str], str]:
     """Per-operand dtypes (override, else the default, else the chip's default) and the compute
-    dtype (the one given, else the widest input's): `shardline.roofline.resolve_dtypes`."""
+    dtype (the one given, else the widest input's): `shardline.ops.roofline.resolve_dtypes`."""
     overrides: dict[str, str | None] = {k: v for k, v in precision.operands.items() if v}
     dtypes, compute = resolve_dtypes(
         names, precision.dtype or chip.default_dtype, overrides, precision.compute
@@ -454,7 +454,7 @@ def price_layout(
     sums are reduced in (`options.reduce_dtype` wins when set). Repeated calls with the same
     arguments return the remembered answer (the same object: treat it as read-only).
 
-    >>> from shardline.einsum import parse_einsum
+    >>> from shardline.ops.einsum import parse_einsum
     >>> from shardline.collectives import mesh_networks
     >>> from shardline.hardware import resolve_chip
     >>> chip, mesh = resolve_chip("h100-sxm"), Mesh((("T", 4),))
