@@ -166,6 +166,23 @@ def test_hw_list_and_show(capsys: pytest.CaptureFixture[str]) -> None:
     assert "ridge 240.5 FLOP/B" in capsys.readouterr().out
 
 
+def test_hw_list_names_some_chips(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    """`hw list NAME ...`: the catalog's chips named (aliases too), in the catalog's order, then
+    a chip file's; an unknown name is one error line."""
+    out = _json(capsys, ["hw", "list", "v5p", "H100", "h100-sxm", "--json"])
+    assert [c["name"] for c in out["chips"]] == ["h100-sxm", "tpu-v5p"]
+    chip = tmp_path / "mine.toml"
+    text = (
+        Path(__file__).parent.parent / "src/shardline/hardware/catalog/h100-sxm.toml"
+    ).read_text()
+    chip.write_text(text.replace('name = "h100-sxm"', 'name = "mine"'))
+    out = _json(capsys, ["hw", "list", str(chip), "b200", "--json"])
+    assert [c["name"] for c in out["chips"]] == ["b200", "mine"]
+    assert main(["hw", "list", "h900"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown chip 'h900'") and err.count("\n") == 1
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -282,15 +282,28 @@ def test_serve_cli_price_and_bad_knobs(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_engine_figures_are_sourced() -> None:
-    from shardline.serving.engines import ENGINES, engine
+    from shardline.serving.engines import engine, engine_names
 
-    for name in ENGINES:
+    assert engine_names() == ("sglang", "trtllm", "vllm")  # the tables of engines.toml
+    for name in engine_names():
         eng = engine(name)
         assert all(len(src) > 20 for src in eng.sources.values())
         assert 0 <= eng.scheduling_overhead_fraction < 1 and 0 < eng.kv_memory_fraction <= 1
     assert engine("TensorRT-LLM").kv_reservation == "full_output"
     with pytest.raises(InputError):
         engine("tgi")
+
+
+def test_every_engine_has_its_row_in_the_docs() -> None:
+    """A serving engine is its table in engines.toml and its row in docs/serving.md's table of
+    engines (docs/architecture.md: the two files a new engine touches)."""
+    from pathlib import Path
+
+    from shardline.serving.engines import engine_names
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "serving.md").read_text()
+    rows = {line.split("|")[1].strip() for line in doc.splitlines() if line.startswith("| ")}
+    assert set(engine_names()) <= rows
 
 
 def test_total_token_price(capsys: pytest.CaptureFixture[str]) -> None:

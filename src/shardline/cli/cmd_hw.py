@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from shardline.cli.args import add_json_arg
 from shardline.cli.common import emit_json
+
+if TYPE_CHECKING:
+    from shardline.hardware import Chip
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,6 +18,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     hw_sub = hw.add_subparsers(dest="hw_command", metavar="ACTION", parser_class=type(hw))
     hw_sub.required = True
     ls = hw_sub.add_parser("list", help="every catalog chip with its headline numbers")
+    ls.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="only these chips (names or aliases), in the catalog's order; default every chip",
+    )
     add_json_arg(ls)
     ls.set_defaults(func=run_list)
     show = hw_sub.add_parser(
@@ -29,6 +39,8 @@ def run_list(args: argparse.Namespace) -> int:
     from shardline.report.hardware import chip_summary, render_chip_list
 
     chips = list_chips()
+    if args.names:
+        chips = _named(chips, args.names)
     if args.json:
         emit_json({"chips": [chip_summary(c) for c in chips]})
     else:
@@ -46,3 +58,17 @@ def run_show(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_chip(chip))
     return 0
+
+
+def _named(chips: list[Chip], names: list[str]) -> list[Chip]:
+    """The chips `names` call for (a name, an alias or a chip file each): the catalog's in its
+    order, then the files'."""
+    from shardline.hardware import load_chip
+
+    asked = [load_chip(name) for name in names]  # an unknown name: one error line
+    wanted = {c.name for c in asked}
+    out = [c for c in chips if c.name in wanted]
+    for chip in asked:
+        if chip.name not in {c.name for c in out}:
+            out.append(chip)
+    return out

@@ -44,8 +44,9 @@ def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) ->
     g.add_argument(
         "--engine",
         default="trtllm",
-        choices=("trtllm", "vllm", "sglang"),
-        help="serving engine whose sourced efficiency applies (default trtllm)",
+        metavar="NAME",
+        help="serving engine whose sourced efficiency applies: trtllm (the default), vllm, "
+        "sglang or any other engine in serving/engines.toml",
     )
     g.add_argument(
         "--usd-per-hour",

@@ -10,9 +10,8 @@ from importlib.resources import files
 
 from shardline.errors import InputError
 
-__all__ = ["Engine", "ENGINES", "engine"]
+__all__ = ["Engine", "engine", "engine_names"]
 
-ENGINES = ("trtllm", "vllm", "sglang")
 _FIELDS = (
     "scheduling_overhead_fraction",
     "kv_memory_fraction",
@@ -54,8 +53,13 @@ def _table() -> dict[str, Engine]:
     return out
 
 
+def engine_names() -> tuple[str, ...]:
+    """Every engine engines.toml holds (one `[engine.NAME]` table each), sorted."""
+    return tuple(sorted(_table()))
+
+
 def engine(name: str) -> Engine:
-    """The engine called `name` (trtllm, vllm or sglang)."""
+    """The engine called `name` (a table of engines.toml; TensorRT-LLM is trtllm)."""
     table = _table()
     key = name.strip().lower().replace("-", "").replace("_", "")
     key = {"tensorrtllm": "trtllm"}.get(key, key)
