@@ -298,24 +298,29 @@ def _align_efficiency(c: _Setup) -> Any:
 
 
 def _best_gpu_tiles(c: _Setup, rate: Any) -> dict[str, Any]:
-    """Per element: the candidate tile and split-K factor with the shortest time."""
+    """Per element: the candidate tile and split-K factor with the shortest time (the first
+    candidate in `GPU_TILE_CANDIDATES` x `SPLIT_K` order on a tie), every candidate timed at
+    once over a leading axis."""
     gemm = Gemm(c.m, c.k, c.n, c.s["a"], c.s["b"], c.s["out"], c.batch)
-    first_bm, first_bn = GPU_TILE_CANDIDATES[0]
-    best_t, best_waves = gpu_tile_time(c.chip, gemm, first_bm, first_bn, rate)
-    best = {
-        "bm": np.full_like(c.m, first_bm),
-        "bn": np.full_like(c.m, first_bn),
-        "split": np.ones_like(c.m),
+    shape = np.broadcast(c.m, c.k, c.n, c.batch, rate).shape
+    lead = (slice(None),) + (None,) * len(shape)
+    bm = np.array([t[0] for t in GPU_TILE_CANDIDATES], dtype=float)[lead]
+    bn = np.array([t[1] for t in GPU_TILE_CANDIDATES], dtype=float)[lead]
+    timed = [gpu_tile_time(c.chip, gemm, bm, bn, rate, split) for split in SPLIT_K]
+    full = (len(GPU_TILE_CANDIDATES), *shape)
+    # [candidate, split, element...] flattened in the loop's order: candidate outer, split inner
+    t = np.stack([np.broadcast_to(x[0], full) for x in timed], axis=1).reshape(-1, *shape)
+    waves = np.stack([np.broadcast_to(x[1], full) for x in timed], axis=1).reshape(-1, *shape)
+    best = np.argmin(t, axis=0)
+    pick = best[None, ...]
+    tile, split = np.divmod(best, len(SPLIT_K))
+    return {
+        "bm": bm.reshape(-1)[tile],
+        "bn": bn.reshape(-1)[tile],
+        "split": np.asarray(SPLIT_K, dtype=float)[split],
+        "t": np.take_along_axis(t, pick, axis=0)[0],
+        "waves": np.take_along_axis(waves, pick, axis=0)[0],
     }
-    for bm, bn in GPU_TILE_CANDIDATES:
-        for split in SPLIT_K:
-            t, waves = gpu_tile_time(c.chip, gemm, bm, bn, rate, split)
-            better = t < best_t
-            best_t = np.where(better, t, best_t)
-            best_waves = np.where(better, waves, best_waves)
-            for key, value in (("bm", bm), ("bn", bn), ("split", split)):
-                best[key] = np.where(better, value, best[key])
-    return {**best, "t": best_t, "waves": best_waves}
 
 
 def _gpu_terms(c: _Setup) -> _KindTerms:

@@ -182,7 +182,7 @@ def l2_blocked_hbm_bytes(gemm: Gemm, bm: Any, bn: Any, l2_bytes: float | None) -
     return out
 
 
-def gpu_tile_fixed_s(chip: Chip, gemm: Gemm, bm: int, bn: int, split: int = 1) -> Any:
+def gpu_tile_fixed_s(chip: Chip, gemm: Gemm, bm: Any, bn: Any, split: int = 1) -> Any:
     """Time of one tile outside its math, at one SM's share of the L2 bandwidth (of the memory's
     where the chip gives no L2 rate): the pipeline fill (the math waits for the first BK slice of
     its A and B tiles, `bk*(sA*bm + sB*bn)` bytes) and, without split-K, the epilogue (the output
@@ -196,7 +196,7 @@ def gpu_tile_fixed_s(chip: Chip, gemm: Gemm, bm: int, bn: int, split: int = 1) -
     return (fill_bytes + epilogue_bytes) * cores / feed
 
 
-def gpu_wave_store_s(chip: Chip, gemm: Gemm, bm: int, bn: int) -> Any:
+def gpu_wave_store_s(chip: Chip, gemm: Gemm, bm: Any, bn: Any) -> Any:
     """Time for one wave's output tiles to reach memory: the SMs of a persistent kernel run alike
     tiles in step and reach their epilogues together, so the wave's `cores` tiles of `sC*bm*bn`
     bytes leave at the memory's achievable rate (docs/prediction.md, "Short K")."""
@@ -205,7 +205,7 @@ def gpu_wave_store_s(chip: Chip, gemm: Gemm, bm: int, bn: int) -> Any:
 
 
 def gpu_tile_time(
-    chip: Chip, gemm: Gemm, bm: int, bn: int, rate: Any, split: int = 1
+    chip: Chip, gemm: Gemm, bm: Any, bn: Any, rate: Any, split: int = 1
 ) -> tuple[Any, Any]:
     """Compute time of one candidate tile and split-K factor: waves x (one tile's FLOPs / one SM's
     rate), plus the tile's fill and epilogue (`gpu_tile_fixed_s`) once per wave, or once where the
