@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -132,6 +133,12 @@ def canonical_protocol(word: str | None) -> str | None:
     raise InputError(f"unknown protocol {word!r}; valid: {', '.join(PROTOCOLS)}")
 
 
+@lru_cache(maxsize=4096)
+def _pairs(library: str, kind: str, group: Group) -> list[Pair]:
+    """`library_pairs` of one communicator, built once (a search prices many sizes on each)."""
+    return library_pairs(load_library(library), kind, group)
+
+
 def library_choice(
     kind: str,
     nbytes: Any,
@@ -143,7 +150,7 @@ def library_choice(
     """The library's fastest (algorithm, protocol) for V bytes, or the one the user forces
     (`algorithm`: a record's name in `algorithms.VOCABULARY` that the library runs)."""
     lib = load_library(library)
-    every = library_pairs(lib, kind, group)
+    every = _pairs(library, kind, group)
     if kind == "all_to_all":
         # sends are not collectives: NCCL_ALGO does not reach them and LL128 has no p2p path,
         # so a collective's forced algorithm or LL128 (a plan's --algorithm ring) leaves them be
