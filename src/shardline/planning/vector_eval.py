@@ -171,9 +171,22 @@ def price_chunk(chunk: Chunk) -> dict[str, np.ndarray]:
     return price_traffic(chunk.tables, chunk.workload, chunk.chip, list(chunk.assignments))
 
 
+MEMORY_ROWS = 1 << 20  # layouts sized per slice: their temporaries stay a few hundred MB
+
+
 def memory_of(t: Tables, r: dict[str, np.ndarray]) -> np.ndarray:
     """Bytes per device of each layout (no probe, no network needed): the plan engine's stage
-    memory (`planning.memory`) over arrays, the largest of each layout's candidate stages."""
+    memory (`planning.memory`) over arrays, the largest of each layout's candidate stages; in
+    slices of `MEMORY_ROWS` layouts."""
+    n = len(r["a"])
+    out = np.empty(n)
+    for lo in range(0, n, MEMORY_ROWS):
+        part = {k: v[lo : lo + MEMORY_ROWS] for k, v in r.items()}
+        out[lo : lo + MEMORY_ROWS] = _memory_slice(t, part)
+    return out
+
+
+def _memory_slice(t: Tables, r: dict[str, np.ndarray]) -> np.ndarray:
     A = t.assign
     a, j, z = r["a"], r["j"], r["z"]
     inner = A["inner"][a].astype(np.int64)
