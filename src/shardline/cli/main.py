@@ -101,6 +101,22 @@ def _fail(message: str, status: int = 2) -> int:
     return status
 
 
+def _exit_interrupted(signum: int, frame: object) -> None:
+    """Ctrl-C outside a command's run (Python exiting): one line and status 130, no traceback."""
+    os.write(2, b"error: interrupted\n")
+    os._exit(130)
+
+
+def entry() -> int:
+    """The `shardline` command (and `python -m shardline`): `main`, and a Ctrl-C that lands after
+    it (while Python shuts down) ends as one line and status 130 as well."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return main()
+    finally:
+        signal.signal(signal.SIGINT, _exit_interrupted)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Every failure is one `error:` line on stderr: exit status 2 for bad input
     or an unusable file, 130 for Ctrl-C, 143 for SIGTERM (never a traceback for these)."""
