@@ -26,7 +26,16 @@ from shardline.basics.kinds import (
     WRAPAROUNDS,
     Wraparound,
 )
-from shardline.basics.units import MIN_RATE, short
+from shardline.basics.units import (
+    MAX_BYTES,
+    MAX_COUNT,
+    MAX_RATE,
+    MAX_TIME_S,
+    MIN_BYTES,
+    MIN_FRACTION,
+    MIN_RATE,
+    short,
+)
 from shardline.errors import InputError
 from shardline.hardware.chip import ASSUMED, Achievable, Chip, Interconnect, OnChip, ScaleOut
 from shardline.hardware.datafile import SourcedReader, read_data_toml
@@ -109,8 +118,9 @@ class ChipReader(SourcedReader):
             raise self.fail(path, f"must be a number, got {raw!r}")
         if not raw > 0 or not math.isfinite(raw):
             raise self.fail(path, f"must be a positive finite number, got {raw!r}")
-        if _is_rate(path) and raw < MIN_RATE:
-            raise self.fail(path, f"is a rate: at least {MIN_RATE:g} per second, got {raw!r}")
+        kind, low, high = field_range(path, integer=integer)
+        if not low <= raw <= high:
+            raise self.fail(path, f"is {kind}: from {low:g} to {high:g}, got {short(raw)}")
         if integer:
             if raw != int(raw):
                 raise self.fail(path, f"must be an integer, got {raw!r}")
@@ -148,8 +158,27 @@ class ChipReader(SourcedReader):
 
 
 def _is_rate(path: str) -> bool:
-    """A per-second rate field (FLOP/s, bytes/s), as opposed to a time, a size or a fraction."""
-    return "flops_per_s" in path or path.endswith("bytes_per_s")
+    """A per-second rate field (FLOP/s, bytes/s, Hz), as opposed to a time, a size or a
+    fraction."""
+    return "flops_per_s" in path or "bytes_per_s" in path or path.endswith("_hz")
+
+
+def field_range(path: str, *, integer: bool = False) -> tuple[str, float, float]:
+    """The kind of a chip or system file's number, by its field name, and the range it must lie
+    in (`shardline.basics.units`: rates 1 to 1e30 per second, times up to 1e6 s, sizes 1 B to
+    1e30 B, fractions 1e-3 to 1, counts 1 to 1e9; docs/chip-schema.md)."""
+    last = path.rsplit(".", 1)[-1]
+    if _is_rate(path):
+        return "a rate per second", MIN_RATE, MAX_RATE
+    if last.endswith("_s"):
+        return "a time in seconds", 0.0, MAX_TIME_S
+    if last in _FRACTIONS or last.endswith("efficiency"):
+        return "a fraction", MIN_FRACTION, 1.0
+    if integer:
+        return "a count", 1, MAX_COUNT
+    if "bytes" in last:
+        return "a size in bytes", MIN_BYTES, MAX_BYTES
+    return "a number", 0.0, MAX_RATE
 
 
 # The chip-file format versions this loader reads (`schema = 1`; a file may leave it out).
