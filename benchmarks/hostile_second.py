@@ -151,8 +151,12 @@ def _injection() -> list[Case]:
              "in/shapes.csv", "--hw", "in/chip_dde.toml"], "ok", group=7,
              check=_xlsx_has_no_formula("out_from.xlsx", ("cmd|", "=1+1")))
     )  # fmt: skip
-    for what in (["matmul", "4096", "4096", "4096"], ["shard", "4096", "4096", "4096",
-                 "--devices", "8", "--along", "k"]):  # fmt: skip
+    for what in (
+        ["matmul", "4096", "4096", "4096"],
+        ["shard", "4096", "4096", "4096", "--devices", "8", "--along", "k"],
+        ["einsum", "X[B,D] * W[D,F] -> Y[B,F]", "--dims", "B=64,D=4096,F=4096"],
+        ["plan", "--model", "llama-3.2-1b", "--devices", "8"],
+    ):
         out.append(
             Case(f"explain {what[0]} --hw chip_markdown.toml",
                  ["explain", *what, "--hw", "in/chip_markdown.toml", "--out", "out.md"], "ok",
