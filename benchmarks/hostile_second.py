@@ -22,6 +22,7 @@ BAD_CHIP_NUMBERS = {
     "capacity_1e-300": ("memory", "capacity_bytes", "1e-300"),
     "capacity_5e-324": ("memory", "capacity_bytes", "5e-324"),
     "capacity_1e300": ("memory", "capacity_bytes", "1e300"),
+    "capacity_1_reported_85.5e9": ("memory", "capacity_bytes", "1"),  # the two disagree
     "reported_1e-300": ("memory", "reported_bytes", "1e-300"),
     "mem_bw_1e-300": ("memory", "bytes_per_s", "1e-300"),
     "mem_bw_1e31": ("memory", "bytes_per_s", "1e31"),

@@ -251,17 +251,24 @@ def test_chip_numbers_out_of_range(
     assert line == f"error: {chip}: field '{dotted}' is {message}"
 
 
-def test_capacity_is_the_files_own(tmp_path: Path) -> None:
-    """A capacity of 1 B (the smallest allowed) is the capacity plans check, unless the file gives
-    the reported figure; no field stands in for a rejected one."""
+def test_capacity_and_reported_capacity_agree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A capacity far from the reported figure is refused: the fits checks would otherwise use the
+    reported one and say nothing of the other. Without a reported figure, the capacity is used."""
     from shardline.hardware import load_chip
 
-    chip = load_chip(str(_chip(tmp_path, memory__capacity_bytes="1")))
-    assert chip.capacity_bytes == 1.0 and chip.usable_capacity_bytes == 85520809984
-    text = Path(chip.path or "").read_text(encoding="utf-8")
-    no_reported = re.sub(r"(?m)^reported_bytes = .*\n", "", text)
+    chip = _chip(tmp_path, memory__capacity_bytes="1")
+    line = _error(capsys, *PLAN[:-2], "--hw", str(chip))
+    assert line == (
+        f"error: {chip}: field 'memory.reported_bytes' (8.552e+10 B) is more than 2x away from "
+        "memory.capacity_bytes (1 B): both are this device's memory, and the fits checks use the "
+        "reported one; fix the one that is wrong"
+    )
+    assert load_chip(str(_chip(tmp_path, memory__capacity_bytes="43e9"))).capacity_bytes == 43e9
+    text = chip.read_text(encoding="utf-8")
     path = tmp_path / "noreported.toml"
-    path.write_text(no_reported, encoding="utf-8")
+    path.write_text(re.sub(r"(?m)^reported_bytes = .*\n", "", text), encoding="utf-8")
     assert load_chip(str(path)).usable_capacity_bytes == 1.0
 
 
@@ -273,7 +280,7 @@ def test_tiny_hop_latency_is_an_answer(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_field_ranges_by_kind() -> None:
-    from shardline.hardware.catalog import field_range
+    from shardline.hardware.ranges import field_range
 
     assert field_range("interconnect.scale_out.bytes_per_s_per_device") == (
         "a rate per second",

@@ -26,19 +26,11 @@ from shardline.basics.kinds import (
     WRAPAROUNDS,
     Wraparound,
 )
-from shardline.basics.units import (
-    MAX_BYTES,
-    MAX_COUNT,
-    MAX_RATE,
-    MAX_TIME_S,
-    MIN_BYTES,
-    MIN_FRACTION,
-    MIN_RATE,
-    short,
-)
+from shardline.basics.units import short
 from shardline.errors import InputError
 from shardline.hardware.chip import ASSUMED, Achievable, Chip, Interconnect, OnChip, ScaleOut
 from shardline.hardware.datafile import SourcedReader, read_data_toml
+from shardline.hardware.ranges import FRACTIONS, check_reported, field_range
 from shardline.hardware.sources import unsourced_fields
 
 __all__ = [
@@ -155,30 +147,6 @@ class ChipReader(SourcedReader):
         if not isinstance(raw, dict):
             raise self.fail(path, "must be a table")
         return raw
-
-
-def _is_rate(path: str) -> bool:
-    """A per-second rate field (FLOP/s, bytes/s, Hz), as opposed to a time, a size or a
-    fraction."""
-    return "flops_per_s" in path or "bytes_per_s" in path or path.endswith("_hz")
-
-
-def field_range(path: str, *, integer: bool = False) -> tuple[str, float, float]:
-    """The kind of a chip or system file's number, by its field name, and the range it must lie
-    in (`shardline.basics.units`: rates 1 to 1e30 per second, times up to 1e6 s, sizes 1 B to
-    1e30 B, fractions 1e-3 to 1, counts 1 to 1e9; docs/chip-schema.md)."""
-    last = path.rsplit(".", 1)[-1]
-    if _is_rate(path):
-        return "a rate per second", MIN_RATE, MAX_RATE
-    if last.endswith("_s"):
-        return "a time in seconds", 0.0, MAX_TIME_S
-    if last in _FRACTIONS or last.endswith("efficiency"):
-        return "a fraction", MIN_FRACTION, 1.0
-    if integer:
-        return "a count", 1, MAX_COUNT
-    if "bytes" in last:
-        return "a size in bytes", MIN_BYTES, MAX_BYTES
-    return "a number", 0.0, MAX_RATE
 
 
 # The chip-file format versions this loader reads (`schema = 1`; a file may leave it out).
@@ -363,17 +331,6 @@ def _opt_bool(r: ChipReader, path: str) -> bool | None:
     return value
 
 
-# Achievable figures that are fractions of a line rate or peak: at most 1.
-_FRACTIONS = (
-    "collective_bus_efficiency",
-    "in_network_reduction_efficiency",
-    "unaligned_matmul_efficiency",
-    "attention_fwd_efficiency",
-    "attention_bwd_efficiency",
-    "sustained_matmul_fraction",
-)
-
-
 def _achievable(r: ChipReader) -> Achievable:
     rates = _peaks(r, "achievable.matmul_flops_per_s", required=False)
     optional = {
@@ -381,7 +338,7 @@ def _achievable(r: ChipReader) -> Achievable:
         for f in fields(Achievable)
         if f.name != "matmul_flops_per_s"
     }
-    for key in _FRACTIONS:
+    for key in FRACTIONS:
         eff = optional[key]
         if eff is not None and eff > 1:
             raise r.fail(f"achievable.{key}", f"must be at most 1, got {eff}")
@@ -414,14 +371,21 @@ def chip_from_dict(
     measured_on = data.get("measured_on")
     if measured_on is not None and not isinstance(measured_on, str):
         raise r.fail("measured_on", f"must be a string, got {measured_on!r}")
+    # read in this order: `sources` keeps the order of the fields read
+    display_name = r.text("display_name", default=name)
+    kind = r.text("kind", choices=CHIP_KINDS)
+    vendor = r.text_or_assumed("vendor")
+    capacity = float(r.number("memory.capacity_bytes", required=True))
+    reported = opt_float(r.number("memory.reported_bytes"))
+    check_reported(r, capacity, reported)
     return Chip(
         name=name,
-        display_name=r.text("display_name", default=name),
-        kind=r.text("kind", choices=CHIP_KINDS),
-        vendor=r.text_or_assumed("vendor"),
+        display_name=display_name,
+        kind=kind,
+        vendor=vendor,
         peak_flops_per_s=peaks,
-        capacity_bytes=float(r.number("memory.capacity_bytes", required=True)),
-        reported_capacity_bytes=opt_float(r.number("memory.reported_bytes")),
+        capacity_bytes=capacity,
+        reported_capacity_bytes=reported,
         vector_flops_per_s=_peaks(r, "vector_flops_per_s", required=False),
         mem_bytes_per_s=mem_bytes_per_s,
         aliases=aliases,
