@@ -17,7 +17,10 @@ Each case names its owner: `io` (files, outputs, signals: this branch's items of
 
 Group 6 (hostile_new_cases.py, fixtures in hostile_new_files.py) covers the commands and flags
 that came later: serve, search (training, serving, Dask), the new plan flags, report --model,
-model import, system show and the new workload template tables.
+model import, system show and the new workload template tables. Group 7 (hostile_second.py, cases
+and fixtures) is the second list: formula injection into .xlsx through chip names, Markdown
+through chip names and sources, degenerate rates (flags and chip-file numbers), output names with
+control characters, and the temporary file a SIGKILL leaves (the next write removes it).
 
 Run: `python benchmarks/bench_hostile.py [--only io|numeric] [--cases SUBSTRING] [--group N]
 [--big-rows N] [--limit-s S] [--keep]`. Prints one line per case and a summary table; exits 1
@@ -68,6 +71,9 @@ class Case:
     # file modes must apply: as root, run without the capabilities that bypass them (setpriv)
     modes: bool = False
     env: dict[str, str] | None = None  # more environment (PYTHONPATH: put after src/)
+    # a command run once the first has ended (after its signal): its status is the case's, and
+    # the work directory is judged after it (a stale .tmp it must clean up counts as left)
+    then: list[str] | None = None
 
 
 @dataclass
@@ -156,6 +162,10 @@ def run_case(case: Case, work: Path, limit_s: float, mem_bytes: int) -> Outcome:
         status2, _ = _wait(second, start + limit)
         stderr += (work / "stderr-2.txt").read_text(errors="replace")
         status = status if status2 is None or status == 2 else status2  # see _concurrent_check
+    if case.then is not None:
+        third = _start(case.then, work, mem_bytes, log, case.modes, case.env)
+        status, _ = _wait(third, time.monotonic() + limit)
+        stderr += log.read_text(errors="replace")
     outcome = Outcome(case, status, seconds, rss, stderr + note)
     _judge(outcome, work, before)
     return outcome
@@ -185,7 +195,7 @@ def _judge(o: Outcome, work: Path, before: dict[str, str]) -> None:
     case, status = o.case, o.status
     if "Traceback" in o.stderr:
         o.problems.append("traceback")
-    signals = {130, 143, -signal.SIGINT, -signal.SIGTERM}
+    signals = {130, 143, -signal.SIGINT, -signal.SIGTERM, -case.sig}
     if case.signal_after_s is None:
         signals = set()
     if status is None:
@@ -239,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("io", "numeric"), default=None)
     parser.add_argument("--cases", default="", help="run only cases whose name contains this")
-    parser.add_argument("--group", type=int, default=None, help="run only this group (1 to 6)")
+    parser.add_argument("--group", type=int, default=None, help="run only this group (1 to 7)")
     parser.add_argument("--big-rows", type=int, default=1_100_000, help="rows of the big CSV")
     parser.add_argument("--limit-s", type=float, default=20.0)
     parser.add_argument("--mem-gb", type=float, default=6.0, help="RLIMIT_AS of each case")
@@ -250,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     global MAX_RSS_MB
     MAX_RSS_MB = args.max_rss_gb * 1000
     from hostile_cases import catalogue
+    from hostile_second import make_second_fixtures  # imports this module: not at the top
 
     work = Path(tempfile.mkdtemp(prefix="shardline-hostile-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up the work directory too
@@ -257,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         make_fixtures(work, args.big_rows)
         make_new_fixtures(work, args.big_rows)
+        make_second_fixtures(work)
         print(f"fixtures in {work} ({time.monotonic() - t0:.1f} s)")
         outcomes = []
         for case in catalogue(work, args.big_rows):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench_hostile import Case
+from hostile_second import second_catalogue
 
 HW = ["--hw", "h100-sxm"]
 MODEL = ["--model", "llama-3.2-1b"]
@@ -388,7 +389,7 @@ def new_catalogue(work: Path, big_rows: int) -> list[Case]:
     cases = [*_serve_numbers(), *_serve_sizes(), *_serve_traces(big_rows)]
     cases += [*_search_training(), *_search_sizes(), *_search_serving()]
     cases += [*_plan_flags(), *_plan_files(), *_templates(), *_others(), *_no_dask(work)]
-    return cases
+    return cases + second_catalogue()
 
 
 def _no_dask(work: Path) -> list[Case]:

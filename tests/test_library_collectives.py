@@ -183,7 +183,7 @@ def test_system_flags_reach_shard_einsum_compare_and_plan(
 def test_bad_cluster_flags(capsys: pytest.CaptureFixture[str]) -> None:
     base = ["collective", "all-reduce", "--bytes", "1e6", "--devices", "16"]
     for extra, words in (
-        (["--nic-bw", "-5"], "--nic-bw must be positive"),
+        (["--nic-bw", "-5"], "--nic-bw must be a finite rate of at least 1 B/s"),
         (["--scale-out", "carrier-pigeon"], "unknown scale-out fabric"),
         (["--system", "no-such-system"], "system"),
         (["--protocol", "LL64"], "unknown protocol"),

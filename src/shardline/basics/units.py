@@ -33,7 +33,15 @@ __all__ = [
     "fmt_int",
     "fmt_intensity",
     "MIN_RATE",
+    "MAX_RATE",
+    "MAX_TIME_S",
+    "MIN_BYTES",
+    "MAX_BYTES",
+    "MIN_FRACTION",
+    "MAX_COUNT",
     "check_rate",
+    "check_time",
+    "check_in_range",
     "short",
 ]
 
@@ -46,10 +54,27 @@ _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 _QUANTITY = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ/]*)\s*$")
 
 
-# The slowest rate a model input may give, in its unit per second (1 FLOP/s, 1 B/s): far below any
-# machine (a person with pencil and paper does about 1 FLOP/s), and high enough that a time (a
-# count over a rate) cannot overflow a float where the count itself does not.
+# The ranges a model input may take, one per kind of quantity; every rate flag (--flops-per-s,
+# --mem-bw, --link-bw, --nic-bw), --latency and every number of a chip or system file is checked
+# against its kind's range (`check_rate`, `check_time`, `check_in_range`), so that a tiny,
+# subnormal or huge value is one error, never an inf, a division by zero or an empty search.
+#
+# Rates (FLOP/s, B/s, Hz): 1 to 1e30 per second. 1 is far below any machine (a person with pencil
+# and paper does about 1 FLOP/s) and high enough that a time (a count over a rate) cannot overflow
+# a float where the count itself does not; 1e30 is a billion times the fastest chip in the catalog
+# (about 1e16 FLOP/s), and keeps a product of a rate and a time far from overflow.
 MIN_RATE = 1.0
+MAX_RATE = 1e30
+# Times (a latency, an overhead, a kernel floor): 0 (where a field may be 0, as --latency) up to
+# 1e6 s (11.6 days per hop or per call); a tiny positive time is a time of about 0 and is accepted.
+MAX_TIME_S = 1e6
+# Sizes in bytes (a memory capacity, a cache, a message size in a chip file): 1 B to 1e30 B.
+MIN_BYTES = 1.0
+MAX_BYTES = 1e30
+# Fractions (an efficiency, a sustained share of a peak): 1e-3 (0.1%) to 1.
+MIN_FRACTION = 1e-3
+# Counts in a chip or system file (cores, links, devices, NICs): 1 to 1e9.
+MAX_COUNT = 10**9
 
 
 def short(value: object, limit: int = 40) -> str:
@@ -60,23 +85,51 @@ def short(value: object, limit: int = 40) -> str:
 
 
 def check_rate(value: object, what: str, unit: str) -> float:
-    """A rate given to the model: a real, finite number of at least MIN_RATE `unit`s (an array:
-    each element)."""
+    """A rate given to the model: a real, finite number from MIN_RATE to MAX_RATE `unit`s (an
+    array: each element)."""
     if isinstance(value, np.ndarray):
-        if value.dtype.kind not in "iuf" or not np.all(np.isfinite(value) & (value >= MIN_RATE)):
-            raise InputError(f"{what} must hold finite rates of at least {MIN_RATE:g} {unit}")
+        if value.dtype.kind not in "iuf" or not np.all(
+            np.isfinite(value) & (value >= MIN_RATE) & (value <= MAX_RATE)
+        ):
+            raise InputError(
+                f"{what} must hold finite rates of at least {MIN_RATE:g} {unit} and at most "
+                f"{MAX_RATE:g} {unit}"
+            )
         return value  # type: ignore[return-value]
+    rate = _real(value, what, unit)
+    if not math.isfinite(rate) or not MIN_RATE <= rate <= MAX_RATE:
+        raise InputError(
+            f"{what} must be a finite rate of at least {MIN_RATE:g} {unit} and at most "
+            f"{MAX_RATE:g} {unit}, got {short(value)}"
+        )
+    return rate
+
+
+def _real(value: object, what: str, unit: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
         raise InputError(f"{what} must be a number in {unit}, got {short(value)}")
     try:
-        rate = float(value)
+        return float(value)
     except OverflowError:
         raise InputError(f"{what} = {short(value)} is too large for a float") from None
-    if not math.isfinite(rate) or rate < MIN_RATE:
+
+
+def check_time(value: object, what: str) -> float:
+    """A time given to the model (a latency, an overhead): finite, from 0 to MAX_TIME_S seconds."""
+    seconds = _real(value, what, "s")
+    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_TIME_S:
         raise InputError(
-            f"{what} must be a finite rate of at least {MIN_RATE:g} {unit}, got {short(value)}"
+            f"{what} must be a finite time from 0 to {MAX_TIME_S:g} s, got {short(value)}"
         )
-    return rate
+    return seconds
+
+
+def check_in_range(value: float, what: str, low: float, high: float, unit: str = "") -> float:
+    """`value` (already a finite number) within [low, high], or InputError naming the range."""
+    if not low <= value <= high:
+        unit = f" {unit}" if unit else ""
+        raise InputError(f"{what} must be from {low:g}{unit} to {high:g}{unit}, got {value!r}")
+    return value
 
 
 def parse_quantity(text: str, unit: str) -> float:

@@ -16,6 +16,7 @@ from typing import Any
 
 from shardline.errors import InputError
 from shardline.hardware import chip_from_dict
+from shardline.io.safe_text import csv_safe
 from shardline.io.tables import atomic_write, check_output_path
 
 __all__ = [
@@ -115,6 +116,6 @@ def write_partial_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         with tmp.open("w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=keys or ["kind"])
             writer.writeheader()
-            writer.writerows(rows)
+            writer.writerows({k: csv_safe(v) for k, v in row.items()} for row in rows)
 
     atomic_write(path, write)

@@ -341,10 +341,12 @@ def _rows(
 def write_csv(path: Path, result: ValidationResult) -> None:
     import csv
 
+    from shardline.io.safe_text import csv_safe
+
     def write(tmp: Path) -> None:
         with tmp.open("w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(CSV_COLUMNS), extrasaction="ignore")
             writer.writeheader()
-            writer.writerows(result.cases)
+            writer.writerows({k: csv_safe(v) for k, v in row.items()} for row in result.cases)
 
     atomic_write(path, write)

@@ -73,7 +73,7 @@ def add_system_args(group: argparse._ArgumentGroup) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, object]:
-    from shardline.basics.units import parse_count, parse_quantity
+    from shardline.basics.units import check_rate, parse_count, parse_quantity
 
     out: dict[str, object] = {}
     if getattr(args, "gpus_per_node", None) is not None:
@@ -81,10 +81,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
     if getattr(args, "nics_per_node", None) is not None:
         out["nics_per_node"] = parse_count(args.nics_per_node, "--nics-per-node")
     if getattr(args, "nic_bw", None) is not None:
-        rate = parse_quantity(args.nic_bw, "B/s")
-        if not rate > 0:
-            raise InputError("--nic-bw must be positive")
-        out["nic_bytes_per_s"] = rate
+        out["nic_bytes_per_s"] = check_rate(parse_quantity(args.nic_bw, "B/s"), "--nic-bw", "B/s")
     if getattr(args, "scale_out", None) is not None:
         out["scale_out"] = str(args.scale_out).strip().lower()
     if getattr(args, "sharp", None) is not None:

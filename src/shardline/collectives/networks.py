@@ -7,7 +7,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
-from shardline.basics.units import fmt_rate
+from shardline.basics.units import check_rate, check_time, fmt_rate
 from shardline.collectives.records import (
     AxisNetwork,
     NetworkOptions,
@@ -266,10 +266,10 @@ def mesh_networks(
             raise InputError(
                 f"--topology names mesh axis {axis}, which is not in the mesh ({', '.join(names)})"
             )
-    if options.link_bytes_per_s is not None and not options.link_bytes_per_s > 0:
-        raise InputError("--link-bw must be positive")
-    if options.hop_latency_s is not None and not options.hop_latency_s >= 0:
-        raise InputError("--latency must not be negative")
+    if options.link_bytes_per_s is not None:
+        check_rate(options.link_bytes_per_s, "--link-bw", "B/s")
+    if options.hop_latency_s is not None:
+        check_time(options.hop_latency_s, "--latency")
     auto: list[tuple[Stage, ...]] | None = None
     ic = chip.interconnect
     nets: dict[str, AxisNetwork] = {}

@@ -26,10 +26,11 @@ from shardline.basics.kinds import (
     WRAPAROUNDS,
     Wraparound,
 )
-from shardline.basics.units import MIN_RATE, short
+from shardline.basics.units import short
 from shardline.errors import InputError
 from shardline.hardware.chip import ASSUMED, Achievable, Chip, Interconnect, OnChip, ScaleOut
 from shardline.hardware.datafile import SourcedReader, read_data_toml
+from shardline.hardware.ranges import FRACTIONS, check_reported, field_range
 from shardline.hardware.sources import unsourced_fields
 
 __all__ = [
@@ -109,8 +110,9 @@ class ChipReader(SourcedReader):
             raise self.fail(path, f"must be a number, got {raw!r}")
         if not raw > 0 or not math.isfinite(raw):
             raise self.fail(path, f"must be a positive finite number, got {raw!r}")
-        if _is_rate(path) and raw < MIN_RATE:
-            raise self.fail(path, f"is a rate: at least {MIN_RATE:g} per second, got {raw!r}")
+        kind, low, high = field_range(path, integer=integer)
+        if not low <= raw <= high:
+            raise self.fail(path, f"is {kind}: from {low:g} to {high:g}, got {short(raw)}")
         if integer:
             if raw != int(raw):
                 raise self.fail(path, f"must be an integer, got {raw!r}")
@@ -145,11 +147,6 @@ class ChipReader(SourcedReader):
         if not isinstance(raw, dict):
             raise self.fail(path, "must be a table")
         return raw
-
-
-def _is_rate(path: str) -> bool:
-    """A per-second rate field (FLOP/s, bytes/s), as opposed to a time, a size or a fraction."""
-    return "flops_per_s" in path or path.endswith("bytes_per_s")
 
 
 # The chip-file format versions this loader reads (`schema = 1`; a file may leave it out).
@@ -334,17 +331,6 @@ def _opt_bool(r: ChipReader, path: str) -> bool | None:
     return value
 
 
-# Achievable figures that are fractions of a line rate or peak: at most 1.
-_FRACTIONS = (
-    "collective_bus_efficiency",
-    "in_network_reduction_efficiency",
-    "unaligned_matmul_efficiency",
-    "attention_fwd_efficiency",
-    "attention_bwd_efficiency",
-    "sustained_matmul_fraction",
-)
-
-
 def _achievable(r: ChipReader) -> Achievable:
     rates = _peaks(r, "achievable.matmul_flops_per_s", required=False)
     optional = {
@@ -352,7 +338,7 @@ def _achievable(r: ChipReader) -> Achievable:
         for f in fields(Achievable)
         if f.name != "matmul_flops_per_s"
     }
-    for key in _FRACTIONS:
+    for key in FRACTIONS:
         eff = optional[key]
         if eff is not None and eff > 1:
             raise r.fail(f"achievable.{key}", f"must be at most 1, got {eff}")
@@ -385,14 +371,21 @@ def chip_from_dict(
     measured_on = data.get("measured_on")
     if measured_on is not None and not isinstance(measured_on, str):
         raise r.fail("measured_on", f"must be a string, got {measured_on!r}")
+    # read in this order: `sources` keeps the order of the fields read
+    display_name = r.text("display_name", default=name)
+    kind = r.text("kind", choices=CHIP_KINDS)
+    vendor = r.text_or_assumed("vendor")
+    capacity = float(r.number("memory.capacity_bytes", required=True))
+    reported = opt_float(r.number("memory.reported_bytes"))
+    check_reported(r, capacity, reported)
     return Chip(
         name=name,
-        display_name=r.text("display_name", default=name),
-        kind=r.text("kind", choices=CHIP_KINDS),
-        vendor=r.text_or_assumed("vendor"),
+        display_name=display_name,
+        kind=kind,
+        vendor=vendor,
         peak_flops_per_s=peaks,
-        capacity_bytes=float(r.number("memory.capacity_bytes", required=True)),
-        reported_capacity_bytes=opt_float(r.number("memory.reported_bytes")),
+        capacity_bytes=capacity,
+        reported_capacity_bytes=reported,
         vector_flops_per_s=_peaks(r, "vector_flops_per_s", required=False),
         mem_bytes_per_s=mem_bytes_per_s,
         aliases=aliases,

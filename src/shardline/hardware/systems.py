@@ -11,7 +11,6 @@ dotted TOML path). Pure: reads only the shipped data and the file it is given.
 
 from __future__ import annotations
 
-import math
 import tomllib
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -27,6 +26,7 @@ from shardline.basics.kinds import (
     HostCpu,
     ScaleOutFabric,
 )
+from shardline.basics.units import check_rate
 from shardline.errors import InputError
 from shardline.hardware.catalog import ChipReader, load_chip, name_and_aliases, opt_float
 from shardline.hardware.chip import Chip, ScaleOut, host_cpu_word
@@ -482,9 +482,7 @@ def override_system(
         changes["nics_per_node"] = nics_per_node
         s["scale_out.nics_per_node"] = "user override (--nics-per-node)"
     if nic_bytes_per_s is not None:
-        if not nic_bytes_per_s > 0 or not math.isfinite(nic_bytes_per_s):
-            raise InputError(f"--nic-bw must be a positive number of B/s, got {nic_bytes_per_s}")
-        changes["nic_bytes_per_s"] = float(nic_bytes_per_s)
+        changes["nic_bytes_per_s"] = check_rate(nic_bytes_per_s, "--nic-bw", "B/s")
         s["scale_out.nic_bytes_per_s"] = "user override (--nic-bw)"
     if scale_out is not None and scale_out != system.fabric:
         changes |= _with_fabric(scale_out, s)

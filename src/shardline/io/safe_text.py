@@ -8,8 +8,14 @@ stay as they are. A carriage return inside text is written as a line feed, insid
 Markdown: user text (names, titles, headers) is rendered as text, never as HTML or a link: `&`,
 `<` and `>` become entities (no tag, no autolink such as `<javascript:...>`), the brackets of
 Markdown's link and image syntax (`[x](javascript:...)`), a parenthesis right after one, the table
-separator `|` and the backslash itself are escaped with a backslash. A line break becomes a
-space, so that a cell stays one table cell.
+separator `|`, a backtick (which would open a code span) and the backslash itself are escaped
+with a backslash. A line break becomes a space, so that a cell stays one table cell. A name
+shown as code (`md_code`) is a code span only when it is a plain name; any other text is written
+escaped, as above.
+
+XLSX: a cell the tool writes as text is never a formula (the fast writer writes every string as an
+inline string; the live template sets the text type on every name, source and label it copies, so
+`=HYPERLINK(...)` or a DDE call `=cmd|' /C calc'!A0` is shown, never run).
 """
 
 from __future__ import annotations
@@ -17,11 +23,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["FORMULA_START", "csv_safe", "md_text"]
+__all__ = ["FORMULA_START", "csv_safe", "md_code", "md_text"]
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
-_MD_SPECIAL = re.compile(r"([\\\[\]|])")
+_MD_SPECIAL = re.compile(r"([\\\[\]|`])")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
@@ -42,3 +48,15 @@ def md_text(text: str) -> str:
     text = re.sub(r"[&<>]", lambda m: _HTML[m.group(0)], str(text))
     text = _MD_SPECIAL.sub(r"\\\1", text).replace("\\](", "\\]\\(")
     return re.sub(r"[\r\n]+", " ", text)
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9 ._+\-/:=,()]*")
+
+
+def md_code(text: str) -> str:
+    """`text` as a Markdown code span, backticks included, where it is a plain name (letters,
+    digits, spaces and `._+-/:=,()`); anything else (a backtick would end the span early, and a
+    page that renders the span's `<`, `>` as text in Markdown may still show them as HTML
+    elsewhere) is written as escaped text (`md_text`) instead, without the span."""
+    text = str(text)
+    return f"`{text}`" if _PLAIN_NAME.fullmatch(text) else md_text(text)

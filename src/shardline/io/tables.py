@@ -6,17 +6,26 @@ an input file, and refuses an existing output unless forced (`check_output_path`
 an output that another run wrote in the meantime is never replaced. Rows are converted and written
 a block at a time; CSV text that a spreadsheet would run as a formula, and HTML or links in
 Markdown, are neutralized (`shardline.io.safe_text`).
+
+An output name holding a control character (a line feed, a tab, DEL, a C1 code, a Unicode line
+separator or a bidirectional override that shows the name other than it is) is refused. The
+temporary file is named `.NAME.shardline-PID.XXXXXXXX.tmp` (the output's name, then the id of the
+process writing it); a run killed while writing (SIGKILL: no clean-up can run) leaves one, and the
+next write of the same output removes every such file whose process is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import json
 import math
 import os
+import re
 import stat
 import tempfile
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +39,7 @@ from shardline.io.xlsx_writer import Sheet, check_xlsx_size, write_xlsx
 
 __all__ = [
     "OUTPUT_SUFFIXES",
+    "check_output_name",
     "check_output_path",
     "atomic_write",
     "Column",
@@ -94,6 +104,27 @@ def _check_directory(p: Path) -> None:
         raise InputError(f"cannot write {p}: directory {parent} is not writable")
 
 
+# C0 controls, DEL, C1 controls, the Unicode line and paragraph separators, and the bidirectional
+# embeddings, overrides and isolates (U+202A..U+202E, U+2066..U+2069), which show a name reversed.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def check_output_name(out: str | Path) -> None:
+    """Refuse an output name with a control character in it (a name that starts with a line
+    feed, a tab or an escape sequence is one no listing shows as it is)."""
+    match = _CONTROL.search(str(out))
+    if match:
+        char = match.group(0)
+        what = unicodedata.name(char, "") or _C0_NAMES.get(char, "a control character")
+        raise InputError(
+            f"output {str(out)!r}: the name holds U+{ord(char):04X} ({what.lower()}) at "
+            f"character {match.start() + 1}; choose a name of printable characters"
+        )
+
+
+_C0_NAMES = {"\n": "line feed", "\r": "carriage return", "\t": "tab", "\x1b": "escape"}
+
+
 def check_output_path(
     out: str | Path,
     inputs: Iterable[str | Path] = (),
@@ -105,6 +136,7 @@ def check_output_path(
     directory, not an input (not even with --force), and not an existing file unless --force."""
     if not str(out).strip():
         raise InputError("the output file name is empty")
+    check_output_name(out)
     p = Path(out)
     if p.suffix.lower() not in suffixes:
         raise InputError(
@@ -181,13 +213,16 @@ def atomic_write(
     `replace`: True replaces an existing file atomically (--force); False places the file only
     where no file is, atomically, and refuses (InputError) when one appeared since the check; None
     (the default) does what `check_output_path` allowed for this path (replace when unchecked)."""
+    check_output_name(path)
     target = Path(path)
     if replace is None:
         replace = _REPLACE.get(os.path.abspath(target), True)
     directory = target.parent if str(target.parent) else Path(".")
+    prefix = f".{target.name[:80]}.{_TMP_TAG}"
+    _remove_stale(directory, prefix)
     try:
         fd, tmp_name = tempfile.mkstemp(
-            prefix=f".{target.name[:80]}.", suffix=".tmp", dir=directory
+            prefix=f"{prefix}{os.getpid()}.", suffix=".tmp", dir=directory
         )
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot write {target}: {_reason(exc)}") from None
@@ -206,6 +241,36 @@ def atomic_write(
         raise InputError(f"cannot write {target}: {_reason(exc)}") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+_TMP_TAG = "shardline-"
+
+
+def _remove_stale(directory: Path, prefix: str) -> None:
+    """Remove the temporary files `prefix`PID.XXXXXXXX.tmp that an earlier write of the same
+    output left when it was killed (its process PID no longer runs). A live run's file stays."""
+    try:
+        names = [e.name for e in os.scandir(directory) if e.name.startswith(prefix)]
+    except (OSError, ValueError):
+        return
+    for name in names:
+        pid_text, _, rest = name[len(prefix) :].partition(".")
+        if not pid_text.isdigit() or not rest.endswith(".tmp") or _alive(int(pid_text)):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(directory / name)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # another user's process, or a number no pid can be: leave the file
+    return True
 
 
 # ----------------------------------------------------------------------------------------------

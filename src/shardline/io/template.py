@@ -196,6 +196,16 @@ def _bold() -> Any:
     return Font(bold=True)
 
 
+def _put_text(ws: Any, ref: str, text: str) -> None:
+    """Write `text` into cell `ref` as a text cell. openpyxl stores a string that starts with "="
+    as a live formula: a chip name, display name or source from a user's file (`=HYPERLINK(...)`,
+    `=cmd|' /C calc'!A0`, a DDE call) must stay text. Control characters XML cannot hold (openpyxl
+    would raise) are dropped."""
+    cell = ws[ref]
+    cell.value = _ILLEGAL_XML.sub("", str(text))
+    cell.data_type = "s"
+
+
 def _write_header(ws: Any, chip: Chip, default: str, layout: TemplateLayout) -> None:
     """The title, the formulas in words, the chip, its HBM bandwidth and the default dtype."""
     from openpyxl.styles import Font
@@ -207,7 +217,9 @@ def _write_header(ws: Any, chip: Chip, default: str, layout: TemplateLayout) -> 
         "Q = sA*M*K + sB*K*N + sC*M*N, I = F/Q, R = P/W, t = max(F/P, Q/W))."
     )
     r = layout.chip_row
-    ws[f"A{r}"], ws[f"B{r}"], ws[f"C{r}"] = "chip", chip.display_name, chip.name
+    ws[f"A{r}"] = "chip"
+    _put_text(ws, f"B{r}", chip.display_name)
+    _put_text(ws, f"C{r}", chip.name)
     bw_cell, default_cell = (
         layout.bandwidth_cell.replace("$", ""),
         layout.default_dtype_cell.replace("$", ""),
@@ -215,7 +227,7 @@ def _write_header(ws: Any, chip: Chip, default: str, layout: TemplateLayout) -> 
     ws[f"A{r + 1}"], ws[bw_cell] = "HBM bandwidth (bytes/s)", float(chip.mem_bytes_per_s)
     ws[bw_cell].number_format = "0.000E+00"
     ws[bw_cell].fill = _yellow()
-    ws[f"C{r + 1}"] = chip.sources.get("memory.bytes_per_s", "")
+    _put_text(ws, f"C{r + 1}", chip.sources.get("memory.bytes_per_s", ""))
     ws[f"A{r + 2}"], ws[default_cell] = "default dtype (blank dtype cells)", default
     ws[default_cell].fill = _yellow()
 
@@ -234,9 +246,9 @@ def _write_dtype_table(ws: Any, chip: Chip, layout: TemplateLayout) -> None:
         if name in chip.peak_flops_per_s:
             ws[f"C{row}"] = float(chip.peak_flops_per_s[name])
             ws[f"C{row}"].number_format = "0.000E+00"
-            ws[f"D{row}"] = chip.sources.get(f"peak_flops_per_s.{name}", "")
+            _put_text(ws, f"D{row}", chip.sources.get(f"peak_flops_per_s.{name}", ""))
         else:
-            ws[f"D{row}"] = f"{chip.name} has no {name} peak: storage only"
+            _put_text(ws, f"D{row}", f"{chip.name} has no {name} peak: storage only")
         ws[f"C{row}"].fill = _yellow()
 
 
@@ -275,14 +287,10 @@ def _write_inputs(ws: Any, rr: int, given: TemplateRow) -> None:
         _dtype_name(given.out_dtype),
     )
     for name, value in zip(INPUT_COLUMNS, values, strict=True):
-        if value is not None:
-            cell = ws[f"{COL[name]}{rr}"]
-            # control characters XML cannot hold (openpyxl would raise) are dropped
-            cell.value = _ILLEGAL_XML.sub("", value) if isinstance(value, str) else value
-            if isinstance(value, str):
-                # text from the user's sheet stays text: openpyxl would store "=..." as a
-                # live formula (a name such as =HYPERLINK(...) must not run)
-                cell.data_type = "s"
+        if isinstance(value, str):
+            _put_text(ws, f"{COL[name]}{rr}", value)  # a name from the user's sheet stays text
+        elif value is not None:
+            ws[f"{COL[name]}{rr}"] = value
 
 
 def _write_rows(ws: Any, rows: Sequence[TemplateRow], n_rows: int, layout: TemplateLayout) -> None:

@@ -33,9 +33,9 @@ def reason(
     if len(fits) > 1:
         second = fits[1]
         ratio = {
-            "latency": second.latency_s / best.latency_s,
-            "predicted": second.predicted_s / best.predicted_s,
-            "throughput": best.throughput_per_s / second.throughput_per_s,
+            "latency": _ratio(second.latency_s, best.latency_s),
+            "predicted": _ratio(second.predicted_s, best.predicted_s),
+            "throughput": _ratio(best.throughput_per_s, second.throughput_per_s),
         }[objective]
         if ratio < 1.0005:
             if second.latency_upper_s > best.latency_upper_s * 1.0005:
@@ -58,3 +58,10 @@ def reason(
                 f"({second.bottleneck}-bound)"
             )
     return text
+
+
+def _ratio(a: float, b: float) -> float:
+    """a / b, where b = 0 (a throughput that underflowed) gives 1 for a tie, else infinity."""
+    if b > 0:
+        return a / b
+    return 1.0 if a == b else float("inf")

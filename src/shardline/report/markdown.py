@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from shardline.answers.variants import Variant, dominant_operand
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
-from shardline.io.safe_text import md_text
+from shardline.io.safe_text import md_code, md_text
 from shardline.ops.einsum import EinsumSpec, parse_einsum
 from shardline.ops.roofline import RooflineResult
 
@@ -171,7 +171,7 @@ def _source(r: RooflineResult, key: str) -> str:
     if r.chip is None:
         return ""
     text = r.chip.sources.get(key)
-    return f" (source: {text})" if text else ""
+    return f" (source: {md_text(text)})" if text else ""
 
 
 @dataclass(frozen=True)
@@ -232,7 +232,7 @@ def _assumptions(a: _Answer) -> list[str]:
     return [
         "## Assumptions",
         "",
-        f"- Hardware: {a.chip_name} (`{r.hardware.name}`), {peak}{_source(r, key)}; HBM "
+        f"- Hardware: {a.chip_name} ({md_code(r.hardware.name)}), {peak}{_source(r, key)}; HBM "
         f"bandwidth W = {fmt_rate(a.bw, 'B/s', digits=4)}{_source(r, 'memory.bytes_per_s')}.",
         "- Storage: "
         + ", ".join(

@@ -18,6 +18,7 @@ local multiply here yet); the realistic network time is `t_network_predicted_s`.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
@@ -318,6 +319,10 @@ def _candidate(
 def _pick(candidates: list[_Candidate]) -> _Candidate:
     """The fastest; within a tie the lower serial time; then the book's default (lowest rank)."""
     best_t = min(c.t_s for c in candidates)
+    if not math.isfinite(best_t):  # a rate so small (or a size so large) that every time is inf
+        raise InputError(
+            "every layout's time is not a finite number: a rate is too small or a size too large"
+        )
     close = [c for c in candidates if is_tie(c.t_s, best_t)]
     best_u = min(c.cost.t_upper_s for c in close)
     tied = [c for c in close if not strictly_less(best_u, c.cost.t_upper_s)]
