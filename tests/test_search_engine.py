@@ -127,3 +127,22 @@ def test_every_listed_layout_plans_the_same(capsys: pytest.CaptureFixture[str]) 
         assert p["memory_per_device_bytes"] == pytest.approx(
             lay["memory_per_device_bytes"], rel=EXACT
         )
+
+
+def test_dominated_stages_are_dropped() -> None:
+    """Four stages of a pipeline of 4 (index, blocks, states under two ZeRO stages): stage 2 has
+    no more blocks or states than stage 1, which sits earlier (more microbatches in flight), so
+    it can never hold the most; stage 1 has more states than stage 0 under ZeRO 1, so it stays;
+    the last stage keeps the logits and always stays."""
+    from shardline.planning.memory import total_bytes, undominated
+
+    index, blocks = [0, 1, 2, 3], [4.0, 4.0, 4.0, 3.0]
+    states = np.array([[10.0, 10.0, 10.0, 12.0], [5.0, 6.0, 6.0, 7.0]])
+    keep = undominated(index, states, blocks, 4)
+    assert keep.tolist() == [True, True, False, True]
+    # the dropped stage never holds more: held = min(m, P - i), any m, activations and logits
+    for m in (1, 2, 3, 8):
+        for z in (0, 1):
+            held = [min(m, 4 - i) for i in index]
+            totals = [total_bytes(states[z, c], blocks[c], 1.5, held[c], 0.0) for c in range(4)]
+            assert totals[2] <= max(totals[c] for c in (0, 1, 3))

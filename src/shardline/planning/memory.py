@@ -65,6 +65,7 @@ __all__ = [
     "layouts_bytes",
     "candidate_stages",
     "candidate_states",
+    "undominated",
     "block_weights_bytes",
     "gathered_buffers_bytes",
     "dense_optimizer_bytes",
@@ -346,6 +347,21 @@ def candidate_states(workload: Workload, found: Candidates, deg: Degrees, zero: 
     buffers = 2 * found.block_weights_bytes if gathers(deg, zero) else 0.0
     ways, training = shards(workload, deg, zero), workload.training
     return np.array([states_of(s, ways, training, buffers).total_bytes for s in found.sums])
+
+
+def undominated(
+    index: list[int], states: np.ndarray, blocks: list[float], stages: int
+) -> np.ndarray:
+    """Which candidates (`candidate_stages`, `states` [zero stage, candidate]) can hold the most
+    for some microbatch count and activation size: a candidate is dropped when another sits no
+    later in the pipeline (at least as many microbatches in flight), has at least as many blocks
+    and at least its states under every ZeRO stage; the last stage (it keeps the logits) is
+    always kept. Exact: `total_bytes` grows with each of the three."""
+    i, b = np.asarray(index), np.asarray(blocks)
+    earlier = i[:, None] < i[None, :]  # [other, candidate]
+    more = (b[:, None] >= b[None, :]) & np.all(states[:, :, None] >= states[:, None, :], axis=0)
+    dominated = (earlier & more).any(axis=0)
+    return ~dominated | (i == stages - 1)
 
 
 def _stage_key(layers: StageLayers, index: int, stages: int) -> tuple[Any, ...]:

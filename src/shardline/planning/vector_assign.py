@@ -20,7 +20,12 @@ import numpy as np
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import Execution
 from shardline.hardware import Chip
-from shardline.planning.memory import Candidates, candidate_stages, candidate_states
+from shardline.planning.memory import (
+    Candidates,
+    candidate_stages,
+    candidate_states,
+    undominated,
+)
 from shardline.planning.network import MeshNetwork
 from shardline.planning.vector_tables import (
     ZERO_STAGES,
@@ -232,7 +237,9 @@ def _memory_columns(
             memo[key] = candidate_stages(w, stages[P], inner)
         c = memo[key]
         states = np.stack([candidate_states(w, c, deg, z) for z in ZERO_STAGES])
-        found.append((c.index, states, c.blocks))
+        keep = undominated(c.index, states, c.blocks, P)
+        picked = [i for i, k in zip(c.index, keep, strict=True) if k]
+        found.append((picked, states[:, keep], np.asarray(c.blocks)[keep]))
     width = max((len(f[0]) for f in found), default=1)
     index = np.full((len(found), width), -1, dtype=np.int64)
     states_out = np.zeros((len(found), len(ZERO_STAGES), width))
