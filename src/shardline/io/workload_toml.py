@@ -35,12 +35,14 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from shardline.errors import InputError
 from shardline.io.inputs import read_input_bytes
 from shardline.ops.einsum import parse_einsum
 from shardline.workload.precision import PRECISION_FIELDS, template_precision
 from shardline.workload.templates import ffn, transformer
-from shardline.workload.workload import Layer, Workload, matmul_layer
+from shardline.workload.workload import Layer, Workload, check_layer_count, matmul_layer
 
 __all__ = [
     "load_workload",
@@ -378,6 +380,7 @@ def workload_from_dict(
         raw_layers = data["layer"]
         if not isinstance(raw_layers, list) or not raw_layers:
             raise InputError(f"{origin}: [[layer]] must list at least one layer")
+        check_layer_count(len(raw_layers), origin)  # before a Layer is built for each
         shared = data.get("dims", {})
         if not isinstance(shared, dict):
             raise InputError(f"{origin}: [dims] must be a table of sizes")
@@ -442,6 +445,7 @@ def workload_from_sheet(
     table = read_shape_rows(path, sheet).require_ok()
     if len(table) == 0:
         raise InputError(f"{path}: the sheet has a header but no rows")
+    check_layer_count(int(np.count_nonzero(table.count)), str(path))
     labels = table.labels()
     seen: dict[str, int] = {}
     layers: list[Layer] = []
