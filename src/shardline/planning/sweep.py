@@ -111,6 +111,8 @@ def sweep_batch(
 ) -> BatchSweep:
     """`plan` at each batch size, and each crossover: between two neighbouring batches whose
     recommendations differ, the smallest batch at which the recommendation changes (bisection)."""
+    if not isinstance(workload, Workload):
+        raise InputError(f"sweep_batch needs a Workload, got {short(workload)}")
     if isinstance(batches, str) or not isinstance(batches, Sequence) or not batches:
         raise InputError(f"batches must be a list of batch sizes, got {short(batches)}")
     for b in batches:
