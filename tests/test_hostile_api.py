@@ -375,10 +375,26 @@ def test_chunks_that_never_finish_are_given_up_on(
     cluster: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(executors, "CHUNK_TIMEOUT_S", 1)
+    monkeypatch.setattr(executors, "POLL_S", 0.2)
     start = time.perf_counter()
     with pytest.raises(InputError, match=r"no chunk of the search finished within 1 s \(0 of 2"):
         executors.map_chunks(_sleepy, [1, 2], executor="dask", scheduler=cluster.scheduler_address)
     assert time.perf_counter() - start < 3
+
+
+def test_a_cluster_whose_worker_dies_is_given_up_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The only worker leaves mid-search: the search says so at its next look (POLL_S), not at
+    CHUNK_TIMEOUT_S, and never waits forever."""
+    distributed = pytest.importorskip("distributed", reason="dask[distributed] not installed")
+    monkeypatch.setattr(executors, "POLL_S", 0.2)
+    with distributed.LocalCluster(
+        n_workers=1, processes=False, threads_per_worker=1, dashboard_address=None
+    ) as c:
+        threading.Timer(0.5, lambda: c.scale(0)).start()
+        start = time.perf_counter()
+        with pytest.raises(InputError, match=r"lost its workers \(0 of 2 chunks done\)"):
+            executors.map_chunks(_sleepy, [1, 2], executor="dask", scheduler=c.scheduler_address)
+        assert time.perf_counter() - start < 10
 
 
 def test_a_cluster_that_works_answers_in_order(cluster: Any) -> None:

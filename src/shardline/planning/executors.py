@@ -9,6 +9,7 @@ executors. `progress(done, total)` is called as chunks finish (the CLI prints it
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,6 +27,7 @@ WORKERS_TIMEOUT_S = 30  # how long to wait for the cluster to have a worker at a
 # How long a Dask search waits with no chunk finishing (a worker that died or cannot run the
 # chunks, e.g. one without shardline installed): a chunk of the searches takes seconds.
 CHUNK_TIMEOUT_S = 600
+POLL_S = 2.0  # how often a Dask search looks at its cluster while no chunk finishes
 
 Progress = Callable[[int, int], None]
 
@@ -130,7 +132,6 @@ def _dask(
 ) -> list[Any]:
     """The chunks as Dask futures on an existing cluster; results in the chunks' order."""
     distributed = _distributed()
-    as_completed = distributed.as_completed
     own = not isinstance(scheduler, distributed.Client)
     client = connect(scheduler) if own else scheduler
     where = f"the Dask cluster at {client.scheduler.address}"
@@ -144,19 +145,33 @@ def _dask(
         futures = client.map(fn, list(chunks), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results: list[Any] = [None] * len(futures)
-        done = 0
-        pending = as_completed(futures, timeout=CHUNK_TIMEOUT_S)
-        try:
-            for done, future in enumerate(pending, start=1):
+        pending, done, last = set(futures), 0, time.monotonic()
+        while pending:
+            try:
+                finished, pending = distributed.wait(
+                    pending, timeout=POLL_S, return_when="FIRST_COMPLETED"
+                )
+            except TimeoutError:
+                finished = set()
+            for future in finished:
                 results[index[future.key]] = _result(future, where)
+                done += 1
                 if progress is not None:
                     progress(done, len(futures))
-        except TimeoutError:
-            raise InputError(
-                f"{where}: no chunk of the search finished within {CHUNK_TIMEOUT_S:g} s "
-                f"({done} of {len(futures)} done); are its workers alive, with shardline "
-                "installed?"
-            ) from None
+            if finished:
+                last = time.monotonic()
+                continue
+            if not client.scheduler_info().get("workers"):
+                raise InputError(
+                    f"{where} lost its workers ({done} of {len(futures)} chunks done): did they "
+                    "die? (a worker needs shardline installed)"
+                )
+            if time.monotonic() - last > CHUNK_TIMEOUT_S:
+                raise InputError(
+                    f"{where}: no chunk of the search finished within {CHUNK_TIMEOUT_S:g} s "
+                    f"({done} of {len(futures)} done); are its workers alive, with shardline "
+                    "installed?"
+                )
         return results
     finally:
         if own:
