@@ -102,17 +102,8 @@ def _point(batch: int, ps: PlanSet) -> SweepPoint:
     )
 
 
-def sweep_batch(
-    workload: Workload,
-    hw: str | Chip,
-    devices: int,
-    batches: Sequence[int],
-    **options: Any,
-) -> BatchSweep:
-    """`plan` at each batch size, and each crossover: between two neighbouring batches whose
-    recommendations differ, the smallest batch at which the recommendation changes (bisection)."""
-    if not isinstance(workload, Workload):
-        raise InputError(f"sweep_batch needs a Workload, got {short(workload)}")
+def _sizes(batches: Sequence[int]) -> list[int]:
+    """The batch sizes, sorted and distinct: positive integers, at most MAX_BATCHES of them."""
     if isinstance(batches, str) or not isinstance(batches, Sequence) or not batches:
         raise InputError(f"batches must be a list of batch sizes, got {short(batches)}")
     for b in batches:
@@ -124,6 +115,21 @@ def sweep_batch(
             f"batches: {len(sizes):,} batch sizes; the limit is {MAX_BATCHES} (each is a plan "
             "search of its own)"
         )
+    return sizes
+
+
+def sweep_batch(
+    workload: Workload,
+    hw: str | Chip,
+    devices: int,
+    batches: Sequence[int],
+    **options: Any,
+) -> BatchSweep:
+    """`plan` at each batch size, and each crossover: between two neighbouring batches whose
+    recommendations differ, the smallest batch at which the recommendation changes (bisection)."""
+    if not isinstance(workload, Workload):
+        raise InputError(f"sweep_batch needs a Workload, got {short(workload)}")
+    sizes = _sizes(batches)
     chip = apply_overrides(
         resolve_chip(hw),
         workload,
