@@ -389,6 +389,7 @@ def new_catalogue(work: Path, big_rows: int) -> list[Case]:
     cases = [*_serve_numbers(), *_serve_sizes(), *_serve_traces(big_rows)]
     cases += [*_search_training(), *_search_sizes(), *_search_serving()]
     cases += [*_plan_flags(), *_plan_files(), *_templates(), *_others(), *_no_dask(work)]
+    cases += [*_huge_legal(), *_silent_peers()]
     return cases + second_catalogue()
 
 
@@ -405,4 +406,63 @@ def _no_dask(work: Path) -> list[Case]:
         Case("search serving --executor dask without dask",
              [*SERVING, "--executor", "dask", "--scheduler", "tcp://127.0.0.1:9"],
              group=6, env=env, limit_s=30),
+    ]  # fmt: skip
+
+
+def _huge_legal() -> list[Case]:
+    """Huge but legal inputs: refused past the stated limit in one line (layers, --batches,
+    simulated engine steps), answered in seconds at it."""
+    batches40 = ",".join(str(b) for b in range(1, 41))
+    long_prompts = [*SERVE, "--in", "1e6", "--out", "10", "--simulate", "--requests", "20000"]
+    return [
+        Case("stack of 200,000 layers (16 MB)", ["stack", "in/stack_layers_200k.toml", *HW],
+             "error", NUMERIC, 6),
+        Case("plan of 200,000 layers (16 MB)",
+             ["plan", "in/stack_layers_200k.toml", *HW, "--devices", "8"], "error", NUMERIC, 6),
+        Case("stack of 20,001 layers", ["stack", "in/stack_layers_20001.toml", *HW], "error",
+             NUMERIC, 6),
+        Case("stack of 20,000 layers ok", ["stack", "in/stack_layers_20000.toml", *HW, "--json"],
+             "ok", NUMERIC, 6, limit_s=30),
+        Case("plan --batches of 40 entries", [*PLAN, "--batches", batches40], "error", NUMERIC, 6),
+        Case("plan --batches of 13 entries", [*PLAN, "--batches", batches40[:29]], "error",
+             NUMERIC, 6),
+        Case("plan --batches 1,1e9 (bisection budget)", [*PLAN, "--batches", "1,1000000000"],
+             "ok", NUMERIC, 6, limit_s=120),
+        Case("serve --in 1e6 --simulate (2.4M prefill steps)",
+             [*_without(long_prompts, "--rate"), "--rate", "1000"], "error", NUMERIC, 6),
+        Case("serve --in 1e5 --requests 10000 --simulate ok",
+             [*SERVE, "--in", "1e5", "--out", "10", "--simulate", "--requests", "10000"], "ok",
+             NUMERIC, 6, limit_s=30),
+    ]  # fmt: skip
+
+
+_SILENT: list[object] = []  # the listening socket and its accepted connections, kept open
+
+
+def _silent_peers() -> list[Case]:
+    """A Dask scheduler address that accepts the connection and never speaks (127.0.0.1, a port
+    of this process): the search gives up within the connect deadline, not past 45 s."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    _SILENT.append(server)
+
+    def accept() -> None:
+        while True:
+            try:
+                _SILENT.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    return [
+        Case("search dask, scheduler accepts and never speaks",
+             [*TRAIN, "--devices", "64", "--executor", "dask", "--scheduler", address], group=6,
+             limit_s=20),
+        Case("search serving dask, scheduler accepts and never speaks",
+             [*SERVING, "--executor", "dask", "--scheduler", address], group=6, limit_s=20),
     ]  # fmt: skip

@@ -210,6 +210,7 @@ def make_new_fixtures(work: Path, big_rows: int) -> None:
     _prices(d)
     _hf_configs(d)
     _model_files(d)
+    _huge_legal(d)
     (d / "step_existing.json").write_text("{}\n")
     if not (work / "fifo.json").exists():
         os.mkfifo(work / "fifo.json")
@@ -240,3 +241,13 @@ def _model_files(d: Path) -> None:
         text + moe.replace("value = 4", "value = 0").replace("value = 8", "value = 1"),
         encoding="utf-8",
     )
+
+
+def _huge_legal(d: Path) -> None:
+    """Workload stacks of many [[layer]] tables: 200,000 (16 MB, under the 100 MB file limit,
+    past the 20,000-layer limit), 20,001 (one past it) and 20,000 (at it)."""
+    head = 'name = "many"\n[dims]\nM = 4096\nN = 4096\nK = 4096\n'
+    layer = '[[layer]]\nname = "l{}"\neinsum = "x[M,N] * w[N,K] -> y[M,K]"\nweights = ["w"]\n'
+    for name, count in (("200k", 200_000), ("20001", 20_001), ("20000", 20_000)):
+        body = head + "".join(layer.format(i) for i in range(count))
+        (d / f"stack_layers_{name}.toml").write_text(body)

@@ -42,6 +42,8 @@ __all__ = [
     "check_rate",
     "check_time",
     "check_in_range",
+    "check_whole",
+    "check_real",
     "short",
 ]
 
@@ -130,6 +132,30 @@ def check_in_range(value: float, what: str, low: float, high: float, unit: str =
         unit = f" {unit}" if unit else ""
         raise InputError(f"{what} must be from {low:g}{unit} to {high:g}{unit}, got {value!r}")
     return value
+
+
+def check_whole(value: object, what: str, *, least: int = 1, most: float | None = None) -> int:
+    """A whole number given to the API or read from a flag: an int (not a bool) of at least
+    `least` (1: "a positive integer"; 0: "a whole number >= 0") and at most `most`."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
+        kind = "a positive integer" if least == 1 else f"a whole number >= {least}"
+        raise InputError(f"{what} must be {kind}, got {short(value)}")
+    if most is not None and value > most:
+        raise InputError(f"{what} must be at most {most:,.0f}, got {int(value):,}")
+    return int(value)
+
+
+def check_real(value: object, what: str) -> float:
+    """A real, finite number (not a bool, a string or None): the float."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InputError(f"{what}: {short(value)} is not a number")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise InputError(f"{what}: {short(value)} must be finite") from None
+    if not math.isfinite(number):
+        raise InputError(f"{what}: {short(value)} must be finite")
+    return number
 
 
 def parse_quantity(text: str, unit: str) -> float:

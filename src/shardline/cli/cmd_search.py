@@ -21,7 +21,6 @@ MAX_CHIPS = 64  # chips in one --hw list
 # Sequences per step: the search's memory grows with the batch's (dp x microbatch) splits, to
 # about 2 GB at 2^20 sequences over 2^24 devices (4.4 GB at 2^27)
 MAX_SEQUENCES = 1 << 20
-MAX_SERVING_DEVICES = 4096  # --max-devices of the serving search: its time grows with it
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -264,7 +263,9 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
     if missing:
         raise InputError(f"the serving search needs {', '.join(missing)}")
     if args.slo is None:
-        raise InputError("the serving search needs --slo, e.g. --slo ttft=500ms,tpot=30ms")
+        from shardline.serving.search import NEEDS_SLO
+
+        raise InputError(NEEDS_SLO)
     start = time.perf_counter()
     result = serving_search(
         args.model,
@@ -285,10 +286,12 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
 def _max_devices(text: str | None) -> int:
     if text is None:
         return 64
-    value = positive_arg(text, "--max-devices")
-    if value > MAX_SERVING_DEVICES:
-        raise InputError(f"--max-devices must be at most {MAX_SERVING_DEVICES:,}, got {value:,}")
-    return value
+    from shardline.basics.units import check_whole
+    from shardline.serving.search import MAX_SERVING_DEVICES
+
+    return check_whole(
+        positive_arg(text, "--max-devices"), "--max-devices", most=MAX_SERVING_DEVICES
+    )
 
 
 def _rate(text: str) -> float:
@@ -297,6 +300,6 @@ def _rate(text: str) -> float:
         value = float(raw)
     except ValueError:
         raise InputError(f"--rate must be requests per second, e.g. 20/s, got {text!r}") from None
-    if not 0 < value < 1e9:
-        raise InputError(f"--rate must be positive and below 1e9 per second, got {text!r}")
-    return value
+    from shardline.serving.config import check_serving_rate
+
+    return check_serving_rate(value)

@@ -17,9 +17,6 @@ from shardline.errors import InputError
 
 __all__ = ["register", "config_from_args", "parse_rate"]
 
-MAX_RATE_PER_S = 1e9  # requests per second: as the serving search
-MAX_SPEC_K = 1024  # draft tokens per step
-MAX_BATCH = 1_000_000  # sequences per engine step
 MAX_REQUESTS = 20_000  # simulated Poisson requests per replica (as the disaggregated pools)
 
 
@@ -95,9 +92,9 @@ def _nonnegative(text: str, what: str) -> int:
 
 
 def _at_most(value: int, limit: float, what: str) -> int:
-    if value > limit:
-        raise InputError(f"{what} must be at most {limit:,.0f}, got {value:,}")
-    return value
+    from shardline.basics.units import check_whole
+
+    return check_whole(value, what, least=0, most=limit)
 
 
 def _price(text: str | None) -> float | None:
@@ -115,16 +112,17 @@ def parse_rate(text: str) -> float:
     scale = {"": 1.0, "s": 1.0, "min": 1 / 60, "h": 1 / 3600}.get(unit.strip().lower())
     if scale is None:
         raise InputError(f"--rate: {text!r}: give requests per second, e.g. 20 or 20/s")
-    rate = _float(value, "--rate") * scale
-    if not 0 < rate < MAX_RATE_PER_S:
-        raise InputError(f"--rate must be positive and below {MAX_RATE_PER_S:g} per second")
-    return rate
+    from shardline.serving.config import check_serving_rate
+
+    return check_serving_rate(_float(value, "--rate") * scale)
 
 
 def _spec(text: str | None) -> tuple[int, float, float]:
     if text is None:
         return 0, 0.0, 0.0
     parts = [p.strip() for p in text.split(",")]
+    from shardline.serving.config import MAX_SPEC_K
+
     if len(parts) not in (2, 3):
         raise InputError("--spec-decode: give K,ALPHA or K,ALPHA,DRAFT_COST, e.g. 4,0.7")
     k = _at_most(_nonnegative(parts[0], "--spec-decode k"), MAX_SPEC_K, "--spec-decode k")
@@ -142,7 +140,7 @@ def _disagg(text: str | None) -> tuple[int, int] | None:
 
 
 def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any:
-    from shardline.serving.config import MAX_TOKENS, ServeConfig, parse_lengths
+    from shardline.serving.config import MAX_BATCH, MAX_TOKENS, ServeConfig, parse_lengths
 
     k, alpha, draft = _spec(args.spec_decode)
     chunk = chunk_default

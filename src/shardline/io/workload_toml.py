@@ -40,7 +40,7 @@ from shardline.io.inputs import read_input_bytes
 from shardline.ops.einsum import parse_einsum
 from shardline.workload.precision import PRECISION_FIELDS, template_precision
 from shardline.workload.templates import ffn, transformer
-from shardline.workload.workload import Layer, Workload, matmul_layer
+from shardline.workload.workload import Layer, Workload, check_layer_count, matmul_layer
 
 __all__ = [
     "load_workload",
@@ -52,18 +52,9 @@ __all__ = [
 ]
 
 TOP_FIELDS = (
-    "name",
-    "description",
-    "phase",
-    "repeat",
-    "batch_dim",
-    "dtype",
-    "item",
-    "dims",
-    "layer",
-    "transformer",
-    "ffn",
-)
+    "name", "description", "phase", "repeat", "batch_dim", "dtype", "item", "dims", "layer",
+    "transformer", "ffn",
+)  # fmt: skip
 LAYER_FIELDS = (
     "name",
     "einsum",
@@ -348,6 +339,14 @@ def _template(
     return template_precision(transformer(**params), **precision)
 
 
+def _raw_layers(raw: Any, origin: str) -> list[Any]:
+    """The [[layer]] tables: at least one, at most MAX_LAYERS (before a Layer is built for each)."""
+    if not isinstance(raw, list) or not raw:
+        raise InputError(f"{origin}: [[layer]] must list at least one layer")
+    check_layer_count(len(raw), origin)
+    return raw
+
+
 def workload_from_dict(
     data: dict[str, Any],
     *,
@@ -375,9 +374,7 @@ def workload_from_dict(
             return _template(data, templates[0], phase, batch, seq_len, dtype)
         if seq_len is not None:
             raise InputError("--seq-len applies to [transformer] and [ffn] templates")
-        raw_layers = data["layer"]
-        if not isinstance(raw_layers, list) or not raw_layers:
-            raise InputError(f"{origin}: [[layer]] must list at least one layer")
+        raw_layers = _raw_layers(data["layer"], origin)
         shared = data.get("dims", {})
         if not isinstance(shared, dict):
             raise InputError(f"{origin}: [dims] must be a table of sizes")
@@ -442,6 +439,7 @@ def workload_from_sheet(
     table = read_shape_rows(path, sheet).require_ok()
     if len(table) == 0:
         raise InputError(f"{path}: the sheet has a header but no rows")
+    check_layer_count(len(table), str(path))  # before a Layer is built for each row
     labels = table.labels()
     seen: dict[str, int] = {}
     layers: list[Layer] = []

@@ -327,6 +327,16 @@ def _setup(
 MATMUL_DTYPE_KEYWORDS = ("dtype", "a_dtype", "b_dtype", "out_dtype", "compute_dtype")
 
 
+def check_precision(precision: object) -> Precision | None:
+    """`precision=`: a Precision or None (a dtype alone is a keyword: dtype="bf16")."""
+    if precision is not None and not isinstance(precision, Precision):
+        raise InputError(
+            f"precision must be a Precision (shardline.basics.options) or None, got "
+            f"{short(precision)}; give one dtype as dtype={short(precision)}"
+        )
+    return precision
+
+
 def _matmul_precision(precision: Precision | None, keywords: dict[str, Any]) -> Precision:
     """One Precision from `precision=` and the dtype keywords (a keyword wins over the same
     field of `precision`); an unknown keyword is an error that names the valid ones."""
@@ -336,7 +346,7 @@ def _matmul_precision(precision: Precision | None, keywords: dict[str, Any]) -> 
             f"matmul() got unexpected keyword argument(s) {', '.join(unknown)}; its dtype "
             f"keywords are {', '.join(MATMUL_DTYPE_KEYWORDS)} (or precision=Precision(...))"
         )
-    base = precision or Precision()
+    base = check_precision(precision) or Precision()
     operands = dict(base.operands)
     for role in ("a", "b", "out"):
         if keywords.get(f"{role}_dtype"):
@@ -470,7 +480,7 @@ def einsum(
         raise InputError(f"dims must map dimension names to sizes, got {short(dims)}")
     accumulate = _flag(accumulate, "accumulate")
     names = tuple(op.name for op in parsed.operands)
-    base = precision or Precision()
+    base = check_precision(precision) or Precision()
     chosen = dataclasses.replace(
         base,
         dtype=dtype if dtype is not None else (base.dtype or "bf16"),

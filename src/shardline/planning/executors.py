@@ -8,6 +8,8 @@ executors. `progress(done, total)` is called as chunks finish (the CLI prints it
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +20,14 @@ __all__ = ["EXECUTORS", "map_chunks", "check_executor", "connect"]
 EXECUTORS = ("local", "dask")
 MAX_WORKERS = 1024
 CONNECT_TIMEOUT_S = 5  # how long to wait for the Dask scheduler before giving up
+# A scheduler that accepts the connection but never answers Dask's handshake: distributed waits
+# for its reply without a deadline, so the whole connect (TCP and handshake) gets this one.
+ANSWER_TIMEOUT_S = 2 * CONNECT_TIMEOUT_S
+WORKERS_TIMEOUT_S = 30  # how long to wait for the cluster to have a worker at all
+# How long a Dask search waits with no chunk finishing (a worker that died or cannot run the
+# chunks, e.g. one without shardline installed): a chunk of the searches takes seconds.
+CHUNK_TIMEOUT_S = 600
+POLL_S = 2.0  # how often a Dask search looks at its cluster while no chunk finishes
 
 Progress = Callable[[int, int], None]
 
@@ -82,10 +92,32 @@ def _distributed() -> Any:
 
 def connect(scheduler: str) -> Any:
     """A `distributed.Client` of the scheduler at `scheduler`, or one InputError within
-    CONNECT_TIMEOUT_S (a search checks its scheduler this way before it starts)."""
+    ANSWER_TIMEOUT_S (a search checks its scheduler this way before it starts)."""
     distributed = _distributed()
+    box: dict[str, Any] = {}
+
+    def start() -> None:
+        try:
+            box["client"] = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+        except BaseException as exc:  # handed to the caller's thread below
+            box["error"] = exc
+
+    # distributed reads the scheduler's handshake without a deadline: the connect runs in a
+    # thread of its own, and a silent peer leaves it there (a daemon: it ends with the process)
+    import threading
+
+    thread = threading.Thread(target=start, name="shardline-dask-connect", daemon=True)
+    thread.start()
+    thread.join(ANSWER_TIMEOUT_S)
+    if thread.is_alive():
+        raise InputError(
+            f"cannot reach the Dask scheduler at {scheduler}: it accepted the connection but did "
+            f"not answer Dask's handshake within {ANSWER_TIMEOUT_S:g} s"
+        )
+    if "client" in box:
+        return box["client"]
     try:
-        return distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+        raise box["error"]
     except (OSError, ValueError, TypeError) as exc:  # ValueError: an address without a port
         raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     except MemoryError:  # something else listens there: its first bytes read as a huge length
@@ -100,18 +132,69 @@ def _dask(
 ) -> list[Any]:
     """The chunks as Dask futures on an existing cluster; results in the chunks' order."""
     distributed = _distributed()
-    as_completed = distributed.as_completed
     own = not isinstance(scheduler, distributed.Client)
     client = connect(scheduler) if own else scheduler
+    where = f"the Dask cluster at {client.scheduler.address}"
     try:
+        try:
+            client.wait_for_workers(1, timeout=WORKERS_TIMEOUT_S)
+        except (TimeoutError, OSError):
+            raise InputError(
+                f"{where} has no worker: none joined within {WORKERS_TIMEOUT_S:g} s"
+            ) from None
         futures = client.map(fn, list(chunks), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         results: list[Any] = [None] * len(futures)
-        for done, future in enumerate(as_completed(futures), start=1):
-            results[index[future.key]] = future.result()
-            if progress is not None:
-                progress(done, len(futures))
+        pending, done, last = set(futures), 0, time.monotonic()
+        while pending:
+            try:
+                finished, pending = distributed.wait(
+                    pending, timeout=POLL_S, return_when="FIRST_COMPLETED"
+                )
+            except TimeoutError:
+                finished = set()
+            for future in finished:
+                results[index[future.key]] = _result(future, where)
+                done += 1
+                if progress is not None:
+                    progress(done, len(futures))
+            if finished:
+                last = time.monotonic()
+                continue
+            if not client.scheduler_info().get("workers"):
+                raise InputError(
+                    f"{where} lost its workers ({done} of {len(futures)} chunks done): did they "
+                    "die? (a worker needs shardline installed)"
+                )
+            if time.monotonic() - last > CHUNK_TIMEOUT_S:
+                raise InputError(
+                    f"{where}: no chunk of the search finished within {CHUNK_TIMEOUT_S:g} s "
+                    f"({done} of {len(futures)} done); are its workers alive, with shardline "
+                    "installed?"
+                )
         return results
     finally:
         if own:
-            client.close()
+            _close(client)
+
+
+def _result(future: Any, where: str) -> Any:
+    """One chunk's result; a worker that cannot run it (no shardline there, or killed) becomes
+    one InputError naming the cluster."""
+    try:
+        return future.result()
+    except (ImportError, AttributeError) as exc:  # the chunk's function is not there
+        raise InputError(
+            f"{where}: a worker cannot run the search ({type(exc).__name__}: {exc}); install "
+            "shardline on every worker"
+        ) from None
+    except Exception as exc:
+        if type(exc).__name__ in ("KilledWorker", "CancelledError", "FutureCancelledError"):
+            raise InputError(f"{where}: a worker died running the search ({exc})") from None
+        raise
+
+
+def _close(client: Any) -> None:
+    """Close the client within CONNECT_TIMEOUT_S (a scheduler gone silent does not hold us)."""
+    with contextlib.suppress(TimeoutError, OSError):
+        client.close(timeout=CONNECT_TIMEOUT_S)

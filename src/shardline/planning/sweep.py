@@ -16,7 +16,15 @@ from shardline.planning.search import plan
 from shardline.workload.stack import apply_overrides
 from shardline.workload.workload import Workload
 
-__all__ = ["SweepPoint", "Crossover", "BatchSweep", "sweep_batch", "MAX_CROSSOVERS"]
+__all__ = [
+    "SweepPoint",
+    "Crossover",
+    "BatchSweep",
+    "sweep_batch",
+    "MAX_CROSSOVERS",
+    "MAX_BATCHES",
+    "MAX_SWEEP_PLANS",
+]
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,9 @@ class BatchSweep:
     objective: str
     points: list[SweepPoint]
     crossovers: list[Crossover]
+    # False when the bisection stopped at MAX_SWEEP_PLANS plan searches (or MAX_CROSSOVERS)
+    # before it had looked between every pair of neighbouring batches
+    crossovers_complete: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         w = self.workload
@@ -63,11 +74,17 @@ class BatchSweep:
                 "objective": self.objective,
                 "sweep": self.points,
                 "crossovers": self.crossovers,
+                "crossovers_complete": self.crossovers_complete,
             }
         )
 
 
 MAX_CROSSOVERS = 20
+# Each batch size is a plan search (about a second for a zoo model on 8 devices) and each step of
+# a crossover's bisection one more: at most MAX_BATCHES sizes, and the bisection stops when the
+# sweep has run MAX_SWEEP_PLANS searches in all (the crossovers found so far are kept).
+MAX_BATCHES = 12
+MAX_SWEEP_PLANS = 48
 
 
 def _point(batch: int, ps: PlanSet) -> SweepPoint:
@@ -85,6 +102,22 @@ def _point(batch: int, ps: PlanSet) -> SweepPoint:
     )
 
 
+def _sizes(batches: Sequence[int]) -> list[int]:
+    """The batch sizes, sorted and distinct: positive integers, at most MAX_BATCHES of them."""
+    if isinstance(batches, str) or not isinstance(batches, Sequence) or not batches:
+        raise InputError(f"batches must be a list of batch sizes, got {short(batches)}")
+    for b in batches:
+        if isinstance(b, bool) or not isinstance(b, Integral) or b < 1:
+            raise InputError(f"each batch must be a positive integer, got {short(b)}")
+    sizes = sorted({int(b) for b in batches})
+    if len(sizes) > MAX_BATCHES:
+        raise InputError(
+            f"batches: {len(sizes):,} batch sizes; the limit is {MAX_BATCHES} (each is a plan "
+            "search of its own)"
+        )
+    return sizes
+
+
 def sweep_batch(
     workload: Workload,
     hw: str | Chip,
@@ -94,12 +127,9 @@ def sweep_batch(
 ) -> BatchSweep:
     """`plan` at each batch size, and each crossover: between two neighbouring batches whose
     recommendations differ, the smallest batch at which the recommendation changes (bisection)."""
-    if isinstance(batches, str) or not isinstance(batches, Sequence) or not batches:
-        raise InputError(f"batches must be a list of batch sizes, got {short(batches)}")
-    for b in batches:
-        if isinstance(b, bool) or not isinstance(b, Integral) or b < 1:
-            raise InputError(f"each batch must be a positive integer, got {short(b)}")
-    sizes = sorted({int(b) for b in batches})
+    if not isinstance(workload, Workload):
+        raise InputError(f"sweep_batch needs a Workload, got {short(workload)}")
+    sizes = _sizes(batches)
     chip = apply_overrides(
         resolve_chip(hw),
         workload,
@@ -118,19 +148,28 @@ def sweep_batch(
 
     points = [_point(b, at(b)) for b in sizes]
     crossovers: list[Crossover] = []
+    complete = True
     for lo, hi in zip(sizes, sizes[1:], strict=False):
         a = lo
-        while at(a).recommended != at(hi).recommended and len(crossovers) < MAX_CROSSOVERS:
+        while at(a).recommended != at(hi).recommended and complete:
+            if len(crossovers) >= MAX_CROSSOVERS:
+                complete = False
+                break
             first = at(a).recommended
             left, right = a, hi  # rec(left) == first, rec(right) != first
             while right - left > 1:
+                if len(memo) >= MAX_SWEEP_PLANS:
+                    complete = False
+                    break
                 mid = (left + right) // 2
                 if at(mid).recommended == first:
                     left = mid
                 else:
                     right = mid
+            if not complete:
+                break
             crossovers.append(
                 Crossover(batch=right, from_plan=first, to_plan=at(right).recommended)
             )
             a = right
-    return BatchSweep(workload, chip, devices, objective, points, crossovers)
+    return BatchSweep(workload, chip, devices, objective, points, crossovers, complete)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from shardline.basics.units import fmt_bytes, fmt_int, fmt_num, fmt_time
 from shardline.planning.api import BatchSweep, PlanResult, PlanSet
+from shardline.planning.sweep import MAX_CROSSOVERS, MAX_SWEEP_PLANS
 from shardline.report.plan_realistic import realistic_lines
 from shardline.report.stack_text import describe, memory_parts, rate, table
 from shardline.strategies import strategies, strategy
@@ -257,11 +258,16 @@ def render_sweep(sw: BatchSweep) -> str:
         )
     out += table(header, rows, (True, True, False, True, True, True, False))
     out.append("")
-    if not sw.crossovers:
+    if not sw.crossovers and sw.crossovers_complete:
         out.append("No crossover: the same plan wins at every batch shown.")
     for c in sw.crossovers:
         out.append(
             f"CROSSOVER at batch {fmt_int(c.batch)} ({rate(c.batch / sw.devices)} per device): "
             f"{c.from_plan or 'nothing fits'} -> {c.to_plan or 'nothing fits'}"
+        )
+    if not sw.crossovers_complete:
+        out.append(
+            f"(the search for crossovers stopped at its limit of {MAX_SWEEP_PLANS} plan searches "
+            f"or {MAX_CROSSOVERS} crossovers: give batch sizes closer together to see the rest)"
         )
     return "\n".join(out) + "\n"

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shardline.basics.units import check_real, check_whole, short
 from shardline.errors import InputError
+from shardline.ops.einsum import check_size
 
 __all__ = [
     "Lengths",
@@ -17,7 +19,17 @@ __all__ = [
     "check_tokens",
     "BLOCK_TOKENS",
     "MAX_TOKENS",
+    "MAX_RATE_PER_S",
+    "MAX_SPEC_K",
+    "MAX_BATCH",
+    "check_serving_rate",
+    "as_lengths",
 ]
+
+MAX_RATE_PER_S = 1e9  # requests per second (serve and the serving search)
+MAX_SPEC_K = 1024  # draft tokens per step
+MAX_BATCH = 1_000_000  # sequences per engine step
+LENGTH_KINDS = ("fixed", "exponential", "uniform")
 
 BLOCK_TOKENS = 16  # paged KV: tokens per block (vLLM's default block size)
 # The most tokens of one request's prompt or output: 100 times the longest context windows
@@ -36,6 +48,18 @@ class Lengths:
     mean: float
     low: float = 0.0
     high: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in LENGTH_KINDS:
+            raise InputError(
+                f"a token-length distribution is one of {', '.join(LENGTH_KINDS)}, got "
+                f"{short(self.kind)}"
+            )
+        _tokens(self.mean, "token length")
+        if self.kind == "uniform" and _tokens(self.high, "token length") < _tokens(
+            self.low, "token length"
+        ):
+            raise InputError(f"uniform:LOW-HIGH needs LOW <= HIGH, got {self.low}-{self.high}")
 
     def quantile(self, q: object) -> np.ndarray:
         """The length at probability `q` (array), at least one token."""
@@ -70,9 +94,37 @@ def _count(text: str, what: str) -> float:
         value = float(text)
     except ValueError:
         raise InputError(f"{what}: {text!r} is not a number of tokens") from None
-    if not (value >= 1 and math.isfinite(value)):
-        raise InputError(f"{what}: {text!r} must be at least 1 token")
-    return check_tokens(value, what)
+    return _tokens(value, what, text)
+
+
+def _tokens(value: object, what: str, given: object = None) -> float:
+    """A number of tokens: a real, finite number of at least 1 and at most MAX_TOKENS."""
+    shown = short(value if given is None else given)
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InputError(f"{what}: {shown} is not a number of tokens")
+    if not value >= 1 or value == math.inf:
+        raise InputError(f"{what}: {shown} must be at least 1 token")
+    if value > MAX_TOKENS:  # an int past a float's range included
+        number = f"{float(value):g}" if value <= 1.7e308 else shown
+        raise InputError(f"{what}: {number} tokens is more than the limit of {MAX_TOKENS:,}")
+    return float(value)
+
+
+def check_serving_rate(value: object) -> float:
+    """Requests per second: positive, finite and below MAX_RATE_PER_S."""
+    rate = check_real(value, "--rate")
+    if not 0 < rate < MAX_RATE_PER_S:
+        raise InputError(f"--rate must be positive and below {MAX_RATE_PER_S:g} per second")
+    return rate
+
+
+def as_lengths(value: object, what: str) -> Lengths:
+    """A Lengths, or a number of tokens as a fixed length (the API's `input_tokens=2000`)."""
+    if isinstance(value, Lengths):
+        return value
+    if isinstance(value, str):
+        return parse_lengths(value, what)
+    return Lengths("fixed", _tokens(value, what))
 
 
 def check_tokens(value: float, what: str) -> float:
@@ -131,22 +183,39 @@ class ServeConfig:
     kv_reservation: str = "on_demand"  # or "full_output" (the engine's, engines.toml)
 
     def __post_init__(self) -> None:
-        if not self.rate_per_s > 0 or not math.isfinite(self.rate_per_s):
-            raise InputError(
-                f"--rate must be a positive number of requests/s, got {self.rate_per_s}"
-            )
-        if not 0.0 <= self.prefix_hit < 1.0:
+        check_serving_rate(self.rate_per_s)
+        for length, what in ((self.input_tokens, "--in"), (self.output_tokens, "--out")):
+            if not isinstance(length, Lengths):
+                raise InputError(
+                    f"{what} must be a token-length distribution (Lengths; parse_lengths('2000', "
+                    f"'{what}')), got {short(length)}"
+                )
+        check_size(check_whole(self.devices, "--devices"), "--devices")
+        check_whole(self.tp, "--tp")
+        check_whole(self.max_batch, "--max-batch", most=MAX_BATCH)
+        if self.chunk_tokens is not None:
+            check_whole(self.chunk_tokens, "--chunk", most=MAX_TOKENS)
+        check_whole(self.spec_k, "--spec-decode k", least=0, most=MAX_SPEC_K)
+        hit = check_real(self.prefix_hit, "--prefix-hit")
+        if not 0.0 <= hit < 1.0:
             raise InputError(f"--prefix-hit must be in [0, 1), got {self.prefix_hit}")
-        if self.spec_k < 0 or not 0.0 <= self.spec_alpha <= 1.0 or self.spec_draft_ratio < 0:
+        alpha = check_real(self.spec_alpha, "--spec-decode alpha")
+        draft = check_real(self.spec_draft_ratio, "--spec-decode draft cost")
+        if not 0.0 <= alpha <= 1.0 or draft < 0:
             raise InputError("--spec-decode needs k >= 0, 0 <= alpha <= 1 and a draft cost >= 0")
+        if self.disagg is not None:
+            if not isinstance(self.disagg, tuple) or len(self.disagg) != 2:
+                raise InputError(
+                    f"--disagg: give P:D devices, e.g. 4:12 (got {short(self.disagg)})"
+                )
+            check_whole(self.disagg[0], "--disagg P")
+            check_whole(self.disagg[1], "--disagg D")
         pools = self.disagg or (self.devices, 0)
         for n in pools:
             if n % self.tp:
                 raise InputError(f"{n} devices do not split into replicas of --tp {self.tp}")
         if self.disagg is not None and min(self.disagg) < self.tp:
             raise InputError("--disagg P:D needs at least --tp devices in each pool")
-        if self.max_batch < 1:
-            raise InputError("--max-batch must be at least 1")
         if self.kv_reservation not in ("on_demand", "full_output"):
             raise InputError(f"unknown KV reservation {self.kv_reservation!r}")
 

@@ -128,19 +128,24 @@ def check_simulation_size(cfg: ServeConfig, opts: Any, batch: float) -> None:
     steady state's), plus one step per prompt."""
     if opts.trace is not None:
         n, out = len(opts.trace.output_tokens), float(np.sum(opts.trace.output_tokens))
+        prompts = float(np.sum(opts.trace.input_tokens))
     else:
         n = opts.sim_requests
         if cfg.disagg is not None:
             n = min(opts.sim_requests * cfg.disagg[1] // cfg.tp, MAX_REQUESTS)
         out = n * cfg.output_tokens.mean
+        prompts = n * cfg.input_tokens.mean
     _check_replicas(cfg, opts, n)
-    steps = out / cfg.tokens_per_step / max(batch, 1.0) + n
+    # prefill: one step per prompt, or (chunked) at least the prompt tokens over the chunk
+    uncached = prompts * (1.0 - cfg.prefix_hit)
+    prefill = max(n, uncached / cfg.chunk_tokens) if cfg.chunk_tokens else n
+    steps = out / cfg.tokens_per_step / max(batch, 1.0) + prefill
     if not steps <= MAX_SIM_STEPS:
         raise InputError(
             f"--simulate: about {steps:,.0f} engine steps to simulate ({n:,} requests of "
-            f"{out / n:,.0f} output tokens at a running batch of {max(batch, 1.0):,.1f}); the "
-            f"limit is {MAX_SIM_STEPS:,}: give fewer --requests, shorter outputs or a higher "
-            "--rate, or leave out --simulate"
+            f"{prompts / n:,.0f} prompt and {out / n:,.0f} output tokens at a running batch of "
+            f"{max(batch, 1.0):,.1f}); the limit is {MAX_SIM_STEPS:,}: give fewer --requests, "
+            "shorter prompts or outputs or a higher --rate, or leave out --simulate"
         )
 
 

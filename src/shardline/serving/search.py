@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.units import check_whole, short
 from shardline.errors import InputError
-from shardline.serving.config import Lengths, ServeConfig
+from shardline.serving.config import Lengths, ServeConfig, as_lengths, check_serving_rate
 from shardline.serving.engines import engine
 from shardline.serving.slo import SLO
 from shardline.strategies.tp import SERVING_DEGREES
@@ -31,11 +32,15 @@ __all__ = [
     "TP_DEGREES",
     "SEARCH_ENGINE",
     "SEARCH_DTYPE",
+    "MAX_SERVING_DEVICES",
+    "NEEDS_SLO",
 ]
 
 BATCH_LIMITS = (8, 16, 32, 64, 128, 256, 512)
 TP_DEGREES = SERVING_DEGREES  # tp's serving range (strategies/tp.py)
 MAX_FAILURES = 20
+MAX_SERVING_DEVICES = 4096  # most devices per system: the search's time grows with it
+NEEDS_SLO = "the serving search needs --slo, e.g. --slo ttft=500ms,tpot=30ms"
 # The search serves as the engines' published tables do: TensorRT-LLM, fp8 weights and KV cache.
 SEARCH_ENGINE, SEARCH_DTYPE = "trtllm", "fp8"
 MapChunks = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
@@ -233,14 +238,20 @@ def serving_search(
     """Every chip x device count x tp x batch limit: {"evaluated", "pareto", "best",
     "failures"}. `map_chunks(fn, chunks) -> list` runs `evaluate_chunk` over the chunks (default:
     a plain map; the search command passes one that spreads them over processes)."""
-    if max_devices < 1 or not rate_per_s > 0:
-        raise InputError("the serving search needs max_devices >= 1 and a positive rate")
+    if not isinstance(model, str) or not model:
+        raise InputError(f"the serving search needs a model name or file, got {short(model)}")
+    if isinstance(chips, str) or not isinstance(chips, Sequence) or not chips:
+        raise InputError(f"chips must be a list of chip names, got {short(chips)}")
+    if not all(isinstance(c, str) and c for c in chips):
+        raise InputError(f"chips must be a list of chip names, got {short(chips)}")
+    if not isinstance(slo, SLO):
+        raise InputError(NEEDS_SLO)
     common = {
-        "rate_per_s": float(rate_per_s),
-        "input_tokens": _lengths(input_tokens),
-        "output_tokens": _lengths(output_tokens),
+        "rate_per_s": check_serving_rate(rate_per_s),
+        "input_tokens": as_lengths(input_tokens, "--in"),
+        "output_tokens": as_lengths(output_tokens, "--out"),
         "slo": slo,
-        "max_devices": int(max_devices),
+        "max_devices": check_whole(max_devices, "--max-devices", most=MAX_SERVING_DEVICES),
         "engine": SEARCH_ENGINE,
         "dtype": SEARCH_DTYPE,
     }
@@ -256,7 +267,3 @@ def serving_search(
         "best": best,
         "failures": _failures(rows, front, best),
     }
-
-
-def _lengths(value: int | Lengths) -> Lengths:
-    return value if isinstance(value, Lengths) else Lengths("fixed", float(value))

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from shardline.basics.units import check_real, check_whole, short
+from shardline.errors import InputError
 from shardline.serving.analytic import Analysis
 from shardline.serving.config import ServeConfig
 from shardline.serving.engines import Engine, engine
@@ -14,7 +16,9 @@ from shardline.serving.slo import SLO
 from shardline.serving.steady import analyze
 from shardline.serving.steptimes import StepTimes, cached_step_times
 
-__all__ = ["ServeOptions", "serve", "max_rate_meeting_slo", "finite"]
+__all__ = ["ServeOptions", "serve", "max_rate_meeting_slo", "finite", "MAX_USD_PER_HOUR"]
+
+MAX_USD_PER_HOUR = 1e9
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,28 @@ class ServeOptions:
     sim_requests: int = 2000
     seed: int = 0
     usd_per_hour: float | None = None
+
+    def __post_init__(self) -> None:
+        from shardline.serving.runsim import MAX_REQUESTS
+        from shardline.serving.simulate import Requests
+
+        for name in ("engine", "dtype"):
+            if not isinstance(getattr(self, name), str):
+                raise InputError(f"{name} must be a name, got {short(getattr(self, name))}")
+        if self.slo is not None and not isinstance(self.slo, SLO):
+            raise InputError(f"slo must be an SLO (parse_slo('ttft=500ms')), got {short(self.slo)}")
+        if not isinstance(self.simulate, bool):
+            raise InputError(f"simulate must be True or False, got {short(self.simulate)}")
+        if self.trace is not None and not isinstance(self.trace, Requests):
+            raise InputError(f"trace must be simulate.Requests, got {short(self.trace)}")
+        check_whole(self.sim_requests, "--requests", most=MAX_REQUESTS)
+        check_whole(self.seed, "seed", least=0)
+        if self.usd_per_hour is not None:
+            price = check_real(self.usd_per_hour, "--usd-per-hour")
+            if not 0 < price <= MAX_USD_PER_HOUR:
+                raise InputError(
+                    f"--usd-per-hour must be positive and at most 1e9, got {self.usd_per_hour!r}"
+                )
 
 
 def finite(x: float) -> float | None:
@@ -93,6 +119,12 @@ def serve(
     from shardline.models import load_model
     from shardline.serving.pricing import pricing
 
+    if not isinstance(cfg, ServeConfig):
+        raise InputError(f"serve needs a ServeConfig, got {short(cfg)}")
+    if options is not None and not isinstance(options, ServeOptions):
+        raise InputError(f"options must be a ServeOptions, got {short(options)}")
+    if not isinstance(model, str):
+        raise InputError(f"model must be a zoo name or a file, got {short(model)}")
     opts = options or ServeOptions()
     eng = engine(opts.engine)
     spec, chip = load_model(model), resolve_chip(hw)

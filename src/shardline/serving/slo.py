@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shardline.basics.units import short
 from shardline.errors import InputError
 
 __all__ = ["SLO", "parse_slo", "parse_duration_s"]
@@ -33,6 +34,8 @@ class SLO:
 
 def parse_duration_s(text: str, what: str) -> float:
     """`500ms`, `0.5s`, `30 ms`, `250us` or a bare number of seconds, in seconds."""
+    if not isinstance(text, str):
+        raise InputError(f"{what}: {short(text)} is not a duration such as 500ms or 0.03s")
     value = text.strip().lower().replace(" ", "")
     for unit in ("us", "ms", "s"):
         if value.endswith(unit):
@@ -52,6 +55,8 @@ def parse_duration_s(text: str, what: str) -> float:
 def parse_slo(text: str) -> SLO:
     """`ttft=500ms,tpot=30ms` (either may be left out; `p=90` picks the percentile: 50, 90 or
     99, default 99)."""
+    if not isinstance(text, str):
+        raise InputError(f"--slo must be text such as ttft=500ms,tpot=30ms, got {short(text)}")
     fields: dict[str, str] = {}
     for item in text.split(","):
         if not item.strip():

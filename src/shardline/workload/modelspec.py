@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shardline.basics.dtypes import dtype_bits
+from shardline.basics.units import check_real, check_whole, short
+from shardline.errors import InputError
+from shardline.ops.einsum import MAX_DIM
 
 __all__ = [
     "ModelSpec",
@@ -243,6 +246,10 @@ def kv_bytes_per_token(spec: ModelSpec, kv_bytes: float | None = None) -> float:
     """KV-cache bytes one token adds over all layers: layers x per-layer elements x bytes per
     element. Convention for sliding-window layers: a context no longer than the window, where every
     layer caches every token (beyond the window use `kv_bytes_at`)."""
+    if not isinstance(spec, ModelSpec):
+        raise InputError(f"kv_bytes_per_token needs a ModelSpec, got {short(spec)}")
+    if kv_bytes is not None and not check_real(kv_bytes, "kv_bytes") > 0:
+        raise InputError(f"kv_bytes must be a positive number of bytes, got {short(kv_bytes)}")
     return spec.layers * _kv_elements_per_layer(spec) * _element_bytes(spec, kv_bytes)
 
 
@@ -250,6 +257,11 @@ def kv_bytes_at(spec: ModelSpec, context: int, kv_bytes: float | None = None) ->
     """KV-cache bytes of one sequence of `context` tokens: global layers cache all of them, sliding
     layers at most `window`: per-layer elements x bytes x (global x context + sliding x
     min(context, window))."""
+    if not isinstance(spec, ModelSpec):
+        raise InputError(f"kv_bytes_at needs a ModelSpec, got {short(spec)}")
+    check_whole(context, "context", least=0, most=MAX_DIM)
+    if kv_bytes is not None and not check_real(kv_bytes, "kv_bytes") > 0:
+        raise InputError(f"kv_bytes must be a positive number of bytes, got {short(kv_bytes)}")
     per_layer = _kv_elements_per_layer(spec) * _element_bytes(spec, kv_bytes)
     sw = spec.sliding_window
     if sw is None:

@@ -41,10 +41,27 @@ __all__ = [
     "LOGICAL_AXES",
     "backward_layers",
     "matmul_layer",
+    "check_layer_count",
+    "MAX_LAYERS",
 ]
 
 # Forward-only stacks and training steps; the templates add inference prefill and decode.
 PHASES: tuple[str, ...] = kinds.PHASES  # closed vocabulary: shardline.basics.kinds.Phase
+
+# The most layers a workload lists (each is priced on its own; a file of 20,000 [[layer]] tables
+# is about 1.6 MB and `stack` answers it in about 4 s). Real models need a few hundred: a block
+# of them runs `repeat` times and identical layers in a row are one layer with `count`.
+MAX_LAYERS = 20_000
+
+
+def check_layer_count(count: int, what: str) -> None:
+    """An InputError when a workload lists more than MAX_LAYERS layers (each is priced on its
+    own: `stack` takes about 0.2 ms a layer and `plan` more; `count` and `repeat` cost nothing)."""
+    if count > MAX_LAYERS:
+        raise InputError(
+            f"{what}: {count:,} layers; the limit is {MAX_LAYERS:,} (give identical layers in a "
+            "row as one layer with count = N, or repeat a block with repeat = N)"
+        )
 
 
 @dataclass(frozen=True)
@@ -75,6 +92,7 @@ class Workload:
             raise InputError(f"workload {self.name!r}: every layer must be a Layer")
         if not layers:
             raise InputError(f"workload {self.name!r} has no layers")
+        check_layer_count(len(layers), f"workload {self.name!r}")
         if isinstance(self.repeat, bool) or not isinstance(self.repeat, int) or self.repeat < 1:
             raise InputError(f"workload {self.name!r}: repeat must be a positive integer")
         check_size(self.repeat, f"workload {self.name!r}: repeat")
