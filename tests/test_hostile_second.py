@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from shardline.cli.main import main
 from shardline.errors import InputError
 from shardline.io.safe_text import md_code, md_text
+from tests.cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 H100 = ROOT / "src" / "shardline" / "hardware" / "catalog" / "h100-sxm.toml"
@@ -29,18 +29,9 @@ RATE = "must be a finite rate of at least 1 B/s and at most 1e+30 B/s"
 LATENCY = "must be a finite time from 0 to 1e+06 s"
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def _error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
     """The one error line of a run that must fail with exit status 2."""
-    code, _, err = _run(capsys, *argv)
+    code, _, err = run_cli(capsys, *argv)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
     return lines[0]
@@ -81,7 +72,7 @@ def test_template_keeps_chip_names_as_text(
 
     chip = _chip(tmp_path, name, display)
     out = tmp_path / "t.xlsx"
-    code, _, err = _run(capsys, "template", str(out), "--hw", str(chip))
+    code, _, err = run_cli(capsys, "template", str(out), "--hw", str(chip))
     assert code == 0, err
     ws = load_workbook(out).active
     assert (ws["B4"].value, ws["B4"].data_type) == (display, "s")
@@ -111,7 +102,7 @@ def test_template_keeps_a_source_and_sheet_names_as_text(
     quoted = '"' + LINK.replace('"', '""') + '"'
     shapes.write_text(f"name,m,k,n\n{quoted},64,64,64\n")
     out = tmp_path / "t.xlsx"
-    code, _, err = _run(capsys, "template", str(out), "--hw", str(chip), "--from", str(shapes))
+    code, _, err = run_cli(capsys, "template", str(out), "--hw", str(chip), "--from", str(shapes))
     assert code == 0, err
     ws = load_workbook(out).active
     assert (ws["C5"].value, ws["C5"].data_type) == (DDE, "s")
@@ -143,7 +134,7 @@ def test_explain_escapes_chip_name_and_sources(
                lambda m: m.group(1) + _toml("<script>x</script>"), text, count=1),
         encoding="utf-8",
     )  # fmt: skip
-    code, out, err = _run(capsys, "explain", "matmul", "4096", "4096", "4096", "--hw", str(chip))
+    code, out, err = run_cli(capsys, "explain", "matmul", "4096", "4096", "4096", "--hw", str(chip))
     assert code == 0, err
     lowered = out.lower()
     assert "<img" not in lowered and "<script" not in lowered and "<b>" not in lowered
@@ -205,7 +196,7 @@ def test_degenerate_rate_flags(
 def test_edge_rates_give_finite_answers(
     capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
-    code, out, err = _run(capsys, *argv)
+    code, out, err = run_cli(capsys, *argv)
     assert code == 0 and err == "", err
     assert "Infinity" not in out and "NaN" not in out and out.startswith("{")
 
@@ -215,7 +206,7 @@ def test_link_bw_of_one_byte_per_second_prices_the_reduction(
 ) -> None:
     import json
 
-    code, out, _ = _run(capsys, *SHARD, "--link-bw", "1", "--json")
+    code, out, _ = run_cli(capsys, *SHARD, "--link-bw", "1", "--json")
     assert code == 0
     payload = json.loads(out)
     network = payload["cost"]["t_network_s"] if "cost" in payload else payload["t_network_s"]
@@ -274,7 +265,7 @@ def test_capacity_and_reported_capacity_agree(
 
 def test_tiny_hop_latency_is_an_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     chip = _chip(tmp_path, interconnect__hop_latency_s="1e-300")
-    code, out, err = _run(capsys, *PLAN[:-2], "--hw", str(chip), "--json")
+    code, out, err = run_cli(capsys, *PLAN[:-2], "--hw", str(chip), "--json")
     assert code == 0 and err == "" and out.startswith('{\n  "workload"')
     assert "Infinity" not in out and "NaN" not in out
 
@@ -347,7 +338,7 @@ def test_next_write_removes_a_killed_runs_temporary(
     other = tmp_path / f".other.csv.shardline-{_dead_pid()}.a1b2c3d4.tmp"  # another output's
     for p in (stale, live, other):
         p.write_text("partial")
-    code, _, err = _run(capsys, "sheet", "s.csv", "-o", "out.csv", "--hw", "h100-sxm")
+    code, _, err = run_cli(capsys, "sheet", "s.csv", "-o", "out.csv", "--hw", "h100-sxm")
     assert code == 0, err
     assert not stale.exists() and live.exists() and other.exists()
     assert (tmp_path / "out.csv").read_text().startswith("m,k,n,flops,")

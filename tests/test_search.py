@@ -13,9 +13,6 @@ import pytest
 
 from shardline.cli.main import main
 from shardline.hardware import resolve_chip
-from shardline.io.workload_toml import workload_from_dict
-from shardline.models import load_model
-from shardline.models.template import transformer_table
 from shardline.planning.executors import map_chunks
 from shardline.planning.search import assignments as degree_assignments
 from shardline.planning.train_search import (
@@ -38,18 +35,13 @@ from shardline.planning.vector_eval import Chunk, price_chunk
 from shardline.planning.vector_tables import block_times, contexts, einsum_floor
 from shardline.strategies import Degrees
 from shardline.workload.workload import Workload
+from tests.training import training_workload
 
 STEP_TOLERANCE = 0.03  # the vectorized step within 3% of the engine's (docs/search.md)
 MEMORY_TOLERANCE = 1e-9  # the memory is the engine's formula over arrays (planning/memory.py)
 
 
-@lru_cache(maxsize=8)
-def _workload(model: str, sequences: int, seq_len: int) -> Workload:
-    spec = load_model(model)
-    table = transformer_table(spec, batch=sequences, seq_len=seq_len)
-    return workload_from_dict(
-        {"name": spec.name, "phase": "training", "transformer": table}, origin="test"
-    )
+_workload = training_workload
 
 
 def test_two_devices_count_by_hand() -> None:

@@ -8,7 +8,6 @@ memory."""
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 
 import numpy as np
 import pytest
@@ -16,27 +15,19 @@ import pytest
 from shardline.basics.options import Execution
 from shardline.cli.main import main
 from shardline.hardware import resolve_chip
-from shardline.io.workload_toml import workload_from_dict
-from shardline.models import load_model
-from shardline.models.template import transformer_table
 from shardline.planning.evaluate import Context
 from shardline.planning.search import assignments as degree_assignments
 from shardline.planning.search_answer import Group, layout_of
 from shardline.planning.vector_bound import prepare
 from shardline.strategies import Degrees
 from shardline.workload.workload import Workload
+from tests.training import training_workload
 
 SAMPLES = 1000
 EXACT = 1e-9
 
 
-@lru_cache(maxsize=4)
-def _workload(model: str, sequences: int, seq_len: int) -> Workload:
-    spec = load_model(model)
-    table = transformer_table(spec, batch=sequences, seq_len=seq_len)
-    return workload_from_dict(
-        {"name": spec.name, "phase": "training", "transformer": table}, origin="test"
-    )
+_workload = training_workload
 
 
 def _engine_memory(w: Workload, chip_name: str, layout: dict) -> float:
