@@ -24,9 +24,9 @@ from shardline.strategies import (
     strategies,
     strategy,
 )
-from shardline.strategies.base import Strategy
 from shardline.workload.templates import ffn, transformer
 from shardline.workload.workload import Layer, Workload, backward_layers
+from tests.doc_strategy import doc_section, doc_strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 A100_NVLINK_EGRESS = 12 * 25e9  # 12 NVLink 3 links x 25 GB/s one-way (catalog a100-40gb)
@@ -206,19 +206,8 @@ def test_candidates_equal_the_nested_loops(devices: int) -> None:
         assert got == _nested_loops(w, devices)
 
 
-def _doc_section() -> str:
-    text = (ROOT / "docs" / "stack-and-plans.md").read_text()
-    return text[text.index("## Adding a strategy") :]
-
-
-def _doc_strategy() -> Strategy:
-    code = re.search(r"```python\n(.*?)```", _doc_section(), re.S)
-    assert code is not None
-    scope: dict[str, object] = {"__name__": "sp_example"}
-    exec(compile(code.group(1), "docs/stack-and-plans.md", "exec"), scope)
-    found = scope["STRATEGY"]
-    assert isinstance(found, Strategy)
-    return found
+_doc_section = doc_section
+_doc_strategy = doc_strategy
 
 
 def test_docs_example_strategy_shows_up_in_plan_candidates_and_output() -> None:

@@ -21,6 +21,7 @@ from shardline.strategies.tp import tensor_room, tensor_rooms, uneven_layer, une
 from shardline.workload.templates import ffn, transformer
 from shardline.workload.workload import Workload
 from tests.cli_run import run_cli
+from tests.doc_strategy import doc_section, doc_strategy
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -111,19 +112,8 @@ def test_serving_uses_the_tp_rule(capsys: pytest.CaptureFixture[str]) -> None:
     assert TP_DEGREES == SERVING_DEGREES == (1, 2, 4, 8)
 
 
-def _doc_section() -> str:
-    text = (DOCS / "stack-and-plans.md").read_text()
-    return text[text.index("## Adding a strategy") :]
-
-
-def _doc_strategy() -> Strategy:
-    code = re.search(r"```python\n(.*?)```", _doc_section(), re.S)
-    assert code is not None
-    scope: dict[str, object] = {"__name__": "sp_example"}
-    exec(compile(code.group(1), "docs/stack-and-plans.md", "exec"), scope)
-    found = scope["STRATEGY"]
-    assert isinstance(found, Strategy)
-    return found
+_doc_section = doc_section
+_doc_strategy = doc_strategy
 
 
 def test_a_toy_strategy_is_one_module_and_one_registry_call(
