@@ -27,6 +27,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 DATA = ROOT / "benchmarks" / "data" / "e2e_runs.toml"
 RESULT = ROOT / "benchmarks" / "results" / "e2e.json"
@@ -60,6 +61,15 @@ class Outcome:
     measured_mfu: float | None = None
     fits: bool | None = None
     notes: list[str] = field(default_factory=list)
+    source_id: str = ""
+    framework: str = ""
+    hw: str = ""
+    dtype: str = ""
+    moe: bool = False
+    # leave one source out: the error with the measured figures of the run's own source removed
+    # (benchmarks/e2e_loso.py); None when a shared file holds such a figure (refused)
+    loso_error: float | None = None
+    removed: list[str] = field(default_factory=list)
 
 
 def load_runs(path: Path = DATA) -> list[dict[str, Any]]:
@@ -91,18 +101,37 @@ def load_run_workload(run: dict[str, Any], notes: list[str]) -> Any:
     return workload_from_dict(data, origin=str(path), **over)
 
 
-def plan_run(run: dict[str, Any], workload: Any, notes: list[str]) -> Any:
+def run_chip(run: dict[str, Any], removed: list[Any] | None = None) -> Any:
+    """The run's chip: its catalog file without the `removed` figures (leave one source out),
+    under the run's published power limit (`power_cap_w`) where it states one."""
+    from e2e_loso import chip_without
+
+    from shardline.hardware import with_power_limit
+
+    chip = chip_without(run["hw"], removed or [])
+    if "power_cap_w" in run:
+        chip = with_power_limit(chip, float(run["power_cap_w"]))
+    return chip
+
+
+def plan_run(
+    run: dict[str, Any], workload: Any, notes: list[str], removed: list[Any] | None = None
+) -> Any:
     """The plan with the run's degrees; without the new keywords if plan() does not take them."""
+    from shardline.basics.framework import framework_names
     from shardline.planning.api import plan
 
     base = {k: run.get(k, 1) for k in DEGREES} | {"microbatches": run["microbatches"]}
     extra = {k: run[k] for k in NEW_PLAN_KEYWORDS}
     extra |= {k: run[k] for k in OPTIONAL_PLAN_KEYWORDS if k in run}
+    if run.get("framework") in framework_names():
+        extra["framework"] = run["framework"]
+    chip = run_chip(run, removed)
     try:
-        result = plan(workload, run["hw"], run["devices"], require_fit=False, **base, **extra)
+        result = plan(workload, chip, run["devices"], require_fit=False, **base, **extra)
     except TypeError:
         notes.append(f"partial: plan() does not take {'/'.join(extra)} yet")
-        result = plan(workload, run["hw"], run["devices"], require_fit=False, **base)
+        result = plan(workload, chip, run["devices"], require_fit=False, **base)
     wanted = {k: run.get(k, 1) for k in DEGREES}
     for candidate in result.plans:
         if all(candidate.degrees.get(k, 1) == v for k, v in wanted.items()):
@@ -113,7 +142,8 @@ def plan_run(run: dict[str, Any], workload: Any, notes: list[str]) -> Any:
 def evaluate(run: dict[str, Any]) -> Outcome:
     out = Outcome(
         run["name"], run["set"], run["metric"], run["measured_s"],
-        measured_mfu=run.get("measured_mfu"),
+        measured_mfu=run.get("measured_mfu"), source_id=run.get("source_id", ""),
+        framework=run.get("framework", ""), hw=run["hw"],
     )  # fmt: skip
     try:
         workload = load_run_workload(run, out.notes)
@@ -121,6 +151,9 @@ def evaluate(run: dict[str, Any]) -> Outcome:
     except Exception as exc:  # one bad row must not stop the benchmark
         out.notes.append(f"not planned: {type(exc).__name__}: {exc}")
         return out
+    model = getattr(workload, "model", None)
+    out.dtype = getattr(model, "dtype", "") if model is not None else ""
+    out.moe = bool(getattr(model, "router_experts", 0)) if model is not None else False
     predicted = getattr(chosen, "predicted_s", None)
     if predicted is None:
         predicted = chosen.latency_s
@@ -132,7 +165,23 @@ def evaluate(run: dict[str, Any]) -> Outcome:
     out.fits = bool(chosen.fits)
     if not chosen.fits:
         out.notes.append("does not fit in memory as modeled")
+    out.loso_error = _loso_error(run, workload, out)
     return out
+
+
+def _loso_error(run: dict[str, Any], workload: Any, out: Outcome) -> float | None:
+    """The error with the measured figures of the run's own source taken away (e2e_loso)."""
+    from e2e_loso import chip_file, own_figures
+
+    removable, shared = own_figures(out.source_id, chip_file(run["hw"]))
+    out.removed = [f"{f.file}:{f.path}" for f in removable + shared]
+    if shared:
+        out.notes.append("out of source: refused (a shared file holds its own figures)")
+        return None
+    if not removable:
+        return out.error
+    chosen = plan_run(run, workload, [], removable)
+    return float(chosen.predicted_s) / out.measured_s - 1
 
 
 def summarize(outcomes: list[Outcome]) -> dict[str, dict[str, Any]]:
@@ -155,6 +204,58 @@ def summarize(outcomes: list[Outcome]) -> dict[str, dict[str, Any]]:
             "worst_run": worst.name if worst else None,
         }
     return summary
+
+
+def _group_keys(o: Outcome) -> list[str]:
+    """The groups a training run belongs to in the leave-one-source-out table."""
+    return [
+        "all training runs",
+        f"framework {o.framework or '-'}",
+        f"chip {o.hw}",
+        "MoE" if o.moe else "dense",
+        f"dtype {o.dtype or '-'}",
+        f"source {o.source_id or '-'}",
+    ]
+
+
+def summarize_groups(outcomes: list[Outcome]) -> dict[str, dict[str, Any]]:
+    """Per group of training runs: rows, sources, and the median |error| and median signed error
+    out of source (leave one source out) beside the in-sample ones."""
+    groups: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        if o.metric == "step_time" and o.error is not None:
+            for key in _group_keys(o):
+                groups.setdefault(key, []).append(o)
+    out: dict[str, dict[str, Any]] = {}
+    for key, members in groups.items():
+        loso = [o.loso_error for o in members if o.loso_error is not None]
+        inside = [o.error for o in members if o.error is not None]
+        out[key] = {
+            "runs": len(members),
+            "sources": len({o.source_id for o in members}),
+            "loso_scored": len(loso),
+            "loso_median_abs_error": statistics.median(map(abs, loso)) if loso else None,
+            "loso_median_signed_error": statistics.median(loso) if loso else None,
+            "median_abs_error": statistics.median(map(abs, inside)),
+            "median_signed_error": statistics.median(inside),
+        }
+    return out
+
+
+def render_groups(groups: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [
+        "| group | runs | sources | out of source: median abs error | out of source: median "
+        "signed | in sample: median abs error | in sample: median signed |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for key, g in groups.items():
+        lines.append(
+            f"| {key} | {g['runs']} | {g['sources']} | "
+            f"{_fmt_pct(g['loso_median_abs_error'], False)} | "
+            f"{_fmt_pct(g['loso_median_signed_error'])} | "
+            f"{_fmt_pct(g['median_abs_error'], False)} | {_fmt_pct(g['median_signed_error'])} |"
+        )
+    return lines
 
 
 def _fmt_s(value: float | None) -> str:
@@ -197,28 +298,49 @@ def render_summary(summary: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def render_doc_section(outcomes: list[Outcome], summary: dict[str, dict[str, Any]]) -> str:
+    groups = summarize_groups(outcomes)
     lines = [
         START,
         "## End-to-end runs",
         "",
         "Whole-model times published for real runs, each planned with the published parallel",
-        "degrees, microbatches and recompute setting and compared with `predicted_s` "
-        "(error = predicted / measured - 1).",
-        "The runs, with the source of every number and how each time follows from it, are in",
-        "`benchmarks/data/e2e_runs.toml`; `python benchmarks/bench_e2e.py --write-doc` rewrites",
-        "this section.",
+        "degrees, microbatches, recompute setting, framework and power limit, and compared with",
+        "`predicted_s` (error = predicted / measured - 1: negative means the prediction is",
+        "faster than the run). The runs, with the source of every number and how each time",
+        "follows from it, are in `benchmarks/data/e2e_runs.toml`;",
+        "`python benchmarks/bench_e2e.py --write-doc` rewrites this section.",
         "",
-        "| run | set | metric | measured | predicted | error | MFU (predicted) | notes |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
+        "### Training runs, leave one source out",
+        "",
+        "Each run is scored out of source: every measured figure of the data files (a chip's",
+        "achievable rates and efficiencies, the collective libraries' figures) whose source is",
+        "the run's own publication is taken away before the run is planned",
+        "(`python benchmarks/e2e_loso.py` lists every figure and the publications it names).",
+        f"Today {_removed_count(outcomes)} of the {len(outcomes)} runs lose a figure that way: "
+        "no measured figure in the files comes from these publications, so the out-of-source",
+        "and in-sample errors are the same numbers; the columns stay apart so that a figure",
+        "taken from one of them later cannot flatter its own runs.",
+        "",
+        *render_groups(groups),
+        "",
+        "### Every run",
+        "",
+        "| run | set | source | framework | metric | measured | predicted | error | "
+        "MFU (predicted) | notes |",
+        "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
     ]
     for o in outcomes:
         lines.append(
-            f"| {o.name} | {o.set} | {o.metric} | {_fmt_s(o.measured_s)} | "
-            f"{_fmt_s(o.predicted_s)} | {_fmt_pct(o.error)} | {_fmt_pct(o.mfu, False)} | "
-            f"{'; '.join(o.notes).replace('|', '/')} |"
+            f"| {o.name} | {o.set} | {o.source_id or '-'} | {o.framework or '-'} | {o.metric} | "
+            f"{_fmt_s(o.measured_s)} | {_fmt_s(o.predicted_s)} | {_fmt_pct(o.error)} | "
+            f"{_fmt_pct(o.mfu, False)} | {'; '.join(o.notes).replace('|', '/')} |"
         )
     lines += ["", *[f"- {line}" for line in render_summary(summary)], END]
     return "\n".join(lines) + "\n"
+
+
+def _removed_count(outcomes: list[Outcome]) -> int:
+    return sum(bool(o.removed) for o in outcomes)
 
 
 def write_doc(path: Path, section: str) -> None:
@@ -253,9 +375,15 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(render_table(outcomes)))
     print()
     print("\n".join(render_summary(summary)))
+    print()
+    print("\n".join(render_groups(summarize_groups(outcomes))))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"runs": [asdict(o) for o in outcomes], "summary": summary}
+    payload = {
+        "runs": [asdict(o) for o in outcomes],
+        "summary": summary,
+        "groups": summarize_groups(outcomes),
+    }
     out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {out}")
     if args.write_doc:

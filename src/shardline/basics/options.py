@@ -93,7 +93,9 @@ class Execution:
     own dtype; "fp32" as Megatron-LM's grad_reduce_in_fp32 and accumulate_allreduce_grads_in_fp32
     do, twice a bf16 gradient's bytes); `ep_comm_sms`: SMs the expert-parallel dispatch and
     combine kernels hold while they run (HybridEP's and DeepEP's num_sms): with `ep_overlap` the
-    compute beside them runs on the rest of the chip's SMs (0: none held)."""
+    compute beside them runs on the rest of the chip's SMs (0: none held); `framework`: the
+    training framework whose defaults filled the fields the run left out
+    (shardline.basics.framework; "megatron", whose defaults are these)."""
 
     interleave: int = 1
     recompute: str = "none"
@@ -108,6 +110,7 @@ class Execution:
     ep_dispatch: str = "all-to-all"
     grad_reduce_dtype: str | None = None
     ep_comm_sms: int = 0
+    framework: str = "megatron"
 
     def __post_init__(self) -> None:
         from shardline.errors import InputError
@@ -122,6 +125,9 @@ class Execution:
         n = self.ep_comm_sms
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise InputError(f"ep_comm_sms must be a whole number >= 0, got {n!r}")
+        from shardline.basics.framework import load_framework
+
+        load_framework(self.framework)  # an unknown name: one error listing the known
         if self.zero not in (0, 1, 2, 3):
             raise InputError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         self.state_bytes_per_param(16)  # validates the optimizer

@@ -22,6 +22,7 @@ from shardline.cli.system_args import add_system_args
 
 __all__ = [
     "add_chip_args",
+    "add_power_cap_arg",
     "add_collective_mesh_arg",
     "add_compare_args",
     "add_cost_args",
@@ -90,6 +91,17 @@ def add_chip_args(parser: argparse.ArgumentParser, *, dtype: bool = True) -> Non
         default=None,
         metavar="X",
         help="override the HBM bandwidth in bytes/s, e.g. 8.2e11 or '820 GB/s'",
+    )
+    add_power_cap_arg(group)
+
+
+def add_power_cap_arg(group: argparse._ActionsContainer) -> None:
+    group.add_argument(
+        "--power-cap",
+        default=None,
+        metavar="W",
+        help="run the chip under a power limit of W watts (nvidia-smi -pl): its compute rates "
+        "follow the clock the limit allows (default: the chip's own limit, its design power)",
     )
 
 

@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from shardline.cli.args import add_power_cap_arg
 from shardline.cli.common import add_json_arg, emit_json, positive_arg
 from shardline.cli.serving_args import add_figure_output_args
 from shardline.errors import InputError
@@ -49,6 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="chips to try, e.g. h100-sxm,h200 (default h100-sxm for training; serving: the "
         "serving search's default)",
     )
+    add_power_cap_arg(p)
+    p.set_defaults(hw_is_list=True)
     _add_training(p)
     _add_serving(p)
     _add_run(p)
@@ -173,7 +176,20 @@ def _write_figures(outputs: Any, model: str, phase: str, result: dict[str, Any])
     )
 
 
-def _chips(text: str | None, default: list[str]) -> list[str]:
+def _chips(text: str | None, default: list[str], power_cap: str | None = None) -> list[Any]:
+    """The chips of --hw (names), each under --power-cap when it is given (Chip objects)."""
+    names = _chip_names(text, default)
+    if power_cap is None:
+        return names
+    from shardline.basics.units import parse_quantity
+    from shardline.hardware import load_chip
+    from shardline.hardware.power import with_power_limit
+
+    watts = parse_quantity(power_cap, "W")
+    return [with_power_limit(load_chip(name), watts) for name in names]
+
+
+def _chip_names(text: str | None, default: list[str]) -> list[str]:
     if text is None:
         return default
     chips = [c.strip() for c in text.split(",") if c.strip()]
@@ -231,7 +247,11 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
         fixed=_fixed(args.fix),
     )
     return training_search(
-        _workload(args), _chips(args.hw, ["h100-sxm"]), devices, tokens=tokens, run=run
+        _workload(args),
+        _chips(args.hw, ["h100-sxm"], args.power_cap),
+        devices,
+        tokens=tokens,
+        run=run,
     )
 
 
@@ -269,7 +289,7 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
     start = time.perf_counter()
     result = serving_search(
         args.model,
-        chips=_chips(args.hw, ["h100-sxm", "h200", "b200", "mi300x"]),
+        chips=_chips(args.hw, ["h100-sxm", "h200", "b200", "mi300x"], args.power_cap),
         rate_per_s=_rate(args.rate),
         input_tokens=int(check_tokens(positive_arg(args.input_tokens, "--in"), "--in")),
         output_tokens=int(check_tokens(positive_arg(args.output_tokens, "--out"), "--out")),

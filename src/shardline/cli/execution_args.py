@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from shardline.basics.framework import framework_names
 from shardline.basics.units import parse_count
 from shardline.cli.common import count_arg
 from shardline.strategies import strategies
@@ -96,6 +97,14 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         help="kernels replayed from CUDA graphs: no per-kernel launch overhead (decode)",
     )
     g.add_argument(
+        "--framework",
+        default=None,
+        metavar="NAME",
+        help=f"the training framework whose defaults fill what the other flags leave out: "
+        f"{', '.join(framework_names())} (default megatron; `shardline framework show NAME` lists "
+        "each one's defaults and sources)",
+    )
+    g.add_argument(
         "--tokens",
         default=None,
         metavar="T",
@@ -143,4 +152,6 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
         out["cuda_graphs"] = True
     if args.tokens is not None:
         out["tokens"] = _tokens(args.tokens)
+    if getattr(args, "framework", None) is not None:
+        out["framework"] = args.framework
     return out

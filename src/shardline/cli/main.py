@@ -38,6 +38,7 @@ COMMANDS = (
     "plot",
     "report",
     "hw",
+    "framework",
     "system",
     "model",
     "what_if",

@@ -95,7 +95,21 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
 
 
 def resolve_hardware(args: argparse.Namespace) -> None:
-    """Apply --system and its field flags to the chip (see the module docstring)."""
+    """Apply --system and its field flags, then --power-cap, to the chip (see the module
+    docstring)."""
+    _resolve_system(args)
+    if getattr(args, "power_cap", None) is None or getattr(args, "hw_is_list", False):
+        return  # search reads a list of chips and caps each (cmd_search)
+    from shardline.basics.units import parse_quantity
+    from shardline.hardware import load_chip
+    from shardline.hardware.power import with_power_limit
+
+    args.hw = with_power_limit(
+        load_chip(args.hw or "h100-sxm"), parse_quantity(args.power_cap, "W")
+    )
+
+
+def _resolve_system(args: argparse.Namespace) -> None:
     if not any(getattr(args, flag, None) is not None for flag in SYSTEM_FLAGS):
         if getattr(args, "hw", "unset") is None:
             args.hw = getattr(args, "hw_fallback", None)

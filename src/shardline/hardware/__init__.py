@@ -9,7 +9,16 @@ from shardline.hardware.catalog import (
     resolve_chip,
     unsourced_fields,
 )
-from shardline.hardware.chip import ASSUMED, Achievable, Chip, Interconnect, OnChip, ScaleOut
+from shardline.hardware.chip import (
+    ASSUMED,
+    Achievable,
+    Chip,
+    Interconnect,
+    OnChip,
+    Power,
+    ScaleOut,
+)
+from shardline.hardware.power import with_power_limit
 from shardline.hardware.systems import (
     Fabric,
     System,
@@ -30,6 +39,7 @@ __all__ = [
     "Fabric",
     "Interconnect",
     "OnChip",
+    "Power",
     "ScaleOut",
     "System",
     "apply_system",
@@ -45,4 +55,5 @@ __all__ = [
     "resolve_chip",
     "system_from_dict",
     "unsourced_fields",
+    "with_power_limit",
 ]

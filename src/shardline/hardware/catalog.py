@@ -28,8 +28,17 @@ from shardline.basics.kinds import (
 )
 from shardline.basics.units import short
 from shardline.errors import InputError
-from shardline.hardware.chip import ASSUMED, Achievable, Chip, Interconnect, OnChip, ScaleOut
+from shardline.hardware.chip import (
+    ASSUMED,
+    Achievable,
+    Chip,
+    Interconnect,
+    OnChip,
+    Power,
+    ScaleOut,
+)
 from shardline.hardware.datafile import SourcedReader, read_data_toml
+from shardline.hardware.power import check_power, with_power_limit
 from shardline.hardware.ranges import FRACTIONS, check_reported, field_range
 from shardline.hardware.sources import unsourced_fields
 
@@ -287,12 +296,14 @@ _KNOWN_FIELDS: dict[str, set[str]] = {
         "measured_on",
         "notes",
         "calibration",
+        "power",
     },  # calibration: how a calibrated file was measured (shardline.calibrate)
     "memory": {"capacity_bytes", "bytes_per_s", "reported_bytes"},
     "on_chip": {f.name for f in fields(OnChip)},
     "interconnect": {f.name for f in fields(Interconnect)},
     "interconnect.scale_out": {f.name for f in fields(ScaleOut)},
     "achievable": {f.name for f in fields(Achievable)} | {"notes"},
+    "power": {"tdp_w", "static_w", "limit_w"},
 }
 
 
@@ -345,6 +356,19 @@ def _achievable(r: ChipReader) -> Achievable:
     return Achievable(matmul_flops_per_s=rates, **optional)
 
 
+def _power(r: ChipReader) -> Power | None:
+    """[power]: tdp_w and static_w together or neither; limit_w defaults to tdp_w."""
+    tdp, static = r.number("power.tdp_w"), r.number("power.static_w")
+    limit = r.number("power.limit_w")
+    if tdp is None and static is None and limit is None:
+        return None
+    if tdp is None or static is None:
+        raise r.fail("power", "needs both tdp_w and static_w")
+    limit = tdp if limit is None else limit
+    check_power(float(tdp), float(static), float(limit), f"{r.origin}: [power]")
+    return Power(tdp_w=float(tdp), static_w=float(static), limit_w=float(tdp))
+
+
 def name_and_aliases(r: ChipReader) -> tuple[str, tuple[str, ...]]:
     aliases = r.data.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
@@ -378,7 +402,8 @@ def chip_from_dict(
     capacity = float(r.number("memory.capacity_bytes", required=True))
     reported = opt_float(r.number("memory.reported_bytes"))
     check_reported(r, capacity, reported)
-    return Chip(
+    power = _power(r)
+    chip = Chip(
         name=name,
         display_name=display_name,
         kind=kind,
@@ -395,7 +420,13 @@ def chip_from_dict(
         sources=r.sources,
         path=path,
         measured_on=measured_on,
+        power=power,
     )
+    limit = r.number("power.limit_w")
+    if power is not None and limit is not None and limit < power.tdp_w:
+        # the file's figures are the design power's; the limit lowers the clock from there
+        return with_power_limit(chip, float(limit), r.sources.get("power.limit_w", "chip file"))
+    return chip
 
 
 def catalog_files() -> list[Traversable]:

@@ -141,6 +141,19 @@ class Achievable:
 
 
 @dataclass(frozen=True)
+class Power:
+    """The board's power figures (watts): `tdp_w` the design power its achievable figures were
+    measured at, `static_w` the part that does not follow the SM clock (the board idle at P0:
+    HBM, fabric, leakage), `limit_w` the limit it runs under (nvidia-smi -pl; a variant's
+    default, or the user's --power-cap). The compute rates follow the clock the limit allows
+    (shardline.hardware.power)."""
+
+    tdp_w: float
+    static_w: float
+    limit_w: float
+
+
+@dataclass(frozen=True)
 class Chip:
     name: str
     display_name: str
@@ -161,6 +174,7 @@ class Chip:
     vector_flops_per_s: dict[str, float] = field(default_factory=dict)
     # the memory the device reports (nvidia-smi, rocm-smi), beside the marketed capacity_bytes
     reported_capacity_bytes: float | None = None
+    power: Power | None = None
 
     @property
     def usable_capacity_bytes(self) -> float:

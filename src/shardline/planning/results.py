@@ -149,6 +149,7 @@ class PlanSet:
                 "hardware": {
                     "name": self.chip.name,
                     "capacity_bytes": self.chip.capacity_bytes,
+                    "power_limit_w": self.chip.power.limit_w if self.chip.power else None,
                     "scale_up_devices": (
                         self.chip.interconnect.scale_up_devices if self.chip.interconnect else 1
                     ),

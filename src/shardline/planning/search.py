@@ -10,6 +10,7 @@ from itertools import islice
 from math import ceil, gcd, prod
 from typing import Any
 
+from shardline.basics.framework import load_framework
 from shardline.basics.options import Execution, RateOverrides
 from shardline.basics.units import fmt_bytes, short
 from shardline.collectives import NetworkOptions
@@ -274,6 +275,7 @@ def _options(
     (interleave=3, recompute="full", sequence_parallel=True, ...)."""
     rates = {k: given[k] for k in ("flops_per_s", "mem_bytes_per_s") if k in given}
     execution = {k: given[k] for k in EXECUTION_FIELDS if k in given and given[k] is not None}
+    execution = framework_defaults(execution.get("framework")) | execution
     unknown = set(given) - set(rates) - set(names()) - set(EXECUTION_FIELDS) - {"network"}
     if unknown:
         raise TypeError(f"plan() got unexpected keyword argument(s) {', '.join(sorted(unknown))}")
@@ -287,6 +289,15 @@ def _options(
         Execution(**execution),
         given.get("network"),
     )
+
+
+def framework_defaults(name: str | None) -> dict[str, Any]:
+    """The execution fields a framework sets when the run does not (shardline.basics.framework),
+    with its name; {} for the default framework, whose defaults are Execution's own."""
+    if name is None:
+        return {}
+    fw = load_framework(name)
+    return {**fw.defaults, "framework": fw.name}
 
 
 def _check_execution(ex: Execution) -> None:

@@ -279,6 +279,22 @@ def _assumptions(chip: Chip) -> list[str]:
     return out
 
 
+def _power(chip: Chip, s: dict[str, str]) -> list[str]:
+    from shardline.hardware.power import clock_fraction
+
+    p = chip.power
+    if p is None:
+        return []
+    out = ["power (the compute rates follow the clock a limit allows):"]
+    out.append(_line("design power", f"{p.tdp_w:g} W", s.get("power.tdp_w")))
+    out.append(_line("static (idle at P0)", f"{p.static_w:g} W", s.get("power.static_w")))
+    fraction = clock_fraction(p, p.limit_w)
+    note = s.get("power.limit_w") if p.limit_w < p.tdp_w else None
+    limit = f"{p.limit_w:g} W, clock x {fraction:.3f}"
+    out.append(_line("limit", limit, note))
+    return out
+
+
 def render_chip(chip: Chip) -> str:
     """`shardline hw show`: every number with its source, section by section; the fields the
     loader filled are listed last, as assumptions, instead of beside their numbers."""
@@ -290,6 +306,7 @@ def render_chip(chip: Chip) -> str:
         *_memory(chip, s),
         *_on_chip(chip, s),
         *_interconnect(chip, s),
+        *_power(chip, s),
         *_achievable(chip, s),
         *_assumptions(chip),
     ]

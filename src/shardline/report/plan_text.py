@@ -4,6 +4,7 @@ bound beside it, then the derivation with the numbers put in."""
 from __future__ import annotations
 
 from shardline.basics.units import fmt_bytes, fmt_int, fmt_num, fmt_time
+from shardline.hardware.power import limit_note
 from shardline.planning.api import BatchSweep, PlanResult, PlanSet
 from shardline.planning.sweep import MAX_CROSSOVERS, MAX_SWEEP_PLANS
 from shardline.report.plan_realistic import realistic_lines
@@ -184,12 +185,22 @@ def _comm_lines(p: PlanResult) -> list[str]:
     return out
 
 
+def _framework_line(ps: PlanSet) -> str:
+    """Which framework's defaults filled the execution fields the run left out."""
+    from shardline.basics.framework import DEFAULT_FRAMEWORK, load_framework
+
+    name = ps.execution.framework if ps.execution is not None else DEFAULT_FRAMEWORK
+    fw = load_framework(name)
+    return f"framework: {fw.display_name}; its defaults fill what the flags leave out"
+
+
 def render_plan(ps: PlanSet, top: int = 10) -> str:
     w = ps.workload
     out = [
         f"{w.name} over {ps.devices} × {ps.chip.display_name} ({ps.chip.name}, "
-        f"{fmt_bytes(ps.chip.usable_capacity_bytes)} each)",
+        f"{fmt_bytes(ps.chip.usable_capacity_bytes)} each{limit_note(ps.chip)})",
         describe(w),
+        _framework_line(ps),
         "",
     ]
     if ps.recommended is None:

@@ -1,0 +1,82 @@
+"""Training frameworks as data: what each one does when a run does not say otherwise.
+
+A framework file (`shardline/basics/frameworks/NAME.toml`) names the defaults of the execution
+fields (`shardline.basics.options.Execution`) as that framework's own configuration sets them,
+each with its source: the recompute policy, the ZeRO stage, whether kernels are launched one by
+one from the host or run as one compiled program (`cuda_graphs`), the dtype gradients are
+reduced in, sequence parallelism and tensor-parallel overlap, the optimizer. A plan made with
+`framework=NAME` starts from those defaults; every field the user gives wins over them. The
+default framework is Megatron-Core, whose defaults are the Execution defaults.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from shardline.errors import InputError
+
+__all__ = ["DEFAULT_FRAMEWORK", "SETTABLE", "Framework", "framework_names", "load_framework"]
+
+DEFAULT_FRAMEWORK = "megatron"
+
+
+@dataclass(frozen=True)
+class Framework:
+    """A framework's execution defaults (field -> value) and the source of each."""
+
+    name: str
+    display_name: str
+    defaults: dict[str, Any] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+def _files() -> dict[str, Any]:
+    folder = resources.files("shardline.basics") / "frameworks"
+    return {e.name[: -len(".toml")]: e for e in folder.iterdir() if e.name.endswith(".toml")}
+
+
+def framework_names() -> tuple[str, ...]:
+    """The shipped frameworks, sorted."""
+    return tuple(sorted(_files()))
+
+
+# the Execution fields (shardline.basics.options) a framework may set; tokens and the framework
+# itself are the run's, never a default
+SETTABLE = (
+    "interleave",
+    "recompute",
+    "sequence_parallel",
+    "tp_overlap",
+    "zero",
+    "optimizer",
+    "cuda_graphs",
+    "cp_kind",
+    "ep_overlap",
+    "ep_dispatch",
+    "grad_reduce_dtype",
+    "ep_comm_sms",
+)
+
+
+@cache
+def load_framework(name: str) -> Framework:
+    """The framework `name` (case-insensitive); an unknown name is an input error that lists
+    the known ones."""
+    if not isinstance(name, str):
+        raise InputError(f"a framework is a name, got {type(name).__name__}")
+    files = _files()
+    key = name.strip().lower()
+    if key not in files:
+        raise InputError(f"unknown framework {name[:60]!r}; known: {', '.join(sorted(files))}")
+    data = tomllib.loads(files[key].read_text(encoding="utf-8"))
+    defaults: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for knob, entry in data.get("defaults", {}).items():
+        if knob not in SETTABLE or not isinstance(entry, dict) or not entry.get("source"):
+            raise InputError(f"framework {key}: default {knob!r} is not a sourced Execution field")
+        defaults[knob], sources[knob] = entry["value"], entry["source"]
+    return Framework(data["name"], data.get("display_name", data["name"]), defaults, sources)
