@@ -201,7 +201,8 @@ def test_torchtitan_and_maxtext_times_follow_the_published_numbers() -> None:
     assert (run["devices"], run["tp"], run["fsdp"], run["batch"]) == (64, 4, 16, 8 * 64)
     assert math.isclose(run["measured_s"], tflops / 328, rel_tol=1e-4)
     shape = _transformer(run)
-    assert (shape["d_model"], shape["d_ff"], shape["heads"], shape["layers"]) == (10240, 32768, 32, 32)
+    dims = (shape["d_model"], shape["d_ff"], shape["heads"], shape["layers"])
+    assert dims == (10240, 32768, 32, 32)
 
 
 def _bench() -> Any:
