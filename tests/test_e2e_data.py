@@ -44,7 +44,7 @@ def _transformer(run: dict[str, Any]) -> dict[str, Any]:
 
 FRAMEWORKS = {
     "megatron", "torchtitan", "maxtext", "llm-foundry", "deepspeed", "vllm", "sglang",
-    "tensorrt-llm", "nim",
+    "tensorrt-llm", "nim", "t5x",
 }  # fmt: skip
 
 
@@ -121,8 +121,9 @@ def test_workload_files(path: str) -> None:
     # heads x head_dim is d_model for most models; Qwen3's configs give head_dim 128 beside it
     # (Qwen3-30B-A3B: 32 x 128 = 4096 against d_model 2048), and MaxText's synthetic models keep
     # base.yml's head_dim 256 while global_parameter_scale doubles heads and d_model apart
-    # (scale 128: 64 x 256 = 16384 against d_model 10240)
-    apart = "moe" in section or Path(path).name.startswith("maxtext-")
+    # (scale 128: 64 x 256 = 16384 against d_model 10240), and PaLM 540B has 48 x 256 = 12288
+    # against d_model 18432 (Chowdhery et al. 2022, Table 1)
+    apart = "moe" in section or Path(path).name.startswith(("maxtext-", "palm-"))
     assert section["heads"] * section["head_dim"] == section["d_model"] or apart
     assert section["heads"] % section["kv_heads"] == 0
     assert section["attention"] in ("standard", "flash")
