@@ -139,7 +139,7 @@ def test_plan_with_fixed_degrees(capsys: pytest.CaptureFixture[str]) -> None:
 def test_plan_text_recommends_first(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", SEED003, "--hw", "a100-40gb", "--devices", "2", "--tp", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[3].startswith("RECOMMENDED tp2: ")
+    assert lines[4].startswith("RECOMMENDED tp2: ")  # after the title, workload, framework
     assert any(line.strip().startswith("tp   all_reduce") for line in lines)
 
 

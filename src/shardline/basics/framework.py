@@ -19,7 +19,14 @@ from typing import Any
 
 from shardline.errors import InputError
 
-__all__ = ["DEFAULT_FRAMEWORK", "SETTABLE", "Framework", "framework_names", "load_framework"]
+__all__ = [
+    "DEFAULT_FRAMEWORK",
+    "SETTABLE",
+    "Framework",
+    "default_attention_kernel",
+    "framework_names",
+    "load_framework",
+]
 
 DEFAULT_FRAMEWORK = "megatron"
 
@@ -59,6 +66,7 @@ SETTABLE = (
     "ep_dispatch",
     "grad_reduce_dtype",
     "ep_comm_sms",
+    "attention_kernel",
 )
 
 
@@ -80,3 +88,9 @@ def load_framework(name: str) -> Framework:
             raise InputError(f"framework {key}: default {knob!r} is not a sourced Execution field")
         defaults[knob], sources[knob] = entry["value"], entry["source"]
     return Framework(data["name"], data.get("display_name", data["name"]), defaults, sources)
+
+
+def default_attention_kernel(training: bool) -> str | None:
+    """The attention kernel of a run that names none: the default framework's in training;
+    None (the chip's generic figures) for inference, whose engines are not training frameworks."""
+    return load_framework(DEFAULT_FRAMEWORK).defaults.get("attention_kernel") if training else None

@@ -95,7 +95,11 @@ class Execution:
     combine kernels hold while they run (HybridEP's and DeepEP's num_sms): with `ep_overlap` the
     compute beside them runs on the rest of the chip's SMs (0: none held); `framework`: the
     training framework whose defaults filled the fields the run left out
-    (shardline.basics.framework; "megatron", whose defaults are these)."""
+    (shardline.basics.framework; "megatron", whose defaults are these); `attention_kernel`:
+    the fused attention kernel ("fa2", "cudnn", "fa3") whose measured efficiencies the chip
+    file gives (`achievable.attention_kernels`); None: in training the default framework's
+    (Megatron-Core runs cuDNN's through Transformer Engine), otherwise the chip's generic
+    figures."""
 
     interleave: int = 1
     recompute: str = "none"
@@ -111,6 +115,7 @@ class Execution:
     grad_reduce_dtype: str | None = None
     ep_comm_sms: int = 0
     framework: str = "megatron"
+    attention_kernel: str | None = None
 
     def __post_init__(self) -> None:
         from shardline.errors import InputError

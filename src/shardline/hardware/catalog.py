@@ -34,11 +34,10 @@ from shardline.hardware.chip import (
     Chip,
     Interconnect,
     OnChip,
-    Power,
     ScaleOut,
 )
 from shardline.hardware.datafile import SourcedReader, read_data_toml
-from shardline.hardware.power import check_power, with_power_limit
+from shardline.hardware.power import read_power, with_power_limit
 from shardline.hardware.ranges import FRACTIONS, check_reported, field_range
 from shardline.hardware.sources import unsourced_fields
 
@@ -342,31 +341,34 @@ def _opt_bool(r: ChipReader, path: str) -> bool | None:
     return value
 
 
+# [achievable.attention_kernels.NAME]: fwd_efficiency and bwd_efficiency of one named kernel
+KERNEL_FIELDS = ("fwd_efficiency", "bwd_efficiency")
+
+
+def _attention_kernels(r: ChipReader) -> dict[str, tuple[float, float]]:
+    out: dict[str, tuple[float, float]] = {}
+    for name in r.table("achievable.attention_kernels"):
+        where = f"achievable.attention_kernels.{name}"
+        extra = set(r.table(where)) - set(KERNEL_FIELDS)
+        if extra:
+            raise r.fail(f"{where}.{sorted(extra)[0]}", f"is not one of {', '.join(KERNEL_FIELDS)}")
+        fwd, bwd = (r.number(f"{where}.{key}", required=True) for key in KERNEL_FIELDS)
+        out[name.lower()] = (float(fwd), float(bwd))
+    return out
+
+
 def _achievable(r: ChipReader) -> Achievable:
     rates = _peaks(r, "achievable.matmul_flops_per_s", required=False)
     optional = {
         f.name: opt_float(r.number(f"achievable.{f.name}"))
         for f in fields(Achievable)
-        if f.name != "matmul_flops_per_s"
+        if f.name not in ("matmul_flops_per_s", "attention_kernels")
     }
     for key in FRACTIONS:
         eff = optional[key]
         if eff is not None and eff > 1:
             raise r.fail(f"achievable.{key}", f"must be at most 1, got {eff}")
-    return Achievable(matmul_flops_per_s=rates, **optional)
-
-
-def _power(r: ChipReader) -> Power | None:
-    """[power]: tdp_w and static_w together or neither; limit_w defaults to tdp_w."""
-    tdp, static = r.number("power.tdp_w"), r.number("power.static_w")
-    limit = r.number("power.limit_w")
-    if tdp is None and static is None and limit is None:
-        return None
-    if tdp is None or static is None:
-        raise r.fail("power", "needs both tdp_w and static_w")
-    limit = tdp if limit is None else limit
-    check_power(float(tdp), float(static), float(limit), f"{r.origin}: [power]")
-    return Power(tdp_w=float(tdp), static_w=float(static), limit_w=float(tdp))
+    return Achievable(matmul_flops_per_s=rates, attention_kernels=_attention_kernels(r), **optional)
 
 
 def name_and_aliases(r: ChipReader) -> tuple[str, tuple[str, ...]]:
@@ -402,7 +404,7 @@ def chip_from_dict(
     capacity = float(r.number("memory.capacity_bytes", required=True))
     reported = opt_float(r.number("memory.reported_bytes"))
     check_reported(r, capacity, reported)
-    power = _power(r)
+    power = read_power(r)
     chip = Chip(
         name=name,
         display_name=display_name,

@@ -138,6 +138,9 @@ class Achievable:
     # realistic model of a training step applies it to the tensor-core work
     # (shardline.realistic.sustained); absent: 1
     sustained_matmul_fraction: float | None = None
+    # the same two efficiencies per named kernel ("fa2", "cudnn", "fa3", ...): a framework that
+    # runs a given kernel (Execution.attention_kernel) uses its figures in place of the two above
+    attention_kernels: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 from shardline.errors import InputError
 from shardline.hardware.chip import Chip, Power
@@ -36,6 +37,8 @@ __all__ = [
     "check_power",
     "clock_fraction",
     "limit_note",
+    "read_power",
+    "scaled_kernels",
     "with_power_limit",
 ]
 
@@ -59,6 +62,20 @@ def check_power(tdp_w: float, static_w: float, limit_w: float, where: str) -> No
             f"{where}: a power limit of {limit_w:g} W is above the board's design power "
             f"{tdp_w:g} W (the most nvidia-smi -pl allows)"
         )
+
+
+def read_power(r: Any) -> Power | None:
+    """A chip file's [power] table (`r`: the catalog's ChipReader): tdp_w and static_w together
+    or neither; limit_w defaults to tdp_w. The Power returned is at tdp_w, the figures' own
+    power; the catalog then applies a lower limit_w (with_power_limit)."""
+    tdp, static, limit = (r.number(f"power.{k}") for k in ("tdp_w", "static_w", "limit_w"))
+    if tdp is None and static is None and limit is None:
+        return None
+    if tdp is None or static is None:
+        raise r.fail("power", "needs both tdp_w and static_w")
+    limit = tdp if limit is None else limit
+    check_power(float(tdp), float(static), float(limit), f"{r.origin}: [power]")
+    return Power(tdp_w=float(tdp), static_w=float(static), limit_w=float(tdp))
 
 
 def clock_fraction(power: Power, limit_w: float) -> float:
@@ -89,6 +106,7 @@ def with_power_limit(chip: Chip, limit_w: float, source: str | None = None) -> C
     fwd = min(a.attention_fwd_efficiency * ratio, 1.0) if a.attention_fwd_efficiency else None
     bwd = min(a.attention_bwd_efficiency * ratio, 1.0) if a.attention_bwd_efficiency else None
     vector = {dtype: rate * ratio for dtype, rate in chip.vector_flops_per_s.items()}
+    kernels = scaled_kernels(a.attention_kernels, ratio)
     sources = dict(chip.sources)
     sources["power.limit_w"] = source or (
         f"the user's power cap; compute rates x {clock_fraction(power, limit_w):.4f}, the "
@@ -97,12 +115,23 @@ def with_power_limit(chip: Chip, limit_w: float, source: str | None = None) -> C
     return replace(
         chip,
         achievable=replace(
-            a, matmul_flops_per_s=rates, attention_fwd_efficiency=fwd, attention_bwd_efficiency=bwd
+            a,
+            matmul_flops_per_s=rates,
+            attention_fwd_efficiency=fwd,
+            attention_bwd_efficiency=bwd,
+            attention_kernels=kernels,
         ),
         vector_flops_per_s=vector,
         power=replace(power, limit_w=limit_w),
         sources=sources,
     )
+
+
+def scaled_kernels(
+    kernels: dict[str, tuple[float, float]], factor: float
+) -> dict[str, tuple[float, float]]:
+    """Each named attention kernel's (forward, backward) efficiencies times `factor`, at most 1."""
+    return {k: (min(f * factor, 1.0), min(b * factor, 1.0)) for k, (f, b) in kernels.items()}
 
 
 def limit_note(chip: Chip) -> str:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from math import ceil
 from typing import Any
 
+from shardline.basics.framework import default_attention_kernel
 from shardline.basics.options import Execution
 from shardline.collectives import NetworkOptions
 from shardline.hardware import Chip
@@ -32,7 +33,7 @@ from shardline.planning.stage_extras import (
 from shardline.planning.step import gap_s, realistic_step, tokens_answers
 from shardline.realistic.block import head_layer
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
-from shardline.realistic.sustained import sustained_chip
+from shardline.realistic.sustained import sustained_chip, with_attention_kernel
 from shardline.strategies import (
     CommTerm,
     Degrees,
@@ -69,10 +70,15 @@ class Context:
     ) -> None:
         self.workload = workload
         self.chip = chip
-        # the realistic kernel times of a training step: matmul rates held at the power limit
-        self.kernel_chip = sustained_chip(chip) if workload.training else chip
         self.network_options = network
         self.execution = execution or Execution()
+        # the realistic kernel times: the attention kernel the run names (or the default
+        # framework's), and in a training step matmul rates held at the power limit
+        self.attention_kernel = self.execution.attention_kernel or default_attention_kernel(
+            workload.training
+        )
+        fused = with_attention_kernel(chip, self.attention_kernel)
+        self.kernel_chip = sustained_chip(fused) if workload.training else fused
         # strategies whose communication a caller prices apart and the stages leave out (the
         # training search's block probes: dp's and fsdp's, priced per assignment)
         self.priced_apart: frozenset[str] = frozenset()
@@ -165,6 +171,7 @@ class Context:
             ep_comm_sms=self.execution.ep_comm_sms,
             model=self.workload.model,
             grad_reduce_dtype=self.execution.grad_reduce_dtype,
+            attention_kernel=self.attention_kernel,
         )
 
     def stages(self, pp: int) -> list[tuple[StageLayers, Layer]]:

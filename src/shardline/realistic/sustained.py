@@ -25,8 +25,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from shardline.hardware import Chip
+from shardline.hardware.power import scaled_kernels
 
-__all__ = ["sustained_chip", "sustained_fraction"]
+__all__ = ["sustained_chip", "sustained_fraction", "with_attention_kernel"]
 
 # Chips already derated, by the identity of the burst chip (a Chip holds dicts and has no hash).
 # Each entry holds the burst chip, so that its id is never reused while the entry stands; the same
@@ -57,10 +58,40 @@ def sustained_chip(chip: Chip) -> Chip:
     derated = replace(
         chip,
         achievable=replace(
-            a, matmul_flops_per_s=rates, attention_fwd_efficiency=fwd, attention_bwd_efficiency=bwd
+            a,
+            matmul_flops_per_s=rates,
+            attention_fwd_efficiency=fwd,
+            attention_bwd_efficiency=bwd,
+            attention_kernels=scaled_kernels(a.attention_kernels, f),
         ),
     )
     if len(_SUSTAINED) >= _SUSTAINED_MAX:
         _SUSTAINED.clear()
     _SUSTAINED[id(chip)] = (chip, derated)
     return derated
+
+
+# Chips with a named attention kernel's figures put in, by (identity of the chip, kernel name);
+# each entry holds the chip so that its id is not reused while the entry stands.
+_KERNEL: dict[tuple[int, str], tuple[Chip, Chip]] = {}
+
+
+def with_attention_kernel(chip: Chip, kernel: str | None) -> Chip:
+    """`chip` with the efficiencies of the fused attention kernel `kernel` ("fa2", "cudnn",
+    "fa3": the chip file's `achievable.attention_kernels`) as its attention efficiencies; the
+    chip itself when `kernel` is None or the file has no figures for it (its generic figures
+    stand)."""
+    a = chip.achievable
+    if kernel is None or kernel not in a.attention_kernels:
+        return chip
+    hit = _KERNEL.get((id(chip), kernel))
+    if hit is not None and hit[0] is chip:
+        return hit[1]
+    fwd, bwd = a.attention_kernels[kernel]
+    out = replace(
+        chip, achievable=replace(a, attention_fwd_efficiency=fwd, attention_bwd_efficiency=bwd)
+    )
+    if len(_KERNEL) >= _SUSTAINED_MAX:
+        _KERNEL.clear()
+    _KERNEL[(id(chip), kernel)] = (chip, out)
+    return out

@@ -184,6 +184,7 @@ class LayerView:
     ep_comm_sms: int = 0  # SMs the dispatch kernels run on (0: unstated)
     model: ModelShape | None = None  # the whole model's shape (attention kernel, causal mask)
     grad_reduce_dtype: str | None = None  # dtype of reduced gradients (None: their own)
+    attention_kernel: str | None = None  # the fused attention kernel the run uses (its figures)
 
     def gradient_bytes(self, grad: Layer, dims: Mapping[str, int]) -> float:
         """Bytes of the weight gradient `grad` computes (at local sizes `dims`) as the gradient

@@ -50,7 +50,7 @@ from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import CP_KINDS
 from shardline.errors import InputError
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
-from shardline.realistic.sustained import sustained_chip
+from shardline.realistic.sustained import sustained_chip, with_attention_kernel
 from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, Network, Strategy
 from shardline.workload.moe import SLOT_AXIS
 from shardline.workload.stack import layer_cost
@@ -190,7 +190,8 @@ class ContextParallel(Strategy):
             causal_lower_bound(layer_cost(e, net.chip, d).cost, e, view.model).t_lower_s
             for e, d in einsums
         )
-        chip = sustained_chip(net.chip) if view.training else net.chip  # as the stage's kernels
+        fused = with_attention_kernel(net.chip, view.attention_kernel)  # as the stage's kernels
+        chip = sustained_chip(fused) if view.training else fused
         real = sum(einsum_time_s(e, chip, d, view.model, False) for e, d in einsums)
         return lower / degree, real / degree
 
