@@ -112,13 +112,13 @@ def test_every_cp_rank_reads_all_the_weights(plans: tuple[PlanResult, PlanResult
 # Training's predicted_s moved when training steps took the default framework's attention kernel
 # (Megatron-Core: cuDNN's fused attention, shardline.basics.framework) on 2026-12-04.
 BEFORE = {
-    ("training", "ring", 4, 1): (9.281869054726368e-05, np.float64(0.0010038542191390773), 142082048.0, 0.0,
+    ("training", "ring", 4, 1): (9.281869054726368e-05, 0.0010038542191390773, 142082048.0, 0.0,
                                  35127296.0),
-    ("training", "ring", 2, 2): (7.570041526927723e-05, np.float64(0.0007182853687407631), 86507520.0, 0.0,
+    ("training", "ring", 2, 2): (7.570041526927723e-05, 0.0007182853687407631, 86507520.0, 0.0,
                                  25165824.0),
-    ("training", "all-gather", 4, 1): (8.575771383084578e-05, np.float64(0.0005496441866053724), 142082048.0,
+    ("training", "all-gather", 4, 1): (8.575771383084578e-05, 0.0005496441866053724, 142082048.0,
                                        0.0, 34603008.0),
-    ("training", "all-gather", 2, 2): (7.616319896309839e-05, np.float64(0.0006012502753205373), 86507520.0,
+    ("training", "all-gather", 2, 2): (7.616319896309839e-05, 0.0006012502753205373, 86507520.0,
                                        0.0, 25690112.0),
     ("prefill", "ring", 4, 1): (2.6137517213930346e-05, 0.00040496050060246546, 20447232.0,
                                 524288.0, 1572864.0),
