@@ -236,13 +236,15 @@ _MEMOP_OWNERS: dict[tuple[str, int], tuple[str, ...]] = {
 
 def _layer_matmuls(layer: Layer, gated: bool) -> dict[str, float]:
     """The block matmuls one layer does, each with its share of the layer's work (the fused QKV
-    projection: q R/(R+2), k and v 1/(R+2) each, R query heads per kv head)."""
-    if layer.name == "attn_qkv":
+    projection: q R/(R+2), k and v 1/(R+2) each, R query heads per kv head; the dense first
+    blocks' FFN of a MoE, "dense_ffn_in" and "dense_ffn_down", as the FFN's)."""
+    name = layer.name.removeprefix("dense_")
+    if name == "attn_qkv":
         j = layer.dims["J"]
         return {"q_proj": (j - 2) / j, "k_proj": 1 / j, "v_proj": 1 / j}
-    if layer.name == "router":
+    if name == "router":
         return {"gate_proj" if gated else "up_proj": 1.0}
-    return _LAYER_MATMULS.get(layer.name, {})
+    return _LAYER_MATMULS.get(name, {})
 
 
 def _partial_rerun_s(ctx: Context, stage: Stage, deg: Degrees, m: int, p: Policy) -> float:

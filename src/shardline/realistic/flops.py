@@ -48,8 +48,8 @@ def hardware_flops(model: ModelShape, training: bool, recompute: str) -> float:
     if p.every > 1:
         share = (model.layers // p.every) / model.layers
         return total + share * tokens * (2 * params + 4 * a)
-    if not params:  # the attention core alone (selective)
-        return total + tokens * 4 * a
+    if not params:  # the attention core alone (selective), or no matmul at all
+        return total + tokens * 4 * a if "attention" in rerun else total
     return total + tokens * (2 * params + 4 * a * ("attention" in rerun))
 
 
