@@ -166,10 +166,12 @@ def recompute_answer(ctx: Context, deg: Degrees, m: int, step: RealisticStep) ->
     kept = activation_per_block(w, deg, seqs, ex)
     everything = activation_per_block(w, deg, seqs, replace(ex, recompute="none"))
     again = step.hardware_flops - step.model_flops
+    rerun = rerun_ops(p, gated=w.model.gated, flash=flash)
     return {
         "policy": p.name,
         "keeps": list(stored_tensors(p, gated=w.model.gated, flash=flash)),
-        "reruns": list(rerun_ops(p, gated=w.model.gated, flash=flash)),
+        "reruns": list(rerun),
+        "whole_block": rerun == rerun_ops(policy("full"), gated=w.model.gated, flash=flash),
         "blocks_share": checkpointed_share(w.model, p),
         "recomputed_flops": again,
         "recomputed_share": again / step.model_flops if step.model_flops else 0.0,

@@ -49,7 +49,7 @@ def _recompute_lines(p: PlanResult) -> list[str]:
     if rc["blocks_share"] != 1:  # layer-N
         on = f" on {100 * rc['blocks_share']:.3g}% of the blocks"
         rest, mean = " there, everything on the others", " (the mean over the blocks)"
-    reruns = ", ".join(rc["reruns"]) or "nothing"
+    reruns = "the whole block" if rc.get("whole_block") else ", ".join(rc["reruns"]) or "nothing"
     return [
         f"  recompute {rc['policy']}: reruns {reruns}{on}: "
         f"{fmt_flops(rc['recomputed_flops'])} = {100 * rc['recomputed_share']:.1f}% of the model "
