@@ -97,8 +97,15 @@ def _split_widths(model: ModelShape) -> dict[str, int]:
     q_out = model.heads * model.head_dim
     kv = model.kv_heads * model.head_dim
     gate = model.d_ff if model.gated else 0
-    return {"q": q_out, "k": kv, "v": kv, "context": q_out, "gate": gate, "up": model.d_ff,
-            "act": model.d_ff}
+    return {
+        "q": q_out,
+        "k": kv,
+        "v": kv,
+        "context": q_out,
+        "gate": gate,
+        "up": model.d_ff,
+        "act": model.d_ff,
+    }
 
 
 def in_flight_microbatches(
