@@ -303,3 +303,18 @@ def test_every_block_op_is_owned(model: str, degrees: dict) -> None:
         stage = ctx.stage(deg, m, i, layers, last)
         again = _partial_rerun_s(ctx, stage, deg, m, policy("full"))
         assert again == pytest.approx(stage.bwd.parts["recompute"], rel=1e-12)
+
+
+def test_the_api_takes_a_policy_name() -> None:
+    """`shardline.planning.api.plan(..., recompute=NAME)`: the plan carries the policy; its
+    recomputed FLOPs are hardware - model FLOPs."""
+    from shardline.planning.api import plan
+
+    w = training_workload("llama-3.2-1b", 4, 1024)
+    ps = plan(w, "h100-sxm", 1, recompute="save_qkv_proj")
+    p = ps.plans[0]
+    assert p.recompute["policy"] == "save_qkv_proj"
+    assert p.recompute["keeps"] == ["x", "q", "k", "v"]
+    assert p.recompute["recomputed_flops"] == p.hardware_flops - p.model_flops > 0
+    with pytest.raises(InputError):
+        plan(w, "h100-sxm", 1, recompute="save_everything")

@@ -172,7 +172,9 @@ def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     if not rerun:
         return
     if rerun == rerun_ops(policy("full"), gated=gated, flash=flash):
-        _rerun_forward(stage, 1.0 if model is None else checkpointed_share(model, p))
+        share = 1.0 if model is None else checkpointed_share(model, p)
+        if share:  # layer-N with N above the layers: no block is checkpointed
+            _rerun_forward(stage, share)
         return
     if model is None:
         return
