@@ -51,6 +51,8 @@ class RateOverrides:
     mem_bytes_per_s: float | None = None
 
 
+# Megatron-LM's three recompute settings: the training search's candidates unless --recompute
+# pins another policy (every policy: shardline.basics.recompute, recompute.toml)
 RECOMPUTE_MODES = ("none", "selective", "full")
 # context parallelism's K/V exchange (shardline.strategies.cp)
 CP_KINDS = ("ring", "all-gather")
@@ -75,8 +77,10 @@ class Execution:
     """How a plan runs, beyond its degrees (the choices of Megatron-LM and its peers).
 
     `interleave`: V model chunks per pipeline stage (interleaved 1F1B; 1 = plain 1F1B);
-    `recompute`: "none", "selective" (the attention core is recomputed in the backward pass) or
-    "full" (every layer's forward is run again; Korthikanti et al. 2022); `sequence_parallel`:
+    `recompute`: a recompute policy (shardline.basics.recompute, recompute.toml): "none",
+    "selective" (the attention core is recomputed in the backward pass), "full" (every layer's
+    forward is run again; Korthikanti et al. 2022), torchtitan's "op" and "layer-N", MaxText's
+    remat policies ("minimal", "save_dot_except_mlp", ...) or "keep:T1,T2,..."; `sequence_parallel`:
     tensor parallelism with reduce-scatter + all-gather and the norms and dropouts split too;
     `tp_overlap`: tensor-parallel collectives hidden behind the GEMMs; `zero`: ZeRO stage of the
     data-parallel axis (1 optimizer state, 2 + gradients, 3 + weights sharded over dp);
@@ -123,10 +127,9 @@ class Execution:
         v = self.interleave
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise InputError(f"interleave must be a positive integer, got {v!r}")
-        if self.recompute not in RECOMPUTE_MODES:
-            raise InputError(
-                f"recompute must be one of {', '.join(RECOMPUTE_MODES)}, got {self.recompute!r}"
-            )
+        from shardline.basics.recompute import policy
+
+        policy(self.recompute)  # InputError naming the policies if unknown
         n = self.ep_comm_sms
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise InputError(f"ep_comm_sms must be a whole number >= 0, got {n!r}")

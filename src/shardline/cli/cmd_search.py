@@ -11,6 +11,7 @@ from typing import Any
 
 from shardline.cli.args import add_power_cap_arg
 from shardline.cli.common import add_json_arg, emit_json, positive_arg
+from shardline.cli.execution_args import add_recompute_arg
 from shardline.cli.serving_args import add_figure_output_args
 from shardline.errors import InputError
 
@@ -85,6 +86,7 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="hold degrees fixed, e.g. tp=8 or tp=8,pp=16 (the rest is searched)",
     )
+    add_recompute_arg(g)  # pins the policy; without it none, selective and full are searched
     g.add_argument(
         "--rerank",
         default="12",
@@ -245,6 +247,7 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
         rerank=positive_arg(args.rerank, "--rerank"),
         scales=positive_arg(args.scales, "--scales"),
         fixed=_fixed(args.fix),
+        recompute=args.recompute,
     )
     return training_search(
         _workload(args),
@@ -278,6 +281,8 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
     from shardline.serving.search import serving_search
     from shardline.serving.slo import parse_slo
 
+    if args.recompute is not None:
+        raise InputError("--recompute applies to the training search")
     given = (("--rate", args.rate), ("--in", args.input_tokens), ("--out", args.output_tokens))
     missing = [flag for flag, value in given if value is None]
     if missing:

@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from shardline.basics.framework import framework_names
+from shardline.basics.recompute import TENSORS, policy_names
 from shardline.basics.units import parse_count
 from shardline.cli.common import count_arg
 from shardline.strategies import strategies
@@ -19,6 +20,8 @@ from shardline.strategies.base import Knob
 __all__ = [
     "add_degree_args",
     "add_execution_args",
+    "add_recompute_arg",
+    "recompute_help",
     "execution_from_args",
     "knobs",
     "plan_options_from_args",
@@ -72,12 +75,7 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
                 metavar=knob.metavar,
                 help=knob.help,
             )
-    g.add_argument(
-        "--recompute",
-        default=None,
-        choices=("none", "selective", "full"),
-        help="activation recompute in the backward pass (selective: the attention core)",
-    )
+    add_recompute_arg(g)
     g.add_argument(
         "--grad-reduce-dtype",
         default=None,
@@ -110,6 +108,19 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         metavar="T",
         help="tokens to train on, e.g. 1T or 15e12: gives days to train",
     )
+
+
+def recompute_help() -> str:
+    """--recompute's help: every policy name (shardline.basics.recompute, recompute.toml)."""
+    return (
+        "activation recompute policy in the backward pass (docs/whole-model.md#recompute-policies):"
+        f" {', '.join(policy_names())}; layer-N (every Nth block fully recomputed, torchtitan); "
+        f"keep:T1,T2,... (keep these block tensors: {', '.join(TENSORS)}). Default none"
+    )
+
+
+def add_recompute_arg(g: Any) -> None:
+    g.add_argument("--recompute", default=None, metavar="POLICY", help=recompute_help())
 
 
 def knobs() -> tuple[Knob, ...]:

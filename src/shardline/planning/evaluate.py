@@ -30,7 +30,7 @@ from shardline.planning.stage_extras import (
     add_recompute,
     tp_variants,
 )
-from shardline.planning.step import gap_s, realistic_step, tokens_answers
+from shardline.planning.step import gap_s, realistic_step, recompute_answer, tokens_answers
 from shardline.realistic.block import head_layer
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 from shardline.realistic.sustained import sustained_chip, with_attention_kernel
@@ -325,6 +325,7 @@ def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
         hfu=step.hfu,
         model_flops=step.model_flops,
         hardware_flops=step.hardware_flops,
+        recompute=recompute_answer(ctx, deg, m, step),
         **tokens_answers(ctx, deg, step),
     )
 

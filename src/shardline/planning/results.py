@@ -54,6 +54,8 @@ class PlanResult:
     hfu: float = 0.0
     model_flops: float = 0.0
     hardware_flops: float = 0.0
+    # training: the recompute policy, what it keeps and reruns (shardline.planning.step)
+    recompute: dict[str, Any] = field(default_factory=dict)
     tokens_per_s: float | None = None  # the step's tokens over predicted_s (decode: batch / it)
     tokens_per_s_per_device: float | None = None
     days_to_train: float | None = None  # --tokens over tokens_per_s
@@ -106,6 +108,7 @@ class PlanResult:
         head += ("predicted_s", "latency_s")
         mid: tuple[str, ...] = ("latency_upper_s", "throughput_per_s", "tokens_per_s")
         mid += ("tokens_per_s_per_device", "mfu", "hfu", "model_flops", "hardware_flops")
+        mid += ("recompute",)
         mid += ("days_to_train", "predicted_breakdown_s", "gap_s", "memory_per_device_bytes")
         tail: tuple[str, ...] = ("t_stage_s", "t_bubble_s", "bubble_fraction", "bubble_over_ideal")
         tail += ("time_by_bound_s", "memory", "slowest_stage", "stage_imbalance", "stages")

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from shardline.basics.options import RECOMPUTE_MODES
 from shardline.basics.serialize import jsonable
 from shardline.hardware import Chip
 from shardline.planning.results import PlanResult
@@ -52,7 +51,7 @@ def layout_of(group: Group, rows: dict[str, np.ndarray], i: int) -> dict[str, An
         "microbatches": int(round(float(rows["m"][i]))),
         "interleave": int(rows["v"][i]),
         "sequence_parallel": bool(rows["sp"][i]),
-        "recompute": RECOMPUTE_MODES[int(rows["rc"][i])],
+        "recompute": group.tables.recomputes[int(rows["rc"][i])],
         "zero": int(rows["z"][i]),
         "tp_overlap": bool(rows["ov"][i]),
     }

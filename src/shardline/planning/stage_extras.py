@@ -4,7 +4,8 @@ work, the lower bound too):
 - the memory-bound ops between a transformer block's matmuls, per block in the stage;
 - recompute in the backward pass: "full" runs the stage's forward again (its einsums, ops and
   tensor-parallel collectives), "selective" the attention core when the scores go through HBM
-  (FlashAttention's backward recomputes them anyway, and its time already counts that);
+  (FlashAttention's backward recomputes them anyway, and its time already counts that); the
+  other policies (shardline.basics.recompute) the ops they do not keep the outputs of;
 - the embedding on the first stage; the LM head (an einsum, vocab split by tensor parallelism),
   the final norm and the loss on the last;
 - the execution's variants of the tensor-parallel collectives: sequence parallelism turns each
@@ -21,9 +22,11 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from shardline.basics.options import Execution
+from shardline.basics.recompute import Policy, kept_tensors, policy, rerun_ops
 from shardline.hardware import Chip
 from shardline.planning.network import MeshNetwork
 from shardline.planning.phases import Stage
+from shardline.realistic.activations import checkpointed_share
 from shardline.realistic.block import (
     MemOp,
     activation_dtype,
@@ -31,6 +34,7 @@ from shardline.realistic.block import (
     embedding_ops,
     head_ops,
 )
+from shardline.realistic.flops import matmul_params
 from shardline.realistic.kernels import vector_kernel_s
 from shardline.realistic.modelshape import ModelShape
 from shardline.strategies import CommTerm, Degrees
@@ -154,28 +158,131 @@ def add_block_extras(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
 
 
 def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
-    """Recompute in the backward pass (call before the stage's boundary sends are added)."""
-    mode = ctx.execution.recompute
-    if not ctx.workload.training or mode == "none":
+    """Recompute in the backward pass under the execution's policy (call before the stage's
+    boundary sends are added): a policy that reruns every op of the block ("full", `layer-N` on
+    its share of the blocks) runs the stage's forward again, collectives included; any other the
+    ops `rerun_ops` names (`_partial_rerun_s`)."""
+    if not ctx.workload.training:
         return
-    if mode == "full":
-        fwd = stage.fwd
+    model = ctx.workload.model
+    p = policy(ctx.execution.recompute)
+    flash = model is None or model.attention != "standard"
+    gated = model is None or model.gated
+    rerun = rerun_ops(p, gated=gated, flash=flash)
+    if not rerun:
+        return
+    if rerun == rerun_ops(policy("full"), gated=gated, flash=flash):
+        share = 1.0 if model is None else checkpointed_share(model, p)
+        if share:  # layer-N with N above the layers: no block is checkpointed
+            _rerun_forward(stage, share)
+        return
+    if model is None:
+        return
+    again = _partial_rerun_s(ctx, stage, deg, m, p)
+    if again:
+        stage.bwd.add_predicted("recompute", again)
+
+
+def _rerun_forward(stage: Stage, share: float) -> None:
+    """The stage's forward again in its backward (on `share` of its blocks)."""
+    fwd = stage.fwd
+    rerun = [t for t in stage.terms if t.phase == "forward" and t.purpose == "tp"]
+    if share == 1.0:
         stage.bwd.local = stage.bwd.local + fwd.local
-        rerun = [t for t in stage.terms if t.phase == "forward" and t.purpose == "tp"]
         for term in rerun:  # the recomputed forward runs its collectives again
             stage.add_comm(replace(term, phase="backward"))
         stage.bwd.add_predicted("recompute", fwd.compute_pred_s)
         stage.bwd.lower_parts["recompute"] += fwd.local_s
         return
+    stage.bwd.local = stage.bwd.local + fwd.local * share
+    for term in rerun:
+        stage.add_comm(replace(term, phase="backward", calls=term.calls * share))
+    stage.bwd.add_predicted("recompute", share * fwd.compute_pred_s)
+    stage.bwd.lower_parts["recompute"] += share * fwd.local_s
+
+
+# each block layer's share of the work of the block's matmuls (shardline.basics.recompute.MATMULS)
+_GATE_UP = {"gate_proj": 0.5, "up_proj": 0.5}
+_KV = {"k_proj": 0.5, "v_proj": 0.5}
+_LAYER_MATMULS: dict[str, dict[str, float]] = {
+    "mla_q_up": {"q_proj": 1.0},
+    "mla_down": _KV,
+    "mla_up": _KV,
+    "mla_absorb": _KV,
+    "attn_out": {"out_proj": 1.0},
+    "ffn_in": _GATE_UP,
+    "shared_in": _GATE_UP,
+    "expert_in": _GATE_UP,
+    "ffn_up": {"up_proj": 1.0},
+    "shared_up": {"up_proj": 1.0},
+    "expert_up": {"up_proj": 1.0},
+    "ffn_down": {"down_proj": 1.0},
+    "shared_down": {"down_proj": 1.0},
+    "expert_down": {"down_proj": 1.0},
+}
+# the memory-bound ops of a training block (shardline.realistic.block.block_ops) by the op of
+# the block that runs them: (name, occurrence) -> ops; the fp8 casts go with the matmuls
+_MEMOP_OWNERS: dict[tuple[str, int], tuple[str, ...]] = {
+    ("layer_norm", 0): ("norm1",),
+    ("layer_norm", 1): ("norm2",),
+    ("bias_dropout_add", 0): ("residual1",),
+    ("bias_dropout_add", 1): ("residual2",),
+    ("swiglu", 0): ("activation",),
+    ("gelu", 0): ("activation",),
+    ("rotary", 0): ("q_proj", "k_proj"),
+    ("qk_norm", 0): ("q_proj", "k_proj"),
+    ("moe_permute", 0): ("gate_proj", "up_proj"),
+    ("moe_unpermute", 0): ("down_proj",),
+}
+
+
+def _layer_matmuls(layer: Layer, gated: bool) -> dict[str, float]:
+    """The block matmuls one layer does, each with its share of the layer's work (the fused QKV
+    projection: q R/(R+2), k and v 1/(R+2) each, R query heads per kv head; the dense first
+    blocks' FFN of a MoE, "dense_ffn_in" and "dense_ffn_down", as the FFN's)."""
+    name = layer.name.removeprefix("dense_")
+    if name == "attn_qkv":
+        j = layer.dims["J"]
+        return {"q_proj": (j - 2) / j, "k_proj": 1 / j, "v_proj": 1 / j}
+    if name == "router":
+        return {"gate_proj" if gated else "up_proj": 1.0}
+    return _LAYER_MATMULS.get(name, {})
+
+
+def _partial_rerun_s(ctx: Context, stage: Stage, deg: Degrees, m: int, p: Policy) -> float:
+    """Seconds the backward spends rerunning what p does not keep, one microbatch: the rerun
+    matmuls' share of each layer's forward time; the attention core's forward time (and, with
+    standard attention, its softmax and dropout) unless FlashAttention only has to rebuild the
+    scores, which its backward recomputes anyway and its time already counts; the memory-bound
+    ops of the rerun ops (the fp8 casts in proportion to the matmul weights rerun). Tensor-parallel
+    collectives are not rerun (their outputs count as kept: torchtitan's _save_list keeps
+    reduce-scatter outputs)."""
     model = ctx.workload.model
-    if model is None or model.attention != "standard":
-        return
+    assert model is not None
+    flash = model.attention != "standard"
+    rerun = set(rerun_ops(p, gated=model.gated, flash=flash))
+    kept = kept_tensors(p, gated=model.gated, flash=flash)
+    again = 0.0
+    for layer, n in stage.layers:
+        share = sum(v for op, v in _layer_matmuls(layer, model.gated).items() if op in rerun)
+        if share:
+            cost = ctx.cost(layer, ctx.local(layer, deg, m))
+            again += share * n * float(cost.cost.predicted_s)
     blocks = ctx.workload.blocks_in(stage.layers)
-    scores = [
-        op for op in _ops(ctx, block_ops, deg, m) if op.name in ("softmax", "attention_dropout")
-    ]
-    again = stage.fwd.parts["attention"] + blocks * _ops_s(ctx, scores, False)
-    stage.bwd.add_predicted("recompute", again)
+    ops = _ops(ctx, block_ops, deg, m)
+    if "attention" in rerun and not (flash and "context" in kept):
+        scores = [op for op in ops if op.name in ("softmax", "attention_dropout")]
+        again += stage.fwd.parts["attention"] + blocks * _ops_s(ctx, scores, False)
+    params = matmul_params(model)
+    cast_share = sum(params[op] for op in rerun if op in params) / model.block_params
+    seen: dict[str, int] = {}
+    for op in ops:
+        k = seen[op.name] = seen.get(op.name, -1) + 1
+        if op.name == "fp8_cast_transpose":
+            again += blocks * cast_share * _ops_s(ctx, [op], False)
+        elif rerun.intersection(_MEMOP_OWNERS.get((op.name, k), ())):
+            again += blocks * _ops_s(ctx, [op], False)
+    return again * checkpointed_share(model, p)
 
 
 def add_end_extras(ctx: Context, stage: Stage, deg: Degrees, m: int, index: int) -> None:

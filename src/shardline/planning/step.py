@@ -10,13 +10,16 @@ microbatch's backward shows (`planning.combine.exposed_gradient_s`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shardline.basics.dtypes import dtype_bits
+from shardline.basics.recompute import policy, rerun_ops, stored_tensors
 from shardline.planning.combine import exposed_gradient_s
+from shardline.planning.memory import activation_per_block, microbatch_sequences
 from shardline.planning.phases import PARTS, Stage
 from shardline.planning.stage_extras import Context
+from shardline.realistic.activations import checkpointed_share
 from shardline.realistic.block import optimizer_bytes
 from shardline.realistic.flops import hardware_flops, model_flops
 from shardline.realistic.kernels import memory_kernel_s
@@ -27,6 +30,7 @@ __all__ = [
     "RealisticStep",
     "realistic_step",
     "tokens_answers",
+    "recompute_answer",
     "gap_s",
     "DP_BUCKET_BYTES",
 ]
@@ -144,6 +148,36 @@ def tokens_answers(ctx: Context, deg: Degrees, step: RealisticStep) -> dict[str,
         "tokens_per_s": tokens_per_s,
         "tokens_per_s_per_device": tokens_per_s / deg.devices,
         "days_to_train": days,
+    }
+
+
+def recompute_answer(ctx: Context, deg: Degrees, m: int, step: RealisticStep) -> dict[str, Any]:
+    """The recompute policy of a training plan (shardline.basics.recompute): its name and
+    source, the tensors one block keeps and the ops it reruns, the FLOPs it runs again (and
+    their share of the model FLOPs), and the bytes one block keeps per microbatch on one device
+    (and their share of what it keeps without recompute; `layer-N`: the mean over the blocks)."""
+    w = ctx.workload
+    if not w.training or w.model is None:
+        return {}
+    ex = ctx.execution
+    p = policy(ex.recompute)
+    flash = w.model.attention != "standard"
+    seqs = microbatch_sequences(w, deg, m)
+    kept = activation_per_block(w, deg, seqs, ex)
+    everything = activation_per_block(w, deg, seqs, replace(ex, recompute="none"))
+    again = step.hardware_flops - step.model_flops
+    rerun = rerun_ops(p, gated=w.model.gated, flash=flash)
+    return {
+        "policy": p.name,
+        "keeps": list(stored_tensors(p, gated=w.model.gated, flash=flash)),
+        "reruns": list(rerun),
+        "whole_block": rerun == rerun_ops(policy("full"), gated=w.model.gated, flash=flash),
+        "blocks_share": checkpointed_share(w.model, p),
+        "recomputed_flops": again,
+        "recomputed_share": again / step.model_flops if step.model_flops else 0.0,
+        "kept_bytes_per_block": kept,
+        "kept_share": kept / everything if everything else 0.0,
+        "source": p.source,
     }
 
 

@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from shardline.basics.options import Execution
+from shardline.basics.options import RECOMPUTE_MODES, Execution
+from shardline.basics.recompute import policy
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.planning.evaluate import Context, evaluate_plan
@@ -68,6 +69,9 @@ class RunOptions:
     rerank: int = 12  # fastest fitting layouts per group re-evaluated by the full engine
     scales: int = 4  # device counts D, D/2, ..., D/2**(scales-1)
     fixed: tuple[tuple[str, int], ...] = ()  # degrees held fixed, e.g. (("tp", 8),)
+    # the recompute policy every layout uses (shardline.basics.recompute); None: Megatron's
+    # none, selective and full are searched
+    recompute: str | None = None
 
 
 def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptions) -> None:
@@ -81,6 +85,8 @@ def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptio
         raise InputError(f"rerank must be an integer from 1 to 1000, got {run.rerank!r}")
     if not isinstance(run.scales, int) or not 1 <= run.scales <= 16:
         raise InputError(f"scales must be an integer from 1 to 16, got {run.scales!r}")
+    if run.recompute is not None:
+        policy(run.recompute)  # InputError naming the policies if unknown
     known = names()
     for name, degree in run.fixed:
         if name not in known:
@@ -100,7 +106,9 @@ def _spaces(
         found = {d: list(assignments(workload, d, fixed, every=True)) for d in counts}
         kept = [d for d in counts if found[d]]
         if kept:
-            out.append((prepare(workload, chip, [found[d] for d in kept], devices), kept))
+            recomputes = RECOMPUTE_MODES if run.recompute is None else (run.recompute,)
+            space = prepare(workload, chip, [found[d] for d in kept], devices, recomputes)
+            out.append((space, kept))
     if not out:
         raise InputError(
             f"no layout over {devices:,} devices: the batch ({workload.batch:,} sequences) and "

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.options import RECOMPUTE_MODES
 from shardline.hardware import Chip
 from shardline.planning.vector_assign import TRAFFIC_KEYS, assignment_shapes
 from shardline.planning.vector_eval import Chunk, columns, layouts, memory_of, price_chunk, step_of
@@ -73,17 +74,24 @@ class ChipSpace:
     row_start: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
 
 
-def prepare(w: Workload, chip: Chip, found: list[list[Degrees]], devices: int) -> ChipSpace:
-    """Enumerate, size and give every fitting layout its first bound."""
+def prepare(
+    w: Workload,
+    chip: Chip,
+    found: list[list[Degrees]],
+    devices: int,
+    recomputes: tuple[str, ...] = RECOMPUTE_MODES,
+) -> ChipSpace:
+    """Enumerate, size and give every fitting layout its first bound (the recompute policies
+    `recomputes`: Megatron's three, or one that --recompute pins)."""
     every = [d for part in found for d in part]
     starts = [int(s) for s in np.cumsum([0] + [len(p) for p in found])]
-    t = build_tables(w, chip, every, devices)
+    t = build_tables(w, chip, every, devices, recomputes)
     t.assign = assignment_shapes(t, w, chip, every)
     empty_probes(t)
     r = columns(layouts(t).astype(np.int32))
     memory = memory_of(t, r)
     fits = memory <= t.capacity_bytes
-    space = ChipSpace(t, chip, every, starts, r, contexts(w, chip))
+    space = ChipSpace(t, chip, every, starts, r, contexts(w, chip, recomputes))
     space.row_start = np.searchsorted(r["a"], np.arange(len(every) + 1, dtype=r["a"].dtype))
     space.priced = np.zeros(len(every), dtype=bool)
     A, n = t.assign, len(memory)
@@ -110,7 +118,8 @@ def prepare(w: Workload, chip: Chip, found: list[list[Degrees]], devices: int) -
     f = np.flatnonzero(fits)
     a, rc = r["a"][f], r["rc"][f]
     pp = A["pp"][a]
-    block = fwd[inner[f], r["j"][f]] * np.where(rc == 2, 2.0, 1.0) + bwd[inner[f], r["j"][f]]
+    again = np.array([2.0 if name == "full" else 1.0 for name in t.recomputes])  # full: fwd twice
+    block = fwd[inner[f], r["j"][f]] * again[rc] + bwd[inner[f], r["j"][f]]
     k = np.maximum(A["k_first"][a], A["k_last"][a])
     sched = m[f] + (pp - 1) / r["v"][f]
     space.out["floor_s"][f] = sched * k * block + A["opt_s"][a, r["z"][f]]
@@ -140,7 +149,7 @@ def _probe_and_time(space: ChipSpace, rows: np.ndarray) -> None:
     """Probe the blocks these rows use, then give them their step (or second bound)."""
     r, t = space.r, space.tables
     inner = t.assign["inner"].astype(np.int64)[r["a"][rows]]
-    needed = np.zeros((len(t.inner_keys), len(t.seq_b), 2, 3), dtype=bool)
+    needed = np.zeros((len(t.inner_keys), len(t.seq_b), 2, len(t.recomputes)), dtype=bool)
     needed[inner, r["j"][rows], r["sp"][rows], r["rc"][rows]] = True
     space.probes += probe_blocks(t, space.ctx, needed)
     _time(space, rows[_probed(space, rows)])

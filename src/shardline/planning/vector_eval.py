@@ -48,7 +48,6 @@ __all__ = [
 ]
 
 INTERLEAVES = (1, 2, 4, 8)
-RECOMPUTE = (0, 1, 2)  # none, selective, full (shardline.basics.options.RECOMPUTE_MODES)
 # a layout's columns: assignment, microbatch size index, interleave, sequence parallelism,
 # recompute, ZeRO stage, tensor-parallel overlap
 KNOBS = ("a", "j", "v", "sp", "rc", "z", "ov")
@@ -65,10 +64,12 @@ class Chunk:
     assignments: tuple[Degrees, ...]
 
 
-def _grids() -> list[np.ndarray]:
+def _grids(recomputes: int) -> list[np.ndarray]:
     """The (sp, recompute, ZeRO, tp overlap) combinations of each class 2 (tp > 1) + (dp > 1):
-    sequence parallelism and tp overlap need tp, a ZeRO stage needs dp."""
+    sequence parallelism and tp overlap need tp, a ZeRO stage needs dp; recompute indexes the
+    `recomputes` policies searched (`Tables.recomputes`)."""
     out = []
+    RECOMPUTE = range(recomputes)
     for tp_on, dp_on in product((False, True), (False, True)):
         sps = (0, 1) if tp_on else (0,)
         zs = ZERO_STAGES if dp_on else (0,)
@@ -96,7 +97,7 @@ def layouts(t: Tables) -> np.ndarray:
     bi, vi = np.nonzero(v_ok)
     base = np.stack([ai[bi], ji[bi], vs[vi]], axis=1)
     cls = 2 * (A["tp"][base[:, 0]] > 1) + (A["dp"][base[:, 0]] > 1)
-    grids = _grids()
+    grids = _grids(len(t.recomputes))
     counts = np.array([len(g) for g in grids])[cls]
     owner = np.repeat(np.arange(len(base)), counts)
     offset = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)

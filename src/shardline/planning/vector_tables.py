@@ -184,7 +184,7 @@ class Tables:
     capacity_bytes: float
     peak_flops_per_s: float
     model_flops: float  # one step, all devices
-    hardware_flops: dict[str, float]  # by recompute mode
+    hardware_flops: dict[str, float]  # by recompute policy
     seq_b: np.ndarray  # the microbatch sizes (sequences) probed
     # PROBED name -> [inner index, b index, sp, recompute, tp overlap] -> seconds
     probed: dict[str, np.ndarray] = field(default_factory=dict)
@@ -196,25 +196,30 @@ class Tables:
     extra: dict[str, Any] = field(default_factory=dict)
     priced: Any = None  # the collectives priced so far (`Priced`), shared by the chunks
     probes: int = 0  # engine probes run (block_times calls)
+    # the recompute policies searched (the layouts' "rc" indexes them): Megatron's three, or the
+    # one --recompute pins
+    recomputes: tuple[str, ...] = RECOMPUTE_MODES
 
 
-def hw_flops(ctx: Context) -> tuple[float, dict[str, float]]:
+def hw_flops(
+    ctx: Context, recomputes: tuple[str, ...] = RECOMPUTE_MODES
+) -> tuple[float, dict[str, float]]:
     from shardline.realistic.flops import hardware_flops, model_flops
 
     model = ctx.workload.model
     assert model is not None
-    return model_flops(model, True), {rc: hardware_flops(model, True, rc) for rc in RECOMPUTE_MODES}
+    return model_flops(model, True), {rc: hardware_flops(model, True, rc) for rc in recomputes}
 
 
-def contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
+def contexts(
+    w: Workload, chip: Chip, recomputes: tuple[str, ...] = RECOMPUTE_MODES
+) -> dict[tuple[int, int, int], Context]:
     """One engine Context per (sp, recompute, tp overlap), sharing the caches that do not depend
     on the execution (local sizes, layer Costs, backward layers, priced collectives)."""
     out: dict[tuple[int, int, int], Context] = {}
     base: Context | None = None
-    for sp, r, ov in product((0, 1), range(len(RECOMPUTE_MODES)), (0, 1)):
-        ex = Execution(
-            sequence_parallel=bool(sp), recompute=RECOMPUTE_MODES[r], tp_overlap=bool(ov)
-        )
+    for sp, r, ov in product((0, 1), range(len(recomputes)), (0, 1)):
+        ex = Execution(sequence_parallel=bool(sp), recompute=recomputes[r], tp_overlap=bool(ov))
         ctx = Context(w, chip, ex)
         ctx.priced_apart = PER_ASSIGNMENT
         if base is None:
@@ -286,7 +291,7 @@ def einsum_floor(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[f
 
 
 def empty_probes(t: Tables) -> None:
-    shape = (len(t.inner_keys), len(t.seq_b), 2, len(RECOMPUTE_MODES), 2)
+    shape = (len(t.inner_keys), len(t.seq_b), 2, len(t.recomputes), 2)
     t.probed = {k: np.full(shape, np.inf) for k in PROBED}
 
 
@@ -299,6 +304,7 @@ def probe_blocks(
     out, runs = t.probed, 0
     model = next(iter(contexts.values())).workload.model
     twin = model is not None and model.attention != "standard"
+    twin = twin and t.recomputes[:2] == ("none", "selective")
     if twin:  # selective recompute changes nothing here (stage_extras.add_recompute): copy none
         needed = needed.copy()
         needed[:, :, :, 0] |= needed[:, :, :, 1]
@@ -324,14 +330,17 @@ def probe_blocks(
 
 
 def activation_table(
-    w: Workload, inner_keys: list[tuple[int, ...]], seq_b: list[int]
+    w: Workload,
+    inner_keys: list[tuple[int, ...]],
+    seq_b: list[int],
+    recomputes: tuple[str, ...] = RECOMPUTE_MODES,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Activation bytes of one block (inner x b x sp x recompute) and one microbatch's fp32
     logits on the last stage (inner x b), as the engine's memory check counts them."""
     from shardline.planning.memory import activation_per_block, logits_bytes
 
     names = probe_names()
-    act = np.zeros((len(inner_keys), len(seq_b), 2, len(RECOMPUTE_MODES)))
+    act = np.zeros((len(inner_keys), len(seq_b), 2, len(recomputes)))
     logits = np.zeros((len(inner_keys), len(seq_b)))
     for i, key in enumerate(inner_keys):
         inner = Degrees(dict(zip(names, key, strict=True)))
@@ -339,7 +348,7 @@ def activation_table(
         for j, b in enumerate(seq_b):
             logits[i, j] = logits_bytes(w, inner, b / seq)
             for sp in (0, 1):
-                for r, rc in enumerate(RECOMPUTE_MODES):
+                for r, rc in enumerate(recomputes):
                     ex = Execution(sequence_parallel=bool(sp), recompute=rc)
                     act[i, j, sp, r] = activation_per_block(w, inner, b / seq, ex)
     return act, logits
@@ -394,15 +403,22 @@ def block_weights(w: Workload, inner: dict[str, int]) -> BlockWeights:
     return BlockWeights(tuple(out), params, nbytes)
 
 
-def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: int) -> Tables:
+def build_tables(
+    w: Workload,
+    chip: Chip,
+    assignments: list[Degrees],
+    devices: int,
+    recomputes: tuple[str, ...] = RECOMPUTE_MODES,
+) -> Tables:
     """The shared tables but the probes (`probe_blocks`, once the layouts that fit in memory
-    say which) and the assignments' columns (`vector_assign`)."""
+    say which) and the assignments' columns (`vector_assign`), for the recompute policies
+    `recomputes`."""
     from shardline.planning.search import divisors
 
     names = probe_names()
     inner_keys = sorted({probe_key(d, names) for d in assignments})
     seq_b = divisors(w.batch)
-    model_flops, hardware = hw_flops(Context(w, chip, Execution()))
+    model_flops, hardware = hw_flops(Context(w, chip, Execution()), recomputes)
     first = w.layers[0]
     t = Tables(
         batch=w.batch,
@@ -416,8 +432,9 @@ def build_tables(w: Workload, chip: Chip, assignments: list[Degrees], devices: i
         seq_b=np.array(seq_b, dtype=float),
         inner_keys=inner_keys,
         names=names,
+        recomputes=recomputes,
     )
-    t.act_bytes, t.logits_bytes = activation_table(w, inner_keys, seq_b)
+    t.act_bytes, t.logits_bytes = activation_table(w, inner_keys, seq_b, recomputes)
     model = w.model
     assert model is not None
     bits = dtype_bits(

@@ -14,45 +14,98 @@ with 2-byte activations, s tokens, b sequences, h hidden, a heads, t tensor-para
 
 So `sbh(10 + 24/t + 5as/(ht))` with tensor parallelism, `sbh/t (34 + 5as/h)` with sequence
 parallelism; full recompute keeps the layer input only, `2sbh` (split by t under sequence
-parallelism).
+parallelism). Every recompute policy (shardline.basics.recompute, recompute.toml) is the sum of
+the terms of the tensors it keeps; "none" keeps them all.
 """
 
 from __future__ import annotations
 
 from shardline.basics.dtypes import dtype_bits
+from shardline.basics.recompute import TENSORS, Policy, kept_tensors, policy
 from shardline.realistic.block import MASK_BYTES, activation_dtype
 from shardline.realistic.modelshape import ModelShape
 
-__all__ = ["layer_activation_bytes", "in_flight_microbatches"]
+__all__ = [
+    "layer_activation_bytes",
+    "kept_bytes",
+    "checkpointed_share",
+    "in_flight_microbatches",
+]
 
 
 def layer_activation_bytes(
     model: ModelShape, sequences: float, *, tp: int, sp: bool, recompute: str
 ) -> float:
-    """Bytes one block keeps for the backward pass, for `sequences` sequences on one device.
-    Activations are kept at the activations' dtype (w: bf16 for an 8-bit model, as the ops between
-    its matmuls count them), except the inputs of the 8-bit GEMMs (g: the QKV, output-projection,
-    up- and down-projection inputs), which the 8-bit GEMMs keep in 8 bits for their weight
-    gradients (Transformer Engine's Linear saves its fp8 input)."""
+    """Bytes one block keeps for the backward pass, for `sequences` sequences on one device,
+    under the recompute policy `recompute` (shardline.basics.recompute): the sum of the tensors
+    it keeps. `layer-N` (every Nth block fully recomputed): the mean over the model's blocks,
+    checkpointed_share of them keeping the input only and the rest everything."""
+    p = policy(recompute)
+    if p.every > 1:
+        share = checkpointed_share(model, p)
+        full = kept_bytes(model, sequences, tp=tp, sp=sp, kept=_kept(model, p))
+        rest = kept_bytes(model, sequences, tp=tp, sp=sp, kept=_kept(model, policy("none")))
+        return share * full + (1 - share) * rest
+    return kept_bytes(model, sequences, tp=tp, sp=sp, kept=_kept(model, p))
+
+
+def checkpointed_share(model: ModelShape, p: Policy) -> float:
+    """The share of the blocks a policy applies to: 1, or for `layer-N` floor(L / N) / L
+    (torchtitan wraps block i, counted from 1, when i % N == 0)."""
+    if p.every == 1:
+        return 1.0
+    return (model.layers // p.every) / model.layers
+
+
+def _kept(model: ModelShape, p: Policy) -> frozenset[str]:
+    return kept_tensors(p, gated=model.gated, flash=model.attention != "standard")
+
+
+def kept_bytes(
+    model: ModelShape, sequences: float, *, tp: int, sp: bool, kept: frozenset[str]
+) -> float:
+    """The bytes of the `kept` tensors of one block (shardline.basics.recompute.TENSORS).
+    Activations are kept at the activations' dtype (w: bf16 for an 8-bit model, as the ops
+    between its matmuls count them), except the inputs of the 8-bit GEMMs (g: the QKV,
+    output-projection, up- and down-projection inputs), which the 8-bit GEMMs keep in 8 bits for
+    their weight gradients (Transformer Engine's Linear saves its fp8 input). Hidden-sized tensors
+    are on every tensor-parallel rank unless sequence parallel; the rest are split by t."""
     w = dtype_bits(activation_dtype(model)) / 8
     g = min(w, dtype_bits(model.dtype) / 8)
+    size = {"w": w, "g": g}
     s, h = model.q_len, model.d_model
     sb = s * sequences
-    if recompute == "full":
-        return w * sb * h / (tp if sp else 1)
-    # two norms' inputs (w) + the QKV and FFN inputs (g) + two dropout masks
-    replicated = (2 * w + 2 * g) * sb * h + 2 * MASK_BYTES * sb * h
-    q_out = model.heads * model.head_dim
-    kv = 2 * model.kv_heads * model.head_dim
-    ffn_in = model.d_ff * (2 if model.gated else 1)
+    hidden = [TENSORS[t][1] for t in TENSORS if t in kept and TENSORS[t][0] == "hidden"]
+    per_h = sum(size[k] for k in hidden if k != "mask")  # norm and residual inputs (x: w)
+    masks = MASK_BYTES * sum(1 for k in hidden if k == "mask")  # the two dropout masks
+    replicated = per_h * sb * h + masks * sb * h
+    width = _split_widths(model)
+    wide_w = sum(width[t] for t in width if t in kept and TENSORS[t][1] == "w")
+    wide_g = sum(width[t] for t in width if t in kept and TENSORS[t][1] == "g")
     # Q, K, V and the up (and gate) outputs (w); the output and down projections' inputs (g)
-    split = sb * (w * (q_out + kv + ffn_in) + g * (q_out + model.d_ff))
+    split = sb * (w * wide_w + g * wide_g)
     scores = 0.0
-    if model.attention == "standard" and recompute == "none":
+    if model.attention == "standard" and "scores" in kept:
         scores = (2 * w + MASK_BYTES) * model.heads * s * model.keys * sequences
     if sp:
         return (replicated + split + scores) / tp
     return replicated + (split + scores) / tp
+
+
+def _split_widths(model: ModelShape) -> dict[str, int]:
+    """Elements per token of the tensors split by tensor parallelism (the scores aside)."""
+    q_out = model.heads * model.head_dim
+    kv = model.kv_heads * model.head_dim
+    gate = model.d_ff if model.gated else 0
+    return {
+        "q": q_out,
+        "k": kv,
+        "v": kv,
+        "context": q_out,
+        "gate": gate,
+        "up": model.d_ff,
+        "act": model.d_ff,
+    }
 
 
 def in_flight_microbatches(

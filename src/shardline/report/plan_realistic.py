@@ -3,7 +3,7 @@ to the lower bound goes, MFU and HFU, tokens/s, days to train."""
 
 from __future__ import annotations
 
-from shardline.basics.units import fmt_flops, fmt_num, fmt_time
+from shardline.basics.units import fmt_bytes, fmt_flops, fmt_num, fmt_time
 from shardline.planning.api import PlanResult, PlanSet
 from shardline.workload.workload import Workload
 
@@ -40,6 +40,25 @@ def _what(w: Workload) -> str:
     return "one forward pass"
 
 
+def _recompute_lines(p: PlanResult) -> list[str]:
+    """The recompute policy: the FLOPs it runs again and the bytes a block keeps."""
+    rc = p.recompute
+    if not rc or rc["policy"] == "none":
+        return []
+    on, rest, mean = "", "", ""
+    if rc["blocks_share"] != 1:  # layer-N
+        on = f" on {100 * rc['blocks_share']:.3g}% of the blocks"
+        rest, mean = " there, everything on the others", " (the mean over the blocks)"
+    reruns = "the whole block" if rc.get("whole_block") else ", ".join(rc["reruns"]) or "nothing"
+    return [
+        f"  recompute {rc['policy']}: reruns {reruns}{on}: "
+        f"{fmt_flops(rc['recomputed_flops'])} = {100 * rc['recomputed_share']:.1f}% of the model "
+        f"FLOPs again; keeps {', '.join(rc['keeps'])}{rest}: "
+        f"{fmt_bytes(rc['kept_bytes_per_block'])} per block and microbatch{mean}, "
+        f"{100 * rc['kept_share']:.1f}% of the bytes without recompute"
+    ]
+
+
 def realistic_lines(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     """The recommended plan's realistic answer, its parts and the gap to the lower bound."""
     b = p.predicted_breakdown_s
@@ -61,6 +80,7 @@ def realistic_lines(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
         f"  MFU {100 * p.mfu:.1f}% = model FLOPs {fmt_flops(p.model_flops)} / ({ps.devices} × "
         f"{fmt_flops(peak)}/s × {fmt_time(p.predicted_s)}){hfu}"
     )
+    out += _recompute_lines(p)
     if p.mfu > 1:
         out.append(
             "  (over 100%: model FLOPs count attention without the causal saving, the PaLM "

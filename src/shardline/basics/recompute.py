@@ -1,0 +1,216 @@
+"""Activation recompute policies as data (recompute.toml): each policy names the tensors of a
+transformer block it keeps for the backward pass; the ops the backward must run again follow
+from that set (`rerun_ops`), so that the kept bytes (shardline.realistic.activations) and the
+recomputed FLOPs and time (shardline.realistic.flops, shardline.planning.stage_extras) come from
+one definition.
+
+The block, in forward order (`OPS`: an op, the tensors it writes, the tensors it reads):
+
+    x -> norm1 -> q, k, v -> attention (scores, context) -> out_proj (attn_proj)
+      -> residual1 (resid = x + attn_proj, mask1) -> norm2 -> gate, up -> activation (act)
+      -> down_proj (ffn_out) -> residual2 (the block's output = resid + ffn_out, mask2)
+
+`NEEDED` are the tensors the backward reads (Korthikanti et al. 2022, section 4.1: every input of
+a matmul, norm, activation and the softmax, and the dropout masks); an op runs again when one of
+its outputs is wanted and not kept, and it wants its own inputs that are not kept (`rerun_ops`).
+Names: the policies of recompute.toml, `layer-N` (every Nth block fully recomputed, the others
+keep everything: torchtitan's selective_ac_option = "N") and `keep:T1,T2,...` (keep these
+tensors, the rest recomputed). Pure: the TOML is package data.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+
+from shardline.errors import InputError
+
+__all__ = [
+    "TENSORS",
+    "NEEDED",
+    "OPS",
+    "OP_NAMES",
+    "MATMULS",
+    "Policy",
+    "policy",
+    "policy_names",
+    "rerun_ops",
+    "kept_tensors",
+    "stored_tensors",
+]
+
+# name -> (where it lives, the dtype it is kept in): "hidden" (d_model wide, on every
+# tensor-parallel rank unless sequence parallel) or "split" (split by tensor parallelism);
+# "w" the activations' dtype, "g" a GEMM input's dtype (8-bit under fp8), "mask" 1 byte
+TENSORS: dict[str, tuple[str, str]] = {
+    "x": ("hidden", "w"),
+    "norm1": ("hidden", "g"),
+    "q": ("split", "w"),
+    "k": ("split", "w"),
+    "v": ("split", "w"),
+    "scores": ("split", "w"),  # sized by shardline.realistic.activations (standard attention)
+    "context": ("split", "g"),
+    "attn_proj": ("hidden", "w"),
+    "mask1": ("hidden", "mask"),
+    "resid": ("hidden", "w"),
+    "norm2": ("hidden", "g"),
+    "gate": ("split", "w"),
+    "up": ("split", "w"),
+    "act": ("split", "g"),
+    "ffn_out": ("hidden", "w"),
+    "mask2": ("hidden", "mask"),
+}
+# what the backward reads: every tensor but the two projections' outputs (a residual add's
+# backward needs neither of its inputs)
+NEEDED = tuple(t for t in TENSORS if t not in ("attn_proj", "ffn_out"))
+OPS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("norm1", ("norm1",), ("x",)),
+    ("q_proj", ("q",), ("norm1",)),
+    ("k_proj", ("k",), ("norm1",)),
+    ("v_proj", ("v",), ("norm1",)),
+    ("attention", ("scores", "context"), ("q", "k", "v")),
+    ("out_proj", ("attn_proj",), ("context",)),
+    ("residual1", ("resid", "mask1"), ("attn_proj", "x")),
+    ("norm2", ("norm2",), ("resid",)),
+    ("gate_proj", ("gate",), ("norm2",)),
+    ("up_proj", ("up",), ("norm2",)),
+    ("activation", ("act",), ("gate", "up")),
+    ("down_proj", ("ffn_out",), ("act",)),
+    ("residual2", ("mask2",), ("ffn_out", "resid")),
+)
+OP_NAMES = tuple(op for op, _, _ in OPS)
+# the block's matmuls in forward order (torchtitan's llama3: wq, wk, wv, wo, w1, w3, w2) and the
+# tensor each writes
+MATMULS = (
+    ("q_proj", "q"),
+    ("k_proj", "k"),
+    ("v_proj", "v"),
+    ("out_proj", "attn_proj"),
+    ("gate_proj", "gate"),
+    ("up_proj", "up"),
+    ("down_proj", "ffn_out"),
+)
+LAYER_PREFIX = "layer-"
+KEEP_PREFIX = "keep:"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One policy: the tensors it keeps (besides x), ops it reruns beyond what they require,
+    whether it keeps every second matmul's output (`odd_matmuls`), and, for `layer-N`, the
+    period N of fully recomputed blocks (1: the policy applies to every block)."""
+
+    name: str
+    keep: frozenset[str]
+    recompute: frozenset[str] = frozenset()
+    odd_matmuls: bool = False
+    every: int = 1
+    source: str = ""
+    note: str = ""
+
+    def kept(self, gated: bool) -> frozenset[str]:
+        """The tensors kept in a block (x always): with every second matmul's output where the
+        policy says so, counted over the block's matmuls (a non-gated FFN has no gate)."""
+        out = set(self.keep) | {"x"}
+        if self.odd_matmuls:
+            mms = [t for op, t in MATMULS if gated or op != "gate_proj"]
+            out |= set(mms[0::2])
+        return frozenset(out)
+
+
+@cache
+def _table() -> dict[str, Policy]:
+    text = files("shardline.basics").joinpath("recompute.toml").read_text(encoding="utf-8")
+    out: dict[str, Policy] = {}
+    for name, row in tomllib.loads(text)["policy"].items():
+        out[name] = Policy(
+            name,
+            _checked(row.get("keep", []), name),
+            frozenset(row.get("recompute", [])),
+            row.get("keep_matmuls") == "odd",
+            1,
+            row["source"],
+            row.get("note", ""),
+        )
+    return out
+
+
+def _checked(names: list[str], where: str) -> frozenset[str]:
+    unknown = [n for n in names if n not in TENSORS]
+    if unknown:
+        raise InputError(
+            f"recompute {where}: unknown tensor {unknown[0]!r}; the block's tensors: "
+            f"{', '.join(TENSORS)}"
+        )
+    return frozenset(names)
+
+
+def policy_names() -> tuple[str, ...]:
+    """The named policies (recompute.toml), in the file's order."""
+    return tuple(_table())
+
+
+def _unknown(name: object) -> InputError:
+    return InputError(
+        f"recompute must be one of {', '.join(policy_names())}, layer-N (every Nth block fully "
+        f"recomputed) or keep:T1,T2,... (tensors {', '.join(TENSORS)}); got {name!r}"
+    )
+
+
+def policy(name: object) -> Policy:
+    """The policy called `name` (recompute.toml, `layer-N` or `keep:...`); InputError if none."""
+    if not isinstance(name, str):
+        raise _unknown(name)
+    return _policy(name)
+
+
+@cache
+def _policy(name: str) -> Policy:
+    table = _table()
+    if name in table:
+        return table[name]
+    if name.startswith(LAYER_PREFIX):
+        n = name[len(LAYER_PREFIX) :]
+        if not n.isdigit() or int(n) < 1:
+            raise _unknown(name)
+        source = (
+            'torchtitan selective_ac_option = "N" (torchtitan/distributed/activation_checkpoint.py '
+            "at commit 21799393c3e6: a block is wrapped in a full checkpoint when "
+            "ptd_checkpoint_wrapper._count % ac_freq == 0)"
+        )
+        return Policy(name, frozenset(), every=int(n), source=source, note="")
+    if name.startswith(KEEP_PREFIX):
+        items = [t.strip() for t in name[len(KEEP_PREFIX) :].split(",") if t.strip()]
+        return Policy(name, _checked(items, name), source="the user's keep list")
+    raise _unknown(name)
+
+
+def kept_tensors(p: Policy, *, gated: bool, flash: bool) -> frozenset[str]:
+    """The tensors p keeps in a block that it applies to; with FlashAttention the scores never
+    exist, and a non-gated FFN has no gate: both count as kept (nothing to store or recompute)."""
+    kept = p.kept(gated) | ({"scores"} if flash else set()) | (set() if gated else {"gate"})
+    return frozenset(kept)
+
+
+def stored_tensors(p: Policy, *, gated: bool, flash: bool) -> tuple[str, ...]:
+    """The tensors p stores in a block it applies to, in forward order (those that exist:
+    no gate without a gated FFN, no scores with FlashAttention)."""
+    kept = p.kept(gated)
+    gone = ({"scores"} if flash else set()) | (set() if gated else {"gate"})
+    return tuple(t for t in TENSORS if t in kept and t not in gone)
+
+
+def rerun_ops(p: Policy, *, gated: bool, flash: bool) -> tuple[str, ...]:
+    """The ops the backward runs again in a block p applies to, in forward order: walking the
+    block backwards, an op reruns if it writes a wanted tensor or p names it; a rerun op wants
+    its inputs that are not kept. Wanted at first: `NEEDED` less what is kept."""
+    kept = kept_tensors(p, gated=gated, flash=flash)
+    want = {t for t in NEEDED if t not in kept}
+    out: list[str] = []
+    for op, writes, reads in reversed(OPS):
+        if op in p.recompute or want.intersection(writes):
+            out.append(op)
+            want |= {t for t in reads if t not in kept}
+    return tuple(reversed(out))
