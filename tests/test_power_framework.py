@@ -196,3 +196,38 @@ def test_a_framework_sets_only_execution_fields() -> None:
         fw = load_framework(name)
         assert set(fw.defaults) <= set(SETTABLE) and set(fw.sources) == set(fw.defaults)
         Execution(**fw.defaults)  # every default is a valid value
+
+
+def test_attention_kernels_are_chip_data_a_framework_names() -> None:
+    from shardline.realistic.sustained import with_attention_kernel
+
+    h100 = load_chip("h100-sxm")
+    # FlashAttention-3 paper (arXiv 2407.08608), H100 SXM5, head dim 128, 8k: FlashAttention-2
+    # 333 TFLOP/s causal forward and 318 backward over the 989.4e12 bf16 peak
+    fa2 = with_attention_kernel(h100, "fa2").achievable
+    assert (fa2.attention_fwd_efficiency, fa2.attention_bwd_efficiency) == (0.337, 0.321)
+    assert 333e12 / 989.4e12 == pytest.approx(0.337, abs=5e-4)
+    assert with_attention_kernel(h100, None) is h100
+    a100 = load_chip("a100-80gb")  # no per-kernel figures: its generic ones stand
+    assert with_attention_kernel(a100, "fa2") is a100
+    # under a 500 W limit the kernels slow with the clock too
+    capped = with_power_limit(h100, 500).achievable.attention_kernels["cudnn"]
+    assert capped == pytest.approx((0.535 * CLOCK_500W, 0.524 * CLOCK_500W))
+
+
+def test_attention_kernel_flag_orders_the_kernels(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["plan", "--model", "llama-3.1-8b", "--devices", "8", "--fsdp", "8"]
+    base += ["--batch", "16", "--seq-len", "8192", "--json"]
+    times = {}
+    for kernel in ("fa2", "cudnn", "fa3"):
+        code, out, _ = run_cli(capsys, *base, "--attention-kernel", kernel)
+        times[kernel] = json.loads(out)["plans"][0]["predicted_s"]
+    assert times["fa2"] > times["cudnn"] > times["fa3"]
+    code, out, _ = run_cli(capsys, *base)
+    default = json.loads(out)
+    assert default["execution"]["attention_kernel"] == "cudnn"  # Megatron-Core's, in training
+    assert default["plans"][0]["predicted_s"] == times["cudnn"]
+    code, out, _ = run_cli(capsys, *base, "--framework", "torchtitan")
+    assert json.loads(out)["plans"][0]["predicted_s"] > times["fa2"] * 0.999  # fa2 + fp32 grads
+    code, _, err = run_cli(capsys, *base, "--attention-kernel", "fa9")
+    assert code == 2 and "invalid choice" in err

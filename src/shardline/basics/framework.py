@@ -20,6 +20,7 @@ from typing import Any
 from shardline.errors import InputError
 
 __all__ = [
+    "ATTENTION_KERNELS",
     "DEFAULT_FRAMEWORK",
     "SETTABLE",
     "Framework",
@@ -29,6 +30,8 @@ __all__ = [
 ]
 
 DEFAULT_FRAMEWORK = "megatron"
+# the fused attention kernels chip files give figures for (achievable.attention_kernels)
+ATTENTION_KERNELS = ("fa2", "cudnn", "fa3")
 
 
 @dataclass(frozen=True)

@@ -133,9 +133,15 @@ class Execution:
         n = self.ep_comm_sms
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise InputError(f"ep_comm_sms must be a whole number >= 0, got {n!r}")
-        from shardline.basics.framework import load_framework
+        from shardline.basics.framework import ATTENTION_KERNELS, load_framework
+        from shardline.basics.units import short
 
         load_framework(self.framework)  # an unknown name: one error listing the known
+        if self.attention_kernel is not None and self.attention_kernel not in ATTENTION_KERNELS:
+            raise InputError(
+                f"attention_kernel must be one of {', '.join(ATTENTION_KERNELS)}, got "
+                f"{short(self.attention_kernel)}"
+            )
         if self.zero not in (0, 1, 2, 3):
             raise InputError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
         self.state_bytes_per_param(16)  # validates the optimizer

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from shardline.basics.framework import framework_names
+from shardline.basics.framework import ATTENTION_KERNELS, framework_names
 from shardline.basics.recompute import TENSORS, policy_names
 from shardline.basics.units import parse_count
 from shardline.cli.common import count_arg
@@ -103,6 +103,14 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         "each one's defaults and sources)",
     )
     g.add_argument(
+        "--attention-kernel",
+        default=None,
+        choices=ATTENTION_KERNELS,
+        help="the fused attention kernel: its measured efficiencies where the chip file gives "
+        "them (achievable.attention_kernels; default: the framework's, Megatron-Core's cudnn in "
+        "training)",
+    )
+    g.add_argument(
         "--tokens",
         default=None,
         metavar="T",
@@ -165,4 +173,6 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
         out["tokens"] = _tokens(args.tokens)
     if getattr(args, "framework", None) is not None:
         out["framework"] = args.framework
+    if getattr(args, "attention_kernel", None) is not None:
+        out["attention_kernel"] = args.attention_kernel
     return out

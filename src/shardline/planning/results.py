@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from shardline.basics.framework import default_attention_kernel
 from shardline.basics.options import Execution
 from shardline.basics.serialize import jsonable
 from shardline.hardware import Chip
@@ -159,12 +160,22 @@ class PlanSet:
                 },
                 "devices": self.devices,
                 "objective": self.objective,
-                "execution": asdict(self.execution) if self.execution is not None else None,
+                "execution": self._execution_dict(),
                 "plans": [p.to_dict() for p in self.plans],
                 "recommended": self.recommended,
                 "reason": self.reason,
             }
         )
+
+    def _execution_dict(self) -> dict[str, Any] | None:
+        """The options used, with the attention kernel a run left unnamed resolved (the
+        default framework's in training; None: the chip's generic figures)."""
+        if self.execution is None:
+            return None
+        out = asdict(self.execution)
+        if out["attention_kernel"] is None:
+            out["attention_kernel"] = default_attention_kernel(self.workload.training)
+        return out
 
     def best(self) -> PlanResult | None:
         return self.plans[0] if self.plans and self.plans[0].fits else None
