@@ -205,8 +205,8 @@ def test_attention_kernels_are_chip_data_a_framework_names() -> None:
     # FlashAttention-3 paper (arXiv 2407.08608), H100 SXM5, head dim 128, 8k: FlashAttention-2
     # 333 TFLOP/s causal forward and 318 backward over the 989.4e12 bf16 peak
     fa2 = with_attention_kernel(h100, "fa2").achievable
-    assert (fa2.attention_fwd_efficiency, fa2.attention_bwd_efficiency) == (0.337, 0.321)
-    assert 333e12 / 989.4e12 == pytest.approx(0.337, abs=5e-4)
+    assert fa2.attention_fwd_efficiency == pytest.approx(333e12 / 989.4e12, abs=5e-4)
+    assert fa2.attention_bwd_efficiency == pytest.approx(318e12 / 989.4e12, abs=5e-4)
     assert with_attention_kernel(h100, None) is h100
     a100 = load_chip("a100-80gb")  # no per-kernel figures: its generic ones stand
     assert with_attention_kernel(a100, "fa2") is a100
