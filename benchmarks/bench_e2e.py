@@ -70,6 +70,8 @@ class Outcome:
     # (benchmarks/e2e_loso.py); None when a shared file holds such a figure (refused)
     loso_error: float | None = None
     removed: list[str] = field(default_factory=list)
+    # the plan's memory per device over the chip's usable capacity, less 1 (> 0: said not to fit)
+    memory_over: float | None = None
 
 
 def load_runs(path: Path = DATA) -> list[dict[str, Any]]:
@@ -163,8 +165,10 @@ def evaluate(run: dict[str, Any]) -> Outcome:
     mfu = getattr(chosen, "mfu", None)
     out.mfu = None if mfu is None else float(mfu)
     out.fits = bool(chosen.fits)
+    capacity = run_chip(run).usable_capacity_bytes
+    out.memory_over = float(chosen.memory_per_device_bytes) / capacity - 1
     if not chosen.fits:
-        out.notes.append("does not fit in memory as modeled")
+        out.notes.append(f"does not fit in memory as modeled ({out.memory_over:+.0%} over)")
     out.loso_error = _loso_error(run, workload, out)
     return out
 
@@ -335,8 +339,25 @@ def render_doc_section(outcomes: list[Outcome], summary: dict[str, dict[str, Any
             f"{_fmt_s(o.measured_s)} | {_fmt_s(o.predicted_s)} | {_fmt_pct(o.error)} | "
             f"{_fmt_pct(o.mfu, False)} | {'; '.join(o.notes).replace('|', '/')} |"
         )
-    lines += ["", *[f"- {line}" for line in render_summary(summary)], END]
+    lines += ["", *[f"- {line}" for line in render_summary(summary)]]
+    lines += ["", "Memory: " + " ".join(memory_lines(outcomes)), END]
     return "\n".join(lines) + "\n"
+
+
+def memory_lines(outcomes: list[Outcome]) -> list[str]:
+    """How many runs that ran are said not to fit, and by how much at most."""
+    ran = [o for o in outcomes if o.memory_over is not None and o.metric == "step_time"]
+    over = [o for o in ran if (o.memory_over or 0) > 0]
+    far = [o for o in over if (o.memory_over or 0) > 0.05]
+    worst = max(over, key=lambda o: o.memory_over or 0, default=None)
+    text = f"{len(over)} of the {len(ran)} training runs, each of which ran, are said not to fit"
+    if worst is None:
+        return [text + "."]
+    return [
+        f"{text}; {len(far)} of them by more than 5% of the memory (worst "
+        f"{_fmt_pct(worst.memory_over)}, {worst.name}): the memory model is still too high "
+        "for those layouts (host offload, allocator and framework buffers not modeled)."
+    ]
 
 
 def _removed_count(outcomes: list[Outcome]) -> int:
@@ -377,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(render_summary(summary)))
     print()
     print("\n".join(render_groups(summarize_groups(outcomes))))
+    print("\n".join(memory_lines(outcomes)))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     payload = {
