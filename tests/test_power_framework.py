@@ -21,6 +21,9 @@ H100_BF16 = 794.5e12
 H100_FP8 = 1402.6e12
 # clock at 500 W: ((500 - 73) / (700 - 73))^(1/3) = (427 / 627)^(1/3) = 0.68102^(1/3) = 0.87981
 CLOCK_500W = (427 / 627) ** (1 / 3)
+# Llama 3.1 8B trained over 8 devices, FSDP 8, 16 sequences per step
+PLAN_8B = ("plan", "--model", "llama-3.1-8b", "--devices", "8", "--fsdp", "8", "--batch", "16")
+PLAN_8B = (*PLAN_8B, "--json")
 
 
 def test_clock_fraction_is_the_cube_root_of_the_switching_power_share() -> None:
@@ -72,18 +75,7 @@ def test_impossible_power_limits_are_input_errors(chip: str, watts: float, words
 
 
 def test_plan_under_a_power_cap_is_slower_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    base = [
-        "plan",
-        "--model",
-        "llama-3.1-8b",
-        "--devices",
-        "8",
-        "--fsdp",
-        "8",
-        "--batch",
-        "16",
-        "--json",
-    ]
+    base = PLAN_8B
     code, out, _ = run_cli(capsys, *base)
     assert code == 0
     free = json.loads(out)
@@ -103,18 +95,7 @@ def test_plan_under_a_power_cap_is_slower_and_says_so(capsys: pytest.CaptureFixt
 def test_framework_defaults_fill_what_the_flags_leave_out(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    base = [
-        "plan",
-        "--model",
-        "llama-3.1-8b",
-        "--devices",
-        "8",
-        "--fsdp",
-        "8",
-        "--batch",
-        "16",
-        "--json",
-    ]
+    base = PLAN_8B
     code, out, _ = run_cli(capsys, *base)
     ex = json.loads(out)["execution"]
     assert (ex["framework"], ex["grad_reduce_dtype"], ex["recompute"]) == ("megatron", None, "none")
@@ -135,18 +116,7 @@ def test_framework_defaults_fill_what_the_flags_leave_out(
 def test_fp32_gradient_reduction_doubles_the_fsdp_reduce_scatter(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    base = [
-        "plan",
-        "--model",
-        "llama-3.1-8b",
-        "--devices",
-        "8",
-        "--fsdp",
-        "8",
-        "--batch",
-        "16",
-        "--json",
-    ]
+    base = PLAN_8B
     totals = {}
     for fw in ("megatron", "torchtitan"):
         code, out, _ = run_cli(capsys, *base, "--framework", fw)
@@ -216,8 +186,7 @@ def test_attention_kernels_are_chip_data_a_framework_names() -> None:
 
 
 def test_attention_kernel_flag_orders_the_kernels(capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["plan", "--model", "llama-3.1-8b", "--devices", "8", "--fsdp", "8"]
-    base += ["--batch", "16", "--seq-len", "8192", "--json"]
+    base = [*PLAN_8B, "--seq-len", "8192"]
     times = {}
     for kernel in ("fa2", "cudnn", "fa3"):
         code, out, _ = run_cli(capsys, *base, "--attention-kernel", kernel)
