@@ -22,8 +22,10 @@ H100_FP8 = 1402.6e12
 # clock at 500 W: ((500 - 73) / (700 - 73))^(1/3) = (427 / 627)^(1/3) = 0.68102^(1/3) = 0.87981
 CLOCK_500W = (427 / 627) ** (1 / 3)
 # Llama 3.1 8B trained over 8 devices, FSDP 8, 16 sequences per step
-PLAN_8B = ("plan", "--model", "llama-3.1-8b", "--devices", "8", "--fsdp", "8", "--batch", "16")
-PLAN_8B = (*PLAN_8B, "--json")
+PLAN_8B = (
+    *("plan", "--model", "llama-3.1-8b", "--devices", "8"),
+    *("--fsdp", "8", "--batch", "16", "--json"),
+)
 
 
 def test_clock_fraction_is_the_cube_root_of_the_switching_power_share() -> None:
