@@ -231,7 +231,10 @@ def summarize_groups(outcomes: list[Outcome]) -> dict[str, dict[str, Any]]:
             for key in _group_keys(o):
                 groups.setdefault(key, []).append(o)
     out: dict[str, dict[str, Any]] = {}
-    for key, members in groups.items():
+    order = ("all", "framework", "chip", "dense", "MoE", "dtype", "source")
+    for key, members in sorted(
+        groups.items(), key=lambda kv: (order.index(kv[0].split()[0]), kv[0])
+    ):
         loso = [o.loso_error for o in members if o.loso_error is not None]
         inside = [o.error for o in members if o.error is not None]
         out[key] = {

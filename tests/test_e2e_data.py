@@ -232,3 +232,11 @@ def test_one_run_is_planned() -> None:
     outcome = _bench().evaluate(BY_NAME["megatron-gpt-22b-full"])
     assert outcome.predicted_s is not None and outcome.predicted_s > 0, outcome.notes
     assert math.isclose(outcome.error, outcome.predicted_s / 1.42 - 1)
+
+
+def test_every_source_is_named_for_leave_one_source_out() -> None:
+    """benchmarks/e2e_loso.py finds a source's own figures by the strings e2e_sources.toml gives
+    for it: a source without them could be scored against its own figures unnoticed."""
+    sources = tomllib.loads((ROOT / "benchmarks/data/e2e_sources.toml").read_text())["source"]
+    named = {s["id"] for s in sources if s["matches"]}
+    assert {run["source_id"] for run in RUNS} <= named
