@@ -41,6 +41,7 @@ __all__ = [
     "probe_blocks",
     "empty_probes",
     "einsum_floor",
+    "pair_floor",
     "contexts",
 ]
 
@@ -196,6 +197,7 @@ class Tables:
     extra: dict[str, Any] = field(default_factory=dict)
     priced: Any = None  # the collectives priced so far (`Priced`), shared by the chunks
     probes: int = 0  # engine probes run (block_times calls)
+    floors: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)  # pair_floor
 
 
 def hw_flops(ctx: Context) -> tuple[float, dict[str, float]]:
@@ -277,12 +279,22 @@ def einsum_floor(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[f
     w = ctx.workload
     deg = _probe_degrees(w, inner, sequences)
     fwd = bwd = 0.0
-    for layer in w.layers:
-        view = ctx.view(layer, layer.count, deg, 1)
-        fwd += layer.count * _einsum_s(ctx, layer, dict(view.dims))
-        for grad, gdims in view.grads:
-            bwd += layer.count * _einsum_s(ctx, grad, dict(gdims))
+    for layer in w.layers:  # each layer's local sizes and its gradients' (`Context.view`)
+        fwd += layer.count * _einsum_s(ctx, layer, dict(ctx.local(layer, deg, 1)))
+        for grad in ctx.backward(layer) if w.training else ():
+            bwd += layer.count * _einsum_s(ctx, grad, dict(ctx.local(grad, deg, 1)))
     return fwd, bwd
+
+
+def pair_floor(t: Tables, ctx: Context, i: int, j: int) -> tuple[float, float]:
+    """`einsum_floor` of inner key i and microbatch size j, once per search: the contexts share
+    their cost cache (`contexts`), so its first call also leaves the merged matmul shapes there
+    for every probe of the pair."""
+    found = t.floors.get((i, j))
+    if found is None:
+        inner = dict(zip(t.names, t.inner_keys[i], strict=True))
+        found = t.floors[(i, j)] = einsum_floor(ctx, inner, int(t.seq_b[j]))
+    return found
 
 
 def empty_probes(t: Tables) -> None:
@@ -311,7 +323,7 @@ def probe_blocks(
             inner = dict(zip(t.names, t.inner_keys[i], strict=True))
             if sp and inner.get("tp", 1) == 1:
                 continue
-            einsum_floor(ctx, inner, int(t.seq_b[j]))  # the matmuls from their merged shapes
+            pair_floor(t, ctx, int(i), int(j))  # the matmuls from their merged shapes
             runs += 1
             for o in (0, 1) if inner.get("tp", 1) > 1 else (0,):
                 bt = block_times(ctx, inner, int(t.seq_b[j]), overlap=bool(o))
