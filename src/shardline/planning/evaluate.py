@@ -9,7 +9,7 @@ communication per layer (`Strategy.layer_comm`) and per stage (`Strategy.stage_c
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from math import ceil
 from typing import Any
 
@@ -47,7 +47,7 @@ from shardline.workload.moe import boundary_layer
 from shardline.workload.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.workload.workload import Layer, Workload, backward_layers
 
-__all__ = ["Context", "evaluate_plan", "layer_key"]
+__all__ = ["Context", "LayerPart", "evaluate_plan", "layer_key"]
 
 StageLayers = list[tuple[Layer, int]]
 
@@ -92,6 +92,13 @@ class Context:
         self._memory: dict[tuple[Any, ...], MemoryCheck] = {}
         self._once: dict[str, Any] = {}
         self._gradient_ways: dict[Degrees, int] = {}
+        self._parts: dict[tuple[Any, ...], LayerPart] = {}
+        # what a layer's part depends on of the execution: all of it but the knobs that only
+        # change how the stage runs the terms (`tp_variants`, `add_recompute`), so that contexts
+        # that differ in those alone may share `_parts`
+        self._part_execution = replace(
+            self.execution, sequence_parallel=False, recompute="none", tp_overlap=False
+        )
 
     def once(self, name: str, compute: Callable[[], Any]) -> Any:
         """A value that depends on the search alone (not the plan), computed once."""
@@ -167,6 +174,15 @@ class Context:
             grad_reduce_dtype=self.execution.grad_reduce_dtype,
         )
 
+    def part(self, layer: Layer, n: int, deg: Degrees, m: int) -> LayerPart:
+        """n instances of one layer in a stage (`LayerPart`), shared by the stages (and the
+        contexts sharing `_parts`) that hold it under the same degrees and microbatches."""
+        key = (layer_key(layer), n, deg, m, self._part_execution, self.priced_apart)
+        found = self._parts.get(key)
+        if found is None:
+            found = self._parts[key] = _layer_part(self, layer, n, deg, m)
+        return found
+
     def stages(self, pp: int) -> list[tuple[StageLayers, Layer]]:
         """The stages of `pp`, each stage's layers merged where they cost the same: one entry per
         (layer content, following layer's content), so that 10,000 layers of two shapes are
@@ -209,21 +225,43 @@ class Context:
         return self._memory[key]
 
 
+@dataclass(frozen=True)
+class LayerPart:
+    """What n instances of one layer bring to a stage: its roofline Cost (forward) and its
+    backward einsums' (training), each with its kernel, and every strategy's communication terms
+    for the layer, innermost strategy first, in the order they run (before the execution's
+    variants: `tp_variants`)."""
+
+    fwd: tuple[tuple[LayerCost, str], ...]
+    bwd: tuple[tuple[LayerCost, str], ...]
+    terms: tuple[CommTerm, ...]
+
+
+def _layer_part(ctx: Context, layer: Layer, n: int, deg: Degrees, m: int) -> LayerPart:
+    net = ctx.network(deg)
+    active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in ctx.priced_apart]
+    view = ctx.view(layer, n, deg, m)
+    fwd = ((ctx.cost(layer, view.dims), layer.kernel),)
+    bwd = tuple((ctx.cost(grad, gdims), grad.kernel) for grad, gdims in view.grads)
+    terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
+    return LayerPart(fwd, bwd, tuple(sorted(terms, key=lambda t: t.step)))
+
+
 def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, Layer]) -> Stage:
     """One stage for one microbatch: each layer's roofline Cost (forward; backward einsums when
     training), then each strategy's communication for the layer, innermost strategy first, in the
-    order the terms run; then the stage boundary (pipeline sends)."""
+    order the terms run (`LayerPart`); then the stage boundary (pipeline sends)."""
     index, layers, last = where
     net = ctx.network(deg)
     active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in ctx.priced_apart]
     stage = Stage(layers, ctx.workload.training)
     for layer, n in layers:
-        view = ctx.view(layer, n, deg, m)
-        stage.fwd.add(ctx.cost(layer, view.dims), n, layer.kernel)
-        for grad, gdims in view.grads:
-            stage.bwd.add(ctx.cost(grad, gdims), n, grad.kernel)
-        terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
-        for term in sorted(terms, key=lambda t: t.step):
+        part = ctx.part(layer, n, deg, m)
+        for cost, kernel in part.fwd:
+            stage.fwd.add(cost, n, kernel)
+        for cost, kernel in part.bwd:
+            stage.bwd.add(cost, n, kernel)
+        for term in part.terms:
             for variant in tp_variants(term, ctx, deg):
                 stage.add_comm(variant)
     add_block_extras(ctx, stage, deg, m)

@@ -224,6 +224,7 @@ def contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
         else:
             ctx._dims, ctx._costs, ctx._backward = base._dims, base._costs, base._backward
             ctx._networks, ctx._priced = base._networks, base._priced
+            ctx._parts = base._parts  # keyed by the execution but sp, recompute and overlap
             ctx.kernel_chip = base.kernel_chip  # one object: the einsum memo keys by its id
         out[(sp, r, ov)] = ctx
     return out
@@ -236,19 +237,35 @@ def _probe_degrees(w: Workload, inner: dict[str, int], sequences: int) -> Degree
 
 
 def _merged(layer: Any, dims: dict[str, int], batch_dim: str | None) -> dict[str, int] | None:
-    """A matmul's sizes with the batch folded into the query tokens (B x S tokens as one dim):
-    where B and S sit in the same operands the matmul is the same (M or K = B S), so that the
-    shapes of every (b, cp) with the same tokens per device share one prediction; None if not."""
-    from shardline.strategies.cp import QUERY_DIM
-
+    """A matmul's sizes with the batch folded into another dim that sits in the same operands
+    (the query tokens where the layer has them: B x S tokens as one dim; else the first such dim
+    that ends no operand, e.g. an expert's capacity C): the matmul is the same (its M, N or K
+    and batch the same integer products, every operand's row length the same), so that the
+    shapes of every (b, cp, ep) with the same work per device share one prediction; None if
+    there is no such dim."""
     if layer.kernel == "attention" or batch_dim is None or batch_dim not in dims:
         return None
-    if QUERY_DIM not in dims:
+    into = _merge_target(layer, batch_dim)
+    if into is None or into not in dims:
         return None
-    for op in (*layer.inputs, layer.output):
-        if (batch_dim in op.dims) != (QUERY_DIM in op.dims):
-            return None
-    return {**dims, batch_dim: 1, QUERY_DIM: dims[batch_dim] * dims[QUERY_DIM]}
+    return {**dims, batch_dim: 1, into: dims[batch_dim] * dims[into]}
+
+
+def _merge_target(layer: Any, batch_dim: str) -> str | None:
+    """The dim `_merged` folds the batch into, or None."""
+    from shardline.strategies.cp import QUERY_DIM
+
+    ops = (*layer.inputs, layer.output)
+
+    def same(d: str) -> bool:
+        return all((batch_dim in op.dims) == (d in op.dims) for op in ops)
+
+    if QUERY_DIM in layer.dims:
+        return QUERY_DIM if same(QUERY_DIM) else None
+    ends = {op.dims[-1] for op in ops if op.dims}
+    if batch_dim in ends:
+        return None
+    return next((d for d in layer.dims if d != batch_dim and d not in ends and same(d)), None)
 
 
 def _einsum_s(ctx: Context, layer: Any, dims: dict[str, int]) -> float:
