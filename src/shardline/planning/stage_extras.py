@@ -142,15 +142,37 @@ def _ops(ctx: Context, builder: OpBuilder, deg: Degrees, m: int) -> list[MemOp]:
     return builder(model, seqs, tp=tp, sp=sp, training=ctx.workload.training)
 
 
+SCORES = ("softmax", "attention_dropout")  # what selective recompute runs again
+
+
+def _ops_seconds(
+    ctx: Context, builder: OpBuilder, deg: Degrees, m: int, backward: bool, only: bool = False
+) -> float:
+    """`_ops_s` of the builder's ops (`only`: the attention scores' alone) for this plan: they
+    depend on the plan through the sequences on one device, tp and sequence parallelism alone,
+    so that the stages of one search price each set once (memo in `ctx.once`)."""
+    tp = deg["tp"]
+    sp = ctx.execution.sequence_parallel and tp > 1
+    seqs = _sequences(ctx, deg, m)
+    key = (builder.__name__, seqs, tp, sp, backward, only, ctx.execution.cuda_graphs)
+    memo: dict[tuple[Any, ...], float] = ctx.once("memory-bound ops", dict)
+    found = memo.get(key)
+    if found is None:
+        ops = _ops(ctx, builder, deg, m)
+        if only:
+            ops = [op for op in ops if op.name in SCORES]
+        found = memo[key] = _ops_s(ctx, ops, backward)
+    return found
+
+
 def add_block_extras(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     """The memory-bound ops of the stage's blocks, forward and (training) backward."""
     if ctx.workload.model is None:
         return
     blocks = ctx.workload.blocks_in(stage.layers)
-    ops = _ops(ctx, block_ops, deg, m)
-    stage.fwd.add_predicted("other_ops", blocks * _ops_s(ctx, ops, False))
+    stage.fwd.add_predicted("other_ops", blocks * _ops_seconds(ctx, block_ops, deg, m, False))
     if ctx.workload.training:
-        stage.bwd.add_predicted("other_ops", blocks * _ops_s(ctx, ops, True))
+        stage.bwd.add_predicted("other_ops", blocks * _ops_seconds(ctx, block_ops, deg, m, True))
 
 
 def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
@@ -171,10 +193,8 @@ def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     if model is None or model.attention != "standard":
         return
     blocks = ctx.workload.blocks_in(stage.layers)
-    scores = [
-        op for op in _ops(ctx, block_ops, deg, m) if op.name in ("softmax", "attention_dropout")
-    ]
-    again = stage.fwd.parts["attention"] + blocks * _ops_s(ctx, scores, False)
+    scores_s = _ops_seconds(ctx, block_ops, deg, m, False, only=True)
+    again = stage.fwd.parts["attention"] + blocks * scores_s
     stage.bwd.add_predicted("recompute", again)
 
 
@@ -185,16 +205,14 @@ def add_end_extras(ctx: Context, stage: Stage, deg: Degrees, m: int, index: int)
         return
     training = ctx.workload.training
     if index == 0:
-        ops = _ops(ctx, embedding_ops, deg, m)
-        stage.fwd.add_predicted("other_ops", _ops_s(ctx, ops, False))
+        stage.fwd.add_predicted("other_ops", _ops_seconds(ctx, embedding_ops, deg, m, False))
         if training:
-            stage.bwd.add_predicted("other_ops", _ops_s(ctx, ops, True))
+            stage.bwd.add_predicted("other_ops", _ops_seconds(ctx, embedding_ops, deg, m, True))
     if index != deg.stages - 1:
         return
-    ops = _ops(ctx, head_ops, deg, m)
-    stage.fwd.add_predicted("other_ops", _ops_s(ctx, ops, False))
+    stage.fwd.add_predicted("other_ops", _ops_seconds(ctx, head_ops, deg, m, False))
     if training:
-        stage.bwd.add_predicted("other_ops", _ops_s(ctx, ops, True))
+        stage.bwd.add_predicted("other_ops", _ops_seconds(ctx, head_ops, deg, m, True))
     _add_head(ctx, stage, deg, m)
 
 
