@@ -252,7 +252,17 @@ def _merged(layer: Any, dims: dict[str, int], batch_dim: str | None) -> dict[str
 
 
 def _merge_target(layer: Any, batch_dim: str) -> str | None:
-    """The dim `_merged` folds the batch into, or None."""
+    """The dim `_merged` folds the batch into, or None (memo by the layer's content)."""
+    key = (layer.content_key, batch_dim)
+    if key not in _TARGETS:
+        _TARGETS[key] = _find_target(layer, batch_dim)
+    return _TARGETS[key]
+
+
+_TARGETS: dict[tuple[Any, str], str | None] = {}
+
+
+def _find_target(layer: Any, batch_dim: str) -> str | None:
     from shardline.strategies.cp import QUERY_DIM
 
     ops = (*layer.inputs, layer.output)
@@ -400,9 +410,14 @@ class BlockWeights:
     nbytes: float
 
 
-def block_weights(w: Workload, inner: dict[str, int]) -> BlockWeights:
+def block_weights(
+    w: Workload, inner: dict[str, int], grads_memo: dict[Any, list[Any]] | None = None
+) -> BlockWeights:
+    """`grads_memo`: each layer's backward einsums, kept across calls (by the layer's name and
+    content)."""
     from shardline.strategies import local_dims
 
+    memo = {} if grads_memo is None else grads_memo
     out = []
     params = nbytes = 0.0
     for layer, count in w.distinct_layers:
@@ -413,7 +428,10 @@ def block_weights(w: Workload, inner: dict[str, int]) -> BlockWeights:
         nbytes += count * wbytes
         params += count * sum(prod(dims[d] for d in layer.operand(x).dims) for x in layer.weights)
         grads = []
-        for grad in backward_layers(layer):
+        key = (layer.name, layer.content_key)
+        if key not in memo:
+            memo[key] = backward_layers(layer)
+        for grad in memo[key]:
             gbytes = 0.0
             if grad.grad_of is not None:
                 gdims = local_dims(grad, inner, batch_dim=w.batch_dim)
