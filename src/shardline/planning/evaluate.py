@@ -9,7 +9,7 @@ communication per layer (`Strategy.layer_comm`) and per stage (`Strategy.stage_c
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from math import ceil
 from typing import Any
 
@@ -20,7 +20,7 @@ from shardline.ops.cost import ZERO_COST, Cost
 from shardline.planning.combine import cycles
 from shardline.planning.memory import stage_memory
 from shardline.planning.network import MeshNetwork
-from shardline.planning.phases import Stage
+from shardline.planning.phases import Einsums, Stage
 from shardline.planning.results import PlanResult
 from shardline.planning.stage_extras import (
     add_block_extras,
@@ -227,22 +227,31 @@ class Context:
 
 @dataclass(frozen=True)
 class LayerPart:
-    """What n instances of one layer bring to a stage: its roofline Cost (forward) and its
-    backward einsums' (training), each with its kernel, and every strategy's communication terms
-    for the layer, innermost strategy first, in the order they run (before the execution's
-    variants: `tp_variants`)."""
+    """What n instances of one layer bring to a stage: its einsum (forward) and its backward
+    einsums (training) as the phases add them, and every strategy's communication terms for the
+    layer, innermost strategy first, in the order they run; `variants`: the terms as each
+    execution runs them (`tp_variants`), filled as executions ask."""
 
-    fwd: tuple[tuple[LayerCost, str], ...]
-    bwd: tuple[tuple[LayerCost, str], ...]
+    fwd: tuple[Einsums, ...]
+    bwd: tuple[Einsums, ...]
     terms: tuple[CommTerm, ...]
+    variants: dict[Execution, tuple[CommTerm, ...]] = field(default_factory=dict, compare=False)
+
+    def run(self, ctx: Context, deg: Degrees) -> tuple[CommTerm, ...]:
+        """The terms as `ctx`'s execution runs them (its degrees `deg`, those of the part)."""
+        found = self.variants.get(ctx.execution)
+        if found is None:
+            found = tuple(v for term in self.terms for v in tp_variants(term, ctx, deg))
+            self.variants[ctx.execution] = found
+        return found
 
 
 def _layer_part(ctx: Context, layer: Layer, n: int, deg: Degrees, m: int) -> LayerPart:
     net = ctx.network(deg)
     active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in ctx.priced_apart]
     view = ctx.view(layer, n, deg, m)
-    fwd = ((ctx.cost(layer, view.dims), layer.kernel),)
-    bwd = tuple((ctx.cost(grad, gdims), grad.kernel) for grad, gdims in view.grads)
+    fwd = (Einsums.of(ctx.cost(layer, view.dims), n, layer.kernel),)
+    bwd = tuple(Einsums.of(ctx.cost(grad, gdims), n, grad.kernel) for grad, gdims in view.grads)
     terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
     return LayerPart(fwd, bwd, tuple(sorted(terms, key=lambda t: t.step)))
 
@@ -257,13 +266,12 @@ def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, La
     stage = Stage(layers, ctx.workload.training)
     for layer, n in layers:
         part = ctx.part(layer, n, deg, m)
-        for cost, kernel in part.fwd:
-            stage.fwd.add(cost, n, kernel)
-        for cost, kernel in part.bwd:
-            stage.bwd.add(cost, n, kernel)
-        for term in part.terms:
-            for variant in tp_variants(term, ctx, deg):
-                stage.add_comm(variant)
+        for e in part.fwd:
+            stage.fwd.add_einsums(e)
+        for e in part.bwd:
+            stage.bwd.add_einsums(e)
+        for term in part.run(ctx, deg):
+            stage.add_comm(term)
     add_block_extras(ctx, stage, deg, m)
     add_recompute(ctx, stage, deg, m)
     add_end_extras(ctx, stage, deg, m, index)
