@@ -197,7 +197,8 @@ class Tables:
     extra: dict[str, Any] = field(default_factory=dict)
     priced: Any = None  # the collectives priced so far (`Priced`), shared by the chunks
     probes: int = 0  # engine probes run (block_times calls)
-    floors: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)  # pair_floor
+    # pair_floor's: by (inner index, b index) and by the einsums' local sizes
+    floors: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
 
 
 def hw_flops(ctx: Context) -> tuple[float, dict[str, float]]:
@@ -320,8 +321,26 @@ def pair_floor(t: Tables, ctx: Context, i: int, j: int) -> tuple[float, float]:
     found = t.floors.get((i, j))
     if found is None:
         inner = dict(zip(t.names, t.inner_keys[i], strict=True))
-        found = t.floors[(i, j)] = einsum_floor(ctx, inner, int(t.seq_b[j]))
+        sizes = _local_sizes(ctx, inner, int(t.seq_b[j]))
+        found = t.floors.get(sizes)
+        if found is None:
+            found = t.floors[sizes] = einsum_floor(ctx, inner, int(t.seq_b[j]))
+        t.floors[(i, j)] = found
     return found
+
+
+def _local_sizes(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[Any, ...]:
+    """Every einsum's local sizes in `einsum_floor` (the layers' and their gradients'): all it
+    reads of the degrees, so that pairs with the same sizes (an fsdp inside ep that splits only
+    the batch, as dp would) share one floor and one set of cost-cache entries."""
+    w = ctx.workload
+    deg = _probe_degrees(w, inner, sequences)
+    out = []
+    for layer in w.layers:
+        out.append(tuple(ctx.local(layer, deg, 1).items()))
+        for grad in ctx.backward(layer) if w.training else ():
+            out.append(tuple(ctx.local(grad, deg, 1).items()))
+    return tuple(out)
 
 
 def empty_probes(t: Tables) -> None:
