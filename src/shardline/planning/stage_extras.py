@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from shardline.basics.options import Execution
 from shardline.hardware import Chip
 from shardline.planning.network import MeshNetwork
-from shardline.planning.phases import Stage
+from shardline.planning.phases import Einsums, Stage
 from shardline.realistic.block import (
     MemOp,
     activation_dtype,
@@ -220,28 +220,50 @@ def _add_head(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     """The LM head einsum (and its backward) with its tensor-parallel collectives: with sequence
     parallelism the input is all-gathered first; the input gradient is all-reduced (reduce-
     scattered with sequence parallelism)."""
-    head = ctx.head
-    if head is None:
+    if ctx.head is None:
         return
+    ex = ctx.execution
+    key = (deg, m, ex.sequence_parallel, ex.tp_overlap)
+    memo: dict[tuple[Any, ...], HeadPart] = ctx.once("head parts", dict)
+    part = memo.get(key)
+    if part is None:
+        part = memo[key] = _head_part(ctx, deg, m)
+    fwd, bwd, terms = part
+    stage.fwd.add_einsums(fwd)
+    for e in bwd:
+        stage.bwd.add_einsums(e)
+    for term in terms:
+        stage.add_comm(term)
+
+
+HeadPart = tuple[Einsums, tuple[Einsums, ...], tuple[CommTerm, ...]]
+
+
+def _head_part(ctx: Context, deg: Degrees, m: int) -> HeadPart:
+    """`_add_head`'s einsums and terms for these degrees and microbatches (and the context's
+    sequence parallelism and tp overlap: the memo's key)."""
+    head = ctx.head
+    assert head is not None
     dims = ctx.local(head, deg, m)
-    stage.fwd.add(ctx.cost(head, dims), 1)
-    for grad in ctx.head_grads:
-        stage.bwd.add(ctx.cost(grad, ctx.local(grad, deg, m)), 1)
+    fwd = Einsums.of(ctx.cost(head, dims), 1)
+    bwd = tuple(Einsums.of(ctx.cost(g, ctx.local(g, deg, m)), 1) for g in ctx.head_grads)
     tp = deg["tp"]
     if tp == 1:
-        return
+        return fwd, bwd, ()
     x_bytes = head.operand_bytes(head.inputs[0].name, {**dims, "V": 1})
     net = ctx.network(deg)
     sp = ctx.execution.sequence_parallel
     kinds = [("all_gather", "forward")] if sp else []
     if ctx.workload.training:
         kinds.append(("reduce_scatter" if sp else "all_reduce", "backward"))
+    terms = []
     for kind, phase in kinds:
         t, p = net.time(kind, x_bytes, "tp"), net.predicted(kind, x_bytes, "tp")
         critical = not ctx.execution.tp_overlap
-        stage.add_comm(
+        terms.append(
             CommTerm("tp", kind, tp, 1, x_bytes, t, critical=critical, phase=phase, predicted_s=p)
         )
+    return fwd, bwd, tuple(terms)
 
 
 def add_interleave_wrap(ctx: Context, stage: Stage, deg: Degrees, index: int) -> None:
