@@ -113,12 +113,15 @@ class Context:
 
     def local(self, layer: Layer, deg: Mapping[str, int], m: int) -> dict[str, int]:
         """The layer's sizes on one device under `deg` with `m` microbatches."""
-        key = (layer.content_key, tuple(deg.items()), m)
-        if key not in self._dims:
-            self._dims[key] = local_dims(
+        # a Degrees keys by itself (its hash computed once), any other mapping by its items
+        degrees = deg if isinstance(deg, Degrees) else tuple(deg.items())
+        key = (layer.content_key, degrees, m)
+        found = self._dims.get(key)
+        if found is None:
+            found = self._dims[key] = local_dims(
                 layer, deg, batch_dim=self.workload.batch_dim, microbatches=m
             )
-        return self._dims[key]
+        return found
 
     def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost:
         """The layer's roofline Cost at these sizes, with its realistic time as predicted_s."""
