@@ -99,6 +99,9 @@ class Context:
         self._part_execution = replace(
             self.execution, sequence_parallel=False, recompute="none", tp_overlap=False
         )
+        # a stage before its recompute (`_prefix`) depends on all of the execution but that
+        self._prefixes: dict[tuple[Any, ...], Stage] = {}
+        self._prefix_execution = replace(self.execution, recompute="none")
 
     def once(self, name: str, compute: Callable[[], Any]) -> Any:
         """A value that depends on the search alone (not the plan), computed once."""
@@ -266,6 +269,32 @@ def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, La
     index, layers, last = where
     net = ctx.network(deg)
     active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in ctx.priced_apart]
+    key = (
+        deg,
+        m,
+        tuple((layer_key(x), n) for x, n in layers),
+        ctx._prefix_execution,
+        ctx.priced_apart,
+    )
+    prefix = ctx._prefixes.get(key)
+    if prefix is None:
+        prefix = ctx._prefixes[key] = _prefix(ctx, deg, m, layers)
+    stage = prefix.copy()
+    add_recompute(ctx, stage, deg, m)
+    add_end_extras(ctx, stage, deg, m, index)
+    boundary = StageView(last, ctx.local(last, deg, m), index, deg.stages, ctx.workload.training)
+    for s in active:
+        for term in s.stage_comm(boundary, deg[s.name], net):
+            for variant in tp_variants(term, ctx, deg):
+                stage.add_comm(variant)
+    add_interleave_wrap(ctx, stage, deg, index)
+    return stage
+
+
+def _prefix(ctx: Context, deg: Degrees, m: int, layers: StageLayers) -> Stage:
+    """A stage up to its recompute: its layers' parts and its blocks' memory-bound ops. They
+    do not depend on the stage's place in the pipeline nor on the recompute mode, so that the
+    stages with the same layers share it (a copy each: `_stage` adds the rest)."""
     stage = Stage(layers, ctx.workload.training)
     for layer, n in layers:
         part = ctx.part(layer, n, deg, m)
@@ -276,14 +305,6 @@ def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, La
         for term in part.run(ctx, deg):
             stage.add_comm(term)
     add_block_extras(ctx, stage, deg, m)
-    add_recompute(ctx, stage, deg, m)
-    add_end_extras(ctx, stage, deg, m, index)
-    boundary = StageView(last, ctx.local(last, deg, m), index, deg.stages, ctx.workload.training)
-    for s in active:
-        for term in s.stage_comm(boundary, deg[s.name], net):
-            for variant in tp_variants(term, ctx, deg):
-                stage.add_comm(variant)
-    add_interleave_wrap(ctx, stage, deg, index)
     return stage
 
 

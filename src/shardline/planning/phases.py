@@ -20,7 +20,7 @@ contention = sum of A r over those terms."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shardline.ops.cost import ZERO_COST, Cost
 from shardline.planning.combine import exposed_comm_s
@@ -87,6 +87,10 @@ class Phase:
     @property
     def async_s(self) -> float:
         return self.overlapped.t_network_s
+
+    def copy(self) -> Phase:
+        """A copy to add to (the Costs are immutable; the part sums are copied)."""
+        return replace(self, parts=dict(self.parts), lower_parts=dict(self.lower_parts))
 
     def add(self, cost: LayerCost, n: float, part: str = "gemm") -> None:
         """n instances of one einsum: its lower bound and its realistic time (in `part`)."""
@@ -166,6 +170,10 @@ class Stage:
     @property
     def grad_s(self) -> float:
         return self.grad.t_network_s
+
+    def copy(self) -> Stage:
+        """A copy to add to (its phases and its list of terms copied)."""
+        return replace(self, fwd=self.fwd.copy(), bwd=self.bwd.copy(), terms=list(self.terms))
 
     def add_comm(self, term: CommTerm) -> None:
         """Place one communication term: once per step, or in its phase (critical or not)."""
