@@ -16,8 +16,10 @@ knobs over a cluster, vectorized (`vector_eval`), its best re-ranked by the full
 
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,15 +223,32 @@ def training_search(
     run = run or RunOptions()
     _check(workload, devices, tokens, run)
     chips = [resolve_chip(h) for h in hw]
-    start, cpu = time.perf_counter(), time.process_time()
-    groups, counts = _evaluate(workload, _spaces(workload, chips, devices, run), run)
-    stats = {
-        "evaluated": counts["layouts"],
-        "counts": counts,
-        "vector_s": time.perf_counter() - start,
-        "vector_cpu_s": time.process_time() - cpu,
-        "devices": devices,
-    }
-    ranked = [_rerank(workload, g, run.rerank, tokens) for g in groups]
-    stats["elapsed_s"] = time.perf_counter() - start
-    return answer(workload, groups, ranked, (engine_result, tokens), stats)
+    with _collector_paused():
+        start, cpu = time.perf_counter(), time.process_time()
+        groups, counts = _evaluate(workload, _spaces(workload, chips, devices, run), run)
+        stats = {
+            "evaluated": counts["layouts"],
+            "counts": counts,
+            "vector_s": time.perf_counter() - start,
+            "vector_cpu_s": time.process_time() - cpu,
+            "devices": devices,
+        }
+        ranked = [_rerank(workload, g, run.rerank, tokens) for g in groups]
+        stats["elapsed_s"] = time.perf_counter() - start
+        return answer(workload, groups, ranked, (engine_result, tokens), stats)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for the search (and resumed as it was): the
+    search keeps hundreds of thousands of cache entries alive and makes almost no cycles (9 to
+    18 objects collected over a MoE search), yet each full collection rescans every live object:
+    12 to 17 of them took 15% of the MoE searches' CPU. Memory is freed by reference counting
+    as before; only cycles wait for the next collection after the search."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

@@ -20,7 +20,7 @@ class Degrees(Mapping[str, int]):
     """Degree of each registered strategy (1 when not given), in registry order:
     `Degrees(tp=2, dp=4)`, `deg["tp"]`, `deg.tp`, `deg.devices`, `deg.name`."""
 
-    __slots__ = ("_d", "_hash")
+    __slots__ = ("_d", "_hash", "_of")
 
     def __init__(self, degrees: Mapping[str, int] | None = None, **given: int) -> None:
         merged = {**(degrees or {}), **given}
@@ -29,6 +29,11 @@ class Degrees(Mapping[str, int]):
             raise KeyError(f"unknown strategy {', '.join(sorted(unknown))}")
         self._d = {name: int(merged.get(name, 1)) for name in names()}
         self._hash = hash(tuple(self._d.items()))  # immutable: hashed once (a cache key)
+        self._of: dict[str, int] = {}  # `of`, by axis
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its degrees (the hash is this process's: another computes its own)."""
+        return (Degrees, (self._d,))
 
     def __getitem__(self, name: str) -> int:
         return self._d[name]
@@ -79,7 +84,11 @@ class Degrees(Mapping[str, int]):
 
     def of(self, axis: str) -> int:
         """Product of the degrees of the strategies that split logical axis `axis`."""
-        return prod(self._d.get(s.name, 1) for s in strategies() if axis in s.splits)
+        found = self._of.get(axis)
+        if found is None:
+            found = prod(self._d.get(s.name, 1) for s in strategies() if axis in s.splits)
+            self._of[axis] = found
+        return found
 
     @property
     def devices(self) -> int:
