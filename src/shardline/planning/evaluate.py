@@ -103,6 +103,21 @@ class Context:
         self._prefixes: dict[tuple[Any, ...], Stage] = {}
         self._prefix_execution = replace(self.execution, recompute="none")
 
+    def share_caches(self, base: Context) -> None:
+        """Use `base`'s caches that do not depend on the execution or that key by it (local
+        sizes, layer Costs, backward layers, networks and priced collectives, layer parts and
+        stage prefixes): `base` must be of the same workload, chip and network options, and
+        kernel launch mode (the Costs do not key by it)."""
+        assert base.workload is self.workload and base.chip is self.chip
+        assert base.network_options == self.network_options
+        assert base.execution.cuda_graphs == self.execution.cuda_graphs
+        self._dims, self._costs, self._backward = base._dims, base._costs, base._backward
+        self._networks, self._priced = base._networks, base._priced
+        self.kernel_chip = base.kernel_chip  # one object: the einsum memo keys by its id
+        self._parts = base._parts  # keyed by the execution but sp, recompute and overlap
+        self._prefixes = base._prefixes  # keyed by the execution but recompute
+        self._gradient_ways = base._gradient_ways
+
     def once(self, name: str, compute: Callable[[], Any]) -> Any:
         """A value that depends on the search alone (not the plan), computed once."""
         if name not in self._once:

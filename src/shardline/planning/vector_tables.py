@@ -223,11 +223,7 @@ def contexts(w: Workload, chip: Chip) -> dict[tuple[int, int, int], Context]:
         if base is None:
             base = ctx
         else:
-            ctx._dims, ctx._costs, ctx._backward = base._dims, base._costs, base._backward
-            ctx._networks, ctx._priced = base._networks, base._priced
-            ctx._parts = base._parts  # keyed by the execution but sp, recompute and overlap
-            ctx._prefixes = base._prefixes  # keyed by the execution but recompute
-            ctx.kernel_chip = base.kernel_chip  # one object: the einsum memo keys by its id
+            ctx.share_caches(base)
         out[(sp, r, ov)] = ctx
     return out
 
