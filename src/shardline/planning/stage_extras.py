@@ -127,6 +127,8 @@ def _sequences(ctx: Context, deg: Degrees, m: int) -> float:
 class OpBuilder(Protocol):
     """block_ops, embedding_ops or head_ops of shardline.realistic.block."""
 
+    __name__: str  # a function's name (`_ops_seconds` keys its memo by it)
+
     def __call__(
         self, model: ModelShape, sequences: float, *, tp: int, sp: bool, training: bool
     ) -> list[MemOp]: ...
