@@ -9,7 +9,7 @@ communication per layer (`Strategy.layer_comm`) and per stage (`Strategy.stage_c
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from math import ceil
 from typing import Any
 
@@ -21,7 +21,7 @@ from shardline.ops.cost import ZERO_COST, Cost
 from shardline.planning.combine import cycles
 from shardline.planning.memory import stage_memory
 from shardline.planning.network import MeshNetwork
-from shardline.planning.phases import Stage
+from shardline.planning.phases import Einsums, Stage
 from shardline.planning.results import PlanResult
 from shardline.planning.stage_extras import (
     add_block_extras,
@@ -48,7 +48,7 @@ from shardline.workload.moe import boundary_layer
 from shardline.workload.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.workload.workload import Layer, Workload, backward_layers
 
-__all__ = ["Context", "evaluate_plan", "layer_key"]
+__all__ = ["Context", "LayerPart", "evaluate_plan", "layer_key"]
 
 StageLayers = list[tuple[Layer, int]]
 
@@ -98,6 +98,31 @@ class Context:
         self._memory: dict[tuple[Any, ...], MemoryCheck] = {}
         self._once: dict[str, Any] = {}
         self._gradient_ways: dict[Degrees, int] = {}
+        self._parts: dict[tuple[Any, ...], LayerPart] = {}
+        # what a layer's part depends on of the execution: all of it but the knobs that only
+        # change how the stage runs the terms (`tp_variants`, `add_recompute`), so that contexts
+        # that differ in those alone may share `_parts`
+        self._part_execution = replace(
+            self.execution, sequence_parallel=False, recompute="none", tp_overlap=False
+        )
+        # a stage before its recompute (`_prefix`) depends on all of the execution but that
+        self._prefixes: dict[tuple[Any, ...], Stage] = {}
+        self._prefix_execution = replace(self.execution, recompute="none")
+
+    def share_caches(self, base: Context) -> None:
+        """Use `base`'s caches that do not depend on the execution or that key by it (local
+        sizes, layer Costs, backward layers, networks and priced collectives, layer parts and
+        stage prefixes): `base` must be of the same workload, chip and network options, and
+        kernel launch mode (the Costs do not key by it)."""
+        assert base.workload is self.workload and base.chip is self.chip
+        assert base.network_options == self.network_options
+        assert base.execution.cuda_graphs == self.execution.cuda_graphs
+        self._dims, self._costs, self._backward = base._dims, base._costs, base._backward
+        self._networks, self._priced = base._networks, base._priced
+        self.kernel_chip = base.kernel_chip  # one object: the einsum memo keys by its id
+        self._parts = base._parts  # keyed by the execution but sp, recompute and overlap
+        self._prefixes = base._prefixes  # keyed by the execution but recompute
+        self._gradient_ways = base._gradient_ways
 
     def once(self, name: str, compute: Callable[[], Any]) -> Any:
         """A value that depends on the search alone (not the plan), computed once."""
@@ -112,12 +137,15 @@ class Context:
 
     def local(self, layer: Layer, deg: Mapping[str, int], m: int) -> dict[str, int]:
         """The layer's sizes on one device under `deg` with `m` microbatches."""
-        key = (layer.content_key, tuple(deg.items()), m)
-        if key not in self._dims:
-            self._dims[key] = local_dims(
+        # a Degrees keys by itself (its hash computed once), any other mapping by its items
+        degrees = deg if isinstance(deg, Degrees) else tuple(deg.items())
+        key = (layer.content_key, degrees, m)
+        found = self._dims.get(key)
+        if found is None:
+            found = self._dims[key] = local_dims(
                 layer, deg, batch_dim=self.workload.batch_dim, microbatches=m
             )
-        return self._dims[key]
+        return found
 
     def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost:
         """The layer's roofline Cost at these sizes, with its realistic time as predicted_s."""
@@ -174,6 +202,15 @@ class Context:
             attention_kernel=self.attention_kernel,
         )
 
+    def part(self, layer: Layer, n: int, deg: Degrees, m: int) -> LayerPart:
+        """n instances of one layer in a stage (`LayerPart`), shared by the stages (and the
+        contexts sharing `_parts`) that hold it under the same degrees and microbatches."""
+        key = (layer_key(layer), n, deg, m, self._part_execution, self.priced_apart)
+        found = self._parts.get(key)
+        if found is None:
+            found = self._parts[key] = _layer_part(self, layer, n, deg, m)
+        return found
+
     def stages(self, pp: int) -> list[tuple[StageLayers, Layer]]:
         """The stages of `pp`, each stage's layers merged where they cost the same: one entry per
         (layer content, following layer's content), so that 10,000 layers of two shapes are
@@ -216,24 +253,55 @@ class Context:
         return self._memory[key]
 
 
+@dataclass(frozen=True)
+class LayerPart:
+    """What n instances of one layer bring to a stage: its einsum (forward) and its backward
+    einsums (training) as the phases add them, and every strategy's communication terms for the
+    layer, innermost strategy first, in the order they run; `variants`: the terms as each
+    execution runs them (`tp_variants`), filled as executions ask."""
+
+    fwd: tuple[Einsums, ...]
+    bwd: tuple[Einsums, ...]
+    terms: tuple[CommTerm, ...]
+    variants: dict[Execution, tuple[CommTerm, ...]] = field(default_factory=dict, compare=False)
+
+    def run(self, ctx: Context, deg: Degrees) -> tuple[CommTerm, ...]:
+        """The terms as `ctx`'s execution runs them (its degrees `deg`, those of the part)."""
+        found = self.variants.get(ctx.execution)
+        if found is None:
+            found = tuple(v for term in self.terms for v in tp_variants(term, ctx, deg))
+            self.variants[ctx.execution] = found
+        return found
+
+
+def _layer_part(ctx: Context, layer: Layer, n: int, deg: Degrees, m: int) -> LayerPart:
+    net = ctx.network(deg)
+    active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in ctx.priced_apart]
+    view = ctx.view(layer, n, deg, m)
+    fwd = (Einsums.of(ctx.cost(layer, view.dims), n, layer.kernel),)
+    bwd = tuple(Einsums.of(ctx.cost(grad, gdims), n, grad.kernel) for grad, gdims in view.grads)
+    terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
+    return LayerPart(fwd, bwd, tuple(sorted(terms, key=lambda t: t.step)))
+
+
 def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, Layer]) -> Stage:
     """One stage for one microbatch: each layer's roofline Cost (forward; backward einsums when
     training), then each strategy's communication for the layer, innermost strategy first, in the
-    order the terms run; then the stage boundary (pipeline sends)."""
+    order the terms run (`LayerPart`); then the stage boundary (pipeline sends)."""
     index, layers, last = where
     net = ctx.network(deg)
     active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in ctx.priced_apart]
-    stage = Stage(layers, ctx.workload.training)
-    for layer, n in layers:
-        view = ctx.view(layer, n, deg, m)
-        stage.fwd.add(ctx.cost(layer, view.dims), n, layer.kernel)
-        for grad, gdims in view.grads:
-            stage.bwd.add(ctx.cost(grad, gdims), n, grad.kernel)
-        terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
-        for term in sorted(terms, key=lambda t: t.step):
-            for variant in tp_variants(term, ctx, deg):
-                stage.add_comm(variant)
-    add_block_extras(ctx, stage, deg, m)
+    key = (
+        deg,
+        m,
+        tuple((layer_key(x), n) for x, n in layers),
+        ctx._prefix_execution,
+        ctx.priced_apart,
+    )
+    prefix = ctx._prefixes.get(key)
+    if prefix is None:
+        prefix = ctx._prefixes[key] = _prefix(ctx, deg, m, layers)
+    stage = prefix.copy()
     add_recompute(ctx, stage, deg, m)
     add_end_extras(ctx, stage, deg, m, index)
     boundary = StageView(last, ctx.local(last, deg, m), index, deg.stages, ctx.workload.training)
@@ -242,6 +310,23 @@ def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, La
             for variant in tp_variants(term, ctx, deg):
                 stage.add_comm(variant)
     add_interleave_wrap(ctx, stage, deg, index)
+    return stage
+
+
+def _prefix(ctx: Context, deg: Degrees, m: int, layers: StageLayers) -> Stage:
+    """A stage up to its recompute: its layers' parts and its blocks' memory-bound ops. They
+    do not depend on the stage's place in the pipeline nor on the recompute mode, so that the
+    stages with the same layers share it (a copy each: `_stage` adds the rest)."""
+    stage = Stage(layers, ctx.workload.training)
+    for layer, n in layers:
+        part = ctx.part(layer, n, deg, m)
+        for e in part.fwd:
+            stage.fwd.add_einsums(e)
+        for e in part.bwd:
+            stage.bwd.add_einsums(e)
+        for term in part.run(ctx, deg):
+            stage.add_comm(term)
+    add_block_extras(ctx, stage, deg, m)
     return stage
 
 

@@ -62,7 +62,19 @@ class MeshNetwork:
         if net is None or net.devices <= 1 or nbytes <= 0:
             return 0.0, 0.0
         key = (kind, float(nbytes), axis)
-        if key not in self._cache:
-            c = collective_over(kind, float(nbytes), [net], self.chip)
-            self._cache[key] = (float(c.t_s), float(c.predicted_s))
-        return self._cache[key]
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = self._shared(kind, float(nbytes), net)
+        return found
+
+    def _shared(self, kind: str, nbytes: float, net: AxisNetwork) -> tuple[float, float]:
+        """(line-rate, realistic) seconds from `collective_over`, whose answer depends on the
+        kind, the bytes, the axis's network (by value: its stages and options) and the chip
+        alone: shared through `memo` by every network of one search (one chip) whose axis lands
+        on the same stages."""
+        key = ("collective", kind, nbytes, net)
+        found = self.memo.get(key)
+        if found is None:
+            c = collective_over(kind, nbytes, [net], self.chip)
+            found = self.memo[key] = (float(c.t_s), float(c.predicted_s))
+        return found

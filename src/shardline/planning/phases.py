@@ -20,7 +20,7 @@ contention = sum of A r over those terms."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shardline.ops.cost import ZERO_COST, Cost
 from shardline.planning.combine import exposed_comm_s
@@ -28,7 +28,7 @@ from shardline.strategies import CommTerm
 from shardline.workload.stack import LayerCost
 from shardline.workload.workload import Layer
 
-__all__ = ["Phase", "Stage", "PARTS"]
+__all__ = ["Einsums", "Phase", "Stage", "PARTS"]
 
 # The categories of a phase's realistic compute time (seconds), in the order reports show them.
 PARTS = ("gemm", "attention", "other_ops", "recompute")
@@ -36,6 +36,29 @@ PARTS = ("gemm", "attention", "other_ops", "recompute")
 
 def _zero_parts() -> dict[str, float]:
     return dict.fromkeys(PARTS, 0.0)
+
+
+@dataclass(frozen=True)
+class Einsums:
+    """n instances of one einsum as a phase adds them: their roofline Cost (n times one's),
+    whether one is compute-bound, n times its lower bound and its realistic time, and the part
+    of the phase the time goes to."""
+
+    local: Cost
+    compute_bound: bool
+    lower_s: float
+    predicted_s: float
+    part: str
+
+    @staticmethod
+    def of(cost: LayerCost, n: float, part: str = "gemm") -> Einsums:
+        return Einsums(
+            cost.cost * n,
+            cost.bound == "compute",
+            n * cost.t_lower_s,
+            n * float(cost.cost.predicted_s),
+            part,
+        )
 
 
 @dataclass
@@ -65,15 +88,23 @@ class Phase:
     def async_s(self) -> float:
         return self.overlapped.t_network_s
 
+    def copy(self) -> Phase:
+        """A copy to add to (the Costs are immutable; the part sums are copied)."""
+        return replace(self, parts=dict(self.parts), lower_parts=dict(self.lower_parts))
+
     def add(self, cost: LayerCost, n: float, part: str = "gemm") -> None:
         """n instances of one einsum: its lower bound and its realistic time (in `part`)."""
-        self.local = self.local + cost.cost * n
-        if cost.bound == "compute":
-            self.compute_bound_s += n * cost.t_lower_s
+        self.add_einsums(Einsums.of(cost, n, part))
+
+    def add_einsums(self, e: Einsums) -> None:
+        """What `add` adds, computed ahead (`Einsums.of`)."""
+        self.local = self.local + e.local
+        if e.compute_bound:
+            self.compute_bound_s += e.lower_s
         else:
-            self.memory_bound_s += n * cost.t_lower_s
-        self.parts[part] += n * float(cost.cost.predicted_s)
-        self.lower_parts[part] += n * cost.t_lower_s
+            self.memory_bound_s += e.lower_s
+        self.parts[e.part] += e.predicted_s
+        self.lower_parts[e.part] += e.lower_s
 
     def add_predicted(self, part: str, seconds: float) -> None:
         """Realistic time with no lower-bound counterpart (memory-bound ops, recompute)."""
@@ -139,6 +170,10 @@ class Stage:
     @property
     def grad_s(self) -> float:
         return self.grad.t_network_s
+
+    def copy(self) -> Stage:
+        """A copy to add to (its phases and its list of terms copied)."""
+        return replace(self, fwd=self.fwd.copy(), bwd=self.bwd.copy(), terms=list(self.terms))
 
     def add_comm(self, term: CommTerm) -> None:
         """Place one communication term: once per step, or in its phase (critical or not)."""

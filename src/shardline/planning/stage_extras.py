@@ -25,7 +25,7 @@ from shardline.basics.options import Execution
 from shardline.basics.recompute import Policy, kept_tensors, policy, rerun_ops
 from shardline.hardware import Chip
 from shardline.planning.network import MeshNetwork
-from shardline.planning.phases import Stage
+from shardline.planning.phases import Einsums, Stage
 from shardline.realistic.activations import checkpointed_share
 from shardline.realistic.block import (
     MemOp,
@@ -131,6 +131,8 @@ def _sequences(ctx: Context, deg: Degrees, m: int) -> float:
 class OpBuilder(Protocol):
     """block_ops, embedding_ops or head_ops of shardline.realistic.block."""
 
+    __name__: str  # a function's name (`_ops_seconds` keys its memo by it)
+
     def __call__(
         self, model: ModelShape, sequences: float, *, tp: int, sp: bool, training: bool
     ) -> list[MemOp]: ...
@@ -146,15 +148,37 @@ def _ops(ctx: Context, builder: OpBuilder, deg: Degrees, m: int) -> list[MemOp]:
     return builder(model, seqs, tp=tp, sp=sp, training=ctx.workload.training)
 
 
+SCORES = ("softmax", "attention_dropout")  # what selective recompute runs again
+
+
+def _ops_seconds(
+    ctx: Context, builder: OpBuilder, deg: Degrees, m: int, backward: bool, only: bool = False
+) -> float:
+    """`_ops_s` of the builder's ops (`only`: the attention scores' alone) for this plan: they
+    depend on the plan through the sequences on one device, tp and sequence parallelism alone,
+    so that the stages of one search price each set once (memo in `ctx.once`)."""
+    tp = deg["tp"]
+    sp = ctx.execution.sequence_parallel and tp > 1
+    seqs = _sequences(ctx, deg, m)
+    key = (builder.__name__, seqs, tp, sp, backward, only, ctx.execution.cuda_graphs)
+    memo: dict[tuple[Any, ...], float] = ctx.once("memory-bound ops", dict)
+    found = memo.get(key)
+    if found is None:
+        ops = _ops(ctx, builder, deg, m)
+        if only:
+            ops = [op for op in ops if op.name in SCORES]
+        found = memo[key] = _ops_s(ctx, ops, backward)
+    return found
+
+
 def add_block_extras(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     """The memory-bound ops of the stage's blocks, forward and (training) backward."""
     if ctx.workload.model is None:
         return
     blocks = ctx.workload.blocks_in(stage.layers)
-    ops = _ops(ctx, block_ops, deg, m)
-    stage.fwd.add_predicted("other_ops", blocks * _ops_s(ctx, ops, False))
+    stage.fwd.add_predicted("other_ops", blocks * _ops_seconds(ctx, block_ops, deg, m, False))
     if ctx.workload.training:
-        stage.bwd.add_predicted("other_ops", blocks * _ops_s(ctx, ops, True))
+        stage.bwd.add_predicted("other_ops", blocks * _ops_seconds(ctx, block_ops, deg, m, True))
 
 
 def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
@@ -292,16 +316,14 @@ def add_end_extras(ctx: Context, stage: Stage, deg: Degrees, m: int, index: int)
         return
     training = ctx.workload.training
     if index == 0:
-        ops = _ops(ctx, embedding_ops, deg, m)
-        stage.fwd.add_predicted("other_ops", _ops_s(ctx, ops, False))
+        stage.fwd.add_predicted("other_ops", _ops_seconds(ctx, embedding_ops, deg, m, False))
         if training:
-            stage.bwd.add_predicted("other_ops", _ops_s(ctx, ops, True))
+            stage.bwd.add_predicted("other_ops", _ops_seconds(ctx, embedding_ops, deg, m, True))
     if index != deg.stages - 1:
         return
-    ops = _ops(ctx, head_ops, deg, m)
-    stage.fwd.add_predicted("other_ops", _ops_s(ctx, ops, False))
+    stage.fwd.add_predicted("other_ops", _ops_seconds(ctx, head_ops, deg, m, False))
     if training:
-        stage.bwd.add_predicted("other_ops", _ops_s(ctx, ops, True))
+        stage.bwd.add_predicted("other_ops", _ops_seconds(ctx, head_ops, deg, m, True))
     _add_head(ctx, stage, deg, m)
 
 
@@ -309,28 +331,50 @@ def _add_head(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     """The LM head einsum (and its backward) with its tensor-parallel collectives: with sequence
     parallelism the input is all-gathered first; the input gradient is all-reduced (reduce-
     scattered with sequence parallelism)."""
-    head = ctx.head
-    if head is None:
+    if ctx.head is None:
         return
+    ex = ctx.execution
+    key = (deg, m, ex.sequence_parallel, ex.tp_overlap)
+    memo: dict[tuple[Any, ...], HeadPart] = ctx.once("head parts", dict)
+    part = memo.get(key)
+    if part is None:
+        part = memo[key] = _head_part(ctx, deg, m)
+    fwd, bwd, terms = part
+    stage.fwd.add_einsums(fwd)
+    for e in bwd:
+        stage.bwd.add_einsums(e)
+    for term in terms:
+        stage.add_comm(term)
+
+
+HeadPart = tuple[Einsums, tuple[Einsums, ...], tuple[CommTerm, ...]]
+
+
+def _head_part(ctx: Context, deg: Degrees, m: int) -> HeadPart:
+    """`_add_head`'s einsums and terms for these degrees and microbatches (and the context's
+    sequence parallelism and tp overlap: the memo's key)."""
+    head = ctx.head
+    assert head is not None
     dims = ctx.local(head, deg, m)
-    stage.fwd.add(ctx.cost(head, dims), 1)
-    for grad in ctx.head_grads:
-        stage.bwd.add(ctx.cost(grad, ctx.local(grad, deg, m)), 1)
+    fwd = Einsums.of(ctx.cost(head, dims), 1)
+    bwd = tuple(Einsums.of(ctx.cost(g, ctx.local(g, deg, m)), 1) for g in ctx.head_grads)
     tp = deg["tp"]
     if tp == 1:
-        return
+        return fwd, bwd, ()
     x_bytes = head.operand_bytes(head.inputs[0].name, {**dims, "V": 1})
     net = ctx.network(deg)
     sp = ctx.execution.sequence_parallel
     kinds = [("all_gather", "forward")] if sp else []
     if ctx.workload.training:
         kinds.append(("reduce_scatter" if sp else "all_reduce", "backward"))
+    terms = []
     for kind, phase in kinds:
         t, p = net.time(kind, x_bytes, "tp"), net.predicted(kind, x_bytes, "tp")
         critical = not ctx.execution.tp_overlap
-        stage.add_comm(
+        terms.append(
             CommTerm("tp", kind, tp, 1, x_bytes, t, critical=critical, phase=phase, predicted_s=p)
         )
+    return fwd, bwd, tuple(terms)
 
 
 def add_interleave_wrap(ctx: Context, stage: Stage, deg: Degrees, index: int) -> None:

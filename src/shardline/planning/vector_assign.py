@@ -254,7 +254,8 @@ def _memory_columns(
 def _weights(t: Tables, w: Workload, key: tuple[int, ...]) -> BlockWeights:
     memo = t.extra.setdefault("block_weights", {})
     if key not in memo:
-        memo[key] = block_weights(w, dict(zip(t.names, key, strict=True)))
+        grads = t.extra.setdefault("backward_layers", {})
+        memo[key] = block_weights(w, dict(zip(t.names, key, strict=True)), grads)
     return memo[key]
 
 

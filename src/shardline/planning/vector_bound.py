@@ -36,8 +36,8 @@ from shardline.planning.vector_tables import (
     Tables,
     build_tables,
     contexts,
-    einsum_floor,
     empty_probes,
+    pair_floor,
     probe_blocks,
 )
 from shardline.strategies import Degrees
@@ -113,8 +113,7 @@ def prepare(
     fwd, bwd = np.full(pairs.shape, np.inf), np.full(pairs.shape, np.inf)
     base = space.ctx[(0, 0, 0)]
     for i, j in zip(*np.nonzero(pairs), strict=True):
-        inner_deg = dict(zip(t.names, t.inner_keys[i], strict=True))
-        fwd[i, j], bwd[i, j] = einsum_floor(base, inner_deg, int(t.seq_b[j]))
+        fwd[i, j], bwd[i, j] = pair_floor(t, base, int(i), int(j))
     f = np.flatnonzero(fits)
     a, rc = r["a"][f], r["rc"][f]
     pp = A["pp"][a]

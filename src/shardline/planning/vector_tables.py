@@ -41,6 +41,7 @@ __all__ = [
     "probe_blocks",
     "empty_probes",
     "einsum_floor",
+    "pair_floor",
     "contexts",
 ]
 
@@ -199,6 +200,8 @@ class Tables:
     # the recompute policies searched (the layouts' "rc" indexes them): Megatron's three, or the
     # one --recompute pins
     recomputes: tuple[str, ...] = RECOMPUTE_MODES
+    # pair_floor's: by (inner index, b index) and by the einsums' local sizes
+    floors: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
 
 
 def hw_flops(
@@ -225,9 +228,7 @@ def contexts(
         if base is None:
             base = ctx
         else:
-            ctx._dims, ctx._costs, ctx._backward = base._dims, base._costs, base._backward
-            ctx._networks, ctx._priced = base._networks, base._priced
-            ctx.kernel_chip = base.kernel_chip  # one object: the einsum memo keys by its id
+            ctx.share_caches(base)
         out[(sp, r, ov)] = ctx
     return out
 
@@ -239,19 +240,45 @@ def _probe_degrees(w: Workload, inner: dict[str, int], sequences: int) -> Degree
 
 
 def _merged(layer: Any, dims: dict[str, int], batch_dim: str | None) -> dict[str, int] | None:
-    """A matmul's sizes with the batch folded into the query tokens (B x S tokens as one dim):
-    where B and S sit in the same operands the matmul is the same (M or K = B S), so that the
-    shapes of every (b, cp) with the same tokens per device share one prediction; None if not."""
-    from shardline.strategies.cp import QUERY_DIM
-
+    """A matmul's sizes with the batch folded into another dim that sits in the same operands
+    (the query tokens where the layer has them: B x S tokens as one dim; else the first such dim
+    that ends no operand, e.g. an expert's capacity C): the matmul is the same (its M, N or K
+    and batch the same integer products, every operand's row length the same), so that the
+    shapes of every (b, cp, ep) with the same work per device share one prediction; None if
+    there is no such dim."""
     if layer.kernel == "attention" or batch_dim is None or batch_dim not in dims:
         return None
-    if QUERY_DIM not in dims:
+    into = _merge_target(layer, batch_dim)
+    if into is None or into not in dims:
         return None
-    for op in (*layer.inputs, layer.output):
-        if (batch_dim in op.dims) != (QUERY_DIM in op.dims):
-            return None
-    return {**dims, batch_dim: 1, QUERY_DIM: dims[batch_dim] * dims[QUERY_DIM]}
+    return {**dims, batch_dim: 1, into: dims[batch_dim] * dims[into]}
+
+
+def _merge_target(layer: Any, batch_dim: str) -> str | None:
+    """The dim `_merged` folds the batch into, or None (memo by the layer's content)."""
+    key = (layer.content_key, batch_dim)
+    if key not in _TARGETS:
+        _TARGETS[key] = _find_target(layer, batch_dim)
+    return _TARGETS[key]
+
+
+_TARGETS: dict[tuple[Any, str], str | None] = {}
+
+
+def _find_target(layer: Any, batch_dim: str) -> str | None:
+    from shardline.strategies.cp import QUERY_DIM
+
+    ops = (*layer.inputs, layer.output)
+
+    def same(d: str) -> bool:
+        return all((batch_dim in op.dims) == (d in op.dims) for op in ops)
+
+    if QUERY_DIM in layer.dims:
+        return QUERY_DIM if same(QUERY_DIM) else None
+    ends = {op.dims[-1] for op in ops if op.dims}
+    if batch_dim in ends:
+        return None
+    return next((d for d in layer.dims if d != batch_dim and d not in ends and same(d)), None)
 
 
 def _einsum_s(ctx: Context, layer: Any, dims: dict[str, int]) -> float:
@@ -282,12 +309,40 @@ def einsum_floor(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[f
     w = ctx.workload
     deg = _probe_degrees(w, inner, sequences)
     fwd = bwd = 0.0
-    for layer in w.layers:
-        view = ctx.view(layer, layer.count, deg, 1)
-        fwd += layer.count * _einsum_s(ctx, layer, dict(view.dims))
-        for grad, gdims in view.grads:
-            bwd += layer.count * _einsum_s(ctx, grad, dict(gdims))
+    for layer in w.layers:  # each layer's local sizes and its gradients' (`Context.view`)
+        fwd += layer.count * _einsum_s(ctx, layer, dict(ctx.local(layer, deg, 1)))
+        for grad in ctx.backward(layer) if w.training else ():
+            bwd += layer.count * _einsum_s(ctx, grad, dict(ctx.local(grad, deg, 1)))
     return fwd, bwd
+
+
+def pair_floor(t: Tables, ctx: Context, i: int, j: int) -> tuple[float, float]:
+    """`einsum_floor` of inner key i and microbatch size j, once per search: the contexts share
+    their cost cache (`contexts`), so its first call also leaves the merged matmul shapes there
+    for every probe of the pair."""
+    found = t.floors.get((i, j))
+    if found is None:
+        inner = dict(zip(t.names, t.inner_keys[i], strict=True))
+        sizes = _local_sizes(ctx, inner, int(t.seq_b[j]))
+        found = t.floors.get(sizes)
+        if found is None:
+            found = t.floors[sizes] = einsum_floor(ctx, inner, int(t.seq_b[j]))
+        t.floors[(i, j)] = found
+    return found
+
+
+def _local_sizes(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[Any, ...]:
+    """Every einsum's local sizes in `einsum_floor` (the layers' and their gradients'): all it
+    reads of the degrees, so that pairs with the same sizes (an fsdp inside ep that splits only
+    the batch, as dp would) share one floor and one set of cost-cache entries."""
+    w = ctx.workload
+    deg = _probe_degrees(w, inner, sequences)
+    out = []
+    for layer in w.layers:
+        out.append(tuple(ctx.local(layer, deg, 1).items()))
+        for grad in ctx.backward(layer) if w.training else ():
+            out.append(tuple(ctx.local(grad, deg, 1).items()))
+    return tuple(out)
 
 
 def empty_probes(t: Tables) -> None:
@@ -317,7 +372,7 @@ def probe_blocks(
             inner = dict(zip(t.names, t.inner_keys[i], strict=True))
             if sp and inner.get("tp", 1) == 1:
                 continue
-            einsum_floor(ctx, inner, int(t.seq_b[j]))  # the matmuls from their merged shapes
+            pair_floor(t, ctx, int(i), int(j))  # the matmuls from their merged shapes
             runs += 1
             for o in (0, 1) if inner.get("tp", 1) > 1 else (0,):
                 bt = block_times(ctx, inner, int(t.seq_b[j]), overlap=bool(o))
@@ -380,9 +435,14 @@ class BlockWeights:
     nbytes: float
 
 
-def block_weights(w: Workload, inner: dict[str, int]) -> BlockWeights:
+def block_weights(
+    w: Workload, inner: dict[str, int], grads_memo: dict[Any, list[Any]] | None = None
+) -> BlockWeights:
+    """`grads_memo`: each layer's backward einsums, kept across calls (by the layer's name and
+    content)."""
     from shardline.strategies import local_dims
 
+    memo = {} if grads_memo is None else grads_memo
     out = []
     params = nbytes = 0.0
     for layer, count in w.distinct_layers:
@@ -393,7 +453,10 @@ def block_weights(w: Workload, inner: dict[str, int]) -> BlockWeights:
         nbytes += count * wbytes
         params += count * sum(prod(dims[d] for d in layer.operand(x).dims) for x in layer.weights)
         grads = []
-        for grad in backward_layers(layer):
+        key = (layer.name, layer.content_key)
+        if key not in memo:
+            memo[key] = backward_layers(layer)
+        for grad in memo[key]:
             gbytes = 0.0
             if grad.grad_of is not None:
                 gdims = local_dims(grad, inner, batch_dim=w.batch_dim)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Literal, Protocol
 
 from shardline.collectives import AxisNetwork
@@ -78,7 +78,7 @@ class CommTerm:
     def t_pred_s(self) -> float:
         return self.t_s if self.predicted_s is None else self.predicted_s
 
-    @property
+    @cached_property
     def cost(self) -> Cost:
         """All `calls` of it as a Cost (network bytes, line-rate and realistic time)."""
         return Cost.network(

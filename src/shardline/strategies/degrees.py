@@ -3,9 +3,10 @@ device's share of a workload (local sizes of each layer, sharded memory)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import replace
 from math import ceil, prod
+from typing import Any
 
 from shardline.strategies.dp import batch_dims
 from shardline.strategies.registry import by_mesh, names, strategies
@@ -19,7 +20,7 @@ class Degrees(Mapping[str, int]):
     """Degree of each registered strategy (1 when not given), in registry order:
     `Degrees(tp=2, dp=4)`, `deg["tp"]`, `deg.tp`, `deg.devices`, `deg.name`."""
 
-    __slots__ = ("_d",)
+    __slots__ = ("_d", "_hash", "_of")
 
     def __init__(self, degrees: Mapping[str, int] | None = None, **given: int) -> None:
         merged = {**(degrees or {}), **given}
@@ -27,6 +28,12 @@ class Degrees(Mapping[str, int]):
         if unknown:
             raise KeyError(f"unknown strategy {', '.join(sorted(unknown))}")
         self._d = {name: int(merged.get(name, 1)) for name in names()}
+        self._hash = hash(tuple(self._d.items()))  # immutable: hashed once (a cache key)
+        self._of: dict[str, int] = {}  # `of`, by axis
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its degrees (the hash is this process's: another computes its own)."""
+        return (Degrees, (self._d,))
 
     def __getitem__(self, name: str) -> int:
         return self._d[name]
@@ -37,11 +44,29 @@ class Degrees(Mapping[str, int]):
     def __len__(self) -> int:
         return len(self._d)
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._d
+
+    # the dict's own views and lookups (the Mapping mixins' answers, without their Python loops)
+    def keys(self) -> KeysView[str]:
+        return self._d.keys()
+
+    def items(self) -> ItemsView[str, int]:
+        return self._d.items()
+
+    def values(self) -> ValuesView[int]:
+        return self._d.values()
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self._d.get(name, default)
+
     def __hash__(self) -> int:
-        return hash(tuple(self._d.items()))
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mapping) and dict(self._d) == dict(other)
+        if isinstance(other, Degrees):
+            return self._d == other._d
+        return isinstance(other, Mapping) and self._d == dict(other)
 
     def __getattr__(self, name: str) -> int:
         if name.startswith("_"):
@@ -59,7 +84,11 @@ class Degrees(Mapping[str, int]):
 
     def of(self, axis: str) -> int:
         """Product of the degrees of the strategies that split logical axis `axis`."""
-        return prod(self._d.get(s.name, 1) for s in strategies() if axis in s.splits)
+        found = self._of.get(axis)
+        if found is None:
+            found = prod(self._d.get(s.name, 1) for s in strategies() if axis in s.splits)
+            self._of[axis] = found
+        return found
 
     @property
     def devices(self) -> int:

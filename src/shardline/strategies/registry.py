@@ -44,9 +44,16 @@ def strategy(name: str) -> Strategy:
     raise InputError(f"unknown strategy {name!r}; known: {', '.join(names())}")
 
 
+# by_mesh's answer for the registry as it stands (reset by `registered`: the engine asks for it
+# for every layer it splits)
+_MESH_ORDER: list[tuple[Strategy, ...]] = []
+
+
 def by_mesh() -> tuple[Strategy, ...]:
     """The strategies innermost first (mesh rank 0 = the fastest-varying device index)."""
-    return tuple(sorted(_REGISTRY, key=lambda s: s.mesh_rank))
+    if not _MESH_ORDER:
+        _MESH_ORDER.append(tuple(sorted(_REGISTRY, key=lambda s: s.mesh_rank)))
+    return _MESH_ORDER[0]
 
 
 def serving_layouts(workload: Workload, max_devices: int) -> list[dict[str, int]]:
@@ -67,7 +74,9 @@ def registered(extra: Strategy) -> Iterator[Strategy]:
     if extra.name in names():
         raise InputError(f"a strategy named {extra.name!r} is already registered")
     _REGISTRY.append(extra)
+    _MESH_ORDER.clear()
     try:
         yield extra
     finally:
         _REGISTRY.remove(extra)
+        _MESH_ORDER.clear()
