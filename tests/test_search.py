@@ -32,7 +32,8 @@ from shardline.planning.vector_bound import (
     search_group,
 )
 from shardline.planning.vector_eval import Chunk, price_chunk
-from shardline.planning.vector_tables import block_times, contexts, einsum_floor
+from shardline.planning.vector_floors import einsum_floor
+from shardline.planning.vector_tables import block_times, contexts
 from shardline.strategies import Degrees
 from shardline.workload.workload import Workload
 from tests.training import training_workload

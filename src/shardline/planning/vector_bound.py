@@ -32,12 +32,12 @@ from shardline.basics.options import RECOMPUTE_MODES
 from shardline.hardware import Chip
 from shardline.planning.vector_assign import TRAFFIC_KEYS, assignment_shapes
 from shardline.planning.vector_eval import Chunk, columns, layouts, memory_of, price_chunk, step_of
+from shardline.planning.vector_floors import pair_floor
 from shardline.planning.vector_tables import (
     Tables,
     build_tables,
     contexts,
     empty_probes,
-    pair_floor,
     probe_blocks,
 )
 from shardline.strategies import Degrees

@@ -1,0 +1,144 @@
+"""The training search's floors of one block's einsums: for each inner assignment (tp, cp, ep,
+...) and microbatch size, the plan engine's own realistic time of every einsum of the block and of
+its gradients at their local sizes, at the sizes `Context.cost` prices them (a matmul from its
+merged shape, the batch folded into a token or an expert's capacity). `vector_bound` bounds a
+layout's step from below with them; `vector_tables.probe_blocks` asks for them once per pair
+(`pair_floor`), sharing pairs whose einsums have the same local sizes.
+"""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Any, Protocol
+
+from shardline.planning.evaluate import Context
+from shardline.strategies import Degrees, strategies
+from shardline.workload.workload import Workload
+
+
+class FloorTable(Protocol):
+    """What pair_floor reads of the search's tables (`vector_tables.Tables`)."""
+
+    names: tuple[str, ...]
+    inner_keys: Any
+    seq_b: Any
+    floors: dict[tuple[Any, ...], tuple[float, float]]
+
+
+__all__ = ["batch_splits", "einsum_floor", "pair_floor", "probe_degrees"]
+
+
+def batch_splits(name: str) -> tuple[str, ...]:
+    return next(s.splits for s in strategies() if s.name == name)
+
+
+def probe_degrees(w: Workload, inner: dict[str, int], sequences: int) -> Degrees:
+    """The probe's degrees: `sequences` per device per microbatch, dp taking the rest."""
+    split = prod(v for k, v in inner.items() if "batch" in batch_splits(k))  # ep (and fsdp inside)
+    return Degrees({**inner, "dp": max(1, w.batch // (sequences * split))})
+
+
+def _merged(layer: Any, dims: dict[str, int], batch_dim: str | None) -> dict[str, int] | None:
+    """A matmul's sizes with the batch folded into another dim that sits in the same operands
+    (the query tokens where the layer has them: B x S tokens as one dim; else the first such dim
+    that ends no operand, e.g. an expert's capacity C): the matmul is the same (its M, N or K
+    and batch the same integer products, every operand's row length the same), so that the
+    shapes of every (b, cp, ep) with the same work per device share one prediction; None if
+    there is no such dim."""
+    if layer.kernel == "attention" or batch_dim is None or batch_dim not in dims:
+        return None
+    into = _merge_target(layer, batch_dim)
+    if into is None or into not in dims:
+        return None
+    return {**dims, batch_dim: 1, into: dims[batch_dim] * dims[into]}
+
+
+def _merge_target(layer: Any, batch_dim: str) -> str | None:
+    """The dim `_merged` folds the batch into, or None (memo by the layer's content)."""
+    key = (layer.content_key, batch_dim)
+    if key not in _TARGETS:
+        _TARGETS[key] = _find_target(layer, batch_dim)
+    return _TARGETS[key]
+
+
+_TARGETS: dict[tuple[Any, str], str | None] = {}
+
+
+def _find_target(layer: Any, batch_dim: str) -> str | None:
+    from shardline.strategies.cp import QUERY_DIM
+
+    ops = (*layer.inputs, layer.output)
+
+    def same(d: str) -> bool:
+        return all((batch_dim in op.dims) == (d in op.dims) for op in ops)
+
+    if QUERY_DIM in layer.dims:
+        return QUERY_DIM if same(QUERY_DIM) else None
+    ends = {op.dims[-1] for op in ops if op.dims}
+    if batch_dim in ends:
+        return None
+    return next((d for d in layer.dims if d != batch_dim and d not in ends and same(d)), None)
+
+
+def _einsum_s(ctx: Context, layer: Any, dims: dict[str, int]) -> float:
+    """The engine's realistic time of one einsum (`Context.cost`), a matmul's from its merged
+    shape: the same number, shared by more shapes. Fills the Context's cost cache as
+    `Context.cost` would, so that the probes find it there."""
+    from dataclasses import replace
+
+    from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
+    from shardline.workload.stack import LayerCost, layer_cost
+
+    merged = _merged(layer, dims, ctx.workload.batch_dim)
+    key = (layer.content_key, tuple(dims.items()))
+    if merged is None or key in ctx._costs:
+        return float(ctx.cost(layer, dims).cost.predicted_s)
+    model, graphs = ctx.workload.model, ctx.execution.cuda_graphs
+    t = einsum_time_s(layer, ctx.kernel_chip, merged, model, graphs)
+    base = layer_cost(layer, ctx.chip, dims)
+    cost = causal_lower_bound(base.cost, layer, model)
+    ctx._costs[key] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
+    return t
+
+
+def einsum_floor(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[float, float]:
+    """(forward, backward) realistic seconds of one block's einsums alone, as the engine prices
+    them: each probed phase adds communication, memory-bound ops and recompute to these, never
+    less (`vector_bound`'s first bound)."""
+    w = ctx.workload
+    deg = probe_degrees(w, inner, sequences)
+    fwd = bwd = 0.0
+    for layer in w.layers:  # each layer's local sizes and its gradients' (`Context.view`)
+        fwd += layer.count * _einsum_s(ctx, layer, dict(ctx.local(layer, deg, 1)))
+        for grad in ctx.backward(layer) if w.training else ():
+            bwd += layer.count * _einsum_s(ctx, grad, dict(ctx.local(grad, deg, 1)))
+    return fwd, bwd
+
+
+def pair_floor(t: FloorTable, ctx: Context, i: int, j: int) -> tuple[float, float]:
+    """`einsum_floor` of inner key i and microbatch size j, once per search: the contexts share
+    their cost cache (`contexts`), so its first call also leaves the merged matmul shapes there
+    for every probe of the pair."""
+    found = t.floors.get((i, j))
+    if found is None:
+        inner = dict(zip(t.names, t.inner_keys[i], strict=True))
+        sizes = _local_sizes(ctx, inner, int(t.seq_b[j]))
+        found = t.floors.get(sizes)
+        if found is None:
+            found = t.floors[sizes] = einsum_floor(ctx, inner, int(t.seq_b[j]))
+        t.floors[(i, j)] = found
+    return found
+
+
+def _local_sizes(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[Any, ...]:
+    """Every einsum's local sizes in `einsum_floor` (the layers' and their gradients'): all it
+    reads of the degrees, so that pairs with the same sizes (an fsdp inside ep that splits only
+    the batch, as dp would) share one floor and one set of cost-cache entries."""
+    w = ctx.workload
+    deg = probe_degrees(w, inner, sequences)
+    out = []
+    for layer in w.layers:
+        out.append(tuple(ctx.local(layer, deg, 1).items()))
+        for grad in ctx.backward(layer) if w.training else ():
+            out.append(tuple(ctx.local(grad, deg, 1).items()))
+    return tuple(out)
