@@ -92,12 +92,19 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     return json.loads(out)
 
 
-def test_every_listed_layout_plans_the_same(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("framework", [None, "torchtitan"])
+def test_every_listed_layout_plans_the_same(
+    capsys: pytest.CaptureFixture[str], framework: str | None
+) -> None:
     """`search` on Mixtral over 16 devices, then `plan` with each listed layout pinned: the same
-    predicted step and memory per device (one engine), to 1e-9."""
+    predicted step and memory per device (one engine), to 1e-9; under a framework's defaults
+    too (torchtitan: fp32 gradient reduction, FlashAttention-2, sequence parallelism on unless
+    --no-sequence-parallel)."""
+    fw = ["--framework", framework] if framework else []
     r = _run(
         capsys, "search", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "16",
         "--seq-len", "1024", "--global-batch", "64Ki", "--scales", "1", "--rerank", "4", "--json",
+        *fw,
     )  # fmt: skip
     listed = [r["best"], *r["alternatives"], *r["pareto"]]
     assert len(listed) >= 3
@@ -110,8 +117,9 @@ def test_every_listed_layout_plans_the_same(capsys: pytest.CaptureFixture[str]) 
             "--recompute", lay["recompute"], "--zero", str(lay["zero"]), "--json",
         ]  # fmt: skip
         argv += [f for k, v in lay["degrees"].items() for f in (f"--{k}", str(v))]
-        argv += ["--sequence-parallel"] if lay["sequence_parallel"] else []
-        argv += ["--tp-overlap"] if lay["tp_overlap"] else []
+        argv += ["--sequence-parallel"] if lay["sequence_parallel"] else ["--no-sequence-parallel"]
+        argv += ["--tp-overlap"] if lay["tp_overlap"] else ["--no-tp-overlap"]
+        argv += fw
         plan = _run(capsys, *argv)
         (p,) = [q for q in plan["plans"] if q["name"] == plan["recommended"]]
         assert p["predicted_s"] == pytest.approx(lay["predicted_step_s"], rel=EXACT)

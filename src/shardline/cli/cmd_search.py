@@ -88,6 +88,14 @@ def _add_training(p: argparse.ArgumentParser) -> None:
     )
     add_recompute_arg(g)  # pins the policy; without it none, selective and full are searched
     g.add_argument(
+        "--framework",
+        default=None,
+        metavar="NAME",
+        help="the training framework whose defaults every layout runs on where the search does "
+        "not try the field itself (gradient dtype, launch mode, attention kernel, optimizer; "
+        "default megatron; `shardline framework list`)",
+    )
+    g.add_argument(
         "--rerank",
         default="12",
         metavar="K",
@@ -248,6 +256,7 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
         scales=positive_arg(args.scales, "--scales"),
         fixed=_fixed(args.fix),
         recompute=args.recompute,
+        framework=args.framework,
     )
     return training_search(
         _workload(args),
@@ -283,6 +292,8 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.recompute is not None:
         raise InputError("--recompute applies to the training search")
+    if args.framework is not None:
+        raise InputError("--framework applies to the training search")
     given = (("--rate", args.rate), ("--in", args.input_tokens), ("--out", args.output_tokens))
     missing = [flag for flag, value in given if value is None]
     if missing:

@@ -64,8 +64,14 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         "execution (how the plan runs; shardline.basics.options.Execution)"
     )
     for knob in knobs():
-        if knob.switch:
-            g.add_argument(knob.flag, dest=knob.field, action="store_true", help=knob.help)
+        if knob.switch:  # --no-FLAG turns off what a --framework default turns on
+            g.add_argument(
+                knob.flag,
+                dest=knob.field,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=knob.help,
+            )
         else:
             g.add_argument(
                 knob.flag,
@@ -91,7 +97,8 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--cuda-graphs",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="kernels replayed from CUDA graphs: no per-kernel launch overhead (decode)",
     )
     g.add_argument(
@@ -157,8 +164,8 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
     for knob in knobs():
         value = getattr(args, knob.field, None)
         if knob.switch:
-            if value:
-                out[knob.field] = True
+            if value is not None:
+                out[knob.field] = bool(value)
         elif value is not None:
             out[knob.field] = knob.parse(value) if knob.parse is not None else value
     if args.recompute is not None:
@@ -167,8 +174,8 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
         out["grad_reduce_dtype"] = args.grad_reduce_dtype
     if args.optimizer is not None:
         out["optimizer"] = _optimizer(args.optimizer)
-    if args.cuda_graphs:
-        out["cuda_graphs"] = True
+    if args.cuda_graphs is not None:
+        out["cuda_graphs"] = bool(args.cuda_graphs)
     if args.tokens is not None:
         out["tokens"] = _tokens(args.tokens)
     if getattr(args, "framework", None) is not None:

@@ -326,7 +326,9 @@ class Candidates:
     block_weights_bytes: float  # one block's weights on one device, all copies (FSDP gathers)
 
 
-def candidate_stages(workload: Workload, stages: list[StageLayers], deg: Degrees) -> Candidates:
+def candidate_stages(
+    workload: Workload, stages: list[StageLayers], deg: Degrees, ex: Execution | None = None
+) -> Candidates:
     """The stages of `deg` (`stages`: their layers) that can hold the most, with their sums.
 
     Stage i holds `total_bytes(states_i, blocks_i, per_block, in_flight(P, m, V, i), logits_i)`,
@@ -336,7 +338,7 @@ def candidate_stages(workload: Workload, stages: list[StageLayers], deg: Degrees
     P = deg.stages
     keys = [_stage_key(layers, i, P) for i, layers in enumerate(stages)]
     picked = [i for i in range(P) if i in (0, P - 1) or keys[i] != keys[i - 1]]
-    ex = Execution()
+    ex = ex or Execution()
     sums = [stage_sums(workload, stages[i], deg, i, ex) for i in picked]
     blocks = [workload.blocks_in(stages[i]) for i in picked]
     return Candidates(picked, sums, blocks, block_weights_bytes(workload, deg))

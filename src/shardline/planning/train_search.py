@@ -20,12 +20,13 @@ import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from shardline.basics.options import RECOMPUTE_MODES, Execution
+from shardline.basics.framework import load_framework
 from shardline.basics.recompute import policy
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
@@ -60,6 +61,10 @@ CHUNKS_PER_ROUND = 4  # chunks priced between two updates of the bound
 SECONDS_PER_DAY = 86400.0
 
 
+# the execution fields every layout of the search chooses itself (layout_of writes them)
+SEARCHED_KNOBS = frozenset(("interleave", "recompute", "sequence_parallel", "zero", "tp_overlap"))
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How the chunks run (shardline.planning.executors.map_chunks) and how much is re-ranked."""
@@ -74,6 +79,19 @@ class RunOptions:
     # the recompute policy every layout uses (shardline.basics.recompute); None: Megatron's
     # none, selective and full are searched
     recompute: str | None = None
+    # the framework whose defaults set what the search does not try (its gradient dtype, launch
+    # mode, attention kernel, optimizer: shardline.basics.framework); None: Megatron-Core's
+    framework: str | None = None
+
+    @property
+    def base(self) -> Execution:
+        """The execution every layout starts from: the framework's defaults but the knobs the
+        search tries itself (sequence parallelism, recompute, ZeRO, tp overlap, interleave)."""
+        if self.framework is None:
+            return Execution()
+        fw = load_framework(self.framework)
+        fixed = {k: v for k, v in fw.defaults.items() if k not in SEARCHED_KNOBS}
+        return Execution(**fixed, framework=fw.name)
 
 
 def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptions) -> None:
@@ -89,6 +107,8 @@ def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptio
         raise InputError(f"scales must be an integer from 1 to 16, got {run.scales!r}")
     if run.recompute is not None:
         policy(run.recompute)  # InputError naming the policies if unknown
+    if run.framework is not None:
+        load_framework(run.framework)  # InputError naming the frameworks if unknown
     known = names()
     for name, degree in run.fixed:
         if name not in known:
@@ -109,7 +129,9 @@ def _spaces(
         kept = [d for d in counts if found[d]]
         if kept:
             recomputes = RECOMPUTE_MODES if run.recompute is None else (run.recompute,)
-            space = prepare(workload, chip, [found[d] for d in kept], devices, recomputes)
+            space = prepare(
+                workload, chip, [found[d] for d in kept], devices, recomputes, run.base
+            )
             out.append((space, kept))
     if not out:
         raise InputError(
@@ -177,10 +199,12 @@ def engine_result(
     layout: dict[str, Any],
     tokens: float | None,
     shared: Context | None = None,
+    base: Execution | None = None,
 ) -> PlanResult:
     """The full plan engine's answer for one layout (as `layout_of` writes it); `shared`: a
     context of the same workload and chip whose caches it uses (`Context.share_caches`)."""
-    ex = Execution(
+    ex = replace(
+        base or Execution(),
         interleave=layout["interleave"],
         recompute=layout["recompute"],
         sequence_parallel=layout["sequence_parallel"],
@@ -194,12 +218,12 @@ def engine_result(
     return evaluate_plan(ctx, Degrees(layout["degrees"]), layout["microbatches"])
 
 
-def _engine(workload: Workload, chips: Sequence[Chip]) -> Engine:
+def _engine(workload: Workload, chips: Sequence[Chip], base: Execution) -> Engine:
     """`engine_result` with one set of caches per chip, shared by the layouts it re-ranks."""
-    shared = {c.name: Context(workload, c) for c in chips}
+    shared = {c.name: Context(workload, c, base) for c in chips}
 
     def run(w: Workload, chip: Chip, layout: dict[str, Any], tokens: float | None) -> PlanResult:
-        return engine_result(w, chip, layout, tokens, shared[chip.name])
+        return engine_result(w, chip, layout, tokens, shared[chip.name], base)
 
     return run
 
@@ -280,7 +304,7 @@ def training_search(
             "vector_cpu_s": time.process_time() - cpu,
             "devices": devices,
         }
-        engine = _engine(workload, chips)
+        engine = _engine(workload, chips, run.base)
         ranked = [_rerank(workload, g, run.rerank, (engine, tokens)) for g in groups]
         stats["elapsed_s"] = time.perf_counter() - start
         return answer(workload, groups, ranked, (engine, tokens), stats)

@@ -170,25 +170,27 @@ def _send_bytes(w: Workload, deg: Degrees) -> float:
     return float(last.operand_bytes(last.output.name, dims))
 
 
-def _optimizer_s(w: Workload, chip: Chip, p_first: float, ways: int, dp: int) -> list[float]:
+def _optimizer_s(
+    w: Workload, chip: Chip, p_first: float, ways: int, dp: int, ex: Execution
+) -> list[float]:
     """One optimizer step over the first stage's parameters per ZeRO stage (memory-bound)."""
     from shardline.realistic.block import optimizer_bytes
     from shardline.realistic.kernels import memory_kernel_s
 
     bits = dtype_bits(w.layers[0].dtype)
-    state = Execution().state_bytes_per_param(bits)
+    state = ex.state_bytes_per_param(bits)
     return [
         memory_kernel_s(
             chip,
             optimizer_bytes(p_first / (ways * (dp if z >= 1 else 1)), bits, state),
-            cuda_graphs=False,
+            cuda_graphs=ex.cuda_graphs,
         )
         for z in ZERO_STAGES
     ]
 
 
 def _shape_row(
-    w: Workload, chip: Chip, deg: Degrees, inner_index: int, bw: BlockWeights
+    w: Workload, chip: Chip, deg: Degrees, inner_index: int, bw: BlockWeights, ex: Execution
 ) -> dict[str, Any]:
     """Everything of one assignment that neither the knobs nor the network change."""
     tp, dp = deg.get("tp", 1), deg.get("dp", 1)
@@ -211,7 +213,7 @@ def _shape_row(
         "params_block": bw.params,
         "wbytes_block": bw.nbytes,
         "v_max": max(fit, default=1),
-        "opt_s": _optimizer_s(w, chip, p_first, weight_ways, dp),
+        "opt_s": _optimizer_s(w, chip, p_first, weight_ways, dp, ex),
     }
 
 
@@ -234,7 +236,7 @@ def _memory_columns(
         key = (tuple(deg[n] for n in names), P)
         if key not in memo:
             inner = Degrees({**dict(zip(names, key[0], strict=True)), "pp": P})
-            memo[key] = candidate_stages(w, stages[P], inner)
+            memo[key] = candidate_stages(w, stages[P], inner, t.base)
         c = memo[key]
         states = np.stack([candidate_states(w, c, deg, z) for z in ZERO_STAGES])
         keep = undominated(c.index, states, c.blocks, P)
@@ -268,7 +270,7 @@ def assignment_shapes(
     rows = []
     for d in assignments:
         key = probe_key(d, t.names)
-        rows.append(_shape_row(w, chip, d, index[key], _weights(t, w, key)))
+        rows.append(_shape_row(w, chip, d, index[key], _weights(t, w, key), t.base))
     out = {k: np.array([r[k] for r in rows], dtype=float) for k in SHAPE_KEYS}
     out["mem_index"], out["mem_states"], out["mem_blocks"] = _memory_columns(t, w, assignments)
     n = len(assignments)

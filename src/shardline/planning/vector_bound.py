@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from shardline.basics.options import RECOMPUTE_MODES
+from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.hardware import Chip
 from shardline.planning.vector_assign import TRAFFIC_KEYS, assignment_shapes
 from shardline.planning.vector_eval import Chunk, columns, layouts, memory_of, price_chunk, step_of
@@ -80,18 +80,19 @@ def prepare(
     found: list[list[Degrees]],
     devices: int,
     recomputes: tuple[str, ...] = RECOMPUTE_MODES,
+    base: Execution | None = None,
 ) -> ChipSpace:
     """Enumerate, size and give every fitting layout its first bound (the recompute policies
     `recomputes`: Megatron's three, or one that --recompute pins)."""
     every = [d for part in found for d in part]
     starts = [int(s) for s in np.cumsum([0] + [len(p) for p in found])]
-    t = build_tables(w, chip, every, devices, recomputes)
+    t = build_tables(w, chip, every, devices, recomputes, base)
     t.assign = assignment_shapes(t, w, chip, every)
     empty_probes(t)
     r = columns(layouts(t).astype(np.int32))
     memory = memory_of(t, r)
     fits = memory <= t.capacity_bytes
-    space = ChipSpace(t, chip, every, starts, r, contexts(w, chip, recomputes))
+    space = ChipSpace(t, chip, every, starts, r, contexts(w, chip, recomputes, t.base))
     space.row_start = np.searchsorted(r["a"], np.arange(len(every) + 1, dtype=r["a"].dtype))
     space.priced = np.zeros(len(every), dtype=bool)
     A, n = t.assign, len(memory)

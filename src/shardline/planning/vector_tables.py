@@ -16,7 +16,7 @@ recompute, sequence parallelism and the ZeRO stage.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import product
 from math import prod
 from typing import Any
@@ -195,6 +195,9 @@ class Tables:
     # the recompute policies searched (the layouts' "rc" indexes them): Megatron's three, or the
     # one --recompute pins
     recomputes: tuple[str, ...] = RECOMPUTE_MODES
+    # the execution fields the search does not try (a framework's: its gradient dtype, launch
+    # mode, attention kernel, optimizer); every layout runs on them
+    base: Execution = field(default_factory=Execution)
     # pair_floor's: by (inner index, b index) and by the einsums' local sizes
     floors: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
 
@@ -210,20 +213,24 @@ def hw_flops(
 
 
 def contexts(
-    w: Workload, chip: Chip, recomputes: tuple[str, ...] = RECOMPUTE_MODES
+    w: Workload,
+    chip: Chip,
+    recomputes: tuple[str, ...] = RECOMPUTE_MODES,
+    base: Execution | None = None,
 ) -> dict[tuple[int, int, int], Context]:
     """One engine Context per (sp, recompute, tp overlap), sharing the caches that do not depend
     on the execution (local sizes, layer Costs, backward layers, priced collectives)."""
     out: dict[tuple[int, int, int], Context] = {}
-    base: Context | None = None
+    start = base or Execution()
+    first: Context | None = None
     for sp, r, ov in product((0, 1), range(len(recomputes)), (0, 1)):
-        ex = Execution(sequence_parallel=bool(sp), recompute=recomputes[r], tp_overlap=bool(ov))
+        ex = replace(start, sequence_parallel=bool(sp), recompute=recomputes[r], tp_overlap=bool(ov))
         ctx = Context(w, chip, ex)
         ctx.priced_apart = PER_ASSIGNMENT
-        if base is None:
-            base = ctx
+        if first is None:
+            first = ctx
         else:
-            ctx.share_caches(base)
+            ctx.share_caches(first)
         out[(sp, r, ov)] = ctx
     return out
 
@@ -272,12 +279,14 @@ def activation_table(
     inner_keys: list[tuple[int, ...]],
     seq_b: list[int],
     recomputes: tuple[str, ...] = RECOMPUTE_MODES,
+    base: Execution | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Activation bytes of one block (inner x b x sp x recompute) and one microbatch's fp32
     logits on the last stage (inner x b), as the engine's memory check counts them."""
     from shardline.planning.memory import activation_per_block, logits_bytes
 
     names = probe_names()
+    base = base or Execution()
     act = np.zeros((len(inner_keys), len(seq_b), 2, len(recomputes)))
     logits = np.zeros((len(inner_keys), len(seq_b)))
     for i, key in enumerate(inner_keys):
@@ -287,7 +296,7 @@ def activation_table(
             logits[i, j] = logits_bytes(w, inner, b / seq)
             for sp in (0, 1):
                 for r, rc in enumerate(recomputes):
-                    ex = Execution(sequence_parallel=bool(sp), recompute=rc)
+                    ex = replace(base, sequence_parallel=bool(sp), recompute=rc)
                     act[i, j, sp, r] = activation_per_block(w, inner, b / seq, ex)
     return act, logits
 
@@ -355,16 +364,18 @@ def build_tables(
     assignments: list[Degrees],
     devices: int,
     recomputes: tuple[str, ...] = RECOMPUTE_MODES,
+    base: Execution | None = None,
 ) -> Tables:
     """The shared tables but the probes (`probe_blocks`, once the layouts that fit in memory
     say which) and the assignments' columns (`vector_assign`), for the recompute policies
     `recomputes`."""
     from shardline.planning.search import divisors
 
+    base = base or Execution()
     names = probe_names()
     inner_keys = sorted({probe_key(d, names) for d in assignments})
     seq_b = divisors(w.batch)
-    model_flops, hardware = hw_flops(Context(w, chip, Execution()), recomputes)
+    model_flops, hardware = hw_flops(Context(w, chip, base), recomputes)
     first = w.layers[0]
     t = Tables(
         batch=w.batch,
@@ -379,8 +390,9 @@ def build_tables(
         inner_keys=inner_keys,
         names=names,
         recomputes=recomputes,
+        base=base,
     )
-    t.act_bytes, t.logits_bytes = activation_table(w, inner_keys, seq_b, recomputes)
+    t.act_bytes, t.logits_bytes = activation_table(w, inner_keys, seq_b, recomputes, base)
     model = w.model
     assert model is not None
     bits = dtype_bits(
@@ -390,6 +402,6 @@ def build_tables(
         "end_params": (model.vocab or 0) * model.d_model,
         "tables_one_stage": 1 if model.tied_embeddings else 2,  # tied: one shared table
         "bytes_per_param": bits / 8,
-        "state_bytes": Execution().state_bytes_per_param(bits),
+        "state_bytes": base.state_bytes_per_param(bits),
     }
     return t
