@@ -101,9 +101,13 @@ def _timeline_figure(args: argparse.Namespace, workload: Any) -> Figure:
     v = result.execution.interleave if result.execution is not None else 1
     w = result.workload
     timeline = plan_timeline(best, training=w.training, decode=w.decode, interleave=v)
+    from shardline.basics.framework import load_framework
+
+    framework = load_framework(result.execution.framework if result.execution else "megatron")
     caption = (
         "One step of the recommended plan per pipeline stage: forward and backward passes per "
-        "microbatch, exposed communication (thin lane), bubbles, gradient all-reduce, optimizer."
+        "microbatch, exposed communication (thin lane), bubbles, gradient all-reduce, optimizer. "
+        f"Framework: {framework.display_name}."
     )
     return Figure(f"Step timeline: {best.name}", timeline_svg(timeline, standalone=False), caption)
 
