@@ -82,6 +82,12 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
                 help=knob.help,
             )
     add_recompute_arg(g)
+    _add_step_args(g)
+
+
+def _add_step_args(g: Any) -> None:
+    """The flags of the plan as a whole: gradient dtype, optimizer, launch mode, framework,
+    attention kernel, tokens."""
     g.add_argument(
         "--grad-reduce-dtype",
         default=None,

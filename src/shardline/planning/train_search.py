@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.basics.framework import load_framework
+from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.basics.recompute import policy
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
@@ -129,9 +129,7 @@ def _spaces(
         kept = [d for d in counts if found[d]]
         if kept:
             recomputes = RECOMPUTE_MODES if run.recompute is None else (run.recompute,)
-            space = prepare(
-                workload, chip, [found[d] for d in kept], devices, recomputes, run.base
-            )
+            space = prepare(workload, chip, [found[d] for d in kept], devices, recomputes, run.base)
             out.append((space, kept))
     if not out:
         raise InputError(

@@ -112,9 +112,9 @@ def prepare(
     pairs = np.zeros((len(t.inner_keys), len(t.seq_b)), dtype=bool)
     pairs[inner[fits], r["j"][fits]] = True
     fwd, bwd = np.full(pairs.shape, np.inf), np.full(pairs.shape, np.inf)
-    base = space.ctx[(0, 0, 0)]
+    probe_ctx = space.ctx[(0, 0, 0)]
     for i, j in zip(*np.nonzero(pairs), strict=True):
-        fwd[i, j], bwd[i, j] = pair_floor(t, base, int(i), int(j))
+        fwd[i, j], bwd[i, j] = pair_floor(t, probe_ctx, int(i), int(j))
     f = np.flatnonzero(fits)
     a, rc = r["a"][f], r["rc"][f]
     pp = A["pp"][a]

@@ -224,7 +224,9 @@ def contexts(
     start = base or Execution()
     first: Context | None = None
     for sp, r, ov in product((0, 1), range(len(recomputes)), (0, 1)):
-        ex = replace(start, sequence_parallel=bool(sp), recompute=recomputes[r], tp_overlap=bool(ov))
+        ex = replace(
+            start, sequence_parallel=bool(sp), recompute=recomputes[r], tp_overlap=bool(ov)
+        )
         ctx = Context(w, chip, ex)
         ctx.priced_apart = PER_ASSIGNMENT
         if first is None:
