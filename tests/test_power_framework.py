@@ -202,3 +202,23 @@ def test_attention_kernel_flag_orders_the_kernels(capsys: pytest.CaptureFixture[
     assert json.loads(out)["plans"][0]["predicted_s"] > times["fa2"] * 0.999  # fa2 + fp32 grads
     code, _, err = run_cli(capsys, *base, "--attention-kernel", "fa9")
     assert code == 2 and "invalid choice" in err
+
+
+def test_overlapped_fsdp_collectives_hold_nccls_channels(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """NCCL runs one thread block per channel (nccl.toml: 16 channels on an 8-GPU NVLink node), so
+    an FSDP gather or reduce-scatter beside the compute holds 16 of an H100's 132 SMs: the
+    compute loses 16/132 of the collective's time (planning.combine.phase_s contention)."""
+    from shardline.planning.stage_extras import gather_sm_share
+
+    assert gather_sm_share(load_chip("h100-sxm")) == pytest.approx(16 / 132)
+    assert gather_sm_share(load_chip("mi300x")) == pytest.approx(16 / 304)  # RCCL, 304 CUs
+    assert gather_sm_share(load_chip("tpu-v5p")) == 0.0  # XLA's collectives run on ICI DMA
+    code, out, _ = run_cli(capsys, *PLAN_8B)  # fsdp8, 1 microbatch: compute >> the gathers
+    p = json.loads(out)["plans"][0]
+    fsdp = sum(c["predicted_s"] for c in p["comm"] if c["purpose"] == "fsdp")
+    exposed = p["predicted_breakdown_s"]["exposed_comm_s"]
+    # the collectives' realistic time is at least their line-rate time and (NCCL's bus
+    # efficiency 0.82 on an H100, small messages slower) not more than twice it
+    assert 16 / 132 * fsdp <= exposed <= 2 * 16 / 132 * fsdp

@@ -37,6 +37,7 @@ from shardline.errors import InputError
 
 __all__ = [
     "PROTOCOLS",
+    "collective_sm_share",
     "Group",
     "Library",
     "Pair",
@@ -218,6 +219,17 @@ def load_library(name: str) -> Library:
     if not entry.is_file():
         raise InputError(f"no collective library model named {name!r} (have: nccl, rccl)")
     return _library_from_dict(tomllib.loads(entry.read_text(encoding="utf-8")))
+
+
+@cache
+def collective_sm_share(library: str, cores: int) -> float:
+    """The share of a GPU's SMs (CUs) a collective of `library` holds while it runs beside
+    compute: NCCL and RCCL run one thread block per channel (their `channels`, 16 on an 8-GPU
+    NVLink / xGMI node), so `channels / cores`; 0 for a library that holds none (XLA's on the
+    TPU's ICI DMA engines) or a chip without a core count."""
+    if library not in ("nccl", "rccl") or cores <= 0:
+        return 0.0
+    return min(float(load_library(library).factors["channels"]) / cores, 1.0)
 
 
 # --- what every algorithm's pricing shares ------------------------------------------------------

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from shardline.basics.options import Execution
 from shardline.basics.recompute import Policy, kept_tensors, policy, rerun_ops
+from shardline.collectives.library import collective_sm_share
 from shardline.hardware import Chip
 from shardline.planning.network import MeshNetwork
 from shardline.planning.phases import Einsums, Stage
@@ -73,6 +74,24 @@ class Context(Protocol):
     def once(self, name: str, compute: Callable[[], Any]) -> Any: ...
 
 
+def gather_sm_share(chip: Chip) -> float:
+    """The share of the chip's SMs an overlapped FSDP / ZeRO-3 collective holds
+    (collectives.library.collective_sm_share of the chip's library)."""
+    net = chip.interconnect
+    if chip.kind != "gpu" or net is None:
+        return 0.0
+    return collective_sm_share(net.library, chip.on_chip.cores or 0)
+
+
+def _holds_sms(term: CommTerm) -> bool:
+    """FSDP's gathers and reduce-scatters and ZeRO-3's gathers run beside the compute."""
+    if term.critical or term.sm_share:
+        return False
+    if term.purpose == "fsdp":
+        return term.kind in ("all_gather", "reduce_scatter")
+    return term.purpose == "dp" and term.kind == "all_gather"
+
+
 def tp_variants(term: CommTerm, ctx: Context, deg: Degrees) -> list[CommTerm]:
     """A strategy's term as the execution runs it (sequence parallelism, overlap, interleave)."""
     ex = ctx.execution
@@ -83,6 +102,8 @@ def tp_variants(term: CommTerm, ctx: Context, deg: Degrees) -> list[CommTerm]:
         cores = ctx.chip.on_chip.cores
         share = min(ex.ep_comm_sms / cores, 1.0) if cores else 0.0
         return [replace(term, critical=False, sm_share=share)]
+    if _holds_sms(term):  # beside the compute, on SMs of its own (NCCL: one block a channel)
+        return [replace(term, sm_share=gather_sm_share(ctx.chip))]
     if term.purpose != "tp":
         return [term]
     out = [term]

@@ -112,16 +112,19 @@ def columns(rows: np.ndarray) -> dict[str, np.ndarray]:
     return {k: rows[:, i] for i, k in enumerate(KNOBS)}
 
 
-def _stage(P: dict[str, Any], k: Any, ends: Any, gathers: tuple[Any, Any]) -> tuple[Any, Any]:
+def _stage(
+    P: dict[str, Any], k: Any, ends: Any, gathers: tuple[Any, Any], share: float
+) -> tuple[Any, Any]:
     """(forward, backward) seconds of a stage of k blocks (with the ends where `ends`), one
-    microbatch: per phase compute + critical + max(0, overlapped + gathers - compute)."""
+    microbatch: per phase compute + critical + max(contention, overlapped + gathers - compute),
+    the gathers holding `share` of the SMs beside the compute (planning.combine.phase_s)."""
     out = []
     for phase, g in zip(("fwd", "bwd"), gathers, strict=True):
         e = np.where(ends, 1.0, 0.0)
         c = k * P[f"{phase}_compute_s"] + e * P[f"ends_{phase}_compute_s"]
         crit = k * P[f"{phase}_crit_s"] + e * P[f"ends_{phase}_crit_s"]
         ov = k * (P[f"{phase}_ov_s"] + g) + e * P[f"ends_{phase}_ov_s"]
-        out.append(phase_s(c, crit, ov, np.zeros_like(c)))
+        out.append(phase_s(c, crit, ov, k * g * share))
     return out[0], out[1]
 
 
@@ -142,8 +145,9 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     # and the interleave wrap V - 1 times the other way (planning.stage_extras)
     send = A["send_s"][a, j]
     mid_sends = np.where(pp > 2, 2 * v, 2 * v - 1) * send
-    first = _stage(P, A["k_first"][a], pp == 1, gathers)
-    last = _stage(P, A["k_last"][a], np.ones_like(pp, dtype=bool), gathers)
+    share = float(t.extra.get("gather_sm_share", 0.0))
+    first = _stage(P, A["k_first"][a], pp == 1, gathers, share)
+    last = _stage(P, A["k_last"][a], np.ones_like(pp, dtype=bool), gathers, share)
     t_first = first[0] + first[1] + np.where(pp > 1, mid_sends, 0.0)
     t_last = last[0] + last[1] + (2 * v - 1) * send
     crit_last = (pp > 1) & (t_last > t_first)

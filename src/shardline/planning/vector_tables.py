@@ -27,6 +27,7 @@ from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.hardware import Chip
 from shardline.planning.evaluate import Context
+from shardline.planning.stage_extras import gather_sm_share
 from shardline.planning.vector_floors import batch_splits, pair_floor, probe_degrees
 from shardline.strategies import Degrees, strategies
 from shardline.workload.workload import Workload, backward_layers
@@ -405,5 +406,7 @@ def build_tables(
         "tables_one_stage": 1 if model.tied_embeddings else 2,  # tied: one shared table
         "bytes_per_param": bits / 8,
         "state_bytes": base.state_bytes_per_param(bits),
+        # the SM share FSDP's and ZeRO-3's overlapped collectives hold (stage_extras)
+        "gather_sm_share": gather_sm_share(chip),
     }
     return t
