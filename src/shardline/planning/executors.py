@@ -94,6 +94,7 @@ def connect(scheduler: str) -> Any:
     """A `distributed.Client` of the scheduler at `scheduler`, or one InputError within
     ANSWER_TIMEOUT_S (a search checks its scheduler this way before it starts)."""
     distributed = _distributed()
+    _check_address(scheduler)
     box: dict[str, Any] = {}
 
     def start() -> None:
@@ -125,6 +126,22 @@ def connect(scheduler: str) -> Any:
             f"cannot reach the Dask scheduler at {scheduler}: what answers there does not speak "
             "Dask's protocol"
         ) from None
+
+
+def _check_address(scheduler: Any) -> None:
+    """A TCP or TLS address without a port is refused before any connect, on the caller's
+    thread (distributed's own parse, which the connect thread would raise later: under load that
+    thread can outlive the handshake deadline first and the error would name the wrong cause)."""
+    if not isinstance(scheduler, str):
+        return
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(scheduler)
+        if scheme in ("tcp", "tls"):
+            parse_host_port(location)
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
 
 
 def _dask(
