@@ -222,3 +222,19 @@ def test_overlapped_fsdp_collectives_hold_nccls_channels(
     # the collectives' realistic time is at least their line-rate time and (NCCL's bus
     # efficiency 0.82 on an H100, small messages slower) not more than twice it
     assert 16 / 132 * fsdp <= exposed <= 2 * 16 / 132 * fsdp
+
+
+def test_a_chip_without_measured_rates_gets_its_peaks_under_a_lower_limit() -> None:
+    import tomllib
+
+    from shardline.hardware import chip_from_dict
+
+    path = load_chip("h100-sxm").path
+    assert path is not None
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    del data["achievable"]["matmul_flops_per_s"]
+    chip = chip_from_dict(data, origin="h100 without measured matmul rates")
+    assert with_power_limit(chip, 700).achievable.matmul_flops_per_s == {}  # the clock stays
+    capped = with_power_limit(chip, 500).achievable.matmul_flops_per_s
+    assert capped["bf16"] == pytest.approx(989.4e12 * CLOCK_500W)

@@ -101,7 +101,8 @@ def with_power_limit(chip: Chip, limit_w: float, source: str | None = None) -> C
     check_power(power.tdp_w, power.static_w, limit_w, f"{chip.name} power limit")
     ratio = clock_fraction(power, limit_w) / clock_fraction(power, power.limit_w)
     a = chip.achievable
-    base = a.matmul_flops_per_s or dict(chip.peak_flops_per_s)
+    # no measured rate: the peaks under the limit (none at all where the clock does not move)
+    base = a.matmul_flops_per_s or ({} if ratio == 1.0 else dict(chip.peak_flops_per_s))
     rates = {dtype: rate * ratio for dtype, rate in base.items()}
     fwd = min(a.attention_fwd_efficiency * ratio, 1.0) if a.attention_fwd_efficiency else None
     bwd = min(a.attention_bwd_efficiency * ratio, 1.0) if a.attention_bwd_efficiency else None

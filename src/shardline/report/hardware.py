@@ -241,6 +241,10 @@ def _kernel_figures(ach: Achievable, s: dict[str, str]) -> list[str]:
         value = getattr(ach, key, None)
         if value:
             out.append(_line(label, f"{100 * value:.1f}% of peak", s.get(f"achievable.{key}")))
+    for name, (fwd, bwd) in getattr(ach, "attention_kernels", {}).items():
+        shown = f"{100 * fwd:.1f}% / {100 * bwd:.1f}%"
+        where = f"achievable.attention_kernels.{name}"
+        out.append(_line(f"attention {name} fwd / bwd", shown, s.get(f"{where}.fwd_efficiency")))
     fraction = getattr(ach, "sustained_matmul_fraction", None)
     if fraction:
         shown = f"{100 * fraction:.1f}% in training"
