@@ -73,16 +73,19 @@ SETTABLE = (
 )
 
 
-@cache
 def load_framework(name: str) -> Framework:
     """The framework `name` (case-insensitive); an unknown name is an input error that lists
     the known ones."""
     if not isinstance(name, str):
         raise InputError(f"a framework is a name, got {type(name).__name__}")
+    return _load(name.strip().lower())
+
+
+@cache
+def _load(key: str) -> Framework:
     files = _files()
-    key = name.strip().lower()
     if key not in files:
-        raise InputError(f"unknown framework {name[:60]!r}; known: {', '.join(sorted(files))}")
+        raise InputError(f"unknown framework {key[:60]!r}; known: {', '.join(sorted(files))}")
     data = tomllib.loads(files[key].read_text(encoding="utf-8"))
     defaults: dict[str, Any] = {}
     sources: dict[str, str] = {}
