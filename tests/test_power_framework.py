@@ -238,3 +238,13 @@ def test_a_chip_without_measured_rates_gets_its_peaks_under_a_lower_limit() -> N
     assert with_power_limit(chip, 700).achievable.matmul_flops_per_s == {}  # the clock stays
     capped = with_power_limit(chip, 500).achievable.matmul_flops_per_s
     assert capped["bf16"] == pytest.approx(989.4e12 * CLOCK_500W)
+
+
+def test_serving_takes_no_power_cap(capsys: pytest.CaptureFixture[str]) -> None:
+    """Serving prices chips by name (its step-time caches): `serve` has no --power-cap and the
+    serving search refuses it with one line, never a traceback."""
+    load = ("--rate", "1", "--in", "512", "--out", "128", "--power-cap", "500")
+    code, _, err = run_cli(capsys, "serve", "--model", "llama-3.1-8b", "--devices", "1", *load)
+    assert code == 2 and "unrecognized arguments: --power-cap" in err
+    code, _, err = run_cli(capsys, "search", "--model", "llama-3.1-8b", "--slo", "ttft=1s", *load)
+    assert code == 2 and err.startswith("error: --power-cap applies to the training search")

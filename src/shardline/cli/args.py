@@ -59,7 +59,11 @@ def reject_empty(parser: argparse.ArgumentParser) -> None:
     parser.register("type", None, _given)
 
 
-def add_chip_args(parser: argparse.ArgumentParser, *, dtype: bool = True) -> None:
+def add_chip_args(
+    parser: argparse.ArgumentParser, *, dtype: bool = True, power_cap: bool = True
+) -> None:
+    """--hw, the dtypes, the rate overrides and (`power_cap`) --power-cap. Serving takes chip
+    names through its caches of step times, so `serve` leaves --power-cap out."""
     reject_empty(parser)
     group = parser.add_argument_group("hardware")
     group.add_argument(
@@ -92,7 +96,8 @@ def add_chip_args(parser: argparse.ArgumentParser, *, dtype: bool = True) -> Non
         metavar="X",
         help="override the HBM bandwidth in bytes/s, e.g. 8.2e11 or '820 GB/s'",
     )
-    add_power_cap_arg(group)
+    if power_cap:
+        add_power_cap_arg(group)
 
 
 def add_power_cap_arg(group: argparse._ActionsContainer) -> None:

@@ -294,6 +294,8 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError("--recompute applies to the training search")
     if args.framework is not None:
         raise InputError("--framework applies to the training search")
+    if args.power_cap is not None:
+        raise InputError("--power-cap applies to the training search (serving takes chip names)")
     given = (("--rate", args.rate), ("--in", args.input_tokens), ("--out", args.output_tokens))
     missing = [flag for flag, value in given if value is None]
     if missing:

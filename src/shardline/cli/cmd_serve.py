@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "largest rate meeting --slo, $ per million output tokens and joules per token.",
     )
     add_serving_args(sv)
-    add_chip_args(sv, dtype=True)
+    add_chip_args(sv, dtype=True, power_cap=False)
     g = sv.add_argument_group("engine knobs")
     g.add_argument(
         "--chunk",

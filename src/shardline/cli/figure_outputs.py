@@ -75,7 +75,7 @@ def check_figure_outputs(args: argparse.Namespace, inputs: Iterable[str | None])
     from shardline.io.sheets import check_output_path
     from shardline.report.plots import PLOT_SUFFIXES
 
-    sources = [s for s in inputs if s and Path(s).exists()]
+    sources = [s for s in inputs if isinstance(s, str | Path) and s and Path(s).exists()]
     plot = html = None
     if getattr(args, "plot", None) is not None:
         plot = check_output_path(args.plot, sources, force=args.force, suffixes=PLOT_SUFFIXES)
