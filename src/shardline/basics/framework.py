@@ -24,7 +24,7 @@ __all__ = [
     "DEFAULT_FRAMEWORK",
     "SETTABLE",
     "Framework",
-    "default_attention_kernel",
+    "attention_kernel_of",
     "framework_names",
     "load_framework",
 ]
@@ -96,7 +96,10 @@ def _load(key: str) -> Framework:
     return Framework(data["name"], data.get("display_name", data["name"]), defaults, sources)
 
 
-def default_attention_kernel(training: bool) -> str | None:
-    """The attention kernel of a run that names none: the default framework's in training;
-    None (the chip's generic figures) for inference, whose engines are not training frameworks."""
-    return load_framework(DEFAULT_FRAMEWORK).defaults.get("attention_kernel") if training else None
+def attention_kernel_of(named: str | None, training: bool) -> str | None:
+    """The attention kernel a run uses: the one it names, else the default framework's in
+    training; None (the chip's generic figures) for inference, whose engines are not training
+    frameworks."""
+    if named is not None or not training:
+        return named
+    return load_framework(DEFAULT_FRAMEWORK).defaults.get("attention_kernel")

@@ -191,12 +191,9 @@ def _chips(text: str | None, default: list[str], power_cap: str | None = None) -
     names = _chip_names(text, default)
     if power_cap is None:
         return names
-    from shardline.basics.units import parse_quantity
-    from shardline.hardware import load_chip
-    from shardline.hardware.power import with_power_limit
+    from shardline.cli.system_args import power_capped
 
-    watts = parse_quantity(power_cap, "W")
-    return [with_power_limit(load_chip(name), watts) for name in names]
+    return [power_capped(name, power_cap) for name in names]
 
 
 def _chip_names(text: str | None, default: list[str]) -> list[str]:

@@ -10,10 +10,11 @@ every command downstream prices the user's cluster without knowing about systems
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from shardline.errors import InputError
 
-__all__ = ["add_system_args", "resolve_hardware", "SYSTEM_FLAGS"]
+__all__ = ["add_system_args", "power_capped", "resolve_hardware", "SYSTEM_FLAGS"]
 
 SYSTEM_FLAGS = (
     "system",
@@ -100,13 +101,16 @@ def resolve_hardware(args: argparse.Namespace) -> None:
     _resolve_system(args)
     if getattr(args, "power_cap", None) is None or getattr(args, "hw_is_list", False):
         return  # search reads a list of chips and caps each (cmd_search)
+    args.hw = power_capped(args.hw or "h100-sxm", args.power_cap)
+
+
+def power_capped(hw: Any, text: str) -> Any:
+    """The chip `hw` (a name, a file or a Chip) under the power limit --power-cap `text` gives."""
     from shardline.basics.units import parse_quantity
     from shardline.hardware import load_chip
     from shardline.hardware.power import with_power_limit
 
-    args.hw = with_power_limit(
-        load_chip(args.hw or "h100-sxm"), parse_quantity(args.power_cap, "W")
-    )
+    return with_power_limit(load_chip(hw), parse_quantity(text, "W"))
 
 
 def _resolve_system(args: argparse.Namespace) -> None:

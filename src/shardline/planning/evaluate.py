@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from math import ceil
 from typing import Any
 
-from shardline.basics.framework import default_attention_kernel
+from shardline.basics.framework import attention_kernel_of
 from shardline.basics.options import Execution
 from shardline.collectives import NetworkOptions
 from shardline.hardware import Chip
@@ -74,8 +74,8 @@ class Context:
         self.execution = execution or Execution()
         # the realistic kernel times: the attention kernel the run names (or the default
         # framework's), and in a training step matmul rates held at the power limit
-        self.attention_kernel = self.execution.attention_kernel or default_attention_kernel(
-            workload.training
+        self.attention_kernel = attention_kernel_of(
+            self.execution.attention_kernel, workload.training
         )
         fused = with_attention_kernel(chip, self.attention_kernel)
         self.kernel_chip = sustained_chip(fused) if workload.training else fused
@@ -117,6 +117,7 @@ class Context:
         assert base.workload is self.workload and base.chip is self.chip
         assert base.network_options == self.network_options
         assert base.execution.cuda_graphs == self.execution.cuda_graphs
+        assert base.attention_kernel == self.attention_kernel  # kernel_chip carries it
         self._dims, self._costs, self._backward = base._dims, base._costs, base._backward
         self._networks, self._priced = base._networks, base._priced
         self.kernel_chip = base.kernel_chip  # one object: the einsum memo keys by its id

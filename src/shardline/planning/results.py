@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from shardline.basics.framework import default_attention_kernel
+from shardline.basics.framework import attention_kernel_of
 from shardline.basics.options import Execution
 from shardline.basics.serialize import jsonable
 from shardline.hardware import Chip
@@ -173,8 +173,9 @@ class PlanSet:
         if self.execution is None:
             return None
         out = asdict(self.execution)
-        if out["attention_kernel"] is None:
-            out["attention_kernel"] = default_attention_kernel(self.workload.training)
+        out["attention_kernel"] = attention_kernel_of(
+            self.execution.attention_kernel, self.workload.training
+        )
         return out
 
     def best(self) -> PlanResult | None:

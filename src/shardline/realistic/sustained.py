@@ -22,6 +22,7 @@ power limit lowers the SM clock; the HBM clock does not move). Single kernels (t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from shardline.hardware import Chip
@@ -29,11 +30,24 @@ from shardline.hardware.power import scaled_kernels
 
 __all__ = ["sustained_chip", "sustained_fraction", "with_attention_kernel"]
 
-# Chips already derated, by the identity of the burst chip (a Chip holds dicts and has no hash).
-# Each entry holds the burst chip, so that its id is never reused while the entry stands; the same
-# derated object for the same chip lets the kernel-time memo (realistic.kernels) hit.
-_SUSTAINED: dict[int, tuple[Chip, Chip]] = {}
-_SUSTAINED_MAX = 1 << 10
+# Chips derived from a chip (sustained rates, a named attention kernel's figures), by the identity
+# of the chip and what was derived. Each entry holds the original chip, so that its id is never
+# reused while the entry stands; the same derived object for the same chip lets the kernel-time
+# memo (realistic.kernels) hit.
+_DERIVED: dict[tuple[int, str], tuple[Chip, Chip]] = {}
+_DERIVED_MAX = 1 << 10
+
+
+def _derived(chip: Chip, what: str, build: Callable[[], Chip]) -> Chip:
+    """`build()`, once per (chip, what) while the memo holds it."""
+    hit = _DERIVED.get((id(chip), what))
+    if hit is not None and hit[0] is chip:
+        return hit[1]
+    out = build()
+    if len(_DERIVED) >= _DERIVED_MAX:
+        _DERIVED.clear()
+    _DERIVED[(id(chip), what)] = (chip, out)
+    return out
 
 
 def sustained_fraction(chip: Chip) -> float:
@@ -46,16 +60,17 @@ def sustained_chip(chip: Chip) -> Chip:
     (times `sustained_fraction`); the chip itself when its fraction is 1 or it has no measured
     matmul rate to derate."""
     f = sustained_fraction(chip)
-    a = chip.achievable
-    if f >= 1.0 or not a.matmul_flops_per_s:
+    if f >= 1.0 or not chip.achievable.matmul_flops_per_s:
         return chip
-    hit = _SUSTAINED.get(id(chip))
-    if hit is not None and hit[0] is chip:
-        return hit[1]
+    return _derived(chip, "sustained", lambda: _derate(chip, f))
+
+
+def _derate(chip: Chip, f: float) -> Chip:
+    a = chip.achievable
     rates = {dtype: rate * f for dtype, rate in a.matmul_flops_per_s.items()}
     fwd = a.attention_fwd_efficiency * f if a.attention_fwd_efficiency else None
     bwd = a.attention_bwd_efficiency * f if a.attention_bwd_efficiency else None
-    derated = replace(
+    return replace(
         chip,
         achievable=replace(
             a,
@@ -65,15 +80,6 @@ def sustained_chip(chip: Chip) -> Chip:
             attention_kernels=scaled_kernels(a.attention_kernels, f),
         ),
     )
-    if len(_SUSTAINED) >= _SUSTAINED_MAX:
-        _SUSTAINED.clear()
-    _SUSTAINED[id(chip)] = (chip, derated)
-    return derated
-
-
-# Chips with a named attention kernel's figures put in, by (identity of the chip, kernel name);
-# each entry holds the chip so that its id is not reused while the entry stands.
-_KERNEL: dict[tuple[int, str], tuple[Chip, Chip]] = {}
 
 
 def with_attention_kernel(chip: Chip, kernel: str | None) -> Chip:
@@ -84,14 +90,11 @@ def with_attention_kernel(chip: Chip, kernel: str | None) -> Chip:
     a = chip.achievable
     if kernel is None or kernel not in a.attention_kernels:
         return chip
-    hit = _KERNEL.get((id(chip), kernel))
-    if hit is not None and hit[0] is chip:
-        return hit[1]
     fwd, bwd = a.attention_kernels[kernel]
-    out = replace(
-        chip, achievable=replace(a, attention_fwd_efficiency=fwd, attention_bwd_efficiency=bwd)
+    return _derived(
+        chip,
+        f"attention {kernel}",
+        lambda: replace(
+            chip, achievable=replace(a, attention_fwd_efficiency=fwd, attention_bwd_efficiency=bwd)
+        ),
     )
-    if len(_KERNEL) >= _SUSTAINED_MAX:
-        _KERNEL.clear()
-    _KERNEL[(id(chip), kernel)] = (chip, out)
-    return out
