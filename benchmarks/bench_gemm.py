@@ -27,6 +27,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -54,6 +55,7 @@ class Row:
     launch: str
     source: str
     groups: int = 1
+    source_id: str = ""
     predicted_s: float = 0.0
 
     @property
@@ -88,13 +90,16 @@ def load_rows(path: Path = DATA) -> list[Row]:
                 launch=r["launch"],
                 source=r["source"],
                 groups=int(r.get("groups") or 1),
+                source_id=r.get("source_id", ""),
             )
             for r in csv.DictReader(f)
         ]
 
 
-def predict_row(row: Row) -> Row:
-    """The row with shardline's realistic time (`shardline matmul M K N --hw CHIP ...`)."""
+def predict_row(row: Row, chip: Any = None) -> Row:
+    """The row with shardline's realistic time (`shardline matmul M K N --hw CHIP ...`); `chip`, a
+    Chip, stands in for the row's catalog chip (benchmarks/perop_loso.py: without the figures of
+    the row's own source)."""
     from dataclasses import replace
 
     from shardline.basics.options import Precision
@@ -108,13 +113,13 @@ def predict_row(row: Row) -> Row:
         result = einsum(
             GROUPED_SPEC,
             dims,
-            hw=row.chip,
+            hw=chip or row.chip,
             dtype=operand,
             dtypes={"out": row.out_dtype},
             precision=Precision(compute=row.dtype),
         )
     else:
-        result = matmul(row.m, row.k, row.n, hw=row.chip, compute_dtype=row.dtype, **dtypes)
+        result = matmul(row.m, row.k, row.n, hw=chip or row.chip, compute_dtype=row.dtype, **dtypes)
     predicted = with_prediction(result, launch=row.launch).predicted_s
     return replace(row, predicted_s=float(predicted))
 
