@@ -4,12 +4,10 @@ collectives over nodes of any number of GPUs (`collective ... --gpus-per-node G`
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import sys
 import tomllib
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -21,17 +19,8 @@ DATA = ROOT / "benchmarks" / "data"
 ROW_FILES = ["gemm_published.csv", "collectives_published.csv", "collectives_heldout.csv"]
 
 
-def _module() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("perop_loso", ROOT / "benchmarks/perop_loso.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("perop_loso", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-LOSO = _module()
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import perop_loso as LOSO  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ROW_FILES)
