@@ -5,8 +5,9 @@ Every row of benchmarks/data/gemm_published.csv, collectives_published.csv and
 collectives_heldout.csv names its publication in `source_id`; benchmarks/data/perop_sources.toml
 lists each source with the strings that name it in a figure's source text. Out of source S:
 
-- a chip figure whose source text names S is taken out of the row's chip file (the loader's
-  assumed default, or the chip's peak, stands in; benchmarks/e2e_loso.py, `chip_without`);
+- a chip figure whose source text names S is taken out of the row's chip file: the value another
+  publication states stands in where perop_sources.toml gives one (`[[fallback]]`), the loader's
+  assumed default or the chip's peak otherwise (benchmarks/e2e_loso.py, `chip_without`);
 - a collective library figure derived from several sources (perop_sources.toml, `[[derived]]`)
   is the mean of the other sources' values, or is left out where S was its only source (the
   library's own rule stands in);
@@ -135,9 +136,38 @@ def chip_figures(source_id: str, chip_name: str) -> list[Figure]:
     ]
 
 
+def fallbacks(chip_file_name: str) -> dict[str, dict[str, Any]]:
+    """Dotted path -> {value, source} another publication gives a figure of `chip_file_name`
+    (perop_sources.toml, `[[fallback]]`)."""
+    return {
+        entry["path"]: {"value": entry["value"], "source": entry["source"]}
+        for entry in _data().get("fallback", [])
+        if chip_file_name in entry["files"]
+    }
+
+
 @cache
 def chip_out_of(chip_name: str, source_id: str) -> Any:
-    return chip_without(chip_name, chip_figures(source_id, chip_name))
+    """The chip without the figures of `source_id`: another publication's value where
+    perop_sources.toml gives one, the loader's default otherwise."""
+    from shardline.hardware import chip_from_dict
+
+    removed = chip_figures(source_id, chip_name)
+    name = chip_file(chip_name) or ""
+    other = fallbacks(name)
+    if not any(f.path in other for f in removed):
+        return chip_without(chip_name, removed)
+    data = tomllib.loads((ROOT / "src/shardline/hardware/catalog" / name).read_text("utf-8"))
+    for figure in removed:
+        node = data
+        *parents, leaf = figure.path.split(".")
+        for part in parents:
+            node = node[part]
+        if figure.path in other:
+            node[leaf] = dict(other[figure.path])
+        else:
+            node.pop(leaf, None)
+    return chip_from_dict(data, origin=f"{name} without {source_id}'s figures")
 
 
 @contextlib.contextmanager
@@ -307,8 +337,9 @@ def _miss_lines(rows: list[Scored]) -> list[str]:
         "scored out of sample.",
         "- MI300X and MI325X collectives of hisohara/ai-scripts: "
         f"{_pair(rows, 'collective', ('hisohara-ai-scripts',), 'in one node')} in one node. Their "
-        "bus efficiency comes from those rccl-tests sweeps alone; out of source the links run at "
-        "their line rate (efficiency 1), the model's rule without a measured figure.",
+        "bus efficiency (0.705, 0.71) was read from those rccl-tests sweeps; out of source AMD's "
+        "stated xGMI ceiling stands in (48 of 64 GB/s per link after protocol and error "
+        "correction, ROCm/rccl issue 1210: 0.75).",
         "- The A3 Mega TCPXO sweep: "
         f"{_pair(rows, 'collective', ('a3mega-tcpxo-sweep',))}. Its network step (54 us) has no "
         "other source; out of source the fabric's 20 us assumption stands in.",
@@ -333,7 +364,8 @@ def section(rows: list[Scored], date: str) -> str:
         "`benchmarks/data/perop_sources.toml` lists the strings that name each publication in a "
         "figure's source text and, for a library figure derived from several publications, the "
         "value each gave. Out of source a chip figure of the row's publication is left out (the "
-        "loader's default or the chip's peak stands in) and a derived library figure is the mean "
+        "value another publication states stands in where `perop_sources.toml` names one, the "
+        "loader's default or the chip's peak otherwise) and a derived library figure is the mean "
         "of the other publications' values (left out where there is none: the library's own rule "
         "stands in). 'moved' counts the rows whose prediction changes. Error = predicted / "
         "measured - 1; medians of |error|.",

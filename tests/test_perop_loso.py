@@ -66,6 +66,20 @@ def test_a_source_loses_its_own_chip_figures_only() -> None:
     assert out.achievable.matmul_flops_per_s == shipped.achievable.matmul_flops_per_s
 
 
+def test_a_figure_another_publication_states_stands_in_out_of_source() -> None:
+    """MI300X's bus efficiency 0.705 comes from hisohara/ai-scripts' rccl-tests sweep; out of it
+    AMD's stated xGMI ceiling stands in: 48 of 64 GB/s per link = 0.75 (ROCm/rccl issue 1210)."""
+    assert (
+        LOSO.chip_out_of(
+            "mi300x", "azure-ai-benchmarking-guide"
+        ).achievable.collective_bus_efficiency
+        == 0.705
+    )
+    out = LOSO.chip_out_of("mi300x", "hisohara-ai-scripts")
+    assert out.achievable.collective_bus_efficiency == pytest.approx(48 / 64)
+    assert "rccl issue 1210" in out.sources["achievable.collective_bus_efficiency"]
+
+
 def test_library_out_of_a_source_moves_a_two_node_roce_step() -> None:
     """Two nodes of 8 A100 over RoCE, 64 KiB all-reduce: NCCL's tree/LL time there is
     6.8 + 2 x (7 x 0.6 + L) us; out of oci-hpc-oke L goes from 11.4 to 12.1 us, +1.4 us."""
