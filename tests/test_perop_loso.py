@@ -150,3 +150,15 @@ def test_four_gpus_per_node_split_in_node_and_across(capsys: pytest.CaptureFixtu
     latency = (8.4 + 6 * 3.4 + 14.0) * 1e-6
     alg = 4 * NIC_BUS * 8 / 7
     assert out["predicted_s"] == pytest.approx(latency + (v + HALF) / alg, rel=1e-9)
+
+
+def test_one_gpu_per_node_reports_no_in_node_bandwidth(capsys: pytest.CaptureFixture[str]) -> None:
+    """The text report's group line names only the network when each node holds one rank."""
+    argv = ["collective", "all-reduce", "--bytes", "1GiB", "--devices", "2",
+            "--gpus-per-node", "1", "--nics-per-node", "1", *SYSTEM]  # fmt: skip
+    assert main(argv) == 0
+    group = capsys.readouterr().out.strip().splitlines()[-1]
+    assert group == (
+        "  group: 2 ranks on 2 node(s); bus bandwidth between nodes 48 GB/s; "
+        "no collective under 4 µs"
+    )
