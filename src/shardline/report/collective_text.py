@@ -55,10 +55,14 @@ def library_lines(cost: CollectiveCost) -> list[str]:
             f"{fmt_rate(pair.alg_bytes_per_s, 'B/s'):>13}{fmt_time(float(t)):>11}{mark}"
         )
     group = choice.group
-    tiers = f"  group: {group.ranks} ranks on {group.nodes} node(s); bus bandwidth inside a node "
-    tiers += fmt_rate(group.intra_bus_bytes_per_s, "B/s")
+    tiers = f"  group: {group.ranks} ranks on {group.nodes} node(s)"
+    parts = []
+    if group.ppn > 1:  # one rank per node: nothing rides the scale-up links
+        parts.append(f"inside a node {fmt_rate(group.intra_bus_bytes_per_s, 'B/s')}")
     if group.inter_bus_bytes_per_s is not None:
-        tiers += f", between nodes {fmt_rate(group.inter_bus_bytes_per_s, 'B/s')}"
+        parts.append(f"between nodes {fmt_rate(group.inter_bus_bytes_per_s, 'B/s')}")
+    if parts:
+        tiers += "; bus bandwidth " + ", ".join(parts)
     if group.floor_s > 0:
         tiers += f"; no collective under {fmt_time(group.floor_s)}"
     return [*out, tiers]
