@@ -18,7 +18,13 @@ switch. alpha is the per-hop latency. Time = latency term + bandwidth term (alph
 
 from shardline.collectives.algorithms import ALGORITHMS, TABLE, VOCABULARY, Algorithm
 from shardline.collectives.compose import collective_cost, collective_over
-from shardline.collectives.networks import axis_network, mesh_networks, parse_topology
+from shardline.collectives.networks import (
+    axis_network,
+    concurrent_s,
+    mesh_links,
+    mesh_networks,
+    parse_topology,
+)
 from shardline.collectives.records import (
     KINDS,
     TOPOLOGIES,
@@ -54,6 +60,8 @@ __all__ = [
     "canonical_topology",
     "collective_cost",
     "axis_network",
+    "concurrent_s",
+    "mesh_links",
     "mesh_networks",
     "parse_topology",
     "collective_over",

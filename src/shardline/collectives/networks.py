@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
 
 from shardline.basics.units import check_rate, check_time, fmt_rate
 from shardline.collectives.records import (
@@ -292,7 +295,66 @@ def mesh_networks(
         nets[axis] = AxisNetwork(n, stages, reduction, "chip default")
     # the library choices ride on each axis (hashable: the topology words are already stages)
     choices = dataclasses.replace(options, topology=None)
-    return {axis: dataclasses.replace(net, options=choices) for axis, net in nets.items()}
+    links = mesh_links(chip, mesh, options)
+    return {
+        axis: dataclasses.replace(net, options=choices, links=links[axis])
+        for axis, net in nets.items()
+    }
+
+
+def mesh_links(
+    chip: Chip, mesh: Sequence[tuple[str, int]], options: NetworkOptions | None = None
+) -> dict[str, frozenset[str]]:
+    """The physical links each mesh axis (outer first) sends over, by name: on a switch fabric
+    "scale-up" (a device's NVLink ports into its node's switch, shared by every axis inside the
+    node) and "scale-out" (its NIC); on a torus "torus-i" for each torus dimension i the axis
+    rides (each dimension has links of its own) and "scale-out" (DCN) beyond the pod. Axes whose
+    sets are disjoint move their bytes at the same time without slowing each other ("How to Scale
+    Your Model", Part 5: FSDP over one ICI axis beside tensor parallelism over another); an axis
+    placed by a --topology word counts as "scale-up" (and "scale-out" where it spans nodes)."""
+    options = options or NetworkOptions()
+    words = dict(options.topology or {})
+    ic = chip.interconnect
+    sizes = [n for _, n in mesh]
+    out: dict[str, frozenset[str]] = {}
+    placed: list[list[tuple[int, int, int]]] = [[] for _ in sizes]
+    spill = list(sizes)
+    if ic is not None and ic.topology != "switch":
+        placed, _, spill = _torus_placement(list(ic.torus_dims), sizes)
+    for idx, (axis, n) in enumerate(mesh):
+        if n <= 1:
+            out[axis] = frozenset()
+        elif axis in words or ic is None:
+            inside = n if ic is None else _largest_divisor_at_most(n, ic.scale_up_devices)
+            out[axis] = frozenset({"scale-up"} | ({"scale-out"} if n > inside else set()))
+        elif ic.topology == "switch":
+            stages = _switch_layout(chip, sizes, options)[idx]
+            out[axis] = frozenset(
+                "scale-out" if s.scale_out else "scale-up" for s in stages if s.devices > 1
+            )
+        else:
+            links = {f"torus-{i}" for i, _, _ in placed[idx]}
+            out[axis] = frozenset(links | ({"scale-out"} if spill[idx] > 1 else set()))
+    return out
+
+
+def concurrent_s(traffic: Iterable[tuple[frozenset[str], Any]]) -> Any:
+    """Seconds the network needs for traffic that may run at once, given as (links it uses,
+    seconds) pairs: traffic that shares a link adds up (groups joined by shared links: connected
+    components), separate groups run concurrently, so the answer is the busiest group's sum.
+    Traffic whose links are unknown (an empty set) shares one group. 0 without traffic."""
+    groups: list[tuple[set[str], Any]] = []
+    for links, seconds in traffic:
+        own, total = set(links or {"unknown"}), seconds
+        for g in [g for g in groups if g[0] & own]:
+            groups.remove(g)
+            own |= g[0]
+            total = total + g[1]
+        groups.append((own, total))
+    out: Any = 0.0
+    for _, total in groups:
+        out = np.maximum(out, total)
+    return out if isinstance(out, np.ndarray) else float(out)
 
 
 def axis_network(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -97,6 +97,9 @@ class AxisNetwork:
     source: str = "chip default"
     # the user's library choices (algorithm, protocol, multi-axis rule) for collectives on it
     options: NetworkOptions | None = None
+    # the physical links it sends over (`networks.mesh_links`); axes with disjoint sets move
+    # their bytes concurrently. Not part of its identity: collectives price by stages alone.
+    links: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def name(self) -> str:

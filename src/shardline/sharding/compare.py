@@ -31,7 +31,13 @@ from shardline.basics.dtypes import canonical_dtype, dtype_bits
 from shardline.basics.kinds import CollectiveKind
 from shardline.basics.options import Precision, RateOverrides
 from shardline.basics.serialize import jsonable
-from shardline.collectives import AxisNetwork, NetworkOptions, collective_over, mesh_networks
+from shardline.collectives import (
+    AxisNetwork,
+    NetworkOptions,
+    collective_over,
+    concurrent_s,
+    mesh_networks,
+)
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.ops.cost import Cost, is_tie, strictly_less
@@ -273,6 +279,12 @@ class _UnitPrices:
             tuple[_MeshAxes, CollectiveKind, tuple[str, ...]], tuple[float, float, float]
         ] = {}
 
+    def links(self, mesh: _MeshAxes, axes: tuple[str, ...]) -> frozenset[str]:
+        """The links a collective over `axes` of `mesh` sends over (`AxisNetwork.links`)."""
+        if mesh not in self.nets:
+            self.nets[mesh] = _networks(self.run, mesh)
+        return frozenset().union(*(self.nets[mesh][a].links for a, _ in mesh if a in axes))
+
     def __call__(
         self, mesh: _MeshAxes, kind: CollectiveKind, axes: tuple[str, ...]
     ) -> tuple[float, ...]:
@@ -311,14 +323,32 @@ def _price_group(run: _Run, rows: list[_Row], unit: _UnitPrices) -> list[Strateg
         raise ValueError(f"{rows[0].spec}: more than one legal choice; price it with price_layout")
     work = layout_work(s, {a: options[0] for a, options in zip(s.names, per_axis, strict=True)})
     assert work is not None  # every row's dims divide (padded where --pad)
-    t_network: Any = np.zeros(len(rows))
+    serial: Any = np.zeros(len(rows))
     sent: Any = np.zeros(len(rows))
+    times = []
     for call in work.calls:
         c = np.array([unit(r.mesh, call.kind, call.axes) for r in rows]).T
-        t_network = t_network + (c[0] * call.bytes + c[1])
+        times.append(c[0] * call.bytes + c[1])
+        serial = serial + times[-1]
         sent = sent + c[2] * call.bytes
+    # collectives on axes with disjoint links run at once (layout._candidate)
+    t_network = np.array(
+        [
+            concurrent_s(
+                (unit.links(r.mesh, call.axes), float(np.broadcast_to(t, (len(rows),))[i]))
+                for call, t in zip(work.calls, times, strict=True)
+            )
+            for i, r in enumerate(rows)
+        ]
+    )
     cost = layout_cost(
-        work.flops, work.hbm["total"], sent, run.flops_per_s, run.chip.mem_bytes_per_s, t_network
+        work.flops,
+        work.hbm["total"],
+        sent,
+        run.flops_per_s,
+        run.chip.mem_bytes_per_s,
+        t_network,
+        serial,
     )
     labels = tuple(call.label() for call in work.calls)
     return [
