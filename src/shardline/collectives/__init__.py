@@ -17,7 +17,7 @@ switch. alpha is the per-hop latency. Time = latency term + bandwidth term (alph
 """
 
 from shardline.collectives.algorithms import ALGORITHMS, TABLE, VOCABULARY, Algorithm
-from shardline.collectives.compose import collective_cost, collective_over
+from shardline.collectives.compose import collective_cost, collective_over, routed_send
 from shardline.collectives.networks import (
     axis_network,
     concurrent_s,
@@ -62,6 +62,7 @@ __all__ = [
     "axis_network",
     "concurrent_s",
     "mesh_links",
+    "routed_send",
     "mesh_networks",
     "parse_topology",
     "collective_over",

@@ -96,6 +96,7 @@ def _switch_stage(chip: Chip, n: int, options: NetworkOptions) -> Stage:
             w_note="--link-bw, the device's link into the switch",
         )
     links = chip.interconnect.links_per_chip if chip.interconnect else 1
+    ic = chip.interconnect
     return Stage(
         "switch",
         n,
@@ -103,6 +104,7 @@ def _switch_stage(chip: Chip, n: int, options: NetworkOptions) -> Stage:
         _alpha(chip, options),
         link_name,
         w_note=f"egress = {links} links × {fmt_rate(link_w, 'B/s')}",
+        reduces=bool(ic and ic.topology == "switch" and ic.in_network_reduction),
     )
 
 
@@ -124,6 +126,7 @@ def _scale_out_stage(chip: Chip, n: int, options: NetworkOptions, total: int) ->
         so.link,
         scale_out=True,
         w_note="per device (NIC)",
+        reduces=bool(so.in_network_reduction),
     )
 
 
@@ -218,7 +221,7 @@ def _torus_layout(
             extent = used[i]
             qualifies = extent == dims[i] if ic.wraparound == "full-axis" else extent % 4 == 0
             wraps = stride * take == extent and qualifies
-            topo = "ring" if wraps else "line"
+            topo = "ring" if wraps and take > 2 else "line"  # a ring of 2: one link pair
             stages.append(
                 Stage(topo, take, link_w, alpha, link_name, hop_links=stride, w_note="per link")
             )
@@ -233,6 +236,11 @@ def _override(chip: Chip, word: str, n: int, options: NetworkOptions, axis: str)
     ic = chip.interconnect
     if word in ("ring", "line", "unidirectional-ring"):
         link_w, link_name, note = _link(chip, options)
+        if word == "ring" and n == 2:
+            # both directions of a ring of 2 reach the one neighbour over one link pair (a TPU v2
+            # reduce-scatter over a wrapped axis of 2 takes the line's time: 1.13 ms measured
+            # where the two-link ring gives 0.56 ms): the line's formula
+            word, note = "line", note + "; a ring of 2 is one link pair, priced as a line"
         stage = Stage(word, n, link_w, _alpha(chip, options), link_name, w_note=note)
         return AxisNetwork(n, (stage,), False, source)
     if word == "switch":

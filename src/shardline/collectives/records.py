@@ -82,6 +82,9 @@ class Stage:
     scale_out: bool = False  # the level between nodes (NICs / DCN)
     hop_links: int = 1  # links one hop crosses (a ring strided over a torus dimension)
     w_note: str = ""  # how W was obtained, e.g. "18 links x 25 GB/s"
+    # its switch reduces an all-reduce in the network (NVLink SHARP inside a node, InfiniBand
+    # SHARP between nodes): its part of an all-reduce runs the in-switch record, V/W
+    reduces: bool = False
 
     def describe(self) -> str:
         return f"{self.topology} of {self.devices} ({self.link})"
@@ -323,6 +326,7 @@ class CollectiveAlgorithm:
     aliases: tuple[str, ...] = ()
     line_rate: tuple[LineRate, ...] = ()  # none: only a library runs it
     library: LibraryPricing | None = None  # None: no library runs it
+    switch_reduces: bool = False  # it reduces inside a switch (NVLS, SHARP / CollNet)
 
     @property
     def words(self) -> tuple[str, ...]:
