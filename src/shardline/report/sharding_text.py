@@ -143,7 +143,7 @@ def _per_device_lines(r: ShardedResult) -> list[str]:
     shapes = {n: "[" + ", ".join(fmt_int(x) for x in pd.shapes[n]) + "]" for n in names}
     local_all, contracted = _local_dims(r)
     factor = "2 × " if contracted else ""
-    split = r.total_flops / float(pd.flops) if pd.flops else 0
+    split = r.unsharded_flops / float(pd.flops) if pd.flops else 0
     terms = [
         f"{n} {dtype_bytes(r.dtypes[n]):g} B × " + " × ".join(fmt_int(x) for x in pd.shapes[n])
         for n in names
@@ -153,7 +153,8 @@ def _per_device_lines(r: ShardedResult) -> list[str]:
         f"{names[2]}{shapes[names[2]]}",
         f"  FLOPs      F = {factor}"
         + " × ".join(fmt_int(x) for x in local_all)
-        + f" = {fmt_int(pd.flops)} FLOP ({fmt_flops(pd.flops)}); total / F = {split:.4g}",
+        + f" = {fmt_int(pd.flops)} FLOP ({fmt_flops(pd.flops)}); total / F = {split:.4g}"
+        + _replicated_note(r),
         "  bytes      Q = " + " + ".join(terms),
         "               = "
         + " + ".join(fmt_int(pd.bytes[n]) for n in names)
@@ -184,6 +185,18 @@ def _collectives_section(r: ShardedResult) -> list[str]:
         f"{fmt_bytes(r.per_device.network_bytes)}"
     )
     return out
+
+
+def _replicated_note(r: ShardedResult) -> str:
+    """When the devices run more than the einsum once (an axis splits none of its dims, or
+    padding): what they run together, `total_flops`."""
+    total, once = float(r.total_flops), float(r.unsharded_flops)
+    if not once or total <= once * (1 + 1e-12):
+        return ""
+    return (
+        f"; all {r.devices} devices run {fmt_int(total)} FLOP = {total / once:.4g} × the einsum "
+        "(replicated work)"
+    )
 
 
 def _serial_network_s(r: ShardedResult) -> float:

@@ -94,6 +94,7 @@ _KEYS_AFTER = (
     "t_upper_s",
     "thresholds",
     "total_flops",
+    "unsharded_flops",
     "steps",
     "alternatives",
     "hardware",
@@ -118,7 +119,7 @@ class ShardedResult:
     t_network_predicted_s: Any
     overlap: bool
     thresholds: tuple[Threshold, ...]
-    total_flops: Any
+    total_flops: Any  # every device's FLOPs: the work replicated over an axis counts each time
     steps: tuple[str, ...]  # the decisions, in words
     alternatives: tuple[dict[str, Any], ...]
     hardware: dict[str, Any]
@@ -138,6 +139,13 @@ class ShardedResult:
     @property
     def t_network_s(self) -> Any:
         return self.cost.t_network_s
+
+    @property
+    def unsharded_flops(self) -> Any:
+        """The einsum's FLOPs once, on one device (2 x the product of its dims)."""
+        from shardline.ops.einsum import parse_einsum
+
+        return parse_einsum(self.spec).flops(self.dims)
 
     @property
     def bound(self) -> str:
@@ -187,7 +195,9 @@ def _result(
         t_network_predicted_s=price.t_network_predicted_s,
         overlap=price.overlap,
         thresholds=(),
-        total_flops=spec.flops(dict(price.dims)),
+        # what the devices run together: per device x devices (an axis that splits no dim of
+        # the work repeats it: 2BDF x Z), padding included
+        total_flops=price.cost.flops * mesh.devices,
         steps=price.steps,
         alternatives=tuple(a.to_dict() for a in price.alternatives),
         hardware={
