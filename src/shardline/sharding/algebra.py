@@ -269,7 +269,16 @@ def _closed_form(
         hops = "2·" + hops if hops else "2"
     lat = f"α·{hops}" if hops else "α"
     den = f"({den})" if "·" in den else den
-    return f"{dim} < {size_name}·P·{num}/{den} + {lat}·D·P/(2·{'·'.join(others)})"
+    n, p = _symbols(others + [dim])
+    num, lat = num.replace("D", n), lat.replace("D", n)
+    return f"{dim} < {size_name}·{p}·{num}/{den} + {lat}·{n}·{p}/(2·{'·'.join(others)})"
+
+
+def _symbols(dims: Sequence[str]) -> tuple[str, str]:
+    """The symbols of the device count and the peak rate in a threshold's formula: D and P,
+    unless the einsum names a dim so (then n_dev, P_peak: one letter, one meaning)."""
+    taken = set(dims)
+    return ("n_dev" if "D" in taken else "D"), ("P_peak" if "P" in taken else "P")
 
 
 def _formula(result: ShardedResult, spec: EinsumSpec, d: str, others: Sequence[str]) -> str:
@@ -279,10 +288,11 @@ def _formula(result: ShardedResult, spec: EinsumSpec, d: str, others: Sequence[s
         op = next(o for o in spec.operands if o.name == c.operand)
         if set(op.dims) == set(others) and len(c.axes) == 1:
             size = f"s_{c.dtype}"
-            formula = _closed_form(c, result.networks[c.axes[0]], d, size, others)
+            formula = _closed_form(c, result.networks[c.axes[0]], d, size, list(others))
             if formula is not None:
                 return formula
-    return f"{d} < D·P·t_network/(2·{'·'.join(others)})"
+    n, p = _symbols([*others, d])
+    return f"{d} < {n}·{p}·t_network/(2·{'·'.join(others)})"
 
 
 def _dim_thresholds(
