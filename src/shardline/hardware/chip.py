@@ -211,12 +211,17 @@ class Chip:
         return next(iter(self.peak_flops_per_s))
 
     def peak(self, compute_dtype: str) -> float:
-        """Dense peak FLOP/s for a compute dtype; a dtype the chip lacks is an input error."""
+        """Dense peak FLOP/s for a compute dtype: the matrix units' rate, else, for a dtype only
+        the vector units run (an int32 matmul on the CUDA cores: no tensor-core int32), their
+        own rate for it (`vector_flops_per_s`, that dtype named, not the fp32 fallback); a
+        dtype the chip has neither for is an input error."""
         key = canonical_dtype(compute_dtype)
-        if key not in self.peak_flops_per_s:
-            have = ", ".join(self.peak_flops_per_s)
-            raise InputError(f"{self.name} cannot compute in {key}; it has: {have}")
-        return self.peak_flops_per_s[key]
+        if key in self.peak_flops_per_s:
+            return self.peak_flops_per_s[key]
+        if self.vector_flops_per_s.get(key):
+            return self.vector_flops_per_s[key]
+        have = ", ".join([*self.peak_flops_per_s, *self.vector_flops_per_s])
+        raise InputError(f"{self.name} cannot compute in {key}; it has: {have}")
 
     def ridge(self, compute_dtype: str) -> float:
         """Critical intensity P / W_mem in FLOP/byte (docs/single-device.md)."""
