@@ -63,7 +63,9 @@ def test_a_ring_of_two_is_one_link_pair(capsys: pytest.CaptureFixture[str], nbyt
 
 
 @pytest.mark.parametrize("nbytes, n", [(1e7, 8), (1e8, 8), (1e7, 16), (1e6, 8)])
-def test_tpu_efficiency_is_end_to_end(capsys: pytest.CaptureFixture[str], nbytes: float, n: int) -> None:
+def test_tpu_efficiency_is_end_to_end(
+    capsys: pytest.CaptureFixture[str], nbytes: float, n: int
+) -> None:
     """XLA's ICI all-gather reaches ~95% of the link rate from 10 MB up, latency included: the
     realistic time is max(alpha-beta bound, t_bandwidth / 0.95), the 0.95 applied once and no
     latency on top. v5e: a line of 8 ((n-1)/n V/W, W = 45 GB/s, alpha (n-1)); the full axis

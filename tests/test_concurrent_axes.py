@@ -80,9 +80,7 @@ def _term(axis: str, seconds: float, critical: bool) -> CommTerm:
         ({"tp": frozenset({"scale-up"}), "fsdp": frozenset({"scale-up"})}, 4.5, "network"),
     ],
 )
-def test_phase_overlaps_axes_on_separate_links(
-    links: dict, expected_s: float, bound: str
-) -> None:
+def test_phase_overlaps_axes_on_separate_links(links: dict, expected_s: float, bound: str) -> None:
     ph = Phase(local=Cost(t_compute_s=2.0, t_lower_s=2.0), links=links)
     ph.add_comm(_term("tp", 1.5, critical=True))
     ph.add_comm(_term("fsdp", 3.0, critical=False))

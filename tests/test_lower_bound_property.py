@@ -52,9 +52,7 @@ def _bare_chip() -> str:
 
 BARE = _bare_chip()
 CHIPS = ["h100-sxm", "a100-80gb", "tpu-v5e", "tpu-v5p", "mi300x", "trainium2", "b200", BARE]
-SETTINGS = settings(
-    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _json(*argv: str) -> Any:

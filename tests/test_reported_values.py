@@ -92,9 +92,7 @@ def test_stack_attention_intensity_follows_the_causal_count(
     assert full["intensity_flop_per_byte"] == pytest.approx(full["flops"] / full["bytes"])
 
 
-def test_model_show_labels_the_kv_dtype(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_model_show_labels_the_kv_dtype(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """LLaMA-3.1-8B with an int8 cache: 32 layers x 2 x 8 KV heads x 128 x 1 B = 65,536 B per
     token, labelled int8."""
     from shardline.models import catalog

@@ -191,9 +191,7 @@ def _compose(
     # in-switch reduction applies when every axis involved is a scale-up switch that has it
     # (mesh_networks sets the flag only for those), i.e. the whole group sits in one node
     sharp = (
-        in_switch_ok
-        and bool(active_nets)
-        and all(net.in_network_reduction for net in active_nets)
+        in_switch_ok and bool(active_nets) and all(net.in_network_reduction for net in active_nets)
     )
     if not stages:
         return nbytes * 0.0, 0.0, [], "sum"

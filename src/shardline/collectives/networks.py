@@ -97,13 +97,23 @@ def _switch_stage(chip: Chip, n: int, options: NetworkOptions) -> Stage:
         )
     links = chip.interconnect.links_per_chip if chip.interconnect else 1
     ic = chip.interconnect
+    egress, note = link_w * links, f"egress = {links} links × {fmt_rate(link_w, 'B/s')}"
+    if ic is not None and ic.switch_bytes_per_s is not None:
+        # the switches carry at most their capacity, shared by every device of the domain
+        share = ic.switch_bytes_per_s / ic.scale_up_devices
+        if share < egress:
+            egress = share
+            note = (
+                f"the switches' {fmt_rate(ic.switch_bytes_per_s, 'B/s')} over "
+                f"{ic.scale_up_devices} devices (less than {links} links' egress)"
+            )
     return Stage(
         "switch",
         n,
-        link_w * links,
+        egress,
         _alpha(chip, options),
         link_name,
-        w_note=f"egress = {links} links × {fmt_rate(link_w, 'B/s')}",
+        w_note=note,
         reduces=bool(ic and ic.topology == "switch" and ic.in_network_reduction),
     )
 
@@ -118,14 +128,22 @@ def _scale_out_stage(chip: Chip, n: int, options: NetworkOptions, total: int) ->
             "(per device) or --system NAME|FILE"
         )
     so = ic.scale_out
+    w, note = so.bytes_per_s_per_device, "per device (NIC)"
+    if so.nodes_per_leaf is not None and n > so.nodes_per_leaf and so.oversubscription > 1:
+        # more nodes than one leaf joins: the traffic crosses the spine, oversubscribed
+        w /= so.oversubscription
+        note = (
+            f"per device (NIC) / {so.oversubscription:g} (leaf/spine oversubscribed beyond "
+            f"{so.nodes_per_leaf} nodes per leaf)"
+        )
     return Stage(
         "switch",
         n,
-        so.bytes_per_s_per_device,
+        w,
         _alpha(chip, options, scale_out=True),
         so.link,
         scale_out=True,
-        w_note="per device (NIC)",
+        w_note=note,
         reduces=bool(so.in_network_reduction),
     )
 

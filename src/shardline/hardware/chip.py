@@ -76,6 +76,9 @@ class ScaleOut:
     # launch, proxy threads and the transport's round trips, whatever the size
     collective_latency_s: float | None = None
     host_cpu: HostCpu | None = None  # the nodes' CPU vendor (None: not known)
+    # leaf/spine: beyond `nodes_per_leaf` nodes traffic crosses the spine at 1/oversubscription
+    oversubscription: float = 1.0
+    nodes_per_leaf: int | None = None
 
     @property
     def node_bytes_per_s(self) -> float:
@@ -98,6 +101,8 @@ class Interconnect:
     in_network_reduction: bool = False
     scale_out: ScaleOut | None = None
     library: CollectiveLibrary = "none"  # who runs the collectives (nccl, rccl, xla)
+    # the scale-up switches' aggregate one-way capacity (None: non-blocking)
+    switch_bytes_per_s: float | None = None
 
     @property
     def egress_bytes_per_s(self) -> float:

@@ -91,6 +91,12 @@ class System:
     library: CollectiveLibrary | None = None  # None: the chip's
     nodes: int | None = None  # a default node count (a rack, a pod); None: any
     default_for_chip: bool = False
+    # switch levels: the scale-up switches' aggregate one-way capacity (NVSwitch chips x ports x
+    # port rate; None: non-blocking), and a two-level leaf/spine scale-out fabric whose leaves
+    # join `nodes_per_leaf` nodes with `oversubscription` : 1 more bandwidth down than up
+    switch_bytes_per_s: float | None = None
+    oversubscription: float = 1.0
+    nodes_per_leaf: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
     path: str | None = None
 
@@ -105,6 +111,22 @@ class System:
         return self.node_bytes_per_s / self.gpus_per_node
 
     @property
+    def switch_share_bytes_per_s(self) -> float | None:
+        """Each device's one-way share of its scale-up switches' capacity when every device of
+        the domain sends at once (None: the file gives no capacity)."""
+        if self.switch_bytes_per_s is None:
+            return None
+        return self.switch_bytes_per_s / self.scale_up_domain_devices
+
+    def bisection_bytes_per_s(self, nodes: int) -> float:
+        """One-way bytes/s across a cut that halves `nodes` nodes: half the nodes' NIC egress,
+        divided by the oversubscription where the halves sit under different leaves (more
+        nodes than one leaf joins): leaf/spine, `nodes/2 x node egress / oversubscription`."""
+        crosses_spine = self.nodes_per_leaf is not None and nodes > self.nodes_per_leaf
+        ratio = self.oversubscription if crosses_spine or self.nodes_per_leaf is None else 1.0
+        return nodes / 2 * self.node_bytes_per_s / ratio
+
+    @property
     def domain_bytes_per_s(self) -> float:
         """One-way bytes/s out of one scale-up domain over the NICs of all its nodes (a rack-scale
         domain spans several nodes; a domain smaller than a node counts its share)."""
@@ -115,9 +137,9 @@ class System:
 _TOP = {"schema", "name", "display_name", "aliases", "chip", "library", "gpus_per_node"}
 _TOP |= {"nodes", "default_for_chip", "notes", "scale_up", "scale_out"}
 _SCALE_UP = {"link", "domain_devices", "bytes_per_s_per_device", "hop_latency_s", "notes"}
-_SCALE_UP |= {"in_network_reduction"}
+_SCALE_UP |= {"in_network_reduction", "switch_bytes_per_s"}
 _SCALE_OUT = {"fabric", "link", "nics_per_node", "nic_bytes_per_s", "hop_latency_s", "efficiency"}
-_SCALE_OUT |= {"sharp", "host_cpu", "notes"}
+_SCALE_OUT |= {"sharp", "host_cpu", "notes", "oversubscription", "nodes_per_leaf"}
 _FABRIC_FIELDS = {"display_name", "hop_latency_s", "efficiency", "notes"}
 
 
@@ -177,6 +199,7 @@ def _scale_up(r: ChipReader, gpus: int) -> dict[str, Any]:
         "scale_up_bytes_per_s_per_device": opt_float(r.number("scale_up.bytes_per_s_per_device")),
         "scale_up_hop_latency_s": opt_float(r.number("scale_up.hop_latency_s")),
         "in_network_reduction": _switch(r, "scale_up.in_network_reduction"),
+        "switch_bytes_per_s": opt_float(r.number("scale_up.switch_bytes_per_s")),
     }
 
 
@@ -216,7 +239,20 @@ def _scale_out(r: ChipReader) -> dict[str, Any]:
         "scale_out_efficiency": _from_fabric(r, fabric, "efficiency"),
         "sharp": bool(_switch(r, "scale_out.sharp")),
         "host_cpu": host_cpu_word(r.sourced("scale_out.host_cpu"), "scale_out.host_cpu"),
+        **_leaf_spine(r),
     }
+
+
+def _leaf_spine(r: ChipReader) -> dict[str, Any]:
+    """A leaf/spine scale-out fabric: its oversubscription (>= 1; 1 non-blocking) and the nodes
+    one leaf joins (beyond them traffic crosses the spine)."""
+    ratio = opt_float(r.number("scale_out.oversubscription"))
+    if ratio is not None and not ratio >= 1:
+        raise r.fail("scale_out.oversubscription", f"must be at least 1, got {ratio}")
+    per_leaf = r.number("scale_out.nodes_per_leaf", integer=True)
+    if per_leaf is not None and per_leaf < 1:
+        raise r.fail("scale_out.nodes_per_leaf", f"must be at least 1, got {per_leaf}")
+    return {"oversubscription": ratio or 1.0, "nodes_per_leaf": per_leaf}
 
 
 def _check_shape(origin: str, gpus: int, domain: int) -> None:
@@ -386,12 +422,15 @@ def apply_system(chip: Chip, system: System) -> Chip:
         efficiency=system.scale_out_efficiency,
         in_network_reduction=system.sharp,
         host_cpu=system.host_cpu,
+        oversubscription=system.oversubscription,
+        nodes_per_leaf=system.nodes_per_leaf,
     )
     interconnect = replace(
         ic,
         link_bytes_per_s=link_bytes_per_s,
         hop_latency_s=system.scale_up_hop_latency_s or ic.hop_latency_s,
         scale_up_devices=system.scale_up_domain_devices,
+        switch_bytes_per_s=system.switch_bytes_per_s,
         in_network_reduction=(
             ic.in_network_reduction
             if system.in_network_reduction is None

@@ -21,8 +21,8 @@ contention = sum of A r over those terms.
 Concurrent mesh axes (the lower bound and what binds a phase): collectives on axes whose links
 are disjoint (`MeshNetwork.links`: tensor parallelism on NVLink beside FSDP over the NICs, or on
 two torus dimensions) move their bytes at the same time; axes that share a link compete for it.
-Per group g of axes joined by shared links (`shardline.collectives.concurrent_s`) the links carry its overlapped traffic
-and its critical traffic one after the other, so the phase takes
+Per group g of axes joined by shared links (`shardline.collectives.concurrent_s`) the links
+carry its overlapped traffic and its critical traffic one after the other, so the phase takes
 `max(local + critical, max_g(overlapped_g + critical_g))`, which is the old
 `max(local, overlapped) + critical` when every axis shares one group; and it is network-bound
 when `max_g(overlapped_g + critical_g)` exceeds `local` ("How to Scale Your Model", Part 5:
@@ -191,8 +191,8 @@ class Phase:
         self, into: dict[str, float], times: float, extra: Mapping[str, float] | None = None
     ) -> None:
         """Charge this phase's time to what binds it: the network when its busiest group of links
-        carries more than its local compute (the book's T_comms > T_math), else compute and memory by layer,
-        plus the critical-path communication to the network."""
+        carries more than its local compute (the book's T_comms > T_math), else compute and
+        memory by layer, plus the critical-path communication to the network."""
         if self.link_busy_s(extra) > self.local_s:
             into["network"] += times * self.time_s(extra)
             return

@@ -12,8 +12,8 @@ from shardline.basics.units import short
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.planning.results import PlanSet
-from shardline.strategies import Degrees
 from shardline.planning.search import plan
+from shardline.strategies import Degrees
 from shardline.workload.stack import apply_overrides
 from shardline.workload.workload import Workload
 

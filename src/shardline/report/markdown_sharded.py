@@ -204,7 +204,8 @@ def _sanity(a: _Answer, single: RooflineResult | None) -> list[str]:
         "## Sanity check",
         "",
         f"- FLOPs are conserved: {r.devices} devices × {fmt_int(pd.flops)} = "
-        f"{fmt_int(r.devices * int(pd.flops))} FLOP vs the unsharded {fmt_int(r.unsharded_flops)} FLOP"
+        f"{fmt_int(r.devices * int(pd.flops))} FLOP vs the unsharded "
+        f"{fmt_int(r.unsharded_flops)} FLOP"
         + (" ✓" if conserved else " (more: padding or replicated work)")
         + ".",
     ]

@@ -269,7 +269,7 @@ def _closed_form(
         hops = "2·" + hops if hops else "2"
     lat = f"α·{hops}" if hops else "α"
     den = f"({den})" if "·" in den else den
-    n, p = _symbols(others + [dim])
+    n, p = _symbols([*others, dim])
     num, lat = num.replace("D", n), lat.replace("D", n)
     return f"{dim} < {size_name}·{p}·{num}/{den} + {lat}·{n}·{p}/(2·{'·'.join(others)})"
 
