@@ -107,3 +107,18 @@ def test_tp_beside_fsdp_stays_compute_bound_on_separate_links() -> None:
         out[name] = (ph.time_s(), max(into, key=into.__getitem__))
     assert out["apart"] == (pytest.approx(4.0 + 1.5), "compute")
     assert out["shared"] == (pytest.approx(max(4.0, 3.0) + 1.5), "network")
+
+
+@pytest.mark.parametrize("dp_links, bound", [("scale-out", "compute"), ("torus-0", "network")])
+def test_data_parallel_gradients_beside_fsdp(dp_links: str, bound: str) -> None:
+    """The last backward pass: local 4, FSDP's overlapped 3 on torus-0, the data-parallel
+    gradient all-reduce's 2.5 (once per step) on DCN: max(3, 2.5) = 3 < 4 stays compute-bound;
+    were the gradients on FSDP's links they would compete, 3 + 2.5 = 5.5 > 4."""
+    links = {"fsdp": frozenset({"torus-0"}), "dp": frozenset({dp_links})}
+    ph = Phase(local=Cost(t_compute_s=4.0, t_lower_s=4.0), links=links)
+    ph.compute_bound_s = 4.0
+    ph.add_comm(_term("fsdp", 3.0, critical=False))
+    into = {"compute": 0.0, "memory": 0.0, "network": 0.0}
+    ph.attribute(into, 1, {"dp": 2.5})
+    assert max(into, key=into.__getitem__) == bound
+    assert ph.time_s({"dp": 2.5}) == pytest.approx(4.0 if bound == "compute" else 5.5)
