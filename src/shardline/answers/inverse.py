@@ -28,17 +28,19 @@ SECONDS_PER_HOUR = 3600.0
 PER_CYCLE_BY_KIND = {"gpu": 2.0, "tpu": 1.0}
 
 
+class _Answer:
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable(self)
+
+
 @dataclass(frozen=True)
-class ClockAnswer:
+class ClockAnswer(_Answer):
     chip: str
     vector_flops_per_s: float
     cores: int
     lanes_per_core: int
     flops_per_lane_per_cycle: float
     clock_hz: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return jsonable(self)
 
 
 def _positive(value: Any, what: str) -> float:
@@ -74,7 +76,7 @@ def clock_from_vector_rate(
 
 
 @dataclass(frozen=True)
-class UtilizationAnswer:
+class UtilizationAnswer(_Answer):
     chip: str
     dtype: str
     flops: float
@@ -82,9 +84,6 @@ class UtilizationAnswer:
     peak_flops_per_s: float
     utilization: float
     flops_note: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return jsonable(self)
 
 
 def utilization(

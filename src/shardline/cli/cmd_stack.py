@@ -131,9 +131,7 @@ def run_plan(args: argparse.Namespace) -> int:
     options = plan_options_from_args(args)
     options["objective"] = args.objective
     top = _positive(args.top, "--top")
-    if args.target_mfu is not None:
-        return _run_target_mfu(args, workload, devices, options, overrides)
-    if args.max_batch or args.max_seq_len:
+    if args.max_batch or args.max_seq_len or args.target_mfu is not None:
         return _run_capacity(args, workload, devices, options, overrides)
     if args.batches is not None:
         if args.batch is not None:
@@ -168,22 +166,14 @@ def _layout_pinned(options: dict[str, Any], devices: int) -> bool:
     return prod(given) == devices
 
 
-def _run_target_mfu(
-    args: argparse.Namespace,
-    workload: Any,
-    devices: int,
-    options: dict[str, Any],
-    overrides: dict[str, Any],
-) -> int:
+def _run_target_mfu(args: argparse.Namespace, workload: Any, devices: int, opts: Any) -> int:
     """`plan --target-mfu F`: the smallest batch some plan reaches MFU F at."""
     from shardline.planning.capacity import batch_for_mfu
     from shardline.report.capacity_text import render_batch_for_mfu
 
     if args.batch is not None:
         raise InputError("give --batch or --target-mfu, not both")
-    result = batch_for_mfu(
-        workload, args.hw, devices, args.target_mfu, options=_plan_options(options, overrides)
-    )
+    result = batch_for_mfu(workload, args.hw, devices, args.target_mfu, options=opts)
     if args.json:
         emit_json(result.to_dict())
     else:
@@ -214,11 +204,14 @@ def _run_capacity(
     overrides: dict[str, Any],
 ) -> int:
     """`plan --max-batch` / `--max-seq-len`: the largest value that fits, by doubling and
-    bisection over plan searches (the degrees given stay fixed)."""
+    bisection over plan searches (the degrees given stay fixed); `--target-mfu` the smallest
+    batch that reaches an MFU, the same way."""
     from shardline.planning.api import max_batch, max_seq_len
     from shardline.report.capacity_text import render_capacity
 
     opts = _plan_options(options, overrides)
+    if args.target_mfu is not None:
+        return _run_target_mfu(args, workload, devices, opts)
     if args.max_batch:
         if args.batch is not None:
             raise InputError("give --batch or --max-batch, not both")

@@ -17,7 +17,7 @@ switch. alpha is the per-hop latency. Time = latency term + bandwidth term (alph
 """
 
 from shardline.collectives.algorithms import ALGORITHMS, TABLE, VOCABULARY, Algorithm
-from shardline.collectives.compose import collective_cost, collective_over, routed_send
+from shardline.collectives.compose import collective_cost, collective_over
 from shardline.collectives.networks import (
     axis_network,
     concurrent_s,
@@ -40,6 +40,7 @@ from shardline.collectives.records import (
     canonical_kind,
     canonical_topology,
 )
+from shardline.collectives.routing import routed_send
 from shardline.collectives.vocabulary import (
     algorithm_named,
     algorithms_for,

@@ -35,6 +35,7 @@ from shardline.collectives.records import (
     LineRate,
     NetworkOptions,
     Stage,
+    bus_curve_s,
     bus_efficiency,
     canonical_kind,
 )
@@ -42,7 +43,7 @@ from shardline.collectives.vocabulary import algorithm_named, choose
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 
-__all__ = ["collective_cost", "collective_over", "routed_send"]
+__all__ = ["collective_cost", "collective_over"]
 
 
 def _step(stage: Stage, array: Any, record: LineRate, grouped: bool = False) -> CollectiveStep:
@@ -291,28 +292,6 @@ def _split_algorithm(algorithm: str | None, chip: Chip) -> tuple[str | None, str
     return record.name, None
 
 
-def end_to_end_efficiency(chip: Chip) -> bool:
-    """Whether the chip's bus efficiency is an end-to-end figure (time over the whole collective,
-    latency included: XLA's ICI collectives as "How to Scale Your Model" measures them, ~95% of
-    the link rate from 10 MB up) rather than a fit with the latency taken out first (`shardline
-    calibrate --collectives`, nccl-tests)."""
-    return chip.interconnect is not None and chip.interconnect.library == "xla"
-
-
-def _bus_curve_s(t_bw: Any, t_lat: Any, eff: Any, chip: Chip) -> Any:
-    """Realistic seconds from the bus-efficiency curve: `t_latency + t_bandwidth / eff` for a
-    fitted curve; for an end-to-end figure the latency is already inside it, so the time is the
-    slower of the line-rate bound and the curve, `max(t_latency + t_bandwidth, t_bandwidth /
-    eff)` (adding the latency on top counted it twice: 84% of the link rate at 10 MB on v5e where
-    ~95% is measured)."""
-    if not end_to_end_efficiency(chip):
-        return t_lat + t_bw / eff
-    line, curve = t_lat + t_bw, t_bw / eff
-    if isinstance(line, np.ndarray) or isinstance(curve, np.ndarray):
-        return np.maximum(line, curve)
-    return max(line, curve)
-
-
 def _realistic(
     kind: str, nbytes: Any, nets: Sequence[AxisNetwork], chip: Chip, wanted: _Wanted
 ) -> tuple[Any, Any, LibraryChoice | None]:
@@ -329,7 +308,7 @@ def _realistic(
             )
         eff = bus_efficiency(nbytes, chip, in_switch=in_switch)
         floor = group.floor_s if group is not None else _measured_floor(nets, chip)
-        predicted = _bus_curve_s(t_bw, t_lat, eff, chip)
+        predicted = bus_curve_s(t_bw, t_lat, eff, chip)
         if isinstance(nbytes, np.ndarray):
             return np.maximum(predicted, floor), eff, None
         return max(predicted, floor), eff, None
@@ -491,59 +470,4 @@ def collective_cost(
         protocol=base.protocol,
         multi_axis=base.multi_axis,
         gpus_per_process=base.gpus_per_process,
-    )
-
-
-def routed_send(cost: CollectiveCost, hops: int, ports: int, chip: Chip) -> CollectiveCost:
-    """A send of V bytes (`cost`: the one-hop, one-link send) routed over `hops` hops and split
-    over `ports` links that leave the device at once (disjoint paths: the two directions of a
-    ring, the dimensions of a torus). Cut-through routing pays the hop latency per hop and the
-    bandwidth once, on each path's V/ports share:
-        t = V / (ports W) + hops alpha
-    (How to Scale Your Model, sharding chapter: a message crosses the network at the rate of the
-    links it uses; each hop adds the per-hop latency). The realistic time scales with the bound.
-    """
-    if cost.kind != "send":
-        raise InputError("--hops and --ports apply to a send only")
-    if isinstance(hops, bool) or not isinstance(hops, int) or hops < 1:
-        raise InputError(f"--hops must be a whole number of at least 1, got {hops!r}")
-    if isinstance(ports, bool) or not isinstance(ports, int) or ports < 1:
-        raise InputError(f"--ports must be a whole number of at least 1, got {ports!r}")
-    links = chip.interconnect.links_per_chip if chip.interconnect else 1
-    if ports > links and cost.topology != "switch":
-        raise InputError(f"--ports {ports} is more than the {links} links of {chip.name}")
-    if cost.topology == "switch" and ports > 1:
-        raise InputError(
-            "a switch stage already counts every link of the device (its W is the egress); "
-            "leave --ports out"
-        )
-    t_bw = cost.t_bandwidth_s / ports
-    t_lat = cost.t_latency_s * hops
-    t_s = t_bw + t_lat
-    scale = t_s / cost.t_s if cost.t_s > 0 else 1.0
-    if cost.choice is None:  # the bus-efficiency curve, as for any collective
-        predicted = _bus_curve_s(t_bw, t_lat, cost.bus_efficiency, chip)
-    else:  # a library's send: its time scaled as the bound's
-        predicted = max(t_s, cost.predicted_s * scale)
-    steps = tuple(
-        dataclasses.replace(
-            step,
-            coefficient=step.coefficient / ports,
-            hops=step.hops * hops,
-            t_bandwidth_s=step.t_bandwidth_s / ports,
-            t_latency_s=step.t_latency_s * hops,
-            formula=f"V/({ports}W) + {hops}α",
-        )
-        for step in cost.steps
-    )
-    return dataclasses.replace(
-        cost,
-        steps=steps,
-        t_s=t_s,
-        t_bandwidth_s=t_bw,
-        t_latency_s=t_lat,
-        predicted_s=predicted,
-        combine=f"{hops} hop(s) over the slowest stage, {ports} link(s) at once",
-        bytes_sent=cost.bytes_sent,
-        formula=f"V/({ports}W) + {hops}α",
     )

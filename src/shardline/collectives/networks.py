@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -381,6 +381,24 @@ def concurrent_s(traffic: Iterable[tuple[frozenset[str], Any]]) -> Any:
     for _, total in groups:
         out = np.maximum(out, total)
     return out if isinstance(out, np.ndarray) else float(out)
+
+
+def links_of(nets: Mapping[str, AxisNetwork], axes: Iterable[str]) -> frozenset[str]:
+    """The links a collective over `axes` sends over (each axis's `AxisNetwork.links`)."""
+    return frozenset().union(*(nets[a].links for a in axes if a in nets))
+
+
+def concurrent_rows(
+    nets: Sequence[Mapping[str, AxisNetwork]], axes: Sequence[Iterable[str]], times: Sequence[Any]
+) -> Any:
+    """`concurrent_s` row by row: row i's networks `nets[i]`; collective j over `axes[j]` taking
+    `times[j][i]` seconds there."""
+    return np.array(
+        [
+            concurrent_s((links_of(row, a), float(t[i])) for a, t in zip(axes, times, strict=True))
+            for i, row in enumerate(nets)
+        ]
+    )
 
 
 def axis_network(

@@ -385,3 +385,25 @@ def bus_efficiency(nbytes: Any, chip: Chip, *, in_switch: bool = False) -> Any:
     if v_scalar <= 0:
         return eff_max
     return eff_max * v_scalar / (v_scalar + v_half)
+
+
+def end_to_end_efficiency(chip: Chip) -> bool:
+    """Whether the chip's bus efficiency is an end-to-end figure (time over the whole collective,
+    latency included: XLA's ICI collectives as "How to Scale Your Model" measures them, ~95% of
+    the link rate from 10 MB up) rather than a fit with the latency taken out first (`shardline
+    calibrate --collectives`, nccl-tests)."""
+    return chip.interconnect is not None and chip.interconnect.library == "xla"
+
+
+def bus_curve_s(t_bw: Any, t_lat: Any, eff: Any, chip: Chip) -> Any:
+    """Realistic seconds from the bus-efficiency curve: `t_latency + t_bandwidth / eff` for a
+    fitted curve; for an end-to-end figure the latency is already inside it, so the time is the
+    slower of the line-rate bound and the curve, `max(t_latency + t_bandwidth, t_bandwidth /
+    eff)` (adding the latency on top counted it twice: 84% of the link rate at 10 MB on v5e where
+    ~95% is measured)."""
+    if not end_to_end_efficiency(chip):
+        return t_lat + t_bw / eff
+    line, curve = t_lat + t_bw, t_bw / eff
+    if isinstance(line, np.ndarray) or isinstance(curve, np.ndarray):
+        return np.maximum(line, curve)
+    return max(line, curve)

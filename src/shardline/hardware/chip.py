@@ -225,7 +225,8 @@ class Chip:
             return self.peak_flops_per_s[key]
         if self.vector_flops_per_s.get(key):
             return self.vector_flops_per_s[key]
-        have = ", ".join([*self.peak_flops_per_s, *self.vector_flops_per_s])
+        vector_only = [d for d in self.vector_flops_per_s if d not in self.peak_flops_per_s]
+        have = ", ".join([*self.peak_flops_per_s, *vector_only])
         raise InputError(f"{self.name} cannot compute in {key}; it has: {have}")
 
     def ridge(self, compute_dtype: str) -> float:

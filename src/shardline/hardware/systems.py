@@ -31,6 +31,7 @@ from shardline.errors import InputError
 from shardline.hardware.catalog import ChipReader, load_chip, name_and_aliases, opt_float
 from shardline.hardware.chip import Chip, ScaleOut, host_cpu_word
 from shardline.hardware.datafile import read_data_toml
+from shardline.hardware.switches import switch_fields, with_switch_levels
 
 __all__ = [
     "Fabric",
@@ -91,10 +92,7 @@ class System:
     library: CollectiveLibrary | None = None  # None: the chip's
     nodes: int | None = None  # a default node count (a rack, a pod); None: any
     default_for_chip: bool = False
-    # switch levels: the scale-up switches' aggregate one-way capacity (NVSwitch chips x ports x
-    # port rate; None: non-blocking), and a two-level leaf/spine scale-out fabric whose leaves
-    # join `nodes_per_leaf` nodes with `oversubscription` : 1 more bandwidth down than up
-    switch_bytes_per_s: float | None = None
+    switch_bytes_per_s: float | None = None  # switch levels: hardware.switches
     oversubscription: float = 1.0
     nodes_per_leaf: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
@@ -109,22 +107,6 @@ class System:
     def scale_out_bytes_per_s_per_device(self) -> float:
         """Each accelerator's one-way share of its node's NICs."""
         return self.node_bytes_per_s / self.gpus_per_node
-
-    @property
-    def switch_share_bytes_per_s(self) -> float | None:
-        """Each device's one-way share of its scale-up switches' capacity when every device of
-        the domain sends at once (None: the file gives no capacity)."""
-        if self.switch_bytes_per_s is None:
-            return None
-        return self.switch_bytes_per_s / self.scale_up_domain_devices
-
-    def bisection_bytes_per_s(self, nodes: int) -> float:
-        """One-way bytes/s across a cut that halves `nodes` nodes: half the nodes' NIC egress,
-        divided by the oversubscription where the halves sit under different leaves (more
-        nodes than one leaf joins): leaf/spine, `nodes/2 x node egress / oversubscription`."""
-        crosses_spine = self.nodes_per_leaf is not None and nodes > self.nodes_per_leaf
-        ratio = self.oversubscription if crosses_spine or self.nodes_per_leaf is None else 1.0
-        return nodes / 2 * self.node_bytes_per_s / ratio
 
     @property
     def domain_bytes_per_s(self) -> float:
@@ -199,7 +181,6 @@ def _scale_up(r: ChipReader, gpus: int) -> dict[str, Any]:
         "scale_up_bytes_per_s_per_device": opt_float(r.number("scale_up.bytes_per_s_per_device")),
         "scale_up_hop_latency_s": opt_float(r.number("scale_up.hop_latency_s")),
         "in_network_reduction": _switch(r, "scale_up.in_network_reduction"),
-        "switch_bytes_per_s": opt_float(r.number("scale_up.switch_bytes_per_s")),
     }
 
 
@@ -239,20 +220,8 @@ def _scale_out(r: ChipReader) -> dict[str, Any]:
         "scale_out_efficiency": _from_fabric(r, fabric, "efficiency"),
         "sharp": bool(_switch(r, "scale_out.sharp")),
         "host_cpu": host_cpu_word(r.sourced("scale_out.host_cpu"), "scale_out.host_cpu"),
-        **_leaf_spine(r),
+        **switch_fields(r),
     }
-
-
-def _leaf_spine(r: ChipReader) -> dict[str, Any]:
-    """A leaf/spine scale-out fabric: its oversubscription (>= 1; 1 non-blocking) and the nodes
-    one leaf joins (beyond them traffic crosses the spine)."""
-    ratio = opt_float(r.number("scale_out.oversubscription"))
-    if ratio is not None and not ratio >= 1:
-        raise r.fail("scale_out.oversubscription", f"must be at least 1, got {ratio}")
-    per_leaf = r.number("scale_out.nodes_per_leaf", integer=True)
-    if per_leaf is not None and per_leaf < 1:
-        raise r.fail("scale_out.nodes_per_leaf", f"must be at least 1, got {per_leaf}")
-    return {"oversubscription": ratio or 1.0, "nodes_per_leaf": per_leaf}
 
 
 def _check_shape(origin: str, gpus: int, domain: int) -> None:
@@ -422,15 +391,12 @@ def apply_system(chip: Chip, system: System) -> Chip:
         efficiency=system.scale_out_efficiency,
         in_network_reduction=system.sharp,
         host_cpu=system.host_cpu,
-        oversubscription=system.oversubscription,
-        nodes_per_leaf=system.nodes_per_leaf,
     )
     interconnect = replace(
         ic,
         link_bytes_per_s=link_bytes_per_s,
         hop_latency_s=system.scale_up_hop_latency_s or ic.hop_latency_s,
         scale_up_devices=system.scale_up_domain_devices,
-        switch_bytes_per_s=system.switch_bytes_per_s,
         in_network_reduction=(
             ic.in_network_reduction
             if system.in_network_reduction is None
@@ -439,7 +405,7 @@ def apply_system(chip: Chip, system: System) -> Chip:
         scale_out=scale_out,
         library=system.library or ic.library,
     )
-    return replace(chip, interconnect=interconnect, sources=s)
+    return with_switch_levels(replace(chip, interconnect=interconnect, sources=s), system)
 
 
 def _domain_for(system: System, gpus: int) -> int:

@@ -14,7 +14,7 @@ def realistic_line(cost: CollectiveCost, indent: str) -> str:
     bound = f"{indent}t = {fmt_time(float(cost.t_s))} (lower bound)"
     if cost.choice is None:
         how = "t_latency + t_bandwidth/eff"
-        if cost.library == "xla":  # an end-to-end efficiency (collectives.compose._bus_curve_s)
+        if cost.library == "xla":  # an end-to-end efficiency (collectives.records.bus_curve_s)
             how = "max(t_latency + t_bandwidth, t_bandwidth/eff)"
         return (
             f"{bound}; realistic {how} = "

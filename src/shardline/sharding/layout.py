@@ -29,6 +29,7 @@ from shardline.basics.kinds import CollectiveKind
 from shardline.basics.options import Precision
 from shardline.basics.serialize import jsonable
 from shardline.collectives import AxisNetwork, CollectiveCost, collective_over, concurrent_s
+from shardline.collectives.networks import links_of
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.ops.cost import Cost, is_tie, strictly_less, vmax
@@ -287,10 +288,6 @@ class _Pricer:
         self.names, self.networks, self.chip = mesh.names, networks, chip
         self.cache: dict[tuple[str, tuple[str, ...], float], CollectiveCost] = {}
 
-    def links(self, axes: tuple[str, ...]) -> frozenset[str]:
-        """The links a collective over `axes` sends over (`AxisNetwork.links`)."""
-        return frozenset().union(*(self.networks[a].links for a in axes if a in self.networks))
-
     def plan(self, call: CollectiveCall) -> PlannedCollective:
         key = (call.kind, call.axes, float(call.bytes))
         if key not in self.cache:
@@ -317,7 +314,7 @@ def _candidate(
     planned = tuple(pricer.plan(c) for c in work.calls)
     # collectives over axes with disjoint links run at once (the busiest links' sum); the upper
     # bound still runs them one after another
-    t_network = concurrent_s((pricer.links(c.axes), float(c.t_s)) for c in planned)
+    t_network = concurrent_s((links_of(pricer.networks, c.axes), float(c.t_s)) for c in planned)
     serial = sum((float(c.t_s) for c in planned), 0.0)
     sent = sum((network_bytes(c) for c in planned), 0.0)
     cost = layout_cost(
