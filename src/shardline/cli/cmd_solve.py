@@ -60,14 +60,21 @@ def run_clock(args: argparse.Namespace) -> int:
     a = clock_from_vector_rate(
         resolve_chip(args.hw), rate, dtype=args.dtype, per_cycle=args.per_cycle
     )
+    return _emit(
+        args,
+        a.to_dict(),
+        f"CLOCK {a.clock_hz / 1e9:.4g} GHz on {a.chip}: f = rate / (cores x lanes x "
+        f"per cycle) = {a.vector_flops_per_s:.4g} / ({a.cores} x {a.lanes_per_core} x "
+        f"{a.flops_per_lane_per_cycle:g}) = {a.clock_hz:.4g} Hz",
+    )
+
+
+def _emit(args: argparse.Namespace, answer: dict, text: str) -> int:
+    """The answer as JSON (--json) or its one line of text."""
     if args.json:
-        emit_json(a.to_dict())
+        emit_json(answer)
     else:
-        sys.stdout.write(
-            f"CLOCK {a.clock_hz / 1e9:.4g} GHz on {a.chip}: f = rate / (cores x lanes x "
-            f"per cycle) = {a.vector_flops_per_s:.4g} / ({a.cores} x {a.lanes_per_core} x "
-            f"{a.flops_per_lane_per_cycle:g}) = {a.clock_hz:.4g} Hz\n"
-        )
+        sys.stdout.write(text + "\n")
     return 0
 
 
@@ -90,12 +97,10 @@ def run_utilization(args: argparse.Namespace) -> int:
         tokens = float(parse_count(args.tokens, "--tokens"))
         flops, note = 6 * n * tokens, f"6 x {n:,} active params x {tokens:.4g} tokens"
     a = utilization(resolve_chip(args.hw), flops, hours, dtype=args.dtype, note=note)
-    if args.json:
-        emit_json(a.to_dict())
-    else:
-        sys.stdout.write(
-            f"UTILIZATION {a.utilization:.1%}: U = FLOPs / (hours x 3600 x peak) = "
-            f"{a.flops:.4g} / ({a.hours:.4g} x 3600 x {a.peak_flops_per_s:.4g} {a.dtype}) on "
-            f"{a.chip}; FLOPs: {a.flops_note}\n"
-        )
-    return 0
+    return _emit(
+        args,
+        a.to_dict(),
+        f"UTILIZATION {a.utilization:.1%}: U = FLOPs / (hours x 3600 x peak) = "
+        f"{a.flops:.4g} / ({a.hours:.4g} x 3600 x {a.peak_flops_per_s:.4g} {a.dtype}) on "
+        f"{a.chip}; FLOPs: {a.flops_note}",
+    )
