@@ -23,6 +23,7 @@ __all__ = [
     "CP_KINDS",
     "EP_DISPATCHES",
     "OPTIMIZER_STATE_BYTES",
+    "MEMORY_CONVENTIONS",
 ]
 
 # Partial sums cross the network in the accumulator dtype unless told (docs/sharding.md, s_acc).
@@ -73,7 +74,15 @@ OPTIMIZER_STATE_BYTES: dict[str, tuple[float, bool]] = {
     "adam-bf16": (4.0, False),
     "sgd": (4.0, True),
     "adafactor": (0.0, True),
+    # Adam's two fp32 moments beside bf16 weights with no fp32 master copy (the 10 B per
+    # parameter of `memory_convention` 10)
+    "adam-no-master": (8.0, False),
 }
+# Training memory per parameter: 16 B (bf16 weights 2 + bf16 gradients 2 + fp32 master 4 + fp32
+# Adam moments 8: mixed-precision Adam, Megatron-LM and ZeRO's accounting) or 10 B (bf16 weights
+# 2 + fp32 Adam moments 8, no master copy and no gradient buffer held: "How to Scale Your Model"'s
+# count, gradients applied as they are produced)
+MEMORY_CONVENTIONS = (16, 10)
 FP32_MASTER_BYTES = 4.0
 
 
@@ -127,6 +136,12 @@ class Execution:
     framework: str = "megatron"
     attention_kernel: str | None = None
     op_fusion: str = "fused"
+    memory_convention: int = 16  # bytes per parameter of training state (MEMORY_CONVENTIONS)
+
+    @property
+    def gradients_held(self) -> bool:
+        """Whether a full gradient buffer is held (not under the 10 B convention)."""
+        return self.memory_convention != 10
 
     def __post_init__(self) -> None:
         from shardline.errors import InputError
@@ -151,6 +166,16 @@ class Execution:
             )
         if self.zero not in (0, 1, 2, 3):
             raise InputError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
+        if self.memory_convention not in MEMORY_CONVENTIONS:
+            raise InputError(
+                f"memory_convention must be 16 or 10 (bytes per parameter), got "
+                f"{self.memory_convention!r}"
+            )
+        if self.memory_convention == 10 and self.optimizer not in ("adam", "adam-no-master"):
+            raise InputError(
+                "memory_convention 10 is bf16 weights + fp32 Adam moments: it takes the adam "
+                f"optimizer, not {self.optimizer!r}"
+            )
         self.state_bytes_per_param(16)  # validates the optimizer
         if self.ep_dispatch not in EP_DISPATCHES:
             raise InputError(
@@ -181,7 +206,7 @@ class Execution:
         given as the optimizer is the whole state per parameter."""
         from shardline.errors import InputError
 
-        opt = self.optimizer
+        opt = "adam-no-master" if self.memory_convention == 10 else self.optimizer
         if isinstance(opt, str):
             if opt not in OPTIMIZER_STATE_BYTES:
                 raise InputError(

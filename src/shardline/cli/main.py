@@ -44,6 +44,7 @@ COMMANDS = (
     "what_if",
     "search",
     "serve",
+    "solve",
 )
 
 

@@ -13,8 +13,11 @@ def realistic_line(cost: CollectiveCost, indent: str) -> str:
     """The last line of a collective's arithmetic: how the prediction was made."""
     bound = f"{indent}t = {fmt_time(float(cost.t_s))} (lower bound)"
     if cost.choice is None:
+        how = "t_latency + t_bandwidth/eff"
+        if cost.library == "xla":  # an end-to-end efficiency (collectives.records.bus_curve_s)
+            how = "max(t_latency + t_bandwidth, t_bandwidth/eff)"
         return (
-            f"{bound}; realistic t_latency + t_bandwidth/eff = "
+            f"{bound}; realistic {how} = "
             f"{fmt_time(float(cost.predicted_s))} (eff = eff_max·V/(V + V_half) = "
             f"{float(cost.bus_efficiency):.3g})"
         )

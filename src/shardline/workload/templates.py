@@ -221,6 +221,11 @@ def _attention_layers(k: _Block) -> list[Layer]:
     common = {"B": k.b, "D": k.d, "G": k.g, "E": k.e, "S": k.q_len}
     scores = {"B": k.b, "S": k.q_len, "T": k.k_len, "G": k.g, "R": r, "E": k.e}
     cached = bool(k.cache)
+    # tensor parallelism wider than the KV heads: with a KV cache the ways beyond G split the
+    # batch (each rank keeps its sequences' cache of its KV heads, as "How to Scale Your Model",
+    # Part 8, shards it), not the query heads R (which would leave every rank the whole cache of
+    # its heads: the cache replicated tp / G times); a batch too small to take them falls to R
+    attention_tp = ("G", "B", "R") if cached else ("G", "R")
     return [
         Layer(
             "attn_qkv",
@@ -238,7 +243,7 @@ def _attention_layers(k: _Block) -> list[Layer]:
             dtypes={"k": k.kv_dtype} if cached else {},
             cache=k.cache[:1],
             onchip=onchip,
-            tp_dims=("G", "R"),
+            tp_dims=attention_tp,
             kernel="attention",
         ),
         Layer(
@@ -249,7 +254,7 @@ def _attention_layers(k: _Block) -> list[Layer]:
             dtypes={"v": k.kv_dtype} if cached else {},
             cache=k.cache[1:],
             onchip=onchip,
-            tp_dims=("G", "R"),
+            tp_dims=attention_tp,
             kernel="attention",
         ),
         Layer(
