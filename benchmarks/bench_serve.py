@@ -91,9 +91,9 @@ def predict(row: dict[str, str], cache: dict[tuple[str, ...], Any]) -> float:
     if row["load"] == "static":
         return _static(row, st, cfg, int(row["devices"]) // int(row["tp"]))
     if row["load"] == "closed":
-        a = closed_loop(st, cfg, eng.kv_memory_fraction, int(row["concurrency"]))
+        a = closed_loop(st, cfg, st.kv_fraction, int(row["concurrency"]))
     else:
-        a = analyze(st, cfg, eng.kv_memory_fraction)
+        a = analyze(st, cfg, st.kv_fraction)
     metric = row["metric"]
     if metric == "throughput_tokens_per_s":
         return float(a.throughput_tokens_per_s)

@@ -150,8 +150,9 @@ def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any
     devices = _positive(args.devices, "--devices")
     if disagg is not None and sum(disagg) != devices:
         raise InputError(f"--disagg {args.disagg}: P + D must equal --devices {devices}")
+    concurrency = _concurrency(args)
     return ServeConfig(
-        rate_per_s=parse_rate(args.rate),
+        rate_per_s=parse_rate(args.rate) if concurrency is None else 1.0,  # closed loop: solved
         input_tokens=parse_lengths(args.input_tokens, "--in"),
         output_tokens=parse_lengths(args.output_tokens, "--out"),
         devices=devices,
@@ -163,7 +164,21 @@ def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any
         spec_alpha=alpha,
         spec_draft_ratio=draft,
         disagg=disagg,
+        ep=_positive(args.ep, "--ep"),
+        attention_dp=_positive(args.attention_dp, "--attention-dp"),
     )
+
+
+def _concurrency(args: argparse.Namespace) -> int | None:
+    """--concurrency N (a closed loop) or --rate R, exactly one."""
+    from shardline.serving.closed import MAX_CONCURRENCY
+
+    if (args.rate is None) == (args.concurrency is None):
+        raise InputError("serve needs one of --rate R (Poisson arrivals) or --concurrency N")
+    if args.concurrency is None:
+        return None
+    n = _positive(args.concurrency, "--concurrency")
+    return _at_most(n, MAX_CONCURRENCY, "--concurrency")
 
 
 def _write_figures(outputs: Any, hw: str, cfg: Any, options: Any, result: dict) -> None:
@@ -195,7 +210,7 @@ def run_serve(args: argparse.Namespace) -> int:
                 f"--{flag.replace('_', '-')} does not apply to serve (its step times use the "
                 "chip's own rates); give a chip .toml with --hw for other rates"
             )
-    eng = engine(args.engine)
+    eng = engine(_engine_name(args))
     cfg = config_from_args(args, eng.default_chunk_tokens if eng.chunked_prefill else None)
     cfg = replace(cfg, kv_reservation=eng.kv_reservation)
     if cfg.devices % cfg.tp:
@@ -207,9 +222,14 @@ def run_serve(args: argparse.Namespace) -> int:
         from shardline.serving.simulate import Requests
 
         trace = Requests(*read_trace(args.trace))
+    if cfg.disagg is not None and args.concurrency is not None:
+        raise InputError("--concurrency prices colocated replicas; drop --disagg or give --rate")
     options = ServeOptions(
         engine=eng.name,
-        dtype=args.dtype or "bf16",
+        dtype=args.dtype if getattr(args, "dtype_given", True) else None,
+        weight_dtype=args.weight_dtype,
+        kv_dtype=args.kv_dtype,
+        concurrency=_concurrency(args),
         slo=parse_slo(args.slo) if args.slo else None,
         simulate=args.simulate or trace is not None,
         trace=trace,
@@ -223,8 +243,39 @@ def run_serve(args: argparse.Namespace) -> int:
 
         check_simulation_size(cfg, options, result["batch"])  # the figures simulate too
         _write_figures(outputs, hw, cfg, options, result)
-    if args.json:
+    if args.emit is not None:
+        sys.stdout.write(launch_line(args.emit, args.model, hw, cfg, options))
+    elif args.json:
         emit_json(result)
     else:
         sys.stdout.write(render_serve(result))
     return 0
+
+
+def _engine_name(args: argparse.Namespace) -> str:
+    """--engine, or the engine of --emit when --engine is not given (the launch line is priced
+    with its own engine's figures)."""
+    if args.emit is None:
+        return args.engine or "trtllm"
+    if args.engine is not None:
+        from shardline.serving.engines import engine
+
+        if engine(args.engine).name != args.emit:
+            raise InputError(
+                f"--emit {args.emit} prints {args.emit}'s command for a configuration priced with "
+                f"its own figures; drop --engine {args.engine} or give --engine {args.emit}"
+            )
+    return args.emit
+
+
+def launch_line(name: str, model: str, hw: str, cfg: Any, options: Any) -> str:
+    """The engine's launch command for `cfg` as `serve` priced it (serving/launch.py)."""
+    from shardline.hardware import resolve_chip
+    from shardline.models import load_model
+    from shardline.serving.launch import launch_command, model_repo
+    from shardline.serving.serve import serving_step_times
+    from shardline.serving.steptimes import serving_dtypes
+
+    dtypes = serving_dtypes(resolve_chip(hw), options.dtype, options.weight_dtype, options.kv_dtype)
+    st = serving_step_times(model, hw, cfg, options)
+    return launch_command(name, model_repo(load_model(model)), cfg, dtypes, st.kv_fraction)

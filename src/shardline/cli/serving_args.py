@@ -7,7 +7,7 @@ import argparse
 
 from shardline.cli.args import add_force_arg, reject_empty
 
-__all__ = ["add_serving_args", "add_figure_output_args"]
+__all__ = ["add_serving_args", "add_figure_output_args", "add_serving_dtype_args"]
 
 
 def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) -> None:
@@ -19,7 +19,11 @@ def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) ->
         "--model", required=True, metavar="NAME", help="a zoo model (`shardline model list`)"
     )
     g.add_argument(
-        "--rate", required=True, metavar="R", help="requests per second, e.g. 20 or 20/s"
+        "--rate",
+        required=not layout,
+        default=None,
+        metavar="R",
+        help="requests per second, e.g. 20 or 20/s (Poisson arrivals)",
     )
     g.add_argument(
         "--in",
@@ -43,11 +47,12 @@ def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) ->
     )
     g.add_argument(
         "--engine",
-        default="trtllm",
+        default=None,
         metavar="NAME",
-        help="serving engine whose sourced efficiency applies: trtllm (the default), vllm, "
-        "sglang or any other engine in serving/engines.toml",
+        help="serving engine (NAME or NAME@VERSION) whose sourced figures apply: trtllm (the "
+        "default), vllm, sglang, tgi, lmdeploy (serving/engines.toml)",
     )
+    add_serving_dtype_args(g)
     g.add_argument(
         "--usd-per-hour",
         default=None,
@@ -55,14 +60,59 @@ def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) ->
         help="price of one device per hour (default: the costing table)",
     )
     if layout:
+        g.add_argument(
+            "--concurrency",
+            default=None,
+            metavar="N",
+            help="a closed loop of N requests in flight (instead of --rate), as fixed-concurrency "
+            "benchmarks run",
+        )
         g.add_argument("--devices", required=True, metavar="D", help="devices serving in all")
-        g.add_argument("--tp", default="1", metavar="N", help="tensor-parallel degree of a replica")
+        g.add_argument(
+            "--tp", default="1", metavar="N", help="devices of a replica (its tensor-parallel size)"
+        )
+        g.add_argument(
+            "--ep",
+            default="1",
+            metavar="N",
+            help="expert-parallel ranks of a replica (MoE; divides --tp)",
+        )
+        g.add_argument(
+            "--attention-dp",
+            default="1",
+            metavar="N",
+            help="attention data-parallel ranks of a replica (MoE, DP attention; divides --tp)",
+        )
         g.add_argument(
             "--max-batch",
             default="256",
             metavar="B",
             help="sequences per engine step (default 256)",
         )
+
+
+def add_serving_dtype_args(g: argparse._ArgumentGroup) -> None:
+    """--weight-dtype and --kv-dtype of `serve` and the serving search (--dtype comes with the
+    chip arguments of serve, the search's own)."""
+    g.add_argument(
+        "--weight-dtype",
+        default=None,
+        metavar="D",
+        help="store the weights in D (fp8, fp4, mxfp4, int4; fp4 on a chip without fp4 compute "
+        "is dequantized to compute in bf16; default: --dtype)",
+    )
+    g.add_argument(
+        "--kv-dtype",
+        default=None,
+        metavar="D",
+        help="store the KV cache in D (default: --dtype, fp8 for a 4-bit --dtype)",
+    )
+    g.add_argument(
+        "--emit",
+        default=None,
+        choices=("vllm", "sglang", "trtllm"),
+        help="print the engine's launch command for the configuration priced (search: its best)",
+    )
 
 
 def add_figure_output_args(parser: argparse.ArgumentParser) -> None:

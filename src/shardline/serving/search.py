@@ -21,6 +21,7 @@ from shardline.errors import InputError
 from shardline.serving.config import Lengths, ServeConfig, as_lengths, check_serving_rate
 from shardline.serving.engines import engine
 from shardline.serving.slo import SLO
+from shardline.serving.steptimes import serving_dtypes
 from shardline.strategies.tp import SERVING_DEGREES
 
 __all__ = [
@@ -59,7 +60,10 @@ class Chunk:
     slo: SLO
     max_devices: int
     engine: str
-    dtype: str
+    dtype: str | None
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    attention_dp: int = 1  # DP attention with experts over the replica (ep = tp) when > 1
 
 
 def evaluate_chunk(chunk: Chunk) -> list[dict[str, Any]]:
@@ -71,15 +75,19 @@ def evaluate_chunk(chunk: Chunk) -> list[dict[str, Any]]:
     from shardline.serving.steptimes import cached_step_times
 
     eng, chip = engine(chunk.engine), resolve_chip(chunk.chip)
-    st = cached_step_times(chunk.model, chunk.chip, chunk.tp, chunk.dtype, chunk.engine)
+    dtypes = serving_dtypes(chip, chunk.dtype, chunk.weight_dtype, chunk.kv_dtype)
+    st = cached_step_times(
+        chunk.model, chunk.chip, chunk.tp, dtypes[0], eng.name, *dtypes[1:], chunk.attention_dp
+    )
     p = chunk.slo.percentile
     rows = []
     for devices in range(chunk.tp, chunk.max_devices + 1, chunk.tp):
         for max_batch in BATCH_LIMITS:
-            a = analyze(st, layout_config(chunk, devices, max_batch), eng.kv_memory_fraction)
+            a = analyze(st, layout_config(chunk, devices, max_batch), st.kv_fraction)
             cost = pricing(chip, devices, a.throughput_tokens_per_s, a.utilization)
             perf = (a.ttft_s[p], a.tpot_s[p], a.throughput_tokens_per_s, a.saturated)
             row = _row(chunk, (devices, max_batch, a.batch_limit), cost, perf)
+            row.update(_assumed(chunk, eng.label, dtypes))
             row["ttft_p99_s"], row["tpot_p99_s"] = _finite(a.ttft_s[99]), _finite(a.tpot_s[99])
             rows.append(row)
     return rows
@@ -98,7 +106,23 @@ def layout_config(chunk: Chunk, devices: int, max_batch: int) -> ServeConfig:
         max_batch=max_batch,
         chunk_tokens=eng.default_chunk_tokens if eng.chunked_prefill else None,
         kv_reservation=eng.kv_reservation,
+        ep=chunk.tp if chunk.attention_dp > 1 else 1,
+        attention_dp=chunk.attention_dp,
     )
+
+
+def _assumed(chunk: Chunk, label: str, dtypes: tuple[str, str, str]) -> dict[str, Any]:
+    """What a row assumed beyond chip, devices, tp and batch: the engine, the dtypes, and the
+    expert and attention data parallelism of a MoE layout."""
+    out: dict[str, Any] = {
+        "engine": label,
+        "dtype": dtypes[0],
+        "weight_dtype": dtypes[1],
+        "kv_dtype": dtypes[2],
+    }
+    if chunk.attention_dp > 1:
+        out.update(ep=chunk.tp, attention_dp=chunk.attention_dp)
+    return out
 
 
 def _finite(x: float) -> float | None:
@@ -150,12 +174,17 @@ def _chunks(model: str, chips: Sequence[str], common: dict[str, Any]) -> list[Ch
     from shardline.models.template import model_workload
     from shardline.strategies import serving_layouts
 
-    shape = model_workload(load_model(model), phase="decode", batch=1, seq_len=1024)
+    spec = load_model(model)
+    shape = model_workload(spec, phase="decode", batch=1, seq_len=1024)
     layouts = serving_layouts(shape, common["max_devices"])
     out = []
     for chip in chips:
         for layout in layouts:
             out.append(Chunk(model=model, chip=chip, tp=layout["tp"], **common))
+            if spec.moe is not None and layout["tp"] > 1:  # DP attention, experts over tp
+                out.append(
+                    Chunk(model=model, chip=chip, tp=layout["tp"], attention_dp=layout["tp"], **common)
+                )
     if not out:
         raise InputError("no chip and tensor-parallel degree fits under --max-devices")
     return out
@@ -234,9 +263,15 @@ def serving_search(
     slo: SLO,
     max_devices: int,
     map_chunks: MapChunks | None = None,
+    engine_name: str = SEARCH_ENGINE,
+    dtype: str | None = SEARCH_DTYPE,
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
 ) -> dict[str, Any]:
-    """Every chip x device count x tp x batch limit: {"evaluated", "pareto", "best",
-    "failures"}. `map_chunks(fn, chunks) -> list` runs `evaluate_chunk` over the chunks (default:
+    """Every chip x device count x tp (and, for a MoE model, DP attention with experts over the
+    replica) x batch limit with `engine_name` (NAME[@VERSION]) and the dtypes (`dtype` the
+    compute; weights and KV default as `serve` takes them): {"evaluated", "pareto", "best",
+    "failures", "assumed"}. `map_chunks(fn, chunks) -> list` runs `evaluate_chunk` over the chunks (default:
     a plain map; the search command passes one that spreads them over processes)."""
     if not isinstance(model, str) or not model:
         raise InputError(f"the serving search needs a model name or file, got {short(model)}")
@@ -252,8 +287,10 @@ def serving_search(
         "output_tokens": as_lengths(output_tokens, "--out"),
         "slo": slo,
         "max_devices": check_whole(max_devices, "--max-devices", most=MAX_SERVING_DEVICES),
-        "engine": SEARCH_ENGINE,
-        "dtype": SEARCH_DTYPE,
+        "engine": engine(engine_name).label,
+        "dtype": dtype,
+        "weight_dtype": weight_dtype,
+        "kv_dtype": kv_dtype,
     }
     chunks = _chunks(model, chips, common)
     run = map_chunks or (lambda fn, items: [fn(item) for item in items])
@@ -261,9 +298,19 @@ def serving_search(
     front = _pareto(rows)
     meeting = sorted((r for r in rows if r["meets_slo"]), key=_cost_key)
     best = meeting[0] if meeting else None
+    eng = engine(engine_name)
     return {
         "evaluated": len(rows),
         "pareto": front,
         "best": best,
         "failures": _failures(rows, front, best),
+        "assumed": {
+            "engine": eng.label,
+            "dtype": dtype,
+            "weight_dtype": weight_dtype,
+            "kv_dtype": kv_dtype,
+            "chunk_tokens": eng.default_chunk_tokens if eng.chunked_prefill else None,
+            "kv_reservation": eng.kv_reservation,
+            "arrivals": "Poisson",
+        },
     }
