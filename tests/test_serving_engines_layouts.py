@@ -115,7 +115,9 @@ def test_trtllm_tp1_fp8_70b_budget(capsys: pytest.CaptureFixture[str]) -> None:
         *("serve", "--model", "llama-3.1-70b", "--hw", "h100-sxm", "--devices", "1"),
         *("--rate", "0.1", "--in", "2000", "--out", "500", "--dtype", "fp8"),
     )
-    st = step_times(load_model("llama-3.1-70b"), resolve_chip("h100-sxm"), 1, "fp8", engine("trtllm"))
+    st = step_times(
+        load_model("llama-3.1-70b"), resolve_chip("h100-sxm"), 1, "fp8", engine("trtllm")
+    )
     budget = 0.9 * (80e9 - st.weights_bytes_per_device - st.activations_bytes_per_device)
     per_seq = 80 * 2 * 8 * 128 * 1 * (2000 + 500 + 8)
     assert out["kv_limit_sequences"] == pytest.approx(budget / per_seq)
@@ -233,7 +235,14 @@ def test_dp_attention_pads_the_ranks_and_splits_the_kv(capsys: pytest.CaptureFix
     )
     assert st.decode_at(1, 2000) == st.decode_at(8, 2000)  # one sequence pads every rank to 1
     with pytest.raises(InputError, match="mixture-of-experts"):
-        step_times(load_model("llama-3.1-8b"), resolve_chip("h200"), 2, "bf16", engine("sglang"), attention_dp=2)
+        step_times(
+            load_model("llama-3.1-8b"),
+            resolve_chip("h200"),
+            2,
+            "bf16",
+            engine("sglang"),
+            attention_dp=2,
+        )
     assert main([*argv, "--attention-dp", "3"]) == 2
 
 

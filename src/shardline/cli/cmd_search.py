@@ -356,7 +356,7 @@ def _launch(args: argparse.Namespace, result: dict[str, Any]) -> str:
     """--emit: the launch command of the search's best layout (serve's --emit of it)."""
     from dataclasses import replace
 
-    from shardline.cli.cmd_serve import launch_line
+    from shardline.cli.serving_args import launch_line
     from shardline.serving.config import parse_lengths
     from shardline.serving.search import Chunk, layout_config
     from shardline.serving.serve import ServeOptions

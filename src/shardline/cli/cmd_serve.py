@@ -12,7 +12,7 @@ from typing import Any
 from shardline.cli.args import add_chip_args, add_json_arg
 from shardline.cli.common import emit_json
 from shardline.cli.common import positive_arg as _positive
-from shardline.cli.serving_args import add_figure_output_args, add_serving_args
+from shardline.cli.serving_args import add_figure_output_args, add_serving_args, launch_line
 from shardline.errors import InputError
 
 __all__ = ["register", "config_from_args", "parse_rate"]
@@ -266,16 +266,3 @@ def _engine_name(args: argparse.Namespace) -> str:
                 f"its own figures; drop --engine {args.engine} or give --engine {args.emit}"
             )
     return args.emit
-
-
-def launch_line(name: str, model: str, hw: str, cfg: Any, options: Any) -> str:
-    """The engine's launch command for `cfg` as `serve` priced it (serving/launch.py)."""
-    from shardline.hardware import resolve_chip
-    from shardline.models import load_model
-    from shardline.serving.launch import launch_command, model_repo
-    from shardline.serving.serve import serving_step_times
-    from shardline.serving.steptimes import serving_dtypes
-
-    dtypes = serving_dtypes(resolve_chip(hw), options.dtype, options.weight_dtype, options.kv_dtype)
-    st = serving_step_times(model, hw, cfg, options)
-    return launch_command(name, model_repo(load_model(model)), cfg, dtypes, st.kv_fraction)

@@ -4,10 +4,16 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from shardline.cli.args import add_force_arg, reject_empty
 
-__all__ = ["add_serving_args", "add_figure_output_args", "add_serving_dtype_args"]
+__all__ = [
+    "add_serving_args",
+    "add_figure_output_args",
+    "add_serving_dtype_args",
+    "launch_line",
+]
 
 
 def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) -> None:
@@ -131,3 +137,16 @@ def add_figure_output_args(parser: argparse.ArgumentParser) -> None:
         help="write an offline HTML page of the figures and the numbers",
     )
     add_force_arg(parser, "--plot/--html files that exist")
+
+
+def launch_line(name: str, model: str, hw: str, cfg: Any, options: Any) -> str:
+    """The engine's launch command for `cfg` as `serve` priced it (serving/launch.py)."""
+    from shardline.hardware import resolve_chip
+    from shardline.models import load_model
+    from shardline.serving.launch import launch_command, model_repo
+    from shardline.serving.serve import serving_step_times
+    from shardline.serving.steptimes import serving_dtypes
+
+    dtypes = serving_dtypes(resolve_chip(hw), options.dtype, options.weight_dtype, options.kv_dtype)
+    st = serving_step_times(model, hw, cfg, options)
+    return launch_command(name, model_repo(load_model(model)), cfg, dtypes, st.kv_fraction)

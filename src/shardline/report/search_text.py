@@ -92,6 +92,17 @@ def _serving_row(row: dict[str, Any]) -> str:
     )
 
 
+def _assumed(a: dict[str, Any]) -> str:
+    """What every layout was priced with, in one line."""
+    dtypes = ", ".join(f"{k} {a[k]}" for k in ("dtype", "weight_dtype", "kv_dtype") if a.get(k))
+    chunk = f"chunks of {a['chunk_tokens']:,} prompt tokens" if a["chunk_tokens"] else "no chunks"
+    kv = "the whole output" if a["kv_reservation"] == "full_output" else "blocks on demand"
+    return (
+        f"assumed: {a['engine']} ({dtypes or 'the default dtypes'}), {chunk}, KV reserved for "
+        f"{kv}, {a['arrivals']} arrivals"
+    )
+
+
 def render_serving(r: dict[str, Any]) -> str:
     """The serving search: count and rate, the cheapest system meeting the SLO, the Pareto front
     (cost against latency) with why each faster or cheaper one fails."""
@@ -99,6 +110,8 @@ def render_serving(r: dict[str, Any]) -> str:
         f"evaluated {r['evaluated']:,} serving systems (chip x devices x tp x batch limit) in "
         f"{r['elapsed_s']:.2f} s ({r['rate_systems_per_s']:,.0f} per second)"
     ]
+    if r.get("assumed"):
+        lines.append(_assumed(r["assumed"]))
     best = r.get("best")
     if best is None:
         lines.append("no system meets the SLO within the devices searched")

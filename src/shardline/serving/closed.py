@@ -111,4 +111,3 @@ def waves(st: StepTimes, cfg: ServeConfig, kv_fraction: float, concurrency: int)
         else 1.0,
         notes=[*base.notes, f"closed loop in waves of {n} requests per replica ({wave_s:.4g} s)"],
     )
-

@@ -74,7 +74,6 @@ class Engine:
         return self.kv_memory_fraction
 
 
-
 def kv_budget_per_device(
     rule: str, fraction: float, capacity: float, weights: float, activations: float
 ) -> float:

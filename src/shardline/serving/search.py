@@ -183,7 +183,9 @@ def _chunks(model: str, chips: Sequence[str], common: dict[str, Any]) -> list[Ch
             out.append(Chunk(model=model, chip=chip, tp=layout["tp"], **common))
             if spec.moe is not None and layout["tp"] > 1:  # DP attention, experts over tp
                 out.append(
-                    Chunk(model=model, chip=chip, tp=layout["tp"], attention_dp=layout["tp"], **common)
+                    Chunk(
+                        model=model, chip=chip, tp=layout["tp"], attention_dp=layout["tp"], **common
+                    )
                 )
     if not out:
         raise InputError("no chip and tensor-parallel degree fits under --max-devices")
@@ -271,8 +273,9 @@ def serving_search(
     """Every chip x device count x tp (and, for a MoE model, DP attention with experts over the
     replica) x batch limit with `engine_name` (NAME[@VERSION]) and the dtypes (`dtype` the
     compute; weights and KV default as `serve` takes them): {"evaluated", "pareto", "best",
-    "failures", "assumed"}. `map_chunks(fn, chunks) -> list` runs `evaluate_chunk` over the chunks (default:
-    a plain map; the search command passes one that spreads them over processes)."""
+    "failures", "assumed"}. `map_chunks(fn, chunks) -> list` runs `evaluate_chunk` over the
+    chunks (default: a plain map; the search command passes one that spreads them over
+    processes)."""
     if not isinstance(model, str) or not model:
         raise InputError(f"the serving search needs a model name or file, got {short(model)}")
     if isinstance(chips, str) or not isinstance(chips, Sequence) or not chips:

@@ -16,7 +16,14 @@ from shardline.serving.slo import SLO
 from shardline.serving.steady import analyze
 from shardline.serving.steptimes import StepTimes, cached_step_times, serving_dtypes
 
-__all__ = ["ServeOptions", "serve", "serving_step_times", "max_rate_meeting_slo", "finite", "MAX_USD_PER_HOUR"]
+__all__ = [
+    "ServeOptions",
+    "serve",
+    "serving_step_times",
+    "max_rate_meeting_slo",
+    "finite",
+    "MAX_USD_PER_HOUR",
+]
 
 MAX_USD_PER_HOUR = 1e9
 
@@ -41,10 +48,9 @@ class ServeOptions:
     usd_per_hour: float | None = None
 
     def __post_init__(self) -> None:
+        from shardline.serving.closed import MAX_CONCURRENCY
         from shardline.serving.runsim import MAX_REQUESTS
         from shardline.serving.simulate import Requests
-
-        from shardline.serving.closed import MAX_CONCURRENCY
 
         if not isinstance(self.engine, str):
             raise InputError(f"engine must be a name, got {short(self.engine)}")
@@ -208,10 +214,10 @@ def _layout_notes(
     notes = []
     if cfg.attention_dp > 1 or cfg.ep > 1:
         notes.append(
-            f"experts priced split over the replica's {cfg.tp} devices as {cfg.tp // cfg.attention_dp}"
-            f"-way tensor x {cfg.attention_dp}-way expert parallel (the plan's tp x ep; --ep "
-            f"{cfg.ep} is the engine's flag); attention on {cfg.attention_dp} data-parallel "
-            f"ranks of tp {cfg.tp // cfg.attention_dp}"
+            f"experts priced split over the replica's {cfg.tp} devices as "
+            f"{cfg.tp // cfg.attention_dp}-way tensor x {cfg.attention_dp}-way expert parallel "
+            f"(the plan's tp x ep; --ep {cfg.ep} is the engine's flag); attention on "
+            f"{cfg.attention_dp} data-parallel ranks of tp {cfg.tp // cfg.attention_dp}"
         )
     if dtype_bits(weights) < dtype_bits(compute):
         notes.append(f"{weights} weights dequantized to compute in {compute}")

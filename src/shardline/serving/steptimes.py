@@ -220,7 +220,7 @@ def price_step(
     phase, batch, seq_len = point
     work = model_workload(spec, phase=phase, batch=batch, seq_len=seq_len, dtype=dtype)
     work = with_tensor_dtypes(work, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    degrees: dict[str, int] = {"tp": tp // attention_dp, "pp": 1, "dp": 1, "fsdp": 1}
+    degrees: dict[str, Any] = {"tp": tp // attention_dp, "pp": 1, "dp": 1, "fsdp": 1}
     if attention_dp > 1:
         degrees["ep"] = attention_dp
     result = plan(work, chip, tp, microbatches=1, require_fit=False, **degrees)
