@@ -150,7 +150,7 @@ def test_fixed_lengths_run_in_waves_by_hand() -> None:
     from shardline.serving.closed import closed_loop
 
     cfg = ServeConfig(1.0, Lengths("fixed", 1000), Lengths("fixed", 101), 1, 1)
-    a = closed_loop(_linear_steps(), cfg, 0.9, 16)
+    a = closed_loop(_linear_steps(), cfg, 0.9, 16, waves=True)
     wave = 2 * 0.8192 + 100 * 0.0116
     assert a.requests_per_s == pytest.approx(16 / wave)
     assert a.throughput_tokens_per_s == pytest.approx(16 / wave * 101)
@@ -165,7 +165,7 @@ def test_more_clients_than_the_batch_wait_for_a_slot() -> None:
     from shardline.serving.closed import closed_loop
 
     cfg = ServeConfig(1.0, Lengths("fixed", 1000), Lengths("fixed", 101), 1, 1, max_batch=8)
-    a = closed_loop(_linear_steps(), cfg, 0.9, 32)
+    a = closed_loop(_linear_steps(), cfg, 0.9, 32, waves=True)
     # waves of 8: one 8,000-token chunk (0.8 s) + 100 steps of 10.8 ms
     wave = 0.8 + 100 * 0.0108
     assert a.requests_per_s == pytest.approx(8 / wave)
@@ -183,11 +183,21 @@ def test_serve_concurrency_contract(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(out["tpot_s"]) == {"p50", "p90", "p99"}
     assert out["throughput_tokens_per_s"] == pytest.approx(out["requests_per_s"] * 500)
     latency = out["ttft_mean_s"] + 499 * out["tpot_mean_s"]
-    assert out["requests_per_s"] * latency == pytest.approx(64)  # Little's law
-    assert out["requests_per_s"] * (out["ttft_mean_s"] + 499 * out["tpot_s"]["p50"]) == (
-        pytest.approx(64, rel=0.02)
+    assert out["requests_per_s"] * latency == pytest.approx(64, rel=1e-6)  # Little's law
+    assert out["tpot_mean_s"] == out["tpot_s"]["p50"]  # the steady state's TPOT is normal
+    assert out["config"]["concurrency"] == 64 and out["config"]["rate_per_s"] == pytest.approx(
+        out["requests_per_s"]
     )
-    assert out["batch"] == 32 and out["config"]["concurrency"] == 64  # 64 over two replicas
+    waves = _json(
+        capsys,
+        *("serve", "--model", "llama-3.1-8b", "--hw", "h100-sxm", "--devices", "2"),
+        *("--concurrency", "64", "--in", "1000", "--out", "500", "--dtype", "fp8", "--waves"),
+    )
+    assert waves["batch"] == 32  # 64 clients over two replicas, in step
+    latency = waves["ttft_mean_s"] + 499 * waves["tpot_mean_s"]
+    assert waves["requests_per_s"] * latency == pytest.approx(64)
+    # in step, the later prompts of a wave wait for the earlier ones: a longer mean TTFT
+    assert waves["ttft_mean_s"] > out["ttft_mean_s"]
 
 
 def test_rate_or_concurrency_exactly_one(capsys: pytest.CaptureFixture[str]) -> None:

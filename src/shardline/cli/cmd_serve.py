@@ -62,6 +62,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="CSV of arrival_s,input_tokens,output_tokens (simulated)",
     )
+    g.add_argument(
+        "--waves",
+        action="store_true",
+        help="with --concurrency and fixed lengths: a client whose requests stay in step (all "
+        "sent at once, prefilled one after another, ended together)",
+    )
     g.add_argument("--simulate", action="store_true", help="also run the event simulation")
     g.add_argument(
         "--requests",
@@ -230,6 +236,7 @@ def run_serve(args: argparse.Namespace) -> int:
         weight_dtype=args.weight_dtype,
         kv_dtype=args.kv_dtype,
         concurrency=_concurrency(args),
+        waves=args.waves,
         slo=parse_slo(args.slo) if args.slo else None,
         simulate=args.simulate or trace is not None,
         trace=trace,

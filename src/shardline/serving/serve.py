@@ -40,6 +40,7 @@ class ServeOptions:
     weight_dtype: str | None = None
     kv_dtype: str | None = None
     concurrency: int | None = None
+    waves: bool = False  # the closed loop in waves (closed.py), fixed lengths
     slo: SLO | None = None
     simulate: bool = False
     trace: Any = None  # simulate.Requests
@@ -60,6 +61,8 @@ class ServeOptions:
                 raise InputError(f"{name} must be a dtype name, got {short(value)}")
         if self.concurrency is not None:
             check_whole(self.concurrency, "--concurrency", most=MAX_CONCURRENCY)
+        if not isinstance(self.waves, bool) or (self.waves and self.concurrency is None):
+            raise InputError("waves (--waves) is True or False, and True only with --concurrency")
         if self.slo is not None and not isinstance(self.slo, SLO):
             raise InputError(f"slo must be an SLO (parse_slo('ttft=500ms')), got {short(self.slo)}")
         if not isinstance(self.simulate, bool):
@@ -162,7 +165,7 @@ def serve(
     if opts.concurrency is not None:
         from shardline.serving.closed import closed_loop
 
-        a = closed_loop(st, cfg, st.kv_fraction, opts.concurrency)
+        a = closed_loop(st, cfg, st.kv_fraction, opts.concurrency, opts.waves)
         cfg = replace(cfg, rate_per_s=max(a.requests_per_s, 1e-9))
     else:
         a = analyze(st, cfg, st.kv_fraction)
@@ -175,7 +178,7 @@ def serve(
         "dtype": compute,
         "weight_dtype": weights,
         "kv_dtype": kv,
-        "config": {**config_dict(cfg), "concurrency": opts.concurrency},
+        "config": {**config_dict(cfg), "concurrency": opts.concurrency, "waves": opts.waves},
         **analysis_dict(a),
         "kv_budget_bytes": st.kv_budget_bytes(),
         "kv_memory_fraction": st.kv_fraction,
