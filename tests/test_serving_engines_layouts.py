@@ -254,6 +254,12 @@ def test_dp_attention_pads_the_ranks_and_splits_the_kv(capsys: pytest.CaptureFix
             attention_dp=2,
         )
     assert main([*argv, "--attention-dp", "3"]) == 2
+    assert main([*argv, "--ep", "3"]) == 2  # divides neither 8 nor 8 x 1
+    # vLLM's reading: attention tp 1 on 8 data-parallel ranks, experts over the 8
+    vllm_style = [*argv[:7], "--tp", "1", *argv[9:]]
+    as_vllm = _json(capsys, *vllm_style, "--ep", "8", "--attention-dp", "8")
+    assert as_vllm["config"]["tp"] == 8
+    assert as_vllm["kv_limit_sequences"] == pytest.approx(dp["kv_limit_sequences"])
 
 
 def test_dtypes_per_tensor() -> None:

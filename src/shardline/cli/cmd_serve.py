@@ -157,12 +157,13 @@ def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any
     if disagg is not None and sum(disagg) != devices:
         raise InputError(f"--disagg {args.disagg}: P + D must equal --devices {devices}")
     concurrency = _concurrency(args)
+    tp, ep, adp = _replica(args)
     return ServeConfig(
         rate_per_s=parse_rate(args.rate) if concurrency is None else 1.0,  # closed loop: solved
         input_tokens=parse_lengths(args.input_tokens, "--in"),
         output_tokens=parse_lengths(args.output_tokens, "--out"),
         devices=devices,
-        tp=_positive(args.tp, "--tp"),
+        tp=tp,
         max_batch=_at_most(_positive(args.max_batch, "--max-batch"), MAX_BATCH, "--max-batch"),
         chunk_tokens=chunk if chunk else None,
         prefix_hit=_float(args.prefix_hit, "--prefix-hit"),
@@ -170,9 +171,28 @@ def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any
         spec_alpha=alpha,
         spec_draft_ratio=draft,
         disagg=disagg,
-        ep=_positive(args.ep, "--ep"),
-        attention_dp=_positive(args.attention_dp, "--attention-dp"),
+        ep=ep,
+        attention_dp=adp,
     )
+
+
+def _replica(args: argparse.Namespace) -> tuple[int, int, int]:
+    """(devices of a replica, ep, attention-dp) from --tp, --ep and --attention-dp, read as
+    SGLang and TensorRT-LLM read them (--tp is the replica, split by the other two) when both
+    divide --tp, else as vLLM reads them (--tp is the attention tensor-parallel size of each of
+    --attention-dp ranks: a replica of tp x attention-dp devices, --ep of them for the experts)."""
+    tp = _positive(args.tp, "--tp")
+    ep = _positive(args.ep, "--ep")
+    adp = _positive(args.attention_dp, "--attention-dp")
+    if tp % adp == 0 and tp % ep == 0:
+        return tp, ep, adp
+    replica = tp * adp
+    if replica % ep:
+        raise InputError(
+            f"--ep {ep} divides neither --tp {tp} nor --tp x --attention-dp = {replica}: give "
+            "expert-parallel ranks that split the replica"
+        )
+    return replica, ep, adp
 
 
 def _concurrency(args: argparse.Namespace) -> int | None:
