@@ -343,3 +343,35 @@ def test_emit_prints_the_engines_own_flags(capsys: pytest.CaptureFixture[str]) -
     assert main([*SEARCH, "--emit", "vllm"]) == 0
     assert capsys.readouterr().out.startswith("vllm serve meta-llama/Llama-3.1-8B")
     assert math.isfinite(f)
+
+
+def test_search_prices_dp_attention_as_serve_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """A MoE model's DP-attention layouts (ep = attention-dp = tp) in the search are `serve
+    --ep N --attention-dp N` of the same layout, to the digit."""
+    from shardline.serving.search import Chunk, evaluate_chunk
+    from shardline.serving.slo import parse_slo
+
+    chunk = Chunk(
+        model="qwen3-30b-a3b",
+        chip="h100-sxm",
+        tp=2,
+        rate_per_s=10.0,
+        input_tokens=Lengths("fixed", 1000),
+        output_tokens=Lengths("fixed", 500),
+        slo=parse_slo("ttft=1s,tpot=40ms"),
+        max_devices=2,
+        engine="sglang",
+        dtype="fp8",
+        attention_dp=2,
+    )
+    row = next(r for r in evaluate_chunk(chunk) if r["max_batch"] == 64)
+    assert (row["ep"], row["attention_dp"], row["engine"]) == (2, 2, "sglang@0.4")
+    out = _json(
+        capsys,
+        *("serve", "--model", "qwen3-30b-a3b", "--hw", "h100-sxm", "--devices", "2", "--tp", "2"),
+        *("--ep", "2", "--attention-dp", "2", "--rate", "10", "--in", "1000", "--out", "500"),
+        *("--max-batch", "64", "--engine", "sglang", "--dtype", "fp8"),
+    )
+    assert out["throughput_tokens_per_s"] == pytest.approx(row["throughput_tokens_per_s"])
+    assert out["tpot_s"]["p99"] == pytest.approx(row["tpot_p99_s"])
+    assert out["ttft_s"]["p99"] == pytest.approx(row["ttft_p99_s"])

@@ -84,8 +84,11 @@ def _serving_row(row: dict[str, Any]) -> str:
     replicas = row["devices"] // row["tp"]
     cost = row.get("usd_per_million_tokens")
     price = f"${cost:.3f} per million output tokens" if cost is not None else "no price"
+    layout = f"tp{row['tp']}"
+    if row.get("attention_dp", 1) > 1:
+        layout += f" ep{row['ep']} attention-dp{row['attention_dp']}"
     return (
-        f"{row['devices']} x {row['chip']} (tp{row['tp']} x {replicas} replica"
+        f"{row['devices']} x {row['chip']} ({layout} x {replicas} replica"
         f"{'s' if replicas > 1 else ''}, batch <= {row['max_batch']}): {price}, "
         f"TTFT p99 {1e3 * row['ttft_p99_s']:.0f} ms, TPOT p99 {1e3 * row['tpot_p99_s']:.1f} ms, "
         f"{row['throughput_tokens_per_s']:,.0f} tokens/s"
