@@ -375,3 +375,36 @@ def test_search_prices_dp_attention_as_serve_does(capsys: pytest.CaptureFixture[
     assert out["throughput_tokens_per_s"] == pytest.approx(row["throughput_tokens_per_s"])
     assert out["tpot_s"]["p99"] == pytest.approx(row["tpot_p99_s"])
     assert out["ttft_s"]["p99"] == pytest.approx(row["ttft_p99_s"])
+
+
+def test_search_pools_are_serves_disaggregated_pools(capsys: pytest.CaptureFixture[str]) -> None:
+    from shardline.serving.search import Chunk, evaluate_chunk, pool_splits
+    from shardline.serving.slo import parse_slo
+
+    # 8 devices of tp 2: colocated, then 2:6 and 4:4 (1 and 2 prefill replicas; 8:0 leaves none)
+    assert pool_splits(8, 2) == [None, (2, 6), (4, 4)]
+    chunk = Chunk(
+        model="llama-3.1-8b",
+        chip="h100-sxm",
+        tp=1,
+        rate_per_s=20.0,
+        input_tokens=Lengths("fixed", 4000),
+        output_tokens=Lengths("fixed", 200),
+        slo=parse_slo("ttft=300ms,tpot=20ms"),
+        max_devices=3,
+        engine="trtllm",
+        dtype="fp8",
+        disagg=True,
+    )
+    rows = evaluate_chunk(chunk)
+    assert len(rows) == 7 * (1 + 2 + 3)  # 1, 2, 3 devices: 1, 2 and 3 layouts x 7 batch limits
+    row = next(r for r in rows if r.get("pools") == {"prefill_devices": 1, "decode_devices": 2})
+    out = _json(
+        capsys,
+        *("serve", "--model", "llama-3.1-8b", "--hw", "h100-sxm", "--devices", "3", "--tp", "1"),
+        *("--rate", "20", "--in", "4000", "--out", "200", "--disagg", "1:2", "--dtype", "fp8"),
+        *("--max-batch", str(row["max_batch"])),
+    )
+    assert out["throughput_tokens_per_s"] == pytest.approx(row["throughput_tokens_per_s"])
+    assert out["ttft_s"]["p99"] == pytest.approx(row["ttft_p99_s"])
+    assert out["tpot_s"]["p99"] == pytest.approx(row["tpot_p99_s"])

@@ -124,6 +124,11 @@ def _add_serving(p: argparse.ArgumentParser) -> None:
         help="the serving search's compute dtype, weights and KV cache (default fp8)",
     )
     add_serving_dtype_args(g)
+    g.add_argument(
+        "--disagg",
+        action="store_true",
+        help="also search disaggregated prefill:decode pools of each device count",
+    )
 
 
 def _add_run(p: argparse.ArgumentParser) -> None:
@@ -172,8 +177,8 @@ def run_search(args: argparse.Namespace) -> int:
         raise InputError("--slo and --rate apply to the serving search, not --phase training")
     outputs = check_figure_outputs(args, [args.model])
     if phase == "training":
-        for flag in ("engine", "serving_dtype", "weight_dtype", "kv_dtype", "emit"):
-            if getattr(args, flag, None) is not None:
+        for flag in ("engine", "serving_dtype", "weight_dtype", "kv_dtype", "emit", "disagg"):
+            if getattr(args, flag, None) not in (None, False):
                 name = "--" + flag.replace("serving_", "").replace("_", "-")
                 raise InputError(f"{name} applies to the serving search (--slo), not training")
     result = _training(args) if phase == "training" else _serving(args)
@@ -345,6 +350,7 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
         dtype=dtype,
         weight_dtype=args.weight_dtype,
         kv_dtype=args.kv_dtype,
+        disagg=args.disagg,
     )
     elapsed_s = time.perf_counter() - start
     result["elapsed_s"] = elapsed_s
@@ -365,6 +371,13 @@ def _launch(args: argparse.Namespace, result: dict[str, Any]) -> str:
     best = result["best"]
     if best is None:
         raise InputError("no layout meets the SLO: nothing to --emit (see the failures)")
+    if "pools" in best:
+        pools = best["pools"]
+        raise InputError(
+            f"the best layout runs disaggregated pools ({pools['prefill_devices']} prefill : "
+            f"{pools['decode_devices']} decode devices); --emit prints one colocated engine's "
+            "command: search without --disagg for it"
+        )
     chunk = Chunk(
         model=args.model,
         chip=best["chip"],

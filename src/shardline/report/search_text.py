@@ -87,9 +87,13 @@ def _serving_row(row: dict[str, Any]) -> str:
     layout = f"tp{row['tp']}"
     if row.get("attention_dp", 1) > 1:
         layout += f" ep{row['ep']} attention-dp{row['attention_dp']}"
+    if row.get("pools"):
+        pools = row["pools"]
+        layout += f", pools {pools['prefill_devices']} prefill : {pools['decode_devices']} decode"
+    else:
+        layout += f" x {replicas} replica{'s' if replicas > 1 else ''}"
     return (
-        f"{row['devices']} x {row['chip']} ({layout} x {replicas} replica"
-        f"{'s' if replicas > 1 else ''}, batch <= {row['max_batch']}): {price}, "
+        f"{row['devices']} x {row['chip']} ({layout}, batch <= {row['max_batch']}): {price}, "
         f"TTFT p99 {1e3 * row['ttft_p99_s']:.0f} ms, TPOT p99 {1e3 * row['tpot_p99_s']:.1f} ms, "
         f"{row['throughput_tokens_per_s']:,.0f} tokens/s"
     )
@@ -100,9 +104,10 @@ def _assumed(a: dict[str, Any]) -> str:
     dtypes = ", ".join(f"{k} {a[k]}" for k in ("dtype", "weight_dtype", "kv_dtype") if a.get(k))
     chunk = f"chunks of {a['chunk_tokens']:,} prompt tokens" if a["chunk_tokens"] else "no chunks"
     kv = "the whole output" if a["kv_reservation"] == "full_output" else "blocks on demand"
+    pools = ", colocated and disaggregated pools" if a.get("disaggregated_pools") else ""
     return (
         f"assumed: {a['engine']} ({dtypes or 'the default dtypes'}), {chunk}, KV reserved for "
-        f"{kv}, {a['arrivals']} arrivals"
+        f"{kv}, {a['arrivals']} arrivals{pools}"
     )
 
 

@@ -11,7 +11,7 @@ and why each cheaper or faster layout fails."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,18 @@ class Chunk:
     weight_dtype: str | None = None
     kv_dtype: str | None = None
     attention_dp: int = 1  # DP attention with experts over the replica (ep = tp) when > 1
+    disagg: bool = False  # also every prefill:decode split of each device count
+
+
+def pool_splits(devices: int, tp: int) -> list[tuple[int, int] | None]:
+    """The layouts of `devices`: colocated (None), and with disaggregated pools every split
+    P:D with P = tp x 2^k prefill devices (1, 2, 4, ... replicas) and at least tp decode ones."""
+    out: list[tuple[int, int] | None] = [None]
+    prefill = tp
+    while prefill + tp <= devices:
+        out.append((prefill, devices - prefill))
+        prefill *= 2
+    return out
 
 
 def evaluate_chunk(chunk: Chunk) -> list[dict[str, Any]]:
@@ -82,12 +94,16 @@ def evaluate_chunk(chunk: Chunk) -> list[dict[str, Any]]:
     p = chunk.slo.percentile
     rows = []
     for devices in range(chunk.tp, chunk.max_devices + 1, chunk.tp):
-        for max_batch in BATCH_LIMITS:
-            a = analyze(st, layout_config(chunk, devices, max_batch), st.kv_fraction)
+        splits = pool_splits(devices, chunk.tp) if chunk.disagg else [None]
+        for split, max_batch in ((x, b) for x in splits for b in BATCH_LIMITS):
+            cfg = replace(layout_config(chunk, devices, max_batch), disagg=split)
+            a = analyze(st, cfg, st.kv_fraction)
             cost = pricing(chip, devices, a.throughput_tokens_per_s, a.utilization)
             perf = (a.ttft_s[p], a.tpot_s[p], a.throughput_tokens_per_s, a.saturated)
             row = _row(chunk, (devices, max_batch, a.batch_limit), cost, perf)
             row.update(_assumed(chunk, eng.label, dtypes))
+            if split is not None:
+                row["pools"] = {"prefill_devices": split[0], "decode_devices": split[1]}
             row["ttft_p99_s"], row["tpot_p99_s"] = _finite(a.ttft_s[99]), _finite(a.tpot_s[99])
             rows.append(row)
     return rows
@@ -269,11 +285,13 @@ def serving_search(
     dtype: str | None = SEARCH_DTYPE,
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
+    disagg: bool = False,
 ) -> dict[str, Any]:
     """Every chip x device count x tp (and, for a MoE model, DP attention with experts over the
     replica) x batch limit with `engine_name` (NAME[@VERSION]) and the dtypes (`dtype` the
     compute; weights and KV default as `serve` takes them): {"evaluated", "pareto", "best",
-    "failures", "assumed"}. `map_chunks(fn, chunks) -> list` runs `evaluate_chunk` over the
+    "failures", "assumed"}; with `disagg` also every prefill:decode split of each device count
+    (pool_splits; a row's `pools` names it). `map_chunks(fn, chunks) -> list` runs `evaluate_chunk` over the
     chunks (default: a plain map; the search command passes one that spreads them over
     processes)."""
     if not isinstance(model, str) or not model:
@@ -294,6 +312,7 @@ def serving_search(
         "dtype": dtype,
         "weight_dtype": weight_dtype,
         "kv_dtype": kv_dtype,
+        "disagg": disagg,
     }
     chunks = _chunks(model, chips, common)
     run = map_chunks or (lambda fn, items: [fn(item) for item in items])
@@ -315,5 +334,6 @@ def serving_search(
             "chunk_tokens": eng.default_chunk_tokens if eng.chunked_prefill else None,
             "kv_reservation": eng.kv_reservation,
             "arrivals": "Poisson",
+            "disaggregated_pools": disagg,
         },
     }

@@ -62,7 +62,7 @@ class ServeOptions:
         if self.concurrency is not None:
             check_whole(self.concurrency, "--concurrency", most=MAX_CONCURRENCY)
         if not isinstance(self.waves, bool) or (self.waves and self.concurrency is None):
-            raise InputError("waves (--waves) is True or False, and True only with --concurrency")
+            raise InputError("--waves applies to a closed loop: give --concurrency N with it")
         if self.slo is not None and not isinstance(self.slo, SLO):
             raise InputError(f"slo must be an SLO (parse_slo('ttft=500ms')), got {short(self.slo)}")
         if not isinstance(self.simulate, bool):
