@@ -291,9 +291,9 @@ def serving_search(
     replica) x batch limit with `engine_name` (NAME[@VERSION]) and the dtypes (`dtype` the
     compute; weights and KV default as `serve` takes them): {"evaluated", "pareto", "best",
     "failures", "assumed"}; with `disagg` also every prefill:decode split of each device count
-    (pool_splits; a row's `pools` names it). `map_chunks(fn, chunks) -> list` runs `evaluate_chunk` over the
-    chunks (default: a plain map; the search command passes one that spreads them over
-    processes)."""
+    (pool_splits; a row's `pools` names it). `map_chunks(fn, chunks) -> list` runs
+    `evaluate_chunk` over the chunks (default: a plain map; the search command passes one that
+    spreads them over processes)."""
     if not isinstance(model, str) or not model:
         raise InputError(f"the serving search needs a model name or file, got {short(model)}")
     if isinstance(chips, str) or not isinstance(chips, Sequence) or not chips:
