@@ -163,7 +163,7 @@ def test_trace_file(tmp_path: object) -> None:
 
 
 def test_serving_search_small() -> None:
-    from shardline.serving.search import BATCH_LIMITS, serving_search
+    from shardline.serving.search import BATCH_LIMITS, SearchOptions, serving_search
 
     calls: list[int] = []
 
@@ -180,7 +180,7 @@ def test_serving_search_small() -> None:
         output_tokens=100,
         slo=slo,
         max_devices=2,
-        map_chunks=mapper,
+        options=SearchOptions(map_chunks=mapper),
     )
     # tp 1: 1 or 2 devices; tp 2: 2 devices; each x every batch limit
     assert out["evaluated"] == 3 * len(BATCH_LIMITS) and calls == [2]

@@ -228,6 +228,50 @@ def test_serve_decode_step_is_plans_step(capsys: pytest.CaptureFixture[str]) -> 
     assert plan["plans"][0]["predicted_s"] == pytest.approx(out["decode_step_s"], rel=1e-12)
 
 
+def test_dp_attention_step_is_plans_ep_step(capsys: pytest.CaptureFixture[str]) -> None:
+    """DP attention over 4 ranks with the experts over them is the plan's tp 1 x ep 4: at the
+    saturated batch (256, a multiple of 4: no padding) and context 1,500 the steps agree."""
+    out = _json(
+        capsys,
+        *("serve", "--model", "qwen3-30b-a3b", "--hw", "h100-sxm", "--devices", "4", "--tp", "4"),
+        *("--ep", "4", "--attention-dp", "4", "--rate", "1000", "--in", "1000", "--out", "1000"),
+        *("--dtype", "fp8"),
+    )
+    assert out["batch"] == 256 and out["mean_context_tokens"] == 1500
+    plan = _json(
+        capsys,
+        *("plan", "--model", "qwen3-30b-a3b", "--hw", "h100-sxm", "--devices", "4", "--tp", "1"),
+        *(
+            "--ep",
+            "4",
+            "--phase",
+            "decode",
+            "--batch",
+            "256",
+            "--seq-len",
+            "1500",
+            "--dtype",
+            "fp8",
+        ),
+    )
+    assert plan["plans"][0]["predicted_s"] == pytest.approx(out["decode_step_s"], rel=1e-12)
+
+
+def test_backlogged_closed_loop_shifts_every_ttft(capsys: pytest.CaptureFixture[str]) -> None:
+    """2,000 clients on one H100 (batch limit 256): the clients beyond the batch wait, so the
+    mean TTFT is N / X - (O - 1) TPOT and every quantile moves with it."""
+    out = _json(
+        capsys,
+        *("serve", "--model", "llama-3.1-8b", "--hw", "h100-sxm", "--devices", "1"),
+        *("--concurrency", "2000", "--in", "1000", "--out", "200", "--dtype", "fp8"),
+    )
+    assert out["ttft_mean_s"] == pytest.approx(
+        2000 / out["requests_per_s"] - 199 * out["tpot_s"]["p50"]
+    )
+    assert out["ttft_s"]["p50"] > 0.5 * out["ttft_mean_s"]
+    assert out["ttft_s"]["p99"] >= out["ttft_s"]["p50"]
+
+
 # --- layouts and dtypes -----------------------------------------------------------------------
 
 

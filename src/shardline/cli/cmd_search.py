@@ -312,7 +312,12 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
     from shardline.planning.executors import map_chunks
     from shardline.serving.config import check_tokens
     from shardline.serving.engines import engine
-    from shardline.serving.search import SEARCH_DTYPE, SEARCH_ENGINE, serving_search
+    from shardline.serving.search import (
+        SEARCH_DTYPE,
+        SEARCH_ENGINE,
+        SearchOptions,
+        serving_search,
+    )
     from shardline.serving.slo import parse_slo
 
     if args.recompute is not None:
@@ -345,12 +350,14 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
         output_tokens=int(check_tokens(positive_arg(args.output_tokens, "--out"), "--out")),
         slo=parse_slo(args.slo),
         max_devices=_max_devices(args.max_devices),
-        map_chunks=partial(map_chunks, **_run_options(args)),
-        engine_name=engine_name,
-        dtype=dtype,
-        weight_dtype=args.weight_dtype,
-        kv_dtype=args.kv_dtype,
-        disagg=args.disagg,
+        options=SearchOptions(
+            engine=engine_name,
+            dtype=dtype,
+            weight_dtype=args.weight_dtype,
+            kv_dtype=args.kv_dtype,
+            disagg=args.disagg,
+            map_chunks=partial(map_chunks, **_run_options(args)),
+        ),
     )
     elapsed_s = time.perf_counter() - start
     result["elapsed_s"] = elapsed_s

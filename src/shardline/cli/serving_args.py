@@ -18,7 +18,7 @@ __all__ = [
 
 def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) -> None:
     """A serving workload and its SLO (`serve`, and the serving search): --model, --rate, --in,
-    --out, --slo, --engine, --usd-per-hour; with `layout`, --devices, --tp and --max-batch."""
+    --out, --slo, --engine, the dtypes, --emit, --usd-per-hour; with `layout`, the layout's."""
     reject_empty(parser)
     g = parser.add_argument_group("serving")
     g.add_argument(
@@ -66,35 +66,41 @@ def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) ->
         help="price of one device per hour (default: the costing table)",
     )
     if layout:
-        g.add_argument(
-            "--concurrency",
-            default=None,
-            metavar="N",
-            help="a closed loop of N requests in flight (instead of --rate), as fixed-concurrency "
-            "benchmarks run",
-        )
-        g.add_argument("--devices", required=True, metavar="D", help="devices serving in all")
-        g.add_argument(
-            "--tp", default="1", metavar="N", help="devices of a replica (its tensor-parallel size)"
-        )
-        g.add_argument(
-            "--ep",
-            default="1",
-            metavar="N",
-            help="expert-parallel ranks of a replica (MoE; divides --tp)",
-        )
-        g.add_argument(
-            "--attention-dp",
-            default="1",
-            metavar="N",
-            help="attention data-parallel ranks of a replica (MoE, DP attention; divides --tp)",
-        )
-        g.add_argument(
-            "--max-batch",
-            default="256",
-            metavar="B",
-            help="sequences per engine step (default 256)",
-        )
+        _add_layout_args(g)
+
+
+def _add_layout_args(g: argparse._ArgumentGroup) -> None:
+    """`serve`'s load and layout: --concurrency, --devices, --tp, --ep, --attention-dp and
+    --max-batch."""
+    g.add_argument(
+        "--concurrency",
+        default=None,
+        metavar="N",
+        help="a closed loop of N requests in flight (instead of --rate), as fixed-concurrency "
+        "benchmarks run",
+    )
+    g.add_argument("--devices", required=True, metavar="D", help="devices serving in all")
+    g.add_argument(
+        "--tp", default="1", metavar="N", help="devices of a replica (its tensor-parallel size)"
+    )
+    g.add_argument(
+        "--ep",
+        default="1",
+        metavar="N",
+        help="expert-parallel ranks of a replica (MoE; divides --tp)",
+    )
+    g.add_argument(
+        "--attention-dp",
+        default="1",
+        metavar="N",
+        help="attention data-parallel ranks of a replica (MoE, DP attention; divides --tp)",
+    )
+    g.add_argument(
+        "--max-batch",
+        default="256",
+        metavar="B",
+        help="sequences per engine step (default 256)",
+    )
 
 
 def add_serving_dtype_args(g: argparse._ArgumentGroup) -> None:

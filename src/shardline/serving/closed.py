@@ -76,8 +76,14 @@ def _steady(st: StepTimes, cfg: ServeConfig, kv_fraction: float, concurrency: in
     a = analyze(st, replace(cfg, rate_per_s=max(lo, 1e-9)), kv_fraction)
     response_s = concurrency / a.requests_per_s
     ttft = max(response_s - (out - 1) * a.tpot_s[50], 0.0)
-    if a.ttft_mean_s < ttft:  # the backlog beyond the model's queue waits for a batch slot
-        return replace(a, ttft_mean_s=ttft)
+    extra = ttft - a.ttft_mean_s
+    if extra > 0:  # the backlog beyond the model's queue waits for a batch slot: every request
+        return replace(
+            a,
+            ttft_mean_s=ttft,
+            ttft_s={q: v + extra for q, v in a.ttft_s.items()},
+            queue_wait_s={q: v + extra for q, v in a.queue_wait_s.items()},
+        )
     return a
 
 

@@ -26,6 +26,8 @@ from shardline.strategies.tp import SERVING_DEGREES
 
 __all__ = [
     "serving_search",
+    "SearchOptions",
+    "pool_splits",
     "evaluate_chunk",
     "layout_config",
     "Chunk",
@@ -271,6 +273,22 @@ def _failures(
     return out
 
 
+@dataclass(frozen=True)
+class SearchOptions:
+    """What the serving search prices every layout with and how it runs: the engine
+    (NAME[@VERSION]), the dtypes (`dtype` the compute; weights and KV default as `serve` takes
+    them), `disagg` (also every prefill:decode split of each device count: pool_splits) and
+    `map_chunks(fn, chunks) -> list`, which runs `evaluate_chunk` over the chunks (None: a plain
+    map; the search command passes one that spreads them over processes)."""
+
+    engine: str = SEARCH_ENGINE
+    dtype: str | None = SEARCH_DTYPE
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    disagg: bool = False
+    map_chunks: MapChunks | None = None
+
+
 def serving_search(
     model: str,
     *,
@@ -280,20 +298,11 @@ def serving_search(
     output_tokens: int | Lengths,
     slo: SLO,
     max_devices: int,
-    map_chunks: MapChunks | None = None,
-    engine_name: str = SEARCH_ENGINE,
-    dtype: str | None = SEARCH_DTYPE,
-    weight_dtype: str | None = None,
-    kv_dtype: str | None = None,
-    disagg: bool = False,
+    options: SearchOptions | None = None,
 ) -> dict[str, Any]:
     """Every chip x device count x tp (and, for a MoE model, DP attention with experts over the
-    replica) x batch limit with `engine_name` (NAME[@VERSION]) and the dtypes (`dtype` the
-    compute; weights and KV default as `serve` takes them): {"evaluated", "pareto", "best",
-    "failures", "assumed"}; with `disagg` also every prefill:decode split of each device count
-    (pool_splits; a row's `pools` names it). `map_chunks(fn, chunks) -> list` runs
-    `evaluate_chunk` over the chunks (default: a plain map; the search command passes one that
-    spreads them over processes)."""
+    replica; with `options.disagg`, every prefill:decode split) x batch limit, priced with
+    `options` (SearchOptions): {"evaluated", "pareto", "best", "failures", "assumed"}."""
     if not isinstance(model, str) or not model:
         raise InputError(f"the serving search needs a model name or file, got {short(model)}")
     if isinstance(chips, str) or not isinstance(chips, Sequence) or not chips:
@@ -302,25 +311,32 @@ def serving_search(
         raise InputError(f"chips must be a list of chip names, got {short(chips)}")
     if not isinstance(slo, SLO):
         raise InputError(NEEDS_SLO)
+    opts = options or SearchOptions()
+    if not isinstance(opts, SearchOptions):
+        raise InputError(f"options must be a SearchOptions, got {short(opts)}")
     common = {
         "rate_per_s": check_serving_rate(rate_per_s),
         "input_tokens": as_lengths(input_tokens, "--in"),
         "output_tokens": as_lengths(output_tokens, "--out"),
         "slo": slo,
         "max_devices": check_whole(max_devices, "--max-devices", most=MAX_SERVING_DEVICES),
-        "engine": engine(engine_name).label,
-        "dtype": dtype,
-        "weight_dtype": weight_dtype,
-        "kv_dtype": kv_dtype,
-        "disagg": disagg,
+        "engine": engine(opts.engine).label,
+        "dtype": opts.dtype,
+        "weight_dtype": opts.weight_dtype,
+        "kv_dtype": opts.kv_dtype,
+        "disagg": opts.disagg,
     }
     chunks = _chunks(model, chips, common)
-    run = map_chunks or (lambda fn, items: [fn(item) for item in items])
-    rows = [row for part in run(evaluate_chunk, chunks) for row in part]
+    run = opts.map_chunks or (lambda fn, items: [fn(item) for item in items])
+    return _answer([row for part in run(evaluate_chunk, chunks) for row in part], opts)
+
+
+def _answer(rows: list[dict[str, Any]], opts: SearchOptions) -> dict[str, Any]:
+    """The search's answer from every row: the front, the best, the failures, the assumptions."""
     front = _pareto(rows)
     meeting = sorted((r for r in rows if r["meets_slo"]), key=_cost_key)
     best = meeting[0] if meeting else None
-    eng = engine(engine_name)
+    eng = engine(opts.engine)
     return {
         "evaluated": len(rows),
         "pareto": front,
@@ -328,12 +344,12 @@ def serving_search(
         "failures": _failures(rows, front, best),
         "assumed": {
             "engine": eng.label,
-            "dtype": dtype,
-            "weight_dtype": weight_dtype,
-            "kv_dtype": kv_dtype,
+            "dtype": opts.dtype,
+            "weight_dtype": opts.weight_dtype,
+            "kv_dtype": opts.kv_dtype,
             "chunk_tokens": eng.default_chunk_tokens if eng.chunked_prefill else None,
             "kv_reservation": eng.kv_reservation,
             "arrivals": "Poisson",
-            "disaggregated_pools": disagg,
+            "disaggregated_pools": opts.disagg,
         },
     }

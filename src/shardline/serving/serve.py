@@ -162,13 +162,7 @@ def serve(
     eng = engine(opts.engine)
     spec, chip = load_model(model), resolve_chip(hw)
     st = serving_step_times(model, hw, cfg, opts)
-    if opts.concurrency is not None:
-        from shardline.serving.closed import closed_loop
-
-        a = closed_loop(st, cfg, st.kv_fraction, opts.concurrency, opts.waves)
-        cfg = replace(cfg, rate_per_s=max(a.requests_per_s, 1e-9))
-    else:
-        a = analyze(st, cfg, st.kv_fraction)
+    a, cfg = _steady_state(st, cfg, opts)
     compute, weights, kv = serving_dtypes(chip, opts.dtype, opts.weight_dtype, opts.kv_dtype)
     out: dict[str, Any] = {
         "model": spec.name,
@@ -191,14 +185,11 @@ def serve(
             a.ttft_s[opts.slo.percentile], a.tpot_s[opts.slo.percentile]
         )
         out["max_rate_meeting_slo"] = max_rate_meeting_slo(st, cfg, eng, opts.slo)
-    cost = pricing(chip, cfg.devices, a.throughput_tokens_per_s, a.utilization, opts.usd_per_hour)
-    out.update({k: v for k, v in cost.items() if k != "notes"})
-    usd = cost["usd_per_million_tokens"]  # per million output tokens; below: input + output
-    total = a.throughput_tokens_per_s + a.input_tokens_per_s
-    out["usd_per_million_total_tokens"] = (
-        usd * a.throughput_tokens_per_s / total if usd is not None and total > 0 else None
+    _add_cost(
+        out,
+        pricing(chip, cfg.devices, a.throughput_tokens_per_s, a.utilization, opts.usd_per_hour),
+        a,
     )
-    out["notes"] += cost["notes"]
     out["engine_sources"] = eng.sources
     if opts.simulate:
         from shardline.serving.runsim import check_simulation_size, simulation_dict
@@ -206,6 +197,30 @@ def serve(
         check_simulation_size(cfg, opts, a.batch)
         out["simulation"] = simulation_dict(st, cfg, eng, opts)
     return out
+
+
+def _steady_state(
+    st: StepTimes, cfg: ServeConfig, opts: ServeOptions
+) -> tuple[Analysis, ServeConfig]:
+    """The open loop at the config's rate, or the closed loop of `opts.concurrency` requests
+    (the config then carries the rate it serves)."""
+    if opts.concurrency is None:
+        return analyze(st, cfg, st.kv_fraction), cfg
+    from shardline.serving.closed import closed_loop
+
+    a = closed_loop(st, cfg, st.kv_fraction, opts.concurrency, opts.waves)
+    return a, replace(cfg, rate_per_s=max(a.requests_per_s, 1e-9))
+
+
+def _add_cost(out: dict[str, Any], cost: dict[str, Any], a: Analysis) -> None:
+    """The price and energy figures, and the same dollars per million input + output tokens."""
+    out.update({k: v for k, v in cost.items() if k != "notes"})
+    usd = cost["usd_per_million_tokens"]  # per million output tokens; below: input + output
+    total = a.throughput_tokens_per_s + a.input_tokens_per_s
+    out["usd_per_million_total_tokens"] = (
+        usd * a.throughput_tokens_per_s / total if usd is not None and total > 0 else None
+    )
+    out["notes"] += cost["notes"]
 
 
 def _layout_notes(

@@ -238,6 +238,50 @@ def kv_split_devices(spec: Any, tp: int, attention_dp: int = 1) -> int:
     return attention_dp * min(attention_tp, spec.kv_heads)
 
 
+def _check_layout(spec: Any, tp: int, dtype: str, attention_dp: int) -> None:
+    """tp / attention_dp must split the model (the one tensor-parallel rule, strategies/tp.py);
+    DP attention needs experts to split over the replica."""
+    from shardline.basics.units import check_whole
+    from shardline.models.template import model_workload
+    from shardline.strategies.tp import uneven_reason
+
+    check_whole(attention_dp, "--attention-dp")
+    if tp % attention_dp:
+        raise InputError(f"--attention-dp {attention_dp} does not divide --tp {tp}")
+    shape = model_workload(spec, phase="decode", batch=1, seq_len=1024, dtype=dtype)
+    why = uneven_reason(shape, tp // attention_dp, f"--tp {tp}")
+    if why is not None:
+        raise InputError(why)
+    if attention_dp > 1 and spec.moe is None:
+        raise InputError(
+            f"--attention-dp {attention_dp} needs a mixture-of-experts model (DP attention runs "
+            f"with expert-parallel experts); {spec.name} is dense: serve replicas of --tp instead"
+        )
+
+
+def _kv_fields(
+    spec: Any, chip: Any, eng: Engine, layout: tuple[int, int], kv_dtype: str
+) -> dict[str, Any]:
+    """StepTimes' KV fields for a replica of `layout` = (tp, attention_dp): bytes per token in
+    `kv_dtype`, the engine's budget rule and fraction, the devices holding distinct KV, and a
+    sliding-window model's bytes of one sequence (its local layers hold at most the window)."""
+    from shardline.basics.dtypes import dtype_bits
+    from shardline.workload.modelspec import kv_bytes_at, kv_bytes_per_token
+
+    tp, attention_dp = layout
+    kv_bytes = dtype_bits(kv_dtype) / 8
+    windowed = spec.sliding_window is not None
+    return {
+        "kv_bytes_per_token": kv_bytes_per_token(spec, kv_bytes),
+        "kv_rule": eng.kv_budget_rule,
+        "kv_fraction": eng.memory_fraction(float(chip.capacity_bytes), tp, attention_dp),
+        "kv_devices": kv_split_devices(spec, tp, attention_dp),
+        "kv_sequence_bytes": (
+            (lambda c: kv_bytes_at(spec, max(int(round(c)), 0), kv_bytes)) if windowed else None
+        ),
+    }
+
+
 def step_times(
     spec: Any,
     chip: Any,
@@ -254,25 +298,7 @@ def step_times(
     budget rule; the memory from the decode step of 256 sequences at 1,024 tokens."""
     from functools import partial
 
-    from shardline.basics.dtypes import dtype_bits
-    from shardline.basics.units import check_whole
-    from shardline.models.template import model_workload
-    from shardline.strategies.tp import uneven_reason
-    from shardline.workload.modelspec import kv_bytes_at, kv_bytes_per_token
-
-    check_whole(attention_dp, "--attention-dp")
-    if tp % attention_dp:
-        raise InputError(f"--attention-dp {attention_dp} does not divide --tp {tp}")
-    attention_tp = tp // attention_dp
-    shape = model_workload(spec, phase="decode", batch=1, seq_len=1024, dtype=dtype)
-    why = uneven_reason(shape, attention_tp, f"--tp {tp}")  # the one tensor-parallel rule
-    if why is not None:
-        raise InputError(why)
-    if attention_dp > 1 and spec.moe is None:
-        raise InputError(
-            f"--attention-dp {attention_dp} needs a mixture-of-experts model (DP attention runs "
-            f"with expert-parallel experts); {spec.name} is dense: serve replicas of --tp instead"
-        )
+    _check_layout(spec, tp, dtype, attention_dp)
     scale = 1.0 + eng.scheduling_overhead_fraction
     price = partial(
         price_step,
@@ -295,9 +321,6 @@ def step_times(
 
     sized = price(("decode", 256, 1024))
     memory = sized.memory
-    kv_bytes = dtype_bits(kv_dtype or dtype) / 8
-    windowed = spec.sliding_window is not None
-    capacity = float(chip.capacity_bytes)
     st = StepTimes(
         chip=chip.name,
         tp=tp,
@@ -305,17 +328,11 @@ def step_times(
         prefill_point=prefill,
         weights_bytes_per_device=float(memory.weights_bytes),
         activations_bytes_per_device=float(memory.activations_bytes),
-        capacity_bytes_per_device=capacity,
-        kv_bytes_per_token=kv_bytes_per_token(spec, kv_bytes),
+        capacity_bytes_per_device=float(chip.capacity_bytes),
         egress_bytes_per_s=(
             chip.interconnect.egress_bytes_per_s if chip.interconnect else SCALE_OUT_BYTES_PER_S
         ),
-        kv_rule=eng.kv_budget_rule,
-        kv_fraction=eng.memory_fraction(capacity, tp, attention_dp),
-        kv_devices=kv_split_devices(spec, tp, attention_dp),
-        kv_sequence_bytes=(
-            (lambda c: kv_bytes_at(spec, max(int(round(c)), 0), kv_bytes)) if windowed else None
-        ),
+        **_kv_fields(spec, chip, eng, (tp, attention_dp), kv_dtype or dtype),
     )
     if a == 1:
         st._decode[(256, 1024)] = float(sized.predicted_s) * scale  # priced for the memory: kept
