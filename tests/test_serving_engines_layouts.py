@@ -332,6 +332,13 @@ def test_fp4_kv_is_not_fp4_by_default(capsys: pytest.CaptureFixture[str]) -> Non
 # --- the search and the launch line -----------------------------------------------------------
 
 
+def _same_answer(served: dict, row: dict) -> None:
+    """`serve`'s throughput and p99 TTFT and TPOT are the search row's."""
+    assert served["throughput_tokens_per_s"] == pytest.approx(row["throughput_tokens_per_s"])
+    assert served["tpot_s"]["p99"] == pytest.approx(row["tpot_p99_s"])
+    assert served["ttft_s"]["p99"] == pytest.approx(row["ttft_p99_s"])
+
+
 SEARCH = [
     *("search", "--model", "llama-3.1-8b", "--hw", "h100-sxm", "--rate", "20"),
     *("--in", "1000", "--out", "200", "--slo", "ttft=1s,tpot=50ms", "--max-devices", "2"),
@@ -355,9 +362,7 @@ def test_search_best_names_its_layout_and_serve_reproduces_it(
         *("--tp", str(best["tp"]), "--max-batch", str(best["max_batch"])),
         *("--engine", best["engine"], "--dtype", best["dtype"], "--kv-dtype", best["kv_dtype"]),
     )
-    assert again["throughput_tokens_per_s"] == pytest.approx(best["throughput_tokens_per_s"])
-    assert again["tpot_s"]["p99"] == pytest.approx(best["tpot_p99_s"])
-    assert again["ttft_s"]["p99"] == pytest.approx(best["ttft_p99_s"])
+    _same_answer(again, best)
 
 
 def test_emit_prints_the_engines_own_flags(capsys: pytest.CaptureFixture[str]) -> None:
@@ -416,9 +421,7 @@ def test_search_prices_dp_attention_as_serve_does(capsys: pytest.CaptureFixture[
         *("--ep", "2", "--attention-dp", "2", "--rate", "10", "--in", "1000", "--out", "500"),
         *("--max-batch", "64", "--engine", "sglang", "--dtype", "fp8"),
     )
-    assert out["throughput_tokens_per_s"] == pytest.approx(row["throughput_tokens_per_s"])
-    assert out["tpot_s"]["p99"] == pytest.approx(row["tpot_p99_s"])
-    assert out["ttft_s"]["p99"] == pytest.approx(row["ttft_p99_s"])
+    _same_answer(out, row)
 
 
 def test_search_pools_are_serves_disaggregated_pools(capsys: pytest.CaptureFixture[str]) -> None:
