@@ -163,7 +163,7 @@ def test_trace_file(tmp_path: object) -> None:
 
 
 def test_serving_search_small() -> None:
-    from shardline.serving.search import BATCH_LIMITS, serving_search
+    from shardline.serving.search import BATCH_LIMITS, SearchOptions, serving_search
 
     calls: list[int] = []
 
@@ -180,7 +180,7 @@ def test_serving_search_small() -> None:
         output_tokens=100,
         slo=slo,
         max_devices=2,
-        map_chunks=mapper,
+        options=SearchOptions(map_chunks=mapper),
     )
     # tp 1: 1 or 2 devices; tp 2: 2 devices; each x every batch limit
     assert out["evaluated"] == 3 * len(BATCH_LIMITS) and calls == [2]
@@ -284,14 +284,17 @@ def test_serve_cli_price_and_bad_knobs(capsys: pytest.CaptureFixture[str]) -> No
 def test_engine_figures_are_sourced() -> None:
     from shardline.serving.engines import engine, engine_names
 
-    assert engine_names() == ("sglang", "trtllm", "vllm")  # the tables of engines.toml
+    assert engine_names() == ("lmdeploy", "sglang", "tgi", "trtllm", "vllm")  # engines.toml
     for name in engine_names():
         eng = engine(name)
         assert all(len(src) > 20 for src in eng.sources.values())
         assert 0 <= eng.scheduling_overhead_fraction < 1 and 0 < eng.kv_memory_fraction <= 1
     assert engine("TensorRT-LLM").kv_reservation == "full_output"
+    assert engine("vllm@0.10").version == "0.10" and engine("sglang@v0.4").name == "sglang"
+    with pytest.raises(InputError, match="describes vllm 0.10 only"):
+        engine("vllm@0.5")
     with pytest.raises(InputError):
-        engine("tgi")
+        engine("orca")
 
 
 def test_every_engine_has_its_row_in_the_docs() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 from shardline.cli.args import add_power_cap_arg
 from shardline.cli.common import add_json_arg, emit_json, positive_arg
 from shardline.cli.execution_args import add_recompute_arg
-from shardline.cli.serving_args import add_figure_output_args
+from shardline.cli.serving_args import add_figure_output_args, add_serving_dtype_args
 from shardline.errors import InputError
 
 __all__ = ["register"]
@@ -110,6 +110,25 @@ def _add_serving(p: argparse.ArgumentParser) -> None:
     g.add_argument("--in", dest="input_tokens", default=None, metavar="I", help="input tokens")
     g.add_argument("--out", dest="output_tokens", default=None, metavar="O", help="output tokens")
     g.add_argument("--max-devices", default=None, metavar="N", help="most devices per system")
+    g.add_argument(
+        "--engine",
+        default=None,
+        metavar="NAME",
+        help="serving engine (NAME or NAME@VERSION): trtllm (default), vllm, sglang, tgi, lmdeploy",
+    )
+    g.add_argument(
+        "--dtype",
+        dest="serving_dtype",
+        default=None,
+        metavar="D",
+        help="the serving search's compute dtype, weights and KV cache (default fp8)",
+    )
+    add_serving_dtype_args(g)
+    g.add_argument(
+        "--disagg",
+        action="store_true",
+        help="also search disaggregated prefill:decode pools of each device count",
+    )
 
 
 def _add_run(p: argparse.ArgumentParser) -> None:
@@ -157,7 +176,15 @@ def run_search(args: argparse.Namespace) -> int:
     if phase == "training" and serving:
         raise InputError("--slo and --rate apply to the serving search, not --phase training")
     outputs = check_figure_outputs(args, [args.model])
+    if phase == "training":
+        for flag in ("engine", "serving_dtype", "weight_dtype", "kv_dtype", "emit", "disagg"):
+            if getattr(args, flag, None) not in (None, False):
+                name = "--" + flag.replace("serving_", "").replace("_", "-")
+                raise InputError(f"{name} applies to the serving search (--slo), not training")
     result = _training(args) if phase == "training" else _serving(args)
+    if getattr(args, "emit", None) is not None:
+        sys.stdout.write(_launch(args, result))
+        return 0
     if outputs.wanted:
         _write_figures(outputs, args.model, phase, result)
     if args.json:
@@ -284,7 +311,13 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
 
     from shardline.planning.executors import map_chunks
     from shardline.serving.config import check_tokens
-    from shardline.serving.search import serving_search
+    from shardline.serving.engines import engine
+    from shardline.serving.search import (
+        SEARCH_DTYPE,
+        SEARCH_ENGINE,
+        SearchOptions,
+        serving_search,
+    )
     from shardline.serving.slo import parse_slo
 
     if args.recompute is not None:
@@ -301,6 +334,13 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
         from shardline.serving.search import NEEDS_SLO
 
         raise InputError(NEEDS_SLO)
+    engine_name = args.engine or args.emit or SEARCH_ENGINE
+    if args.emit is not None and engine(engine_name).name != args.emit:
+        raise InputError(
+            f"--emit {args.emit} prints the best layout priced with {args.emit}'s own figures; "
+            f"drop --engine {args.engine} or give --engine {args.emit}"
+        )
+    dtype = args.serving_dtype or (None if args.weight_dtype else SEARCH_DTYPE)
     start = time.perf_counter()
     result = serving_search(
         args.model,
@@ -310,12 +350,64 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
         output_tokens=int(check_tokens(positive_arg(args.output_tokens, "--out"), "--out")),
         slo=parse_slo(args.slo),
         max_devices=_max_devices(args.max_devices),
-        map_chunks=partial(map_chunks, **_run_options(args)),
+        options=SearchOptions(
+            engine=engine_name,
+            dtype=dtype,
+            weight_dtype=args.weight_dtype,
+            kv_dtype=args.kv_dtype,
+            disagg=args.disagg,
+            map_chunks=partial(map_chunks, **_run_options(args)),
+        ),
     )
     elapsed_s = time.perf_counter() - start
     result["elapsed_s"] = elapsed_s
     result["rate_systems_per_s"] = result["evaluated"] / elapsed_s if elapsed_s > 0 else 0.0
     return result
+
+
+def _launch(args: argparse.Namespace, result: dict[str, Any]) -> str:
+    """--emit: the launch command of the search's best layout (serve's --emit of it)."""
+    from dataclasses import replace
+
+    from shardline.cli.serving_args import launch_line
+    from shardline.serving.config import parse_lengths
+    from shardline.serving.search import Chunk, layout_config
+    from shardline.serving.serve import ServeOptions
+    from shardline.serving.slo import parse_slo
+
+    best = result["best"]
+    if best is None:
+        raise InputError("no layout meets the SLO: nothing to --emit (see the failures)")
+    if "pools" in best:
+        pools = best["pools"]
+        raise InputError(
+            f"the best layout runs disaggregated pools ({pools['prefill_devices']} prefill : "
+            f"{pools['decode_devices']} decode devices); --emit prints one colocated engine's "
+            "command: search without --disagg for it"
+        )
+    chunk = Chunk(
+        model=args.model,
+        chip=best["chip"],
+        tp=best["tp"],
+        rate_per_s=_rate(args.rate),
+        input_tokens=parse_lengths(args.input_tokens, "--in"),
+        output_tokens=parse_lengths(args.output_tokens, "--out"),
+        slo=parse_slo(args.slo),
+        max_devices=best["devices"],
+        engine=best["engine"],
+        dtype=best["dtype"],
+        weight_dtype=best["weight_dtype"],
+        kv_dtype=best["kv_dtype"],
+        attention_dp=best.get("attention_dp", 1),
+    )
+    cfg = layout_config(chunk, best["devices"], best["max_batch"])
+    options = ServeOptions(
+        engine=best["engine"],
+        dtype=best["dtype"],
+        weight_dtype=best["weight_dtype"],
+        kv_dtype=best["kv_dtype"],
+    )
+    return launch_line(args.emit, args.model, best["chip"], replace(cfg), options)
 
 
 def _max_devices(text: str | None) -> int:

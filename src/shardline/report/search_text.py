@@ -84,11 +84,30 @@ def _serving_row(row: dict[str, Any]) -> str:
     replicas = row["devices"] // row["tp"]
     cost = row.get("usd_per_million_tokens")
     price = f"${cost:.3f} per million output tokens" if cost is not None else "no price"
+    layout = f"tp{row['tp']}"
+    if row.get("attention_dp", 1) > 1:
+        layout += f" ep{row['ep']} attention-dp{row['attention_dp']}"
+    if row.get("pools"):
+        pools = row["pools"]
+        layout += f", pools {pools['prefill_devices']} prefill : {pools['decode_devices']} decode"
+    else:
+        layout += f" x {replicas} replica{'s' if replicas > 1 else ''}"
     return (
-        f"{row['devices']} x {row['chip']} (tp{row['tp']} x {replicas} replica"
-        f"{'s' if replicas > 1 else ''}, batch <= {row['max_batch']}): {price}, "
+        f"{row['devices']} x {row['chip']} ({layout}, batch <= {row['max_batch']}): {price}, "
         f"TTFT p99 {1e3 * row['ttft_p99_s']:.0f} ms, TPOT p99 {1e3 * row['tpot_p99_s']:.1f} ms, "
         f"{row['throughput_tokens_per_s']:,.0f} tokens/s"
+    )
+
+
+def _assumed(a: dict[str, Any]) -> str:
+    """What every layout was priced with, in one line."""
+    dtypes = ", ".join(f"{k} {a[k]}" for k in ("dtype", "weight_dtype", "kv_dtype") if a.get(k))
+    chunk = f"chunks of {a['chunk_tokens']:,} prompt tokens" if a["chunk_tokens"] else "no chunks"
+    kv = "the whole output" if a["kv_reservation"] == "full_output" else "blocks on demand"
+    pools = ", colocated and disaggregated pools" if a.get("disaggregated_pools") else ""
+    return (
+        f"assumed: {a['engine']} ({dtypes or 'the default dtypes'}), {chunk}, KV reserved for "
+        f"{kv}, {a['arrivals']} arrivals{pools}"
     )
 
 
@@ -99,6 +118,8 @@ def render_serving(r: dict[str, Any]) -> str:
         f"evaluated {r['evaluated']:,} serving systems (chip x devices x tp x batch limit) in "
         f"{r['elapsed_s']:.2f} s ({r['rate_systems_per_s']:,.0f} per second)"
     ]
+    if r.get("assumed"):
+        lines.append(_assumed(r["assumed"]))
     best = r.get("best")
     if best is None:
         lines.append("no system meets the SLO within the devices searched")

@@ -17,9 +17,18 @@ def _q(d: dict[str, float | None]) -> str:
 
 def _verdict(r: dict[str, Any]) -> list[str]:
     c = r["config"]
+    layout = f"tp {c['tp']}"
+    if c.get("ep", 1) > 1 or c.get("attention_dp", 1) > 1:
+        layout += f", ep {c['ep']}, attention-dp {c['attention_dp']}"
+    dtypes = r["dtype"]
+    if (r.get("weight_dtype"), r.get("kv_dtype")) not in ((None, None), (dtypes, dtypes)):
+        dtypes = f"{r['dtype']} compute, {r['weight_dtype']} weights, {r['kv_dtype']} KV"
+    load = f"at {c['rate_per_s']:g} req/s"
+    if c.get("concurrency") is not None:
+        load = f"with {c['concurrency']:,} requests in flight ({c['rate_per_s']:.3g} req/s)"
     head = (
-        f"{r['model']} on {c['devices']} x {r['hw']} (tp {c['tp']}, {r['engine']}, {r['dtype']}) "
-        f"at {c['rate_per_s']:g} req/s, {c['input_tokens']} in / {c['output_tokens']} out"
+        f"{r['model']} on {c['devices']} x {r['hw']} ({layout}, {r['engine']}, {dtypes}) "
+        f"{load}, {c['input_tokens']} in / {c['output_tokens']} out"
     )
     lines = [head]
     if r["saturated"]:
