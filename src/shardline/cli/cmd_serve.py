@@ -166,9 +166,7 @@ def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any
     )
 
 
-def _write_figures(
-    outputs: Any, model: str, hw: str, cfg: Any, options: Any, result: dict
-) -> None:
+def _write_figures(outputs: Any, model: str, hw: str, cfg: Any, options: Any, result: dict) -> None:
     """--plot and --html: the simulation's CDFs and KV occupancy, and the rate sweep, of `model`
     as the user gave it (a model file's path: not the zoo model its name may match)."""
     from functools import cache
