@@ -25,6 +25,7 @@ import json
 import math
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -501,6 +502,19 @@ def _api() -> list[Case]:
     ]
 
 
+def _leftovers() -> list[Case]:
+    """SIGKILL while other commands write (the sheet's are group 7's): the next write of the same
+    output removes the temporary file the killed run left."""
+    template = ["template", "out_kill.xlsx", *HW]
+    serve = [*SERVE, "--model", "llama-3.2-1b", "--requests", "100", "--html", "out_kill.html"]
+    return [
+        Case(f"SIGKILL while {argv[0]} writes, then the same write again", argv, "ok", group=8,
+             signal_after_s=0.0, after_tmp=True, sig=signal.SIGKILL, limit_s=120,
+             then=[*argv, "--force"])
+        for argv in (template, serve)
+    ]  # fmt: skip
+
+
 def _huge_legal() -> list[Case]:
     return [
         Case("stack of 200,000 layers refused at once", ["stack", "in/stack3_200k.toml", *HW],
@@ -522,4 +536,4 @@ def third_catalogue(work: Path) -> list[Case]:
     for name in ("cal3.toml.partial.csv", "val3.partial.csv"):
         (work / name).write_text("mine\n")
     out = [*_tracebacks(), *_hangs(), *_clobbers(), *_wrong_answers(), *_injection()]
-    return out + [*_api(), *_huge_legal()]
+    return out + [*_api(), *_leftovers(), *_huge_legal()]
