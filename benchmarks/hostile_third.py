@@ -20,6 +20,8 @@ Fixtures (under WORK/in, and two Dask schedulers when `distributed` is installed
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib.util
 import json
 import math
@@ -33,7 +35,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import bench_hostile
 from bench_hostile import ROOT, Case
 
 HW = ["--hw", "h100-sxm"]
@@ -184,14 +185,27 @@ def _free_port() -> int:
 
 
 DASK: dict[str, str] = {}  # "empty" / "no_shardline" -> scheduler address
+_PEERS: list[subprocess.Popen[bytes]] = []  # the schedulers and the worker, killed at exit
+
+
+def _stop_peers() -> None:
+    """Kill the Dask processes (their own process groups) when the catalogue exits: this module
+    imports bench_hostile anew when that runs as __main__, so its _RUNNING is not the one the
+    catalogue's own clean-up reads."""
+    for proc in _PEERS:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def _start_dask(work: Path) -> None:
     """Two local schedulers: one that no worker joins, one whose worker cannot import shardline
-    (a `shardline` package that raises ImportError first on its path). Killed with the catalogue
-    (bench_hostile._RUNNING)."""
+    (a `shardline` package that raises ImportError first on its path). Killed when the catalogue
+    exits (_stop_peers)."""
     if importlib.util.find_spec("distributed") is None:
         return
+    atexit.register(_stop_peers)
     fake = work / "noshardline" / "shardline"
     fake.mkdir(parents=True, exist_ok=True)
     (fake / "__init__.py").write_text('raise ImportError("No module named shardline")\n')
@@ -209,7 +223,7 @@ def _start_dask(work: Path) -> None:
             [sys.executable, "-c", code, str(port)], env=env, start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        bench_hostile._RUNNING.append(proc)
+        _PEERS.append(proc)
         DASK[name] = f"tcp://127.0.0.1:{port}"
     worker = [sys.executable, "-m", "distributed.cli.dask_worker", DASK["no_shardline"]]
     proc = subprocess.Popen(
@@ -217,7 +231,7 @@ def _start_dask(work: Path) -> None:
         env={**env, "PYTHONPATH": str(work / "noshardline")}, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    bench_hostile._RUNNING.append(proc)
+    _PEERS.append(proc)
     time.sleep(8)  # the schedulers listen and the worker joins
 
 
