@@ -83,10 +83,12 @@ def test_analytic_by_hand() -> None:
     # separate prefill: M/D/1 with S = 0.1, rho 0.4: W = 4 x 0.01 / (2 x 0.6); TTFT p50 = 0.1
     assert a.ttft_s[50] == pytest.approx(0.1)
     assert a.throughput_tokens_per_s == pytest.approx(400)
-    # speculative decoding: tau tokens per step, the capacity grows with tau
+    # speculative decoding: tau tokens per step, the capacity grows with tau; the step checks
+    # k + 1 = 5 tokens of each of the 100 sequences, at least 100 x 5 x 1e-4 s = 0.05 s of
+    # compute (a prefill token's time) against the 0.02 s decode step
     spec = analyze(st, replace(cfg, spec_k=4, spec_alpha=0.8), 0.9)
     tau = 3.3616
-    assert spec.capacity_requests_per_s == pytest.approx(100 * tau / (100 * 0.02 + 100 * tau * 0.1))
+    assert spec.capacity_requests_per_s == pytest.approx(100 * tau / (100 * 0.05 + 100 * tau * 0.1))
     # prefix caching: half the prompt cached halves t_p
     hit = analyze(st, replace(cfg, prefix_hit=0.5), 0.9)
     assert hit.capacity_requests_per_s == pytest.approx(100 / (100 * 0.02 + 100 * 0.05))

@@ -20,6 +20,9 @@ __all__ = ["register"]
 DEFAULT_SEQUENCES = 2048  # sequences per step when --global-batch is not given
 DEFAULT_SEQ_LEN = 8192
 MAX_CHIPS = 64  # chips in one --hw list
+# training-only flags with a default: None on the command line, so that the serving search can
+# tell a flag that was given (and refuse it) from one that was not
+TRAINING_DEFAULTS = {"scales": "4", "rerank": "12"}
 # Sequences per step: the search's memory grows with the batch's (dp x microbatch) splits, to
 # about 2 GB at 2^20 sequences over 2^24 devices (4.4 GB at 2^27)
 MAX_SEQUENCES = 1 << 20
@@ -76,7 +79,7 @@ def _add_training(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--scales",
-        default="4",
+        default=None,
         metavar="N",
         help="device counts tried: D, D/2, ... (N of them; default 4) for the Pareto front",
     )
@@ -97,9 +100,10 @@ def _add_training(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--rerank",
-        default="12",
+        default=None,
         metavar="K",
-        help="fastest layouts per chip and device count re-evaluated by the plan engine",
+        help="fastest layouts per chip and device count re-evaluated by the plan engine "
+        "(default 12)",
     )
 
 
@@ -276,8 +280,8 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
     tokens = float(parse_count(args.tokens, "--tokens")) if args.tokens is not None else None
     run = RunOptions(
         **_run_options(args),
-        rerank=positive_arg(args.rerank, "--rerank"),
-        scales=positive_arg(args.scales, "--scales"),
+        rerank=positive_arg(_given(args.rerank, "rerank"), "--rerank"),
+        scales=positive_arg(_given(args.scales, "scales"), "--scales"),
         fixed=_fixed(args.fix),
         recompute=args.recompute,
         framework=args.framework,
@@ -289,6 +293,10 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
         tokens=tokens,
         run=run,
     )
+
+
+def _given(value: str | None, flag: str) -> str:
+    return TRAINING_DEFAULTS[flag] if value is None else value
 
 
 def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:
@@ -326,6 +334,10 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError("--framework applies to the training search")
     if args.power_cap is not None:
         raise InputError("--power-cap applies to the training search (serving takes chip names)")
+    for flag in ("devices", "tokens", "seq_len", "global_batch", "scales", "fix", "rerank"):
+        if getattr(args, flag) is not None:
+            more = "; the serving search sizes systems up to --max-devices" * (flag == "devices")
+            raise InputError(f"--{flag.replace('_', '-')} applies to the training search{more}")
     given = (("--rate", args.rate), ("--in", args.input_tokens), ("--out", args.output_tokens))
     missing = [flag for flag, value in given if value is None]
     if missing:

@@ -207,14 +207,15 @@ def _concurrency(args: argparse.Namespace) -> int | None:
     return _at_most(n, MAX_CONCURRENCY, "--concurrency")
 
 
-def _write_figures(outputs: Any, hw: str, cfg: Any, options: Any, result: dict) -> None:
-    """--plot and --html: the simulation's CDFs and KV occupancy, and the rate sweep."""
+def _write_figures(outputs: Any, model: str, hw: str, cfg: Any, options: Any, result: dict) -> None:
+    """--plot and --html: the simulation's CDFs and KV occupancy, and the rate sweep, of `model`
+    as the user gave it (a model file's path: not the zoo model its name may match)."""
     from functools import cache
 
     from shardline.report.serve_figures import render_serve_plot, serve_figures, serve_summary
     from shardline.serving.plotdata import serve_plot_data
 
-    data = cache(lambda: serve_plot_data(result["model"], hw, cfg, options))
+    data = cache(lambda: serve_plot_data(model, hw, cfg, options))
     outputs.write(
         lambda path: render_serve_plot(data(), path),
         lambda: serve_figures(data()),
@@ -269,7 +270,7 @@ def run_serve(args: argparse.Namespace) -> int:
         from shardline.serving.runsim import check_simulation_size
 
         check_simulation_size(cfg, options, result["batch"])  # the figures simulate too
-        _write_figures(outputs, hw, cfg, options, result)
+        _write_figures(outputs, args.model, hw, cfg, options, result)
     if args.emit is not None:
         sys.stdout.write(launch_line(args.emit, args.model, hw, cfg, options))
     elif args.json:

@@ -19,7 +19,7 @@ from shardline.basics.dtypes import canonical_dtype
 from shardline.errors import InputError
 from shardline.hardware.datafile import SourcedReader, read_data_toml
 from shardline.models.template import DTYPE_FIELDS
-from shardline.workload.modelspec import MLA, ModelSpec, MoE, SlidingWindow
+from shardline.workload.modelspec import MAX_EXPERTS, MLA, ModelSpec, MoE, SlidingWindow
 
 __all__ = ["load_model", "list_models", "model_from_dict", "model_files", "MODEL_FIELDS"]
 
@@ -128,6 +128,8 @@ def _moe(r: _Reader) -> MoE | None:
         dense_layers_first=r.integer("moe.dense_layers_first", 0, zero=True),
         router_bias=r.boolean("moe.router_bias", False),
     )
+    if moe.experts > MAX_EXPERTS:
+        raise r.fail("moe.experts", f"is more than {MAX_EXPERTS:,} (the most this tool models)")
     if moe.experts_per_token > moe.experts:
         raise r.fail("moe.experts_per_token", f"is more than the {moe.experts} experts")
     return moe

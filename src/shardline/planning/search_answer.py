@@ -167,6 +167,19 @@ def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(front, key=lambda p: p[time_key])
 
 
+def _why_none(stats: dict[str, Any], sequences: int) -> str:
+    """Why the search has no best: no layout of the device counts exists at all (0 evaluated:
+    no product of degrees that divide the model and the batch is the count), or none fits."""
+    if stats["evaluated"]:
+        return "no layout fits in memory; add devices or shrink --global-batch"
+    return (
+        f"no layout exists on {stats['devices']:,} devices (or the smaller counts tried): the "
+        "degrees must multiply to the device count, each dividing what it splits (the heads, "
+        f"the layers, the {sequences:,} sequences of a step); give a count with small factors, "
+        "such as a power of two"
+    )
+
+
 def answer(
     w: Workload,
     groups: list[Any],
@@ -197,7 +210,7 @@ def answer(
         "agreement": _agreement(ranked),
     }
     if not full:
-        out["why_none"] = "no layout fits in memory; add devices or shrink --global-batch"
+        out["why_none"] = _why_none(stats, w.batch)
         return jsonable(out)
     group, best = min(full, key=lambda gb: gb[1]["predicted_step_s"])
     out["best"] = best

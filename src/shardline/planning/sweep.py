@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import isqrt
 from numbers import Integral
 from typing import Any
 
@@ -167,7 +168,9 @@ def sweep_batch(
                 if len(memo) >= MAX_SWEEP_PLANS:
                     complete = False
                     break
-                mid = (left + right) // 2
+                # geometric while the bracket spans more than a factor of two (1 to 1e9 in
+                # about 5 + log2(crossover) searches, not 30), then halving
+                mid = isqrt(left * right) if right > 2 * left else (left + right) // 2
                 if at(mid).recommended == first:
                     left = mid
                 else:

@@ -106,9 +106,12 @@ class Replica:
 
     def t_dec(self, b: Any) -> Any:
         """A decode step of max(b, 1) sequences at the mean context c, times (1 + k x draft
-        cost) with speculative decoding (k draft steps added): StepTimes.decode_s."""
-        step = self.st.decode_s(np.maximum(b, 1.0), self.context)
-        return step * self.cfg.step_cost_factor
+        cost) with speculative decoding (k draft steps added), and no less than the compute of
+        the b (k + 1) tokens verified (StepTimes.verify_floor_s): StepTimes.decode_s."""
+        step = self.st.decode_s(np.maximum(b, 1.0), self.context) * self.cfg.step_cost_factor
+        if self.cfg.spec_k:  # at least the compute of the k + 1 tokens each sequence checks
+            step = np.maximum(step, self.st.verify_floor_s(b, self.cfg.spec_k))
+        return step
 
     def capacity(self, t_p: float, limit: Any = None) -> Any:
         """Requests/s (array over `limit`, default the replica's): the smaller of the batch

@@ -56,6 +56,8 @@ __all__ = [
 # A device without a scale-up fabric in its chip file sends KV over one 400 Gb/s NIC (50 GB/s,
 # the ConnectX-7 rate of a DGX H100 node's compute NICs).
 SCALE_OUT_BYTES_PER_S = 50e9
+# A prompt long enough for its prefill to be compute-bound (weights read once over 4,096 tokens)
+VERIFY_REF_TOKENS = 4096
 
 
 @dataclass
@@ -146,6 +148,15 @@ class StepTimes:
         uniq, inverse = np.unique(whole, return_inverse=True)
         times = np.array([self.prefill_at(int(x)) for x in uniq])
         return times[inverse.reshape(whole.shape)]
+
+    def verify_floor_s(self, sequences: Any, k: int) -> Any:
+        """The least time of a speculative verification step over `sequences` sequences of k + 1
+        tokens each: their compute, at the per-token time of a compute-bound prefill of
+        VERIFY_REF_TOKENS tokens (the same forward pass over as many tokens). Without it a step
+        checking 1,025 tokens per sequence would cost what one decode step costs, past the
+        chip's FLOP/s."""
+        per_token_s = self.prefill_at(VERIFY_REF_TOKENS) / VERIFY_REF_TOKENS
+        return np.maximum(sequences, 1.0) * (k + 1) * per_token_s
 
     def kv_budget_bytes(self, memory_fraction: float | None = None) -> float:
         """KV-cache bytes the replica can hold: the devices holding distinct KV x the engine's
