@@ -11,12 +11,15 @@ from typing import Any
 
 from shardline.cli.args import add_power_cap_arg
 from shardline.cli.common import add_json_arg, emit_json, positive_arg
-from shardline.cli.execution_args import add_recompute_arg
+from shardline.cli.execution_args import add_recompute_arg, add_run_knob_args
 from shardline.cli.serving_args import add_figure_output_args
 from shardline.errors import InputError
 
 __all__ = ["register"]
 
+# the Execution fields the training search tries itself (planning.train_search.SEARCHED_KNOBS;
+# not imported here: the planning package loads only when a search runs)
+SEARCHED_FLAGS = frozenset(("interleave", "recompute", "sequence_parallel", "zero", "tp_overlap"))
 DEFAULT_SEQUENCES = 2048  # sequences per step when --global-batch is not given
 DEFAULT_SEQ_LEN = 8192
 MAX_CHIPS = 64  # chips in one --hw list
@@ -86,6 +89,19 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="hold degrees fixed, e.g. tp=8 or tp=8,pp=16 (the rest is searched)",
     )
+    g.add_argument(
+        "--dtype",
+        default=None,
+        metavar="D",
+        help="the dtype the model computes in (default: the model file's, bf16), e.g. fp8",
+    )
+    g.add_argument(
+        "--etp",
+        default=None,
+        metavar="N",
+        help="hold expert tensor parallelism (parallel folding) at N; default: the layouts as "
+        "found (etp = tp) and the folded variant of each re-ranked one (etp 1)",
+    )
     add_recompute_arg(g)  # pins the policy; without it none, selective and full are searched
     g.add_argument(
         "--framework",
@@ -95,6 +111,8 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         "not try the field itself (gradient dtype, launch mode, attention kernel, optimizer; "
         "default megatron; `shardline framework list`)",
     )
+    # how the model runs, as plan takes it: the knobs the search does not try itself
+    add_run_knob_args(g, SEARCHED_FLAGS)
     g.add_argument(
         "--rerank",
         default="12",
@@ -232,12 +250,16 @@ def _workload(args: argparse.Namespace) -> Any:
             )
     spec = load_model(args.model)
     table = transformer_table(spec, batch=sequences, seq_len=seq_len)
+    if args.dtype is not None:
+        table["dtype"] = args.dtype
     data = {"name": spec.name, "phase": "training", "transformer": table}
     return workload_from_dict(data, origin=f"model {spec.name}")
 
 
 def _training(args: argparse.Namespace) -> dict[str, Any]:
     from shardline.basics.units import parse_count
+    from shardline.cli.common import count_arg
+    from shardline.cli.execution_args import execution_from_args
     from shardline.planning.train_search import RunOptions, training_search
 
     if args.devices is None:
@@ -254,6 +276,12 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
         fixed=_fixed(args.fix),
         recompute=args.recompute,
         framework=args.framework,
+        execution=tuple(
+            (k, v)
+            for k, v in execution_from_args(args).items()
+            if k not in ("recompute", "framework", "tokens")  # RunOptions' own fields
+        ),
+        etp=count_arg(args.etp, "--etp") if args.etp is not None else None,
     )
     return training_search(
         _workload(args),

@@ -20,6 +20,7 @@ from shardline.strategies.base import Knob
 __all__ = [
     "add_degree_args",
     "add_execution_args",
+    "add_run_knob_args",
     "add_recompute_arg",
     "recompute_help",
     "execution_from_args",
@@ -36,6 +37,14 @@ def add_degree_args(parser: argparse.ArgumentParser) -> None:
             f"--{strategy.word}", dest=strategy.name, default=None, metavar="N", help=strategy.help
         )
     degrees.add_argument(
+        "--etp",
+        default=None,
+        metavar="N",
+        help="expert tensor parallelism (Megatron-Core's parallel folding): the experts run on "
+        "etp x ep x edp x pp ranks and the attention on tp x cp x dp x pp, the same devices; "
+        "--dp then counts every rank outside tp, cp and pp (derived when left out)",
+    )
+    degrees.add_argument(
         "--microbatches",
         default=None,
         metavar="M",
@@ -48,6 +57,8 @@ def plan_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {
         s.name: count_arg(getattr(args, s.name), f"--{s.word}") for s in strategies()
     }
+    if getattr(args, "etp", None) is not None:
+        options["etp"] = count_arg(args.etp, "--etp")
     options["microbatches"] = count_arg(args.microbatches, "--microbatches")
     options.update(execution_from_args(args))
     if hasattr(args, "topology"):
@@ -64,30 +75,67 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         "execution (how the plan runs; shardline.basics.options.Execution)"
     )
     for knob in knobs():
-        if knob.switch:  # --no-FLAG turns off what a --framework default turns on
-            g.add_argument(
-                knob.flag,
-                dest=knob.field,
-                action=argparse.BooleanOptionalAction,
-                default=None,
-                help=knob.help,
-            )
-        else:
-            g.add_argument(
-                knob.flag,
-                dest=knob.field,
-                default=None,
-                choices=knob.choices,
-                metavar=knob.metavar,
-                help=knob.help,
-            )
+        _add_knob(g, knob)
     add_recompute_arg(g)
     _add_step_args(g)
+
+
+def add_run_knob_args(g: Any, searched: frozenset[str]) -> None:
+    """The execution flags of how a model runs that a search does not try itself (`searched`:
+    the fields it tries): the strategies' knobs but those, the gradient dtype, the optimizer,
+    the launch mode and the attention kernel (the training search; its own --framework,
+    --recompute and --tokens)."""
+    for knob in knobs():
+        if knob.field in searched:
+            continue
+        _add_knob(g, knob)
+    _add_gradient_args(g)
+    _add_kernel_arg(g)
+
+
+def _add_knob(g: Any, knob: Knob) -> None:
+    if knob.switch:  # --no-FLAG turns off what a --framework default turns on
+        g.add_argument(
+            knob.flag,
+            dest=knob.field,
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help=knob.help,
+        )
+    else:
+        g.add_argument(
+            knob.flag,
+            dest=knob.field,
+            default=None,
+            choices=knob.choices,
+            metavar=knob.metavar,
+            help=knob.help,
+        )
 
 
 def _add_step_args(g: Any) -> None:
     """The flags of the plan as a whole: gradient dtype, optimizer, launch mode, framework,
     attention kernel, tokens."""
+    _add_gradient_args(g)
+    g.add_argument(
+        "--framework",
+        default=None,
+        metavar="NAME",
+        help=f"the training framework whose defaults fill what the other flags leave out: "
+        f"{', '.join(framework_names())} (default megatron; `shardline framework show NAME` lists "
+        "each one's defaults and sources)",
+    )
+    _add_kernel_arg(g)
+    g.add_argument(
+        "--tokens",
+        default=None,
+        metavar="T",
+        help="tokens to train on, e.g. 1T or 15e12: gives days to train",
+    )
+
+
+def _add_gradient_args(g: Any) -> None:
+    """--grad-reduce-dtype, --optimizer, --cuda-graphs."""
     g.add_argument(
         "--grad-reduce-dtype",
         default=None,
@@ -107,14 +155,9 @@ def _add_step_args(g: Any) -> None:
         default=None,
         help="kernels replayed from CUDA graphs: no per-kernel launch overhead (decode)",
     )
-    g.add_argument(
-        "--framework",
-        default=None,
-        metavar="NAME",
-        help=f"the training framework whose defaults fill what the other flags leave out: "
-        f"{', '.join(framework_names())} (default megatron; `shardline framework show NAME` lists "
-        "each one's defaults and sources)",
-    )
+
+
+def _add_kernel_arg(g: Any) -> None:
     g.add_argument(
         "--attention-kernel",
         default=None,
@@ -122,12 +165,6 @@ def _add_step_args(g: Any) -> None:
         help="the fused attention kernel: its measured efficiencies where the chip file gives "
         "them (achievable.attention_kernels; default: the framework's, Megatron-Core's cudnn in "
         "training)",
-    )
-    g.add_argument(
-        "--tokens",
-        default=None,
-        metavar="T",
-        help="tokens to train on, e.g. 1T or 15e12: gives days to train",
     )
 
 
@@ -174,15 +211,15 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
                 out[knob.field] = bool(value)
         elif value is not None:
             out[knob.field] = knob.parse(value) if knob.parse is not None else value
-    if args.recompute is not None:
+    if getattr(args, "recompute", None) is not None:
         out["recompute"] = args.recompute
     if getattr(args, "grad_reduce_dtype", None) is not None:
         out["grad_reduce_dtype"] = args.grad_reduce_dtype
-    if args.optimizer is not None:
+    if getattr(args, "optimizer", None) is not None:
         out["optimizer"] = _optimizer(args.optimizer)
-    if args.cuda_graphs is not None:
+    if getattr(args, "cuda_graphs", None) is not None:
         out["cuda_graphs"] = bool(args.cuda_graphs)
-    if args.tokens is not None:
+    if getattr(args, "tokens", None) is not None:
         out["tokens"] = _tokens(args.tokens)
     if getattr(args, "framework", None) is not None:
         out["framework"] = args.framework

@@ -44,7 +44,7 @@ from shardline.strategies import (
     local_dims,
 )
 from shardline.workload.dense_first import after
-from shardline.workload.moe import boundary_layer
+from shardline.workload.moe import EXPERT_AXIS, boundary_layer
 from shardline.workload.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.workload.workload import Layer, Workload, backward_layers
 
@@ -276,6 +276,11 @@ class LayerPart:
 
 
 def _layer_part(ctx: Context, layer: Layer, n: int, deg: Degrees, m: int) -> LayerPart:
+    if deg.folded and layer.axis_dims(EXPERT_AXIS):
+        # parallel folding: an expert einsum, its all-to-all (over the experts' ep ranks, laid
+        # on the mesh inside etp), its etp traffic and its gradients' reduction (over edp) run
+        # on the experts' degrees, the same devices (Degrees.experts)
+        deg = deg.experts
     net = ctx.network(deg)
     active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in ctx.priced_apart]
     view = ctx.view(layer, n, deg, m)

@@ -20,7 +20,7 @@ from shardline.ops.cost import TIE_RTOL
 from shardline.planning.evaluate import Context, evaluate_plan
 from shardline.planning.reasons import reason
 from shardline.planning.results import OBJECTIVES, PlanResult, PlanSet
-from shardline.strategies import Degrees, Strategy, names, strategies
+from shardline.strategies import Degrees, Strategy, names, strategies, strategy
 from shardline.strategies.base import divisors as strategy_divisors
 from shardline.strategies.pp import MAX_STAGES
 from shardline.strategies.tp import tensor_room, tensor_rooms
@@ -119,6 +119,23 @@ def _check_degree(name: str, value: int | None, devices: int) -> None:
         raise InputError(f"{name}={value} does not divide the {devices} devices")
 
 
+def _megatron_hint(given: Mapping[str, int]) -> str:
+    """Where dp and ep are both given: the shardline degrees of Megatron-Core's reading (dp
+    counting the ep ranks), and --etp for a layout whose experts fold across tp."""
+    dp, ep = given.get("dp"), given.get("ep", 1)
+    if dp is None or ep == 1:
+        return ""
+    if dp % ep:
+        return (
+            f"; read as Megatron-Core states it (dp counting the ep ranks) ep={ep} does not "
+            f"divide dp={dp}: give --etp for a folded layout (the experts on etp x ep x edp)"
+        )
+    return (
+        f"; read as Megatron-Core states it (dp counting the ep ranks), shardline's degrees are "
+        f"dp={dp // ep} ep={ep}"
+    )
+
+
 def _check_fixed(workload: Workload, devices: int, fixed: Mapping[str, int | None]) -> None:
     """The degrees the user fixed must multiply to a divisor of the devices (all of them when
     every degree is fixed), each must be valid for its strategy, and the batch must cover them."""
@@ -131,7 +148,7 @@ def _check_fixed(workload: Workload, devices: int, fixed: Mapping[str, int | Non
         relation = "exceeds" if total > devices else "does not divide"
         raise InputError(
             f"the degrees given ({', '.join(f'{k}={v}' for k, v in given.items())}) "
-            f"multiply to {total}, which {relation} the {devices} devices"
+            f"multiply to {total}, which {relation} the {devices} devices{_megatron_hint(given)}"
         )
     if len(given) == len(names()) and total != devices:
         raise InputError(f"{' x '.join(names())} = {total}, not the {devices} devices")
@@ -222,12 +239,71 @@ def _searched_flags() -> str:
     return ", ".join(f"--{s.word}" for s in strategies() if s.searched and not s.optional)
 
 
+# the keyword of a folded layout's expert tensor parallelism (Degrees, parallel folding)
+FOLD_KEY = "etp"
+
+
+# the attention degrees a folded layout leaves at 1 when not given (dp is derived)
+FOLDED_ONE = ("fsdp", "cp")
+
+
+def folded_pinned(devices: int, fixed: Mapping[str, int | None]) -> bool:
+    """Whether a folded layout's flags fix one layout: etp given (or Megatron-Core's
+    convention) and at most one of tp, pp, dp left out (the devices derive it)."""
+    if fixed.get(FOLD_KEY) is None and not megatron_stated(devices, fixed):
+        return False
+    return sum(fixed.get(name) is None for name in ("tp", "pp", "dp")) <= 1
+
+
+def megatron_stated(devices: int, fixed: Mapping[str, int | None]) -> bool:
+    """Whether the degrees given can only be read in Megatron-Core's convention, dp counting
+    every rank outside tp, cp and pp (the ep ranks inside it): ep > 1 and dp given, and the
+    degrees but ep already multiply to the devices (read shardline's way, ep would have no
+    ranks left)."""
+    given = {k: fixed[k] for k in names() if fixed.get(k) is not None}
+    ep, dp = given.get("ep", 1), given.get("dp")
+    rest = prod(v for k, v in given.items() if k != "ep")
+    return ep > 1 and dp is not None and rest == devices
+
+
+def _folded(
+    workload: Workload, devices: int, fixed: Mapping[str, int | None], interleave: int
+) -> list[Degrees]:
+    """The candidates of a folded layout (`--etp`, or Megatron-Core's convention with etp =
+    tp): the attention's degrees (tp, pp, dp, fsdp, cp; the free ones searched, dp derived)
+    over the devices, each folded with the experts' ep and etp (Degrees, `fold`); the first
+    fold's refusal when none folds."""
+    etp = fixed.get(FOLD_KEY)
+    attention = {k: v for k, v in fixed.items() if k != FOLD_KEY}
+    for name in FOLDED_ONE:  # folded layouts state no FSDP and no cp unless given
+        attention[name] = attention.get(name) or 1
+    ep = attention.pop("ep")
+    if etp is None:
+        etp = attention.get("tp") or 1
+    attention["ep"] = 1
+    strategy("ep").check(workload, ep)  # a MoE workload whose experts ep divides
+    out: list[Degrees] = []
+    refused: InputError | None = None
+    for deg in candidates(workload, devices, attention, interleave):
+        stated = {**deg.as_dict(), "ep": ep, "etp": etp}
+        try:
+            out.append(Degrees(stated))
+        except InputError as e:
+            refused = refused or e
+    if not out and refused is not None:
+        raise refused
+    return out
+
+
 def candidates(
     workload: Workload, devices: int, fixed: Mapping[str, int | None], interleave: int = 1
 ) -> list[Degrees]:
     """Every assignment of a divisor of `devices` to each registered strategy whose product is the
     device count, that keeps the fixed degrees, that every strategy accepts (`valid`) and whose
-    pipeline stages hold `interleave` chunks each."""
+    pipeline stages hold `interleave` chunks each. A folded layout (`etp` given, or Megatron-Core's
+    convention: `megatron_stated`) gives its folded candidates (`_folded`)."""
+    if fixed.get(FOLD_KEY) is not None or megatron_stated(devices, fixed):
+        return _folded(workload, devices, fixed, interleave)
     _check_fixed(workload, devices, fixed)
     for s in strategies():  # the pipeline's fixed stages must hold the interleaved chunks
         stages = fixed.get(s.name)
@@ -276,10 +352,14 @@ def _options(
     rates = {k: given[k] for k in ("flops_per_s", "mem_bytes_per_s") if k in given}
     execution = {k: given[k] for k in EXECUTION_FIELDS if k in given and given[k] is not None}
     execution = framework_defaults(execution.get("framework")) | execution
-    unknown = set(given) - set(rates) - set(names()) - set(EXECUTION_FIELDS) - {"network"}
+    unknown = (
+        set(given) - set(rates) - set(names()) - set(EXECUTION_FIELDS) - {"network", FOLD_KEY}
+    )
     if unknown:
         raise TypeError(f"plan() got unexpected keyword argument(s) {', '.join(sorted(unknown))}")
     degrees = {name: given.get(name) for name in names()}
+    if given.get(FOLD_KEY) is not None:
+        degrees[FOLD_KEY] = given[FOLD_KEY]
     return PlanOptions(
         degrees,
         microbatches,
@@ -325,6 +405,11 @@ def _check_options(workload: Workload, devices: int, opts: PlanOptions) -> None:
         )
     for name, value in opts.degrees.items():
         _check_degree(name, value, devices)
+    if opts.degrees.get(FOLD_KEY) is not None and opts.degrees.get("ep") is None:
+        raise InputError(
+            "--etp (expert tensor parallelism) needs --ep: the experts run on etp x ep x edp "
+            "x pp ranks"
+        )
     m = opts.microbatches
     if m is not None:
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:

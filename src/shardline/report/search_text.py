@@ -10,7 +10,9 @@ __all__ = ["render_training", "render_serving", "layout_words"]
 
 def layout_words(lay: dict[str, Any]) -> str:
     """tp8-pp16-dp128 m16 V2 sp selective zero1 on 16,384 x h100-sxm."""
-    deg = "-".join(f"{k}{v}" for k, v in lay["degrees"].items() if v > 1) or "single"
+    # a folded layout (parallel folding) names its etp, even 1; edp follows from the rest
+    shown = [(k, v) for k, v in lay["degrees"].items() if k != "edp" and (v > 1 or k == "etp")]
+    deg = "-".join(f"{k}{v}" for k, v in shown) or "single"
     knobs = [f"m{lay['microbatches']}"]
     if lay.get("interleave", 1) > 1:
         knobs.append(f"V{lay['interleave']}")
@@ -24,6 +26,17 @@ def layout_words(lay: dict[str, Any]) -> str:
         knobs.append(f"zero{lay['zero']}")
     where = f" on {lay['devices']:,} x {lay['hardware']}" if "devices" in lay else ""
     return f"{deg} {' '.join(knobs)}{where}"
+
+
+def _assumed(assumed: dict[str, Any]) -> str:
+    """The dtype and the execution every layout runs with: "dtype fp8, ep_overlap on, ..."."""
+
+    def word(v: Any) -> str:
+        return {True: "on", False: "off", None: "default"}.get(v, str(v)) if isinstance(
+            v, bool | None
+        ) else str(v)
+
+    return ", ".join(f"{k} {word(v)}" for k, v in assumed.items())
 
 
 def _numbers(lay: dict[str, Any]) -> str:
@@ -50,6 +63,8 @@ def render_training(r: dict[str, Any]) -> str:
         f"evaluated {r['evaluated']:,} layouts in {r['vector_s']:.2f} s "
         f"({r['rate_layouts_per_s']:,.0f} layouts/s; {r['elapsed_s']:.2f} s with the re-ranking)",
     ]
+    if r.get("assumed"):
+        lines.append(f"assumed: {_assumed(r['assumed'])}")
     c = r.get("search_counts")
     if c:
         lines.append(
