@@ -299,12 +299,15 @@ def _rerank(
         first = layout_of(group, rows, int(i))
         for layout in _with_folded(workload, first, etp):
             res = engine(workload, group.chip, layout, tokens)
+            vector = layout is first  # a folded variant is the engine's alone
             out.append(
                 {
                     "layout": layout,
                     "engine": res,
-                    "vector_predicted_s": float(rows["predicted_s"][i]),
-                    "vector_memory_bytes": float(rows["memory_per_device_bytes"][i]),
+                    "vector_predicted_s": float(rows["predicted_s"][i]) if vector else None,
+                    "vector_memory_bytes": (
+                        float(rows["memory_per_device_bytes"][i]) if vector else None
+                    ),
                 }
             )
     out.sort(key=lambda e: (not e["engine"].fits, e["engine"].predicted_s))
