@@ -148,3 +148,27 @@ def test_training_search_takes_the_run_flags_and_folds(
     # tp 2 x ep 4 unfolded; folded with etp 1 the experts span 4 x 2 / 1 = 8 ranks
     folded = [s for s in shown if "etp" in s["degrees"]]
     assert folded and all(s["degrees"]["ep"] == 8 for s in folded)
+
+
+# DeepSeek-V3 technical report (arXiv 2412.19437): pre-training on 14.8T tokens took 2,664K
+# H800 GPU-hours (Table 1; 2,788K with context extension and post-training) on 2,048 H800s
+# (section 3.1) with PP 16, EP 64 over 8 nodes, ZeRO-1 (section 3.2) in fp8 (section 3.3), the
+# all-to-all overlapped with compute (DualPipe, section 3.2.1); 4K sequences and a batch of
+# 15,360 sequences after the first 469B tokens (section 4.2).
+DEEPSEEK_PRETRAIN_GPU_HOURS = 2.664e6
+
+
+def test_search_prices_deepseek_v3_pretraining_within_10_percent(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run_cli(
+        capsys, "search", "--model", "deepseek-v3", "--hw", "h800", "--devices", "2048",
+        "--tokens", "14.8T", "--seq-len", "4096", "--global-batch", str(15360 * 4096),
+        "--fix", "pp=16,ep=64", "--dtype", "fp8", "--ep-overlap", "--scales", "1", "--json",
+    )  # fmt: skip
+    assert code == 0
+    best = json.loads(out)["best"]
+    assert best["degrees"]["pp"] == 16 and best["degrees"]["ep"] == 64
+    # GPU-hours = devices x days x 24
+    assert best["gpu_hours"] == pytest.approx(2048 * best["days_to_train"] * 24, rel=1e-9)
+    assert best["gpu_hours"] == pytest.approx(DEEPSEEK_PRETRAIN_GPU_HOURS, rel=0.10)
