@@ -260,7 +260,7 @@ def megatron_stated(devices: int, fixed: Mapping[str, int | None]) -> bool:
     every rank outside tp, cp and pp (the ep ranks inside it): ep > 1 and dp given, and the
     degrees but ep already multiply to the devices (read shardline's way, ep would have no
     ranks left)."""
-    given = {k: fixed[k] for k in names() if fixed.get(k) is not None}
+    given: dict[str, int] = {k: v for k in names() if (v := fixed.get(k)) is not None}
     ep, dp = given.get("ep", 1), given.get("dp")
     rest = prod(v for k, v in given.items() if k != "ep")
     return ep > 1 and dp is not None and rest == devices
@@ -277,7 +277,7 @@ def _folded(
     attention = {k: v for k, v in fixed.items() if k != FOLD_KEY}
     for name in FOLDED_ONE:  # folded layouts state no FSDP and no cp unless given
         attention[name] = attention.get(name) or 1
-    ep = attention.pop("ep")
+    ep = attention.pop("ep") or 1  # _check_options: --etp needs --ep
     if etp is None:
         etp = attention.get("tp") or 1
     attention["ep"] = 1
@@ -285,7 +285,7 @@ def _folded(
     out: list[Degrees] = []
     refused: InputError | None = None
     for deg in candidates(workload, devices, attention, interleave):
-        stated = {**deg.as_dict(), "ep": ep, "etp": etp}
+        stated: dict[str, int] = {**deg.as_dict(), "ep": ep, "etp": etp}
         try:
             out.append(Degrees(stated))
         except InputError as e:
@@ -352,9 +352,7 @@ def _options(
     rates = {k: given[k] for k in ("flops_per_s", "mem_bytes_per_s") if k in given}
     execution = {k: given[k] for k in EXECUTION_FIELDS if k in given and given[k] is not None}
     execution = framework_defaults(execution.get("framework")) | execution
-    unknown = (
-        set(given) - set(rates) - set(names()) - set(EXECUTION_FIELDS) - {"network", FOLD_KEY}
-    )
+    unknown = set(given) - set(rates) - set(names()) - set(EXECUTION_FIELDS) - {"network", FOLD_KEY}
     if unknown:
         raise TypeError(f"plan() got unexpected keyword argument(s) {', '.join(sorted(unknown))}")
     degrees = {name: given.get(name) for name in names()}

@@ -136,7 +136,10 @@ def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptio
         raise InputError(
             f"the search tries {', '.join(sorted(searched))} itself; fix a degree with --fix"
         )
-    run.base  # an unknown field or value: the Execution's own error
+    unknown = {k for k, _ in run.execution} - {f.name for f in fields(Execution)}
+    if unknown:
+        raise InputError(f"unknown execution field(s) {', '.join(sorted(unknown))}")
+    assert isinstance(run.base, Execution)  # a bad value: the Execution's own InputError
     if run.etp is not None and (isinstance(run.etp, bool) or run.etp < 1):
         raise InputError(f"etp must be a positive integer, got {run.etp!r}")
     known = names()
@@ -286,18 +289,21 @@ def _first_shapes(rows: dict[str, np.ndarray], fits: np.ndarray, k: int) -> np.n
 
 
 def _rerank(
-    workload: Workload, group: Group, k: int, run: tuple[Engine, float | None, int | None]
+    workload: Workload,
+    group: Group,
+    k: int,
+    run: tuple[Engine, float | None, int | None, tuple[tuple[str, int], ...]],
 ) -> list[dict[str, Any]]:
     """The group's k fastest fitting layouts (vector model) with the engine's answers (`run`:
     the engine, the tokens), sorted by the engine's predicted step (layouts the engine finds too
     large last)."""
-    engine, tokens, etp = run
+    engine, tokens, etp, fixed = run
     rows = group.rows
     assert rows is not None
     out: list[dict[str, Any]] = []
     for i in top_layouts(rows, k):
         first = layout_of(group, rows, int(i))
-        for layout in _with_folded(workload, first, etp):
+        for layout in _with_folded(workload, first, etp, fixed):
             res = engine(workload, group.chip, layout, tokens)
             vector = layout is first  # a folded variant is the engine's alone
             out.append(
@@ -314,11 +320,17 @@ def _rerank(
     return out
 
 
-def _with_folded(workload: Workload, layout: dict[str, Any], etp: int | None) -> list[dict[str, Any]]:
+def _with_folded(
+    workload: Workload,
+    layout: dict[str, Any],
+    etp: int | None,
+    fixed: tuple[tuple[str, int], ...] = (),
+) -> list[dict[str, Any]]:
     """A re-ranked layout and its folded variant (parallel folding, `Degrees`): with tp > 1
     and ep > 1 the experts may run without tensor parallelism, etp (1 unless `etp` holds
     another) x the ep x tp / etp ranks of the same devices, the attention as it is. `etp`
-    given: only the layouts whose experts run on that etp (an unfolded one's etp is its tp)."""
+    given: only the layouts whose experts run on that etp (an unfolded one's etp is its tp).
+    A variant whose stated ep or dp differs from one `fixed` (--fix) is left out."""
     deg = Degrees(layout["degrees"])
     out = [layout] if etp is None or deg.tp == etp else []
     want = 1 if etp is None else etp
@@ -329,7 +341,9 @@ def _with_folded(workload: Workload, layout: dict[str, Any], etp: int | None) ->
         except InputError:
             return out
         experts = experts_of(workload) or 0
-        if deg.tp % want == 0 and experts % folded.expert_ep == 0:
+        stated = folded.as_dict()
+        held = all(stated[name] == degree for name, degree in fixed if name in ("dp", "ep"))
+        if deg.tp % want == 0 and experts % folded.expert_ep == 0 and held:
             out.append({**layout, "degrees": folded.as_dict()})
     return out
 
@@ -357,7 +371,9 @@ def training_search(
             "devices": devices,
         }
         engine = _engine(workload, chips, run.base)
-        ranked = [_rerank(workload, g, run.rerank, (engine, tokens, run.etp)) for g in groups]
+        ranked = [
+            _rerank(workload, g, run.rerank, (engine, tokens, run.etp, run.fixed)) for g in groups
+        ]
         stats["elapsed_s"] = time.perf_counter() - start
         found = answer(workload, groups, ranked, (engine, tokens), stats)
         dtype = workload.model.dtype if workload.model is not None else None

@@ -32,9 +32,11 @@ def _assumed(assumed: dict[str, Any]) -> str:
     """The dtype and the execution every layout runs with: "dtype fp8, ep_overlap on, ..."."""
 
     def word(v: Any) -> str:
-        return {True: "on", False: "off", None: "default"}.get(v, str(v)) if isinstance(
-            v, bool | None
-        ) else str(v)
+        return (
+            {True: "on", False: "off", None: "default"}.get(v, str(v))
+            if isinstance(v, bool | None)
+            else str(v)
+        )
 
     return ", ".join(f"{k} {word(v)}" for k, v in assumed.items())
 

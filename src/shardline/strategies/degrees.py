@@ -172,9 +172,7 @@ class Degrees(Mapping[str, int]):
         return {**d, "etp": self._etp, "edp": self.edp}
 
 
-def fold(
-    stated: dict[str, int], etp: int, edp: int | None = None
-) -> tuple[dict[str, int], int]:
+def fold(stated: dict[str, int], etp: int, edp: int | None = None) -> tuple[dict[str, int], int]:
     """Folded degrees as Megatron-Core states them (attention tp x cp x dp x fsdp x pp, experts
     etp x ep x edp x pp over the same ranks) -> (the unfolded degrees every strategy prices,
     etp). The attention keeps tp, cp, fsdp and pp; its dp ranks are the unfolded dp x ep, with
