@@ -138,16 +138,18 @@ def test_training_search_takes_the_run_flags_and_folds(
 ) -> None:
     code, out, _ = run_cli(
         capsys, "search", "--model", "mixtral-8x7b", "--devices", "16", "--scales", "1",
-        "--global-batch", "64Ki", "--seq-len", "4096", "--fix", "tp=2,ep=4,pp=1",
-        "--dtype", "fp8", "--ep-overlap", "--rerank", "2", "--json",
+        "--global-batch", "64Ki", "--seq-len", "4096", "--fix", "tp=2,pp=1,fsdp=1,cp=1",
+        "--dtype", "fp8", "--ep-overlap", "--rerank", "4", "--json",
     )  # fmt: skip
     assert code == 0
     r = json.loads(out)
     assert r["assumed"]["dtype"] == "fp8" and r["assumed"]["ep_overlap"] is True
     shown = [r["best"], *r["alternatives"]]
-    # tp 2 x ep 4 unfolded; folded with etp 1 the experts span 4 x 2 / 1 = 8 ranks
-    folded = [s for s in shown if "etp" in s["degrees"]]
-    assert folded and all(s["degrees"]["ep"] == 8 for s in folded)
+    # tp 2 over 16 devices leaves dp x ep = 8 (ep 1, 2, 4 or 8); each with ep > 1 re-ranked
+    # also folded: etp 1, the experts over ep x 2 ranks, the attention's dp = dp x ep = 8
+    folded = [s["degrees"] for s in shown if "etp" in s["degrees"]]
+    assert folded
+    assert all(d["etp"] == 1 and d["dp"] == 8 and d["ep"] in (4, 8) for d in folded)
 
 
 # DeepSeek-V3 technical report (arXiv 2412.19437): pre-training on 14.8T tokens took 2,664K

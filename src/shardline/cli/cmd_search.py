@@ -91,6 +91,7 @@ def _add_training(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--dtype",
+        dest="model_dtype",  # not `dtype`: the CLI fills that from the chip (one chip of a list)
         default=None,
         metavar="D",
         help="the dtype the model computes in (default: the model file's, bf16), e.g. fp8",
@@ -250,8 +251,8 @@ def _workload(args: argparse.Namespace) -> Any:
             )
     spec = load_model(args.model)
     table = transformer_table(spec, batch=sequences, seq_len=seq_len)
-    if args.dtype is not None:
-        table["dtype"] = args.dtype
+    if args.model_dtype is not None:
+        table["dtype"] = args.model_dtype
     data = {"name": spec.name, "phase": "training", "transformer": table}
     return workload_from_dict(data, origin=f"model {spec.name}")
 
