@@ -53,6 +53,16 @@ def test_expert_einsums_run_on_etp_and_the_experts_ep() -> None:
     assert (qkv["G"], qkv["B"]) == (8 // 2, 16 // 8)
 
 
+def test_expert_tensor_parallelism_below_the_attentions_splits_the_expert_width() -> None:
+    w = _mixtral(seq=4096, batch=16)
+    # 16 devices: attention tp 4 x dp 4; experts etp 2 x ep 4 x edp 16 / 8 = 2
+    deg = Degrees(tp=4, dp=4, ep=4, etp=2)
+    assert deg.edp == 2 and deg.experts == Degrees(tp=2, dp=2, ep=4)
+    down = local_dims(_layer(w, "expert_down"), deg, batch_dim="B")
+    # F = 14336 / etp 2; X = 8 / ep 4; rows 16 / edp 2
+    assert (down["F"], down["X"], down["B"]) == (14336 // 2, 2, 8)
+
+
 def test_plan_folded_exchanges_tokens_over_the_experts_ep(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
