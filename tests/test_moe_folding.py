@@ -5,6 +5,7 @@ convention of dp; the training search's run flags. Every value is derived by han
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -15,6 +16,14 @@ from tests.test_moe import D, L, _layer, _mixtral
 
 MIXTRAL16 = ("plan", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "16")
 RUN = ("--batch", "16", "--microbatches", "1", "--zero", "1", "--recompute", "full", "--json")
+
+
+def _first_plan(capsys: pytest.CaptureFixture[str], *flags: str) -> dict[str, Any]:
+    """The first plan of `plan` on 16 H100s with these degrees (MIXTRAL16, RUN)."""
+    code, out, _ = run_cli(capsys, *MIXTRAL16, *flags, *RUN)
+    assert code == 0
+    plan: dict[str, Any] = json.loads(out)["plans"][0]
+    return plan
 
 
 def test_folded_degrees_derive_edp_and_the_experts_degrees() -> None:
@@ -66,9 +75,7 @@ def test_expert_tensor_parallelism_below_the_attentions_splits_the_expert_width(
 def test_plan_folded_exchanges_tokens_over_the_experts_ep(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, out, _ = run_cli(capsys, *MIXTRAL16, "--tp", "2", "--ep", "8", "--etp", "1", *RUN)
-    assert code == 0
-    plan = json.loads(out)["plans"][0]
+    plan = _first_plan(capsys, "--tp", "2", "--ep", "8", "--etp", "1")
     assert plan["degrees"]["etp"] == 1 and plan["degrees"]["edp"] == 2
     comm = {(c["purpose"], c["kind"]): c for c in plan["comm"]}
     a2a = comm[("ep", "all_to_all")]
@@ -89,14 +96,11 @@ def test_megatron_convention_reads_dp_as_counting_the_ep_ranks(
 ) -> None:
     # Megatron-Core's "TP2 EP4 DP8" on 16 GPUs: tp x dp = 16, ep inside dp: shardline's
     # dp 8 / 4 = 2, ep 4, the experts on etp = tp = 2 (edp = 16 / (2 x 4) = 2)
-    code, out, _ = run_cli(capsys, *MIXTRAL16, "--tp", "2", "--ep", "4", "--dp", "8", *RUN)
-    assert code == 0
-    mega = json.loads(out)["plans"][0]
+    mega = _first_plan(capsys, "--tp", "2", "--ep", "4", "--dp", "8")
     assert {k: mega["degrees"][k] for k in ("tp", "dp", "ep", "etp", "edp")} == {
         "tp": 2, "dp": 8, "ep": 4, "etp": 2, "edp": 2,
     }  # fmt: skip
-    code, out, _ = run_cli(capsys, *MIXTRAL16, "--tp", "2", "--ep", "4", "--dp", "2", *RUN)
-    plain = json.loads(out)["plans"][0]
+    plain = _first_plan(capsys, "--tp", "2", "--ep", "4", "--dp", "2")
     # the same ranks doing the same work: the same step
     assert mega["predicted_s"] == pytest.approx(plain["predicted_s"], rel=1e-12)
 
