@@ -58,6 +58,11 @@ RECOMPUTE_MODES = ("none", "selective", "full")
 CP_KINDS = ("ring", "all-gather")
 # the expert-parallel dispatch across nodes (shardline.strategies.ep_dispatch)
 EP_DISPATCHES = ("all-to-all", "hierarchical", "hybridep")
+# How the memory-bound ops between the matmuls run (shardline.realistic.block): "fused" as
+# Megatron-LM's and Transformer Engine's fused kernels, torch.compile's generated kernels or XLA's
+# fusions run them (one kernel per op, reading and writing HBM once); "eager" as PyTorch runs a
+# model's reference code op by op (each tensor op its own kernel and HBM round trip).
+OP_FUSIONS = ("fused", "eager")
 # Optimizer state per parameter beyond the weights and gradients, as (bytes of moments, whether
 # an fp32 master copy is kept for weights stored narrower than fp32) (ZeRO, Rajbhandari et al.
 # 2020, section 3.1: mixed-precision Adam keeps an fp32 master copy and two fp32 moments, 12 B):
@@ -103,7 +108,8 @@ class Execution:
     the fused attention kernel ("fa2", "cudnn", "fa3") whose measured efficiencies the chip
     file gives (`achievable.attention_kernels`); None: in training the default framework's
     (Megatron-Core runs cuDNN's through Transformer Engine), otherwise the chip's generic
-    figures."""
+    figures; `op_fusion`: "fused" or "eager" (OP_FUSIONS): how the memory-bound ops between the
+    matmuls run."""
 
     interleave: int = 1
     recompute: str = "none"
@@ -120,6 +126,7 @@ class Execution:
     ep_comm_sms: int = 0
     framework: str = "megatron"
     attention_kernel: str | None = None
+    op_fusion: str = "fused"
 
     def __post_init__(self) -> None:
         from shardline.errors import InputError
@@ -148,6 +155,10 @@ class Execution:
         if self.ep_dispatch not in EP_DISPATCHES:
             raise InputError(
                 f"ep_dispatch must be one of {', '.join(EP_DISPATCHES)}, got {self.ep_dispatch!r}"
+            )
+        if self.op_fusion not in OP_FUSIONS:
+            raise InputError(
+                f"op_fusion must be one of {', '.join(OP_FUSIONS)}, got {short(self.op_fusion)}"
             )
         if self.cp_kind not in CP_KINDS:
             raise InputError(f"cp_kind must be one of {', '.join(CP_KINDS)}, got {self.cp_kind!r}")

@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from shardline.basics.framework import ATTENTION_KERNELS, framework_names
+from shardline.basics.options import OP_FUSIONS
 from shardline.basics.recompute import TENSORS, policy_names
 from shardline.basics.units import parse_count
 from shardline.cli.common import count_arg
@@ -135,7 +136,7 @@ def _add_step_args(g: Any) -> None:
 
 
 def _add_gradient_args(g: Any) -> None:
-    """--grad-reduce-dtype, --optimizer, --cuda-graphs."""
+    """--grad-reduce-dtype, --optimizer, --cuda-graphs, --op-fusion."""
     g.add_argument(
         "--grad-reduce-dtype",
         default=None,
@@ -154,6 +155,14 @@ def _add_gradient_args(g: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="kernels replayed from CUDA graphs: no per-kernel launch overhead (decode)",
+    )
+    g.add_argument(
+        "--op-fusion",
+        default=None,
+        choices=OP_FUSIONS,
+        help="how the memory-bound ops between the matmuls run in training: fused (Megatron's "
+        "and Transformer Engine's kernels, torch.compile, XLA) or eager (PyTorch op by op; "
+        "default: the framework's, fused for megatron)",
     )
 
 
@@ -225,4 +234,6 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
         out["framework"] = args.framework
     if getattr(args, "attention_kernel", None) is not None:
         out["attention_kernel"] = args.attention_kernel
+    if getattr(args, "op_fusion", None) is not None:
+        out["op_fusion"] = args.op_fusion
     return out

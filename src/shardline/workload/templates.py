@@ -105,6 +105,7 @@ class TransformerShape:
     attention: str = "flash"  # "flash" (scores stay on chip) or "standard" (scores via HBM)
     rotary: bool = True  # rotary position embedding on q and k (False: learned positions)
     qk_norm: bool = False  # an RMS norm over each head of q and of k (Qwen3, Gemma 3)
+    norm: str = "rmsnorm"  # the blocks' norm: "rmsnorm" or "layernorm" (GPT-2/3, MPT, OPT)
     mla: Any = None  # multi-head latent attention: an MLA or its table (attention_variants)
     sliding_window: Any = None  # sliding-window layers: a SlidingWindow or its table
 
@@ -293,6 +294,7 @@ def _model_shape(
         **variant,
         qk_norm=_flag(shape.qk_norm, "qk_norm"),
         expert_load=moe_sizes[3],
+        norm=shape.norm,
     )
 
 
