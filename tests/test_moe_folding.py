@@ -122,6 +122,9 @@ def test_megatron_convention_that_does_not_fit_names_the_shardline_degrees(
     [
         (("--tp", "4", "--ep", "2", "--etp", "1"), "whole attention tensor-parallel groups"),
         (("--tp", "2", "--etp", "1"), "--etp (expert tensor parallelism) needs --ep"),
+        (("--ep", "8", "--edp", "2"), "it goes with --etp"),
+        # edp = 16 / (1 x 8) = 2, not 4
+        (("--tp", "2", "--ep", "8", "--etp", "1", "--edp", "4"), "edp=4, but"),
     ],
 )
 def test_bad_folds_are_one_error_line(

@@ -152,7 +152,7 @@ def _layout_pinned(options: dict[str, Any], devices: int) -> bool:
     """Whether the flags fix one layout: every degree given, or the given degrees already
     multiply to the devices (the rest can only be 1). The user asked about that layout, so
     `plan` answers even when it does not fit (fits false, with the memory it needs)."""
-    from shardline.planning.search import folded_pinned
+    from shardline.planning.folding import folded_pinned
 
     if folded_pinned(devices, options):
         return True
@@ -178,7 +178,7 @@ def _run_capacity(
 
     opts = PlanOptions(
         degrees={s.name: options[s.name] for s in strategies()}
-        | ({"etp": options["etp"]} if options.get("etp") is not None else {}),
+        | {k: options[k] for k in ("etp", "edp") if options.get(k) is not None},
         microbatches=options["microbatches"],
         objective=options["objective"],
         rates=RateOverrides(**overrides),

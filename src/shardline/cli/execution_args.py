@@ -46,6 +46,13 @@ def add_degree_args(parser: argparse.ArgumentParser) -> None:
         "--dp then counts every rank outside tp, cp and pp (derived when left out)",
     )
     degrees.add_argument(
+        "--edp",
+        default=None,
+        metavar="N",
+        help="expert data parallelism with --etp: derived (devices / (pp x etp x ep)); given, it "
+        "is checked",
+    )
+    degrees.add_argument(
         "--microbatches",
         default=None,
         metavar="M",
@@ -58,8 +65,9 @@ def plan_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {
         s.name: count_arg(getattr(args, s.name), f"--{s.word}") for s in strategies()
     }
-    if getattr(args, "etp", None) is not None:
-        options["etp"] = count_arg(args.etp, "--etp")
+    for key in ("etp", "edp"):  # parallel folding (shardline.planning.folding)
+        if getattr(args, key, None) is not None:
+            options[key] = count_arg(getattr(args, key), f"--{key}")
     options["microbatches"] = count_arg(args.microbatches, "--microbatches")
     options.update(execution_from_args(args))
     if hasattr(args, "topology"):

@@ -18,6 +18,13 @@ from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.ops.cost import TIE_RTOL
 from shardline.planning.evaluate import Context, evaluate_plan
+from shardline.planning.folding import (
+    EDP_KEY,
+    FOLD_KEY,
+    FOLDED_ONE,
+    megatron_hint,
+    megatron_stated,
+)
 from shardline.planning.reasons import reason
 from shardline.planning.results import OBJECTIVES, PlanResult, PlanSet
 from shardline.strategies import Degrees, Strategy, names, strategies, strategy
@@ -119,23 +126,6 @@ def _check_degree(name: str, value: int | None, devices: int) -> None:
         raise InputError(f"{name}={value} does not divide the {devices} devices")
 
 
-def _megatron_hint(given: Mapping[str, int]) -> str:
-    """Where dp and ep are both given: the shardline degrees of Megatron-Core's reading (dp
-    counting the ep ranks), and --etp for a layout whose experts fold across tp."""
-    dp, ep = given.get("dp"), given.get("ep", 1)
-    if dp is None or ep == 1:
-        return ""
-    if dp % ep:
-        return (
-            f"; read as Megatron-Core states it (dp counting the ep ranks) ep={ep} does not "
-            f"divide dp={dp}: give --etp for a folded layout (the experts on etp x ep x edp)"
-        )
-    return (
-        f"; read as Megatron-Core states it (dp counting the ep ranks), shardline's degrees are "
-        f"dp={dp // ep} ep={ep}"
-    )
-
-
 def _check_fixed(workload: Workload, devices: int, fixed: Mapping[str, int | None]) -> None:
     """The degrees the user fixed must multiply to a divisor of the devices (all of them when
     every degree is fixed), each must be valid for its strategy, and the batch must cover them."""
@@ -148,7 +138,7 @@ def _check_fixed(workload: Workload, devices: int, fixed: Mapping[str, int | Non
         relation = "exceeds" if total > devices else "does not divide"
         raise InputError(
             f"the degrees given ({', '.join(f'{k}={v}' for k, v in given.items())}) "
-            f"multiply to {total}, which {relation} the {devices} devices{_megatron_hint(given)}"
+            f"multiply to {total}, which {relation} the {devices} devices{megatron_hint(given)}"
         )
     if len(given) == len(names()) and total != devices:
         raise InputError(f"{' x '.join(names())} = {total}, not the {devices} devices")
@@ -239,33 +229,6 @@ def _searched_flags() -> str:
     return ", ".join(f"--{s.word}" for s in strategies() if s.searched and not s.optional)
 
 
-# the keyword of a folded layout's expert tensor parallelism (Degrees, parallel folding)
-FOLD_KEY = "etp"
-
-
-# the attention degrees a folded layout leaves at 1 when not given (dp is derived)
-FOLDED_ONE = ("fsdp", "cp")
-
-
-def folded_pinned(devices: int, fixed: Mapping[str, int | None]) -> bool:
-    """Whether a folded layout's flags fix one layout: etp given (or Megatron-Core's
-    convention) and at most one of tp, pp, dp left out (the devices derive it)."""
-    if fixed.get(FOLD_KEY) is None and not megatron_stated(devices, fixed):
-        return False
-    return sum(fixed.get(name) is None for name in ("tp", "pp", "dp")) <= 1
-
-
-def megatron_stated(devices: int, fixed: Mapping[str, int | None]) -> bool:
-    """Whether the degrees given can only be read in Megatron-Core's convention, dp counting
-    every rank outside tp, cp and pp (the ep ranks inside it): ep > 1 and dp given, and the
-    degrees but ep already multiply to the devices (read shardline's way, ep would have no
-    ranks left)."""
-    given: dict[str, int] = {k: v for k in names() if (v := fixed.get(k)) is not None}
-    ep, dp = given.get("ep", 1), given.get("dp")
-    rest = prod(v for k, v in given.items() if k != "ep")
-    return ep > 1 and dp is not None and rest == devices
-
-
 def _folded(
     workload: Workload, devices: int, fixed: Mapping[str, int | None], interleave: int
 ) -> list[Degrees]:
@@ -273,8 +236,8 @@ def _folded(
     tp): the attention's degrees (tp, pp, dp, fsdp, cp; the free ones searched, dp derived)
     over the devices, each folded with the experts' ep and etp (Degrees, `fold`); the first
     fold's refusal when none folds."""
-    etp = fixed.get(FOLD_KEY)
-    attention = {k: v for k, v in fixed.items() if k != FOLD_KEY}
+    etp, edp = fixed.get(FOLD_KEY), fixed.get(EDP_KEY)
+    attention = {k: v for k, v in fixed.items() if k not in (FOLD_KEY, EDP_KEY)}
     for name in FOLDED_ONE:  # folded layouts state no FSDP and no cp unless given
         attention[name] = attention.get(name) or 1
     ep = attention.pop("ep") or 1  # _check_options: --etp needs --ep
@@ -285,7 +248,9 @@ def _folded(
     out: list[Degrees] = []
     refused: InputError | None = None
     for deg in candidates(workload, devices, attention, interleave):
-        stated: dict[str, int] = {**deg.as_dict(), "ep": ep, "etp": etp}
+        stated: dict[str, int] = {**deg.as_dict(), "ep": ep, FOLD_KEY: etp}
+        if edp is not None:  # checked against the derived one (Degrees, fold)
+            stated[EDP_KEY] = edp
         try:
             out.append(Degrees(stated))
         except InputError as e:
@@ -352,12 +317,19 @@ def _options(
     rates = {k: given[k] for k in ("flops_per_s", "mem_bytes_per_s") if k in given}
     execution = {k: given[k] for k in EXECUTION_FIELDS if k in given and given[k] is not None}
     execution = framework_defaults(execution.get("framework")) | execution
-    unknown = set(given) - set(rates) - set(names()) - set(EXECUTION_FIELDS) - {"network", FOLD_KEY}
+    unknown = (
+        set(given)
+        - set(rates)
+        - set(names())
+        - set(EXECUTION_FIELDS)
+        - {"network", FOLD_KEY, EDP_KEY}
+    )
     if unknown:
         raise TypeError(f"plan() got unexpected keyword argument(s) {', '.join(sorted(unknown))}")
     degrees = {name: given.get(name) for name in names()}
-    if given.get(FOLD_KEY) is not None:
-        degrees[FOLD_KEY] = given[FOLD_KEY]
+    for key in (FOLD_KEY, EDP_KEY):
+        if given.get(key) is not None:
+            degrees[key] = given[key]
     return PlanOptions(
         degrees,
         microbatches,
@@ -403,6 +375,8 @@ def _check_options(workload: Workload, devices: int, opts: PlanOptions) -> None:
         )
     for name, value in opts.degrees.items():
         _check_degree(name, value, devices)
+    if opts.degrees.get(EDP_KEY) is not None and opts.degrees.get(FOLD_KEY) is None:
+        raise InputError("--edp (expert data parallelism) is derived; it goes with --etp")
     if opts.degrees.get(FOLD_KEY) is not None and opts.degrees.get("ep") is None:
         raise InputError(
             "--etp (expert tensor parallelism) needs --ep: the experts run on etp x ep x edp "

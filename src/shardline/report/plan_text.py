@@ -78,9 +78,16 @@ def _plan_row(p: PlanResult, w: Workload, columns: tuple[str, ...]) -> tuple[str
     )
 
 
-def _expert(name: str, degrees: dict[str, int]) -> bool:
-    """ep in a folded layout: the experts' degree, outside the attention's batch split."""
-    return name == "ep" and "etp" in degrees
+def _batch_split(d: dict[str, int]) -> list[str]:
+    """The strategies that split the batch (an optional one where used); a folded layout's ep
+    is the experts' degree, outside the attention's batch split."""
+    return [
+        s.name
+        for s in strategies()
+        if "batch" in s.splits
+        and (not s.optional or d[s.name] > 1)
+        and not (s.name == "ep" and "etp" in d)
+    ]
 
 
 def _folded_line(d: dict[str, int]) -> list[str]:
@@ -100,11 +107,7 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     m, stages = p.microbatches, d["pp"]
     unit = w.batch_dim or "items"
     out = [f"How {p.name}'s lower bound adds up (peak rates, line-rate collectives):"]
-    batch_split = [
-        s.name
-        for s in strategies()
-        if "batch" in s.splits and (not s.optional or d[s.name] > 1) and not _expert(s.name, d)
-    ]
+    batch_split = _batch_split(d)
     out.append(
         f"  batch {fmt_int(w.batch)} {unit} split over {' × '.join(batch_split)} = "
         f"{' × '.join(str(d[name]) for name in batch_split)} "
