@@ -12,7 +12,7 @@ from typing import Any
 
 from shardline.basics.framework import ATTENTION_KERNELS, framework_names
 from shardline.basics.options import OP_FUSIONS
-from shardline.basics.recompute import TENSORS, policy_names
+from shardline.basics.recompute import TENSORS, module_names, policy_names
 from shardline.basics.units import parse_count
 from shardline.cli.common import count_arg
 from shardline.strategies import strategies
@@ -190,7 +190,8 @@ def recompute_help() -> str:
     return (
         "activation recompute policy in the backward pass (docs/whole-model.md#recompute-policies):"
         f" {', '.join(policy_names())}; layer-N (every Nth block fully recomputed, torchtitan); "
-        f"keep:T1,T2,... (keep these block tensors: {', '.join(TENSORS)}). Default none"
+        f"keep:T1,T2,... (keep these block tensors: {', '.join(TENSORS)}); modules:M1,M2,... "
+        f"(Megatron-Core's recompute_modules: {', '.join(module_names())}). Default none"
     )
 
 
