@@ -11,12 +11,15 @@ from typing import Any
 
 from shardline.cli.args import add_power_cap_arg
 from shardline.cli.common import add_json_arg, emit_json, positive_arg
-from shardline.cli.execution_args import add_recompute_arg
+from shardline.cli.execution_args import add_recompute_arg, add_run_knob_args
 from shardline.cli.serving_args import add_figure_output_args, add_serving_dtype_args
 from shardline.errors import InputError
 
 __all__ = ["register"]
 
+# the Execution fields the training search tries itself (planning.train_search.SEARCHED_KNOBS;
+# not imported here: the planning package loads only when a search runs)
+SEARCHED_FLAGS = frozenset(("interleave", "recompute", "sequence_parallel", "zero", "tp_overlap"))
 DEFAULT_SEQUENCES = 2048  # sequences per step when --global-batch is not given
 DEFAULT_SEQ_LEN = 8192
 MAX_CHIPS = 64  # chips in one --hw list
@@ -89,6 +92,21 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="hold degrees fixed, e.g. tp=8 or tp=8,pp=16 (the rest is searched)",
     )
+    g.add_argument(
+        "--dtype",
+        dest="model_dtype",  # not `dtype`: the CLI fills that from the chip (one chip of a list)
+        default=None,
+        metavar="D",
+        help="the dtype the model computes in, e.g. fp8 (training: default the model file's, "
+        "bf16; serving search: default fp8, its weights and KV cache too)",
+    )
+    g.add_argument(
+        "--etp",
+        default=None,
+        metavar="N",
+        help="hold expert tensor parallelism (parallel folding) at N; default: the layouts as "
+        "found (etp = tp) and the folded variant of each re-ranked one (etp 1)",
+    )
     add_recompute_arg(g)  # pins the policy; without it none, selective and full are searched
     g.add_argument(
         "--framework",
@@ -98,6 +116,8 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         "not try the field itself (gradient dtype, launch mode, attention kernel, optimizer; "
         "default megatron; `shardline framework list`)",
     )
+    # how the model runs, as plan takes it: the knobs the search does not try itself
+    add_run_knob_args(g, SEARCHED_FLAGS)
     g.add_argument(
         "--rerank",
         default=None,
@@ -105,6 +125,8 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         help="fastest layouts per chip and device count re-evaluated by the plan engine "
         "(default 12)",
     )
+    flags = [(a.option_strings[0], a.dest) for a in g._group_actions if a.option_strings]
+    p.set_defaults(training_flags=flags)
 
 
 def _add_serving(p: argparse.ArgumentParser) -> None:
@@ -119,13 +141,6 @@ def _add_serving(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="NAME",
         help="serving engine (NAME or NAME@VERSION): trtllm (default), vllm, sglang, tgi, lmdeploy",
-    )
-    g.add_argument(
-        "--dtype",
-        dest="serving_dtype",
-        default=None,
-        metavar="D",
-        help="the serving search's compute dtype, weights and KV cache (default fp8)",
     )
     add_serving_dtype_args(g)
     g.add_argument(
@@ -181,7 +196,7 @@ def run_search(args: argparse.Namespace) -> int:
         raise InputError("--slo and --rate apply to the serving search, not --phase training")
     outputs = check_figure_outputs(args, [args.model])
     if phase == "training":
-        for flag in ("engine", "serving_dtype", "weight_dtype", "kv_dtype", "emit", "disagg"):
+        for flag in ("engine", "weight_dtype", "kv_dtype", "emit", "disagg"):
             if getattr(args, flag, None) not in (None, False):
                 name = "--" + flag.replace("serving_", "").replace("_", "-")
                 raise InputError(f"{name} applies to the serving search (--slo), not training")
@@ -263,12 +278,16 @@ def _workload(args: argparse.Namespace) -> Any:
             )
     spec = load_model(args.model)
     table = transformer_table(spec, batch=sequences, seq_len=seq_len)
+    if args.model_dtype is not None:
+        table["dtype"] = args.model_dtype
     data = {"name": spec.name, "phase": "training", "transformer": table}
     return workload_from_dict(data, origin=f"model {spec.name}")
 
 
 def _training(args: argparse.Namespace) -> dict[str, Any]:
     from shardline.basics.units import parse_count
+    from shardline.cli.common import count_arg
+    from shardline.cli.execution_args import execution_from_args
     from shardline.planning.train_search import RunOptions, training_search
 
     if args.devices is None:
@@ -285,6 +304,12 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
         fixed=_fixed(args.fix),
         recompute=args.recompute,
         framework=args.framework,
+        execution=tuple(
+            (k, v)
+            for k, v in execution_from_args(args).items()
+            if k not in ("recompute", "framework", "tokens")  # RunOptions' own fields
+        ),
+        etp=count_arg(args.etp, "--etp") if args.etp is not None else None,
     )
     return training_search(
         _workload(args),
@@ -314,6 +339,20 @@ def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
+def _refuse_training_flags(args: argparse.Namespace) -> None:
+    """The serving search takes none of the training search's flags: one error line each."""
+    if args.recompute is not None:
+        raise InputError("--recompute applies to the training search")
+    if args.framework is not None:
+        raise InputError("--framework applies to the training search")
+    if args.power_cap is not None:
+        raise InputError("--power-cap applies to the training search (serving takes chip names)")
+    for flag, dest in args.training_flags:  # every flag of the training group but --dtype
+        if dest != "model_dtype" and getattr(args, dest, None) not in (None, False):
+            more = "; the serving search sizes systems up to --max-devices" * (flag == "--devices")
+            raise InputError(f"{flag} applies to the training search{more}")
+
+
 def _serving(args: argparse.Namespace) -> dict[str, Any]:
     from functools import partial
 
@@ -328,16 +367,7 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
     )
     from shardline.serving.slo import parse_slo
 
-    if args.recompute is not None:
-        raise InputError("--recompute applies to the training search")
-    if args.framework is not None:
-        raise InputError("--framework applies to the training search")
-    if args.power_cap is not None:
-        raise InputError("--power-cap applies to the training search (serving takes chip names)")
-    for flag in ("devices", "tokens", "seq_len", "global_batch", "scales", "fix", "rerank"):
-        if getattr(args, flag) is not None:
-            more = "; the serving search sizes systems up to --max-devices" * (flag == "devices")
-            raise InputError(f"--{flag.replace('_', '-')} applies to the training search{more}")
+    _refuse_training_flags(args)
     given = (("--rate", args.rate), ("--in", args.input_tokens), ("--out", args.output_tokens))
     missing = [flag for flag, value in given if value is None]
     if missing:
@@ -352,7 +382,7 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
             f"--emit {args.emit} prints the best layout priced with {args.emit}'s own figures; "
             f"drop --engine {args.engine} or give --engine {args.emit}"
         )
-    dtype = args.serving_dtype or (None if args.weight_dtype else SEARCH_DTYPE)
+    dtype = args.model_dtype or (None if args.weight_dtype else SEARCH_DTYPE)
     start = time.perf_counter()
     result = serving_search(
         args.model,

@@ -160,6 +160,10 @@ def _layout_pinned(options: dict[str, Any], devices: int) -> bool:
     """Whether the flags fix one layout: every degree given, or the given degrees already
     multiply to the devices (the rest can only be 1). The user asked about that layout, so
     `plan` answers even when it does not fit (fits false, with the memory it needs)."""
+    from shardline.planning.folding import folded_pinned
+
+    if folded_pinned(devices, options):
+        return True
     if all(options[s.name] is not None for s in strategies() if not s.optional):
         return True
     given = [int(options[s.name]) for s in strategies() if options[s.name] is not None]
@@ -188,7 +192,8 @@ def _plan_options(options: dict[str, Any], overrides: dict[str, Any]) -> Any:
     from shardline.planning.search import EXECUTION_FIELDS
 
     return PlanOptions(
-        degrees={s.name: options[s.name] for s in strategies()},
+        degrees={s.name: options[s.name] for s in strategies()}
+        | {k: options[k] for k in ("etp", "edp") if options.get(k) is not None},
         microbatches=options["microbatches"],
         objective=options["objective"],
         rates=RateOverrides(**overrides),

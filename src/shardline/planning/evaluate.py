@@ -44,7 +44,7 @@ from shardline.strategies import (
     local_dims,
 )
 from shardline.workload.dense_first import after
-from shardline.workload.moe import boundary_layer
+from shardline.workload.moe import EXPERT_AXIS, boundary_layer
 from shardline.workload.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.workload.workload import Layer, Workload, backward_layers
 
@@ -275,7 +275,16 @@ class LayerPart:
         return found
 
 
+def layer_degrees(deg: Degrees, layer: Layer) -> Degrees:
+    """The degrees a layer runs on: parallel folding runs an expert einsum, its all-to-all
+    (over the experts' ep ranks, laid on the mesh inside etp), its etp traffic and its
+    gradients' reduction (over edp) on the experts' degrees, the same devices
+    (`Degrees.experts`); every other layer on `deg`."""
+    return deg.experts if deg.folded and layer.axis_dims(EXPERT_AXIS) else deg
+
+
 def _layer_part(ctx: Context, layer: Layer, n: int, deg: Degrees, m: int) -> LayerPart:
+    deg = layer_degrees(deg, layer)
     net = ctx.network(deg)
     active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in ctx.priced_apart]
     view = ctx.view(layer, n, deg, m)
@@ -325,7 +334,7 @@ def _prefix(ctx: Context, deg: Degrees, m: int, layers: StageLayers) -> Stage:
             stage.fwd.add_einsums(e)
         for e in part.bwd:
             stage.bwd.add_einsums(e)
-        for term in part.run(ctx, deg):
+        for term in part.run(ctx, layer_degrees(deg, layer)):
             stage.add_comm(term)
     add_block_extras(ctx, stage, deg, m)
     return stage

@@ -52,11 +52,13 @@ def _slowest_stage(p: PlanResult) -> list[str]:
 def _columns(plans: list[PlanResult]) -> tuple[str, ...]:
     """The degree columns: every strategy, and an optional one (ep, cp: some workloads or only
     when asked) when a plan shown uses it."""
-    return tuple(
+    shown = tuple(
         s.name
         for s in strategies()
         if not s.optional or any(p.degrees.get(s.name, 1) > 1 for p in plans)
     )
+    folded = ("etp", "edp") if any("etp" in p.degrees for p in plans) else ()
+    return shown + folded  # a folded layout's experts: etp and edp (Degrees.as_dict)
 
 
 def _plan_row(p: PlanResult, w: Workload, columns: tuple[str, ...]) -> tuple[str, ...]:
@@ -76,20 +78,43 @@ def _plan_row(p: PlanResult, w: Workload, columns: tuple[str, ...]) -> tuple[str
     )
 
 
+def _batch_split(d: dict[str, int]) -> list[str]:
+    """The strategies that split the batch (an optional one where used); a folded layout's ep
+    is the experts' degree, outside the attention's batch split."""
+    return [
+        s.name
+        for s in strategies()
+        if "batch" in s.splits
+        and (not s.optional or d[s.name] > 1)
+        and not (s.name == "ep" and "etp" in d)
+    ]
+
+
+def _folded_line(d: dict[str, int]) -> list[str]:
+    """A folded layout's expert side (Megatron-Core's parallel folding)."""
+    if "etp" not in d:
+        return []
+    return [
+        f"  experts (parallel folding) on etp × ep × edp × pp = {d['etp']} × {d['ep']} × "
+        f"{d['edp']} × {d['pp']}: each expert's FFN split {d['etp']} ways, the experts over "
+        f"the ep {d['ep']} (the all-to-all's group), their gradients reduced over the edp "
+        f"{d['edp']}"
+    ]
+
+
 def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     d = p.degrees
     m, stages = p.microbatches, d["pp"]
     unit = w.batch_dim or "items"
     out = [f"How {p.name}'s lower bound adds up (peak rates, line-rate collectives):"]
-    batch_split = [
-        s.name for s in strategies() if "batch" in s.splits and (not s.optional or d[s.name] > 1)
-    ]
+    batch_split = _batch_split(d)
     out.append(
         f"  batch {fmt_int(w.batch)} {unit} split over {' × '.join(batch_split)} = "
         f"{' × '.join(str(d[name]) for name in batch_split)} "
         f"replicas and m = {m} microbatch(es): {fmt_int(p.microbatch_size)} per microbatch "
         "per device"
     )
+    out += _folded_line(d)
     V = ps_interleave(ps)
     if stages > 1:
         if w.decode:

@@ -10,7 +10,9 @@ __all__ = ["render_training", "render_serving", "layout_words"]
 
 def layout_words(lay: dict[str, Any]) -> str:
     """tp8-pp16-dp128 m16 V2 sp selective zero1 on 16,384 x h100-sxm."""
-    deg = "-".join(f"{k}{v}" for k, v in lay["degrees"].items() if v > 1) or "single"
+    # a folded layout (parallel folding) names its etp, even 1; edp follows from the rest
+    shown = [(k, v) for k, v in lay["degrees"].items() if k != "edp" and (v > 1 or k == "etp")]
+    deg = "-".join(f"{k}{v}" for k, v in shown) or "single"
     knobs = [f"m{lay['microbatches']}"]
     if lay.get("interleave", 1) > 1:
         knobs.append(f"V{lay['interleave']}")
@@ -24,6 +26,19 @@ def layout_words(lay: dict[str, Any]) -> str:
         knobs.append(f"zero{lay['zero']}")
     where = f" on {lay['devices']:,} x {lay['hardware']}" if "devices" in lay else ""
     return f"{deg} {' '.join(knobs)}{where}"
+
+
+def _training_assumed(assumed: dict[str, Any]) -> str:
+    """The dtype and the execution every layout runs with: "dtype fp8, ep_overlap on, ..."."""
+
+    def word(v: Any) -> str:
+        return (
+            {True: "on", False: "off", None: "default"}.get(v, str(v))
+            if isinstance(v, bool | None)
+            else str(v)
+        )
+
+    return ", ".join(f"{k} {word(v)}" for k, v in assumed.items())
 
 
 def _numbers(lay: dict[str, Any]) -> str:
@@ -50,6 +65,8 @@ def render_training(r: dict[str, Any]) -> str:
         f"evaluated {r['evaluated']:,} layouts in {r['vector_s']:.2f} s "
         f"({r['rate_layouts_per_s']:,.0f} layouts/s; {r['elapsed_s']:.2f} s with the re-ranking)",
     ]
+    if r.get("assumed"):
+        lines.append(f"assumed: {_training_assumed(r['assumed'])}")
     c = r.get("search_counts")
     if c:
         lines.append(
@@ -99,8 +116,8 @@ def _serving_row(row: dict[str, Any]) -> str:
     )
 
 
-def _assumed(a: dict[str, Any]) -> str:
-    """What every layout was priced with, in one line."""
+def _serving_assumed(a: dict[str, Any]) -> str:
+    """What every serving system was priced with, in one line."""
     dtypes = ", ".join(f"{k} {a[k]}" for k in ("dtype", "weight_dtype", "kv_dtype") if a.get(k))
     chunk = f"chunks of {a['chunk_tokens']:,} prompt tokens" if a["chunk_tokens"] else "no chunks"
     kv = "the whole output" if a["kv_reservation"] == "full_output" else "blocks on demand"
@@ -119,7 +136,7 @@ def render_serving(r: dict[str, Any]) -> str:
         f"{r['elapsed_s']:.2f} s ({r['rate_systems_per_s']:,.0f} per second)"
     ]
     if r.get("assumed"):
-        lines.append(_assumed(r["assumed"]))
+        lines.append(_serving_assumed(r["assumed"]))
     best = r.get("best")
     if best is None:
         lines.append("no system meets the SLO within the devices searched")
