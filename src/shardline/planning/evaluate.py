@@ -30,7 +30,13 @@ from shardline.planning.stage_extras import (
     add_recompute,
     tp_variants,
 )
-from shardline.planning.step import gap_s, realistic_step, recompute_answer, tokens_answers
+from shardline.planning.step import (
+    gap_s,
+    predicted_throughput_per_s,
+    realistic_step,
+    recompute_answer,
+    tokens_answers,
+)
 from shardline.realistic.block import head_layer
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 from shardline.realistic.sustained import sustained_chip, with_attention_kernel
@@ -389,7 +395,7 @@ def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
         microbatch_size=ceil(w.batch / (deg.replicas * m)),
         latency_s=latency,
         latency_upper_s=latency_upper,
-        throughput_per_s=throughput,
+        throughput_bound_per_s=throughput,
         memory_per_device_bytes=memory.total_bytes,
         fits=memory.fits,
         bottleneck=max(by_bound, key=lambda k: (by_bound[k], k == "compute")),
@@ -401,6 +407,7 @@ def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
         memory=memory,
         comm=comm,
         predicted_s=step.predicted_s,
+        throughput_per_s=predicted_throughput_per_s(ctx, deg, step),
         predicted_breakdown_s=step.breakdown_s,
         gap_s=gap_s(step, latency, (n - m) * t_stage),
         stages=[

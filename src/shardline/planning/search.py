@@ -46,7 +46,7 @@ class PlanOptions:
 
     degrees: Mapping[str, int | None] = field(default_factory=dict)
     microbatches: int | None = None
-    objective: str = "latency"
+    objective: str = "predicted"
     require_fit: bool = True
     rates: RateOverrides = field(default_factory=RateOverrides)
     execution: Execution = field(default_factory=Execution)
@@ -342,7 +342,7 @@ def plan(
     devices: int = 8,
     *,
     microbatches: int | None = None,
-    objective: str = "latency",
+    objective: str = "predicted",
     require_fit: bool = True,
     options: PlanOptions | None = None,
     **given: Any,

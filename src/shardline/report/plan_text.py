@@ -117,12 +117,12 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     if w.training or stages == 1 or decode:
         out.append(
             f"  throughput = batch / latency = {fmt_int(w.batch)} / {fmt_time(p.latency_s)} "
-            f"= {rate(p.throughput_per_s)} {'token' if decode else w.item}s/s"
+            f"= {rate(p.throughput_bound_per_s)} {'token' if decode else w.item}s/s"
         )
     else:
         out.append(
             f"  throughput (a stream of batches keeps every stage busy) = batch / "
-            f"(m × t_stage) = {rate(p.throughput_per_s)} {w.item}s/s"
+            f"(m × t_stage) = {rate(p.throughput_bound_per_s)} {w.item}s/s"
         )
     out += _comm_lines(p)
     mem = p.memory
