@@ -14,11 +14,11 @@ from shardline.cli.common import add_json_arg, emit_json, positive_arg
 from shardline.cli.execution_args import add_recompute_arg
 from shardline.cli.serving_args import add_figure_output_args
 from shardline.errors import InputError
+from shardline.models.template import DEFAULT_SEQ_LEN  # one default with plan --model: 4096
 
 __all__ = ["register"]
 
 DEFAULT_SEQUENCES = 2048  # sequences per step when --global-batch is not given
-DEFAULT_SEQ_LEN = 8192
 MAX_CHIPS = 64  # chips in one --hw list
 # Sequences per step: the search's memory grows with the batch's (dp x microbatch) splits, to
 # about 2 GB at 2^20 sequences over 2^24 devices (4.4 GB at 2^27)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from itertools import islice
 from math import ceil, gcd, prod
+from pathlib import PurePath
 from typing import Any
 
 from shardline.basics.framework import load_framework
@@ -16,6 +17,7 @@ from shardline.basics.units import fmt_bytes, short
 from shardline.collectives import NetworkOptions
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
+from shardline.models.template import workload_of
 from shardline.ops.cost import TIE_RTOL
 from shardline.planning.evaluate import Context, evaluate_plan
 from shardline.planning.reasons import reason
@@ -24,6 +26,7 @@ from shardline.strategies import Degrees, Strategy, names, strategies
 from shardline.strategies.base import divisors as strategy_divisors
 from shardline.strategies.pp import MAX_STAGES
 from shardline.strategies.tp import tensor_room, tensor_rooms
+from shardline.workload.modelspec import ModelSpec
 from shardline.workload.stack import apply_overrides
 from shardline.workload.workload import Workload
 
@@ -337,7 +340,7 @@ def _check_options(workload: Workload, devices: int, opts: PlanOptions) -> None:
 
 
 def plan(
-    workload: Workload,
+    workload: Workload | str | PurePath | ModelSpec,
     hw: str | Chip = "h100-sxm",
     devices: int = 8,
     *,
@@ -354,8 +357,12 @@ def plan(
     one PlanOptions.
 
     With `require_fit` (the default) a workload that fits on no plan raises InputError naming the
-    smallest memory per device it would need.
+    smallest memory per device it would need. `workload` may also be a zoo model's name, a model
+    .toml file or a ModelSpec: its training step at batch 1 and 4096 tokens, as `--model` gives
+    (`shardline.models.template.workload_of` for another phase, batch or length).
     """
+    if isinstance(workload, str | PurePath | ModelSpec):  # a zoo model, a model file, a spec
+        workload = workload_of(workload)
     opts = options or _options(microbatches, objective, require_fit, given)
     _check_options(workload, devices, opts)
     rates = opts.rates
