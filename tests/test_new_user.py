@@ -70,3 +70,35 @@ def test_trace_says_which_file_it_wrote(
     json.loads(out)  # stdout stays the JSON answer
     assert out_path.exists()
     assert err == f"wrote {out_path}: Chrome trace-event JSON of fsdp8's step (open in Perfetto)\n"
+
+
+def test_report_summary_is_the_plan_its_timeline_draws(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # issue 28 item 2: the summary showed the one-chip stack (1.35 TB: DOES NOT FIT) beside the
+    # 16-device plan's timeline
+    import re
+
+    from shardline.basics.units import fmt_bytes, fmt_time
+
+    flags = ["--model", "llama-3.1-70b", "--devices", "16", "--tp", "4", "--pp", "4"]
+    page = tmp_path / "r.html"
+    code, _, err = _run(capsys, "report", *flags, "--html", str(page))
+    assert code == 0, err
+    code, out, err = _run(capsys, "plan", *flags, "--json")
+    assert code == 0, err
+    best = json.loads(out)["plans"][0]
+    found = re.search(r'"summary":(\[\[.*?\]\])', page.read_text())
+    assert found is not None
+    summary = dict(json.loads(found.group(1).replace("\\/", "/")))
+    assert "total time" not in summary and "memory" not in summary
+    assert summary["plan"] == f"{best['name']} over 16 devices (the step timeline below)"
+    assert best["name"] == "tp4-pp4"
+    assert summary["step"] == (
+        f"{fmt_time(best['predicted_s'])} predicted, {fmt_time(best['latency_s'])} lower bound"
+    )
+    mem = best["memory"]
+    assert summary["memory per device"] == (
+        f"{fmt_bytes(mem['total_bytes'])} of {fmt_bytes(mem['capacity_bytes'])}: fits"
+    )
+    assert f"Step timeline: {best['name']}" in page.read_text()
