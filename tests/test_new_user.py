@@ -102,3 +102,38 @@ def test_report_summary_is_the_plan_its_timeline_draws(
         f"{fmt_bytes(mem['total_bytes'])} of {fmt_bytes(mem['capacity_bytes'])}: fits"
     )
     assert f"Step timeline: {best['name']}" in page.read_text()
+
+
+def _seconds(text: str) -> float:
+    number, unit = text.split()
+    return float(number) * {"ns": 1e-9, "µs": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
+
+
+def _per_s(text: str) -> float:
+    number, unit = text.split()
+    return float(number) * {"MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12}[unit]
+
+
+def test_collective_library_table_reproduces_its_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 28: 64 KiB over 64 H100 printed ring/Simple as latency 585 µs and algbw 203 GB/s
+    # (585 µs + 0.3 µs) beside t = 1.15 ms: the header formula must give every row's t
+    import re
+
+    v = 65536
+    code, out, err = _run(
+        capsys, "collective", "all-reduce", "--bytes", str(v), "--devices", "64", "--hw", "h100"
+    )
+    assert code == 0, err
+    assert "t = latency + V / (algbw × ramp)" in out
+    row = re.compile(
+        r"^  (\S+)\s+(LL128|LL|Simple)\s+([\d.]+ [nµm]?s)\s+([\d.]+ [MGT]B/s)\s+"
+        r"([\d.]+ [MGT]B/s)\s+([\d.e-]+)\s+([\d.]+ [nµm]?s)"
+    )
+    rows = [m.groups() for line in out.splitlines() if (m := row.match(line))]
+    assert len(rows) >= 4
+    ramps = {float(r[5]) for r in rows}
+    assert min(ramps) < 0.01 and max(ramps) == 1  # the size ramp shows: 64 KiB is far below it
+    for _, _, latency, _, algbw, ramp, t in rows:
+        # each figure printed to 3 significant digits: agree to 1%
+        expected = _seconds(latency) + v / (_per_s(algbw) * float(ramp))
+        assert _seconds(t) == pytest.approx(expected, rel=0.01)
