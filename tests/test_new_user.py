@@ -137,3 +137,20 @@ def test_collective_library_table_reproduces_its_rows(capsys: pytest.CaptureFixt
         # each figure printed to 3 significant digits: agree to 1%
         expected = _seconds(latency) + v / (_per_s(algbw) * float(ramp))
         assert _seconds(t) == pytest.approx(expected, rel=0.01)
+
+
+def test_slowest_stage_names_the_embedding_only_where_there_is_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # issue 28: a [[layer]] stack (no embedding, no LM head) was told "slowest stage 0 (it also
+    # holds the embedding)"
+    stack = ["plan", str(ROOT / "examples" / "seed003_stack.toml"), "--hw", "a100-40gb"]
+    code, out, err = _run(capsys, *stack, "--devices", "2", "--pp", "2")
+    assert code == 0, err
+    (line,) = [x for x in out.splitlines() if x.startswith("  slowest stage:")]
+    assert "embedding" not in line and "LM head" not in line
+    model = ["plan", "--model", "llama-3.1-8b", "--devices", "8", "--pp", "4", "--tp", "2"]
+    code, out, err = _run(capsys, *model)
+    assert code == 0, err
+    (line,) = [x for x in out.splitlines() if x.startswith("  slowest stage:")]
+    assert line.startswith("  slowest stage: 3 of 0-3 (it also holds the LM head and loss)")
