@@ -154,3 +154,14 @@ def test_slowest_stage_names_the_embedding_only_where_there_is_one(
     assert code == 0, err
     (line,) = [x for x in out.splitlines() if x.startswith("  slowest stage:")]
     assert line.startswith("  slowest stage: 3 of 0-3 (it also holds the LM head and loss)")
+
+
+@pytest.mark.parametrize("name", ["a100-40gb", "a100-80gb"])
+def test_a100_fp64_peaks(name: str) -> None:
+    # NVIDIA A100 datasheet (SXM4): FP64 9.7 TFLOPS, FP64 Tensor Core 19.5 TFLOPS; the CUDA
+    # cores run fp64 at half their fp32 rate (19.5 / 2 = 9.75, the datasheet rounds to 9.7)
+    chip = shardline.load_chip(name)
+    assert chip.peak("fp64") == 19.5e12
+    assert chip.vector_flops_per_s["fp64"] == 9.7e12
+    assert chip.vector_flops_per_s["fp32"] / 2 == pytest.approx(9.7e12, rel=0.01)
+    assert "datasheet" in chip.sources["peak_flops_per_s.fp64"]
