@@ -165,3 +165,51 @@ def test_a100_fp64_peaks(name: str) -> None:
     assert chip.vector_flops_per_s["fp64"] == 9.7e12
     assert chip.vector_flops_per_s["fp32"] / 2 == pytest.approx(9.7e12, rel=0.01)
     assert "datasheet" in chip.sources["peak_flops_per_s.fp64"]
+
+
+SERVE_70B = [
+    "serve", "--model", "llama-3.1-70b", "--hw", "h100-sxm", "--devices", "16", "--tp", "4",
+    "--in", "2000", "--out", "500", "--dtype", "fp8",
+]  # fmt: skip
+
+
+def test_serve_prefill_has_one_meaning_and_busy_is_not_load(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # issue 28: "prefill X ms per request" was the prompt's whole service (its chunk's decode
+    # step added) below capacity and t_p alone when saturated; "utilization 100%" sat beside
+    # "load 57% of capacity"
+    answers = {}
+    for rate in ("20", "40"):  # 40 req/s is past the 28.5 req/s capacity
+        code, out, err = _run(capsys, *SERVE_70B, "--rate", rate, "--json")
+        assert code == 0, err
+        answers[rate] = json.loads(out)
+    below, above = answers["20"], answers["40"]
+    assert not below["saturated"] and above["saturated"]
+    assert below["prefill_s"] == above["prefill_s"]  # the prompt's own compute, t_p
+    code, out, err = _run(capsys, *SERVE_70B, "--rate", "20")
+    assert code == 0, err
+    load = 20 / below["capacity_requests_per_s"]
+    assert (
+        f"engine busy {below['utilization']:.0%} of the time (continuous batching; the load, "
+        f"{load:.0%} of capacity, sets the batch)" in out
+    )
+    assert f"prefill {below['prefill_s'] * 1e3:.1f} ms of compute per request (t_p)" in out
+
+
+def test_serve_html_names_what_it_serves_and_says_it_wrote(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    page = tmp_path / "serve.html"
+    code, _, err = _run(
+        capsys, "serve", "--model", "llama-3.2-1b", "--hw", "h100-sxm", "--devices", "2",
+        "--tp", "2", "--rate", "5", "--in", "200", "--out", "50", "--dtype", "fp8",
+        "--slo", "ttft=500ms,tpot=30ms", "--requests", "50", "--html", str(page),
+    )  # fmt: skip
+    assert code == 0, err
+    assert f"wrote {page}: self-contained HTML page\n" in err
+    text = page.read_text()
+    for shown in ("2 x h100-sxm, tp 2", "fp8", "5 requests/s, 200 in / 50 out tokens"):
+        assert shown in text
+    assert "TTFT 500 ms, TPOT 30 ms at p99: met" in text
