@@ -46,7 +46,8 @@ def _serving(r: dict[str, Any]) -> list[str]:
         f"TPOT = t_dec / (1 - rho_p) = {r['tpot_s']['p50'] * 1e3:.1f} ms",
         f"S = {r['decode_step_s'] * 1e3:.1f} + {r['prefill_s'] * 1e3:.1f} = "
         f"{(r['decode_step_s'] + r['prefill_s']) * 1e3:.1f} ms",
-        f"{r['queue_wait_s']['p99'] * 1e3:.0f} ms at p99; TTFT p99 = {r['ttft_s']['p99'] * 1e3:.0f} ms",
+        f"{r['queue_wait_s']['p99'] * 1e3:.0f} ms at p99; "
+        f"TTFT p99 = {r['ttft_s']['p99'] * 1e3:.0f} ms",
         f"{r['capacity_requests_per_s']:.1f} req/s for four",
     ]
 

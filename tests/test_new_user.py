@@ -58,9 +58,7 @@ def test_plan_and_search_default_to_one_sequence_length() -> None:
     assert cmd_search.DEFAULT_SEQ_LEN == DEFAULT_SEQ_LEN == 4096
 
 
-def test_trace_says_which_file_it_wrote(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_trace_says_which_file_it_wrote(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     out_path = tmp_path / "step.json"
     code, out, err = _run(
         capsys, "plan", str(ROOT / "examples" / "ffn_70b.toml"), "--devices", "8",

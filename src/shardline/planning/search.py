@@ -361,14 +361,13 @@ def plan(
     .toml file or a ModelSpec: its training step at batch 1 and 4096 tokens, as `--model` gives
     (`shardline.models.template.workload_of` for another phase, batch or length).
     """
-    if isinstance(workload, str | PurePath | ModelSpec):  # a zoo model, a model file, a spec
-        workload = workload_of(workload)
+    w = _as_workload(workload)
     opts = options or _options(microbatches, objective, require_fit, given)
-    _check_options(workload, devices, opts)
+    _check_options(w, devices, opts)
     rates = opts.rates
-    chip = apply_overrides(resolve_chip(hw), workload, rates.flops_per_s, rates.mem_bytes_per_s)
+    chip = apply_overrides(resolve_chip(hw), w, rates.flops_per_s, rates.mem_bytes_per_s)
     _check_comm_sms(opts.execution.ep_comm_sms, chip)
-    results = _search(workload, chip, devices, opts)
+    results = _search(w, chip, devices, opts)
     key = _sort_key(opts.objective)
     results.sort(key=key)
     fits = [r for r in results if r.fits]
@@ -383,13 +382,17 @@ def plan(
         )
         if opts.require_fit:
             raise InputError(message)
-        return PlanSet(
-            workload, chip, devices, opts.objective, results, None, message, opts.execution
-        )
+        return PlanSet(w, chip, devices, opts.objective, results, None, message, opts.execution)
     why = reason(fits, results, opts.objective, chip)
-    return PlanSet(
-        workload, chip, devices, opts.objective, results, fits[0].name, why, opts.execution
-    )
+    return PlanSet(w, chip, devices, opts.objective, results, fits[0].name, why, opts.execution)
+
+
+def _as_workload(workload: Any) -> Workload:
+    """A zoo model's name, a model file or a ModelSpec as its Workload (`workload_of`'s
+    defaults); anything else must be a Workload already (`_check_options` says so)."""
+    if isinstance(workload, str | PurePath | ModelSpec):
+        return workload_of(workload)
+    return workload
 
 
 def _check_comm_sms(sms: int, chip: Chip) -> None:

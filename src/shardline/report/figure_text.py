@@ -84,7 +84,7 @@ def distinct_formatter(fmt: Callable[[float, int], str]) -> Any:
     up that tell the ticks apart (no offset, no multiplier above the axis)."""
     from matplotlib.ticker import Formatter
 
-    class Distinct(Formatter):  # type: ignore[misc]
+    class Distinct(Formatter):
         def __call__(self, x: float, pos: int | None = None) -> str:
             return fmt(x, 3)
 

@@ -21,8 +21,8 @@ from shardline.answers.curves import BatchPlot
 from shardline.basics.units import fmt_rate
 from shardline.errors import InputError
 from shardline.hardware import Chip
-from shardline.report.figure_text import place_labels, readable_ticks
 from shardline.ops.einsum import parse_einsum
+from shardline.report.figure_text import place_labels, readable_ticks
 
 if TYPE_CHECKING:
     from shardline.sharding.compare import Comparison

@@ -149,7 +149,8 @@ def _per_device_lines(r: ShardedResult) -> list[str]:
     if partial:  # the output leaves the multiply as partial sums, in the reduction's dtype
         size[names[2]] = dtype_bytes(r.dtypes["reduce"])
     terms = [
-        f"{n} {size[n]:g} B × " + " × ".join(fmt_int(x) for x in pd.shapes[n])
+        f"{n} {size[n]:g} B × "
+        + " × ".join(fmt_int(x) for x in pd.shapes[n])
         + (f" ({r.dtypes['reduce']} partial sums)" if partial and n == names[2] else "")
         for n in names
     ]
