@@ -12,7 +12,6 @@ from shardline.workload.modelspec import ModelSpec
 __all__ = [
     "transformer_table",
     "model_workload",
-    "workload_of",
     "DEFAULT_PHASE",
     "DEFAULT_BATCH",
     "DEFAULT_SEQ_LEN",
@@ -92,20 +91,3 @@ def model_workload(
     stated = table.pop("dtype", "bf16")
     work = transformer(**table, phase=phase, dtype=dtype or stated, name=spec.name)
     return template_precision(work, **precision)
-
-
-def workload_of(
-    model: Any,
-    *,
-    phase: str = DEFAULT_PHASE,
-    batch: int = DEFAULT_BATCH,
-    seq_len: int = DEFAULT_SEQ_LEN,
-    dtype: str | None = None,
-) -> Any:
-    """The Workload of a zoo model's name, a model .toml file (an imported Hugging Face config
-    among them) or a ModelSpec: the same one `--model NAME` builds with these defaults (training,
-    batch 1, sequence length 4096)."""
-    from shardline.models.catalog import load_model
-
-    spec = model if isinstance(model, ModelSpec) else load_model(model)
-    return model_workload(spec, phase=phase, batch=batch, seq_len=seq_len, dtype=dtype)

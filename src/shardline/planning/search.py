@@ -17,7 +17,7 @@ from shardline.basics.units import fmt_bytes, short
 from shardline.collectives import NetworkOptions
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
-from shardline.models.template import workload_of
+from shardline.models import workload_of
 from shardline.ops.cost import TIE_RTOL
 from shardline.planning.evaluate import Context, evaluate_plan
 from shardline.planning.reasons import reason
@@ -359,7 +359,7 @@ def plan(
     With `require_fit` (the default) a workload that fits on no plan raises InputError naming the
     smallest memory per device it would need. `workload` may also be a zoo model's name, a model
     .toml file or a ModelSpec: its training step at batch 1 and 4096 tokens, as `--model` gives
-    (`shardline.models.template.workload_of` for another phase, batch or length).
+    (`shardline.models.workload_of` for another phase, batch or length).
     """
     w = _as_workload(workload)
     opts = options or _options(microbatches, objective, require_fit, given)
