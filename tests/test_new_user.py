@@ -9,19 +9,10 @@ from pathlib import Path
 import pytest
 
 import shardline
-from shardline.cli.main import main
 from shardline.errors import InputError
+from tests.cli_run import run_cli as _run
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as stop:
-        code = int(stop.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
