@@ -218,3 +218,14 @@ def test_serve_runs_experts_latent_attention_and_sliding_windows(
     r = json.loads(out)
     assert not r["saturated"] and r["capacity_requests_per_s"] > 1
     assert r["throughput_tokens_per_s"] == pytest.approx(1 * 200, rel=1e-12)
+
+
+def test_search_page_summary_reads_as_a_person_would() -> None:
+    # issue 28: costs to three significant figures ("$0.1M" for every Pareto point was wrong),
+    # no float's seventeen digits in the search page's summary
+    from shardline.cli.cmd_search import _shown
+
+    assert _shown("usd", 97_512_345.6) == "$97.5M"
+    assert _shown("usd", 102_163.0) == "$102k"
+    assert _shown("mfu", 0.42912345) == "0.4291"
+    assert _shown("devices", 16384) == "16384"

@@ -177,13 +177,25 @@ def _write_figures(outputs: Any, model: str, phase: str, result: dict[str, Any])
     title = f"shardline search ({phase}): {model}"
     best = result.get("best") or {}
     summary = [("phase", phase), ("evaluated", f"{result.get('evaluated', 0):,}")]
-    summary += [(f"best {k}", str(v)) for k, v in best.items() if not isinstance(v, dict)]
+    summary += [(f"best {k}", _shown(k, v)) for k, v in best.items() if not isinstance(v, dict)]
     outputs.write(
         lambda path: render_search_plot(result, path, title),
         lambda: search_figures(result, title),
         title,
         summary,
     )
+
+
+def _shown(key: str, value: Any) -> str:
+    """A summary value as a person reads it: dollars and other figures to three or four
+    significant figures, never a float's seventeen digits."""
+    from shardline.basics.units import fmt_usd
+
+    if key.startswith("usd") and isinstance(value, int | float):
+        return fmt_usd(value)
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    return str(value)
 
 
 def _chips(text: str | None, default: list[str], power_cap: str | None = None) -> list[Any]:
