@@ -22,8 +22,11 @@ TOLERANCE_PX = 0.5  # boxes that share less than half a pixel do not overlap
 def drawn_texts(fig: Any) -> list[tuple[str, Any]]:
     """(text, window bbox) of every text the figure draws: titles, axis labels, the tick labels
     inside the view, annotations, legend entries and figure texts."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.text import Text
 
+    if not hasattr(fig.canvas, "get_renderer"):  # pyplot's close() leaves a bare canvas
+        FigureCanvasAgg(fig)
     renderer = fig.canvas.get_renderer()
     fig.draw(renderer)
     out = []
@@ -115,6 +118,7 @@ COMMANDS = {
     "plot roofline (the seed 003 sheet)": [
         "plot", "roofline", "--hw", "a100-40gb", "--from", SEED003,
     ],
+    "plot roofline --cheatsheet": ["plot", "roofline", "--hw", "h100-sxm", "--cheatsheet"],
     "plot batch": [
         "plot", "batch", "--shapes", "4096x4096,1024x1024", "--hw", "tpu-v5e", "--b-dtype", "int8",
     ],
@@ -169,3 +173,22 @@ def test_pareto_dollars_without_offset(figures: list[Any], tmp_path: Path) -> No
     # three significant figures where they tell the ticks apart, more only where they do not
     assert fmt_usd(102_163.0) == "$102k" and fmt_usd(1_021_600.0) == "$1.02M"
     assert fmt_usd(999.6) == "$1k" and fmt_usd(0.153) == "$0.153"
+
+
+def test_validate_figure_text(figures: list[Any], tmp_path: Path) -> None:
+    # `validate`'s figure needs a measurement to run the command; its renderer is drawn here on a
+    # result of three cases spanning three decades (the checks are the same)
+    from types import SimpleNamespace
+
+    from shardline.report.predict_text import render_plot
+
+    cases = [
+        {"measured_s": m, "roofline_s": 0.8 * m, "predicted_s": 1.1 * m} for m in (1e-5, 1e-4, 1e-3)
+    ]
+    summary = {"median_abs_err_roofline": 0.2, "median_abs_err_predicted": 0.1}
+    result = SimpleNamespace(
+        cases=cases, summary=summary, hardware="host", measured_on="2026-12-04"
+    )
+    render_plot(str(tmp_path / "v.png"), result)
+    (fig,) = figures
+    assert problems(fig) == []
