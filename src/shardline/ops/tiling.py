@@ -165,26 +165,20 @@ def quantization(m: Any, n: Any, bm: Any, bn: Any, cores: int, batch: Any = 1) -
 
 
 def l2_blocked_hbm_bytes(gemm: Gemm, bm: int, bn: int, l2_bytes: float | None) -> float:
-    """HBM bytes when the L2 keeps the panels of a group of gm x gn tiles (a rasterized tile
-    order): the traffic formula with blocks of gm*bm x gn*bn, the group the one with the least
-    traffic among those whose A and B panels `K*(sA*gm*bm + sB*gn*bn)` fit the L2; at least one
-    tile (gm = gn = 1), at most the whole matrix. gm and gn are chosen apart, so a tall tile is
-    not grouped into a tall block: HBM traffic is the L2 blocking's, and a tile whose sides are
-    multiples of another's reaches the same blocks (traffic never grows with a bigger tile by
-    more than the coarser steps of its blocks). Without an L2 the tiles stream from HBM."""
+    """HBM bytes when the L2 keeps the panels of a group of gm x gn tiles (a rasterized order):
+    the traffic formula with blocks of gm*bm x gn*bn, gm and gn apart, the least traffic whose
+    panels `K*(sA*gm*bm + sB*gn*bn)` fit the L2 (at least one tile, at most the matrix); without
+    an L2 the tiles stream from HBM. A bigger tile reaches the same blocks, not more traffic."""
     if not l2_bytes:
         return float(tile_traffic_bytes(gemm, bm, bn))
     budget = l2_bytes / gemm.k  # bytes of one K-long row of the A and B panels together
     most = min(_ceil_div(gemm.m, bm), (budget - gemm.s_b * bn) // (gemm.s_a * bm))
     gm = np.arange(1, max(most, 1) + 1, dtype=float)
     gn = np.floor((budget - gemm.s_a * gm * bm) / (gemm.s_b * bn))
-    gn = np.minimum(gn, _ceil_div(gemm.n, bn))
-    ok = gn >= 1
-    if not ok.any():
-        return float(tile_traffic_bytes(gemm, bm, bn))
-    block_m = np.minimum(gm[ok] * bm, gemm.m)
-    block_n = np.minimum(gn[ok] * bn, gemm.n)
-    return float(np.min(tile_traffic_bytes(gemm, block_m, block_n)))
+    ok = (gn >= 1) | (gm == 1)  # one tile always runs, its panels in the L2 or not
+    gn = np.clip(gn, 1, _ceil_div(gemm.n, bn))
+    blocks = np.minimum(gm[ok] * bm, gemm.m), np.minimum(gn[ok] * bn, gemm.n)
+    return float(np.min(tile_traffic_bytes(gemm, *blocks)))
 
 
 def gpu_tile_fixed_s(chip: Chip, gemm: Gemm, bm: Any, bn: Any, split: int = 1) -> Any:

@@ -30,13 +30,7 @@ from shardline.planning.stage_extras import (
     add_recompute,
     tp_variants,
 )
-from shardline.planning.step import (
-    gap_s,
-    predicted_throughput_per_s,
-    realistic_step,
-    recompute_answer,
-    tokens_answers,
-)
+from shardline.planning.step import gap_s, realistic_step, recompute_answer, tokens_answers
 from shardline.realistic.block import head_layer
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 from shardline.realistic.sustained import sustained_chip, with_attention_kernel
@@ -407,7 +401,6 @@ def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
         memory=memory,
         comm=comm,
         predicted_s=step.predicted_s,
-        throughput_per_s=predicted_throughput_per_s(ctx, deg, step),
         predicted_breakdown_s=step.breakdown_s,
         gap_s=gap_s(step, latency, (n - m) * t_stage),
         stages=[

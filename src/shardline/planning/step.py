@@ -146,15 +146,19 @@ def predicted_throughput_per_s(ctx: Context, deg: Degrees, step: RealisticStep) 
 
 
 def tokens_answers(ctx: Context, deg: Degrees, step: RealisticStep) -> dict[str, Any]:
-    """tokens/s (the step's tokens over its realistic time), per device, and days to train."""
+    """Batch items/s and tokens/s (the step's over its realistic time), tokens/s per device, and
+    days to train."""
     w = ctx.workload
+    items_per_s = predicted_throughput_per_s(ctx, deg, step)
     if w.kind == "stack" or step.predicted_s <= 0:
-        return {"tokens_per_s": None, "tokens_per_s_per_device": None, "days_to_train": None}
-    tokens_per_s = predicted_throughput_per_s(ctx, deg, step) * w.tokens_per_item
+        empty = {"tokens_per_s": None, "tokens_per_s_per_device": None, "days_to_train": None}
+        return {"throughput_per_s": items_per_s, **empty}
+    tokens_per_s = items_per_s * w.tokens_per_item
     days = None
     if w.training and ctx.execution.tokens is not None:
         days = ctx.execution.tokens / tokens_per_s / SECONDS_PER_DAY
     return {
+        "throughput_per_s": items_per_s,
         "tokens_per_s": tokens_per_s,
         "tokens_per_s_per_device": tokens_per_s / deg.devices,
         "days_to_train": days,
