@@ -29,46 +29,22 @@ def drawn_texts(fig: Any) -> list[tuple[str, Any]]:
         FigureCanvasAgg(fig)
     renderer = fig.canvas.get_renderer()
     fig.draw(renderer)
+    hidden = set()  # tick labels matplotlib keeps but does not draw (outside the view limits)
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            shown = {id(x) for t in axis._update_ticks() for x in (t.label1, t.label2)}
+            ticks = axis.get_major_ticks() + axis.get_minor_ticks()
+            hidden |= {id(x) for t in ticks for x in (t.label1, t.label2)} - shown
     out = []
     for artist in fig.findobj(Text):
-        if not artist.get_visible() or not artist.get_text().strip():
+        if id(artist) in hidden or not artist.get_visible() or not artist.get_text().strip():
             continue
-        if artist.axes is not None and artist.get_clip_on() and artist.get_clip_box() is not None:
-            inside = artist.get_clip_box()
-            box = artist.get_window_extent(renderer)
-            if not inside.overlaps(box):  # clipped away: not drawn
-                continue
-        out.append((artist.get_text(), artist.get_window_extent(renderer)))
-    return _ticks_in_view(fig, renderer, out)
-
-
-def _ticks_in_view(fig: Any, renderer: Any, texts: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """Tick labels matplotlib keeps but does not draw (outside the view limits) removed."""
-    drawn = set()
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            for tick in axis._update_ticks():  # the ticks this draw shows
-                for label in (tick.label1, tick.label2):
-                    if label.get_visible():
-                        drawn.add(id(label))
-    every_tick = {
-        id(label)
-        for ax in fig.axes
-        for axis in (ax.xaxis, ax.yaxis)
-        for tick in axis.get_major_ticks() + axis.get_minor_ticks()
-        for label in (tick.label1, tick.label2)
-    }
-    kept = []
-    for text, box in texts:
-        kept.append((text, box))
-    by_id = {}
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
-                for label in (tick.label1, tick.label2):
-                    by_id[id(label)] = label
-    skip = {by_id[i].get_window_extent(renderer).bounds for i in every_tick - drawn}
-    return [(t, b) for t, b in kept if b.bounds not in skip or t == ""]
+        box = artist.get_window_extent(renderer)
+        clip = artist.get_clip_box() if artist.get_clip_on() else None
+        if artist.axes is not None and clip is not None and not clip.overlaps(box):
+            continue  # clipped away: not drawn
+        out.append((artist.get_text(), box))
+    return out
 
 
 def problems(fig: Any) -> list[str]:
@@ -192,3 +168,19 @@ def test_validate_figure_text(figures: list[Any], tmp_path: Path) -> None:
     render_plot(str(tmp_path / "v.png"), result)
     (fig,) = figures
     assert problems(fig) == []
+
+
+def test_the_check_finds_what_the_issue_found() -> None:
+    # two names on one point, a dollar axis with an offset, a label past the edge: the three
+    # faults issue 28 found, each reported
+    from shardline.report.plots import new_figure
+
+    fig, ax = new_figure(4, 3)
+    ax.plot([1, 2], [102_160.0, 102_167.0])
+    ax.annotate("decode, batch 8", (1.5, 102_163.0))
+    ax.annotate("tall-skinny output N = 8", (1.5, 102_163.0))
+    ax.annotate("past the edge", (2.0, 102_167.0), xytext=(200, 0), textcoords="offset points")
+    found = problems(fig)
+    assert "'decode, batch 8' overlaps 'tall-skinny output N = 8'" in found
+    assert any(p.startswith("an axis shows an offset") for p in found)
+    assert "'past the edge' is cut off at the figure's edge" in found
