@@ -11,6 +11,7 @@ import argparse
 from typing import Any
 
 from shardline.basics.framework import ATTENTION_KERNELS, framework_names
+from shardline.basics.options import OP_FUSIONS
 from shardline.basics.recompute import TENSORS, policy_names
 from shardline.basics.units import parse_count
 from shardline.cli.common import count_arg
@@ -99,13 +100,23 @@ def _add_step_args(g: Any) -> None:
         "--optimizer",
         default=None,
         metavar="NAME|BYTES",
-        help="adam (default), adam-bf16, sgd, adafactor, or optimizer bytes per parameter",
+        help="adam (default), adam-bf16, adam-no-master, sgd, adafactor, or optimizer bytes "
+        "per parameter",
     )
+    _memory_args(g)
     g.add_argument(
         "--cuda-graphs",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="kernels replayed from CUDA graphs: no per-kernel launch overhead (decode)",
+    )
+    g.add_argument(
+        "--op-fusion",
+        default=None,
+        choices=OP_FUSIONS,
+        help="how the memory-bound ops between the matmuls run in training: fused (Megatron's "
+        "and Transformer Engine's kernels, torch.compile, XLA) or eager (PyTorch op by op; "
+        "default: the framework's, fused for megatron)",
     )
     g.add_argument(
         "--framework",
@@ -149,6 +160,18 @@ def knobs() -> tuple[Knob, ...]:
     return tuple(knob for s in strategies() for knob in s.knobs)
 
 
+def _memory_args(g: Any) -> None:
+    g.add_argument(
+        "--memory-convention",
+        type=int,
+        choices=(16, 10),
+        default=None,
+        help="training state per parameter: 16 B (bf16 weights + bf16 gradients + fp32 master "
+        "+ fp32 Adam, the default) or 10 B (bf16 weights + fp32 Adam, no master copy, no "
+        "gradient buffer: How to Scale Your Model's count)",
+    )
+
+
 def _optimizer(text: str | None) -> str | float | None:
     if text is None:
         return None
@@ -180,6 +203,8 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
         out["grad_reduce_dtype"] = args.grad_reduce_dtype
     if args.optimizer is not None:
         out["optimizer"] = _optimizer(args.optimizer)
+    if getattr(args, "memory_convention", None) is not None:
+        out["memory_convention"] = args.memory_convention
     if args.cuda_graphs is not None:
         out["cuda_graphs"] = bool(args.cuda_graphs)
     if args.tokens is not None:
@@ -188,4 +213,6 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
         out["framework"] = args.framework
     if getattr(args, "attention_kernel", None) is not None:
         out["attention_kernel"] = args.attention_kernel
+    if getattr(args, "op_fusion", None) is not None:
+        out["op_fusion"] = args.op_fusion
     return out

@@ -45,6 +45,7 @@ COMMANDS = (
     "what_if",
     "search",
     "serve",
+    "solve",
 )
 
 

@@ -91,6 +91,7 @@ TRANSFORMER_FIELDS = (
     "attention",
     "rotary",
     "qk_norm",
+    "norm",
     "moe",
     "mla",
     "sliding_window",

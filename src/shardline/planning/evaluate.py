@@ -318,7 +318,7 @@ def _prefix(ctx: Context, deg: Degrees, m: int, layers: StageLayers) -> Stage:
     """A stage up to its recompute: its layers' parts and its blocks' memory-bound ops. They
     do not depend on the stage's place in the pipeline nor on the recompute mode, so that the
     stages with the same layers share it (a copy each: `_stage` adds the rest)."""
-    stage = Stage(layers, ctx.workload.training)
+    stage = Stage.on(layers, ctx.workload.training, ctx.network(deg).links)
     for layer, n in layers:
         part = ctx.part(layer, n, deg, m)
         for e in part.fwd:
@@ -350,7 +350,7 @@ def _by_bound(crit: Stage, m: int, bubble_s: float) -> dict[str, float]:
     crit.fwd.attribute(by_bound, m)
     if crit.training:
         crit.bwd.attribute(by_bound, m - 1)
-        crit.bwd.attribute(by_bound, 1, crit.grad_s)
+        crit.bwd.attribute(by_bound, 1, crit.grad_by_axis)
     return by_bound
 
 

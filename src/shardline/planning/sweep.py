@@ -13,6 +13,7 @@ from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.planning.results import PlanSet
 from shardline.planning.search import plan
+from shardline.strategies import Degrees
 from shardline.workload.stack import apply_overrides
 from shardline.workload.workload import Workload
 
@@ -37,6 +38,10 @@ class SweepPoint:
     memory_per_device_bytes: float | None
     latency_by_plan_s: dict[str, float]  # every plan that fits at this batch
     predicted_s: float | None = None  # the recommended plan's realistic time
+    # the batch one device of the recommended plan works on per step: batch / the ways it is
+    # split (dp x fsdp replicas); a tensor- or pipeline-parallel rank sees its replica's whole
+    # batch, not batch / devices
+    batch_per_device: float | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ def _point(batch: int, ps: PlanSet) -> SweepPoint:
         memory_per_device_bytes=best.memory_per_device_bytes if best else None,
         latency_by_plan_s={p.name: p.latency_s for p in ps.plans if p.fits},
         predicted_s=best.predicted_s if best else None,
+        batch_per_device=batch / Degrees(best.degrees).replicas if best else None,
     )
 
 

@@ -13,8 +13,11 @@ def realistic_line(cost: CollectiveCost, indent: str) -> str:
     """The last line of a collective's arithmetic: how the prediction was made."""
     bound = f"{indent}t = {fmt_time(float(cost.t_s))} (lower bound)"
     if cost.choice is None:
+        how = "t_latency + t_bandwidth/eff"
+        if cost.library == "xla":  # an end-to-end efficiency (collectives.records.bus_curve_s)
+            how = "max(t_latency + t_bandwidth, t_bandwidth/eff)"
         return (
-            f"{bound}; realistic t_latency + t_bandwidth/eff = "
+            f"{bound}; realistic {how} = "
             f"{fmt_time(float(cost.predicted_s))} (eff = eff_max·V/(V + V_half) = "
             f"{float(cost.bus_efficiency):.3g})"
         )
@@ -62,10 +65,14 @@ def library_lines(cost: CollectiveCost) -> list[str]:
             f"{fmt_time(float(t)):>11}{mark}"
         )
     group = choice.group
-    tiers = f"  group: {group.ranks} ranks on {group.nodes} node(s); bus bandwidth inside a node "
-    tiers += fmt_rate(group.intra_bus_bytes_per_s, "B/s")
+    tiers = f"  group: {group.ranks} ranks on {group.nodes} node(s)"
+    parts = []
+    if group.ppn > 1:  # one rank per node: nothing rides the scale-up links
+        parts.append(f"inside a node {fmt_rate(group.intra_bus_bytes_per_s, 'B/s')}")
     if group.inter_bus_bytes_per_s is not None:
-        tiers += f", between nodes {fmt_rate(group.inter_bus_bytes_per_s, 'B/s')}"
+        parts.append(f"between nodes {fmt_rate(group.inter_bus_bytes_per_s, 'B/s')}")
+    if parts:
+        tiers += "; bus bandwidth " + ", ".join(parts)
     if group.floor_s > 0:
         tiers += f"; no collective under {fmt_time(group.floor_s)}"
     return [*out, tiers]

@@ -260,7 +260,7 @@ def render_sweep(sw: BatchSweep) -> str:
         rows.append(
             (
                 fmt_int(p.batch),
-                f"{p.batch / sw.devices:,.4g}",
+                f"{p.batch_per_device:,.4g}" if p.batch_per_device is not None else "-",
                 p.recommended or "none fits",
                 fmt_time(p.predicted_s) if p.predicted_s is not None else "-",
                 fmt_time(p.latency_s) if p.latency_s is not None else "-",
@@ -274,7 +274,7 @@ def render_sweep(sw: BatchSweep) -> str:
         out.append("No crossover: the same plan wins at every batch shown.")
     for c in sw.crossovers:
         out.append(
-            f"CROSSOVER at batch {fmt_int(c.batch)} ({rate(c.batch / sw.devices)} per device): "
+            f"CROSSOVER at batch {fmt_int(c.batch)}: "
             f"{c.from_plan or 'nothing fits'} -> {c.to_plan or 'nothing fits'}"
         )
     if not sw.crossovers_complete:
