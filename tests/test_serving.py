@@ -51,6 +51,12 @@ def test_parse_slo_and_lengths() -> None:
     for bad in ("ttft=fast", "latency=3ms", "p=95,ttft=1s", ""):
         with pytest.raises(InputError):
             parse_slo(bad)
+    # a time without a unit is an error, never silently seconds (issue 28: ttft=500 meant 500 s)
+    with pytest.raises(InputError, match=r"^--slo ttft: '500' has no unit; .* 500ms or 500s"):
+        parse_slo("ttft=500")
+    with pytest.raises(InputError, match=r"^--slo tpot: '0.03' has no unit"):
+        parse_slo("ttft=500ms,tpot=0.03")
+    assert parse_slo("ttft=250us").ttft_s == pytest.approx(250e-6)
     u = parse_lengths("uniform:1000-3000", "--in")
     assert (u.mean, u.low, u.high) == (2000, 1000, 3000)
     assert parse_lengths("exp:500", "--out").expect(lambda x: x) == pytest.approx(500, rel=0.05)

@@ -14,6 +14,7 @@ from shardline.cli.common import add_json_arg, emit_json, positive_arg
 from shardline.cli.execution_args import add_recompute_arg, add_run_knob_args
 from shardline.cli.serving_args import add_figure_output_args, add_serving_dtype_args
 from shardline.errors import InputError
+from shardline.models.template import DEFAULT_SEQ_LEN  # one default with plan --model: 4096
 
 __all__ = ["register"]
 
@@ -21,7 +22,6 @@ __all__ = ["register"]
 # not imported here: the planning package loads only when a search runs)
 SEARCHED_FLAGS = frozenset(("interleave", "recompute", "sequence_parallel", "zero", "tp_overlap"))
 DEFAULT_SEQUENCES = 2048  # sequences per step when --global-batch is not given
-DEFAULT_SEQ_LEN = 8192
 MAX_CHIPS = 64  # chips in one --hw list
 # training-only flags with a default: None on the command line, so that the serving search can
 # tell a flag that was given (and refuse it) from one that was not
@@ -223,13 +223,25 @@ def _write_figures(outputs: Any, model: str, phase: str, result: dict[str, Any])
     title = f"shardline search ({phase}): {model}"
     best = result.get("best") or {}
     summary = [("phase", phase), ("evaluated", f"{result.get('evaluated', 0):,}")]
-    summary += [(f"best {k}", str(v)) for k, v in best.items() if not isinstance(v, dict)]
+    summary += [(f"best {k}", _shown(k, v)) for k, v in best.items() if not isinstance(v, dict)]
     outputs.write(
         lambda path: render_search_plot(result, path, title),
         lambda: search_figures(result, title),
         title,
         summary,
     )
+
+
+def _shown(key: str, value: Any) -> str:
+    """A summary value as a person reads it: dollars and other figures to three or four
+    significant figures, never a float's seventeen digits."""
+    from shardline.basics.units import fmt_usd
+
+    if key.startswith("usd") and isinstance(value, int | float):
+        return fmt_usd(value)
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    return str(value)
 
 
 def _chips(text: str | None, default: list[str], power_cap: str | None = None) -> list[Any]:

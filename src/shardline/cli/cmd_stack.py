@@ -86,10 +86,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_degree_args(pl)
     pl.add_argument(
         "--objective",
-        default="latency",
-        choices=("latency", "throughput", "predicted"),
-        help="rank plans by the lower-bound latency (default), throughput, or the realistic "
-        "predicted time",
+        default="predicted",
+        choices=("predicted", "latency", "throughput"),
+        help="rank plans by the realistic predicted time (default), the lower-bound latency, "
+        "or the predicted throughput",
     )
     pl.add_argument(
         "--top",

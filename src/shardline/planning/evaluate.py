@@ -398,7 +398,7 @@ def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
         microbatch_size=ceil(w.batch / (deg.replicas * m)),
         latency_s=latency,
         latency_upper_s=latency_upper,
-        throughput_per_s=throughput,
+        throughput_bound_per_s=throughput,
         memory_per_device_bytes=memory.total_bytes,
         fits=memory.fits,
         bottleneck=max(by_bound, key=lambda k: (by_bound[k], k == "compute")),

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from itertools import islice
 from math import ceil, gcd, prod
+from pathlib import PurePath
 from typing import Any
 
 from shardline.basics.framework import load_framework
@@ -16,6 +17,7 @@ from shardline.basics.units import fmt_bytes, short
 from shardline.collectives import NetworkOptions
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
+from shardline.models import workload_of
 from shardline.ops.cost import TIE_RTOL
 from shardline.planning.evaluate import Context, evaluate_plan
 from shardline.planning.folding import (
@@ -31,6 +33,7 @@ from shardline.strategies import Degrees, Strategy, names, strategies, strategy
 from shardline.strategies.base import divisors as strategy_divisors
 from shardline.strategies.pp import MAX_STAGES
 from shardline.strategies.tp import tensor_room, tensor_rooms
+from shardline.workload.modelspec import ModelSpec
 from shardline.workload.stack import apply_overrides
 from shardline.workload.workload import Workload
 
@@ -53,7 +56,7 @@ class PlanOptions:
 
     degrees: Mapping[str, int | None] = field(default_factory=dict)
     microbatches: int | None = None
-    objective: str = "latency"
+    objective: str = "predicted"
     require_fit: bool = True
     rates: RateOverrides = field(default_factory=RateOverrides)
     execution: Execution = field(default_factory=Execution)
@@ -394,12 +397,12 @@ def _check_options(workload: Workload, devices: int, opts: PlanOptions) -> None:
 
 
 def plan(
-    workload: Workload,
+    workload: Workload | str | PurePath | ModelSpec,
     hw: str | Chip = "h100-sxm",
     devices: int = 8,
     *,
     microbatches: int | None = None,
-    objective: str = "latency",
+    objective: str = "predicted",
     require_fit: bool = True,
     options: PlanOptions | None = None,
     **given: Any,
@@ -411,14 +414,17 @@ def plan(
     one PlanOptions.
 
     With `require_fit` (the default) a workload that fits on no plan raises InputError naming the
-    smallest memory per device it would need.
+    smallest memory per device it would need. `workload` may also be a zoo model's name, a model
+    .toml file or a ModelSpec: its training step at batch 1 and 4096 tokens, as `--model` gives
+    (`shardline.models.workload_of` for another phase, batch or length).
     """
+    w = _as_workload(workload)
     opts = options or _options(microbatches, objective, require_fit, given)
-    _check_options(workload, devices, opts)
+    _check_options(w, devices, opts)
     rates = opts.rates
-    chip = apply_overrides(resolve_chip(hw), workload, rates.flops_per_s, rates.mem_bytes_per_s)
+    chip = apply_overrides(resolve_chip(hw), w, rates.flops_per_s, rates.mem_bytes_per_s)
     _check_comm_sms(opts.execution.ep_comm_sms, chip)
-    results = _search(workload, chip, devices, opts)
+    results = _search(w, chip, devices, opts)
     key = _sort_key(opts.objective)
     results.sort(key=key)
     fits = [r for r in results if r.fits]
@@ -433,13 +439,17 @@ def plan(
         )
         if opts.require_fit:
             raise InputError(message)
-        return PlanSet(
-            workload, chip, devices, opts.objective, results, None, message, opts.execution
-        )
+        return PlanSet(w, chip, devices, opts.objective, results, None, message, opts.execution)
     why = reason(fits, results, opts.objective, chip)
-    return PlanSet(
-        workload, chip, devices, opts.objective, results, fits[0].name, why, opts.execution
-    )
+    return PlanSet(w, chip, devices, opts.objective, results, fits[0].name, why, opts.execution)
+
+
+def _as_workload(workload: Any) -> Workload:
+    """A zoo model's name, a model file or a ModelSpec as its Workload (`workload_of`'s
+    defaults); anything else must be a Workload already (`_check_options` says so)."""
+    if isinstance(workload, str | PurePath | ModelSpec):
+        return workload_of(workload)
+    return workload
 
 
 def _check_comm_sms(sms: int, chip: Chip) -> None:

@@ -143,7 +143,7 @@ def sweep_batch(
         options.pop("flops_per_s", None),
         options.pop("mem_bytes_per_s", None),
     )
-    objective = str(options.get("objective", "latency"))
+    objective = str(options.get("objective", "predicted"))
     memo: dict[int, PlanSet] = {}
 
     def at(batch: int) -> PlanSet:

@@ -32,7 +32,11 @@ def library_lines(cost: CollectiveCost) -> list[str]:
     choice = cost.choice
     if choice is None or not isinstance(choice.t_s, float):
         return []
-    header = "t = latency + V / algbw for each algorithm and protocol, the fastest runs"
+    header = (
+        "t = latency + V / (algbw × ramp) for each algorithm and protocol, the fastest runs\n"
+        "  ramp: the share of algbw reached at this V (the size ramp: the network's "
+        "V/(V + V_half), NCCL's tree correction)"
+    )
     if cost.kind == "all_to_all":
         header = (
             "grouped sends to every peer, t = latency + max(network, scale-up) part; "
@@ -40,8 +44,10 @@ def library_lines(cost: CollectiveCost) -> list[str]:
         )
     out = [
         f"LIBRARY ({cost.library}): {header}",
-        f"  {'algorithm':<15}{'protocol':<9}{'latency':>10}{'busbw':>13}{'algbw':>13}{'t':>11}",
+        f"  {'algorithm':<15}{'protocol':<9}{'latency':>10}{'busbw':>13}{'algbw':>13}"
+        f"{'ramp':>9}{'t':>11}",
     ]
+    v = float(cost.bytes)
     for pair, t in choice.candidates:
         mark = (
             "  <- runs"
@@ -53,9 +59,10 @@ def library_lines(cost: CollectiveCost) -> list[str]:
             else ""
         )
         out.append(
-            f"  {pair.algorithm:<15}{pair.protocol:<9}{fmt_time(pair.latency_s):>10}"
+            f"  {pair.algorithm:<15}{pair.protocol:<9}{fmt_time(float(pair.latency_at(v))):>10}"
             f"{fmt_rate(pair.bus_bytes_per_s, 'B/s'):>13}"
-            f"{fmt_rate(pair.alg_bytes_per_s, 'B/s'):>13}{fmt_time(float(t)):>11}{mark}"
+            f"{fmt_rate(pair.alg_bytes_per_s, 'B/s'):>13}{float(pair.ramp(v)):>9.3g}"
+            f"{fmt_time(float(t)):>11}{mark}"
         )
     group = choice.group
     tiers = f"  group: {group.ranks} ranks on {group.nodes} node(s)"

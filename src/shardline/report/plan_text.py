@@ -29,18 +29,19 @@ def _stage_share(w: Workload, stages: int) -> str:
     return f"{w.layer_count // stages} layers"
 
 
-def _slowest_stage(p: PlanResult) -> list[str]:
+def _slowest_stage(p: PlanResult, w: Workload) -> list[str]:
     """Which stage sets the pipeline's pace (realistic time), and what it holds beyond its
-    blocks: the embedding rides on the first stage, the LM head and loss on the last."""
+    blocks: a model's embedding rides on the first stage, its LM head and loss on the last (a
+    stack of layers has neither)."""
     slow = p.slowest_stage
     if slow is None:
         return []
     times = [s.get("predicted_s", s["t_s"]) for s in p.stages]
     fast = min(times)
-    where = {
-        0: " (it also holds the embedding)",
-        len(times) - 1: " (it also holds the LM head and loss)",
-    }
+    where = {}
+    if w.model is not None:
+        where[0] = " (it also holds the embedding)"
+        where[len(times) - 1] = " (it also holds the LM head and loss)"
     return [
         f"  slowest stage: {slow} of 0-{len(times) - 1}{where.get(slow, '')}, "
         f"{fmt_int(int(p.stages[slow]['layer_instances']))} layer instances, "
@@ -127,7 +128,7 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
             f"  {stages} pipeline stages of {_stage_share(w, stages)} each; bubble {bubble} = "
             f"{p.bubble_over_ideal:.4g} of the ideal step"
         )
-        out.extend(_slowest_stage(p))
+        out.extend(_slowest_stage(p, w))
     if d["tp"] > 1:
         out.append(
             f"  tensor parallel over {d['tp']}: each layer's tp dims split {d['tp']} ways; "
@@ -142,12 +143,12 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     if w.training or stages == 1 or decode:
         out.append(
             f"  throughput = batch / latency = {fmt_int(w.batch)} / {fmt_time(p.latency_s)} "
-            f"= {rate(p.throughput_per_s)} {'token' if decode else w.item}s/s"
+            f"= {rate(p.throughput_bound_per_s)} {'token' if decode else w.item}s/s"
         )
     else:
         out.append(
             f"  throughput (a stream of batches keeps every stage busy) = batch / "
-            f"(m × t_stage) = {rate(p.throughput_per_s)} {w.item}s/s"
+            f"(m × t_stage) = {rate(p.throughput_bound_per_s)} {w.item}s/s"
         )
     out += _comm_lines(p)
     mem = p.memory

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardline.basics.units import fmt_short, fmt_usd
+
 __all__ = ["render_training", "render_serving", "layout_words"]
 
 
@@ -50,9 +52,9 @@ def _numbers(lay: dict[str, Any]) -> str:
     if "days_to_train" in lay:
         parts.append(f"{lay['days_to_train']:.1f} days")
     if "usd" in lay:
-        parts.append(f"${lay['usd'] / 1e6:,.1f}M")
+        parts.append(fmt_usd(lay["usd"]))
     elif "gpu_hours" in lay:
-        parts.append(f"{lay['gpu_hours'] / 1e6:,.2f}M GPU-hours")
+        parts.append(f"{fmt_short(lay['gpu_hours'])} GPU-hours")
     if "energy_mwh" in lay:
         parts.append(f"{lay['energy_mwh']:,.0f} MWh")
     return ", ".join(parts)

@@ -144,8 +144,14 @@ def _per_device_lines(r: ShardedResult) -> list[str]:
     local_all, contracted = _local_dims(r)
     factor = "2 × " if contracted else ""
     split = r.unsharded_flops / float(pd.flops) if pd.flops else 0
+    partial = any(step.startswith("local partial sums") for step in r.steps)
+    size = {n: dtype_bytes(r.dtypes[n]) for n in names}
+    if partial:  # the output leaves the multiply as partial sums, in the reduction's dtype
+        size[names[2]] = dtype_bytes(r.dtypes["reduce"])
     terms = [
-        f"{n} {dtype_bytes(r.dtypes[n]):g} B × " + " × ".join(fmt_int(x) for x in pd.shapes[n])
+        f"{n} {size[n]:g} B × "
+        + " × ".join(fmt_int(x) for x in pd.shapes[n])
+        + (f" ({r.dtypes['reduce']} partial sums)" if partial and n == names[2] else "")
         for n in names
     ]
     return [

@@ -290,6 +290,6 @@ def colocated(rep: Replica, lam: float, cap: float, replicas: int) -> Analysis:
         queue_wait_s=waits,
         step_s=float(rep.t_dec(b)),
         context_tokens=rep.context,
-        prefill_s=s1,
+        prefill_s=rep.tp1,  # E[t_p], one meaning saturated or not (s1 adds the chunk's steps)
         notes=notes,
     )
