@@ -76,29 +76,9 @@ LAYER_FIELDS = (
     "axes",
 )
 TRANSFORMER_FIELDS = (
-    "d_model",
-    "d_ff",
-    "heads",
-    "kv_heads",
-    "head_dim",
-    "seq_len",
-    "batch",
-    "layers",
-    "gated",
-    "dtype",
-    "kv_dtype",
-    "phase",
-    "vocab",
-    "attention",
-    "rotary",
-    "qk_norm",
-    "norm",
-    "moe",
-    "mla",
-    "sliding_window",
-    "weight_dtype",
-    "attention_dtype",
-    "tied_embeddings",
+    *("d_model", "d_ff", "heads", "kv_heads", "head_dim", "seq_len", "batch", "layers"),
+    *("gated", "dtype", "kv_dtype", "phase", "vocab", "attention", "rotary", "qk_norm", "norm"),
+    *("moe", "mla", "sliding_window", "weight_dtype", "attention_dtype", "tied_embeddings"),
 )
 FFN_FIELDS = ("d_model", "d_ff", "seq_len", "batch", "layers", "gated", "dtype", "phase")
 SHEET_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm")
