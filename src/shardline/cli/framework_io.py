@@ -1,0 +1,152 @@
+"""`--from FILE` (a Megatron-LM argument list, a torchtitan TOML or a MaxText YAML read into the
+plan's flags, as if each had been given) and `--emit FORMAT [-o FILE]` (the priced layout written
+in the framework's own names) for `plan`, and `--from` for `validate --trace`
+(shardline.io.framework_config)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+from shardline.errors import InputError
+
+if TYPE_CHECKING:
+    from shardline.io.framework_config import Imported
+    from shardline.planning.results import PlanSet
+
+__all__ = ["add_from_arg", "add_emit_args", "apply_from", "emit_plan", "FORMATS"]
+
+FORMATS = ("megatron", "torchtitan", "maxtext")
+
+
+def add_from_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--from",
+        dest="from_file",
+        default=None,
+        metavar="FILE",
+        help="a framework's launch configuration: a Megatron-LM argument list or train.sh, a "
+        "torchtitan job .toml or a MaxText .yml; its model, degrees, batch, sequence, precision "
+        "and recompute are read as if given as flags (flags given as well win); "
+        "docs/framework-configs.md",
+    )
+
+
+def add_emit_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--emit",
+        default=None,
+        type=str.lower,
+        choices=FORMATS,
+        help="write the recommended plan's launch configuration in this framework's names (the "
+        "plan is priced with that framework's defaults unless --framework is given); to stdout, "
+        "or to -o FILE",
+    )
+    parser.add_argument(
+        "-o",
+        "--emit-out",
+        dest="emit_out",
+        default=None,
+        metavar="FILE",
+        help="--emit: the file to write (with --force over an existing one)",
+    )
+
+
+def _set(args: argparse.Namespace, name: str, value: Any, given: list[str]) -> None:
+    """Fill one flag from the file unless the command line gave it."""
+    if getattr(args, name, None) is None:
+        setattr(args, name, value)
+    elif str(getattr(args, name)) != str(value):
+        given.append(name)
+
+
+def apply_from(args: argparse.Namespace) -> Imported | None:
+    """Read --from into `args` (the flags a user would have typed); None without --from."""
+    from shardline.cli.common import positive_arg
+    from shardline.cli.execution_args import knobs
+    from shardline.io.framework_config import read_config
+
+    path = getattr(args, "from_file", None)
+    if path is None:
+        return None
+    if getattr(args, "model", None) is not None or getattr(args, "workload", None) is not None:
+        raise InputError("give --from FILE or a WORKLOAD / --model, not both")
+    devices = positive_arg(args.devices, "--devices")
+    imported = read_config(path, devices)
+    kept: list[str] = []
+    for name, value in imported.degrees.items():
+        _set(args, name, str(value), kept)
+    if hasattr(args, "etp") and imported.etp is not None:
+        _set(args, "etp", str(imported.etp), kept)
+    _set(args, "microbatches", str(imported.microbatches), kept)
+    _set(args, "batch", str(imported.batch), kept)
+    _set(args, "seq_len", str(imported.seq_len), kept)
+    if imported.dtype is not None and not getattr(args, "dtype_given", False):
+        args.dtype, args.dtype_given = imported.dtype, True
+    switches = {k.field for k in knobs() if k.switch} | {"cuda_graphs"}
+    for key, value in imported.execution.items():
+        _set(args, key, bool(value) if key in switches else str(value), kept)
+    args.model_spec = imported.model
+    args.from_kept = kept
+    return imported
+
+
+def _launch_layout(args: argparse.Namespace, result: PlanSet) -> Any:
+    from shardline.cli.common import count_arg
+    from shardline.io.framework_config import LaunchLayout
+    from shardline.models import load_model
+    from shardline.models.template import DEFAULT_SEQ_LEN
+
+    best = result.best()
+    if best is None and len(result.plans) == 1:
+        best = result.plans[0]  # the layout the flags pin, written even where it does not fit
+    if best is None:
+        raise InputError("--emit: no plan fits, so there is no layout to write")
+    spec = getattr(args, "model_spec", None)
+    if spec is None:
+        if getattr(args, "model", None) is None:
+            raise InputError("--emit needs the model's shape: give --model NAME or --from FILE")
+        spec = load_model(args.model)
+    dtype = args.dtype if getattr(args, "dtype_given", False) else (spec.dtype or "bf16")
+    return LaunchLayout(
+        model=spec,
+        degrees=dict(best.degrees),
+        microbatches=best.microbatches,
+        batch=int(result.workload.batch),
+        seq_len=count_arg(args.seq_len, "--seq-len") or DEFAULT_SEQ_LEN,
+        dtype=dtype,
+        execution=result.execution,
+        devices=result.devices,
+    )
+
+
+def emit_plan(args: argparse.Namespace, result: PlanSet) -> dict[str, Any] | None:
+    """Write --emit's configuration: to -o FILE (returns {"format", "file"}) or, without -o,
+    to stdout (returns {"format", "text"}: the caller prints nothing else)."""
+    from shardline.io.framework_config import emit_config
+
+    if args.emit is None:
+        if getattr(args, "emit_out", None) is not None:
+            raise InputError("-o FILE goes with --emit FORMAT")
+        return None
+    text = emit_config(args.emit, _launch_layout(args, result))
+    if args.emit_out is None:
+        return {"format": args.emit, "text": text}
+    from shardline.cli.common import write_text
+    from shardline.io.tables import check_output_path
+
+    suffixes = {"megatron": (".sh", ".txt", ".args"), "torchtitan": (".toml",)}
+    inputs = [p for p in (getattr(args, "from_file", None),) if p]
+    out = check_output_path(
+        args.emit_out,
+        inputs,
+        force=args.force,
+        suffixes=suffixes.get(args.emit, (".yml", ".yaml")),
+    )
+    write_text(out, text)
+    return {"format": args.emit, "file": str(out)}
+
+
+def print_emitted(emitted: dict[str, Any]) -> None:
+    sys.stdout.write(emitted["text"])

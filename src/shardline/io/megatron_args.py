@@ -1,0 +1,657 @@
+"""Megatron-LM's command line (NVIDIA/Megatron-LM megatron/training/arguments.py): read an
+argument list (the args text, one or many lines, or a train.sh that holds them, with its shell
+variables `NAME=value` substituted) into the plan it describes, and write a plan back as one.
+
+Megatron's rules used here (arguments.py and megatron/training/tokenizer/tokenizer.py):
+- data parallel = devices / (tensor x pipeline x context); experts split the data-parallel ranks
+  (expert-model-parallel-size divides them), so the plan's dp is that over ep;
+- microbatches per step = global-batch-size / (micro-batch-size x data parallel);
+- --ffn-hidden-size defaults to 4 x hidden, or int(4 x hidden x 2/3 / 64) x 64 with --swiglu;
+  --kv-channels to hidden / heads; --num-query-groups (with --group-query-attention) to heads;
+- the embedding and output layer are one weight unless --untie-embeddings-and-output-weights;
+- the vocabulary is padded to a multiple of --make-vocab-size-divisible-by (128) x tensor parallel
+  (_vocab_size_with_padding).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from typing import Any
+
+from shardline.errors import InputError
+from shardline.io.framework_config import Imported, LaunchLayout, plain_model, sourced
+
+__all__ = ["read_megatron", "emit_megatron", "parse_args_text", "IGNORED"]
+
+# flags that never take a value (so the next word is not read as one)
+SWITCHES = frozenset(
+    """bf16 fp16 swiglu sequence-parallel use-distributed-optimizer overlap-grad-reduce
+    overlap-param-gather tp-comm-overlap untie-embeddings-and-output-weights group-query-attention
+    qk-layernorm use-flash-attn disable-bias-linear add-qkv-bias recompute-activations
+    use-mcore-models use-legacy-models use-rotary-position-embeddings enable-cuda-graph
+    accumulate-allreduce-grads-in-fp32 moe-enable-deepep overlap-moe-expert-parallel-comm
+    moe-router-enable-expert-bias use-torch-fsdp2 use-megatron-fsdp multi-latent-attention
+    no-masked-softmax-fusion no-bias-gelu-fusion no-bias-swiglu-fusion no-gradient-accumulation-fusion
+    no-async-tensor-model-parallel-allreduce no-rope-fusion use-precision-aware-optimizer
+    manual-gc moe-grouped-gemm moe-permute-fusion cross-entropy-loss-fusion mock-data
+    use-checkpoint-args no-load-optim no-load-rng no-save-optim no-save-rng log-throughput
+    log-timers-to-tensorboard log-memory-to-tensorboard log-validation-ppl-to-tensorboard
+    use-dist-ckpt distributed-timeout-minutes tp-comm-overlap-ag tp-comm-overlap-rs
+    moe-pad-expert-input-to-capacity no-create-attention-mask-in-dataloader
+    apply-query-key-layer-scaling""".split()
+)
+
+# flags read but without effect on the step time (data, checkpoints, logging, learning rate)
+IGNORED = (
+    "lr",
+    "min-lr",
+    "lr-",
+    "weight-decay",
+    "clip-grad",
+    "adam-",
+    "init-method-std",
+    "save",
+    "load",
+    "data-",
+    "split",
+    "log-",
+    "eval-",
+    "tensorboard",
+    "wandb-",
+    "tokenizer-",
+    "vocab-file",
+    "merge-file",
+    "train-iters",
+    "train-samples",
+    "seed",
+    "exit-",
+    "distributed-backend",
+    "attention-dropout",
+    "hidden-dropout",
+    "ckpt-",
+    "dist-ckpt",
+    "mock-data",
+    "use-mcore-models",
+    "use-checkpoint-args",
+    "no-load-",
+    "no-save-",
+    "manual-gc",
+    "timing-log",
+    "profile",
+    "rerun-",
+    "distributed-timeout-minutes",
+    "norm-epsilon",
+    "rotary-base",
+    "rotary-percent",
+    "use-rope-scaling",
+    "max-position-embeddings",
+    "no-create-attention-mask-in-dataloader",
+    "transformer-impl",
+    "use-legacy-models",
+    "use-flash-attn",
+    "apply-query-key-layer-scaling",
+    "moe-aux-loss-coeff",
+    "moe-z-loss-coeff",
+    "moe-router-load-balancing-type",
+    "moe-router-score-function",
+    "moe-router-dtype",
+    "moe-router-bias-update-rate",
+    "moe-router-pre-softmax",
+    "moe-router-topk-scaling-factor",
+    "moe-grouped-gemm",
+    "moe-permute-fusion",
+    "cross-entropy-loss-fusion",
+    "use-precision-aware-optimizer",
+    "nproc_per_node",
+    "nproc-per-node",
+    "nnodes",
+    "node_rank",
+    "node-rank",
+    "master_addr",
+    "master-addr",
+    "master_port",
+    "master-port",
+    "rdzv",
+)
+
+# the performance flags read but not modelled, each with what the plan does instead
+NOT_MODELLED = {
+    "overlap-grad-reduce": "the plan overlaps the data-parallel gradient reduction with the "
+    "backward pass by its own rule, with or without this flag",
+    "overlap-param-gather": "the plan overlaps the parameter all-gather by its own rule",
+    "disable-bias-linear": "biases are not in the [transformer] template (under 0.1% of weights)",
+    "add-qkv-bias": "biases are not in the [transformer] template (under 0.1% of weights)",
+    "no-masked-softmax-fusion": "kernel fusions are not modelled one by one",
+    "no-bias-gelu-fusion": "kernel fusions are not modelled one by one",
+    "no-bias-swiglu-fusion": "kernel fusions are not modelled one by one",
+    "no-rope-fusion": "kernel fusions are not modelled one by one",
+    "no-gradient-accumulation-fusion": "kernel fusions are not modelled one by one",
+    "tp-comm-overlap-ag": "--tp-comm-overlap's parts are not priced apart",
+    "tp-comm-overlap-rs": "--tp-comm-overlap's parts are not priced apart",
+    "moe-pad-expert-input-to-capacity": "routing is dropless and balanced in the plan",
+    "moe-expert-capacity-factor": "routing is dropless and balanced in the plan",
+    "moe-token-drop-policy": "routing is dropless and balanced in the plan",
+    "attention-backend": "the attention kernel follows --attention-kernel (Megatron's default, "
+    "cuDNN fused attention)",
+}
+
+_ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _assignments(text: str) -> dict[str, str]:
+    """Shell variables a train.sh sets with `NAME=value` (a line of its own)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _ASSIGN.match(line)
+        if m is None or m.group(2).startswith("("):
+            continue
+        try:
+            words = shlex.split(_substitute(m.group(2), out), comments=True)
+        except ValueError:
+            continue
+        out[m.group(1)] = words[0] if len(words) == 1 else " ".join(words)
+    return out
+
+
+def _substitute(text: str, env: dict[str, str]) -> str:
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(3)
+        if name in env:
+            return env[name]
+        if m.group(2) is not None:
+            return m.group(2)
+        return m.group(0)
+
+    return _VAR.sub(one, text)
+
+
+def parse_args_text(text: str, origin: str) -> dict[str, str | bool]:
+    """Every `--flag [value]` of an argument text or train.sh: {flag: value, or True for a
+    switch}. Shell variables set in the file are substituted; line continuations joined."""
+    joined = text.replace("\\\r\n", " ").replace("\\\n", " ")
+    env = _assignments(joined)
+    body = "\n".join(line for line in joined.splitlines() if not _is_assignment(line))
+    try:
+        words = shlex.split(_substitute(body, env), comments=True)
+    except ValueError as exc:
+        raise InputError(f"{origin}: cannot split the arguments into words ({exc})") from None
+    flags: dict[str, str | bool] = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("--") or len(word) < 3:
+            continue
+        name, eq, value = word[2:].partition("=")
+        if eq:
+            flags[name] = value
+        elif name not in SWITCHES and i < len(words) and _is_value(words[i]):
+            flags[name] = words[i]
+            i += 1
+        else:
+            flags[name] = True
+    return flags
+
+
+def _is_assignment(line: str) -> bool:
+    m = _ASSIGN.match(line)
+    return m is not None and not m.group(2).lstrip().startswith("(")
+
+
+def _is_value(word: str) -> bool:
+    return not word.startswith("-") or bool(re.match(r"^-\d", word))
+
+
+class _Flags:
+    """The flags of one file, each read at most once; what is left is unknown."""
+
+    def __init__(self, flags: dict[str, str | bool], origin: str) -> None:
+        self.flags = flags
+        self.origin = origin
+        self.used: list[str] = []
+
+    def has(self, name: str) -> bool:
+        if name in self.flags:
+            self.used.append(name)
+            return True
+        return False
+
+    def text(self, name: str, default: str | None = None) -> str | None:
+        if name not in self.flags:
+            return default
+        self.used.append(name)
+        value = self.flags[name]
+        if value is True:
+            raise InputError(f"{self.origin}: --{name} needs a value")
+        if "$" in str(value):
+            raise InputError(
+                f"{self.origin}: --{name} {value}: a shell variable this file does not set"
+            )
+        return str(value)
+
+    def int(self, name: str, default: int | None = None) -> int | None:
+        value = self.text(name)
+        if value is None:
+            return default
+        try:
+            return int(value)
+        except ValueError:
+            raise InputError(f"{self.origin}: --{name} must be a whole number, got {value!r}") from None
+
+    def need(self, name: str) -> int:
+        value = self.int(name)
+        if value is None:
+            raise InputError(f"{self.origin}: no --{name} (the model's shape is never guessed)")
+        return value
+
+
+def _vocab(f: _Flags, tp: int) -> tuple[int, str]:
+    """The padded vocabulary and the key it came from (tokenizer.py _vocab_size_with_padding)."""
+    vocab = f.int("vocab-size")
+    key = "--vocab-size"
+    if vocab is None:
+        if f.text("tokenizer-type") == "GPT2BPETokenizer":
+            vocab, key = 50257, "--tokenizer-type GPT2BPETokenizer (GPT-2's 50,257 tokens)"
+        else:
+            raise InputError(
+                f"{f.origin}: no --vocab-size, and the tokenizer's size is not in the file "
+                "(give --vocab-size)"
+            )
+    multiple = (f.int("make-vocab-size-divisible-by", 128) or 128) * tp
+    padded = math.ceil(vocab / multiple) * multiple
+    if padded != vocab:
+        key += f", padded to a multiple of {multiple} (make-vocab-size-divisible-by x tp)"
+    return padded, key
+
+
+def _moe_layers(f: _Flags, layers: int) -> int:
+    """Dense layers first from --moe-layer-freq: 1 (every layer MoE) or `([0]*k+[1]*n)`."""
+    text = f.text("moe-layer-freq")
+    if text is None or text.strip() == "1":
+        return 0
+    m = re.fullmatch(r"\(?\s*\[0\]\s*\*\s*(\d+)\s*\+\s*\[1\]\s*\*\s*(\d+)\s*\)?", text.strip())
+    if m is None or int(m.group(1)) + int(m.group(2)) != layers:
+        raise InputError(
+            f"{f.origin}: --moe-layer-freq {text}: only 1 or ([0]*k+[1]*(layers-k)) (dense "
+            "layers first) is described by the model"
+        )
+    return int(m.group(1))
+
+
+def _model(f: _Flags, name: str, tp: int) -> dict[str, Any]:
+    o = f.origin
+    if f.has("multi-latent-attention"):
+        raise InputError(f"{o}: --multi-latent-attention: MLA is not read from Megatron args yet")
+    d = f.need("hidden-size")
+    heads = f.need("num-attention-heads")
+    gated = f.has("swiglu")
+    ff_default = int(4 * d * 2 / 3 / 64) * 64 if gated else 4 * d
+    groups = f.int("num-query-groups") if f.has("group-query-attention") else None
+    vocab, vocab_key = _vocab(f, tp)
+    position = f.text("position-embedding-type", "learned_absolute")
+    if f.has("use-rotary-position-embeddings"):
+        position = "rope"
+    model: dict[str, Any] = {
+        "schema": 1,
+        "name": name,
+        "d_model": sourced(d, o, "--hidden-size"),
+        "layers": sourced(f.need("num-layers"), o, "--num-layers"),
+        "heads": sourced(heads, o, "--num-attention-heads"),
+        "kv_heads": sourced(groups or heads, o, "--num-query-groups" if groups else "heads"),
+        "head_dim": sourced(f.int("kv-channels", d // heads), o, "--kv-channels"),
+        "d_ff": sourced(f.int("ffn-hidden-size", ff_default), o, "--ffn-hidden-size"),
+        "gated": sourced(gated, o, "--swiglu"),
+        "vocab": sourced(vocab, o, vocab_key),
+        "tied_embeddings": sourced(
+            not f.has("untie-embeddings-and-output-weights"),
+            o,
+            "--untie-embeddings-and-output-weights",
+        ),
+        "rotary": sourced(position == "rope", o, "--position-embedding-type"),
+        "qk_norm": sourced(f.has("qk-layernorm"), o, "--qk-layernorm"),
+        "norm": "rmsnorm" if f.text("normalization", "LayerNorm") == "RMSNorm" else "layernorm",
+    }
+    experts = f.int("num-experts")
+    if experts:
+        expert_ff = f.int("moe-ffn-hidden-size", model["d_ff"]["value"]) or 1
+        shared = f.int("moe-shared-expert-intermediate-size", 0) or 0
+        if shared % expert_ff:
+            raise InputError(
+                f"{o}: --moe-shared-expert-intermediate-size {shared} is not a whole number of "
+                f"experts of --moe-ffn-hidden-size {expert_ff}"
+            )
+        model["moe"] = {
+            "experts": sourced(experts, o, "--num-experts"),
+            "experts_per_token": sourced(f.int("moe-router-topk", 2), o, "--moe-router-topk"),
+            "expert_d_ff": sourced(expert_ff, o, "--moe-ffn-hidden-size"),
+            "shared_experts": sourced(shared // expert_ff, o, "--moe-shared-expert-intermediate-size"),
+            "dense_layers_first": sourced(
+                _moe_layers(f, model["layers"]["value"]), o, "--moe-layer-freq"
+            ),
+            "router_bias": sourced(
+                f.has("moe-router-enable-expert-bias"), o, "--moe-router-enable-expert-bias"
+            ),
+        }
+    return model
+
+
+def _dtype(f: _Flags) -> str | None:
+    if f.text("fp8-format") is not None:
+        f.has("bf16")
+        return "fp8"
+    if f.has("bf16"):
+        return "bf16"
+    if f.has("fp16"):
+        return "fp16"
+    return None
+
+
+def _recompute(f: _Flags, notes: list[str]) -> str | None:
+    granularity = f.text("recompute-granularity")
+    if f.has("recompute-activations"):
+        granularity = granularity or "selective"
+    if granularity is None:
+        return None
+    if granularity == "selective":
+        modules = f.text("recompute-modules")
+        if modules is not None and modules.split() != ["core_attn"]:
+            notes.append(
+                f"--recompute-modules {modules}: priced as selective (the attention core only)"
+            )
+        return "selective"
+    if granularity != "full":
+        raise InputError(f"{f.origin}: --recompute-granularity takes full or selective")
+    method = f.text("recompute-method", "uniform")
+    n = f.int("recompute-num-layers", 1)
+    if method == "uniform" and n == 1:
+        return "full"
+    if method == "block":
+        notes.append(
+            f"--recompute-method block --recompute-num-layers {n}: priced as full recompute of "
+            "every layer (the plan recomputes every block or none)"
+        )
+    else:
+        notes.append(
+            f"--recompute-method uniform --recompute-num-layers {n}: priced as full recompute "
+            "with one layer per checkpoint (the extra memory of groups is not modelled)"
+        )
+    return "full"
+
+
+def _execution(f: _Flags, notes: list[str], dp_m: int) -> dict[str, Any]:
+    ex: dict[str, Any] = {"framework": "megatron"}
+    recompute = _recompute(f, notes)
+    if recompute is not None:
+        ex["recompute"] = recompute
+    for flag, key in (("sequence-parallel", "sequence_parallel"), ("tp-comm-overlap", "tp_overlap")):
+        if f.has(flag):
+            ex[key] = True
+    if f.has("use-distributed-optimizer"):
+        ex["zero"] = 1
+    if f.has("enable-cuda-graph") or f.text("cuda-graph-impl", "none") != "none":
+        ex["cuda_graphs"] = True
+    if f.has("accumulate-allreduce-grads-in-fp32"):
+        ex["grad_reduce_dtype"] = "fp32"
+    if f.has("overlap-moe-expert-parallel-comm"):
+        ex["ep_overlap"] = True
+    dispatcher = f.text("moe-token-dispatcher-type")
+    backend = f.text("moe-flex-dispatcher-backend")
+    if f.has("moe-enable-deepep") or (dispatcher == "flex" and backend in (None, "deepep")):
+        ex["ep_dispatch"] = "hierarchical"
+    elif dispatcher == "flex" and backend == "hybridep":
+        ex["ep_dispatch"] = "hybridep"
+    elif dispatcher == "allgather":
+        notes.append("--moe-token-dispatcher-type allgather: priced as the all-to-all dispatch")
+    cp_comm = f.text("cp-comm-type")
+    if cp_comm is not None:
+        kinds = {"p2p": "ring", "all_gather": "all-gather"}
+        if cp_comm in kinds:
+            ex["cp_kind"] = kinds[cp_comm]
+        else:
+            notes.append(f"--cp-comm-type {cp_comm}: priced as the ring (p2p) exchange")
+    optimizer = f.text("optimizer")
+    if optimizer is not None:
+        ex["optimizer"] = optimizer.lower()
+    return ex
+
+
+def _interleave(f: _Flags, layers: int, pp: int) -> int:
+    v = f.int("num-virtual-stages-per-pipeline-rank")
+    if v is not None:
+        return v
+    per_stage = f.int("num-layers-per-virtual-pipeline-stage")
+    if per_stage is None:
+        return 1
+    if layers % (pp * per_stage):
+        raise InputError(
+            f"{f.origin}: --num-layers-per-virtual-pipeline-stage {per_stage} does not divide "
+            f"the {layers} layers over {pp} pipeline stages"
+        )
+    return layers // (pp * per_stage)
+
+
+def _degrees(f: _Flags, devices: int, notes: list[str]) -> tuple[dict[str, int], int, int | None]:
+    """The plan's degrees, Megatron's data parallel size and the expert tensor parallel size."""
+    tp = f.int("tensor-model-parallel-size", 1) or 1
+    pp = f.int("pipeline-model-parallel-size", 1) or 1
+    cp = f.int("context-parallel-size", 1) or 1
+    ep = f.int("expert-model-parallel-size", 1) or 1
+    etp = f.int("expert-tensor-parallel-size")
+    if devices % (tp * pp * cp):
+        raise InputError(
+            f"{f.origin}: tensor {tp} x pipeline {pp} x context {cp} does not divide the "
+            f"{devices} devices"
+        )
+    dp_m = devices // (tp * pp * cp)
+    if dp_m % ep:
+        raise InputError(
+            f"{f.origin}: expert parallel {ep} does not divide the {dp_m} data-parallel ranks; "
+            "Megatron's folding of experts over tensor ranks (expert-tensor-parallel-size) is "
+            "not modelled"
+        )
+    if etp is not None and etp != tp:
+        notes.append(
+            f"--expert-tensor-parallel-size {etp}: the plan splits the experts over tp {tp}"
+        )
+    fsdp = f.has("use-torch-fsdp2") or f.has("use-megatron-fsdp")
+    strategy = f.text("data-parallel-sharding-strategy")
+    if strategy is not None and strategy != "optim_grads_params":
+        fsdp = False  # ZeRO-1/2-like sharding: the distributed optimizer
+    ways = dp_m // ep
+    degrees = {"tp": tp, "pp": pp, "dp": 1 if fsdp else ways, "fsdp": ways if fsdp else 1}
+    return degrees | {"ep": ep, "cp": cp}, dp_m, etp
+
+
+def read_megatron(text: str, origin: str, devices: int) -> Imported:
+    """The plan of one Megatron-LM argument list over `devices` GPUs."""
+    from shardline.models.catalog import model_from_dict
+
+    f = _Flags(parse_args_text(text, origin), origin)
+    notes: list[str] = []
+    degrees, dp_m, etp = _degrees(f, devices, notes)
+    spec = model_from_dict(_model(f, _name(origin), degrees["tp"]), origin)
+    mbs = f.int("micro-batch-size", 1) or 1
+    batch = f.int("global-batch-size", mbs * dp_m) or 1
+    if batch % (mbs * dp_m):
+        raise InputError(
+            f"{origin}: --global-batch-size {batch} is not a multiple of --micro-batch-size "
+            f"{mbs} x {dp_m} data-parallel ranks"
+        )
+    seq = f.int("seq-length")
+    if seq is None:
+        raise InputError(f"{origin}: no --seq-length")
+    execution = _execution(f, notes, dp_m)
+    execution["interleave"] = _interleave(f, spec.layers, degrees["pp"])
+    dtype = _dtype(f)
+    for flag, why in NOT_MODELLED.items():
+        if flag in f.flags:
+            f.used.append(flag)
+            notes.append(f"--{flag}: {why}")
+    unknown = [
+        f"--{k}" for k in f.flags if k not in f.used and not k.startswith(IGNORED)
+    ]
+    return Imported(
+        format="megatron",
+        origin=origin,
+        model=spec,
+        degrees=degrees,
+        batch=batch,
+        microbatches=batch // (mbs * dp_m),
+        seq_len=seq,
+        dtype=dtype,
+        execution=execution,
+        etp=etp,
+        read=tuple(f"--{k}" for k in dict.fromkeys(f.used)),
+        unknown=tuple(unknown),
+        not_modelled=tuple(notes),
+    )
+
+
+def _name(origin: str) -> str:
+    from pathlib import Path
+
+    return Path(origin).stem or "megatron-model"
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def _model_flags(layout: LaunchLayout) -> list[str]:
+    s = layout.model
+    tp = layout.degrees.get("tp", 1)
+    out = [
+        f"--num-layers {s.layers}",
+        f"--hidden-size {s.d_model}",
+        f"--ffn-hidden-size {s.d_ff}",
+        f"--num-attention-heads {s.heads}",
+        f"--kv-channels {s.head_dim}",
+    ]
+    if s.kv_heads != s.heads:
+        out += ["--group-query-attention", f"--num-query-groups {s.kv_heads}"]
+    if s.gated:
+        out.append("--swiglu")
+    out.append(f"--normalization {'RMSNorm' if s.norm == 'rmsnorm' else 'LayerNorm'}")
+    out.append(f"--position-embedding-type {'rope' if s.rotary else 'learned_absolute'}")
+    if not s.tied_embeddings:
+        out.append("--untie-embeddings-and-output-weights")
+    if s.qk_norm:
+        out.append("--qk-layernorm")
+    divisible = 128 if s.vocab % (128 * tp) == 0 else 1
+    out += [f"--vocab-size {s.vocab}", f"--make-vocab-size-divisible-by {divisible}"]
+    if s.moe is not None:
+        m = s.moe
+        out += [
+            f"--num-experts {m.experts}",
+            f"--moe-router-topk {m.experts_per_token}",
+            f"--moe-ffn-hidden-size {m.expert_d_ff}",
+        ]
+        if m.shared_experts:
+            out.append(f"--moe-shared-expert-intermediate-size {m.shared_experts * m.expert_d_ff}")
+        if m.dense_layers_first:
+            k = m.dense_layers_first
+            out.append(f"--moe-layer-freq '([0]*{k}+[1]*{s.layers - k})'")
+        if m.router_bias:
+            out.append("--moe-router-enable-expert-bias")
+    return out
+
+
+def _precision_flags(dtype: str) -> list[str]:
+    flags = {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format hybrid"]}
+    if dtype == "fp32":
+        return []
+    if dtype not in flags:
+        raise InputError(f"--emit megatron: dtype {dtype} has no Megatron-LM flag")
+    return flags[dtype]
+
+
+def _layout_flags(layout: LaunchLayout) -> list[str]:
+    d, ex = layout.degrees, layout.execution
+    if d.get("fsdp", 1) > 1 and d.get("dp", 1) > 1:
+        raise InputError("--emit megatron: dp and fsdp both above 1 (HSDP) is not written")
+    out = [
+        f"--tensor-model-parallel-size {d.get('tp', 1)}",
+        f"--pipeline-model-parallel-size {d.get('pp', 1)}",
+        f"--context-parallel-size {d.get('cp', 1)}",
+        f"--expert-model-parallel-size {d.get('ep', 1)}",
+    ]
+    if ex.interleave > 1:
+        out.append(f"--num-virtual-stages-per-pipeline-rank {ex.interleave}")
+    out += [
+        f"--micro-batch-size {layout.microbatch_size}",
+        f"--global-batch-size {layout.batch}",
+        f"--seq-length {layout.seq_len}",
+        f"--max-position-embeddings {layout.seq_len}",
+    ]
+    if d.get("fsdp", 1) > 1:
+        out += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params"]
+    return out
+
+
+def _execution_flags(layout: LaunchLayout) -> list[str]:
+    ex = layout.execution
+    out: list[str] = []
+    if ex.sequence_parallel:
+        out.append("--sequence-parallel")
+    if ex.tp_overlap:
+        out.append("--tp-comm-overlap")
+    if ex.zero == 1:
+        out.append("--use-distributed-optimizer")
+    elif ex.zero > 1:
+        raise InputError(f"--emit megatron: ZeRO stage {ex.zero} has no Megatron-LM flag")
+    recompute = {
+        "none": [],
+        "selective": ["--recompute-granularity selective"],
+        "full": [
+            "--recompute-granularity full",
+            "--recompute-method uniform",
+            "--recompute-num-layers 1",
+        ],
+    }
+    if ex.recompute not in recompute:
+        raise InputError(f"--emit megatron: recompute policy {ex.recompute!r} has no Megatron flag")
+    out += recompute[ex.recompute]
+    if ex.cuda_graphs:
+        out.append("--enable-cuda-graph")
+    if ex.grad_reduce_dtype == "fp32":
+        out.append("--accumulate-allreduce-grads-in-fp32")
+    if layout.degrees.get("ep", 1) > 1 or layout.model.moe is not None:
+        out += _moe_exec_flags(ex)
+    if layout.degrees.get("cp", 1) > 1:
+        out.append(f"--cp-comm-type {'p2p' if ex.cp_kind == 'ring' else 'all_gather'}")
+    if ex.optimizer not in ("adam", "sgd"):
+        raise InputError(f"--emit megatron: optimizer {ex.optimizer!r} has no Megatron-LM flag")
+    out.append(f"--optimizer {ex.optimizer}")
+    return out
+
+
+def _moe_exec_flags(ex: Any) -> list[str]:
+    dispatch = {
+        "all-to-all": ["--moe-token-dispatcher-type alltoall"],
+        "hierarchical": ["--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend deepep"],
+        "hybridep": ["--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend hybridep"],
+    }
+    out = list(dispatch[ex.ep_dispatch])
+    if ex.ep_overlap:
+        out.append("--overlap-moe-expert-parallel-comm")
+    return out
+
+
+def emit_megatron(layout: LaunchLayout) -> str:
+    """Megatron-LM arguments (one flag per line, continued with `\\`) of the layout."""
+    plain_model(layout.model, "megatron")
+    flags = (
+        _model_flags(layout)
+        + _layout_flags(layout)
+        + _precision_flags(layout.dtype)
+        + _execution_flags(layout)
+    )
+    head = [
+        f"# Megatron-LM arguments for {layout.model.name} on {layout.devices} GPUs, written by "
+        "`shardline plan --emit megatron`",
+        "# (pretrain_gpt.py; add the data, tokenizer, checkpoint and learning-rate flags)",
+    ]
+    body = " \\\n".join(flags)
+    return "\n".join(head) + "\n" + body + "\n"
