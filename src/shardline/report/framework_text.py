@@ -32,3 +32,48 @@ def render_imported(imported: Imported, flags_given: list[str]) -> str:
 
 def render_emitted(emitted: dict[str, Any]) -> str:
     return f"wrote {emitted['file']} ({emitted['format']} launch configuration)\n"
+
+
+def _s(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 1:
+        return f"{value:.3f} s"
+    return f"{value * 1e3:.3f} ms"
+
+
+def render_trace(p: dict[str, Any]) -> str:
+    """`validate --trace`: per category measured against predicted, the largest kernels and the
+    largest gap."""
+    window = f"{p['steps']} step(s)" + (
+        f" on {p['devices_in_trace']} devices" if p["devices_in_trace"] > 1 else ""
+    )
+    lines = [
+        f"trace {p['trace']} ({p['format']}): {window}"
+        + (f", against plan {p['plan']}" if p["plan"] else ", no model given (measured only)"),
+        "",
+        f"  {'category':<12} {'measured':>12} {'predicted':>12} {'kernels':>8}",
+    ]
+    for r in p["categories"]:
+        lines.append(
+            f"  {r['category']:<12} {_s(r['measured_s']):>12} {_s(r['predicted_s']):>12} "
+            f"{r['kernels']:>8}"
+        )
+    lines.append(
+        f"  {'step':<12} {_s(p['measured_step_s']):>12} {_s(p['predicted_step_s']):>12}"
+    )
+    lines += ["", "largest kernels:"]
+    for k in p["largest_kernels"]:
+        shape = f" {k['shape']}" if k["shape"] else ""
+        lines.append(
+            f"  {_s(k['measured_s']):>12}  {k['kernels']:>5}x  {k['category']:<10} "
+            f"{k['name'][:70]}{shape}"
+        )
+    gap = p["largest_gap"]
+    if gap:
+        lines += [
+            "",
+            f"largest gap: {gap['category']}, measured {'above' if gap['measured_minus_predicted_s'] > 0 else 'below'} "
+            f"predicted by {_s(abs(gap['measured_minus_predicted_s']))}",
+        ]
+    return "\n".join(lines) + "\n"
