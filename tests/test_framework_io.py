@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from shardline.errors import InputError
-from shardline.io.framework_config import read_config
+from shardline.io.framework_files import read_config
 from tests.cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +66,9 @@ def test_megatron_args_by_hand(tmp_path: Path) -> None:
     assert got.unknown == ("--frobnicate",)  # --lr is known and has no effect on the step
 
 
-def test_megatron_without_shape_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_megatron_without_shape_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _write(tmp_path, "args.txt", "--num-layers 2 --tensor-model-parallel-size 1\n")
     code, out, err = run_cli(capsys, "plan", "--from", path, "--hw", "h100-sxm", "--devices", "8")
     assert code == 2 and out == ""
@@ -100,7 +102,7 @@ def test_torchtitan_rules_by_hand(tmp_path: Path) -> None:
         '[model]\nname = "llama3"\nflavor = "8B"\n'
         "[training]\nlocal_batch_size = 4\nglobal_batch_size = 64\nseq_len = 4096\n"
         "[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = -1\n"
-        'tensor_parallel_degree = 2\npipeline_parallel_degree = 2\n'
+        "tensor_parallel_degree = 2\npipeline_parallel_degree = 2\n"
         "pipeline_parallel_microbatch_size = 1\n"
         '[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "2"\n'
         "[experimental]\nfoo = 1\n[mystery]\nbar = 2\n",
@@ -186,7 +188,14 @@ def test_published_config_imports_to_the_validated_plan(
 ) -> None:
     row = _row(run)
     got = _plan_json(
-        capsys, "--from", str(DATA / file), "--hw", row["hw"], "--devices", str(row["devices"]), *extra
+        capsys,
+        "--from",
+        str(DATA / file),
+        "--hw",
+        row["hw"],
+        "--devices",
+        str(row["devices"]),
+        *extra,
     )
     plan = got["plans"][0]
     assert {k: plan["degrees"][k] for k in ("tp", "pp", "dp", "fsdp")} == {
@@ -203,7 +212,11 @@ def test_published_config_imports_to_the_validated_plan(
 @pytest.mark.parametrize(
     ("fmt", "suffix", "layout"),
     [
-        ("megatron", ".sh", ["--tp", "2", "--pp", "2", "--dp", "2", "--fsdp", "1", "--interleave", "2"]),
+        (
+            "megatron",
+            ".sh",
+            ["--tp", "2", "--pp", "2", "--dp", "2", "--fsdp", "1", "--interleave", "2"],
+        ),
         ("torchtitan", ".toml", ["--tp", "2", "--pp", "1", "--dp", "1", "--fsdp", "4"]),
         ("maxtext", ".yml", ["--tp", "2", "--pp", "2", "--dp", "1", "--fsdp", "2"]),
     ],
@@ -215,9 +228,20 @@ def test_emit_round_trips(
     common = ["--hw", "h100-sxm", "--devices", "8"]
     first = _plan_json(
         capsys,
-        "--model", "llama-3.1-8b", *common, *layout,
-        "--batch", "32", "--seq-len", "4096", "--microbatches", "8",
-        "--emit", fmt, "-o", str(out),
+        "--model",
+        "llama-3.1-8b",
+        *common,
+        *layout,
+        "--batch",
+        "32",
+        "--seq-len",
+        "4096",
+        "--microbatches",
+        "8",
+        "--emit",
+        fmt,
+        "-o",
+        str(out),
     )
     assert first["emit"] == {"format": fmt, "file": str(out)}
     again = _plan_json(capsys, "--from", str(out), *common)
@@ -229,8 +253,22 @@ def test_emit_round_trips(
 
 def test_emit_to_stdout_is_the_configuration_alone(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(
-        capsys, "plan", "--model", "llama-3.1-8b", "--hw", "h100-sxm", "--devices", "8",
-        "--fsdp", "8", "--batch", "16", "--seq-len", "4096", "--emit", "torchtitan",
+        capsys,
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--hw",
+        "h100-sxm",
+        "--devices",
+        "8",
+        "--fsdp",
+        "8",
+        "--batch",
+        "16",
+        "--seq-len",
+        "4096",
+        "--emit",
+        "torchtitan",
     )
     assert code == 0, err
     data = tomllib.loads(out)
@@ -242,8 +280,22 @@ def test_emit_to_stdout_is_the_configuration_alone(capsys: pytest.CaptureFixture
 
 def test_emit_refuses_what_the_format_cannot_say(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(
-        capsys, "plan", "--model", "llama-3.1-8b", "--hw", "h100-sxm", "--devices", "8",
-        "--fsdp", "8", "--batch", "16", "--recompute", "minimal", "--emit", "megatron",
+        capsys,
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--hw",
+        "h100-sxm",
+        "--devices",
+        "8",
+        "--fsdp",
+        "8",
+        "--batch",
+        "16",
+        "--recompute",
+        "minimal",
+        "--emit",
+        "megatron",
     )
     assert code == 2 and out == "" and "recompute policy 'minimal'" in err
 

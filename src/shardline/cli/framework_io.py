@@ -65,7 +65,7 @@ def apply_from(args: argparse.Namespace) -> Imported | None:
     """Read --from into `args` (the flags a user would have typed); None without --from."""
     from shardline.cli.common import positive_arg
     from shardline.cli.execution_args import knobs
-    from shardline.io.framework_config import read_config
+    from shardline.io.framework_files import read_config
 
     path = getattr(args, "from_file", None)
     if path is None:
@@ -124,7 +124,7 @@ def _launch_layout(args: argparse.Namespace, result: PlanSet) -> Any:
 def emit_plan(args: argparse.Namespace, result: PlanSet) -> dict[str, Any] | None:
     """Write --emit's configuration: to -o FILE (returns {"format", "file"}) or, without -o,
     to stdout (returns {"format", "text"}: the caller prints nothing else)."""
-    from shardline.io.framework_config import emit_config
+    from shardline.io.framework_files import emit_config
 
     if args.emit is None:
         if getattr(args, "emit_out", None) is not None:

@@ -16,7 +16,6 @@ Pure: text in, values out; nothing printed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from shardline.errors import InputError
@@ -25,9 +24,6 @@ from shardline.workload.modelspec import ModelSpec
 __all__ = [
     "FORMATS",
     "Imported",
-    "detect_format",
-    "read_config",
-    "emit_config",
     "LaunchLayout",
     "fill_rest",
     "sourced",
@@ -143,61 +139,6 @@ def fill_rest(degrees: dict[str, int], devices: int, what: str) -> dict[str, int
             "(--devices)"
         )
     return out
-
-
-def detect_format(path: str, text: str) -> str:
-    """The format of a configuration: by suffix (.toml torchtitan, .yml/.yaml MaxText), else by
-    content (Megatron-LM's --num-layers, or MaxText key=value overrides of train.py)."""
-    suffix = Path(path).suffix.lower()
-    if suffix == ".toml":
-        return "torchtitan"
-    if suffix in (".yml", ".yaml"):
-        return "maxtext"
-    if "--num-layers" in text or "--tensor-model-parallel-size" in text:
-        return "megatron"
-    if "train.py" in text and "=" in text and ("MaxText" in text or "maxtext" in text):
-        return "maxtext"
-    raise InputError(
-        f"{path}: not a configuration shardline reads: a Megatron-LM argument list (with "
-        "--num-layers), a torchtitan .toml or a MaxText .yml"
-    )
-
-
-def read_config(path: str, devices: int) -> Imported:
-    """Read `path` (any of FORMATS) into the plan it describes over `devices`."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file") from None
-    kind = detect_format(path, text)
-    if kind == "megatron":
-        from shardline.io.megatron_args import read_megatron
-
-        return read_megatron(text, path, devices)
-    if kind == "torchtitan":
-        from shardline.io.torchtitan_toml import read_torchtitan
-
-        return read_torchtitan(text, path, devices)
-    from shardline.io.maxtext_yaml import read_maxtext
-
-    return read_maxtext(text, path, devices)
-
-
-def emit_config(kind: str, layout: LaunchLayout) -> str:
-    """The launch configuration of `layout` in `kind`'s own names."""
-    if kind == "megatron":
-        from shardline.io.megatron_args import emit_megatron
-
-        return emit_megatron(layout)
-    if kind == "torchtitan":
-        from shardline.io.torchtitan_toml import emit_torchtitan
-
-        return emit_torchtitan(layout)
-    if kind == "maxtext":
-        from shardline.io.maxtext_yaml import emit_maxtext
-
-        return emit_maxtext(layout)
-    raise InputError(f"--emit takes {', '.join(FORMATS)}, got {kind!r}")
 
 
 def plain_model(spec: ModelSpec, fmt: str) -> None:

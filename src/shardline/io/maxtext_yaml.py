@@ -425,8 +425,10 @@ def _run_keys(layout: LaunchLayout) -> dict[str, Any]:
 def _check_expressible(layout: LaunchLayout) -> None:
     ex = layout.execution
     if layout.degrees.get("tp", 1) > 1 and not ex.sequence_parallel:
-        raise InputError("--emit maxtext: MaxText shards the activations over tensor (sequence "
-                         "parallel) whenever tp > 1")
+        raise InputError(
+            "--emit maxtext: MaxText shards the activations over tensor (sequence "
+            "parallel) whenever tp > 1"
+        )
     if ex.zero or ex.tp_overlap or not ex.cuda_graphs:
         raise InputError(
             "--emit maxtext: --zero, --tp-overlap and --no-cuda-graphs have no MaxText setting"

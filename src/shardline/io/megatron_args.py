@@ -27,20 +27,61 @@ __all__ = ["read_megatron", "emit_megatron", "parse_args_text", "IGNORED"]
 
 # flags that never take a value (so the next word is not read as one)
 SWITCHES = frozenset(
-    """bf16 fp16 swiglu sequence-parallel use-distributed-optimizer overlap-grad-reduce
-    overlap-param-gather tp-comm-overlap untie-embeddings-and-output-weights group-query-attention
-    qk-layernorm use-flash-attn disable-bias-linear add-qkv-bias recompute-activations
-    use-mcore-models use-legacy-models use-rotary-position-embeddings enable-cuda-graph
-    accumulate-allreduce-grads-in-fp32 moe-enable-deepep overlap-moe-expert-parallel-comm
-    moe-router-enable-expert-bias use-torch-fsdp2 use-megatron-fsdp multi-latent-attention
-    no-masked-softmax-fusion no-bias-gelu-fusion no-bias-swiglu-fusion no-gradient-accumulation-fusion
-    no-async-tensor-model-parallel-allreduce no-rope-fusion use-precision-aware-optimizer
-    manual-gc moe-grouped-gemm moe-permute-fusion cross-entropy-loss-fusion mock-data
-    use-checkpoint-args no-load-optim no-load-rng no-save-optim no-save-rng log-throughput
-    log-timers-to-tensorboard log-memory-to-tensorboard log-validation-ppl-to-tensorboard
-    use-dist-ckpt distributed-timeout-minutes tp-comm-overlap-ag tp-comm-overlap-rs
-    moe-pad-expert-input-to-capacity no-create-attention-mask-in-dataloader
-    apply-query-key-layer-scaling""".split()
+    [
+        "bf16",
+        "fp16",
+        "swiglu",
+        "sequence-parallel",
+        "use-distributed-optimizer",
+        "overlap-grad-reduce",
+        "overlap-param-gather",
+        "tp-comm-overlap",
+        "untie-embeddings-and-output-weights",
+        "group-query-attention",
+        "qk-layernorm",
+        "use-flash-attn",
+        "disable-bias-linear",
+        "add-qkv-bias",
+        "recompute-activations",
+        "use-mcore-models",
+        "use-legacy-models",
+        "use-rotary-position-embeddings",
+        "enable-cuda-graph",
+        "accumulate-allreduce-grads-in-fp32",
+        "moe-enable-deepep",
+        "overlap-moe-expert-parallel-comm",
+        "moe-router-enable-expert-bias",
+        "use-torch-fsdp2",
+        "use-megatron-fsdp",
+        "multi-latent-attention",
+        "no-masked-softmax-fusion",
+        "no-bias-gelu-fusion",
+        "no-bias-swiglu-fusion",
+        "no-gradient-accumulation-fusion",
+        "no-async-tensor-model-parallel-allreduce",
+        "no-rope-fusion",
+        "use-precision-aware-optimizer",
+        "manual-gc",
+        "moe-grouped-gemm",
+        "moe-permute-fusion",
+        "cross-entropy-loss-fusion",
+        "mock-data",
+        "use-checkpoint-args",
+        "no-load-optim",
+        "no-load-rng",
+        "no-save-optim",
+        "no-save-rng",
+        "log-throughput",
+        "log-timers-to-tensorboard",
+        "log-memory-to-tensorboard",
+        "log-validation-ppl-to-tensorboard",
+        "use-dist-ckpt",
+        "tp-comm-overlap-ag",
+        "tp-comm-overlap-rs",
+        "moe-pad-expert-input-to-capacity",
+        "no-create-attention-mask-in-dataloader",
+        "apply-query-key-layer-scaling",
+    ]
 )
 
 # flags read but without effect on the step time (data, checkpoints, logging, learning rate)
@@ -232,17 +273,19 @@ class _Flags:
             )
         return str(value)
 
-    def int(self, name: str, default: int | None = None) -> int | None:
+    def whole(self, name: str, default: int | None = None) -> int | None:
         value = self.text(name)
         if value is None:
             return default
         try:
             return int(value)
         except ValueError:
-            raise InputError(f"{self.origin}: --{name} must be a whole number, got {value!r}") from None
+            raise InputError(
+                f"{self.origin}: --{name} must be a whole number, got {value!r}"
+            ) from None
 
     def need(self, name: str) -> int:
-        value = self.int(name)
+        value = self.whole(name)
         if value is None:
             raise InputError(f"{self.origin}: no --{name} (the model's shape is never guessed)")
         return value
@@ -250,7 +293,7 @@ class _Flags:
 
 def _vocab(f: _Flags, tp: int) -> tuple[int, str]:
     """The padded vocabulary and the key it came from (tokenizer.py _vocab_size_with_padding)."""
-    vocab = f.int("vocab-size")
+    vocab = f.whole("vocab-size")
     key = "--vocab-size"
     if vocab is None:
         if f.text("tokenizer-type") == "GPT2BPETokenizer":
@@ -260,7 +303,7 @@ def _vocab(f: _Flags, tp: int) -> tuple[int, str]:
                 f"{f.origin}: no --vocab-size, and the tokenizer's size is not in the file "
                 "(give --vocab-size)"
             )
-    multiple = (f.int("make-vocab-size-divisible-by", 128) or 128) * tp
+    multiple = (f.whole("make-vocab-size-divisible-by", 128) or 128) * tp
     padded = math.ceil(vocab / multiple) * multiple
     if padded != vocab:
         key += f", padded to a multiple of {multiple} (make-vocab-size-divisible-by x tp)"
@@ -289,7 +332,7 @@ def _model(f: _Flags, name: str, tp: int) -> dict[str, Any]:
     heads = f.need("num-attention-heads")
     gated = f.has("swiglu")
     ff_default = int(4 * d * 2 / 3 / 64) * 64 if gated else 4 * d
-    groups = f.int("num-query-groups") if f.has("group-query-attention") else None
+    groups = f.whole("num-query-groups") if f.has("group-query-attention") else None
     vocab, vocab_key = _vocab(f, tp)
     position = f.text("position-embedding-type", "learned_absolute")
     if f.has("use-rotary-position-embeddings"):
@@ -301,8 +344,8 @@ def _model(f: _Flags, name: str, tp: int) -> dict[str, Any]:
         "layers": sourced(f.need("num-layers"), o, "--num-layers"),
         "heads": sourced(heads, o, "--num-attention-heads"),
         "kv_heads": sourced(groups or heads, o, "--num-query-groups" if groups else "heads"),
-        "head_dim": sourced(f.int("kv-channels", d // heads), o, "--kv-channels"),
-        "d_ff": sourced(f.int("ffn-hidden-size", ff_default), o, "--ffn-hidden-size"),
+        "head_dim": sourced(f.whole("kv-channels", d // heads), o, "--kv-channels"),
+        "d_ff": sourced(f.whole("ffn-hidden-size", ff_default), o, "--ffn-hidden-size"),
         "gated": sourced(gated, o, "--swiglu"),
         "vocab": sourced(vocab, o, vocab_key),
         "tied_embeddings": sourced(
@@ -314,10 +357,10 @@ def _model(f: _Flags, name: str, tp: int) -> dict[str, Any]:
         "qk_norm": sourced(f.has("qk-layernorm"), o, "--qk-layernorm"),
         "norm": "rmsnorm" if f.text("normalization", "LayerNorm") == "RMSNorm" else "layernorm",
     }
-    experts = f.int("num-experts")
+    experts = f.whole("num-experts")
     if experts:
-        expert_ff = f.int("moe-ffn-hidden-size", model["d_ff"]["value"]) or 1
-        shared = f.int("moe-shared-expert-intermediate-size", 0) or 0
+        expert_ff = f.whole("moe-ffn-hidden-size", model["d_ff"]["value"]) or 1
+        shared = f.whole("moe-shared-expert-intermediate-size", 0) or 0
         if shared % expert_ff:
             raise InputError(
                 f"{o}: --moe-shared-expert-intermediate-size {shared} is not a whole number of "
@@ -325,9 +368,11 @@ def _model(f: _Flags, name: str, tp: int) -> dict[str, Any]:
             )
         model["moe"] = {
             "experts": sourced(experts, o, "--num-experts"),
-            "experts_per_token": sourced(f.int("moe-router-topk", 2), o, "--moe-router-topk"),
+            "experts_per_token": sourced(f.whole("moe-router-topk", 2), o, "--moe-router-topk"),
             "expert_d_ff": sourced(expert_ff, o, "--moe-ffn-hidden-size"),
-            "shared_experts": sourced(shared // expert_ff, o, "--moe-shared-expert-intermediate-size"),
+            "shared_experts": sourced(
+                shared // expert_ff, o, "--moe-shared-expert-intermediate-size"
+            ),
             "dense_layers_first": sourced(
                 _moe_layers(f, model["layers"]["value"]), o, "--moe-layer-freq"
             ),
@@ -365,7 +410,7 @@ def _recompute(f: _Flags, notes: list[str]) -> str | None:
     if granularity != "full":
         raise InputError(f"{f.origin}: --recompute-granularity takes full or selective")
     method = f.text("recompute-method", "uniform")
-    n = f.int("recompute-num-layers", 1)
+    n = f.whole("recompute-num-layers", 1)
     if method == "uniform" and n == 1:
         return "full"
     if method == "block":
@@ -386,7 +431,10 @@ def _execution(f: _Flags, notes: list[str], dp_m: int) -> dict[str, Any]:
     recompute = _recompute(f, notes)
     if recompute is not None:
         ex["recompute"] = recompute
-    for flag, key in (("sequence-parallel", "sequence_parallel"), ("tp-comm-overlap", "tp_overlap")):
+    for flag, key in (
+        ("sequence-parallel", "sequence_parallel"),
+        ("tp-comm-overlap", "tp_overlap"),
+    ):
         if f.has(flag):
             ex[key] = True
     if f.has("use-distributed-optimizer"):
@@ -419,10 +467,10 @@ def _execution(f: _Flags, notes: list[str], dp_m: int) -> dict[str, Any]:
 
 
 def _interleave(f: _Flags, layers: int, pp: int) -> int:
-    v = f.int("num-virtual-stages-per-pipeline-rank")
+    v = f.whole("num-virtual-stages-per-pipeline-rank")
     if v is not None:
         return v
-    per_stage = f.int("num-layers-per-virtual-pipeline-stage")
+    per_stage = f.whole("num-layers-per-virtual-pipeline-stage")
     if per_stage is None:
         return 1
     if layers % (pp * per_stage):
@@ -435,11 +483,11 @@ def _interleave(f: _Flags, layers: int, pp: int) -> int:
 
 def _degrees(f: _Flags, devices: int, notes: list[str]) -> tuple[dict[str, int], int, int | None]:
     """The plan's degrees, Megatron's data parallel size and the expert tensor parallel size."""
-    tp = f.int("tensor-model-parallel-size", 1) or 1
-    pp = f.int("pipeline-model-parallel-size", 1) or 1
-    cp = f.int("context-parallel-size", 1) or 1
-    ep = f.int("expert-model-parallel-size", 1) or 1
-    etp = f.int("expert-tensor-parallel-size")
+    tp = f.whole("tensor-model-parallel-size", 1) or 1
+    pp = f.whole("pipeline-model-parallel-size", 1) or 1
+    cp = f.whole("context-parallel-size", 1) or 1
+    ep = f.whole("expert-model-parallel-size", 1) or 1
+    etp = f.whole("expert-tensor-parallel-size")
     if devices % (tp * pp * cp):
         raise InputError(
             f"{f.origin}: tensor {tp} x pipeline {pp} x context {cp} does not divide the "
@@ -473,14 +521,14 @@ def read_megatron(text: str, origin: str, devices: int) -> Imported:
     notes: list[str] = []
     degrees, dp_m, etp = _degrees(f, devices, notes)
     spec = model_from_dict(_model(f, _name(origin), degrees["tp"]), origin)
-    mbs = f.int("micro-batch-size", 1) or 1
-    batch = f.int("global-batch-size", mbs * dp_m) or 1
+    mbs = f.whole("micro-batch-size", 1) or 1
+    batch = f.whole("global-batch-size", mbs * dp_m) or 1
     if batch % (mbs * dp_m):
         raise InputError(
             f"{origin}: --global-batch-size {batch} is not a multiple of --micro-batch-size "
             f"{mbs} x {dp_m} data-parallel ranks"
         )
-    seq = f.int("seq-length")
+    seq = f.whole("seq-length")
     if seq is None:
         raise InputError(f"{origin}: no --seq-length")
     execution = _execution(f, notes, dp_m)
@@ -490,9 +538,7 @@ def read_megatron(text: str, origin: str, devices: int) -> Imported:
         if flag in f.flags:
             f.used.append(flag)
             notes.append(f"--{flag}: {why}")
-    unknown = [
-        f"--{k}" for k in f.flags if k not in f.used and not k.startswith(IGNORED)
-    ]
+    unknown = [f"--{k}" for k in f.flags if k not in f.used and not k.startswith(IGNORED)]
     return Imported(
         format="megatron",
         origin=origin,
@@ -630,7 +676,10 @@ def _execution_flags(layout: LaunchLayout) -> list[str]:
 def _moe_exec_flags(ex: Any) -> list[str]:
     dispatch = {
         "all-to-all": ["--moe-token-dispatcher-type alltoall"],
-        "hierarchical": ["--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend deepep"],
+        "hierarchical": [
+            "--moe-token-dispatcher-type flex",
+            "--moe-flex-dispatcher-backend deepep",
+        ],
         "hybridep": ["--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend hybridep"],
     }
     out = list(dispatch[ex.ep_dispatch])

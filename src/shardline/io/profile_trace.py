@@ -11,8 +11,8 @@ Formats read:
   (one row per kernel name: Total Time (ns), Instances, Name; no timestamps, so no idle time), or
   the SQLite file `nsys export --type sqlite` writes (CUPTI_ACTIVITY_KIND_KERNEL, _MEMCPY,
   _MEMSET, names in StringIds);
-- an XLA/JAX profile summary: the TensorBoard profile plugin's framework op stats as CSV (Host/device,
-  Type, Operation, #Occurrences, Total self-time (us)): the device rows.
+- an XLA/JAX profile summary: the TensorBoard profile plugin's framework op stats as CSV
+  (Host/device, Type, Operation, #Occurrences, Total self-time (us)): the device rows.
 
 Categories (`category_of`, by the kernel's name, first match wins): collective (NCCL kernels, XLA
 all-reduce / all-gather / reduce-scatter / all-to-all / collective-permute), attention (flash,
@@ -114,10 +114,16 @@ class Trace:
         timestamps)."""
         spans = []
         for device in self.devices:
-            ks = [k for k in self.kernels if k.device == device]
-            if any(k.start_s is None for k in ks):
+            starts = [k.start_s for k in self.kernels if k.device == device]
+            ends = [
+                k.start_s + k.dur_s
+                for k in self.kernels
+                if k.device == device and k.start_s is not None
+            ]
+            known = [t for t in starts if t is not None]
+            if len(known) != len(starts):
                 return None
-            spans.append(max(k.start_s + k.dur_s for k in ks) - min(k.start_s for k in ks))  # type: ignore[operator]
+            spans.append(max(ends) - min(known))
         return max(spans) if spans else None
 
 
@@ -331,7 +337,9 @@ def _read_sqlite(path: str) -> Trace:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
             raise InputError(f"{path}: an SQLite file without nsys's CUPTI_ACTIVITY_KIND_KERNEL")
-        names = dict(con.execute("SELECT id, value FROM StringIds")) if "StringIds" in tables else {}
+        names = (
+            dict(con.execute("SELECT id, value FROM StringIds")) if "StringIds" in tables else {}
+        )
         kernels = [
             Kernel(
                 name=str(names.get(n, n)),
@@ -343,7 +351,10 @@ def _read_sqlite(path: str) -> Trace:
                 "SELECT start, end, deviceId, demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL"
             )
         ]
-        for table, label in (("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"), ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):
+        for table, label in (
+            ("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"),
+            ("CUPTI_ACTIVITY_KIND_MEMSET", "memset"),
+        ):
             if table in tables:
                 kernels += [
                     Kernel(label, (end - start) * 1e-9, start * 1e-9, str(dev), kind="memcpy")
@@ -386,7 +397,7 @@ def compare(trace: Trace, plan: Any | None, steps: int) -> dict[str, Any]:
     groups = group(trace)
     scale = steps * max(1, len(trace.devices))
     predicted = _predicted(plan) if plan is not None else {}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for c in CATEGORIES:
         g = groups[c]
         p = predicted.get(c)
@@ -402,16 +413,21 @@ def compare(trace: Trace, plan: Any | None, steps: int) -> dict[str, Any]:
     recompute = (plan.predicted_breakdown_s.get("recompute_s", 0.0) if plan else 0.0) or 0.0
     if recompute > 0:
         rows.append(
-            {"category": "recompute", "measured_s": None, "predicted_s": recompute * scale, "kernels": 0}
+            {
+                "category": "recompute",
+                "measured_s": None,
+                "predicted_s": recompute * scale,
+                "kernels": 0,
+            }
         )
-    largest = sorted(
-        (
-            {"name": n, "shape": s, "category": c, "measured_s": v[0], "kernels": v[1]}
-            for c, g in groups.items()
-            for (n, s), v in g.by_name.items()
-        ),
-        key=lambda r: -r["measured_s"],
+    ranked = sorted(
+        ((v[0], v[1], n, s, c) for c, g in groups.items() for (n, s), v in g.by_name.items()),
+        key=lambda item: -item[0],
     )[:TOP_KERNELS]
+    largest = [
+        {"name": n, "shape": s, "category": c, "measured_s": t, "kernels": int(count)}
+        for t, count, n, s, c in ranked
+    ]
     gaps = [
         (r["measured_s"] - r["predicted_s"], r["category"])
         for r in rows

@@ -32,7 +32,14 @@ __all__ = ["read_torchtitan", "emit_torchtitan"]
 
 # sections read key by key; any other key in them is listed as unknown
 KNOWN: dict[str, tuple[str, ...]] = {
-    "model": ("name", "flavor", "converters", "tokenizer_path", "hf_assets_path", "print_after_conversion"),
+    "model": (
+        "name",
+        "flavor",
+        "converters",
+        "tokenizer_path",
+        "hf_assets_path",
+        "print_after_conversion",
+    ),
     "training": (
         "local_batch_size",
         "batch_size",
@@ -69,7 +76,11 @@ KNOWN: dict[str, tuple[str, ...]] = {
         "disable_loss_parallel",
         "enable_compiled_autograd",
     ),
-    "activation_checkpoint": ("mode", "selective_ac_option", "per_op_sac_force_recompute_mm_shapes_by_fqns"),
+    "activation_checkpoint": (
+        "mode",
+        "selective_ac_option",
+        "per_op_sac_force_recompute_mm_shapes_by_fqns",
+    ),
     "optimizer": ("name", "lr", "eps", "beta1", "beta2", "weight_decay", "implementation"),
     "compile": ("enable", "components", "backend"),
 }
@@ -107,7 +118,9 @@ class _Toml:
     def int(self, section: str, key: str, default: int) -> int:
         value = self.get(section, key, default)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise InputError(f"{self.origin}: {section}.{key} must be a whole number, got {value!r}")
+            raise InputError(
+                f"{self.origin}: {section}.{key} must be a whole number, got {value!r}"
+            )
         return value
 
 

@@ -59,9 +59,7 @@ def render_trace(p: dict[str, Any]) -> str:
             f"  {r['category']:<12} {_s(r['measured_s']):>12} {_s(r['predicted_s']):>12} "
             f"{r['kernels']:>8}"
         )
-    lines.append(
-        f"  {'step':<12} {_s(p['measured_step_s']):>12} {_s(p['predicted_step_s']):>12}"
-    )
+    lines.append(f"  {'step':<12} {_s(p['measured_step_s']):>12} {_s(p['predicted_step_s']):>12}")
     lines += ["", "largest kernels:"]
     for k in p["largest_kernels"]:
         shape = f" {k['shape']}" if k["shape"] else ""
@@ -71,9 +69,10 @@ def render_trace(p: dict[str, Any]) -> str:
         )
     gap = p["largest_gap"]
     if gap:
+        delta = gap["measured_minus_predicted_s"]
+        side = "above" if delta > 0 else "below"
         lines += [
             "",
-            f"largest gap: {gap['category']}, measured {'above' if gap['measured_minus_predicted_s'] > 0 else 'below'} "
-            f"predicted by {_s(abs(gap['measured_minus_predicted_s']))}",
+            f"largest gap: {gap['category']}, measured {side} predicted by {_s(abs(delta))}",
         ]
     return "\n".join(lines) + "\n"
