@@ -304,3 +304,22 @@ def test_torchtitan_unknown_flavor_lists_the_known(tmp_path: Path) -> None:
     path = _write(tmp_path, "j.toml", '[model]\nname = "llama3"\nflavor = "13B"\n')
     with pytest.raises(InputError, match="known: 405B, 70B, 8B"):
         read_config(path, 8)
+
+
+def test_search_emit_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "best.sh"
+    argv = ["--model", "llama-3.1-8b", "--devices", "16", "--scales", "1", "--quiet"]
+    code, text, err = run_cli(
+        capsys, "search", *argv, "--emit", "megatron", "-o", str(out), "--json"
+    )
+    assert code == 0, err
+    emitted = json.loads(text)["emit"]
+    best = json.loads(text)["best"]
+    again = _plan_json(capsys, "--from", str(out), "--hw", "h100-sxm", "--devices", "16")
+    assert again["plans"][0]["degrees"] == best["degrees"]
+    # the best as Megatron-LM runs it: ZeRO 2 has no Megatron flag, stage 1 is priced instead
+    assert again["plans"][0]["predicted_s"] == emitted["predicted_s"]
+    assert all("ZeRO" in c for c in emitted["changes"])
+    code, text, err = run_cli(capsys, "search", "--from", str(out), *argv[2:], "--json")
+    assert code == 0, err
+    assert json.loads(text)["from"]["format"] == "megatron"

@@ -12,6 +12,7 @@ from typing import Any
 from shardline.cli.args import add_power_cap_arg
 from shardline.cli.common import add_json_arg, emit_json, positive_arg
 from shardline.cli.execution_args import add_recompute_arg
+from shardline.cli.framework_io import add_emit_args, add_from_arg
 from shardline.cli.serving_args import add_figure_output_args
 from shardline.errors import InputError
 
@@ -37,7 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "next-best lose. Serving (--slo, --rate): the cheapest chip x devices x layout meeting "
         "the SLO.",
     )
-    p.add_argument("--model", required=True, metavar="NAME", help="a zoo model or model .toml")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME",
+        help="a zoo model or model .toml (or --from a framework configuration)",
+    )
+    add_from_arg(p)
+    add_emit_args(p)
     p.add_argument(
         "--phase",
         default=None,
@@ -156,10 +164,18 @@ def run_search(args: argparse.Namespace) -> int:
     phase = args.phase or ("serving" if serving else "training")
     if phase == "training" and serving:
         raise InputError("--slo and --rate apply to the serving search, not --phase training")
-    outputs = check_figure_outputs(args, [args.model])
+    if (args.model is None) == (args.from_file is None):
+        raise InputError("search needs --model NAME or --from FILE (one of them)")
+    if phase != "training" and (args.from_file is not None or args.emit is not None):
+        raise InputError("--from and --emit apply to the training search")
+    outputs = check_figure_outputs(args, [args.model or args.from_file])
     result = _training(args) if phase == "training" else _serving(args)
     if outputs.wanted:
-        _write_figures(outputs, args.model, phase, result)
+        _write_figures(outputs, args.model or args.from_file, phase, result)
+    emitted = result.pop("emit_text", None)
+    if emitted is not None and not args.json:
+        sys.stdout.write(emitted)  # the configuration alone, to pipe or redirect
+        return 0
     if args.json:
         emit_json(result)
     else:
@@ -167,6 +183,10 @@ def run_search(args: argparse.Namespace) -> int:
 
         render = render_training if phase == "training" else render_serving
         sys.stdout.write(render(result))
+        if "emit" in result:
+            from shardline.report.framework_text import render_emitted
+
+            sys.stdout.write(render_emitted(result["emit"]))
     return 0
 
 
@@ -210,14 +230,18 @@ def _chip_names(text: str | None, default: list[str]) -> list[str]:
     return chips
 
 
-def _workload(args: argparse.Namespace) -> Any:
+def _workload(args: argparse.Namespace, imported: Any = None) -> tuple[Any, Any, int]:
+    """The search's workload, its model and its sequence length: --model at --seq-len and
+    --global-batch, or --from's model, sequence, batch and dtype (flags given win)."""
     from shardline.basics.units import parse_count
     from shardline.io.workload_toml import workload_from_dict
     from shardline.models import load_model
     from shardline.models.template import transformer_table
 
-    seq_len = positive_arg(args.seq_len, "--seq-len") if args.seq_len else DEFAULT_SEQ_LEN
-    sequences = DEFAULT_SEQUENCES
+    seq_len = imported.seq_len if imported is not None else DEFAULT_SEQ_LEN
+    sequences = imported.batch if imported is not None else DEFAULT_SEQUENCES
+    if args.seq_len:
+        seq_len = positive_arg(args.seq_len, "--seq-len")
     if args.global_batch is not None:
         tokens = parse_count(args.global_batch, "--global-batch")
         sequences = round(tokens / seq_len)
@@ -230,10 +254,11 @@ def _workload(args: argparse.Namespace) -> Any:
                 f"--global-batch {args.global_batch} is {sequences:,} sequences of {seq_len:,} "
                 f"tokens per step; the limit is {MAX_SEQUENCES:,}"
             )
-    spec = load_model(args.model)
+    spec = imported.model if imported is not None else load_model(args.model)
     table = transformer_table(spec, batch=sequences, seq_len=seq_len)
     data = {"name": spec.name, "phase": "training", "transformer": table}
-    return workload_from_dict(data, origin=f"model {spec.name}")
+    dtype = imported.dtype if imported is not None else None
+    return workload_from_dict(data, origin=f"model {spec.name}", dtype=dtype), spec, seq_len
 
 
 def _training(args: argparse.Namespace) -> dict[str, Any]:
@@ -247,6 +272,15 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
             raise InputError("--in, --out and --max-devices apply to the serving search")
     devices = positive_arg(args.devices, "--devices")
     tokens = float(parse_count(args.tokens, "--tokens")) if args.tokens is not None else None
+    imported = None
+    if args.from_file is not None:
+        from shardline.io.framework_files import read_config
+
+        imported = read_config(args.from_file, devices)
+        args.framework = args.framework or imported.execution.get("framework")
+    if args.emit is not None and args.framework is None:
+        args.framework = args.emit  # the launch is priced with its framework's defaults
+    workload, spec, seq_len = _workload(args, imported)
     run = RunOptions(
         **_run_options(args),
         rerank=positive_arg(args.rerank, "--rerank"),
@@ -255,13 +289,38 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
         recompute=args.recompute,
         framework=args.framework,
     )
-    return training_search(
-        _workload(args),
+    result = training_search(
+        workload,
         _chips(args.hw, ["h100-sxm"], args.power_cap),
         devices,
         tokens=tokens,
         run=run,
     )
+    if imported is not None:
+        result["from"] = imported.to_dict()
+    if args.emit is not None:
+        result.update(_emit(args, workload, spec, result, seq_len, imported))
+    return result
+
+
+def _emit(
+    args: argparse.Namespace,
+    workload: Any,
+    spec: Any,
+    result: dict[str, Any],
+    seq_len: int,
+    imported: Any,
+) -> dict[str, Any]:
+    """--emit of the best layout: {"emit": ...} (with -o) or {"emit_text": ...} to print."""
+    from shardline.cli.framework_io import emit_search_best
+
+    if result.get("best") is None:
+        raise InputError("--emit: no layout fits, so there is none to write")
+    dtype = (imported.dtype if imported is not None else None) or spec.dtype or "bf16"
+    emitted = emit_search_best(args, workload, spec, result["best"], (seq_len, dtype))
+    if "text" in emitted and not args.json:
+        return {"emit_text": emitted["text"]}
+    return {"emit": emitted}
 
 
 def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:

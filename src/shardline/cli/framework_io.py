@@ -15,7 +15,15 @@ if TYPE_CHECKING:
     from shardline.io.framework_config import Imported
     from shardline.planning.results import PlanSet
 
-__all__ = ["add_from_arg", "add_emit_args", "apply_from", "emit_plan", "FORMATS"]
+__all__ = [
+    "add_from_arg",
+    "add_emit_args",
+    "apply_from",
+    "emit_plan",
+    "emit_search_best",
+    "write_emitted",
+    "FORMATS",
+]
 
 FORMATS = ("megatron", "torchtitan", "maxtext")
 
@@ -130,7 +138,12 @@ def emit_plan(args: argparse.Namespace, result: PlanSet) -> dict[str, Any] | Non
         if getattr(args, "emit_out", None) is not None:
             raise InputError("-o FILE goes with --emit FORMAT")
         return None
-    text = emit_config(args.emit, _launch_layout(args, result))
+    return write_emitted(args, emit_config(args.emit, _launch_layout(args, result)))
+
+
+def write_emitted(args: argparse.Namespace, text: str) -> dict[str, Any]:
+    """--emit's text to -o FILE ({"format", "file"}) or, without -o, {"format", "text"} for the
+    caller to print alone."""
     if args.emit_out is None:
         return {"format": args.emit, "text": text}
     from shardline.cli.common import write_text
@@ -150,3 +163,46 @@ def emit_plan(args: argparse.Namespace, result: PlanSet) -> dict[str, Any] | Non
 
 def print_emitted(emitted: dict[str, Any]) -> None:
     sys.stdout.write(emitted["text"])
+
+
+def emit_search_best(
+    args: argparse.Namespace,
+    workload: Any,
+    spec: Any,
+    best: dict[str, Any],
+    sizes: tuple[int, str],
+) -> dict[str, Any]:
+    """`search --emit`: the best layout priced once more by the plan engine (the framework's
+    defaults resolved, as `plan` prices it), written in the framework's names; `sizes` the
+    sequence length and the dtype."""
+    from shardline.io.framework_config import LaunchLayout, runnable_knobs
+    from shardline.io.framework_files import emit_config
+    from shardline.planning.api import plan
+
+    searched = ("interleave", "sequence_parallel", "recompute", "zero", "tp_overlap")
+    knobs, changes = runnable_knobs(
+        args.emit, {k: best[k] for k in searched}, best["degrees"].get("tp", 1)
+    )
+    result = plan(
+        workload,
+        best["hardware"],
+        best["devices"],
+        require_fit=False,
+        microbatches=best["microbatches"],
+        framework=args.framework,
+        **best["degrees"],
+        **knobs,
+    )
+    layout = LaunchLayout(
+        model=spec,
+        degrees=dict(best["degrees"]),
+        microbatches=best["microbatches"],
+        batch=int(workload.batch),
+        seq_len=sizes[0],
+        dtype=sizes[1],
+        execution=result.execution,
+        devices=best["devices"],
+    )
+    emitted = write_emitted(args, emit_config(args.emit, layout))
+    priced = result.plans[0]
+    return emitted | {"plan": priced.name, "predicted_s": priced.predicted_s, "changes": changes}

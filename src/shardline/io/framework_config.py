@@ -31,6 +31,7 @@ __all__ = [
     "plain_model",
     "named_model",
     "model_name_of",
+    "runnable_knobs",
 ]
 
 FORMATS = ("megatron", "torchtitan", "maxtext")
@@ -210,3 +211,34 @@ def model_name_of(spec: ModelSpec, path: tuple[str, ...]) -> tuple[str, ...] | N
     for part in path:
         table = table.get(part, {})
     return walk(table, ())
+
+
+# what each format can run of the knobs the training search tries (the rest is refused on
+# writing): the highest ZeRO stage (Megatron's distributed optimizer is stage 1; torchtitan and
+# MaxText shard with FSDP instead), and the recompute policies they name
+_ZERO_MAX = {"megatron": 1, "torchtitan": 0, "maxtext": 0}
+_RECOMPUTE_AS = {
+    "torchtitan": {"selective": "op"},  # torchtitan's selective is per op or per layer
+    "maxtext": {"selective": "minimal"},  # MaxText's policy that recomputes the attention core
+}
+
+
+def runnable_knobs(fmt: str, knobs: dict[str, Any], tp: int) -> tuple[dict[str, Any], list[str]]:
+    """The searched knobs (zero, recompute, sequence_parallel, tp_overlap, interleave) as `fmt`
+    can run them, and one line per change: the plan is priced again with these."""
+    out = dict(knobs)
+    notes = []
+    if out.get("zero", 0) > _ZERO_MAX[fmt]:
+        out["zero"] = _ZERO_MAX[fmt]
+        notes.append(f"ZeRO {knobs['zero']} -> {out['zero']} ({fmt} has no ZeRO {knobs['zero']})")
+    policy = _RECOMPUTE_AS.get(fmt, {}).get(str(out.get("recompute")))
+    if policy is not None:
+        out["recompute"] = policy
+        notes.append(f"recompute {knobs['recompute']} -> {policy} ({fmt}'s nearest policy)")
+    if fmt in ("torchtitan", "maxtext") and tp > 1 and not out.get("sequence_parallel"):
+        out["sequence_parallel"] = True
+        notes.append(f"sequence parallel on ({fmt} always runs it with tp)")
+    if fmt == "maxtext" and out.get("tp_overlap"):
+        out["tp_overlap"] = False
+        notes.append("tp overlap off (MaxText has no such setting; XLA schedules the collectives)")
+    return out, notes

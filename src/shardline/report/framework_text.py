@@ -31,7 +31,13 @@ def render_imported(imported: Imported, flags_given: list[str]) -> str:
 
 
 def render_emitted(emitted: dict[str, Any]) -> str:
-    return f"wrote {emitted['file']} ({emitted['format']} launch configuration)\n"
+    """Where --emit wrote; from the search, the layout as the framework runs it (re-priced)."""
+    line = f"wrote {emitted['file']} ({emitted['format']} launch configuration)"
+    if "predicted_s" in emitted:
+        line += f": {emitted['plan']} as {emitted['format']} runs it, predicted "
+        line += f"{emitted['predicted_s']:.4g} s"
+    changes = "".join(f"  {c}\n" for c in emitted.get("changes", ()))
+    return line + "\n" + changes
 
 
 def _s(value: float | None) -> str:
