@@ -19,7 +19,7 @@ from shardline.io.framework_files import read_config
 from tests.cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data" / "frameworks"
+DATA = ROOT / "examples" / "frameworks"
 
 
 def _write(tmp_path: Path, name: str, text: str) -> str:

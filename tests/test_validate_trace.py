@@ -14,7 +14,7 @@ import pytest
 from shardline.io.profile_trace import category_of, read_trace
 from tests.cli_run import run_cli
 
-TRACES = Path(__file__).resolve().parent / "data" / "traces"
+TRACES = Path(__file__).resolve().parent.parent / "examples" / "traces"
 KINETO = TRACES / "kineto_small.json"
 NSYS = TRACES / "nsys_gpu_trace.csv"
 

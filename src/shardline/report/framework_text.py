@@ -17,8 +17,8 @@ def render_imported(imported: Imported, flags_given: list[str]) -> str:
     lines = [
         f"from {imported.origin} ({imported.format}): model {imported.model.name}, {degrees}",
         f"  batch {imported.batch} in {imported.microbatches} microbatches, sequence "
-        f"{imported.seq_len}, dtype {imported.dtype or 'default'}, recompute "
-        f"{ex.get('recompute', 'default')}, interleave {ex.get('interleave', 1)}",
+        f"{imported.seq_len}, dtype {imported.dtype or 'the default'}, recompute "
+        f"{ex.get('recompute', 'the framework default')}, interleave {ex.get('interleave', 1)}",
     ]
     if imported.etp is not None:
         lines.append(f"  expert tensor parallel {imported.etp}")
