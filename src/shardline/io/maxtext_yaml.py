@@ -150,6 +150,13 @@ class _Keys:
             raise InputError(f"{self.origin}: {key} must be a number, got {value!r}")
         return value
 
+    def count(self, key: str, default: int, *, rest: bool = False) -> int:
+        """A positive whole number (or -1, "the rest", where `rest`)."""
+        value = self.number(key, default)
+        if value != int(value) or not (value >= 1 or (rest and value == -1)):
+            raise InputError(f"{self.origin}: {key} must be a positive whole number, got {value}")
+        return int(value)
+
     def need(self, key: str) -> int:
         value = self.number(key)
         if value is None:
@@ -177,7 +184,7 @@ def _gated(k: _Keys) -> bool:
 
 def _model_from_keys(k: _Keys) -> dict[str, Any]:
     o = k.origin
-    emb_x, heads_x, layers_x = _scales(k.number("global_parameter_scale", 1) or 1)
+    emb_x, heads_x, layers_x = _scales(k.count("global_parameter_scale", 1))
     note = "x global_parameter_scale" if (emb_x, heads_x, layers_x) != (1, 1, 1) else ""
     heads = k.need("base_num_query_heads") * heads_x
     model: dict[str, Any] = {
@@ -203,7 +210,7 @@ def _model_from_keys(k: _Keys) -> dict[str, Any]:
         ),
         "qk_norm": sourced(bool(k.get("use_qk_norm", False)), o, "use_qk_norm"),
     }
-    experts = int(k.number("num_experts", 1) or 1)
+    experts = k.count("num_experts", 1)
     if experts > 1:
         model["moe"] = {
             "experts": sourced(experts, o, "num_experts"),
@@ -235,12 +242,12 @@ def _model(k: _Keys) -> Any:
 
 def _degrees(k: _Keys, devices: int, notes: list[str]) -> dict[str, int]:
     """ici_X x dcn_X per axis; -1 at one level takes the rest."""
-    dcn = {axis: int(k.number(f"dcn_{axis}_parallelism", 1) or 1) for axis in AXES}
+    dcn = {axis: k.count(f"dcn_{axis}_parallelism", 1, rest=True) for axis in AXES}
     slices = fill_rest(dict(dcn), math.prod(v for v in dcn.values() if v != -1), k.origin)
     per_slice = devices // math.prod(slices.values())
     if devices % math.prod(slices.values()):
         raise InputError(f"{k.origin}: the dcn_* degrees do not divide the {devices} devices")
-    ici = {axis: int(k.number(f"ici_{axis}_parallelism", 1) or 1) for axis in AXES}
+    ici = {axis: k.count(f"ici_{axis}_parallelism", 1, rest=True) for axis in AXES}
     if "ici_fsdp_parallelism" not in k.data and -1 not in ici.values():
         ici["fsdp"] = -1  # base.yml: ici_fsdp_parallelism -1 (every axis but fsdp defaults to 1)
     ici = fill_rest(ici, per_slice, k.origin)
@@ -298,9 +305,9 @@ def _dtype(k: _Keys, notes: list[str]) -> str | None:
 def _batch(k: _Keys, devices: int, degrees: dict[str, int]) -> tuple[int, int]:
     """(global batch, microbatches per step)."""
     pdbs = k.number("per_device_batch_size")
-    if pdbs is None:
-        raise InputError(f"{k.origin}: no per_device_batch_size")
-    accumulation = int(k.number("gradient_accumulation_steps", 1) or 1)
+    if pdbs is None or not pdbs > 0:
+        raise InputError(f"{k.origin}: per_device_batch_size must be given, above 0")
+    accumulation = k.count("gradient_accumulation_steps", 1)
     per_step = pdbs * devices
     if per_step != int(per_step):
         raise InputError(
@@ -309,7 +316,7 @@ def _batch(k: _Keys, devices: int, degrees: dict[str, int]) -> tuple[int, int]:
     batch = int(per_step) * accumulation
     microbatches = accumulation
     if degrees["pp"] > 1:
-        microbatches = int(k.number("num_pipeline_microbatches", degrees["pp"]) or 1)
+        microbatches = k.count("num_pipeline_microbatches", degrees["pp"])
         microbatches *= accumulation
     return batch, microbatches
 
@@ -323,9 +330,9 @@ def read_maxtext(text: str, origin: str, devices: int) -> Imported:
     degrees = _degrees(k, devices, notes)
     batch, microbatches = _batch(k, devices, degrees)
     execution = _execution(k, notes)
-    repeats = k.number("num_pipeline_repeats")
+    repeats = k.count("num_pipeline_repeats", 1) if "num_pipeline_repeats" in data else None
     if degrees["pp"] > 1:
-        per_stage = k.number("num_layers_per_pipeline_stage", 1) or 1
+        per_stage = k.count("num_layers_per_pipeline_stage", 1)
         execution["interleave"] = int(repeats or spec.layers // (degrees["pp"] * per_stage))
     seq = k.number("max_target_length")
     if seq is None:

@@ -284,6 +284,15 @@ class _Flags:
                 f"{self.origin}: --{name} must be a whole number, got {value!r}"
             ) from None
 
+    def count(self, name: str, default: int) -> int:
+        """A positive whole number (a size, a degree), `default` when the flag is absent."""
+        value = self.whole(name, default)
+        if value is None or value < 1:
+            raise InputError(
+                f"{self.origin}: --{name} must be a positive whole number, got {value}"
+            )
+        return value
+
     def need(self, name: str) -> int:
         value = self.whole(name)
         if value is None:
@@ -303,7 +312,7 @@ def _vocab(f: _Flags, tp: int) -> tuple[int, str]:
                 f"{f.origin}: no --vocab-size, and the tokenizer's size is not in the file "
                 "(give --vocab-size)"
             )
-    multiple = (f.whole("make-vocab-size-divisible-by", 128) or 128) * tp
+    multiple = f.count("make-vocab-size-divisible-by", 128) * tp
     padded = math.ceil(vocab / multiple) * multiple
     if padded != vocab:
         key += f", padded to a multiple of {multiple} (make-vocab-size-divisible-by x tp)"
@@ -359,7 +368,7 @@ def _model(f: _Flags, name: str, tp: int) -> dict[str, Any]:
     }
     experts = f.whole("num-experts")
     if experts:
-        expert_ff = f.whole("moe-ffn-hidden-size", model["d_ff"]["value"]) or 1
+        expert_ff = f.count("moe-ffn-hidden-size", model["d_ff"]["value"])
         shared = f.whole("moe-shared-expert-intermediate-size", 0) or 0
         if shared % expert_ff:
             raise InputError(
@@ -368,7 +377,7 @@ def _model(f: _Flags, name: str, tp: int) -> dict[str, Any]:
             )
         model["moe"] = {
             "experts": sourced(experts, o, "--num-experts"),
-            "experts_per_token": sourced(f.whole("moe-router-topk", 2), o, "--moe-router-topk"),
+            "experts_per_token": sourced(f.count("moe-router-topk", 2), o, "--moe-router-topk"),
             "expert_d_ff": sourced(expert_ff, o, "--moe-ffn-hidden-size"),
             "shared_experts": sourced(
                 shared // expert_ff, o, "--moe-shared-expert-intermediate-size"
@@ -410,7 +419,7 @@ def _recompute(f: _Flags, notes: list[str]) -> str | None:
     if granularity != "full":
         raise InputError(f"{f.origin}: --recompute-granularity takes full or selective")
     method = f.text("recompute-method", "uniform")
-    n = f.whole("recompute-num-layers", 1)
+    n = f.count("recompute-num-layers", 1)
     if method == "uniform" and n == 1:
         return "full"
     if method == "block":
@@ -467,12 +476,11 @@ def _execution(f: _Flags, notes: list[str], dp_m: int) -> dict[str, Any]:
 
 
 def _interleave(f: _Flags, layers: int, pp: int) -> int:
-    v = f.whole("num-virtual-stages-per-pipeline-rank")
-    if v is not None:
-        return v
-    per_stage = f.whole("num-layers-per-virtual-pipeline-stage")
-    if per_stage is None:
+    if "num-virtual-stages-per-pipeline-rank" in f.flags:
+        return f.count("num-virtual-stages-per-pipeline-rank", 1)
+    if "num-layers-per-virtual-pipeline-stage" not in f.flags:
         return 1
+    per_stage = f.count("num-layers-per-virtual-pipeline-stage", 1)
     if layers % (pp * per_stage):
         raise InputError(
             f"{f.origin}: --num-layers-per-virtual-pipeline-stage {per_stage} does not divide "
@@ -483,10 +491,10 @@ def _interleave(f: _Flags, layers: int, pp: int) -> int:
 
 def _degrees(f: _Flags, devices: int, notes: list[str]) -> tuple[dict[str, int], int, int | None]:
     """The plan's degrees, Megatron's data parallel size and the expert tensor parallel size."""
-    tp = f.whole("tensor-model-parallel-size", 1) or 1
-    pp = f.whole("pipeline-model-parallel-size", 1) or 1
-    cp = f.whole("context-parallel-size", 1) or 1
-    ep = f.whole("expert-model-parallel-size", 1) or 1
+    tp = f.count("tensor-model-parallel-size", 1)
+    pp = f.count("pipeline-model-parallel-size", 1)
+    cp = f.count("context-parallel-size", 1)
+    ep = f.count("expert-model-parallel-size", 1)
     etp = f.whole("expert-tensor-parallel-size")
     if devices % (tp * pp * cp):
         raise InputError(
@@ -521,8 +529,8 @@ def read_megatron(text: str, origin: str, devices: int) -> Imported:
     notes: list[str] = []
     degrees, dp_m, etp = _degrees(f, devices, notes)
     spec = model_from_dict(_model(f, _name(origin), degrees["tp"]), origin)
-    mbs = f.whole("micro-batch-size", 1) or 1
-    batch = f.whole("global-batch-size", mbs * dp_m) or 1
+    mbs = f.count("micro-batch-size", 1)
+    batch = f.count("global-batch-size", mbs * dp_m)
     if batch % (mbs * dp_m):
         raise InputError(
             f"{origin}: --global-batch-size {batch} is not a multiple of --micro-batch-size "

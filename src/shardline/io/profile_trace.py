@@ -206,11 +206,12 @@ def _read_kineto(text: str, path: str) -> Trace:
     for e in events:
         if not isinstance(e, dict):
             continue
-        args = e.get("args") or {}
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
         if str(e.get("name", "")).startswith("ProfilerStep#"):
             steps += 1
-        if e.get("cat") == "cpu_op" and "Input Dims" in args and "External id" in args:
-            dims = [d for d in args["Input Dims"] if d]
+        dims_given = args.get("Input Dims") if isinstance(args, dict) else None
+        if e.get("cat") == "cpu_op" and isinstance(dims_given, list) and "External id" in args:
+            dims = [d for d in dims_given if isinstance(d, list) and d]
             shapes[args["External id"]] = " x ".join(
                 "[" + ",".join(str(x) for x in d) + "]" for d in dims
             )
@@ -221,15 +222,15 @@ def _read_kineto(text: str, path: str) -> Trace:
         cat = str(e.get("cat", "")).lower()
         if cat not in ("kernel", "gpu_memcpy", "gpu_memset"):
             continue
-        args = e.get("args") or {}
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
         kind = "kernel" if cat == "kernel" else "memcpy"
         name = str(e.get("name", ""))
         shape = shapes.get(args.get("External id"), "") if category_of(name) == "gemm" else ""
         kernels.append(
             Kernel(
                 name=name,
-                dur_s=float(e.get("dur", 0)) * 1e-6,
-                start_s=float(e.get("ts", 0)) * 1e-6,
+                dur_s=_us(e.get("dur", 0), path, f"dur of {name[:40]!r}") * 1e-6,
+                start_s=_us(e.get("ts", 0), path, f"ts of {name[:40]!r}") * 1e-6,
                 device=str(args.get("device", e.get("pid", "0"))),
                 kind=kind,
                 shape=shape,
@@ -240,12 +241,35 @@ def _read_kineto(text: str, path: str) -> Trace:
     return Trace("kineto", tuple(kernels), steps or None)
 
 
+def _us(value: Any, path: str, what: str) -> float:
+    """A Chrome-trace time (microseconds): a finite number, not negative."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InputError(f"{path}: {what} must be a number of microseconds, got {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise InputError(
+            f"{path}: {what} must be a number of microseconds, got {value!r}"
+        ) from None
+    if not math.isfinite(number) or number < 0:
+        raise InputError(f"{path}: {what} must be a finite time, not negative, got {value!r}")
+    return number
+
+
 def _find_header(text: str, path: str) -> tuple[list[str], list[list[str]]]:
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if "Name" in line and "," in line or "Operation" in line and "," in line:
             rows = list(csv.reader(io.StringIO("\n".join(lines[i:]))))
-            return [h.strip() for h in rows[0]], [r for r in rows[1:] if any(c.strip() for c in r)]
+            header = [h.strip() for h in rows[0]]
+            body = [
+                r + [""] * (len(header) - len(r)) for r in rows[1:] if any(c.strip() for c in r)
+            ]
+            if not body:
+                raise InputError(f"{path}: the profile has a header and no kernel rows")
+            return header, body
     raise InputError(
         f"{path}: not a profile shardline reads: a Kineto trace (.json), an nsys stats CSV "
         "(cuda_gpu_trace or cuda_gpu_kern_sum), its SQLite export, or an XLA op-stats CSV"
@@ -261,10 +285,15 @@ def _column(header: list[str], *names: str) -> int | None:
 
 
 def _number(text: str, path: str, what: str) -> float:
+    import math
+
     try:
-        return float(text.replace(",", "").strip())
+        value = float(text.replace(",", "").strip())
     except ValueError:
         raise InputError(f"{path}: {what} {text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"{path}: {what} {text!r} must be a finite number, not negative")
+    return value
 
 
 def _read_csv(text: str, path: str) -> Trace:

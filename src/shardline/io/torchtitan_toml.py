@@ -123,6 +123,12 @@ class _Toml:
             )
         return value
 
+    def count(self, section: str, key: str, default: int) -> int:
+        value = self.int(section, key, default)
+        if value < 1:
+            raise InputError(f"{self.origin}: {section}.{key} must be a positive whole number")
+        return value
+
 
 def _unknown(data: dict[str, Any]) -> list[str]:
     out = []
@@ -213,7 +219,7 @@ def _degrees(t: _Toml, devices: int, notes: list[str]) -> tuple[dict[str, int], 
         "pp": t.int("parallelism", "pipeline_parallel_degree", 1),
     }
     mesh = fill_rest(raw, devices, t.origin)
-    ep = t.int("parallelism", "expert_parallel_degree", 1)
+    ep = t.count("parallelism", "expert_parallel_degree", 1)
     etp = t.get("parallelism", "expert_tensor_parallel_degree")
     if mesh["shard"] % ep:
         raise InputError(
@@ -242,12 +248,15 @@ def read_torchtitan(text: str, origin: str, devices: int) -> Imported:
     spec, _source = named_model(("torchtitan", str(name)), str(flavor), origin, f"{name} flavor")
     notes: list[str] = []
     degrees, data_ranks, etp = _degrees(t, devices, notes)
-    local = t.get("training", "local_batch_size")
-    if local is None:
-        local = t.int("training", "batch_size", 8)
+    if "local_batch_size" in data.get("training", {}):
+        local = t.count("training", "local_batch_size", 8)
+    else:
+        local = t.count("training", "batch_size", 8)
     global_batch = t.int("training", "global_batch_size", -1)
+    if global_batch != -1 and global_batch < 1:
+        raise InputError(f"{origin}: training.global_batch_size must be positive (or -1)")
     if global_batch == -1:
-        global_batch = local * data_ranks * t.int("training", "gradient_accumulation_steps", 1)
+        global_batch = local * data_ranks * t.count("training", "gradient_accumulation_steps", 1)
     if global_batch % (local * data_ranks):
         raise InputError(
             f"{origin}: training.global_batch_size {global_batch} is not a multiple of the local "
@@ -256,7 +265,7 @@ def read_torchtitan(text: str, origin: str, devices: int) -> Imported:
     accumulation = global_batch // (local * data_ranks)
     microbatches = accumulation
     if degrees["pp"] > 1:
-        pp_mbs = t.int("parallelism", "pipeline_parallel_microbatch_size", 1)
+        pp_mbs = t.count("parallelism", "pipeline_parallel_microbatch_size", 1)
         if local % pp_mbs:
             raise InputError(
                 f"{origin}: pipeline_parallel_microbatch_size {pp_mbs} does not divide the local "
@@ -271,7 +280,7 @@ def read_torchtitan(text: str, origin: str, devices: int) -> Imported:
         degrees=degrees,
         batch=global_batch,
         microbatches=microbatches,
-        seq_len=t.int("training", "seq_len", 2048),
+        seq_len=t.count("training", "seq_len", 2048),
         dtype=_dtype(t, notes),
         execution=execution,
         etp=etp,
