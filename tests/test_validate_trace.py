@@ -155,3 +155,29 @@ def test_not_a_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     code, out, err = run_cli(capsys, "validate", "--trace", str(path))
     assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1
     assert read_trace(str(KINETO)).format == "kineto"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "says"),
+    [
+        (
+            "bad_ts.json",
+            '{"traceEvents":[{"ph":"X","cat":"kernel","name":"g","ts":"a","dur":1}]}',
+            "ts of",
+        ),
+        (
+            "no_kernels.json",
+            '{"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm"}]}',
+            "no GPU",
+        ),
+        ("nan.csv", "Start (ns),Duration (ns),Name\n1,nan,gemm\n", "finite"),
+        ("empty.csv", "Start (ns),Duration (ns),Name\n", "no kernel rows"),
+    ],
+)
+def test_bad_profiles_are_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, says: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    code, out, err = run_cli(capsys, "validate", "--trace", str(path))
+    assert code == 2 and out == "" and says in err and err.count("\n") == 1
