@@ -323,3 +323,58 @@ def test_search_emit_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[s
     code, text, err = run_cli(capsys, "search", "--from", str(out), *argv[2:], "--json")
     assert code == 0, err
     assert json.loads(text)["from"]["format"] == "megatron"
+
+
+# --- Megatron-Bridge / NeMo 2 override sets ---------------------------------------------------
+
+BRIDGE = (
+    "python examples/recipes/llama/pretrain_llama3_8b.py \\\n"
+    "  model.tensor_model_parallel_size=2 model.pipeline_model_parallel_size=1 \\\n"
+    "  model.context_parallel_size=1 model.sequence_parallel=true \\\n"
+    "  train.micro_batch_size=1 train.global_batch_size=128 model.seq_length=8192 \\\n"
+    "  mixed_precision=bf16_mixed ddp.use_distributed_optimizer=true \\\n"
+    "  model.recompute_granularity=selective optimizer.lr=3e-4 model.mystery_knob=3\n"
+)
+SAME_AS_FLAGS = (
+    "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+    "--group-query-attention --num-query-groups 8 --swiglu --normalization RMSNorm "
+    "--position-embedding-type rope --untie-embeddings-and-output-weights --vocab-size 128256 "
+    "--tensor-model-parallel-size 2 --sequence-parallel --micro-batch-size 1 "
+    "--global-batch-size 128 --seq-length 8192 --bf16 --use-distributed-optimizer "
+    "--recompute-granularity selective\n"
+)
+
+
+def test_bridge_override_set_is_the_megatron_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bridge = _write(tmp_path, "run.sh", BRIDGE)
+    flags = _write(tmp_path, "args.txt", SAME_AS_FLAGS)
+    common = ["--hw", "h100-sxm", "--devices", "16"]
+    got = _plan_json(capsys, "--from", bridge, *common)
+    want = _plan_json(capsys, "--from", flags, *common)
+    assert got["from"]["format"] == "megatron-bridge" and got["from"]["model"] == "llama-3.1-8b"
+    assert got["from"]["unknown"] == ["model.mystery_knob"]  # optimizer.lr: no effect, passed over
+    # dp = 16 / tp 2 = 8; microbatches = 128 / (1 x 8) = 16
+    assert got["plans"][0]["degrees"]["dp"] == 8 and got["plans"][0]["microbatches"] == 16
+    assert got["plans"][0]["predicted_s"] == want["plans"][0]["predicted_s"]
+
+
+def test_nemo2_names_and_missing_layout(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "nemo.txt",
+        "--factory llama3_70b trainer.strategy.tensor_model_parallel_size=4 "
+        "trainer.strategy.pipeline_model_parallel_size=2 "
+        "trainer.strategy.context_parallel_size=1 data.micro_batch_size=1 "
+        "data.global_batch_size=64 data.seq_length=4096\n",
+    )
+    got = read_config(path, 32)
+    assert got.model.name == "llama-3.1-70b"
+    # dp = 32 / (4 x 2) = 4; microbatches = 64 / (1 x 4) = 16
+    assert got.degrees["tp"] == 4 and got.degrees["dp"] == 4 and got.microbatches == 16
+    short = _write(
+        tmp_path, "short.txt", "--factory llama3_70b model.tensor_model_parallel_size=4\n"
+    )
+    with pytest.raises(InputError, match="train.micro_batch_size"):
+        read_config(short, 32)

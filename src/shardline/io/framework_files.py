@@ -1,12 +1,13 @@
 """Which framework a configuration file is written for, and its reader and writer
-(shardline.io.megatron_args, shardline.io.torchtitan_toml, shardline.io.maxtext_yaml; the values
-they share are in shardline.io.framework_config)."""
+(shardline.io.megatron_args, shardline.io.bridge_overrides, shardline.io.torchtitan_toml,
+shardline.io.maxtext_yaml; the values they share are in shardline.io.framework_config)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from shardline.errors import InputError
+from shardline.io.bridge_overrides import looks_like_bridge, read_bridge
 from shardline.io.framework_config import FORMATS, Imported, LaunchLayout
 from shardline.io.maxtext_yaml import emit_maxtext, read_maxtext
 from shardline.io.megatron_args import emit_megatron, read_megatron
@@ -17,19 +18,23 @@ __all__ = ["detect_format", "read_config", "emit_config"]
 
 def detect_format(path: str, text: str) -> str:
     """The format of a configuration: by suffix (.toml torchtitan, .yml/.yaml MaxText), else by
-    content (Megatron-LM's --num-layers, or MaxText key=value overrides of train.py)."""
+    content (Megatron-Bridge's dotted model.X=V overrides, Megatron-LM's --num-layers, or MaxText
+    key=value overrides of train.py)."""
     suffix = Path(path).suffix.lower()
     if suffix == ".toml":
         return "torchtitan"
     if suffix in (".yml", ".yaml"):
         return "maxtext"
+    if looks_like_bridge(text):
+        return "megatron-bridge"
     if "--num-layers" in text or "--tensor-model-parallel-size" in text:
         return "megatron"
     if "train.py" in text and "=" in text and ("MaxText" in text or "maxtext" in text):
         return "maxtext"
     raise InputError(
         f"{path}: not a configuration shardline reads: a Megatron-LM argument list (with "
-        "--num-layers), a torchtitan .toml or a MaxText .yml"
+        "--num-layers), a Megatron-Bridge override set (model.X=V), a torchtitan .toml or a "
+        "MaxText .yml"
     )
 
 
@@ -42,6 +47,8 @@ def read_config(path: str, devices: int) -> Imported:
     kind = detect_format(path, text)
     if kind == "megatron":
         return read_megatron(text, path, devices)
+    if kind == "megatron-bridge":
+        return read_bridge(text, path, devices)
     if kind == "torchtitan":
         return read_torchtitan(text, path, devices)
     return read_maxtext(text, path, devices)

@@ -22,8 +22,9 @@ from typing import Any
 
 from shardline.errors import InputError
 from shardline.io.framework_config import Imported, LaunchLayout, plain_model, sourced
+from shardline.workload.modelspec import ModelSpec
 
-__all__ = ["read_megatron", "emit_megatron", "parse_args_text", "IGNORED"]
+__all__ = ["read_megatron", "read_megatron_flags", "emit_megatron", "parse_args_text", "IGNORED"]
 
 # flags that never take a value (so the next word is not read as one)
 SWITCHES = frozenset(
@@ -523,12 +524,25 @@ def _degrees(f: _Flags, devices: int, notes: list[str]) -> tuple[dict[str, int],
 
 def read_megatron(text: str, origin: str, devices: int) -> Imported:
     """The plan of one Megatron-LM argument list over `devices` GPUs."""
+    return read_megatron_flags(parse_args_text(text, origin), origin, devices)
+
+
+def read_megatron_flags(
+    flags: dict[str, str | bool],
+    origin: str,
+    devices: int,
+    spec: ModelSpec | None = None,
+    notes: list[str] | None = None,
+) -> Imported:
+    """The plan of Megatron-LM's flags ({flag: value, or True for a switch}); `spec` the model
+    where it comes from elsewhere (a recipe's name), else the flags' shape."""
     from shardline.models.catalog import model_from_dict
 
-    f = _Flags(parse_args_text(text, origin), origin)
-    notes: list[str] = []
+    f = _Flags(flags, origin)
+    notes = list(notes or [])
     degrees, dp_m, etp = _degrees(f, devices, notes)
-    spec = model_from_dict(_model(f, _name(origin), degrees["tp"]), origin)
+    if spec is None:
+        spec = model_from_dict(_model(f, _name(origin), degrees["tp"]), origin)
     mbs = f.count("micro-batch-size", 1)
     batch = f.count("global-batch-size", mbs * dp_m)
     if batch % (mbs * dp_m):
