@@ -181,3 +181,13 @@ def test_bad_profiles_are_one_error_line(
     path.write_text(text)
     code, out, err = run_cli(capsys, "validate", "--trace", str(path))
     assert code == 2 and out == "" and says in err and err.count("\n") == 1
+
+
+def test_html_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "trace.html"
+    payload = _validate(capsys, "--trace", str(KINETO), "--html", str(page))
+    text = page.read_text()
+    assert payload["html"] == str(page)
+    # one bar pair per category, the largest kernel in the table, nothing fetched
+    assert text.count("<rect ") == 2 * len(payload["categories"])
+    assert "sm90_xmma_gemm" in text and "<script" not in text and "http" not in text

@@ -88,6 +88,12 @@ def _add_trace_args(val: argparse.ArgumentParser) -> None:
         help="--trace: training steps the trace holds (default: its ProfilerStep annotations, "
         "else 1); the prediction is N steps",
     )
+    group.add_argument(
+        "--html",
+        default=None,
+        metavar="FILE.html",
+        help="--trace: also draw measured against predicted per category as an offline page",
+    )
     add_from_arg(val)
     add_workload_args(val)
     add_degree_args(val)
@@ -202,10 +208,21 @@ def _run_trace(args: argparse.Namespace) -> int:
     from shardline.io.profile_trace import compare, read_trace
     from shardline.report.framework_text import render_trace
 
+    html = None
+    if args.html is not None:
+        from shardline.io.tables import check_output_path
+
+        html = check_output_path(args.html, [args.trace], force=args.force, suffixes=(".html",))
     trace = read_trace(args.trace)
     best = _trace_plan(args)
     steps = positive_arg(args.steps, "--steps") if args.steps is not None else trace.steps or 1
     payload = {"trace": args.trace, **compare(trace, best, steps)}
+    if html is not None:
+        from shardline.cli.common import write_text
+        from shardline.report.framework_text import render_trace_html
+
+        write_text(html, render_trace_html(payload))
+        payload["html"] = str(html)
     if args.json:
         emit_json(payload)
     else:

@@ -82,3 +82,57 @@ def render_trace(p: dict[str, Any]) -> str:
             f"largest gap: {gap['category']}, measured {side} predicted by {_s(abs(delta))}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def render_trace_html(p: dict[str, Any]) -> str:
+    """`validate --trace --html`: one offline page (no script): measured against predicted per
+    category as bars, and the largest kernels as a table."""
+    from html import escape
+
+    rows = p["categories"]
+    top = max(
+        [r[k] for r in rows for k in ("measured_s", "predicted_s") if r[k] is not None] or [1.0]
+    )
+    width, left, bar_h = 520.0, 110.0, 14
+    height = len(rows) * (2 * bar_h + 12) + 30
+    svg = [
+        f'<svg width="{left + width + 120:.0f}" height="{height}" role="img" '
+        'aria-label="measured against predicted per category">'
+    ]
+    y = 10
+    for r in rows:
+        svg.append(f'<text x="0" y="{y + bar_h + 4}" font-size="13">{escape(r["category"])}</text>')
+        for key, color, dy in (("measured_s", "#1f77b4", 0), ("predicted_s", "#ff7f0e", bar_h + 2)):
+            value = r[key]
+            w = 0.0 if value is None or top <= 0 else width * value / top
+            svg.append(
+                f'<rect x="{left}" y="{y + dy}" width="{w:.1f}" height="{bar_h}" fill="{color}">'
+                f"<title>{escape(key)} {escape(_s(value))}</title></rect>"
+                f'<text x="{left + w + 4:.1f}" y="{y + dy + bar_h - 3}" font-size="11">'
+                f"{escape(_s(value))}</text>"
+            )
+        y += 2 * bar_h + 12
+    svg.append("</svg>")
+    table = ["<table><tr><th>time</th><th>launches</th><th>category</th><th>kernel</th></tr>"]
+    for k in p["largest_kernels"]:
+        table.append(
+            f"<tr><td>{escape(_s(k['measured_s']))}</td><td>{k['kernels']}</td>"
+            f"<td>{escape(k['category'])}</td>"
+            f"<td>{escape(k['name'])} {escape(k['shape'])}</td></tr>"
+        )
+    table.append("</table>")
+    title = f"shardline validate --trace {p['trace']}"
+    against = f"against plan {p['plan']}" if p["plan"] else "measured only"
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;text-align:left}"
+        "</style></head><body>"
+        f"<h1>{escape(title)}</h1><p>{escape(p['format'])}, {p['steps']} step(s), "
+        f"{escape(against)}; measured (blue) is the trace's kernel durations summed, predicted "
+        "(orange) the plan's</p>"
+        + "".join(svg)
+        + "<h2>Largest kernels</h2>"
+        + "".join(table)
+        + "</body></html>\n"
+    )
