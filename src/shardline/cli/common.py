@@ -275,7 +275,9 @@ def _model_workload(args: argparse.Namespace, model: str | None, seq_len: int | 
         raise InputError(f"give a WORKLOAD file or --model, not both ({args.workload}, {model})")
     if args.sheet is not None:
         raise InputError("--sheet applies to .xlsx workloads, not to --model")
-    spec = spec if spec is not None else load_model(model)
+    if spec is None:
+        assert model is not None  # checked above
+        spec = load_model(model)
     batch = count_arg(args.batch, "--batch") or DEFAULT_BATCH
     table = transformer_table(spec, batch=batch, seq_len=seq_len or DEFAULT_SEQ_LEN)
     data = {"name": spec.name, "phase": args.phase or DEFAULT_PHASE, "transformer": table}

@@ -217,9 +217,9 @@ def read_bridge(text: str, origin: str, devices: int) -> Imported:
         if left_out
         else []
     )
-    got = read_megatron_flags(flags, origin, devices, spec=spec, notes=notes)
-    unknown += [origin_of.get(f.removeprefix("--"), f) for f in got.unknown]
-    read: Any = tuple(dict.fromkeys(origin_of.get(f.removeprefix("--"), f) for f in got.read))
+    imported = read_megatron_flags(flags, origin, devices, spec=spec, notes=notes)
+    unknown += [origin_of.get(f.removeprefix("--"), f) for f in imported.unknown]
+    read = tuple(dict.fromkeys(origin_of.get(f.removeprefix("--"), f) for f in imported.read))
     from dataclasses import replace
 
-    return replace(got, format="megatron-bridge", unknown=tuple(unknown), read=read)
+    return replace(imported, format="megatron-bridge", unknown=tuple(unknown), read=read)

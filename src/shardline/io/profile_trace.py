@@ -206,10 +206,10 @@ def _read_kineto(text: str, path: str) -> Trace:
     for e in events:
         if not isinstance(e, dict):
             continue
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        args = _args(e)
         if str(e.get("name", "")).startswith("ProfilerStep#"):
             steps += 1
-        dims_given = args.get("Input Dims") if isinstance(args, dict) else None
+        dims_given = args.get("Input Dims")
         if e.get("cat") == "cpu_op" and isinstance(dims_given, list) and "External id" in args:
             dims = [d for d in dims_given if isinstance(d, list) and d]
             shapes[args["External id"]] = " x ".join(
@@ -222,7 +222,7 @@ def _read_kineto(text: str, path: str) -> Trace:
         cat = str(e.get("cat", "")).lower()
         if cat not in ("kernel", "gpu_memcpy", "gpu_memset"):
             continue
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        args = _args(e)
         kind = "kernel" if cat == "kernel" else "memcpy"
         name = str(e.get("name", ""))
         shape = shapes.get(args.get("External id"), "") if category_of(name) == "gemm" else ""
@@ -239,6 +239,11 @@ def _read_kineto(text: str, path: str) -> Trace:
     if not kernels:
         raise InputError(f"{path}: no GPU kernels (events of category 'kernel') in the trace")
     return Trace("kineto", tuple(kernels), steps or None)
+
+
+def _args(event: dict[str, Any]) -> dict[str, Any]:
+    args = event.get("args")
+    return args if isinstance(args, dict) else {}
 
 
 def _us(value: Any, path: str, what: str) -> float:

@@ -115,7 +115,7 @@ class _Toml:
         self.read.append(f"{section}.{key}")
         return table[key]
 
-    def int(self, section: str, key: str, default: int) -> int:
+    def whole(self, section: str, key: str, default: int) -> int:
         value = self.get(section, key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise InputError(
@@ -124,7 +124,7 @@ class _Toml:
         return value
 
     def count(self, section: str, key: str, default: int) -> int:
-        value = self.int(section, key, default)
+        value = self.whole(section, key, default)
         if value < 1:
             raise InputError(f"{self.origin}: {section}.{key} must be a positive whole number")
         return value
@@ -212,11 +212,11 @@ def _execution(t: _Toml, notes: list[str], layers: int, pp: int) -> dict[str, An
 
 def _degrees(t: _Toml, devices: int, notes: list[str]) -> tuple[dict[str, int], int, int | None]:
     raw = {
-        "dp": t.int("parallelism", "data_parallel_replicate_degree", 1),
-        "shard": t.int("parallelism", "data_parallel_shard_degree", -1),
-        "cp": t.int("parallelism", "context_parallel_degree", 1),
-        "tp": t.int("parallelism", "tensor_parallel_degree", 1),
-        "pp": t.int("parallelism", "pipeline_parallel_degree", 1),
+        "dp": t.whole("parallelism", "data_parallel_replicate_degree", 1),
+        "shard": t.whole("parallelism", "data_parallel_shard_degree", -1),
+        "cp": t.whole("parallelism", "context_parallel_degree", 1),
+        "tp": t.whole("parallelism", "tensor_parallel_degree", 1),
+        "pp": t.whole("parallelism", "pipeline_parallel_degree", 1),
     }
     mesh = fill_rest(raw, devices, t.origin)
     ep = t.count("parallelism", "expert_parallel_degree", 1)
@@ -252,7 +252,7 @@ def read_torchtitan(text: str, origin: str, devices: int) -> Imported:
         local = t.count("training", "local_batch_size", 8)
     else:
         local = t.count("training", "batch_size", 8)
-    global_batch = t.int("training", "global_batch_size", -1)
+    global_batch = t.whole("training", "global_batch_size", -1)
     if global_batch != -1 and global_batch < 1:
         raise InputError(f"{origin}: training.global_batch_size must be positive (or -1)")
     if global_batch == -1:
