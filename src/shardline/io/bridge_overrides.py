@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
 
 from shardline.errors import InputError
 from shardline.io.framework_config import Imported, named_model
