@@ -10,7 +10,8 @@ from shardline.errors import InputError
 from shardline.io.bridge_overrides import looks_like_bridge, read_bridge
 from shardline.io.framework_config import FORMATS, Imported, LaunchLayout
 from shardline.io.maxtext_yaml import emit_maxtext, read_maxtext
-from shardline.io.megatron_args import emit_megatron, read_megatron
+from shardline.io.megatron_args import read_megatron
+from shardline.io.megatron_emit import emit_megatron
 from shardline.io.torchtitan_toml import emit_torchtitan, read_torchtitan
 
 __all__ = ["detect_format", "read_config", "emit_config"]

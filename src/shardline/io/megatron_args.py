@@ -1,6 +1,8 @@
 """Megatron-LM's command line (NVIDIA/Megatron-LM megatron/training/arguments.py): read an
 argument list (the args text, one or many lines, or a train.sh that holds them, with its shell
-variables `NAME=value` substituted) into the plan it describes, and write a plan back as one.
+variables `NAME=value` substituted) into the plan it describes (writing one:
+shardline.io.megatron_emit). The flag tables (switches, flags without effect on the step time,
+flags not modelled) are data: megatron_flags.toml.
 
 Megatron's rules used here (arguments.py and megatron/training/tokenizer/tokenizer.py):
 - data parallel = devices / (tensor x pipeline x context); experts split the data-parallel ranks
@@ -18,166 +20,43 @@ from __future__ import annotations
 import math
 import re
 import shlex
+import tomllib
+from functools import cache
+from importlib.resources import files
 from typing import Any
 
 from shardline.errors import InputError
-from shardline.io.framework_config import Imported, LaunchLayout, plain_model, sourced
+from shardline.io.framework_config import Imported, sourced
 from shardline.workload.modelspec import ModelSpec
 
-__all__ = ["read_megatron", "read_megatron_flags", "emit_megatron", "parse_args_text", "IGNORED"]
+__all__ = [
+    "read_megatron",
+    "read_megatron_flags",
+    "parse_args_text",
+    "switches",
+    "ignored",
+    "not_modelled",
+]
 
-# flags that never take a value (so the next word is not read as one)
-SWITCHES = frozenset(
-    [
-        "bf16",
-        "fp16",
-        "swiglu",
-        "sequence-parallel",
-        "use-distributed-optimizer",
-        "overlap-grad-reduce",
-        "overlap-param-gather",
-        "tp-comm-overlap",
-        "untie-embeddings-and-output-weights",
-        "group-query-attention",
-        "qk-layernorm",
-        "use-flash-attn",
-        "disable-bias-linear",
-        "add-qkv-bias",
-        "recompute-activations",
-        "use-mcore-models",
-        "use-legacy-models",
-        "use-rotary-position-embeddings",
-        "enable-cuda-graph",
-        "accumulate-allreduce-grads-in-fp32",
-        "moe-enable-deepep",
-        "overlap-moe-expert-parallel-comm",
-        "moe-router-enable-expert-bias",
-        "use-torch-fsdp2",
-        "use-megatron-fsdp",
-        "multi-latent-attention",
-        "no-masked-softmax-fusion",
-        "no-bias-gelu-fusion",
-        "no-bias-swiglu-fusion",
-        "no-gradient-accumulation-fusion",
-        "no-async-tensor-model-parallel-allreduce",
-        "no-rope-fusion",
-        "use-precision-aware-optimizer",
-        "manual-gc",
-        "moe-grouped-gemm",
-        "moe-permute-fusion",
-        "cross-entropy-loss-fusion",
-        "mock-data",
-        "use-checkpoint-args",
-        "no-load-optim",
-        "no-load-rng",
-        "no-save-optim",
-        "no-save-rng",
-        "log-throughput",
-        "log-timers-to-tensorboard",
-        "log-memory-to-tensorboard",
-        "log-validation-ppl-to-tensorboard",
-        "use-dist-ckpt",
-        "tp-comm-overlap-ag",
-        "tp-comm-overlap-rs",
-        "moe-pad-expert-input-to-capacity",
-        "no-create-attention-mask-in-dataloader",
-        "apply-query-key-layer-scaling",
-    ]
-)
 
-# flags read but without effect on the step time (data, checkpoints, logging, learning rate)
-IGNORED = (
-    "lr",
-    "min-lr",
-    "lr-",
-    "weight-decay",
-    "clip-grad",
-    "adam-",
-    "init-method-std",
-    "save",
-    "load",
-    "data-",
-    "split",
-    "log-",
-    "eval-",
-    "tensorboard",
-    "wandb-",
-    "tokenizer-",
-    "vocab-file",
-    "merge-file",
-    "train-iters",
-    "train-samples",
-    "seed",
-    "exit-",
-    "distributed-backend",
-    "attention-dropout",
-    "hidden-dropout",
-    "ckpt-",
-    "dist-ckpt",
-    "mock-data",
-    "use-mcore-models",
-    "use-checkpoint-args",
-    "no-load-",
-    "no-save-",
-    "manual-gc",
-    "timing-log",
-    "profile",
-    "rerun-",
-    "distributed-timeout-minutes",
-    "norm-epsilon",
-    "rotary-base",
-    "rotary-percent",
-    "use-rope-scaling",
-    "max-position-embeddings",
-    "no-create-attention-mask-in-dataloader",
-    "transformer-impl",
-    "use-legacy-models",
-    "use-flash-attn",
-    "apply-query-key-layer-scaling",
-    "moe-aux-loss-coeff",
-    "moe-z-loss-coeff",
-    "moe-router-load-balancing-type",
-    "moe-router-score-function",
-    "moe-router-dtype",
-    "moe-router-bias-update-rate",
-    "moe-router-pre-softmax",
-    "moe-router-topk-scaling-factor",
-    "moe-grouped-gemm",
-    "moe-permute-fusion",
-    "cross-entropy-loss-fusion",
-    "use-precision-aware-optimizer",
-    "nproc_per_node",
-    "nproc-per-node",
-    "nnodes",
-    "node_rank",
-    "node-rank",
-    "master_addr",
-    "master-addr",
-    "master_port",
-    "master-port",
-    "rdzv",
-)
+@cache
+def _tables() -> dict[str, Any]:
+    """megatron_flags.toml: the switches, the ignored flags and the not-modelled ones."""
+    text = files("shardline.io").joinpath("megatron_flags.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
 
-# the performance flags read but not modelled, each with what the plan does instead
-NOT_MODELLED = {
-    "overlap-grad-reduce": "the plan overlaps the data-parallel gradient reduction with the "
-    "backward pass by its own rule, with or without this flag",
-    "overlap-param-gather": "the plan overlaps the parameter all-gather by its own rule",
-    "disable-bias-linear": "biases are not in the [transformer] template (under 0.1% of weights)",
-    "add-qkv-bias": "biases are not in the [transformer] template (under 0.1% of weights)",
-    "no-masked-softmax-fusion": "kernel fusions are not modelled one by one",
-    "no-bias-gelu-fusion": "kernel fusions are not modelled one by one",
-    "no-bias-swiglu-fusion": "kernel fusions are not modelled one by one",
-    "no-rope-fusion": "kernel fusions are not modelled one by one",
-    "no-gradient-accumulation-fusion": "kernel fusions are not modelled one by one",
-    "tp-comm-overlap-ag": "--tp-comm-overlap's parts are not priced apart",
-    "tp-comm-overlap-rs": "--tp-comm-overlap's parts are not priced apart",
-    "moe-pad-expert-input-to-capacity": "routing is dropless and balanced in the plan",
-    "moe-expert-capacity-factor": "routing is dropless and balanced in the plan",
-    "moe-token-drop-policy": "routing is dropless and balanced in the plan",
-    "attention-backend": "the attention kernel follows --attention-kernel (Megatron's default, "
-    "cuDNN fused attention)",
-}
+
+def switches() -> frozenset[str]:
+    return frozenset(_tables()["switches"])
+
+
+def ignored() -> tuple[str, ...]:
+    return tuple(_tables()["ignored"])
+
+
+def not_modelled() -> dict[str, str]:
+    return dict(_tables()["not_modelled"])
+
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -230,7 +109,7 @@ def parse_args_text(text: str, origin: str) -> dict[str, str | bool]:
         name, eq, value = word[2:].partition("=")
         if eq:
             flags[name] = value
-        elif name not in SWITCHES and i < len(words) and _is_value(words[i]):
+        elif name not in switches() and i < len(words) and _is_value(words[i]):
             flags[name] = words[i]
             i += 1
         else:
@@ -556,11 +435,11 @@ def read_megatron_flags(
     execution = _execution(f, notes, dp_m)
     execution["interleave"] = _interleave(f, spec.layers, degrees["pp"])
     dtype = _dtype(f)
-    for flag, why in NOT_MODELLED.items():
+    for flag, why in not_modelled().items():
         if flag in f.flags:
             f.used.append(flag)
             notes.append(f"--{flag}: {why}")
-    unknown = [f"--{k}" for k in f.flags if k not in f.used and not k.startswith(IGNORED)]
+    unknown = [f"--{k}" for k in f.flags if k not in f.used and not k.startswith(ignored())]
     return Imported(
         format="megatron",
         origin=origin,
@@ -582,147 +461,3 @@ def _name(origin: str) -> str:
     from pathlib import Path
 
     return Path(origin).stem or "megatron-model"
-
-
-# --- writing ---------------------------------------------------------------------------------
-
-
-def _model_flags(layout: LaunchLayout) -> list[str]:
-    s = layout.model
-    tp = layout.degrees.get("tp", 1)
-    out = [
-        f"--num-layers {s.layers}",
-        f"--hidden-size {s.d_model}",
-        f"--ffn-hidden-size {s.d_ff}",
-        f"--num-attention-heads {s.heads}",
-        f"--kv-channels {s.head_dim}",
-    ]
-    if s.kv_heads != s.heads:
-        out += ["--group-query-attention", f"--num-query-groups {s.kv_heads}"]
-    if s.gated:
-        out.append("--swiglu")
-    out.append(f"--normalization {'RMSNorm' if s.norm == 'rmsnorm' else 'LayerNorm'}")
-    out.append(f"--position-embedding-type {'rope' if s.rotary else 'learned_absolute'}")
-    if not s.tied_embeddings:
-        out.append("--untie-embeddings-and-output-weights")
-    if s.qk_norm:
-        out.append("--qk-layernorm")
-    divisible = 128 if s.vocab % (128 * tp) == 0 else 1
-    out += [f"--vocab-size {s.vocab}", f"--make-vocab-size-divisible-by {divisible}"]
-    if s.moe is not None:
-        m = s.moe
-        out += [
-            f"--num-experts {m.experts}",
-            f"--moe-router-topk {m.experts_per_token}",
-            f"--moe-ffn-hidden-size {m.expert_d_ff}",
-        ]
-        if m.shared_experts:
-            out.append(f"--moe-shared-expert-intermediate-size {m.shared_experts * m.expert_d_ff}")
-        if m.dense_layers_first:
-            k = m.dense_layers_first
-            out.append(f"--moe-layer-freq '([0]*{k}+[1]*{s.layers - k})'")
-        if m.router_bias:
-            out.append("--moe-router-enable-expert-bias")
-    return out
-
-
-def _precision_flags(dtype: str) -> list[str]:
-    flags = {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format hybrid"]}
-    if dtype == "fp32":
-        return []
-    if dtype not in flags:
-        raise InputError(f"--emit megatron: dtype {dtype} has no Megatron-LM flag")
-    return flags[dtype]
-
-
-def _layout_flags(layout: LaunchLayout) -> list[str]:
-    d, ex = layout.degrees, layout.execution
-    if d.get("fsdp", 1) > 1 and d.get("dp", 1) > 1:
-        raise InputError("--emit megatron: dp and fsdp both above 1 (HSDP) is not written")
-    out = [
-        f"--tensor-model-parallel-size {d.get('tp', 1)}",
-        f"--pipeline-model-parallel-size {d.get('pp', 1)}",
-        f"--context-parallel-size {d.get('cp', 1)}",
-        f"--expert-model-parallel-size {d.get('ep', 1)}",
-    ]
-    if ex.interleave > 1:
-        out.append(f"--num-virtual-stages-per-pipeline-rank {ex.interleave}")
-    out += [
-        f"--micro-batch-size {layout.microbatch_size}",
-        f"--global-batch-size {layout.batch}",
-        f"--seq-length {layout.seq_len}",
-        f"--max-position-embeddings {layout.seq_len}",
-    ]
-    if d.get("fsdp", 1) > 1:
-        out += ["--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads_params"]
-    return out
-
-
-def _execution_flags(layout: LaunchLayout) -> list[str]:
-    ex = layout.execution
-    out: list[str] = []
-    if ex.sequence_parallel:
-        out.append("--sequence-parallel")
-    if ex.tp_overlap:
-        out.append("--tp-comm-overlap")
-    if ex.zero == 1:
-        out.append("--use-distributed-optimizer")
-    elif ex.zero > 1:
-        raise InputError(f"--emit megatron: ZeRO stage {ex.zero} has no Megatron-LM flag")
-    recompute = {
-        "none": [],
-        "selective": ["--recompute-granularity selective"],
-        "full": [
-            "--recompute-granularity full",
-            "--recompute-method uniform",
-            "--recompute-num-layers 1",
-        ],
-    }
-    if ex.recompute not in recompute:
-        raise InputError(f"--emit megatron: recompute policy {ex.recompute!r} has no Megatron flag")
-    out += recompute[ex.recompute]
-    if ex.cuda_graphs:
-        out.append("--enable-cuda-graph")
-    if ex.grad_reduce_dtype == "fp32":
-        out.append("--accumulate-allreduce-grads-in-fp32")
-    if layout.degrees.get("ep", 1) > 1 or layout.model.moe is not None:
-        out += _moe_exec_flags(ex)
-    if layout.degrees.get("cp", 1) > 1:
-        out.append(f"--cp-comm-type {'p2p' if ex.cp_kind == 'ring' else 'all_gather'}")
-    if ex.optimizer not in ("adam", "sgd"):
-        raise InputError(f"--emit megatron: optimizer {ex.optimizer!r} has no Megatron-LM flag")
-    out.append(f"--optimizer {ex.optimizer}")
-    return out
-
-
-def _moe_exec_flags(ex: Any) -> list[str]:
-    dispatch = {
-        "all-to-all": ["--moe-token-dispatcher-type alltoall"],
-        "hierarchical": [
-            "--moe-token-dispatcher-type flex",
-            "--moe-flex-dispatcher-backend deepep",
-        ],
-        "hybridep": ["--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend hybridep"],
-    }
-    out = list(dispatch[ex.ep_dispatch])
-    if ex.ep_overlap:
-        out.append("--overlap-moe-expert-parallel-comm")
-    return out
-
-
-def emit_megatron(layout: LaunchLayout) -> str:
-    """Megatron-LM arguments (one flag per line, continued with `\\`) of the layout."""
-    plain_model(layout.model, "megatron")
-    flags = (
-        _model_flags(layout)
-        + _layout_flags(layout)
-        + _precision_flags(layout.dtype)
-        + _execution_flags(layout)
-    )
-    head = [
-        f"# Megatron-LM arguments for {layout.model.name} on {layout.devices} GPUs, written by "
-        "`shardline plan --emit megatron`",
-        "# (pretrain_gpt.py; add the data, tokenizer, checkpoint and learning-rate flags)",
-    ]
-    body = " \\\n".join(flags)
-    return "\n".join(head) + "\n" + body + "\n"

@@ -327,32 +327,11 @@ def _toml_value(value: Any) -> str:
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def emit_torchtitan(layout: LaunchLayout) -> str:
-    """A torchtitan job TOML of the layout (its model must be a torchtitan flavor)."""
-    plain_model(layout.model, "torchtitan")
-    _check_expressible(layout)
-    named = model_name_of(layout.model, ("torchtitan",))
-    if named is None:
-        raise InputError(
-            f"--emit torchtitan: torchtitan has no flavor of {layout.model.name}'s shape "
-            "(framework_models.toml lists the flavors read)"
-        )
+def _parallelism(layout: LaunchLayout) -> dict[str, Any]:
+    """[parallelism]: the shard degree is fsdp x ep (experts split the shard ranks)."""
     d, ex = layout.degrees, layout.execution
-    data_ranks = d.get("dp", 1) * d.get("fsdp", 1) * d.get("ep", 1)
     pp = d.get("pp", 1)
     mbs = layout.microbatch_size
-    accumulation = 1 if pp > 1 else layout.microbatches
-    local = layout.batch // (data_ranks * accumulation)
-    model: dict[str, Any] = {"name": named[0], "flavor": named[1]}
-    if layout.dtype == "fp8":
-        model["converters"] = ["float8"]
-    training = {
-        "local_batch_size": local,
-        "global_batch_size": layout.batch,
-        "seq_len": layout.seq_len,
-        "mixed_precision_param": "float32" if layout.dtype == "fp32" else "bfloat16",
-        "mixed_precision_reduce": "bfloat16" if ex.grad_reduce_dtype == "bf16" else "float32",
-    }
     parallelism: dict[str, Any] = {
         "data_parallel_replicate_degree": d.get("dp", 1),
         "data_parallel_shard_degree": d.get("fsdp", 1) * d.get("ep", 1),
@@ -374,6 +353,35 @@ def emit_torchtitan(layout: LaunchLayout) -> str:
         )
     elif pp > 1:
         parallelism["pipeline_parallel_schedule"] = "1F1B"
+    return parallelism
+
+
+def emit_torchtitan(layout: LaunchLayout) -> str:
+    """A torchtitan job TOML of the layout (its model must be a torchtitan flavor)."""
+    plain_model(layout.model, "torchtitan")
+    _check_expressible(layout)
+    named = model_name_of(layout.model, ("torchtitan",))
+    if named is None:
+        raise InputError(
+            f"--emit torchtitan: torchtitan has no flavor of {layout.model.name}'s shape "
+            "(framework_models.toml lists the flavors read)"
+        )
+    d, ex = layout.degrees, layout.execution
+    data_ranks = d.get("dp", 1) * d.get("fsdp", 1) * d.get("ep", 1)
+    pp = d.get("pp", 1)
+    accumulation = 1 if pp > 1 else layout.microbatches
+    local = layout.batch // (data_ranks * accumulation)
+    model: dict[str, Any] = {"name": named[0], "flavor": named[1]}
+    if layout.dtype == "fp8":
+        model["converters"] = ["float8"]
+    training = {
+        "local_batch_size": local,
+        "global_batch_size": layout.batch,
+        "seq_len": layout.seq_len,
+        "mixed_precision_param": "float32" if layout.dtype == "fp32" else "bfloat16",
+        "mixed_precision_reduce": "bfloat16" if ex.grad_reduce_dtype == "bf16" else "float32",
+    }
+    parallelism = _parallelism(layout)
     sections = {
         "model": model,
         "training": training,
