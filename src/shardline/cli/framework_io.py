@@ -6,7 +6,6 @@ in the framework's own names) for `plan`, and `--from` for `validate --trace`
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING, Any
 
 from shardline.errors import InputError
@@ -159,10 +158,6 @@ def write_emitted(args: argparse.Namespace, text: str) -> dict[str, Any]:
     )
     write_text(out, text)
     return {"format": args.emit, "file": str(out)}
-
-
-def print_emitted(emitted: dict[str, Any]) -> None:
-    sys.stdout.write(emitted["text"])
 
 
 def emit_search_best(
