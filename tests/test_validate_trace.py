@@ -191,3 +191,34 @@ def test_html_page(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # one bar pair per category, the largest kernel in the table, nothing fetched
     assert text.count("<rect ") == 2 * len(payload["categories"])
     assert "sm90_xmma_gemm" in text and "<script" not in text and "http" not in text
+
+
+def test_against_a_framework_configuration(capsys: pytest.CaptureFixture[str]) -> None:
+    config = str(
+        Path(__file__).resolve().parent.parent / "examples/frameworks/torchtitan_llama3_8b.toml"
+    )
+    common = ["--hw", "h100-sxm", "--devices", "8"]
+    payload = _validate(capsys, "--trace", str(KINETO), "--from", config, *common)
+    code, out, err = run_cli(capsys, "plan", "--from", config, *common, "--json")
+    plan = json.loads(out)["plans"][0]
+    assert payload["predicted_step_s"] == plan["predicted_s"]
+    # torchtitan's selective 'op' recompute: its time is a row of its own, never measured
+    recompute = _by_category(payload)["recompute"]
+    assert recompute["predicted_s"] == plan["predicted_breakdown_s"]["recompute_s"] > 0
+    assert recompute["measured_s"] is None
+
+
+def test_xla_op_stats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv = tmp_path / "op_stats.csv"
+    csv.write_text(
+        "Rank,Host/device,Type,Operation,#Occurrences,Total time (us),Total self-time (us)\n"
+        "1,Device,dot,dot.12,40,900.0,800.0\n"
+        "2,Device,all-reduce,all-reduce.3,8,300.0,300.0\n"
+        "3,Device,fusion,fusion.7,120,250.0,200.0\n"
+        "4,Host,InfeedDequeue,infeed,1,50.0,50.0\n"
+    )
+    got = _by_category(_validate(capsys, "--trace", str(csv)))
+    # device rows only, their self-times: dot 800 us (GEMM), all-reduce 300 us, fusion 200 us
+    assert got["gemm"]["measured_s"] == pytest.approx(800e-6) and got["gemm"]["kernels"] == 40
+    assert got["collective"]["measured_s"] == pytest.approx(300e-6)
+    assert got["other_ops"]["measured_s"] == pytest.approx(200e-6)
