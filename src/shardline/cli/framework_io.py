@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = [
     "add_from_arg",
     "add_emit_args",
+    "add_emit_out_arg",
     "apply_from",
     "emit_plan",
     "emit_search_best",
@@ -41,6 +42,7 @@ def add_from_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def add_emit_args(parser: argparse.ArgumentParser) -> None:
+    """`plan`'s --emit FORMAT and -o FILE."""
     parser.add_argument(
         "--emit",
         default=None,
@@ -50,13 +52,20 @@ def add_emit_args(parser: argparse.ArgumentParser) -> None:
         "plan is priced with that framework's defaults unless --framework is given); to stdout, "
         "or to -o FILE",
     )
+    add_emit_out_arg(parser)
+
+
+def add_emit_out_arg(parser: argparse.ArgumentParser) -> None:
+    """-o FILE of --emit (search's --emit comes with the serving flags: an engine or, for the
+    training search, a framework)."""
     parser.add_argument(
         "-o",
         "--emit-out",
         dest="emit_out",
         default=None,
         metavar="FILE",
-        help="--emit: the file to write (with --force over an existing one)",
+        help="--emit megatron|torchtitan|maxtext: the file to write (with --force over an "
+        "existing one)",
     )
 
 

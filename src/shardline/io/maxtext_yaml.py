@@ -451,8 +451,8 @@ def emit_maxtext(layout: LaunchLayout) -> str:
     keys = _shape_keys(layout) | _run_keys(layout)
     head = (
         f"# MaxText config for {layout.model.name} on {layout.devices} chips, written by "
-        "`shardline plan --emit maxtext`\n# (over configs/base.yml; add run_name, the dataset "
-        "and base_output_directory)\n"
+        "`shardline plan|search --emit maxtext`\n"
+        "# (over configs/base.yml; add run_name, the dataset and base_output_directory)\n"
     )
     body = yaml.safe_dump(keys, sort_keys=False, default_flow_style=False)
     return head + body

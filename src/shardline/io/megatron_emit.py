@@ -147,7 +147,7 @@ def emit_megatron(layout: LaunchLayout) -> str:
     )
     head = [
         f"# Megatron-LM arguments for {layout.model.name} on {layout.devices} GPUs, written by "
-        "`shardline plan --emit megatron`",
+        "`shardline plan|search --emit megatron`",
         "# (pretrain_gpt.py; add the data, tokenizer, checkpoint and learning-rate flags)",
     ]
     body = " \\\n".join(flags)

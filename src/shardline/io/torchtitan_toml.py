@@ -391,7 +391,7 @@ def emit_torchtitan(layout: LaunchLayout) -> str:
     }
     lines = [
         f"# torchtitan job config for {layout.model.name} on {layout.devices} GPUs, written by "
-        "`shardline plan --emit torchtitan`",
+        "`shardline plan|search --emit torchtitan`",
         "# (add [job], [checkpoint], [lr_scheduler] and the dataset to train)",
     ]
     for section, table in sections.items():
