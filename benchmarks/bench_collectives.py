@@ -28,6 +28,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -56,6 +57,7 @@ class Row:
     algorithm: str
     protocol: str
     tuned: bool = True
+    source_id: str = ""
 
     @property
     def error(self) -> float:
@@ -84,15 +86,17 @@ def _flags(raw: dict[str, str]) -> dict[str, object]:
     return flags
 
 
-def predict(raw: dict[str, str]) -> Row | None:
-    """One published row priced, or None when its chip is not in the catalog."""
+def predict(raw: dict[str, str], chip: Any = None) -> Row | None:
+    """One published row priced, or None when its chip is not in the catalog; `chip`, a Chip,
+    stands in for the catalog chip (benchmarks/perop_loso.py: without the row's own source's
+    figures)."""
     from shardline.collectives import NetworkOptions, collective_cost
     from shardline.errors import InputError
     from shardline.hardware import load_chip
     from shardline.hardware.cluster import chip_with_cluster
 
     try:
-        chip = load_chip(raw["chip"])
+        chip = chip or load_chip(raw["chip"])
     except InputError:
         return None
     algorithm, nvls_off = _forced(raw["env"])
@@ -114,6 +118,7 @@ def predict(raw: dict[str, str]) -> Row | None:
         cost.algorithm,
         cost.protocol,
         raw["tuned"] == "yes",
+        raw.get("source_id", ""),
     )
 
 

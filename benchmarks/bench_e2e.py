@@ -128,6 +128,8 @@ def plan_run(
     extra |= {k: run[k] for k in OPTIONAL_PLAN_KEYWORDS if k in run}
     if run.get("framework") in framework_names():
         extra["framework"] = run["framework"]
+    if isinstance(run.get("compile"), bool):  # torch.compile fuses the ops between matmuls
+        extra["op_fusion"] = "fused" if run["compile"] else "eager"
     chip = run_chip(run, removed)
     try:
         result = plan(workload, chip, run["devices"], require_fit=False, **base, **extra)

@@ -27,6 +27,7 @@ import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
@@ -54,6 +55,7 @@ class Row:
     launch: str
     source: str
     groups: int = 1
+    source_id: str = ""
     predicted_s: float = 0.0
 
     @property
@@ -88,13 +90,16 @@ def load_rows(path: Path = DATA) -> list[Row]:
                 launch=r["launch"],
                 source=r["source"],
                 groups=int(r.get("groups") or 1),
+                source_id=r.get("source_id", ""),
             )
             for r in csv.DictReader(f)
         ]
 
 
-def predict_row(row: Row) -> Row:
-    """The row with shardline's realistic time (`shardline matmul M K N --hw CHIP ...`)."""
+def predict_row(row: Row, chip: Any = None) -> Row:
+    """The row with shardline's realistic time (`shardline matmul M K N --hw CHIP ...`); `chip`, a
+    Chip, stands in for the row's catalog chip (benchmarks/perop_loso.py: without the figures of
+    the row's own source)."""
     from dataclasses import replace
 
     from shardline.basics.options import Precision
@@ -108,13 +113,13 @@ def predict_row(row: Row) -> Row:
         result = einsum(
             GROUPED_SPEC,
             dims,
-            hw=row.chip,
+            hw=chip or row.chip,
             dtype=operand,
             dtypes={"out": row.out_dtype},
             precision=Precision(compute=row.dtype),
         )
     else:
-        result = matmul(row.m, row.k, row.n, hw=row.chip, compute_dtype=row.dtype, **dtypes)
+        result = matmul(row.m, row.k, row.n, hw=chip or row.chip, compute_dtype=row.dtype, **dtypes)
     predicted = with_prediction(result, launch=row.launch).predicted_s
     return replace(row, predicted_s=float(predicted))
 
@@ -165,8 +170,39 @@ def _summary_lines(stats: dict[str, dict[str, float]]) -> list[str]:
 def _sources(rows: list[Row]) -> list[str]:
     seen: dict[str, None] = {}
     for r in rows:
-        seen.setdefault(r.source.split(":")[0].split(" (")[0], None)
+        text = r.source.split(" ")[0] if r.source.startswith("http") else r.source.split(":")[0]
+        seen.setdefault(text.split(" (")[0], None)
     return [f"- {s}" for s in seen]
+
+
+def _error_range(rows: list[Row], source_ids: tuple[str, ...], small: bool) -> str:
+    """'a% to b%' over the rows of `source_ids` in (or out of) the small class."""
+    errors = sorted(
+        r.error for r in rows if r.source_id in source_ids and (r.shape_class == "small") == small
+    )
+    return f"{errors[0]:+.0%} to {errors[-1]:+.0%}" if errors else "-"
+
+
+def _out_of_source_notes(rows: list[Row]) -> list[str]:
+    """Residuals of the rows added as out-of-source checks (benchmarks/perop_loso.py)."""
+    triton = ("triton-issue-3672", "triton-issue-3551")
+    aiter = ("aiter-tuned-gemm",)
+    return [
+        "- Triton's matmul tutorial on A100 and H100 (cuBLAS through torch.matmul, fp16 squares): "
+        "`triton.testing.do_bench` zeroes a 256 MB buffer before every call (the L2 is cold) and "
+        "times each call between two CUDA events. The squares up to 1024 come out "
+        f"{_error_range(rows, triton, True)} (larger ones {_error_range(rows, triton, False)}): "
+        "each timed call holds a few microseconds that neither the kernel floor nor the launch "
+        "overhead accounts for, and the A100 file has no GEMM kernel floor at all (its streaming "
+        "floor stands in). No figure is fitted to them.",
+        "- AITER's tuned bf16 table on MI355X (the fastest of its asm, opus, flydsl and hipBLASLt "
+        f"kernels per shape) is predicted {_error_range(rows, aiter, False)}. Its shortest kernel "
+        "(M = 8, N = 128, K = 6144, 5.25 us; left out here) is the MI355X GEMM floor; the "
+        "launch and streaming floors are MI300X's (no MI355X figure published). What is left is "
+        "the rate: the file's achievable bf16 rate (1565 TFLOPS, stas00's best shape "
+        "12288x8192x8192) is up to three times what these mid-size shapes reach (510-880 "
+        "TFLOPS), and skinny shapes stream their weights well below the HBM rate.",
+    ]
 
 
 def section(rows: list[Row], stats: dict[str, dict[str, float]], date: str) -> str:
@@ -177,7 +213,7 @@ def section(rows: list[Row], stats: dict[str, dict[str, float]], date: str) -> s
         "",
         f"Measured on {date} with `python benchmarks/bench_gemm.py` against "
         f"`benchmarks/data/gemm_published.csv`: {s['n']:.0f} published GEMMs on "
-        "A100, H100, B200 and MI300X (bf16, fp16, fp8, int8, tf32), each with its source. "
+        "A100, H100, B200, MI300X and MI355X (bf16, fp16, fp8, int8, tf32), each with its source. "
         "Every row is predicted exactly as `shardline matmul M K N --hw CHIP --dtype D --json` "
         "reports `predicted_s` (a grouped row, G products of M x K x N in one kernel, as "
         "`shardline einsum 'a[G,M,K] * b[G,K,N] -> out[G,M,N]'`), "
@@ -220,6 +256,7 @@ def section(rows: list[Row], stats: dict[str, dict[str, float]], date: str) -> s
         "Azure table, far above any roofline term; the model does not explain it.",
         "- TF32 on H100 through XLA runs 30-36% slower than the bf16 efficiency applied to the "
         "TF32 peak (no TF32 achievable rate is measured for H100; the catalog falls back to it).",
+        *_out_of_source_notes(rows),
         "",
         "Sources of the rows:",
         "",

@@ -21,6 +21,13 @@ model import, system show and the new workload template tables. Group 7 (hostile
 and fixtures) is the second list: formula injection into .xlsx through chip names, Markdown
 through chip names and sources, degenerate rates (flags and chip-file numbers), output names with
 control characters, and the temporary file a SIGKILL leaves (the next write removes it).
+Group 8 (hostile_third.py, cases and fixtures) replays issue 28's "Reliability" list and issue
+31's: 400-digit integers in every kind of data file, Hugging Face configs with wrongly typed head
+dimensions and layer patterns, degenerate chip numbers, huge traces and simulations, wide
+--batches, Dask clusters without workers, partial CSVs of calibrate and validate, silent wrong
+answers judged on the --json output (`answer`), formula injection through calibrate --name, the
+Python API's wrong values (`api`: `python -c CODE`, an InputError printed as one error line) and
+the 200,000-layer workload.
 
 Run: `python benchmarks/bench_hostile.py [--only io|numeric] [--cases SUBSTRING] [--group N]
 [--big-rows N] [--limit-s S] [--keep]`. Prints one line per case and a summary table; exits 1
@@ -74,6 +81,10 @@ class Case:
     # a command run once the first has ended (after its signal): its status is the case's, and
     # the work directory is judged after it (a stale .tmp it must clean up counts as left)
     then: list[str] | None = None
+    # argv is `python ARGV` (e.g. -c CODE: the Python API), not `python -m shardline ARGV`
+    api: bool = False
+    # the answer's stdout judged: "" when right, else what is wrong (counted as "wrong")
+    answer: Callable[[str], str] | None = None
 
 
 @dataclass
@@ -109,6 +120,8 @@ def _start(
     log: Path,
     modes: bool = False,
     extra: dict[str, str] | None = None,
+    api: bool = False,
+    stdout: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     extra = extra or {}
     paths = [str(ROOT / "src"), extra.get("PYTHONPATH", "")]
@@ -116,12 +129,13 @@ def _start(
     prefix: list[str] = []
     if modes and os.geteuid() == 0 and shutil.which("setpriv"):
         prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    module = [] if api else ["-m", "shardline"]
     proc = subprocess.Popen(
-        [*prefix, sys.executable, "-m", "shardline", *argv],
+        [*prefix, sys.executable, *module, *argv],
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL if stdout is None else stdout.open("wb"),
         stderr=log.open("wb"),
         preexec_fn=_limits(mem_bytes),
     )
@@ -149,7 +163,8 @@ def run_case(case: Case, work: Path, limit_s: float, mem_bytes: int) -> Outcome:
     log = work / f"stderr-{os.getpid()}.txt"
     limit = case.limit_s or limit_s
     start = time.monotonic()
-    proc = _start(case.argv, work, mem_bytes, log, case.modes, case.env)
+    answer = work / f"stdout-{os.getpid()}.txt" if case.answer is not None else None
+    proc = _start(case.argv, work, mem_bytes, log, case.modes, case.env, case.api, answer)
     second = None
     if case.concurrent is not None:
         time.sleep(case.stagger_s)
@@ -163,11 +178,16 @@ def run_case(case: Case, work: Path, limit_s: float, mem_bytes: int) -> Outcome:
         stderr += (work / "stderr-2.txt").read_text(errors="replace")
         status = status if status2 is None or status == 2 else status2  # see _concurrent_check
     if case.then is not None:
-        third = _start(case.then, work, mem_bytes, log, case.modes, case.env)
+        third = _start(case.then, work, mem_bytes, log, case.modes, case.env, case.api, answer)
         status, _ = _wait(third, time.monotonic() + limit)
         stderr += log.read_text(errors="replace")
     outcome = Outcome(case, status, seconds, rss, stderr + note)
     _judge(outcome, work, before)
+    if case.answer is not None and answer is not None and status == 0:
+        bad = case.answer(answer.read_text(errors="replace"))
+        if bad and "wrong" not in outcome.problems:
+            outcome.problems.append("wrong")
+            outcome.stderr += f"\n[answer] {bad}"
     return outcome
 
 
@@ -249,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("io", "numeric"), default=None)
     parser.add_argument("--cases", default="", help="run only cases whose name contains this")
-    parser.add_argument("--group", type=int, default=None, help="run only this group (1 to 7)")
+    parser.add_argument("--group", type=int, default=None, help="run only this group (1 to 8)")
     parser.add_argument("--big-rows", type=int, default=1_100_000, help="rows of the big CSV")
     parser.add_argument("--limit-s", type=float, default=20.0)
     parser.add_argument("--mem-gb", type=float, default=6.0, help="RLIMIT_AS of each case")
@@ -261,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     MAX_RSS_MB = args.max_rss_gb * 1000
     from hostile_cases import catalogue
     from hostile_second import make_second_fixtures  # imports this module: not at the top
+    from hostile_third import make_third_fixtures, third_catalogue
 
     work = Path(tempfile.mkdtemp(prefix="shardline-hostile-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up the work directory too
@@ -269,9 +290,10 @@ def main(argv: list[str] | None = None) -> int:
         make_fixtures(work, args.big_rows)
         make_new_fixtures(work, args.big_rows)
         make_second_fixtures(work)
+        make_third_fixtures(work, live=args.group in (None, 8))
         print(f"fixtures in {work} ({time.monotonic() - t0:.1f} s)")
         outcomes = []
-        for case in catalogue(work, args.big_rows):
+        for case in [*catalogue(work, args.big_rows), *third_catalogue(work)]:
             if (args.only and case.owner != args.only) or args.cases not in case.name:
                 continue
             if args.group is not None and case.group != args.group:

@@ -54,17 +54,29 @@ def load_rows(path: Path = DATA) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def _layout(row: dict[str, str]) -> tuple[int, int, str | None, str | None]:
+    """(ep, attention_dp, weight_dtype, kv_dtype) of a row: optional columns (1, 1 and the
+    row's dtype where empty). TensorRT-LLM's DEPn is attention DP n with EP n on n GPUs."""
+    ep = int(row.get("ep") or 1)
+    adp = int(row.get("attention_dp") or 1)
+    return ep, adp, row.get("weight_dtype") or None, row.get("kv_dtype") or None
+
+
 def _steps(row: dict[str, str], cache: dict[tuple[str, ...], Any]) -> Any:
     from shardline.hardware import resolve_chip
     from shardline.models import load_model
     from shardline.serving.engines import engine
-    from shardline.serving.steptimes import step_times
+    from shardline.serving.steptimes import serving_dtypes, step_times
 
-    key = (row["model"], row["hw"], row["tp"], row["dtype"], row["engine"])
+    _, adp, weights, kv = _layout(row)
+    key = (row["model"], row["hw"], row["tp"], row["dtype"], row["engine"], adp, weights, kv)
     if key not in cache:
         eng = engine(row["engine"])
         spec, chip = load_model(row["model"]), resolve_chip(row["hw"])
-        cache[key] = step_times(spec, chip, int(row["tp"]), row["dtype"], eng)
+        compute, w, k = serving_dtypes(chip, row["dtype"], weights, kv)
+        cache[key] = step_times(
+            spec, chip, int(row["tp"]), compute, eng, weight_dtype=w, kv_dtype=k, attention_dp=adp
+        )
     return cache[key]
 
 
@@ -79,7 +91,7 @@ def predict(row: dict[str, str], cache: dict[tuple[str, ...], Any]) -> float:
     st = _steps(row, cache)
     chunk = int(row["chunk_tokens"])
     cfg = ServeConfig(
-        rate_per_s=1e9,
+        rate_per_s=1e8,  # saturating (below the 1e9 limit of --rate)
         input_tokens=Lengths("fixed", float(row["input_tokens"])),
         output_tokens=Lengths("fixed", float(row["output_tokens"])),
         devices=int(row["devices"]),
@@ -87,13 +99,15 @@ def predict(row: dict[str, str], cache: dict[tuple[str, ...], Any]) -> float:
         max_batch=int(row["max_batch"]),
         chunk_tokens=chunk or None,
         kv_reservation=eng.kv_reservation,
+        ep=_layout(row)[0],
+        attention_dp=_layout(row)[1],
     )
     if row["load"] == "static":
         return _static(row, st, cfg, int(row["devices"]) // int(row["tp"]))
     if row["load"] == "closed":
-        a = closed_loop(st, cfg, eng.kv_memory_fraction, int(row["concurrency"]))
+        a = closed_loop(st, cfg, st.kv_fraction, int(row["concurrency"]))
     else:
-        a = analyze(st, cfg, eng.kv_memory_fraction)
+        a = analyze(st, cfg, st.kv_fraction)
     metric = row["metric"]
     if metric == "throughput_tokens_per_s":
         return float(a.throughput_tokens_per_s)

@@ -23,6 +23,7 @@ PEAKS = {
     "fp32": 19.5e12,
     "int8": 624e12,
     "int4": 1248e12,
+    "fp64": 19.5e12,  # FP64 Tensor Core 19.5 TFLOPS (the datasheet)
 }
 
 
@@ -65,7 +66,7 @@ def test_sheet_in_another_dtype_and_bad_dtype(
     assert main([*argv, "-o", str(out)]) == 2  # the A100 has no fp8
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        "error: a100-40gb cannot compute in fp8; it has: bf16, fp16, tf32, fp32, int8, int4"
+        "error: a100-40gb cannot compute in fp8; it has: bf16, fp16, tf32, fp32, int8, int4, fp64"
     ]
     assert not out.exists()
 

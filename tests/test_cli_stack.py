@@ -29,6 +29,7 @@ PLAN_KEYS = {
     "degrees",
     "latency_s",
     "throughput_per_s",
+    "throughput_bound_per_s",
     "memory_per_device_bytes",
     "fits",
     "comm_bytes",

@@ -27,10 +27,10 @@ NOTES = ROOT / "benchmarks" / "data" / "collectives_published.md"
 COLUMNS = [
     "case_id", "source", "library", "library_version", "chip", "gpus_per_node", "nodes",
     "gpus_per_process", "nics_per_node", "nic_gbps", "scale_out", "host_cpu", "env", "collective",
-    "size_bytes", "dtype", "time_us", "algbw_gb_s", "busbw_gb_s", "tuned", "placement",
+    "size_bytes", "dtype", "time_us", "algbw_gb_s", "busbw_gb_s", "tuned", "placement", "source_id",
 ]  # fmt: skip
 # Columns that describe the system of a sweep: one value per case_id.
-SWEEP_COLUMNS = COLUMNS[1:14] + ["tuned", "placement"]
+SWEEP_COLUMNS = COLUMNS[1:14] + ["tuned", "placement", "source_id"]
 BUS_FACTOR = {
     "all_reduce": lambda n: 2 * (n - 1) / n,
     "all_gather": lambda n: (n - 1) / n,

@@ -120,7 +120,9 @@ def test_plan_text_shows_the_training_cost(capsys: pytest.CaptureFixture[str]) -
     argv = ["plan", "--model", "llama-3.2-1b", "--phase", "training", "--hw", "h100"]
     assert main([*argv, "--devices", "8", "--batch", "16", "--tokens", "1e9"]) == 0
     text = capsys.readouterr().out
-    assert "TRAINING on 1e9 tokens with dp8" in text and "GPU-hours" in text
+    # the recommended plan by the prediction (fsdp8 shards the optimizer step dp8 repeats)
+    assert "RECOMMENDED fsdp8" in text
+    assert "TRAINING on 1e9 tokens with fsdp8" in text and "GPU-hours" in text
     assert "per chip-hour" in text and "MWh of board energy" in text
 
 

@@ -52,7 +52,7 @@ def test_tensor_parallel_numbers(seed003: PpTpComparison) -> None:
     floor = FLOPS / (D * PEAK)  # half of every layer's FLOPs on each GPU
     assert seed003.compute_floor_s == pytest.approx(floor, rel=1e-12)
     assert tp.latency_s == pytest.approx(floor + BLOCKS * t_all_reduce, rel=1e-9)
-    assert tp.throughput_per_s == pytest.approx(M / tp.latency_s, rel=1e-12)
+    assert tp.throughput_bound_per_s == pytest.approx(M / tp.latency_s, rel=1e-12)
     # memory: half of every weight, plus the widest layer's input x[M, N] and half-width y[M, K/2]
     activations = M * N * S + M * (K // D) * S
     assert tp.memory_per_device_bytes == WEIGHTS / D + activations == 19_730_006_016
@@ -70,7 +70,7 @@ def test_pipeline_numbers(seed003: PpTpComparison) -> None:
     t_stage = BLOCKS * 2 * rows * N * K / PEAK + t_send  # 36 of the 72 layers per stage
     assert pp.latency_s == pytest.approx((m + D - 1) * t_stage, rel=1e-9)
     assert pp.bubble_fraction == pytest.approx((D - 1) / (m + D - 1))  # 1/33
-    assert pp.throughput_per_s == pytest.approx(M / (m * t_stage), rel=1e-9)
+    assert pp.throughput_bound_per_s == pytest.approx(M / (m * t_stage), rel=1e-9)
     # memory: half the weights, plus one microbatch's x[rows, N] and y[rows, K]
     activations = rows * (N + K) * S
     assert pp.memory_per_device_bytes == WEIGHTS / D + activations == 19_348_324_352
@@ -81,7 +81,7 @@ def test_winners_and_flip(seed003: PpTpComparison) -> None:
     # realistic latency: tp2's exposed all-reduces cost less than pp2's bubble plus its smaller,
     # less efficient 256-row matmuls
     assert tp.predicted_s < pp.predicted_s
-    assert pp.predicted_throughput_per_s > tp.predicted_throughput_per_s
+    assert pp.throughput_per_s > tp.throughput_per_s
     assert seed003.winners == {
         "latency": "tp",
         "throughput": "pp",

@@ -75,21 +75,51 @@ def test_megatron_without_shape_is_an_error(
     assert err.startswith("error: ") and "--hidden-size" in err and err.count("\n") == 1
 
 
-def test_megatron_moe_folds_experts_into_data_parallel(tmp_path: Path) -> None:
+def test_megatron_moe_experts_split_data_parallel(tmp_path: Path) -> None:
     path = _write(
         tmp_path,
         "moe.txt",
         "--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 2048 "
         "--vocab-size 32768 --num-experts 16 --moe-router-topk 2 --moe-ffn-hidden-size 512 "
-        "--expert-model-parallel-size 4 --expert-tensor-parallel-size 1 "
-        "--tensor-model-parallel-size 2 --global-batch-size 64\n",
+        "--expert-model-parallel-size 4 --tensor-model-parallel-size 2 --global-batch-size 64\n",
     )
     got = read_config(path, 16)
     # Megatron's data parallel 16 / 2 = 8 ranks; experts split them: dp = 8 / ep 4 = 2
     assert got.degrees == {"tp": 2, "pp": 1, "dp": 2, "fsdp": 1, "ep": 4, "cp": 1}
-    assert got.microbatches == 64 // (1 * 8)
+    assert got.microbatches == 64 // (1 * 8) and got.etp is None
     assert got.model.moe is not None and got.model.moe.experts == 16
-    assert got.etp == 1 and any("expert-tensor-parallel-size 1" in n for n in got.not_modelled)
+
+
+def test_megatron_expert_tensor_parallel_folds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(
+        tmp_path,
+        "fold.txt",
+        "--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 2048 "
+        "--vocab-size 32768 --num-experts 16 --moe-router-topk 2 --moe-ffn-hidden-size 512 "
+        "--expert-model-parallel-size 8 --expert-tensor-parallel-size 1 "
+        "--tensor-model-parallel-size 2 --global-batch-size 64 --bf16\n",
+    )
+    common = ["--hw", "h100-sxm", "--devices", "16"]
+    out = tmp_path / "again.sh"
+    got = _plan_json(capsys, "--from", path, *common, "--emit", "megatron", "-o", str(out))
+    plan = got["plans"][0]
+    # parallel folding as the plan's --etp takes it: dp is Megatron's 16 / tp 2 = 8; the experts
+    # on etp 1 x ep 8 x edp = 16 devices, so edp = 2
+    assert plan["degrees"] | {} == {
+        "tp": 2,
+        "pp": 1,
+        "dp": 8,
+        "fsdp": 1,
+        "ep": 8,
+        "cp": 1,
+        "etp": 1,
+        "edp": 2,
+    }
+    assert "--expert-tensor-parallel-size 1" in out.read_text()
+    again = _plan_json(capsys, "--from", str(out), *common)
+    assert again["plans"][0]["predicted_s"] == plan["predicted_s"]
 
 
 # --- torchtitan and MaxText ------------------------------------------------------------------

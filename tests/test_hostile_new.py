@@ -175,9 +175,10 @@ def test_search_refuses_repeats_and_too_many_chips(capsys: pytest.CaptureFixture
 
 
 def test_training_search_batch_limit(capsys: pytest.CaptureFixture[str]) -> None:
-    # 1Ti tokens = 2^40 / 8,192 tokens per sequence = 2^27 = 134,217,728 sequences > 2^20
+    # 1Ti tokens = 2^40 / 4,096 tokens per sequence (the default --seq-len, plan's too) = 2^28 =
+    # 268,435,456 sequences > 2^20
     line = _error(capsys, *TRAIN, "--global-batch", "1Ti")
-    assert "is 134,217,728 sequences of 8,192 tokens per step; the limit is 1,048,576" in line
+    assert "is 268,435,456 sequences of 4,096 tokens per step; the limit is 1,048,576" in line
 
 
 def test_serving_search_limits(capsys: pytest.CaptureFixture[str]) -> None:

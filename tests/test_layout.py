@@ -56,7 +56,7 @@ def test_k_split_on_a_ring_all_reduces_fp32_partial_sums() -> None:
     ]
     t_net = 2 * 3 / 4 * v / (2 * W) + 2 * 2 * ALPHA  # = 0.75·V/W + 4α = 1.1225 ms
     t_comp = 2 * m * (k // 4) * n_ / P
-    hbm = 2 * (m * k // 4 + k // 4 * n_ + m * n_)  # bf16 local A, B and the whole C
+    hbm = 2 * (m * k // 4 + k // 4 * n_) + 4 * m * n_  # bf16 A, B; the whole C in fp32
     assert p.cost.flops == 2 * m * (k // 4) * n_ and p.cost.hbm_bytes == hbm
     assert p.cost.net_bytes == pytest.approx(2 * 3 / 4 * v, rel=1e-12)
     expected = (t_comp, hbm / W_MEM, t_net, t_net, max(t_comp, hbm / W_MEM) + t_net)

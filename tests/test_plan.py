@@ -299,3 +299,27 @@ def test_sharding_conserves_flops(
         w, "h100-sxm", devices, tp=tp, dp=dp, fsdp=fsdp, pp=1, microbatches=1, require_fit=False
     ).plans[0]
     assert p.t_compute_s * devices == pytest.approx(single)
+
+
+def test_recommended_by_the_prediction_and_one_throughput_convention_per_row() -> None:
+    # issue 28 item 1: `plan examples/ffn_70b.toml --devices 8` recommended dp8 (predicted
+    # 66.3 ms) over fsdp8 (61.1 ms) because it ranked by the lower bound (35 ms for both)
+    w = load_workload(ROOT / "examples" / "ffn_70b.toml")
+    ps = plan(w, "h100-sxm", 8)
+    assert ps.objective == "predicted"
+    fits = [p for p in ps.plans if p.fits]
+    assert ps.recommended == min(fits, key=lambda p: p.predicted_s).name == "fsdp8"
+    assert [p.predicted_s for p in fits] == sorted(p.predicted_s for p in fits)
+    assert "lowest predicted time" in ps.reason and "lower bound" in ps.reason
+    # one convention per row: throughput_per_s and tokens_per_s from the prediction,
+    # throughput_bound_per_s from the lower bound (batch / latency, training: one flush per step)
+    row = ps.to_dict()["plans"][0]
+    assert row["throughput_per_s"] == pytest.approx(w.batch / row["predicted_s"], rel=1e-12)
+    assert row["tokens_per_s"] == pytest.approx(
+        row["throughput_per_s"] * w.tokens_per_item, rel=1e-12
+    )
+    assert row["throughput_bound_per_s"] == pytest.approx(w.batch / row["latency_s"], rel=1e-12)
+    # the lower bound stays available as an objective
+    assert plan(w, "h100-sxm", 8, objective="latency").reason.startswith(
+        "dp8 has the lowest latency bound"
+    )

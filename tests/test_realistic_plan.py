@@ -126,7 +126,8 @@ def test_batch_one_decode_through_eight_stages_takes_a_full_pass_per_token() -> 
     assert p.predicted_breakdown_s["bubble_s"] == pytest.approx(7 * _non_bubble_s(p), rel=REL)
     # one sequence: tokens/s = batch / predicted_s = 1 / predicted_s; lower bound 1 / latency_s
     assert p.tokens_per_s == pytest.approx(1 / p.predicted_s, rel=REL)
-    assert p.throughput_per_s == pytest.approx(1 / p.latency_s, rel=REL)
+    assert p.throughput_per_s == pytest.approx(1 / p.predicted_s, rel=REL)
+    assert p.throughput_bound_per_s == pytest.approx(1 / p.latency_s, rel=REL)
     # never faster than one token per full pass through every stage
     assert p.tokens_per_s is not None
     assert 1 / p.tokens_per_s >= sum(st.t_pred_s for st in stages) * (1 - REL)

@@ -293,3 +293,21 @@ def test_load_ext_shardline_shows_results_as_tables() -> None:
     assert f'<td class="">{2 * 2 * 3 * 4}' in formatter.by_type[RooflineResult](r)  # F = 2·M·K·N
     with pytest.raises(TypeError, match="no notebook view of a str"):
         to_html("not a result")
+
+
+def test_report_names_do_not_overlap_and_the_curves_have_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 28: the seed 003 sheet's point names piled up on the roofline, and the "Achieved
+    # FLOP/s versus M" legend had names in colour but no keys
+    _chromium()
+    out, code = _report(tmp_path, capsys, ROOT / "examples" / "seed003_shapes.csv", "--hw", "h100")
+    assert code == 0
+    dom = _browse(out, tmp_path, "--dump-dom").stdout
+    assert 'data-ready="1"' in dom
+    assert 'data-label-overlaps="0"' in dom  # measured in the browser (getBBox)
+    assert len(re.findall(r'<text[^>]*class="ptlabel"', dom)) >= 5  # names are still shown
+    curves = int(re.search(r"(\d+) curves", dom).group(1))  # type: ignore[union-attr]
+    assert curves >= 1
+    assert len(re.findall(r'<line[^>]*class="key"', dom)) == curves
+    assert len(re.findall(r'<circle[^>]*class="key"', dom)) == curves

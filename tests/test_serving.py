@@ -51,6 +51,12 @@ def test_parse_slo_and_lengths() -> None:
     for bad in ("ttft=fast", "latency=3ms", "p=95,ttft=1s", ""):
         with pytest.raises(InputError):
             parse_slo(bad)
+    # a time without a unit is an error, never silently seconds (issue 28: ttft=500 meant 500 s)
+    with pytest.raises(InputError, match=r"^--slo ttft: '500' has no unit; .* 500ms or 500s"):
+        parse_slo("ttft=500")
+    with pytest.raises(InputError, match=r"^--slo tpot: '0.03' has no unit"):
+        parse_slo("ttft=500ms,tpot=0.03")
+    assert parse_slo("ttft=250us").ttft_s == pytest.approx(250e-6)
     u = parse_lengths("uniform:1000-3000", "--in")
     assert (u.mean, u.low, u.high) == (2000, 1000, 3000)
     assert parse_lengths("exp:500", "--out").expect(lambda x: x) == pytest.approx(500, rel=0.05)
@@ -83,10 +89,12 @@ def test_analytic_by_hand() -> None:
     # separate prefill: M/D/1 with S = 0.1, rho 0.4: W = 4 x 0.01 / (2 x 0.6); TTFT p50 = 0.1
     assert a.ttft_s[50] == pytest.approx(0.1)
     assert a.throughput_tokens_per_s == pytest.approx(400)
-    # speculative decoding: tau tokens per step, the capacity grows with tau
+    # speculative decoding: tau tokens per step, the capacity grows with tau; the step checks
+    # k + 1 = 5 tokens of each of the 100 sequences, at least 100 x 5 x 1e-4 s = 0.05 s of
+    # compute (a prefill token's time) against the 0.02 s decode step
     spec = analyze(st, replace(cfg, spec_k=4, spec_alpha=0.8), 0.9)
     tau = 3.3616
-    assert spec.capacity_requests_per_s == pytest.approx(100 * tau / (100 * 0.02 + 100 * tau * 0.1))
+    assert spec.capacity_requests_per_s == pytest.approx(100 * tau / (100 * 0.05 + 100 * tau * 0.1))
     # prefix caching: half the prompt cached halves t_p
     hit = analyze(st, replace(cfg, prefix_hit=0.5), 0.9)
     assert hit.capacity_requests_per_s == pytest.approx(100 / (100 * 0.02 + 100 * 0.05))
@@ -163,7 +171,7 @@ def test_trace_file(tmp_path: object) -> None:
 
 
 def test_serving_search_small() -> None:
-    from shardline.serving.search import BATCH_LIMITS, serving_search
+    from shardline.serving.search import BATCH_LIMITS, SearchOptions, serving_search
 
     calls: list[int] = []
 
@@ -180,7 +188,7 @@ def test_serving_search_small() -> None:
         output_tokens=100,
         slo=slo,
         max_devices=2,
-        map_chunks=mapper,
+        options=SearchOptions(map_chunks=mapper),
     )
     # tp 1: 1 or 2 devices; tp 2: 2 devices; each x every batch limit
     assert out["evaluated"] == 3 * len(BATCH_LIMITS) and calls == [2]
@@ -284,14 +292,17 @@ def test_serve_cli_price_and_bad_knobs(capsys: pytest.CaptureFixture[str]) -> No
 def test_engine_figures_are_sourced() -> None:
     from shardline.serving.engines import engine, engine_names
 
-    assert engine_names() == ("sglang", "trtllm", "vllm")  # the tables of engines.toml
+    assert engine_names() == ("lmdeploy", "sglang", "tgi", "trtllm", "vllm")  # engines.toml
     for name in engine_names():
         eng = engine(name)
         assert all(len(src) > 20 for src in eng.sources.values())
         assert 0 <= eng.scheduling_overhead_fraction < 1 and 0 < eng.kv_memory_fraction <= 1
     assert engine("TensorRT-LLM").kv_reservation == "full_output"
+    assert engine("vllm@0.10").version == "0.10" and engine("sglang@v0.4").name == "sglang"
+    with pytest.raises(InputError, match="describes vllm 0.10 only"):
+        engine("vllm@0.5")
     with pytest.raises(InputError):
-        engine("tgi")
+        engine("orca")
 
 
 def test_every_engine_has_its_row_in_the_docs() -> None:

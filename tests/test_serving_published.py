@@ -34,3 +34,19 @@ def test_v050_rows_are_static_group_totals() -> None:
     for r in old:
         assert r["load"] == "static" and r["devices"] == r["tp"] == "4"
         assert "Throughput (out tok/s)" in r["how"] and "release/0.5.0" in r["source"]
+
+
+def test_per_gpu_rows_are_totals_over_their_gpus() -> None:
+    """TensorRT-LLM's newer overview publishes output tokens/s per GPU: each row's measured
+    figure is that times the GPUs (its `how` states both), and a DEPn layout is attention data
+    parallelism with expert parallelism over all n GPUs of the replica."""
+    import re
+
+    new = [r for r in _rows() if r["name"].startswith("trtllm12-")]
+    assert len(new) == 22
+    for r in new:
+        per_gpu = float(re.search(r"per GPU ([\d,]+) tokens", r["how"]).group(1).replace(",", ""))
+        assert float(r["measured"]) == per_gpu * int(r["devices"])
+        if "-dep" in r["name"]:
+            assert r["ep"] == r["attention_dp"] == r["tp"] == r["devices"]
+        assert r["kv_dtype"] == "fp8" and r["weight_dtype"] == r["dtype"]

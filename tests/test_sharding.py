@@ -219,7 +219,11 @@ def test_seed_1d_strategies(d: int) -> None:
     along_n = shard_matmul(M, K, N, d, "n", H100)
     assert along_n.per_device.bytes["total"] == s * (M * K + K * N // d + M * N // d)
     along_k = shard_matmul(M, K, N, d, "k", H100)
-    assert along_k.per_device.bytes["total"] == s * (M * K // d + K * N // d + M * N)
+    # the local C is the fp32 partial sums the reduce-scatter sums (s_acc = 4 B), not bf16
+    # (issue 28: it was counted at 2 B while its partial sums travelled in fp32)
+    s_acc = 4
+    assert along_k.per_device.bytes["C"] == s_acc * M * N
+    assert along_k.per_device.bytes["total"] == s * (M * K // d + K * N // d) + s_acc * M * N
     assert kinds(along_k) == [("reduce_scatter", "C", ("X",))]
     assert along_k.collectives[0].bytes == 4 * M * N  # s_acc = 4 (fp32 partial sums)
     whole = shard_matmul(M, K, N, d, "k", H100, output="replicated")

@@ -70,6 +70,23 @@ def test_l2_blocked_traffic_is_minimum_when_everything_fits() -> None:
     assert l2_blocked_hbm_bytes(gemm, 128, 256, None) == tile_traffic_bytes(gemm, 128, 256)
 
 
+def test_l2_blocked_traffic_does_not_grow_with_a_bigger_tile() -> None:
+    """Issue 28: `tile 8192 8192 8192 --hw h100` showed 2.15 GB of HBM traffic for 256x128 and
+    1.74 GB for 64x64 (the group was g x g tiles, a tall tile made a tall block). With gm and gn
+    chosen apart, a K-row of the panels may take 50e6 / 8192 = 6,103 B of the H100's 50 MB L2:
+    64x64: 128 gm + 128 gn <= 6,103, gm = 23, gn = 24 (blocks 1472 x 1536); 256x128: 512 gm +
+    256 gn <= 6,103, gm = 6, gn = 11 (1536 x 1408). Both read A and B in ceil(8192/1536) +
+    ceil(8192/1472) = 6 + 6 = 12 panel sweeps of 2 * 8192^2 B, plus C once: 13 * 134,217,728 B."""
+    gemm = Gemm(8192, 8192, 8192, 2, 2, 2)
+    expected = 13 * 2 * 8192**2
+    assert expected == 1_744_830_464
+    for bm, bn in ((64, 64), (128, 128), (128, 256), (256, 128)):
+        assert l2_blocked_hbm_bytes(gemm, bm, bn, 50e6) == expected
+    # a tile whose L2 panel alone overflows the L2: one tile per group, the plain tile traffic
+    tall = Gemm(8192, 2**20, 8192, 2, 2, 2)  # 2^20 * (2*256 + 2*128) = 805 MB per K-panel pair
+    assert l2_blocked_hbm_bytes(tall, 256, 128, 50e6) == tile_traffic_bytes(tall, 256, 128)
+
+
 def test_analyze_user_tile_h100() -> None:
     r = analyze_tile(8192, 8192, 8192, "h100-sxm", precision=BF16, tile="128x256x64")
     assert r.fits is True and r.compute_bound is True and r.feeding_level == "L2"

@@ -29,6 +29,7 @@ DTYPE_BITS: dict[str, int] = {
     "bf16": 16,
     "fp16": 16,
     "fp8": 8,
+    "int32": 32,  # integer matmuls without a matrix-unit rate run on the vector units
     "int8": 8,
     "int4": 4,
     "fp4": 4,
@@ -55,6 +56,9 @@ _ALIASES: dict[str, str] = {
     "fp8e5m2": "fp8",
     "float8_e4m3fn": "fp8",
     "float8_e5m2": "fp8",
+    "i32": "int32",
+    "s32": "int32",
+    "int": "int32",
     "i8": "int8",
     "s8": "int8",
     "i4": "int4",

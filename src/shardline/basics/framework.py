@@ -3,10 +3,11 @@
 A framework file (`shardline/basics/frameworks/NAME.toml`) names the defaults of the execution
 fields (`shardline.basics.options.Execution`) as that framework's own configuration sets them,
 each with its source: the recompute policy, the ZeRO stage, whether kernels are launched one by
-one from the host or run as one compiled program (`cuda_graphs`), the dtype gradients are
-reduced in, sequence parallelism and tensor-parallel overlap, the optimizer. A plan made with
-`framework=NAME` starts from those defaults; every field the user gives wins over them. The
-default framework is Megatron-Core, whose defaults are the Execution defaults.
+one from the host or run as one compiled program (`cuda_graphs`), whether the ops between the
+matmuls run fused or op by op (`op_fusion`), the dtype gradients are reduced in, sequence
+parallelism and tensor-parallel overlap, the optimizer. A plan made with `framework=NAME` starts
+from those defaults; every field the user gives wins over them. The default framework is
+Megatron-Core, whose defaults are the Execution defaults.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ SETTABLE = (
     "grad_reduce_dtype",
     "ep_comm_sms",
     "attention_kernel",
+    "op_fusion",
 )
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "CP_KINDS",
     "EP_DISPATCHES",
     "OPTIMIZER_STATE_BYTES",
+    "MEMORY_CONVENTIONS",
 ]
 
 # Partial sums cross the network in the accumulator dtype unless told (docs/sharding.md, s_acc).
@@ -58,6 +59,11 @@ RECOMPUTE_MODES = ("none", "selective", "full")
 CP_KINDS = ("ring", "all-gather")
 # the expert-parallel dispatch across nodes (shardline.strategies.ep_dispatch)
 EP_DISPATCHES = ("all-to-all", "hierarchical", "hybridep")
+# How the memory-bound ops between the matmuls run (shardline.realistic.block): "fused" as
+# Megatron-LM's and Transformer Engine's fused kernels, torch.compile's generated kernels or XLA's
+# fusions run them (one kernel per op, reading and writing HBM once); "eager" as PyTorch runs a
+# model's reference code op by op (each tensor op its own kernel and HBM round trip).
+OP_FUSIONS = ("fused", "eager")
 # Optimizer state per parameter beyond the weights and gradients, as (bytes of moments, whether
 # an fp32 master copy is kept for weights stored narrower than fp32) (ZeRO, Rajbhandari et al.
 # 2020, section 3.1: mixed-precision Adam keeps an fp32 master copy and two fp32 moments, 12 B):
@@ -68,7 +74,15 @@ OPTIMIZER_STATE_BYTES: dict[str, tuple[float, bool]] = {
     "adam-bf16": (4.0, False),
     "sgd": (4.0, True),
     "adafactor": (0.0, True),
+    # Adam's two fp32 moments beside bf16 weights with no fp32 master copy (the 10 B per
+    # parameter of `memory_convention` 10)
+    "adam-no-master": (8.0, False),
 }
+# Training memory per parameter: 16 B (bf16 weights 2 + bf16 gradients 2 + fp32 master 4 + fp32
+# Adam moments 8: mixed-precision Adam, Megatron-LM and ZeRO's accounting) or 10 B (bf16 weights
+# 2 + fp32 Adam moments 8, no master copy and no gradient buffer held: "How to Scale Your Model"'s
+# count, gradients applied as they are produced)
+MEMORY_CONVENTIONS = (16, 10)
 FP32_MASTER_BYTES = 4.0
 
 
@@ -103,7 +117,8 @@ class Execution:
     the fused attention kernel ("fa2", "cudnn", "fa3") whose measured efficiencies the chip
     file gives (`achievable.attention_kernels`); None: in training the default framework's
     (Megatron-Core runs cuDNN's through Transformer Engine), otherwise the chip's generic
-    figures."""
+    figures; `op_fusion`: "fused" or "eager" (OP_FUSIONS): how the memory-bound ops between the
+    matmuls run."""
 
     interleave: int = 1
     recompute: str = "none"
@@ -120,6 +135,13 @@ class Execution:
     ep_comm_sms: int = 0
     framework: str = "megatron"
     attention_kernel: str | None = None
+    op_fusion: str = "fused"
+    memory_convention: int = 16  # bytes per parameter of training state (MEMORY_CONVENTIONS)
+
+    @property
+    def gradients_held(self) -> bool:
+        """Whether a full gradient buffer is held (not under the 10 B convention)."""
+        return self.memory_convention != 10
 
     def __post_init__(self) -> None:
         from shardline.errors import InputError
@@ -144,10 +166,24 @@ class Execution:
             )
         if self.zero not in (0, 1, 2, 3):
             raise InputError(f"zero must be 0, 1, 2 or 3, got {self.zero!r}")
+        if self.memory_convention not in MEMORY_CONVENTIONS:
+            raise InputError(
+                f"memory_convention must be 16 or 10 (bytes per parameter), got "
+                f"{self.memory_convention!r}"
+            )
+        if self.memory_convention == 10 and self.optimizer not in ("adam", "adam-no-master"):
+            raise InputError(
+                "memory_convention 10 is bf16 weights + fp32 Adam moments: it takes the adam "
+                f"optimizer, not {self.optimizer!r}"
+            )
         self.state_bytes_per_param(16)  # validates the optimizer
         if self.ep_dispatch not in EP_DISPATCHES:
             raise InputError(
                 f"ep_dispatch must be one of {', '.join(EP_DISPATCHES)}, got {self.ep_dispatch!r}"
+            )
+        if self.op_fusion not in OP_FUSIONS:
+            raise InputError(
+                f"op_fusion must be one of {', '.join(OP_FUSIONS)}, got {short(self.op_fusion)}"
             )
         if self.cp_kind not in CP_KINDS:
             raise InputError(f"cp_kind must be one of {', '.join(CP_KINDS)}, got {self.cp_kind!r}")
@@ -170,7 +206,7 @@ class Execution:
         given as the optimizer is the whole state per parameter."""
         from shardline.errors import InputError
 
-        opt = self.optimizer
+        opt = "adam-no-master" if self.memory_convention == 10 else self.optimizer
         if isinstance(opt, str):
             if opt not in OPTIMIZER_STATE_BYTES:
                 raise InputError(

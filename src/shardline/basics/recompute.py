@@ -15,7 +15,8 @@ a matmul, norm, activation and the softmax, and the dropout masks); an op runs a
 its outputs is wanted and not kept, and it wants its own inputs that are not kept (`rerun_ops`).
 Names: the policies of recompute.toml, `layer-N` (every Nth block fully recomputed, the others
 keep everything: torchtitan's selective_ac_option = "N") and `keep:T1,T2,...` (keep these
-tensors, the rest recomputed). Pure: the TOML is package data.
+tensors, the rest recomputed) and `modules:M1,M2,...` (Megatron-Core's recompute_modules:
+`none`'s tensors less those the modules discard). Pure: the TOML is package data.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import tomllib
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
+from typing import Any
 
 from shardline.errors import InputError
 
@@ -36,6 +38,7 @@ __all__ = [
     "Policy",
     "policy",
     "policy_names",
+    "module_names",
     "rerun_ops",
     "kept_tensors",
     "stored_tensors",
@@ -94,6 +97,7 @@ MATMULS = (
 )
 LAYER_PREFIX = "layer-"
 KEEP_PREFIX = "keep:"
+MODULES_PREFIX = "modules:"
 
 
 @dataclass(frozen=True)
@@ -121,10 +125,15 @@ class Policy:
 
 
 @cache
-def _table() -> dict[str, Policy]:
+def _toml() -> dict[str, Any]:
     text = files("shardline.basics").joinpath("recompute.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+@cache
+def _table() -> dict[str, Policy]:
     out: dict[str, Policy] = {}
-    for name, row in tomllib.loads(text)["policy"].items():
+    for name, row in _toml()["policy"].items():
         out[name] = Policy(
             name,
             _checked(row.get("keep", []), name),
@@ -147,6 +156,30 @@ def _checked(names: list[str], where: str) -> frozenset[str]:
     return frozenset(names)
 
 
+def module_names() -> tuple[str, ...]:
+    """Megatron-Core's recompute modules (recompute.toml's `module` tables), in the file's
+    order."""
+    return tuple(_toml()["module"])
+
+
+def _modules(name: str) -> Policy:
+    """`modules:M1,M2,...`: Megatron-Core's selective recompute of those modules: `none`'s
+    tensors less those each module discards, its reruns added."""
+    items = [m.strip() for m in name[len(MODULES_PREFIX) :].split(",") if m.strip()]
+    table = _toml()["module"]
+    unknown = [m for m in items if m not in table]
+    if unknown or not items:
+        raise InputError(
+            f"recompute {name!r}: modules are {', '.join(module_names())} (Megatron-Core's "
+            f"recompute_modules), e.g. modules:mla_up_proj,moe_act"
+        )
+    drop = {t for m in items for t in table[m].get("drop", [])}
+    rerun = frozenset(op for m in items for op in table[m].get("recompute", []))
+    keep = _table()["none"].keep - drop
+    sources = "; ".join(table[m]["source"] for m in items)
+    return Policy(name, keep, rerun, source=sources, note=f"recomputes {', '.join(items)}")
+
+
 def policy_names() -> tuple[str, ...]:
     """The named policies (recompute.toml), in the file's order."""
     return tuple(_table())
@@ -155,7 +188,8 @@ def policy_names() -> tuple[str, ...]:
 def _unknown(name: object) -> InputError:
     return InputError(
         f"recompute must be one of {', '.join(policy_names())}, layer-N (every Nth block fully "
-        f"recomputed) or keep:T1,T2,... (tensors {', '.join(TENSORS)}); got {name!r}"
+        f"recomputed), keep:T1,T2,... (tensors {', '.join(TENSORS)}) or modules:M1,M2,... "
+        f"({', '.join(module_names())}); got {name!r}"
     )
 
 
@@ -184,6 +218,8 @@ def _policy(name: str) -> Policy:
     if name.startswith(KEEP_PREFIX):
         items = [t.strip() for t in name[len(KEEP_PREFIX) :].split(",") if t.strip()]
         return Policy(name, _checked(items, name), source="the user's keep list")
+    if name.startswith(MODULES_PREFIX):
+        return _modules(name)
     raise _unknown(name)
 
 

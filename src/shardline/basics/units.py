@@ -28,6 +28,8 @@ __all__ = [
     "fmt_capacity",
     "fmt_flops",
     "fmt_time",
+    "fmt_usd",
+    "fmt_short",
     "fmt_rate",
     "fmt_num",
     "fmt_int",
@@ -280,6 +282,23 @@ def fmt_time(seconds: float, digits: int = 3) -> str:
         if abs(value) >= scale:
             return f"{value / scale:.{digits}g} {name}"
     return f"{value / 1e-9:.{digits}g} ns"
+
+
+def fmt_short(value: float, digits: int = 3) -> str:
+    """A count to `digits` significant figures, with k, M or B past a thousand: 987, 102k,
+    1.02M, 3.4B."""
+    v = float(f"{float(value):.{digits}g}")  # rounded first: 999.6 is 1k, not 1000
+    if not math.isfinite(v):
+        return f"{v:g}"
+    for scale, name in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{float(f'{v / scale:.{digits}g}'):g}{name}"
+    return f"{v:g}"
+
+
+def fmt_usd(value: float, digits: int = 3) -> str:
+    """Dollars to `digits` significant figures: $987, $102k, $1.02M, $3.4B (`fmt_short`)."""
+    return "$" + fmt_short(value, digits)
 
 
 def fmt_num(value: float, digits: int = 4) -> str:

@@ -101,8 +101,8 @@ def run_measured(
     except MeasurementFailed as failure:
         kept = ""
         if partial is not None and failure.done:
-            write_partial_csv(partial, failure.done)
-            kept = f"; the {len(failure.done)} finished measurements are in {partial}"
+            kept_in = write_partial_csv(partial, failure.done)
+            kept = f"; the {len(failure.done)} finished measurements are in {kept_in}"
         raise InputError(f"measurement failed: {failure}{kept}; {not_written}") from None
     finally:
         bar.close()
@@ -214,6 +214,5 @@ def calibrate(
         "shardline chip file written by `shardline calibrate`: measured on this machine.\n"
         "Every number carries its source; see docs/prediction.md for the model."
     )
-    write_chip_file(path, chip, header)
-    partial.unlink(missing_ok=True)
+    write_chip_file(path, chip, header)  # (a partial CSV beside it is left: this run wrote none)
     return CalibrationResult(str(path), chip, results)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
@@ -106,8 +107,29 @@ def partial_path(out: Path) -> Path:
     return out.with_name(out.name + ".partial.csv")
 
 
-def write_partial_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    """The measurements taken so far, one row each, raw SI numbers (atomic as well)."""
+MAX_PARTIAL_FILES = 100  # X.partial.csv, X.partial-2.csv, ... X.partial-100.csv
+
+
+def free_partial_path(path: Path) -> Path:
+    """`path` if nothing is there, else the first free X.partial-N.csv beside it: a file this run
+    did not write (an earlier run's measurements, the user's own) is never replaced."""
+    if not os.path.lexists(path):
+        return path
+    stem = path.name.removesuffix(".csv")
+    for n in range(2, MAX_PARTIAL_FILES + 1):
+        other = path.with_name(f"{stem}-{n}.csv")
+        if not os.path.lexists(other):
+            return other
+    raise InputError(
+        f"{path} and {MAX_PARTIAL_FILES - 1} more partial CSVs beside it exist; move them away"
+    )
+
+
+def write_partial_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """The measurements taken so far, one row each, raw SI numbers (atomic as well), in `path`
+    or, where a file is there already, the next free name (free_partial_path): the path
+    written."""
+    path = free_partial_path(path)
     keys: list[str] = []
     for row in rows:
         keys.extend(k for k in row if k not in keys)
@@ -119,3 +141,4 @@ def write_partial_csv(path: Path, rows: list[dict[str, Any]]) -> None:
             writer.writerows({k: csv_safe(v) for k, v in row.items()} for row in rows)
 
     atomic_write(path, write)
+    return path

@@ -238,8 +238,8 @@ def calibrate_collectives(
     def saved() -> str:
         if partial is None:
             return ""
-        write_partial_csv(partial, done)
-        return f"the {len(done)} earlier measurements are in {partial}; "
+        kept_in = write_partial_csv(partial, done)
+        return f"the {len(done)} earlier measurements are in {kept_in}; "
 
     rows, backend = measured_or_refused(
         "no chip file was written",

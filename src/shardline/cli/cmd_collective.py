@@ -36,6 +36,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--bytes", required=True, metavar="V", help="bytes of the whole array, e.g. 1e9 or '64 MiB'"
     )
     co.add_argument("--devices", default=None, metavar="X", help="devices on the axis")
+    co.add_argument(
+        "--hops",
+        type=int,
+        default=None,
+        metavar="H",
+        help="send only: hops to the receiver (default 1, a neighbour); t = V/(P W) + H alpha",
+    )
+    co.add_argument(
+        "--ports",
+        type=int,
+        default=None,
+        metavar="P",
+        help="send only: links the message is split over at once (default 1; e.g. 2 for both "
+        "directions of a ring)",
+    )
     add_collective_mesh_arg(co)
     add_chip_args(co, dtype=False)
     add_network_args(co.add_argument_group("network"), per_axis=False)
@@ -53,6 +68,16 @@ def compute_collective(args: argparse.Namespace) -> CollectiveCost:
     if not nbytes > 0:
         raise InputError(f"--bytes must be positive, got {args.bytes!r}")
     chip = resolve_chip(args.hw)
+    cost = _priced(args, kind, nbytes, chip)
+    if args.hops is None and args.ports is None:
+        return cost
+    from shardline.collectives import routed_send
+
+    hops = 1 if args.hops is None else args.hops
+    return routed_send(cost, hops, 1 if args.ports is None else args.ports, chip)
+
+
+def _priced(args: argparse.Namespace, kind: str, nbytes: float, chip: Chip) -> CollectiveCost:
     if args.mesh is not None:
         return _over_mesh(args, kind, nbytes, chip)
     if args.devices is None:

@@ -32,6 +32,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.add_argument("name", help="chip name, alias or .toml file")
     add_json_arg(show)
     show.set_defaults(func=run_show)
+    totals = hw_sub.add_parser(
+        "totals",
+        help="a pod or cluster of one chip: peak FLOP/s, HBM, links, bisection bandwidth",
+    )
+    totals.add_argument("name", help="chip name, alias or .toml file")
+    totals.add_argument("--devices", required=True, metavar="N", help="chips in the pod")
+    totals.add_argument("--dtype", default=None, help="the dtype of the peak (default: bf16)")
+    totals.add_argument(
+        "--system",
+        default=None,
+        metavar="NAME|FILE",
+        help="lay the chips out as this system's nodes (its scale-up domain and NICs)",
+    )
+    add_json_arg(totals)
+    totals.set_defaults(func=run_totals)
+
+
+def run_totals(args: argparse.Namespace) -> int:
+    from shardline.cli.common import positive_count
+    from shardline.hardware import load_chip
+    from shardline.hardware.systems import apply_system, load_system
+    from shardline.hardware.totals import pod_totals
+    from shardline.report.hardware import render_totals
+
+    chip = load_chip(args.name)
+    if args.system is not None:
+        chip = apply_system(chip, load_system(args.system))
+    totals = pod_totals(chip, positive_count(args.devices, "--devices"), args.dtype)
+    if args.json:
+        emit_json(totals.to_dict())
+    else:
+        sys.stdout.write(render_totals(totals))
+    return 0
 
 
 def run_list(args: argparse.Namespace) -> int:

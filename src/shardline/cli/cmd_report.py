@@ -80,12 +80,34 @@ def _data(args: argparse.Namespace) -> tuple[ReportData, str]:
     name = Path(source).name if args.model is None and source else workload.name
     data = report_from_stack(stack(workload, args.hw, **overrides_from_args(args)), name)
     if args.devices is not None:
-        data = replace(data, figures=[_timeline_figure(args, workload)])
+        figure, best = _timeline_figure(args, workload)
+        data = replace(data, figures=[figure], summary=plan_summary(data.summary, best, args))
     return data, ""
 
 
-def _timeline_figure(args: argparse.Namespace, workload: Any) -> Figure:
-    """The recommended plan's step over --devices as an inline SVG figure."""
+def plan_summary(stack_rows: list[tuple[str, str]], best: Any, args: Any) -> list[tuple[str, str]]:
+    """The page's summary with --devices: the plan the timeline draws (its step, predicted and
+    lower bound, and its memory per device) in place of the one-device stack's time and memory."""
+    from shardline.basics.units import fmt_bytes, fmt_time
+
+    mem = best.memory
+    rows = [(k, v) for k, v in stack_rows if k not in ("total time", "memory")]
+    return rows + [
+        ("plan", f"{best.name} over {args.devices} devices (the step timeline below)"),
+        (
+            "step",
+            f"{fmt_time(best.predicted_s)} predicted, {fmt_time(best.latency_s)} lower bound",
+        ),
+        (
+            "memory per device",
+            f"{fmt_bytes(mem.total_bytes)} of {fmt_bytes(mem.capacity_bytes)}: "
+            + ("fits" if mem.fits else "DOES NOT FIT"),
+        ),
+    ]
+
+
+def _timeline_figure(args: argparse.Namespace, workload: Any) -> tuple[Figure, Any]:
+    """The recommended plan's step over --devices as an inline SVG figure, and the plan."""
     from shardline.cli.common import positive_arg
     from shardline.cli.execution_args import plan_options_from_args
     from shardline.planning.api import plan
@@ -109,7 +131,8 @@ def _timeline_figure(args: argparse.Namespace, workload: Any) -> Figure:
         "microbatch, exposed communication (thin lane), bubbles, gradient all-reduce, optimizer. "
         f"Framework: {framework.display_name}."
     )
-    return Figure(f"Step timeline: {best.name}", timeline_svg(timeline, standalone=False), caption)
+    svg = timeline_svg(timeline, standalone=False)
+    return Figure(f"Step timeline: {best.name}", svg, caption), best
 
 
 def _check_plan_flags(args: argparse.Namespace) -> None:

@@ -11,16 +11,22 @@ from typing import Any
 
 from shardline.cli.args import add_power_cap_arg
 from shardline.cli.common import add_json_arg, emit_json, positive_arg
-from shardline.cli.execution_args import add_recompute_arg
-from shardline.cli.framework_io import add_emit_args, add_from_arg
-from shardline.cli.serving_args import add_figure_output_args
+from shardline.cli.execution_args import add_recompute_arg, add_run_knob_args
+from shardline.cli.framework_io import FORMATS, add_emit_out_arg, add_from_arg
+from shardline.cli.serving_args import add_figure_output_args, add_serving_dtype_args
 from shardline.errors import InputError
+from shardline.models.template import DEFAULT_SEQ_LEN  # one default with plan --model: 4096
 
 __all__ = ["register"]
 
+# the Execution fields the training search tries itself (planning.train_search.SEARCHED_KNOBS;
+# not imported here: the planning package loads only when a search runs)
+SEARCHED_FLAGS = frozenset(("interleave", "recompute", "sequence_parallel", "zero", "tp_overlap"))
 DEFAULT_SEQUENCES = 2048  # sequences per step when --global-batch is not given
-DEFAULT_SEQ_LEN = 8192
 MAX_CHIPS = 64  # chips in one --hw list
+# training-only flags with a default: None on the command line, so that the serving search can
+# tell a flag that was given (and refuse it) from one that was not
+TRAINING_DEFAULTS = {"scales": "4", "rerank": "12"}
 # Sequences per step: the search's memory grows with the batch's (dp x microbatch) splits, to
 # about 2 GB at 2^20 sequences over 2^24 devices (4.4 GB at 2^27)
 MAX_SEQUENCES = 1 << 20
@@ -45,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a zoo model or model .toml (or --from a framework configuration)",
     )
     add_from_arg(p)
-    add_emit_args(p)
+    add_emit_out_arg(p)
     p.add_argument(
         "--phase",
         default=None,
@@ -84,7 +90,7 @@ def _add_training(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--scales",
-        default="4",
+        default=None,
         metavar="N",
         help="device counts tried: D, D/2, ... (N of them; default 4) for the Pareto front",
     )
@@ -93,6 +99,21 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="LIST",
         help="hold degrees fixed, e.g. tp=8 or tp=8,pp=16 (the rest is searched)",
+    )
+    g.add_argument(
+        "--dtype",
+        dest="model_dtype",  # not `dtype`: the CLI fills that from the chip (one chip of a list)
+        default=None,
+        metavar="D",
+        help="the dtype the model computes in, e.g. fp8 (training: default the model file's, "
+        "bf16; serving search: default fp8, its weights and KV cache too)",
+    )
+    g.add_argument(
+        "--etp",
+        default=None,
+        metavar="N",
+        help="hold expert tensor parallelism (parallel folding) at N; default: the layouts as "
+        "found (etp = tp) and the folded variant of each re-ranked one (etp 1)",
     )
     add_recompute_arg(g)  # pins the policy; without it none, selective and full are searched
     g.add_argument(
@@ -103,12 +124,17 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         "not try the field itself (gradient dtype, launch mode, attention kernel, optimizer; "
         "default megatron; `shardline framework list`)",
     )
+    # how the model runs, as plan takes it: the knobs the search does not try itself
+    add_run_knob_args(g, SEARCHED_FLAGS)
     g.add_argument(
         "--rerank",
-        default="12",
+        default=None,
         metavar="K",
-        help="fastest layouts per chip and device count re-evaluated by the plan engine",
+        help="fastest layouts per chip and device count re-evaluated by the plan engine "
+        "(default 12)",
     )
+    flags = [(a.option_strings[0], a.dest) for a in g._group_actions if a.option_strings]
+    p.set_defaults(training_flags=flags)
 
 
 def _add_serving(p: argparse.ArgumentParser) -> None:
@@ -118,6 +144,18 @@ def _add_serving(p: argparse.ArgumentParser) -> None:
     g.add_argument("--in", dest="input_tokens", default=None, metavar="I", help="input tokens")
     g.add_argument("--out", dest="output_tokens", default=None, metavar="O", help="output tokens")
     g.add_argument("--max-devices", default=None, metavar="N", help="most devices per system")
+    g.add_argument(
+        "--engine",
+        default=None,
+        metavar="NAME",
+        help="serving engine (NAME or NAME@VERSION): trtllm (default), vllm, sglang, tgi, lmdeploy",
+    )
+    add_serving_dtype_args(g, FORMATS)
+    g.add_argument(
+        "--disagg",
+        action="store_true",
+        help="also search disaggregated prefill:decode pools of each device count",
+    )
 
 
 def _add_run(p: argparse.ArgumentParser) -> None:
@@ -164,12 +202,12 @@ def run_search(args: argparse.Namespace) -> int:
     phase = args.phase or ("serving" if serving else "training")
     if phase == "training" and serving:
         raise InputError("--slo and --rate apply to the serving search, not --phase training")
-    if (args.model is None) == (args.from_file is None):
-        raise InputError("search needs --model NAME or --from FILE (one of them)")
-    if phase != "training" and (args.from_file is not None or args.emit is not None):
-        raise InputError("--from and --emit apply to the training search")
+    _check_phase_flags(args, phase)
     outputs = check_figure_outputs(args, [args.model or args.from_file])
     result = _training(args) if phase == "training" else _serving(args)
+    if phase != "training" and getattr(args, "emit", None) is not None:
+        sys.stdout.write(_launch(args, result))
+        return 0
     if outputs.wanted:
         _write_figures(outputs, args.model or args.from_file, phase, result)
     emitted = result.pop("emit_text", None)
@@ -190,6 +228,26 @@ def run_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_phase_flags(args: argparse.Namespace, phase: str) -> None:
+    """--model or --from; the serving flags refused by the training search, --from and -o by
+    the serving search; --emit takes a framework (the training search: megatron, torchtitan,
+    maxtext) or an engine (the serving search)."""
+    if (args.model is None) == (args.from_file is None):
+        raise InputError("search needs --model NAME or --from FILE (one of them)")
+    if phase == "training":
+        if args.emit is not None and args.emit not in FORMATS:
+            raise InputError(f"--emit {args.emit} applies to the serving search (--slo)")
+        for flag in ("engine", "weight_dtype", "kv_dtype", "disagg"):
+            if getattr(args, flag, None) not in (None, False):
+                name = "--" + flag.replace("serving_", "").replace("_", "-")
+                raise InputError(f"{name} applies to the serving search (--slo), not training")
+        return
+    if args.from_file is not None or args.emit in FORMATS or args.emit_out is not None:
+        raise InputError(
+            "--from, -o and --emit megatron|torchtitan|maxtext apply to the training search"
+        )
+
+
 def _write_figures(outputs: Any, model: str, phase: str, result: dict[str, Any]) -> None:
     """--plot and --html: the Pareto front, cost against latency."""
     from shardline.report.serve_figures import render_search_plot, search_figures
@@ -197,13 +255,25 @@ def _write_figures(outputs: Any, model: str, phase: str, result: dict[str, Any])
     title = f"shardline search ({phase}): {model}"
     best = result.get("best") or {}
     summary = [("phase", phase), ("evaluated", f"{result.get('evaluated', 0):,}")]
-    summary += [(f"best {k}", str(v)) for k, v in best.items() if not isinstance(v, dict)]
+    summary += [(f"best {k}", _shown(k, v)) for k, v in best.items() if not isinstance(v, dict)]
     outputs.write(
         lambda path: render_search_plot(result, path, title),
         lambda: search_figures(result, title),
         title,
         summary,
     )
+
+
+def _shown(key: str, value: Any) -> str:
+    """A summary value as a person reads it: dollars and other figures to three or four
+    significant figures, never a float's seventeen digits."""
+    from shardline.basics.units import fmt_usd
+
+    if key.startswith("usd") and isinstance(value, int | float):
+        return fmt_usd(value)
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    return str(value)
 
 
 def _chips(text: str | None, default: list[str], power_cap: str | None = None) -> list[Any]:
@@ -256,6 +326,8 @@ def _workload(args: argparse.Namespace, imported: Any = None) -> tuple[Any, Any,
             )
     spec = imported.model if imported is not None else load_model(args.model)
     table = transformer_table(spec, batch=sequences, seq_len=seq_len)
+    if args.model_dtype is not None:
+        table["dtype"] = args.model_dtype
     data = {"name": spec.name, "phase": "training", "transformer": table}
     dtype = imported.dtype if imported is not None else None
     return workload_from_dict(data, origin=f"model {spec.name}", dtype=dtype), spec, seq_len
@@ -263,6 +335,8 @@ def _workload(args: argparse.Namespace, imported: Any = None) -> tuple[Any, Any,
 
 def _training(args: argparse.Namespace) -> dict[str, Any]:
     from shardline.basics.units import parse_count
+    from shardline.cli.common import count_arg
+    from shardline.cli.execution_args import execution_from_args
     from shardline.planning.train_search import RunOptions, training_search
 
     if args.devices is None:
@@ -283,11 +357,17 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
     workload, spec, seq_len = _workload(args, imported)
     run = RunOptions(
         **_run_options(args),
-        rerank=positive_arg(args.rerank, "--rerank"),
-        scales=positive_arg(args.scales, "--scales"),
+        rerank=positive_arg(_given(args.rerank, "rerank"), "--rerank"),
+        scales=positive_arg(_given(args.scales, "scales"), "--scales"),
         fixed=_fixed(args.fix),
         recompute=args.recompute,
         framework=args.framework,
+        execution=tuple(
+            (k, v)
+            for k, v in execution_from_args(args).items()
+            if k not in ("recompute", "framework", "tokens")  # RunOptions' own fields
+        ),
+        etp=count_arg(args.etp, "--etp") if args.etp is not None else None,
     )
     result = training_search(
         workload,
@@ -323,6 +403,10 @@ def _emit(
     return {"emit": emitted}
 
 
+def _given(value: str | None, flag: str) -> str:
+    return TRAINING_DEFAULTS[flag] if value is None else value
+
+
 def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:
     """`tp=8,pp=16` -> (("tp", 8), ("pp", 16))."""
     if text is None:
@@ -338,20 +422,35 @@ def _fixed(text: str | None) -> tuple[tuple[str, int], ...]:
     return tuple(out)
 
 
-def _serving(args: argparse.Namespace) -> dict[str, Any]:
-    from functools import partial
-
-    from shardline.planning.executors import map_chunks
-    from shardline.serving.config import check_tokens
-    from shardline.serving.search import serving_search
-    from shardline.serving.slo import parse_slo
-
+def _refuse_training_flags(args: argparse.Namespace) -> None:
+    """The serving search takes none of the training search's flags: one error line each."""
     if args.recompute is not None:
         raise InputError("--recompute applies to the training search")
     if args.framework is not None:
         raise InputError("--framework applies to the training search")
     if args.power_cap is not None:
         raise InputError("--power-cap applies to the training search (serving takes chip names)")
+    for flag, dest in args.training_flags:  # every flag of the training group but --dtype
+        if dest != "model_dtype" and getattr(args, dest, None) not in (None, False):
+            more = "; the serving search sizes systems up to --max-devices" * (flag == "--devices")
+            raise InputError(f"{flag} applies to the training search{more}")
+
+
+def _serving(args: argparse.Namespace) -> dict[str, Any]:
+    from functools import partial
+
+    from shardline.planning.executors import map_chunks
+    from shardline.serving.config import check_tokens
+    from shardline.serving.engines import engine
+    from shardline.serving.search import (
+        SEARCH_DTYPE,
+        SEARCH_ENGINE,
+        SearchOptions,
+        serving_search,
+    )
+    from shardline.serving.slo import parse_slo
+
+    _refuse_training_flags(args)
     given = (("--rate", args.rate), ("--in", args.input_tokens), ("--out", args.output_tokens))
     missing = [flag for flag, value in given if value is None]
     if missing:
@@ -360,6 +459,13 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
         from shardline.serving.search import NEEDS_SLO
 
         raise InputError(NEEDS_SLO)
+    engine_name = args.engine or args.emit or SEARCH_ENGINE
+    if args.emit is not None and engine(engine_name).name != args.emit:
+        raise InputError(
+            f"--emit {args.emit} prints the best layout priced with {args.emit}'s own figures; "
+            f"drop --engine {args.engine} or give --engine {args.emit}"
+        )
+    dtype = args.model_dtype or (None if args.weight_dtype else SEARCH_DTYPE)
     start = time.perf_counter()
     result = serving_search(
         args.model,
@@ -369,12 +475,64 @@ def _serving(args: argparse.Namespace) -> dict[str, Any]:
         output_tokens=int(check_tokens(positive_arg(args.output_tokens, "--out"), "--out")),
         slo=parse_slo(args.slo),
         max_devices=_max_devices(args.max_devices),
-        map_chunks=partial(map_chunks, **_run_options(args)),
+        options=SearchOptions(
+            engine=engine_name,
+            dtype=dtype,
+            weight_dtype=args.weight_dtype,
+            kv_dtype=args.kv_dtype,
+            disagg=args.disagg,
+            map_chunks=partial(map_chunks, **_run_options(args)),
+        ),
     )
     elapsed_s = time.perf_counter() - start
     result["elapsed_s"] = elapsed_s
     result["rate_systems_per_s"] = result["evaluated"] / elapsed_s if elapsed_s > 0 else 0.0
     return result
+
+
+def _launch(args: argparse.Namespace, result: dict[str, Any]) -> str:
+    """--emit: the launch command of the search's best layout (serve's --emit of it)."""
+    from dataclasses import replace
+
+    from shardline.cli.serving_args import launch_line
+    from shardline.serving.config import parse_lengths
+    from shardline.serving.search import Chunk, layout_config
+    from shardline.serving.serve import ServeOptions
+    from shardline.serving.slo import parse_slo
+
+    best = result["best"]
+    if best is None:
+        raise InputError("no layout meets the SLO: nothing to --emit (see the failures)")
+    if "pools" in best:
+        pools = best["pools"]
+        raise InputError(
+            f"the best layout runs disaggregated pools ({pools['prefill_devices']} prefill : "
+            f"{pools['decode_devices']} decode devices); --emit prints one colocated engine's "
+            "command: search without --disagg for it"
+        )
+    chunk = Chunk(
+        model=args.model,
+        chip=best["chip"],
+        tp=best["tp"],
+        rate_per_s=_rate(args.rate),
+        input_tokens=parse_lengths(args.input_tokens, "--in"),
+        output_tokens=parse_lengths(args.output_tokens, "--out"),
+        slo=parse_slo(args.slo),
+        max_devices=best["devices"],
+        engine=best["engine"],
+        dtype=best["dtype"],
+        weight_dtype=best["weight_dtype"],
+        kv_dtype=best["kv_dtype"],
+        attention_dp=best.get("attention_dp", 1),
+    )
+    cfg = layout_config(chunk, best["devices"], best["max_batch"])
+    options = ServeOptions(
+        engine=best["engine"],
+        dtype=best["dtype"],
+        weight_dtype=best["weight_dtype"],
+        kv_dtype=best["kv_dtype"],
+    )
+    return launch_line(args.emit, args.model, best["chip"], replace(cfg), options)
 
 
 def _max_devices(text: str | None) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 from shardline.cli.args import add_chip_args, add_json_arg
 from shardline.cli.common import emit_json
 from shardline.cli.common import positive_arg as _positive
-from shardline.cli.serving_args import add_figure_output_args, add_serving_args
+from shardline.cli.serving_args import add_figure_output_args, add_serving_args, launch_line
 from shardline.errors import InputError
 
 __all__ = ["register", "config_from_args", "parse_rate"]
@@ -61,6 +61,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         metavar="FILE",
         help="CSV of arrival_s,input_tokens,output_tokens (simulated)",
+    )
+    g.add_argument(
+        "--waves",
+        action="store_true",
+        help="with --concurrency and fixed lengths: a client whose requests stay in step (all "
+        "sent at once, prefilled one after another, ended together)",
     )
     g.add_argument("--simulate", action="store_true", help="also run the event simulation")
     g.add_argument(
@@ -150,12 +156,14 @@ def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any
     devices = _positive(args.devices, "--devices")
     if disagg is not None and sum(disagg) != devices:
         raise InputError(f"--disagg {args.disagg}: P + D must equal --devices {devices}")
+    concurrency = _concurrency(args)
+    tp, ep, adp = _replica(args)
     return ServeConfig(
-        rate_per_s=parse_rate(args.rate),
+        rate_per_s=parse_rate(args.rate) if concurrency is None else 1.0,  # closed loop: solved
         input_tokens=parse_lengths(args.input_tokens, "--in"),
         output_tokens=parse_lengths(args.output_tokens, "--out"),
         devices=devices,
-        tp=_positive(args.tp, "--tp"),
+        tp=tp,
         max_batch=_at_most(_positive(args.max_batch, "--max-batch"), MAX_BATCH, "--max-batch"),
         chunk_tokens=chunk if chunk else None,
         prefix_hit=_float(args.prefix_hit, "--prefix-hit"),
@@ -163,17 +171,51 @@ def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any
         spec_alpha=alpha,
         spec_draft_ratio=draft,
         disagg=disagg,
+        ep=ep,
+        attention_dp=adp,
     )
 
 
-def _write_figures(outputs: Any, hw: str, cfg: Any, options: Any, result: dict) -> None:
-    """--plot and --html: the simulation's CDFs and KV occupancy, and the rate sweep."""
+def _replica(args: argparse.Namespace) -> tuple[int, int, int]:
+    """(devices of a replica, ep, attention-dp) from --tp, --ep and --attention-dp, read as
+    SGLang and TensorRT-LLM read them (--tp is the replica, split by the other two) when both
+    divide --tp, else as vLLM reads them (--tp is the attention tensor-parallel size of each of
+    --attention-dp ranks: a replica of tp x attention-dp devices, --ep of them for the experts)."""
+    tp = _positive(args.tp, "--tp")
+    ep = _positive(args.ep, "--ep")
+    adp = _positive(args.attention_dp, "--attention-dp")
+    if tp % adp == 0 and tp % ep == 0:
+        return tp, ep, adp
+    replica = tp * adp
+    if replica % ep:
+        raise InputError(
+            f"--ep {ep} divides neither --tp {tp} nor --tp x --attention-dp = {replica}: give "
+            "expert-parallel ranks that split the replica"
+        )
+    return replica, ep, adp
+
+
+def _concurrency(args: argparse.Namespace) -> int | None:
+    """--concurrency N (a closed loop) or --rate R, exactly one."""
+    from shardline.serving.closed import MAX_CONCURRENCY
+
+    if (args.rate is None) == (args.concurrency is None):
+        raise InputError("serve needs one of --rate R (Poisson arrivals) or --concurrency N")
+    if args.concurrency is None:
+        return None
+    n = _positive(args.concurrency, "--concurrency")
+    return _at_most(n, MAX_CONCURRENCY, "--concurrency")
+
+
+def _write_figures(outputs: Any, model: str, hw: str, cfg: Any, options: Any, result: dict) -> None:
+    """--plot and --html: the simulation's CDFs and KV occupancy, and the rate sweep, of `model`
+    as the user gave it (a model file's path: not the zoo model its name may match)."""
     from functools import cache
 
     from shardline.report.serve_figures import render_serve_plot, serve_figures, serve_summary
     from shardline.serving.plotdata import serve_plot_data
 
-    data = cache(lambda: serve_plot_data(result["model"], hw, cfg, options))
+    data = cache(lambda: serve_plot_data(model, hw, cfg, options))
     outputs.write(
         lambda path: render_serve_plot(data(), path),
         lambda: serve_figures(data()),
@@ -195,7 +237,7 @@ def run_serve(args: argparse.Namespace) -> int:
                 f"--{flag.replace('_', '-')} does not apply to serve (its step times use the "
                 "chip's own rates); give a chip .toml with --hw for other rates"
             )
-    eng = engine(args.engine)
+    eng = engine(_engine_name(args))
     cfg = config_from_args(args, eng.default_chunk_tokens if eng.chunked_prefill else None)
     cfg = replace(cfg, kv_reservation=eng.kv_reservation)
     if cfg.devices % cfg.tp:
@@ -207,9 +249,15 @@ def run_serve(args: argparse.Namespace) -> int:
         from shardline.serving.simulate import Requests
 
         trace = Requests(*read_trace(args.trace))
+    if cfg.disagg is not None and args.concurrency is not None:
+        raise InputError("--concurrency prices colocated replicas; drop --disagg or give --rate")
     options = ServeOptions(
         engine=eng.name,
-        dtype=args.dtype or "bf16",
+        dtype=args.dtype if getattr(args, "dtype_given", True) else None,
+        weight_dtype=args.weight_dtype,
+        kv_dtype=args.kv_dtype,
+        concurrency=_concurrency(args),
+        waves=args.waves,
         slo=parse_slo(args.slo) if args.slo else None,
         simulate=args.simulate or trace is not None,
         trace=trace,
@@ -222,9 +270,27 @@ def run_serve(args: argparse.Namespace) -> int:
         from shardline.serving.runsim import check_simulation_size
 
         check_simulation_size(cfg, options, result["batch"])  # the figures simulate too
-        _write_figures(outputs, hw, cfg, options, result)
-    if args.json:
+        _write_figures(outputs, args.model, hw, cfg, options, result)
+    if args.emit is not None:
+        sys.stdout.write(launch_line(args.emit, args.model, hw, cfg, options))
+    elif args.json:
         emit_json(result)
     else:
         sys.stdout.write(render_serve(result))
     return 0
+
+
+def _engine_name(args: argparse.Namespace) -> str:
+    """--engine, or the engine of --emit when --engine is not given (the launch line is priced
+    with its own engine's figures)."""
+    if args.emit is None:
+        return args.engine or "trtllm"
+    if args.engine is not None:
+        from shardline.serving.engines import engine
+
+        if engine(args.engine).name != args.emit:
+            raise InputError(
+                f"--emit {args.emit} prints {args.emit}'s command for a configuration priced with "
+                f"its own figures; drop --engine {args.engine} or give --engine {args.emit}"
+            )
+    return args.emit

@@ -51,6 +51,14 @@ def _add_search_args(pl: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the largest sequence length (decode: cached context) that fits; templates only",
     )
+    search.add_argument(
+        "--target-mfu",
+        type=float,
+        default=None,
+        metavar="F",
+        help="the smallest batch at which some plan that fits reaches MFU F, e.g. 0.5 (degrees "
+        "given stay fixed)",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,10 +87,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_degree_args(pl)
     pl.add_argument(
         "--objective",
-        default="latency",
-        choices=("latency", "throughput", "predicted"),
-        help="rank plans by the lower-bound latency (default), throughput, or the realistic "
-        "predicted time",
+        default="predicted",
+        choices=("predicted", "latency", "throughput"),
+        help="rank plans by the realistic predicted time (default), the lower-bound latency, "
+        "or the predicted throughput",
     )
     pl.add_argument(
         "--top",
@@ -130,7 +138,7 @@ def run_plan(args: argparse.Namespace) -> int:
     options = plan_options_from_args(args)
     options["objective"] = args.objective
     top = _positive(args.top, "--top")
-    if args.max_batch or args.max_seq_len:
+    if args.max_batch or args.max_seq_len or args.target_mfu is not None:
         return _run_capacity(args, workload, devices, options, overrides)
     if args.batches is not None:
         if args.batch is not None:
@@ -159,10 +167,45 @@ def _layout_pinned(options: dict[str, Any], devices: int) -> bool:
     """Whether the flags fix one layout: every degree given, or the given degrees already
     multiply to the devices (the rest can only be 1). The user asked about that layout, so
     `plan` answers even when it does not fit (fits false, with the memory it needs)."""
+    from shardline.planning.folding import folded_pinned
+
+    if folded_pinned(devices, options):
+        return True
     if all(options[s.name] is not None for s in strategies() if not s.optional):
         return True
     given = [int(options[s.name]) for s in strategies() if options[s.name] is not None]
     return prod(given) == devices
+
+
+def _run_target_mfu(args: argparse.Namespace, workload: Any, devices: int, opts: Any) -> int:
+    """`plan --target-mfu F`: the smallest batch some plan reaches MFU F at."""
+    from shardline.planning.capacity import batch_for_mfu
+    from shardline.report.capacity_text import render_batch_for_mfu
+
+    if args.batch is not None:
+        raise InputError("give --batch or --target-mfu, not both")
+    result = batch_for_mfu(workload, args.hw, devices, args.target_mfu, options=opts)
+    if args.json:
+        emit_json(result.to_dict())
+    else:
+        sys.stdout.write(render_batch_for_mfu(result))
+    return 0
+
+
+def _plan_options(options: dict[str, Any], overrides: dict[str, Any]) -> Any:
+    """The PlanOptions of the flags (degrees, microbatches, objective, rates, execution)."""
+    from shardline.basics.options import Execution, RateOverrides
+    from shardline.planning.api import PlanOptions
+    from shardline.planning.search import EXECUTION_FIELDS
+
+    return PlanOptions(
+        degrees={s.name: options[s.name] for s in strategies()}
+        | {k: options[k] for k in ("etp", "edp") if options.get(k) is not None},
+        microbatches=options["microbatches"],
+        objective=options["objective"],
+        rates=RateOverrides(**overrides),
+        execution=Execution(**{k: v for k, v in options.items() if k in EXECUTION_FIELDS}),
+    )
 
 
 def _run_capacity(
@@ -173,19 +216,14 @@ def _run_capacity(
     overrides: dict[str, Any],
 ) -> int:
     """`plan --max-batch` / `--max-seq-len`: the largest value that fits, by doubling and
-    bisection over plan searches (the degrees given stay fixed)."""
-    from shardline.basics.options import Execution, RateOverrides
-    from shardline.planning.api import PlanOptions, max_batch, max_seq_len
-    from shardline.planning.search import EXECUTION_FIELDS
+    bisection over plan searches (the degrees given stay fixed); `--target-mfu` the smallest
+    batch that reaches an MFU, the same way."""
+    from shardline.planning.api import max_batch, max_seq_len
     from shardline.report.capacity_text import render_capacity
 
-    opts = PlanOptions(
-        degrees={s.name: options[s.name] for s in strategies()},
-        microbatches=options["microbatches"],
-        objective=options["objective"],
-        rates=RateOverrides(**overrides),
-        execution=Execution(**{k: v for k, v in options.items() if k in EXECUTION_FIELDS}),
-    )
+    opts = _plan_options(options, overrides)
+    if args.target_mfu is not None:
+        return _run_target_mfu(args, workload, devices, opts)
     if args.max_batch:
         if args.batch is not None:
             raise InputError("give --batch or --max-batch, not both")

@@ -157,8 +157,7 @@ def run(args: argparse.Namespace) -> int:
         progress=False if args.no_progress else None,
         partial=partial,
     )
-    partial.unlink(missing_ok=True)
-    write_csv(csv_path, result)
+    write_csv(csv_path, result)  # (a partial CSV there is left: a run that ends wrote none)
     files = [str(csv_path)]
     if png_path is not None:
         from shardline.report.predict_text import render_plot

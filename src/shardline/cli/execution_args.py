@@ -11,7 +11,8 @@ import argparse
 from typing import Any
 
 from shardline.basics.framework import ATTENTION_KERNELS, framework_names
-from shardline.basics.recompute import TENSORS, policy_names
+from shardline.basics.options import OP_FUSIONS
+from shardline.basics.recompute import TENSORS, module_names, policy_names
 from shardline.basics.units import parse_count
 from shardline.cli.common import count_arg
 from shardline.strategies import strategies
@@ -20,6 +21,7 @@ from shardline.strategies.base import Knob
 __all__ = [
     "add_degree_args",
     "add_execution_args",
+    "add_run_knob_args",
     "add_recompute_arg",
     "recompute_help",
     "execution_from_args",
@@ -36,6 +38,21 @@ def add_degree_args(parser: argparse.ArgumentParser) -> None:
             f"--{strategy.word}", dest=strategy.name, default=None, metavar="N", help=strategy.help
         )
     degrees.add_argument(
+        "--etp",
+        default=None,
+        metavar="N",
+        help="expert tensor parallelism (Megatron-Core's parallel folding): the experts run on "
+        "etp x ep x edp x pp ranks and the attention on tp x cp x dp x pp, the same devices; "
+        "--dp then counts every rank outside tp, cp and pp (derived when left out)",
+    )
+    degrees.add_argument(
+        "--edp",
+        default=None,
+        metavar="N",
+        help="expert data parallelism with --etp: derived (devices / (pp x etp x ep)); given, it "
+        "is checked",
+    )
+    degrees.add_argument(
         "--microbatches",
         default=None,
         metavar="M",
@@ -48,6 +65,9 @@ def plan_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {
         s.name: count_arg(getattr(args, s.name), f"--{s.word}") for s in strategies()
     }
+    for key in ("etp", "edp"):  # parallel folding (shardline.planning.folding)
+        if getattr(args, key, None) is not None:
+            options[key] = count_arg(getattr(args, key), f"--{key}")
     options["microbatches"] = count_arg(args.microbatches, "--microbatches")
     options.update(execution_from_args(args))
     if hasattr(args, "topology"):
@@ -64,30 +84,67 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
         "execution (how the plan runs; shardline.basics.options.Execution)"
     )
     for knob in knobs():
-        if knob.switch:  # --no-FLAG turns off what a --framework default turns on
-            g.add_argument(
-                knob.flag,
-                dest=knob.field,
-                action=argparse.BooleanOptionalAction,
-                default=None,
-                help=knob.help,
-            )
-        else:
-            g.add_argument(
-                knob.flag,
-                dest=knob.field,
-                default=None,
-                choices=knob.choices,
-                metavar=knob.metavar,
-                help=knob.help,
-            )
+        _add_knob(g, knob)
     add_recompute_arg(g)
     _add_step_args(g)
+
+
+def add_run_knob_args(g: Any, searched: frozenset[str]) -> None:
+    """The execution flags of how a model runs that a search does not try itself (`searched`:
+    the fields it tries): the strategies' knobs but those, the gradient dtype, the optimizer,
+    the launch mode and the attention kernel (the training search; its own --framework,
+    --recompute and --tokens)."""
+    for knob in knobs():
+        if knob.field in searched:
+            continue
+        _add_knob(g, knob)
+    _add_gradient_args(g)
+    _add_kernel_arg(g)
+
+
+def _add_knob(g: Any, knob: Knob) -> None:
+    if knob.switch:  # --no-FLAG turns off what a --framework default turns on
+        g.add_argument(
+            knob.flag,
+            dest=knob.field,
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help=knob.help,
+        )
+    else:
+        g.add_argument(
+            knob.flag,
+            dest=knob.field,
+            default=None,
+            choices=knob.choices,
+            metavar=knob.metavar,
+            help=knob.help,
+        )
 
 
 def _add_step_args(g: Any) -> None:
     """The flags of the plan as a whole: gradient dtype, optimizer, launch mode, framework,
     attention kernel, tokens."""
+    _add_gradient_args(g)
+    g.add_argument(
+        "--framework",
+        default=None,
+        metavar="NAME",
+        help=f"the training framework whose defaults fill what the other flags leave out: "
+        f"{', '.join(framework_names())} (default megatron; `shardline framework show NAME` lists "
+        "each one's defaults and sources)",
+    )
+    _add_kernel_arg(g)
+    g.add_argument(
+        "--tokens",
+        default=None,
+        metavar="T",
+        help="tokens to train on, e.g. 1T or 15e12: gives days to train",
+    )
+
+
+def _add_gradient_args(g: Any) -> None:
+    """--grad-reduce-dtype, --optimizer, --cuda-graphs, --op-fusion."""
     g.add_argument(
         "--grad-reduce-dtype",
         default=None,
@@ -99,8 +156,10 @@ def _add_step_args(g: Any) -> None:
         "--optimizer",
         default=None,
         metavar="NAME|BYTES",
-        help="adam (default), adam-bf16, sgd, adafactor, or optimizer bytes per parameter",
+        help="adam (default), adam-bf16, adam-no-master, sgd, adafactor, or optimizer bytes "
+        "per parameter",
     )
+    _memory_args(g)
     g.add_argument(
         "--cuda-graphs",
         action=argparse.BooleanOptionalAction,
@@ -108,13 +167,16 @@ def _add_step_args(g: Any) -> None:
         help="kernels replayed from CUDA graphs: no per-kernel launch overhead (decode)",
     )
     g.add_argument(
-        "--framework",
+        "--op-fusion",
         default=None,
-        metavar="NAME",
-        help=f"the training framework whose defaults fill what the other flags leave out: "
-        f"{', '.join(framework_names())} (default megatron; `shardline framework show NAME` lists "
-        "each one's defaults and sources)",
+        choices=OP_FUSIONS,
+        help="how the memory-bound ops between the matmuls run in training: fused (Megatron's "
+        "and Transformer Engine's kernels, torch.compile, XLA) or eager (PyTorch op by op; "
+        "default: the framework's, fused for megatron)",
     )
+
+
+def _add_kernel_arg(g: Any) -> None:
     g.add_argument(
         "--attention-kernel",
         default=None,
@@ -123,12 +185,6 @@ def _add_step_args(g: Any) -> None:
         "them (achievable.attention_kernels; default: the framework's, Megatron-Core's cudnn in "
         "training)",
     )
-    g.add_argument(
-        "--tokens",
-        default=None,
-        metavar="T",
-        help="tokens to train on, e.g. 1T or 15e12: gives days to train",
-    )
 
 
 def recompute_help() -> str:
@@ -136,7 +192,8 @@ def recompute_help() -> str:
     return (
         "activation recompute policy in the backward pass (docs/whole-model.md#recompute-policies):"
         f" {', '.join(policy_names())}; layer-N (every Nth block fully recomputed, torchtitan); "
-        f"keep:T1,T2,... (keep these block tensors: {', '.join(TENSORS)}). Default none"
+        f"keep:T1,T2,... (keep these block tensors: {', '.join(TENSORS)}); modules:M1,M2,... "
+        f"(Megatron-Core's recompute_modules: {', '.join(module_names())}). Default none"
     )
 
 
@@ -147,6 +204,18 @@ def add_recompute_arg(g: Any) -> None:
 def knobs() -> tuple[Knob, ...]:
     """Every registered strategy's execution flags, in registry order."""
     return tuple(knob for s in strategies() for knob in s.knobs)
+
+
+def _memory_args(g: Any) -> None:
+    g.add_argument(
+        "--memory-convention",
+        type=int,
+        choices=(16, 10),
+        default=None,
+        help="training state per parameter: 16 B (bf16 weights + bf16 gradients + fp32 master "
+        "+ fp32 Adam, the default) or 10 B (bf16 weights + fp32 Adam, no master copy, no "
+        "gradient buffer: How to Scale Your Model's count)",
+    )
 
 
 def _optimizer(text: str | None) -> str | float | None:
@@ -174,18 +243,22 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
                 out[knob.field] = bool(value)
         elif value is not None:
             out[knob.field] = knob.parse(value) if knob.parse is not None else value
-    if args.recompute is not None:
+    if getattr(args, "recompute", None) is not None:
         out["recompute"] = args.recompute
     if getattr(args, "grad_reduce_dtype", None) is not None:
         out["grad_reduce_dtype"] = args.grad_reduce_dtype
-    if args.optimizer is not None:
+    if getattr(args, "optimizer", None) is not None:
         out["optimizer"] = _optimizer(args.optimizer)
-    if args.cuda_graphs is not None:
+    if getattr(args, "memory_convention", None) is not None:
+        out["memory_convention"] = args.memory_convention
+    if getattr(args, "cuda_graphs", None) is not None:
         out["cuda_graphs"] = bool(args.cuda_graphs)
-    if args.tokens is not None:
+    if getattr(args, "tokens", None) is not None:
         out["tokens"] = _tokens(args.tokens)
     if getattr(args, "framework", None) is not None:
         out["framework"] = args.framework
     if getattr(args, "attention_kernel", None) is not None:
         out["attention_kernel"] = args.attention_kernel
+    if getattr(args, "op_fusion", None) is not None:
+        out["op_fusion"] = args.op_fusion
     return out

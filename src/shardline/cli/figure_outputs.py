@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FigureOutputs", "check_figure_outputs", "PLOT_SKIPPED", "have_matplotlib"]
+__all__ = [
+    "FigureOutputs",
+    "check_figure_outputs",
+    "PLOT_SKIPPED",
+    "have_matplotlib",
+    "say_wrote",
+]
 
 PLOT_SKIPPED = "figures skipped: matplotlib is not installed (pip install 'shardline[plot]')"
 
@@ -42,9 +48,16 @@ class FigureOutputs:
             sys.stderr.write(PLOT_SKIPPED + "\n")
         if self.plot is not None and drawable:
             _write_plot(self.plot, render)
+            say_wrote(self.plot, "figure")
         if self.html is not None:
             page = figures_page(title, figures() if drawable else [], summary)
             write_text(self.html, page)
+            say_wrote(self.html, "self-contained HTML page")
+
+
+def say_wrote(out: Path, what: str) -> None:
+    """One line on stderr naming the file a flag wrote (stdout stays the answer, JSON included)."""
+    sys.stderr.write(f"wrote {out}: {what}\n")
 
 
 def have_matplotlib() -> bool:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from typing import NoReturn
 
+from shardline import __version__
 from shardline.cli.common import fill_default_dtype
 from shardline.errors import InputError
 
@@ -44,6 +45,7 @@ COMMANDS = (
     "what_if",
     "search",
     "serve",
+    "solve",
 )
 
 
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="First-principles performance modeling: rooflines, sharding, collectives, "
         "plans.",
     )
+    parser.add_argument("--version", action="version", version=f"shardline {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMANDS:

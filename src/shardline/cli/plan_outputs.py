@@ -78,6 +78,7 @@ def _with_costs(result: PlanSet, price: float | None) -> tuple[dict[str, Any], l
 
 
 def _write_trace(out: Path, result: PlanSet) -> None:
+    from shardline.cli.figure_outputs import say_wrote
     from shardline.planning.timeline import plan_timeline, trace_events
 
     best = result.best()
@@ -87,6 +88,7 @@ def _write_trace(out: Path, result: PlanSet) -> None:
     v = ex.interleave if ex is not None else 1
     timeline = plan_timeline(best, training=w.training, decode=w.decode, interleave=v)
     write_text(out, json.dumps(trace_events(timeline), indent=1) + "\n")
+    say_wrote(out, f"Chrome trace-event JSON of {best.name}'s step (open in Perfetto)")
 
 
 def finish_plan(

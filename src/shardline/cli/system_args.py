@@ -90,7 +90,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
     if getattr(args, "host_cpu", None) is not None:
         out["host_cpu"] = str(args.host_cpu)
     for name, value in out.items():
-        if isinstance(value, int) and value < 1:
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
             raise InputError(f"--{name.replace('_', '-')} must be at least 1")
     return out
 

@@ -18,7 +18,13 @@ switch. alpha is the per-hop latency. Time = latency term + bandwidth term (alph
 
 from shardline.collectives.algorithms import ALGORITHMS, TABLE, VOCABULARY, Algorithm
 from shardline.collectives.compose import collective_cost, collective_over
-from shardline.collectives.networks import axis_network, mesh_networks, parse_topology
+from shardline.collectives.networks import (
+    axis_network,
+    concurrent_s,
+    mesh_links,
+    mesh_networks,
+    parse_topology,
+)
 from shardline.collectives.records import (
     KINDS,
     TOPOLOGIES,
@@ -34,6 +40,7 @@ from shardline.collectives.records import (
     canonical_kind,
     canonical_topology,
 )
+from shardline.collectives.routing import routed_send
 from shardline.collectives.vocabulary import (
     algorithm_named,
     algorithms_for,
@@ -54,6 +61,9 @@ __all__ = [
     "canonical_topology",
     "collective_cost",
     "axis_network",
+    "concurrent_s",
+    "mesh_links",
+    "routed_send",
     "mesh_networks",
     "parse_topology",
     "collective_over",

@@ -376,6 +376,7 @@ VOCABULARY: tuple[CollectiveAlgorithm, ...] = (
             own_bound=True,
             source=_TUNING + " (NVLS: one node, the chip's measured in-switch algbw)",
         ),
+        switch_reduces=True,
     ),
     CollectiveAlgorithm(
         "nvls-tree",
@@ -387,6 +388,7 @@ VOCABULARY: tuple[CollectiveAlgorithm, ...] = (
             own_bound=False,
             source=_TUNING + " (NVLS tree); src/transport/nvls.cc (its channels)",
         ),
+        switch_reduces=True,
     ),
     CollectiveAlgorithm(
         "collnet-direct",
@@ -398,6 +400,7 @@ VOCABULARY: tuple[CollectiveAlgorithm, ...] = (
             own_bound=False,
             source=_TUNING + " (CollNet Direct)",
         ),
+        switch_reduces=True,
     ),
     CollectiveAlgorithm(
         "pat",

@@ -35,6 +35,7 @@ from shardline.collectives.records import (
     LineRate,
     NetworkOptions,
     Stage,
+    bus_curve_s,
     bus_efficiency,
     canonical_kind,
 )
@@ -83,7 +84,11 @@ def _ordered_for_gather(stages: list[Stage], records: list[LineRate]) -> list[St
 
 
 def _grouped_record(kind: str, stage: Stage, algorithm: str | None) -> LineRate:
-    """The record one stage of a stage-by-stage composition runs."""
+    """The record one stage of a stage-by-stage composition runs: an all-reduce's part on a
+    switch that reduces (`Stage.reduces`: NVLS inside the node, SHARP between nodes) the
+    in-switch V/W of the array it sees, as NCCL's NVLS and CollNet run it across nodes."""
+    if kind == "all_reduce" and stage.reduces and algorithm is None:
+        return choose(kind, stage.topology, True, None)
     record = choose(kind, stage.topology, False, algorithm)
     if kind == "all_reduce" and record.halves is None:
         staged = (a.name for a in VOCABULARY for r in a.line_rate if r.halves is not None)
@@ -176,13 +181,19 @@ def _compose(
     nets: Sequence[AxisNetwork],
     algorithm: str | None = None,
     multi_axis: str = "simultaneous",
+    in_switch_ok: bool = True,
 ) -> tuple[Any, float, list[CollectiveStep], str]:
-    """Bandwidth time, latency time, the steps, and how they combine, for `kind` over `nets`."""
+    """Bandwidth time, latency time, the steps, and how they combine, for `kind` over `nets`.
+    `in_switch_ok`: the switches that reduce may (`reduces_in_switch`)."""
     stages = [s for net in nets for s in net.stages if s.devices > 1]
+    if not in_switch_ok:
+        stages = [dataclasses.replace(s, reduces=False) for s in stages]
     active_nets = [net for net in nets if any(s.devices > 1 for s in net.stages)]
     # in-switch reduction applies when every axis involved is a scale-up switch that has it
     # (mesh_networks sets the flag only for those), i.e. the whole group sits in one node
-    sharp = bool(active_nets) and all(net.in_network_reduction for net in active_nets)
+    sharp = (
+        in_switch_ok and bool(active_nets) and all(net.in_network_reduction for net in active_nets)
+    )
     if not stages:
         return nbytes * 0.0, 0.0, [], "sum"
     if kind == "send":  # crosses the slowest stage once
@@ -190,7 +201,7 @@ def _compose(
         one = _step(slowest, nbytes, choose("send", slowest.topology, False, algorithm))
         return one.t_bandwidth_s, one.t_latency_s, [one], "one hop over the slowest stage"
     if kind == "all_reduce" and len(stages) == 1:
-        record = choose(kind, stages[0].topology, sharp, algorithm)
+        record = choose(kind, stages[0].topology, sharp or stages[0].reduces, algorithm)
         one = _step(stages[0], nbytes, record)
         return one.t_bandwidth_s, one.t_latency_s, [one], "sum"
     # the named all-reduce when it spans the whole group as one stage (in-switch, tree)
@@ -237,6 +248,8 @@ def _bytes_sent(kind: str, nbytes: Any, steps: list[CollectiveStep], devices: in
         return nbytes * 0.0
     if len(steps) == 1:
         return steps[0].bytes_sent
+    if any(step.in_switch for step in steps):  # each stage's own figure, on its array
+        return sum((step.bytes_sent for step in steps), nbytes * 0.0)
     record = choose(kind, steps[0].stage.topology, False, steps[0].algorithm)
     return record.sent(devices) * nbytes
 
@@ -251,11 +264,19 @@ def _check_bytes(nbytes: Any) -> Any:
     return nbytes
 
 
+def reduces_in_switch(algorithm: str | None) -> bool:
+    """Whether the line-rate bound may reduce inside a switch under --algorithm: with none named
+    (the stages' defaults), or one that reduces there; a named ring or tree does not, so its
+    bound is the stages' own (reduce-scatter + all-gather) form, not the in-switch V/W."""
+    return algorithm is None or algorithm_named(algorithm).switch_reduces
+
+
 def _split_algorithm(algorithm: str | None, chip: Chip) -> tuple[str | None, str | None]:
     """(the algorithm the line-rate bound runs, the one the library runs) for the user's
     --algorithm: where a library runs the named record, the library prices it and the bound
-    runs the record's own line-rate form or the stages' defaults (`LibraryPricing.own_bound`);
-    elsewhere the bound runs the record and the library (if any) makes its own choice."""
+    runs the record's own line-rate form or the stages' defaults (`LibraryPricing.own_bound`;
+    the in-switch ones only for a record that reduces there, `reduces_in_switch`); elsewhere
+    the bound runs the record and the library (if any) makes its own choice."""
     if algorithm is None:
         return None, None
     record = algorithm_named(algorithm)
@@ -287,7 +308,7 @@ def _realistic(
             )
         eff = bus_efficiency(nbytes, chip, in_switch=in_switch)
         floor = group.floor_s if group is not None else _measured_floor(nets, chip)
-        predicted = t_lat + t_bw / eff
+        predicted = bus_curve_s(t_bw, t_lat, eff, chip)
         if isinstance(nbytes, np.ndarray):
             return np.maximum(predicted, floor), eff, None
         return max(predicted, floor), eff, None
@@ -362,7 +383,8 @@ def collective_over(
     multi_axis = multi_axis or given.multi_axis
     gpus_per_process = gpus_per_process or given.gpus_per_process
     table_alg, lib_alg = _split_algorithm(algorithm, chip)
-    t_bw, t_lat, steps, combine = _compose(kind, nbytes, nets, table_alg, multi_axis)
+    in_switch_ok = reduces_in_switch(algorithm)
+    t_bw, t_lat, steps, combine = _compose(kind, nbytes, nets, table_alg, multi_axis, in_switch_ok)
     in_switch = any(step.in_switch for step in steps)
     protocol = canonical_protocol(protocol)
     wanted = _Wanted(t_bw, t_lat, in_switch, lib_alg, protocol, gpus_per_process)

@@ -136,15 +136,24 @@ class Pair:
     net_half_bytes: float = 0.0  # the network reaches half its bandwidth at this size
 
     def time_s(self, nbytes: Any) -> Any:
+        """t(V) = latency(V) + V / (alg_bytes_per_s x ramp(V))."""
         v = np.asarray(nbytes, dtype=np.float64)
-        bw = self.alg_bytes_per_s * self.size_factor(v)
-        if self.net_half_bytes > 0:
-            bw = bw * v / (v + self.net_half_bytes)
-        lat: Any = self.latency_s
-        if self.plateau_latency_s is not None:
-            lat = np.where(v >= self.plateau_from_bytes, self.plateau_latency_s, lat)
-        t = lat + v / bw
+        t = self.latency_at(v) + v / (self.alg_bytes_per_s * self.ramp(v))
         return t if isinstance(nbytes, np.ndarray) else float(t)
+
+    def latency_at(self, v: Any) -> Any:
+        """The latency at V bytes: the multi-node Simple ring's plateau from its size on."""
+        if self.plateau_latency_s is None:
+            return self.latency_s
+        return np.where(v >= self.plateau_from_bytes, self.plateau_latency_s, self.latency_s)
+
+    def ramp(self, v: Any) -> Any:
+        """The share of alg_bytes_per_s reached at V bytes: the tree correction (`size_factor`)
+        times the network's ramp V / (V + V_half), V_half the size at half bandwidth."""
+        share = self.size_factor(v)
+        if self.net_half_bytes > 0:
+            share = share * v / (v + self.net_half_bytes)
+        return share
 
     def size_factor(self, v: Any) -> Any:
         if not self.tree_correction:

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
 
 from shardline.basics.units import check_rate, check_time, fmt_rate
 from shardline.collectives.records import (
@@ -93,13 +96,25 @@ def _switch_stage(chip: Chip, n: int, options: NetworkOptions) -> Stage:
             w_note="--link-bw, the device's link into the switch",
         )
     links = chip.interconnect.links_per_chip if chip.interconnect else 1
+    ic = chip.interconnect
+    egress, note = link_w * links, f"egress = {links} links × {fmt_rate(link_w, 'B/s')}"
+    if ic is not None and ic.switch_bytes_per_s is not None:
+        # the switches carry at most their capacity, shared by every device of the domain
+        share = ic.switch_bytes_per_s / ic.scale_up_devices
+        if share < egress:
+            egress = share
+            note = (
+                f"the switches' {fmt_rate(ic.switch_bytes_per_s, 'B/s')} over "
+                f"{ic.scale_up_devices} devices (less than {links} links' egress)"
+            )
     return Stage(
         "switch",
         n,
-        link_w * links,
+        egress,
         _alpha(chip, options),
         link_name,
-        w_note=f"egress = {links} links × {fmt_rate(link_w, 'B/s')}",
+        w_note=note,
+        reduces=bool(ic and ic.topology == "switch" and ic.in_network_reduction),
     )
 
 
@@ -113,14 +128,23 @@ def _scale_out_stage(chip: Chip, n: int, options: NetworkOptions, total: int) ->
             "(per device) or --system NAME|FILE"
         )
     so = ic.scale_out
+    w, note = so.bytes_per_s_per_device, "per device (NIC)"
+    if so.nodes_per_leaf is not None and n > so.nodes_per_leaf and so.oversubscription > 1:
+        # more nodes than one leaf joins: the traffic crosses the spine, oversubscribed
+        w /= so.oversubscription
+        note = (
+            f"per device (NIC) / {so.oversubscription:g} (leaf/spine oversubscribed beyond "
+            f"{so.nodes_per_leaf} nodes per leaf)"
+        )
     return Stage(
         "switch",
         n,
-        so.bytes_per_s_per_device,
+        w,
         _alpha(chip, options, scale_out=True),
         so.link,
         scale_out=True,
-        w_note="per device (NIC)",
+        w_note=note,
+        reduces=bool(so.in_network_reduction),
     )
 
 
@@ -215,7 +239,7 @@ def _torus_layout(
             extent = used[i]
             qualifies = extent == dims[i] if ic.wraparound == "full-axis" else extent % 4 == 0
             wraps = stride * take == extent and qualifies
-            topo = "ring" if wraps else "line"
+            topo = "ring" if wraps and take > 2 else "line"  # a ring of 2: one link pair
             stages.append(
                 Stage(topo, take, link_w, alpha, link_name, hop_links=stride, w_note="per link")
             )
@@ -230,6 +254,11 @@ def _override(chip: Chip, word: str, n: int, options: NetworkOptions, axis: str)
     ic = chip.interconnect
     if word in ("ring", "line", "unidirectional-ring"):
         link_w, link_name, note = _link(chip, options)
+        if word == "ring" and n == 2:
+            # both directions of a ring of 2 reach the one neighbour over one link pair (a TPU v2
+            # reduce-scatter over a wrapped axis of 2 takes the line's time: 1.13 ms measured
+            # where the two-link ring gives 0.56 ms): the line's formula
+            word, note = "line", note + "; a ring of 2 is one link pair, priced as a line"
         stage = Stage(word, n, link_w, _alpha(chip, options), link_name, w_note=note)
         return AxisNetwork(n, (stage,), False, source)
     if word == "switch":
@@ -292,7 +321,84 @@ def mesh_networks(
         nets[axis] = AxisNetwork(n, stages, reduction, "chip default")
     # the library choices ride on each axis (hashable: the topology words are already stages)
     choices = dataclasses.replace(options, topology=None)
-    return {axis: dataclasses.replace(net, options=choices) for axis, net in nets.items()}
+    links = mesh_links(chip, mesh, options)
+    return {
+        axis: dataclasses.replace(net, options=choices, links=links[axis])
+        for axis, net in nets.items()
+    }
+
+
+def mesh_links(
+    chip: Chip, mesh: Sequence[tuple[str, int]], options: NetworkOptions | None = None
+) -> dict[str, frozenset[str]]:
+    """The physical links each mesh axis (outer first) sends over, by name: on a switch fabric
+    "scale-up" (a device's NVLink ports into its node's switch, shared by every axis inside the
+    node) and "scale-out" (its NIC); on a torus "torus-i" for each torus dimension i the axis
+    rides (each dimension has links of its own) and "scale-out" (DCN) beyond the pod. Axes whose
+    sets are disjoint move their bytes at the same time without slowing each other ("How to Scale
+    Your Model", Part 5: FSDP over one ICI axis beside tensor parallelism over another); an axis
+    placed by a --topology word counts as "scale-up" (and "scale-out" where it spans nodes)."""
+    options = options or NetworkOptions()
+    words = dict(options.topology or {})
+    ic = chip.interconnect
+    sizes = [n for _, n in mesh]
+    out: dict[str, frozenset[str]] = {}
+    placed: list[list[tuple[int, int, int]]] = [[] for _ in sizes]
+    spill = list(sizes)
+    if ic is not None and ic.topology != "switch":
+        placed, _, spill = _torus_placement(list(ic.torus_dims), sizes)
+    for idx, (axis, n) in enumerate(mesh):
+        if n <= 1:
+            out[axis] = frozenset()
+        elif axis in words or ic is None:
+            inside = n if ic is None else _largest_divisor_at_most(n, ic.scale_up_devices)
+            out[axis] = frozenset({"scale-up"} | ({"scale-out"} if n > inside else set()))
+        elif ic.topology == "switch":
+            stages = _switch_layout(chip, sizes, options)[idx]
+            out[axis] = frozenset(
+                "scale-out" if s.scale_out else "scale-up" for s in stages if s.devices > 1
+            )
+        else:
+            links = {f"torus-{i}" for i, _, _ in placed[idx]}
+            out[axis] = frozenset(links | ({"scale-out"} if spill[idx] > 1 else set()))
+    return out
+
+
+def concurrent_s(traffic: Iterable[tuple[frozenset[str], Any]]) -> Any:
+    """Seconds the network needs for traffic that may run at once, given as (links it uses,
+    seconds) pairs: traffic that shares a link adds up (groups joined by shared links: connected
+    components), separate groups run concurrently, so the answer is the busiest group's sum.
+    Traffic whose links are unknown (an empty set) shares one group. 0 without traffic."""
+    groups: list[tuple[set[str], Any]] = []
+    for links, seconds in traffic:
+        own, total = set(links or {"unknown"}), seconds
+        for g in [g for g in groups if g[0] & own]:
+            groups.remove(g)
+            own |= g[0]
+            total = total + g[1]
+        groups.append((own, total))
+    out: Any = 0.0
+    for _, total in groups:
+        out = np.maximum(out, total)
+    return out if isinstance(out, np.ndarray) else float(out)
+
+
+def links_of(nets: Mapping[str, AxisNetwork], axes: Iterable[str]) -> frozenset[str]:
+    """The links a collective over `axes` sends over (each axis's `AxisNetwork.links`)."""
+    return frozenset().union(*(nets[a].links for a in axes if a in nets))
+
+
+def concurrent_rows(
+    nets: Sequence[Mapping[str, AxisNetwork]], axes: Sequence[Iterable[str]], times: Sequence[Any]
+) -> Any:
+    """`concurrent_s` row by row: row i's networks `nets[i]`; collective j over `axes[j]` taking
+    `times[j][i]` seconds there."""
+    return np.array(
+        [
+            concurrent_s((links_of(row, a), float(t[i])) for a, t in zip(axes, times, strict=True))
+            for i, row in enumerate(nets)
+        ]
+    )
 
 
 def axis_network(

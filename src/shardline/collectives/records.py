@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -82,6 +82,9 @@ class Stage:
     scale_out: bool = False  # the level between nodes (NICs / DCN)
     hop_links: int = 1  # links one hop crosses (a ring strided over a torus dimension)
     w_note: str = ""  # how W was obtained, e.g. "18 links x 25 GB/s"
+    # its switch reduces an all-reduce in the network (NVLink SHARP inside a node, InfiniBand
+    # SHARP between nodes): its part of an all-reduce runs the in-switch record, V/W
+    reduces: bool = False
 
     def describe(self) -> str:
         return f"{self.topology} of {self.devices} ({self.link})"
@@ -97,6 +100,9 @@ class AxisNetwork:
     source: str = "chip default"
     # the user's library choices (algorithm, protocol, multi-axis rule) for collectives on it
     options: NetworkOptions | None = None
+    # the physical links it sends over (`networks.mesh_links`); axes with disjoint sets move
+    # their bytes concurrently. Not part of its identity: collectives price by stages alone.
+    links: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def name(self) -> str:
@@ -320,6 +326,7 @@ class CollectiveAlgorithm:
     aliases: tuple[str, ...] = ()
     line_rate: tuple[LineRate, ...] = ()  # none: only a library runs it
     library: LibraryPricing | None = None  # None: no library runs it
+    switch_reduces: bool = False  # it reduces inside a switch (NVLS, SHARP / CollNet)
 
     @property
     def words(self) -> tuple[str, ...]:
@@ -378,3 +385,25 @@ def bus_efficiency(nbytes: Any, chip: Chip, *, in_switch: bool = False) -> Any:
     if v_scalar <= 0:
         return eff_max
     return eff_max * v_scalar / (v_scalar + v_half)
+
+
+def end_to_end_efficiency(chip: Chip) -> bool:
+    """Whether the chip's bus efficiency is an end-to-end figure (time over the whole collective,
+    latency included: XLA's ICI collectives as "How to Scale Your Model" measures them, ~95% of
+    the link rate from 10 MB up) rather than a fit with the latency taken out first (`shardline
+    calibrate --collectives`, nccl-tests)."""
+    return chip.interconnect is not None and chip.interconnect.library == "xla"
+
+
+def bus_curve_s(t_bw: Any, t_lat: Any, eff: Any, chip: Chip) -> Any:
+    """Realistic seconds from the bus-efficiency curve: `t_latency + t_bandwidth / eff` for a
+    fitted curve; for an end-to-end figure the latency is already inside it, so the time is the
+    slower of the line-rate bound and the curve, `max(t_latency + t_bandwidth, t_bandwidth /
+    eff)` (adding the latency on top counted it twice: 84% of the link rate at 10 MB on v5e where
+    ~95% is measured)."""
+    if not end_to_end_efficiency(chip):
+        return t_lat + t_bw / eff
+    line, curve = t_lat + t_bw, t_bw / eff
+    if isinstance(line, np.ndarray) or isinstance(curve, np.ndarray):
+        return np.maximum(line, curve)
+    return max(line, curve)

@@ -190,8 +190,9 @@ def _check_achievable(r: ChipReader, peaks: dict[str, float], mem: float, ach: A
         )
 
 
-# Integer work on the vector units (index arithmetic, routing) has a rate of its own; int32 is
-# no tensor dtype, so only the vector table names it.
+# Integer work on the vector units (index arithmetic, routing, an int32 matmul) has a rate of its
+# own; int32 is no tensor-core dtype, so only the vector table names it (`Chip.peak` falls back
+# to it for an int32 matmul).
 VECTOR_ONLY_KEYS = ("int32",)
 
 
@@ -199,10 +200,14 @@ def _peaks(reader: ChipReader, path: str, *, required: bool) -> dict[str, float]
     peaks: dict[str, float] = {}
     for key in reader.table(path):
         try:
-            vector_only = path == "vector_flops_per_s" and key in VECTOR_ONLY_KEYS
-            dtype = key if vector_only else canonical_dtype(key)
+            dtype = canonical_dtype(key)
         except InputError as exc:
             raise reader.fail(f"{path}.{key}", f"is not a known dtype ({exc})") from None
+        if dtype in VECTOR_ONLY_KEYS and path != "vector_flops_per_s":
+            raise reader.fail(
+                f"{path}.{key}",
+                f"{dtype} runs on the vector units only: give it in vector_flops_per_s",
+            )
         if dtype in peaks:
             raise reader.fail(f"{path}.{key}", f"names {dtype} a second time")
         peaks[dtype] = float(reader.number(f"{path}.{key}"))

@@ -76,6 +76,9 @@ class ScaleOut:
     # launch, proxy threads and the transport's round trips, whatever the size
     collective_latency_s: float | None = None
     host_cpu: HostCpu | None = None  # the nodes' CPU vendor (None: not known)
+    # leaf/spine: beyond `nodes_per_leaf` nodes traffic crosses the spine at 1/oversubscription
+    oversubscription: float = 1.0
+    nodes_per_leaf: int | None = None
 
     @property
     def node_bytes_per_s(self) -> float:
@@ -98,6 +101,8 @@ class Interconnect:
     in_network_reduction: bool = False
     scale_out: ScaleOut | None = None
     library: CollectiveLibrary = "none"  # who runs the collectives (nccl, rccl, xla)
+    # the scale-up switches' aggregate one-way capacity (None: non-blocking)
+    switch_bytes_per_s: float | None = None
 
     @property
     def egress_bytes_per_s(self) -> float:
@@ -211,12 +216,18 @@ class Chip:
         return next(iter(self.peak_flops_per_s))
 
     def peak(self, compute_dtype: str) -> float:
-        """Dense peak FLOP/s for a compute dtype; a dtype the chip lacks is an input error."""
+        """Dense peak FLOP/s for a compute dtype: the matrix units' rate, else, for a dtype only
+        the vector units run (an int32 matmul on the CUDA cores: no tensor-core int32), their
+        own rate for it (`vector_flops_per_s`, that dtype named, not the fp32 fallback); a
+        dtype the chip has neither for is an input error."""
         key = canonical_dtype(compute_dtype)
-        if key not in self.peak_flops_per_s:
-            have = ", ".join(self.peak_flops_per_s)
-            raise InputError(f"{self.name} cannot compute in {key}; it has: {have}")
-        return self.peak_flops_per_s[key]
+        if key in self.peak_flops_per_s:
+            return self.peak_flops_per_s[key]
+        if self.vector_flops_per_s.get(key):
+            return self.vector_flops_per_s[key]
+        vector_only = [d for d in self.vector_flops_per_s if d not in self.peak_flops_per_s]
+        have = ", ".join([*self.peak_flops_per_s, *vector_only])
+        raise InputError(f"{self.name} cannot compute in {key}; it has: {have}")
 
     def ridge(self, compute_dtype: str) -> float:
         """Critical intensity P / W_mem in FLOP/byte (docs/single-device.md)."""

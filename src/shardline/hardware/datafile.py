@@ -15,6 +15,7 @@ from shardline.errors import InputError
 __all__ = ["read_data_toml", "MAX_DATA_FILE_BYTES", "SourcedReader"]
 
 MAX_DATA_FILE_BYTES = 16 * 2**20  # a chip file is a few kB; 16 MiB leaves room and stops a bomb
+MAX_FILE_INT = 10**300  # an integer field past this is refused (a float holds at most ~1.8e308)
 
 
 def _regular(path: Path, what: str) -> int:
@@ -95,5 +96,9 @@ class SourcedReader:
                 )
             source = str(raw.get("source", source))
             raw = raw["value"]
+        if isinstance(raw, int) and not isinstance(raw, bool) and abs(raw) > MAX_FILE_INT:
+            # TOML integers are unbounded: past a float's range a later range check would fail
+            # with OverflowError (int too large to convert to float)
+            raise self.fail(path, f"is too large a number ({len(str(abs(raw))):,} digits)")
         self.sources[path] = source
         return raw

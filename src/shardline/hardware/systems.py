@@ -31,6 +31,7 @@ from shardline.errors import InputError
 from shardline.hardware.catalog import ChipReader, load_chip, name_and_aliases, opt_float
 from shardline.hardware.chip import Chip, ScaleOut, host_cpu_word
 from shardline.hardware.datafile import read_data_toml
+from shardline.hardware.switches import switch_fields, with_switch_levels
 
 __all__ = [
     "Fabric",
@@ -91,6 +92,9 @@ class System:
     library: CollectiveLibrary | None = None  # None: the chip's
     nodes: int | None = None  # a default node count (a rack, a pod); None: any
     default_for_chip: bool = False
+    switch_bytes_per_s: float | None = None  # switch levels: hardware.switches
+    oversubscription: float = 1.0
+    nodes_per_leaf: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
     path: str | None = None
 
@@ -115,9 +119,9 @@ class System:
 _TOP = {"schema", "name", "display_name", "aliases", "chip", "library", "gpus_per_node"}
 _TOP |= {"nodes", "default_for_chip", "notes", "scale_up", "scale_out"}
 _SCALE_UP = {"link", "domain_devices", "bytes_per_s_per_device", "hop_latency_s", "notes"}
-_SCALE_UP |= {"in_network_reduction"}
+_SCALE_UP |= {"in_network_reduction", "switch_bytes_per_s"}
 _SCALE_OUT = {"fabric", "link", "nics_per_node", "nic_bytes_per_s", "hop_latency_s", "efficiency"}
-_SCALE_OUT |= {"sharp", "host_cpu", "notes"}
+_SCALE_OUT |= {"sharp", "host_cpu", "notes", "oversubscription", "nodes_per_leaf"}
 _FABRIC_FIELDS = {"display_name", "hop_latency_s", "efficiency", "notes"}
 
 
@@ -216,6 +220,7 @@ def _scale_out(r: ChipReader) -> dict[str, Any]:
         "scale_out_efficiency": _from_fabric(r, fabric, "efficiency"),
         "sharp": bool(_switch(r, "scale_out.sharp")),
         "host_cpu": host_cpu_word(r.sourced("scale_out.host_cpu"), "scale_out.host_cpu"),
+        **switch_fields(r),
     }
 
 
@@ -400,7 +405,7 @@ def apply_system(chip: Chip, system: System) -> Chip:
         scale_out=scale_out,
         library=system.library or ic.library,
     )
-    return replace(chip, interconnect=interconnect, sources=s)
+    return with_switch_levels(replace(chip, interconnect=interconnect, sources=s), system)
 
 
 def _domain_for(system: System, gpus: int) -> int:

@@ -29,6 +29,7 @@ __all__ = [
     "sourced",
     "DEGREE_NAMES",
     "plain_model",
+    "unfolded",
     "named_model",
     "model_name_of",
     "runnable_knobs",
@@ -91,9 +92,11 @@ class LaunchLayout:
 
     @property
     def data_ways(self) -> int:
-        """Ranks that split the batch: dp x fsdp x ep (the plan's microbatch rule)."""
+        """Ranks that split the batch: dp x fsdp x ep (the plan's microbatch rule); with
+        expert tensor parallelism (folding: `etp` among the degrees) dp counts them all."""
         d = self.degrees
-        return d.get("dp", 1) * d.get("fsdp", 1) * d.get("ep", 1)
+        experts = 1 if "etp" in d else d.get("ep", 1)
+        return d.get("dp", 1) * d.get("fsdp", 1) * experts
 
     @property
     def microbatch_size(self) -> int:
@@ -149,6 +152,12 @@ def plain_model(spec: ModelSpec, fmt: str) -> None:
         raise InputError(f"--emit {fmt}: multi-head latent attention (MLA) is not written yet")
     if spec.sliding_window is not None:
         raise InputError(f"--emit {fmt}: sliding-window layers are not written yet")
+
+
+def unfolded(layout: LaunchLayout, fmt: str) -> None:
+    """Refuse expert tensor parallelism (parallel folding) where `fmt` has no setting read."""
+    if "etp" in layout.degrees:
+        raise InputError(f"--emit {fmt}: expert tensor parallelism (--etp) is not written")
 
 
 def _names_table() -> dict[str, Any]:

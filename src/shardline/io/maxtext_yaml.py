@@ -33,6 +33,7 @@ from shardline.io.framework_config import (
     named_model,
     plain_model,
     sourced,
+    unfolded,
 )
 
 __all__ = ["read_maxtext", "emit_maxtext", "AXES"]
@@ -447,6 +448,7 @@ def emit_maxtext(layout: LaunchLayout) -> str:
     import yaml
 
     plain_model(layout.model, "maxtext")
+    unfolded(layout, "maxtext")
     _check_expressible(layout)
     keys = _shape_keys(layout) | _run_keys(layout)
     head = (

@@ -370,7 +370,8 @@ def _interleave(f: _Flags, layers: int, pp: int) -> int:
 
 
 def _degrees(f: _Flags, devices: int, notes: list[str]) -> tuple[dict[str, int], int, int | None]:
-    """The plan's degrees, Megatron's data parallel size and the expert tensor parallel size."""
+    """The plan's degrees, Megatron's data parallel size and the expert tensor parallel size
+    where it folds (differs from tp: the plan's --etp; None otherwise, the same layout)."""
     tp = f.count("tensor-model-parallel-size", 1)
     pp = f.count("pipeline-model-parallel-size", 1)
     cp = f.count("context-parallel-size", 1)
@@ -382,15 +383,14 @@ def _degrees(f: _Flags, devices: int, notes: list[str]) -> tuple[dict[str, int],
             f"{devices} devices"
         )
     dp_m = devices // (tp * pp * cp)
+    if etp is not None and etp != tp and ep > 1:
+        # Megatron-Core's parallel folding: the experts on etp x ep x edp x pp ranks, the
+        # attention on tp x cp x dp x pp; the plan's --etp takes dp as Megatron counts it
+        return {"tp": tp, "pp": pp, "dp": dp_m, "fsdp": 1, "ep": ep, "cp": cp}, dp_m, etp
     if dp_m % ep:
         raise InputError(
-            f"{f.origin}: expert parallel {ep} does not divide the {dp_m} data-parallel ranks; "
-            "Megatron's folding of experts over tensor ranks (expert-tensor-parallel-size) is "
-            "not modelled"
-        )
-    if etp is not None and etp != tp:
-        notes.append(
-            f"--expert-tensor-parallel-size {etp}: the plan splits the experts over tp {tp}"
+            f"{f.origin}: expert parallel {ep} does not divide the {dp_m} data-parallel ranks "
+            "(with the experts on the tensor ranks; --expert-tensor-parallel-size folds them)"
         )
     fsdp = f.has("use-torch-fsdp2") or f.has("use-megatron-fsdp")
     strategy = f.text("data-parallel-sharding-strategy")
@@ -398,7 +398,7 @@ def _degrees(f: _Flags, devices: int, notes: list[str]) -> tuple[dict[str, int],
         fsdp = False  # ZeRO-1/2-like sharding: the distributed optimizer
     ways = dp_m // ep
     degrees = {"tp": tp, "pp": pp, "dp": 1 if fsdp else ways, "fsdp": ways if fsdp else 1}
-    return degrees | {"ep": ep, "cp": cp}, dp_m, etp
+    return degrees | {"ep": ep, "cp": cp}, dp_m, None
 
 
 def read_megatron(text: str, origin: str, devices: int) -> Imported:

@@ -71,6 +71,8 @@ def _layout_flags(layout: LaunchLayout) -> list[str]:
         f"--context-parallel-size {d.get('cp', 1)}",
         f"--expert-model-parallel-size {d.get('ep', 1)}",
     ]
+    if "etp" in d:
+        out.append(f"--expert-tensor-parallel-size {d['etp']}")
     if ex.interleave > 1:
         out.append(f"--num-virtual-stages-per-pipeline-rank {ex.interleave}")
     out += [

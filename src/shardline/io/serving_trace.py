@@ -12,6 +12,7 @@ import numpy as np
 
 from shardline.errors import InputError
 from shardline.io.inputs import read_input_bytes
+from shardline.serving.config import MAX_TOKENS
 
 __all__ = ["read_trace", "MAX_TRACE_BYTES", "MAX_TRACE_ROWS"]
 
@@ -29,6 +30,10 @@ def _row(row: dict[str | None, str], line: int, path: Path) -> tuple[float, floa
         raise InputError(f"{path}:{line}: need numbers in {', '.join(COLUMNS)}") from None
     if not (math.isfinite(a) and a >= 0 and i >= 1 and o >= 1 and math.isfinite(i + o)):
         raise InputError(f"{path}:{line}: arrival_s >= 0 and token counts >= 1 required")
+    if max(i, o) > MAX_TOKENS:  # the limit of --in and --out
+        raise InputError(
+            f"{path}:{line}: {max(i, o):.3g} tokens is more than the limit of {MAX_TOKENS:,}"
+        )
     return a, i, o
 
 

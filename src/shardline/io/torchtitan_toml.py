@@ -26,6 +26,7 @@ from shardline.io.framework_config import (
     model_name_of,
     named_model,
     plain_model,
+    unfolded,
 )
 
 __all__ = ["read_torchtitan", "emit_torchtitan"]
@@ -232,7 +233,9 @@ def _degrees(t: _Toml, devices: int, notes: list[str]) -> tuple[dict[str, int], 
             f"expert_tensor_parallel_degree {etp}: the plan splits the experts over tp {mesh['tp']}"
         )
     degrees = {"tp": mesh["tp"], "pp": mesh["pp"], "dp": mesh["dp"], "fsdp": mesh["shard"] // ep}
-    return degrees | {"ep": ep, "cp": mesh["cp"]}, mesh["dp"] * mesh["shard"], etp
+    # torchtitan's experts borrow the shard (and context) ranks, not Megatron's folding of the
+    # plan's --etp: the layout is priced unfolded, the degree said in the note above
+    return degrees | {"ep": ep, "cp": mesh["cp"]}, mesh["dp"] * mesh["shard"], None
 
 
 def read_torchtitan(text: str, origin: str, devices: int) -> Imported:
@@ -359,6 +362,7 @@ def _parallelism(layout: LaunchLayout) -> dict[str, Any]:
 def emit_torchtitan(layout: LaunchLayout) -> str:
     """A torchtitan job TOML of the layout (its model must be a torchtitan flavor)."""
     plain_model(layout.model, "torchtitan")
+    unfolded(layout, "torchtitan")
     _check_expressible(layout)
     named = model_name_of(layout.model, ("torchtitan",))
     if named is None:

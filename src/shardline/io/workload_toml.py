@@ -31,6 +31,7 @@ A .csv/.xlsx sheet with M, K, N columns (and optional count, dtype, name columns
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,7 @@ TRANSFORMER_FIELDS = (
     "attention",
     "rotary",
     "qk_norm",
+    "norm",
     "moe",
     "mla",
     "sliding_window",
@@ -410,6 +412,8 @@ def workload_from_dict(
 def workload_from_toml(path: str | Path, **overrides: Any) -> Workload:
     p = Path(path)
     raw = read_input_bytes(p, "workload file", MAX_WORKLOAD_BYTES)  # a regular file, readable
+    headers = re.findall(rb"(?m)^[ \t]*\[\[[ \t]*layer[ \t]*\]\]", raw)  # before parsing
+    check_layer_count(len(headers), str(p))  # 200,000 tables: a second, not the parse's 7 s
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

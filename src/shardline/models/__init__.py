@@ -3,7 +3,7 @@ the counts that follow from them (total and active parameters, KV-cache bytes pe
 
 from __future__ import annotations
 
-from shardline.models.catalog import list_models, load_model, model_from_dict
+from shardline.models.catalog import list_models, load_model, model_from_dict, workload_of
 from shardline.workload.modelspec import (
     MLA,
     ModelSpec,
@@ -29,4 +29,5 @@ __all__ = [
     "model_from_dict",
     "params_active",
     "params_total",
+    "workload_of",
 ]

@@ -18,10 +18,23 @@ from typing import Any
 from shardline.basics.dtypes import canonical_dtype
 from shardline.errors import InputError
 from shardline.hardware.datafile import SourcedReader, read_data_toml
-from shardline.models.template import DTYPE_FIELDS
-from shardline.workload.modelspec import MLA, ModelSpec, MoE, SlidingWindow
+from shardline.models.template import (
+    DEFAULT_BATCH,
+    DEFAULT_PHASE,
+    DEFAULT_SEQ_LEN,
+    DTYPE_FIELDS,
+    model_workload,
+)
+from shardline.workload.modelspec import MAX_EXPERTS, MLA, ModelSpec, MoE, SlidingWindow
 
-__all__ = ["load_model", "list_models", "model_from_dict", "model_files", "MODEL_FIELDS"]
+__all__ = [
+    "load_model",
+    "list_models",
+    "model_from_dict",
+    "model_files",
+    "MODEL_FIELDS",
+    "workload_of",
+]
 
 INTS = ("d_model", "layers", "heads", "kv_heads", "head_dim", "d_ff", "vocab")
 OPTIONAL_INTS = {"norms_per_layer": 2, "learned_positions": 0, "extra_params": 0}
@@ -128,6 +141,8 @@ def _moe(r: _Reader) -> MoE | None:
         dense_layers_first=r.integer("moe.dense_layers_first", 0, zero=True),
         router_bias=r.boolean("moe.router_bias", False),
     )
+    if moe.experts > MAX_EXPERTS:
+        raise r.fail("moe.experts", f"is more than {MAX_EXPERTS:,} (the most this tool models)")
     if moe.experts_per_token > moe.experts:
         raise r.fail("moe.experts_per_token", f"is more than the {moe.experts} experts")
     return moe
@@ -219,3 +234,18 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         return model_from_dict(read_data_toml(path, "model file"), str(path))
     known = ", ".join(sorted(_catalog()))
     raise InputError(f"unknown model {text!r}; known: {known} (or give a model .toml file)")
+
+
+def workload_of(
+    model: Any,
+    *,
+    phase: str = DEFAULT_PHASE,
+    batch: int = DEFAULT_BATCH,
+    seq_len: int = DEFAULT_SEQ_LEN,
+    dtype: str | None = None,
+) -> Any:
+    """The Workload of a zoo model's name, a model .toml file (an imported Hugging Face config
+    among them) or a ModelSpec: the same one `--model NAME` builds with these defaults (training,
+    batch 1, sequence length 4096)."""
+    spec = model if isinstance(model, ModelSpec) else load_model(model)
+    return model_workload(spec, phase=phase, batch=batch, seq_len=seq_len, dtype=dtype)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from shardline.basics.units import short
 from shardline.errors import InputError
 from shardline.models.catalog import model_from_dict
 
@@ -57,6 +58,18 @@ class _Config:
             )
         return value
 
+    def whole(self, key: str) -> int:
+        """A required count (a head dimension, a layer pattern): a positive JSON integer, not a
+        string, list, float, NaN or boolean that Python arithmetic would take or reject with
+        a TypeError."""
+        value = self.need(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(
+                f"{self.origin}: {self.prefix}{key} must be a positive whole number, got "
+                f"{short(value)}"
+            )
+        return value
+
     def field(self, key: str, value: Any = None, note: str = "") -> dict[str, Any]:
         value = self.need(key) if value is None else value
         return {"value": value, "source": self.source(key) + (f" ({note})" if note else "")}
@@ -96,7 +109,7 @@ def _layer_pattern(c: _Config) -> int:
     `sliding_window_pattern` (a group of that many layers, the last one global)."""
     types = c.get("layer_types")
     if types is None:
-        return int(c.need("sliding_window_pattern")) - 1
+        return c.whole("sliding_window_pattern") - 1
     if not isinstance(types, list) or "full_attention" not in types:
         raise InputError(f"{c.origin}: layer_types names no full_attention layer")
     layers = c.get("num_hidden_layers")
@@ -140,7 +153,7 @@ def _deepseek(c: _Config, model: dict[str, Any]) -> None:
             f"{c.origin}: moe_layer_freq = {c.get('moe_layer_freq')!r} puts dense layers between "
             "MoE layers, which the model file format does not describe (only dense first layers)"
         )
-    nope, rope = c.need("qk_nope_head_dim"), c.need("qk_rope_head_dim")
+    nope, rope = c.whole("qk_nope_head_dim"), c.whole("qk_rope_head_dim")
     model["head_dim"] = c.field("qk_nope_head_dim", nope + rope, "qk_nope + qk_rope head dims")
     model["mla"] = {
         "q_lora_rank": c.field("q_lora_rank", c.get("q_lora_rank", 0)),

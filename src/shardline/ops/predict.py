@@ -263,7 +263,9 @@ def _cpu_terms(c: _Setup) -> _KindTerms:
 
 
 def _tpu_terms(c: _Setup) -> _KindTerms:
-    """TPU: M, K and N padded to the MXU; no waves."""
+    """TPU: M, K and N padded to the MXU; no waves. A contraction so skinny that the padded MXU
+    is slower than the vector units (a batched dot product, M = N = 1: 1/128² of the MXU busy)
+    runs on the VPU instead, as XLA lowers it (multiply and reduce): the faster of the two."""
     unit = c.chip.on_chip.matrix_unit_elements or 128
     m, k, n = c.m, c.k, c.n
 
@@ -273,6 +275,10 @@ def _tpu_terms(c: _Setup) -> _KindTerms:
     t_overhead = (c.chip.achievable.launch_overhead_s or 0.0) * np.ones_like(m)
     pad_eff = (m * k * n) / (pad(m) * pad(k) * pad(n)) if c.work.contracted else np.ones_like(m)
     t_math = c.flops / (c.rate * pad_eff)
+    vpu = _as_array(_lookup(c.work.compute_dtype, lambda d: c.chip.vector_rate(d) or 0.0))
+    if c.work.contracted and np.any(vpu > 0):
+        t_vpu = c.flops / np.where(vpu > 0, vpu, 1.0)
+        t_math = np.where(vpu > 0, np.minimum(t_math, t_vpu), t_math)
     t_memory = c.q_bytes / c.mem_rate
     terms = {
         "model": f"tpu: M, K, N padded to the {unit}-wide MXU",

@@ -164,22 +164,21 @@ def quantization(m: Any, n: Any, bm: Any, bn: Any, cores: int, batch: Any = 1) -
     }
 
 
-def l2_blocked_hbm_bytes(gemm: Gemm, bm: Any, bn: Any, l2_bytes: float | None) -> Any:
-    """HBM bytes when the L2 keeps the panels of a g x g group of tiles (a rasterized tile order):
-    the traffic formula with blocks of g*bm x g*bn, g the largest integer whose A and B panels
-    `K*(sA*g*bm + sB*g*bn)` fit the L2; at least one tile (g = 1), at most the whole matrix.
-    Without an L2 the tiles stream from HBM."""
+def l2_blocked_hbm_bytes(gemm: Gemm, bm: int, bn: int, l2_bytes: float | None) -> float:
+    """HBM bytes when the L2 keeps the panels of a group of gm x gn tiles (a rasterized order):
+    the traffic formula with blocks of gm*bm x gn*bn, gm and gn apart, the least traffic whose
+    panels `K*(sA*gm*bm + sB*gn*bn)` fit the L2 (at least one tile, at most the matrix); without
+    an L2 the tiles stream from HBM. A bigger tile reaches the same blocks, not more traffic."""
     if not l2_bytes:
-        return tile_traffic_bytes(gemm, bm, bn)
-    panel_bytes = gemm.k * (gemm.s_a * bm + gemm.s_b * bn)
-    g = np.maximum(1.0, np.floor(l2_bytes / panel_bytes))
-    block_m = np.minimum(g * bm, gemm.m)
-    block_n = np.minimum(g * bn, gemm.n)
-    out = tile_traffic_bytes(gemm, block_m, block_n)
-    exact = all(isinstance(v, int) for v in (gemm.m, gemm.k, gemm.n))
-    if exact and not isinstance(gemm.batch, np.ndarray):
-        return float(out)
-    return out
+        return float(tile_traffic_bytes(gemm, bm, bn))
+    budget = l2_bytes / gemm.k  # bytes of one K-long row of the A and B panels together
+    most = min(_ceil_div(gemm.m, bm), (budget - gemm.s_b * bn) // (gemm.s_a * bm))
+    gm = np.arange(1, max(most, 1) + 1, dtype=float)
+    gn = np.floor((budget - gemm.s_a * gm * bm) / (gemm.s_b * bn))
+    ok = (gn >= 1) | (gm == 1)  # one tile always runs, its panels in the L2 or not
+    gn = np.clip(gn, 1, _ceil_div(gemm.n, bn))
+    blocks = np.minimum(gm[ok] * bm, gemm.m), np.minimum(gn[ok] * bn, gemm.n)
+    return float(np.min(tile_traffic_bytes(gemm, *blocks)))
 
 
 def gpu_tile_fixed_s(chip: Chip, gemm: Gemm, bm: Any, bn: Any, split: int = 1) -> Any:

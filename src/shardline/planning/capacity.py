@@ -29,7 +29,15 @@ from shardline.planning.search import PlanOptions, plan
 from shardline.strategies import strategies
 from shardline.workload.workload import Workload
 
-__all__ = ["Capacity", "max_batch", "max_seq_len", "DEFAULT_LIMIT", "WHAT"]
+__all__ = [
+    "Capacity",
+    "BatchForMfu",
+    "batch_for_mfu",
+    "max_batch",
+    "max_seq_len",
+    "DEFAULT_LIMIT",
+    "WHAT",
+]
 
 DEFAULT_LIMIT = 2**24  # the largest value the search tries unless told
 WHAT = ("batch", "seq_len")
@@ -233,4 +241,90 @@ def _seq_step(opts: PlanOptions) -> int:
         and isinstance(value := opts.degrees.get(s.name), int)
         and not isinstance(value, bool)
         and value > 1
+    )
+
+
+@dataclass(frozen=True)
+class BatchForMfu:
+    """The smallest batch at which some fitting plan reaches `target` MFU (model FLOPs over
+    devices x peak x predicted step): `batch` (None when no batch up to `limit` reaches it, or
+    none fits before it does), the plan that reaches it, and the largest MFU seen below it."""
+
+    target: float
+    batch: int | None
+    plan: PlanResult | None
+    below_batch: int | None  # the largest batch tried that stays under the target
+    below_mfu: float | None
+    probes: int
+    limit: int
+    devices: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable(
+            {
+                "target_mfu": self.target,
+                "batch": self.batch,
+                "mfu": self.plan.mfu if self.plan is not None else None,
+                "plan": self.plan.to_dict() if self.plan is not None else None,
+                "below_batch": self.below_batch,
+                "below_mfu": self.below_mfu,
+                "probes": self.probes,
+                "limit": self.limit,
+                "devices": self.devices,
+            }
+        )
+
+
+def _best_mfu(ps: PlanSet) -> PlanResult | None:
+    fits = [p for p in ps.plans if p.fits]
+    return max(fits, key=lambda p: p.mfu) if fits else None
+
+
+def batch_for_mfu(
+    workload: Workload,
+    hw: str | Chip,
+    devices: int,
+    target: float,
+    *,
+    options: PlanOptions | None = None,
+    limit: int = DEFAULT_LIMIT,
+) -> BatchForMfu:
+    """The smallest batch at which some plan that fits reaches MFU `target` (the inverse of
+    `plan`'s MFU): doubling from the smallest batch the fixed degrees allow until a plan
+    reaches it, then bisection between the last batch below and the first at or above (MFU
+    grows with the batch as the fixed costs amortize; the answer is checked at its edge:
+    `batch` reaches it, `below_batch` = batch - 1 does not, where both were tried)."""
+    if not isinstance(target, float | int) or isinstance(target, bool) or not 0 < target <= 1:
+        raise InputError(f"the target MFU must be in (0, 1], got {target!r}")
+    if workload.batch_dim is None:
+        raise InputError(f"workload {workload.name!r} names no batch dimension (batch_dim)")
+    opts = replace(options or PlanOptions(), require_fit=False)
+    smallest = _smallest_batch(opts)
+    limit = _check_limit(limit, smallest, "batch")
+    chip = resolve_chip(hw)
+    memo: dict[int, PlanResult | None] = {}
+
+    def at(n: int) -> PlanResult | None:
+        if n not in memo:
+            memo[n] = _best_mfu(plan(workload.with_batch(n), chip, devices, options=opts))
+        return memo[n]
+
+    def reaches(n: int) -> bool:
+        p = at(n)
+        return p is not None and p.mfu >= target
+
+    below, above = None, smallest
+    while not reaches(above):
+        if at(above) is None or above >= limit:  # nothing fits any more, or the limit
+            p = at(below) if below else None
+            return BatchForMfu(
+                target, None, None, below, p.mfu if p else None, len(memo), limit, devices
+            )
+        below, above = above, min(2 * above, limit)
+    while below is not None and above - below > 1:
+        mid = (below + above) // 2
+        below, above = (below, mid) if reaches(mid) else (mid, above)
+    p = at(below) if below else None
+    return BatchForMfu(
+        target, above, at(above), below, p.mfu if p else None, len(memo), limit, devices
     )

@@ -44,8 +44,8 @@ class PlanNumbers:
     name: str
     latency_s: float  # lower bound
     predicted_s: float  # realistic: the latency the comparison uses
-    throughput_per_s: float  # lower bound (batch items per second)
-    predicted_throughput_per_s: float  # realistic, at `throughput_microbatches`
+    throughput_per_s: float  # realistic (batch items per second), at `throughput_microbatches`
+    throughput_bound_per_s: float  # the lower bound's (batch items per second)
     throughput_microbatches: int
     memory_per_device_bytes: float
     comm_bytes: float
@@ -57,7 +57,7 @@ class PlanNumbers:
 
     def to_dict(self) -> dict[str, Any]:
         keys: tuple[str, ...] = ("name", "latency_s", "predicted_s", "throughput_per_s")
-        keys += ("predicted_throughput_per_s", "throughput_microbatches")
+        keys += ("throughput_bound_per_s", "throughput_microbatches")
         keys += ("memory_per_device_bytes", "comm_bytes", "microbatches", "bubble_fraction")
         keys += ("bottleneck", "fits")
         return jsonable({k: getattr(self, k) for k in keys})
@@ -117,16 +117,6 @@ def _degrees(devices: int, which: str) -> dict[str, Any]:
     return {name: (devices if name == which else 1) for name in names()}
 
 
-def stream_throughput_per_s(p: PlanResult, workload: Workload) -> float:
-    """Batch items per second at the predicted time; a forward pass through a pipeline hides its
-    bubble behind the next batch of a stream (training and decode do not)."""
-    decode = workload.decode
-    busy = p.predicted_s
-    if not workload.training and not decode and p.degrees.get("pp", 1) > 1:
-        busy -= p.predicted_breakdown_s.get("bubble_s", 0.0)
-    return workload.batch / busy if busy > 0 else 0.0
-
-
 def _best(workload: Workload, chip: Chip, devices: int, which: str, objective: str) -> PlanResult:
     ps = plan(
         workload, chip, devices, objective=objective, require_fit=False, **_degrees(devices, which)
@@ -139,13 +129,13 @@ def _numbers(workload: Workload, chip: Chip, devices: int, which: str) -> PlanNu
     options = [fast]
     if which == "pp":
         options.append(_best(workload, chip, devices, which, "throughput"))
-    stream = max(options, key=lambda p: stream_throughput_per_s(p, workload))
+    stream = max(options, key=lambda p: p.throughput_per_s)
     return PlanNumbers(
         name=fast.name,
         latency_s=fast.latency_s,
         predicted_s=fast.predicted_s,
-        throughput_per_s=fast.throughput_per_s,
-        predicted_throughput_per_s=stream_throughput_per_s(stream, workload),
+        throughput_per_s=stream.throughput_per_s,
+        throughput_bound_per_s=fast.throughput_bound_per_s,
         throughput_microbatches=stream.microbatches,
         memory_per_device_bytes=fast.memory_per_device_bytes,
         comm_bytes=fast.comm_bytes,
@@ -172,7 +162,7 @@ def winners(tp: PlanNumbers, pp: PlanNumbers) -> dict[str, str]:
         return dict.fromkeys(METRICS, side)
     return {
         "latency": _smaller(tp.predicted_s, pp.predicted_s),
-        "throughput": _smaller(-tp.predicted_throughput_per_s, -pp.predicted_throughput_per_s),
+        "throughput": _smaller(-tp.throughput_per_s, -pp.throughput_per_s),
         "memory": _smaller(tp.memory_per_device_bytes, pp.memory_per_device_bytes),
         "communication": _smaller(tp.comm_bytes, pp.comm_bytes),
     }

@@ -44,7 +44,7 @@ from shardline.strategies import (
     local_dims,
 )
 from shardline.workload.dense_first import after
-from shardline.workload.moe import boundary_layer
+from shardline.workload.moe import EXPERT_AXIS, boundary_layer
 from shardline.workload.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.workload.workload import Layer, Workload, backward_layers
 
@@ -275,7 +275,16 @@ class LayerPart:
         return found
 
 
+def layer_degrees(deg: Degrees, layer: Layer) -> Degrees:
+    """The degrees a layer runs on: parallel folding runs an expert einsum, its all-to-all
+    (over the experts' ep ranks, laid on the mesh inside etp), its etp traffic and its
+    gradients' reduction (over edp) on the experts' degrees, the same devices
+    (`Degrees.experts`); every other layer on `deg`."""
+    return deg.experts if deg.folded and layer.axis_dims(EXPERT_AXIS) else deg
+
+
 def _layer_part(ctx: Context, layer: Layer, n: int, deg: Degrees, m: int) -> LayerPart:
+    deg = layer_degrees(deg, layer)
     net = ctx.network(deg)
     active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in ctx.priced_apart]
     view = ctx.view(layer, n, deg, m)
@@ -318,14 +327,14 @@ def _prefix(ctx: Context, deg: Degrees, m: int, layers: StageLayers) -> Stage:
     """A stage up to its recompute: its layers' parts and its blocks' memory-bound ops. They
     do not depend on the stage's place in the pipeline nor on the recompute mode, so that the
     stages with the same layers share it (a copy each: `_stage` adds the rest)."""
-    stage = Stage(layers, ctx.workload.training)
+    stage = Stage.on(layers, ctx.workload.training, ctx.network(deg).links)
     for layer, n in layers:
         part = ctx.part(layer, n, deg, m)
         for e in part.fwd:
             stage.fwd.add_einsums(e)
         for e in part.bwd:
             stage.bwd.add_einsums(e)
-        for term in part.run(ctx, deg):
+        for term in part.run(ctx, layer_degrees(deg, layer)):
             stage.add_comm(term)
     add_block_extras(ctx, stage, deg, m)
     return stage
@@ -350,7 +359,7 @@ def _by_bound(crit: Stage, m: int, bubble_s: float) -> dict[str, float]:
     crit.fwd.attribute(by_bound, m)
     if crit.training:
         crit.bwd.attribute(by_bound, m - 1)
-        crit.bwd.attribute(by_bound, 1, crit.grad_s)
+        crit.bwd.attribute(by_bound, 1, crit.grad_by_axis)
     return by_bound
 
 
@@ -389,7 +398,7 @@ def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
         microbatch_size=ceil(w.batch / (deg.replicas * m)),
         latency_s=latency,
         latency_upper_s=latency_upper,
-        throughput_per_s=throughput,
+        throughput_bound_per_s=throughput,
         memory_per_device_bytes=memory.total_bytes,
         fits=memory.fits,
         bottleneck=max(by_bound, key=lambda k: (by_bound[k], k == "compute")),

@@ -177,6 +177,7 @@ class StageSums:
     dense_optimizer_bytes: float  # einsum optimizer state of the non-expert weights
     tables_state_bytes: float  # the tables' optimizer state
     kv_cache_bytes: float
+    gradients_held: bool = True  # a full gradient buffer (Execution.gradients_held)
 
 
 def stage_sums(
@@ -190,7 +191,9 @@ def stage_sums(
     weights, adam = base.weights_bytes * ways, base.optimizer_bytes * ways
     model = workload.model
     if model is None:
-        return StageSums(base.params, weights, adam, 0.0, 0.0, base.kv_cache_bytes)
+        return StageSums(
+            base.params, weights, adam, 0.0, 0.0, base.kv_cache_bytes, ex.gradients_held
+        )
     dense = dense_optimizer_bytes(layers, share) * ways
     tp = deg["tp"]
     kv_cache = base.kv_cache_bytes / query_ways(workload, deg)  # T whole in einsums, but decode
@@ -206,7 +209,9 @@ def stage_sums(
         params += head
         weights += head * bits / 8
         tables_state = head * ex.state_bytes_per_param(bits)
-    return StageSums(base.params + params, weights, adam, dense, tables_state, kv_cache)
+    return StageSums(
+        base.params + params, weights, adam, dense, tables_state, kv_cache, ex.gradients_held
+    )
 
 
 @dataclass(frozen=True)
@@ -234,7 +239,7 @@ def states_of(sums: StageSums, ways: Shards, training: bool, buffers_bytes: floa
     grads = opt = 0.0
     if training:
         ep = ways.dense_ep
-        grads = sums.weights_bytes / ways.gradients
+        grads = sums.weights_bytes / ways.gradients if sums.gradients_held else 0.0
         opt = sums.optimizer_bytes / ways.optimizer
         opt -= sums.dense_optimizer_bytes / ways.optimizer * (1 - 1 / ep)
         opt += sums.tables_state_bytes / (ways.optimizer * ep)

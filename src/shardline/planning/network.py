@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shardline.collectives import AxisNetwork, NetworkOptions, collective_over, mesh_networks
+from shardline.collectives import (
+    AxisNetwork,
+    NetworkOptions,
+    collective_over,
+    mesh_networks,
+)
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.strategies import by_mesh
@@ -28,6 +33,9 @@ class MeshNetwork:
     ) -> None:
         self.chip = chip
         self.nets: dict[str, AxisNetwork] = {}
+        # the physical links each axis sends over (`mesh_links`): axes with disjoint sets move
+        # their bytes concurrently (shardline.collectives.concurrent_s)
+        self.links: dict[str, frozenset[str]] = {}
         devices = 1
         for d in degrees.values():
             devices *= d
@@ -39,6 +47,7 @@ class MeshNetwork:
                 )
             outer_first = [(s.name, degrees.get(s.name, 1)) for s in reversed(by_mesh())]
             self.nets = mesh_networks(chip, outer_first, options)
+            self.links = {axis: net.links for axis, net in self.nets.items()}
         self._cache: dict[tuple[str, float, str], tuple[float, float]] = {}
         # strategies' priced work, shared by the networks of one search (keys name their axis)
         self.memo: dict[Any, Any] = {} if memo is None else memo

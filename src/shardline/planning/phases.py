@@ -16,12 +16,24 @@ expert-parallel dispatch of HybridEP or DeepEP beside another microbatch's compu
 compute beside it: for the A seconds it runs, the compute runs on the other 1 - r of the SMs. A
 phase of W seconds of compute then takes W + A r when the compute outlasts the communication
 (W >= A (1 - r)), else A: `compute + critical + max(contention, overlapped - compute)` with
-contention = sum of A r over those terms."""
+contention = sum of A r over those terms.
+
+Concurrent mesh axes (the lower bound and what binds a phase): collectives on axes whose links
+are disjoint (`MeshNetwork.links`: tensor parallelism on NVLink beside FSDP over the NICs, or on
+two torus dimensions) move their bytes at the same time; axes that share a link compete for it.
+Per group g of axes joined by shared links (`shardline.collectives.concurrent_s`) the links
+carry its overlapped traffic and its critical traffic one after the other, so the phase takes
+`max(local + critical, max_g(overlapped_g + critical_g))`, which is the old
+`max(local, overlapped) + critical` when every axis shares one group; and it is network-bound
+when `max_g(overlapped_g + critical_g)` exceeds `local` ("How to Scale Your Model", Part 5:
+compute-bound while T_math exceeds both the FSDP and the TP communication times)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from shardline.collectives import concurrent_s
 from shardline.ops.cost import ZERO_COST, Cost
 from shardline.planning.combine import exposed_comm_s
 from shardline.strategies import CommTerm
@@ -36,6 +48,12 @@ PARTS = ("gemm", "attention", "other_ops", "recompute")
 
 def _zero_parts() -> dict[str, float]:
     return dict.fromkeys(PARTS, 0.0)
+
+
+def _add_to(into: dict[str, float], axis: str, seconds: float) -> dict[str, float]:
+    out = dict(into)
+    out[axis] = out.get(axis, 0.0) + seconds
+    return out
 
 
 @dataclass(frozen=True)
@@ -75,6 +93,11 @@ class Phase:
     memory_bound_s: float = 0.0
     parts: dict[str, float] = field(default_factory=_zero_parts)
     lower_parts: dict[str, float] = field(default_factory=_zero_parts)
+    # line-rate seconds of the critical and the overlapped traffic by mesh axis, and the links
+    # each axis sends over (`MeshNetwork.links`; empty: every axis shares one group)
+    crit_by_axis: dict[str, float] = field(default_factory=dict)
+    async_by_axis: dict[str, float] = field(default_factory=dict)
+    links: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def local_s(self) -> float:
@@ -90,7 +113,13 @@ class Phase:
 
     def copy(self) -> Phase:
         """A copy to add to (the Costs are immutable; the part sums are copied)."""
-        return replace(self, parts=dict(self.parts), lower_parts=dict(self.lower_parts))
+        return replace(
+            self,
+            parts=dict(self.parts),
+            lower_parts=dict(self.lower_parts),
+            crit_by_axis=dict(self.crit_by_axis),
+            async_by_axis=dict(self.async_by_axis),
+        )
 
     def add(self, cost: LayerCost, n: float, part: str = "gemm") -> None:
         """n instances of one einsum: its lower bound and its realistic time (in `part`)."""
@@ -111,17 +140,33 @@ class Phase:
         self.parts[part] += seconds
 
     def add_comm(self, term: CommTerm) -> None:
+        seconds = float(term.cost.t_network_s)
         if term.critical:
             self.critical = self.critical + term.cost
+            self.crit_by_axis = _add_to(self.crit_by_axis, term.purpose, seconds)
         else:
             self.overlapped = self.overlapped + term.cost
+            self.async_by_axis = _add_to(self.async_by_axis, term.purpose, seconds)
             self.contention_s += term.calls * term.t_pred_s * term.sm_share
 
-    def time_s(self, extra_async_s: float = 0.0) -> float:
-        return max(self.local_s, self.async_s + extra_async_s) + self.crit_s
+    def link_busy_s(self, extra: Mapping[str, float] | None = None) -> float:
+        """The busiest group of links: `max_g(overlapped_g + critical_g)` (module docstring),
+        with `extra` more overlapped seconds by axis (the once-per-step gradient traffic)."""
+        ov = dict(self.async_by_axis)
+        for axis, seconds in (extra or {}).items():
+            ov = _add_to(ov, axis, seconds)
+        axes = sorted(set(ov) | set(self.crit_by_axis))
+        return concurrent_s(
+            (self.links.get(a, frozenset()), ov.get(a, 0.0) + self.crit_by_axis.get(a, 0.0))
+            for a in axes
+        )
 
-    def serial_s(self, extra_async_s: float = 0.0) -> float:
-        return self.local_s + self.async_s + extra_async_s + self.crit_s
+    def time_s(self, extra: Mapping[str, float] | None = None) -> float:
+        """The phase's lower bound: `max(local + critical, busiest links)` (module docstring)."""
+        return max(self.local_s + self.crit_s, self.link_busy_s(extra))
+
+    def serial_s(self) -> float:
+        return self.local_s + self.async_s + self.crit_s
 
     @property
     def compute_pred_s(self) -> float:
@@ -142,13 +187,14 @@ class Phase:
     def predicted_s(self) -> float:
         return self.compute_pred_s + self.exposed_comm_pred_s
 
-    def attribute(self, into: dict[str, float], times: float, extra_async_s: float = 0.0) -> None:
-        """Charge this phase's time to what binds it: the network when all its communication
-        exceeds its local compute (the book's T_comms > T_math), else compute and memory by layer,
-        plus the critical-path communication to the network."""
-        network = self.crit_s + self.async_s + extra_async_s
-        if network > self.local_s:
-            into["network"] += times * self.time_s(extra_async_s)
+    def attribute(
+        self, into: dict[str, float], times: float, extra: Mapping[str, float] | None = None
+    ) -> None:
+        """Charge this phase's time to what binds it: the network when its busiest group of links
+        carries more than its local compute (the book's T_comms > T_math), else compute and
+        memory by layer, plus the critical-path communication to the network."""
+        if self.link_busy_s(extra) > self.local_s:
+            into["network"] += times * self.time_s(extra)
             return
         into["compute"] += times * self.compute_bound_s
         into["memory"] += times * self.memory_bound_s
@@ -166,6 +212,14 @@ class Stage:
     bwd: Phase = field(default_factory=Phase)
     grad: Cost = ZERO_COST
     terms: list[CommTerm] = field(default_factory=list)
+    grad_by_axis: dict[str, float] = field(default_factory=dict)  # line-rate seconds
+
+    @staticmethod
+    def on(
+        layers: list[tuple[Layer, int]], training: bool, links: Mapping[str, frozenset[str]]
+    ) -> Stage:
+        """A stage whose phases know the links each mesh axis sends over."""
+        return Stage(layers, training, Phase(links=links), Phase(links=links))
 
     @property
     def grad_s(self) -> float:
@@ -173,13 +227,22 @@ class Stage:
 
     def copy(self) -> Stage:
         """A copy to add to (its phases and its list of terms copied)."""
-        return replace(self, fwd=self.fwd.copy(), bwd=self.bwd.copy(), terms=list(self.terms))
+        return replace(
+            self,
+            fwd=self.fwd.copy(),
+            bwd=self.bwd.copy(),
+            terms=list(self.terms),
+            grad_by_axis=dict(self.grad_by_axis),
+        )
 
     def add_comm(self, term: CommTerm) -> None:
         """Place one communication term: once per step, or in its phase (critical or not)."""
         self.terms.append(term)
         if term.once_per_step:
             self.grad = self.grad + term.cost
+            self.grad_by_axis = _add_to(
+                self.grad_by_axis, term.purpose, float(term.cost.t_network_s)
+            )
         elif term.phase == "forward":
             self.fwd.add_comm(term)
         else:

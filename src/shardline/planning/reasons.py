@@ -21,8 +21,14 @@ def reason(
             f"the lowest latency bound ({fmt_time(best.latency_s)}; predicted "
             f"{fmt_time(best.predicted_s)})"
         ),
-        "predicted": f"the lowest predicted time ({fmt_time(best.predicted_s)})",
-        "throughput": f"the highest throughput ({best.throughput_per_s:.4g} items/s)",
+        "predicted": (
+            f"the lowest predicted time ({fmt_time(best.predicted_s)}; lower bound "
+            f"{fmt_time(best.latency_s)})"
+        ),
+        "throughput": (
+            f"the highest predicted throughput ({best.throughput_per_s:.4g} items/s; at the "
+            f"lower bound {best.throughput_bound_per_s:.4g})"
+        ),
     }[objective]
     text = (
         f"{best.name} has {what} of the {len(fits)} plan(s) that fit in "

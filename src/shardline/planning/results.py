@@ -36,7 +36,7 @@ class PlanResult:
     microbatch_size: int  # batch items per device per microbatch
     latency_s: float  # time to finish the whole batch (one training step, or one forward pass)
     latency_upper_s: float  # the same with no overlap of communication and computation
-    throughput_per_s: float  # batch items per second at the lower bound
+    throughput_bound_per_s: float  # batch items per second at the lower bound (latency_s)
     memory_per_device_bytes: float
     fits: bool
     bottleneck: str  # "compute", "memory" (HBM bandwidth), "network" or "bubble"
@@ -49,6 +49,7 @@ class PlanResult:
     comm: list[CommTerm] = field(default_factory=list)
     # the realistic answers (shardline.planning.step)
     predicted_s: float = 0.0  # one step / the prompt (time to first token) / one output token
+    throughput_per_s: float = 0.0  # batch items per second at the realistic time (predicted_s)
     predicted_breakdown_s: dict[str, float] = field(default_factory=dict)  # sums to predicted_s
     gap_s: dict[str, float] = field(default_factory=dict)  # sums to predicted_s - latency_s
     mfu: float = 0.0
@@ -107,7 +108,8 @@ class PlanResult:
     def to_dict(self) -> dict[str, Any]:
         head: tuple[str, ...] = ("name", "degrees", "microbatches", "microbatch_size")
         head += ("predicted_s", "latency_s")
-        mid: tuple[str, ...] = ("latency_upper_s", "throughput_per_s", "tokens_per_s")
+        mid: tuple[str, ...] = ("latency_upper_s", "throughput_per_s", "throughput_bound_per_s")
+        mid += ("tokens_per_s",)
         mid += ("tokens_per_s_per_device", "mfu", "hfu", "model_flops", "hardware_flops")
         mid += ("recompute",)
         mid += ("days_to_train", "predicted_breakdown_s", "gap_s", "memory_per_device_bytes")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from itertools import islice
 from math import ceil, gcd, prod
+from pathlib import PurePath
 from typing import Any
 
 from shardline.basics.framework import load_framework
@@ -16,14 +17,23 @@ from shardline.basics.units import fmt_bytes, short
 from shardline.collectives import NetworkOptions
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
+from shardline.models import workload_of
 from shardline.ops.cost import TIE_RTOL
 from shardline.planning.evaluate import Context, evaluate_plan
+from shardline.planning.folding import (
+    EDP_KEY,
+    FOLD_KEY,
+    FOLDED_ONE,
+    megatron_hint,
+    megatron_stated,
+)
 from shardline.planning.reasons import reason
 from shardline.planning.results import OBJECTIVES, PlanResult, PlanSet
-from shardline.strategies import Degrees, Strategy, names, strategies
+from shardline.strategies import Degrees, Strategy, names, strategies, strategy
 from shardline.strategies.base import divisors as strategy_divisors
 from shardline.strategies.pp import MAX_STAGES
 from shardline.strategies.tp import tensor_room, tensor_rooms
+from shardline.workload.modelspec import ModelSpec
 from shardline.workload.stack import apply_overrides
 from shardline.workload.workload import Workload
 
@@ -46,7 +56,7 @@ class PlanOptions:
 
     degrees: Mapping[str, int | None] = field(default_factory=dict)
     microbatches: int | None = None
-    objective: str = "latency"
+    objective: str = "predicted"
     require_fit: bool = True
     rates: RateOverrides = field(default_factory=RateOverrides)
     execution: Execution = field(default_factory=Execution)
@@ -131,7 +141,7 @@ def _check_fixed(workload: Workload, devices: int, fixed: Mapping[str, int | Non
         relation = "exceeds" if total > devices else "does not divide"
         raise InputError(
             f"the degrees given ({', '.join(f'{k}={v}' for k, v in given.items())}) "
-            f"multiply to {total}, which {relation} the {devices} devices"
+            f"multiply to {total}, which {relation} the {devices} devices{megatron_hint(given)}"
         )
     if len(given) == len(names()) and total != devices:
         raise InputError(f"{' x '.join(names())} = {total}, not the {devices} devices")
@@ -222,12 +232,46 @@ def _searched_flags() -> str:
     return ", ".join(f"--{s.word}" for s in strategies() if s.searched and not s.optional)
 
 
+def _folded(
+    workload: Workload, devices: int, fixed: Mapping[str, int | None], interleave: int
+) -> list[Degrees]:
+    """The candidates of a folded layout (`--etp`, or Megatron-Core's convention with etp =
+    tp): the attention's degrees (tp, pp, dp, fsdp, cp; the free ones searched, dp derived)
+    over the devices, each folded with the experts' ep and etp (Degrees, `fold`); the first
+    fold's refusal when none folds."""
+    etp, edp = fixed.get(FOLD_KEY), fixed.get(EDP_KEY)
+    attention = {k: v for k, v in fixed.items() if k not in (FOLD_KEY, EDP_KEY)}
+    for name in FOLDED_ONE:  # folded layouts state no FSDP and no cp unless given
+        attention[name] = attention.get(name) or 1
+    ep = attention.pop("ep") or 1  # _check_options: --etp needs --ep
+    if etp is None:
+        etp = attention.get("tp") or 1
+    attention["ep"] = 1
+    strategy("ep").check(workload, ep)  # a MoE workload whose experts ep divides
+    out: list[Degrees] = []
+    refused: InputError | None = None
+    for deg in candidates(workload, devices, attention, interleave):
+        stated: dict[str, int] = {**deg.as_dict(), "ep": ep, FOLD_KEY: etp}
+        if edp is not None:  # checked against the derived one (Degrees, fold)
+            stated[EDP_KEY] = edp
+        try:
+            out.append(Degrees(stated))
+        except InputError as e:
+            refused = refused or e
+    if not out and refused is not None:
+        raise refused
+    return out
+
+
 def candidates(
     workload: Workload, devices: int, fixed: Mapping[str, int | None], interleave: int = 1
 ) -> list[Degrees]:
     """Every assignment of a divisor of `devices` to each registered strategy whose product is the
     device count, that keeps the fixed degrees, that every strategy accepts (`valid`) and whose
-    pipeline stages hold `interleave` chunks each."""
+    pipeline stages hold `interleave` chunks each. A folded layout (`etp` given, or Megatron-Core's
+    convention: `megatron_stated`) gives its folded candidates (`_folded`)."""
+    if fixed.get(FOLD_KEY) is not None or megatron_stated(devices, fixed):
+        return _folded(workload, devices, fixed, interleave)
     _check_fixed(workload, devices, fixed)
     for s in strategies():  # the pipeline's fixed stages must hold the interleaved chunks
         stages = fixed.get(s.name)
@@ -276,10 +320,19 @@ def _options(
     rates = {k: given[k] for k in ("flops_per_s", "mem_bytes_per_s") if k in given}
     execution = {k: given[k] for k in EXECUTION_FIELDS if k in given and given[k] is not None}
     execution = framework_defaults(execution.get("framework")) | execution
-    unknown = set(given) - set(rates) - set(names()) - set(EXECUTION_FIELDS) - {"network"}
+    unknown = (
+        set(given)
+        - set(rates)
+        - set(names())
+        - set(EXECUTION_FIELDS)
+        - {"network", FOLD_KEY, EDP_KEY}
+    )
     if unknown:
         raise TypeError(f"plan() got unexpected keyword argument(s) {', '.join(sorted(unknown))}")
     degrees = {name: given.get(name) for name in names()}
+    for key in (FOLD_KEY, EDP_KEY):
+        if given.get(key) is not None:
+            degrees[key] = given[key]
     return PlanOptions(
         degrees,
         microbatches,
@@ -325,6 +378,13 @@ def _check_options(workload: Workload, devices: int, opts: PlanOptions) -> None:
         )
     for name, value in opts.degrees.items():
         _check_degree(name, value, devices)
+    if opts.degrees.get(EDP_KEY) is not None and opts.degrees.get(FOLD_KEY) is None:
+        raise InputError("--edp (expert data parallelism) is derived; it goes with --etp")
+    if opts.degrees.get(FOLD_KEY) is not None and opts.degrees.get("ep") is None:
+        raise InputError(
+            "--etp (expert tensor parallelism) needs --ep: the experts run on etp x ep x edp "
+            "x pp ranks"
+        )
     m = opts.microbatches
     if m is not None:
         if isinstance(m, bool) or not isinstance(m, int) or m < 1:
@@ -337,12 +397,12 @@ def _check_options(workload: Workload, devices: int, opts: PlanOptions) -> None:
 
 
 def plan(
-    workload: Workload,
+    workload: Workload | str | PurePath | ModelSpec,
     hw: str | Chip = "h100-sxm",
     devices: int = 8,
     *,
     microbatches: int | None = None,
-    objective: str = "latency",
+    objective: str = "predicted",
     require_fit: bool = True,
     options: PlanOptions | None = None,
     **given: Any,
@@ -354,14 +414,17 @@ def plan(
     one PlanOptions.
 
     With `require_fit` (the default) a workload that fits on no plan raises InputError naming the
-    smallest memory per device it would need.
+    smallest memory per device it would need. `workload` may also be a zoo model's name, a model
+    .toml file or a ModelSpec: its training step at batch 1 and 4096 tokens, as `--model` gives
+    (`shardline.models.workload_of` for another phase, batch or length).
     """
+    w = _as_workload(workload)
     opts = options or _options(microbatches, objective, require_fit, given)
-    _check_options(workload, devices, opts)
+    _check_options(w, devices, opts)
     rates = opts.rates
-    chip = apply_overrides(resolve_chip(hw), workload, rates.flops_per_s, rates.mem_bytes_per_s)
+    chip = apply_overrides(resolve_chip(hw), w, rates.flops_per_s, rates.mem_bytes_per_s)
     _check_comm_sms(opts.execution.ep_comm_sms, chip)
-    results = _search(workload, chip, devices, opts)
+    results = _search(w, chip, devices, opts)
     key = _sort_key(opts.objective)
     results.sort(key=key)
     fits = [r for r in results if r.fits]
@@ -376,13 +439,17 @@ def plan(
         )
         if opts.require_fit:
             raise InputError(message)
-        return PlanSet(
-            workload, chip, devices, opts.objective, results, None, message, opts.execution
-        )
+        return PlanSet(w, chip, devices, opts.objective, results, None, message, opts.execution)
     why = reason(fits, results, opts.objective, chip)
-    return PlanSet(
-        workload, chip, devices, opts.objective, results, fits[0].name, why, opts.execution
-    )
+    return PlanSet(w, chip, devices, opts.objective, results, fits[0].name, why, opts.execution)
+
+
+def _as_workload(workload: Any) -> Workload:
+    """A zoo model's name, a model file or a ModelSpec as its Workload (`workload_of`'s
+    defaults); anything else must be a Workload already (`_check_options` says so)."""
+    if isinstance(workload, str | PurePath | ModelSpec):
+        return workload_of(workload)
+    return workload
 
 
 def _check_comm_sms(sms: int, chip: Chip) -> None:

@@ -134,13 +134,11 @@ def _memory_losers(
 
 
 def _agreement(ranked: list[list[dict[str, Any]]]) -> dict[str, Any]:
-    """Relative gap of the vectorized model to the engine over every re-ranked layout."""
-    t = [abs(e["vector_predicted_s"] / e["engine"].predicted_s - 1) for g in ranked for e in g]
-    m = [
-        abs(e["vector_memory_bytes"] / e["engine"].memory_per_device_bytes - 1)
-        for g in ranked
-        for e in g
-    ]
+    """Relative gap of the vectorized model to the engine over every re-ranked layout the
+    vectorized model priced (a folded variant, `train_search._with_folded`, the engine alone)."""
+    priced = [e for g in ranked for e in g if e["vector_predicted_s"] is not None]
+    t = [abs(e["vector_predicted_s"] / e["engine"].predicted_s - 1) for e in priced]
+    m = [abs(e["vector_memory_bytes"] / e["engine"].memory_per_device_bytes - 1) for e in priced]
     if not t:
         return {}
     return {
@@ -165,6 +163,19 @@ def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     front = [p for p in points if not any(beats(q, p) for q in points)]
     return sorted(front, key=lambda p: p[time_key])
+
+
+def _why_none(stats: dict[str, Any], sequences: int) -> str:
+    """Why the search has no best: no layout of the device counts exists at all (0 evaluated:
+    no product of degrees that divide the model and the batch is the count), or none fits."""
+    if stats["evaluated"]:
+        return "no layout fits in memory; add devices or shrink --global-batch"
+    return (
+        f"no layout exists on {stats['devices']:,} devices (or the smaller counts tried): the "
+        "degrees must multiply to the device count, each dividing what it splits (the heads, "
+        f"the layers, the {sequences:,} sequences of a step); give a count with small factors, "
+        "such as a power of two"
+    )
 
 
 def answer(
@@ -197,12 +208,18 @@ def answer(
         "agreement": _agreement(ranked),
     }
     if not full:
-        out["why_none"] = "no layout fits in memory; add devices or shrink --global-batch"
+        out["why_none"] = _why_none(stats, w.batch)
         return jsonable(out)
     group, best = min(full, key=lambda gb: gb[1]["predicted_step_s"])
     out["best"] = best
     others = layouts[groups.index(group)][1 : 1 + WHY_NOT]
     out["alternatives"] = [{**o, "why": why_not(best, o)} for o in others]
-    screen_s = ranked[groups.index(group)][0]["vector_predicted_s"]
+    # the best's step on the screening model: the fastest the vectorized model priced (a
+    # folded best, priced by the engine alone, screens as the layout it folds)
+    screen_s = next(
+        e["vector_predicted_s"]
+        for e in ranked[groups.index(group)]
+        if e["vector_predicted_s"] is not None
+    )
     out["alternatives"] += _memory_losers(w, group, best, screen_s, run)
     return jsonable(out)

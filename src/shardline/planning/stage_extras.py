@@ -25,6 +25,7 @@ from shardline.basics.options import Execution
 from shardline.basics.recompute import Policy, kept_tensors, policy, rerun_ops
 from shardline.collectives.library import collective_sm_share
 from shardline.hardware import Chip
+from shardline.ops.predict import kernel_overhead_s
 from shardline.planning.network import MeshNetwork
 from shardline.planning.phases import Einsums, Stage
 from shardline.realistic.activations import checkpointed_share
@@ -124,11 +125,13 @@ def tp_variants(term: CommTerm, ctx: Context, deg: Degrees) -> list[CommTerm]:
 
 
 def _ops_s(ctx: Context, ops: list[MemOp], backward: bool) -> float:
-    """The ops' time: each its bytes at HBM bandwidth or its FLOPs on the vector units."""
+    """The ops' time: each its bytes at HBM bandwidth or its FLOPs on the vector units, and the
+    launch cost of each kernel beyond its first (an eager op runs several)."""
     graphs = ctx.execution.cuda_graphs
     model = ctx.workload.model
     act = activation_dtype(model) if model is not None else "bf16"
-    return sum(
+    launches = sum(op.kernels - 1 for op in ops)
+    return launches * kernel_overhead_s(ctx.chip, cuda_graphs=graphs) + sum(
         vector_kernel_s(
             ctx.chip,
             op.backward_bytes if backward else op.forward_bytes,
@@ -155,7 +158,14 @@ class OpBuilder(Protocol):
     __name__: str  # a function's name (`_ops_seconds` keys its memo by it)
 
     def __call__(
-        self, model: ModelShape, sequences: float, *, tp: int, sp: bool, training: bool
+        self,
+        model: ModelShape,
+        sequences: float,
+        *,
+        tp: int,
+        sp: bool,
+        training: bool,
+        eager: bool = False,
     ) -> list[MemOp]: ...
 
 
@@ -166,7 +176,8 @@ def _ops(ctx: Context, builder: OpBuilder, deg: Degrees, m: int) -> list[MemOp]:
     tp = deg["tp"]
     sp = ctx.execution.sequence_parallel and tp > 1
     seqs = _sequences(ctx, deg, m)
-    return builder(model, seqs, tp=tp, sp=sp, training=ctx.workload.training)
+    eager = ctx.execution.op_fusion == "eager"
+    return builder(model, seqs, tp=tp, sp=sp, training=ctx.workload.training, eager=eager)
 
 
 SCORES = ("softmax", "attention_dropout")  # what selective recompute runs again
@@ -181,7 +192,8 @@ def _ops_seconds(
     tp = deg["tp"]
     sp = ctx.execution.sequence_parallel and tp > 1
     seqs = _sequences(ctx, deg, m)
-    key = (builder.__name__, seqs, tp, sp, backward, only, ctx.execution.cuda_graphs)
+    ex = ctx.execution
+    key = (builder.__name__, seqs, tp, sp, backward, only, ex.cuda_graphs, ex.op_fusion)
     memo: dict[tuple[Any, ...], float] = ctx.once("memory-bound ops", dict)
     found = memo.get(key)
     if found is None:
@@ -275,6 +287,7 @@ _MEMOP_OWNERS: dict[tuple[str, int], tuple[str, ...]] = {
     ("swiglu", 0): ("activation",),
     ("gelu", 0): ("activation",),
     ("rotary", 0): ("q_proj", "k_proj"),
+    ("repeat_kv", 0): ("k_proj", "v_proj"),
     ("qk_norm", 0): ("q_proj", "k_proj"),
     ("moe_permute", 0): ("gate_proj", "up_proj"),
     ("moe_unpermute", 0): ("down_proj",),

@@ -30,6 +30,7 @@ __all__ = [
     "RealisticStep",
     "realistic_step",
     "tokens_answers",
+    "predicted_throughput_per_s",
     "recompute_answer",
     "gap_s",
     "DP_BUCKET_BYTES",
@@ -130,21 +131,34 @@ def realistic_step(
     )
 
 
-def tokens_answers(ctx: Context, deg: Degrees, step: RealisticStep) -> dict[str, Any]:
-    """tokens/s (the step's tokens over its realistic time), per device, and days to train."""
+def predicted_throughput_per_s(ctx: Context, deg: Degrees, step: RealisticStep) -> float:
+    """Batch items per second at the realistic time: batch / predicted_s (0 when there is no
+    realistic time). Prefill through a pipeline serves a stream of batches: one leaves per m
+    stage times (the bubble is paid once per stream, not per batch), as the lower bound's
+    throughput counts it."""
     w = ctx.workload
-    if w.kind == "stack" or step.predicted_s <= 0:
-        return {"tokens_per_s": None, "tokens_per_s_per_device": None, "days_to_train": None}
-    # prefill through a pipeline serves a stream of batches: one leaves per m stage times (the
-    # bubble is paid once per stream, not per batch), as the lower bound's throughput counts it
+    if step.predicted_s <= 0:
+        return 0.0
     busy = step.predicted_s
     if not w.training and not w.decode and deg.stages > 1:
         busy = step.predicted_s - step.breakdown_s["bubble_s"]
-    tokens_per_s = w.batch * w.tokens_per_item / busy
+    return w.batch / busy
+
+
+def tokens_answers(ctx: Context, deg: Degrees, step: RealisticStep) -> dict[str, Any]:
+    """Batch items/s and tokens/s (the step's over its realistic time), tokens/s per device, and
+    days to train."""
+    w = ctx.workload
+    items_per_s = predicted_throughput_per_s(ctx, deg, step)
+    if w.kind == "stack" or step.predicted_s <= 0:
+        empty = {"tokens_per_s": None, "tokens_per_s_per_device": None, "days_to_train": None}
+        return {"throughput_per_s": items_per_s, **empty}
+    tokens_per_s = items_per_s * w.tokens_per_item
     days = None
     if w.training and ctx.execution.tokens is not None:
         days = ctx.execution.tokens / tokens_per_s / SECONDS_PER_DAY
     return {
+        "throughput_per_s": items_per_s,
         "tokens_per_s": tokens_per_s,
         "tokens_per_s_per_device": tokens_per_s / deg.devices,
         "days_to_train": days,

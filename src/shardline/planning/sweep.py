@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from math import isqrt
 from numbers import Integral
 from typing import Any
 
@@ -13,6 +14,7 @@ from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.planning.results import PlanSet
 from shardline.planning.search import plan
+from shardline.strategies import Degrees
 from shardline.workload.stack import apply_overrides
 from shardline.workload.workload import Workload
 
@@ -37,6 +39,10 @@ class SweepPoint:
     memory_per_device_bytes: float | None
     latency_by_plan_s: dict[str, float]  # every plan that fits at this batch
     predicted_s: float | None = None  # the recommended plan's realistic time
+    # the batch one device of the recommended plan works on per step: batch / the ways it is
+    # split (dp x fsdp replicas); a tensor- or pipeline-parallel rank sees its replica's whole
+    # batch, not batch / devices
+    batch_per_device: float | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,7 @@ def _point(batch: int, ps: PlanSet) -> SweepPoint:
         memory_per_device_bytes=best.memory_per_device_bytes if best else None,
         latency_by_plan_s={p.name: p.latency_s for p in ps.plans if p.fits},
         predicted_s=best.predicted_s if best else None,
+        batch_per_device=batch / Degrees(best.degrees).replicas if best else None,
     )
 
 
@@ -136,7 +143,7 @@ def sweep_batch(
         options.pop("flops_per_s", None),
         options.pop("mem_bytes_per_s", None),
     )
-    objective = str(options.get("objective", "latency"))
+    objective = str(options.get("objective", "predicted"))
     memo: dict[int, PlanSet] = {}
 
     def at(batch: int) -> PlanSet:
@@ -161,7 +168,9 @@ def sweep_batch(
                 if len(memo) >= MAX_SWEEP_PLANS:
                     complete = False
                     break
-                mid = (left + right) // 2
+                # geometric while the bracket spans more than a factor of two (1 to 1e9 in
+                # about 5 + log2(crossover) searches, not 30), then halving
+                mid = isqrt(left * right) if right > 2 * left else (left + right) // 2
                 if at(mid).recommended == first:
                     left = mid
                 else:

@@ -20,7 +20,7 @@ import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ import numpy as np
 from shardline.basics.framework import load_framework
 from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.basics.recompute import policy
+from shardline.basics.serialize import jsonable
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.planning.evaluate import Context, evaluate_plan
@@ -45,6 +46,7 @@ from shardline.planning.vector_bound import (
 from shardline.planning.vector_bound import counts as bound_counts
 from shardline.planning.vector_eval import Chunk, price_chunk
 from shardline.strategies import Degrees, names
+from shardline.strategies.ep import experts_of
 from shardline.workload.workload import Workload
 
 __all__ = [
@@ -82,16 +84,36 @@ class RunOptions:
     # the framework whose defaults set what the search does not try (its gradient dtype, launch
     # mode, attention kernel, optimizer: shardline.basics.framework); None: Megatron-Core's
     framework: str | None = None
+    # how the model runs, as `plan` takes it (Execution fields the search does not try itself:
+    # ep_overlap, ep_dispatch, grad_reduce_dtype, optimizer, cuda_graphs, ...), e.g.
+    # (("ep_overlap", True),): every layout runs so
+    execution: tuple[tuple[str, Any], ...] = ()
+    # expert tensor parallelism (parallel folding): None tries etp = tp and the folded layouts
+    # of the re-ranked ones (etp 1); a number holds it
+    etp: int | None = None
 
     @property
     def base(self) -> Execution:
         """The execution every layout starts from: the framework's defaults but the knobs the
-        search tries itself (sequence parallelism, recompute, ZeRO, tp overlap, interleave)."""
+        search tries itself (sequence parallelism, recompute, ZeRO, tp overlap, interleave),
+        then the fields `execution` gives."""
+        given = dict(self.execution)
         if self.framework is None:
-            return Execution()
+            return Execution(**given)
         fw = load_framework(self.framework)
         fixed = {k: v for k, v in fw.defaults.items() if k not in SEARCHED_KNOBS}
-        return Execution(**fixed, framework=fw.name)
+        return Execution(**{**fixed, **given, "framework": fw.name})
+
+    @property
+    def assumed(self) -> dict[str, Any]:
+        """The execution fields every layout runs with (the search tries the others): what the
+        answer prints as assumed."""
+        ex = self.base
+        return {
+            f.name: getattr(ex, f.name)
+            for f in fields(Execution)
+            if f.name not in SEARCHED_KNOBS and f.name != "tokens"
+        }
 
 
 def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptions) -> None:
@@ -109,6 +131,17 @@ def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptio
         policy(run.recompute)  # InputError naming the policies if unknown
     if run.framework is not None:
         load_framework(run.framework)  # InputError naming the frameworks if unknown
+    searched = SEARCHED_KNOBS & {k for k, _ in run.execution}
+    if searched:
+        raise InputError(
+            f"the search tries {', '.join(sorted(searched))} itself; fix a degree with --fix"
+        )
+    unknown = {k for k, _ in run.execution} - {f.name for f in fields(Execution)}
+    if unknown:
+        raise InputError(f"unknown execution field(s) {', '.join(sorted(unknown))}")
+    assert isinstance(run.base, Execution)  # a bad value: the Execution's own InputError
+    if run.etp is not None and (isinstance(run.etp, bool) or run.etp < 1):
+        raise InputError(f"etp must be a positive integer, got {run.etp!r}")
     known = names()
     for name, degree in run.fixed:
         if name not in known:
@@ -256,27 +289,62 @@ def _first_shapes(rows: dict[str, np.ndarray], fits: np.ndarray, k: int) -> np.n
 
 
 def _rerank(
-    workload: Workload, group: Group, k: int, run: tuple[Engine, float | None]
+    workload: Workload,
+    group: Group,
+    k: int,
+    run: tuple[Engine, float | None, int | None, tuple[tuple[str, int], ...]],
 ) -> list[dict[str, Any]]:
     """The group's k fastest fitting layouts (vector model) with the engine's answers (`run`:
     the engine, the tokens), sorted by the engine's predicted step (layouts the engine finds too
     large last)."""
-    engine, tokens = run
+    engine, tokens, etp, fixed = run
     rows = group.rows
     assert rows is not None
     out: list[dict[str, Any]] = []
     for i in top_layouts(rows, k):
-        layout = layout_of(group, rows, int(i))
-        res = engine(workload, group.chip, layout, tokens)
-        out.append(
-            {
-                "layout": layout,
-                "engine": res,
-                "vector_predicted_s": float(rows["predicted_s"][i]),
-                "vector_memory_bytes": float(rows["memory_per_device_bytes"][i]),
-            }
-        )
+        first = layout_of(group, rows, int(i))
+        for layout in _with_folded(workload, first, etp, fixed):
+            res = engine(workload, group.chip, layout, tokens)
+            vector = layout is first  # a folded variant is the engine's alone
+            out.append(
+                {
+                    "layout": layout,
+                    "engine": res,
+                    "vector_predicted_s": float(rows["predicted_s"][i]) if vector else None,
+                    "vector_memory_bytes": (
+                        float(rows["memory_per_device_bytes"][i]) if vector else None
+                    ),
+                }
+            )
     out.sort(key=lambda e: (not e["engine"].fits, e["engine"].predicted_s))
+    return out
+
+
+def _with_folded(
+    workload: Workload,
+    layout: dict[str, Any],
+    etp: int | None,
+    fixed: tuple[tuple[str, int], ...] = (),
+) -> list[dict[str, Any]]:
+    """A re-ranked layout and its folded variant (parallel folding, `Degrees`): with tp > 1
+    and ep > 1 the experts may run without tensor parallelism, etp (1 unless `etp` holds
+    another) x the ep x tp / etp ranks of the same devices, the attention as it is. `etp`
+    given: only the layouts whose experts run on that etp (an unfolded one's etp is its tp).
+    A variant whose stated ep or dp differs from one `fixed` (--fix) is left out."""
+    deg = Degrees(layout["degrees"])
+    out = [layout] if etp is None or deg.tp == etp else []
+    want = 1 if etp is None else etp
+    if deg.ep > 1 and deg.tp > 1 and want != deg.tp:
+        stated = {**deg.as_dict(), "dp": deg.dp * deg.ep, "ep": deg.ep * deg.tp // want}
+        try:
+            folded = Degrees({**stated, "etp": want})
+        except InputError:
+            return out
+        experts = experts_of(workload) or 0
+        stated = folded.as_dict()
+        held = all(stated[name] == degree for name, degree in fixed if name in ("dp", "ep"))
+        if deg.tp % want == 0 and experts % folded.expert_ep == 0 and held:
+            out.append({**layout, "degrees": folded.as_dict()})
     return out
 
 
@@ -303,9 +371,13 @@ def training_search(
             "devices": devices,
         }
         engine = _engine(workload, chips, run.base)
-        ranked = [_rerank(workload, g, run.rerank, (engine, tokens)) for g in groups]
+        ranked = [
+            _rerank(workload, g, run.rerank, (engine, tokens, run.etp, run.fixed)) for g in groups
+        ]
         stats["elapsed_s"] = time.perf_counter() - start
-        return answer(workload, groups, ranked, (engine, tokens), stats)
+        found = answer(workload, groups, ranked, (engine, tokens), stats)
+        dtype = workload.model.dtype if workload.model is not None else None
+        return {**found, "assumed": {"dtype": dtype, **jsonable(run.assumed)}}
 
 
 @contextmanager

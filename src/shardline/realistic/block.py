@@ -8,6 +8,15 @@ fused_add_rms_norm), no dropout. Rotary embedding reads and writes q and k. With
 parallelism the norms, dropouts and residual adds run on every tensor-parallel rank over the whole
 hidden state; with it each rank does 1/t of them (Korthikanti et al. 2022, section 4.2.2).
 
+Run eagerly (`eager`, PyTorch without torch.compile, as torchtitan and Composer train by default)
+each tensor op of the model's reference code is its own kernel with its own HBM round trip
+(`_eager_*` below, counted from torchtitan/models/norms.py and llama/model.py): the RMS norm
+upcasts to fp32 and runs pow, mean, multiply, downcast and the weight multiply one by one; the
+rotary embedding upcasts q and k, multiplies them as complex numbers and downcasts; SwiGLU runs
+the SiLU and the product apart; grouped-query attention copies each key/value head to its query
+heads (`repeat_kv`) before the attention kernel. PyTorch's layer norm and GELU are one native
+kernel each, eager or not.
+
 The backward of a memory-bound op reads what the forward read (the saved inputs) and the
 gradient of what it wrote, and writes the gradient of what it read:
 `bytes_bwd = 2 x read + write` (a stated rule for elementwise kernels).
@@ -21,7 +30,7 @@ max(bytes / HBM bandwidth, FLOPs / vector rate).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shardline.basics.dtypes import dtype_bits
 from shardline.ops.layer import Layer
@@ -59,7 +68,10 @@ VECTOR_FLOPS: dict[str, float] = {
     "position_embedding": 1,  # the add
     "cross_entropy": 5,  # per logit: max, subtract, exp, sum, and the softmax written back
     "fp8_cast_transpose": 4,  # absolute max (2), scale (1), convert (1) per input element
+    "repeat_kv": 0,  # a copy
 }
+FP32_BYTES = 4  # the eager RMS norm and rotary embedding run in fp32 (x.float())
+EAGER_RMS_NORM = 8  # kernels of torchtitan's RMSNorm run op by op (`_eager_rms_norm`)
 BACKWARD_VECTOR_FLOPS = 2  # the backward's FLOPs over the forward's
 
 
@@ -72,6 +84,7 @@ class MemOp:
     write_bytes: float
     elements: float = 0.0  # the elements its arithmetic runs over (VECTOR_FLOPS counts per one)
     dtype: str = ""  # the dtype its arithmetic runs in; empty: the activations' dtype
+    kernels: int = 1  # kernels it launches each pass (eager ops: one per tensor op)
 
     @property
     def forward_bytes(self) -> float:
@@ -113,13 +126,17 @@ def _sizes(model: ModelShape, sequences: float, tp: int, sp: bool) -> _Sizes:
     return _Sizes(n, hidden / tp if sp else hidden, w, tp)
 
 
-def _attention_ops(model: ModelShape, z: _Sizes, sequences: float, training: bool) -> list[MemOp]:
+def _attention_ops(
+    model: ModelShape, z: _Sizes, sequences: float, training: bool, eager: bool = False
+) -> list[MemOp]:
     out: list[MemOp] = []
     qk = z.n * (model.heads + model.kv_heads) * model.head_dim / z.t * z.w
     if model.qk_norm:  # Qwen3, Gemma 3: before the rotary embedding, over each head
         out.append(MemOp("qk_norm", qk, qk, qk / z.w))
     if model.rotary:
-        out.append(MemOp("rotary", qk, qk, qk / z.w))
+        out.append(_eager_rotary(qk, z.w) if eager else MemOp("rotary", qk, qk, qk / z.w))
+    if eager and model.attention != "standard" and model.heads > model.kv_heads:
+        out.append(_repeat_kv(model, z))
     if model.attention == "standard":
         p = sequences * model.heads / z.t * model.q_len * model.keys * z.w
         out.append(MemOp("softmax", p, p, p / z.w))
@@ -129,9 +146,16 @@ def _attention_ops(model: ModelShape, z: _Sizes, sequences: float, training: boo
 
 
 def block_ops(
-    model: ModelShape, sequences: float, *, tp: int, sp: bool, training: bool
+    model: ModelShape,
+    sequences: float,
+    *,
+    tp: int,
+    sp: bool,
+    training: bool,
+    eager: bool = False,
 ) -> list[MemOp]:
-    """One block's memory-bound ops for `sequences` sequences (a microbatch on one device)."""
+    """One block's memory-bound ops for `sequences` sequences (a microbatch on one device);
+    `eager`: training run op by op (the module docstring)."""
     z = _sizes(model, sequences, tp, sp)
     ffn = z.n * model.d_ff / z.t * z.w
     act = MemOp(
@@ -140,18 +164,56 @@ def block_ops(
     e = z.r / z.w  # hidden-state elements on this device
     mask = e * MASK_BYTES
     casts = _cast_ops(model, z, training)
+    eager = eager and training  # inference engines fuse these ops (vLLM's fused kernels)
     if training:
-        norm = MemOp("layer_norm", z.r, z.r, e)
+        norm = _eager_rms_norm(z.r, z.w) if eager and model.norm == "rmsnorm" else None
+        norm = norm or MemOp("layer_norm", z.r, z.r, e)
         bda = MemOp("bias_dropout_add", 2 * z.r, z.r + mask, e)
+        if eager and model.gated:
+            act = _eager_swiglu(ffn, z.w)
         before = [norm]
         after = [bda, norm, act, bda]
     else:
         add_norm = MemOp("add_norm", 2 * z.r, 2 * z.r, e)
         before = [add_norm]
         after = [add_norm, act]
-    return (
-        before + _attention_ops(model, z, sequences, training) + after + casts + _moe_ops(model, z)
-    )
+    attention = _attention_ops(model, z, sequences, training, eager)
+    return before + attention + after + casts + _moe_ops(model, z)
+
+
+def _eager_rms_norm(r: float, w: float) -> MemOp:
+    """torchtitan's RMSNorm run op by op over r bytes of w-byte elements (models/norms.py:
+    `self._norm(x.float()).type_as(x) * self.weight`, `_norm` = x * rsqrt(x.pow(2).mean(-1) +
+    eps)): upcast (read w, write 4), pow (read 4, write 4), mean (read 4), multiply by the
+    per-row rsqrt (read 4, write 4), downcast (read 4, write w), weight multiply (read w, write w)
+    per element: read 2w + 16, write 2w + 12 bytes; 8 kernels (with the eps add and the rsqrt
+    over one number per row)."""
+    e = r / w
+    f = FP32_BYTES
+    return MemOp("layer_norm", e * (2 * w + 4 * f), e * (2 * w + 3 * f), e, kernels=EAGER_RMS_NORM)
+
+
+def _eager_rotary(qk: float, w: float) -> MemOp:
+    """The reference rotary embedding over q and k (qk bytes of w-byte elements; llama/model.py
+    apply_rotary_emb: `view_as_complex(x.float())`, a complex multiply by freqs_cis,
+    `view_as_real(...).type_as(x)`): upcast (read w, write 4), complex multiply (read 4, write
+    4), downcast (read 4, write w) per element; three kernels for q, three for k."""
+    e = qk / w
+    f = FP32_BYTES
+    return MemOp("rotary", e * (w + 2 * f), e * (w + 2 * f), e, kernels=2 * 3)
+
+
+def _eager_swiglu(ffn: float, w: float) -> MemOp:
+    """`F.silu(w1(x)) * w3(x)` op by op over the ffn bytes of one branch: the SiLU (read 1,
+    write 1) and the product (read 2, write 1): two kernels."""
+    return MemOp("swiglu", 3 * ffn, 2 * ffn, ffn / w, kernels=2)
+
+
+def _repeat_kv(model: ModelShape, z: _Sizes) -> MemOp:
+    """Grouped-query attention's `repeat_kv` (llama/model.py: expand then reshape, a copy) of the
+    keys and of the values to every query head, before the eager attention call."""
+    kv = 2 * z.n * model.kv_heads * model.head_dim / z.t * z.w
+    return MemOp("repeat_kv", kv, kv * model.heads / model.kv_heads, kernels=2)
 
 
 def _moe_ops(model: ModelShape, z: _Sizes) -> list[MemOp]:
@@ -179,10 +241,17 @@ def _cast_ops(model: ModelShape, z: _Sizes, training: bool) -> list[MemOp]:
 
 
 def embedding_ops(
-    model: ModelShape, sequences: float, *, tp: int, sp: bool, training: bool = True
+    model: ModelShape,
+    sequences: float,
+    *,
+    tp: int,
+    sp: bool,
+    training: bool = True,
+    eager: bool = False,
 ) -> list[MemOp]:
     """The first stage's embedding lookup (rows gathered from the table, written as the hidden
-    state; learned positions add a second lookup and an add); the same in every phase."""
+    state; learned positions add a second lookup and an add); the same in every phase and
+    launch mode."""
     z = _sizes(model, sequences, tp, sp)
     ops = [MemOp("embedding", z.r, z.r)]
     if not model.rotary:
@@ -191,12 +260,21 @@ def embedding_ops(
 
 
 def head_ops(
-    model: ModelShape, sequences: float, *, tp: int, sp: bool, training: bool
+    model: ModelShape,
+    sequences: float,
+    *,
+    tp: int,
+    sp: bool,
+    training: bool,
+    eager: bool = False,
 ) -> list[MemOp]:
-    """The last stage's final norm and, training, the vocab-parallel cross entropy (fp32 logits
-    read three times, written twice: max, exp-sum, softmax)."""
+    """The last stage's final norm (op by op when `eager`, training) and, training, the
+    vocab-parallel cross entropy (fp32 logits read three times, written twice: max, exp-sum,
+    softmax)."""
     z = _sizes(model, sequences, tp, sp)
-    ops = [MemOp("final_norm", z.r, z.r, z.r / z.w)]
+    eager_norm = eager and training and model.norm == "rmsnorm"
+    norm = _eager_rms_norm(z.r, z.w) if eager_norm else MemOp("layer_norm", z.r, z.r, z.r / z.w)
+    ops = [replace(norm, name="final_norm")]
     if training and model.vocab:
         logits = z.n * model.vocab / tp * LOSS_BYTES
         ops.append(MemOp("cross_entropy", 3 * logits, 2 * logits, logits / LOSS_BYTES, "fp32"))

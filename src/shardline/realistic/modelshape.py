@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 from shardline.errors import InputError
 
-__all__ = ["ModelShape", "ATTENTION_KERNELS"]
+__all__ = ["ModelShape", "ATTENTION_KERNELS", "NORMS"]
 
 # "flash": a fused FlashAttention-style kernel, the scores never reach HBM (the default for
 # current software); "standard": scores written to HBM, a softmax kernel and a dropout kernel read
 # and write them (Megatron-LM before FlashAttention).
 ATTENTION_KERNELS = ("flash", "standard")
+NORMS = ("rmsnorm", "layernorm")  # the block's normalization (shardline.realistic.block)
 
 
 @dataclass(frozen=True)
@@ -60,12 +61,15 @@ class ModelShape:
     dense_d_ff: int = 0
     qk_norm: bool = False  # an RMS norm over each head of q and of k (Qwen3, Gemma 3)
     expert_load: float = 1.0  # MoE: the busiest expert's routed tokens over the mean
+    norm: str = "rmsnorm"  # the blocks' norm, one of NORMS
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_KERNELS:
             raise InputError(
                 f"attention must be one of {', '.join(ATTENTION_KERNELS)}, got {self.attention!r}"
             )
+        if self.norm not in NORMS:
+            raise InputError(f"norm must be one of {', '.join(NORMS)}, got {self.norm!r}")
         if self.vocab is not None and (
             isinstance(self.vocab, bool) or not isinstance(self.vocab, int) or self.vocab < 1
         ):

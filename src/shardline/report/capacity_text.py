@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from shardline.basics.units import fmt_bytes, fmt_int
-from shardline.planning.capacity import Capacity
+from shardline.basics.units import fmt_bytes, fmt_int, fmt_time
+from shardline.planning.capacity import BatchForMfu, Capacity
 
-__all__ = ["render_capacity"]
+__all__ = ["render_capacity", "render_batch_for_mfu"]
 
 
 def _distinct(*values: float) -> list[str]:
@@ -67,4 +67,30 @@ def render_capacity(c: Capacity) -> str:
         f"{c.probes} plan search{'' if c.probes == 1 else 'es'} (doubling, then bisection); "
         "the degrees given stay fixed, the others are searched",
     ]
+    return "\n".join(out) + "\n"
+
+
+def render_batch_for_mfu(r: BatchForMfu) -> str:
+    """`plan --target-mfu F`: the smallest batch a fitting plan reaches MFU F at."""
+    if r.batch is None or r.plan is None:
+        where = (
+            f"the best below it is {r.below_mfu:.1%} at batch {fmt_int(r.below_batch)}"
+            if r.below_batch is not None and r.below_mfu is not None
+            else "no plan fits"
+        )
+        return (
+            f"MFU {r.target:.1%} is not reached on {r.devices} devices up to batch "
+            f"{fmt_int(r.limit)} or the largest batch that fits: {where}\n"
+        )
+    p = r.plan
+    out = [
+        f"BATCH {fmt_int(r.batch)}: the smallest batch at which a plan reaches MFU "
+        f"{r.target:.1%} on {r.devices} devices ({p.name}: MFU {p.mfu:.1%}, predicted "
+        f"{fmt_time(p.predicted_s)}, {fmt_bytes(p.memory_per_device_bytes)} per device)"
+    ]
+    if r.below_batch is not None and r.below_mfu is not None:
+        out.append(
+            f"  batch {fmt_int(r.below_batch)} reaches {r.below_mfu:.1%} at best; "
+            f"{r.probes} batches planned"
+        )
     return "\n".join(out) + "\n"

@@ -13,8 +13,11 @@ def realistic_line(cost: CollectiveCost, indent: str) -> str:
     """The last line of a collective's arithmetic: how the prediction was made."""
     bound = f"{indent}t = {fmt_time(float(cost.t_s))} (lower bound)"
     if cost.choice is None:
+        how = "t_latency + t_bandwidth/eff"
+        if cost.library == "xla":  # an end-to-end efficiency (collectives.records.bus_curve_s)
+            how = "max(t_latency + t_bandwidth, t_bandwidth/eff)"
         return (
-            f"{bound}; realistic t_latency + t_bandwidth/eff = "
+            f"{bound}; realistic {how} = "
             f"{fmt_time(float(cost.predicted_s))} (eff = eff_max·V/(V + V_half) = "
             f"{float(cost.bus_efficiency):.3g})"
         )
@@ -29,7 +32,11 @@ def library_lines(cost: CollectiveCost) -> list[str]:
     choice = cost.choice
     if choice is None or not isinstance(choice.t_s, float):
         return []
-    header = "t = latency + V / algbw for each algorithm and protocol, the fastest runs"
+    header = (
+        "t = latency + V / (algbw × ramp) for each algorithm and protocol, the fastest runs\n"
+        "  ramp: the share of algbw reached at this V (the size ramp: the network's "
+        "V/(V + V_half), NCCL's tree correction)"
+    )
     if cost.kind == "all_to_all":
         header = (
             "grouped sends to every peer, t = latency + max(network, scale-up) part; "
@@ -37,8 +44,10 @@ def library_lines(cost: CollectiveCost) -> list[str]:
         )
     out = [
         f"LIBRARY ({cost.library}): {header}",
-        f"  {'algorithm':<15}{'protocol':<9}{'latency':>10}{'busbw':>13}{'algbw':>13}{'t':>11}",
+        f"  {'algorithm':<15}{'protocol':<9}{'latency':>10}{'busbw':>13}{'algbw':>13}"
+        f"{'ramp':>9}{'t':>11}",
     ]
+    v = float(cost.bytes)
     for pair, t in choice.candidates:
         mark = (
             "  <- runs"
@@ -50,15 +59,20 @@ def library_lines(cost: CollectiveCost) -> list[str]:
             else ""
         )
         out.append(
-            f"  {pair.algorithm:<15}{pair.protocol:<9}{fmt_time(pair.latency_s):>10}"
+            f"  {pair.algorithm:<15}{pair.protocol:<9}{fmt_time(float(pair.latency_at(v))):>10}"
             f"{fmt_rate(pair.bus_bytes_per_s, 'B/s'):>13}"
-            f"{fmt_rate(pair.alg_bytes_per_s, 'B/s'):>13}{fmt_time(float(t)):>11}{mark}"
+            f"{fmt_rate(pair.alg_bytes_per_s, 'B/s'):>13}{float(pair.ramp(v)):>9.3g}"
+            f"{fmt_time(float(t)):>11}{mark}"
         )
     group = choice.group
-    tiers = f"  group: {group.ranks} ranks on {group.nodes} node(s); bus bandwidth inside a node "
-    tiers += fmt_rate(group.intra_bus_bytes_per_s, "B/s")
+    tiers = f"  group: {group.ranks} ranks on {group.nodes} node(s)"
+    parts = []
+    if group.ppn > 1:  # one rank per node: nothing rides the scale-up links
+        parts.append(f"inside a node {fmt_rate(group.intra_bus_bytes_per_s, 'B/s')}")
     if group.inter_bus_bytes_per_s is not None:
-        tiers += f", between nodes {fmt_rate(group.inter_bus_bytes_per_s, 'B/s')}"
+        parts.append(f"between nodes {fmt_rate(group.inter_bus_bytes_per_s, 'B/s')}")
+    if parts:
+        tiers += "; bus bandwidth " + ", ".join(parts)
     if group.floor_s > 0:
         tiers += f"; no collective under {fmt_time(group.floor_s)}"
     return [*out, tiers]

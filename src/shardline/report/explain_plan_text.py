@@ -113,10 +113,10 @@ def _throughput(c: PpTpComparison) -> str:
     stream = not w.training and not w.decode
     how = ", its bubble hidden by a stream of batches" if stream else ""
     return (
-        f"Throughput: {pp.name} serves {_per_s(pp.predicted_throughput_per_s)} {per} "
+        f"Throughput: {pp.name} serves {_per_s(pp.throughput_per_s)} {per} "
         f"(m = {pp.throughput_microbatches}{how}) against "
-        f"{_per_s(tp.predicted_throughput_per_s)} {per} for {tp.name} (at peak rates "
-        f"{_per_s(pp.throughput_per_s)} and {_per_s(tp.throughput_per_s)})."
+        f"{_per_s(tp.throughput_per_s)} {per} for {tp.name} (at peak rates "
+        f"{_per_s(pp.throughput_bound_per_s)} and {_per_s(tp.throughput_bound_per_s)})."
     )
 
 

@@ -315,3 +315,32 @@ def render_chip(chip: Chip) -> str:
         *_assumptions(chip),
     ]
     return "\n".join(out) + "\n"
+
+
+def render_totals(t: Any) -> str:
+    """`hw totals`: what N chips add up to (shardline.hardware.totals)."""
+    from shardline.basics.units import fmt_bytes, fmt_int
+
+    rows = [
+        ("peak", f"{_rate(t.peak_flops_per_s)} {t.dtype}", f"{fmt_int(t.devices)} x chip peak"),
+        ("HBM", fmt_bytes(t.hbm_bytes), f"{fmt_int(t.devices)} x capacity"),
+        ("HBM bandwidth", f"{fmt_bytes(t.hbm_bytes_per_s)}/s", f"{fmt_int(t.devices)} x per chip"),
+        (
+            "links",
+            fmt_int(t.links),
+            f"{fmt_int(t.devices)} x {t.links_per_chip} ports"
+            + ("" if t.links == t.devices * t.links_per_chip else " / 2 (a link has two ends)"),
+        ),
+        (
+            "scale-up egress",
+            f"{fmt_bytes(t.egress_bytes_per_s)}/s",
+            f"every port one way at {fmt_bytes(t.link_bytes_per_s)}/s",
+        ),
+    ]
+    if t.bisection_bytes_per_s is not None:
+        rows.append(("bisection", f"{fmt_bytes(t.bisection_bytes_per_s)}/s", t.bisection_note))
+    width = max(len(r[0]) for r in rows)
+    value = max(len(r[1]) for r in rows)
+    out = [f"{fmt_int(t.devices)} x {t.chip}:"]
+    out += [f"  {a:<{width}}  {b:<{value}}  [{c}]" for a, b, c in rows]
+    return "\n".join(out) + "\n"

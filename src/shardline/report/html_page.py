@@ -233,20 +233,57 @@ function drawRoofline() {
   });
   var g = svgEl("g", {id: "points"}, svg);
   var nameCol = col.name !== undefined ? col.name : 0;
+  var taken = [];  // boxes of the names placed so far: a name goes where it overlaps none
   D.points.forEach(function (p) {
     var c = svgEl("circle", {"class": "pt " + p[3], cx: lx(p[1]).toFixed(1),
       cy: ly(p[2]).toFixed(1),
       r: 4.5, "data-row": p[0]}, g);
     svgEl("title", {}, c).textContent = String(D.rows[p[0]][nameCol]);
     if (D.points.length <= MAX_LABELS) {
-      text(g, lx(p[1]) + 6, ly(p[2]) - 6, String(D.rows[p[0]][nameCol]).slice(0, 40),
-           {"class": "ptlabel"});
+      placeLabel(g, taken, lx(p[1]), ly(p[2]), String(D.rows[p[0]][nameCol]).slice(0, 40),
+                 [x0, y1, x1, y0]);
     }
     c.addEventListener("mousemove", function (ev) { showTip(ev, rowLines(p[0])); });
     c.addEventListener("mouseleave", hideTip);
     c.addEventListener("click", function () { select(p[0]); });
   });
   return D.points.length;
+}
+
+// a point's name: the first offset where its box (measured: getBBox) stays in the frame and
+// overlaps no name placed before; left out (hover shows it) where none is free
+var LABEL_OFFSETS = [[6, -6, "start"], [6, 14, "start"], [-6, -6, "end"], [-6, 14, "end"],
+                     [6, -18, "start"], [-6, -18, "end"], [6, 26, "start"], [-6, 26, "end"]];
+function overlap(a, b) {
+  return a[2] > b[0] && a[0] < b[2] && a[3] > b[1] && a[1] < b[3];
+}
+function boxOf(t) {
+  var b = t.getBBox();
+  return [b.x, b.y, b.x + b.width, b.y + b.height];
+}
+function placeLabel(g, taken, x, y, s, frame) {
+  for (var k = 0; k < LABEL_OFFSETS.length; k++) {
+    var o = LABEL_OFFSETS[k];
+    var t = text(g, x + o[0], y + o[1], s, {"class": "ptlabel", "text-anchor": o[2]});
+    var box = boxOf(t);
+    var inside = box[0] >= frame[0] && box[1] >= frame[1] && box[2] <= frame[2] &&
+                 box[3] <= frame[3];
+    if (inside && taken.every(function (b) { return !overlap(box, b); })) {
+      taken.push(box);
+      return t;
+    }
+    g.removeChild(t);
+  }
+  return null;
+}
+// how many pairs of the page's point names overlap (0: every name readable), for the tests
+function labelOverlaps() {
+  var boxes = Array.prototype.map.call(document.querySelectorAll("text.ptlabel"), boxOf);
+  var n = 0;
+  for (var i = 0; i < boxes.length; i++) {
+    for (var j = i + 1; j < boxes.length; j++) { if (overlap(boxes[i], boxes[j])) { n++; } }
+  }
+  return n;
 }
 
 function drawCurves() {
@@ -283,7 +320,12 @@ function drawCurves() {
       });
       d.addEventListener("mouseleave", hideTip);
     });
-    text(svg, x1 + 8, y1 + 14 + 16 * i, c.label, {fill: color});
+    // the legend: a key of the curve's colour and dot beside its name
+    var ky = y1 + 10 + 16 * i;
+    svgEl("line", {x1: x1 + 8, x2: x1 + 28, y1: ky, y2: ky, stroke: color, "stroke-width": 2,
+                   "class": "key"}, svg);
+    svgEl("circle", {cx: x1 + 18, cy: ky, r: 3, fill: color, "class": "key"}, svg);
+    text(svg, x1 + 34, ky + 4, c.label, {fill: color});
   });
   return D.curves.length;
 }
@@ -418,6 +460,7 @@ table.apply();
 document.getElementById("status").textContent = nPoints + " points, " + nCurves + " curves, " +
   nBars + " bars, " + D.rows.length + " rows";
 document.body.setAttribute("data-points", String(nPoints));
+document.body.setAttribute("data-label-overlaps", String(labelOverlaps()));
 document.body.setAttribute("data-ready", "1");
 })();
 """

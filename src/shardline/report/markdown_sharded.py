@@ -199,12 +199,13 @@ def _times(a: _Answer) -> list[str]:
 
 def _sanity(a: _Answer, single: RooflineResult | None) -> list[str]:
     r, pd, times = a.r, a.r.per_device, a.times
-    conserved = r.devices * int(pd.flops) == int(r.total_flops)
+    conserved = r.devices * int(pd.flops) == int(r.unsharded_flops)
     lines = [
         "## Sanity check",
         "",
         f"- FLOPs are conserved: {r.devices} devices × {fmt_int(pd.flops)} = "
-        f"{fmt_int(r.devices * int(pd.flops))} FLOP vs the unsharded {fmt_int(r.total_flops)} FLOP"
+        f"{fmt_int(r.devices * int(pd.flops))} FLOP vs the unsharded "
+        f"{fmt_int(r.unsharded_flops)} FLOP"
         + (" ✓" if conserved else " (more: padding or replicated work)")
         + ".",
     ]

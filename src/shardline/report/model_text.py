@@ -70,7 +70,10 @@ def render_model_list(rows: list[dict[str, Any]]) -> str:
         )
         for r in rows
     ]
-    note = "KV bytes per token at bf16, every layer caching (a context within any window)\n"
+    note = (
+        "KV bytes per token in each model's KV dtype (bf16 unless its file says), every layer "
+        "caching (a context within any window)\n"
+    )
     return aligned(table, right=range(1, len(head) - 1)) + note
 
 
@@ -84,7 +87,7 @@ def render_model(detail: dict[str, Any]) -> str:
         if key in ("attention_kind", "kv_context_tokens"):
             shown = f"{value:,}" if isinstance(value, int) else value
         elif key.startswith("kv"):
-            shown = f"{value:,.0f} B (bf16)"
+            shown = f"{value:,.0f} B ({_kv_dtype(detail)})"
         else:
             shown = f"{value:,} ({_b(value)})"
         out.append(f"  {key:<34} {shown}\n")
@@ -97,6 +100,12 @@ def render_model(detail: dict[str, Any]) -> str:
         elif value is not None:
             out.append(_field_line(key, value, sources.get(key)))
     return "".join(out)
+
+
+def _kv_dtype(detail: dict[str, Any]) -> str:
+    """The dtype the KV bytes are counted in (`modelspec._element_bytes`): the file's kv_dtype,
+    else its dtype, else bf16."""
+    return str(detail.get("kv_dtype") or detail.get("dtype") or "bf16")
 
 
 def _field_line(key: str, value: object, source: str | None) -> str:

@@ -82,7 +82,8 @@ def _stack_pandas(result: StackResult) -> Any:
 
 
 _PLAN_KEYS: tuple[str, ...] = ("microbatches", "predicted_s", "latency_s", "latency_upper_s", "mfu")
-_PLAN_KEYS += ("throughput_per_s", "tokens_per_s", "memory_per_device_bytes", "fits")
+_PLAN_KEYS += ("throughput_per_s", "throughput_bound_per_s", "tokens_per_s")
+_PLAN_KEYS += ("memory_per_device_bytes", "fits")
 _PLAN_KEYS += ("comm_bytes", "bottleneck")
 
 

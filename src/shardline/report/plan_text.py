@@ -29,18 +29,19 @@ def _stage_share(w: Workload, stages: int) -> str:
     return f"{w.layer_count // stages} layers"
 
 
-def _slowest_stage(p: PlanResult) -> list[str]:
+def _slowest_stage(p: PlanResult, w: Workload) -> list[str]:
     """Which stage sets the pipeline's pace (realistic time), and what it holds beyond its
-    blocks: the embedding rides on the first stage, the LM head and loss on the last."""
+    blocks: a model's embedding rides on the first stage, its LM head and loss on the last (a
+    stack of layers has neither)."""
     slow = p.slowest_stage
     if slow is None:
         return []
     times = [s.get("predicted_s", s["t_s"]) for s in p.stages]
     fast = min(times)
-    where = {
-        0: " (it also holds the embedding)",
-        len(times) - 1: " (it also holds the LM head and loss)",
-    }
+    where = {}
+    if w.model is not None:
+        where[0] = " (it also holds the embedding)"
+        where[len(times) - 1] = " (it also holds the LM head and loss)"
     return [
         f"  slowest stage: {slow} of 0-{len(times) - 1}{where.get(slow, '')}, "
         f"{fmt_int(int(p.stages[slow]['layer_instances']))} layer instances, "
@@ -52,11 +53,13 @@ def _slowest_stage(p: PlanResult) -> list[str]:
 def _columns(plans: list[PlanResult]) -> tuple[str, ...]:
     """The degree columns: every strategy, and an optional one (ep, cp: some workloads or only
     when asked) when a plan shown uses it."""
-    return tuple(
+    shown = tuple(
         s.name
         for s in strategies()
         if not s.optional or any(p.degrees.get(s.name, 1) > 1 for p in plans)
     )
+    folded = ("etp", "edp") if any("etp" in p.degrees for p in plans) else ()
+    return shown + folded  # a folded layout's experts: etp and edp (Degrees.as_dict)
 
 
 def _plan_row(p: PlanResult, w: Workload, columns: tuple[str, ...]) -> tuple[str, ...]:
@@ -76,20 +79,43 @@ def _plan_row(p: PlanResult, w: Workload, columns: tuple[str, ...]) -> tuple[str
     )
 
 
+def _batch_split(d: dict[str, int]) -> list[str]:
+    """The strategies that split the batch (an optional one where used); a folded layout's ep
+    is the experts' degree, outside the attention's batch split."""
+    return [
+        s.name
+        for s in strategies()
+        if "batch" in s.splits
+        and (not s.optional or d[s.name] > 1)
+        and not (s.name == "ep" and "etp" in d)
+    ]
+
+
+def _folded_line(d: dict[str, int]) -> list[str]:
+    """A folded layout's expert side (Megatron-Core's parallel folding)."""
+    if "etp" not in d:
+        return []
+    return [
+        f"  experts (parallel folding) on etp × ep × edp × pp = {d['etp']} × {d['ep']} × "
+        f"{d['edp']} × {d['pp']}: each expert's FFN split {d['etp']} ways, the experts over "
+        f"the ep {d['ep']} (the all-to-all's group), their gradients reduced over the edp "
+        f"{d['edp']}"
+    ]
+
+
 def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     d = p.degrees
     m, stages = p.microbatches, d["pp"]
     unit = w.batch_dim or "items"
     out = [f"How {p.name}'s lower bound adds up (peak rates, line-rate collectives):"]
-    batch_split = [
-        s.name for s in strategies() if "batch" in s.splits and (not s.optional or d[s.name] > 1)
-    ]
+    batch_split = _batch_split(d)
     out.append(
         f"  batch {fmt_int(w.batch)} {unit} split over {' × '.join(batch_split)} = "
         f"{' × '.join(str(d[name]) for name in batch_split)} "
         f"replicas and m = {m} microbatch(es): {fmt_int(p.microbatch_size)} per microbatch "
         "per device"
     )
+    out += _folded_line(d)
     V = ps_interleave(ps)
     if stages > 1:
         if w.decode:
@@ -102,7 +128,7 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
             f"  {stages} pipeline stages of {_stage_share(w, stages)} each; bubble {bubble} = "
             f"{p.bubble_over_ideal:.4g} of the ideal step"
         )
-        out.extend(_slowest_stage(p))
+        out.extend(_slowest_stage(p, w))
     if d["tp"] > 1:
         out.append(
             f"  tensor parallel over {d['tp']}: each layer's tp dims split {d['tp']} ways; "
@@ -117,12 +143,12 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     if w.training or stages == 1 or decode:
         out.append(
             f"  throughput = batch / latency = {fmt_int(w.batch)} / {fmt_time(p.latency_s)} "
-            f"= {rate(p.throughput_per_s)} {'token' if decode else w.item}s/s"
+            f"= {rate(p.throughput_bound_per_s)} {'token' if decode else w.item}s/s"
         )
     else:
         out.append(
             f"  throughput (a stream of batches keeps every stage busy) = batch / "
-            f"(m × t_stage) = {rate(p.throughput_per_s)} {w.item}s/s"
+            f"(m × t_stage) = {rate(p.throughput_bound_per_s)} {w.item}s/s"
         )
     out += _comm_lines(p)
     mem = p.memory
@@ -259,7 +285,7 @@ def render_sweep(sw: BatchSweep) -> str:
         rows.append(
             (
                 fmt_int(p.batch),
-                f"{p.batch / sw.devices:,.4g}",
+                f"{p.batch_per_device:,.4g}" if p.batch_per_device is not None else "-",
                 p.recommended or "none fits",
                 fmt_time(p.predicted_s) if p.predicted_s is not None else "-",
                 fmt_time(p.latency_s) if p.latency_s is not None else "-",
@@ -273,7 +299,7 @@ def render_sweep(sw: BatchSweep) -> str:
         out.append("No crossover: the same plan wins at every batch shown.")
     for c in sw.crossovers:
         out.append(
-            f"CROSSOVER at batch {fmt_int(c.batch)} ({rate(c.batch / sw.devices)} per device): "
+            f"CROSSOVER at batch {fmt_int(c.batch)}: "
             f"{c.from_plan or 'nothing fits'} -> {c.to_plan or 'nothing fits'}"
         )
     if not sw.crossovers_complete:

@@ -22,6 +22,7 @@ from shardline.basics.units import fmt_rate
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.ops.einsum import parse_einsum
+from shardline.report.figure_text import place_labels, readable_ticks
 
 if TYPE_CHECKING:
     from shardline.sharding.compare import Comparison
@@ -192,6 +193,7 @@ def render_figure(path: str | Path, draw: Any) -> None:
             {"svg.hashsalt": SVG_HASH_SALT, "svg.fonttype": "path", "path.simplify": False}
         )
         fig = draw()
+        readable_ticks(fig)
         _save(fig, Path(path))
 
 
@@ -252,8 +254,8 @@ def draw_roofs(ax: Any, plot: RooflinePlot) -> None:
 
 
 def _draw_points(ax: Any, points: Sequence[RoofPoint]) -> None:
-    """One named artist per point (one scatter per regime past MAX_SEPARATE_POINTS); labels on
-    the first MAX_LABELED_POINTS."""
+    """One named artist per point (one scatter per regime past MAX_SEPARATE_POINTS); the labels
+    come after the layout (`_label_points`)."""
     separate = len(points) <= MAX_SEPARATE_POINTS
     if not separate:  # one scatter per regime: fast for big sheets
         for bound, color in _BOUND_COLORS.items():
@@ -275,15 +277,13 @@ def _draw_points(ax: Any, points: Sequence[RoofPoint]) -> None:
                 color=_BOUND_COLORS.get(p.bound, "k"),
                 markersize=5,
             )[0].set_gid(f"point-{i}")
-        if i < MAX_LABELED_POINTS:
-            ax.annotate(
-                p.label,
-                (p.intensity_flop_per_byte, p.flops_per_s),
-                fontsize=7,
-                xytext=(4, 4),
-                textcoords="offset points",
-                parse_math=False,  # a name is text: "$5" must not start mathtext
-            )
+
+
+def _label_points(fig: Any, ax: Any, points: Sequence[RoofPoint]) -> None:
+    """The first MAX_LABELED_POINTS names, each where it overlaps no other text (a name with no
+    free place is left out: the JSON and the sheet have every one)."""
+    labels = [(p.label, p.intensity_flop_per_byte, p.flops_per_s) for p in points]
+    place_labels(fig, ax, labels[:MAX_LABELED_POINTS])
 
 
 def render_roofline(plot: RooflinePlot, path: str | Path) -> None:
@@ -308,6 +308,7 @@ def render_roofline(plot: RooflinePlot, path: str | Path) -> None:
         ax.grid(True, which="both", linewidth=0.3)
         ax.legend(fontsize=7, loc="lower right")
         fig.tight_layout()
+        _label_points(fig, ax, plot.points)
         return fig
 
     render_figure(path, draw)

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardline.basics.units import fmt_short, fmt_usd
+
 __all__ = ["render_training", "render_serving", "layout_words"]
 
 
 def layout_words(lay: dict[str, Any]) -> str:
     """tp8-pp16-dp128 m16 V2 sp selective zero1 on 16,384 x h100-sxm."""
-    deg = "-".join(f"{k}{v}" for k, v in lay["degrees"].items() if v > 1) or "single"
+    # a folded layout (parallel folding) names its etp, even 1; edp follows from the rest
+    shown = [(k, v) for k, v in lay["degrees"].items() if k != "edp" and (v > 1 or k == "etp")]
+    deg = "-".join(f"{k}{v}" for k, v in shown) or "single"
     knobs = [f"m{lay['microbatches']}"]
     if lay.get("interleave", 1) > 1:
         knobs.append(f"V{lay['interleave']}")
@@ -26,6 +30,19 @@ def layout_words(lay: dict[str, Any]) -> str:
     return f"{deg} {' '.join(knobs)}{where}"
 
 
+def _training_assumed(assumed: dict[str, Any]) -> str:
+    """The dtype and the execution every layout runs with: "dtype fp8, ep_overlap on, ..."."""
+
+    def word(v: Any) -> str:
+        return (
+            {True: "on", False: "off", None: "default"}.get(v, str(v))
+            if isinstance(v, bool | None)
+            else str(v)
+        )
+
+    return ", ".join(f"{k} {word(v)}" for k, v in assumed.items())
+
+
 def _numbers(lay: dict[str, Any]) -> str:
     parts = [
         f"step {lay['predicted_step_s']:.3f} s",
@@ -35,9 +52,9 @@ def _numbers(lay: dict[str, Any]) -> str:
     if "days_to_train" in lay:
         parts.append(f"{lay['days_to_train']:.1f} days")
     if "usd" in lay:
-        parts.append(f"${lay['usd'] / 1e6:,.1f}M")
+        parts.append(fmt_usd(lay["usd"]))
     elif "gpu_hours" in lay:
-        parts.append(f"{lay['gpu_hours'] / 1e6:,.2f}M GPU-hours")
+        parts.append(f"{fmt_short(lay['gpu_hours'])} GPU-hours")
     if "energy_mwh" in lay:
         parts.append(f"{lay['energy_mwh']:,.0f} MWh")
     return ", ".join(parts)
@@ -50,6 +67,8 @@ def render_training(r: dict[str, Any]) -> str:
         f"evaluated {r['evaluated']:,} layouts in {r['vector_s']:.2f} s "
         f"({r['rate_layouts_per_s']:,.0f} layouts/s; {r['elapsed_s']:.2f} s with the re-ranking)",
     ]
+    if r.get("assumed"):
+        lines.append(f"assumed: {_training_assumed(r['assumed'])}")
     c = r.get("search_counts")
     if c:
         lines.append(
@@ -84,11 +103,30 @@ def _serving_row(row: dict[str, Any]) -> str:
     replicas = row["devices"] // row["tp"]
     cost = row.get("usd_per_million_tokens")
     price = f"${cost:.3f} per million output tokens" if cost is not None else "no price"
+    layout = f"tp{row['tp']}"
+    if row.get("attention_dp", 1) > 1:
+        layout += f" ep{row['ep']} attention-dp{row['attention_dp']}"
+    if row.get("pools"):
+        pools = row["pools"]
+        layout += f", pools {pools['prefill_devices']} prefill : {pools['decode_devices']} decode"
+    else:
+        layout += f" x {replicas} replica{'s' if replicas > 1 else ''}"
     return (
-        f"{row['devices']} x {row['chip']} (tp{row['tp']} x {replicas} replica"
-        f"{'s' if replicas > 1 else ''}, batch <= {row['max_batch']}): {price}, "
+        f"{row['devices']} x {row['chip']} ({layout}, batch <= {row['max_batch']}): {price}, "
         f"TTFT p99 {1e3 * row['ttft_p99_s']:.0f} ms, TPOT p99 {1e3 * row['tpot_p99_s']:.1f} ms, "
         f"{row['throughput_tokens_per_s']:,.0f} tokens/s"
+    )
+
+
+def _serving_assumed(a: dict[str, Any]) -> str:
+    """What every serving system was priced with, in one line."""
+    dtypes = ", ".join(f"{k} {a[k]}" for k in ("dtype", "weight_dtype", "kv_dtype") if a.get(k))
+    chunk = f"chunks of {a['chunk_tokens']:,} prompt tokens" if a["chunk_tokens"] else "no chunks"
+    kv = "the whole output" if a["kv_reservation"] == "full_output" else "blocks on demand"
+    pools = ", colocated and disaggregated pools" if a.get("disaggregated_pools") else ""
+    return (
+        f"assumed: {a['engine']} ({dtypes or 'the default dtypes'}), {chunk}, KV reserved for "
+        f"{kv}, {a['arrivals']} arrivals{pools}"
     )
 
 
@@ -99,6 +137,8 @@ def render_serving(r: dict[str, Any]) -> str:
         f"evaluated {r['evaluated']:,} serving systems (chip x devices x tp x batch limit) in "
         f"{r['elapsed_s']:.2f} s ({r['rate_systems_per_s']:,.0f} per second)"
     ]
+    if r.get("assumed"):
+        lines.append(_serving_assumed(r["assumed"]))
     best = r.get("best")
     if best is None:
         lines.append("no system meets the SLO within the devices searched")

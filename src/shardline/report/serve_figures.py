@@ -138,10 +138,28 @@ def serve_summary(result: dict[str, Any]) -> list[tuple[str, str]]:
     def fmt(v: Any, scale: float = 1.0, unit: str = "") -> str:
         return "-" if v is None else f"{v * scale:,.4g}{unit}"
 
+    c = result["config"]
     rows = [
         ("model", str(result.get("model"))),
-        ("hardware", f"{result['config']['devices']} x {result.get('hw')}"),
+        ("hardware", f"{c['devices']} x {result.get('hw')}, tp {c['tp']}"),
         ("engine", str(result.get("engine"))),
+        ("dtype", str(result.get("dtype"))),
+        (
+            "offered load",
+            f"{c['rate_per_s']:,.4g} requests/s, {c['input_tokens']} in / "
+            f"{c['output_tokens']} out tokens",
+        ),
+    ]
+    slo = result.get("slo")
+    if slo:
+        bounds = [
+            f"{name} {v * 1e3:,.4g} ms"
+            for name, v in (("TTFT", slo["ttft_s"]), ("TPOT", slo["tpot_s"]))
+            if v is not None
+        ]
+        word = "met" if result.get("meets_slo") else "missed"
+        rows.append(("SLO", f"{', '.join(bounds)} at p{slo['percentile']}: {word}"))
+    rows += [
         ("throughput", fmt(result.get("throughput_tokens_per_s"), unit=" tokens/s")),
         ("capacity", fmt(result.get("capacity_requests_per_s"), unit=" requests/s")),
     ]

@@ -17,9 +17,18 @@ def _q(d: dict[str, float | None]) -> str:
 
 def _verdict(r: dict[str, Any]) -> list[str]:
     c = r["config"]
+    layout = f"tp {c['tp']}"
+    if c.get("ep", 1) > 1 or c.get("attention_dp", 1) > 1:
+        layout += f", ep {c['ep']}, attention-dp {c['attention_dp']}"
+    dtypes = r["dtype"]
+    if (r.get("weight_dtype"), r.get("kv_dtype")) not in ((None, None), (dtypes, dtypes)):
+        dtypes = f"{r['dtype']} compute, {r['weight_dtype']} weights, {r['kv_dtype']} KV"
+    load = f"at {c['rate_per_s']:g} req/s"
+    if c.get("concurrency") is not None:
+        load = f"with {c['concurrency']:,} requests in flight ({c['rate_per_s']:.3g} req/s)"
     head = (
-        f"{r['model']} on {c['devices']} x {r['hw']} (tp {c['tp']}, {r['engine']}, {r['dtype']}) "
-        f"at {c['rate_per_s']:g} req/s, {c['input_tokens']} in / {c['output_tokens']} out"
+        f"{r['model']} on {c['devices']} x {r['hw']} ({layout}, {r['engine']}, {dtypes}) "
+        f"{load}, {c['input_tokens']} in / {c['output_tokens']} out"
     )
     lines = [head]
     if r["saturated"]:
@@ -42,6 +51,17 @@ def _verdict(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _busy(r: dict[str, Any]) -> str:
+    """The engine's busy time beside the load: with continuous batching a step runs whenever a
+    sequence does, so the engine is busy all the time well below capacity; the load (the offered
+    rate over the capacity at the batch limit) shows in the running batch instead."""
+    load = r["config"]["rate_per_s"] / r["capacity_requests_per_s"]
+    return (
+        f"engine busy {r['utilization']:.0%} of the time (continuous batching; the load, "
+        f"{load:.0%} of capacity, sets the batch)"
+    )
+
+
 def render_serve(r: dict[str, Any]) -> str:
     c = r["config"]
     lines = _verdict(r)
@@ -56,9 +76,10 @@ def render_serve(r: dict[str, Any]) -> str:
         f"queueing       {_q(r['queue_wait_s'])} (M/G/1 prefill queue)",
         f"batch          {r['batch']:.1f} running of limit {r['batch_limit']} "
         f"(KV room for {r['kv_limit_sequences']:.0f}; max batch {c['max_batch']})",
-        f"KV occupancy   {r['kv_occupancy']:.0%}   utilization {r['utilization']:.0%}",
+        f"KV occupancy   {r['kv_occupancy']:.0%}   {_busy(r)}",
         f"decode step    {_ms(r['decode_step_s'])} at the running batch; prefill "
-        f"{_ms(r['prefill_s'])} per request; {c['tokens_per_step']:.3g} tokens per step",
+        f"{_ms(r['prefill_s'])} of compute per request (t_p); {c['tokens_per_step']:.3g} tokens "
+        "per step",
         "cost           "
         + (f"${usd:.3g} per million output tokens" if usd is not None else "$ unknown")
         + ", "

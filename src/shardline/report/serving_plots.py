@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.units import fmt_usd
 from shardline.errors import InputError
+from shardline.report.figure_text import distinct_formatter, place_labels, readable_ticks
 from shardline.report.figures import Figure, inline_svg
 from shardline.report.plots import new_figure, render_figure
 
@@ -121,17 +123,13 @@ def render_pareto(
         ax.scatter(t, c, s=10, color="0.7", label="options").set_gid("options")
         ax.step(t[front], c[front], where="post", color="tab:red", linewidth=1.2)
         ax.scatter(t[front], c[front], s=24, color="tab:red", label="Pareto front").set_gid("front")
-        for i in front[:20]:
-            if names[i]:
-                ax.annotate(
-                    names[i],
-                    (t[i], c[i]),
-                    fontsize=7,
-                    xytext=(3, 3),
-                    textcoords="offset points",
-                    parse_math=False,
-                )
-        return _finish(fig, ax, (latency_label, cost_label), title)
+        if cost_label.startswith("USD"):  # dollars read as dollars, never with an offset
+            ax.yaxis.set_major_formatter(distinct_formatter(fmt_usd))
+        readable_ticks(fig)
+        ax.margins(x=0.08, y=0.12)  # room for the outermost points' labels
+        _finish(fig, ax, (latency_label, cost_label), title)
+        place_labels(fig, ax, [(names[i], t[i], c[i]) for i in front[:20] if names[i]])
+        return fig
 
     render_figure(path, draw)
 

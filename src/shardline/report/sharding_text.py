@@ -143,9 +143,15 @@ def _per_device_lines(r: ShardedResult) -> list[str]:
     shapes = {n: "[" + ", ".join(fmt_int(x) for x in pd.shapes[n]) + "]" for n in names}
     local_all, contracted = _local_dims(r)
     factor = "2 × " if contracted else ""
-    split = r.total_flops / float(pd.flops) if pd.flops else 0
+    split = r.unsharded_flops / float(pd.flops) if pd.flops else 0
+    partial = any(step.startswith("local partial sums") for step in r.steps)
+    size = {n: dtype_bytes(r.dtypes[n]) for n in names}
+    if partial:  # the output leaves the multiply as partial sums, in the reduction's dtype
+        size[names[2]] = dtype_bytes(r.dtypes["reduce"])
     terms = [
-        f"{n} {dtype_bytes(r.dtypes[n]):g} B × " + " × ".join(fmt_int(x) for x in pd.shapes[n])
+        f"{n} {size[n]:g} B × "
+        + " × ".join(fmt_int(x) for x in pd.shapes[n])
+        + (f" ({r.dtypes['reduce']} partial sums)" if partial and n == names[2] else "")
         for n in names
     ]
     return [
@@ -153,7 +159,8 @@ def _per_device_lines(r: ShardedResult) -> list[str]:
         f"{names[2]}{shapes[names[2]]}",
         f"  FLOPs      F = {factor}"
         + " × ".join(fmt_int(x) for x in local_all)
-        + f" = {fmt_int(pd.flops)} FLOP ({fmt_flops(pd.flops)}); total / F = {split:.4g}",
+        + f" = {fmt_int(pd.flops)} FLOP ({fmt_flops(pd.flops)}); total / F = {split:.4g}"
+        + _replicated_note(r),
         "  bytes      Q = " + " + ".join(terms),
         "               = "
         + " + ".join(fmt_int(pd.bytes[n]) for n in names)
@@ -171,12 +178,36 @@ def _collectives_section(r: ShardedResult) -> list[str]:
     out = ["collectives"]
     for i, c in enumerate(r.collectives, 1):
         out.extend(_collective_lines(i, c))
+    serial = _serial_network_s(r)
+    how = "sum" if serial <= float(r.t_network_s) * (1 + 1e-12) else "busiest links"
+    if how != "sum":
+        out.append(
+            f"  the axes' links are disjoint: their collectives run at once, so t_network is the "
+            f"busiest links' sum (one after another: {fmt_time(serial)})"
+        )
     out.append(
-        f"  t_network  sum = {fmt_time(r.t_network_s)} (realistic "
+        f"  t_network  {how} = {fmt_time(r.t_network_s)} (realistic "
         f"{fmt_time(r.t_network_predicted_s)}); each device sends "
         f"{fmt_bytes(r.per_device.network_bytes)}"
     )
     return out
+
+
+def _replicated_note(r: ShardedResult) -> str:
+    """When the devices run more than the einsum once (an axis splits none of its dims, or
+    padding): what they run together, `total_flops`."""
+    total, once = float(r.total_flops), float(r.unsharded_flops)
+    if not once or total <= once * (1 + 1e-12):
+        return ""
+    return (
+        f"; all {r.devices} devices run {fmt_int(total)} FLOP = {total / once:.4g} × the einsum "
+        "(replicated work)"
+    )
+
+
+def _serial_network_s(r: ShardedResult) -> float:
+    """The collectives one after another (the upper bound's network time)."""
+    return sum(float(c.t_s) for c in r.collectives)
 
 
 def _time_section(r: ShardedResult) -> list[str]:
@@ -190,7 +221,7 @@ def _time_section(r: ShardedResult) -> list[str]:
         "time",
         f"  overlapped{mark_on}: max(t_compute, t_memory, t_network) = {fmt_time(max(tc, tm, tn))}",
         f"  no overlap{mark_off}: max(t_compute, t_memory) + t_network = "
-        f"{fmt_time(max(tc, tm) + tn)}",
+        f"{fmt_time(max(tc, tm) + max(tn, _serial_network_s(r)))}",
         f"  t_lower_s {fmt_time(r.t_lower_s)} (overlapped); t_upper_s "
         f"{fmt_time(r.t_upper_s)} (serial)",
     ]

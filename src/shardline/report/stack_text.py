@@ -88,6 +88,8 @@ def memory_parts(mem: MemoryCheck) -> list[tuple[str, float]]:
         ("optimizer", mem.optimizer_bytes),
         ("activations", mem.activations_bytes),
         ("KV cache", mem.kv_cache_bytes),
+        # FSDP's gathered weights (the layer in use and the next): part of the total
+        ("gathered weights", mem.buffers_bytes),
     ]
 
 

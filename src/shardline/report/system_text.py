@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardline.hardware.switches import bisection_bytes_per_s, switch_share_bytes_per_s
 from shardline.report.columns import aligned
 
 __all__ = ["render_system", "render_system_list", "system_detail", "system_summary"]
@@ -48,6 +49,10 @@ def _derived(system: Any) -> dict[str, float | None]:
         "scale_out_bytes_per_s_per_device": system.scale_out_bytes_per_s_per_device,
         "domain_bytes_per_s": system.domain_bytes_per_s,
         "scale_up_bytes_per_s_per_device": _scale_up_rate(system),
+        "switch_share_bytes_per_s": switch_share_bytes_per_s(system),
+        "bisection_bytes_per_s": bisection_bytes_per_s(system, system.nodes)
+        if system.nodes
+        else None,
     }
 
 
@@ -176,6 +181,28 @@ def _derived_lines(system: Any) -> list[str]:
     if up:
         ratio = up / system.scale_out_bytes_per_s_per_device
         out.append(_line("scale-up / scale-out", f"{ratio:.3g}x", "per device, one-way"))
+    share = switch_share_bytes_per_s(system)
+    if share is not None:
+        out.append(
+            _line(
+                "switch share per device",
+                _rate(share),
+                f"switch capacity / {system.scale_up_domain_devices} devices",
+            )
+        )
+    if system.nodes:
+        over = (
+            f" / {system.oversubscription:g} oversubscription"
+            if system.oversubscription > 1
+            else ""
+        )
+        out.append(
+            _line(
+                "bisection",
+                _rate(bisection_bytes_per_s(system, system.nodes)),
+                f"{system.nodes} nodes / 2 x node egress{over}",
+            )
+        )
     return out
 
 

@@ -20,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from shardline.serving.config import ServeConfig
+from shardline.serving.config import BLOCK_TOKENS, ServeConfig
 from shardline.serving.steptimes import StepTimes
 
 __all__ = [
     "Analysis",
     "Replica",
+    "sequence_kv_bytes",
     "analyze_colocated",
     "colocated",
     "pk_wait_s",
@@ -60,6 +61,8 @@ class Analysis:
     prefill_s: float
     kv_transfer_s: float = 0.0
     ttft_mean_s: float = INF  # mean wait (Pollaczek-Khinchine) + mean service
+    tpot_mean_s: float | None = None  # None: the p50 (TPOT's spread is normal)
+    context_tokens: float = 0.0  # the mean cached context of a decode step
     notes: list[str] = field(default_factory=list)
 
 
@@ -96,16 +99,19 @@ class Replica:
         self.tau = cfg.tokens_per_step
         budget = st.kv_budget_bytes(kv_fraction)
         self.kv_budget_bytes = budget
-        per_seq = st.kv_bytes_per_token * cfg.kv_tokens_per_sequence
+        per_seq = sequence_kv_bytes(st, cfg)
         self.kv_limit = budget / per_seq
         self.kv_per_seq_bytes = per_seq
         self.limit = int(min(cfg.max_batch, math.floor(self.kv_limit)))
 
     def t_dec(self, b: Any) -> Any:
         """A decode step of max(b, 1) sequences at the mean context c, times (1 + k x draft
-        cost) with speculative decoding (k draft steps added): StepTimes.decode_s."""
-        step = self.st.decode_s(np.maximum(b, 1.0), self.context)
-        return step * self.cfg.step_cost_factor
+        cost) with speculative decoding (k draft steps added), and no less than the compute of
+        the b (k + 1) tokens verified (StepTimes.verify_floor_s): StepTimes.decode_s."""
+        step = self.st.decode_s(np.maximum(b, 1.0), self.context) * self.cfg.step_cost_factor
+        if self.cfg.spec_k:  # at least the compute of the k + 1 tokens each sequence checks
+            step = np.maximum(step, self.st.verify_floor_s(b, self.cfg.spec_k))
+        return step
 
     def capacity(self, t_p: float, limit: Any = None) -> Any:
         """Requests/s (array over `limit`, default the replica's): the smaller of the batch
@@ -180,6 +186,19 @@ class Replica:
         lifetime = self.mean_out * step / self.tau
         sd = math.sqrt(lam * lifetime * t_p2) / self.mean_out
         return {q: mean + Z[q] * sd for q in Z}
+
+
+def sequence_kv_bytes(st: StepTimes, cfg: ServeConfig) -> float:
+    """KV bytes a running sequence holds (mean I and O, half a 16-token block of fragmentation):
+    its prompt and whole output when the engine reserves it (I + O + 8 tokens), else the mean
+    over its life of the KV of I + u O + 8 tokens, u uniform on [0, 1] (64 midpoints; I + O/2 +
+    8 tokens when every layer caches every token, less where sliding-window layers hold at most
+    their window)."""
+    inp, out, frag = cfg.input_tokens.mean, cfg.output_tokens.mean, BLOCK_TOKENS / 2
+    if cfg.kv_reservation == "full_output":
+        return float(st.sequence_kv_bytes(inp + out + frag))
+    grown = inp + out * (np.arange(64) + 0.5) / 64 + frag
+    return float(np.mean(st.sequence_kv_bytes(grown)))
 
 
 def _bracket(short: Any, start: int, limit: int) -> tuple[int, int]:
@@ -270,6 +289,7 @@ def colocated(rep: Replica, lam: float, cap: float, replicas: int) -> Analysis:
         tpot_s=tpot,
         queue_wait_s=waits,
         step_s=float(rep.t_dec(b)),
-        prefill_s=s1,
+        context_tokens=rep.context,
+        prefill_s=rep.tp1,  # E[t_p], one meaning saturated or not (s1 adds the chunk's steps)
         notes=notes,
     )

@@ -181,9 +181,18 @@ class ServeConfig:
     spec_draft_ratio: float = 0.0  # one draft step's cost / one target step's (0: n-gram)
     disagg: tuple[int, int] | None = None
     kv_reservation: str = "on_demand"  # or "full_output" (the engine's, engines.toml)
+    ep: int = 1  # expert-parallel ranks of a replica (the engine's flag; divides tp)
+    attention_dp: int = 1  # attention data-parallel ranks of a replica (divides tp)
 
     def __post_init__(self) -> None:
         check_serving_rate(self.rate_per_s)
+        for value, flag in ((self.ep, "--ep"), (self.attention_dp, "--attention-dp")):
+            check_whole(value, flag)
+            if isinstance(self.tp, int) and self.tp >= 1 and self.tp % value:
+                raise InputError(
+                    f"{flag} {value} must divide --tp {self.tp} (a replica is --tp devices: "
+                    "expert-parallel and attention data-parallel ranks split it)"
+                )
         for length, what in ((self.input_tokens, "--in"), (self.output_tokens, "--out")):
             if not isinstance(length, Lengths):
                 raise InputError(

@@ -19,7 +19,7 @@ from shardline.serving.engines import Engine, engine
 from shardline.serving.runsim import simulate_system
 from shardline.serving.simulate import Requests, SimResult, poisson_requests
 from shardline.serving.steady import analyze
-from shardline.serving.steptimes import StepTimes, cached_step_times
+from shardline.serving.steptimes import StepTimes
 
 __all__ = ["ServePlotData", "serve_plot_data", "rate_sweep", "SWEEP_FRACTIONS"]
 
@@ -95,7 +95,7 @@ def plot_data_from_steps(
     runs = simulate_system(st, run_cfg, eng, reqs)
     ttft, tpot = samples(runs)
     first = runs[0][1]
-    budget = st.kv_budget_bytes(eng.kv_memory_fraction)
+    budget = st.kv_budget_bytes(st.kv_fraction)
     frac = first.kv_tokens * st.kv_bytes_per_token / budget if budget > 0 else first.kv_tokens * 0
     return ServePlotData(
         title=title,
@@ -103,7 +103,7 @@ def plot_data_from_steps(
         tpot_s=tpot,
         kv_time_s=np.asarray(first.time_s, dtype=float),
         kv_fraction=np.asarray(frac, dtype=float),
-        sweep=rate_sweep(st, cfg, eng.kv_memory_fraction, SWEEP_FRACTIONS),
+        sweep=rate_sweep(st, cfg, st.kv_fraction, SWEEP_FRACTIONS),
     )
 
 
@@ -111,10 +111,11 @@ def serve_plot_data(model: str, hw: str, cfg: ServeConfig, opts: Any) -> ServePl
     """Price `model` on `hw` as `serve` does and gather what its plots draw."""
     from shardline.hardware import resolve_chip
     from shardline.models import load_model
+    from shardline.serving.serve import serving_step_times
 
     eng = engine(opts.engine)
     spec, chip = load_model(model), resolve_chip(hw)
-    st = cached_step_times(model, hw, cfg.tp, opts.dtype, eng.name)
+    st = serving_step_times(model, hw, cfg, opts)
     title = (
         f"{spec.name} on {cfg.devices} x {chip.name} (tp {cfg.tp}), {eng.name}, "
         f"{cfg.rate_per_s:g} req/s, in {cfg.input_tokens.label()} / out "

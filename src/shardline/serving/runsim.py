@@ -60,7 +60,7 @@ def simulate_system(
     if cfg.disagg is None:
         replicas = cfg.devices // cfg.tp
         return [
-            (part, simulate_replica(st, cfg, eng.kv_memory_fraction, part))
+            (part, simulate_replica(st, cfg, st.kv_fraction, part))
             for part in (_split(reqs, k, replicas) for k in range(replicas))
         ]
     rp, rd = cfg.disagg[0] // cfg.tp, cfg.disagg[1] // cfg.tp
@@ -71,7 +71,7 @@ def simulate_system(
     for k in range(rd):
         part = _split(moved, k, rd)
         orig = Requests(reqs.arrival_s[order][k::rd], part.input_tokens, part.output_tokens)
-        runs.append((orig, simulate_replica(st, cfg, eng.kv_memory_fraction, part)))
+        runs.append((orig, simulate_replica(st, cfg, st.kv_fraction, part)))
     return runs
 
 
@@ -167,7 +167,7 @@ def simulation_dict(st: StepTimes, cfg: ServeConfig, eng: Engine, opts: Any) -> 
     for key in ("throughput_tokens_per_s", "requests_per_s"):
         out[key] *= scale
     out["replicas_counted"] = scale * out["replicas_simulated"]
-    budget = st.kv_budget_bytes(eng.kv_memory_fraction)
+    budget = st.kv_budget_bytes(st.kv_fraction)
     tokens = np.asarray(out["timeline"]["kv_tokens"], float)
     out["timeline"]["kv_occupancy"] = (
         (tokens * st.kv_bytes_per_token / budget).tolist() if budget > 0 else []

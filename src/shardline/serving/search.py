@@ -11,7 +11,7 @@ and why each cheaper or faster layout fails."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -21,10 +21,13 @@ from shardline.errors import InputError
 from shardline.serving.config import Lengths, ServeConfig, as_lengths, check_serving_rate
 from shardline.serving.engines import engine
 from shardline.serving.slo import SLO
+from shardline.serving.steptimes import serving_dtypes
 from shardline.strategies.tp import SERVING_DEGREES
 
 __all__ = [
     "serving_search",
+    "SearchOptions",
+    "pool_splits",
     "evaluate_chunk",
     "layout_config",
     "Chunk",
@@ -59,7 +62,22 @@ class Chunk:
     slo: SLO
     max_devices: int
     engine: str
-    dtype: str
+    dtype: str | None
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    attention_dp: int = 1  # DP attention with experts over the replica (ep = tp) when > 1
+    disagg: bool = False  # also every prefill:decode split of each device count
+
+
+def pool_splits(devices: int, tp: int) -> list[tuple[int, int] | None]:
+    """The layouts of `devices`: colocated (None), and with disaggregated pools every split
+    P:D with P = tp x 2^k prefill devices (1, 2, 4, ... replicas) and at least tp decode ones."""
+    out: list[tuple[int, int] | None] = [None]
+    prefill = tp
+    while prefill + tp <= devices:
+        out.append((prefill, devices - prefill))
+        prefill *= 2
+    return out
 
 
 def evaluate_chunk(chunk: Chunk) -> list[dict[str, Any]]:
@@ -71,15 +89,23 @@ def evaluate_chunk(chunk: Chunk) -> list[dict[str, Any]]:
     from shardline.serving.steptimes import cached_step_times
 
     eng, chip = engine(chunk.engine), resolve_chip(chunk.chip)
-    st = cached_step_times(chunk.model, chunk.chip, chunk.tp, chunk.dtype, chunk.engine)
+    dtypes = serving_dtypes(chip, chunk.dtype, chunk.weight_dtype, chunk.kv_dtype)
+    st = cached_step_times(
+        chunk.model, chunk.chip, chunk.tp, dtypes[0], eng.name, *dtypes[1:], chunk.attention_dp
+    )
     p = chunk.slo.percentile
     rows = []
     for devices in range(chunk.tp, chunk.max_devices + 1, chunk.tp):
-        for max_batch in BATCH_LIMITS:
-            a = analyze(st, layout_config(chunk, devices, max_batch), eng.kv_memory_fraction)
+        splits = pool_splits(devices, chunk.tp) if chunk.disagg else [None]
+        for split, max_batch in ((x, b) for x in splits for b in BATCH_LIMITS):
+            cfg = replace(layout_config(chunk, devices, max_batch), disagg=split)
+            a = analyze(st, cfg, st.kv_fraction)
             cost = pricing(chip, devices, a.throughput_tokens_per_s, a.utilization)
             perf = (a.ttft_s[p], a.tpot_s[p], a.throughput_tokens_per_s, a.saturated)
             row = _row(chunk, (devices, max_batch, a.batch_limit), cost, perf)
+            row.update(_assumed(chunk, eng.label, dtypes))
+            if split is not None:
+                row["pools"] = {"prefill_devices": split[0], "decode_devices": split[1]}
             row["ttft_p99_s"], row["tpot_p99_s"] = _finite(a.ttft_s[99]), _finite(a.tpot_s[99])
             rows.append(row)
     return rows
@@ -98,7 +124,23 @@ def layout_config(chunk: Chunk, devices: int, max_batch: int) -> ServeConfig:
         max_batch=max_batch,
         chunk_tokens=eng.default_chunk_tokens if eng.chunked_prefill else None,
         kv_reservation=eng.kv_reservation,
+        ep=chunk.tp if chunk.attention_dp > 1 else 1,
+        attention_dp=chunk.attention_dp,
     )
+
+
+def _assumed(chunk: Chunk, label: str, dtypes: tuple[str, str, str]) -> dict[str, Any]:
+    """What a row assumed beyond chip, devices, tp and batch: the engine, the dtypes, and the
+    expert and attention data parallelism of a MoE layout."""
+    out: dict[str, Any] = {
+        "engine": label,
+        "dtype": dtypes[0],
+        "weight_dtype": dtypes[1],
+        "kv_dtype": dtypes[2],
+    }
+    if chunk.attention_dp > 1:
+        out.update(ep=chunk.tp, attention_dp=chunk.attention_dp)
+    return out
 
 
 def _finite(x: float) -> float | None:
@@ -150,12 +192,19 @@ def _chunks(model: str, chips: Sequence[str], common: dict[str, Any]) -> list[Ch
     from shardline.models.template import model_workload
     from shardline.strategies import serving_layouts
 
-    shape = model_workload(load_model(model), phase="decode", batch=1, seq_len=1024)
+    spec = load_model(model)
+    shape = model_workload(spec, phase="decode", batch=1, seq_len=1024)
     layouts = serving_layouts(shape, common["max_devices"])
     out = []
     for chip in chips:
         for layout in layouts:
             out.append(Chunk(model=model, chip=chip, tp=layout["tp"], **common))
+            if spec.moe is not None and layout["tp"] > 1:  # DP attention, experts over tp
+                out.append(
+                    Chunk(
+                        model=model, chip=chip, tp=layout["tp"], attention_dp=layout["tp"], **common
+                    )
+                )
     if not out:
         raise InputError("no chip and tensor-parallel degree fits under --max-devices")
     return out
@@ -224,6 +273,22 @@ def _failures(
     return out
 
 
+@dataclass(frozen=True)
+class SearchOptions:
+    """What the serving search prices every layout with and how it runs: the engine
+    (NAME[@VERSION]), the dtypes (`dtype` the compute; weights and KV default as `serve` takes
+    them), `disagg` (also every prefill:decode split of each device count: pool_splits) and
+    `map_chunks(fn, chunks) -> list`, which runs `evaluate_chunk` over the chunks (None: a plain
+    map; the search command passes one that spreads them over processes)."""
+
+    engine: str = SEARCH_ENGINE
+    dtype: str | None = SEARCH_DTYPE
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    disagg: bool = False
+    map_chunks: MapChunks | None = None
+
+
 def serving_search(
     model: str,
     *,
@@ -233,11 +298,11 @@ def serving_search(
     output_tokens: int | Lengths,
     slo: SLO,
     max_devices: int,
-    map_chunks: MapChunks | None = None,
+    options: SearchOptions | None = None,
 ) -> dict[str, Any]:
-    """Every chip x device count x tp x batch limit: {"evaluated", "pareto", "best",
-    "failures"}. `map_chunks(fn, chunks) -> list` runs `evaluate_chunk` over the chunks (default:
-    a plain map; the search command passes one that spreads them over processes)."""
+    """Every chip x device count x tp (and, for a MoE model, DP attention with experts over the
+    replica; with `options.disagg`, every prefill:decode split) x batch limit, priced with
+    `options` (SearchOptions): {"evaluated", "pareto", "best", "failures", "assumed"}."""
     if not isinstance(model, str) or not model:
         raise InputError(f"the serving search needs a model name or file, got {short(model)}")
     if isinstance(chips, str) or not isinstance(chips, Sequence) or not chips:
@@ -246,24 +311,45 @@ def serving_search(
         raise InputError(f"chips must be a list of chip names, got {short(chips)}")
     if not isinstance(slo, SLO):
         raise InputError(NEEDS_SLO)
+    opts = options or SearchOptions()
+    if not isinstance(opts, SearchOptions):
+        raise InputError(f"options must be a SearchOptions, got {short(opts)}")
     common = {
         "rate_per_s": check_serving_rate(rate_per_s),
         "input_tokens": as_lengths(input_tokens, "--in"),
         "output_tokens": as_lengths(output_tokens, "--out"),
         "slo": slo,
         "max_devices": check_whole(max_devices, "--max-devices", most=MAX_SERVING_DEVICES),
-        "engine": SEARCH_ENGINE,
-        "dtype": SEARCH_DTYPE,
+        "engine": engine(opts.engine).label,
+        "dtype": opts.dtype,
+        "weight_dtype": opts.weight_dtype,
+        "kv_dtype": opts.kv_dtype,
+        "disagg": opts.disagg,
     }
     chunks = _chunks(model, chips, common)
-    run = map_chunks or (lambda fn, items: [fn(item) for item in items])
-    rows = [row for part in run(evaluate_chunk, chunks) for row in part]
+    run = opts.map_chunks or (lambda fn, items: [fn(item) for item in items])
+    return _answer([row for part in run(evaluate_chunk, chunks) for row in part], opts)
+
+
+def _answer(rows: list[dict[str, Any]], opts: SearchOptions) -> dict[str, Any]:
+    """The search's answer from every row: the front, the best, the failures, the assumptions."""
     front = _pareto(rows)
     meeting = sorted((r for r in rows if r["meets_slo"]), key=_cost_key)
     best = meeting[0] if meeting else None
+    eng = engine(opts.engine)
     return {
         "evaluated": len(rows),
         "pareto": front,
         "best": best,
         "failures": _failures(rows, front, best),
+        "assumed": {
+            "engine": eng.label,
+            "dtype": opts.dtype,
+            "weight_dtype": opts.weight_dtype,
+            "kv_dtype": opts.kv_dtype,
+            "chunk_tokens": eng.default_chunk_tokens if eng.chunked_prefill else None,
+            "kv_reservation": eng.kv_reservation,
+            "arrivals": "Poisson",
+            "disaggregated_pools": opts.disagg,
+        },
     }

@@ -14,20 +14,33 @@ from shardline.serving.config import ServeConfig
 from shardline.serving.engines import Engine, engine
 from shardline.serving.slo import SLO
 from shardline.serving.steady import analyze
-from shardline.serving.steptimes import StepTimes, cached_step_times
+from shardline.serving.steptimes import StepTimes, cached_step_times, serving_dtypes
 
-__all__ = ["ServeOptions", "serve", "max_rate_meeting_slo", "finite", "MAX_USD_PER_HOUR"]
+__all__ = [
+    "ServeOptions",
+    "serve",
+    "serving_step_times",
+    "max_rate_meeting_slo",
+    "finite",
+    "MAX_USD_PER_HOUR",
+]
 
 MAX_USD_PER_HOUR = 1e9
 
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """How to answer: the engine, the dtype of weights and KV cache, the SLO, whether to run the
+    """How to answer: the engine (NAME or NAME@VERSION), the dtypes (`dtype` the compute,
+    `weight_dtype` and `kv_dtype` the stored tensors; None: steptimes.serving_dtypes), the SLO,
+    a closed loop of `concurrency` requests in flight instead of the rate, whether to run the
     simulation (and over which requests: a trace, or `sim_requests` Poisson arrivals)."""
 
     engine: str = "trtllm"
-    dtype: str = "bf16"
+    dtype: str | None = None
+    weight_dtype: str | None = None
+    kv_dtype: str | None = None
+    concurrency: int | None = None
+    waves: bool = False  # the closed loop in waves (closed.py), fixed lengths
     slo: SLO | None = None
     simulate: bool = False
     trace: Any = None  # simulate.Requests
@@ -36,12 +49,20 @@ class ServeOptions:
     usd_per_hour: float | None = None
 
     def __post_init__(self) -> None:
+        from shardline.serving.closed import MAX_CONCURRENCY
         from shardline.serving.runsim import MAX_REQUESTS
         from shardline.serving.simulate import Requests
 
-        for name in ("engine", "dtype"):
-            if not isinstance(getattr(self, name), str):
-                raise InputError(f"{name} must be a name, got {short(getattr(self, name))}")
+        if not isinstance(self.engine, str):
+            raise InputError(f"engine must be a name, got {short(self.engine)}")
+        for name in ("dtype", "weight_dtype", "kv_dtype"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise InputError(f"{name} must be a dtype name, got {short(value)}")
+        if self.concurrency is not None:
+            check_whole(self.concurrency, "--concurrency", most=MAX_CONCURRENCY)
+        if not isinstance(self.waves, bool) or (self.waves and self.concurrency is None):
+            raise InputError("--waves applies to a closed loop: give --concurrency N with it")
         if self.slo is not None and not isinstance(self.slo, SLO):
             raise InputError(f"slo must be an SLO (parse_slo('ttft=500ms')), got {short(self.slo)}")
         if not isinstance(self.simulate, bool):
@@ -69,10 +90,10 @@ def max_rate_meeting_slo(st: StepTimes, cfg: ServeConfig, eng: Engine, slo: SLO)
     p = slo.percentile
 
     def ok(rate: float) -> bool:
-        a = analyze(st, replace(cfg, rate_per_s=rate), eng.kv_memory_fraction)
+        a = analyze(st, replace(cfg, rate_per_s=rate), st.kv_fraction)
         return not a.saturated and slo.met(a.ttft_s[p], a.tpot_s[p])
 
-    cap = analyze(st, cfg, eng.kv_memory_fraction).capacity_requests_per_s
+    cap = analyze(st, cfg, st.kv_fraction).capacity_requests_per_s
     lo, hi = 0.0, cap
     if cap <= 0 or not ok(cap * 1e-4):
         return 0.0
@@ -100,7 +121,9 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
         "tpot_s": _quantiles(a.tpot_s),
         "queue_wait_s": _quantiles(a.queue_wait_s),
         "ttft_mean_s": finite(a.ttft_mean_s),
+        "tpot_mean_s": finite(a.tpot_s[50] if a.tpot_mean_s is None else a.tpot_mean_s),
         "batch": a.batch,
+        "mean_context_tokens": a.context_tokens,
         "batch_limit": a.batch_limit,
         "kv_limit_sequences": a.kv_limit_sequences,
         "kv_occupancy": a.kv_occupancy,
@@ -109,6 +132,16 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
         "prefill_s": a.prefill_s,
         "kv_transfer_s": a.kv_transfer_s,
     }
+
+
+def serving_step_times(model: str, hw: str, cfg: ServeConfig, opts: ServeOptions) -> StepTimes:
+    """The step times `serve` prices `cfg` with (shared by its figures and the search)."""
+    from shardline.hardware import resolve_chip
+
+    chip = resolve_chip(hw)
+    compute, weights, kv = serving_dtypes(chip, opts.dtype, opts.weight_dtype, opts.kv_dtype)
+    name = engine(opts.engine).name
+    return cached_step_times(model, hw, cfg.tp, compute, name, weights, kv, cfg.attention_dp)
 
 
 def serve(
@@ -128,16 +161,23 @@ def serve(
     opts = options or ServeOptions()
     eng = engine(opts.engine)
     spec, chip = load_model(model), resolve_chip(hw)
-    st = cached_step_times(model, hw, cfg.tp, opts.dtype, eng.name)
-    a = analyze(st, cfg, eng.kv_memory_fraction)
+    st = serving_step_times(model, hw, cfg, opts)
+    a, cfg = _steady_state(st, cfg, opts)
+    compute, weights, kv = serving_dtypes(chip, opts.dtype, opts.weight_dtype, opts.kv_dtype)
     out: dict[str, Any] = {
         "model": spec.name,
         "hw": chip.name,
         "engine": eng.name,
-        "dtype": opts.dtype,
-        "config": config_dict(cfg),
+        "engine_version": eng.version,
+        "dtype": compute,
+        "weight_dtype": weights,
+        "kv_dtype": kv,
+        "config": {**config_dict(cfg), "concurrency": opts.concurrency, "waves": opts.waves},
         **analysis_dict(a),
-        "notes": list(a.notes),
+        "kv_budget_bytes": st.kv_budget_bytes(),
+        "kv_memory_fraction": st.kv_fraction,
+        "kv_budget_rule": eng.kv_budget_rule,
+        "notes": list(a.notes) + _layout_notes(cfg, eng, weights, compute, a.batch),
     }
     if opts.slo is not None:
         out["slo"] = opts.slo.to_dict()
@@ -145,14 +185,11 @@ def serve(
             a.ttft_s[opts.slo.percentile], a.tpot_s[opts.slo.percentile]
         )
         out["max_rate_meeting_slo"] = max_rate_meeting_slo(st, cfg, eng, opts.slo)
-    cost = pricing(chip, cfg.devices, a.throughput_tokens_per_s, a.utilization, opts.usd_per_hour)
-    out.update({k: v for k, v in cost.items() if k != "notes"})
-    usd = cost["usd_per_million_tokens"]  # per million output tokens; below: input + output
-    total = a.throughput_tokens_per_s + a.input_tokens_per_s
-    out["usd_per_million_total_tokens"] = (
-        usd * a.throughput_tokens_per_s / total if usd is not None and total > 0 else None
+    _add_cost(
+        out,
+        pricing(chip, cfg.devices, a.throughput_tokens_per_s, a.utilization, opts.usd_per_hour),
+        a,
     )
-    out["notes"] += cost["notes"]
     out["engine_sources"] = eng.sources
     if opts.simulate:
         from shardline.serving.runsim import check_simulation_size, simulation_dict
@@ -160,6 +197,54 @@ def serve(
         check_simulation_size(cfg, opts, a.batch)
         out["simulation"] = simulation_dict(st, cfg, eng, opts)
     return out
+
+
+def _steady_state(
+    st: StepTimes, cfg: ServeConfig, opts: ServeOptions
+) -> tuple[Analysis, ServeConfig]:
+    """The open loop at the config's rate, or the closed loop of `opts.concurrency` requests
+    (the config then carries the rate it serves)."""
+    if opts.concurrency is None:
+        return analyze(st, cfg, st.kv_fraction), cfg
+    from shardline.serving.closed import closed_loop
+
+    a = closed_loop(st, cfg, st.kv_fraction, opts.concurrency, opts.waves)
+    return a, replace(cfg, rate_per_s=max(a.requests_per_s, 1e-9))
+
+
+def _add_cost(out: dict[str, Any], cost: dict[str, Any], a: Analysis) -> None:
+    """The price and energy figures, and the same dollars per million input + output tokens."""
+    out.update({k: v for k, v in cost.items() if k != "notes"})
+    usd = cost["usd_per_million_tokens"]  # per million output tokens; below: input + output
+    total = a.throughput_tokens_per_s + a.input_tokens_per_s
+    out["usd_per_million_total_tokens"] = (
+        usd * a.throughput_tokens_per_s / total if usd is not None and total > 0 else None
+    )
+    out["notes"] += cost["notes"]
+
+
+def _layout_notes(
+    cfg: ServeConfig, eng: Engine, weights: str, compute: str, batch: float
+) -> list[str]:
+    """What the pricing assumed about the layout and the dtypes, in words."""
+    from shardline.basics.dtypes import dtype_bits
+
+    notes = []
+    if cfg.attention_dp > 1 or cfg.ep > 1:
+        notes.append(
+            f"experts priced split over the replica's {cfg.tp} devices as "
+            f"{cfg.tp // cfg.attention_dp}-way tensor x {cfg.attention_dp}-way expert parallel "
+            f"(the plan's tp x ep; --ep {cfg.ep} is the engine's flag); attention on "
+            f"{cfg.attention_dp} data-parallel ranks of tp {cfg.tp // cfg.attention_dp}"
+        )
+    if dtype_bits(weights) < dtype_bits(compute):
+        notes.append(f"{weights} weights dequantized to compute in {compute}")
+    if eng.cuda_graph_max_batch and batch > eng.cuda_graph_max_batch:
+        notes.append(
+            f"{eng.name} captures CUDA graphs up to batch {eng.cuda_graph_max_batch}; larger "
+            "decode steps run without them (priced as with them)"
+        )
+    return notes
 
 
 def config_dict(cfg: ServeConfig) -> dict[str, Any]:
@@ -180,4 +265,6 @@ def config_dict(cfg: ServeConfig) -> dict[str, Any]:
         },
         "tokens_per_step": cfg.tokens_per_step,
         "disagg": list(cfg.disagg) if cfg.disagg else None,
+        "ep": cfg.ep,
+        "attention_dp": cfg.attention_dp,
     }

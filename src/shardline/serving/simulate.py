@@ -144,7 +144,10 @@ def _step(
         done_now = run[prefilling & (s.todo[run] <= 0)]
     if len(decoding):
         ctx = float(np.mean(reqs.input_tokens[decoding] + s.gen[decoding]))
-        dt += line.step_s(len(decoding), ctx) * cfg.step_cost_factor
+        step = line.step_s(len(decoding), ctx) * cfg.step_cost_factor
+        if cfg.spec_k:  # at least the compute of the k + 1 tokens each sequence checks
+            step = max(step, float(line.st.verify_floor_s(len(decoding), cfg.spec_k)))
+        dt += step
     return dt, decoding, done_now
 
 
@@ -197,12 +200,22 @@ def summarize(sim: SimResult, warmup: float = 0.2) -> dict[str, Any]:
     """Steady-state figures of one replica's run: output tokens/s between the admission of the
     first `warmup` of the requests and that of the last one (the batch is in steady state
     between: below saturation admission is arrival, above it the batch stays full), and
-    TTFT/TPOT percentiles of the requests admitted in that window that finished."""
+    TTFT/TPOT percentiles of the requests admitted in that window that finished. A window that
+    holds fewer than two engine steps (one request, a burst admitted at once) measures nothing:
+    the whole run is measured instead, first admission to last finish."""
     a = sim.requests.arrival_s
     admitted = sim.admitted_s
+    finished = ~np.isnan(sim.finish_s)
     t0, t1 = float(admitted[int(warmup * (len(a) - 1))]), float(admitted[-1])
     cum = np.interp([t0, t1], sim.time_s, sim.generated) if len(sim.time_s) else np.zeros(2)
-    inside = (admitted >= t0) & (admitted <= t1) & ~np.isnan(sim.finish_s)
+    inside = (admitted >= t0) & (admitted <= t1) & finished
+    served = np.count_nonzero(inside & (admitted > t0))  # admissions per gap between them
+    if np.count_nonzero((sim.time_s > t0) & (sim.time_s <= t1)) < 2 and len(sim.time_s):
+        t0 = float(admitted[0])
+        t1 = float(np.max(sim.finish_s[finished])) if finished.any() else float(sim.time_s[-1])
+        cum = np.array([0.0, sim.generated[-1]])
+        inside = finished
+        served = np.count_nonzero(finished)
     ttft = sim.first_token_s[inside] - a[inside]
     out = sim.requests.output_tokens[inside]
     tpot = (sim.finish_s[inside] - sim.first_token_s[inside]) / np.maximum(out - 1, 1)
@@ -214,7 +227,7 @@ def summarize(sim: SimResult, warmup: float = 0.2) -> dict[str, Any]:
     span = max(t1 - t0, 1e-12)
     return {
         "throughput_tokens_per_s": float(cum[1] - cum[0]) / span,
-        "requests_per_s": float(np.sum(inside)) / span,
+        "requests_per_s": served / span,
         "ttft_s": pct(ttft),
         "tpot_s": pct(tpot),
         "mean_batch": float(np.mean(sim.running)) if len(sim.running) else 0.0,

@@ -33,7 +33,8 @@ class SLO:
 
 
 def parse_duration_s(text: str, what: str) -> float:
-    """`500ms`, `0.5s`, `30 ms`, `250us` or a bare number of seconds, in seconds."""
+    """`500ms`, `0.5s`, `30 ms` or `250us`, in seconds. A number without a unit is an error:
+    `ttft=500` could mean 500 ms or 500 s, and an SLO read the wrong way is silently wrong."""
     if not isinstance(text, str):
         raise InputError(f"{what}: {short(text)} is not a duration such as 500ms or 0.03s")
     value = text.strip().lower().replace(" ", "")
@@ -42,7 +43,10 @@ def parse_duration_s(text: str, what: str) -> float:
             number, scale = value[: -len(unit)], _UNITS_S[unit]
             break
     else:
-        number, scale = value, 1.0
+        raise InputError(
+            f"{what}: {text!r} has no unit; write it with one, e.g. {text.strip()}ms or "
+            f"{text.strip()}s (us, ms or s)"
+        )
     try:
         seconds = float(number) * scale
     except ValueError:

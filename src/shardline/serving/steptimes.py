@@ -7,7 +7,17 @@ thousands of steps prices each distinct point once.
   (tensor parallel), times `1 + scheduling_overhead_fraction` of the engine.
 - prefill: the whole prompt of one sequence of L tokens (batch 1), L whole, priced the same way.
 - memory: the weights and activations per device, and the KV-cache bytes per token of the
-  replica (all its devices together).
+  replica (all its devices together); the KV budget by the engine's own rule (engines.toml) on
+  the devices that hold distinct KV: attention-DP ranks x the attention tensor-parallel ranks
+  that split the KV heads (min(tp / attention-dp, KV heads)); an MLA latent cache has no heads to
+  split, so every attention tensor-parallel rank holds all of it (split over attention-DP only).
+- attention data parallelism (`attention_dp` A, as SGLang's and TensorRT-LLM's DP attention run
+  DeepSeek): attention runs on tp / A devices per rank and each rank holds its own sequences,
+  the experts are split over the replica (the plan's `ep` = A: expert-parallel ranks are
+  data-parallel for everything but the experts); a step of n sequences runs ceil(n / A) on every
+  rank (the engines pad the ranks to the fullest one), so it is the plan's step of
+  A x ceil(n / A) sequences; one prompt's prefill is 1 / A of the plan's prefill of A prompts
+  (each rank prefills one).
 
 The engine has no step at a fractional batch or context; the queueing model asks for one at the
 mean running batch b and mean context c, which `decode_s` answers from whole points only: with
@@ -33,18 +43,31 @@ import numpy as np
 from shardline.errors import InputError
 from shardline.serving.engines import Engine
 
-__all__ = ["StepTimes", "step_times", "cached_step_times", "price_step", "SCALE_OUT_BYTES_PER_S"]
+__all__ = [
+    "StepTimes",
+    "step_times",
+    "cached_step_times",
+    "price_step",
+    "serving_dtypes",
+    "kv_split_devices",
+    "SCALE_OUT_BYTES_PER_S",
+]
 
 # A device without a scale-up fabric in its chip file sends KV over one 400 Gb/s NIC (50 GB/s,
 # the ConnectX-7 rate of a DGX H100 node's compute NICs).
 SCALE_OUT_BYTES_PER_S = 50e9
+# A prompt long enough for its prefill to be compute-bound (weights read once over 4,096 tokens)
+VERIFY_REF_TOKENS = 4096
 
 
 @dataclass
 class StepTimes:
     """One replica's step times (seconds) and its memory. `decode_point(n, c)` and
     `prefill_point(L)` price one whole point (the plan engine, or a formula in tests); each is
-    called once per distinct point."""
+    called once per distinct point. The KV budget: `kv_rule` (engines.toml) with the engine's
+    fraction `kv_fraction` per device, on `kv_devices` devices holding distinct KV (default tp);
+    `kv_sequence_bytes(c)` the replica's KV bytes of one sequence of c tokens (default c x
+    kv_bytes_per_token; sliding-window layers hold at most their window)."""
 
     chip: str
     tp: int
@@ -55,6 +78,10 @@ class StepTimes:
     capacity_bytes_per_device: float
     kv_bytes_per_token: float  # the replica's (all tp devices together)
     egress_bytes_per_s: float = SCALE_OUT_BYTES_PER_S  # one device's, for the KV transfer
+    kv_rule: str = "fraction_of_capacity"
+    kv_fraction: float = 0.9
+    kv_devices: int = 0  # devices holding distinct KV (0: tp)
+    kv_sequence_bytes: Callable[[float], float] | None = None
     _decode: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
     _prefill: dict[int, float] = field(default_factory=dict, repr=False)
 
@@ -122,50 +149,188 @@ class StepTimes:
         times = np.array([self.prefill_at(int(x)) for x in uniq])
         return times[inverse.reshape(whole.shape)]
 
-    def kv_budget_bytes(self, memory_fraction: float) -> float:
-        """KV-cache bytes the replica can hold: tp x (memory_fraction x capacity - weights -
-        activations) per device."""
-        per_device = (
-            memory_fraction * self.capacity_bytes_per_device
-            - self.weights_bytes_per_device
-            - self.activations_bytes_per_device
+    def verify_floor_s(self, sequences: Any, k: int) -> Any:
+        """The least time of a speculative verification step over `sequences` sequences of k + 1
+        tokens each: their compute, at the per-token time of a compute-bound prefill of
+        VERIFY_REF_TOKENS tokens (the same forward pass over as many tokens). Without it a step
+        checking 1,025 tokens per sequence would cost what one decode step costs, past the
+        chip's FLOP/s."""
+        per_token_s = self.prefill_at(VERIFY_REF_TOKENS) / VERIFY_REF_TOKENS
+        return np.maximum(sequences, 1.0) * (k + 1) * per_token_s
+
+    def kv_budget_bytes(self, memory_fraction: float | None = None) -> float:
+        """KV-cache bytes the replica can hold: the devices holding distinct KV x the engine's
+        rule per device (engines.kv_budget_per_device) at `memory_fraction` (default the
+        engine's own, kv_fraction)."""
+        from shardline.serving.engines import kv_budget_per_device
+
+        f = self.kv_fraction if memory_fraction is None else memory_fraction
+        per_device = kv_budget_per_device(
+            self.kv_rule,
+            f,
+            self.capacity_bytes_per_device,
+            self.weights_bytes_per_device,
+            self.activations_bytes_per_device,
         )
-        return self.tp * max(per_device, 0.0)
+        return (self.kv_devices or self.tp) * per_device
+
+    def sequence_kv_bytes(self, tokens: Any) -> Any:
+        """The replica's KV bytes of one sequence of `tokens` cached tokens (arrays)."""
+        if self.kv_sequence_bytes is None:
+            return self.kv_bytes_per_token * np.asarray(tokens, dtype=float)
+        return np.vectorize(self.kv_sequence_bytes, otypes=[float])(tokens)
 
 
-def price_step(spec: Any, chip: Any, tp: int, dtype: str, point: tuple[str, int, int]) -> Any:
-    """The plan engine's plan of one step, `point` = (phase, batch, seq_len), on tp devices."""
+def serving_dtypes(
+    chip: Any, dtype: str | None, weight_dtype: str | None = None, kv_dtype: str | None = None
+) -> tuple[str, str, str]:
+    """(compute, weights, KV cache) dtypes of a serving run. Weights: `weight_dtype`, else
+    `dtype`, else bf16. Compute: `dtype` where the chip computes in it, else the weights' dtype
+    where it does, else the chip's default (bf16): fp4/mxfp4 weights on a chip without fp4
+    compute (H100, H200, MI300X) are read as 4 bits and dequantized to compute in bf16, as
+    vLLM's and SGLang's mxfp4 kernels do on Hopper. KV: `kv_dtype`, else the weights' dtype at
+    8 bits or more, else fp8 (the engines keep no 4-bit KV cache by default: TensorRT-LLM's
+    NVFP4 checkpoints pair fp4 weights with an fp8 KV cache), else bf16."""
+    from shardline.basics.dtypes import canonical_dtype, dtype_bits
+
+    weights = canonical_dtype(weight_dtype or dtype or "bf16")
+    compute = None
+    for option in (dtype, weights):
+        if option is not None and canonical_dtype(option) in chip.dtypes:
+            compute = canonical_dtype(option)
+            break
+    compute = compute or chip.default_dtype
+    if kv_dtype is not None:
+        kv = canonical_dtype(kv_dtype)
+    elif dtype is None and weight_dtype is None:
+        kv = "bf16"
+    else:
+        given = canonical_dtype(dtype or weights)
+        kv = given if dtype_bits(given) >= 8 else "fp8"
+    return compute, weights, kv
+
+
+def price_step(
+    spec: Any,
+    chip: Any,
+    tp: int,
+    dtype: str,
+    point: tuple[str, int, int],
+    *,
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
+    attention_dp: int = 1,
+) -> Any:
+    """The plan engine's plan of one step, `point` = (phase, batch, seq_len), on tp devices
+    (`attention_dp` of them data parallel for attention: the plan's tp / attention_dp x ep =
+    attention_dp), weights and KV stored in their dtypes (None: `dtype`)."""
     from shardline.models.template import model_workload
     from shardline.planning.api import plan
+    from shardline.workload.precision import with_tensor_dtypes
 
     phase, batch, seq_len = point
     work = model_workload(spec, phase=phase, batch=batch, seq_len=seq_len, dtype=dtype)
-    result = plan(work, chip, tp, tp=tp, pp=1, dp=1, fsdp=1, microbatches=1, require_fit=False)
+    work = with_tensor_dtypes(work, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    degrees: dict[str, Any] = {"tp": tp // attention_dp, "pp": 1, "dp": 1, "fsdp": 1}
+    if attention_dp > 1:
+        degrees["ep"] = attention_dp
+    result = plan(work, chip, tp, microbatches=1, require_fit=False, **degrees)
     return result.plans[0]
 
 
-def step_times(spec: Any, chip: Any, tp: int, dtype: str, eng: Engine) -> StepTimes:
-    """The step times of `spec` on `tp` devices of `chip` (a Chip) in `dtype` (weights and KV
-    cache), with the engine's scheduling overhead; the memory from the decode step of 256
-    sequences at 1,024 tokens."""
-    from shardline.basics.dtypes import dtype_bits
+def kv_split_devices(spec: Any, tp: int, attention_dp: int = 1) -> int:
+    """Devices of a replica holding distinct KV: attention_dp x the attention tensor-parallel
+    ranks that split the KV heads, min(tp / attention_dp, KV heads) (past the heads a head is
+    copied); an MLA latent cache (one latent per token, no heads) is held whole by every
+    attention tensor-parallel rank, so only attention_dp split it."""
+    attention_tp = tp // attention_dp
+    if spec.mla is not None:
+        return attention_dp
+    return attention_dp * min(attention_tp, spec.kv_heads)
+
+
+def _check_layout(spec: Any, tp: int, dtype: str, attention_dp: int) -> None:
+    """tp / attention_dp must split the model (the one tensor-parallel rule, strategies/tp.py);
+    DP attention needs experts to split over the replica."""
+    from shardline.basics.units import check_whole
     from shardline.models.template import model_workload
     from shardline.strategies.tp import uneven_reason
-    from shardline.workload.modelspec import kv_bytes_per_token
 
+    check_whole(attention_dp, "--attention-dp")
+    if tp % attention_dp:
+        raise InputError(f"--attention-dp {attention_dp} does not divide --tp {tp}")
     shape = model_workload(spec, phase="decode", batch=1, seq_len=1024, dtype=dtype)
-    why = uneven_reason(shape, tp, f"--tp {tp}")  # the one tensor-parallel rule (strategies/tp.py)
+    why = uneven_reason(shape, tp // attention_dp, f"--tp {tp}")
     if why is not None:
         raise InputError(why)
+    if attention_dp > 1 and spec.moe is None:
+        raise InputError(
+            f"--attention-dp {attention_dp} needs a mixture-of-experts model (DP attention runs "
+            f"with expert-parallel experts); {spec.name} is dense: serve replicas of --tp instead"
+        )
+
+
+def _kv_fields(
+    spec: Any, chip: Any, eng: Engine, layout: tuple[int, int], kv_dtype: str
+) -> dict[str, Any]:
+    """StepTimes' KV fields for a replica of `layout` = (tp, attention_dp): bytes per token in
+    `kv_dtype`, the engine's budget rule and fraction, the devices holding distinct KV, and a
+    sliding-window model's bytes of one sequence (its local layers hold at most the window)."""
+    from shardline.basics.dtypes import dtype_bits
+    from shardline.workload.modelspec import kv_bytes_at, kv_bytes_per_token
+
+    tp, attention_dp = layout
+    kv_bytes = dtype_bits(kv_dtype) / 8
+    windowed = spec.sliding_window is not None
+    return {
+        "kv_bytes_per_token": kv_bytes_per_token(spec, kv_bytes),
+        "kv_rule": eng.kv_budget_rule,
+        "kv_fraction": eng.memory_fraction(float(chip.capacity_bytes), tp, attention_dp),
+        "kv_devices": kv_split_devices(spec, tp, attention_dp),
+        "kv_sequence_bytes": (
+            (lambda c: kv_bytes_at(spec, max(int(round(c)), 0), kv_bytes)) if windowed else None
+        ),
+    }
+
+
+def step_times(
+    spec: Any,
+    chip: Any,
+    tp: int,
+    dtype: str,
+    eng: Engine,
+    *,
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
+    attention_dp: int = 1,
+) -> StepTimes:
+    """The step times of `spec` on `tp` devices of `chip` (a Chip) computing in `dtype`, weights
+    and KV cache in their dtypes (None: `dtype`), with the engine's scheduling overhead and KV
+    budget rule; the memory from the decode step of 256 sequences at 1,024 tokens."""
+    from functools import partial
+
+    _check_layout(spec, tp, dtype, attention_dp)
     scale = 1.0 + eng.scheduling_overhead_fraction
+    price = partial(
+        price_step,
+        spec,
+        chip,
+        tp,
+        dtype,
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        attention_dp=attention_dp,
+    )
+    a = attention_dp
 
     def decode(n: int, c: int) -> float:
-        return float(price_step(spec, chip, tp, dtype, ("decode", n, c)).predicted_s) * scale
+        padded = a * math.ceil(n / a)  # every rank runs the fullest rank's ceil(n / A)
+        return float(price(("decode", padded, c)).predicted_s) * scale
 
     def prefill(tokens: int) -> float:
-        return float(price_step(spec, chip, tp, dtype, ("prefill", 1, tokens)).predicted_s) * scale
+        return float(price(("prefill", a, tokens)).predicted_s) * scale / a
 
-    sized = price_step(spec, chip, tp, dtype, ("decode", 256, 1024))
+    sized = price(("decode", 256, 1024))
     memory = sized.memory
     st = StepTimes(
         chip=chip.name,
@@ -175,21 +340,40 @@ def step_times(spec: Any, chip: Any, tp: int, dtype: str, eng: Engine) -> StepTi
         weights_bytes_per_device=float(memory.weights_bytes),
         activations_bytes_per_device=float(memory.activations_bytes),
         capacity_bytes_per_device=float(chip.capacity_bytes),
-        kv_bytes_per_token=kv_bytes_per_token(spec, dtype_bits(dtype) / 8),
         egress_bytes_per_s=(
             chip.interconnect.egress_bytes_per_s if chip.interconnect else SCALE_OUT_BYTES_PER_S
         ),
+        **_kv_fields(spec, chip, eng, (tp, attention_dp), kv_dtype or dtype),
     )
-    st._decode[(256, 1024)] = float(sized.predicted_s) * scale  # priced for the memory: kept
+    if a == 1:
+        st._decode[(256, 1024)] = float(sized.predicted_s) * scale  # priced for the memory: kept
     return st
 
 
 @lru_cache(maxsize=64)
-def cached_step_times(model: str, hw: str, tp: int, dtype: str, engine_name: str) -> StepTimes:
+def cached_step_times(
+    model: str,
+    hw: str,
+    tp: int,
+    dtype: str,
+    engine_name: str,
+    weight_dtype: str | None = None,
+    kv_dtype: str | None = None,
+    attention_dp: int = 1,
+) -> StepTimes:
     """`step_times` of a zoo model (or model file) on a chip by name, one per process and
     arguments, so that `serve`, its figures and the serving search share the points priced."""
     from shardline.hardware import resolve_chip
     from shardline.models import load_model
     from shardline.serving.engines import engine
 
-    return step_times(load_model(model), resolve_chip(hw), tp, dtype, engine(engine_name))
+    return step_times(
+        load_model(model),
+        resolve_chip(hw),
+        tp,
+        dtype,
+        engine(engine_name),
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        attention_dp=attention_dp,
+    )

@@ -94,6 +94,7 @@ _KEYS_AFTER = (
     "t_upper_s",
     "thresholds",
     "total_flops",
+    "unsharded_flops",
     "steps",
     "alternatives",
     "hardware",
@@ -118,7 +119,7 @@ class ShardedResult:
     t_network_predicted_s: Any
     overlap: bool
     thresholds: tuple[Threshold, ...]
-    total_flops: Any
+    total_flops: Any  # every device's FLOPs: the work replicated over an axis counts each time
     steps: tuple[str, ...]  # the decisions, in words
     alternatives: tuple[dict[str, Any], ...]
     hardware: dict[str, Any]
@@ -138,6 +139,13 @@ class ShardedResult:
     @property
     def t_network_s(self) -> Any:
         return self.cost.t_network_s
+
+    @property
+    def unsharded_flops(self) -> Any:
+        """The einsum's FLOPs once, on one device (2 x the product of its dims)."""
+        from shardline.ops.einsum import parse_einsum
+
+        return parse_einsum(self.spec).flops(self.dims)
 
     @property
     def bound(self) -> str:
@@ -187,7 +195,9 @@ def _result(
         t_network_predicted_s=price.t_network_predicted_s,
         overlap=price.overlap,
         thresholds=(),
-        total_flops=spec.flops(dict(price.dims)),
+        # what the devices run together: per device x devices (an axis that splits no dim of
+        # the work repeats it: 2BDF x Z), padding included
+        total_flops=price.cost.flops * mesh.devices,
         steps=price.steps,
         alternatives=tuple(a.to_dict() for a in price.alternatives),
         hardware={
@@ -259,7 +269,16 @@ def _closed_form(
         hops = "2·" + hops if hops else "2"
     lat = f"α·{hops}" if hops else "α"
     den = f"({den})" if "·" in den else den
-    return f"{dim} < {size_name}·P·{num}/{den} + {lat}·D·P/(2·{'·'.join(others)})"
+    n, p = _symbols([*others, dim])
+    num, lat = num.replace("D", n), lat.replace("D", n)
+    return f"{dim} < {size_name}·{p}·{num}/{den} + {lat}·{n}·{p}/(2·{'·'.join(others)})"
+
+
+def _symbols(dims: Sequence[str]) -> tuple[str, str]:
+    """The symbols of the device count and the peak rate in a threshold's formula: D and P,
+    unless the einsum names a dim so (then n_dev, P_peak: one letter, one meaning)."""
+    taken = set(dims)
+    return ("n_dev" if "D" in taken else "D"), ("P_peak" if "P" in taken else "P")
 
 
 def _formula(result: ShardedResult, spec: EinsumSpec, d: str, others: Sequence[str]) -> str:
@@ -269,10 +288,11 @@ def _formula(result: ShardedResult, spec: EinsumSpec, d: str, others: Sequence[s
         op = next(o for o in spec.operands if o.name == c.operand)
         if set(op.dims) == set(others) and len(c.axes) == 1:
             size = f"s_{c.dtype}"
-            formula = _closed_form(c, result.networks[c.axes[0]], d, size, others)
+            formula = _closed_form(c, result.networks[c.axes[0]], d, size, list(others))
             if formula is not None:
                 return formula
-    return f"{d} < D·P·t_network/(2·{'·'.join(others)})"
+    n, p = _symbols([*others, d])
+    return f"{d} < {n}·{p}·t_network/(2·{'·'.join(others)})"
 
 
 def _dim_thresholds(

@@ -32,6 +32,7 @@ from shardline.basics.kinds import CollectiveKind
 from shardline.basics.options import Precision, RateOverrides
 from shardline.basics.serialize import jsonable
 from shardline.collectives import AxisNetwork, NetworkOptions, collective_over, mesh_networks
+from shardline.collectives.networks import concurrent_rows
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.ops.cost import Cost, is_tie, strictly_less
@@ -254,15 +255,6 @@ def _rows(sizes: dict[str, int], devices: int, run: _Run) -> tuple[list[_Row], i
 # --- the vectorized pricing ------------------------------------------------------------------
 
 
-def _networks(run: _Run, mesh: _MeshAxes) -> dict[str, AxisNetwork]:
-    names = [a for a, _ in mesh]
-    network = run.network or NetworkOptions()
-    words = {a: w for a, w in (network.topology or {}).items() if a in names}
-    # a bare --topology word names X and Y; 1D meshes have only X
-    options = NetworkOptions(words, network.link_bytes_per_s, network.hop_latency_s)
-    return mesh_networks(run.chip, mesh, options)
-
-
 class _UnitPrices:
     """Per mesh and (kind, axes): seconds per byte, latency, bytes sent per byte of V."""
 
@@ -273,14 +265,21 @@ class _UnitPrices:
             tuple[_MeshAxes, CollectiveKind, tuple[str, ...]], tuple[float, float, float]
         ] = {}
 
+    def networks(self, mesh: _MeshAxes) -> dict[str, AxisNetwork]:
+        if mesh not in self.nets:
+            names, network = [a for a, _ in mesh], self.run.network or NetworkOptions()
+            words = {a: w for a, w in (network.topology or {}).items() if a in names}
+            # a bare --topology word names X and Y; 1D meshes have only X
+            options = NetworkOptions(words, network.link_bytes_per_s, network.hop_latency_s)
+            self.nets[mesh] = mesh_networks(self.run.chip, mesh, options)
+        return self.nets[mesh]
+
     def __call__(
         self, mesh: _MeshAxes, kind: CollectiveKind, axes: tuple[str, ...]
     ) -> tuple[float, ...]:
         key = (mesh, kind, axes)
         if key not in self.cache:
-            if mesh not in self.nets:
-                self.nets[mesh] = _networks(self.run, mesh)
-            nets = [self.nets[mesh][a] for a, _ in mesh if a in axes]
+            nets = [self.networks(mesh)[a] for a, _ in mesh if a in axes]
             cost = collective_over(kind, 1.0, nets, self.run.chip)
             sent = network_bytes(PlannedCollective(kind, "", axes, 1.0, "", "", cost))
             self.cache[key] = (float(cost.t_bandwidth_s), float(cost.t_latency_s), sent)
@@ -311,15 +310,16 @@ def _price_group(run: _Run, rows: list[_Row], unit: _UnitPrices) -> list[Strateg
         raise ValueError(f"{rows[0].spec}: more than one legal choice; price it with price_layout")
     work = layout_work(s, {a: options[0] for a, options in zip(s.names, per_axis, strict=True)})
     assert work is not None  # every row's dims divide (padded where --pad)
-    t_network: Any = np.zeros(len(rows))
     sent: Any = np.zeros(len(rows))
+    times = []
     for call in work.calls:
         c = np.array([unit(r.mesh, call.kind, call.axes) for r in rows]).T
-        t_network = t_network + (c[0] * call.bytes + c[1])
+        times.append(np.broadcast_to(c[0] * call.bytes + c[1], (len(rows),)))
         sent = sent + c[2] * call.bytes
-    cost = layout_cost(
-        work.flops, work.hbm["total"], sent, run.flops_per_s, run.chip.mem_bytes_per_s, t_network
-    )
+    nets = [unit.networks(r.mesh) for r in rows]  # disjoint links at once: concurrent_rows
+    t_network = concurrent_rows(nets, [call.axes for call in work.calls], times)
+    rates = (run.flops_per_s, run.chip.mem_bytes_per_s)
+    cost = layout_cost(work.flops, work.hbm["total"], sent, *rates, t_network, sum(times))
     labels = tuple(call.label() for call in work.calls)
     return [
         Strategy(

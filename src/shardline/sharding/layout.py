@@ -28,7 +28,8 @@ from shardline.basics.dtypes import canonical_dtype, dtype_bits
 from shardline.basics.kinds import CollectiveKind
 from shardline.basics.options import Precision
 from shardline.basics.serialize import jsonable
-from shardline.collectives import AxisNetwork, CollectiveCost, collective_over
+from shardline.collectives import AxisNetwork, CollectiveCost, collective_over, concurrent_s
+from shardline.collectives.networks import links_of
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.ops.cost import Cost, is_tie, strictly_less, vmax
@@ -168,9 +169,13 @@ def layout_cost(
     flops_per_s: Any,
     mem_bytes_per_s: Any,
     t_network_s: Any,
+    t_network_serial_s: Any = None,
 ) -> Cost:
     """Per device: t_compute = F / P, t_memory = Q / W; lower bound max of the three, upper bound
-    max(t_compute, t_memory) + t_network (docs/sharding.md). Numbers or numpy arrays."""
+    max(t_compute, t_memory) + t_network (docs/sharding.md), with the collectives one after
+    another there (`t_network_serial_s`, default t_network: on disjoint links t_network is the
+    busiest links' share, `shardline.collectives.concurrent_s`). Numbers or numpy arrays."""
+    serial = t_network_s if t_network_serial_s is None else t_network_serial_s
     t_compute_s = flops / flops_per_s
     t_memory_s = hbm_bytes / mem_bytes_per_s
     local = vmax(t_compute_s, t_memory_s)
@@ -183,7 +188,7 @@ def layout_cost(
         t_memory_s=t_memory_s,
         t_network_s=t_network_s,
         t_lower_s=lower,
-        t_upper_s=local + t_network_s,
+        t_upper_s=local + serial,
         predicted_s=lower,
     )
 
@@ -307,10 +312,13 @@ def _candidate(
     work: LayoutWork, pricer: _Pricer, chip: Chip, flops_per_s: float, overlap: bool
 ) -> _Candidate:
     planned = tuple(pricer.plan(c) for c in work.calls)
-    t_network = sum((float(c.t_s) for c in planned), 0.0)
+    # collectives over axes with disjoint links run at once (the busiest links' sum); the upper
+    # bound still runs them one after another
+    t_network = concurrent_s((links_of(pricer.networks, c.axes), float(c.t_s)) for c in planned)
+    serial = sum((float(c.t_s) for c in planned), 0.0)
     sent = sum((network_bytes(c) for c in planned), 0.0)
     cost = layout_cost(
-        work.flops, work.hbm["total"], sent, flops_per_s, chip.mem_bytes_per_s, t_network
+        work.flops, work.hbm["total"], sent, flops_per_s, chip.mem_bytes_per_s, t_network, serial
     )
     predicted = sum((float(c.cost.predicted_s) for c in planned), 0.0)
     return _Candidate(work, planned, cost, step_time(cost, overlap), predicted)

@@ -266,10 +266,21 @@ def _local_multiply(
     count = math.prod(local.values(), start=1)
     flops = 2 * count if spec.contracted else count
     shapes = {op.name: [local[d] for d in op.dims] for op in spec.operands}
+    # a device that contracts a split dim writes its output as partial sums, in the dtype they
+    # are reduced in (fp32 by default), not in the output's storage dtype
+    # (the compare's vectorized sizes make `split` an array: one answer per layout)
+    split = _shards(s, [a for a in s.names if choice[a] in spec.contracted])
     per_operand = {
         op.name: _nbytes(math.prod((local[d] for d in op.dims), start=1), s.bits[op.name])
         for op in spec.operands
     }
+    out = spec.out.name
+    if s.reduce_bits != s.bits[out]:
+        partials = _nbytes(math.prod((local[d] for d in spec.out.dims), start=1), s.reduce_bits)
+        if np.ndim(split) == 0:
+            per_operand[out] = partials if split > 1 else per_operand[out]
+        else:
+            per_operand[out] = np.where(split > 1, partials, per_operand[out])
     if s.accumulate:
         per_operand[spec.out.name] *= 2  # C is read and written
     hbm = {**per_operand, "total": sum(per_operand.values())}

@@ -28,9 +28,14 @@ __all__ = [
     "kv_bytes_at",
     "attention_kind",
     "KV_BYTES_DEFAULT",
+    "MAX_EXPERTS",
 ]
 
 KV_BYTES_DEFAULT = 2  # bf16: the KV cache dtype when the file states none
+# The most routed experts a MoE may have: 2**20, the 1,024 x 1,024 experts of the largest
+# published design (He, "Mixture of A Million Experts", arXiv:2407.04202, PEER); real models have
+# up to 384 (Kimi K2). Past it the count is a typing error, and the per-expert tables would not fit.
+MAX_EXPERTS = 2**20
 
 
 @dataclass(frozen=True)

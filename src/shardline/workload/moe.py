@@ -32,6 +32,7 @@ from shardline.errors import InputError
 from shardline.ops.einsum import check_size
 from shardline.ops.layer import Layer
 from shardline.realistic.modelshape import ModelShape
+from shardline.workload.modelspec import MAX_EXPERTS
 
 __all__ = [
     "MoeShape",
@@ -117,6 +118,8 @@ def moe_shape(value: MoeShape | Mapping[str, Any], d_ff: int) -> MoeShape:
         _int(raw["experts"], "experts", 1),
         _int(raw["experts_per_token"], "experts_per_token", 1),
     )
+    if x > MAX_EXPERTS:
+        raise InputError(f"[moe] experts must be at most {MAX_EXPERTS:,}, got {x:,}")
     if k > x:
         raise InputError(f"[moe] experts_per_token ({k}) is more than the {x} experts")
     width = raw["expert_d_ff"] if raw["expert_d_ff"] is not None else d_ff

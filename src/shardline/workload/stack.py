@@ -147,10 +147,15 @@ class LayerRow(_ScalarCost):
     cost: Cost
     weight_bytes: int
     working_set_bytes: int  # one instance's inputs + output + weights (on-chip operands excluded)
+    # the share of `flops` its kernel runs: a causal fused attention kernel skips the masked
+    # half of the scores (`causal_lower_bound`); `flops` keeps the full count (MFU convention)
+    run_fraction: float = 1.0
 
     @property
     def intensity_flop_per_byte(self) -> float:
-        return self.flops / self.bytes if self.bytes else float("nan")
+        """FLOPs the kernel runs per HBM byte: the intensity its bound follows (the causal
+        kernel's half of the scores, not the full count)."""
+        return self.flops * self.run_fraction / self.bytes if self.bytes else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         keys = ("name", "phase", "spec", "dims", "count", "flops", "bytes")
@@ -403,18 +408,18 @@ def _row(layer: Layer, chip: Chip, workload: Workload) -> LayerRow:
     from shardline.workload.dense_first import layer_repeats
 
     predicted = einsum_time_s(layer, chip, layer.dims, workload.model, cuda_graphs=False)
+    full = layer_cost(layer, chip).cost
+    cost = causal_lower_bound(full, layer, workload.model)
     return LayerRow(
         name=layer.name,
         phase=layer.phase,
         spec=layer.spec,
         dims=dict(layer.dims),
         count=layer.count * layer_repeats(workload, layer),
-        cost=replace(
-            causal_lower_bound(layer_cost(layer, chip).cost, layer, workload.model),
-            predicted_s=predicted,
-        ),
+        cost=replace(cost, predicted_s=predicted),
         weight_bytes=layer.weight_bytes(),
         working_set_bytes=sum(layer.operand_bytes(n) for n in names if layer.role(n) != "onchip"),
+        run_fraction=cost.t_compute_s / full.t_compute_s if full.t_compute_s else 1.0,
     )
 
 

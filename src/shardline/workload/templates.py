@@ -105,6 +105,7 @@ class TransformerShape:
     attention: str = "flash"  # "flash" (scores stay on chip) or "standard" (scores via HBM)
     rotary: bool = True  # rotary position embedding on q and k (False: learned positions)
     qk_norm: bool = False  # an RMS norm over each head of q and of k (Qwen3, Gemma 3)
+    norm: str = "rmsnorm"  # the blocks' norm: "rmsnorm" or "layernorm" (GPT-2/3, MPT, OPT)
     mla: Any = None  # multi-head latent attention: an MLA or its table (attention_variants)
     sliding_window: Any = None  # sliding-window layers: a SlidingWindow or its table
 
@@ -220,6 +221,11 @@ def _attention_layers(k: _Block) -> list[Layer]:
     common = {"B": k.b, "D": k.d, "G": k.g, "E": k.e, "S": k.q_len}
     scores = {"B": k.b, "S": k.q_len, "T": k.k_len, "G": k.g, "R": r, "E": k.e}
     cached = bool(k.cache)
+    # tensor parallelism wider than the KV heads: with a KV cache the ways beyond G split the
+    # batch (each rank keeps its sequences' cache of its KV heads, as "How to Scale Your Model",
+    # Part 8, shards it), not the query heads R (which would leave every rank the whole cache of
+    # its heads: the cache replicated tp / G times); a batch too small to take them falls to R
+    attention_tp = ("G", "B", "R") if cached else ("G", "R")
     return [
         Layer(
             "attn_qkv",
@@ -237,7 +243,7 @@ def _attention_layers(k: _Block) -> list[Layer]:
             dtypes={"k": k.kv_dtype} if cached else {},
             cache=k.cache[:1],
             onchip=onchip,
-            tp_dims=("G", "R"),
+            tp_dims=attention_tp,
             kernel="attention",
         ),
         Layer(
@@ -248,7 +254,7 @@ def _attention_layers(k: _Block) -> list[Layer]:
             dtypes={"v": k.kv_dtype} if cached else {},
             cache=k.cache[1:],
             onchip=onchip,
-            tp_dims=("G", "R"),
+            tp_dims=attention_tp,
             kernel="attention",
         ),
         Layer(
@@ -293,6 +299,7 @@ def _model_shape(
         **variant,
         qk_norm=_flag(shape.qk_norm, "qk_norm"),
         expert_load=moe_sizes[3],
+        norm=shape.norm,
     )
 
 
