@@ -9,10 +9,10 @@ import sys
 import time
 from typing import Any
 
+from shardline.cli import framework_io as fio
 from shardline.cli.args import add_power_cap_arg
 from shardline.cli.common import add_json_arg, emit_json, positive_arg
 from shardline.cli.execution_args import add_recompute_arg, add_run_knob_args
-from shardline.cli.framework_io import FORMATS, add_emit_out_arg, add_from_arg
 from shardline.cli.serving_args import add_figure_output_args, add_serving_dtype_args
 from shardline.errors import InputError
 from shardline.models.template import DEFAULT_SEQ_LEN  # one default with plan --model: 4096
@@ -44,14 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "next-best lose. Serving (--slo, --rate): the cheapest chip x devices x layout meeting "
         "the SLO.",
     )
-    p.add_argument(
-        "--model",
-        default=None,
-        metavar="NAME",
-        help="a zoo model or model .toml (or --from a framework configuration)",
-    )
-    add_from_arg(p)
-    add_emit_out_arg(p)
+    fio.add_search_model_args(p)  # --model, or --from a configuration; -o for --emit
     p.add_argument(
         "--phase",
         default=None,
@@ -150,7 +143,7 @@ def _add_serving(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="serving engine (NAME or NAME@VERSION): trtllm (default), vllm, sglang, tgi, lmdeploy",
     )
-    add_serving_dtype_args(g, FORMATS)
+    add_serving_dtype_args(g, fio.FORMATS)
     g.add_argument(
         "--disagg",
         action="store_true",
@@ -202,7 +195,7 @@ def run_search(args: argparse.Namespace) -> int:
     phase = args.phase or ("serving" if serving else "training")
     if phase == "training" and serving:
         raise InputError("--slo and --rate apply to the serving search, not --phase training")
-    _check_phase_flags(args, phase)
+    fio.check_search_flags(args, phase)
     outputs = check_figure_outputs(args, [args.model or args.from_file])
     result = _training(args) if phase == "training" else _serving(args)
     if phase != "training" and getattr(args, "emit", None) is not None:
@@ -220,32 +213,8 @@ def run_search(args: argparse.Namespace) -> int:
         from shardline.report.search_text import render_serving, render_training
 
         render = render_training if phase == "training" else render_serving
-        sys.stdout.write(render(result))
-        if "emit" in result:
-            from shardline.report.framework_text import render_emitted
-
-            sys.stdout.write(render_emitted(result["emit"]))
+        sys.stdout.write(render(result) + fio.emitted_text(result))
     return 0
-
-
-def _check_phase_flags(args: argparse.Namespace, phase: str) -> None:
-    """--model or --from; the serving flags refused by the training search, --from and -o by
-    the serving search; --emit takes a framework (the training search: megatron, torchtitan,
-    maxtext) or an engine (the serving search)."""
-    if (args.model is None) == (args.from_file is None):
-        raise InputError("search needs --model NAME or --from FILE (one of them)")
-    if phase == "training":
-        if args.emit is not None and args.emit not in FORMATS:
-            raise InputError(f"--emit {args.emit} applies to the serving search (--slo)")
-        for flag in ("engine", "weight_dtype", "kv_dtype", "disagg"):
-            if getattr(args, flag, None) not in (None, False):
-                name = "--" + flag.replace("serving_", "").replace("_", "-")
-                raise InputError(f"{name} applies to the serving search (--slo), not training")
-        return
-    if args.from_file is not None or args.emit in FORMATS or args.emit_out is not None:
-        raise InputError(
-            "--from, -o and --emit megatron|torchtitan|maxtext apply to the training search"
-        )
 
 
 def _write_figures(outputs: Any, model: str, phase: str, result: dict[str, Any]) -> None:
@@ -346,14 +315,7 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
             raise InputError("--in, --out and --max-devices apply to the serving search")
     devices = positive_arg(args.devices, "--devices")
     tokens = float(parse_count(args.tokens, "--tokens")) if args.tokens is not None else None
-    imported = None
-    if args.from_file is not None:
-        from shardline.io.framework_files import read_config
-
-        imported = read_config(args.from_file, devices)
-        args.framework = args.framework or imported.execution.get("framework")
-    if args.emit is not None and args.framework is None:
-        args.framework = args.emit  # the launch is priced with its framework's defaults
+    imported = fio.search_from(args, devices)
     workload, spec, seq_len = _workload(args, imported)
     run = RunOptions(
         **_run_options(args),
@@ -379,28 +341,8 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
     if imported is not None:
         result["from"] = imported.to_dict()
     if args.emit is not None:
-        result.update(_emit(args, workload, spec, result, seq_len, imported))
+        result.update(fio.search_emit(args, (workload, spec, seq_len), result, imported))
     return result
-
-
-def _emit(
-    args: argparse.Namespace,
-    workload: Any,
-    spec: Any,
-    result: dict[str, Any],
-    seq_len: int,
-    imported: Any,
-) -> dict[str, Any]:
-    """--emit of the best layout: {"emit": ...} (with -o) or {"emit_text": ...} to print."""
-    from shardline.cli.framework_io import emit_search_best
-
-    if result.get("best") is None:
-        raise InputError("--emit: no layout fits, so there is none to write")
-    dtype = (imported.dtype if imported is not None else None) or spec.dtype or "bf16"
-    emitted = emit_search_best(args, workload, spec, result["best"], (seq_len, dtype))
-    if "text" in emitted and not args.json:
-        return {"emit_text": emitted["text"]}
-    return {"emit": emitted}
 
 
 def _given(value: str | None, flag: str) -> str:

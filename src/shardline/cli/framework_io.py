@@ -21,6 +21,11 @@ __all__ = [
     "apply_from",
     "emit_plan",
     "emit_search_best",
+    "check_search_flags",
+    "add_search_model_args",
+    "search_from",
+    "search_emit",
+    "emitted_text",
     "write_emitted",
     "FORMATS",
 ]
@@ -210,3 +215,79 @@ def emit_search_best(
     emitted = write_emitted(args, emit_config(args.emit, layout))
     priced = result.plans[0]
     return emitted | {"plan": priced.name, "predicted_s": priced.predicted_s, "changes": changes}
+
+
+# --- search --from / --emit ------------------------------------------------------------------
+
+
+def add_search_model_args(parser: argparse.ArgumentParser) -> None:
+    """search's --model NAME or --from FILE, and -o FILE of its --emit FORMAT."""
+    parser.add_argument(
+        "--model",
+        default=None,
+        metavar="NAME",
+        help="a zoo model or model .toml (or --from a framework configuration)",
+    )
+    add_from_arg(parser)
+    add_emit_out_arg(parser)
+
+
+def check_search_flags(args: argparse.Namespace, phase: str) -> None:
+    """--model or --from; the serving flags refused by the training search, --from and -o by
+    the serving search; search's --emit takes a framework (the training search) or an engine
+    (the serving search)."""
+    if (args.model is None) == (args.from_file is None):
+        raise InputError("search needs --model NAME or --from FILE (one of them)")
+    if phase == "training":
+        if args.emit is not None and args.emit not in FORMATS:
+            raise InputError(f"--emit {args.emit} applies to the serving search (--slo)")
+        for flag in ("engine", "weight_dtype", "kv_dtype", "disagg"):
+            if getattr(args, flag, None) not in (None, False):
+                name = "--" + flag.replace("_", "-")
+                raise InputError(f"{name} applies to the serving search (--slo), not training")
+        return
+    if args.from_file is not None or args.emit in FORMATS or args.emit_out is not None:
+        raise InputError(
+            "--from, -o and --emit megatron|torchtitan|maxtext apply to the training search"
+        )
+
+
+def search_from(args: argparse.Namespace, devices: int) -> Imported | None:
+    """`search --from FILE`: the configuration (its model, sequence, batch and dtype are the
+    search's; its framework's defaults run every layout); and --emit's framework by default."""
+    imported = None
+    if args.from_file is not None:
+        from shardline.io.framework_files import read_config
+
+        imported = read_config(args.from_file, devices)
+        args.framework = args.framework or imported.execution.get("framework")
+    if args.emit is not None and args.framework is None:
+        args.framework = args.emit  # the launch is priced with its framework's defaults
+    return imported
+
+
+def search_emit(
+    args: argparse.Namespace,
+    run: tuple[Any, Any, int],
+    result: dict[str, Any],
+    imported: Imported | None,
+) -> dict[str, Any]:
+    """--emit of the search's best layout (`run`: the workload, the model, the sequence):
+    {"emit": ...} (with -o, or --json) or {"emit_text": ...} to print alone."""
+    workload, spec, seq_len = run
+    if result.get("best") is None:
+        raise InputError("--emit: no layout fits, so there is none to write")
+    dtype = (imported.dtype if imported is not None else None) or spec.dtype or "bf16"
+    emitted = emit_search_best(args, workload, spec, result["best"], (seq_len, dtype))
+    if "text" in emitted and not args.json:
+        return {"emit_text": emitted["text"]}
+    return {"emit": emitted}
+
+
+def emitted_text(result: dict[str, Any]) -> str:
+    """The line under the search's text where --emit -o wrote (empty without)."""
+    if "emit" not in result:
+        return ""
+    from shardline.report.framework_text import render_emitted
+
+    return render_emitted(result["emit"])
