@@ -9,6 +9,7 @@ import sys
 import time
 from typing import Any
 
+from shardline.cli import framework_io as fio
 from shardline.cli.args import add_power_cap_arg
 from shardline.cli.common import add_json_arg, emit_json, positive_arg
 from shardline.cli.execution_args import add_recompute_arg, add_run_knob_args
@@ -43,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "next-best lose. Serving (--slo, --rate): the cheapest chip x devices x layout meeting "
         "the SLO.",
     )
-    p.add_argument("--model", required=True, metavar="NAME", help="a zoo model or model .toml")
+    fio.add_search_model_args(p)  # --model, or --from a configuration; -o for --emit
     p.add_argument(
         "--phase",
         default=None,
@@ -142,7 +143,7 @@ def _add_serving(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="serving engine (NAME or NAME@VERSION): trtllm (default), vllm, sglang, tgi, lmdeploy",
     )
-    add_serving_dtype_args(g)
+    add_serving_dtype_args(g, fio.FORMATS)
     g.add_argument(
         "--disagg",
         action="store_true",
@@ -194,25 +195,25 @@ def run_search(args: argparse.Namespace) -> int:
     phase = args.phase or ("serving" if serving else "training")
     if phase == "training" and serving:
         raise InputError("--slo and --rate apply to the serving search, not --phase training")
-    outputs = check_figure_outputs(args, [args.model])
-    if phase == "training":
-        for flag in ("engine", "weight_dtype", "kv_dtype", "emit", "disagg"):
-            if getattr(args, flag, None) not in (None, False):
-                name = "--" + flag.replace("serving_", "").replace("_", "-")
-                raise InputError(f"{name} applies to the serving search (--slo), not training")
+    fio.check_search_flags(args, phase)
+    outputs = check_figure_outputs(args, [args.model or args.from_file])
     result = _training(args) if phase == "training" else _serving(args)
-    if getattr(args, "emit", None) is not None:
+    if phase != "training" and getattr(args, "emit", None) is not None:
         sys.stdout.write(_launch(args, result))
         return 0
     if outputs.wanted:
-        _write_figures(outputs, args.model, phase, result)
+        _write_figures(outputs, args.model or args.from_file, phase, result)
+    emitted = result.pop("emit_text", None)
+    if emitted is not None and not args.json:
+        sys.stdout.write(emitted)  # the configuration alone, to pipe or redirect
+        return 0
     if args.json:
         emit_json(result)
     else:
         from shardline.report.search_text import render_serving, render_training
 
         render = render_training if phase == "training" else render_serving
-        sys.stdout.write(render(result))
+        sys.stdout.write(render(result) + fio.emitted_text(result))
     return 0
 
 
@@ -268,14 +269,18 @@ def _chip_names(text: str | None, default: list[str]) -> list[str]:
     return chips
 
 
-def _workload(args: argparse.Namespace) -> Any:
+def _workload(args: argparse.Namespace, imported: Any = None) -> tuple[Any, Any, int]:
+    """The search's workload, its model and its sequence length: --model at --seq-len and
+    --global-batch, or --from's model, sequence, batch and dtype (flags given win)."""
     from shardline.basics.units import parse_count
     from shardline.io.workload_toml import workload_from_dict
     from shardline.models import load_model
     from shardline.models.template import transformer_table
 
-    seq_len = positive_arg(args.seq_len, "--seq-len") if args.seq_len else DEFAULT_SEQ_LEN
-    sequences = DEFAULT_SEQUENCES
+    seq_len = imported.seq_len if imported is not None else DEFAULT_SEQ_LEN
+    sequences = imported.batch if imported is not None else DEFAULT_SEQUENCES
+    if args.seq_len:
+        seq_len = positive_arg(args.seq_len, "--seq-len")
     if args.global_batch is not None:
         tokens = parse_count(args.global_batch, "--global-batch")
         sequences = round(tokens / seq_len)
@@ -288,12 +293,13 @@ def _workload(args: argparse.Namespace) -> Any:
                 f"--global-batch {args.global_batch} is {sequences:,} sequences of {seq_len:,} "
                 f"tokens per step; the limit is {MAX_SEQUENCES:,}"
             )
-    spec = load_model(args.model)
+    spec = imported.model if imported is not None else load_model(args.model)
     table = transformer_table(spec, batch=sequences, seq_len=seq_len)
     if args.model_dtype is not None:
         table["dtype"] = args.model_dtype
     data = {"name": spec.name, "phase": "training", "transformer": table}
-    return workload_from_dict(data, origin=f"model {spec.name}")
+    dtype = imported.dtype if imported is not None else None
+    return workload_from_dict(data, origin=f"model {spec.name}", dtype=dtype), spec, seq_len
 
 
 def _training(args: argparse.Namespace) -> dict[str, Any]:
@@ -309,6 +315,8 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
             raise InputError("--in, --out and --max-devices apply to the serving search")
     devices = positive_arg(args.devices, "--devices")
     tokens = float(parse_count(args.tokens, "--tokens")) if args.tokens is not None else None
+    imported = fio.search_from(args, devices)
+    workload, spec, seq_len = _workload(args, imported)
     run = RunOptions(
         **_run_options(args),
         rerank=positive_arg(_given(args.rerank, "rerank"), "--rerank"),
@@ -323,13 +331,18 @@ def _training(args: argparse.Namespace) -> dict[str, Any]:
         ),
         etp=count_arg(args.etp, "--etp") if args.etp is not None else None,
     )
-    return training_search(
-        _workload(args),
+    result = training_search(
+        workload,
         _chips(args.hw, ["h100-sxm"], args.power_cap),
         devices,
         tokens=tokens,
         run=run,
     )
+    if imported is not None:
+        result["from"] = imported.to_dict()
+    if args.emit is not None:
+        result.update(fio.search_emit(args, (workload, spec, seq_len), result, imported))
+    return result
 
 
 def _given(value: str | None, flag: str) -> str:

@@ -23,6 +23,7 @@ from shardline.cli.execution_args import (
     add_execution_args,
     plan_options_from_args,
 )
+from shardline.cli.framework_io import add_emit_args, add_from_arg
 from shardline.cli.plan_outputs import add_plan_output_args
 from shardline.errors import InputError
 from shardline.strategies import strategies
@@ -103,6 +104,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         per_axis=True,
     )
     _add_search_args(pl)
+    add_from_arg(pl)
+    add_emit_args(pl)
     add_plan_output_args(pl)
     add_json_arg(pl)
     pl.set_defaults(func=run_plan)
@@ -122,9 +125,13 @@ def run_stack(args: argparse.Namespace) -> int:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    from shardline.cli.framework_io import apply_from
     from shardline.planning.api import plan, sweep_batch
     from shardline.report.plan_text import render_sweep
 
+    imported = apply_from(args)
+    if args.emit is not None and args.framework is None:
+        args.framework = args.emit  # the launch is priced with its framework's defaults
     workload = load_from_args(args)
     devices = _positive(args.devices, "--devices")
     overrides: dict[str, Any] = dict(overrides_from_args(args))
@@ -153,7 +160,7 @@ def run_plan(args: argparse.Namespace) -> int:
     result = plan(workload, args.hw, devices, require_fit=not whole_layout, **options, **overrides)
     from shardline.cli.plan_outputs import finish_plan
 
-    return finish_plan(args, result, top)
+    return finish_plan(args, result, top, imported=imported)
 
 
 def _layout_pinned(options: dict[str, Any], devices: int) -> bool:

@@ -56,7 +56,49 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_force_arg(val, "existing output files")
     val.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_json_arg(val)
+    _add_trace_args(val)
     val.set_defaults(func=run)
+
+
+def _add_trace_args(val: argparse.ArgumentParser) -> None:
+    """`--trace FILE`: a profile of a real run held against the plan of its model and layout
+    (the plan's flags, or --from a framework configuration)."""
+    from shardline.cli.args import add_power_cap_arg, add_workload_args
+    from shardline.cli.execution_args import add_degree_args, add_execution_args
+    from shardline.cli.framework_io import add_from_arg
+
+    group = val.add_argument_group("a profile (--trace)")
+    group.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE",
+        help="instead: read a profile (a PyTorch profiler / Kineto Chrome-trace JSON, an nsys "
+        "stats CSV or its SQLite export, an XLA op-stats CSV), group its kernels (GEMMs, "
+        "attention, collectives, the ops between matmuls, idle) and hold each group against the "
+        "plan of the model and layout given (WORKLOAD or --model, --devices and the degrees, or "
+        "--from FILE); docs/framework-configs.md",
+    )
+    group.add_argument(
+        "--devices", default=None, metavar="D", help="--trace: the run's devices (for its plan)"
+    )
+    group.add_argument(
+        "--steps",
+        default=None,
+        metavar="N",
+        help="--trace: training steps the trace holds (default: its ProfilerStep annotations, "
+        "else 1); the prediction is N steps",
+    )
+    group.add_argument(
+        "--html",
+        default=None,
+        metavar="FILE.html",
+        help="--trace: also draw measured against predicted per category as an offline page",
+    )
+    add_from_arg(val)
+    add_workload_args(val)
+    add_degree_args(val)
+    add_execution_args(val)
+    add_power_cap_arg(group)
 
 
 def _default_hw() -> str:
@@ -91,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
     from shardline.calibrate.chipfile import atomic_write
     from shardline.calibrate.validate import validate, write_csv
 
+    if args.trace is not None:
+        return _run_trace(args)
     if args.collectives:
         from shardline.calibrate.validate_collectives import run_from_args
 
@@ -131,4 +175,55 @@ def run(args: argparse.Namespace) -> int:
     warning = result.summary.get("noise", {}).get("warning")
     if warning:
         sys.stderr.write(f"warning: verdict not conclusive: {warning}\n")
+    return 0
+
+
+def _trace_plan(args: argparse.Namespace) -> object | None:
+    """The plan of the model and layout the flags (or --from) give; None when none is given."""
+    from shardline.cli.common import load_from_args, positive_arg
+    from shardline.cli.execution_args import plan_options_from_args
+    from shardline.cli.framework_io import apply_from
+    from shardline.planning.api import plan
+
+    if args.from_file is None and args.model is None and args.workload is None:
+        return None
+    if args.devices is None:
+        raise InputError("validate --trace with a model needs --devices (the run's devices)")
+    if args.hw is None:
+        raise InputError("validate --trace with a model needs --hw (the run's chip)")
+    apply_from(args)
+    devices = positive_arg(args.devices, "--devices")
+    workload = load_from_args(args)
+    options = plan_options_from_args(args)
+    result = plan(workload, args.hw, devices, require_fit=False, **options)
+    best = result.best()
+    if best is None and result.plans:
+        best = min(result.plans, key=lambda p: p.predicted_s)
+    return best
+
+
+def _run_trace(args: argparse.Namespace) -> int:
+    from shardline.cli.common import positive_arg
+    from shardline.io.profile_trace import compare, read_trace
+    from shardline.report.framework_text import render_trace
+
+    html = None
+    if args.html is not None:
+        from shardline.io.tables import check_output_path
+
+        html = check_output_path(args.html, [args.trace], force=args.force, suffixes=(".html",))
+    trace = read_trace(args.trace)
+    best = _trace_plan(args)
+    steps = positive_arg(args.steps, "--steps") if args.steps is not None else trace.steps or 1
+    payload = {"trace": args.trace, **compare(trace, best, steps)}
+    if html is not None:
+        from shardline.cli.common import write_text
+        from shardline.report.framework_text import render_trace_html
+
+        write_text(html, render_trace_html(payload))
+        payload["html"] = str(html)
+    if args.json:
+        emit_json(payload)
+    else:
+        sys.stdout.write(render_trace(payload))
     return 0

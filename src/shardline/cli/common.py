@@ -268,13 +268,16 @@ def _model_workload(args: argparse.Namespace, model: str | None, seq_len: int | 
         transformer_table,
     )
 
-    if model is None:
+    spec = getattr(args, "model_spec", None)  # a framework configuration's (--from)
+    if model is None and spec is None:
         raise InputError("give a WORKLOAD file or --model NAME")
     if args.workload is not None:
         raise InputError(f"give a WORKLOAD file or --model, not both ({args.workload}, {model})")
     if args.sheet is not None:
         raise InputError("--sheet applies to .xlsx workloads, not to --model")
-    spec = load_model(model)
+    if spec is None:
+        assert model is not None  # checked above
+        spec = load_model(model)
     batch = count_arg(args.batch, "--batch") or DEFAULT_BATCH
     table = transformer_table(spec, batch=batch, seq_len=seq_len or DEFAULT_SEQ_LEN)
     data = {"name": spec.name, "phase": args.phase or DEFAULT_PHASE, "transformer": table}

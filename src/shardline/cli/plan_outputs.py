@@ -14,6 +14,7 @@ from shardline.cli.common import emit_json, write_text
 from shardline.errors import InputError
 
 if TYPE_CHECKING:
+    from shardline.io.framework_config import Imported
     from shardline.planning.results import PlanSet
 
 __all__ = ["add_plan_output_args", "finish_plan", "price_from_args"]
@@ -90,8 +91,13 @@ def _write_trace(out: Path, result: PlanSet) -> None:
     say_wrote(out, f"Chrome trace-event JSON of {best.name}'s step (open in Perfetto)")
 
 
-def finish_plan(args: argparse.Namespace, result: PlanSet, top: int) -> int:
-    """Print the plan set (text or JSON) with the training cost; write --trace."""
+def finish_plan(
+    args: argparse.Namespace, result: PlanSet, top: int, imported: Imported | None = None
+) -> int:
+    """Print the plan set (text or JSON) with the training cost; write --trace and --emit's
+    configuration; say what --from read (`imported`)."""
+    from shardline.cli.framework_io import emit_plan
+    from shardline.report.framework_text import render_emitted, render_imported
     from shardline.report.plan_text import render_plan
 
     trace = None
@@ -101,11 +107,20 @@ def finish_plan(args: argparse.Namespace, result: PlanSet, top: int) -> int:
         inputs = [args.workload] if getattr(args, "workload", None) else []
         trace = check_output_path(args.trace, inputs, force=args.force, suffixes=(".json",))
     payload, lines = _with_costs(result, price_from_args(args, result.chip))
+    emitted = emit_plan(args, result) if getattr(args, "emit", None) else None
     if trace is not None:
         _write_trace(trace, result)
+    if imported is not None:
+        payload["from"] = imported.to_dict() | {"flags_given": getattr(args, "from_kept", [])}
+    if emitted is not None:
+        payload["emit"] = emitted
     if args.json:
         emit_json(payload)
+    elif emitted is not None and "text" in emitted:
+        sys.stdout.write(emitted["text"])  # the configuration alone, to pipe or redirect
     else:
+        head = render_imported(imported, getattr(args, "from_kept", [])) if imported else ""
         text = render_plan(result, top=top)
-        sys.stdout.write(text + ("\n".join(lines) + "\n" if lines else ""))
+        tail = render_emitted(emitted) if emitted else ""
+        sys.stdout.write(head + text + ("\n".join(lines) + "\n" if lines else "") + tail)
     return 0

@@ -103,9 +103,10 @@ def _add_layout_args(g: argparse._ArgumentGroup) -> None:
     )
 
 
-def add_serving_dtype_args(g: argparse._ArgumentGroup) -> None:
+def add_serving_dtype_args(g: argparse._ArgumentGroup, frameworks: tuple[str, ...] = ()) -> None:
     """--weight-dtype and --kv-dtype of `serve` and the serving search (--dtype comes with the
-    chip arguments of serve, the search's own)."""
+    chip arguments of serve, the search's own), and --emit: an engine, or one of `frameworks`
+    (the training formats search's --emit also takes: shardline.cli.framework_io)."""
     g.add_argument(
         "--weight-dtype",
         default=None,
@@ -122,8 +123,14 @@ def add_serving_dtype_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument(
         "--emit",
         default=None,
-        choices=("vllm", "sglang", "trtllm"),
-        help="print the engine's launch command for the configuration priced (search: its best)",
+        choices=("vllm", "sglang", "trtllm") + frameworks,
+        help="print the engine's launch command for the configuration priced (search: its best)"
+        + (
+            f"; the training search: {', '.join(frameworks)}, its best layout's launch "
+            "configuration (docs/framework-configs.md)"
+            if frameworks
+            else ""
+        ),
     )
 
 

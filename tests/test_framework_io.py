@@ -1,0 +1,410 @@
+"""`plan --from FILE` and `plan --emit FORMAT`: the frameworks' own configurations read into the
+plan they describe (each rule by hand, with Megatron-LM's, torchtitan's and MaxText's own
+formulas) and written back (every format round-trips to the same predicted_s); the published
+configurations of benchmarks/data/e2e_runs.toml import to the plans bench_e2e prices."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shardline.errors import InputError
+from shardline.io.framework_files import read_config
+from tests.cli_run import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "examples" / "frameworks"
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+# --- Megatron-LM -----------------------------------------------------------------------------
+
+
+def test_megatron_args_by_hand(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "train.sh",
+        "TP=2\nGBS=128\n"
+        "torchrun --nproc_per_node 8 pretrain_gpt.py \\\n"
+        "  --num-layers 32 --hidden-size 4096 --num-attention-heads 32 \\\n"
+        "  --group-query-attention --num-query-groups 8 --swiglu \\\n"
+        "  --vocab-size 50257 --tensor-model-parallel-size ${TP} \\\n"
+        "  --micro-batch-size 2 --global-batch-size $GBS --seq-length 4096 \\\n"
+        "  --bf16 --sequence-parallel --recompute-granularity full --recompute-method uniform \\\n"
+        "  --recompute-num-layers 1 --num-layers-per-virtual-pipeline-stage 4 \\\n"
+        "  --pipeline-model-parallel-size 2 --use-distributed-optimizer --lr 1e-4 --frobnicate 3\n",
+    )
+    got = read_config(path, 32)
+    # data parallel = devices / (tp x pp x cp) = 32 / (2 x 2 x 1) = 8
+    assert got.degrees == {"tp": 2, "pp": 2, "dp": 8, "fsdp": 1, "ep": 1, "cp": 1}
+    # microbatches = global batch / (micro batch x data parallel) = 128 / (2 x 8) = 8
+    assert (got.batch, got.microbatches, got.seq_len, got.dtype) == (128, 8, 4096, "bf16")
+    # --swiglu: ffn = int(4 h 2/3 / 64) x 64 = int(4 x 4096 x 2/3 / 64) x 64 = 170 x 64 = 10880
+    assert got.model.d_ff == 10880
+    # vocab padded to a multiple of 128 x tp = 256: ceil(50257 / 256) x 256 = 197 x 256 = 50432
+    assert got.model.vocab == 50432
+    assert (got.model.kv_heads, got.model.head_dim, got.model.tied_embeddings) == (8, 128, True)
+    # interleave = layers / (pp x layers per virtual stage) = 32 / (2 x 4) = 4
+    assert got.execution | {} == {
+        "framework": "megatron",
+        "recompute": "full",
+        "sequence_parallel": True,
+        "zero": 1,
+        "interleave": 4,
+    }
+    assert got.unknown == ("--frobnicate",)  # --lr is known and has no effect on the step
+
+
+def test_megatron_without_shape_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, "args.txt", "--num-layers 2 --tensor-model-parallel-size 1\n")
+    code, out, err = run_cli(capsys, "plan", "--from", path, "--hw", "h100-sxm", "--devices", "8")
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and "--hidden-size" in err and err.count("\n") == 1
+
+
+def test_megatron_moe_experts_split_data_parallel(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "moe.txt",
+        "--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 2048 "
+        "--vocab-size 32768 --num-experts 16 --moe-router-topk 2 --moe-ffn-hidden-size 512 "
+        "--expert-model-parallel-size 4 --tensor-model-parallel-size 2 --global-batch-size 64\n",
+    )
+    got = read_config(path, 16)
+    # Megatron's data parallel 16 / 2 = 8 ranks; experts split them: dp = 8 / ep 4 = 2
+    assert got.degrees == {"tp": 2, "pp": 1, "dp": 2, "fsdp": 1, "ep": 4, "cp": 1}
+    assert got.microbatches == 64 // (1 * 8) and got.etp is None
+    assert got.model.moe is not None and got.model.moe.experts == 16
+
+
+def test_megatron_expert_tensor_parallel_folds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(
+        tmp_path,
+        "fold.txt",
+        "--num-layers 4 --hidden-size 1024 --num-attention-heads 8 --seq-length 2048 "
+        "--vocab-size 32768 --num-experts 16 --moe-router-topk 2 --moe-ffn-hidden-size 512 "
+        "--expert-model-parallel-size 8 --expert-tensor-parallel-size 1 "
+        "--tensor-model-parallel-size 2 --global-batch-size 64 --bf16\n",
+    )
+    common = ["--hw", "h100-sxm", "--devices", "16"]
+    out = tmp_path / "again.sh"
+    got = _plan_json(capsys, "--from", path, *common, "--emit", "megatron", "-o", str(out))
+    plan = got["plans"][0]
+    # parallel folding as the plan's --etp takes it: dp is Megatron's 16 / tp 2 = 8; the experts
+    # on etp 1 x ep 8 x edp = 16 devices, so edp = 2
+    assert plan["degrees"] | {} == {
+        "tp": 2,
+        "pp": 1,
+        "dp": 8,
+        "fsdp": 1,
+        "ep": 8,
+        "cp": 1,
+        "etp": 1,
+        "edp": 2,
+    }
+    assert "--expert-tensor-parallel-size 1" in out.read_text()
+    again = _plan_json(capsys, "--from", str(out), *common)
+    assert again["plans"][0]["predicted_s"] == plan["predicted_s"]
+
+
+# --- torchtitan and MaxText ------------------------------------------------------------------
+
+
+def test_torchtitan_rules_by_hand(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "job.toml",
+        '[model]\nname = "llama3"\nflavor = "8B"\n'
+        "[training]\nlocal_batch_size = 4\nglobal_batch_size = 64\nseq_len = 4096\n"
+        "[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = -1\n"
+        "tensor_parallel_degree = 2\npipeline_parallel_degree = 2\n"
+        "pipeline_parallel_microbatch_size = 1\n"
+        '[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "2"\n'
+        "[experimental]\nfoo = 1\n[mystery]\nbar = 2\n",
+    )
+    got = read_config(path, 32)
+    # shard = 32 / (replicate 2 x tp 2 x pp 2) = 4
+    assert got.degrees == {"tp": 2, "pp": 2, "dp": 2, "fsdp": 4, "ep": 1, "cp": 1}
+    # accumulation = 64 / (4 x 2 x 4) = 2; with pipelining 4 / 1 microbatches each: 2 x 4 = 8
+    assert (got.batch, got.microbatches, got.seq_len) == (64, 8, 4096)
+    assert got.execution["recompute"] == "layer-2"
+    assert got.model.name == "llama-3.1-8b"
+    assert got.unknown == ("[mystery]",)
+
+
+def test_maxtext_scale_and_mesh_by_hand(tmp_path: Path) -> None:
+    got = read_config(str(DATA / "maxtext_32b.yml"), 64)
+    # global_parameter_scale 32: log2 = 5 = 3 x 1 + 2, so b = 1, r = 2: embedding x 2^(1+1) = 4,
+    # heads and MLP x 2^(1+1) = 4, layers x 2^1 = 2
+    m = got.model
+    assert (m.d_model, m.heads, m.kv_heads, m.d_ff, m.layers) == (10240, 32, 32, 32768, 32)
+    assert (m.gated, m.tied_embeddings, m.head_dim, m.vocab) == (False, True, 256, 32768)
+    # ici_fsdp -1 = 64 / tensor 4 = 16; batch = per-device 8 x 64 chips = 512
+    assert got.degrees == {"tp": 4, "pp": 1, "dp": 1, "fsdp": 16, "ep": 1, "cp": 1}
+    assert (got.batch, got.microbatches, got.seq_len) == (512, 1, 2048)
+    assert got.execution["recompute"] == "minimal" and got.unknown == ()
+
+
+def test_maxtext_overrides_command(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "run.sh",
+        "python3 MaxText/train.py MaxText/configs/base.yml run_name=x model_name=llama3-8b \\\n"
+        "  per_device_batch_size=2 ici_fsdp_parallelism=4 ici_tensor_parallelism=2 \\\n"
+        "  max_target_length=4096 remat_policy=save_qkv_proj mystery_knob=7\n",
+    )
+    got = read_config(path, 8)
+    assert got.model.name == "llama-3.1-8b"
+    assert got.degrees["fsdp"] == 4 and got.degrees["tp"] == 2
+    assert (got.batch, got.execution["recompute"]) == (2 * 8, "save_qkv_proj")
+    assert got.unknown == ("mystery_knob",)
+
+
+# --- the published configurations import to the plans the validation prices --------------------
+
+
+def _bench() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_e2e", ROOT / "benchmarks" / "bench_e2e.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_e2e", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row(name: str) -> dict[str, Any]:
+    runs = tomllib.loads((ROOT / "benchmarks/data/e2e_runs.toml").read_text())["run"]
+    return next(r for r in runs if r["name"] == name)
+
+
+def _bench_predicted(name: str) -> float:
+    bench = _bench()
+    run = _row(name)
+    notes: list[str] = []
+    return float(bench.plan_run(run, bench.load_run_workload(run, notes), notes).predicted_s)
+
+
+def _plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    code, out, err = run_cli(capsys, "plan", *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.mark.parametrize(
+    ("run", "file", "extra"),
+    [
+        ("megatron-lm-gpt-1.7b-h100-48gpu", "megatron_gpt_1.7b.sh", []),
+        ("tt-llama3.1-8b-h100-fsdp8", "torchtitan_llama3_8b.toml", ["--power-cap", "500"]),
+        ("maxtext-32b-v5p-128", "maxtext_32b.yml", []),
+    ],
+)
+def test_published_config_imports_to_the_validated_plan(
+    capsys: pytest.CaptureFixture[str], run: str, file: str, extra: list[str]
+) -> None:
+    row = _row(run)
+    got = _plan_json(
+        capsys,
+        "--from",
+        str(DATA / file),
+        "--hw",
+        row["hw"],
+        "--devices",
+        str(row["devices"]),
+        *extra,
+    )
+    plan = got["plans"][0]
+    assert {k: plan["degrees"][k] for k in ("tp", "pp", "dp", "fsdp")} == {
+        k: row[k] for k in ("tp", "pp", "dp", "fsdp")
+    }
+    assert plan["microbatches"] == row["microbatches"]
+    assert got["execution"]["recompute"] == row["recompute"]
+    assert plan["predicted_s"] == pytest.approx(_bench_predicted(run), rel=1e-12)
+
+
+# --- every --emit format round-trips ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fmt", "suffix", "layout"),
+    [
+        (
+            "megatron",
+            ".sh",
+            ["--tp", "2", "--pp", "2", "--dp", "2", "--fsdp", "1", "--interleave", "2"],
+        ),
+        ("torchtitan", ".toml", ["--tp", "2", "--pp", "1", "--dp", "1", "--fsdp", "4"]),
+        ("maxtext", ".yml", ["--tp", "2", "--pp", "2", "--dp", "1", "--fsdp", "2"]),
+    ],
+)
+def test_emit_round_trips(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, suffix: str, layout: list[str]
+) -> None:
+    out = tmp_path / f"launch{suffix}"
+    common = ["--hw", "h100-sxm", "--devices", "8"]
+    first = _plan_json(
+        capsys,
+        "--model",
+        "llama-3.1-8b",
+        *common,
+        *layout,
+        "--batch",
+        "32",
+        "--seq-len",
+        "4096",
+        "--microbatches",
+        "8",
+        "--emit",
+        fmt,
+        "-o",
+        str(out),
+    )
+    assert first["emit"] == {"format": fmt, "file": str(out)}
+    again = _plan_json(capsys, "--from", str(out), *common)
+    assert again["from"]["unknown"] == [] and again["from"]["not_modelled"] == []
+    assert again["plans"][0]["degrees"] == first["plans"][0]["degrees"]
+    assert again["plans"][0]["predicted_s"] == first["plans"][0]["predicted_s"]
+    assert again["execution"] == first["execution"]
+
+
+def test_emit_to_stdout_is_the_configuration_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        capsys,
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--hw",
+        "h100-sxm",
+        "--devices",
+        "8",
+        "--fsdp",
+        "8",
+        "--batch",
+        "16",
+        "--seq-len",
+        "4096",
+        "--emit",
+        "torchtitan",
+    )
+    assert code == 0, err
+    data = tomllib.loads(out)
+    assert data["model"] == {"name": "llama3", "flavor": "8B"}
+    assert data["parallelism"]["data_parallel_shard_degree"] == 8
+    # local batch = global 16 / 8 shards = 2
+    assert data["training"]["local_batch_size"] == 2
+
+
+def test_emit_refuses_what_the_format_cannot_say(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        capsys,
+        "plan",
+        "--model",
+        "llama-3.1-8b",
+        "--hw",
+        "h100-sxm",
+        "--devices",
+        "8",
+        "--fsdp",
+        "8",
+        "--batch",
+        "16",
+        "--recompute",
+        "minimal",
+        "--emit",
+        "megatron",
+    )
+    assert code == 2 and out == "" and "recompute policy 'minimal'" in err
+
+
+def test_torchtitan_unknown_flavor_lists_the_known(tmp_path: Path) -> None:
+    path = _write(tmp_path, "j.toml", '[model]\nname = "llama3"\nflavor = "13B"\n')
+    with pytest.raises(InputError, match="known: 405B, 70B, 8B"):
+        read_config(path, 8)
+
+
+def test_search_emit_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "best.sh"
+    argv = ["--model", "llama-3.1-8b", "--devices", "16", "--scales", "1", "--quiet"]
+    code, text, err = run_cli(
+        capsys, "search", *argv, "--emit", "megatron", "-o", str(out), "--json"
+    )
+    assert code == 0, err
+    emitted = json.loads(text)["emit"]
+    best = json.loads(text)["best"]
+    again = _plan_json(capsys, "--from", str(out), "--hw", "h100-sxm", "--devices", "16")
+    assert again["plans"][0]["degrees"] == best["degrees"]
+    # the best as Megatron-LM runs it: ZeRO 2 has no Megatron flag, stage 1 is priced instead
+    assert again["plans"][0]["predicted_s"] == emitted["predicted_s"]
+    assert all("ZeRO" in c for c in emitted["changes"])
+    code, text, err = run_cli(capsys, "search", "--from", str(out), *argv[2:], "--json")
+    assert code == 0, err
+    assert json.loads(text)["from"]["format"] == "megatron"
+
+
+# --- Megatron-Bridge / NeMo 2 override sets ---------------------------------------------------
+
+BRIDGE = (
+    "python examples/recipes/llama/pretrain_llama3_8b.py \\\n"
+    "  model.tensor_model_parallel_size=2 model.pipeline_model_parallel_size=1 \\\n"
+    "  model.context_parallel_size=1 model.sequence_parallel=true \\\n"
+    "  train.micro_batch_size=1 train.global_batch_size=128 model.seq_length=8192 \\\n"
+    "  mixed_precision=bf16_mixed ddp.use_distributed_optimizer=true \\\n"
+    "  model.recompute_granularity=selective optimizer.lr=3e-4 model.mystery_knob=3\n"
+)
+SAME_AS_FLAGS = (
+    "--num-layers 32 --hidden-size 4096 --ffn-hidden-size 14336 --num-attention-heads 32 "
+    "--group-query-attention --num-query-groups 8 --swiglu --normalization RMSNorm "
+    "--position-embedding-type rope --untie-embeddings-and-output-weights --vocab-size 128256 "
+    "--tensor-model-parallel-size 2 --sequence-parallel --micro-batch-size 1 "
+    "--global-batch-size 128 --seq-length 8192 --bf16 --use-distributed-optimizer "
+    "--recompute-granularity selective\n"
+)
+
+
+def test_bridge_override_set_is_the_megatron_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bridge = _write(tmp_path, "run.sh", BRIDGE)
+    flags = _write(tmp_path, "args.txt", SAME_AS_FLAGS)
+    common = ["--hw", "h100-sxm", "--devices", "16"]
+    got = _plan_json(capsys, "--from", bridge, *common)
+    want = _plan_json(capsys, "--from", flags, *common)
+    assert got["from"]["format"] == "megatron-bridge" and got["from"]["model"] == "llama-3.1-8b"
+    assert got["from"]["unknown"] == ["model.mystery_knob"]  # optimizer.lr: no effect, passed over
+    # dp = 16 / tp 2 = 8; microbatches = 128 / (1 x 8) = 16
+    assert got["plans"][0]["degrees"]["dp"] == 8 and got["plans"][0]["microbatches"] == 16
+    assert got["plans"][0]["predicted_s"] == want["plans"][0]["predicted_s"]
+
+
+def test_nemo2_names_and_missing_layout(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "nemo.txt",
+        "--factory llama3_70b trainer.strategy.tensor_model_parallel_size=4 "
+        "trainer.strategy.pipeline_model_parallel_size=2 "
+        "trainer.strategy.context_parallel_size=1 data.micro_batch_size=1 "
+        "data.global_batch_size=64 data.seq_length=4096\n",
+    )
+    got = read_config(path, 32)
+    assert got.model.name == "llama-3.1-70b"
+    # dp = 32 / (4 x 2) = 4; microbatches = 64 / (1 x 4) = 16
+    assert got.degrees["tp"] == 4 and got.degrees["dp"] == 4 and got.microbatches == 16
+    short = _write(
+        tmp_path, "short.txt", "--factory llama3_70b model.tensor_model_parallel_size=4\n"
+    )
+    with pytest.raises(InputError, match="train.micro_batch_size"):
+        read_config(short, 32)
