@@ -124,6 +124,7 @@ def plan_run(
     from shardline.planning.api import plan
 
     base = {k: run.get(k, 1) for k in DEGREES} | {"microbatches": run["microbatches"]}
+    base |= {"etp": run["etp"]} if "etp" in run else {}  # parallel folding, as published
     extra = {k: run[k] for k in NEW_PLAN_KEYWORDS}
     extra |= {k: run[k] for k in OPTIONAL_PLAN_KEYWORDS if k in run}
     if run.get("framework") in framework_names():
@@ -136,7 +137,7 @@ def plan_run(
     except TypeError:
         notes.append(f"partial: plan() does not take {'/'.join(extra)} yet")
         result = plan(workload, chip, run["devices"], require_fit=False, **base)
-    wanted = {k: run.get(k, 1) for k in DEGREES}
+    wanted = {k: run.get(k, 1) for k in DEGREES} | ({"etp": run["etp"]} if "etp" in run else {})
     for candidate in result.plans:
         if all(candidate.degrees.get(k, 1) == v for k, v in wanted.items()):
             return candidate

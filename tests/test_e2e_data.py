@@ -100,6 +100,10 @@ def test_run_fields(run: dict[str, Any]) -> None:
 @pytest.mark.parametrize("run", RUNS, ids=lambda r: r["name"])
 def test_layout_is_consistent(run: dict[str, Any]) -> None:
     ep = run.get("ep", 1)  # expert parallelism (docs/moe.md): its ranks hold different sequences
+    if "etp" in run:  # parallel folding: dp is the attention's, the experts' group lies across it
+        assert run["tp"] * run["pp"] * run["dp"] * run["fsdp"] == run["devices"]
+        assert run["devices"] % (run["pp"] * run["etp"] * ep) == 0  # edp whole
+        ep = 1
     assert run["tp"] * run["pp"] * run["dp"] * run["fsdp"] * ep == run["devices"]
     per_step = run["microbatches"] * run["dp"] * run["fsdp"] * ep * run["microbatch_size"]
     assert per_step == run["batch"]

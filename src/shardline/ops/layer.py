@@ -172,6 +172,7 @@ class Layer:
     grad_of: str | None = None
     axes: Mapping[str, str] = field(default_factory=dict)  # dim -> logical axis (LOGICAL_AXES)
     kernel: Kernel = "gemm"  # or "attention": part of one fused attention kernel
+    constant: tuple[str, ...] = ()  # inputs that take no gradient (a mask of routing decisions)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -206,7 +207,9 @@ class Layer:
         fields = {"name": str(self.name).strip(), "spec": parsed.text(), "dims": dims}
         fields |= {"dtype": base, "dtypes": per_op, "compute_dtype": compute}
         fields |= dict(zip(("weights", "cache", "onchip"), roles, strict=True))
-        fields |= {"tp_dims": tp_dims, "axes": axes}
+        fields |= {"tp_dims": tp_dims, "axes": axes, "constant": tuple(self.constant)}
+        if any(c not in operand_names[:2] or c in self.weights for c in self.constant):
+            raise InputError(f"{where}: constant names inputs that are not weights")
         for key, value in fields.items():
             object.__setattr__(self, key, value)
 
@@ -233,6 +236,7 @@ class Layer:
             self.grad_of,
             tuple(self.axes.items()),
             self.kernel,
+            self.constant,
         )
 
     def axis_dims(self, axis: str) -> tuple[str, ...]:
@@ -299,7 +303,8 @@ class Layer:
 
 def backward_layers(layer: Layer) -> list[Layer]:
     """The backward einsums of `C = A (x) B`: dA = dC (x) B -> A and dB = A (x) dC -> B, one per
-    input that needs a gradient (activations and weights; a cache needs none). Each has the same
+    input that needs a gradient (activations and weights; a cache and a `constant` need none).
+    Each has the same
     set of dims, so the same FLOPs: backward = 2 x forward ("How to Scale Your Model", Part 4:
     training FLOPs ~ 6 x params x tokens, forward 2)."""
     a, b, c = layer.parsed.lhs, layer.parsed.rhs, layer.parsed.out
@@ -307,7 +312,7 @@ def backward_layers(layer: Layer) -> list[Layer]:
     grad_onchip = c.name in layer.onchip
     out: list[Layer] = []
     for target, other in ((a, b), (b, a)):
-        if layer.role(target.name) == "cache":
+        if layer.role(target.name) == "cache" or target.name in layer.constant:
             continue
         d_target = f"d{target.name}"
         grad_in = f"{dc}[{','.join(c.dims)}]"

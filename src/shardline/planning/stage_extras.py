@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
+from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import Execution
 from shardline.basics.recompute import Policy, kept_tensors, policy, rerun_ops
 from shardline.collectives.library import collective_sm_share
@@ -35,6 +36,7 @@ from shardline.realistic.block import (
     block_ops,
     embedding_ops,
     head_ops,
+    moe_layer_kernels,
 )
 from shardline.realistic.flops import matmul_params
 from shardline.realistic.kernels import vector_kernel_s
@@ -212,6 +214,41 @@ def add_block_extras(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     stage.fwd.add_predicted("other_ops", blocks * _ops_seconds(ctx, block_ops, deg, m, False))
     if ctx.workload.training:
         stage.bwd.add_predicted("other_ops", blocks * _ops_seconds(ctx, block_ops, deg, m, True))
+    small_s, gemms_fwd_s, gemms_bwd_s = moe_kernels_s(ctx, stage.layers, deg, m)
+    stage.fwd.add_predicted("other_ops", small_s + gemms_fwd_s)
+    if ctx.workload.training:
+        stage.bwd.add_predicted("other_ops", small_s + gemms_bwd_s)
+
+
+MOE_KERNEL_FRAMEWORKS = ("megatron",)  # whose MoE layer realistic.block.moe_layer_kernels counts
+
+
+def moe_kernels_s(
+    ctx: Context, layers: StageLayers, deg: Degrees, m: int
+) -> tuple[float, float, float]:
+    """The MoE blocks' kernels that their einsums and ops leave out (realistic.block.
+    moe_layer_kernels), seconds of one microbatch through `layers`: (the small kernels' in each
+    pass, the extra per-expert GEMMs' forward, and backward). Each small kernel at the chip's
+    per-kernel cost, each extra per-expert GEMM at a GEMM kernel's;
+    the per-expert GEMMs only where the experts run eagerly (no full-iteration CUDA graph, which
+    needs the single grouped GEMM). One MoE block per expert_down einsum; local experts from
+    that einsum's X on the degrees the experts run on (parallel folding: Degrees.experts)."""
+    model = ctx.workload.model
+    ex = ctx.execution
+    if model is None or not model.expert_copies or ex.framework not in MOE_KERNEL_FRAMEWORKS:
+        return 0.0, 0.0, 0.0
+    found = [(layer, n) for layer, n in layers if layer.name == "expert_down"]
+    if not found:
+        return 0.0, 0.0, 0.0
+    layer = found[0][0]
+    blocks = sum(n for _, n in found) / layer.count
+    local = int(ctx.local(layer, deg.experts, m).get("X", 1))
+    fp8 = dtype_bits(model.dtype) < 16
+    training = ctx.workload.training
+    k = moe_layer_kernels(local, fp8=fp8, per_expert_gemms=not ex.cuda_graphs, training=training)
+    small = k.small * kernel_overhead_s(ctx.chip, cuda_graphs=ex.cuda_graphs)
+    gemm = kernel_overhead_s(ctx.chip, cuda_graphs=ex.cuda_graphs, gemm=True)
+    return blocks * small, blocks * k.gemms_fwd * gemm, blocks * k.gemms_bwd * gemm
 
 
 def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
@@ -276,6 +313,7 @@ _LAYER_MATMULS: dict[str, dict[str, float]] = {
     "ffn_down": {"down_proj": 1.0},
     "shared_down": {"down_proj": 1.0},
     "expert_down": {"down_proj": 1.0},
+    "moe_combine": {"down_proj": 1.0},  # the down projection's output through the combine mask
 }
 # the memory-bound ops of a training block (shardline.realistic.block.block_ops) by the op of
 # the block that runs them: (name, occurrence) -> ops; the fp8 casts go with the matmuls
@@ -302,7 +340,7 @@ def _layer_matmuls(layer: Layer, gated: bool) -> dict[str, float]:
     if name == "attn_qkv":
         j = layer.dims["J"]
         return {"q_proj": (j - 2) / j, "k_proj": 1 / j, "v_proj": 1 / j}
-    if name == "router":
+    if name in ("router", "moe_dispatch"):  # on the MLP's input, as the gate and up projections
         return {"gate_proj" if gated else "up_proj": 1.0}
     return _LAYER_MATMULS.get(name, {})
 
@@ -340,6 +378,11 @@ def _partial_rerun_s(ctx: Context, stage: Stage, deg: Degrees, m: int, p: Policy
             again += blocks * cast_share * _ops_s(ctx, [op], False)
         elif rerun.intersection(_MEMOP_OWNERS.get((op.name, k), ())):
             again += blocks * _ops_s(ctx, [op], False)
+    # the MoE kernels: the router's and the dispatch's with the router (the gate projection's
+    # input), each grouped linear's per-expert GEMMs with its projection
+    small_s, gemms_s, _ = moe_kernels_s(ctx, stage.layers, deg, m)
+    up = "gate_proj" if model.gated else "up_proj"
+    again += (small_s + gemms_s / 2) * (up in rerun) + gemms_s / 2 * ("down_proj" in rerun)
     return again * checkpointed_share(model, p)
 
 

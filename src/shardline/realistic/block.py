@@ -38,11 +38,13 @@ from shardline.realistic.modelshape import ModelShape
 
 __all__ = [
     "MemOp",
+    "MoeKernels",
     "activation_dtype",
     "block_ops",
     "embedding_ops",
     "head_ops",
     "head_layer",
+    "moe_layer_kernels",
     "optimizer_bytes",
 ]
 
@@ -225,6 +227,50 @@ def _moe_ops(model: ModelShape, z: _Sizes) -> list[MemOp]:
     if not k:
         return []
     return [MemOp("moe_permute", z.r, k * z.r), MemOp("moe_unpermute", k * z.r, z.r)]
+
+
+# The kernels of Megatron-Core's MoE layer that neither the block's einsums nor its ops above
+# price, per MoE block and microbatch and pass (NVIDIA/Megatron-LM megatron/core/transformer/moe
+# at commit d98e8a64; the calls shardline.realistic.host.moe_mlp_fwd counts for the CPU side):
+MOE_TOPK_KERNELS = 1  # router.py: the fused top-k
+MOE_AUX_LOSS_KERNELS = 6  # moe_utils.py, training only: the load-balancing loss's fused aux
+# scores, token counts, their all-reduce, fused loss, metrics record and autoscaler
+MOE_DISPATCH_KERNELS = 3  # token_dispatcher.py (flex): the contiguous copies of the routing map
+# and of the probabilities before the dispatch, the sum of the received token counts after it
+MOE_FP8_PAD_KERNELS = 3  # experts.py, TEGroupedMLP in fp8: the quantization padding of the
+# tokens and of the probabilities, and the unpadding
+GROUPED_LINEARS = 2  # an expert FFN's two grouped linears: the fused gate and up (fc1), the down
+
+
+@dataclass(frozen=True)
+class MoeKernels:
+    """A MoE block's kernels per microbatch beyond what its einsums and ops price: `small` launched
+    in each pass (forward, and backward: one autograd node per forward call, the rule of
+    shardline.realistic.host.backward), and the per-expert GEMM kernels beyond one per expert
+    einsum (`gemms_fwd`, `gemms_bwd`)."""
+
+    small: int
+    gemms_fwd: int
+    gemms_bwd: int
+
+
+def moe_layer_kernels(
+    local_experts: int, *, fp8: bool, per_expert_gemms: bool, training: bool = True
+) -> MoeKernels:
+    """The MoE block's router (and, training, load-balancing loss), dispatch-bookkeeping (and fp8
+    padding) kernels, and, where
+    `per_expert_gemms`, the GEMMs Transformer Engine's GroupedLinear launches one per local expert
+    in place of the one grouped kernel its einsum is priced as: NVIDIA/TransformerEngine
+    docs/features/mixture_of_experts/mixture_of_experts.rst, "Grouped GEMM": the per-expert path
+    reads the token counts on the host and launches "one cuBLAS GEMM per expert ... on a pool of
+    CUDA streams", which "cannot be captured in a CUDA graph"; the single grouped GEMM (all
+    experts in one cuBLASLt call, counts on the device) is the CUDA-graph-capturable path. Each
+    grouped linear runs local_experts - 1 GEMMs more forward, and twice that backward (data and
+    weight gradients)."""
+    small = MOE_TOPK_KERNELS + (MOE_AUX_LOSS_KERNELS if training else 0) + MOE_DISPATCH_KERNELS
+    small += MOE_FP8_PAD_KERNELS if fp8 else 0
+    extra = GROUPED_LINEARS * max(local_experts - 1, 0) if per_expert_gemms else 0
+    return MoeKernels(small, extra, 2 * extra)
 
 
 def _cast_ops(model: ModelShape, z: _Sizes, training: bool) -> list[MemOp]:

@@ -63,7 +63,9 @@ class MoeShape:
     an expert computes at most capacity_factor x its mean load. `imbalance`: the busiest expert's
     routed tokens over the mean (1.0: perfectly balanced). `dispatch_dtype`: the dtype of the
     tokens the expert-parallel all-to-all sends (None: the block's dtype, bf16 by default; "fp8"
-    as DeepSeek-V3 dispatches)."""
+    as DeepSeek-V3 dispatches). `dispatch_einsums`: the tokens reach the experts' slots and come
+    back through einsums with one-hot masks (MaxText's dense_matmul with a capacity factor;
+    `moe_layers`) rather than by a gather and a scatter."""
 
     experts: int
     experts_per_token: int
@@ -74,12 +76,16 @@ class MoeShape:
     dense_layers_first: int = 0
     router: bool = True
     dispatch_dtype: str | None = None
+    dispatch_einsums: bool = False
 
     @property
     def load(self) -> float:
-        """The busiest expert's tokens over the mean: the imbalance, capped by the capacity."""
+        """The busiest expert's tokens over the mean: the imbalance, capped by the capacity; with
+        `dispatch_einsums` the capacity itself (the masks' buffers are computed whole, padded)."""
         if self.capacity_factor is None:
             return self.imbalance
+        if self.dispatch_einsums:
+            return self.capacity_factor
         return min(self.imbalance, self.capacity_factor)
 
 
@@ -124,8 +130,11 @@ def moe_shape(value: MoeShape | Mapping[str, Any], d_ff: int) -> MoeShape:
         raise InputError(f"[moe] experts_per_token ({k}) is more than the {x} experts")
     width = raw["expert_d_ff"] if raw["expert_d_ff"] is not None else d_ff
     cap = raw["capacity_factor"]
-    if not isinstance(raw["router"], bool):
-        raise InputError(f"[moe] router must be true or false, got {raw['router']!r}")
+    for flag in ("router", "dispatch_einsums"):
+        if not isinstance(raw[flag], bool):
+            raise InputError(f"[moe] {flag} must be true or false, got {raw[flag]!r}")
+    if raw["dispatch_einsums"] and cap is None:
+        raise InputError("[moe] dispatch_einsums needs a capacity_factor (the masks' slots)")
     dispatch = raw["dispatch_dtype"]
     return MoeShape(
         experts=x,
@@ -137,6 +146,7 @@ def moe_shape(value: MoeShape | Mapping[str, Any], d_ff: int) -> MoeShape:
         dense_layers_first=_int(raw["dense_layers_first"], "dense_layers_first", 0),
         router=raw["router"],
         dispatch_dtype=None if dispatch is None else canonical_dtype(str(dispatch)),
+        dispatch_einsums=raw["dispatch_einsums"],
     )
 
 
@@ -359,8 +369,40 @@ def moe_layers(
             axes=routed,
         )
     )
+    if moe.dispatch_einsums:
+        out = _with_mask_einsums(out, moe, dims | {"S": q_len}, dtype)
     out += _shared_expert_layers(moe, f, d, b, q_len, gated, dtype)
     return tuple(out)
+
+
+def _with_mask_einsums(
+    layers: list[Layer], moe: MoeShape, dims: Mapping[str, int], dtype: str
+) -> list[Layer]:
+    """The expert einsums between the two einsums MaxText's dense_matmul runs with a capacity
+    factor (AI-Hypercomputer/maxtext MaxText/layers/moe.py at commit 3662540e, `dense_matmul` and
+    `generate_masks`): the dispatch "BSM,BSEC -> EBCM" of the tokens with a one-hot mask of each
+    token's slot in each expert's capacity C, and the combine "EBCM,BSEC -> BSM" of the expert
+    outputs with the mask times the routing weights: 2 B S X C D FLOPs each, on the matrix units
+    (a dense mask; MaxText's sparse_matmul path gathers instead). The dispatch mask is a cast of
+    the combine mask to bool (no gradient: `constant`); the combine's mask carries the routing
+    weights' gradient. Each device runs them for its
+    own sequences and all X experts (the batch split as every non-expert layer's), before the
+    all-to-all that shards X."""
+    sizes = {k: dims[k] for k in ("B", "S", "X", "C", "D")}
+    axes = {"B": "batch", "S": "seq", "D": "model"}
+    dispatch = Layer(
+        "moe_dispatch",
+        "x[B,S,D] * m[B,S,X,C] -> y[B,X,C,D]",
+        sizes,
+        dtype=dtype,
+        axes=axes,
+        constant=("m",),
+    )
+    combine = Layer(
+        "moe_combine", "y[B,X,C,D] * m[B,S,X,C] -> z[B,S,D]", sizes, dtype=dtype, axes=axes
+    )
+    first = next(i for i, layer in enumerate(layers) if layer.axis_dims(EXPERT_AXIS))
+    return [*layers[:first], dispatch, *layers[first:], combine]
 
 
 def boundary_layer(block: tuple[Layer, ...], last: Layer) -> Layer:
