@@ -369,8 +369,7 @@ def moe_layers(
             axes=routed,
         )
     )
-    if moe.dispatch_einsums:
-        out = _with_mask_einsums(out, moe, dims | {"S": q_len}, dtype)
+    out = _with_mask_einsums(out, moe, dims | {"S": q_len}, dtype)
     out += _shared_expert_layers(moe, f, d, b, q_len, gated, dtype)
     return tuple(out)
 
@@ -387,7 +386,9 @@ def _with_mask_einsums(
     the combine mask to bool (no gradient: `constant`); the combine's mask carries the routing
     weights' gradient. Each device runs them for its
     own sequences and all X experts (the batch split as every non-expert layer's), before the
-    all-to-all that shards X."""
+    all-to-all that shards X. The layers unchanged without `moe.dispatch_einsums`."""
+    if not moe.dispatch_einsums:
+        return layers
     sizes = {k: dims[k] for k in ("B", "S", "X", "C", "D")}
     axes = {"B": "batch", "S": "seq", "D": "model"}
     dispatch = Layer(
