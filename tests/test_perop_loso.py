@@ -62,7 +62,7 @@ def test_a_source_loses_its_own_chip_figures_only() -> None:
     shipped = LOSO.chip_out_of("h100-sxm", "deepgemm-readme")
     assert shipped.achievable.gemm_kernel_floor_s == 5.2e-6  # not the OpenXLA source: kept
     out = LOSO.chip_out_of("h100-sxm", "openxla-matmul-tables")
-    assert out.achievable.gemm_kernel_floor_s != 5.2e-6  # its GEMM floor came from the OpenXLA table
+    assert out.achievable.gemm_kernel_floor_s != 5.2e-6  # the OpenXLA table gave its GEMM floor
     assert out.achievable.matmul_flops_per_s == shipped.achievable.matmul_flops_per_s
 
 
