@@ -351,6 +351,13 @@ def _miss_lines(rows: list[Scored]) -> list[str]:
         f"{_pair(rows, 'collective', ('oci-hpc-oke',), 'across nodes')} and "
         f"{_pair(rows, 'collective', ('hisohara-ai-scripts',), 'across nodes')} across nodes: "
         "each is priced with the other's step (12.1 and 10.7 us), which moves them little.",
+        "- Not yet priced: how each harness treats the L2. `triton.testing.do_bench_cudagraph` "
+        "(the vLLM tables) clears no cache between replays (triton-lang/triton PR 8384), so "
+        "weights that fit the L2 are read from it; DeepGEMM's `bench_kineto` memsets 8 GB before "
+        "every call by default (deep_gemm/utils.py, `flush_l2=True`); `triton.testing.do_bench` "
+        "zeroes 256 MB before every call, and that queued kernel also hides the timed call's "
+        "launch (triton-lang/triton issue 404). A warm-L2 price needs the chip's L2 read rate: the "
+        "B200 file has none measured, and the H100 rows' weights (66-132 MB) exceed its 50 MB L2.",
         "",
     ]
 
