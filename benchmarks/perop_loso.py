@@ -331,10 +331,13 @@ def _miss_lines(rows: list[Scored]) -> list[str]:
         "",
         "- Small GEMMs of the OpenXLA tables: "
         f"{_pair(rows, 'gemm', ('openxla-matmul-tables',), 'small')}. The GEMM kernel floor of "
-        "H100, H200, H800, B200 and GB200 has that one source; without it the streaming-kernel "
-        "floor stands in (1.26 us on H100, against its GEMM floor of 5.2 us). A second "
-        "publication of tiny GEMM kernel times (CUPTI or graph replay) would let the figure be "
-        "scored out of sample.",
+        "H100, H200, H800, B200 and GB200 has that one source (its shortest kernel, 256^3: 5.2 "
+        "us on sm_90, 4.85 us on sm_100). Out of it the shortest tiled GEMM another publication "
+        "times on the same silicon stands in (perop_sources.toml, `[[fallback]]`): on Hopper "
+        "DeepGEMM's fp8 64 x 7168 x 2048 on H800, 6.37 us of kernel time; on Blackwell vLLM PR "
+        "19566's CUTLASS fp8 1 x 4096 x 4096 on B200, 5.73 us replayed from a CUDA graph. Both "
+        "are upper bounds of the floor (each holds its own reads of 15-17 MB of operands), so "
+        "out of source the small shapes come out slow rather than fast.",
         "- MI300X and MI325X collectives of hisohara/ai-scripts: "
         f"{_pair(rows, 'collective', ('hisohara-ai-scripts',), 'in one node')} in one node. Their "
         "bus efficiency (0.705, 0.71) was read from those rccl-tests sweeps; out of source AMD's "
@@ -348,6 +351,13 @@ def _miss_lines(rows: list[Scored]) -> list[str]:
         f"{_pair(rows, 'collective', ('oci-hpc-oke',), 'across nodes')} and "
         f"{_pair(rows, 'collective', ('hisohara-ai-scripts',), 'across nodes')} across nodes: "
         "each is priced with the other's step (12.1 and 10.7 us), which moves them little.",
+        "- Not yet priced: how each harness treats the L2. `triton.testing.do_bench_cudagraph` "
+        "(the vLLM tables) clears no cache between replays (triton-lang/triton PR 8384), so "
+        "weights that fit the L2 are read from it; DeepGEMM's `bench_kineto` memsets 8 GB before "
+        "every call by default (deep_gemm/utils.py, `flush_l2=True`); `triton.testing.do_bench` "
+        "zeroes 256 MB before every call, and that queued kernel also hides the timed call's "
+        "launch (triton-lang/triton issue 404). A warm-L2 price needs the chip's L2 read rate: the "
+        "B200 file has none measured, and the H100 rows' weights (66-132 MB) exceed its 50 MB L2.",
         "",
     ]
 

@@ -62,8 +62,26 @@ def test_a_source_loses_its_own_chip_figures_only() -> None:
     shipped = LOSO.chip_out_of("h100-sxm", "deepgemm-readme")
     assert shipped.achievable.gemm_kernel_floor_s == 5.2e-6  # not the OpenXLA source: kept
     out = LOSO.chip_out_of("h100-sxm", "openxla-matmul-tables")
-    assert out.achievable.gemm_kernel_floor_s is None  # its GEMM floor came from the OpenXLA table
+    assert out.achievable.gemm_kernel_floor_s != 5.2e-6  # the OpenXLA table gave its GEMM floor
     assert out.achievable.matmul_flops_per_s == shipped.achievable.matmul_flops_per_s
+
+
+def test_out_of_the_openxla_tables_another_publications_shortest_gemm_stands_in() -> None:
+    """The Hopper and Blackwell GEMM kernel floor has one source, the OpenXLA tables. Out of it,
+    the shortest tiled GEMM another publication times on the same silicon stands in: DeepGEMM's
+    README gives fp8 64 x 7168 x 2048 at 295 TFLOP/s on H800, 2*64*7168*2048 / 295e12 = 6.37 us;
+    vLLM PR 19566 gives CUTLASS fp8 1 x 4096 x 4096 at 5.857841 TFLOP/s on B200,
+    2*4096*4096 / 5.857841e12 = 5.728 us."""
+    hopper = 2 * 64 * 7168 * 2048 / 295e12
+    blackwell = 2 * 4096 * 4096 / 5.857841e12
+    for chip in ("h100-sxm", "h200", "h800"):
+        out = LOSO.chip_out_of(chip, "openxla-matmul-tables")
+        assert out.achievable.gemm_kernel_floor_s == pytest.approx(hopper, rel=1e-3)
+        assert "deepgemm" in out.sources["achievable.gemm_kernel_floor_s"].lower()
+    for chip in ("b200", "gb200"):
+        out = LOSO.chip_out_of(chip, "openxla-matmul-tables")
+        assert out.achievable.gemm_kernel_floor_s == pytest.approx(blackwell, rel=1e-3)
+        assert "#19566" in out.sources["achievable.gemm_kernel_floor_s"]
 
 
 def test_a_figure_another_publication_states_stands_in_out_of_source() -> None:
