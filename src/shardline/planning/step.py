@@ -11,9 +11,11 @@ microbatch's backward shows (`planning.combine.exposed_gradient_s`).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 from shardline.basics.dtypes import dtype_bits
+from shardline.basics.framework import dp_bucket_params
+from shardline.basics.options import Execution
 from shardline.basics.recompute import policy, rerun_ops, stored_tensors
 from shardline.planning.combine import exposed_gradient_s
 from shardline.planning.memory import activation_per_block, microbatch_sequences
@@ -24,7 +26,9 @@ from shardline.realistic.block import optimizer_bytes
 from shardline.realistic.flops import hardware_flops, model_flops
 from shardline.realistic.kernels import memory_kernel_s
 from shardline.strategies import Degrees
+from shardline.workload.precision import weight_dtype_of
 from shardline.workload.stack import MemoryCheck, layer_cost
+from shardline.workload.workload import Workload
 
 __all__ = [
     "RealisticStep",
@@ -34,6 +38,8 @@ __all__ = [
     "recompute_answer",
     "gap_s",
     "DP_BUCKET_BYTES",
+    "dp_bucket_bytes",
+    "bucketed_s",
 ]
 
 # torch.nn.parallel.DistributedDataParallel(bucket_cap_mb=25): gradients are all-reduced in
@@ -53,12 +59,46 @@ class RealisticStep:
     hfu: float
 
 
-def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
+def dp_bucket_bytes(w: Workload, ex: Execution, dp: int) -> float | None:
+    """Bytes of one data-parallel gradient bucket under the run's framework: its bucket rule's
+    parameters (shardline.basics.framework.dp_bucket_params) at the bytes each gradient is
+    reduced in (`grad_reduce_dtype`, else the weights' dtype); None: no rule, each weight
+    gradient is its own collective."""
+    params = dp_bucket_params(ex.framework, dp)
+    if params is None:
+        return None
+    return params * dtype_bits(ex.grad_reduce_dtype or weight_dtype_of(w)) / 8
+
+
+def bucketed_s(price: Callable[[str, float], float], by_kind: dict[str, float], bucket: float) -> float:
+    """Gradient traffic cut into buckets: per collective kind, `bytes / bucket` calls, each
+    moving one bucket (`price(kind, bucket)`, the library's size ramp at the bucket's size)."""
+    return sum(nbytes / bucket * price(kind, bucket) for kind, nbytes in by_kind.items())
+
+
+def _dp_grad_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
+    """The stage's once-per-step gradient traffic; the data-parallel part in the framework's
+    buckets where it states a rule (`dp_bucket_bytes`), else one collective per gradient."""
     grad_s = float(crit.grad.predicted_s)
+    bucket = dp_bucket_bytes(ctx.workload, ctx.execution, deg.get("dp", 1))
+    if bucket is None or grad_s <= 0:
+        return grad_s
+    by_kind: dict[str, float] = {}
+    for term in crit.terms:
+        if term.once_per_step and term.purpose == "dp":
+            grad_s -= term.calls * term.t_pred_s
+            by_kind[term.kind] = by_kind.get(term.kind, 0.0) + term.calls * term.bytes
+    net = ctx.network(deg)
+    return grad_s + bucketed_s(lambda k, b: net.predicted(k, b, "dp"), by_kind, bucket)
+
+
+def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
+    grad_s = _dp_grad_s(ctx, deg, crit)
     if grad_s <= 0:
         return 0.0
     net = ctx.network(deg)
-    bucket = min(DP_BUCKET_BYTES, float(crit.grad.net_bytes))
+    rule = dp_bucket_bytes(ctx.workload, ctx.execution, deg.get("dp", 1))
+    bucket = min(rule or DP_BUCKET_BYTES, float(crit.grad.net_bytes))
     last_bucket_s = net.predicted("all_reduce", bucket, "dp")
     return exposed_gradient_s(grad_s, last_bucket_s, crit.bwd.predicted_s)
 
@@ -71,7 +111,6 @@ def _optimizer_s(ctx: Context, deg: Degrees, memory: MemoryCheck) -> float:
     from shardline.strategies import device_share
 
     ways = device_share(ctx.workload, deg, zero=ctx.execution.zero).optimizer_ways
-    from shardline.workload.precision import weight_dtype_of
 
     bits = dtype_bits(weight_dtype_of(ctx.workload))
     state = ctx.execution.state_bytes_per_param(bits)
