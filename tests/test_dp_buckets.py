@@ -26,10 +26,12 @@ def test_megatron_bucket_rule() -> None:
 
 
 def test_bucketed_by_hand() -> None:
-    """960 MB of reduce-scatter in 96 MB buckets: 10 calls, each 1 ms + 96e6 / 50e9 s."""
+    """20 gradients of 48 MB share 96 MB buckets: 960 MB / 96 MB = 10 calls, each
+    1 ms + 96e6 / 50e9 s; 2 gradients of 200 MB close a bucket each: 2 calls of
+    1 ms + 200e6 / 50e9 s."""
     price = lambda kind, nbytes: 1e-3 + nbytes / 50e9  # noqa: E731
-    got = bucketed_s(price, {"reduce_scatter": 960e6}, 96e6)
-    assert got == pytest.approx(10 * (1e-3 + 96e6 / 50e9))
+    got = bucketed_s(price, [("reduce_scatter", 48e6, 20), ("reduce_scatter", 200e6, 2)], 96e6)
+    assert got == pytest.approx(10 * (1e-3 + 96e6 / 50e9) + 2 * (1e-3 + 200e6 / 50e9))
 
 
 def _stage(framework: str):
@@ -57,6 +59,7 @@ def test_engine_prices_megatron_buckets() -> None:
     assert max(t.bytes for t in dp_terms) == 2048 * 2 * 8192 * 2
     net = ctx.network(deg)
     others = float(stage.grad.predicted_s) - sum(t.calls * t.t_pred_s for t in dp_terms)
+    # every gradient is below the bucket, so all of them share buckets
     want = others + sum(b / 128e6 * net.predicted(k, 128e6, "dp") for k, b in by_kind.items())
     assert _dp_grad_s(ctx, deg, stage) == pytest.approx(want, rel=1e-12)
     ctx_tt, deg_tt, stage_tt = _stage("torchtitan")

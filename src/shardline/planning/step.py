@@ -4,14 +4,18 @@ answers users ask of it (MFU, HFU, tokens/s, days to train).
 
 The schedule (`planning.combine.cycles`) runs m microbatches and the bubble, each the slowest
 stage's realistic microbatch time; the data-parallel gradient traffic is reduced in buckets while
-the backward pass runs (PyTorch DDP's default bucket, 25 MiB) and what outlasts the last
-microbatch's backward shows (`planning.combine.exposed_gradient_s`).
+the backward pass runs and what outlasts the last microbatch's backward shows
+(`planning.combine.exposed_gradient_s`). A framework that states its bucket rule
+(frameworks/*.toml [gradient_buckets]: Megatron-Core's max(40e6, 1e6 x dp) parameters) has its
+gradient traffic priced as that many one-bucket collectives; without one, each weight gradient
+is its own collective and the last bucket is PyTorch DDP's default, 25 MiB.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.framework import dp_bucket_params
@@ -70,10 +74,23 @@ def dp_bucket_bytes(w: Workload, ex: Execution, dp: int) -> float | None:
     return params * dtype_bits(ex.grad_reduce_dtype or weight_dtype_of(w)) / 8
 
 
-def bucketed_s(price: Callable[[str, float], float], by_kind: dict[str, float], bucket: float) -> float:
-    """Gradient traffic cut into buckets: per collective kind, `bytes / bucket` calls, each
-    moving one bucket (`price(kind, bucket)`, the library's size ramp at the bucket's size)."""
-    return sum(nbytes / bucket * price(kind, bucket) for kind, nbytes in by_kind.items())
+def bucketed_s(
+    price: Callable[[str, float], float], grads: Iterable[tuple[str, float, float]], bucket: float
+) -> float:
+    """Gradient traffic cut into buckets, as Megatron-Core fills them (param_and_grad_buffer.py:
+    parameters join the open bucket until it holds `bucket_size`, then it closes): `grads` =
+    (collective kind, bytes of one gradient, calls). A gradient of at least a bucket closes one
+    by itself, so it is one collective at its own size; the smaller ones share buckets, per kind
+    `bytes / bucket` calls of one bucket each (`price(kind, bucket)`: the library's size ramp
+    at the bucket's size)."""
+    total = 0.0
+    shared: dict[str, float] = {}
+    for kind, nbytes, calls in grads:
+        if nbytes >= bucket:
+            total += calls * price(kind, nbytes)
+        else:
+            shared[kind] = shared.get(kind, 0.0) + calls * nbytes
+    return total + sum(nbytes / bucket * price(kind, bucket) for kind, nbytes in shared.items())
 
 
 def _dp_grad_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
@@ -83,13 +100,13 @@ def _dp_grad_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
     bucket = dp_bucket_bytes(ctx.workload, ctx.execution, deg.get("dp", 1))
     if bucket is None or grad_s <= 0:
         return grad_s
-    by_kind: dict[str, float] = {}
-    for term in crit.terms:
-        if term.once_per_step and term.purpose == "dp":
-            grad_s -= term.calls * term.t_pred_s
-            by_kind[term.kind] = by_kind.get(term.kind, 0.0) + term.calls * term.bytes
+    grads = [t for t in crit.terms if t.once_per_step and t.purpose == "dp"]
+    grad_s -= sum(t.calls * t.t_pred_s for t in grads)
     net = ctx.network(deg)
-    return grad_s + bucketed_s(lambda k, b: net.predicted(k, b, "dp"), by_kind, bucket)
+    priced = bucketed_s(
+        lambda k, b: net.predicted(k, b, "dp"), [(t.kind, t.bytes, t.calls) for t in grads], bucket
+    )
+    return grad_s + priced
 
 
 def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:

@@ -98,15 +98,11 @@ def _grad_s(
 
     kinds = ("reduce_scatter", "all_gather") if zero else ("all_reduce",)
     ways = ways * deg.get("cp", 1)
-    total = nbytes = 0.0
-    for count, _, grads in bw.layers:
-        for _, gbytes in grads:
-            if gbytes:
-                total += count * sum(price(deg, k, gbytes / ways, "dp") for k in kinds)
-                nbytes += count * gbytes / ways
-    if bucket is None:
-        return total
-    return bucketed_s(lambda k, b: price(deg, k, b, "dp"), dict.fromkeys(kinds, nbytes), bucket)
+    sizes = [(gbytes / ways, count) for count, _, g in bw.layers for _, gbytes in g if gbytes]
+    calls = [(k, nbytes, count) for nbytes, count in sizes for k in kinds]
+    if bucket is not None:
+        return bucketed_s(lambda k, b: price(deg, k, b, "dp"), calls, bucket)
+    return sum(count * price(deg, k, nbytes, "dp") for k, nbytes, count in calls)
 
 
 def _fsdp_s(price: Priced, deg: Degrees, bw: BlockWeights, axis: str) -> tuple[float, float]:
