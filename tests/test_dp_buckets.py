@@ -59,10 +59,33 @@ def test_engine_prices_megatron_buckets() -> None:
     assert max(t.bytes for t in dp_terms) == 2048 * 2 * 8192 * 2
     net = ctx.network(deg)
     others = float(stage.grad.predicted_s) - sum(t.calls * t.t_pred_s for t in dp_terms)
-    # every gradient is below the bucket, so all of them share buckets
-    want = others + sum(b / 128e6 * net.predicted(k, 128e6, "dp") for k, b in by_kind.items())
-    assert _dp_grad_s(ctx, deg, stage) == pytest.approx(want, rel=1e-12)
+    # every gradient is below the bucket, so all of them share buckets; the all-gather of the
+    # updated parameters apart (it follows the optimizer step)
+    price = {k: b / 128e6 * net.predicted(k, 128e6, "dp") for k, b in by_kind.items()}
+    grad_s, gather_s = _dp_grad_s(ctx, deg, stage)
+    assert grad_s == pytest.approx(others + price["reduce_scatter"], rel=1e-12)
+    assert gather_s == pytest.approx(price["all_gather"], rel=1e-12)
     ctx_tt, deg_tt, stage_tt = _stage("torchtitan")
-    per_gradient = _dp_grad_s(ctx_tt, deg_tt, stage_tt)
+    per_gradient = sum(_dp_grad_s(ctx_tt, deg_tt, stage_tt))
     assert per_gradient == pytest.approx(float(stage_tt.grad.predicted_s), rel=1e-12)
-    assert _dp_grad_s(ctx, deg, stage) < per_gradient
+    assert grad_s + gather_s < per_gradient
+
+
+def test_parameter_gather_behind_the_next_forward() -> None:
+    """ZeRO-1's all-gather of the updated parameters follows the optimizer step: with
+    --overlap-param-gather what outlasts one forward pass shows, max(0, gather - forward);
+    without, all of it; the gradient reduce-scatter overlaps the last backward either way,
+    max(last bucket, reduce - backward)."""
+    from shardline.planning.step import _dp_exposed_s
+
+    ctx, deg, stage = _stage("megatron")
+    grad_s, gather_s = _dp_grad_s(ctx, deg, stage)
+    net = ctx.network(deg)
+    last = net.predicted("all_reduce", 128e6, "dp")
+    reduce = max(last, grad_s - stage.bwd.predicted_s)
+    want_on = reduce + max(0.0, gather_s - stage.fwd.predicted_s)
+    assert _dp_exposed_s(ctx, deg, stage) == pytest.approx(want_on, rel=1e-12)
+    off = Context(ctx.workload, ctx.chip, Execution(zero=1, overlap_param_gather=False))
+    (layers, last_flag), = off.stages(1)
+    stage_off = off.stage(deg, 8, 0, layers, last_flag)
+    assert _dp_exposed_s(off, deg, stage_off) == pytest.approx(reduce + gather_s, rel=1e-12)

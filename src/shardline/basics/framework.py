@@ -64,6 +64,7 @@ SETTABLE = (
     "sequence_parallel",
     "tp_overlap",
     "zero",
+    "overlap_param_gather",
     "optimizer",
     "cuda_graphs",
     "cp_kind",

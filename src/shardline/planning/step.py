@@ -13,15 +13,15 @@ is its own collective and the last bucket is PyTorch DDP's default, 25 MiB.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.framework import dp_bucket_params
 from shardline.basics.options import Execution
 from shardline.basics.recompute import policy, rerun_ops, stored_tensors
-from shardline.planning.combine import exposed_gradient_s
+from shardline.planning.combine import exposed_gather_s, exposed_gradient_s
 from shardline.planning.memory import activation_per_block, microbatch_sequences
 from shardline.planning.phases import PARTS, Stage
 from shardline.planning.stage_extras import Context
@@ -30,6 +30,7 @@ from shardline.realistic.block import optimizer_bytes
 from shardline.realistic.flops import hardware_flops, model_flops
 from shardline.realistic.kernels import memory_kernel_s
 from shardline.strategies import Degrees
+from shardline.strategies.base import CommTerm
 from shardline.workload.precision import weight_dtype_of
 from shardline.workload.stack import MemoryCheck, layer_cost
 from shardline.workload.workload import Workload
@@ -93,31 +94,37 @@ def bucketed_s(
     return total + sum(nbytes / bucket * price(kind, bucket) for kind, nbytes in shared.items())
 
 
-def _dp_grad_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
-    """The stage's once-per-step gradient traffic; the data-parallel part in the framework's
-    buckets where it states a rule (`dp_bucket_bytes`), else one collective per gradient."""
-    grad_s = float(crit.grad.predicted_s)
+def _dp_grad_s(ctx: Context, deg: Degrees, crit: Stage) -> tuple[float, float]:
+    """(gradient traffic, parameter all-gather) of the stage, once per step. The gradient
+    traffic: every once-per-step term but ZeRO's all-gather of the updated parameters, which
+    follows the optimizer step. The data-parallel terms in the framework's buckets where it
+    states a rule (`dp_bucket_bytes`), else one collective per gradient."""
+    dp_terms = [t for t in crit.terms if t.once_per_step and t.purpose == "dp"]
+    rest = float(crit.grad.predicted_s) - sum(t.calls * t.t_pred_s for t in dp_terms)
     bucket = dp_bucket_bytes(ctx.workload, ctx.execution, deg.get("dp", 1))
-    if bucket is None or grad_s <= 0:
-        return grad_s
-    grads = [t for t in crit.terms if t.once_per_step and t.purpose == "dp"]
-    grad_s -= sum(t.calls * t.t_pred_s for t in grads)
     net = ctx.network(deg)
-    priced = bucketed_s(
-        lambda k, b: net.predicted(k, b, "dp"), [(t.kind, t.bytes, t.calls) for t in grads], bucket
-    )
-    return grad_s + priced
+
+    def traffic(terms: list[CommTerm]) -> float:
+        if bucket is None:
+            return sum(t.calls * t.t_pred_s for t in terms)
+        grads = [(t.kind, t.bytes, t.calls) for t in terms]
+        return bucketed_s(lambda k, b: net.predicted(k, b, "dp"), grads, bucket)
+
+    gather = [t for t in dp_terms if t.kind == "all_gather"]
+    reduce = [t for t in dp_terms if t.kind != "all_gather"]
+    return rest + traffic(reduce), traffic(gather)
 
 
 def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
-    grad_s = _dp_grad_s(ctx, deg, crit)
-    if grad_s <= 0:
-        return 0.0
+    grad_s, gather_s = _dp_grad_s(ctx, deg, crit)
     net = ctx.network(deg)
     rule = dp_bucket_bytes(ctx.workload, ctx.execution, deg.get("dp", 1))
     bucket = min(rule or DP_BUCKET_BYTES, float(crit.grad.net_bytes))
-    last_bucket_s = net.predicted("all_reduce", bucket, "dp")
-    return exposed_gradient_s(grad_s, last_bucket_s, crit.bwd.predicted_s)
+    last_bucket_s = net.predicted("all_reduce", bucket, "dp") if grad_s > 0 else 0.0
+    forward_s = crit.fwd.predicted_s if ctx.execution.overlap_param_gather else 0.0
+    return exposed_gradient_s(grad_s, last_bucket_s, crit.bwd.predicted_s) + exposed_gather_s(
+        gather_s, forward_s
+    )
 
 
 def _optimizer_s(ctx: Context, deg: Degrees, memory: MemoryCheck) -> float:

@@ -55,7 +55,9 @@ SHAPE_KEYS = (
     "v_max",
     "opt_s",
 )
-TRAFFIC_KEYS = ("fsdp_fwd_s", "fsdp_bwd_s", "z3_fwd_s", "z3_bwd_s", "bucket_s", "send_s", "grad_s")
+TRAFFIC_KEYS = (
+    "fsdp_fwd_s", "fsdp_bwd_s", "z3_fwd_s", "z3_bwd_s", "bucket_s", "send_s", "grad_s", "gather_s"
+)
 
 
 class Priced:
@@ -89,17 +91,16 @@ class Priced:
 
 
 def _grad_s(
-    price: Priced, deg: Degrees, bw: BlockWeights, ways: float, zero: int, bucket: float | None
+    price: Priced, deg: Degrees, bw: BlockWeights, ways: float, kind: str, bucket: float | None
 ) -> float:
-    """The data-parallel gradient traffic of one block (once per step), as dp.layer_comm: each
-    weight gradient over the ways it is sharded and over cp (reduce-scattered over cp first);
-    in the framework's buckets when it states a rule (planning.step._dp_grad_s)."""
+    """One kind of the data-parallel gradient traffic of one block (once per step), as
+    dp.layer_comm: each weight gradient over the ways it is sharded and over cp
+    (reduce-scattered over cp first); in the framework's buckets when it states a rule
+    (planning.step._dp_grad_s)."""
     from shardline.planning.step import bucketed_s
 
-    kinds = ("reduce_scatter", "all_gather") if zero else ("all_reduce",)
     ways = ways * deg.get("cp", 1)
-    sizes = [(gbytes / ways, count) for count, _, g in bw.layers for _, gbytes in g if gbytes]
-    calls = [(k, nbytes, count) for nbytes, count in sizes for k in kinds]
+    calls = [(kind, gbytes / ways, count) for count, _, g in bw.layers for _, gbytes in g if gbytes]
     if bucket is not None:
         return bucketed_s(lambda k, b: price(deg, k, b, "dp"), calls, bucket)
     return sum(count * price(deg, k, nbytes, "dp") for k, nbytes, count in calls)
@@ -149,8 +150,10 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
     assert model is not None
     per_seq = _send_bytes(pr.w, deg)
     bucket = min(rule or DP_BUCKET_BYTES, bw.nbytes / weight_ways)
-    # ZeRO 1 to 3 send the same gradient traffic (a reduce-scatter and an all-gather)
-    grads = [_grad_s(pr.price, deg, bw, weight_ways, z, rule) if dp > 1 else 0.0 for z in (0, 1)]
+    # ZeRO 1 to 3 send the same gradient traffic: a reduce-scatter, and an all-gather of the
+    # updated parameters after the optimizer step (gather_s)
+    kinds = ("all_reduce", "reduce_scatter", "all_gather")
+    grads = [_grad_s(pr.price, deg, bw, weight_ways, k, rule) if dp > 1 else 0.0 for k in kinds]
     return {
         "fsdp_fwd_s": fs[0],
         "fsdp_bwd_s": fs[1],
@@ -159,6 +162,7 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
         "bucket_s": pr.price(deg, "all_reduce", bucket, "dp") if dp > 1 else 0.0,
         "send_s": [pr.price(deg, "send", b * per_seq, "pp") for b in pr.seq_b],
         "grad_s": [grads[min(z, 1)] for z in ZERO_STAGES],
+        "gather_s": [grads[2] if z else 0.0 for z in ZERO_STAGES],
     }
 
 
@@ -284,6 +288,7 @@ def assignment_shapes(
         out[k] = np.zeros(n)
     out["send_s"] = np.zeros((n, len(t.seq_b)))
     out["grad_s"] = np.zeros((n, len(ZERO_STAGES)))
+    out["gather_s"] = np.zeros((n, len(ZERO_STAGES)))
     return out
 
 

@@ -71,6 +71,13 @@ class DataParallel(BatchSplit):
             choices=("0", "1", "2", "3"),
             parse=int,
         ),
+        Knob(
+            "overlap_param_gather",
+            "--overlap-param-gather",
+            "with --zero >= 1: all-gather the updated parameters behind the next step's first "
+            "forward pass (default: on; --no-overlap-param-gather waits for it)",
+            switch=True,
+        ),
     )
 
     def layer_comm(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
