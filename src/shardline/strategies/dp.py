@@ -5,6 +5,7 @@ Part 5: "not on the critical path"). On the FSDP shard when both are used."""
 from __future__ import annotations
 
 from math import ceil
+from types import MappingProxyType
 
 from shardline.strategies.base import (
     CommTerm,
@@ -62,6 +63,10 @@ class DataParallel(BatchSplit):
     mesh_rank = 2
     tier = "outside tp and fsdp: scale-out between nodes once tp x fsdp fills one"
     comm_where = "overlaps the last backward pass"
+    # ZeRO's all-gather of the updated parameters (planning.combine.exposed_gather_s)
+    comm_where_by_kind = MappingProxyType(
+        {"all_gather": "after the optimizer step; ZeRO-3 also before each layer"}
+    )
     memory = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
     knobs = (
         Knob(
