@@ -38,7 +38,7 @@ def _stage(framework: str):
     w = training_workload("llama-3.2-1b", 64, 1024)
     ctx = Context(w, resolve_chip("h100-sxm"), Execution(zero=1, framework=framework))
     deg = Degrees({"tp": 1, "pp": 1, "dp": 64, "fsdp": 1, "ep": 1, "cp": 1})
-    (layers, last), = ctx.stages(1)
+    ((layers, last),) = ctx.stages(1)
     return ctx, deg, ctx.stage(deg, 8, 0, layers, last)
 
 
@@ -46,9 +46,9 @@ def test_engine_prices_megatron_buckets() -> None:
     """Llama-3.2-1B (bf16) over dp 64 under Megatron-Core: buckets of max(40e6, 64e6) = 64e6
     parameters x 2 bytes = 128 MB; its reduce-scatter and all-gather each cost
     bytes / 128 MB calls of one 128 MB collective. Each of its weight gradients is smaller
-    (the largest, the gate and up projections' 2048 x 2 x 8192 x 2 B = 67.1 MB), so the buckets sit higher on the library's
-    size ramp and the traffic costs less than one collective per gradient (torchtitan: no
-    rule)."""
+    (the largest, the gate and up projections' 2048 x 2 x 8192 x 2 B = 67.1 MB), so the
+    buckets sit higher on the library's size ramp and the traffic costs less than one
+    collective per gradient (torchtitan: no rule)."""
     ctx, deg, stage = _stage("megatron")
     assert dp_bucket_bytes(ctx.workload, ctx.execution, 64) == 64e6 * 2
     dp_terms = [t for t in stage.terms if t.once_per_step and t.purpose == "dp"]
@@ -86,6 +86,6 @@ def test_parameter_gather_behind_the_next_forward() -> None:
     want_on = reduce + max(0.0, gather_s - stage.fwd.predicted_s)
     assert _dp_exposed_s(ctx, deg, stage) == pytest.approx(want_on, rel=1e-12)
     off = Context(ctx.workload, ctx.chip, Execution(zero=1, overlap_param_gather=False))
-    (layers, last_flag), = off.stages(1)
+    ((layers, last_flag),) = off.stages(1)
     stage_off = off.stage(deg, 8, 0, layers, last_flag)
     assert _dp_exposed_s(off, deg, stage_off) == pytest.approx(reduce + gather_s, rel=1e-12)

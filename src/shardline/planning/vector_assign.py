@@ -56,7 +56,14 @@ SHAPE_KEYS = (
     "opt_s",
 )
 TRAFFIC_KEYS = (
-    "fsdp_fwd_s", "fsdp_bwd_s", "z3_fwd_s", "z3_bwd_s", "bucket_s", "send_s", "grad_s", "gather_s"
+    "fsdp_fwd_s",
+    "fsdp_bwd_s",
+    "z3_fwd_s",
+    "z3_bwd_s",
+    "bucket_s",
+    "send_s",
+    "grad_s",
+    "gather_s",
 )
 
 
