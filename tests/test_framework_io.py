@@ -61,6 +61,9 @@ def test_megatron_args_by_hand(tmp_path: Path) -> None:
         "recompute": "full",
         "sequence_parallel": True,
         "zero": 1,
+        # --use-distributed-optimizer without --overlap-param-gather: Megatron-LM waits for the
+        # parameter all-gather after the optimizer step
+        "overlap_param_gather": False,
         "interleave": 4,
     }
     assert got.unknown == ("--frobnicate",)  # --lr is known and has no effect on the step

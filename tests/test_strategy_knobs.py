@@ -220,6 +220,7 @@ def test_knob_flags_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
             "2",
             "--zero",
             "1",
+            "--no-overlap-param-gather",
             "--sequence-parallel",
             "--tp-overlap",
             "--ep-overlap",
@@ -234,6 +235,7 @@ def test_knob_flags_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
     assert execution_from_args(args) == {
         "interleave": 2,
         "zero": 1,
+        "overlap_param_gather": False,
         "sequence_parallel": True,
         "tp_overlap": True,
         "ep_overlap": True,
@@ -246,6 +248,7 @@ def test_knob_flags_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
         "--tp-overlap",
         "--interleave",
         "--zero",
+        "--overlap-param-gather",
         "--ep-overlap",
         "--ep-dispatch",
         "--ep-comm-sms",

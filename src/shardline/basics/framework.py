@@ -26,6 +26,7 @@ __all__ = [
     "SETTABLE",
     "Framework",
     "attention_kernel_of",
+    "dp_bucket_params",
     "framework_names",
     "load_framework",
 ]
@@ -63,6 +64,7 @@ SETTABLE = (
     "sequence_parallel",
     "tp_overlap",
     "zero",
+    "overlap_param_gather",
     "optimizer",
     "cuda_graphs",
     "cp_kind",
@@ -105,3 +107,30 @@ def attention_kernel_of(named: str | None, training: bool) -> str | None:
     if named is not None or not training:
         return named
     return load_framework(DEFAULT_FRAMEWORK).defaults.get("attention_kernel")
+
+
+@cache
+def _bucket_rule(key: str) -> tuple[float, float] | None:
+    """(params_min, params_per_dp_rank) of the framework file's [gradient_buckets], each
+    sourced; None when the file states no bucket rule."""
+    files = _files()
+    if key not in files:
+        return None
+    table = tomllib.loads(files[key].read_text(encoding="utf-8")).get("gradient_buckets")
+    if not table:
+        return None
+    for name in ("params_min", "params_per_dp_rank"):
+        entry = table.get(name)
+        if not isinstance(entry, dict) or not entry.get("source"):
+            raise InputError(f"framework {key}: gradient_buckets.{name} is not a sourced number")
+    return float(table["params_min"]["value"]), float(table["params_per_dp_rank"]["value"])
+
+
+def dp_bucket_params(framework: str, dp: int) -> float | None:
+    """Parameters per data-parallel gradient bucket under `framework` over `dp` replicas:
+    Megatron-Core's `max(40e6, 1e6 x dp)` (frameworks/megatron.toml); None when the framework
+    states no rule (each weight gradient is then its own collective)."""
+    rule = _bucket_rule(framework.strip().lower())
+    if rule is None:
+        return None
+    return max(rule[0], rule[1] * dp)

@@ -98,6 +98,10 @@ class Execution:
     tensor parallelism with reduce-scatter + all-gather and the norms and dropouts split too;
     `tp_overlap`: tensor-parallel collectives hidden behind the GEMMs; `zero`: ZeRO stage of the
     data-parallel axis (1 optimizer state, 2 + gradients, 3 + weights sharded over dp);
+    `overlap_param_gather`: with ZeRO >= 1 the updated parameters are all-gathered over dp
+    after the optimizer step, so never behind the backward pass: True overlaps that all-gather
+    with the next step's first forward pass (Megatron-Core's --overlap-param-gather), False
+    waits for it;
     `optimizer`: a name of OPTIMIZER_STATE_BYTES or bytes of state per parameter; `cuda_graphs`:
     kernels replayed from a CUDA graph (no per-kernel launch overhead); `tokens`: tokens to train
     on, for the days-to-train answer; `ep_overlap`: the expert-parallel all-to-alls run beside
@@ -137,6 +141,7 @@ class Execution:
     attention_kernel: str | None = None
     op_fusion: str = "fused"
     memory_convention: int = 16  # bytes per parameter of training state (MEMORY_CONVENTIONS)
+    overlap_param_gather: bool = True
 
     @property
     def gradients_held(self) -> bool:

@@ -328,6 +328,8 @@ def _execution(f: _Flags, notes: list[str], dp_m: int) -> dict[str, Any]:
             ex[key] = True
     if f.has("use-distributed-optimizer"):
         ex["zero"] = 1
+        # Megatron-LM all-gathers the updated parameters behind the next forward only when told
+        ex["overlap_param_gather"] = f.has("overlap-param-gather")
     if f.has("enable-cuda-graph") or f.text("cuda-graph-impl", "none") != "none":
         ex["cuda_graphs"] = True
     if f.has("accumulate-allreduce-grads-in-fp32"):

@@ -95,6 +95,8 @@ def _execution_flags(layout: LaunchLayout) -> list[str]:
         out.append("--tp-comm-overlap")
     if ex.zero == 1:
         out.append("--use-distributed-optimizer")
+        if ex.overlap_param_gather:  # Megatron-LM asserts --overlap-grad-reduce beside it
+            out += ["--overlap-grad-reduce", "--overlap-param-gather"]
     elif ex.zero > 1:
         raise InputError(f"--emit megatron: ZeRO stage {ex.zero} has no Megatron-LM flag")
     recompute = {

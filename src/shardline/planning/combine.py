@@ -13,7 +13,11 @@ layout, the training search (`planning.vector_eval`) for every layout at once.
   passes all P stages; m >= P microbatches in flight keep them busy);
 - the data-parallel gradient traffic the backward pass cannot hide: reduced in buckets while it
   runs, the last bucket always waits, and whatever outlasts the last microbatch's backward
-  shows: `max(last bucket, gradient traffic - backward)`, 0 without gradient traffic.
+  shows: `max(last bucket, gradient traffic - backward)`, 0 without gradient traffic;
+- ZeRO's all-gather of the updated parameters follows the optimizer step, so no backward hides
+  it: overlapped with the next step's first forward pass (Megatron-Core's
+  --overlap-param-gather dispatches each bucket's all-gather from the forward pre-hooks) what
+  outlasts that forward shows, `max(0, gather - forward)`; not overlapped (forward 0) all of it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import TypeVar
 
 import numpy as np
 
-__all__ = ["phase_s", "exposed_comm_s", "cycles", "exposed_gradient_s"]
+__all__ = ["phase_s", "exposed_comm_s", "cycles", "exposed_gradient_s", "exposed_gather_s"]
 
 Seconds = TypeVar("Seconds", float, np.ndarray)
 
@@ -56,3 +60,9 @@ def exposed_gradient_s(grad_s: Seconds, last_bucket_s: Seconds, backward_s: Seco
     """Gradient traffic the last backward pass cannot hide (module docstring)."""
     exposed = np.where(grad_s > 0, np.maximum(last_bucket_s, grad_s - backward_s), 0.0)
     return exposed if isinstance(grad_s, np.ndarray) else float(exposed)
+
+
+def exposed_gather_s(gather_s: Seconds, forward_s: Seconds) -> Seconds:
+    """The parameter all-gather the next forward pass cannot hide (module docstring)."""
+    exposed = np.maximum(0.0, gather_s - forward_s)
+    return exposed if isinstance(gather_s, np.ndarray) else float(exposed)

@@ -4,18 +4,24 @@ answers users ask of it (MFU, HFU, tokens/s, days to train).
 
 The schedule (`planning.combine.cycles`) runs m microbatches and the bubble, each the slowest
 stage's realistic microbatch time; the data-parallel gradient traffic is reduced in buckets while
-the backward pass runs (PyTorch DDP's default bucket, 25 MiB) and what outlasts the last
-microbatch's backward shows (`planning.combine.exposed_gradient_s`).
+the backward pass runs and what outlasts the last microbatch's backward shows
+(`planning.combine.exposed_gradient_s`). A framework that states its bucket rule
+(frameworks/*.toml [gradient_buckets]: Megatron-Core's max(40e6, 1e6 x dp) parameters) has its
+gradient traffic priced as that many one-bucket collectives; without one, each weight gradient
+is its own collective and the last bucket is PyTorch DDP's default, 25 MiB.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from shardline.basics.dtypes import dtype_bits
+from shardline.basics.framework import dp_bucket_params
+from shardline.basics.options import Execution
 from shardline.basics.recompute import policy, rerun_ops, stored_tensors
-from shardline.planning.combine import exposed_gradient_s
+from shardline.planning.combine import exposed_gather_s, exposed_gradient_s
 from shardline.planning.memory import activation_per_block, microbatch_sequences
 from shardline.planning.phases import PARTS, Stage
 from shardline.planning.stage_extras import Context
@@ -24,7 +30,10 @@ from shardline.realistic.block import optimizer_bytes
 from shardline.realistic.flops import hardware_flops, model_flops
 from shardline.realistic.kernels import memory_kernel_s
 from shardline.strategies import Degrees
+from shardline.strategies.base import CommTerm
+from shardline.workload.precision import weight_dtype_of
 from shardline.workload.stack import MemoryCheck, layer_cost
+from shardline.workload.workload import Workload
 
 __all__ = [
     "RealisticStep",
@@ -34,6 +43,8 @@ __all__ = [
     "recompute_answer",
     "gap_s",
     "DP_BUCKET_BYTES",
+    "dp_bucket_bytes",
+    "bucketed_s",
 ]
 
 # torch.nn.parallel.DistributedDataParallel(bucket_cap_mb=25): gradients are all-reduced in
@@ -53,14 +64,67 @@ class RealisticStep:
     hfu: float
 
 
-def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
-    grad_s = float(crit.grad.predicted_s)
-    if grad_s <= 0:
-        return 0.0
+def dp_bucket_bytes(w: Workload, ex: Execution, dp: int) -> float | None:
+    """Bytes of one data-parallel gradient bucket under the run's framework: its bucket rule's
+    parameters (shardline.basics.framework.dp_bucket_params) at the bytes each gradient is
+    reduced in (`grad_reduce_dtype`, else the weights' dtype); None: no rule, each weight
+    gradient is its own collective."""
+    params = dp_bucket_params(ex.framework, dp)
+    if params is None:
+        return None
+    return params * dtype_bits(ex.grad_reduce_dtype or weight_dtype_of(w)) / 8
+
+
+def bucketed_s(
+    price: Callable[[str, float], float], grads: Iterable[tuple[str, float, float]], bucket: float
+) -> float:
+    """Gradient traffic cut into buckets, as Megatron-Core fills them (param_and_grad_buffer.py:
+    parameters join the open bucket until it holds `bucket_size`, then it closes): `grads` =
+    (collective kind, bytes of one gradient, calls). A gradient of at least a bucket closes one
+    by itself, so it is one collective at its own size; the smaller ones share buckets, per kind
+    `bytes / bucket` calls of one bucket each (`price(kind, bucket)`: the library's size ramp
+    at the bucket's size)."""
+    total = 0.0
+    shared: dict[str, float] = {}
+    for kind, nbytes, calls in grads:
+        if nbytes >= bucket:
+            total += calls * price(kind, nbytes)
+        else:
+            shared[kind] = shared.get(kind, 0.0) + calls * nbytes
+    return total + sum(nbytes / bucket * price(kind, bucket) for kind, nbytes in shared.items())
+
+
+def _dp_grad_s(ctx: Context, deg: Degrees, crit: Stage) -> tuple[float, float]:
+    """(gradient traffic, parameter all-gather) of the stage, once per step. The gradient
+    traffic: every once-per-step term but ZeRO's all-gather of the updated parameters, which
+    follows the optimizer step. The data-parallel terms in the framework's buckets where it
+    states a rule (`dp_bucket_bytes`), else one collective per gradient."""
+    dp_terms = [t for t in crit.terms if t.once_per_step and t.purpose == "dp"]
+    rest = float(crit.grad.predicted_s) - sum(t.calls * t.t_pred_s for t in dp_terms)
+    bucket = dp_bucket_bytes(ctx.workload, ctx.execution, deg.get("dp", 1))
     net = ctx.network(deg)
-    bucket = min(DP_BUCKET_BYTES, float(crit.grad.net_bytes))
-    last_bucket_s = net.predicted("all_reduce", bucket, "dp")
-    return exposed_gradient_s(grad_s, last_bucket_s, crit.bwd.predicted_s)
+
+    def traffic(terms: list[CommTerm]) -> float:
+        if bucket is None:
+            return sum(t.calls * t.t_pred_s for t in terms)
+        grads = [(t.kind, t.bytes, t.calls) for t in terms]
+        return bucketed_s(lambda k, b: net.predicted(k, b, "dp"), grads, bucket)
+
+    gather = [t for t in dp_terms if t.kind == "all_gather"]
+    reduce = [t for t in dp_terms if t.kind != "all_gather"]
+    return rest + traffic(reduce), traffic(gather)
+
+
+def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
+    grad_s, gather_s = _dp_grad_s(ctx, deg, crit)
+    net = ctx.network(deg)
+    rule = dp_bucket_bytes(ctx.workload, ctx.execution, deg.get("dp", 1))
+    bucket = min(rule or DP_BUCKET_BYTES, float(crit.grad.net_bytes))
+    last_bucket_s = net.predicted("all_reduce", bucket, "dp") if grad_s > 0 else 0.0
+    forward_s = crit.fwd.predicted_s if ctx.execution.overlap_param_gather else 0.0
+    return exposed_gradient_s(grad_s, last_bucket_s, crit.bwd.predicted_s) + exposed_gather_s(
+        gather_s, forward_s
+    )
 
 
 def _optimizer_s(ctx: Context, deg: Degrees, memory: MemoryCheck) -> float:
@@ -71,7 +135,6 @@ def _optimizer_s(ctx: Context, deg: Degrees, memory: MemoryCheck) -> float:
     from shardline.strategies import device_share
 
     ways = device_share(ctx.workload, deg, zero=ctx.execution.zero).optimizer_ways
-    from shardline.workload.precision import weight_dtype_of
 
     bits = dtype_bits(weight_dtype_of(ctx.workload))
     state = ctx.execution.state_bytes_per_param(bits)

@@ -55,7 +55,16 @@ SHAPE_KEYS = (
     "v_max",
     "opt_s",
 )
-TRAFFIC_KEYS = ("fsdp_fwd_s", "fsdp_bwd_s", "z3_fwd_s", "z3_bwd_s", "bucket_s", "send_s", "grad_s")
+TRAFFIC_KEYS = (
+    "fsdp_fwd_s",
+    "fsdp_bwd_s",
+    "z3_fwd_s",
+    "z3_bwd_s",
+    "bucket_s",
+    "send_s",
+    "grad_s",
+    "gather_s",
+)
 
 
 class Priced:
@@ -88,17 +97,20 @@ class Priced:
         return price
 
 
-def _grad_s(price: Priced, deg: Degrees, bw: BlockWeights, ways: float, zero: int) -> float:
-    """The data-parallel gradient traffic of one block (once per step), as dp.layer_comm: each
-    weight gradient over the ways it is sharded and over cp (reduce-scattered over cp first)."""
-    kinds = ("reduce_scatter", "all_gather") if zero else ("all_reduce",)
+def _grad_s(
+    price: Priced, deg: Degrees, bw: BlockWeights, ways: float, kind: str, bucket: float | None
+) -> float:
+    """One kind of the data-parallel gradient traffic of one block (once per step), as
+    dp.layer_comm: each weight gradient over the ways it is sharded and over cp
+    (reduce-scattered over cp first); in the framework's buckets when it states a rule
+    (planning.step._dp_grad_s)."""
+    from shardline.planning.step import bucketed_s
+
     ways = ways * deg.get("cp", 1)
-    total = 0.0
-    for count, _, grads in bw.layers:
-        for _, gbytes in grads:
-            if gbytes:
-                total += count * sum(price(deg, k, gbytes / ways, "dp") for k in kinds)
-    return total
+    calls = [(kind, gbytes / ways, count) for count, _, g in bw.layers for _, gbytes in g if gbytes]
+    if bucket is not None:
+        return bucketed_s(lambda k, b: price(deg, k, b, "dp"), calls, bucket)
+    return sum(count * price(deg, k, nbytes, "dp") for k, nbytes, count in calls)
 
 
 def _fsdp_s(price: Priced, deg: Degrees, bw: BlockWeights, axis: str) -> tuple[float, float]:
@@ -124,6 +136,7 @@ class Probe:
     chip: Chip
     seq_b: list[int]
     price: Priced
+    base: Execution | None = None  # the search's execution (its framework's gradient buckets)
 
 
 def _weight_ways(deg: Degrees) -> int:
@@ -133,18 +146,21 @@ def _weight_ways(deg: Degrees) -> int:
 def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
     """FSDP and ZeRO-3 gathers per block, the last gradient bucket, pipeline sends per b and the
     gradient traffic per ZeRO stage."""
-    from shardline.planning.step import DP_BUCKET_BYTES
+    from shardline.planning.step import DP_BUCKET_BYTES, dp_bucket_bytes
 
     weight_ways = _weight_ways(deg)
     dp = deg.get("dp", 1)
+    rule = dp_bucket_bytes(pr.w, pr.base, dp) if pr.base is not None else None
     fs = _fsdp_s(pr.price, deg, bw, "fsdp") if deg.get("fsdp", 1) > 1 else (0.0, 0.0)
     z3 = _fsdp_s(pr.price, deg, bw, "dp") if dp > 1 else (0.0, 0.0)
     model = pr.w.model
     assert model is not None
     per_seq = _send_bytes(pr.w, deg)
-    bucket = min(DP_BUCKET_BYTES, bw.nbytes / weight_ways)
-    # ZeRO 1 to 3 send the same gradient traffic (a reduce-scatter and an all-gather)
-    grads = [_grad_s(pr.price, deg, bw, weight_ways, z) if dp > 1 else 0.0 for z in (0, 1)]
+    bucket = min(rule or DP_BUCKET_BYTES, bw.nbytes / weight_ways)
+    # ZeRO 1 to 3 send the same gradient traffic: a reduce-scatter, and an all-gather of the
+    # updated parameters after the optimizer step (gather_s)
+    kinds = ("all_reduce", "reduce_scatter", "all_gather")
+    grads = [_grad_s(pr.price, deg, bw, weight_ways, k, rule) if dp > 1 else 0.0 for k in kinds]
     return {
         "fsdp_fwd_s": fs[0],
         "fsdp_bwd_s": fs[1],
@@ -153,6 +169,7 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
         "bucket_s": pr.price(deg, "all_reduce", bucket, "dp") if dp > 1 else 0.0,
         "send_s": [pr.price(deg, "send", b * per_seq, "pp") for b in pr.seq_b],
         "grad_s": [grads[min(z, 1)] for z in ZERO_STAGES],
+        "gather_s": [grads[2] if z else 0.0 for z in ZERO_STAGES],
     }
 
 
@@ -278,6 +295,7 @@ def assignment_shapes(
         out[k] = np.zeros(n)
     out["send_s"] = np.zeros((n, len(t.seq_b)))
     out["grad_s"] = np.zeros((n, len(ZERO_STAGES)))
+    out["gather_s"] = np.zeros((n, len(ZERO_STAGES)))
     return out
 
 
@@ -287,6 +305,6 @@ def price_traffic(
     """`TRAFFIC_KEYS` of these assignments, on their meshes."""
     if t.priced is None:
         t.priced = Priced(chip)
-    pr = Probe(w, chip, [int(b) for b in t.seq_b], t.priced)
+    pr = Probe(w, chip, [int(b) for b in t.seq_b], t.priced, t.base)
     rows = [_traffic(pr, d, _weights(t, w, probe_key(d, t.names))) for d in assignments]
     return {k: np.array([r[k] for r in rows], dtype=float) for k in TRAFFIC_KEYS}

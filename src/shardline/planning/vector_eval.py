@@ -9,7 +9,8 @@ recompute and the ZeRO stage. The step mirrors the plan engine (`planning.evalua
                summed over the stage's k blocks (and the ends: embedding, LM head, loss)
     t_stage  = forward + backward + pipeline sends of the slower of a fullest middle stage and
                the last stage (which runs the ends)
-    step     = (m + (P - 1) / V) t_stage + max(last bucket, k grad_block - backward) + optimizer
+    step     = (m + (P - 1) / V) t_stage + max(last bucket, k grad_block - backward)
+               + max(0, k gather_block - forward) + optimizer
     memory   = first stage: k_first params (weights, gradients, optimizer state sharded by FSDP
                and ZeRO) + activations of min(m, P) (1 + (P - 1)/(P V)) microbatches + gathered
                buffers; the last stage the same with one microbatch and the logits.
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from shardline.hardware import Chip
-from shardline.planning.combine import cycles, exposed_gradient_s, phase_s
+from shardline.planning.combine import cycles, exposed_gather_s, exposed_gradient_s, phase_s
 from shardline.planning.memory import layouts_bytes
 from shardline.planning.vector_assign import price_traffic
 from shardline.planning.vector_tables import ZERO_STAGES, Tables
@@ -152,12 +153,15 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     t_last = last[0] + last[1] + (2 * v - 1) * send
     crit_last = (pp > 1) & (t_last > t_first)
     bwd_s = np.where(crit_last, last[1], first[1])
+    fwd_s = np.where(crit_last, last[0], first[0]) if t.base.overlap_param_gather else 0.0
     t_stage = np.where(crit_last, t_last, t_first)
     k = np.where(crit_last, A["k_last"][a], A["k_first"][a])
     # the gradient traffic once per step: dp's (per assignment) and the inner axes' (cp, ep:
     # probed unsharded, so divided by the ways FSDP shards the gradients, as their bytes are)
     grad = k * (A["grad_s"][a, z] + P["grad_s"] / A["weight_ways"][a])
     exposed = exposed_gradient_s(grad, A["bucket_s"][a], bwd_s)
+    # ZeRO's all-gather of the updated parameters: behind the next step's first forward
+    exposed = exposed + exposed_gather_s(k * A["gather_s"][a, z], fwd_s)
     n = cycles(True, False, m, pp, v)
     bubble = (n - m) * t_stage
     predicted = n * t_stage + exposed + A["opt_s"][a, z]

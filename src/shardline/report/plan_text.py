@@ -202,7 +202,8 @@ def _comm_lines(p: PlanResult) -> list[str]:
         return ["  communication: none"]
     out = ["  communication per step on one device (V = the array each collective moves):"]
     for c in p.comm:
-        where = strategy(c.purpose).comm_where
+        s = strategy(c.purpose)
+        where = s.comm_where_by_kind.get(c.kind, s.comm_where)
         out.append(
             f"    {c.purpose:<4} {c.kind:<14} over {c.devices:>4}: {fmt_num(c.calls)} × "
             f"{fmt_bytes(c.bytes / c.calls if c.calls else 0)} = {fmt_bytes(c.bytes)}, "

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from types import MappingProxyType
 from typing import Any, Literal, Protocol
 
 from shardline.collectives import AxisNetwork
@@ -223,6 +224,8 @@ class Strategy:
     mesh_rank: float = 0  # position on the device mesh, 0 = innermost (fastest varying)
     tier: str = ""  # which network it rides, in words
     comm_where: str = ""  # where its communication runs, for the plan's text ("critical path")
+    # where one kind of its collectives runs instead, when that kind runs elsewhere
+    comm_where_by_kind: Mapping[str, str] = MappingProxyType({})
     memory: MemorySplit = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
     # True for a strategy that applies to some workloads only (ep: mixture-of-experts) or only
     # when asked (cp): the plan table shows its column only when a plan uses it, and a layout is

@@ -5,6 +5,7 @@ Part 5: "not on the critical path"). On the FSDP shard when both are used."""
 from __future__ import annotations
 
 from math import ceil
+from types import MappingProxyType
 
 from shardline.strategies.base import (
     CommTerm,
@@ -62,6 +63,10 @@ class DataParallel(BatchSplit):
     mesh_rank = 2
     tier = "outside tp and fsdp: scale-out between nodes once tp x fsdp fills one"
     comm_where = "overlaps the last backward pass"
+    # ZeRO's all-gather of the updated parameters (planning.combine.exposed_gather_s)
+    comm_where_by_kind = MappingProxyType(
+        {"all_gather": "after the optimizer step; ZeRO-3 also before each layer"}
+    )
     memory = MemorySplit("replicated", "replicated", "replicated", "dims", "dims")
     knobs = (
         Knob(
@@ -70,6 +75,13 @@ class DataParallel(BatchSplit):
             "ZeRO stage over dp: 1 shards optimizer state, 2 also gradients, 3 also weights",
             choices=("0", "1", "2", "3"),
             parse=int,
+        ),
+        Knob(
+            "overlap_param_gather",
+            "--overlap-param-gather",
+            "with --zero >= 1: all-gather the updated parameters behind the next step's first "
+            "forward pass (default: on; --no-overlap-param-gather waits for it)",
+            switch=True,
         ),
     )
 
