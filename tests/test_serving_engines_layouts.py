@@ -317,6 +317,21 @@ def test_dtypes_per_tensor() -> None:
     assert serving_dtypes(h100, None, None) == ("bf16", "bf16", "bf16")
 
 
+def test_b200_fp4_gemms_at_the_measured_fp4_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    """B200 fp4 GEMMs are priced at the measured NVFP4 rate of its chip file (FlashInfer mm_fp4,
+    CUTLASS, 3370.4 TFLOP/s: flashinfer pull request 1979), not at the 9 PFLOP/s peak times the
+    bf16 efficiency (1745/2250 = 0.776, 6.98 PFLOP/s): a compute-bound 8192^3 fp4 GEMM takes at
+    least 2 x 8192^3 / 3370e12 = 0.326 ms, more than twice 2 x 8192^3 / 6.98e15 = 0.158 ms."""
+    from shardline.ops.achievable import achievable_rate
+
+    b200 = resolve_chip("b200")
+    assert achievable_rate(b200, "fp4") == (3370e12, "achievable fp4 (chip file)")
+    assert main(["matmul", "8192", "8192", "8192", "--hw", "b200", "--dtype", "fp4", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["prediction"]["achievable_flops_per_s"] == pytest.approx(3370e12)
+    assert data["predicted_s"] >= 2 * 8192**3 / 3370e12 > 2 * 2 * 8192**3 / (9000e12 * 1745 / 2250)
+
+
 def test_fp4_kv_is_not_fp4_by_default(capsys: pytest.CaptureFixture[str]) -> None:
     """`--dtype fp4` on B200 keeps an fp8 KV cache: 2 x 8 x 128 x 80 x 1 B per token."""
     out = _json(

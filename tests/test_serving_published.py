@@ -50,3 +50,17 @@ def test_per_gpu_rows_are_totals_over_their_gpus() -> None:
         if "-dep" in r["name"]:
             assert r["ep"] == r["attention_dp"] == r["tp"] == r["devices"]
         assert r["kv_dtype"] == "fp8" and r["weight_dtype"] == r["dtype"]
+
+
+def test_trtllm_overview_rows_are_runs_of_the_overviews_request_counts() -> None:
+    """trtllm-bench queues a fixed number of requests at once; TensorRT-LLM's perf overview
+    (developer-guide/perf-overview.md, 'Preparing a Dataset') lists 3000 at 1024/1024 (taken
+    for 1000/1000 too), 1500 at 8192/1024 and at 1024/8192. Rows without a count are steady
+    states."""
+    expected = {("1000", "1000"): "3000", ("1024", "8192"): "1500", ("8192", "1024"): "1500"}
+    for r in _rows():
+        if r["name"].startswith("trtllm12-"):
+            assert r["load"] == "max" and r["metric"] == "throughput_tokens_per_s"
+            assert r["requests"] == expected[(r["input_tokens"], r["output_tokens"])], r["name"]
+        else:
+            assert r["requests"] == "", r["name"]
