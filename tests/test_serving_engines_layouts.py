@@ -396,10 +396,11 @@ def test_emit_prints_the_engines_own_flags(capsys: pytest.CaptureFixture[str]) -
     assert text.startswith("vllm serve deepseek-ai/DeepSeek-V3")
     for flag in ("--tensor-parallel-size 1", "--data-parallel-size 8", "--enable-expert-parallel"):
         assert flag in text
-    assert "--gpu-memory-utilization 0.9" in text and "--max-num-seqs 128" in text
+    # vLLM and TensorRT-LLM take the batch limit per attention-DP rank: ceil(128 / 8) = 16
+    assert "--gpu-memory-utilization 0.9" in text and "--max-num-seqs 16" in text
     assert main([*argv, "--emit", "trtllm"]) == 0
     text = capsys.readouterr().out
-    for flag in ("--tp_size 8", "--ep_size 8", "--max_batch_size 128", "enable_attention_dp: true"):
+    for flag in ("--tp_size 8", "--ep_size 8", "--max_batch_size 16", "enable_attention_dp: true"):
         assert flag in text
     assert "--kv_cache_free_gpu_memory_fraction 0.9" in text
     assert main([*argv, "--emit", "vllm", "--engine", "sglang"]) == 2

@@ -3,14 +3,14 @@ max batch, chunk size, KV memory fraction, dtypes), in each engine's flag names:
 
 - vLLM (`vllm serve`, docs.vllm.ai "Engine Arguments"): --tensor-parallel-size,
   --data-parallel-size with --enable-expert-parallel (DP attention and EP experts, "Expert Parallel
-  Deployment"), --max-num-seqs, --max-num-batched-tokens, --enable-chunked-prefill /
+  Deployment"), --max-num-seqs (per data-parallel rank), --max-num-batched-tokens, --enable-chunked-prefill /
   --no-enable-chunked-prefill, --gpu-memory-utilization, --kv-cache-dtype, --quantization.
 - SGLang (`python -m sglang.launch_server`, docs.sglang.ai "Server Arguments"): --tp-size,
   --dp-size with --enable-dp-attention, --ep-size, --max-running-requests,
   --chunked-prefill-size (-1: off), --mem-fraction-static, --kv-cache-dtype, --quantization,
   --cuda-graph-max-bs.
 - TensorRT-LLM (`trtllm-serve`, nvidia.github.io/TensorRT-LLM "trtllm-serve"): --backend pytorch,
-  --tp_size, --ep_size, --max_batch_size, --max_num_tokens, --kv_cache_free_gpu_memory_fraction;
+  --tp_size, --ep_size, --max_batch_size (per attention-DP rank), --max_num_tokens, --kv_cache_free_gpu_memory_fraction;
   attention DP, the KV dtype and chunked prefill through --extra_llm_api_options (a YAML of the
   LLM API's fields: enable_attention_dp, kv_cache_config.dtype, enable_chunked_prefill).
 """
@@ -57,6 +57,14 @@ def launch_command(
     raise InputError(f"--emit takes one of {', '.join(EMIT_ENGINES)}, got {name!r}")
 
 
+def per_rank_batch(cfg: Any) -> int:
+    """The batch limit each attention-DP rank takes: TensorRT-LLM reads --max_batch_size per
+    rank ("Max batch size in each rank", its DeepSeek-R1 throughput blog) and vLLM runs each
+    data-parallel rank as its own engine core with its own scheduler (docs.vllm.ai "Data Parallel
+    Deployment"), so the replica's limit B is ceil(B / A) on each of A ranks."""
+    return -(-cfg.max_batch // cfg.attention_dp)
+
+
 def _join(parts: list[str]) -> str:
     return " \\\n    ".join(parts) + "\n"
 
@@ -68,7 +76,7 @@ def _vllm(repo: str, cfg: Any, weights: str, kv: str, f: float) -> list[str]:
         parts.append(f"--data-parallel-size {adp}")
     if cfg.ep > 1 or adp > 1:
         parts.append("--enable-expert-parallel")
-    parts.append(f"--max-num-seqs {cfg.max_batch}")
+    parts.append(f"--max-num-seqs {per_rank_batch(cfg)}")
     if cfg.chunk_tokens:
         parts += ["--enable-chunked-prefill", f"--max-num-batched-tokens {cfg.chunk_tokens}"]
     else:
@@ -108,7 +116,7 @@ def _trtllm(repo: str, cfg: Any, kv: str, f: float) -> str:
         "--backend pytorch",
         f"--tp_size {cfg.tp}",
         f"--ep_size {cfg.ep}",
-        f"--max_batch_size {cfg.max_batch}",
+        f"--max_batch_size {per_rank_batch(cfg)}",
         f"--max_num_tokens {cfg.chunk_tokens or 8192}",
         f"--kv_cache_free_gpu_memory_fraction {_fmt(f)}",
         "--extra_llm_api_options extra_llm_api_options.yaml",
