@@ -3,14 +3,16 @@ max batch, chunk size, KV memory fraction, dtypes), in each engine's flag names:
 
 - vLLM (`vllm serve`, docs.vllm.ai "Engine Arguments"): --tensor-parallel-size,
   --data-parallel-size with --enable-expert-parallel (DP attention and EP experts, "Expert Parallel
-  Deployment"), --max-num-seqs (per data-parallel rank), --max-num-batched-tokens, --enable-chunked-prefill /
-  --no-enable-chunked-prefill, --gpu-memory-utilization, --kv-cache-dtype, --quantization.
+  Deployment"), --max-num-seqs (per data-parallel rank), --max-num-batched-tokens,
+  --enable-chunked-prefill / --no-enable-chunked-prefill, --gpu-memory-utilization,
+  --kv-cache-dtype, --quantization.
 - SGLang (`python -m sglang.launch_server`, docs.sglang.ai "Server Arguments"): --tp-size,
   --dp-size with --enable-dp-attention, --ep-size, --max-running-requests,
   --chunked-prefill-size (-1: off), --mem-fraction-static, --kv-cache-dtype, --quantization,
   --cuda-graph-max-bs.
 - TensorRT-LLM (`trtllm-serve`, nvidia.github.io/TensorRT-LLM "trtllm-serve"): --backend pytorch,
-  --tp_size, --ep_size, --max_batch_size (per attention-DP rank), --max_num_tokens, --kv_cache_free_gpu_memory_fraction;
+  --tp_size, --ep_size, --max_batch_size (per attention-DP rank), --max_num_tokens,
+  --kv_cache_free_gpu_memory_fraction;
   attention DP, the KV dtype and chunked prefill through --extra_llm_api_options (a YAML of the
   LLM API's fields: enable_attention_dp, kv_cache_config.dtype, enable_chunked_prefill).
 """
