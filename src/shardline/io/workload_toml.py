@@ -38,6 +38,8 @@ from typing import Any
 
 from shardline.errors import InputError
 from shardline.io.inputs import read_input_bytes
+from shardline.io.layer_tables import build_layers
+from shardline.io.toml_subset import loads_subset
 from shardline.ops.einsum import parse_einsum
 from shardline.workload.precision import PRECISION_FIELDS, template_precision
 from shardline.workload.templates import ffn, transformer
@@ -361,7 +363,9 @@ def workload_from_dict(
         if not isinstance(shared, dict):
             raise InputError(f"{origin}: [dims] must be a table of sizes")
         base = str(dtype or data.get("dtype", "bf16"))  # --dtype: shardline.workload.precision
-        layers = [_layer(raw, i + 1, shared, base) for i, raw in enumerate(raw_layers)]
+        layers = build_layers(
+            raw_layers, lambda raw, index: _layer(raw, index, shared, base), origin
+        )
         batch_dim = data.get("batch_dim")
         if batch_dim is None:
             batch_dim = _guess_batch_dim(layers)
@@ -395,7 +399,10 @@ def workload_from_toml(path: str | Path, **overrides: Any) -> Workload:
     headers = re.findall(rb"(?m)^[ \t]*\[\[[ \t]*layer[ \t]*\]\]", raw)  # before parsing
     check_layer_count(len(headers), str(p))  # 200,000 tables: a second, not the parse's 7 s
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        data = loads_subset(text)  # the regular subset, fast; None: tomllib reads the rest
+        if data is None:
+            data = tomllib.loads(text)
     except UnicodeDecodeError:
         raise InputError(f"cannot read {p}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
@@ -426,7 +433,7 @@ def workload_from_sheet(
     check_layer_count(len(table), str(path))  # before a Layer is built for each row
     labels = table.labels()
     seen: dict[str, int] = {}
-    layers: list[Layer] = []
+    rows: list[dict[str, Any]] = []
     for i in range(len(table)):
         count = int(table.count[i])
         if count == 0:
@@ -436,11 +443,11 @@ def workload_from_sheet(
         if seen[name] > 1:
             name = f"{name} ({seen[name]})"
         dtype = str(table.dtype[i]) if table.dtype is not None and table.dtype[i] else "bf16"
-        layers.append(
-            matmul_layer(
-                name, int(table.m[i]), int(table.k[i]), int(table.n[i]), dtype=dtype, count=count
-            )
+        rows.append(
+            {"name": name, "m": int(table.m[i]), "k": int(table.k[i]), "n": int(table.n[i])}
+            | {"dtype": dtype, "count": count}
         )
+    layers = build_layers(rows, lambda row, _: matmul_layer(**row), str(path))
     if not layers:
         raise InputError(f"{path}: every row has count 0")
     chosen = phase or "forward"

@@ -11,7 +11,9 @@ their own master copy: 4 + 4 + 8 = 16 B).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from functools import cached_property, reduce
+from operator import add, attrgetter, mul
 from typing import Any
 
 from shardline.basics.dtypes import dtype_bits
@@ -32,6 +34,7 @@ __all__ = [
     "MemoryCheck",
     "StackResult",
     "layer_cost",
+    "layer_dicts",
     "DeviceShare",
     "memory_check",
     "stack",
@@ -151,6 +154,29 @@ class LayerRow(_ScalarCost):
     # half of the scores (`causal_lower_bound`); `flops` keeps the full count (MFU convention)
     run_fraction: float = 1.0
 
+    @cached_property
+    def content_key(self) -> tuple[Any, ...]:
+        """Every field but the name and the count: rows of the same key read the same but for
+        those two (`renamed` rows, one pricing)."""
+        return (
+            self.phase,
+            self.spec,
+            tuple(self.dims.items()),
+            _COST_FIELDS(self.cost),
+            self.weight_bytes,
+            self.working_set_bytes,
+            self.run_fraction,
+        )
+
+    def renamed(self, name: str, count: int) -> LayerRow:
+        """This row (its per-instance cost) for another layer of the same content."""
+        self.content_key  # worked out once, then shared  # noqa: B018
+        out = object.__new__(LayerRow)
+        out.__dict__.update(self.__dict__)
+        object.__setattr__(out, "name", name)
+        object.__setattr__(out, "count", count)
+        return out
+
     @property
     def intensity_flop_per_byte(self) -> float:
         """FLOPs the kernel runs per HBM byte: the intensity its bound follows (the causal
@@ -251,18 +277,16 @@ def memory_check(
     params = weights = kv = saved = adam = 0.0
     live = biggest_out = 0
     working, working_layer = 0, layers[0][0].name if layers else ""
+    terms: dict[tuple[Any, ...], _MemoryTerms] = {}
     for layer, n in layers:
-        dims = share.dims(layer)
-        weights_one = sum(layer.operand_bytes(w, dims) for w in layer.weights)
-        params += n * sum(_elements(layer, w, dims) for w in layer.weights)
-        adam += n * sum(
-            _elements(layer, w, dims) * share.state_bytes(layer.dtypes[w]) for w in layer.weights
-        )
+        one = terms.get(layer.content_key)
+        if one is None:
+            one = terms[layer.content_key] = _memory_terms(layer, share)
+        params_one, weights_one, adam_one, kv_one, ins, out = one
+        params += n * params_one
+        adam += n * adam_one
         weights += n * weights_one
-        cache_dims = share.cache_dims(layer) if share.cache_dims is not None else dims
-        kv += n * sum(layer.operand_bytes(c, cache_dims) for c in layer.cache)
-        ins = _activation_bytes(layer, dims, (op.name for op in layer.inputs))
-        out = _activation_bytes(layer, dims, (layer.output.name,))
+        kv += n * kv_one
         saved += n * ins
         live = max(live, ins + out)
         biggest_out = max(biggest_out, out)
@@ -294,6 +318,26 @@ def memory_check(
     )
 
 
+# one instance's parameters, weight bytes, optimizer-state bytes, KV-cache bytes, activation
+# input bytes and activation output bytes
+_MemoryTerms = tuple[int, int, float, int, int, int]
+
+
+def _memory_terms(layer: Layer, share: DeviceShare) -> _MemoryTerms:
+    """What one instance of `layer` holds on the device `share` cuts (the share cuts a layer by
+    its content, never its name: layers of the same content hold the same)."""
+    dims = share.dims(layer)
+    cache_dims = share.cache_dims(layer) if share.cache_dims is not None else dims
+    return (
+        sum(_elements(layer, w, dims) for w in layer.weights),
+        sum(layer.operand_bytes(w, dims) for w in layer.weights),
+        sum(_elements(layer, w, dims) * share.state_bytes(layer.dtypes[w]) for w in layer.weights),
+        sum(layer.operand_bytes(c, cache_dims) for c in layer.cache),
+        _activation_bytes(layer, dims, (op.name for op in layer.inputs)),
+        _activation_bytes(layer, dims, (layer.output.name,)),
+    )
+
+
 def _elements(layer: Layer, name: str, dims: Mapping[str, int]) -> int:
     total = 1
     for d in layer.operand(name).dims:
@@ -310,9 +354,10 @@ class StackResult:
     memory: MemoryCheck
     subtotals: dict[str, dict[str, float]]  # "forward", "backward" (training), "one_block"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, layers: bool = True) -> dict[str, Any]:
+        """The result as JSON-ready data; `layers=False` leaves the per-layer list empty."""
         w = self.workload
-        return jsonable(
+        summary = jsonable(
             {
                 "workload": {
                     **w.identity(),
@@ -326,12 +371,27 @@ class StackResult:
                     "mem_bytes_per_s": self.chip.mem_bytes_per_s,
                     "capacity_bytes": self.chip.capacity_bytes,
                 },
-                "layers": [row.to_dict() for row in self.layers],
+                "layers": [],
                 "subtotals": self.subtotals,
                 "totals": self.totals.to_dict(),
                 "memory": self.memory.__dict__,
             }
         )
+        return summary | {"layers": layer_dicts(self.layers)} if layers else summary
+
+
+def layer_dicts(rows: Sequence[LayerRow]) -> list[dict[str, Any]]:
+    """`jsonable(row.to_dict())` of each row, worked out once per content (`content_key`) and
+    copied with each row's name and count."""
+    done: dict[tuple[Any, ...], dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        first = done.get(row.content_key)
+        if first is None:
+            out.append(done.setdefault(row.content_key, jsonable(row.to_dict())))
+        else:
+            out.append(first | {"name": row.name, "count": row.count})
+    return out
 
 
 def apply_overrides(
@@ -367,15 +427,19 @@ def stack(
     if not isinstance(workload, Workload):
         raise InputError(f"stack() needs a Workload, got {type(workload).__name__}")
     chip = apply_overrides(resolve_chip(hw), workload, flops_per_s, mem_bytes_per_s)
-    rows = [_row(layer, chip, workload) for layer in workload.step_layers()]
-    subtotals = {"forward": _subtotal([r for r in rows if r.phase == "forward"])}
+    rows = _rows(workload, chip)  # the forward rows, then the backward rows
+    backward_rows = [r for r in rows if r.phase == "backward"]
+    forward = _sum(rows[: len(rows) - len(backward_rows)])
+    backward = _sum(backward_rows)
+    whole = _sum(backward_rows, start=forward)
+    subtotals = {"forward": _subtotal(forward)}
     if workload.training:
-        subtotals["backward"] = _subtotal([r for r in rows if r.phase == "backward"])
-    subtotals["one_block"] = _subtotal(rows, workload.repeat)
+        subtotals["backward"] = _subtotal(backward)
+    subtotals["one_block"] = _subtotal(whole, workload.repeat)
     totals = StackTotals(
-        cost=_sum(rows),
-        forward_flops=int(_sum([r for r in rows if r.phase == "forward"]).flops),
-        backward_flops=int(_sum([r for r in rows if r.phase == "backward"]).flops),
+        cost=whole,
+        forward_flops=int(forward.flops),
+        backward_flops=int(backward.flops),
         layer_instances=workload.layer_count,
     )
     memory = _with_model_activations(memory_check(workload, chip.usable_capacity_bytes), workload)
@@ -401,6 +465,23 @@ def _with_model_activations(mc: MemoryCheck, workload: Workload) -> MemoryCheck:
     return mc.with_total(total, activations_bytes=activations)
 
 
+def _rows(workload: Workload, chip: Chip) -> list[LayerRow]:
+    """A row for each einsum of the step; layers of the same content (all but the name) are
+    priced once and their rows share that cost (200,000 layers of one shape: one pricing)."""
+    from shardline.workload.dense_first import layer_repeats
+
+    priced: dict[tuple[Any, ...], LayerRow] = {}
+    rows: list[LayerRow] = []
+    for layer in workload.step_layers():
+        first = priced.get(layer.content_key)
+        if first is None:
+            row = priced[layer.content_key] = _row(layer, chip, workload)
+        else:
+            row = first.renamed(layer.name, layer.count * layer_repeats(workload, layer))
+        rows.append(row)
+    return rows
+
+
 def _row(layer: Layer, chip: Chip, workload: Workload) -> LayerRow:
     from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 
@@ -423,17 +504,24 @@ def _row(layer: Layer, chip: Chip, workload: Workload) -> LayerRow:
     )
 
 
-def _sum(rows: Sequence[LayerRow]) -> Cost:
-    """count x Cost summed over the rows (a stack is the sum of its layers)."""
-    total = ZERO_COST
-    for r in rows:
-        total = total + r.cost * r.count
-    return total
+def _sum(rows: Sequence[LayerRow], start: Cost = ZERO_COST) -> Cost:
+    """count x Cost summed over the rows (a stack is the sum of its layers) after `start`: field
+    by field, in row order, the additions of start + r1.cost * r1.count + ..., in C loops."""
+    costs = [r.cost for r in rows]
+    counts = [r.count for r in rows]
+    return Cost(
+        *(
+            reduce(add, map(mul, map(attrgetter(f.name), costs), counts), getattr(start, f.name))
+            for f in fields(Cost)
+        )
+    )
 
 
-def _subtotal(chosen: Sequence[LayerRow], per: int = 1) -> dict[str, float]:
-    """The rows' summed Cost divided by `per` (one block: per = repeat), as the JSON keys."""
-    c = _sum(chosen)
+_COST_FIELDS = attrgetter(*(f.name for f in fields(Cost)))
+
+
+def _subtotal(c: Cost, per: int = 1) -> dict[str, float]:
+    """A summed Cost divided by `per` (one block: per = repeat), as the JSON keys."""
     return {
         "flops": int(c.flops) // per,
         "bytes": int(c.hbm_bytes) // per,
