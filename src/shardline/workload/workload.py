@@ -55,7 +55,7 @@ PHASES: tuple[str, ...] = kinds.PHASES  # closed vocabulary: shardline.basics.ki
 # Layers of the same content (`Layer.content_key`) are checked and priced once and share the
 # answer; each distinct layer is priced on its own (about 0.3 ms: the GEMM model's tiles and
 # waves). `stack` on one core: 200,000 [[layer]] tables of one shape (a 16 MB file) in about
-# 3 s and 250 MB; 20,000 distinct layers in about 7 s. Time and memory grow linearly with each.
+# 3 s and 250 MB; 20,000 distinct layers in about 10 s. Time and memory grow linearly with each.
 # Real models need a few hundred: a block of them runs `repeat` times and identical layers in a
 # row are one layer with `count`.
 MAX_LAYERS = 250_000
