@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from shardline.io.layer_tables import build_layers
 from shardline.io.toml_subset import loads_subset
 from shardline.ops.einsum import parse_einsum
 from shardline.workload.precision import PRECISION_FIELDS, template_precision
-from shardline.workload.templates import ffn, transformer
+from shardline.workload.templates import TransformerShape, ffn, transformer
 from shardline.workload.workload import Layer, Workload, check_layer_count, matmul_layer
 
 __all__ = [
@@ -55,9 +56,9 @@ __all__ = [
 ]
 
 TOP_FIELDS = (
-    "name", "description", "phase", "repeat", "batch_dim", "dtype", "item", "dims", "layer",
-    "transformer", "ffn",
-)  # fmt: skip
+    *("name", "description", "phase", "repeat", "batch_dim", "dtype", "item", "dims", "layer"),
+    *("transformer", "ffn"),
+)
 LAYER_FIELDS = (
     "name",
     "einsum",
@@ -77,10 +78,12 @@ LAYER_FIELDS = (
     "tp_dims",
     "axes",
 )
+# the [transformer] table's keys: TransformerShape's fields (an attention variant's table is one
+# of them), the phase, the dtypes, the [moe] table and the precision fields
 TRANSFORMER_FIELDS = (
-    *("d_model", "d_ff", "heads", "kv_heads", "head_dim", "seq_len", "batch", "layers"),
-    *("gated", "dtype", "kv_dtype", "phase", "vocab", "attention", "rotary", "qk_norm", "norm"),
-    *("moe", "mla", "sliding_window", "weight_dtype", "attention_dtype", "tied_embeddings"),
+    *(f.name for f in fields(TransformerShape)),
+    *("phase", "dtype", "kv_dtype", "moe"),
+    *PRECISION_FIELDS,
 )
 FFN_FIELDS = ("d_model", "d_ff", "seq_len", "batch", "layers", "gated", "dtype", "phase")
 SHEET_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm")
