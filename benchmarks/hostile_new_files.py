@@ -244,10 +244,15 @@ def _model_files(d: Path) -> None:
 
 
 def _huge_legal(d: Path) -> None:
-    """Workload stacks of many [[layer]] tables: 200,000 (16 MB, under the 100 MB file limit,
-    past the 20,000-layer limit), 20,001 (one past it) and 20,000 (at it)."""
+    """Workload stacks of many [[layer]] tables: 200,000 (16 MB, under the 100 MB file limit and
+    the 250,000-layer limit), 250,001 (one past it), and 20,001 and 20,000 distinct layers (one
+    past the 20,000 limit on layers that differ in more than their name, and at it)."""
     head = 'name = "many"\n[dims]\nM = 4096\nN = 4096\nK = 4096\n'
     layer = '[[layer]]\nname = "l{}"\neinsum = "x[M,N] * w[N,K] -> y[M,K]"\nweights = ["w"]\n'
-    for name, count in (("200k", 200_000), ("20001", 20_001), ("20000", 20_000)):
+    for name, count in (("200k", 200_000), ("250001", 250_001)):
         body = head + "".join(layer.format(i) for i in range(count))
+        (d / f"stack_layers_{name}.toml").write_text(body)
+    sized = '[[layer]]\nname = "l{0}"\nm = 64\nk = 64\nn = {1}\n'
+    for name, count in (("20001", 20_001), ("20000", 20_000)):
+        body = "".join(sized.format(i, i + 1) for i in range(count))
         (d / f"stack_layers_{name}.toml").write_text(body)

@@ -13,7 +13,7 @@ second list, case by case, with their neighbours (other fields, other commands).
   given to the serving search, a MoE of 1e12 experts, a Gemma pattern given as text;
 - formula injection through `calibrate --name`, then `template`;
 - the Python API with wrong values (`python -c`, an InputError printed as one `error:` line);
-- huge but legal: the 200,000-layer workload refused at once, the 20,000 at the limit answered.
+- huge but legal: the 200,000-layer workload answered in seconds (the limit is 250,000).
 
 Fixtures (under WORK/in, and two Dask schedulers when `distributed` is installed) are written by
 `make_third_fixtures`; cases by `third_catalogue`."""
@@ -531,11 +531,11 @@ def _leftovers() -> list[Case]:
 
 def _huge_legal() -> list[Case]:
     return [
-        Case("stack of 200,000 layers refused at once", ["stack", "in/stack3_200k.toml", *HW],
-             "error", NUMERIC, 8, limit_s=10),
-        Case("plan of 200,000 layers refused at once",
+        Case("stack of 200,000 layers in seconds", ["stack", "in/stack3_200k.toml", *HW],
+             "ok", NUMERIC, 8, limit_s=60),
+        Case("plan of 200,000 layers: fits on no plan",
              ["plan", "in/stack3_200k.toml", *HW, "--devices", "8"], "error", NUMERIC, 8,
-             limit_s=10),
+             limit_s=60),
         Case("serve --requests 20000 --simulate (the limit) bounded",
              [*SERVE, "--model", "llama-3.2-1b", "--requests", "20000", "--simulate",
               "--rate", "200"], "any", NUMERIC, 8, limit_s=120),

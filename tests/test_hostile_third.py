@@ -314,5 +314,6 @@ def test_a_workload_file_past_the_layer_limit_is_refused_before_parsing(
         raise AssertionError("parsed")
 
     monkeypatch.setattr(workload_toml.tomllib, "loads", never)
-    with pytest.raises(InputError, match="20,001 layers; the limit is 20,000"):
+    monkeypatch.setattr(workload_toml, "loads_subset", never)
+    with pytest.raises(InputError, match="250,001 layers; the limit is 250,000"):
         workload_toml.workload_from_toml(path)

@@ -4,20 +4,22 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from math import prod
 from typing import Any
 
-from shardline.cli.args import add_network_args
-from shardline.cli.args import add_workload_args as _add_workload_args
+from shardline.cli.args import add_network_args, add_workload_args
 from shardline.cli.common import (
     add_chip_args,
     add_json_arg,
     emit_json,
     load_from_args,
     overrides_from_args,
+    positive_arg,
 )
-from shardline.cli.common import positive_arg as _positive
 from shardline.cli.execution_args import (
     add_degree_args,
     add_execution_args,
@@ -69,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "that add up, compute versus data-transfer time, and whether weights, "
         "activations, KV cache, gradients and optimizer state fit in memory.",
     )
-    _add_workload_args(st)
+    add_workload_args(st)
     add_chip_args(st, dtype=False)
     add_json_arg(st)
     st.set_defaults(func=run_stack)
@@ -81,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "fully-sharded data (fsdp) parallelism over D devices: latency, throughput, "
         "memory per device, communication and bottleneck; recommend one and say why.",
     )
-    _add_workload_args(pl)
+    add_workload_args(pl)
     add_chip_args(pl, dtype=False)
     pl.add_argument("--devices", required=True, metavar="D", help="number of devices")
     add_degree_args(pl)
@@ -115,13 +117,43 @@ def run_stack(args: argparse.Namespace) -> int:
     from shardline.report.stack_text import render_stack
     from shardline.workload.stack import stack
 
-    workload = load_from_args(args)
-    result = stack(workload, args.hw, **overrides_from_args(args))
-    if args.json:
-        emit_json(result.to_dict())
-    else:
-        sys.stdout.write(render_stack(result))
+    with _collector_paused():
+        workload = load_from_args(args)
+        result = stack(workload, args.hw, **overrides_from_args(args))
+        if args.json:
+            _emit_stack_json(result)
+        else:
+            sys.stdout.write(render_stack(result))
     return 0
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a stack is read, priced and printed: the
+    layers and rows are freed by reference counts (a cycle waits for the next collection), and
+    the collector would walk the objects of 200,000 layers again and again as they are made
+    (a third of the time)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _emit_stack_json(result: Any) -> None:
+    """`stack --json`: the text of `emit_json(result.to_dict())`, written in pieces (a row per
+    layer, 200,000 of them in a second or two); a value JSON cannot hold is emit_json's error."""
+    from shardline.report.stack_json import stack_json_pieces
+
+    try:
+        pieces = stack_json_pieces(result)
+    except ValueError:
+        emit_json(result.to_dict())  # its one error line
+        return
+    for piece in pieces:
+        sys.stdout.write(piece)
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -133,18 +165,18 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.emit is not None and args.framework is None:
         args.framework = args.emit  # the launch is priced with its framework's defaults
     workload = load_from_args(args)
-    devices = _positive(args.devices, "--devices")
+    devices = positive_arg(args.devices, "--devices")
     overrides: dict[str, Any] = dict(overrides_from_args(args))
     options = plan_options_from_args(args)
     options["objective"] = args.objective
-    top = _positive(args.top, "--top")
+    top = positive_arg(args.top, "--top")
     if args.max_batch or args.max_seq_len or args.target_mfu is not None:
         return _run_capacity(args, workload, devices, options, overrides)
     if args.batches is not None:
         if args.batch is not None:
             raise InputError("give --batch or --batches, not both")
         batches = [
-            _positive(item.strip(), "--batches entry")
+            positive_arg(item.strip(), "--batches entry")
             for item in args.batches.split(",")
             if item.strip()
         ]

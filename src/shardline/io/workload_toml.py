@@ -33,14 +33,17 @@ from __future__ import annotations
 
 import re
 import tomllib
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from shardline.errors import InputError
 from shardline.io.inputs import read_input_bytes
+from shardline.io.layer_tables import build_layers
+from shardline.io.toml_subset import loads_subset
 from shardline.ops.einsum import parse_einsum
 from shardline.workload.precision import PRECISION_FIELDS, template_precision
-from shardline.workload.templates import ffn, transformer
+from shardline.workload.templates import TransformerShape, ffn, transformer
 from shardline.workload.workload import Layer, Workload, check_layer_count, matmul_layer
 
 __all__ = [
@@ -53,9 +56,9 @@ __all__ = [
 ]
 
 TOP_FIELDS = (
-    "name", "description", "phase", "repeat", "batch_dim", "dtype", "item", "dims", "layer",
-    "transformer", "ffn",
-)  # fmt: skip
+    *("name", "description", "phase", "repeat", "batch_dim", "dtype", "item", "dims", "layer"),
+    *("transformer", "ffn"),
+)
 LAYER_FIELDS = (
     "name",
     "einsum",
@@ -75,10 +78,12 @@ LAYER_FIELDS = (
     "tp_dims",
     "axes",
 )
+# the [transformer] table's keys: TransformerShape's fields (an attention variant's table is one
+# of them), the phase, the dtypes, the [moe] table and the precision fields
 TRANSFORMER_FIELDS = (
-    *("d_model", "d_ff", "heads", "kv_heads", "head_dim", "seq_len", "batch", "layers"),
-    *("gated", "dtype", "kv_dtype", "phase", "vocab", "attention", "rotary", "qk_norm", "norm"),
-    *("moe", "mla", "sliding_window", "weight_dtype", "attention_dtype", "tied_embeddings"),
+    *(f.name for f in fields(TransformerShape)),
+    *("phase", "dtype", "kv_dtype", "moe"),
+    *PRECISION_FIELDS,
 )
 FFN_FIELDS = ("d_model", "d_ff", "seq_len", "batch", "layers", "gated", "dtype", "phase")
 SHEET_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm")
@@ -361,7 +366,9 @@ def workload_from_dict(
         if not isinstance(shared, dict):
             raise InputError(f"{origin}: [dims] must be a table of sizes")
         base = str(dtype or data.get("dtype", "bf16"))  # --dtype: shardline.workload.precision
-        layers = [_layer(raw, i + 1, shared, base) for i, raw in enumerate(raw_layers)]
+        layers = build_layers(
+            raw_layers, lambda raw, index: _layer(raw, index, shared, base), origin
+        )
         batch_dim = data.get("batch_dim")
         if batch_dim is None:
             batch_dim = _guess_batch_dim(layers)
@@ -395,7 +402,10 @@ def workload_from_toml(path: str | Path, **overrides: Any) -> Workload:
     headers = re.findall(rb"(?m)^[ \t]*\[\[[ \t]*layer[ \t]*\]\]", raw)  # before parsing
     check_layer_count(len(headers), str(p))  # 200,000 tables: a second, not the parse's 7 s
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        data = loads_subset(text)  # the regular subset, fast; None: tomllib reads the rest
+        if data is None:
+            data = tomllib.loads(text)
     except UnicodeDecodeError:
         raise InputError(f"cannot read {p}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
@@ -426,7 +436,7 @@ def workload_from_sheet(
     check_layer_count(len(table), str(path))  # before a Layer is built for each row
     labels = table.labels()
     seen: dict[str, int] = {}
-    layers: list[Layer] = []
+    rows: list[dict[str, Any]] = []
     for i in range(len(table)):
         count = int(table.count[i])
         if count == 0:
@@ -436,11 +446,11 @@ def workload_from_sheet(
         if seen[name] > 1:
             name = f"{name} ({seen[name]})"
         dtype = str(table.dtype[i]) if table.dtype is not None and table.dtype[i] else "bf16"
-        layers.append(
-            matmul_layer(
-                name, int(table.m[i]), int(table.k[i]), int(table.n[i]), dtype=dtype, count=count
-            )
+        rows.append(
+            {"name": name, "m": int(table.m[i]), "k": int(table.k[i]), "n": int(table.n[i])}
+            | {"dtype": dtype, "count": count}
         )
+    layers = build_layers(rows, lambda row, _: matmul_layer(**row), str(path))
     if not layers:
         raise InputError(f"{path}: every row has count 0")
     chosen = phase or "forward"

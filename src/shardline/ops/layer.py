@@ -31,7 +31,15 @@ from shardline.ops.einsum import (
     require_two_operands,
 )
 
-__all__ = ["Layer", "LOGICAL_AXES", "backward_layers", "distinct", "layer_range", "matmul_layer"]
+__all__ = [
+    "Layer",
+    "LOGICAL_AXES",
+    "backward_layers",
+    "backward_stack",
+    "distinct",
+    "layer_range",
+    "matmul_layer",
+]
 
 # Logical axes a layer can name its dims by (`Layer.axes`); strategies split logical axes.
 LOGICAL_AXES = (
@@ -293,6 +301,17 @@ class Layer:
     def weight_bytes(self) -> int:
         return sum(self.operand_bytes(w) for w in self.weights) if self.phase == "forward" else 0
 
+    def renamed(self, name: str) -> Layer:
+        """This layer under another name, sharing its checked content (every field but the name,
+        and what is derived from them): layers that differ only in name are checked once."""
+        if not isinstance(name, str) or not name.strip():
+            raise InputError(f"a layer needs a non-empty name (a string), got {short(name)}")
+        self.content_key, self.parsed, self._dims_by_axis  # worked out once, shared  # noqa: B018
+        out = object.__new__(Layer)
+        out.__dict__.update(self.__dict__)
+        object.__setattr__(out, "name", name.strip())
+        return out
+
     def with_dims(self, **sizes: int) -> Layer:
         dims = dict(self.dims)
         for name, size in sizes.items():
@@ -356,6 +375,24 @@ def backward_layers(layer: Layer) -> list[Layer]:
                 grad_of=target.name if is_weight else None,
             )
         )
+    return out
+
+
+def backward_stack(layers: Sequence[Layer]) -> list[Layer]:
+    """`backward_layers` of each layer, the last layer's first (the backward pass's order).
+    Layers of the same content derive theirs once; the others are renamed copies (a backward
+    layer is named after its forward layer: "up.grad_w")."""
+    derived: dict[tuple[Any, ...], tuple[Layer, list[Layer]]] = {}
+    out: list[Layer] = []
+    for layer in reversed(layers):
+        hit = derived.get(layer.content_key)
+        if hit is None:
+            grads = backward_layers(layer)
+            derived[layer.content_key] = (layer, grads)
+            out.extend(grads)
+        else:
+            first, grads = hit
+            out.extend(g.renamed(layer.name + g.name[len(first.name) :]) for g in grads)
     return out
 
 

@@ -12,8 +12,10 @@ position); the search and the evaluation live in `shardline.planning`:
 
 Time of one stage for one microbatch, per phase (forward; backward when training):
 `max(sum of per-layer max(t_compute, t_memory), overlapped communication) + critical
-communication`. The step: `(m + P - 1) * max over stages (t_fwd + t_bwd)`, plus whatever of the
-data-parallel gradient all-reduce the last backward pass cannot hide.
+communication`. The training step: `(m + (P - 1)/V) * max over stages (t_fwd + t_bwd)` (1F1B with V
+interleaved chunks per stage, Narayanan et al. 2021; V = 1: `m + P - 1`; a forward pass: `(m + P -
+1) * t_fwd`), plus whatever of the data-parallel gradient all-reduce the last backward pass cannot
+hide.
 """
 
 from __future__ import annotations

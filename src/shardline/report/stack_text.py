@@ -4,6 +4,7 @@ derivation with the numbers put in."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from shardline.basics.dtypes import dtype_bytes
 from shardline.basics.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_time
@@ -21,17 +22,11 @@ __all__ = ["render_stack", "table", "rate", "describe", "memory_parts"]
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> list[str]:
-    widths = [
-        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
-    ]
-
-    def line(cells: Sequence[str]) -> str:
-        parts = [
-            c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right, strict=True)
-        ]
-        return "  " + "  ".join(parts).rstrip()
-
-    return [line(header), *(line(r) for r in rows)]
+    """Columns padded to their widest cell (right-aligned where `right`), two spaces apart."""
+    columns = zip(header, *rows, strict=True) if rows else ((h,) for h in header)
+    widths = [max(map(len, column)) for column in columns]
+    pattern = "  ".join(f"{{:{'>' if r else '<'}{w}}}" for w, r in zip(widths, right, strict=True))
+    return ["  " + pattern.format(*cells).rstrip() for cells in (header, *rows)]
 
 
 def rate(value: float) -> str:
@@ -73,7 +68,7 @@ def _bound_line(r: StackResult) -> str:
             f"MEMORY-BOUND overall: t_memory {fmt_time(t.t_memory_s)} (HBM data transfer) > "
             f"t_compute {fmt_time(t.t_compute_s)}"
         )
-    bounds = {row.bound for row in r.layers}
+    bounds = {row.bound for row in {row.content_key: row for row in r.layers}.values()}
     mixed = "" if len(bounds) == 1 else f"; layers differ ({', '.join(sorted(bounds))}-bound)"
     return (
         f"{head}{mixed}; lower bound {fmt_time(t.t_lower_s)}, upper bound {fmt_time(t.t_upper_s)}"
@@ -237,20 +232,22 @@ def _layer_table(r: StackResult) -> list[str]:
         "× count",
         "predicted × count",
     )
-    rows = [
-        (
-            row.name,
-            fmt_int(row.count),
-            fmt_flops(row.flops),
-            fmt_bytes(row.bytes),
-            f"{row.intensity_flop_per_byte:,.4g}",
-            row.bound,
-            fmt_time(row.t_lower_s),
-            fmt_time(row.count * row.t_lower_s),
-            fmt_time(row.count * row.predicted_s),
-        )
-        for row in r.layers
-    ]
+    cells: dict[tuple[Any, ...], tuple[str, ...]] = {}  # rows that read the same but for the name
+    rows = []
+    for row in r.layers:
+        key = (row.content_key, row.count)
+        if key not in cells:
+            cells[key] = (
+                fmt_int(row.count),
+                fmt_flops(row.flops),
+                fmt_bytes(row.bytes),
+                f"{row.intensity_flop_per_byte:,.4g}",
+                row.bound,
+                fmt_time(row.t_lower_s),
+                fmt_time(row.count * row.t_lower_s),
+                fmt_time(row.count * row.predicted_s),
+            )
+        rows.append((row.name, *cells[key]))
     rows.append(
         (
             "total",

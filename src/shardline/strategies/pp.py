@@ -1,7 +1,8 @@
-"""Pipeline parallel (pp): consecutive blocks form stages; m microbatches run through P stages in
-`(m + P - 1)` stage times, so the bubble fraction is `(P - 1) / (m + P - 1)` (GPipe, Huang et al.
-2019), with a point-to-point send of the boundary activation (and its gradient) per microbatch, on
-the critical path."""
+"""Pipeline parallel (pp): consecutive blocks form stages. A training step runs m microbatches
+through P stages under 1F1B with V interleaved chunks per stage in `m + (P - 1)/V` stage times, a
+bubble of `(P - 1) / (V m + P - 1)` (Narayanan et al. 2021); V = 1, and a forward pass, take
+`m + P - 1`, a bubble of `(P - 1) / (m + P - 1)` (GPipe, Huang et al. 2019). Each microbatch sends
+the boundary activation (and its gradient) point to point, on the critical path."""
 
 from __future__ import annotations
 

@@ -2,16 +2,17 @@
 
 docs/stack-and-plans.md. Each layer is bound on its own (`t_lower_s` = max(t_compute, t_memory) per
 layer), so the stack's lower bound is the sum of the per-layer maxima, which is at least
-max(sum t_compute, sum t_memory). Memory: weights `params*s_w`; activations; KV cache
-`2*L*n_kv*d_head*S*B*s_kv`; training adds gradients and Adam state (fp32 master weights and two
-moments: 12 B per parameter, so 16 B per parameter with bf16 weights and gradients; fp32 weights are
-their own master copy: 4 + 4 + 8 = 16 B).
+max(sum t_compute, sum t_memory). Memory (`shardline.workload.device_memory`): weights
+`params*s_w`; activations; KV cache `2*L*n_kv*d_head*S*B*s_kv`; training adds gradients and Adam
+state (16 B per parameter with bf16 weights and gradients).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from functools import cached_property, reduce
+from operator import add, attrgetter, mul
 from typing import Any
 
 from shardline.basics.dtypes import dtype_bits
@@ -21,9 +22,18 @@ from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.ops.cost import ZERO_COST, Cost
 from shardline.ops.roofline import evaluate_einsum
+from shardline.workload.device_memory import (
+    ADAM_MOMENTS_BYTES_PER_PARAM,
+    OPTIMIZER_BYTES_PER_PARAM,
+    DeviceShare,
+    MemoryCheck,
+    memory_check,
+    optimizer_bytes_per_param,
+)
 from shardline.workload.workload import Layer, Workload
 
 __all__ = [
+    "ADAM_MOMENTS_BYTES_PER_PARAM",
     "OPTIMIZER_BYTES_PER_PARAM",
     "optimizer_bytes_per_param",
     "LayerCost",
@@ -32,31 +42,12 @@ __all__ = [
     "MemoryCheck",
     "StackResult",
     "layer_cost",
+    "layer_dicts",
     "DeviceShare",
     "memory_check",
     "stack",
     "apply_overrides",
 ]
-
-# Mixed-precision Adam keeps an fp32 master copy of each weight plus two fp32 moments:
-# 4 + 4 + 4 = 12 B per parameter (ZeRO, Rajbhandari et al. 2020, section 3.1: "K = 12"). With bf16
-# weights (2 B) and bf16 gradients (2 B) that is the 16 B per parameter of docs/stack-and-plans.md.
-# Weights already stored in fp32 (or wider) are their own master copy: only the two moments,
-# 8 B, so fp32 training is 4 + 4 + 8 = 16 B per parameter too (ZeRO, section 3.1).
-ADAM_MOMENTS_BYTES_PER_PARAM = 8
-FP32_MASTER_BYTES_PER_PARAM = 4
-OPTIMIZER_BYTES_PER_PARAM = ADAM_MOMENTS_BYTES_PER_PARAM + FP32_MASTER_BYTES_PER_PARAM
-
-
-def optimizer_bytes_per_param(weight_dtype: str) -> int:
-    """Adam state per parameter: two fp32 moments, plus an fp32 master copy when the weight is
-    stored narrower than fp32."""
-    master = FP32_MASTER_BYTES_PER_PARAM if dtype_bits(weight_dtype) < 32 else 0
-    return ADAM_MOMENTS_BYTES_PER_PARAM + master
-
-
-def _own_dims(layer: Layer) -> Mapping[str, int]:
-    return layer.dims
 
 
 class _ScalarCost:
@@ -107,23 +98,6 @@ class LayerCost(_ScalarCost):
     flops_per_s: float
 
 
-@dataclass(frozen=True)
-class DeviceShare:
-    """How one device's share of a stack is cut (the parallel strategies produce it:
-    `shardline.strategies.device_share`): each layer's local sizes, and the ways weights, gradients
-    and optimizer state are sharded (ZeRO-3). The default: the whole stack on one device."""
-
-    dims: Callable[[Layer], Mapping[str, int]] = _own_dims
-    weights_ways: int = 1
-    gradients_ways: int = 1
-    optimizer_ways: int = 1
-    # sizes of the resident state (the KV cache): every sequence's cache stays on the device
-    # whatever the microbatching, so only the batch splits between devices apply
-    cache_dims: Callable[[Layer], Mapping[str, int]] | None = None
-    # optimizer state in bytes per parameter, by the weight's dtype (default: mixed-precision Adam)
-    state_bytes: Callable[[str], float] = optimizer_bytes_per_param
-
-
 def layer_cost(layer: Layer, chip: Chip, dims: Mapping[str, int] | None = None) -> LayerCost:
     """Roofline of one layer instance (shardline.ops.roofline.evaluate_einsum), less the bytes of
     operands kept on chip (flash-attention scores)."""
@@ -150,6 +124,29 @@ class LayerRow(_ScalarCost):
     # the share of `flops` its kernel runs: a causal fused attention kernel skips the masked
     # half of the scores (`causal_lower_bound`); `flops` keeps the full count (MFU convention)
     run_fraction: float = 1.0
+
+    @cached_property
+    def content_key(self) -> tuple[Any, ...]:
+        """Every field but the name and the count: rows of the same key read the same but for
+        those two (`renamed` rows, one pricing)."""
+        return (
+            self.phase,
+            self.spec,
+            tuple(self.dims.items()),
+            _COST_FIELDS(self.cost),
+            self.weight_bytes,
+            self.working_set_bytes,
+            self.run_fraction,
+        )
+
+    def renamed(self, name: str, count: int) -> LayerRow:
+        """This row (its per-instance cost) for another layer of the same content."""
+        self.content_key  # worked out once, then shared  # noqa: B018
+        out = object.__new__(LayerRow)
+        out.__dict__.update(self.__dict__)
+        object.__setattr__(out, "name", name)
+        object.__setattr__(out, "count", count)
+        return out
 
     @property
     def intensity_flop_per_byte(self) -> float:
@@ -194,114 +191,6 @@ class StackTotals(_ScalarCost):
 
 
 @dataclass(frozen=True)
-class MemoryCheck:
-    """Bytes held on one device. `activations_bytes`: for a forward pass, the largest live set of
-    one layer (its activation inputs and output); for training, every activation input saved for the
-    backward pass (per microbatch in flight) plus the largest output."""
-
-    params: float
-    weights_bytes: float
-    gradients_bytes: float
-    optimizer_bytes: float
-    activations_bytes: float
-    kv_cache_bytes: float
-    total_bytes: float
-    capacity_bytes: float
-    fits: bool
-    headroom_bytes: float
-    working_set_bytes: float  # the seed 003 question: one input + one output + the layer's weight
-    working_set_layer: str
-    working_set_fits: bool
-    buffers_bytes: float = 0.0  # gathered weights under FSDP (the layer in use and the next)
-
-    def with_total(self, total_bytes: float, **changes: Any) -> MemoryCheck:
-        """A copy with some terms changed and their new total, whether it fits and the headroom
-        worked out again from it."""
-        return replace(
-            self,
-            total_bytes=total_bytes,
-            fits=total_bytes <= self.capacity_bytes,
-            headroom_bytes=self.capacity_bytes - total_bytes,
-            **changes,
-        )
-
-
-def _activation_bytes(layer: Layer, dims: Mapping[str, int], which: Iterable[str]) -> int:
-    return sum(
-        layer.operand_bytes(name, dims) for name in which if layer.role(name) == "activation"
-    )
-
-
-def memory_check(
-    workload: Workload,
-    capacity_bytes: float,
-    *,
-    layers: Sequence[tuple[Layer, int]] | None = None,
-    share: DeviceShare | None = None,
-    in_flight: float = 1,
-) -> MemoryCheck:
-    """Memory on one device holding `layers` [(layer, instances)] (default: the whole stack) cut
-    as `share` says (local sizes per layer; weights, gradients and optimizer state sharded so
-    many ways), with `in_flight` microbatches whose activations are kept."""
-    share = share or DeviceShare()
-    if layers is None:
-        from shardline.workload.dense_first import stack_layers
-
-        layers = stack_layers(workload)
-    params = weights = kv = saved = adam = 0.0
-    live = biggest_out = 0
-    working, working_layer = 0, layers[0][0].name if layers else ""
-    for layer, n in layers:
-        dims = share.dims(layer)
-        weights_one = sum(layer.operand_bytes(w, dims) for w in layer.weights)
-        params += n * sum(_elements(layer, w, dims) for w in layer.weights)
-        adam += n * sum(
-            _elements(layer, w, dims) * share.state_bytes(layer.dtypes[w]) for w in layer.weights
-        )
-        weights += n * weights_one
-        cache_dims = share.cache_dims(layer) if share.cache_dims is not None else dims
-        kv += n * sum(layer.operand_bytes(c, cache_dims) for c in layer.cache)
-        ins = _activation_bytes(layer, dims, (op.name for op in layer.inputs))
-        out = _activation_bytes(layer, dims, (layer.output.name,))
-        saved += n * ins
-        live = max(live, ins + out)
-        biggest_out = max(biggest_out, out)
-        if ins + out + weights_one > working:
-            working, working_layer = ins + out + weights_one, layer.name
-    weights_dev = weights / share.weights_ways
-    if workload.training:
-        gradients = weights / share.gradients_ways  # gradients in the weights' dtype
-        optimizer = adam / share.optimizer_ways
-        activations = in_flight * saved + biggest_out
-    else:
-        gradients = optimizer = 0.0
-        activations = float(live)
-    total = weights_dev + gradients + optimizer + activations + kv
-    return MemoryCheck(
-        params=params,
-        weights_bytes=weights_dev,
-        gradients_bytes=gradients,
-        optimizer_bytes=optimizer,
-        activations_bytes=activations,
-        kv_cache_bytes=kv,
-        total_bytes=total,
-        capacity_bytes=capacity_bytes,
-        fits=total <= capacity_bytes,
-        headroom_bytes=capacity_bytes - total,
-        working_set_bytes=float(working),
-        working_set_layer=working_layer,
-        working_set_fits=working <= capacity_bytes,
-    )
-
-
-def _elements(layer: Layer, name: str, dims: Mapping[str, int]) -> int:
-    total = 1
-    for d in layer.operand(name).dims:
-        total *= dims[d]
-    return total
-
-
-@dataclass(frozen=True)
 class StackResult:
     workload: Workload
     chip: Chip
@@ -310,9 +199,10 @@ class StackResult:
     memory: MemoryCheck
     subtotals: dict[str, dict[str, float]]  # "forward", "backward" (training), "one_block"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, layers: bool = True) -> dict[str, Any]:
+        """The result as JSON-ready data; `layers=False` leaves the per-layer list empty."""
         w = self.workload
-        return jsonable(
+        summary = jsonable(
             {
                 "workload": {
                     **w.identity(),
@@ -326,12 +216,27 @@ class StackResult:
                     "mem_bytes_per_s": self.chip.mem_bytes_per_s,
                     "capacity_bytes": self.chip.capacity_bytes,
                 },
-                "layers": [row.to_dict() for row in self.layers],
+                "layers": [],
                 "subtotals": self.subtotals,
                 "totals": self.totals.to_dict(),
                 "memory": self.memory.__dict__,
             }
         )
+        return summary | {"layers": layer_dicts(self.layers)} if layers else summary
+
+
+def layer_dicts(rows: Sequence[LayerRow]) -> list[dict[str, Any]]:
+    """`jsonable(row.to_dict())` of each row, worked out once per content (`content_key`) and
+    copied with each row's name and count."""
+    done: dict[tuple[Any, ...], dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        first = done.get(row.content_key)
+        if first is None:
+            out.append(done.setdefault(row.content_key, jsonable(row.to_dict())))
+        else:
+            out.append(first | {"name": row.name, "count": row.count})
+    return out
 
 
 def apply_overrides(
@@ -367,15 +272,19 @@ def stack(
     if not isinstance(workload, Workload):
         raise InputError(f"stack() needs a Workload, got {type(workload).__name__}")
     chip = apply_overrides(resolve_chip(hw), workload, flops_per_s, mem_bytes_per_s)
-    rows = [_row(layer, chip, workload) for layer in workload.step_layers()]
-    subtotals = {"forward": _subtotal([r for r in rows if r.phase == "forward"])}
+    rows = _rows(workload, chip)  # the forward rows, then the backward rows
+    backward_rows = [r for r in rows if r.phase == "backward"]
+    forward = _sum(rows[: len(rows) - len(backward_rows)])
+    backward = _sum(backward_rows)
+    whole = _sum(backward_rows, start=forward)
+    subtotals = {"forward": _subtotal(forward)}
     if workload.training:
-        subtotals["backward"] = _subtotal([r for r in rows if r.phase == "backward"])
-    subtotals["one_block"] = _subtotal(rows, workload.repeat)
+        subtotals["backward"] = _subtotal(backward)
+    subtotals["one_block"] = _subtotal(whole, workload.repeat)
     totals = StackTotals(
-        cost=_sum(rows),
-        forward_flops=int(_sum([r for r in rows if r.phase == "forward"]).flops),
-        backward_flops=int(_sum([r for r in rows if r.phase == "backward"]).flops),
+        cost=whole,
+        forward_flops=int(forward.flops),
+        backward_flops=int(backward.flops),
         layer_instances=workload.layer_count,
     )
     memory = _with_model_activations(memory_check(workload, chip.usable_capacity_bytes), workload)
@@ -401,6 +310,23 @@ def _with_model_activations(mc: MemoryCheck, workload: Workload) -> MemoryCheck:
     return mc.with_total(total, activations_bytes=activations)
 
 
+def _rows(workload: Workload, chip: Chip) -> list[LayerRow]:
+    """A row for each einsum of the step; layers of the same content (all but the name) are
+    priced once and their rows share that cost (200,000 layers of one shape: one pricing)."""
+    from shardline.workload.dense_first import layer_repeats
+
+    priced: dict[tuple[Any, ...], LayerRow] = {}
+    rows: list[LayerRow] = []
+    for layer in workload.step_layers():
+        first = priced.get(layer.content_key)
+        if first is None:
+            row = priced[layer.content_key] = _row(layer, chip, workload)
+        else:
+            row = first.renamed(layer.name, layer.count * layer_repeats(workload, layer))
+        rows.append(row)
+    return rows
+
+
 def _row(layer: Layer, chip: Chip, workload: Workload) -> LayerRow:
     from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 
@@ -423,17 +349,24 @@ def _row(layer: Layer, chip: Chip, workload: Workload) -> LayerRow:
     )
 
 
-def _sum(rows: Sequence[LayerRow]) -> Cost:
-    """count x Cost summed over the rows (a stack is the sum of its layers)."""
-    total = ZERO_COST
-    for r in rows:
-        total = total + r.cost * r.count
-    return total
+def _sum(rows: Sequence[LayerRow], start: Cost = ZERO_COST) -> Cost:
+    """count x Cost summed over the rows (a stack is the sum of its layers) after `start`: field
+    by field, in row order, the additions of start + r1.cost * r1.count + ..., in C loops."""
+    costs = [r.cost for r in rows]
+    counts = [r.count for r in rows]
+    return Cost(
+        *(
+            reduce(add, map(mul, map(attrgetter(f.name), costs), counts), getattr(start, f.name))
+            for f in fields(Cost)
+        )
+    )
 
 
-def _subtotal(chosen: Sequence[LayerRow], per: int = 1) -> dict[str, float]:
-    """The rows' summed Cost divided by `per` (one block: per = repeat), as the JSON keys."""
-    c = _sum(chosen)
+_COST_FIELDS = attrgetter(*(f.name for f in fields(Cost)))
+
+
+def _subtotal(c: Cost, per: int = 1) -> dict[str, float]:
+    """A summed Cost divided by `per` (one block: per = repeat), as the JSON keys."""
     return {
         "flops": int(c.flops) // per,
         "bytes": int(c.hbm_bytes) // per,

@@ -27,6 +27,7 @@ from shardline.ops.layer import (
     LOGICAL_AXES,
     Layer,
     backward_layers,
+    backward_stack,
     distinct,
     layer_range,
     matmul_layer,
@@ -42,25 +43,41 @@ __all__ = [
     "backward_layers",
     "matmul_layer",
     "check_layer_count",
+    "check_distinct_count",
     "MAX_LAYERS",
+    "MAX_DISTINCT_LAYERS",
 ]
 
 # Forward-only stacks and training steps; the templates add inference prefill and decode.
 PHASES: tuple[str, ...] = kinds.PHASES  # closed vocabulary: shardline.basics.kinds.Phase
 
-# The most layers a workload lists (each is priced on its own; a file of 20,000 [[layer]] tables
-# is about 1.6 MB and `stack` answers it in about 4 s). Real models need a few hundred: a block
-# of them runs `repeat` times and identical layers in a row are one layer with `count`.
-MAX_LAYERS = 20_000
+# The most layers a workload lists, and the most of them that differ in more than their name.
+# Layers of the same content (`Layer.content_key`) are checked and priced once and share the
+# answer; each distinct layer is priced on its own (about 0.3 ms: the GEMM model's tiles and
+# waves). `stack` on one core: 200,000 [[layer]] tables of one shape (a 16 MB file) in about
+# 3 s and 250 MB; 20,000 distinct layers in about 10 s. Time and memory grow linearly with each.
+# Real models need a few hundred: a block of them runs `repeat` times and identical layers in a
+# row are one layer with `count`.
+MAX_LAYERS = 250_000
+MAX_DISTINCT_LAYERS = 20_000
+_FEWER = (
+    "give identical layers in a row as one layer with count = N, or repeat a block with repeat = N"
+)
 
 
 def check_layer_count(count: int, what: str) -> None:
-    """An InputError when a workload lists more than MAX_LAYERS layers (each is priced on its
-    own: `stack` takes about 0.2 ms a layer and `plan` more; `count` and `repeat` cost nothing)."""
+    """An InputError when a workload lists more than MAX_LAYERS layers (checked before a Layer
+    is built for each; `count` and `repeat` cost nothing)."""
     if count > MAX_LAYERS:
+        raise InputError(f"{what}: {count:,} layers; the limit is {MAX_LAYERS:,} ({_FEWER})")
+
+
+def check_distinct_count(count: int, what: str) -> None:
+    """An InputError when a workload has more than MAX_DISTINCT_LAYERS distinct layers."""
+    if count > MAX_DISTINCT_LAYERS:
         raise InputError(
-            f"{what}: {count:,} layers; the limit is {MAX_LAYERS:,} (give identical layers in a "
-            "row as one layer with count = N, or repeat a block with repeat = N)"
+            f"{what}: {count:,} distinct layers; the limit is {MAX_DISTINCT_LAYERS:,} (layers "
+            f"that differ in more than their name are priced one by one; {_FEWER})"
         )
 
 
@@ -93,6 +110,8 @@ class Workload:
         if not layers:
             raise InputError(f"workload {self.name!r} has no layers")
         check_layer_count(len(layers), f"workload {self.name!r}")
+        distinct = len({layer.content_key for layer in layers})
+        check_distinct_count(distinct, f"workload {self.name!r}")
         if isinstance(self.repeat, bool) or not isinstance(self.repeat, int) or self.repeat < 1:
             raise InputError(f"workload {self.name!r}: repeat must be a positive integer")
         check_size(self.repeat, f"workload {self.name!r}: repeat")
@@ -213,8 +232,7 @@ class Workload:
         layers in reverse order."""
         out = list(self.layers)
         if self.training:
-            for layer in reversed(self.layers):
-                out.extend(backward_layers(layer))
+            out.extend(backward_stack(self.layers))
         return out
 
     def identity(self) -> dict[str, Any]:
