@@ -146,3 +146,34 @@ def test_dominated_stages_are_dropped() -> None:
             held = [min(m, 4 - i) for i in index]
             totals = [total_bytes(states[z, c], blocks[c], 1.5, held[c], 0.0) for c in range(4)]
             assert totals[2] <= max(totals[c] for c in (0, 1, 3))
+
+
+def test_folded_listed_layouts_plan_the_same(capsys: pytest.CaptureFixture[str]) -> None:
+    """The folded variants (parallel folding, `--etp`) that the re-rank adds are the engine's
+    alone, never the vectorized model's: each one `search` lists, planned again with its degrees
+    (etp and edp included) and knobs pinned, has the same predicted step and memory, to 1e-9.
+    tp 2 over 16 devices with ep > 1 folds: etp 1, the experts over ep x 2 ranks."""
+    r = _run(
+        capsys, "search", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "16",
+        "--seq-len", "1024", "--global-batch", "64Ki", "--scales", "1", "--rerank", "4",
+        "--fix", "tp=2,pp=1,fsdp=1,cp=1", "--json",
+    )  # fmt: skip
+    listed = [r["best"], *r["alternatives"], *r["pareto"]]
+    folded = [lay for lay in listed if "etp" in lay["degrees"]]
+    assert folded and all(lay["degrees"]["etp"] == 1 for lay in folded)
+    for lay in folded:
+        argv = [
+            "plan", "--model", "mixtral-8x7b", "--hw", lay["hardware"],
+            "--devices", str(lay["devices"]), "--batch", "64", "--seq-len", "1024",
+            "--microbatches", str(lay["microbatches"]), "--interleave", str(lay["interleave"]),
+            "--recompute", lay["recompute"], "--zero", str(lay["zero"]), "--json",
+        ]  # fmt: skip
+        argv += [f for k, v in lay["degrees"].items() for f in (f"--{k}", str(v))]
+        argv += ["--sequence-parallel"] if lay["sequence_parallel"] else ["--no-sequence-parallel"]
+        argv += ["--tp-overlap"] if lay["tp_overlap"] else ["--no-tp-overlap"]
+        (p,) = _run(capsys, *argv)["plans"]
+        assert p["degrees"]["etp"] == lay["degrees"]["etp"]
+        assert p["predicted_s"] == pytest.approx(lay["predicted_step_s"], rel=EXACT)
+        assert p["memory_per_device_bytes"] == pytest.approx(
+            lay["memory_per_device_bytes"], rel=EXACT
+        )
