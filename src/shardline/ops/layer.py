@@ -146,13 +146,13 @@ def _named_dims(
 ROLES = ("weights", "cache", "onchip")
 
 
-class HashedKey(tuple):  # type: ignore[type-arg]
+class HashedKey(tuple[Any, ...]):
     """A tuple that computes its hash once (the plain tuple's hash, and equal to it): a nested
     key the caches hash on every lookup."""
 
     def __hash__(self) -> int:
         try:
-            return self._hash  # type: ignore[no-any-return]
+            return self._hash
         except AttributeError:
             self._hash: int = tuple.__hash__(self)
             return self._hash
@@ -235,22 +235,24 @@ class Layer:
         """Every field but the name: two layers with the same key cost the same (the plan search
         prices such layers once). Its hash is computed once (`HashedKey`): the caches look it up
         hundreds of thousands of times per search."""
-        return HashedKey((
-            self.spec,
-            tuple(self.dims.items()),
-            self.dtype,
-            tuple(self.dtypes.items()),
-            self.compute_dtype,
-            self.weights,
-            self.cache,
-            self.onchip,
-            self.count,
-            self.tp_dims,
-            self.phase,
-            self.grad_of,
-            tuple(self.axes.items()),
-            self.kernel,
-        ))
+        return HashedKey(
+            (
+                self.spec,
+                tuple(self.dims.items()),
+                self.dtype,
+                tuple(self.dtypes.items()),
+                self.compute_dtype,
+                self.weights,
+                self.cache,
+                self.onchip,
+                self.count,
+                self.tp_dims,
+                self.phase,
+                self.grad_of,
+                tuple(self.axes.items()),
+                self.kernel,
+            )
+        )
 
     def axis_dims(self, axis: str) -> tuple[str, ...]:
         """The dims this layer names as logical axis `axis`, in dim order."""
