@@ -92,6 +92,21 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     return json.loads(out)
 
 
+def _plan_argv(lay: dict) -> list[str]:
+    """`plan` of Mixtral 8x7B (64 x 1,024 tokens) with a listed layout's degrees (etp and edp
+    too when folded) and knobs pinned."""
+    argv = [
+        "plan", "--model", "mixtral-8x7b", "--hw", lay["hardware"],
+        "--devices", str(lay["devices"]), "--batch", "64", "--seq-len", "1024",
+        "--microbatches", str(lay["microbatches"]), "--interleave", str(lay["interleave"]),
+        "--recompute", lay["recompute"], "--zero", str(lay["zero"]), "--json",
+    ]  # fmt: skip
+    argv += [f for k, v in lay["degrees"].items() for f in (f"--{k}", str(v))]
+    argv += ["--sequence-parallel"] if lay["sequence_parallel"] else ["--no-sequence-parallel"]
+    argv += ["--tp-overlap"] if lay["tp_overlap"] else ["--no-tp-overlap"]
+    return argv
+
+
 @pytest.mark.parametrize("framework", [None, "torchtitan"])
 def test_every_listed_layout_plans_the_same(
     capsys: pytest.CaptureFixture[str], framework: str | None
@@ -110,17 +125,7 @@ def test_every_listed_layout_plans_the_same(
     assert len(listed) >= 3
     assert not any(k.startswith("vector_") for lay in listed for k in lay)
     for lay in listed:
-        argv = [
-            "plan", "--model", "mixtral-8x7b", "--hw", lay["hardware"],
-            "--devices", str(lay["devices"]), "--batch", "64", "--seq-len", "1024",
-            "--microbatches", str(lay["microbatches"]), "--interleave", str(lay["interleave"]),
-            "--recompute", lay["recompute"], "--zero", str(lay["zero"]), "--json",
-        ]  # fmt: skip
-        argv += [f for k, v in lay["degrees"].items() for f in (f"--{k}", str(v))]
-        argv += ["--sequence-parallel"] if lay["sequence_parallel"] else ["--no-sequence-parallel"]
-        argv += ["--tp-overlap"] if lay["tp_overlap"] else ["--no-tp-overlap"]
-        argv += fw
-        plan = _run(capsys, *argv)
+        plan = _run(capsys, *_plan_argv(lay), *fw)
         (p,) = plan["plans"]  # every degree pinned: the one plan, fitting or not (a listed
         # memory loser)
         assert p["predicted_s"] == pytest.approx(lay["predicted_step_s"], rel=EXACT)
@@ -146,3 +151,25 @@ def test_dominated_stages_are_dropped() -> None:
             held = [min(m, 4 - i) for i in index]
             totals = [total_bytes(states[z, c], blocks[c], 1.5, held[c], 0.0) for c in range(4)]
             assert totals[2] <= max(totals[c] for c in (0, 1, 3))
+
+
+def test_folded_listed_layouts_plan_the_same(capsys: pytest.CaptureFixture[str]) -> None:
+    """The folded variants (parallel folding, `--etp`) that the re-rank adds are the engine's
+    alone, never the vectorized model's: each one `search` lists, planned again with its degrees
+    (etp and edp included) and knobs pinned, has the same predicted step and memory, to 1e-9.
+    tp 2 over 16 devices with ep > 1 folds: etp 1, the experts over ep x 2 ranks."""
+    r = _run(
+        capsys, "search", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "16",
+        "--seq-len", "1024", "--global-batch", "64Ki", "--scales", "1", "--rerank", "4",
+        "--fix", "tp=2,pp=1,fsdp=1,cp=1", "--json",
+    )  # fmt: skip
+    listed = [r["best"], *r["alternatives"], *r["pareto"]]
+    folded = [lay for lay in listed if "etp" in lay["degrees"]]
+    assert folded and all(lay["degrees"]["etp"] == 1 for lay in folded)
+    for lay in folded:
+        (p,) = _run(capsys, *_plan_argv(lay))["plans"]
+        assert p["degrees"]["etp"] == lay["degrees"]["etp"]
+        assert p["predicted_s"] == pytest.approx(lay["predicted_step_s"], rel=EXACT)
+        assert p["memory_per_device_bytes"] == pytest.approx(
+            lay["memory_per_device_bytes"], rel=EXACT
+        )

@@ -150,3 +150,18 @@ def test_totals_add_up_and_bounds_bracket(m: int, k: int, n: int, repeat: int, c
     assert many.t_lower_s == pytest.approx(times * one.t_lower_s)
     assert max(many.t_compute_s, many.t_memory_s) <= many.t_lower_s * (1 + 1e-12)
     assert many.t_lower_s <= many.t_upper_s * (1 + 1e-12)
+
+
+def test_content_key_hashes_as_its_tuple_and_pickles_without_its_hash() -> None:
+    """A layer's content key caches its hash (`HashedKey`): equal to the plain tuple and hashed
+    as it, so a cache finds it by either; pickled, it carries no hash (a string's hash is
+    per process), and the copy hashes as the copy's tuple."""
+    import pickle
+
+    layer = matmul_layer("up", 8, 4096, 16384)
+    key = layer.content_key
+    plain = tuple(key)
+    assert key == plain and hash(key) == hash(plain) and {plain: 1}[key] == 1
+    copy = pickle.loads(pickle.dumps(key))
+    assert copy == key and "_hash" not in vars(copy)
+    assert hash(copy) == hash(tuple(copy))

@@ -82,7 +82,16 @@ def canonical_dtype(name: str) -> str:
 
 
 def dtype_bits(name: str) -> int:
-    return DTYPE_BITS[canonical_dtype(name)]
+    found = _BITS_OF.get(name) if isinstance(name, str) else None
+    if found is None:
+        found = DTYPE_BITS[canonical_dtype(name)]
+        if isinstance(name, str):
+            _BITS_OF[name] = found
+    return found
+
+
+# dtype_bits by the name as given (a memo: the engine asks for the same few names ~10^6 times)
+_BITS_OF: dict[str, int] = {}
 
 
 def dtype_bytes(name: str) -> float:

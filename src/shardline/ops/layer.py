@@ -154,6 +154,22 @@ def _named_dims(
 ROLES = ("weights", "cache", "onchip")
 
 
+class HashedKey(tuple[Any, ...]):
+    """A tuple that computes its hash once (the plain tuple's hash, and equal to it): a nested
+    key the caches hash on every lookup."""
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash: int = tuple.__hash__(self)
+            return self._hash
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled without the hash: a string's hash differs from one process to the next
+        return (HashedKey, (tuple(self),))
+
+
 @dataclass(frozen=True)
 class Layer:
     """One einsum of a stack: `Layer("up", "x[B,S,D] * w[D,F] -> h[B,S,F]", dims, weights=("w",))`.
@@ -228,23 +244,26 @@ class Layer:
     @cached_property
     def content_key(self) -> tuple[Any, ...]:
         """Every field but the name: two layers with the same key cost the same (the plan search
-        prices such layers once)."""
-        return (
-            self.spec,
-            tuple(self.dims.items()),
-            self.dtype,
-            tuple(self.dtypes.items()),
-            self.compute_dtype,
-            self.weights,
-            self.cache,
-            self.onchip,
-            self.count,
-            self.tp_dims,
-            self.phase,
-            self.grad_of,
-            tuple(self.axes.items()),
-            self.kernel,
-            self.constant,
+        prices such layers once). Its hash is computed once (`HashedKey`): the caches look it up
+        hundreds of thousands of times per search."""
+        return HashedKey(
+            (
+                self.spec,
+                tuple(self.dims.items()),
+                self.dtype,
+                tuple(self.dtypes.items()),
+                self.compute_dtype,
+                self.weights,
+                self.cache,
+                self.onchip,
+                self.count,
+                self.tp_dims,
+                self.phase,
+                self.grad_of,
+                tuple(self.axes.items()),
+                self.kernel,
+                self.constant,
+            )
         )
 
     def axis_dims(self, axis: str) -> tuple[str, ...]:

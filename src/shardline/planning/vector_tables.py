@@ -292,15 +292,18 @@ def activation_table(
     base = base or Execution()
     act = np.zeros((len(inner_keys), len(seq_b), 2, len(recomputes)))
     logits = np.zeros((len(inner_keys), len(seq_b)))
+    runs = {
+        (sp, r): replace(base, sequence_parallel=bool(sp), recompute=rc)
+        for sp in (0, 1)
+        for r, rc in enumerate(recomputes)
+    }
     for i, key in enumerate(inner_keys):
         inner = Degrees(dict(zip(names, key, strict=True)))
         seq = inner.of("seq")  # cp: S / cp tokens per device
         for j, b in enumerate(seq_b):
             logits[i, j] = logits_bytes(w, inner, b / seq)
-            for sp in (0, 1):
-                for r, rc in enumerate(recomputes):
-                    ex = replace(base, sequence_parallel=bool(sp), recompute=rc)
-                    act[i, j, sp, r] = activation_per_block(w, inner, b / seq, ex)
+            for (sp, r), ex in runs.items():
+                act[i, j, sp, r] = activation_per_block(w, inner, b / seq, ex)
     return act, logits
 
 
