@@ -120,7 +120,7 @@ def test_trtllm_tp1_fp8_70b_budget(capsys: pytest.CaptureFixture[str]) -> None:
     )
     budget = 0.9 * (80e9 - st.weights_bytes_per_device - st.activations_bytes_per_device)
     per_seq = 80 * 2 * 8 * 128 * 1 * (2000 + 500 + 8)
-    assert out["kv_limit_sequences"] == pytest.approx(budget / per_seq)
+    assert out["kv_limit_sequences"] == math.floor(budget / per_seq)  # whole sequences
     assert out["kv_budget_bytes"] == pytest.approx(budget)
     assert out["kv_budget_rule"] == "fraction_of_free"
 
@@ -341,7 +341,7 @@ def test_fp4_kv_is_not_fp4_by_default(capsys: pytest.CaptureFixture[str]) -> Non
     )
     assert (out["dtype"], out["weight_dtype"], out["kv_dtype"]) == ("fp4", "fp4", "fp8")
     per_seq = 2 * 8 * 128 * 80 * 1 * (1000 + 100 + 8)
-    assert out["kv_limit_sequences"] == pytest.approx(out["kv_budget_bytes"] / per_seq)
+    assert out["kv_limit_sequences"] == math.floor(out["kv_budget_bytes"] / per_seq)
 
 
 # --- the search and the launch line -----------------------------------------------------------

@@ -125,7 +125,7 @@ def analysis_dict(a: Analysis) -> dict[str, Any]:
         "batch": a.batch,
         "mean_context_tokens": a.context_tokens,
         "batch_limit": a.batch_limit,
-        "kv_limit_sequences": a.kv_limit_sequences,
+        "kv_limit_sequences": _whole(a.kv_limit_sequences),  # whole sequences the KV budget holds
         "kv_occupancy": a.kv_occupancy,
         "utilization": a.utilization,
         "decode_step_s": a.step_s,
@@ -268,3 +268,8 @@ def config_dict(cfg: ServeConfig) -> dict[str, Any]:
         "ep": cfg.ep,
         "attention_dp": cfg.attention_dp,
     }
+
+
+def _whole(count: float) -> float | int | None:
+    """A count of whole sequences: floor of a finite count (an unbounded one stays as it is)."""
+    return math.floor(count) if math.isfinite(count) else finite(count)
