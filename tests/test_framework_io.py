@@ -284,20 +284,17 @@ def test_emit_round_trips(
     assert again["execution"] == first["execution"]
 
 
+# Llama 3.1 8B over 8 H100s, FSDP 8, 16 sequences a step
+PLAN_8B_FSDP8 = (
+    *("plan", "--model", "llama-3.1-8b", "--hw", "h100-sxm"),
+    *("--devices", "8", "--fsdp", "8", "--batch", "16"),
+)
+
+
 def test_emit_to_stdout_is_the_configuration_alone(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(
         capsys,
-        "plan",
-        "--model",
-        "llama-3.1-8b",
-        "--hw",
-        "h100-sxm",
-        "--devices",
-        "8",
-        "--fsdp",
-        "8",
-        "--batch",
-        "16",
+        *PLAN_8B_FSDP8,
         "--seq-len",
         "4096",
         "--emit",
@@ -314,17 +311,7 @@ def test_emit_to_stdout_is_the_configuration_alone(capsys: pytest.CaptureFixture
 def test_emit_refuses_what_the_format_cannot_say(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(
         capsys,
-        "plan",
-        "--model",
-        "llama-3.1-8b",
-        "--hw",
-        "h100-sxm",
-        "--devices",
-        "8",
-        "--fsdp",
-        "8",
-        "--batch",
-        "16",
+        *PLAN_8B_FSDP8,
         "--recompute",
         "minimal",
         "--emit",
