@@ -38,12 +38,15 @@ ATTENTION_KERNELS = ("fa2", "cudnn", "fa3")
 
 @dataclass(frozen=True)
 class Framework:
-    """A framework's execution defaults (field -> value) and the source of each."""
+    """A framework's execution defaults (field -> value) and the source of each; `buckets`:
+    its data-parallel gradient bucket rule (params_min, params_per_dp_rank), None if it states
+    none."""
 
     name: str
     display_name: str
     defaults: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    buckets: tuple[float, float] | None = None
 
 
 def _files() -> dict[str, Any]:
@@ -97,7 +100,9 @@ def _load(key: str) -> Framework:
         if knob not in SETTABLE or not isinstance(entry, dict) or not entry.get("source"):
             raise InputError(f"framework {key}: default {knob!r} is not a sourced Execution field")
         defaults[knob], sources[knob] = entry["value"], entry["source"]
-    return Framework(data["name"], data.get("display_name", data["name"]), defaults, sources)
+    name = data["name"]
+    buckets = _bucket_rule(key, data.get("gradient_buckets"))
+    return Framework(name, data.get("display_name", name), defaults, sources, buckets)
 
 
 def attention_kernel_of(named: str | None, training: bool) -> str | None:
@@ -109,14 +114,9 @@ def attention_kernel_of(named: str | None, training: bool) -> str | None:
     return load_framework(DEFAULT_FRAMEWORK).defaults.get("attention_kernel")
 
 
-@cache
-def _bucket_rule(key: str) -> tuple[float, float] | None:
+def _bucket_rule(key: str, table: Any) -> tuple[float, float] | None:
     """(params_min, params_per_dp_rank) of the framework file's [gradient_buckets], each
     sourced; None when the file states no bucket rule."""
-    files = _files()
-    if key not in files:
-        return None
-    table = tomllib.loads(files[key].read_text(encoding="utf-8")).get("gradient_buckets")
     if not table:
         return None
     for name in ("params_min", "params_per_dp_rank"):
@@ -130,7 +130,7 @@ def dp_bucket_params(framework: str, dp: int) -> float | None:
     """Parameters per data-parallel gradient bucket under `framework` over `dp` replicas:
     Megatron-Core's `max(40e6, 1e6 x dp)` (frameworks/megatron.toml); None when the framework
     states no rule (each weight gradient is then its own collective)."""
-    rule = _bucket_rule(framework.strip().lower())
+    rule = load_framework(framework).buckets
     if rule is None:
         return None
     return max(rule[0], rule[1] * dp)
