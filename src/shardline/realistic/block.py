@@ -168,8 +168,7 @@ def block_ops(
     casts = _cast_ops(model, z, training)
     eager = eager and training  # inference engines fuse these ops (vLLM's fused kernels)
     if training:
-        norm = _eager_rms_norm(z.r, z.w) if eager and model.norm == "rmsnorm" else None
-        norm = norm or MemOp("layer_norm", z.r, z.r, e)
+        norm = _norm(model, z, eager)
         bda = MemOp("bias_dropout_add", 2 * z.r, z.r + mask, e)
         if eager and model.gated:
             act = _eager_swiglu(ffn, z.w)
@@ -181,6 +180,14 @@ def block_ops(
         after = [add_norm, act]
     attention = _attention_ops(model, z, sequences, training, eager)
     return before + attention + after + casts + _moe_ops(model, z)
+
+
+def _norm(model: ModelShape, z: _Sizes, eager: bool) -> MemOp:
+    """A norm over the hidden state: one fused kernel (read r, write r), or torchtitan's RMS
+    norm op by op when run eagerly (a layer norm is one native kernel either way)."""
+    if eager and model.norm == "rmsnorm":
+        return _eager_rms_norm(z.r, z.w)
+    return MemOp("layer_norm", z.r, z.r, z.r / z.w)
 
 
 def _eager_rms_norm(r: float, w: float) -> MemOp:
@@ -318,9 +325,7 @@ def head_ops(
     vocab-parallel cross entropy (fp32 logits read three times, written twice: max, exp-sum,
     softmax)."""
     z = _sizes(model, sequences, tp, sp)
-    eager_norm = eager and training and model.norm == "rmsnorm"
-    norm = _eager_rms_norm(z.r, z.w) if eager_norm else MemOp("layer_norm", z.r, z.r, z.r / z.w)
-    ops = [replace(norm, name="final_norm")]
+    ops = [replace(_norm(model, z, eager and training), name="final_norm")]
     if training and model.vocab:
         logits = z.n * model.vocab / tp * LOSS_BYTES
         ops.append(MemOp("cross_entropy", 3 * logits, 2 * logits, logits / LOSS_BYTES, "fp32"))
