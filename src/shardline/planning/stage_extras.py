@@ -232,10 +232,18 @@ def moe_kernels_s(
     per-kernel cost, each extra per-expert GEMM at a GEMM kernel's;
     the per-expert GEMMs only where the experts run eagerly (no full-iteration CUDA graph, which
     needs the single grouped GEMM). One MoE block per expert_down einsum; local experts from
-    that einsum's X on the degrees the experts run on (parallel folding: Degrees.experts)."""
+    that einsum's X on the degrees the experts run on (parallel folding: Degrees.experts).
+    Training only: `framework` names the training framework, and an inference step (prefill,
+    decode) runs an inference engine's fused MoE, one grouped kernel over every local expert
+    for each of the two projections with the routing and permutation fused around them
+    (vLLM's fused_moe, model_executor/layers/fused_moe/fused_moe.py: `invoke_fused_moe_kernel`
+    once per projection over all experts; TensorRT-LLM's CUTLASS fused MoE; the permutation is
+    priced by the block's moe_permute and moe_unpermute ops), not Megatron-Core's layer."""
     model = ctx.workload.model
     ex = ctx.execution
     if model is None or not model.expert_copies or ex.framework not in MOE_KERNEL_FRAMEWORKS:
+        return 0.0, 0.0, 0.0
+    if not ctx.workload.training:
         return 0.0, 0.0, 0.0
     found = [(layer, n) for layer, n in layers if layer.name == "expert_down"]
     if not found:
