@@ -18,6 +18,11 @@ phase of W seconds of compute then takes W + A r when the compute outlasts the c
 (W >= A (1 - r)), else A: `compute + critical + max(contention, overlapped - compute)` with
 contention = sum of A r over those terms.
 
+Overlapped tensor-parallel communication (`--tp-overlap`) is split into tp steps beside the one
+GEMM it feeds or follows (`CommTerm.paired_s`): only that GEMM can hide it, so each call leaves
+`decomposed_exposed_s` exposed (the excess over its GEMM and one pipeline step), which the phase
+waits for like critical communication (`pinned_s`); the rest joins the overlapped traffic.
+
 Concurrent mesh axes (the lower bound and what binds a phase): collectives on axes whose links
 are disjoint (`MeshNetwork.links`: tensor parallelism on NVLink beside FSDP over the NICs, or on
 two torus dimensions) move their bytes at the same time; axes that share a link compete for it.
@@ -79,6 +84,23 @@ class Einsums:
         )
 
 
+def decomposed_exposed_s(comm_s: float, gemm_s: float, chunks: int) -> float:
+    """What of one overlapped tensor-parallel collective its GEMM cannot hide. Overlap splits the
+    pair into `chunks` = tp steps, each moving one rank's shard while the GEMM runs on the one
+    before (PyTorch's async TP, torch.distributed._symmetric_memory fused_all_gather_matmul and
+    fused_matmul_reduce_scatter; Transformer Engine's userbuffers ring exchange: one step per
+    rank). Two resources in a pipeline of k steps of c = C/k and g = G/k take
+    max(C, G) + min(C, G)/k: the comm beyond the GEMM, and one step of the shorter of the two
+    (the pipeline's fill or drain), are exposed:
+
+        exposed = max(C - G, 0) + min(C, G) / k
+
+    The collective hides behind its own GEMM only, not behind the rest of the phase (attention,
+    norms, other layers' GEMMs), which run before or after the pair."""
+    k = max(int(chunks), 1)
+    return max(comm_s - gemm_s, 0.0) + min(comm_s, gemm_s) / k
+
+
 @dataclass
 class Phase:
     """Per-microbatch Costs of one phase (forward or backward) of one stage: `local` the layers'
@@ -89,6 +111,9 @@ class Phase:
     critical: Cost = ZERO_COST
     overlapped: Cost = ZERO_COST
     contention_s: float = 0.0  # compute lost to the SMs overlapped communication holds
+    # what decomposed tensor-parallel collectives leave exposed beside their own GEMMs
+    # (`decomposed_exposed_s`): waited for like critical communication
+    pinned_s: float = 0.0
     compute_bound_s: float = 0.0  # time of the layers that are compute-bound
     memory_bound_s: float = 0.0
     parts: dict[str, float] = field(default_factory=_zero_parts)
@@ -145,7 +170,12 @@ class Phase:
             self.critical = self.critical + term.cost
             self.crit_by_axis = _add_to(self.crit_by_axis, term.purpose, seconds)
         else:
-            self.overlapped = self.overlapped + term.cost
+            cost = term.cost
+            if term.paired_s is not None:  # decomposed beside its GEMM: only that can hide it
+                exposed = decomposed_exposed_s(term.t_pred_s, term.paired_s, term.devices)
+                self.pinned_s += term.calls * exposed
+                cost = replace(cost, predicted_s=term.calls * (term.t_pred_s - exposed))
+            self.overlapped = self.overlapped + cost
             self.async_by_axis = _add_to(self.async_by_axis, term.purpose, seconds)
             self.contention_s += term.calls * term.t_pred_s * term.sm_share
 
@@ -178,7 +208,7 @@ class Phase:
         overlapped part outlasts the compute."""
         return exposed_comm_s(
             self.compute_pred_s,
-            float(self.critical.predicted_s),
+            float(self.critical.predicted_s) + self.pinned_s,
             float(self.overlapped.predicted_s),
             self.contention_s,
         )
