@@ -1,8 +1,8 @@
 """Tensor-parallel overlap as the kernels run it (shardline.planning.phases.decomposed_exposed_s):
-an overlapped tensor-parallel collective is split into tp steps beside the one GEMM it feeds or
-follows (PyTorch async TP's fused_all_gather_matmul / fused_matmul_reduce_scatter, Transformer
-Engine's userbuffers ring exchange), so it hides behind that GEMM alone, and one step of the
-pipeline (its fill or drain) stays exposed."""
+an overlapped tensor-parallel collective is split into steps over the tp shards beside the one
+GEMM it feeds or follows (PyTorch async TP's fused_all_gather_matmul / fused_matmul_reduce_scatter,
+Transformer Engine's userbuffers ring exchange), so it hides behind that GEMM alone, less the one
+GEMM chunk that has nothing beside it."""
 
 from __future__ import annotations
 
@@ -17,18 +17,22 @@ from shardline.strategies import CommTerm, Degrees
 from shardline.workload.templates import transformer
 
 
-def test_exposed_is_the_excess_and_one_pipeline_step() -> None:
-    # two resources through k steps of C/k and G/k: max(C, G) + min(C, G)/k, of which the GEMM's
-    # own G is not communication
-    assert decomposed_exposed_s(3.0, 2.0, 4) == pytest.approx((3.0 - 2.0) + 2.0 / 4)
-    assert decomposed_exposed_s(1.0, 4.0, 8) == pytest.approx(0.0 + 1.0 / 8)
-    assert decomposed_exposed_s(2.0, 2.0, 2) == pytest.approx(1.0)
-    assert decomposed_exposed_s(0.0, 5.0, 8) == 0.0
+def test_exposed_is_what_outlasts_all_gemm_chunks_but_one() -> None:
+    # t shards: t - 1 transfers of C/(t-1) beside t - 1 GEMM chunks of G/t (the local chunk runs
+    # first, with nothing to overlap): (t-1) max(G/t, C/(t-1)) + G/t - G = max(C - G (t-1)/t, 0)
+    def schedule(c: float, g: float, t: int) -> float:
+        return (t - 1) * max(g / t, c / (t - 1)) + g / t - g
+
+    for c, g, t in ((3.0, 2.0, 4), (1.0, 4.0, 8), (2.0, 2.0, 2), (5.0, 1.0, 8)):
+        assert decomposed_exposed_s(c, g, t) == pytest.approx(schedule(c, g, t))
+    assert decomposed_exposed_s(3.0, 2.0, 4) == pytest.approx(3.0 - 2.0 * 3 / 4)
+    assert decomposed_exposed_s(1.0, 4.0, 8) == 0.0  # the GEMM's 7 remote chunks hide it
+    assert decomposed_exposed_s(2.0, 2.0, 2) == pytest.approx(1.0)  # half the GEMM hides half
 
 
 def test_phase_waits_for_the_pinned_part_and_hides_the_rest() -> None:
     """W = 10 s of compute; 2 calls of an overlapped all-gather over 4 ranks, 3 s each, beside a
-    GEMM of 2 s: each leaves (3 - 2) + 2/4 = 1.5 s exposed, 2 x 1.5 = 3 s pinned; the other
+    GEMM of 2 s: each leaves 3 - 2 x 3/4 = 1.5 s exposed, 2 x 1.5 = 3 s pinned; the other
     2 x 1.5 = 3 s join the phase's overlapped traffic, which the 10 s of compute hide."""
     ph = Phase()
     ph.add_predicted("gemm", 10.0)

@@ -20,7 +20,7 @@ contention = sum of A r over those terms.
 
 Overlapped tensor-parallel communication (`--tp-overlap`) is split into tp steps beside the one
 GEMM it feeds or follows (`CommTerm.paired_s`): only that GEMM can hide it, so each call leaves
-`decomposed_exposed_s` exposed (the excess over its GEMM and one pipeline step), which the phase
+`decomposed_exposed_s` exposed (what outlasts all of its GEMM's chunks but one), which the phase
 waits for like critical communication (`pinned_s`); the rest joins the overlapped traffic.
 
 Concurrent mesh axes (the lower bound and what binds a phase): collectives on axes whose links
@@ -84,21 +84,23 @@ class Einsums:
         )
 
 
-def decomposed_exposed_s(comm_s: float, gemm_s: float, chunks: int) -> float:
+def decomposed_exposed_s(comm_s: float, gemm_s: float, ranks: int) -> float:
     """What of one overlapped tensor-parallel collective its GEMM cannot hide. Overlap splits the
-    pair into `chunks` = tp steps, each moving one rank's shard while the GEMM runs on the one
-    before (PyTorch's async TP, torch.distributed._symmetric_memory fused_all_gather_matmul and
-    fused_matmul_reduce_scatter; Transformer Engine's userbuffers ring exchange: one step per
-    rank). Two resources in a pipeline of k steps of c = C/k and g = G/k take
-    max(C, G) + min(C, G)/k: the comm beyond the GEMM, and one step of the shorter of the two
-    (the pipeline's fill or drain), are exposed:
+    pair into steps over the t = `ranks` shards (PyTorch's async TP,
+    torch.distributed._symmetric_memory fused_all_gather_matmul and fused_matmul_reduce_scatter;
+    Transformer Engine's userbuffers ring exchange): the GEMM runs on the local shard while the
+    first remote shard arrives, then on each remote shard while the next arrives, so t - 1
+    transfers of C / (t - 1) each run beside t - 1 of the t GEMM chunks of G / t (the reduce-
+    scatter is the same schedule reversed). The step takes
+    (t - 1) max(G / t, C / (t - 1)) + G / t, of which
 
-        exposed = max(C - G, 0) + min(C, G) / k
+        exposed = max(C - G (t - 1) / t, 0)
 
-    The collective hides behind its own GEMM only, not behind the rest of the phase (attention,
-    norms, other layers' GEMMs), which run before or after the pair."""
-    k = max(int(chunks), 1)
-    return max(comm_s - gemm_s, 0.0) + min(comm_s, gemm_s) / k
+    is communication: the collective hides behind its own GEMM only, less the one chunk that
+    has nothing to overlap, and not behind the rest of the phase (attention, norms, other
+    layers' GEMMs), which runs before or after the pair."""
+    t = max(int(ranks), 2)
+    return max(comm_s - gemm_s * (t - 1) / t, 0.0)
 
 
 @dataclass
