@@ -295,9 +295,7 @@ def _layer_part(ctx: Context, layer: Layer, n: int, deg: Degrees, m: int) -> Lay
     return LayerPart(fwd, bwd, tuple(sorted(terms, key=lambda t: t.step)))
 
 
-def _paired(
-    term: CommTerm, fwd: tuple[Einsums, ...], bwd: tuple[Einsums, ...], n: int
-) -> CommTerm:
+def _paired(term: CommTerm, fwd: tuple[Einsums, ...], bwd: tuple[Einsums, ...], n: int) -> CommTerm:
     """A tensor-parallel term with the per-call time of the GEMM it runs beside when overlapped:
     a forward term its layer's forward einsum; a backward term the backward einsum its step names
     (step 2 + i: einsum i), the input gradient's (einsum 0) for the output gradient's (step 1)."""
