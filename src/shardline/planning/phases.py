@@ -18,6 +18,11 @@ phase of W seconds of compute then takes W + A r when the compute outlasts the c
 (W >= A (1 - r)), else A: `compute + critical + max(contention, overlapped - compute)` with
 contention = sum of A r over those terms.
 
+Overlapped tensor-parallel communication (`--tp-overlap`) is split into tp steps beside the one
+GEMM it feeds or follows (`CommTerm.paired_s`): only that GEMM can hide it, so each call leaves
+`decomposed_exposed_s` exposed (what outlasts all of its GEMM's chunks but one), which the phase
+waits for like critical communication (`pinned_s`); the rest joins the overlapped traffic.
+
 Concurrent mesh axes (the lower bound and what binds a phase): collectives on axes whose links
 are disjoint (`MeshNetwork.links`: tensor parallelism on NVLink beside FSDP over the NICs, or on
 two torus dimensions) move their bytes at the same time; axes that share a link compete for it.
@@ -79,6 +84,25 @@ class Einsums:
         )
 
 
+def decomposed_exposed_s(comm_s: float, gemm_s: float, ranks: int) -> float:
+    """What of one overlapped tensor-parallel collective its GEMM cannot hide. Overlap splits the
+    pair into steps over the t = `ranks` shards (PyTorch's async TP,
+    torch.distributed._symmetric_memory fused_all_gather_matmul and fused_matmul_reduce_scatter;
+    Transformer Engine's userbuffers ring exchange): the GEMM runs on the local shard while the
+    first remote shard arrives, then on each remote shard while the next arrives, so t - 1
+    transfers of C / (t - 1) each run beside t - 1 of the t GEMM chunks of G / t (the reduce-
+    scatter is the same schedule reversed). The step takes
+    (t - 1) max(G / t, C / (t - 1)) + G / t, of which
+
+        exposed = max(C - G (t - 1) / t, 0)
+
+    is communication: the collective hides behind its own GEMM only, less the one chunk that
+    has nothing to overlap, and not behind the rest of the phase (attention, norms, other
+    layers' GEMMs), which runs before or after the pair."""
+    t = max(int(ranks), 2)
+    return max(comm_s - gemm_s * (t - 1) / t, 0.0)
+
+
 @dataclass
 class Phase:
     """Per-microbatch Costs of one phase (forward or backward) of one stage: `local` the layers'
@@ -89,6 +113,9 @@ class Phase:
     critical: Cost = ZERO_COST
     overlapped: Cost = ZERO_COST
     contention_s: float = 0.0  # compute lost to the SMs overlapped communication holds
+    # what decomposed tensor-parallel collectives leave exposed beside their own GEMMs
+    # (`decomposed_exposed_s`): waited for like critical communication
+    pinned_s: float = 0.0
     compute_bound_s: float = 0.0  # time of the layers that are compute-bound
     memory_bound_s: float = 0.0
     parts: dict[str, float] = field(default_factory=_zero_parts)
@@ -145,7 +172,12 @@ class Phase:
             self.critical = self.critical + term.cost
             self.crit_by_axis = _add_to(self.crit_by_axis, term.purpose, seconds)
         else:
-            self.overlapped = self.overlapped + term.cost
+            cost = term.cost
+            if term.paired_s is not None:  # decomposed beside its GEMM: only that can hide it
+                exposed = decomposed_exposed_s(term.t_pred_s, term.paired_s, term.devices)
+                self.pinned_s += term.calls * exposed
+                cost = replace(cost, predicted_s=term.calls * (term.t_pred_s - exposed))
+            self.overlapped = self.overlapped + cost
             self.async_by_axis = _add_to(self.async_by_axis, term.purpose, seconds)
             self.contention_s += term.calls * term.t_pred_s * term.sm_share
 
@@ -178,7 +210,7 @@ class Phase:
         overlapped part outlasts the compute."""
         return exposed_comm_s(
             self.compute_pred_s,
-            float(self.critical.predicted_s),
+            float(self.critical.predicted_s) + self.pinned_s,
             float(self.overlapped.predicted_s),
             self.contention_s,
         )

@@ -10,9 +10,11 @@ work, the lower bound too):
   the final norm and the loss on the last;
 - the execution's variants of the tensor-parallel collectives: sequence parallelism turns each
   all-reduce into a reduce-scatter and an all-gather of the same array; `tp_overlap` moves them
-  off the critical path (hidden behind the GEMMs up to the compute time); interleaving sends
+  off the critical path, each beside its own GEMM (`CommTerm.paired_s`, set where the layer's
+  part is built: what that GEMM cannot hide stays exposed, `phases.decomposed_exposed_s`; a term
+  without one is hidden behind the phase's compute up to the compute time); interleaving sends
   each microbatch V times between stages; `ep_overlap` moves the expert-parallel all-to-alls
-  off the critical path (hidden behind the compute up to the compute time, as tp_overlap).
+  off the critical path (hidden behind the phase's compute up to the compute time).
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ def tp_variants(term: CommTerm, ctx: Context, deg: Degrees) -> list[CommTerm]:
             )
             for kind in ("reduce_scatter", "all_gather")
         ]
-    if ex.tp_overlap:
+    if ex.tp_overlap:  # decomposed beside its GEMM where it has one (phases.decomposed_exposed_s)
         out = [replace(t, critical=False) for t in out]
     return out
 
