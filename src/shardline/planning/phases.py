@@ -1,10 +1,15 @@
 """A stage's phases (forward, backward) as sums of Cost, and a stage's communication.
 
-Lower bound of one stage for one microbatch, per phase: `max(local, overlapped) + critical`, where
-local is the sum over layers of max(t_compute, t_memory) (each layer's own roofline), overlapped
-the communication that runs beside the phase's compute (FSDP gathers and reduce-scatters: "not on
-critical path" in "How to Scale Your Model", Part 5) and critical the communication the next op
-waits for (tensor-parallel all-reduces, pipeline sends).
+Lower bound of one stage for one microbatch, per phase: `max(local, compute + critical,
+busiest links)`, where local is the sum over layers of max(t_compute, t_memory) (each layer's own
+roofline), compute the layers' einsums at peak compute alone, critical the communication the next
+op waits for (tensor-parallel all-reduces, pipeline sends) and the busiest links carry it with the
+overlapped communication (FSDP gathers and reduce-scatters: "not on critical path" in "How to
+Scale Your Model", Part 5; below). A collective's result holds up the compute that consumes it,
+but not the HBM traffic of the layers (their weights, the KV cache), which does not depend on it
+and streams beside it: so the critical communication adds to the compute, and a memory-bound
+phase (decode) hides it behind its HBM time as the book's roofline max(T_math, T_mem, T_comms)
+does (LLaMA-3-70B decode on a 4x4 v5e: the HBM time, not HBM + the TP collectives).
 
 The realistic time of the same phase sums each op's predicted time by category (`PARTS`: GEMMs,
 the attention kernel, the memory-bound ops between them, recompute), then adds the critical
@@ -28,8 +33,7 @@ are disjoint (`MeshNetwork.links`: tensor parallelism on NVLink beside FSDP over
 two torus dimensions) move their bytes at the same time; axes that share a link compete for it.
 Per group g of axes joined by shared links (`shardline.collectives.concurrent_s`) the links
 carry its overlapped traffic and its critical traffic one after the other, so the phase takes
-`max(local + critical, max_g(overlapped_g + critical_g))`, which is the old
-`max(local, overlapped) + critical` when every axis shares one group; and it is network-bound
+`max(local, compute + critical, max_g(overlapped_g + critical_g))`; and it is network-bound
 when `max_g(overlapped_g + critical_g)` exceeds `local` ("How to Scale Your Model", Part 5:
 compute-bound while T_math exceeds both the FSDP and the TP communication times)."""
 
@@ -193,9 +197,15 @@ class Phase:
             for a in axes
         )
 
+    @property
+    def compute_s(self) -> float:
+        """The phase's einsums at peak compute alone (their memory traffic left out)."""
+        return float(self.local.t_compute_s)
+
     def time_s(self, extra: Mapping[str, float] | None = None) -> float:
-        """The phase's lower bound: `max(local + critical, busiest links)` (module docstring)."""
-        return max(self.local_s + self.crit_s, self.link_busy_s(extra))
+        """The phase's lower bound: `max(local, compute + critical, busiest links)` (module
+        docstring)."""
+        return max(self.local_s, self.compute_s + self.crit_s, self.link_busy_s(extra))
 
     def serial_s(self) -> float:
         return self.local_s + self.async_s + self.crit_s
@@ -223,14 +233,15 @@ class Phase:
         self, into: dict[str, float], times: float, extra: Mapping[str, float] | None = None
     ) -> None:
         """Charge this phase's time to what binds it: the network when its busiest group of links
-        carries more than its local compute (the book's T_comms > T_math), else compute and
-        memory by layer, plus the critical-path communication to the network."""
+        carries more than its local compute (the book's T_comms > T_math), else compute and memory by layer, plus to the network what of the critical-path
+        communication the layers' own rooflines do not cover (`time - local`)."""
+        t = self.time_s(extra)
         if self.link_busy_s(extra) > self.local_s:
-            into["network"] += times * self.time_s(extra)
+            into["network"] += times * t
             return
         into["compute"] += times * self.compute_bound_s
         into["memory"] += times * self.memory_bound_s
-        into["network"] += times * self.crit_s
+        into["network"] += times * (t - self.local_s)
 
 
 @dataclass

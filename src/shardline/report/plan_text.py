@@ -136,7 +136,7 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
         )
     out.append(
         f"  one microbatch through the slowest stage: {fmt_time(p.t_stage_s)} (per phase: "
-        "max(compute, overlapped FSDP traffic) + critical-path traffic)"
+        "max(layer rooflines, compute + critical-path traffic, busiest links))"
     )
     out += _latency_lines(p, w, V)
     decode = w.decode
