@@ -88,6 +88,28 @@ RUN_KEYS = (
     "opt_type",
     "sa_block_q",
 )
+# remat_policy 'custom': each named tensor 'remat', 'device' or 'offload' (base.yml; MaxText's
+# get_save_and_offload_names), as the block's tensors (shardline.basics.recompute.TENSORS)
+REMAT_TENSORS: dict[str, tuple[str, ...]] = {
+    "decoder_layer_input": ("x",),
+    "query_proj": ("q",),
+    "key_proj": ("k",),
+    "value_proj": ("v",),
+    "kv_proj": ("k", "v"),
+    "qkv_proj": ("q", "k", "v"),
+    "context": ("context",),
+    "out_proj": ("attn_proj",),
+    "mlpwi": ("up",),
+    "mlpwi_0": ("gate",),
+    "mlpwi_1": ("up",),
+    "mlpwo": ("ffn_out",),
+}
+# the presets that offload a fixed list and save nothing else on the device (maxtext_utils.py
+# get_save_and_offload_names, AI-Hypercomputer/maxtext commit e591f30c)
+OFFLOADED_PRESETS: dict[str, tuple[str, ...]] = {
+    "qkv_proj_offloaded": ("q", "k", "v"),
+    "minimal_offloaded": ("q", "k", "v", "attn_proj", "gate", "up", "ffn_out"),
+}
 # keys that do not change the step time (names, paths, data, schedules, logging)
 IGNORED = re.compile(
     r"^(run_name|base_output_directory|dataset_.*|tokenizer_.*|steps|learning_rate.*|"
@@ -267,7 +289,7 @@ def _execution(k: _Keys, notes: list[str]) -> dict[str, Any]:
     if remat is not None:
         from shardline.basics.recompute import policy
 
-        ex["recompute"] = "none" if remat == "none" else str(remat)
+        ex.update(_remat(k, str(remat)))
         policy(ex["recompute"])  # an unknown policy is one error listing the known ones
     weight = k.get("weight_dtype")
     if weight is not None:
@@ -276,14 +298,43 @@ def _execution(k: _Keys, notes: list[str]) -> dict[str, Any]:
     if opt is not None:
         if opt in ("adamw", "adam_pax"):
             ex["optimizer"] = "adam"
-        elif opt == "sgd":
-            ex["optimizer"] = "sgd"
+        elif opt == "sgd":  # optax.sgd(learning_rate_schedule): no momentum, no state
+            ex["optimizer"] = "sgd-plain" if weight == "bfloat16" else 4.0
+            if weight != "bfloat16":  # base.yml: weight_dtype float32
+                notes.append(
+                    "opt_type sgd keeps no state; the fp32 weights' and gradients' 4 B per "
+                    "parameter beyond the model's bf16 ones are counted as optimizer state"
+                )
         else:
             notes.append(f"opt_type {opt}: priced as AdamW's state")
     attention = k.get("attention")
     if attention is not None and attention not in ("autoselected", "flash", "cudnn_flash_te"):
         notes.append(f"attention {attention}: priced as the fused (flash) attention kernel")
     return ex
+
+
+def _remat(k: _Keys, remat: str) -> dict[str, Any]:
+    """The recompute policy of `remat_policy`, and the tensors it offloads to host memory:
+    'custom' keeps the tensors set to 'device' or 'offload' and offloads the latter (base.yml
+    defaults: 'remat', the layer input 'device'); the offloaded presets keep and offload their
+    fixed lists (OFFLOADED_PRESETS); any other name is the policy of that name."""
+    if remat in OFFLOADED_PRESETS:
+        names = OFFLOADED_PRESETS[remat]
+        return {"recompute": "keep:" + ",".join(names), "offload": names}
+    if remat != "custom":
+        return {"recompute": remat}
+    kept: list[str] = []
+    offload: list[str] = []
+    for key, tensors in REMAT_TENSORS.items():
+        where = k.get(key, "device" if key == "decoder_layer_input" else "remat")
+        if where not in ("remat", "device", "offload"):
+            raise InputError(f"{k.origin}: {key} must be remat, device or offload, got {where!r}")
+        if where != "remat":
+            kept += [t for t in tensors if t != "x"]
+        if where == "offload":
+            offload += list(tensors)
+    recompute = "keep:" + ",".join(kept) if kept else "full"
+    return {"recompute": recompute, "offload": tuple(offload)}
 
 
 def _dtype(k: _Keys, notes: list[str]) -> str | None:
@@ -339,7 +390,7 @@ def read_maxtext(text: str, origin: str, devices: int) -> Imported:
     if seq is None:
         raise InputError(f"{origin}: no max_target_length")
     dtype = _dtype(k, notes)
-    known = set(SHAPE_KEYS) | set(RUN_KEYS)
+    known = set(SHAPE_KEYS) | set(RUN_KEYS) | set(REMAT_TENSORS)
     known |= {f"{lvl}_{a}_parallelism" for lvl in ("ici", "dcn") for a in AXES}
     unknown = [key for key in data if key not in known and not IGNORED.match(str(key))]
     return Imported(
