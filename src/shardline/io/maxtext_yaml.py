@@ -35,6 +35,7 @@ from shardline.io.framework_config import (
     sourced,
     unfolded,
 )
+from shardline.io.maxtext_remat import REMAT_TENSORS, remat_execution
 
 __all__ = ["read_maxtext", "emit_maxtext", "AXES"]
 
@@ -88,28 +89,6 @@ RUN_KEYS = (
     "opt_type",
     "sa_block_q",
 )
-# remat_policy 'custom': each named tensor 'remat', 'device' or 'offload' (base.yml; MaxText's
-# get_save_and_offload_names), as the block's tensors (shardline.basics.recompute.TENSORS)
-REMAT_TENSORS: dict[str, tuple[str, ...]] = {
-    "decoder_layer_input": ("x",),
-    "query_proj": ("q",),
-    "key_proj": ("k",),
-    "value_proj": ("v",),
-    "kv_proj": ("k", "v"),
-    "qkv_proj": ("q", "k", "v"),
-    "context": ("context",),
-    "out_proj": ("attn_proj",),
-    "mlpwi": ("up",),
-    "mlpwi_0": ("gate",),
-    "mlpwi_1": ("up",),
-    "mlpwo": ("ffn_out",),
-}
-# the presets that offload a fixed list and save nothing else on the device (maxtext_utils.py
-# get_save_and_offload_names, AI-Hypercomputer/maxtext commit e591f30c)
-OFFLOADED_PRESETS: dict[str, tuple[str, ...]] = {
-    "qkv_proj_offloaded": ("q", "k", "v"),
-    "minimal_offloaded": ("q", "k", "v", "attn_proj", "gate", "up", "ffn_out"),
-}
 # keys that do not change the step time (names, paths, data, schedules, logging)
 IGNORED = re.compile(
     r"^(run_name|base_output_directory|dataset_.*|tokenizer_.*|steps|learning_rate.*|"
@@ -289,7 +268,7 @@ def _execution(k: _Keys, notes: list[str]) -> dict[str, Any]:
     if remat is not None:
         from shardline.basics.recompute import policy
 
-        ex.update(_remat(k, str(remat)))
+        ex.update(remat_execution(k.get, str(remat), k.origin))
         policy(ex["recompute"])  # an unknown policy is one error listing the known ones
     weight = k.get("weight_dtype")
     if weight is not None:
@@ -311,30 +290,6 @@ def _execution(k: _Keys, notes: list[str]) -> dict[str, Any]:
     if attention is not None and attention not in ("autoselected", "flash", "cudnn_flash_te"):
         notes.append(f"attention {attention}: priced as the fused (flash) attention kernel")
     return ex
-
-
-def _remat(k: _Keys, remat: str) -> dict[str, Any]:
-    """The recompute policy of `remat_policy`, and the tensors it offloads to host memory:
-    'custom' keeps the tensors set to 'device' or 'offload' and offloads the latter (base.yml
-    defaults: 'remat', the layer input 'device'); the offloaded presets keep and offload their
-    fixed lists (OFFLOADED_PRESETS); any other name is the policy of that name."""
-    if remat in OFFLOADED_PRESETS:
-        names = OFFLOADED_PRESETS[remat]
-        return {"recompute": "keep:" + ",".join(names), "offload": names}
-    if remat != "custom":
-        return {"recompute": remat}
-    kept: list[str] = []
-    offload: list[str] = []
-    for key, tensors in REMAT_TENSORS.items():
-        where = k.get(key, "device" if key == "decoder_layer_input" else "remat")
-        if where not in ("remat", "device", "offload"):
-            raise InputError(f"{k.origin}: {key} must be remat, device or offload, got {where!r}")
-        if where != "remat":
-            kept += [t for t in tensors if t != "x"]
-        if where == "offload":
-            offload += list(tensors)
-    recompute = "keep:" + ",".join(kept) if kept else "full"
-    return {"recompute": recompute, "offload": tuple(offload)}
 
 
 def _dtype(k: _Keys, notes: list[str]) -> str | None:
