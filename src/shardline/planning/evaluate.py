@@ -416,7 +416,7 @@ def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
         throughput_bound_per_s=throughput,
         memory_per_device_bytes=memory.total_bytes,
         fits=memory.fits,
-        bottleneck=max(by_bound, key=lambda k: (by_bound[k], k == "compute")),
+        bottleneck=max(by_bound, key=lambda k: (by_bound[k], k == "compute", k == "bubble")),
         cost=_step_cost(crit, m, comm),
         t_stage_s=t_stage,
         t_bubble_s=(n - m) * t_stage,
