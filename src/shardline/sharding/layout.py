@@ -10,9 +10,10 @@ book's default (all-gather).
 
 The per-device cost: t_compute = F / P, t_memory = Q / W_hbm from the local shapes, t_network =
 the sum of the collectives (alpha-beta, line rate). Overlapped, the step takes
-t_lower_s = max(t_compute, t_memory, t_network); serial (the network step waits for, and is waited
-on by, the local multiply) it takes t_upper_s = max(t_compute, t_memory) + t_network, exactly what
-`--overlap` and `--no-overlap` give. predicted_s is the lower bound (no realistic model of the
+t_lower_s = max(t_compute, t_memory, t_network); without overlap (the network step waits for, and
+is waited on by, the local multiply) it takes max(t_compute, t_memory) + the collectives one after
+another: those are the two times `--overlap` and `--no-overlap` give (`step_time`). The serial
+bound t_upper_s is the `Cost` one: t_compute + t_memory + the collectives one after another. predicted_s is the lower bound (no realistic model of the
 local multiply here yet); the realistic network time is `t_network_predicted_s`.
 """
 
@@ -57,6 +58,7 @@ __all__ = [
     "resolve_precision",
     "layout_cost",
     "step_time",
+    "serial_network_s",
     "network_bytes",
 ]
 
@@ -152,7 +154,7 @@ class LayoutPrice:
     @property
     def t_s(self) -> Any:
         """The step under the chosen overlap rule."""
-        return step_time(self.cost, self.overlap)
+        return step_time(self.cost, self.overlap, serial_network_s(self.collectives))
 
 
 def network_bytes(c: PlannedCollective) -> float:
@@ -171,10 +173,10 @@ def layout_cost(
     t_network_s: Any,
     t_network_serial_s: Any = None,
 ) -> Cost:
-    """Per device: t_compute = F / P, t_memory = Q / W; lower bound max of the three, upper bound
-    max(t_compute, t_memory) + t_network (docs/sharding.md), with the collectives one after
-    another there (`t_network_serial_s`, default t_network: on disjoint links t_network is the
-    busiest links' share, `shardline.collectives.concurrent_s`). Numbers or numpy arrays."""
+    """Per device: t_compute = F / P, t_memory = Q / W; lower bound max of the three, serial bound
+    t_compute + t_memory + the collectives one after another (`t_network_serial_s`, default
+    t_network: on disjoint links t_network is the busiest links' share,
+    `shardline.collectives.concurrent_s`). Numbers or numpy arrays."""
     serial = t_network_s if t_network_serial_s is None else t_network_serial_s
     t_compute_s = flops / flops_per_s
     t_memory_s = hbm_bytes / mem_bytes_per_s
@@ -188,14 +190,22 @@ def layout_cost(
         t_memory_s=t_memory_s,
         t_network_s=t_network_s,
         t_lower_s=lower,
-        t_upper_s=local + serial,
+        t_upper_s=t_compute_s + t_memory_s + serial,
         predicted_s=lower,
     )
 
 
-def step_time(cost: Cost, overlap: bool) -> Any:
-    """The step: overlapped (max of the three) or serial (max(compute, memory) + network)."""
-    return cost.t_lower_s if overlap else cost.t_upper_s
+def step_time(cost: Cost, overlap: bool, t_network_serial_s: Scalar) -> Scalar:
+    """The step: overlapped, max of the three (t_lower_s); not overlapped, the local multiply
+    (max(t_compute, t_memory)) then the collectives one after another (`t_network_serial_s`)."""
+    if overlap:
+        return cost.t_lower_s
+    return vmax(cost.t_compute_s, cost.t_memory_s) + t_network_serial_s
+
+
+def serial_network_s(planned: Iterable[PlannedCollective]) -> float:
+    """The collectives one after another: the sum of their line-rate times."""
+    return sum((float(c.t_s) for c in planned), 0.0)
 
 
 # --- checks ----------------------------------------------------------------------------------
@@ -315,13 +325,13 @@ def _candidate(
     # collectives over axes with disjoint links run at once (the busiest links' sum); the upper
     # bound still runs them one after another
     t_network = concurrent_s((links_of(pricer.networks, c.axes), float(c.t_s)) for c in planned)
-    serial = sum((float(c.t_s) for c in planned), 0.0)
+    serial = serial_network_s(planned)
     sent = sum((network_bytes(c) for c in planned), 0.0)
     cost = layout_cost(
         work.flops, work.hbm["total"], sent, flops_per_s, chip.mem_bytes_per_s, t_network, serial
     )
     predicted = sum((float(c.cost.predicted_s) for c in planned), 0.0)
-    return _Candidate(work, planned, cost, step_time(cost, overlap), predicted)
+    return _Candidate(work, planned, cost, step_time(cost, overlap, serial), predicted)
 
 
 def _pick(candidates: list[_Candidate]) -> _Candidate:
