@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from shardline.basics.values import as_number
 from shardline.collectives import concurrent_s
 from shardline.ops.cost import ZERO_COST, Cost
 from shardline.planning.combine import exposed_comm_s
@@ -101,15 +102,15 @@ class Phase:
 
     @property
     def local_s(self) -> float:
-        return self.local.t_lower_s
+        return as_number(self.local.t_lower_s)
 
     @property
     def crit_s(self) -> float:
-        return self.critical.t_network_s
+        return as_number(self.critical.t_network_s)
 
     @property
     def async_s(self) -> float:
-        return self.overlapped.t_network_s
+        return as_number(self.overlapped.t_network_s)
 
     def copy(self) -> Phase:
         """A copy to add to (the Costs are immutable; the part sums are copied)."""
@@ -223,7 +224,7 @@ class Stage:
 
     @property
     def grad_s(self) -> float:
-        return self.grad.t_network_s
+        return as_number(self.grad.t_network_s)
 
     def copy(self) -> Stage:
         """A copy to add to (its phases and its list of terms copied)."""

@@ -23,7 +23,7 @@ import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, Unpack
+from typing import TypedDict, Unpack
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from shardline.basics.dtypes import canonical_dtype, dtype_bits
 from shardline.basics.kinds import CollectiveKind
 from shardline.basics.options import Precision, RateOverrides
 from shardline.basics.serialize import jsonable
+from shardline.basics.values import JSONDict, Scalar
 from shardline.collectives import AxisNetwork, NetworkOptions, collective_over, mesh_networks
 from shardline.collectives.networks import concurrent_rows
 from shardline.errors import InputError
@@ -83,7 +84,7 @@ _KEYS_PARTS = ("t_compute_s", "t_memory_s", "t_network_s", "flops", "hbm_bytes",
 _STRATEGY_KEYS = _KEYS_TIMES + _KEYS_PARTS
 
 
-def _cost_float(name: str) -> Any:
+def _cost_float(name: str) -> property:
     """A read-only attribute: the strategy's `cost.<name>` as a float."""
     return property(lambda self: float(getattr(self.cost, name)), doc=f"cost.{name}")
 
@@ -99,6 +100,7 @@ class Strategy:
     cost: Cost  # per device
     overlap: bool
     collectives: tuple[str, ...]
+    t_network_serial_s: float  # the collectives one after another (the no-overlap step's)
 
     @property
     def bound(self) -> str:
@@ -107,7 +109,12 @@ class Strategy:
     @property
     def t_s(self) -> float:
         """The time under the chosen overlap rule (what the ranking uses)."""
-        return float(step_time(self.cost, self.overlap))
+        return float(step_time(self.cost, self.overlap, self.t_network_serial_s))
+
+    @property
+    def t_no_overlap_s(self) -> float:
+        """The --no-overlap step, max(t_compute, t_memory) + the collectives: the tie-break."""
+        return float(step_time(self.cost, False, self.t_network_serial_s))
 
     t_lower_s = _cost_float("t_lower_s")
     t_upper_s = _cost_float("t_upper_s")
@@ -117,7 +124,7 @@ class Strategy:
     flops = _cost_float("flops")  # per device
     hbm_bytes = _cost_float("hbm_bytes")  # per device
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return jsonable({key: getattr(self, key) for key in _STRATEGY_KEYS})
 
 
@@ -139,10 +146,10 @@ class Comparison:
     speedup_2d_over_1d: float | None
     crossover_devices: int | None  # smallest power of two at which 2D beats 1D (sweep)
     sweep_max_devices: int
-    sweep: tuple[dict[str, Any], ...] = field(default=())
+    sweep: tuple[dict[str, object], ...] = field(default=())
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_dict(self) -> JSONDict:
+        out: dict[str, object] = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
             if isinstance(value, Strategy):
@@ -310,7 +317,7 @@ def _price_group(run: _Run, rows: list[_Row], unit: _UnitPrices) -> list[Strateg
         raise ValueError(f"{rows[0].spec}: more than one legal choice; price it with price_layout")
     work = layout_work(s, {a: options[0] for a, options in zip(s.names, per_axis, strict=True)})
     assert work is not None  # every row's dims divide (padded where --pad)
-    sent: Any = np.zeros(len(rows))
+    sent: Scalar = np.zeros(len(rows))
     times = []
     for call in work.calls:
         c = np.array([unit(r.mesh, call.kind, call.axes) for r in rows]).T
@@ -319,7 +326,8 @@ def _price_group(run: _Run, rows: list[_Row], unit: _UnitPrices) -> list[Strateg
     nets = [unit.networks(r.mesh) for r in rows]  # disjoint links at once: concurrent_rows
     t_network = concurrent_rows(nets, [call.axes for call in work.calls], times)
     rates = (run.flops_per_s, run.chip.mem_bytes_per_s)
-    cost = layout_cost(work.flops, work.hbm["total"], sent, *rates, t_network, sum(times))
+    serial = sum(times)
+    cost = layout_cost(work.flops, work.hbm["total"], sent, *rates, t_network, serial)
     labels = tuple(call.label() for call in work.calls)
     return [
         Strategy(
@@ -330,6 +338,7 @@ def _price_group(run: _Run, rows: list[_Row], unit: _UnitPrices) -> list[Strateg
             cost=Cost(*(float(np.asarray(v)[i]) for v in cost.as_dict().values())),
             overlap=run.overlap,
             collectives=labels,
+            t_network_serial_s=float(np.broadcast_to(serial, (len(rows),))[i]),
         )
         for i, r in enumerate(rows)
     ]
@@ -353,8 +362,8 @@ def _before(a: tuple[int, Strategy], b: tuple[int, Strategy]) -> int:
     (i, s), (j, t) = a, b
     if not is_tie(s.t_s, t.t_s):
         return -1 if s.t_s < t.t_s else 1
-    if not is_tie(s.t_upper_s, t.t_upper_s):
-        return -1 if s.t_upper_s < t.t_upper_s else 1
+    if not is_tie(s.t_no_overlap_s, t.t_no_overlap_s):
+        return -1 if s.t_no_overlap_s < t.t_no_overlap_s else 1
     return -1 if (s.shape, i) < (t.shape, j) else 1
 
 
@@ -424,9 +433,9 @@ def compare(
 
 def _sweep(
     sizes: dict[str, int], run: _Run, top: int, unit: _UnitPrices
-) -> tuple[list[dict[str, Any]], int | None]:
+) -> tuple[list[dict[str, object]], int | None]:
     """Best 1D and best 2D at every power of two from 4 to `top`; the first D where 2D wins."""
-    sweep: list[dict[str, Any]] = []
+    sweep: list[dict[str, object]] = []
     crossover = None
     d = 4
     while d <= top:

@@ -13,22 +13,23 @@ the sum of the collectives (alpha-beta, line rate). Overlapped, the step takes
 t_lower_s = max(t_compute, t_memory, t_network); without overlap (the network step waits for, and
 is waited on by, the local multiply) it takes max(t_compute, t_memory) + the collectives one after
 another: those are the two times `--overlap` and `--no-overlap` give (`step_time`). The serial
-bound t_upper_s is the `Cost` one: t_compute + t_memory + the collectives one after another. predicted_s is the lower bound (no realistic model of the
-local multiply here yet); the realistic network time is `t_network_predicted_s`.
+bound t_upper_s is the `Cost` one: t_compute + t_memory + the collectives one after another.
+predicted_s is the lower bound (no realistic model of the local multiply here yet); the realistic
+network time is `t_network_predicted_s`.
 """
 
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from shardline.basics.dtypes import canonical_dtype, dtype_bits
 from shardline.basics.kinds import CollectiveKind
 from shardline.basics.options import Precision
 from shardline.basics.serialize import jsonable
+from shardline.basics.values import JSONDict, Scalar, as_number
 from shardline.collectives import AxisNetwork, CollectiveCost, collective_over, concurrent_s
 from shardline.collectives.networks import links_of
 from shardline.errors import InputError
@@ -80,16 +81,16 @@ class PlannedCollective:
     kind: CollectiveKind
     operand: str
     axes: tuple[str, ...]
-    bytes: Any  # V: the whole array over the axes' group
+    bytes: float  # V: the whole array over the axes' group
     dtype: str
     reason: str
     cost: CollectiveCost
 
     @property
-    def t_s(self) -> Any:
-        return self.cost.t_s
+    def t_s(self) -> float:
+        return as_number(self.cost.t_s)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         c = self.cost
         return jsonable(
             {
@@ -122,7 +123,7 @@ class Alternative:
     collectives: tuple[str, ...]
     chosen: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {
             "choice": self.choice,
             "t_s": self.t_s,
@@ -152,7 +153,7 @@ class LayoutPrice:
     alternatives: tuple[Alternative, ...] = field(default=())  # every legal choice, if several
 
     @property
-    def t_s(self) -> Any:
+    def t_s(self) -> Scalar:
         """The step under the chosen overlap rule."""
         return step_time(self.cost, self.overlap, serial_network_s(self.collectives))
 
@@ -165,13 +166,13 @@ def network_bytes(c: PlannedCollective) -> float:
 
 
 def layout_cost(
-    flops: Any,
-    hbm_bytes: Any,
-    net_bytes: Any,
-    flops_per_s: Any,
-    mem_bytes_per_s: Any,
-    t_network_s: Any,
-    t_network_serial_s: Any = None,
+    flops: Scalar,
+    hbm_bytes: Scalar,
+    net_bytes: Scalar,
+    flops_per_s: Scalar,
+    mem_bytes_per_s: Scalar,
+    t_network_s: Scalar,
+    t_network_serial_s: Scalar | None = None,
 ) -> Cost:
     """Per device: t_compute = F / P, t_memory = Q / W; lower bound max of the three, serial bound
     t_compute + t_memory + the collectives one after another (`t_network_serial_s`, default
@@ -331,19 +332,25 @@ def _candidate(
         work.flops, work.hbm["total"], sent, flops_per_s, chip.mem_bytes_per_s, t_network, serial
     )
     predicted = sum((float(c.cost.predicted_s) for c in planned), 0.0)
-    return _Candidate(work, planned, cost, step_time(cost, overlap, serial), predicted)
+    return _Candidate(work, planned, cost, as_number(step_time(cost, overlap, serial)), predicted)
+
+
+def _no_overlap_s(c: _Candidate) -> float:
+    """The --no-overlap step of a candidate (the tie-break): max(t_compute, t_memory) + serial."""
+    return as_number(step_time(c.cost, False, serial_network_s(c.collectives)))
 
 
 def _pick(candidates: list[_Candidate]) -> _Candidate:
-    """The fastest; within a tie the lower serial time; then the book's default (lowest rank)."""
+    """The fastest; within a tie the lower --no-overlap step; then the book's default (lowest
+    rank)."""
     best_t = min(c.t_s for c in candidates)
     if not math.isfinite(best_t):  # a rate so small (or a size so large) that every time is inf
         raise InputError(
             "every layout's time is not a finite number: a rate is too small or a size too large"
         )
     close = [c for c in candidates if is_tie(c.t_s, best_t)]
-    best_u = min(c.cost.t_upper_s for c in close)
-    tied = [c for c in close if not strictly_less(best_u, c.cost.t_upper_s)]
+    best_u = min(_no_overlap_s(c) for c in close)
+    tied = [c for c in close if not strictly_less(best_u, _no_overlap_s(c))]
     return min(tied, key=lambda c: c.work.rank)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.serialize import jsonable
 from shardline.basics.units import check_rate
+from shardline.basics.values import JSONDict, as_number
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.ops.cost import ZERO_COST, Cost
@@ -154,7 +155,7 @@ class LayerRow(_ScalarCost):
         kernel's half of the scores, not the full count)."""
         return self.flops * self.run_fraction / self.bytes if self.bytes else float("nan")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         keys = ("name", "phase", "spec", "dims", "count", "flops", "bytes")
         times = ("t_compute_s", "t_memory_s", "t_lower_s", "t_upper_s", "predicted_s")
         return {
@@ -178,7 +179,7 @@ class StackTotals(_ScalarCost):
     backward_flops: int
     layer_instances: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         times = ("t_compute_s", "t_memory_s", "t_lower_s", "t_upper_s", "predicted_s")
         return {
             "flops": self.flops,
@@ -199,7 +200,7 @@ class StackResult:
     memory: MemoryCheck
     subtotals: dict[str, dict[str, float]]  # "forward", "backward" (training), "one_block"
 
-    def to_dict(self, *, layers: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, layers: bool = True) -> JSONDict:
         """The result as JSON-ready data; `layers=False` leaves the per-layer list empty."""
         w = self.workload
         summary = jsonable(
@@ -225,11 +226,11 @@ class StackResult:
         return summary | {"layers": layer_dicts(self.layers)} if layers else summary
 
 
-def layer_dicts(rows: Sequence[LayerRow]) -> list[dict[str, Any]]:
+def layer_dicts(rows: Sequence[LayerRow]) -> list[dict[str, object]]:
     """`jsonable(row.to_dict())` of each row, worked out once per content (`content_key`) and
     copied with each row's name and count."""
-    done: dict[tuple[Any, ...], dict[str, Any]] = {}
-    out: list[dict[str, Any]] = []
+    done: dict[tuple[Any, ...], dict[str, object]] = {}
+    out: list[dict[str, object]] = []
     for row in rows:
         first = done.get(row.content_key)
         if first is None:
@@ -345,7 +346,7 @@ def _row(layer: Layer, chip: Chip, workload: Workload) -> LayerRow:
         cost=replace(cost, predicted_s=predicted),
         weight_bytes=layer.weight_bytes(),
         working_set_bytes=sum(layer.operand_bytes(n) for n in names if layer.role(n) != "onchip"),
-        run_fraction=cost.t_compute_s / full.t_compute_s if full.t_compute_s else 1.0,
+        run_fraction=as_number(cost.t_compute_s / full.t_compute_s) if full.t_compute_s else 1.0,
     )
 
 
@@ -370,8 +371,8 @@ def _subtotal(c: Cost, per: int = 1) -> dict[str, float]:
     return {
         "flops": int(c.flops) // per,
         "bytes": int(c.hbm_bytes) // per,
-        "t_compute_s": c.t_compute_s / per,
-        "t_memory_s": c.t_memory_s / per,
-        "t_lower_s": c.t_lower_s / per,
-        "predicted_s": c.predicted_s / per,
+        "t_compute_s": as_number(c.t_compute_s) / per,
+        "t_memory_s": as_number(c.t_memory_s) / per,
+        "t_lower_s": as_number(c.t_lower_s) / per,
+        "predicted_s": as_number(c.predicted_s) / per,
     }
