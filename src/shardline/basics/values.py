@@ -14,10 +14,13 @@ from typing import TypeAlias
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["Scalar", "JSONValue", "JSONDict", "as_number"]
+__all__ = ["Scalar", "Words", "JSONValue", "JSONDict", "as_number"]
 
 # One number (a Python int or float; mypy reads int as a float) or a float array that broadcasts.
 Scalar: TypeAlias = float | NDArray[np.float64]
+
+# One word (a dtype's name, a bound) or a numpy array of them, one per layout priced at once.
+Words: TypeAlias = str | np.ndarray
 
 # One JSON object: keys are strings, values are JSON values (below).
 JSONDict: TypeAlias = dict[str, object]

@@ -85,7 +85,7 @@ def gemm_time_s(layer: Layer, chip: Chip, dims: Mapping[str, int], *, cuda_graph
     """The per-op realistic time of one einsum instance (shardline.ops.predict, with the launch
     mode), with on-chip operands' bytes taken out of its memory time."""
     result = evaluate_einsum(
-        layer.parsed, dict(dims), chip, dict(layer.dtypes), layer.compute_dtype
+        layer.parsed, dict(dims), chip, dict(layer.dtypes), str(layer.compute_dtype)
     )
     predicted = with_prediction(result, launch="graphs" if cuda_graphs else "eager")
     t = float(predicted.cost.predicted_s)
@@ -125,7 +125,7 @@ def attention_work_s(
     attention efficiency, or at least its HBM bytes at achievable bandwidth (decode: the KV cache
     read)."""
     result = evaluate_einsum(
-        layer.parsed, dict(dims), chip, dict(layer.dtypes), layer.compute_dtype
+        layer.parsed, dict(dims), chip, dict(layer.dtypes), str(layer.compute_dtype)
     )
     compute = layer.compute_dtype or layer.dtype
     backward = layer.phase == "backward"

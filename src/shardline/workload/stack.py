@@ -103,7 +103,9 @@ def layer_cost(layer: Layer, chip: Chip, dims: Mapping[str, int] | None = None) 
     """Roofline of one layer instance (shardline.ops.roofline.evaluate_einsum), less the bytes of
     operands kept on chip (flash-attention scores)."""
     sizes = dict(layer.dims if dims is None else dims)
-    result = evaluate_einsum(layer.parsed, sizes, chip, dict(layer.dtypes), layer.compute_dtype)
+    result = evaluate_einsum(
+        layer.parsed, sizes, chip, dict(layer.dtypes), str(layer.compute_dtype)
+    )
     hbm = int(result.bytes["total"]) - sum(int(result.bytes[name]) for name in layer.onchip)
     peak = float(result.hardware.flops_per_s)
     return LayerCost(Cost.roofline(int(result.flops), hbm, peak, chip.mem_bytes_per_s), peak)
