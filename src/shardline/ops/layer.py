@@ -69,7 +69,7 @@ def _names(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:
     return out
 
 
-def _sizes(where: str, parsed: EinsumSpec, raw: Mapping[str, Any]) -> dict[str, int]:
+def _sizes(where: str, parsed: EinsumSpec, raw: Mapping[str, object]) -> dict[str, int]:
     """Positive integer sizes (an integral float is accepted) that cover the einsum's dims."""
     dims: dict[str, int] = {}
     for dim, size in dict(raw).items():
