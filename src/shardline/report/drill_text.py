@@ -6,7 +6,7 @@ from __future__ import annotations
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.serialize import jsonable
 from shardline.basics.units import fmt_flops, fmt_int, fmt_num, fmt_time
-from shardline.basics.values import JSONDict, as_number
+from shardline.basics.values import JSONDict
 from shardline.collectives import CollectiveCost
 from shardline.drill import Graded, PipelineDrill, Question, Session
 from shardline.ops.roofline import RooflineResult
@@ -60,10 +60,10 @@ def _critical_lines(r: RooflineResult) -> list[str]:
     bracket = 2 * k * n / peak - (s["a"] * k + s["out"] * n) / bw
     closed = s["b"] * k * n / bw / bracket
     return [
-        f"**Critical M = {fmt_int(as_number(crit))}.** Compute-bound when 2MKN/P >= "
+        f"**Critical M = {fmt_int(crit)}.** Compute-bound when 2MKN/P >= "
         "(s_a·MK + s_b·KN + s_out·MN)/W, i.e. M >= (s_b·K·N/W) / (2KN/P - (s_a·K + s_out·N)/W) "
         f"= ({fmt_num(s['b'] * k * n / bw)}) / ({fmt_num(bracket)}) = {closed:,.2f}; the "
-        f"smallest whole M is {fmt_int(as_number(crit))} (about the ridge P/W = "
+        f"smallest whole M is {fmt_int(crit)} (about the ridge P/W = "
         f"{float(r.ridge_flop_per_byte):,.4g} when K and N are large, since I ≈ M for bf16). "
         "The multiply at that M:",
         "",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shardline.basics.serialize import jsonable
+from shardline.basics.serialize import json_object
 from shardline.basics.units import fmt_capacity, fmt_rate, fmt_time
 from shardline.hardware import ASSUMED, DEFAULTS, Achievable, Chip
 from shardline.report.columns import aligned
@@ -37,7 +37,7 @@ def chip_summary(chip: Chip) -> dict[str, Any]:
 
 
 def chip_detail(chip: Chip) -> dict[str, Any]:
-    detail = jsonable(chip)
+    detail = json_object(chip)
     detail["ridge_flop_per_byte"] = ridges(chip)
     detail["usable_capacity_bytes"] = chip.usable_capacity_bytes
     detail["aliases"] = list(chip.aliases)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from shardline.answers.variants import Variant, dominant_operand
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
-from shardline.basics.values import as_number
 from shardline.io.safe_text import md_code, md_text
 from shardline.ops.einsum import EinsumSpec, parse_einsum
 from shardline.ops.roofline import RooflineResult
@@ -69,8 +68,8 @@ def _store(r: RooflineResult, v: Variant) -> Suggestion:
         f"Store {v.operand} in {v.dtype} instead of {r.dtypes[v.operand]} (compute stays "
         f"{r.dtypes['compute']})",
         smaller,
-        f"bytes {fmt_bytes(as_number(r.bytes['total']))} -> {fmt_bytes(as_number(smaller.bytes['total']))}, "
-        f"time {fmt_time(t)} -> {fmt_time(as_number(smaller.t_lower_s))} "
+        f"bytes {fmt_bytes(r.bytes['total'])} -> {fmt_bytes(smaller.bytes['total'])}, "
+        f"time {fmt_time(t)} -> {fmt_time(smaller.t_lower_s)} "
         f"({t / float(smaller.t_lower_s):.2f}x faster)",
     )
 
@@ -82,7 +81,7 @@ def _compute(r: RooflineResult, v: Variant) -> Suggestion:
         f"Compute in {v.dtype} ({fmt_rate(r.chip.peak(v.dtype))} peak) instead of "
         f"{r.dtypes['compute']}",
         lower,
-        f"time {fmt_time(t)} -> {fmt_time(as_number(lower.t_lower_s))} "
+        f"time {fmt_time(t)} -> {fmt_time(lower.t_lower_s)} "
         f"({t / float(lower.t_lower_s):.2f}x faster), {lower.bound}-bound; check accuracy",
     )
 
@@ -93,7 +92,7 @@ def _split(r: RooflineResult, v: Variant) -> Suggestion:
         f"Split {v.dim} over 2 devices (each computes half; no communication while the "
         f"inputs that lack {v.dim} are resident on both)",
         half,
-        f"time per device {fmt_time(t)} -> {fmt_time(as_number(half.t_lower_s))} "
+        f"time per device {fmt_time(t)} -> {fmt_time(half.t_lower_s)} "
         f"({t / float(half.t_lower_s):.2f}x), {half.bound}-bound",
     )
 
@@ -212,10 +211,10 @@ def _headline(a: _Answer) -> list[str]:
     return [
         f"# `{r.spec}` with {sizes} on {a.chip_name}",
         "",
-        f"**Answer: {bound_word}, about {fmt_time(as_number(r.t_lower_s))}.** The intensity "
+        f"**Answer: {bound_word}, about {fmt_time(r.t_lower_s)}.** The intensity "
         f"({a.intensity:,.4g} FLOP/B) is {'at or above' if r.bound == 'compute' else 'below'} the "
-        f"ridge ({a.ridge:,.4g} FLOP/B), so {limiter} sets the time: {fmt_time(as_number(r.t_lower_s))} with "
-        f"compute and memory overlapped (lower bound), {fmt_time(as_number(r.t_upper_s))} without overlap "
+        f"ridge ({a.ridge:,.4g} FLOP/B), so {limiter} sets the time: {fmt_time(r.t_lower_s)} with "
+        f"compute and memory overlapped (lower bound), {fmt_time(r.t_upper_s)} without overlap "
         "(upper bound).",
     ]
 
@@ -280,7 +279,7 @@ def _counts(a: _Answer) -> list[str]:
         "|---|---|---|---:|",
         f"| FLOPs | F = {factor}{'·'.join(all_dims)} | "
         f"{'2 × ' if factor else ''}{' × '.join(fmt_int(dims[d]) for d in all_dims)} | "
-        f"{fmt_int(as_number(r.flops))} FLOP ({fmt_flops(as_number(r.flops))}) |",
+        f"{fmt_int(r.flops)} FLOP ({fmt_flops(r.flops)}) |",
     ]
     for op in spec.operands:
         dtype = str(r.dtypes[op.name])
@@ -289,13 +288,13 @@ def _counts(a: _Answer) -> list[str]:
             f"| bytes of {op.name} | {mult}s_{op.name}·{'·'.join(op.dims)} | "
             f"{'2 × ' if mult else ''}{element_size(dtype)} × "
             f"{' × '.join(fmt_int(dims[d]) for d in op.dims)}"
-            f" | {fmt_int(as_number(r.bytes[op.name]))} B ({fmt_bytes(as_number(r.bytes[op.name]))}) |"
+            f" | {fmt_int(r.bytes[op.name])} B ({fmt_bytes(r.bytes[op.name])}) |"
         )
-    terms = " + ".join(fmt_int(as_number(r.bytes[op.name])) for op in spec.operands)
+    terms = " + ".join(fmt_int(r.bytes[op.name]) for op in spec.operands)
     return lines + [
-        f"| bytes total | Q = sum | {terms} | {fmt_int(as_number(r.bytes['total']))} B "
-        f"({fmt_bytes(as_number(r.bytes['total']))}) |",
-        f"| intensity | I = F / Q | {fmt_num(as_number(r.flops))} / {fmt_num(as_number(r.bytes['total']))} | "
+        f"| bytes total | Q = sum | {terms} | {fmt_int(r.bytes['total'])} B "
+        f"({fmt_bytes(r.bytes['total'])}) |",
+        f"| intensity | I = F / Q | {fmt_num(r.flops)} / {fmt_num(r.bytes['total'])} | "
         f"{a.intensity:,.4g} FLOP/B |",
     ]
 
@@ -305,17 +304,17 @@ def _times(a: _Answer) -> list[str]:
     lines = [
         "## Times",
         "",
-        f"- t_compute = F / P = {fmt_num(as_number(r.flops))} FLOP / {fmt_num(as_number(a.peak))} FLOP/s = "
-        f"**{fmt_time(as_number(r.t_compute_s))}**",
-        f"- t_memory = Q / W = {fmt_num(as_number(r.bytes['total']))} B / {fmt_num(as_number(a.bw))} B/s = "
-        f"**{fmt_time(as_number(r.t_memory_s))}**",
-        f"- lower bound max(t_compute, t_memory) = **{fmt_time(as_number(r.t_lower_s))}** (perfect overlap); "
-        f"upper bound t_compute + t_memory = {fmt_time(as_number(r.t_upper_s))} (no overlap)",
+        f"- t_compute = F / P = {fmt_num(r.flops)} FLOP / {fmt_num(a.peak)} FLOP/s = "
+        f"**{fmt_time(r.t_compute_s)}**",
+        f"- t_memory = Q / W = {fmt_num(r.bytes['total'])} B / {fmt_num(a.bw)} B/s = "
+        f"**{fmt_time(r.t_memory_s)}**",
+        f"- lower bound max(t_compute, t_memory) = **{fmt_time(r.t_lower_s)}** (perfect overlap); "
+        f"upper bound t_compute + t_memory = {fmt_time(r.t_upper_s)} (no overlap)",
     ]
     if r.predicted_s is not None:
         lines.append(
             f"- realistic prediction (achievable rates, tile quantization, launch overhead): "
-            f"**{fmt_time(as_number(r.predicted_s))}**, {r.predicted_bound}-bound"
+            f"**{fmt_time(r.predicted_s)}**, {r.predicted_bound}-bound"
         )
     return lines
 
@@ -332,12 +331,12 @@ def _sanity(a: _Answer) -> list[str]:
         f"- On the roofline, attainable FLOP/s = min(P, I·W) = min({fmt_rate(peak)}, "
         f"{intensity:,.4g} × {fmt_rate(bw, 'B/s', digits=4)}) = {fmt_rate(attainable)}; "
         f"F / attainable = {fmt_time(t_roof)}, {'the same as' if same else 'DIFFERENT FROM'} "
-        f"the lower bound {fmt_time(as_number(r.t_lower_s))}.",
+        f"the lower bound {fmt_time(r.t_lower_s)}.",
         "- At the lower bound the math runs at "
         f"{percent(float(r.t_compute_s) / float(r.t_lower_s))} "
         f"of peak FLOP/s and HBM at {percent(float(r.t_memory_s) / float(r.t_lower_s))} of its "
         "bandwidth.",
-        f"- The largest traffic is {biggest.name}: {fmt_bytes(as_number(r.bytes[biggest.name]))} "
+        f"- The largest traffic is {biggest.name}: {fmt_bytes(r.bytes[biggest.name])} "
         f"({percent(float(r.bytes[biggest.name]) / float(r.bytes['total']))} of Q); moving it "
         f"alone takes {fmt_time(float(r.bytes[biggest.name]) / bw)}.",
     ]
@@ -345,7 +344,7 @@ def _sanity(a: _Answer) -> list[str]:
         where = "at or above" if a.dims["M"] >= r.critical_m else "below"
         lines.append(
             f"- Critical M (smallest M that is compute-bound with this K and N): "
-            f"{fmt_int(as_number(r.critical_m))}; M = {fmt_int(as_number(a.dims['M']))} is {where} it, consistent with "
+            f"{fmt_int(r.critical_m)}; M = {fmt_int(a.dims['M'])} is {where} it, consistent with "
             f"the call."
         )
     return lines

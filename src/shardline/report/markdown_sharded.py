@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
-from shardline.basics.values import as_number
 from shardline.io.safe_text import md_text
 from shardline.ops.einsum import EinsumSpec, parse_einsum
 from shardline.ops.roofline import RooflineResult
@@ -225,7 +224,7 @@ def _sanity(a: _Answer, single: RooflineResult | None) -> list[str]:
     if single is not None:
         speedup = float(single.t_lower_s) / float(r.t_s)
         lines.append(
-            f"- One device alone takes {fmt_time(as_number(single.t_lower_s))} ({single.bound}-bound); "
+            f"- One device alone takes {fmt_time(single.t_lower_s)} ({single.bound}-bound); "
             f"{r.devices} devices take {fmt_time(r.t_s)}: a {speedup:.2f}x speedup, "
             f"{percent(speedup / r.devices)} of the ideal {r.devices}x."
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 from shardline.answers.sheet_model import SheetResult
 from shardline.basics.units import fmt_bytes, fmt_time
+from shardline.basics.values import JSONDict
 from shardline.io.sheet_results import sheet_records
 from shardline.ops.roofline import RooflineResult
 from shardline.planning.results import PlanSet
@@ -58,7 +59,7 @@ _LAYER_KEYS += ("intensity_flop_per_byte", "bound", "t_compute_s", "t_memory_s",
 _LAYER_KEYS += ("t_upper_s", "predicted_s", "weight_bytes", "working_set_bytes")
 
 
-def stack_records(result: StackResult) -> list[dict[str, Any]]:
+def stack_records(result: StackResult) -> list[JSONDict]:
     """One record per layer of a stack: the JSON `layers` (FLOPs, bytes and times per instance;
     `count` instances in the stack), without the `dims` table."""
     return [{k: row.to_dict()[k] for k in _LAYER_KEYS} for row in result.layers]
@@ -87,7 +88,7 @@ _PLAN_KEYS += ("memory_per_device_bytes", "fits")
 _PLAN_KEYS += ("comm_bytes", "bottleneck")
 
 
-def plan_records(result: PlanSet) -> list[dict[str, Any]]:
+def plan_records(result: PlanSet) -> list[JSONDict]:
     """One record per plan, best first: its name, its degrees (`tp`, `pp`, `dp`, `fsdp`, ...) and
     the JSON keys of its times, memory and bottleneck."""
     records = []

@@ -6,7 +6,6 @@ from typing import Any
 
 from shardline.basics.dtypes import dtype_bytes
 from shardline.basics.units import fmt_bytes, fmt_int, fmt_num, fmt_rate, fmt_time
-from shardline.basics.values import as_number
 from shardline.ops.tiling import TileReport
 
 __all__ = ["render_tile", "render_calibration", "render_validation", "render_plot", "noise_text"]
@@ -71,7 +70,7 @@ def render_tile(r: TileReport) -> str:
     )
     q = r.quantization
     out.append(
-        f"  quantization    {fmt_int(as_number(q['tiles']))} tiles, {fmt_int(as_number(q['waves']))} waves on "
+        f"  quantization    {fmt_int(q['tiles'])} tiles, {fmt_int(q['waves'])} waves on "
         f"{r.cores or 1} cores: wave efficiency {q['wave_efficiency']:.3f}, "
         f"tile efficiency {q['tile_efficiency']:.3f}"
     )

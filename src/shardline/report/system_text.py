@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from shardline.basics.values import JSONDict
 from shardline.hardware.switches import bisection_bytes_per_s, switch_share_bytes_per_s
 from shardline.report.columns import aligned
 
@@ -56,7 +57,7 @@ def _derived(system: Any) -> dict[str, float | None]:
     }
 
 
-def system_summary(system: Any) -> dict[str, Any]:
+def system_summary(system: Any) -> JSONDict:
     return {
         "name": system.name,
         "display_name": system.display_name,
@@ -72,7 +73,7 @@ def system_summary(system: Any) -> dict[str, Any]:
     }
 
 
-def system_detail(system: Any) -> dict[str, Any]:
+def system_detail(system: Any) -> JSONDict:
     from shardline.basics.serialize import jsonable
 
     detail = jsonable(system)

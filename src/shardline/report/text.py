@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from shardline.basics.dtypes import dtype_bytes
 from shardline.basics.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_rate, fmt_time
-from shardline.basics.values import as_number
 from shardline.ops.einsum import EinsumSpec, parse_einsum
 from shardline.ops.roofline import RooflineResult
 
@@ -19,7 +18,7 @@ def bound_line(r: RooflineResult) -> str:
     """The call, made before the arithmetic: which resource binds and why."""
     intensity, ridge = float(r.intensity_flop_per_byte), float(r.ridge_flop_per_byte)
     rate = (
-        f"{fmt_rate(as_number(r.hardware.flops_per_s), digits=4)} / "
+        f"{fmt_rate(r.hardware.flops_per_s, digits=4)} / "
         f"{fmt_rate(r.hardware.mem_bytes_per_s, 'B/s', digits=4)}"
     )
     if r.bound == "compute":
@@ -38,8 +37,7 @@ def _count_lines(r: RooflineResult, spec: EinsumSpec, dims: dict[str, int]) -> l
     numbers = " × ".join(fmt_int(dims[d]) for d in all_dims)
     out.append(
         f"  FLOPs      F = {factor}{'·'.join(all_dims)} = {'2 × ' if factor else ''}{numbers}"
-        f" = {fmt_int(as_number(r.flops))} FLOP ({fmt_flops(as_number(r.flops))})"
-        + _unary_note(spec)
+        f" = {fmt_int(r.flops)} FLOP ({fmt_flops(r.flops)})" + _unary_note(spec)
     )
     terms, values = [], []
     for op in spec.operands:
@@ -54,8 +52,8 @@ def _count_lines(r: RooflineResult, spec: EinsumSpec, dims: dict[str, int]) -> l
     out.append(f"  bytes      Q = {' + '.join(terms)}   ({reads}, the output written once)")
     out.append(f"               = {' + '.join(values)}")
     out.append(
-        f"               = {' + '.join(fmt_int(as_number(r.bytes[op.name])) for op in spec.operands)}"
-        f" = {fmt_int(as_number(r.bytes['total']))} B ({fmt_bytes(as_number(r.bytes['total']))})"
+        f"               = {' + '.join(fmt_int(r.bytes[op.name]) for op in spec.operands)}"
+        f" = {fmt_int(r.bytes['total'])} B ({fmt_bytes(r.bytes['total'])})"
     )
     return out
 
@@ -79,31 +77,29 @@ def render_roofline(r: RooflineResult) -> str:
     ]
     out += _count_lines(r, spec, dims)
     out.append(
-        f"  intensity  I = F / Q = {fmt_num(as_number(r.flops))} / {fmt_num(as_number(r.bytes['total']))}"
+        f"  intensity  I = F / Q = {fmt_num(r.flops)} / {fmt_num(r.bytes['total'])}"
         f" = {float(r.intensity_flop_per_byte):,.4g} FLOP/B"
     )
     out.append(
-        f"  ridge      R = P / W = {fmt_num(as_number(r.hardware.flops_per_s))} FLOP/s / "
+        f"  ridge      R = P / W = {fmt_num(r.hardware.flops_per_s)} FLOP/s / "
         f"{fmt_num(r.hardware.mem_bytes_per_s)} B/s = {float(r.ridge_flop_per_byte):,.4g} FLOP/B"
         + ("  (P: the vector units; no matrix product)" if r.compute_unit == "vector" else "")
     )
     out.append(
-        f"  t_compute  F / P = {fmt_num(as_number(r.flops))} / {fmt_num(as_number(r.hardware.flops_per_s))}"
-        f" = {fmt_time(as_number(r.t_compute_s))}"
+        f"  t_compute  F / P = {fmt_num(r.flops)} / {fmt_num(r.hardware.flops_per_s)}"
+        f" = {fmt_time(r.t_compute_s)}"
     )
     out.append(
-        f"  t_memory   Q / W = {fmt_num(as_number(r.bytes['total']))} / "
-        f"{fmt_num(as_number(r.hardware.mem_bytes_per_s))} = {fmt_time(as_number(r.t_memory_s))}"
+        f"  t_memory   Q / W = {fmt_num(r.bytes['total'])} / "
+        f"{fmt_num(r.hardware.mem_bytes_per_s)} = {fmt_time(r.t_memory_s)}"
     )
     out.append(
-        f"  lower bound  max(t_compute, t_memory) = {fmt_time(as_number(r.t_lower_s))}  (perfect overlap)"
+        f"  lower bound  max(t_compute, t_memory) = {fmt_time(r.t_lower_s)}  (perfect overlap)"
     )
-    out.append(
-        f"  upper bound  t_compute + t_memory     = {fmt_time(as_number(r.t_upper_s))}  (no overlap)"
-    )
+    out.append(f"  upper bound  t_compute + t_memory     = {fmt_time(r.t_upper_s)}  (no overlap)")
     if r.predicted_s is not None:
         out.append(
-            f"  predicted    {fmt_time(as_number(r.predicted_s))}  ({r.predicted_bound}-bound; "
+            f"  predicted    {fmt_time(r.predicted_s)}  ({r.predicted_bound}-bound; "
             "achievable rates, quantization and launch overhead; see --json 'prediction')"
         )
     if "a" in r.bytes and "out" in r.bytes and spec.lhs.dims == ("M", "K"):
@@ -121,6 +117,6 @@ def _critical_lines(r: RooflineResult, dims: dict[str, int]) -> list[str]:
     where = "at or above" if dims["M"] >= r.critical_m else "below"
     return [
         f"  critical M {formula}",
-        f"             = {fmt_int(as_number(r.critical_m))} (compute-bound from M = {fmt_int(as_number(r.critical_m))};"
+        f"             = {fmt_int(r.critical_m)} (compute-bound from M = {fmt_int(r.critical_m)};"
         f" this M = {fmt_int(dims['M'])} is {where} it)",
     ]
