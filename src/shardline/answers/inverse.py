@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shardline.basics.serialize import jsonable
+from shardline.basics.serialize import json_object
+from shardline.basics.values import JSONDict
 from shardline.errors import InputError
 from shardline.hardware import Chip
 
@@ -29,8 +30,8 @@ PER_CYCLE_BY_KIND = {"gpu": 2.0, "tpu": 1.0}
 
 
 class _Answer:
-    def to_dict(self) -> dict[str, Any]:
-        return jsonable(self)
+    def to_dict(self) -> JSONDict:
+        return json_object(self)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 from shardline.basics.dtypes import canonical_dtype
 from shardline.basics.options import Precision
+from shardline.basics.values import JSONDict
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.ops.einsum import EinsumSpec
@@ -132,7 +133,7 @@ class PrecisionRow:
     predicted_s: float | None = None
     change: dict[str, float | None] = field(default_factory=dict)
 
-    def to_dict(self, network: bool) -> dict[str, Any]:
+    def to_dict(self, network: bool) -> JSONDict:
         out = dataclasses.asdict(self)
         if not network:
             out.pop("t_network_s")
@@ -150,7 +151,7 @@ class PrecisionWhatIf:
     rows: tuple[PrecisionRow, ...]
     critical_m_note: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {
             "what_if": "precision",
             "subject": self.subject,

@@ -75,7 +75,7 @@ class Question:
 
     topic: str
     text: str
-    given: dict[str, Any]
+    given: dict[str, object]
     expected: float | str
     unit: str
     tolerance: float

@@ -148,7 +148,7 @@ class ChipReader(SourcedReader):
             return self.assume(path)
         return self.text(path, choices=choices)
 
-    def table(self, path: str) -> dict[str, Any]:
+    def table(self, path: str) -> dict[str, object]:
         raw = self.raw(path)
         if raw is None:
             return {}
@@ -387,7 +387,7 @@ def name_and_aliases(r: ChipReader) -> tuple[str, tuple[str, ...]]:
 
 
 def chip_from_dict(
-    data: dict[str, Any], origin: str = "chip file", path: str | None = None
+    data: dict[str, object], origin: str = "chip file", path: str | None = None
 ) -> Chip:
     """Validate a parsed chip table and build the Chip; errors name the bad field. Fields left out
     that the loader fills (DEFAULTS) are recorded in `Chip.sources` as assumptions."""
@@ -442,7 +442,7 @@ def catalog_files() -> list[Traversable]:
     return sorted((e for e in folder.iterdir() if e.name.endswith(".toml")), key=lambda e: e.name)
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path) -> dict[str, object]:
     return read_data_toml(path, "chip file")
 
 

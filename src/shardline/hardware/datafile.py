@@ -35,7 +35,7 @@ def _regular(path: Path, what: str) -> int:
     return info.st_size
 
 
-def read_data_toml(path: Path, what: str) -> dict[str, Any]:
+def read_data_toml(path: Path, what: str) -> dict[str, object]:
     """The parsed TOML of `path` ("chip file", "system file"), or InputError saying why not."""
     _regular(path, what)
     try:
@@ -64,7 +64,7 @@ class SourcedReader:
 
     value_word = "value"  # what the error calls a field's plain form ("number" for chips)
 
-    def __init__(self, data: dict[str, Any], origin: str) -> None:
+    def __init__(self, data: dict[str, object], origin: str) -> None:
         self.data = data
         self.origin = origin
         self.sources: dict[str, str] = {}
