@@ -61,7 +61,9 @@ def _with_costs(result: PlanSet, price: float | None) -> tuple[dict[str, Any], l
     if tokens is None or not result.workload.training:
         return payload, []
     lines: list[str] = []
-    for plan, row in zip(result.plans, payload["plans"], strict=True):
+    rows = payload["plans"]
+    assert isinstance(rows, list)
+    for plan, row in zip(result.plans, rows, strict=True):
         cost = plan_training_cost(plan, result.devices, result.chip, tokens, price)
         if cost is None:
             continue

@@ -48,7 +48,7 @@ def build_layers(
     return out
 
 
-def _renamed(first: Layer, table: dict[str, Any], index: int) -> Layer:
+def _renamed(first: Layer, table: dict[str, object], index: int) -> Layer:
     """`first` under the name of table `index`, its errors worded as the builder words them."""
     if "name" not in table:
         return first.renamed(f"layer{index}")

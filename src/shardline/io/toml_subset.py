@@ -58,7 +58,7 @@ class _Outside(Exception):
     """The text leaves the subset: tomllib reads it."""
 
 
-def loads_subset(text: str) -> dict[str, Any] | None:
+def loads_subset(text: str) -> dict[str, object] | None:
     """`tomllib.loads(text)` for text in the subset above; None for any other text."""
     text = text.replace("\r\n", "\n")
     if "\r" in text:
@@ -72,12 +72,12 @@ def loads_subset(text: str) -> dict[str, Any] | None:
 _KV, _TABLE_HEADER, _ARRAY_HEADER, _NOTHING = range(4)  # what a line is
 
 
-def _read(lines: list[str]) -> dict[str, Any]:
+def _read(lines: list[str]) -> dict[str, object]:
     """The lines in one pass: `table` is where keys go, `arrays` the [[name]] lists; a parsed
     line is kept (up to _MAX_CACHED_LINES of them) and reused when the same line comes again."""
-    root: dict[str, Any] = {}
+    root: dict[str, object] = {}
     table = root
-    arrays: dict[str, list[dict[str, Any]]] = {}
+    arrays: dict[str, list[dict[str, object]]] = {}
     cache: dict[str, tuple[int, str, Any]] = {}
     for line in lines:
         hit = cache.get(line)
@@ -182,11 +182,11 @@ def _array(s: str, i: int, depth: int) -> tuple[list[Any], int]:
     return out, i + 1
 
 
-def _inline_table(s: str, i: int, depth: int) -> tuple[dict[str, Any], int]:
+def _inline_table(s: str, i: int, depth: int) -> tuple[dict[str, object], int]:
     """A one-line inline table after its "{": bare keys, each once, no trailing comma."""
     if depth > _MAX_DEPTH:
         raise _Outside
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     i = _WS.match(s, i).end()  # type: ignore[union-attr]
     if s[i : i + 1] == "}":
         return out, i + 1
