@@ -21,6 +21,7 @@ import numpy as np
 from shardline.basics.kinds import COLLECTIVE_KINDS
 from shardline.basics.kinds import TOPOLOGIES as AXIS_TOPOLOGIES
 from shardline.basics.serialize import jsonable
+from shardline.basics.values import JSONDict
 from shardline.collectives.library import Group, Library, Pair
 from shardline.errors import InputError
 from shardline.hardware import Chip
@@ -181,7 +182,7 @@ class CollectiveCost:
     choice: Any = None  # the library's choice (collectives.priced.LibraryChoice) or None
     multi_axis: str = "simultaneous"  # how torus stages of several axes combine
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         out = {
             k: getattr(self, k)
             for k in (
@@ -236,7 +237,7 @@ class CollectiveCost:
         ]
         return jsonable(out)
 
-    def tiers(self) -> list[dict[str, Any]]:
+    def tiers(self) -> list[dict[str, object]]:
         """Per tier (scale-up inside a node, scale-out between nodes): devices, the line-rate
         parts of the bound, and the library's bus bandwidth there."""
         group = self.choice.group if self.choice is not None else None
@@ -245,7 +246,7 @@ class CollectiveCost:
             steps = [s for s in self.steps if s.stage.scale_out == scale_out]
             if not steps:
                 continue
-            row: dict[str, Any] = {
+            row: dict[str, object] = {
                 "tier": "scale_out" if scale_out else "scale_up",
                 "devices": math.prod(s.stage.devices for s in steps),
                 "link": " + ".join(dict.fromkeys(s.stage.link for s in steps)),

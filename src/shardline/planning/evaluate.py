@@ -96,7 +96,7 @@ class Context:
         self._stage_layers: dict[int, list[tuple[StageLayers, Layer]]] = {}
         self._stages: dict[tuple[Any, ...], Stage] = {}
         self._memory: dict[tuple[Any, ...], MemoryCheck] = {}
-        self._once: dict[str, Any] = {}
+        self._once: dict[str, object] = {}
         self._gradient_ways: dict[Degrees, int] = {}
         self._parts: dict[tuple[Any, ...], LayerPart] = {}
         # what a layer's part depends on of the execution: all of it but the knobs that only

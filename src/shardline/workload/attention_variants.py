@@ -70,7 +70,7 @@ def _int(value: object, what: str, minimum: int = 1) -> int:
     return value
 
 
-def _table(value: Any, fields: tuple[str, ...], what: str) -> dict[str, Any]:
+def _table(value: Any, fields: tuple[str, ...], what: str) -> dict[str, object]:
     if not isinstance(value, Mapping):
         raise InputError(f"{what} must be a table of {', '.join(fields)}")
     unknown = sorted(set(value) - set(fields))
@@ -260,7 +260,7 @@ def mla_layers(a: AttentionSizes, mla: MLA) -> list[Layer]:
 
 def template_attention(
     shape: Any, k: Any, phase: str, standard: Callable[[int], list[Layer]]
-) -> tuple[list[Layer], dict[str, Any], bool]:
+) -> tuple[list[Layer], dict[str, object], bool]:
     """The transformer template's attention einsums for a TransformerShape's `mla` and
     `sliding_window` tables and its checked block sizes `k` (shardline.workload.templates._Block),
     the ModelShape fields of the variant, and whether the KV-cache formula 2 L n_kv d_head S B s_kv
@@ -271,7 +271,7 @@ def template_attention(
     if mla is not None and window is not None:
         raise InputError("multi-head latent attention with sliding windows is not modeled")
     if mla is not None:
-        extra: dict[str, Any] = {
+        extra: dict[str, object] = {
             "head_dim": mla.qk_nope_head_dim + mla.qk_rope_head_dim,
             "v_head_dim": mla.v_head_dim,
             "attention_params": mla_attention_params(a.d, a.h, mla),
