@@ -16,10 +16,10 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from shardline.basics.values import Scalar
 from shardline.collectives.algorithms import TABLE, VOCABULARY
 from shardline.collectives.networks import axis_network
 from shardline.collectives.priced import (
@@ -42,7 +42,6 @@ from shardline.collectives.records import (
 from shardline.collectives.vocabulary import algorithm_named, choose
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
-from shardline.basics.values import Scalar
 
 __all__ = ["collective_cost", "collective_over"]
 
