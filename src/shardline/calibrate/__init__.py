@@ -63,7 +63,7 @@ class CalibrationOptions:
 class CalibrationResult:
     path: str
     chip: dict[str, Any]
-    measurements: list[dict[str, Any]]
+    measurements: list[dict[str, object]]
 
 
 def detect_device(device: str) -> str:
@@ -86,14 +86,14 @@ def current_identity(device: str) -> str:
 
 
 def run_measured(
-    jobs: list[dict[str, Any]],
+    jobs: list[dict[str, object]],
     *,
     threads: int | None,
     label: str,
     progress: bool | None,
     partial: Path | None,
     not_written: str = "no chip file was written",
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Run jobs with a progress bar; on failure keep the finished rows in `partial` and raise."""
     bar = ProgressBar(len(jobs), label, enabled=progress)
     try:

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.values import Scalar
 from shardline.calibrate.chipfile import Measured, render_toml, write_partial_csv
 from shardline.calibrate.collectives_run import OPS, measured_or_refused, sizes
 from shardline.collectives.algorithms import TABLE, Algorithm
@@ -67,13 +68,13 @@ def _switch(op: str) -> Algorithm:
 
 def model_time(
     op: str,
-    v_bytes: Any,
+    v_bytes: Scalar,
     processes: int,
     alpha_s: float,
     link_bytes_per_s: float,
     eff_max: float,
     half_bytes: float,
-) -> Any:
+) -> Scalar:
     """Predicted seconds of one collective (the model in the module docstring)."""
     record = _switch(op)
     v = np.asarray(v_bytes, dtype=np.float64)
@@ -232,7 +233,7 @@ def calibrate_collectives(
     done: list[dict[str, Any]],
     repeats: int | None = None,
     processes_per_node: int | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, object], list[dict[str, object]]]:
     """Measure and fit; returns the chip-file tables and the measured rows."""
 
     def saved() -> str:

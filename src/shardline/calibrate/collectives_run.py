@@ -211,7 +211,7 @@ def next_size_s(spent: float, before: float, ratio: float) -> float:
     return spent * min(max(growth, 1.0), ratio)
 
 
-def _between_nodes(r: _Rank, local: int) -> list[dict[str, Any]]:
+def _between_nodes(r: _Rank, local: int) -> list[dict[str, object]]:
     """Rank 0 to the first rank of the next node, and the smallest all-reduce inside each node."""
     rows = [
         {"op": "ping_node", "bytes": 4, "seconds": r.p2p(4, local)},
@@ -228,13 +228,13 @@ def _between_nodes(r: _Rank, local: int) -> list[dict[str, Any]]:
     return rows
 
 
-def measure_rank(quick: bool, repeats: int) -> list[dict[str, Any]]:
+def measure_rank(quick: bool, repeats: int) -> list[dict[str, object]]:
     """Run in every rank after init_process_group; returns rows on rank 0 ([] elsewhere)."""
     warnings.filterwarnings("ignore", category=FutureWarning)
     r = _Rank(repeats, quick)
     local, _ = topology_env()
     local = min(max(1, local), r.world)
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     if local > 1:
         big = 2**22 if quick else 2**26
         rows.append({"op": "ping", "bytes": 4, "seconds": r.p2p(4, 1)})

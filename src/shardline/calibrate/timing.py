@@ -58,7 +58,7 @@ def timing_settings(
     quick: bool, repeats: int | None, budget_s: float = CALIBRATE_BUDGET_S
 ) -> dict[str, Any]:
     """The timing keys of a job: repeats, warm-up calls, sample length, time budget."""
-    timing: dict[str, Any]
+    timing: dict[str, object]
     if quick:
         timing = {"repeats": repeats or 3, "warmup": 1, "min_sample_s": 0.004, "budget_s": 5.0}
     else:

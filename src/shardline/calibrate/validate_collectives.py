@@ -40,7 +40,7 @@ class CollectiveValidation:
     rows: list[dict[str, Any]]
     summary: dict[str, Any]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         from shardline.basics.serialize import jsonable
 
         return jsonable(
