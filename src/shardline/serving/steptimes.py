@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.values import Scalar
 from shardline.errors import InputError
 from shardline.serving.engines import Engine
 
@@ -104,7 +105,7 @@ class StepTimes:
             self._prefill[key] = float(self.prefill_point(key))
         return self._prefill[key]
 
-    def decode_s(self, batch: Any, context: Any) -> np.ndarray:
+    def decode_s(self, batch: Scalar, context: Scalar) -> np.ndarray:
         """One decode step at mean batch max(`batch`, 1) and mean context max(`context`, 1)
         (arrays broadcast): with n = floor(b), w = b - n, k = floor(c), v = c - k,
         t = sum over the whole points (n + i, k + j), i, j in {0, 1}, of t(n + i, k + j) x
@@ -142,14 +143,14 @@ class StepTimes:
                     t += wb * wc * self.decode_at(n + i, k + j)
         return t
 
-    def prefill_s(self, tokens: Any) -> np.ndarray:
+    def prefill_s(self, tokens: Scalar) -> np.ndarray:
         """The prefill of one prompt of round(`tokens`) tokens (at least one; arrays)."""
         whole = np.maximum(np.rint(np.asarray(tokens, dtype=float)), 1.0).astype(np.int64)
         uniq, inverse = np.unique(whole, return_inverse=True)
         times = np.array([self.prefill_at(int(x)) for x in uniq])
         return times[inverse.reshape(whole.shape)]
 
-    def verify_floor_s(self, sequences: Any, k: int) -> Any:
+    def verify_floor_s(self, sequences: Scalar, k: int) -> Scalar:
         """The least time of a speculative verification step over `sequences` sequences of k + 1
         tokens each: their compute, at the per-token time of a compute-bound prefill of
         VERIFY_REF_TOKENS tokens (the same forward pass over as many tokens). Without it a step
@@ -174,7 +175,7 @@ class StepTimes:
         )
         return (self.kv_devices or self.tp) * per_device
 
-    def sequence_kv_bytes(self, tokens: Any) -> Any:
+    def sequence_kv_bytes(self, tokens: Scalar) -> Scalar:
         """The replica's KV bytes of one sequence of `tokens` cached tokens (arrays)."""
         if self.kv_sequence_bytes is None:
             return self.kv_bytes_per_token * np.asarray(tokens, dtype=float)
