@@ -53,7 +53,7 @@ __all__ = ["Context", "LayerPart", "evaluate_plan", "layer_key"]
 StageLayers = list[tuple[Layer, int]]
 
 
-def layer_key(layer: Layer) -> tuple[str, tuple[Any, ...]]:
+def layer_key(layer: Layer) -> tuple[str, tuple[object, ...]]:
     """A layer's key in the caches: its name and its content (by value, never by identity)."""
     return (layer.name, layer.content_key)
 
@@ -87,14 +87,14 @@ class Context:
         self.head_grads = (
             backward_layers(self.head) if self.head is not None and workload.training else []
         )
-        self._backward: dict[tuple[str, tuple[Any, ...]], list[Layer]] = {}
+        self._backward: dict[tuple[str, tuple[object, ...]], list[Layer]] = {}
         self._index = {layer_key(layer): i for i, layer in enumerate(workload.layers)}
         self._dims: dict[tuple[Any, ...], dict[str, int]] = {}
         self._costs: dict[tuple[Any, ...], LayerCost] = {}
         self._networks: dict[Degrees, MeshNetwork] = {}
         self._priced: dict[Any, Any] = {}  # shared by the networks: keys name their mesh axis
         self._stage_layers: dict[int, list[tuple[StageLayers, Layer]]] = {}
-        self._stages: dict[tuple[Any, ...], Stage] = {}
+        self._stages: dict[tuple[object, ...], Stage] = {}
         self._memory: dict[tuple[Any, ...], MemoryCheck] = {}
         self._once: dict[str, object] = {}
         self._gradient_ways: dict[Degrees, int] = {}
@@ -125,7 +125,7 @@ class Context:
         self._prefixes = base._prefixes  # keyed by the execution but recompute
         self._gradient_ways = base._gradient_ways
 
-    def once(self, name: str, compute: Callable[[], Any]) -> Any:
+    def once(self, name: str, compute: Callable[[], object]) -> object:
         """A value that depends on the search alone (not the plan), computed once."""
         if name not in self._once:
             self._once[name] = compute()
@@ -224,7 +224,7 @@ class Context:
         return self._stage_layers[pp]
 
     def _merged(self, layers: StageLayers) -> StageLayers:
-        merged: dict[tuple[Any, ...], list[Any]] = {}
+        merged: dict[tuple[object, ...], list[Any]] = {}
         for layer, n in layers:
             key = (layer.content_key, self.following(layer).content_key)
             merged.setdefault(key, [layer, 0])[1] += n

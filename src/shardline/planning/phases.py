@@ -157,9 +157,11 @@ class Phase:
         for axis, seconds in (extra or {}).items():
             ov = _add_to(ov, axis, seconds)
         axes = sorted(set(ov) | set(self.crit_by_axis))
-        return concurrent_s(
-            (self.links.get(a, frozenset()), ov.get(a, 0.0) + self.crit_by_axis.get(a, 0.0))
-            for a in axes
+        return as_number(
+            concurrent_s(
+                (self.links.get(a, frozenset()), ov.get(a, 0.0) + self.crit_by_axis.get(a, 0.0))
+                for a in axes
+            )
         )
 
     def time_s(self, extra: Mapping[str, float] | None = None) -> float:

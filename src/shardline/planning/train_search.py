@@ -73,7 +73,7 @@ class RunOptions:
 
     workers: int = 1
     executor: str = "local"
-    scheduler: Any = None
+    scheduler: object = None
     progress: Callable[[int, int], None] | None = None
     rerank: int = 12  # fastest fitting layouts per group re-evaluated by the full engine
     scales: int = 4  # device counts D, D/2, ..., D/2**(scales-1)
@@ -355,7 +355,7 @@ def training_search(
     *,
     tokens: float | None = None,
     run: RunOptions | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Search every layout (module docstring); the JSON-ready answer (`search_answer`)."""
     run = run or RunOptions()
     _check(workload, devices, tokens, run)
