@@ -63,12 +63,12 @@ def to_records(result: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def to_dataframe(result: dict[str, Any]) -> Any:
+def to_dataframe(result: dict[str, object]) -> object:
     """A pandas DataFrame of `to_records(result)`; a clear error when pandas is not installed."""
     return records_to_dataframe(to_records(result))
 
 
-def records_to_dataframe(records: list[dict[str, Any]]) -> Any:
+def records_to_dataframe(records: list[dict[str, object]]) -> object:
     """A pandas DataFrame of flat records; a clear error when pandas is not installed."""
     try:
         import pandas as pd

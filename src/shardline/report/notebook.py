@@ -39,7 +39,7 @@ def _roofline_html(result: RooflineResult) -> str:
     return result_table_html(result.to_dict())
 
 
-def _roofline_pandas(result: RooflineResult) -> Any:
+def _roofline_pandas(result: RooflineResult) -> object:
     """The result as a pandas DataFrame, one row per multiply (needs pandas)."""
     return to_dataframe(result.to_dict())
 
@@ -49,7 +49,7 @@ def _sheet_html(result: SheetResult) -> str:
     return records_table_html(sheet_records(result))
 
 
-def _sheet_pandas(result: SheetResult) -> Any:
+def _sheet_pandas(result: SheetResult) -> object:
     """The rows as a pandas DataFrame: every input column, then the results (needs pandas)."""
     return records_to_dataframe(sheet_records(result))
 
@@ -77,7 +77,7 @@ def _stack_html(result: StackResult) -> str:
     return records_table_html(stack_records(result)) + f"<p>{html.escape(note)}</p>"
 
 
-def _stack_pandas(result: StackResult) -> Any:
+def _stack_pandas(result: StackResult) -> object:
     """The layers as a pandas DataFrame, one row per layer (needs pandas)."""
     return records_to_dataframe(stack_records(result))
 
@@ -104,7 +104,7 @@ def _plan_html(result: PlanSet) -> str:
     return records_table_html(plan_records(result)) + f"<p>{html.escape(note)}</p>"
 
 
-def _plan_pandas(result: PlanSet) -> Any:
+def _plan_pandas(result: PlanSet) -> object:
     """The plans as a pandas DataFrame, one row per plan, best first (needs pandas)."""
     return records_to_dataframe(plan_records(result))
 
@@ -131,7 +131,7 @@ def to_html(result: object) -> str:
     return _views(result)[0](result)
 
 
-def to_pandas(result: object) -> Any:
+def to_pandas(result: object) -> object:
     """`result` as a pandas DataFrame (needs pandas; an InputError names the install otherwise)."""
     return _views(result)[1](result)
 

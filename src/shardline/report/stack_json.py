@@ -40,9 +40,9 @@ def stack_json_pieces(result: StackResult) -> Iterator[str]:
     return _pieces(head, tail, result.layers, templates)
 
 
-def _row_templates(rows: Sequence[LayerRow]) -> dict[tuple[Any, ...], tuple[str, str, str]]:
+def _row_templates(rows: Sequence[LayerRow]) -> dict[tuple[object, ...], tuple[str, str, str]]:
     """Each distinct row's encoded text, indented as a list item, cut around its name and count."""
-    out: dict[tuple[Any, ...], tuple[str, str, str]] = {}
+    out: dict[tuple[object, ...], tuple[str, str, str]] = {}
     for row in rows:
         key = row.content_key
         if key in out:
@@ -59,7 +59,7 @@ def _pieces(
     head: str,
     tail: str,
     rows: Sequence[LayerRow],
-    templates: dict[tuple[Any, ...], tuple[str, str, str]],
+    templates: dict[tuple[object, ...], tuple[str, str, str]],
 ) -> Iterator[str]:
     if not rows:
         yield head + "[]" + tail + "\n"
