@@ -245,7 +245,7 @@ def _run_capacity(
     workload: Any,
     devices: int,
     options: dict[str, Any],
-    overrides: dict[str, Any],
+    overrides: dict[str, object],
 ) -> int:
     """`plan --max-batch` / `--max-seq-len`: the largest value that fits, by doubling and
     bisection over plan searches (the degrees given stay fixed); `--target-mfu` the smallest

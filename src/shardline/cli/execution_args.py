@@ -62,7 +62,7 @@ def add_degree_args(parser: argparse.ArgumentParser) -> None:
 
 def plan_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """plan()'s keywords from the flags: the degrees given, the microbatches and the execution."""
-    options: dict[str, Any] = {
+    options: dict[str, object] = {
         s.name: count_arg(getattr(args, s.name), f"--{s.word}") for s in strategies()
     }
     for key in ("etp", "edp"):  # parallel folding (shardline.planning.folding)
@@ -233,9 +233,9 @@ def _tokens(text: str | None) -> float | None:
     return float(parse_count(text, "--tokens"))
 
 
-def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
+def execution_from_args(args: argparse.Namespace) -> dict[str, object]:
     """The Execution keywords the user gave (plan() fills the rest with defaults)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for knob in knobs():
         value = getattr(args, knob.field, None)
         if knob.switch:

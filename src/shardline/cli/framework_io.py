@@ -268,7 +268,7 @@ def search_from(args: argparse.Namespace, devices: int) -> Imported | None:
 
 def search_emit(
     args: argparse.Namespace,
-    run: tuple[Any, Any, int],
+    run: tuple[object, Any, int],
     result: dict[str, Any],
     imported: Imported | None,
 ) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from shardline.cli.common import emit_json, write_text
 from shardline.errors import InputError
 
 if TYPE_CHECKING:
+    from shardline.hardware import Chip
     from shardline.io.framework_config import Imported
     from shardline.planning.results import PlanSet
 
@@ -31,7 +32,7 @@ def add_plan_output_args(parser: argparse.ArgumentParser) -> None:
     add_force_arg(parser, "STEP.json if it exists")
 
 
-def price_from_args(args: argparse.Namespace, chip: Any) -> float | None:
+def price_from_args(args: argparse.Namespace, chip: Chip) -> float | None:
     """--usd-per-hour, else --prices FILE's row, else the default table's (None if unpriced)."""
     from shardline.costing import chip_name, price_table
     from shardline.costing.tables import MAX_VALUE
