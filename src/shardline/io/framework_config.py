@@ -160,7 +160,7 @@ def unfolded(layout: LaunchLayout, fmt: str) -> None:
         raise InputError(f"--emit {fmt}: expert tensor parallelism (--etp) is not written")
 
 
-def _names_table() -> dict[str, Any]:
+def _names_table() -> dict[str, object]:
     import tomllib
     from importlib.resources import files
 
@@ -205,7 +205,7 @@ def model_name_of(spec: ModelSpec, path: tuple[str, ...]) -> tuple[str, ...] | N
     the table path and key, or None when the framework names no model of that shape."""
     from shardline.models import load_model
 
-    def walk(table: dict[str, Any], prefix: tuple[str, ...]) -> tuple[str, ...] | None:
+    def walk(table: dict[str, object], prefix: tuple[str, ...]) -> tuple[str, ...] | None:
         for key, value in table.items():
             if isinstance(value, dict) and "model" in value:
                 if _shape(load_model(value["model"])) == _shape(spec):

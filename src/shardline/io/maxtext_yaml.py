@@ -137,13 +137,13 @@ class _Keys:
         self.origin = origin
         self.read: list[str] = []
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> Any:
         if key not in self.data:
             return default
         self.read.append(key)
         return self.data[key]
 
-    def number(self, key: str, default: Any = None) -> Any:
+    def number(self, key: str, default: object = None) -> Any:
         value = self.get(key, default)
         if value is None:
             return None

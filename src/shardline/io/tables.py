@@ -300,7 +300,7 @@ class OutputTable:
         return len(self.columns[0].values) if self.columns else 0
 
 
-def json_cell(value: Any) -> Any:
+def json_cell(value: object) -> Any:
     """A JSON/CSV-ready Python value: numpy scalars unwrapped, NaN -> None, dates -> ISO text."""
     if isinstance(value, np.generic):
         value = value.item()
@@ -340,7 +340,7 @@ def _float_list(values: np.ndarray, as_int: bool) -> list[Any]:
 CHUNK_ROWS = 8192  # rows converted and written at a time: memory does not grow with the table
 
 
-def iter_rows(table: OutputTable) -> Iterator[tuple[Any, ...]]:
+def iter_rows(table: OutputTable) -> Iterator[tuple[object, ...]]:
     """The table's rows as tuples of JSON/CSV-ready values, converted a chunk at a time."""
     for start in range(0, table.n_rows, CHUNK_ROWS):
         yield from zip(*_column_lists(table, start, start + CHUNK_ROWS), strict=True)
@@ -419,7 +419,7 @@ def _write_md(table: OutputTable, tmp: Path) -> None:
             fh.write("\n".join(lines) + "\n")
 
 
-def _flatten(mapping: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+def _flatten(mapping: dict[str, object], prefix: str = "") -> list[tuple[str, object]]:
     out: list[tuple[str, Any]] = []
     for key, value in mapping.items():
         name = f"{prefix}{key}"

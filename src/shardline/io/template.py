@@ -184,13 +184,13 @@ def _dtype_name(text: str | None) -> str | None:
     return canonical_dtype(text) if text else None
 
 
-def _yellow() -> Any:
+def _yellow() -> object:
     from openpyxl.styles import PatternFill
 
     return PatternFill("solid", fgColor="FFF2CC")
 
 
-def _bold() -> Any:
+def _bold() -> object:
     from openpyxl.styles import Font
 
     return Font(bold=True)

@@ -78,7 +78,7 @@ def _read(lines: list[str]) -> dict[str, object]:
     root: dict[str, object] = {}
     table = root
     arrays: dict[str, list[dict[str, object]]] = {}
-    cache: dict[str, tuple[int, str, Any]] = {}
+    cache: dict[str, tuple[int, str, object]] = {}
     for line in lines:
         hit = cache.get(line)
         if hit is None:
@@ -165,11 +165,11 @@ def _string(s: str, i: int, quote: str) -> tuple[str, int]:
     return body, end + 1
 
 
-def _array(s: str, i: int, depth: int) -> tuple[list[Any], int]:
+def _array(s: str, i: int, depth: int) -> tuple[list[object], int]:
     """A one-line array after its "[": values, commas, an optional trailing comma, "]"."""
     if depth > _MAX_DEPTH:
         raise _Outside
-    out: list[Any] = []
+    out: list[object] = []
     i = _WS.match(s, i).end()  # type: ignore[union-attr]  # [ \t]* always matches
     while s[i : i + 1] != "]":
         value, i = _value(s, i, depth)

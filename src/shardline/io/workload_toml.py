@@ -90,7 +90,7 @@ SHEET_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm")
 MAX_WORKLOAD_BYTES = 100_000_000  # a workload file of 100,000 layers is about 10 MB
 
 
-def _unknown(given: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+def _unknown(given: dict[str, object], allowed: tuple[str, ...], where: str) -> None:
     extra = [key for key in given if key not in allowed]
     if extra:
         raise InputError(f"{where}: unknown field {extra[0]!r}; fields: {', '.join(allowed)}")
@@ -113,9 +113,9 @@ def _str_list(value: object, what: str) -> tuple[str, ...]:
 
 
 def _layer_dims(
-    raw: dict[str, Any],
+    raw: dict[str, object],
     spec_dims: tuple[str, ...],
-    shared: dict[str, Any],
+    shared: dict[str, object],
     where: str,
     spec_text: str,
 ) -> dict[str, int]:
@@ -280,7 +280,7 @@ def _guess_batch_dim(layers: list[Layer]) -> str | None:
 
 
 def _template(
-    data: dict[str, Any],
+    data: dict[str, object],
     key: str,
     phase: str | None,
     batch: int | None,
@@ -326,7 +326,7 @@ def _template(
     return template_precision(transformer(**params), **precision)
 
 
-def _raw_layers(raw: Any, origin: str) -> list[Any]:
+def _raw_layers(raw: object, origin: str) -> list[object]:
     """The [[layer]] tables: at least one, at most MAX_LAYERS (before a Layer is built for each)."""
     if not isinstance(raw, list) or not raw:
         raise InputError(f"{origin}: [[layer]] must list at least one layer")
@@ -335,7 +335,7 @@ def _raw_layers(raw: Any, origin: str) -> list[Any]:
 
 
 def workload_from_dict(
-    data: dict[str, Any],
+    data: dict[str, object],
     *,
     origin: str = "workload",
     phase: str | None = None,
@@ -436,7 +436,7 @@ def workload_from_sheet(
     check_layer_count(len(table), str(path))  # before a Layer is built for each row
     labels = table.labels()
     seen: dict[str, int] = {}
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     for i in range(len(table)):
         count = int(table.count[i])
         if count == 0:
