@@ -59,7 +59,7 @@ __all__ = [
 # ASSUMED + why, and `shardline hw show` lists it under "assumptions". A catalog file should give
 # the real figure with its source instead. (`display_name` defaults to the name and
 # `on_chip.core_name` to "core": labels, not facts, so they are not listed.)
-DEFAULTS: dict[str, tuple[Any, str]] = {
+DEFAULTS: dict[str, tuple[object, str]] = {
     "vendor": ("unknown", "the file names no vendor"),
     "interconnect.link": ("link", "the file names no scale-up link"),
     "interconnect.topology": (
@@ -102,7 +102,7 @@ class ChipReader(SourcedReader):
 
     value_word = "number"
 
-    def assume(self, path: str) -> Any:
+    def assume(self, path: str) -> object:
         """The default for a field the file left out, recorded as an assumption."""
         value, why = DEFAULTS[path]
         self.sources[path] = ASSUMED + why

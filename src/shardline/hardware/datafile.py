@@ -8,7 +8,6 @@ import os
 import stat
 import tomllib
 from pathlib import Path
-from typing import Any
 
 from shardline.errors import InputError
 
@@ -72,16 +71,16 @@ class SourcedReader:
     def fail(self, path: str, why: str) -> InputError:
         return InputError(f"{self.origin}: field '{path}' {why}")
 
-    def raw(self, path: str) -> Any:
+    def raw(self, path: str) -> object:
         """The field at a dotted path as the file has it, or None."""
-        node: Any = self.data
+        node: object = self.data
         for part in path.split("."):
             if not isinstance(node, dict) or part not in node:
                 return None
             node = node[part]
         return node
 
-    def sourced(self, path: str) -> Any:
+    def sourced(self, path: str) -> object:
         """The value of a field (None when absent), unwrapping `{value, source}` and recording
         the source."""
         raw = self.raw(path)
