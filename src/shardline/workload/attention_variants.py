@@ -70,7 +70,7 @@ def _int(value: object, what: str, minimum: int = 1) -> int:
     return value
 
 
-def _table(value: Any, fields: tuple[str, ...], what: str) -> dict[str, object]:
+def _table(value: object, fields: tuple[str, ...], what: str) -> dict[str, object]:
     if not isinstance(value, Mapping):
         raise InputError(f"{what} must be a table of {', '.join(fields)}")
     unknown = sorted(set(value) - set(fields))

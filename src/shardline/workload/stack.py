@@ -231,7 +231,7 @@ class StackResult:
 def layer_dicts(rows: Sequence[LayerRow]) -> list[dict[str, object]]:
     """`jsonable(row.to_dict())` of each row, worked out once per content (`content_key`) and
     copied with each row's name and count."""
-    done: dict[tuple[Any, ...], dict[str, object]] = {}
+    done: dict[tuple[object, ...], dict[str, object]] = {}
     out: list[dict[str, object]] = []
     for row in rows:
         first = done.get(row.content_key)
@@ -318,7 +318,7 @@ def _rows(workload: Workload, chip: Chip) -> list[LayerRow]:
     priced once and their rows share that cost (200,000 layers of one shape: one pricing)."""
     from shardline.workload.dense_first import layer_repeats
 
-    priced: dict[tuple[Any, ...], LayerRow] = {}
+    priced: dict[tuple[object, ...], LayerRow] = {}
     rows: list[LayerRow] = []
     for layer in workload.step_layers():
         first = priced.get(layer.content_key)

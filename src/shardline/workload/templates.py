@@ -106,8 +106,8 @@ class TransformerShape:
     rotary: bool = True  # rotary position embedding on q and k (False: learned positions)
     qk_norm: bool = False  # an RMS norm over each head of q and of k (Qwen3, Gemma 3)
     norm: str = "rmsnorm"  # the blocks' norm: "rmsnorm" or "layernorm" (GPT-2/3, MPT, OPT)
-    mla: Any = None  # multi-head latent attention: an MLA or its table (attention_variants)
-    sliding_window: Any = None  # sliding-window layers: a SlidingWindow or its table
+    mla: object = None  # multi-head latent attention: an MLA or its table (attention_variants)
+    sliding_window: object = None  # sliding-window layers: a SlidingWindow or its table
 
 
 def dense_ffn_layers(d: int, f: int, b: int, s: int, gated: bool, dtype: str) -> tuple[Layer, ...]:
