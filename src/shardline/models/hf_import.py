@@ -36,7 +36,7 @@ _TIED_DEFAULT = {"gemma3": True, "gemma3_text": True}
 class _Config:
     """Values of one config.json with the key each came from, as `{value, source}` tables."""
 
-    def __init__(self, data: dict[str, Any], origin: str, model_type: str) -> None:
+    def __init__(self, data: dict[str, object], origin: str, model_type: str) -> None:
         self.data = data
         self.origin = origin
         self.model_type = model_type
@@ -70,12 +70,12 @@ class _Config:
             )
         return value
 
-    def field(self, key: str, value: Any = None, note: str = "") -> dict[str, Any]:
+    def field(self, key: str, value: object = None, note: str = "") -> dict[str, object]:
         value = self.need(key) if value is None else value
         return {"value": value, "source": self.source(key) + (f" ({note})" if note else "")}
 
 
-def _base(c: _Config) -> dict[str, Any]:
+def _base(c: _Config) -> dict[str, object]:
     heads = c.need("num_attention_heads")
     d_model = c.need("hidden_size")
     kv_heads = c.get("num_key_value_heads", heads)
@@ -127,7 +127,7 @@ def _layer_pattern(c: _Config) -> int:
     return k
 
 
-def _sliding(c: _Config, model: dict[str, Any]) -> None:
+def _sliding(c: _Config, model: dict[str, object]) -> None:
     if c.get("sliding_window") is None:
         return
     if c.model_type in ("mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe"):
@@ -147,7 +147,7 @@ def _sliding(c: _Config, model: dict[str, Any]) -> None:
     }
 
 
-def _deepseek(c: _Config, model: dict[str, Any]) -> None:
+def _deepseek(c: _Config, model: dict[str, object]) -> None:
     if c.get("moe_layer_freq", 1) != 1:
         raise InputError(
             f"{c.origin}: moe_layer_freq = {c.get('moe_layer_freq')!r} puts dense layers between "
@@ -210,7 +210,7 @@ def _flags(c: _Config, model: dict[str, Any]) -> None:
         )
 
 
-def model_from_config(config: dict[str, Any], origin: str, name: str) -> dict[str, Any]:
+def model_from_config(config: dict[str, object], origin: str, name: str) -> dict[str, Any]:
     """The model-file table (`{value, source}` numbers) of a parsed config.json."""
     if not isinstance(config, dict):
         raise InputError(f"{origin}: a config.json is a JSON object")
@@ -248,7 +248,7 @@ def _toml_value(value: object) -> str:
     return json.dumps(str(value))  # a JSON string is a valid TOML basic string
 
 
-def model_toml_from_config(config: dict[str, Any], origin: str, name: str) -> str:
+def model_toml_from_config(config: dict[str, object], origin: str, name: str) -> str:
     """The text of a model file for a parsed config.json, checked by the model loader."""
     model = model_from_config(config, origin, name)
     model_from_dict(model, origin)  # a config with impossible numbers fails here, not later

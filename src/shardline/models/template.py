@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardline.workload.modelspec import ModelSpec
+from shardline.workload.workload import Workload
 
 __all__ = [
     "transformer_table",
@@ -24,10 +25,10 @@ DEFAULT_BATCH = 1
 DEFAULT_SEQ_LEN = 4096
 
 
-def _attention_tables(spec: ModelSpec) -> dict[str, Any]:
+def _attention_tables(spec: ModelSpec) -> dict[str, object]:
     """The [transformer] template's mla and sliding_window tables
     (shardline.workload.attention_variants)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     if spec.mla is not None:
         out["mla"] = dict(vars(spec.mla))
     if spec.sliding_window is not None:
@@ -60,7 +61,7 @@ def transformer_table(spec: ModelSpec, *, batch: int, seq_len: int) -> dict[str,
     } | _moe_table(spec)
 
 
-def _moe_table(spec: ModelSpec) -> dict[str, Any]:
+def _moe_table(spec: ModelSpec) -> dict[str, object]:
     """The `moe` sub-table of a mixture-of-experts model (dropless, balanced routing: the
     template's defaults)."""
     if spec.moe is None:
@@ -79,7 +80,7 @@ def _moe_table(spec: ModelSpec) -> dict[str, Any]:
 
 def model_workload(
     spec: ModelSpec, *, phase: str, batch: int, seq_len: int, dtype: str | None = None
-) -> Any:
+) -> Workload:
     """The Workload of `spec` at `batch` sequences of `seq_len` tokens in `phase`: the same one
     `--model NAME` and a `[transformer]` file with `transformer_table`'s numbers build (the
     precision fields, weight_dtype, attention_dtype and tied_embeddings, applied after the
