@@ -20,7 +20,7 @@ from typing import Any
 
 from shardline.basics.dtypes import canonical_dtype
 from shardline.basics.options import Precision
-from shardline.basics.values import JSONDict
+from shardline.basics.values import JSONDict, Scalar
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.ops.einsum import EinsumSpec
@@ -218,7 +218,7 @@ def what_if_precision(
 # --- one row per kind of question --------------------------------------------------------------
 
 
-def _count(value: Any) -> int | float:
+def _count(value: Scalar) -> int | float:
     """Bytes as an exact int where they are whole (always, unless padded shapes split them)."""
     number = float(value)
     return int(number) if number.is_integer() else number
