@@ -390,7 +390,7 @@ def matmul(
     precision: Precision | None = None,
     rates: RateOverrides | None = None,
     accumulate: bool = False,
-    **dtypes: Any,
+    **dtypes: object,
 ) -> RooflineResult:
     """C[M,N] = A[M,K] . B[K,N] on one chip: counts, bound, times and the exact critical M.
 

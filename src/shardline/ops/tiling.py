@@ -90,8 +90,8 @@ class Gemm:
     n: Any
     s_a: Any
     s_b: Any
-    s_c: Any
-    batch: Any = 1
+    s_c: Scalar
+    batch: Scalar = 1
 
 
 @dataclass(frozen=True)
