@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 from shardline.hardware import Chip
 from shardline.ops.achievable import achievable_rate
@@ -140,7 +139,7 @@ def attention_work_s(
 # Memo of einsum_time_s across searches (a batch sweep plans the same shapes many times). A Chip
 # holds dicts and has no hash, so the key names it by identity; each entry holds its chip, so that
 # the chip stays alive (its id not reused by another object) for as long as the entry stands.
-_MEMO: dict[tuple[Any, ...], tuple[Chip, float]] = {}
+_MEMO: dict[tuple[object, ...], tuple[Chip, float]] = {}
 _MEMO_MAX = 1 << 18
 
 
