@@ -126,7 +126,7 @@ def catalog_match(device_name: str) -> Chip | None:
 
 def _measure_gpu(
     options: CalibrationOptions, progress: bool | None, partial: Path
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[dict[str, object]]]:
     """The chip table and the measurements of a CUDA GPU."""
     torch = gpu.require_torch()
     props = gpu.gpu_properties()
@@ -149,7 +149,7 @@ def _measure_gpu(
 
 def _measure_cpu(
     options: CalibrationOptions, progress: bool | None, partial: Path
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[dict[str, object]]]:
     """The chip table and the measurements of this CPU (numpy's BLAS or torch's CPU kernels)."""
     backend = options.backend or "numpy"
     if backend == "torch":

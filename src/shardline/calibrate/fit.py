@@ -281,7 +281,7 @@ def _cpu_tables(
         ),
     }
     sysfs = f"sysfs says {llc_bytes:,} B" if llc_bytes else "sysfs does not say"
-    on_chip: dict[str, Any] = {
+    on_chip: dict[str, object] = {
         "core_name": "core",
         "cores": Measured(setup.threads, "BLAS threads used by the calibration"),
         "l2_bytes": Measured(
@@ -373,7 +373,7 @@ def gpu_plan(
     return jobs
 
 
-def _gpu_achievable(results: list[dict[str, Any]]) -> tuple[dict[str, Any], float | None]:
+def _gpu_achievable(results: list[dict[str, Any]]) -> tuple[dict[str, object], float | None]:
     """The achievable table of a GPU (matmul rates, copy bandwidth, launch overhead, unaligned
     efficiency) and the measured copy bandwidth."""
     rates: dict[str, float] = {}
@@ -428,7 +428,7 @@ def _gpu_peaks_and_memory(
     return peaks, memory
 
 
-def _gpu_on_chip(props: dict[str, Any], catalog_chip: Chip | None) -> dict[str, Any]:
+def _gpu_on_chip(props: dict[str, Any], catalog_chip: Chip | None) -> dict[str, object]:
     on_chip: dict[str, object] = {
         "core_name": "SM",
         "cores": Measured(props["sms"], "CUDA device properties"),

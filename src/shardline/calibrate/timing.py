@@ -198,7 +198,7 @@ def noise_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def calibration_noise(results: list[dict[str, Any]]) -> dict[str, Any]:
+def calibration_noise(results: list[dict[str, Any]]) -> dict[str, object]:
     """The `[calibration.noise]` table: the machine's noise during the run (`noise_summary`), a
     warning when it is above the limit, and the reference multiply (the largest square measured,
     its median time) that `validate` measures again to see whether the machine has changed."""

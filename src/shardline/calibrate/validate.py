@@ -156,10 +156,10 @@ class ValidationResult:
     measured_on: str
     backend: str
     threads: int | None
-    cases: list[dict[str, Any]]
+    cases: list[dict[str, object]]
     summary: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         from shardline.basics.serialize import jsonable
 
         return {
@@ -172,7 +172,7 @@ class ValidationResult:
         }
 
 
-def summarize(cases: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(cases: list[dict[str, Any]]) -> dict[str, object]:
     """Median and worst absolute error (fractions) of the prediction and of the roofline."""
     pred = [c["abs_err_predicted"] for c in cases]
     roof = [c["abs_err_roofline"] for c in cases]
@@ -188,7 +188,7 @@ def summarize(cases: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _predict(chip: Chip, cases: list[dict[str, Any]]) -> dict[str, Any]:
+def _predict(chip: Chip, cases: list[dict[str, object]]) -> dict[str, object]:
     from shardline.ops.predict import with_prediction
     from shardline.ops.roofline import matmul
 
@@ -272,7 +272,7 @@ def _reference(info: dict[str, Any], dtypes: tuple[str, ...]) -> dict[str, Any] 
 
 
 def validation_noise(
-    measured: list[dict[str, Any]], info: dict[str, Any], reference: dict[str, Any] | None
+    measured: list[dict[str, Any]], info: dict[str, object], reference: dict[str, Any] | None
 ) -> dict[str, object]:
     """The noise beside the verdict: this run's (`noise_summary` of its measurements), the
     calibration's (its file's `[calibration.noise]`), and the drift of the reference multiply
@@ -317,7 +317,7 @@ def _backend(device: str, info: dict[str, object]) -> tuple[str, str, tuple[str,
 
 def _rows(
     cases: list[dict[str, object]], measured: list[dict[str, Any]], model: dict[str, Any]
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Each case with its measured, predicted and roofline times and the two errors."""
     rows = []
     for i, (case, result) in enumerate(zip(cases, measured, strict=True)):
