@@ -46,7 +46,7 @@ MAX_SERVING_DEVICES = 4096  # most devices per system: the search's time grows w
 NEEDS_SLO = "the serving search needs --slo, e.g. --slo ttft=500ms,tpot=30ms"
 # The search serves as the engines' published tables do: TensorRT-LLM, fp8 weights and KV cache.
 SEARCH_ENGINE, SEARCH_DTYPE = "trtllm", "fp8"
-MapChunks = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
+MapChunks = Callable[[Callable[[Any], object], Sequence[object]], list[Any]]
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def pool_splits(devices: int, tp: int) -> list[tuple[int, int] | None]:
     return out
 
 
-def evaluate_chunk(chunk: Chunk) -> list[dict[str, Any]]:
+def evaluate_chunk(chunk: Chunk) -> list[dict[str, object]]:
     """Every device count x batch limit of one (chip, tp), each the steady state `serve` gives
     for that layout (serving.steady.analyze, on step times shared by the chunk)."""
     from shardline.hardware import resolve_chip
@@ -129,10 +129,10 @@ def layout_config(chunk: Chunk, devices: int, max_batch: int) -> ServeConfig:
     )
 
 
-def _assumed(chunk: Chunk, label: str, dtypes: tuple[str, str, str]) -> dict[str, Any]:
+def _assumed(chunk: Chunk, label: str, dtypes: tuple[str, str, str]) -> dict[str, object]:
     """What a row assumed beyond chip, devices, tp and batch: the engine, the dtypes, and the
     expert and attention data parallelism of a MoE layout."""
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "engine": label,
         "dtype": dtypes[0],
         "weight_dtype": dtypes[1],
