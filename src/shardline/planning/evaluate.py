@@ -89,16 +89,16 @@ class Context:
         )
         self._backward: dict[tuple[str, tuple[object, ...]], list[Layer]] = {}
         self._index = {layer_key(layer): i for i, layer in enumerate(workload.layers)}
-        self._dims: dict[tuple[Any, ...], dict[str, int]] = {}
-        self._costs: dict[tuple[Any, ...], LayerCost] = {}
+        self._dims: dict[tuple[object, ...], dict[str, int]] = {}
+        self._costs: dict[tuple[object, ...], LayerCost] = {}
         self._networks: dict[Degrees, MeshNetwork] = {}
-        self._priced: dict[Any, Any] = {}  # shared by the networks: keys name their mesh axis
+        self._priced: dict[object, Any] = {}  # shared by the networks: keys name their mesh axis
         self._stage_layers: dict[int, list[tuple[StageLayers, Layer]]] = {}
         self._stages: dict[tuple[object, ...], Stage] = {}
-        self._memory: dict[tuple[Any, ...], MemoryCheck] = {}
+        self._memory: dict[tuple[object, ...], MemoryCheck] = {}
         self._once: dict[str, object] = {}
         self._gradient_ways: dict[Degrees, int] = {}
-        self._parts: dict[tuple[Any, ...], LayerPart] = {}
+        self._parts: dict[tuple[object, ...], LayerPart] = {}
         # what a layer's part depends on of the execution: all of it but the knobs that only
         # change how the stage runs the terms (`tp_variants`, `add_recompute`), so that contexts
         # that differ in those alone may share `_parts`
@@ -106,7 +106,7 @@ class Context:
             self.execution, sequence_parallel=False, recompute="none", tp_overlap=False
         )
         # a stage before its recompute (`_prefix`) depends on all of the execution but that
-        self._prefixes: dict[tuple[Any, ...], Stage] = {}
+        self._prefixes: dict[tuple[object, ...], Stage] = {}
         self._prefix_execution = replace(self.execution, recompute="none")
 
     def share_caches(self, base: Context) -> None:

@@ -46,12 +46,12 @@ def check_executor(workers: int, executor: str, scheduler: str | None) -> None:
 
 
 def map_chunks(
-    fn: Callable[[Any], Any],
-    chunks: Sequence[Any],
+    fn: Callable[[Any], object],
+    chunks: Sequence[object],
     *,
     workers: int = 1,
     executor: str = "local",
-    scheduler: Any = None,
+    scheduler: object = None,
     progress: Progress | None = None,
 ) -> list[Any]:
     """`[fn(c) for c in chunks]`, run here (workers 1), on `workers` local processes, or on the

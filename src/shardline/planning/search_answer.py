@@ -57,7 +57,7 @@ def layout_of(group: Group, rows: dict[str, np.ndarray], i: int) -> dict[str, ob
     }
 
 
-def _cost(chip: Any, devices: int, train_s: float, plan: PlanResult) -> dict[str, Any]:
+def _cost(chip: Any, devices: int, train_s: float, plan: PlanResult) -> dict[str, object]:
     """GPU-hours, and USD and MWh where shardline.costing is installed and prices the chip."""
     out: dict[str, Any] = {"gpu_hours": devices * train_s / SECONDS_PER_HOUR}
     try:
@@ -150,7 +150,7 @@ def _agreement(ranked: list[list[dict[str, Any]]]) -> dict[str, Any]:
     }
 
 
-def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _pareto(points: list[dict[str, object]]) -> list[dict[str, Any]]:
     """The points no other beats on both days (or step time) and cost (USD, else GPU-hours,
     else devices); fastest first."""
     time_key = "days_to_train" if all("days_to_train" in p for p in points) else "predicted_step_s"

@@ -105,7 +105,7 @@ class RunOptions:
         return Execution(**{**fixed, **given, "framework": fw.name})
 
     @property
-    def assumed(self) -> dict[str, Any]:
+    def assumed(self) -> dict[str, object]:
         """The execution fields every layout runs with (the search tries the others): what the
         answer prints as assumed."""
         ex = self.base
@@ -293,7 +293,7 @@ def _rerank(
     group: Group,
     k: int,
     run: tuple[Engine, float | None, int | None, tuple[tuple[str, int], ...]],
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """The group's k fastest fitting layouts (vector model) with the engine's answers (`run`:
     the engine, the tokens), sorted by the engine's predicted step (layouts the engine finds too
     large last)."""
