@@ -266,7 +266,7 @@ _STACK_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _stack_row(layer: Any) -> list[Any]:
+def _stack_row(layer: Any) -> list[object]:
     dims = ", ".join(f"{k}={v:,}" for k, v in layer.dims.items())
     return [
         layer.name,

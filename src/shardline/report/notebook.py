@@ -118,7 +118,7 @@ VIEWS: dict[type, tuple[Callable[[Any], str], Callable[[Any], Any]]] = {
 }
 
 
-def _views(result: object) -> tuple[Callable[[Any], str], Callable[[Any], Any]]:
+def _views(result: object) -> tuple[Callable[[object], str], Callable[[object], object]]:
     for cls in type(result).__mro__:
         if cls in VIEWS:
             return VIEWS[cls]

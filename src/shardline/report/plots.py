@@ -279,7 +279,7 @@ def _draw_points(ax: Any, points: Sequence[RoofPoint]) -> None:
             )[0].set_gid(f"point-{i}")
 
 
-def _label_points(fig: Any, ax: Any, points: Sequence[RoofPoint]) -> None:
+def _label_points(fig: object, ax: object, points: Sequence[RoofPoint]) -> None:
     """The first MAX_LABELED_POINTS names, each where it overlaps no other text (a name with no
     free place is left out: the JSON and the sheet have every one)."""
     labels = [(p.label, p.intensity_flop_per_byte, p.flops_per_s) for p in points]

@@ -66,7 +66,7 @@ def pareto_front(
     return front
 
 
-def _finish(fig: Any, ax: Any, labels: tuple[str, str], title: str) -> Any:
+def _finish(fig: Any, ax: Any, labels: tuple[str, str], title: str) -> object:
     """Axis labels (x, y), the title, a light grid and the legend; the figure laid out."""
     ax.set_xlabel(labels[0])
     ax.set_ylabel(labels[1])

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from shardline.basics.serialize import jsonable
 from shardline.workload.stack import LayerRow, StackResult
@@ -26,7 +25,7 @@ _MARKS = {"layers": "\x00layers\x00", "name": "\x00name\x00", "count": "\x00coun
 _LAYERS, _NAME, _COUNT = (json.dumps(mark) for mark in _MARKS.values())
 
 
-def _dumps(value: Any) -> str:
+def _dumps(value: object) -> str:
     """The encoding `shardline.cli.common.emit_json` uses (a ValueError on inf and NaN)."""
     return json.dumps(value, indent=2, allow_nan=False)
 
