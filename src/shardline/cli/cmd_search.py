@@ -269,7 +269,7 @@ def _chip_names(text: str | None, default: list[str]) -> list[str]:
     return chips
 
 
-def _workload(args: argparse.Namespace, imported: Any = None) -> tuple[Any, Any, int]:
+def _workload(args: argparse.Namespace, imported: Any = None) -> tuple[Any, object, int]:
     """The search's workload, its model and its sequence length: --model at --seq-len and
     --global-batch, or --from's model, sequence, batch and dtype (flags given win)."""
     from shardline.basics.units import parse_count

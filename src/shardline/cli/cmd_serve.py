@@ -210,7 +210,9 @@ def _concurrency(args: argparse.Namespace) -> int | None:
     return _at_most(n, MAX_CONCURRENCY, "--concurrency")
 
 
-def _write_figures(outputs: Any, model: str, hw: str, cfg: Any, options: Any, result: dict) -> None:
+def _write_figures(
+    outputs: Any, model: str, hw: str, cfg: Any, options: object, result: dict
+) -> None:
     """--plot and --html: the simulation's CDFs and KV occupancy, and the rate sweep, of `model`
     as the user gave it (a model file's path: not the zoo model its name may match)."""
     from functools import cache

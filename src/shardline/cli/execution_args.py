@@ -89,7 +89,7 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
     _add_step_args(g)
 
 
-def add_run_knob_args(g: Any, searched: frozenset[str]) -> None:
+def add_run_knob_args(g: object, searched: frozenset[str]) -> None:
     """The execution flags of how a model runs that a search does not try itself (`searched`:
     the fields it tries): the strategies' knobs but those, the gradient dtype, the optimizer,
     the launch mode and the attention kernel (the training search; its own --framework,

@@ -74,7 +74,7 @@ def add_emit_out_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _set(args: argparse.Namespace, name: str, value: Any, given: list[str]) -> None:
+def _set(args: argparse.Namespace, name: str, value: object, given: list[str]) -> None:
     """Fill one flag from the file unless the command line gave it."""
     if getattr(args, name, None) is None:
         setattr(args, name, value)
@@ -271,7 +271,7 @@ def search_emit(
     run: tuple[object, Any, int],
     result: dict[str, Any],
     imported: Imported | None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """--emit of the search's best layout (`run`: the workload, the model, the sequence):
     {"emit": ...} (with -o, or --json) or {"emit_text": ...} to print alone."""
     workload, spec, seq_len = run

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from shardline.cli.args import add_cost_args, add_force_arg
 from shardline.cli.common import emit_json, write_text
@@ -53,7 +53,7 @@ def price_from_args(args: argparse.Namespace, chip: Chip) -> float | None:
     return row.usd_per_hour if row is not None else None
 
 
-def _with_costs(result: PlanSet, price: float | None) -> tuple[dict[str, Any], list[str]]:
+def _with_costs(result: PlanSet, price: float | None) -> tuple[dict[str, object], list[str]]:
     from shardline.costing import plan_training_cost
     from shardline.report.cost_text import training_cost_lines
 
