@@ -58,7 +58,7 @@ class Imported:
     unknown: tuple[str, ...] = ()  # keys this reader does not know
     not_modelled: tuple[str, ...] = ()  # one line per field read that the plan does not model
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "format": self.format,
             "file": self.origin,
@@ -111,7 +111,7 @@ class LaunchLayout:
         return self.batch // ways
 
 
-def sourced(value: Any, origin: str, key: str, note: str = "") -> dict[str, Any]:
+def sourced(value: object, origin: str, key: str, note: str = "") -> dict[str, object]:
     """A model-file field: the value and the key of the configuration it came from."""
     return {"value": value, "source": f"{origin}: {key}" + (f" ({note})" if note else "")}
 

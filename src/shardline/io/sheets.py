@@ -171,7 +171,7 @@ def _open_workbook(path: Path) -> Any:
         ) from None
 
 
-def _xlsx_rows(path: Path, sheet: str | None) -> tuple[str, list[tuple[int, list[Any]]]]:
+def _xlsx_rows(path: Path, sheet: str | None) -> tuple[str, list[tuple[int, list[object]]]]:
     wb = _open_workbook(path)
     try:
         if sheet is None:
@@ -344,7 +344,7 @@ def _size(value: Any, what: str, *, minimum: int = 1) -> int:
     return number
 
 
-def _fast_sizes(values: list[Any], minimum: int) -> np.ndarray | None:
+def _fast_sizes(values: list[object], minimum: int) -> np.ndarray | None:
     """The whole column at once when every cell is a clean integer in range (the common case);
     None sends the column to the cell-by-cell parser, which names each bad cell."""
     if not values or any(type(v) is bool or v is None for v in values):
@@ -370,7 +370,7 @@ def _fast_sizes(values: list[Any], minimum: int) -> np.ndarray | None:
 class _Cells:
     """The data rows of a sheet by column, and the bad cells found while parsing them."""
 
-    columns: dict[str, list[Any]]
+    columns: dict[str, list[object]]
     row_numbers: np.ndarray
     ok: np.ndarray
     problems: list[RowProblem]

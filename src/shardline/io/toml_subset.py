@@ -25,7 +25,6 @@ The values of identical lines are shared objects: the result is for reading, not
 from __future__ import annotations
 
 import re
-from typing import Any
 
 __all__ = ["loads_subset"]
 
@@ -105,7 +104,7 @@ def _read(lines: list[str]) -> dict[str, object]:
     return root
 
 
-def _parse_line(line: str) -> tuple[int, str, Any]:
+def _parse_line(line: str) -> tuple[int, str, object]:
     """(_KV, key, value), (_TABLE_HEADER or _ARRAY_HEADER, name, None) or (_NOTHING, "", None)
     for a blank or comment line."""
     m = _SIMPLE.fullmatch(line)
@@ -131,7 +130,7 @@ def _parse_line(line: str) -> tuple[int, str, Any]:
     return _KV, m.group(1), value
 
 
-def _value(s: str, i: int, depth: int) -> tuple[Any, int]:
+def _value(s: str, i: int, depth: int) -> tuple[object, int]:
     """The value starting at s[i] and the index after it."""
     c = s[i : i + 1]
     if c in ('"', "'"):

@@ -131,7 +131,7 @@ class _Toml:
         return value
 
 
-def _unknown(data: dict[str, Any]) -> list[str]:
+def _unknown(data: dict[str, object]) -> list[str]:
     out = []
     for section, table in data.items():
         if section in IGNORED:
@@ -175,7 +175,7 @@ def _recompute(t: _Toml) -> str:
     return f"layer-{int(option)}"
 
 
-def _execution(t: _Toml, notes: list[str], layers: int, pp: int) -> dict[str, Any]:
+def _execution(t: _Toml, notes: list[str], layers: int, pp: int) -> dict[str, object]:
     ex: dict[str, object] = {"framework": "torchtitan", "recompute": _recompute(t)}
     if t.get("parallelism", "enable_async_tensor_parallel", False):
         ex["tp_overlap"] = True

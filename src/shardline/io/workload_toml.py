@@ -183,7 +183,7 @@ def _default_tp_dim(
 
 
 def _layer_spec(
-    raw: dict[str, Any], where: str, shared: dict[str, Any]
+    raw: dict[str, Any], where: str, shared: dict[str, object]
 ) -> tuple[str, dict[str, Any], tuple[str, ...]]:
     """The layer's einsum text, sizes and weights: from `einsum` (+ dims, shapes, [dims]) or the
     matmul shorthand m, k, n."""
@@ -218,7 +218,7 @@ def _layer_spec(
     return spec_text, dims, weights
 
 
-def _layer(raw: Any, index: int, shared: dict[str, Any], dtype: str) -> Layer:
+def _layer(raw: object, index: int, shared: dict[str, object], dtype: str) -> Layer:
     if not isinstance(raw, dict):
         raise InputError(f"layer {index}: must be a table ([[layer]])")
     label = raw.get("name", f"layer{index}")
