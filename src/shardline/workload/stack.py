@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import cached_property, reduce
 from operator import add, attrgetter, mul
-from typing import Any
 
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.serialize import jsonable
@@ -129,7 +128,7 @@ class LayerRow(_ScalarCost):
     run_fraction: float = 1.0
 
     @cached_property
-    def content_key(self) -> tuple[Any, ...]:
+    def content_key(self) -> tuple[object, ...]:
         """Every field but the name and the count: rows of the same key read the same but for
         those two (`renamed` rows, one pricing)."""
         return (
