@@ -45,7 +45,7 @@ class _Config:
     def source(self, key: str) -> str:
         return f"config.json ({self.origin}): {self.prefix}{key}"
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> object:
         value = self.data.get(key)
         return default if value is None else value
 
@@ -191,7 +191,7 @@ def _moe(c: _Config, model: dict[str, Any]) -> None:
         model["moe"]["router_bias"] = c.field("model_type", True, "the router has a bias")
 
 
-def _flags(c: _Config, model: dict[str, Any]) -> None:
+def _flags(c: _Config, model: dict[str, object]) -> None:
     t = c.model_type
     if t == "qwen2":
         model["attention_bias"] = "qkv"
@@ -225,7 +225,7 @@ def model_from_config(config: dict[str, object], origin: str, name: str) -> dict
         if not isinstance(data, dict):
             raise InputError(f"{origin}: a gemma3 config.json needs a text_config object")
     c = _Config(data, origin, model_type)
-    model: dict[str, Any] = {"schema": 1, "name": name, "attention": "flash"}
+    model: dict[str, object] = {"schema": 1, "name": name, "attention": "flash"}
     model["description"] = f"Imported from {origin} (model_type {model_type})."
     model |= _base(c)
     _flags(c, model)
