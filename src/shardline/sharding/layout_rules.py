@@ -93,7 +93,7 @@ class LayoutWork:
     rank: int  # 0 for the book's default choice on every axis; ties go to the lowest
     calls: tuple[CollectiveCall, ...]
     steps: tuple[str, ...]
-    flops: Any
+    flops: Scalar
     hbm: Mapping[str, Any]  # bytes per operand and "total"
     shapes: Mapping[str, list[Any]]  # local shapes at compute time
 
@@ -106,7 +106,7 @@ def _shards(s: LayoutSetup, axes: Iterable[str]) -> Any:
     return math.prod((s.sizes[a] for a in axes), start=1)
 
 
-def _nbytes(elements: Any, bits: int) -> Any:
+def _nbytes(elements: Scalar, bits: int) -> Any:
     if isinstance(elements, int):
         return int(operand_bytes(elements, int(bits)))
     return operand_bytes(elements, int(bits))
