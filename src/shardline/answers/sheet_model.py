@@ -70,7 +70,7 @@ class ShapeTable:
     sheet: str | None
     header_row: int
     headers: tuple[str, ...]  # unique, non-empty; blank headers become "column C" and so on
-    columns: dict[str, list[Any]]  # the original cells of every data row, per header
+    columns: dict[str, list[object]]  # the original cells of every data row, per header
     roles: dict[str, str]  # role ("m", "k", "n", "count", "dtype", "name") -> header
     row_numbers: np.ndarray
     m: np.ndarray
