@@ -154,7 +154,7 @@ def _named_dims(
 ROLES = ("weights", "cache", "onchip")
 
 
-class HashedKey(tuple[Any, ...]):
+class HashedKey(tuple[object, ...]):
     """A tuple that computes its hash once (the plain tuple's hash, and equal to it): a nested
     key the caches hash on every lookup."""
 

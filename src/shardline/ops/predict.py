@@ -499,7 +499,7 @@ def with_prediction(result: RooflineResult, *, launch: str = "eager") -> Rooflin
     return dataclasses.replace(result, cost=cost, predicted_bound=bound, prediction=terms)
 
 
-def _scalar_terms(terms: dict[str, Any]) -> dict[str, Any]:
+def _scalar_terms(terms: dict[str, Any]) -> dict[str, object]:
     """The terms of one multiply as Python numbers: counts as ints, flags as bools."""
     terms = {key: _scalarize(value) for key, value in terms.items()}  # numbers, words, flags
     for key in ("tile_m", "tile_n", "split_k", "tiles", "waves", "mxu_elements"):
