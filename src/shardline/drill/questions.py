@@ -17,7 +17,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from shardline.basics.units import fmt_bytes
 from shardline.collectives import collective_cost
@@ -81,7 +80,7 @@ class Question:
     tolerance: float
     choices: tuple[str, ...] = ()
     round_to_int: bool = False
-    worked: Any = field(default=None, repr=False, compare=False)
+    worked: object = field(default=None, repr=False, compare=False)
 
 
 def _chip_words(chip: Chip) -> str:
