@@ -13,6 +13,8 @@ from shardline.errors import InputError
 if TYPE_CHECKING:
     from shardline.io.framework_config import Imported
     from shardline.planning.results import PlanSet
+    from shardline.workload.modelspec import ModelSpec
+    from shardline.workload.workload import Workload
 
 __all__ = [
     "add_from_arg",
@@ -176,8 +178,8 @@ def write_emitted(args: argparse.Namespace, text: str) -> dict[str, Any]:
 
 def emit_search_best(
     args: argparse.Namespace,
-    workload: Any,
-    spec: Any,
+    workload: Workload,
+    spec: ModelSpec,
     best: dict[str, Any],
     sizes: tuple[int, str],
 ) -> dict[str, Any]:
@@ -268,7 +270,7 @@ def search_from(args: argparse.Namespace, devices: int) -> Imported | None:
 
 def search_emit(
     args: argparse.Namespace,
-    run: tuple[object, Any, int],
+    run: tuple[Workload, ModelSpec, int],
     result: dict[str, Any],
     imported: Imported | None,
 ) -> dict[str, object]:

@@ -57,7 +57,7 @@ def layout_of(group: Group, rows: dict[str, np.ndarray], i: int) -> dict[str, ob
     }
 
 
-def _cost(chip: Any, devices: int, train_s: float, plan: PlanResult) -> dict[str, object]:
+def _cost(chip: Chip, devices: int, train_s: float, plan: PlanResult) -> dict[str, object]:
     """GPU-hours, and USD and MWh where shardline.costing is installed and prices the chip."""
     out: dict[str, Any] = {"gpu_hours": devices * train_s / SECONDS_PER_HOUR}
     try:

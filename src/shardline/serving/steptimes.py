@@ -36,13 +36,17 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shardline.basics.values import Scalar
 from shardline.errors import InputError
 from shardline.serving.engines import Engine
+
+if TYPE_CHECKING:
+    from shardline.hardware import Chip
+    from shardline.workload.modelspec import ModelSpec
 
 __all__ = [
     "StepTimes",
@@ -183,7 +187,7 @@ class StepTimes:
 
 
 def serving_dtypes(
-    chip: Any, dtype: str | None, weight_dtype: str | None = None, kv_dtype: str | None = None
+    chip: Chip, dtype: str | None, weight_dtype: str | None = None, kv_dtype: str | None = None
 ) -> tuple[str, str, str]:
     """(compute, weights, KV cache) dtypes of a serving run. Weights: `weight_dtype`, else
     `dtype`, else bf16. Compute: `dtype` where the chip computes in it, else the weights' dtype
@@ -212,8 +216,8 @@ def serving_dtypes(
 
 
 def price_step(
-    spec: Any,
-    chip: Any,
+    spec: ModelSpec,
+    chip: Chip,
     tp: int,
     dtype: str,
     point: tuple[str, int, int],
@@ -239,7 +243,7 @@ def price_step(
     return result.plans[0]
 
 
-def kv_split_devices(spec: Any, tp: int, attention_dp: int = 1) -> int:
+def kv_split_devices(spec: ModelSpec, tp: int, attention_dp: int = 1) -> int:
     """Devices of a replica holding distinct KV: attention_dp x the attention tensor-parallel
     ranks that split the KV heads, min(tp / attention_dp, KV heads) (past the heads a head is
     copied); an MLA latent cache (one latent per token, no heads) is held whole by every
@@ -250,7 +254,7 @@ def kv_split_devices(spec: Any, tp: int, attention_dp: int = 1) -> int:
     return attention_dp * min(attention_tp, spec.kv_heads)
 
 
-def _check_layout(spec: Any, tp: int, dtype: str, attention_dp: int) -> None:
+def _check_layout(spec: ModelSpec, tp: int, dtype: str, attention_dp: int) -> None:
     """tp / attention_dp must split the model (the one tensor-parallel rule, strategies/tp.py);
     DP attention needs experts to split over the replica."""
     from shardline.basics.units import check_whole
@@ -272,7 +276,7 @@ def _check_layout(spec: Any, tp: int, dtype: str, attention_dp: int) -> None:
 
 
 def _kv_fields(
-    spec: Any, chip: Any, eng: Engine, layout: tuple[int, int], kv_dtype: str
+    spec: ModelSpec, chip: Chip, eng: Engine, layout: tuple[int, int], kv_dtype: str
 ) -> dict[str, Any]:
     """StepTimes' KV fields for a replica of `layout` = (tp, attention_dp): bytes per token in
     `kv_dtype`, the engine's budget rule and fraction, the devices holding distinct KV, and a
@@ -295,8 +299,8 @@ def _kv_fields(
 
 
 def step_times(
-    spec: Any,
-    chip: Any,
+    spec: ModelSpec,
+    chip: Chip,
     tp: int,
     dtype: str,
     eng: Engine,
