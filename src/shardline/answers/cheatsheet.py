@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from shardline.basics.dtypes import canonical_dtype, dtype_bits
 from shardline.basics.serialize import jsonable
-from shardline.basics.values import JSONDict
+from shardline.basics.values import JSONDict, Scalar
 from shardline.hardware import Chip
 from shardline.ops.roofline import critical_m
 
@@ -43,7 +43,7 @@ class ShapeRow:
 
     k: int
     n: int
-    critical_m: int | None  # None: memory-bound at every M
+    critical_m: Scalar | None  # None: memory-bound at every M (an int otherwise)
     weight_bytes: float
     t_weight_read_s: float
 

@@ -293,7 +293,7 @@ def shard_row(run: Callable[[Precision], Any], chip: Chip) -> RowFn:
             t_memory_s=float(result.cost.t_memory_s),
             t_network_s=float(result.t_network_s),
             bound=result.bound,
-            critical_m=crit,
+            critical_m=None if crit is None else int(crit),
             memory_bytes=_count(result.hbm_bytes["total"]),
         )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shardline.cli import framework_io as fio
 from shardline.cli.args import add_power_cap_arg
@@ -15,11 +15,6 @@ from shardline.cli.common import add_json_arg, emit_json, positive_arg
 from shardline.cli.execution_args import add_recompute_arg, add_run_knob_args
 from shardline.cli.serving_args import add_figure_output_args, add_serving_dtype_args
 from shardline.errors import InputError
-
-if TYPE_CHECKING:
-    from shardline.io.framework_config import Imported
-    from shardline.workload.modelspec import ModelSpec
-    from shardline.workload.workload import Workload
 from shardline.models.template import DEFAULT_SEQ_LEN  # one default with plan --model: 4096
 
 __all__ = ["register"]
@@ -274,9 +269,7 @@ def _chip_names(text: str | None, default: list[str]) -> list[str]:
     return chips
 
 
-def _workload(
-    args: argparse.Namespace, imported: Imported | None = None
-) -> tuple[Workload, ModelSpec, int]:
+def _workload(args: argparse.Namespace, imported: Any = None) -> tuple[Any, object, int]:
     """The search's workload, its model and its sequence length: --model at --seq-len and
     --global-batch, or --from's model, sequence, batch and dtype (flags given win)."""
     from shardline.basics.units import parse_count
@@ -304,7 +297,7 @@ def _workload(
     table = transformer_table(spec, batch=sequences, seq_len=seq_len)
     if args.model_dtype is not None:
         table["dtype"] = args.model_dtype
-    data: dict[str, object] = {"name": spec.name, "phase": "training", "transformer": table}
+    data = {"name": spec.name, "phase": "training", "transformer": table}
     dtype = imported.dtype if imported is not None else None
     return workload_from_dict(data, origin=f"model {spec.name}", dtype=dtype), spec, seq_len
 

@@ -270,7 +270,7 @@ def search_from(args: argparse.Namespace, devices: int) -> Imported | None:
 
 def search_emit(
     args: argparse.Namespace,
-    run: tuple[Workload, ModelSpec, int],
+    run: tuple[Workload, Any, int],
     result: dict[str, Any],
     imported: Imported | None,
 ) -> dict[str, object]:

@@ -27,7 +27,6 @@ from shardline.basics.kinds import (
     ScaleOutFabric,
 )
 from shardline.basics.units import check_rate
-from shardline.basics.values import Scalar
 from shardline.errors import InputError
 from shardline.hardware.catalog import ChipReader, load_chip, name_and_aliases, opt_float
 from shardline.hardware.chip import Chip, ScaleOut, host_cpu_word
@@ -193,7 +192,7 @@ def _switch(r: ChipReader, path: str) -> bool | None:
     return value
 
 
-def _from_fabric(r: ChipReader, fabric: Fabric, key: str) -> Scalar:
+def _from_fabric(r: ChipReader, fabric: Fabric, key: str) -> Any:
     """A scale-out number the file gives, else the fabric table's, with the table's source."""
     path = f"scale_out.{key}"
     value = _fraction(r, path) if key == "efficiency" else opt_float(r.number(path))

@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 
@@ -121,10 +121,7 @@ def kernel_time_s(chip: Chip, work_s: Scalar, *, cuda_graphs: bool, gemm: bool =
 
 
 def stream_time(
-    q_bytes: Scalar,
-    cache_bytes: float | None,
-    cache_bytes_per_s: float | None,
-    mem_bytes_per_s: float,
+    q_bytes: Any, cache_bytes: float | None, cache_bytes_per_s: float | None, mem_bytes_per_s: float
 ) -> Scalar:
     """Seconds to stream Q bytes once: the part that the cache holds at the cache rate, the rest at
     the memory rate, `min(Q, C)/W_cache + max(Q - C, 0)/W_mem` (no cache: `Q/W_mem`)."""
@@ -168,7 +165,7 @@ def _aligned(length: Scalar, elem_bytes: Scalar, align_bytes: int) -> Scalar:
     return np.mod(_as_array(length) * elem_bytes, align_bytes) == 0
 
 
-def gemm_dims(spec_text: str, dims: Mapping[str, Scalar]) -> GemmDims:
+def gemm_dims(spec_text: str, dims: Mapping[str, Scalar]) -> dict[str, Any]:
     """The GEMM an einsum runs as: batch (in both inputs and the output), M (left input and output
     only), N (right input and output only), K (contracted), and each operand's row length. A
     single input streams as M = its output's elements, N = 1, K = the reduced elements."""
@@ -182,23 +179,13 @@ def gemm_dims(spec_text: str, dims: Mapping[str, Scalar]) -> GemmDims:
             value = value * dims[name]
         return value
 
-    return GemmDims(
-        batch=prod([d for d in out if d in lhs and d in rhs]),
-        m=prod([d for d in out if d in lhs and d not in rhs]),
-        n=prod([d for d in out if d in rhs and d not in lhs]),
-        k=prod([d for d in spec.all_dims if d not in out]),
-        rows={op.name: dims[op.dims[-1]] for op in spec.operands},
-    )
-
-
-class GemmDims(TypedDict):
-    """`gemm_dims`: the GEMM shape an einsum runs as, and each operand's row length."""
-
-    batch: Scalar
-    m: Scalar
-    n: Scalar
-    k: Scalar
-    rows: dict[str, Scalar]
+    return {
+        "batch": prod([d for d in out if d in lhs and d in rhs]),
+        "m": prod([d for d in out if d in lhs and d not in rhs]),
+        "n": prod([d for d in out if d in rhs and d not in lhs]),
+        "k": prod([d for d in spec.all_dims if d not in out]),
+        "rows": {op.name: dims[op.dims[-1]] for op in spec.operands},
+    }
 
 
 @dataclass(frozen=True)
@@ -220,9 +207,8 @@ class GemmWork:
     compute_dtype: Words
     contracted: bool = True
     # a non-matrix einsum (shardline.ops.roofline.on_vector_units): the vector units' rate
-    vector_rate: Scalar | None = (
-        None  # FLOP/s, or an array of them per element; None: the matrix path
-    )
+    # FLOP/s, or an array of them per element; None: the matrix path
+    vector_rate: Scalar | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard, overload
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -176,24 +176,6 @@ def _dtype_table(dtype: Words, chip: Chip | None, want_peak: bool) -> tuple[Scal
         return bits, peaks
     bits_one = dtype_bits(dtype)
     return bits_one, (chip.peak(dtype) if want_peak and chip is not None else None)
-
-
-@overload
-def resolve_dtypes(
-    names: tuple[str, ...],
-    dtype: str | None,
-    overrides: dict[str, str | None],
-    compute_dtype: str | None,
-) -> tuple[Mapping[str, str], str]: ...
-
-
-@overload
-def resolve_dtypes(
-    names: tuple[str, ...],
-    dtype: Words | None,
-    overrides: dict[str, str | None],
-    compute_dtype: str | None,
-) -> tuple[Mapping[str, Words], Words]: ...
 
 
 def resolve_dtypes(
@@ -421,30 +403,6 @@ def matmul(
 
 def _bits(dtype: Words) -> Scalar:
     return _dtype_table(dtype, None, want_peak=False)[0]
-
-
-@overload
-def critical_m(  # type: ignore[overload-overlap]  # int | None is a Scalar | None
-    k: float,
-    n: float,
-    dtypes: Mapping[str, str],
-    flops_per_s: float,
-    mem_bytes_per_s: float,
-    *,
-    accumulate: bool = False,
-) -> int | None: ...
-
-
-@overload
-def critical_m(
-    k: Scalar,
-    n: Scalar,
-    dtypes: Mapping[str, Words],
-    flops_per_s: Scalar,
-    mem_bytes_per_s: float,
-    *,
-    accumulate: bool = False,
-) -> Scalar | None: ...
 
 
 def critical_m(

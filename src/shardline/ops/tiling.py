@@ -152,9 +152,7 @@ def working_set_bytes(
     return stages * (s_a * bm * bk + s_b * bk * bn) + ACCUMULATOR_BYTES * bm * bn
 
 
-def quantization(
-    m: Scalar, n: Scalar, bm: Scalar, bn: Scalar, cores: int, batch: Scalar = 1
-) -> dict[str, Scalar]:
+def quantization(m: Any, n: Any, bm: Any, bn: Any, cores: int, batch: Any = 1) -> dict[str, Any]:
     """Tile and wave quantization (NVIDIA "Matrix Multiplication Background" guide, section 3)."""
     tiles_m, tiles_n = _ceil_div(m, bm), _ceil_div(n, bn)
     tiles = batch * tiles_m * tiles_n
@@ -424,9 +422,9 @@ def _resolve(m: int, k: int, n: int, precision: Precision | None) -> tuple[Gemm,
     dtypes, compute = resolve_dtypes(
         ("a", "b", "out"), precision.dtype or "bf16", dict(precision.operands), precision.compute
     )
-    s_a, s_b, s_c = (dtype_bytes(dtypes[x]) for x in ("a", "b", "out"))
+    s_a, s_b, s_c = (dtype_bytes(str(dtypes[x])) for x in ("a", "b", "out"))
     names = {x: str(dtypes[x]) for x in dtypes}
-    return Gemm(m, k, n, s_a, s_b, s_c), {**names, "compute": canonical_dtype(compute)}
+    return Gemm(m, k, n, s_a, s_b, s_c), {**names, "compute": canonical_dtype(str(compute))}
 
 
 def _choose_tile(

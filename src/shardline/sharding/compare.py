@@ -9,12 +9,9 @@ whole C all-gathered (`--output replicated`); inputs that are not resident are g
 `--pad` pads each dim to the least common multiple of its shard counts, as `shardline einsum --pad`
 does.
 
-The fast path: strategies with the same spec on meshes of the same axes (the factorizations of D)
-are evaluated together, their sizes as numpy arrays. Collective times are linear in the bytes
-(`t = c*V + L` on a fixed network), so each mesh's (c, L) per (kind, axes) is priced once with
-`shardline.collectives` and applied to the array of V. D = 4096 (13 divisors, about 100
-strategies, and the sweep over powers of two) takes milliseconds; tests/test_compare.py checks
-every number against `price_layout` on random layouts.
+The fast path: strategies with the same spec on meshes of the same axes are evaluated together,
+sizes as numpy arrays; collective times are linear in the bytes (`t = c*V + L`), so each mesh's
+(c, L) per (kind, axes) is priced once. D = 4096 takes milliseconds (tests/test_compare.py).
 """
 
 from __future__ import annotations
@@ -31,7 +28,6 @@ from shardline.basics.dtypes import canonical_dtype, dtype_bits
 from shardline.basics.kinds import CollectiveKind
 from shardline.basics.options import Precision, RateOverrides
 from shardline.basics.serialize import jsonable
-from shardline.basics.values import JSONDict, Scalar
 from shardline.collectives import AxisNetwork, NetworkOptions, collective_over, mesh_networks
 from shardline.collectives.networks import concurrent_rows
 from shardline.errors import InputError
@@ -111,11 +107,6 @@ class Strategy:
         """The time under the chosen overlap rule (what the ranking uses)."""
         return float(step_time(self.cost, self.overlap, self.t_network_serial_s))
 
-    @property
-    def t_no_overlap_s(self) -> float:
-        """The --no-overlap step, max(t_compute, t_memory) + the collectives: the tie-break."""
-        return float(step_time(self.cost, False, self.t_network_serial_s))
-
     t_lower_s = _cost_float("t_lower_s")
     t_upper_s = _cost_float("t_upper_s")
     t_compute_s = _cost_float("t_compute_s")
@@ -124,7 +115,7 @@ class Strategy:
     flops = _cost_float("flops")  # per device
     hbm_bytes = _cost_float("hbm_bytes")  # per device
 
-    def to_dict(self) -> JSONDict:
+    def to_dict(self) -> dict[str, object]:
         return jsonable({key: getattr(self, key) for key in _STRATEGY_KEYS})
 
 
@@ -148,7 +139,7 @@ class Comparison:
     sweep_max_devices: int
     sweep: tuple[dict[str, object], ...] = field(default=())
 
-    def to_dict(self) -> JSONDict:
+    def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
@@ -317,16 +308,15 @@ def _price_group(run: _Run, rows: list[_Row], unit: _UnitPrices) -> list[Strateg
         raise ValueError(f"{rows[0].spec}: more than one legal choice; price it with price_layout")
     work = layout_work(s, {a: options[0] for a, options in zip(s.names, per_axis, strict=True)})
     assert work is not None  # every row's dims divide (padded where --pad)
-    sent: Scalar = np.zeros(len(rows))
+    sent = np.zeros(len(rows))
     times = []
     for call in work.calls:
         c = np.array([unit(r.mesh, call.kind, call.axes) for r in rows]).T
         times.append(np.broadcast_to(c[0] * call.bytes + c[1], (len(rows),)))
         sent = sent + c[2] * call.bytes
     nets = [unit.networks(r.mesh) for r in rows]  # disjoint links at once: concurrent_rows
-    t_network = concurrent_rows(nets, [call.axes for call in work.calls], times)
+    t_network, serial = concurrent_rows(nets, [call.axes for call in work.calls], times), sum(times)
     rates = (run.flops_per_s, run.chip.mem_bytes_per_s)
-    serial = sum(times)
     cost = layout_cost(work.flops, work.hbm["total"], sent, *rates, t_network, serial)
     labels = tuple(call.label() for call in work.calls)
     return [
@@ -362,8 +352,9 @@ def _before(a: tuple[int, Strategy], b: tuple[int, Strategy]) -> int:
     (i, s), (j, t) = a, b
     if not is_tie(s.t_s, t.t_s):
         return -1 if s.t_s < t.t_s else 1
-    if not is_tie(s.t_no_overlap_s, t.t_no_overlap_s):
-        return -1 if s.t_no_overlap_s < t.t_no_overlap_s else 1
+    su, tu = (float(step_time(x.cost, False, x.t_network_serial_s)) for x in (s, t))
+    if not is_tie(su, tu):  # the lower --no-overlap step
+        return -1 if su < tu else 1
     return -1 if (s.shape, i) < (t.shape, j) else 1
 
 

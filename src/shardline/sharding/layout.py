@@ -10,12 +10,10 @@ book's default (all-gather).
 
 The per-device cost: t_compute = F / P, t_memory = Q / W_hbm from the local shapes, t_network =
 the sum of the collectives (alpha-beta, line rate). Overlapped, the step takes
-t_lower_s = max(t_compute, t_memory, t_network); without overlap (the network step waits for, and
-is waited on by, the local multiply) it takes max(t_compute, t_memory) + the collectives one after
-another: those are the two times `--overlap` and `--no-overlap` give (`step_time`). The serial
-bound t_upper_s is the `Cost` one: t_compute + t_memory + the collectives one after another.
-predicted_s is the lower bound (no realistic model of the local multiply here yet); the realistic
-network time is `t_network_predicted_s`.
+t_lower_s = max(t_compute, t_memory, t_network); with `--no-overlap` (the network waits for, and is
+waited on by, the local multiply) max(t_compute, t_memory) + the collectives in turn (`step_time`).
+t_upper_s is every Cost's serial bound, t_compute + t_memory + the collectives in turn. predicted_s
+is the lower bound (no realistic model of the local multiply yet); the network's is its own.
 """
 
 from __future__ import annotations
@@ -196,12 +194,9 @@ def layout_cost(
     )
 
 
-def step_time(cost: Cost, overlap: bool, t_network_serial_s: Scalar) -> Scalar:
-    """The step: overlapped, max of the three (t_lower_s); not overlapped, the local multiply
-    (max(t_compute, t_memory)) then the collectives one after another (`t_network_serial_s`)."""
-    if overlap:
-        return cost.t_lower_s
-    return vmax(cost.t_compute_s, cost.t_memory_s) + t_network_serial_s
+def step_time(cost: Cost, overlap: bool, serial_s: Scalar) -> Scalar:
+    """The step: t_lower_s, or not overlapped max(t_compute, t_memory) + serial_s (in turn)."""
+    return cost.t_lower_s if overlap else vmax(cost.t_compute_s, cost.t_memory_s) + serial_s
 
 
 def serial_network_s(planned: Iterable[PlannedCollective]) -> float:
@@ -335,22 +330,16 @@ def _candidate(
     return _Candidate(work, planned, cost, as_number(step_time(cost, overlap, serial)), predicted)
 
 
-def _no_overlap_s(c: _Candidate) -> float:
-    """The --no-overlap step of a candidate (the tie-break): max(t_compute, t_memory) + serial."""
-    return as_number(step_time(c.cost, False, serial_network_s(c.collectives)))
-
-
 def _pick(candidates: list[_Candidate]) -> _Candidate:
-    """The fastest; within a tie the lower --no-overlap step; then the book's default (lowest
-    rank)."""
+    """The fastest; ties: the lower --no-overlap step, then the book's default (lowest rank)."""
     best_t = min(c.t_s for c in candidates)
     if not math.isfinite(best_t):  # a rate so small (or a size so large) that every time is inf
         raise InputError(
             "every layout's time is not a finite number: a rate is too small or a size too large"
         )
     close = [c for c in candidates if is_tie(c.t_s, best_t)]
-    best_u = min(_no_overlap_s(c) for c in close)
-    tied = [c for c in close if not strictly_less(best_u, _no_overlap_s(c))]
+    serial = [as_number(step_time(c.cost, False, serial_network_s(c.collectives))) for c in close]
+    tied = [c for c, u in zip(close, serial, strict=True) if not strictly_less(min(serial), u)]
     return min(tied, key=lambda c: c.work.rank)
 
 
