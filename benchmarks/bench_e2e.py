@@ -43,6 +43,8 @@ OPTIONAL_PLAN_KEYWORDS = (
     "tp_overlap",
     "zero",
     "ep_comm_sms",
+    "offload",  # kept tensors held in host memory (MaxText's remat_policy custom 'offload')
+    "optimizer",  # the optimizer whose state the devices hold
 )
 DEGREES = ("tp", "pp", "dp", "fsdp", "ep")  # a run without ep has ep = 1
 

@@ -183,10 +183,20 @@ def _error_range(rows: list[Row], source_ids: tuple[str, ...], small: bool) -> s
     return f"{errors[0]:+.0%} to {errors[-1]:+.0%}" if errors else "-"
 
 
+def _span(rows: list[Row]) -> str:
+    """'a% to b%': the smallest and largest error of `rows` ('-' without rows)."""
+    if not rows:
+        return "-"
+    return f"{min(r.error for r in rows):+.0%} to {max(r.error for r in rows):+.0%}"
+
+
 def _out_of_source_notes(rows: list[Row]) -> list[str]:
     """Residuals of the rows added as out-of-source checks (benchmarks/perop_loso.py)."""
     triton = ("triton-issue-3672", "triton-issue-3551")
     aiter = ("aiter-tuned-gemm",)
+    mi300x_fp8 = [r for r in rows if r.source_id == "aiter-pr-1092"]
+    split = [r for r in mi300x_fp8 if 32 <= r.m <= 192]
+    unsplit = [r for r in mi300x_fp8 if r.m >= 256]
     return [
         "- Triton's matmul tutorial on A100 and H100 (cuBLAS through torch.matmul, fp16 squares): "
         "`triton.testing.do_bench` zeroes a 256 MB buffer before every call (the L2 is cold) and "
@@ -198,10 +208,21 @@ def _out_of_source_notes(rows: list[Row]) -> list[str]:
         "- AITER's tuned bf16 table on MI355X (the fastest of its asm, opus, flydsl and hipBLASLt "
         f"kernels per shape) is predicted {_error_range(rows, aiter, False)}. Its shortest kernel "
         "(M = 8, N = 128, K = 6144, 5.25 us; left out here) is the MI355X GEMM floor; the "
-        "launch and streaming floors are MI300X's (no MI355X figure published). What is left is "
-        "the rate: the file's achievable bf16 rate (1565 TFLOPS, stas00's best shape "
-        "12288x8192x8192) is up to three times what these mid-size shapes reach (510-880 "
-        "TFLOPS), and skinny shapes stream their weights well below the HBM rate.",
+        "launch and streaming floors are MI300X's (no MI355X figure published). The tiles are fed "
+        'from the Infinity Cache (docs/prediction.md, "Tile feed"), at MI300X\'s 17.2 TB/s peak '
+        "(no MI355X figure published); the table's own kernels get 36-41 GB/s of operand panels "
+        "per CU whatever their tile (64x64, 128x128, 256x256: 1.3, 2.6, 4.6e12 FLOP/s per CU), "
+        "9-10.5 TB/s over 256 CUs, so the peak feed still leaves these mid-size shapes fast. The "
+        "M = 1 rows run a GEMM kernel (5.25 us floor and more) where the model streams.",
+        "- AITER PR 1092's fp8 (e4m3fnuz) table on MI300X, N = 1280, K = 8192, the faster of its "
+        "two CK kernels per M: M = 32..192 come out "
+        + _span(split)
+        + " (GEMM floor 7.74 us, aiter's shortest int8 kernel on MI300X, plus split-K tiles "
+        "fed from the Infinity Cache); M = 256..1024 take 46-53 us, "
+        + _span(unsplit)
+        + ": there the tuner had no kernel that splits K (20-80 output tiles of 128x128 on 304 "
+        "CUs, each walking all 8192 of K), while the model takes the best of split-K 1-16; M = 1 "
+        "is predicted as a streaming kernel (-57%).",
     ]
 
 
@@ -248,12 +269,14 @@ def section(rows: list[Row], stats: dict[str, dict[str, float]], date: str) -> s
         "- Short K (K <= 2048 outside the small class): every wave but the last waits for its "
         'output tiles to reach memory (docs/prediction.md, "Short K"); without that term '
         "DeepGEMM's 4096 x 32768 x 512 was predicted 54% fast and the group's median was 18.3% "
-        "(now 9.8%). What is left there: DeepGEMM's skinny M = 64 and 128 rows (predicted slow: "
-        "the floor), the MI300X Azure rows (unexplained, below), H100 bf16 4096 x 4096 x 256 "
-        "through XLA (+19%, was -18%) and B200 fp8 4096 x 4096 x 1024 (+10%, was -15%): there "
-        "the library hides part of the store.",
+        f"(now {stats['short K']['median']:.1%}). What is left there: DeepGEMM's skinny M = 64 "
+        "and 128 rows (predicted slow: the floor), the MI300X Azure rows (unexplained, below), "
+        "H100 bf16 4096 x 4096 x 256 through XLA (+19%, was -18%) and B200 fp8 4096 x 4096 x "
+        "1024 (+10%, was -15%): there the library hides part of the store.",
         "- MI300X fp8 hipBLASLt at 1024^3, 2048^3 and 1024x1024x2145 takes about 40 us in the "
-        "Azure table, far above any roofline term; the model does not explain it.",
+        "Azure table, far above any roofline term and above the 7.74 us MI300X GEMM kernel floor; "
+        "the model does not explain it (a per-call cost of that harness is likely, but none is "
+        "published).",
         "- TF32 on H100 through XLA runs 30-36% slower than the bf16 efficiency applied to the "
         "TF32 peak (no TF32 achievable rate is measured for H100; the catalog falls back to it).",
         *_out_of_source_notes(rows),

@@ -310,12 +310,22 @@ def _source_lines(rows: list[Scored]) -> list[str]:
     return lines
 
 
-def _pair(rows: list[Scored], op: str, source_ids: tuple[str, ...], cls: str | None = None) -> str:
-    """'in sample a% -> out of source b%' over the rows of `source_ids` (and class `cls`)."""
+def _pair(
+    rows: list[Scored],
+    op: str,
+    source_ids: tuple[str, ...],
+    cls: str | None = None,
+    chip: str | None = None,
+) -> str:
+    """'in sample a% -> out of source b%' over the rows of `source_ids` (and class `cls`, chip
+    `chip`)."""
     members = [
         r
         for r in rows
-        if r.op == op and r.source_id in source_ids and (cls is None or r.shape_class == cls)
+        if r.op == op
+        and r.source_id in source_ids
+        and (cls is None or r.shape_class == cls)
+        and (chip is None or r.chip == chip)
     ]
     if not members:
         return "-"
@@ -338,6 +348,16 @@ def _miss_lines(rows: list[Scored]) -> list[str]:
         "19566's CUTLASS fp8 1 x 4096 x 4096 on B200, 5.73 us replayed from a CUDA graph. Both "
         "are upper bounds of the floor (each holds its own reads of 15-17 MB of operands), so "
         "out of source the small shapes come out slow rather than fast.",
+        "- MI300X GEMMs of the Azure benchmarking guide: "
+        f"{_pair(rows, 'gemm', ('azure-ai-benchmarking-guide',), chip='mi300x')}. Its "
+        "hipBLASLt fp8 table gave the file's achievable fp8 rate (1159.2 TFLOPS at 8192^3) and its "
+        "BabelStream table the achievable HBM rate (4.11 TB/s); out of it AMD's own MAF "
+        "measurement (1273 TFLOPS at a 1230 MHz median clock, ROCm blogs 'Measuring "
+        "Max-Achievable FLOPs, Part 2') and rocprofiler-compute's MI300X HBM figure (3.91 TB/s, "
+        "ROCm/rocm-systems PR 2934) stand in. The MI300X and MI355X GEMM kernel floors (7.74 and "
+        "5.25 us) are aiter's shortest tuned kernels: out of aiter's config tables the MI355X rows "
+        "fall to the streaming floor (2.05 us), "
+        f"{_pair(rows, 'gemm', ('aiter-tuned-gemm',))}.",
         "- MI300X and MI325X collectives of hisohara/ai-scripts: "
         f"{_pair(rows, 'collective', ('hisohara-ai-scripts',), 'in one node')} in one node. Their "
         "bus efficiency (0.705, 0.71) was read from those rccl-tests sweeps; out of source AMD's "

@@ -1,4 +1,4 @@
-"""Attention variants in the transformer template (shardline.workload.attention_variants):
+"""Attention variants in the transformer template (shardline.workload.attention):
 sliding-window key lengths and caches, MLA's projections, cache and FLOPs, and the causal saving.
 Values derived by hand with the formulas written out, model sizes from the zoo files (their
 config.json)."""
@@ -6,16 +6,17 @@ config.json)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from math import ceil
 
 import pytest
 
 from shardline.errors import InputError
 from shardline.hardware import load_chip
-from shardline.models import kv_bytes_at, kv_bytes_per_token, load_model
+from shardline.models import attention_kind, kv_bytes_at, kv_bytes_per_token, load_model
 from shardline.planning.api import plan
 from shardline.realistic.flops import model_flops
-from shardline.workload.attention_variants import causal_fraction, mean_key_length
+from shardline.workload.attention import AttentionVariant, causal_fraction, mean_key_length
 from shardline.workload.stack import layer_cost
 from shardline.workload.templates import transformer
 from shardline.workload.workload import Workload
@@ -160,3 +161,56 @@ def test_standard_attention_keeps_scores_of_the_mean_key_length() -> None:
     # scores kept per block: (2 w + 1 mask byte) x heads x S x T_eff x sequences
     saved = layer_activation_bytes(full, 1, **kw) - layer_activation_bytes(band, 1, **kw)
     assert saved == (2 * 2 + 1) * 8 * 4096 * (4096 - 1024)
+
+
+# --- adding a variant: one module and one registry line (docs/architecture.md) ---------------
+# A toy variant, cross-layer attention (Brandon et al. 2024, "Reducing Transformer Key-Value Cache
+# Size with Cross-Layer Attention", arXiv:2405.12981): every `share` adjacent layers use one KV
+# cache, so a sequence of c tokens caches ceil(L / share) x c tokens over the L layers. Registered
+# in the registry's tuple only, it must reach the model reader, the counts and the template.
+
+
+@dataclass(frozen=True)
+class _CrossLayer:
+    share: int
+
+
+class _CrossLayerAttention(AttentionVariant):
+    key = "cross_layer"
+    label = "cross-layer attention"
+    record = _CrossLayer
+    fields = {"share": (1, None)}
+    kv_linear_in_context = True  # still the same bytes per token at every context
+
+    def kind(self, record: object, base: str) -> str:
+        return base + "+CLA"
+
+    def cached_tokens(self, record: object, layers: int, context: int) -> int:
+        assert isinstance(record, _CrossLayer)
+        return ceil(layers / record.share) * context
+
+
+def test_a_variant_registered_in_one_line_reaches_reader_counts_and_template(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from shardline.models import model_from_dict
+    from shardline.models.template import model_workload
+    from shardline.workload.attention import registry
+
+    monkeypatch.setattr(registry, "VARIANTS", (*registry.VARIANTS, _CrossLayerAttention()))
+    n = lambda v: {"value": v, "source": "test"}  # noqa: E731
+    data = {
+        "schema": 1, "name": "toy-cla", "d_model": n(1024), "layers": n(6), "heads": n(8),
+        "kv_heads": n(2), "head_dim": n(128), "d_ff": n(4096), "gated": n(True),
+        "vocab": n(32000), "tied_embeddings": n(False), "cross_layer": {"share": n(2)},
+    }  # fmt: skip
+    spec = model_from_dict(data, "toy.toml")
+    assert spec.variant()[1] == _CrossLayer(2)
+    assert attention_kind(spec) == "GQA+CLA"  # kv_heads 2 < heads 8
+    # bytes = per-layer elements 2 x kv_heads x head_dim = 512, x 2 B (bf16), x ceil(6 / 2) x c
+    assert kv_bytes_at(spec, 1000) == 512 * 2 * 3 * 1000
+    # the template takes the variant's table by its key (and plain attention's einsums)
+    work = model_workload(spec, phase="decode", batch=1, seq_len=1000)
+    assert work.repeat == 6 and work.model.key_len == 1000
+    with pytest.raises(InputError, match="cross_layer.share must be a positive integer"):
+        transformer(d_model=64, d_ff=128, heads=4, batch=1, seq_len=8, cross_layer={"share": 0})

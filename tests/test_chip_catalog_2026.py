@@ -99,6 +99,18 @@ def test_tpu_v7_ironwood_torus() -> None:
     assert ic.scale_out is not None and ic.scale_out.bytes_per_s_per_device == 100e9 / 8
 
 
+def test_tpu_v7_achievable_matmul_is_two_tensorcores_of_the_published_gemm() -> None:
+    # accelerator-microbenchmarks Ironwood README: 956.38 TFLOP/s per device (one TensorCore) at
+    # m = n = k = 32768; two TensorCores per chip -> 1912.76e12, 0.829 of the 2307e12 peak.
+    from shardline.ops.achievable import achievable_rate
+
+    chip = load_chip("tpu-v7")
+    assert chip.achievable.matmul_flops_per_s["bf16"] == pytest.approx(2 * 956.38e12, rel=1e-4)
+    # fp8 has no published GEMM: its peak at the measured bf16 efficiency, 4614e12 x 0.829
+    rate, _ = achievable_rate(chip, "fp8")
+    assert rate == pytest.approx(4614e12 * 2 * 956.38 / 2307, rel=1e-3)
+
+
 def test_trainium2_neuronlink_torus() -> None:
     chip = load_chip("trn2")
     ic = chip.interconnect

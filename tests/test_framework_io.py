@@ -178,6 +178,33 @@ def test_maxtext_overrides_command(tmp_path: Path) -> None:
     assert got.unknown == ("mystery_knob",)
 
 
+def test_maxtext_custom_remat_offloads_and_plain_sgd(tmp_path: Path) -> None:
+    """custom_moe_700b's remat (benchmarks/maxtext_trillium_model_configs.py at 3662540e):
+    decoder_layer_input, query_proj, key_proj, value_proj and out_proj 'offload', the rest
+    base.yml's 'remat': kept q, k, v, attn_proj (and x), all five offloaded; opt_type sgd is
+    optax.sgd without momentum, with bf16 weights no state at all (sgd-plain)."""
+    path = _write(
+        tmp_path,
+        "run.sh",
+        "python3 MaxText/train.py MaxText/configs/base.yml model_name=llama3-8b \\\n"
+        "  per_device_batch_size=1 remat_policy=custom decoder_layer_input=offload \\\n"
+        "  query_proj=offload key_proj=offload value_proj=offload out_proj=offload \\\n"
+        "  mlpwo=device opt_type=sgd weight_dtype=bfloat16 max_target_length=8192\n",
+    )
+    got = read_config(path, 8)
+    assert got.execution["recompute"] == "keep:q,k,v,attn_proj,ffn_out"
+    assert got.execution["offload"] == ("x", "q", "k", "v", "attn_proj")
+    assert got.execution["optimizer"] == "sgd-plain" and got.unknown == ()
+    preset = _write(
+        tmp_path,
+        "p.sh",
+        "python3 MaxText/train.py base.yml model_name=llama3-8b per_device_batch_size=1 "
+        "remat_policy=qkv_proj_offloaded max_target_length=8192\n",
+    )
+    ex = read_config(preset, 8).execution
+    assert (ex["recompute"], ex["offload"]) == ("keep:q,k,v", ("q", "k", "v"))
+
+
 # --- the published configurations import to the plans the validation prices --------------------
 
 

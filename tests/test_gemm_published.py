@@ -104,15 +104,16 @@ def test_kernel_time_when_launch_exceeds_the_floor_and_without_a_floor() -> None
 
 def test_launch_mode_reaches_the_prediction_and_the_cli(capsys) -> None:  # type: ignore[no-untyped-def]
     """`--cuda-graphs` on matmul and einsum: a chip whose launch overhead exceeds its floor
-    (MI300X: launch 4 us, floor 2.05 us) gets faster by exactly the difference."""
-    r = matmul(4096, 4096, 4096, hw="mi300x", dtype="bf16")
+    (A100 80GB: launch 4 us, floor 1.34 us, no separate GEMM floor) gets faster by exactly the
+    difference."""
+    r = matmul(4096, 4096, 4096, hw="a100-80gb", dtype="bf16")
     eager, graphs = with_prediction(r), with_prediction(r, launch="graphs")
-    assert eager.predicted_s - graphs.predicted_s == pytest.approx(4e-6 - 2.05e-6)
+    assert eager.predicted_s - graphs.predicted_s == pytest.approx(4e-6 - 1.34e-6)
     with pytest.raises(InputError, match="launch must be one of"):
         with_prediction(r, launch="lazy")
     out = {}
     for flag in ([], ["--cuda-graphs"]):
-        assert main(["matmul", "4096", "4096", "4096", "--hw", "mi300x", "--json", *flag]) == 0
+        assert main(["matmul", "4096", "4096", "4096", "--hw", "a100-80gb", "--json", *flag]) == 0
         out[bool(flag)] = json.loads(capsys.readouterr().out)["predicted_s"]
     assert out[False] == pytest.approx(eager.predicted_s)
     assert out[True] == pytest.approx(graphs.predicted_s)
@@ -129,3 +130,42 @@ def test_catalog_gpus_carry_the_new_achievable_figures() -> None:
         assert chip.sources["achievable.kernel_floor_s"].strip(), name
     for name in ("h100-sxm", "h200", "b200", "mi300x"):
         assert "fp8" in load_chip(name).achievable.matmul_flops_per_s, name
+
+
+def test_mi300x_fp8_skinny_gemm_by_hand() -> None:
+    """`shardline matmul 64 8192 1280 --hw mi300x --dtype fp8 --cuda-graphs`, by hand (bf16 out).
+
+    The fastest candidate is a 64 x 64 tile with K split 8: ceil(64/64) * ceil(1280/64) * 8 = 160
+    tiles, one wave on 304 CUs. A CU's rate is the smaller of the achievable fp8 rate's share,
+    1159.2e12 / 304 = 3.813e12, and what the Infinity Cache feeds it (MI300X's L2 is split over
+    eight XCDs that workgroups reach round-robin): tile intensity 2*64*64 / (64 + 64) = 64 FLOP/B
+    times 17.2e12 / 304 B/s = 3.621e12 FLOP/s, the smaller. Math: 2*64*64*(8192/8) / 3.621e12 =
+    2.317 us; fill: 128 B of K x (64 + 64) rows x 304 / 17.2e12 = 0.290 us; split-K partials:
+    2 * 8 * 4 B * 64 * 1280 / 17.2e12 = 0.305 us; compute 2.911 us. Memory: (64*8192 + 8192*1280
+    + 2*64*1280) B / 4.11e12 = 2.719 us. Kernel: the GEMM floor 7.74 us (aiter's shortest MI300X
+    kernel) + max(2.911, 2.719) = 10.65 us; AITER PR 1092 measured 10.80 us on MI300X."""
+    cores, feed = 304, 17.2e12
+    sm_rate = min(1159.2e12 / cores, 2 * 64 * 64 / (64 + 64) * feed / cores)
+    t_compute = (
+        2 * 64 * 64 * (8192 / 8) / sm_rate
+        + 128 * (64 + 64) * cores / feed
+        + 2 * 8 * 4 * 64 * 1280 / feed
+    )
+    t_memory = (64 * 8192 + 8192 * 1280 + 2 * 64 * 1280) / 4.11e12
+    expected = 7.74e-6 + max(t_compute, t_memory)
+    assert expected == pytest.approx(10.65e-6, rel=1e-3)
+    r = matmul(
+        64,
+        8192,
+        1280,
+        hw="mi300x",
+        compute_dtype="fp8",
+        a_dtype="fp8",
+        b_dtype="fp8",
+        out_dtype="bf16",
+    )
+    p = with_prediction(r, launch="graphs")
+    assert (p.prediction["tile_m"], p.prediction["tile_n"], p.prediction["split_k"]) == (64, 64, 8)
+    assert p.prediction["t_compute_s"] == pytest.approx(t_compute, rel=1e-9)
+    assert p.predicted_s == pytest.approx(expected, rel=1e-9)
+    assert p.predicted_s / 10.79625e-6 - 1 == pytest.approx(-0.0135, abs=1e-3)

@@ -266,7 +266,7 @@ REFERENCE: dict[str, dict[str, float]] = {
     "tpu-v5p": {
         "bf16": 459e12,
         "int8": 918e12,
-        "cap": 95e9,
+        "cap": 95 * 2**30,  # Google Cloud TPU docs: "HBM capacity per chip (GiB) 95"
         "hbm": 2.765e12,
         "link": 9e10,
         "links": 6,
@@ -276,7 +276,7 @@ REFERENCE: dict[str, dict[str, float]] = {
         "bf16": 918e12,
         "fp8": 918e12,
         "int8": 1836e12,
-        "cap": 32e9,
+        "cap": 32 * 2**30,  # Google Cloud TPU docs: "HBM capacity per chip (GiB) ... 32"
         "hbm": 1.64e12,
         "link": 9e10,
         "links": 4,

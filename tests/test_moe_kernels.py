@@ -60,6 +60,18 @@ def test_kernel_seconds_of_a_stage_on_h100() -> None:
     assert _stage_kernels(Execution(framework="torchtitan"), 4) == (0.0, 0.0, 0.0)
 
 
+@pytest.mark.parametrize("phase", ["forward", "prefill", "decode"])
+def test_an_inference_step_runs_the_engines_fused_moe(phase: str) -> None:
+    # the training test above prices 8 x 10 x 4 us small kernels and 8 x 2 x 3 GEMMs of 5.2 us
+    # for the same blocks; an inference step runs one fused MoE per projection (the block's
+    # einsums already price it): no Megatron-Core kernels at all, eager or graphed
+    w = transformer(batch=64, moe=MOE, phase=phase, **SMALL)
+    for ex in (Execution(), Execution(cuda_graphs=True)):
+        ctx = Context(w, resolve_chip("h100-sxm"), ex)
+        layers, _ = ctx.stages(1)[0]
+        assert moe_kernels_s(ctx, layers, Degrees(ep=4), 1) == (0.0, 0.0, 0.0)
+
+
 def test_kernels_reach_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     # the step's memory-bound ops grow by exactly the kernels: forward small + fwd GEMMs,
     # backward small + bwd GEMMs (one microbatch, one stage)

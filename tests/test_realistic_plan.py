@@ -438,6 +438,12 @@ def test_optimizer_state_bytes_per_parameter() -> None:
     )
     # a number is the whole state per parameter: 6 B
     assert _zero_plan(optimizer=6.0).memory.optimizer_bytes == pytest.approx(adam * 6 / 12, rel=REL)
+    # plain SGD (optax.sgd without momentum, MaxText's opt_type sgd; bf16 weights updated in
+    # place): no state at all, the weights and gradients unchanged
+    plain = _zero_plan(optimizer="sgd-plain").memory
+    assert plain.optimizer_bytes == 0
+    assert plain.weights_bytes == _zero_plan().memory.weights_bytes
+    assert plain.gradients_bytes == _zero_plan().memory.gradients_bytes
 
 
 def test_optimizer_step_reads_and_writes_the_local_shard_once() -> None:

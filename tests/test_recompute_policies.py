@@ -8,7 +8,9 @@ norms' inputs and outputs (2sbh each: x, norm1, resid, norm2), Q, K and V (2sbh 
 attention output (2sbh: context), the two dropout masks (sbh each), the FFN's up output and the
 activation output (8sbh each: up, act); and the scores' softmax output, dropout mask and dropout
 output (5as^2b). Each policy keeps some of these terms (and, for MaxText and torchtitan, the two
-projection outputs attn_proj and ffn_out, 2sbh each); the tests sum the kept terms.
+projection outputs attn_proj and ffn_out, 2sbh each); the tests sum the kept terms. MaxText's
+policies store only what the backward reads (JAX saves residuals): ffn_out, read by the residual
+add alone, is never stored; attn_proj is, to rebuild resid = x + attn_proj for the second norm.
 
 The recomputed FLOPs per token of a policy: `2 x` the weights of the matmuls it reruns, plus
 `4 h s` per layer when it reruns the attention core (heads x head dim x keys = h s; PaLM's
@@ -59,11 +61,12 @@ GELU_BYTES = {
     # torchtitan op: the 1st, 3rd, 5th matmul outputs (q, v, up: 2 + 2 + 8) and the
     # attention output (2), with x (2)
     "op": 16 * SBH,
-    # MaxText: q, k, v (6), context (2), out_proj (2), mlpwi (8), mlpwo (2), x (2)
-    "minimal_with_context": 22 * SBH,
-    "minimal": 20 * SBH,
+    # MaxText: q, k, v (6), context (2), out_proj (2), mlpwi (8), x (2); mlpwo (ffn_out) is
+    # named but never stored: JAX saves residuals only, and only the residual add reads it
+    "minimal_with_context": 20 * SBH,
+    "minimal": 18 * SBH,
     "save_dot_with_context_except_mlp": (2 + 6 + 2 + 2) * SBH,
-    "save_dot_except_mlpwi": (2 + 6 + 2 + 2) * SBH,
+    "save_dot_except_mlpwi": (2 + 6 + 2) * SBH,
     "save_dot_except_mlp": (2 + 6 + 2) * SBH,
     "save_qkv_proj": (2 + 6) * SBH,
     "save_out_proj": (2 + 2) * SBH,
@@ -318,3 +321,59 @@ def test_the_api_takes_a_policy_name() -> None:
     assert p.recompute["recomputed_flops"] == p.hardware_flops - p.model_flops > 0
     with pytest.raises(InputError):
         plan(w, "h100-sxm", 1, recompute="save_everything")
+
+
+def test_jax_policies_store_only_what_the_backward_reads() -> None:
+    """MaxText's `minimal` names ffn_out (mlpwo) saveable; JAX stores residuals only, and the
+    residual add's backward reads neither input, so it is not stored; torchtitan's `op` (torch
+    selective checkpointing stores what its policy saves) keeps its ffn_out. Gated flash model:
+    minimal stores x, q, k, v, attn_proj (h each), gate, up (4h each) = (5 + 8) h per token."""
+    m = _model(gated=True, attention="flash")
+    got = layer_activation_bytes(m, B, tp=1, sp=False, recompute="minimal")
+    assert got == 2 * S * B * (5 * H + 2 * 4 * H)
+    assert policy("minimal").residuals_only and not policy("op").residuals_only
+    from shardline.basics.recompute import stored_tensors
+
+    assert "ffn_out" not in stored_tensors(policy("minimal"), gated=True, flash=True)
+    assert "attn_proj" in stored_tensors(policy("minimal"), gated=True, flash=True)
+    assert "ffn_out" in stored_tensors(policy("op"), gated=True, flash=True)
+
+
+def test_offloaded_tensors_leave_the_device() -> None:
+    """keep:x,q,k,v stores x, q, k, v: 4h per token (multi-head); offloading q and v leaves x
+    and k, 2h; offloading all four leaves nothing. A tensor the policy does not keep (up) is
+    held nowhere: offloading it changes nothing."""
+    m = _model(gated=True, attention="flash")
+    kw = {"tp": 1, "sp": False, "recompute": "keep:x,q,k,v"}
+    assert layer_activation_bytes(m, B, **kw) == 2 * S * B * 4 * H
+    assert layer_activation_bytes(m, B, **kw, offload=frozenset({"q", "v"})) == 2 * S * B * 2 * H
+    assert layer_activation_bytes(m, B, **kw, offload=frozenset({"x", "q", "k", "v"})) == 0
+    assert layer_activation_bytes(m, B, **kw, offload=frozenset({"up"})) == 2 * S * B * 4 * H
+
+
+@pytest.mark.parametrize("bad", ["x,nope", 3, ["q", 1]])
+def test_offload_names_block_tensors(bad: object) -> None:
+    with pytest.raises(InputError, match="offload"):
+        Execution(offload=bad)  # type: ignore[arg-type]
+
+
+def test_plan_counts_offloaded_activations_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--offload x,q,k,v` with keep:x,q,k,v: the block activations leave the device's total
+    and are counted in memory.host_offload_bytes: L blocks x (x, q, k, v) = L x 4 x d_model x 2 B
+    per token (llama-3.2-1b: 16 layers, d_model 2048, 32 heads x 64, 8 KV heads x 64, so
+    q = 2048, k = v = 512 wide: (2048 + 2048 + 512 + 512) x 2 B = 10,240 B per token per block)."""
+    base = ["plan", "--model", "llama-3.2-1b", "--devices", "1", "--batch", "2", "--seq-len",
+            "1024", "--phase", "training", "--recompute", "keep:x,q,k,v", "--json"]  # fmt: skip
+    code, out, _ = run_cli(capsys, *base)
+    assert code == 0
+    kept = json.loads(out)["plans"][0]
+    code, out, _ = run_cli(capsys, *base, "--offload", "x,q,k,v")
+    assert code == 0
+    off = json.loads(out)["plans"][0]
+    per_token = 16 * (2048 + 2048 + 512 + 512) * 2
+    host = off["memory"]["host_offload_bytes"]
+    assert host == 2 * 1024 * per_token
+    assert kept["memory"]["host_offload_bytes"] == 0
+    assert off["memory"]["total_bytes"] == pytest.approx(kept["memory"]["total_bytes"] - host)
+    assert off["recompute"]["offloaded"] == ["x", "q", "k", "v"]
+    assert off["predicted_s"] == kept["predicted_s"]  # the copies are not priced

@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benchmarks" / "data" / "serving_published.csv"
 
@@ -62,5 +64,19 @@ def test_trtllm_overview_rows_are_runs_of_the_overviews_request_counts() -> None
         if r["name"].startswith("trtllm12-"):
             assert r["load"] == "max" and r["metric"] == "throughput_tokens_per_s"
             assert r["requests"] == expected[(r["input_tokens"], r["output_tokens"])], r["name"]
-        else:
+        elif not r["name"].startswith("sglang-"):
             assert r["requests"] == "", r["name"]
+
+
+def test_sglang_gpt_oss_row_is_its_closed_loop_as_a_capped_burst() -> None:
+    """SGLang pull request 9359: 12,800 prompts of 1,024 / 2,048 tokens, at most 2,560 in flight
+    against --max-running-requests 2560, 26,214,400 output tokens in 391.60 s; the client's cap
+    is the server's, so the run is a burst of 12,800 with a batch limit of 2,560; SGLang's
+    default chunk on a B200 (16,384) split over DP 4."""
+    (r,) = [r for r in _rows() if r["engine"] == "sglang"]
+    # the duration is printed to 10 ms: 26,214,400 / 391.60 = 66,941.8, within 1e-5 of 66,941.4
+    assert float(r["measured"]) == pytest.approx(26_214_400 / 391.60, rel=1e-5)
+    assert 12_800 * 2_048 == 26_214_400
+    assert (r["requests"], r["max_batch"], r["chunk_tokens"]) == ("12800", "2560", "16384")
+    assert r["ep"] == r["attention_dp"] == r["tp"] == r["devices"] == "4"
+    assert r["kv_dtype"] == "bf16" and "pull request #9359" in r["source"]

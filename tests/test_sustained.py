@@ -33,6 +33,34 @@ def test_published_fractions_are_msmf_over_mamf() -> None:
     assert sustained_fraction(resolve_chip("a100-80gb")) == 1.0
 
 
+def test_gb200_fraction_is_the_b200_msmf_moved_to_1200_w() -> None:
+    # No GB200 MSMF is published. The B200's sustained BF16 rate (MSMF 1439 TFLOPS at its 1000 W
+    # limit) moved to the GB200's 1200 W by the power model (switching power ~ f^3 above a static
+    # part taken as the H100's share, 73 of 700 W): clock ratio ((1200 - s) / (1000 - s))^(1/3)
+    # with s = 1000 x 73 / 700; the sustained rate over the GB200's burst MAMF, 1822 TFLOPS.
+    static_w = 1000 * 73 / 700
+    clock = ((1200 - static_w) / (1000 - static_w)) ** (1 / 3)
+    assert clock == pytest.approx(1.0695, abs=5e-5)
+    expected = 1439e12 * clock / 1822e12
+    gb200 = resolve_chip("gb200")
+    assert sustained_fraction(gb200) == pytest.approx(expected, abs=5e-4)
+    # a training step's GEMMs on the GB200 run at 1822e12 x 0.845 = 1539.6e12
+    s = sustained_chip(gb200)
+    assert s.achievable.matmul_flops_per_s["bf16"] == pytest.approx(1822e12 * 0.845, rel=REL)
+
+
+def test_blackwell_attention_figures_are_the_flashattention4_rates() -> None:
+    # FlashAttention-4 on sm_100, head dim 128, seqlen 8192, not causal (flash-attention pull
+    # request 2280): backward 1359.8 TFLOPS; forward up to 1613 (FA4 paper). Over each chip's
+    # dense BF16 peak: B200 2250e12, GB200 2500e12 (the same silicon at 1200 W).
+    b200 = resolve_chip("b200").achievable
+    assert b200.attention_fwd_efficiency == pytest.approx(1613 / 2250, abs=5e-4)
+    assert b200.attention_bwd_efficiency == pytest.approx(1359.8 / 2250, abs=5e-4)
+    gb200 = resolve_chip("gb200").achievable
+    assert gb200.attention_fwd_efficiency == pytest.approx(1613 / 2500, abs=5e-4)
+    assert gb200.attention_bwd_efficiency == pytest.approx(1359.8 / 2500, abs=5e-4)
+
+
 def test_sustained_chip_scales_matmul_rates_and_attention_only() -> None:
     h100 = resolve_chip("h100-sxm")
     s = sustained_chip(h100)

@@ -24,6 +24,7 @@ __all__ = [
     "EP_DISPATCHES",
     "OPTIMIZER_STATE_BYTES",
     "MEMORY_CONVENTIONS",
+    "offloaded",
 ]
 
 # Partial sums cross the network in the accumulator dtype unless told (docs/sharding.md, s_acc).
@@ -68,7 +69,8 @@ OP_FUSIONS = ("fused", "eager")
 # an fp32 master copy is kept for weights stored narrower than fp32) (ZeRO, Rajbhandari et al.
 # 2020, section 3.1: mixed-precision Adam keeps an fp32 master copy and two fp32 moments, 12 B):
 # "adam-bf16" keeps the two moments in bf16 and no master copy; "sgd" is momentum SGD (one fp32
-# moment); "adafactor" keeps factored second moments, about 0 B per parameter of a large matrix.
+# moment); "adafactor" keeps factored second moments, about 0 B per parameter of a large matrix;
+# "sgd-plain" keeps nothing.
 OPTIMIZER_STATE_BYTES: dict[str, tuple[float, bool]] = {
     "adam": (8.0, True),
     "adam-bf16": (4.0, False),
@@ -77,6 +79,11 @@ OPTIMIZER_STATE_BYTES: dict[str, tuple[float, bool]] = {
     # Adam's two fp32 moments beside bf16 weights with no fp32 master copy (the 10 B per
     # parameter of `memory_convention` 10)
     "adam-no-master": (8.0, False),
+    # plain SGD, the weights updated in their own dtype: no state at all. optax.sgd without
+    # momentum (its default, momentum=None) keeps no state, and MaxText's opt_type "sgd" is
+    # optax.sgd(learning_rate_schedule) (AI-Hypercomputer/maxtext MaxText/optimizers.py
+    # get_optimizer, commit 3662540e); with weight_dtype bfloat16 there is no fp32 copy
+    "sgd-plain": (0.0, False),
 }
 # Training memory per parameter: 16 B (bf16 weights 2 + bf16 gradients 2 + fp32 master 4 + fp32
 # Adam moments 8: mixed-precision Adam, Megatron-LM and ZeRO's accounting) or 10 B (bf16 weights
@@ -122,7 +129,11 @@ class Execution:
     file gives (`achievable.attention_kernels`); None: in training the default framework's
     (Megatron-Core runs cuDNN's through Transformer Engine), otherwise the chip's generic
     figures; `op_fusion`: "fused" or "eager" (OP_FUSIONS): how the memory-bound ops between the
-    matmuls run."""
+    matmuls run; `offload`: tensors of a block (shardline.basics.recompute.TENSORS) the recompute
+    policy keeps, held in host memory between the forward and the backward pass instead of the
+    device's (MaxText's remat_policy 'custom' with the tensor set to 'offload': JAX's
+    save_and_offload_only_these_names to pinned_host): they leave the device's memory; their
+    copies over the host link are taken as hidden behind the compute, not priced."""
 
     interleave: int = 1
     recompute: str = "none"
@@ -142,6 +153,9 @@ class Execution:
     op_fusion: str = "fused"
     memory_convention: int = 16  # bytes per parameter of training state (MEMORY_CONVENTIONS)
     overlap_param_gather: bool = True
+    # block tensors the recompute policy keeps that are held in host memory, not the device's
+    # (MaxText's remat_policy 'custom' with a tensor set to 'offload')
+    offload: tuple[str, ...] = ()
 
     @property
     def gradients_held(self) -> bool:
@@ -182,6 +196,7 @@ class Execution:
                 f"optimizer, not {self.optimizer!r}"
             )
         self.state_bytes_per_param(16)  # validates the optimizer
+        object.__setattr__(self, "offload", offloaded(self.offload))
         if self.ep_dispatch not in EP_DISPATCHES:
             raise InputError(
                 f"ep_dispatch must be one of {', '.join(EP_DISPATCHES)}, got {self.ep_dispatch!r}"
@@ -223,3 +238,24 @@ class Execution:
         if isinstance(opt, bool) or not isinstance(opt, int | float) or not 0 <= opt < 1e6:
             raise InputError(f"optimizer bytes per parameter must be in [0, 1e6), got {opt!r}")
         return float(opt)
+
+
+def offloaded(names: object) -> tuple[str, ...]:
+    """`offload` checked: block tensors (a tuple, or one string "x,q,k,v"), in the block's
+    order; InputError naming what is wrong. A tensor the recompute policy does not keep is not
+    held anywhere: offloading it changes nothing."""
+    from shardline.basics.recompute import TENSORS
+    from shardline.basics.units import short
+    from shardline.errors import InputError
+
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+        raise InputError(f"offload must be block tensor names, got {short(names)}")
+    unknown = [n for n in names if n not in TENSORS]
+    if unknown:
+        raise InputError(
+            f"offload: unknown tensor {short(unknown[0])}; the block's tensors: "
+            f"{', '.join(TENSORS)}"
+        )
+    return tuple(t for t in TENSORS if t in names)

@@ -42,6 +42,7 @@ __all__ = [
     "rerun_ops",
     "kept_tensors",
     "stored_tensors",
+    "read_tensors",
 ]
 
 # name -> (where it lives, the dtype it is kept in): "hidden" (d_model wide, on every
@@ -113,6 +114,7 @@ class Policy:
     every: int = 1
     source: str = ""
     note: str = ""
+    residuals_only: bool = False  # recompute.toml `saves = "residuals"`: only what is read
 
     def kept(self, gated: bool) -> frozenset[str]:
         """The tensors kept in a block (x always): with every second matmul's output where the
@@ -142,8 +144,17 @@ def _table() -> dict[str, Policy]:
             1,
             row["source"],
             row.get("note", ""),
+            _saves(row.get("saves", "kept"), name),
         )
     return out
+
+
+def _saves(value: object, where: str) -> bool:
+    """`saves`: "kept" (every kept tensor is stored) or "residuals" (only those the backward
+    reads: recompute.toml)."""
+    if value not in ("kept", "residuals"):
+        raise InputError(f"recompute {where}: saves must be kept or residuals, got {value!r}")
+    return value == "residuals"
 
 
 def _checked(names: list[str], where: str) -> frozenset[str]:
@@ -232,10 +243,27 @@ def kept_tensors(p: Policy, *, gated: bool, flash: bool) -> frozenset[str]:
 
 def stored_tensors(p: Policy, *, gated: bool, flash: bool) -> tuple[str, ...]:
     """The tensors p stores in a block it applies to, in forward order (those that exist:
-    no gate without a gated FFN, no scores with FlashAttention)."""
+    no gate without a gated FFN, no scores with FlashAttention; `read_tensors` only where p
+    saves residuals)."""
     kept = p.kept(gated)
+    if p.residuals_only:
+        kept = kept & read_tensors(p, gated=gated, flash=flash)
     gone = ({"scores"} if flash else set()) | (set() if gated else {"gate"})
     return tuple(t for t in TENSORS if t in kept and t not in gone)
+
+
+def read_tensors(p: Policy, *, gated: bool, flash: bool) -> frozenset[str]:
+    """The tensors the backward of a block p applies to reads: `NEEDED` but the dropout masks,
+    and the kept inputs of the ops rerun to rebuild the rest (recompute.toml `saves`); x always.
+    Walking the block backwards as `rerun_ops` does, with no mask wanted (no dropout)."""
+    kept = kept_tensors(p, gated=gated, flash=flash)
+    want = {t for t in NEEDED if t not in kept and TENSORS[t][1] != "mask"}
+    read = {t for t in NEEDED if TENSORS[t][1] != "mask"} | {"x"}
+    for op, writes, reads in reversed(OPS):
+        if op in p.recompute or want.intersection(writes):
+            want |= {t for t in reads if t not in kept}
+            read |= {t for t in reads if t in kept}
+    return frozenset(read)
 
 
 def rerun_ops(p: Policy, *, gated: bool, flash: bool) -> tuple[str, ...]:

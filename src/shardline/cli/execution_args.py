@@ -156,8 +156,8 @@ def _add_gradient_args(g: Any) -> None:
         "--optimizer",
         default=None,
         metavar="NAME|BYTES",
-        help="adam (default), adam-bf16, adam-no-master, sgd, adafactor, or optimizer bytes "
-        "per parameter",
+        help="adam (default), adam-bf16, adam-no-master, sgd, adafactor, sgd-plain, or "
+        "optimizer bytes per parameter",
     )
     _memory_args(g)
     g.add_argument(
@@ -198,7 +198,16 @@ def recompute_help() -> str:
 
 
 def add_recompute_arg(g: Any) -> None:
+    """--recompute, and --offload (kept tensors held in host memory)."""
     g.add_argument("--recompute", default=None, metavar="POLICY", help=recompute_help())
+    g.add_argument(
+        "--offload",
+        default=None,
+        metavar="T1,T2,...",
+        help="block tensors the recompute policy keeps that are held in host memory between the "
+        "forward and the backward pass, not the device's (MaxText's remat_policy custom with "
+        f"the tensor set to offload): {', '.join(TENSORS)}; their copies are not priced",
+    )
 
 
 def knobs() -> tuple[Knob, ...]:
@@ -245,6 +254,8 @@ def execution_from_args(args: argparse.Namespace) -> dict[str, object]:
             out[knob.field] = knob.parse(value) if knob.parse is not None else value
     if getattr(args, "recompute", None) is not None:
         out["recompute"] = args.recompute
+    if getattr(args, "offload", None) is not None:
+        out["offload"] = args.offload
     if getattr(args, "grad_reduce_dtype", None) is not None:
         out["grad_reduce_dtype"] = args.grad_reduce_dtype
     if getattr(args, "optimizer", None) is not None:

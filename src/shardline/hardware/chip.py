@@ -55,6 +55,15 @@ class OnChip:
     # the GEMM library's kernels are persistent and overlap a tile's epilogue (and the next tile's
     # loads) with another tile's math (CUTLASS warp-specialized ping-pong, Hopper and later)
     gemm_epilogue_overlapped: bool | None = None
+    # the aggregate rate at which a GEMM's tiles load their operand panels, where it is not the
+    # L2's: a chip whose L2 is split among dies that workgroups are dispatched to round-robin
+    # (AMD's XCDs) feeds the tiles from its memory-side cache (docs/prediction.md, "Tile feed")
+    tile_feed_bytes_per_s: float | None = None
+
+    @property
+    def feed_bytes_per_s(self) -> float | None:
+        """The rate that feeds a GEMM's tiles: `tile_feed_bytes_per_s`, else the L2's."""
+        return self.tile_feed_bytes_per_s or self.l2_bytes_per_s
 
 
 @dataclass(frozen=True)

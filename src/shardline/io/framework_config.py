@@ -148,10 +148,12 @@ def fill_rest(degrees: dict[str, int], devices: int, what: str) -> dict[str, int
 def plain_model(spec: ModelSpec, fmt: str) -> None:
     """Refuse, in one line, a model part no writer of `fmt` spells (written files must read
     back to the same plan)."""
-    if spec.mla is not None:
-        raise InputError(f"--emit {fmt}: multi-head latent attention (MLA) is not written yet")
-    if spec.sliding_window is not None:
-        raise InputError(f"--emit {fmt}: sliding-window layers are not written yet")
+    from shardline.workload.attention import variant_of
+
+    for record in spec.attention_variants:
+        raise InputError(
+            f"--emit {fmt}: a model with {variant_of(record).label} is not written yet"
+        )
 
 
 def unfolded(layout: LaunchLayout, fmt: str) -> None:
@@ -195,8 +197,7 @@ def _shape(spec: ModelSpec) -> tuple[Any, ...]:
         spec.vocab,
         spec.tied_embeddings,
         spec.moe,
-        spec.mla,
-        spec.sliding_window,
+        spec.attention_variants,
     )
 
 

@@ -35,6 +35,7 @@ from shardline.io.framework_config import (
     sourced,
     unfolded,
 )
+from shardline.io.maxtext_remat import REMAT_TENSORS, remat_execution
 
 __all__ = ["read_maxtext", "emit_maxtext", "AXES"]
 
@@ -267,7 +268,7 @@ def _execution(k: _Keys, notes: list[str]) -> dict[str, object]:
     if remat is not None:
         from shardline.basics.recompute import policy
 
-        ex["recompute"] = "none" if remat == "none" else str(remat)
+        ex.update(remat_execution(k.get, str(remat), k.origin))
         policy(ex["recompute"])  # an unknown policy is one error listing the known ones
     weight = k.get("weight_dtype")
     if weight is not None:
@@ -276,8 +277,13 @@ def _execution(k: _Keys, notes: list[str]) -> dict[str, object]:
     if opt is not None:
         if opt in ("adamw", "adam_pax"):
             ex["optimizer"] = "adam"
-        elif opt == "sgd":
-            ex["optimizer"] = "sgd"
+        elif opt == "sgd":  # optax.sgd(learning_rate_schedule): no momentum, no state
+            ex["optimizer"] = "sgd-plain" if weight == "bfloat16" else 4.0
+            if weight != "bfloat16":  # base.yml: weight_dtype float32
+                notes.append(
+                    "opt_type sgd keeps no state; the fp32 weights' and gradients' 4 B per "
+                    "parameter beyond the model's bf16 ones are counted as optimizer state"
+                )
         else:
             notes.append(f"opt_type {opt}: priced as AdamW's state")
     attention = k.get("attention")
@@ -339,7 +345,7 @@ def read_maxtext(text: str, origin: str, devices: int) -> Imported:
     if seq is None:
         raise InputError(f"{origin}: no max_target_length")
     dtype = _dtype(k, notes)
-    known = set(SHAPE_KEYS) | set(RUN_KEYS)
+    known = set(SHAPE_KEYS) | set(RUN_KEYS) | set(REMAT_TENSORS)
     known |= {f"{lvl}_{a}_parallelism" for lvl in ("ici", "dcn") for a in AXES}
     unknown = [key for key in data if key not in known and not IGNORED.match(str(key))]
     return Imported(

@@ -42,6 +42,7 @@ from shardline.io.inputs import read_input_bytes
 from shardline.io.layer_tables import build_layers
 from shardline.io.toml_subset import loads_subset
 from shardline.ops.einsum import parse_einsum
+from shardline.workload.attention import variant_keys
 from shardline.workload.precision import PRECISION_FIELDS, template_precision
 from shardline.workload.templates import TransformerShape, ffn, transformer
 from shardline.workload.workload import Layer, Workload, check_layer_count, matmul_layer
@@ -78,10 +79,10 @@ LAYER_FIELDS = (
     "tp_dims",
     "axes",
 )
-# the [transformer] table's keys: TransformerShape's fields (an attention variant's table is one
-# of them), the phase, the dtypes, the [moe] table and the precision fields
+# the [transformer] table's keys: TransformerShape's fields, the phase, the dtypes, the [moe]
+# table and the precision fields; and the attention variants' tables (`transformer_fields`)
 TRANSFORMER_FIELDS = (
-    *(f.name for f in fields(TransformerShape)),
+    *(f.name for f in fields(TransformerShape) if f.name != "attention_variants"),
     *("phase", "dtype", "kv_dtype", "moe"),
     *PRECISION_FIELDS,
 )
@@ -290,7 +291,7 @@ def _template(
     section = data[key]
     if not isinstance(section, dict):
         raise InputError(f"[{key}] must be a table")
-    allowed = TRANSFORMER_FIELDS if key == "transformer" else FFN_FIELDS
+    allowed = (*TRANSFORMER_FIELDS, *variant_keys()) if key == "transformer" else FFN_FIELDS
     _unknown(section, allowed, f"[{key}]")
     for flag in ("gated", "rotary", "qk_norm"):  # "false" (a string) must not read as true
         if flag in section and not isinstance(section[flag], bool):

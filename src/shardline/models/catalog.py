@@ -25,7 +25,8 @@ from shardline.models.template import (
     DTYPE_FIELDS,
     model_workload,
 )
-from shardline.workload.modelspec import MAX_EXPERTS, MLA, ModelSpec, MoE, SlidingWindow
+from shardline.workload.attention import records_from, variants
+from shardline.workload.modelspec import MAX_EXPERTS, ModelSpec, MoE
 
 __all__ = [
     "load_model",
@@ -45,22 +46,23 @@ TEXTS = {
     "norm": ("rmsnorm", "layernorm"),
     "attention_bias": ("none", "qkv", "all"),
 }
-TABLE_FIELDS: dict[str, tuple[str, ...]] = {
-    "moe": (
-        "experts",
-        "experts_per_token",
-        "expert_d_ff",
-        "shared_experts",
-        "dense_layers_first",
-        "router_bias",
-    ),
-    "mla": ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"),
-    "sliding_window": ("window", "local_per_global"),
-}
+MOE_TABLE_FIELDS = (
+    "experts",
+    "experts_per_token",
+    "expert_d_ff",
+    "shared_experts",
+    "dense_layers_first",
+    "router_bias",
+)
 # precision per tensor class, optional (docs/models.md, "Precision")
 MODEL_FIELDS = (
     ("schema", "name", "description") + INTS + tuple(OPTIONAL_INTS) + tuple(BOOLS) + tuple(TEXTS)
 ) + DTYPE_FIELDS
+
+
+def table_fields() -> dict[str, tuple[str, ...]]:
+    """A model file's tables and their fields: [moe] and each attention variant's."""
+    return {"moe": MOE_TABLE_FIELDS} | {v.key: tuple(v.fields) for v in variants()}
 
 
 MAX_MODEL_INT = 10**15  # far above any real size; stops a value that would overflow the counts
@@ -119,11 +121,12 @@ class _Reader(SourcedReader):
 
 
 def _check_fields(r: _Reader) -> None:
+    tables = table_fields()
     for key, value in r.data.items():
-        if key in TABLE_FIELDS:
+        if key in tables:
             if not isinstance(value, dict):
                 raise r.fail(key, "must be a table")
-            unknown = sorted(set(value) - set(TABLE_FIELDS[key]))
+            unknown = sorted(set(value) - set(tables[key]))
             if unknown:
                 raise r.fail(f"{key}.{unknown[0]}", f"is not a field of [{key}]")
         elif key not in MODEL_FIELDS:
@@ -148,25 +151,20 @@ def _moe(r: _Reader) -> MoE | None:
     return moe
 
 
-def _mla(r: _Reader) -> MLA | None:
-    if "mla" not in r.data:
-        return None
-    return MLA(
-        q_lora_rank=r.integer("mla.q_lora_rank", 0, zero=True),
-        kv_lora_rank=r.integer("mla.kv_lora_rank"),
-        qk_rope_head_dim=r.integer("mla.qk_rope_head_dim"),
-        qk_nope_head_dim=r.integer("mla.qk_nope_head_dim"),
-        v_head_dim=r.integer("mla.v_head_dim"),
-    )
-
-
-def _sliding(r: _Reader) -> SlidingWindow | None:
-    if "sliding_window" not in r.data:
-        return None
-    return SlidingWindow(
-        window=r.integer("sliding_window.window"),
-        local_per_global=r.integer("sliding_window.local_per_global"),
-    )
+def _variants(r: _Reader) -> tuple[object, ...]:
+    """The attention variant's record from its table (shardline.workload.attention), each field
+    read with its least value and default."""
+    tables = {}
+    for v in variants():
+        if v.key in r.data:
+            tables[v.key] = {
+                f: r.integer(f"{v.key}.{f}", default, zero=least == 0)
+                for f, (least, default) in v.fields.items()
+            }
+    try:
+        return records_from(tables)
+    except InputError as err:
+        raise InputError(f"{r.origin}: {err}") from None
 
 
 def model_from_dict(data: dict[str, object], origin: str = "model file") -> ModelSpec:
@@ -189,8 +187,7 @@ def model_from_dict(data: dict[str, object], origin: str = "model file") -> Mode
         name=name,
         description=str(data.get("description", "")),
         moe=_moe(r),
-        mla=_mla(r),
-        sliding_window=_sliding(r),
+        attention_variants=_variants(r),
         sources=r.sources,
         **ints,
         **bools,

@@ -14,6 +14,7 @@ from typing import Any
 from shardline.basics.units import short
 from shardline.errors import InputError
 from shardline.models.catalog import model_from_dict
+from shardline.workload.attention import variant_keys
 
 __all__ = ["model_toml_from_config", "MODEL_TYPES"]
 
@@ -254,7 +255,7 @@ def model_toml_from_config(config: dict[str, object], origin: str, name: str) ->
     model_from_dict(model, origin)  # a config with impossible numbers fails here, not later
     lines, tables = [], []
     for key, value in model.items():
-        if key in ("moe", "mla", "sliding_window"):
+        if key in ("moe", *variant_keys()):  # the tables: [moe] and an attention variant's
             tables.append(
                 f"\n[{key}]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in value.items())
             )

@@ -1,7 +1,7 @@
 """A zoo model as the `[transformer]` template table of a workload file (docs/models.md): the
 same Workload a hand-written template with these numbers builds: dense and mixture-of-experts
 models (the `moe` sub-table, docs/moe.md), latent attention (MLA) and sliding-window layers (the
-`mla` and `sliding_window` tables, shardline.workload.attention_variants)."""
+`mla` and `sliding_window` tables, shardline.workload.attention)."""
 
 from __future__ import annotations
 
@@ -25,15 +25,12 @@ DEFAULT_BATCH = 1
 DEFAULT_SEQ_LEN = 4096
 
 
-def _attention_tables(spec: ModelSpec) -> dict[str, object]:
-    """The [transformer] template's mla and sliding_window tables
-    (shardline.workload.attention_variants)."""
-    out: dict[str, object] = {}
-    if spec.mla is not None:
-        out["mla"] = dict(vars(spec.mla))
-    if spec.sliding_window is not None:
-        out["sliding_window"] = dict(vars(spec.sliding_window))
-    return out
+def _attention_tables(spec: ModelSpec) -> dict[str, dict[str, int]]:
+    """The [transformer] template's table of the model's attention variant, named by its key
+    (`mla`, `sliding_window`: shardline.workload.attention)."""
+    from shardline.workload.attention import variant_of
+
+    return {variant_of(r).key: dict(vars(r)) for r in spec.attention_variants}
 
 
 def transformer_table(spec: ModelSpec, *, batch: int, seq_len: int) -> dict[str, Any]:

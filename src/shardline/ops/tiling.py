@@ -82,8 +82,7 @@ _TILE_TEXT = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)(?:\s*[xX×]\s*(\d+))?\s*$")
 
 @dataclass(frozen=True)
 class Gemm:
-    """A (batched) GEMM: `batch` products A[M,K] . B[K,N] -> C[M,N], with the bytes of one
-    element of A, B and C (Python numbers or numpy arrays that broadcast)."""
+    """A (batched) GEMM: `batch` products A[M,K] . B[K,N] -> C[M,N]; element bytes of A, B, C."""
 
     m: Any
     k: Any
@@ -183,12 +182,13 @@ def l2_blocked_hbm_bytes(gemm: Gemm, bm: int, bn: int, l2_bytes: float | None) -
 
 
 def gpu_tile_fixed_s(chip: Chip, gemm: Gemm, bm: Scalar, bn: Scalar, split: int = 1) -> Scalar:
-    """Time of one tile outside its math, at one SM's share of the L2 bandwidth (of the memory's
-    where the chip gives no L2 rate): the pipeline fill (the math waits for the first BK slice of
-    its A and B tiles, `bk*(sA*bm + sB*bn)` bytes) and, without split-K, the epilogue (the output
-    tile, `sC*bm*bn` bytes; split-K's partial tiles are the reduction term of `gpu_tile_time`)."""
+    """Time of one tile outside its math, at one SM's share of the tile feed
+    (`OnChip.feed_bytes_per_s`; the memory's where the chip gives none): the pipeline fill (the
+    math waits for the first BK slice of its A and B tiles, `bk*(sA*bm + sB*bn)` bytes) and,
+    without split-K, the epilogue (the output tile, `sC*bm*bn` bytes; split-K's partials are the
+    reduction term of `gpu_tile_time`)."""
     cores = chip.on_chip.cores or 1
-    feed = chip.on_chip.l2_bytes_per_s or chip.achievable.mem_bytes_per_s or chip.mem_bytes_per_s
+    feed = chip.on_chip.feed_bytes_per_s or chip.achievable.mem_bytes_per_s or chip.mem_bytes_per_s
     elem_bytes = np.maximum(np.maximum(gemm.s_a, gemm.s_b), 0.5)
     bk = np.minimum(np.maximum(8, np.floor(_BK_BYTES / elem_bytes)), np.ceil(gemm.k / split))
     fill_bytes = bk * (gemm.s_a * bm + gemm.s_b * bn)
@@ -213,13 +213,13 @@ def gpu_tile_time(
     every wave but the last waiting for its outputs to reach memory (`gpu_wave_store_s`: what a
     short K cannot hide), plus, when K is split, writing and reading the fp32 partial outputs.
 
-    Waves: NVIDIA "Matrix Multiplication Background" guide, section 3; the L2 feeds each SM 1/cores
-    of its bandwidth (the hierarchical roofline of docs/prediction.md)."""
+    Waves: NVIDIA "Matrix Multiplication Background" guide, section 3; the tile feed gives each SM
+    1/cores of its bandwidth (the hierarchical roofline of docs/prediction.md)."""
     cores = chip.on_chip.cores or 1
     tiles = gemm.batch * _ceil_div(gemm.m, bm) * _ceil_div(gemm.n, bn) * split
     waves = np.ceil(tiles / cores)
     sm_rate = rate / cores
-    l2_rate = chip.on_chip.l2_bytes_per_s
+    l2_rate = chip.on_chip.feed_bytes_per_s
     if l2_rate:
         sm_rate = np.minimum(sm_rate, tile_intensity(bm, bn, gemm.s_a, gemm.s_b) * l2_rate / cores)
     # a one-tile-per-block kernel fills and drains every tile; a persistent kernel that overlaps

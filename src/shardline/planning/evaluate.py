@@ -291,7 +291,22 @@ def _layer_part(ctx: Context, layer: Layer, n: int, deg: Degrees, m: int) -> Lay
     fwd = (Einsums.of(ctx.cost(layer, view.dims), n, layer.kernel),)
     bwd = tuple(Einsums.of(ctx.cost(grad, gdims), n, grad.kernel) for grad, gdims in view.grads)
     terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
+    terms = [_paired(t, fwd, bwd, n) if t.purpose == "tp" else t for t in terms]
     return LayerPart(fwd, bwd, tuple(sorted(terms, key=lambda t: t.step)))
+
+
+def _paired(term: CommTerm, fwd: tuple[Einsums, ...], bwd: tuple[Einsums, ...], n: int) -> CommTerm:
+    """A tensor-parallel term with the per-call time of the GEMM it runs beside when overlapped:
+    a forward term its layer's forward einsum; a backward term the backward einsum its step names
+    (step 2 + i: einsum i), the input gradient's (einsum 0) for the output gradient's (step 1)."""
+    if term.phase == "forward":
+        gemm = fwd[0] if fwd else None
+    else:
+        i = term.step - 2 if term.step >= 2 else 0
+        gemm = bwd[i] if i < len(bwd) else (bwd[0] if bwd else None)
+    if gemm is None or n <= 0:
+        return term
+    return replace(term, paired_s=gemm.predicted_s / n)
 
 
 def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, Layer]) -> Stage:

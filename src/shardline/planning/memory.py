@@ -21,8 +21,9 @@ A stage i of P holds, per device:
   not touch (split over tp and ep), unread;
 - `activation_per_block`: transformer training keeps the activations of Korthikanti et al. 2022
   per block and microbatch (`shardline.realistic.activations`), which follow recompute and
-  sequence parallelism; `held` = min(m, P - i) microbatches in flight under 1F1B, times
-  1 + (P - 1)/(P V) with V interleaved chunks (`in_flight`);
+  sequence parallelism, less the tensors `offload` holds in host memory (counted apart:
+  `host_offload_bytes`, not in the total); `held` = min(m, P - i) microbatches in flight under
+  1F1B, times 1 + (P - 1)/(P V) with V interleaved chunks (`in_flight`);
 - `logits`: the last stage keeps one microbatch's fp32 logits for the loss's backward;
 - the buffers: FSDP (or ZeRO-3 over dp) holds two gathered blocks of weights (the one in use
   and the one prefetched).
@@ -277,12 +278,17 @@ def logits_bytes(workload: Workload, deg: Degrees, sequences: float) -> float:
 def activation_per_block(
     workload: Workload, deg: Degrees, sequences: float, ex: Execution
 ) -> float:
-    """One block's activations kept for the backward (Korthikanti et al. 2022) at `sequences`."""
+    """One block's activations kept in device memory for the backward (Korthikanti et al. 2022)
+    at `sequences`: the recompute policy's stored tensors less those `ex.offload` holds in host
+    memory."""
     model = workload.model
     assert model is not None
     tp = deg["tp"]
     sp = ex.sequence_parallel and tp > 1
-    return layer_activation_bytes(model, sequences, tp=tp, sp=sp, recompute=ex.recompute)
+    offload = frozenset(ex.offload)
+    return layer_activation_bytes(
+        model, sequences, tp=tp, sp=sp, recompute=ex.recompute, offload=offload
+    )
 
 
 def stage_memory(
@@ -308,9 +314,12 @@ def stage_memory(
         logits = logits_bytes(workload, deg, seqs) if index == P - 1 else 0.0
         total = float(total_bytes(states.total_bytes, blocks, per_block, held, logits))
         activations = total - states.total_bytes
+        on_host = activation_per_block(workload, deg, seqs, replace(ex, offload=())) - per_block
+        host = blocks * on_host * held
     else:  # the stack's own count (module docstring)
         activations = base.activations_bytes
         total = states.total_bytes + activations
+        host = 0.0
     out = replace(
         base,
         params=states.params,
@@ -320,7 +329,7 @@ def stage_memory(
         activations_bytes=activations,
         kv_cache_bytes=states.kv_cache_bytes,
     )
-    return out.with_total(total, buffers_bytes=states.buffers_bytes)
+    return out.with_total(total, buffers_bytes=states.buffers_bytes, host_offload_bytes=host)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,15 @@
 """A stage's phases (forward, backward) as sums of Cost, and a stage's communication.
 
-Lower bound of one stage for one microbatch, per phase: `max(local, overlapped) + critical`, where
-local is the sum over layers of max(t_compute, t_memory) (each layer's own roofline), overlapped
-the communication that runs beside the phase's compute (FSDP gathers and reduce-scatters: "not on
-critical path" in "How to Scale Your Model", Part 5) and critical the communication the next op
-waits for (tensor-parallel all-reduces, pipeline sends).
+Lower bound of one stage for one microbatch, per phase: `max(local, compute + critical,
+busiest links)`, where local is the sum over layers of max(t_compute, t_memory) (each layer's own
+roofline), compute the layers' einsums at peak compute alone, critical the communication the next
+op waits for (tensor-parallel all-reduces, pipeline sends) and the busiest links carry it with the
+overlapped communication (FSDP gathers and reduce-scatters: "not on critical path" in "How to
+Scale Your Model", Part 5; below). A collective's result holds up the compute that consumes it,
+but not the HBM traffic of the layers (their weights, the KV cache), which does not depend on it
+and streams beside it: so the critical communication adds to the compute, and a memory-bound
+phase (decode) hides it behind its HBM time as the book's roofline max(T_math, T_mem, T_comms)
+does (LLaMA-3-70B decode on a 4x4 v5e: the HBM time, not HBM + the TP collectives).
 
 The realistic time of the same phase sums each op's predicted time by category (`PARTS`: GEMMs,
 the attention kernel, the memory-bound ops between them, recompute), then adds the critical
@@ -18,13 +23,17 @@ phase of W seconds of compute then takes W + A r when the compute outlasts the c
 (W >= A (1 - r)), else A: `compute + critical + max(contention, overlapped - compute)` with
 contention = sum of A r over those terms.
 
+Overlapped tensor-parallel communication (`--tp-overlap`) is split into tp steps beside the one
+GEMM it feeds or follows (`CommTerm.paired_s`): only that GEMM can hide it, so each call leaves
+`decomposed_exposed_s` exposed (what outlasts all of its GEMM's chunks but one), which the phase
+waits for like critical communication (`pinned_s`); the rest joins the overlapped traffic.
+
 Concurrent mesh axes (the lower bound and what binds a phase): collectives on axes whose links
 are disjoint (`MeshNetwork.links`: tensor parallelism on NVLink beside FSDP over the NICs, or on
 two torus dimensions) move their bytes at the same time; axes that share a link compete for it.
 Per group g of axes joined by shared links (`shardline.collectives.concurrent_s`) the links
 carry its overlapped traffic and its critical traffic one after the other, so the phase takes
-`max(local + critical, max_g(overlapped_g + critical_g))`, which is the old
-`max(local, overlapped) + critical` when every axis shares one group; and it is network-bound
+`max(local, compute + critical, max_g(overlapped_g + critical_g))`; and it is network-bound
 when `max_g(overlapped_g + critical_g)` exceeds `local` ("How to Scale Your Model", Part 5:
 compute-bound while T_math exceeds both the FSDP and the TP communication times)."""
 
@@ -80,6 +89,25 @@ class Einsums:
         )
 
 
+def decomposed_exposed_s(comm_s: float, gemm_s: float, ranks: int) -> float:
+    """What of one overlapped tensor-parallel collective its GEMM cannot hide. Overlap splits the
+    pair into steps over the t = `ranks` shards (PyTorch's async TP,
+    torch.distributed._symmetric_memory fused_all_gather_matmul and fused_matmul_reduce_scatter;
+    Transformer Engine's userbuffers ring exchange): the GEMM runs on the local shard while the
+    first remote shard arrives, then on each remote shard while the next arrives, so t - 1
+    transfers of C / (t - 1) each run beside t - 1 of the t GEMM chunks of G / t (the reduce-
+    scatter is the same schedule reversed). The step takes
+    (t - 1) max(G / t, C / (t - 1)) + G / t, of which
+
+        exposed = max(C - G (t - 1) / t, 0)
+
+    is communication: the collective hides behind its own GEMM only, less the one chunk that
+    has nothing to overlap, and not behind the rest of the phase (attention, norms, other
+    layers' GEMMs), which runs before or after the pair."""
+    t = max(int(ranks), 2)
+    return max(comm_s - gemm_s * (t - 1) / t, 0.0)
+
+
 @dataclass
 class Phase:
     """Per-microbatch Costs of one phase (forward or backward) of one stage: `local` the layers'
@@ -90,6 +118,9 @@ class Phase:
     critical: Cost = ZERO_COST
     overlapped: Cost = ZERO_COST
     contention_s: float = 0.0  # compute lost to the SMs overlapped communication holds
+    # what decomposed tensor-parallel collectives leave exposed beside their own GEMMs
+    # (`decomposed_exposed_s`): waited for like critical communication
+    pinned_s: float = 0.0
     compute_bound_s: float = 0.0  # time of the layers that are compute-bound
     memory_bound_s: float = 0.0
     parts: dict[str, float] = field(default_factory=_zero_parts)
@@ -146,7 +177,12 @@ class Phase:
             self.critical = self.critical + term.cost
             self.crit_by_axis = _add_to(self.crit_by_axis, term.purpose, seconds)
         else:
-            self.overlapped = self.overlapped + term.cost
+            cost = term.cost
+            if term.paired_s is not None:  # decomposed beside its GEMM: only that can hide it
+                exposed = decomposed_exposed_s(term.t_pred_s, term.paired_s, term.devices)
+                self.pinned_s += term.calls * exposed
+                cost = replace(cost, predicted_s=term.calls * (term.t_pred_s - exposed))
+            self.overlapped = self.overlapped + cost
             self.async_by_axis = _add_to(self.async_by_axis, term.purpose, seconds)
             self.contention_s += term.calls * term.t_pred_s * term.sm_share
 
@@ -164,9 +200,15 @@ class Phase:
             )
         )
 
+    @property
+    def compute_s(self) -> float:
+        """The phase's einsums at peak compute alone (their memory traffic left out)."""
+        return float(self.local.t_compute_s)
+
     def time_s(self, extra: Mapping[str, float] | None = None) -> float:
-        """The phase's lower bound: `max(local + critical, busiest links)` (module docstring)."""
-        return max(self.local_s + self.crit_s, self.link_busy_s(extra))
+        """The phase's lower bound: `max(local, compute + critical, busiest links)` (module
+        docstring)."""
+        return max(self.local_s, self.compute_s + self.crit_s, self.link_busy_s(extra))
 
     def serial_s(self) -> float:
         return self.local_s + self.async_s + self.crit_s
@@ -181,7 +223,7 @@ class Phase:
         overlapped part outlasts the compute."""
         return exposed_comm_s(
             self.compute_pred_s,
-            float(self.critical.predicted_s),
+            float(self.critical.predicted_s) + self.pinned_s,
             float(self.overlapped.predicted_s),
             self.contention_s,
         )
@@ -194,14 +236,16 @@ class Phase:
         self, into: dict[str, float], times: float, extra: Mapping[str, float] | None = None
     ) -> None:
         """Charge this phase's time to what binds it: the network when its busiest group of links
-        carries more than its local compute (the book's T_comms > T_math), else compute and
-        memory by layer, plus the critical-path communication to the network."""
+        carries more than its local compute (the book's T_comms > T_math), else compute and memory
+        by layer, plus to the network what of the critical-path communication the layers' own
+        rooflines do not cover (`time - local`)."""
+        t = self.time_s(extra)
         if self.link_busy_s(extra) > self.local_s:
-            into["network"] += times * self.time_s(extra)
+            into["network"] += times * t
             return
         into["compute"] += times * self.compute_bound_s
         into["memory"] += times * self.memory_bound_s
-        into["network"] += times * self.crit_s
+        into["network"] += times * (t - self.local_s)
 
 
 @dataclass

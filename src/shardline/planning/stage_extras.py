@@ -10,9 +10,11 @@ work, the lower bound too):
   the final norm and the loss on the last;
 - the execution's variants of the tensor-parallel collectives: sequence parallelism turns each
   all-reduce into a reduce-scatter and an all-gather of the same array; `tp_overlap` moves them
-  off the critical path (hidden behind the GEMMs up to the compute time); interleaving sends
+  off the critical path, each beside its own GEMM (`CommTerm.paired_s`, set where the layer's
+  part is built: what that GEMM cannot hide stays exposed, `phases.decomposed_exposed_s`; a term
+  without one is hidden behind the phase's compute up to the compute time); interleaving sends
   each microbatch V times between stages; `ep_overlap` moves the expert-parallel all-to-alls
-  off the critical path (hidden behind the compute up to the compute time, as tp_overlap).
+  off the critical path (hidden behind the phase's compute up to the compute time).
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ def tp_variants(term: CommTerm, ctx: Context, deg: Degrees) -> list[CommTerm]:
             )
             for kind in ("reduce_scatter", "all_gather")
         ]
-    if ex.tp_overlap:
+    if ex.tp_overlap:  # decomposed beside its GEMM where it has one (phases.decomposed_exposed_s)
         out = [replace(t, critical=False) for t in out]
     return out
 
@@ -232,10 +234,18 @@ def moe_kernels_s(
     per-kernel cost, each extra per-expert GEMM at a GEMM kernel's;
     the per-expert GEMMs only where the experts run eagerly (no full-iteration CUDA graph, which
     needs the single grouped GEMM). One MoE block per expert_down einsum; local experts from
-    that einsum's X on the degrees the experts run on (parallel folding: Degrees.experts)."""
+    that einsum's X on the degrees the experts run on (parallel folding: Degrees.experts).
+    Training only: `framework` names the training framework, and an inference step (prefill,
+    decode) runs an inference engine's fused MoE, one grouped kernel over every local expert
+    for each of the two projections with the routing and permutation fused around them
+    (vLLM's fused_moe, model_executor/layers/fused_moe/fused_moe.py: `invoke_fused_moe_kernel`
+    once per projection over all experts; TensorRT-LLM's CUTLASS fused MoE; the permutation is
+    priced by the block's moe_permute and moe_unpermute ops), not Megatron-Core's layer."""
     model = ctx.workload.model
     ex = ctx.execution
     if model is None or not model.expert_copies or ex.framework not in MOE_KERNEL_FRAMEWORKS:
+        return 0.0, 0.0, 0.0
+    if not ctx.workload.training:
         return 0.0, 0.0, 0.0
     found = [(layer, n) for layer, n in layers if layer.name == "expert_down"]
     if not found:

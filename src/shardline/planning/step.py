@@ -244,9 +244,11 @@ def recompute_answer(ctx: Context, deg: Degrees, m: int, step: RealisticStep) ->
     everything = activation_per_block(w, deg, seqs, replace(ex, recompute="none"))
     again = step.hardware_flops - step.model_flops
     rerun = rerun_ops(p, gated=w.model.gated, flash=flash)
+    keeps = stored_tensors(p, gated=w.model.gated, flash=flash)
     return {
         "policy": p.name,
-        "keeps": list(stored_tensors(p, gated=w.model.gated, flash=flash)),
+        "keeps": list(keeps),
+        "offloaded": [t for t in keeps if t in ex.offload],  # held in host memory
         "reruns": list(rerun),
         "whole_block": rerun == rerun_ops(policy("full"), gated=w.model.gated, flash=flash),
         "blocks_share": checkpointed_share(w.model, p),

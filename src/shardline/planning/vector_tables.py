@@ -27,6 +27,7 @@ from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.hardware import Chip
 from shardline.planning.evaluate import Context
+from shardline.planning.phases import decomposed_exposed_s
 from shardline.planning.stage_extras import gather_sm_share
 from shardline.planning.vector_floors import batch_splits, pair_floor, probe_degrees
 from shardline.strategies import Degrees, strategies
@@ -116,7 +117,8 @@ PROBED = tuple(BlockTimes.__dataclass_fields__)
 def _phase(ph: Any, shift: float = 0.0) -> tuple[float, ...]:
     """(compute, critical, overlapped) realistic seconds of a stage's phase, `shift` seconds of
     the critical communication moved to the overlapped."""
-    crit, ov = float(ph.critical.predicted_s), float(ph.overlapped.predicted_s)
+    crit = float(ph.critical.predicted_s) + ph.pinned_s
+    ov = float(ph.overlapped.predicted_s)
     return ph.compute_pred_s, crit - shift, ov + shift
 
 
@@ -135,13 +137,19 @@ def _inner_grad_s(stage: Any) -> float:
 
 
 def _tp_critical_s(stage: Any, phase: str) -> float:
-    """The phase's critical tensor-parallel seconds: what `--tp-overlap` makes overlapped (it
-    only clears their critical flag: `stage_extras.tp_variants`, `add_end_extras`)."""
+    """The phase's critical tensor-parallel seconds that `--tp-overlap` makes overlapped (it
+    clears their critical flag: `stage_extras.tp_variants`, `add_end_extras`): all of a term's
+    time, less what a term decomposed beside its GEMM leaves exposed
+    (`phases.decomposed_exposed_s`, which the phase keeps waiting for)."""
     return sum(
-        t.calls * t.t_pred_s
+        t.calls * (t.t_pred_s - _exposed(t))
         for t in stage.terms
         if t.purpose == "tp" and t.critical and not t.once_per_step and t.phase == phase
     )
+
+
+def _exposed(t: Any) -> float:
+    return 0.0 if t.paired_s is None else decomposed_exposed_s(t.t_pred_s, t.paired_s, t.devices)
 
 
 def _values(stage: Any, overlap: bool) -> tuple[float, ...]:

@@ -15,13 +15,15 @@ with 2-byte activations, s tokens, b sequences, h hidden, a heads, t tensor-para
 So `sbh(10 + 24/t + 5as/(ht))` with tensor parallelism, `sbh/t (34 + 5as/h)` with sequence
 parallelism; full recompute keeps the layer input only, `2sbh` (split by t under sequence
 parallelism). Every recompute policy (shardline.basics.recompute, recompute.toml) is the sum of
-the terms of the tensors it keeps; "none" keeps them all.
+the terms of the tensors it keeps; "none" keeps them all. A policy that saves residuals (JAX:
+MaxText's) stores only the kept tensors the backward reads (`read_tensors`); the tensors an
+`offload` set names are held in host memory and leave the device's count.
 """
 
 from __future__ import annotations
 
 from shardline.basics.dtypes import dtype_bits
-from shardline.basics.recompute import TENSORS, Policy, kept_tensors, policy
+from shardline.basics.recompute import TENSORS, Policy, kept_tensors, policy, read_tensors
 from shardline.realistic.block import MASK_BYTES, activation_dtype
 from shardline.realistic.modelshape import ModelShape
 
@@ -34,19 +36,27 @@ __all__ = [
 
 
 def layer_activation_bytes(
-    model: ModelShape, sequences: float, *, tp: int, sp: bool, recompute: str
+    model: ModelShape,
+    sequences: float,
+    *,
+    tp: int,
+    sp: bool,
+    recompute: str,
+    offload: frozenset[str] = frozenset(),
 ) -> float:
-    """Bytes one block keeps for the backward pass, for `sequences` sequences on one device,
-    under the recompute policy `recompute` (shardline.basics.recompute): the sum of the tensors
-    it keeps. `layer-N` (every Nth block fully recomputed): the mean over the model's blocks,
-    checkpointed_share of them keeping the input only and the rest everything."""
+    """Bytes one block keeps in device memory for the backward pass, for `sequences` sequences on
+    one device, under the recompute policy `recompute` (shardline.basics.recompute): the sum of
+    the tensors it stores, less those `offload` moves to host memory. `layer-N` (every Nth block
+    fully recomputed): the mean over the model's blocks, checkpointed_share of them keeping the
+    input only and the rest everything."""
     p = policy(recompute)
     if p.every > 1:
         share = checkpointed_share(model, p)
-        full = kept_bytes(model, sequences, tp=tp, sp=sp, kept=_kept(model, p))
-        rest = kept_bytes(model, sequences, tp=tp, sp=sp, kept=_kept(model, policy("none")))
+        full = kept_bytes(model, sequences, tp=tp, sp=sp, kept=_kept(model, p) - offload)
+        every = _kept(model, policy("none")) - offload
+        rest = kept_bytes(model, sequences, tp=tp, sp=sp, kept=every)
         return share * full + (1 - share) * rest
-    return kept_bytes(model, sequences, tp=tp, sp=sp, kept=_kept(model, p))
+    return kept_bytes(model, sequences, tp=tp, sp=sp, kept=_kept(model, p) - offload)
 
 
 def checkpointed_share(model: ModelShape, p: Policy) -> float:
@@ -58,7 +68,13 @@ def checkpointed_share(model: ModelShape, p: Policy) -> float:
 
 
 def _kept(model: ModelShape, p: Policy) -> frozenset[str]:
-    return kept_tensors(p, gated=model.gated, flash=model.attention != "standard")
+    """The tensors p stores: those it keeps, and only those the backward reads where p saves
+    residuals (JAX: shardline.basics.recompute.read_tensors)."""
+    flash = model.attention != "standard"
+    kept = kept_tensors(p, gated=model.gated, flash=flash)
+    if p.residuals_only:
+        return kept & read_tensors(p, gated=model.gated, flash=flash)
+    return kept
 
 
 def kept_bytes(

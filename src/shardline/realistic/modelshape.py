@@ -46,7 +46,7 @@ class ModelShape:
     router_experts: int = 0  # MoE: the router's d_model x experts matmul (docs/moe.md)
     expert_copies: int = 0  # MoE: copies of each token the dispatch makes (top-k); 0: dense
     idle_expert_params: int = 0  # MoE decode: routed experts' weights per block held, not read
-    # attention variants (shardline.workload.attention_variants); the defaults are plain GQA
+    # attention variants (shardline.workload.attention); the defaults are plain GQA
     key_len: int | None = None  # keys per query, mean over the layers (None: seq_len)
     v_head_dim: int | None = None  # the values' head dim (MLA; None: head_dim)
     attention_params: int | None = None  # one block's attention weights (MLA; None: GQA's)

@@ -40,11 +40,25 @@ def _b(count: float) -> str:
     return f"{count / 1e9:,.2f}B" if count >= 1e9 else f"{count / 1e6:,.1f}M"
 
 
+def _variant_tables(spec: Any) -> dict[str, dict[str, int] | None]:
+    """Each attention variant's table under its key (`mla`, `sliding_window`), None if absent."""
+    from shardline.workload.attention import variants
+
+    return {
+        v.key: next(
+            (dict(vars(r)) for r in spec.attention_variants if isinstance(r, v.record)), None
+        )
+        for v in variants()
+    }
+
+
 def model_detail(spec: Any) -> dict[str, Any]:
     from shardline.models import params_active, params_total
 
     fields = asdict(spec)
     sources = fields.pop("sources")
+    fields.pop("attention_variants")
+    fields |= _variant_tables(spec)
     out = model_summary(spec)
     lookup = spec.vocab * spec.d_model
     counted = lookup if spec.active_counts_embedding or spec.moe is None else 0

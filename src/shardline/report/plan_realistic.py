@@ -50,10 +50,11 @@ def _recompute_lines(p: PlanResult) -> list[str]:
         on = f" on {100 * rc['blocks_share']:.3g}% of the blocks"
         rest, mean = " there, everything on the others", " (the mean over the blocks)"
     reruns = "the whole block" if rc.get("whole_block") else ", ".join(rc["reruns"]) or "nothing"
+    host = f" ({', '.join(rc['offloaded'])} in host memory)" if rc.get("offloaded") else ""
     return [
         f"  recompute {rc['policy']}: reruns {reruns}{on}: "
         f"{fmt_flops(rc['recomputed_flops'])} = {100 * rc['recomputed_share']:.1f}% of the model "
-        f"FLOPs again; keeps {', '.join(rc['keeps'])}{rest}: "
+        f"FLOPs again; keeps {', '.join(rc['keeps'])}{host}{rest}: "
         f"{fmt_bytes(rc['kept_bytes_per_block'])} per block and microbatch{mean}, "
         f"{100 * rc['kept_share']:.1f}% of the bytes without recompute"
     ]

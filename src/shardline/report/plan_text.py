@@ -136,7 +136,7 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
         )
     out.append(
         f"  one microbatch through the slowest stage: {fmt_time(p.t_stage_s)} (per phase: "
-        "max(compute, overlapped FSDP traffic) + critical-path traffic)"
+        "max(layer rooflines, compute + critical-path traffic, busiest links))"
     )
     out += _latency_lines(p, w, V)
     decode = w.decode
@@ -154,9 +154,11 @@ def _derivation(p: PlanResult, w: Workload, ps: PlanSet) -> list[str]:
     mem = p.memory
     parts = memory_parts(mem)
     shown = " + ".join(f"{name} {fmt_bytes(v)}" for name, v in parts if v)
+    host = mem.host_offload_bytes
     out.append(
         f"  memory per device: {shown} = {fmt_bytes(mem.total_bytes)} of "
         f"{fmt_bytes(mem.capacity_bytes)}"
+        + (f"; activations offloaded to host memory {fmt_bytes(host)}" if host else "")
     )
     by = ", ".join(f"{k} {fmt_time(v)}" for k, v in p.time_by_bound_s.items() if v)
     out.append(f"  bottleneck {p.bottleneck}: time by what binds it: {by}")

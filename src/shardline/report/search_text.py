@@ -34,6 +34,8 @@ def _training_assumed(assumed: dict[str, object]) -> str:
     """The dtype and the execution every layout runs with: "dtype fp8, ep_overlap on, ..."."""
 
     def word(v: object) -> str:
+        if isinstance(v, list | tuple):  # offload: the tensors held in host memory
+            return ",".join(map(str, v)) or "none"
         return (
             {True: "on", False: "off", None: "default"}.get(v, str(v))
             if isinstance(v, bool | None)

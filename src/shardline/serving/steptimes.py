@@ -249,7 +249,7 @@ def kv_split_devices(spec: ModelSpec, tp: int, attention_dp: int = 1) -> int:
     copied); an MLA latent cache (one latent per token, no heads) is held whole by every
     attention tensor-parallel rank, so only attention_dp split it."""
     attention_tp = tp // attention_dp
-    if spec.mla is not None:
+    if not spec.variant()[0].kv_split_over_heads:
         return attention_dp
     return attention_dp * min(attention_tp, spec.kv_heads)
 
@@ -286,7 +286,7 @@ def _kv_fields(
 
     tp, attention_dp = layout
     kv_bytes = dtype_bits(kv_dtype) / 8
-    windowed = spec.sliding_window is not None
+    windowed = not spec.variant()[0].kv_linear_in_context  # sliding windows: kv_bytes_at
     return {
         "kv_bytes_per_token": kv_bytes_per_token(spec, kv_bytes),
         "kv_rule": eng.kv_budget_rule,

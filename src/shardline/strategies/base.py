@@ -74,6 +74,9 @@ class CommTerm:
     # the share of the chip's SMs its kernels hold while it runs beside compute (HybridEP and
     # DeepEP run the all-to-all on SMs of their own): the compute beside it loses that share
     sm_share: float = 0.0
+    # tensor parallelism: the realistic time of one call of the GEMM beside which an overlapped
+    # (decomposed) collective runs (`shardline.planning.stage_extras.tp_variants`); None: not set
+    paired_s: float | None = None
 
     @property
     def t_pred_s(self) -> float:

@@ -1,4 +1,4 @@
 """A model as einsum layers: the Workload type and the built-in templates, a model's
 numbers (`modelspec`), mixture of experts (`moe`, `dense_first`), attention variants
-(`attention_variants`), per-tensor precision (`precision`) and a whole model on one
+(`attention`), per-tensor precision (`precision`) and a whole model on one
 device (`stack`). docs/architecture.md."""

@@ -84,6 +84,8 @@ class MemoryCheck:
     working_set_layer: str
     working_set_fits: bool
     buffers_bytes: float = 0.0  # gathered weights under FSDP (the layer in use and the next)
+    # activations held in host memory (Execution.offload), not in total_bytes
+    host_offload_bytes: float = 0.0
 
     def with_total(self, total_bytes: float, **changes: Any) -> MemoryCheck:
         """A copy with some terms changed and their new total, whether it fits and the headroom

@@ -16,6 +16,9 @@ from shardline.basics.dtypes import dtype_bits
 from shardline.basics.units import check_real, check_whole, short
 from shardline.errors import InputError
 from shardline.ops.einsum import MAX_DIM
+from shardline.workload.attention import MLA, SlidingWindow, variant_of
+from shardline.workload.attention.base import AttentionVariant
+from shardline.workload.attention.registry import PLAIN
 
 __all__ = [
     "ModelSpec",
@@ -53,34 +56,6 @@ class MoE:
 
 
 @dataclass(frozen=True)
-class MLA:
-    """Multi-head latent attention (DeepSeek-V2/V3): queries through a low-rank `q_lora_rank`
-    (0: a full projection), keys and values from one shared latent of `kv_lora_rank` plus a
-    decoupled rotary key of `qk_rope_head_dim`; the cache holds only the latent and the rotary
-    key."""
-
-    q_lora_rank: int
-    kv_lora_rank: int
-    qk_rope_head_dim: int
-    qk_nope_head_dim: int
-    v_head_dim: int
-
-
-@dataclass(frozen=True)
-class SlidingWindow:
-    """Local attention layers that see only the last `window` tokens. The layers repeat in groups
-    of `local_per_global + 1`: that many sliding layers, then one global layer (gpt-oss: 1, every
-    other layer; Gemma 3: 5 local to 1 global)."""
-
-    window: int
-    local_per_global: int
-
-    def sliding_layers(self, layers: int) -> int:
-        """Sliding layers among `layers`: all but every (local_per_global + 1)-th."""
-        return layers - layers // (self.local_per_global + 1)
-
-
-@dataclass(frozen=True)
 class ModelSpec:
     """A decoder-only transformer. `sources` maps each field (dotted for tables) to where its value
     comes from."""
@@ -115,27 +90,43 @@ class ModelSpec:
     attention_dtype: str = ""  # the fused attention kernel
     description: str = ""
     moe: MoE | None = None
-    mla: MLA | None = None
-    sliding_window: SlidingWindow | None = None
+    # the attention variant's record, at most one (shardline.workload.attention): () plain
+    attention_variants: tuple[object, ...] = ()
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def dense(self) -> bool:
         """Plain attention and a dense feed-forward: what the `[transformer]` template describes."""
-        return self.moe is None and self.mla is None and self.sliding_window is None
+        return self.moe is None and not self.attention_variants
+
+    @property
+    def mla(self) -> MLA | None:
+        """The multi-head latent attention record, if the model has one."""
+        return next((r for r in self.attention_variants if isinstance(r, MLA)), None)
+
+    @property
+    def sliding_window(self) -> SlidingWindow | None:
+        """The sliding-window record, if the model has one."""
+        return next((r for r in self.attention_variants if isinstance(r, SlidingWindow)), None)
+
+    def variant(self) -> tuple[AttentionVariant, object]:
+        """The attention variant and its record (plain attention's defaults and None)."""
+        if not self.attention_variants:
+            return PLAIN, None
+        record = self.attention_variants[0]
+        return variant_of(record), record
 
 
 def attention_kind(spec: ModelSpec) -> str:
-    """MHA, GQA, MQA or MLA, with `+sliding` when some layers are local."""
-    if spec.mla is not None:
-        kind = "MLA"
-    elif spec.kv_heads == spec.heads:
+    """MHA, GQA or MQA, or the variant's kind: MLA, or `+sliding` when some layers are local."""
+    if spec.kv_heads == spec.heads:
         kind = "MHA"
     elif spec.kv_heads == 1:
         kind = "MQA"
     else:
         kind = "GQA"
-    return kind + ("+sliding" if spec.sliding_window is not None else "")
+    variant, record = spec.variant()
+    return variant.kind(record, kind)
 
 
 def _norm_params(spec: ModelSpec, width: int) -> int:
@@ -149,21 +140,13 @@ def _attention_params(spec: ModelSpec) -> int:
     MHA/GQA: W_q d x (heads * head_dim), W_k and W_v d x (kv_heads * head_dim) each, W_o
     (heads * head_dim) x d; biases of the output widths ("qkv": q, k, v; "all": also o); qk-norm
     2 x head_dim; sinks one per head.
-    MLA: W_q = d x r_q (+ a norm of r_q) then r_q x heads * (nope + rope), or d x heads *
-    (nope + rope) without r_q; W_kv_a = d x (r_kv + rope) (+ a norm of r_kv); W_kv_b = r_kv x
-    heads * (nope + v); W_o = heads * v x d.
+    A variant's own count where it has one (MLA: shardline.workload.attention.mla).
     """
     d, h, g, e = spec.d_model, spec.heads, spec.kv_heads, spec.head_dim
-    if spec.mla is not None:
-        m = spec.mla
-        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        if m.q_lora_rank:
-            q = d * m.q_lora_rank + _norm_params(spec, m.q_lora_rank) + m.q_lora_rank * h * qk
-        else:
-            q = d * h * qk
-        kv = d * (m.kv_lora_rank + m.qk_rope_head_dim) + _norm_params(spec, m.kv_lora_rank)
-        kv += m.kv_lora_rank * h * (m.qk_nope_head_dim + m.v_head_dim)
-        return q + kv + h * m.v_head_dim * d
+    variant, record = spec.variant()
+    own = variant.attention_params(record, d, h, _norm_params(spec, 1))
+    if own is not None:
+        return own
     weights = d * h * e + 2 * d * g * e + h * e * d
     biases = 0
     if spec.attention_bias in ("qkv", "all"):
@@ -231,11 +214,11 @@ def params_active(spec: ModelSpec) -> int:
 
 
 def _kv_elements_per_layer(spec: ModelSpec) -> int:
-    """Cached values per token per layer: 2 x kv_heads x head_dim (K and V) for MHA/GQA; MLA
-    caches the latent and the rotary key, kv_lora_rank + qk_rope_head_dim."""
-    if spec.mla is not None:
-        return spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
-    return 2 * spec.kv_heads * spec.head_dim
+    """Cached values per token per layer: 2 x kv_heads x head_dim (K and V) for MHA/GQA, or the
+    variant's (MLA caches the latent and the rotary key, kv_lora_rank + qk_rope_head_dim)."""
+    variant, record = spec.variant()
+    own = variant.kv_values_per_layer(record)
+    return 2 * spec.kv_heads * spec.head_dim if own is None else own
 
 
 def _element_bytes(spec: ModelSpec, kv_bytes: float | None) -> float:
@@ -259,17 +242,14 @@ def kv_bytes_per_token(spec: ModelSpec, kv_bytes: float | None = None) -> float:
 
 
 def kv_bytes_at(spec: ModelSpec, context: int, kv_bytes: float | None = None) -> float:
-    """KV-cache bytes of one sequence of `context` tokens: global layers cache all of them, sliding
-    layers at most `window`: per-layer elements x bytes x (global x context + sliding x
-    min(context, window))."""
+    """KV-cache bytes of one sequence of `context` tokens: per-layer elements x bytes x the tokens
+    the layers hold (layers x context; with sliding-window layers, global x context + sliding x
+    min(context, window): the variant's `cached_tokens`)."""
     if not isinstance(spec, ModelSpec):
         raise InputError(f"kv_bytes_at needs a ModelSpec, got {short(spec)}")
     check_whole(context, "context", least=0, most=MAX_DIM)
     if kv_bytes is not None and not check_real(kv_bytes, "kv_bytes") > 0:
         raise InputError(f"kv_bytes must be a positive number of bytes, got {short(kv_bytes)}")
     per_layer = _kv_elements_per_layer(spec) * _element_bytes(spec, kv_bytes)
-    sw = spec.sliding_window
-    if sw is None:
-        return spec.layers * per_layer * context
-    sliding = sw.sliding_layers(spec.layers)
-    return per_layer * ((spec.layers - sliding) * context + sliding * min(context, sw.window))
+    variant, record = spec.variant()
+    return per_layer * variant.cached_tokens(record, spec.layers, context)

@@ -106,8 +106,9 @@ class TransformerShape:
     rotary: bool = True  # rotary position embedding on q and k (False: learned positions)
     qk_norm: bool = False  # an RMS norm over each head of q and of k (Qwen3, Gemma 3)
     norm: str = "rmsnorm"  # the blocks' norm: "rmsnorm" or "layernorm" (GPT-2/3, MPT, OPT)
-    mla: object = None  # multi-head latent attention: an MLA or its table (attention_variants)
-    sliding_window: object = None  # sliding-window layers: a SlidingWindow or its table
+    # the attention variant (shardline.workload.attention): its record, from a table named by its
+    # key (`transformer(mla={...})`, `[transformer] sliding_window = {...}`); () plain attention
+    attention_variants: tuple[object, ...] = ()
 
 
 def dense_ffn_layers(d: int, f: int, b: int, s: int, gated: bool, dtype: str) -> tuple[Layer, ...]:
@@ -303,6 +304,13 @@ def _model_shape(
     )
 
 
+def variant_keys_in(sizes: dict[str, Any]) -> list[str]:
+    """The attention variants' table names among a template's keyword arguments."""
+    from shardline.workload.attention import variant_keys
+
+    return [key for key in variant_keys() if key in sizes]
+
+
 def transformer(
     shape: TransformerShape | None = None,
     *,
@@ -319,14 +327,20 @@ def transformer(
     fused up+gate, J = R + 2 for the fused W_qkv (one dX all-reduce under tp, as Megatron). Flash
     attention keeps the scores on chip; `vocab` adds the embedding and LM head; `moe` (a MoeShape
     or a `[moe]` table) makes each block a mixture of experts (docs/moe.md), the `mla` and
-    `sliding_window` tables change the attention (shardline.workload.attention_variants). Phases:
-    training (forward + backward), forward, prefill and decode (with a KV cache)."""
-    shape = shape or TransformerShape(**sizes)
-    k = _block(shape, phase, dtype, kv_dtype)
-    from shardline.workload.attention_variants import template_attention
+    `sliding_window` tables (an attention variant's key: shardline.workload.attention) change the
+    attention. Phases: training (forward + backward), forward, prefill and decode (with a KV
+    cache)."""
+    from shardline.workload.attention import AttentionSizes, records_from, template_attention
 
+    tables = {key: sizes.pop(key) for key in variant_keys_in(sizes)}
+    shape = shape or TransformerShape(**sizes, attention_variants=records_from(tables))
+    k = _block(shape, phase, dtype, kv_dtype)
+    a = AttentionSizes(k.b, k.q_len, k.k_len, k.d, k.h, k.dtype, k.kv_dtype, k.onchip_scores, phase)
     attention, variant, plain_cache = template_attention(
-        shape, k, phase, lambda keys: _attention_layers(replace(k, k_len=keys))
+        shape.attention_variants,
+        a,
+        k.n_layers,
+        lambda keys: _attention_layers(replace(k, k_len=keys)),
     )
     ffn_layers, ffn_width, moe_sizes = (  # dense, or a mixture of experts (shardline.workload.moe)
         (dense_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype), k.f, (0, 0, 0, 1.0))
