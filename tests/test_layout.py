@@ -59,7 +59,8 @@ def test_k_split_on_a_ring_all_reduces_fp32_partial_sums() -> None:
     hbm = 2 * (m * k // 4 + k // 4 * n_) + 4 * m * n_  # bf16 A, B; the whole C in fp32
     assert p.cost.flops == 2 * m * (k // 4) * n_ and p.cost.hbm_bytes == hbm
     assert p.cost.net_bytes == pytest.approx(2 * 3 / 4 * v, rel=1e-12)
-    expected = (t_comp, hbm / W_MEM, t_net, t_net, max(t_comp, hbm / W_MEM) + t_net)
+    # t_upper_s is the serial bound of every Cost: compute + memory + the collectives
+    expected = (t_comp, hbm / W_MEM, t_net, t_net, t_comp + hbm / W_MEM + t_net)
     assert _times(p) == pytest.approx(expected, rel=1e-12)
     assert t_net == pytest.approx(1.1225e-3, rel=1e-4)
     assert p.choice == {"X": "K"} and p.shapes["A"] == [m, k // 4] and p.shapes["C"] == [m, n_]
@@ -162,6 +163,7 @@ def test_serial_and_overlapped_times() -> None:
     )
     tc, tm, tn = on.cost.t_compute_s, on.cost.t_memory_s, on.cost.t_network_s
     assert on.t_s == max(tc, tm, tn) and off.t_s == max(tc, tm) + tn
+    assert on.cost.t_upper_s == pytest.approx(tc + tm + tn, rel=1e-12)  # nothing overlapped
     assert off.cost == on.cost  # the same work; only the step rule differs
 
 

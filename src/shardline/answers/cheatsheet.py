@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from shardline.basics.dtypes import canonical_dtype, dtype_bits
 from shardline.basics.serialize import jsonable
+from shardline.basics.values import JSONDict, Scalar
 from shardline.hardware import Chip
 from shardline.ops.roofline import critical_m
 
@@ -43,7 +43,7 @@ class ShapeRow:
 
     k: int
     n: int
-    critical_m: int | None  # None: memory-bound at every M
+    critical_m: Scalar | None  # None: memory-bound at every M (an int otherwise)
     weight_bytes: float
     t_weight_read_s: float
 
@@ -59,7 +59,7 @@ class CheatSheet:
     shapes: list[ShapeRow]
     sources: dict[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return jsonable(
             {
                 "chip": self.chip_name,

@@ -14,9 +14,9 @@ The batch that reaches a target MFU is `shardline.planning.capacity.batch_for_mf
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from shardline.basics.serialize import jsonable
+from shardline.basics.serialize import json_object
+from shardline.basics.values import JSONDict, Scalar
 from shardline.errors import InputError
 from shardline.hardware import Chip
 
@@ -29,8 +29,8 @@ PER_CYCLE_BY_KIND = {"gpu": 2.0, "tpu": 1.0}
 
 
 class _Answer:
-    def to_dict(self) -> dict[str, Any]:
-        return jsonable(self)
+    def to_dict(self) -> JSONDict:
+        return json_object(self)
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class ClockAnswer(_Answer):
     clock_hz: float
 
 
-def _positive(value: Any, what: str) -> float:
+def _positive(value: Scalar, what: str) -> float:
     number = isinstance(value, int | float) and not isinstance(value, bool)
     if not number or not 0 < value < float("inf"):
         raise InputError(f"{what} must be a positive number, got {value!r}")

@@ -70,7 +70,7 @@ class ShapeTable:
     sheet: str | None
     header_row: int
     headers: tuple[str, ...]  # unique, non-empty; blank headers become "column C" and so on
-    columns: dict[str, list[Any]]  # the original cells of every data row, per header
+    columns: dict[str, list[object]]  # the original cells of every data row, per header
     roles: dict[str, str]  # role ("m", "k", "n", "count", "dtype", "name") -> header
     row_numbers: np.ndarray
     m: np.ndarray
@@ -290,7 +290,7 @@ def _summary(
     ok: np.ndarray,
     choice: DtypeChoice,
     rates: RateOverrides,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Totals over `count` (each row's cost times how often it runs)."""
     count = table.count.astype(np.float64)
     weight = np.where(ok, count, 0.0)
@@ -302,7 +302,7 @@ def _summary(
     memory_time = float(
         np.sum(np.where(bound == "memory", weight * np.nan_to_num(columns["t_lower_s"]), 0.0))
     )
-    summary: dict[str, Any] = {
+    summary: dict[str, object] = {
         "chip": chip.name,
         "mem_bytes_per_s": float(rates.mem_bytes_per_s or chip.mem_bytes_per_s),
         "dtype": choice.dtype,

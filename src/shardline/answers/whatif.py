@@ -20,6 +20,7 @@ from typing import Any
 
 from shardline.basics.dtypes import canonical_dtype
 from shardline.basics.options import Precision
+from shardline.basics.values import JSONDict, Scalar
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.ops.einsum import EinsumSpec
@@ -132,7 +133,7 @@ class PrecisionRow:
     predicted_s: float | None = None
     change: dict[str, float | None] = field(default_factory=dict)
 
-    def to_dict(self, network: bool) -> dict[str, Any]:
+    def to_dict(self, network: bool) -> JSONDict:
         out = dataclasses.asdict(self)
         if not network:
             out.pop("t_network_s")
@@ -150,7 +151,7 @@ class PrecisionWhatIf:
     rows: tuple[PrecisionRow, ...]
     critical_m_note: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {
             "what_if": "precision",
             "subject": self.subject,
@@ -217,7 +218,7 @@ def what_if_precision(
 # --- one row per kind of question --------------------------------------------------------------
 
 
-def _count(value: Any) -> int | float:
+def _count(value: Scalar) -> int | float:
     """Bytes as an exact int where they are whole (always, unless padded shapes split them)."""
     number = float(value)
     return int(number) if number.is_integer() else number
@@ -292,7 +293,7 @@ def shard_row(run: Callable[[Precision], Any], chip: Chip) -> RowFn:
             t_memory_s=float(result.cost.t_memory_s),
             t_network_s=float(result.t_network_s),
             bound=result.bound,
-            critical_m=crit,
+            critical_m=None if crit is None else int(crit),
             memory_bytes=_count(result.hbm_bytes["total"]),
         )
 

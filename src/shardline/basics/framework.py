@@ -94,7 +94,7 @@ def _load(key: str) -> Framework:
     if key not in files:
         raise InputError(f"unknown framework {key[:60]!r}; known: {', '.join(sorted(files))}")
     data = tomllib.loads(files[key].read_text(encoding="utf-8"))
-    defaults: dict[str, Any] = {}
+    defaults: dict[str, object] = {}
     sources: dict[str, str] = {}
     for knob, entry in data.get("defaults", {}).items():
         if knob not in SETTABLE or not isinstance(entry, dict) or not entry.get("source"):

@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 
+from shardline.basics.values import Scalar
 from shardline.errors import InputError
 
 __all__ = [
@@ -238,7 +239,7 @@ def _scaled(value: float, unit: str, prefixes: tuple[tuple[float, str], ...], di
 _DECIMAL = ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
 
 
-def fmt_bytes(value: float, digits: int = 3) -> str:
+def fmt_bytes(value: Scalar, digits: int = 3) -> str:
     """Decimal bytes: 402653184 -> '403 MB' (GB = 1e9 B)."""
     return _scaled(float(value), "B", _DECIMAL, digits)
 
@@ -266,15 +267,15 @@ def fmt_capacity(value: float) -> str:
     return fmt_bytes(v, 4)
 
 
-def fmt_flops(value: float, digits: int = 3) -> str:
+def fmt_flops(value: Scalar, digits: int = 3) -> str:
     return _scaled(float(value), "FLOP", _DECIMAL, digits)
 
 
-def fmt_rate(value: float, unit: str = "FLOP/s", digits: int = 3) -> str:
+def fmt_rate(value: Scalar, unit: str = "FLOP/s", digits: int = 3) -> str:
     return _scaled(float(value), unit, _DECIMAL, digits)
 
 
-def fmt_time(seconds: float, digits: int = 3) -> str:
+def fmt_time(seconds: Scalar, digits: int = 3) -> str:
     value = float(seconds)
     if value == 0 or not math.isfinite(value):
         return f"{value:g} s"
@@ -301,7 +302,7 @@ def fmt_usd(value: float, digits: int = 3) -> str:
     return "$" + fmt_short(value, digits)
 
 
-def fmt_num(value: float, digits: int = 4) -> str:
+def fmt_num(value: Scalar, digits: int = 4) -> str:
     """A number for formulas: exact counts (ints) with separators; rates and other floats in
     short scientific form (9.894e14), so that a reader can retype them."""
     if isinstance(value, int | np.integer) and abs(int(value)) < 10**18:
@@ -316,7 +317,7 @@ def fmt_num(value: float, digits: int = 4) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def fmt_int(value: float) -> str:
+def fmt_int(value: Scalar) -> str:
     return f"{int(value):,}"
 
 

@@ -63,7 +63,7 @@ class CalibrationOptions:
 class CalibrationResult:
     path: str
     chip: dict[str, Any]
-    measurements: list[dict[str, Any]]
+    measurements: list[dict[str, object]]
 
 
 def detect_device(device: str) -> str:
@@ -86,14 +86,14 @@ def current_identity(device: str) -> str:
 
 
 def run_measured(
-    jobs: list[dict[str, Any]],
+    jobs: list[dict[str, object]],
     *,
     threads: int | None,
     label: str,
     progress: bool | None,
     partial: Path | None,
     not_written: str = "no chip file was written",
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Run jobs with a progress bar; on failure keep the finished rows in `partial` and raise."""
     bar = ProgressBar(len(jobs), label, enabled=progress)
     try:
@@ -126,7 +126,7 @@ def catalog_match(device_name: str) -> Chip | None:
 
 def _measure_gpu(
     options: CalibrationOptions, progress: bool | None, partial: Path
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[dict[str, object]]]:
     """The chip table and the measurements of a CUDA GPU."""
     torch = gpu.require_torch()
     props = gpu.gpu_properties()
@@ -149,7 +149,7 @@ def _measure_gpu(
 
 def _measure_cpu(
     options: CalibrationOptions, progress: bool | None, partial: Path
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[dict[str, object]]]:
     """The chip table and the measurements of this CPU (numpy's BLAS or torch's CPU kernels)."""
     backend = options.backend or "numpy"
     if backend == "torch":

@@ -64,7 +64,7 @@ def render_toml(data: dict[str, Any], header: str = "") -> str:
     """TOML text for nested dicts of scalars, lists and Measured values (tables after scalars)."""
     lines = [f"# {line}" if line else "#" for line in header.splitlines()]
 
-    def emit(table: dict[str, Any], prefix: str) -> None:
+    def emit(table: dict[str, object], prefix: str) -> None:
         scalars = {k: v for k, v in table.items() if not isinstance(v, dict)}
         tables = {k: v for k, v in table.items() if isinstance(v, dict)}
         if prefix and scalars:
@@ -92,7 +92,7 @@ def check_output(
     return check_output_path(path, inputs, force=force, suffixes=suffixes or (Path(path).suffix,))
 
 
-def write_chip_file(path: Path, data: dict[str, Any], header: str = "") -> None:
+def write_chip_file(path: Path, data: dict[str, object], header: str = "") -> None:
     """Validate `data` as a chip (the loader's own checks) and write it atomically."""
     text = render_toml(data, header)
     chip_from_dict(tomllib.loads(text), origin=str(path))  # never write a file the loader rejects
@@ -125,7 +125,7 @@ def free_partial_path(path: Path) -> Path:
     )
 
 
-def write_partial_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+def write_partial_csv(path: Path, rows: list[dict[str, object]]) -> Path:
     """The measurements taken so far, one row each, raw SI numbers (atomic as well), in `path`
     or, where a file is there already, the next free name (free_partial_path): the path
     written."""

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.values import Scalar
 from shardline.calibrate.chipfile import Measured, render_toml, write_partial_csv
 from shardline.calibrate.collectives_run import OPS, measured_or_refused, sizes
 from shardline.collectives.algorithms import TABLE, Algorithm
@@ -67,13 +68,13 @@ def _switch(op: str) -> Algorithm:
 
 def model_time(
     op: str,
-    v_bytes: Any,
+    v_bytes: Scalar,
     processes: int,
     alpha_s: float,
     link_bytes_per_s: float,
     eff_max: float,
     half_bytes: float,
-) -> Any:
+) -> Scalar:
     """Predicted seconds of one collective (the model in the module docstring)."""
     record = _switch(op)
     v = np.asarray(v_bytes, dtype=np.float64)
@@ -166,14 +167,14 @@ def fit_latency(rows: list[dict[str, Any]], op: str = "all_reduce") -> float:
     return float(statistics.median(r["seconds"] for r in mine if r["bytes"] == smallest))
 
 
-def fit_scale_out(rows: list[dict[str, Any]]) -> dict[str, float]:
+def fit_scale_out(rows: list[dict[str, object]]) -> dict[str, float]:
     """The network between nodes: alpha and one-way bytes/s of rank 0 to the next node's first
     rank, and the shortest all-reduce over every rank."""
     alpha, link = _link(_by_kind(rows), "ping_node", "p2p_node")
     return {"alpha_s": alpha, "bytes_per_s": link, "latency_s": fit_latency(rows)}
 
 
-def fit_nodes(rows: list[dict[str, Any]], processes: int, local: int) -> dict[str, Any]:
+def fit_nodes(rows: list[dict[str, object]], processes: int, local: int) -> dict[str, object]:
     """The fit of a run over several nodes (module docstring): in-node link, scale-out, and the
     efficiency against shardline's own hierarchical line rate."""
     from shardline.collectives import collective_cost
@@ -229,10 +230,10 @@ def calibrate_collectives(
     quick: bool,
     progress: bool | None,
     partial: Path | None,
-    done: list[dict[str, Any]],
+    done: list[dict[str, object]],
     repeats: int | None = None,
     processes_per_node: int | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, object], list[dict[str, object]]]:
     """Measure and fit; returns the chip-file tables and the measured rows."""
 
     def saved() -> str:
@@ -281,7 +282,7 @@ def _chip_tables(
         "hop_latency_s": Measured(fit["alpha_s"], f"half a 4-byte ping-pong; {where}"),
         "scale_up_devices": Measured(local, "processes per node measured (LOCAL_WORLD_SIZE)"),
     }
-    achievable: dict[str, Any] = {
+    achievable: dict[str, object] = {
         "collective_bus_efficiency": Measured(fit["eff_max"], where),
         "collective_half_efficiency_bytes": Measured(fit["half_bytes"], where),
     }
@@ -300,7 +301,7 @@ def _chip_tables(
 
 def _scale_out_table(
     out: dict[str, float], rows: list[dict[str, Any]], backend: str, local: int, where: str
-) -> dict[str, Any]:
+) -> dict[str, object]:
     p2p = max(r["bytes"] for r in rows if r["op"] == "p2p_node")
     smallest = min(r["bytes"] for r in rows if r["op"] == "all_reduce")
     return {

@@ -158,7 +158,7 @@ def _available_bytes() -> float:
     return 8e9  # no /proc: assume a small machine
 
 
-def _ops(r: _Rank, v: int) -> dict[str, tuple[int, Callable[[], Any]]]:
+def _ops(r: _Rank, v: int) -> dict[str, tuple[int, Callable[[], object]]]:
     """Each kind's (bytes run, call) for a V-byte array: fp32, parts whole on every rank."""
     torch, dist, x = r.torch, r.dist, r.world
     n = max(x, -(-v // 4 // x) * x)  # elements of the whole array, a multiple of X
@@ -176,10 +176,10 @@ def _ops(r: _Rank, v: int) -> dict[str, tuple[int, Callable[[], Any]]]:
     }
 
 
-def _sweep(r: _Rank, quick: bool, local_ranks: int) -> list[dict[str, Any]]:
+def _sweep(r: _Rank, quick: bool, local_ranks: int) -> list[dict[str, object]]:
     """Every kind at every size, within the time budget and the memory; a quick sweep that runs
     out of time skips to its top size (4 MiB), so the bandwidth end is always measured."""
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     cap = r.memory_cap_bytes(local_ranks)
     budget, start = budget_s(quick), time.perf_counter()
     todo = [v for v in sizes(quick) if v <= cap]
@@ -197,7 +197,7 @@ def _sweep(r: _Rank, quick: bool, local_ranks: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _measure_size(r: _Rank, v: int, rows: list[dict[str, Any]]) -> None:
+def _measure_size(r: _Rank, v: int, rows: list[dict[str, object]]) -> None:
     for op, (nbytes, fn) in _ops(r, v).items():
         rows.append({"op": op, "bytes": nbytes, "seconds": r.time(fn, nbytes)})
         if r.rank == 0:
@@ -211,7 +211,7 @@ def next_size_s(spent: float, before: float, ratio: float) -> float:
     return spent * min(max(growth, 1.0), ratio)
 
 
-def _between_nodes(r: _Rank, local: int) -> list[dict[str, Any]]:
+def _between_nodes(r: _Rank, local: int) -> list[dict[str, object]]:
     """Rank 0 to the first rank of the next node, and the smallest all-reduce inside each node."""
     rows = [
         {"op": "ping_node", "bytes": 4, "seconds": r.p2p(4, local)},
@@ -228,13 +228,13 @@ def _between_nodes(r: _Rank, local: int) -> list[dict[str, Any]]:
     return rows
 
 
-def measure_rank(quick: bool, repeats: int) -> list[dict[str, Any]]:
+def measure_rank(quick: bool, repeats: int) -> list[dict[str, object]]:
     """Run in every rank after init_process_group; returns rows on rank 0 ([] elsewhere)."""
     warnings.filterwarnings("ignore", category=FutureWarning)
     r = _Rank(repeats, quick)
     local, _ = topology_env()
     local = min(max(1, local), r.world)
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     if local > 1:
         big = 2**22 if quick else 2**26
         rows.append({"op": "ping", "bytes": 4, "seconds": r.p2p(4, 1)})
@@ -298,7 +298,7 @@ def run_local(
     repeats: int,
     progress: Callable[[str], None],
     per_node: int | None = None,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Start `processes` local ranks (`per_node` of them per fake node) and collect rank 0's rows.
     Raises RuntimeError with the first failing rank's last line."""
     settings = {
@@ -309,7 +309,7 @@ def run_local(
     port = _free_port()
     per = per_node or processes
     procs = [_spawn(rank, processes, per, port, settings) for rank in range(processes)]
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     first = procs[0]
     assert first.stdout is not None
     for line in first.stdout:
@@ -338,7 +338,7 @@ def measure(
     repeats: int | None,
     progress: bool | None,
     processes_per_node: int | None = None,
-) -> tuple[list[dict[str, Any]], str]:
+) -> tuple[list[dict[str, object]], str]:
     """The sweep's rows (rank 0) and the backend, run by torchrun's ranks or by local processes;
     `repeats` per size (None: 5 quick, 9 full).
 

@@ -137,13 +137,13 @@ def numpy_callable(job: dict[str, Any]) -> Callable[[], object]:
     raise ValueError(f"unknown numpy job kind {kind!r}")
 
 
-def run_numpy_job(job: dict[str, Any], **timing: Any) -> Timing:
+def run_numpy_job(job: dict[str, object], **timing: Any) -> Timing:
     """Time one numpy job on its own (`time_call`)."""
     return time_call(numpy_callable(job), **timing)
 
 
 def run_numpy_interleaved(
-    jobs: list[dict[str, Any]], *, deadline: float | None = None, **timing: Any
+    jobs: list[dict[str, object]], *, deadline: float | None = None, **timing: Any
 ) -> list[Timing]:
     """Time numpy jobs together, their samples interleaved in rounds (`time_interleaved`)."""
     return time_interleaved([numpy_callable(job) for job in jobs], deadline=deadline, **timing)

@@ -55,7 +55,7 @@ def cpu_plan(
     device: str = "cpu",
     quick: bool = False,
     repeats: int | None = None,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """The jobs of a CPU calibration (see the module docstring)."""
     timing = timing_settings(quick, repeats)
     llc = llc_bytes or _FALLBACK_LLC_BYTES
@@ -74,7 +74,7 @@ def cpu_plan(
         sides = (_square_side(llc / 4, 4), _square_side(llc, 4))
         long_k = ((96, 8192, 96), (192, 16384, 192), (64, 49152, 64))
     base = {"backend": backend, "device": device, **timing}
-    jobs: list[dict[str, Any]] = []
+    jobs: list[dict[str, object]] = []
     for dtype in dtypes:
         size = dtype_bytes(dtype)
         shapes = [(TINY, TINY, TINY, "overhead")]
@@ -281,7 +281,7 @@ def _cpu_tables(
         ),
     }
     sysfs = f"sysfs says {llc_bytes:,} B" if llc_bytes else "sysfs does not say"
-    on_chip: dict[str, Any] = {
+    on_chip: dict[str, object] = {
         "core_name": "core",
         "cores": Measured(setup.threads, "BLAS threads used by the calibration"),
         "l2_bytes": Measured(
@@ -294,7 +294,7 @@ def _cpu_tables(
             fit.cache_rate, f"fitted matrix-vector read rate from the cache; {_WHERE}"
         ),
     }
-    ach: dict[str, Any] = {
+    ach: dict[str, object] = {
         "mem_bytes_per_s": Measured(
             fit.mem_rate, f"fitted matrix-vector read rate from memory; {_WHERE}"
         ),
@@ -314,7 +314,7 @@ def _cpu_tables(
     return {"memory": memory, "on_chip": on_chip, "achievable": ach}
 
 
-def fit_cpu(results: list[dict[str, Any]], setup: CpuSetup) -> dict[str, Any]:
+def fit_cpu(results: list[dict[str, object]], setup: CpuSetup) -> dict[str, object]:
     """A chip-file table from CPU calibration results (see the module docstring)."""
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     fit = _fit_cpu_model(results, setup.llc_bytes)
@@ -354,11 +354,11 @@ def fit_cpu(results: list[dict[str, Any]], setup: CpuSetup) -> dict[str, Any]:
 
 def gpu_plan(
     dtypes: tuple[str, ...], *, quick: bool = False, repeats: int | None = None
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     timing = timing_settings(quick, repeats)
     base = {"backend": "torch", "device": "cuda", **timing}
     sides = (1024, 2048) if quick else (4096, 6144, 8192, 12288)
-    jobs: list[dict[str, Any]] = [{**base, "kind": "launch", "role": "launch"}]
+    jobs: list[dict[str, object]] = [{**base, "kind": "launch", "role": "launch"}]
     for dtype in dtypes:
         for n in sides:
             jobs.append(
@@ -373,7 +373,7 @@ def gpu_plan(
     return jobs
 
 
-def _gpu_achievable(results: list[dict[str, Any]]) -> tuple[dict[str, Any], float | None]:
+def _gpu_achievable(results: list[dict[str, Any]]) -> tuple[dict[str, object], float | None]:
     """The achievable table of a GPU (matmul rates, copy bandwidth, launch overhead, unaligned
     efficiency) and the measured copy bandwidth."""
     rates: dict[str, float] = {}
@@ -387,7 +387,7 @@ def _gpu_achievable(results: list[dict[str, Any]]) -> tuple[dict[str, Any], floa
     by_role = {r["role"]: r for r in results}
     copy = by_role.get("memory")
     mem_rate = 2 * copy["bytes"] / copy["seconds"] if copy else None
-    ach: dict[str, Any] = {"matmul_flops_per_s": achievable}
+    ach: dict[str, object] = {"matmul_flops_per_s": achievable}
     if mem_rate:
         ach["mem_bytes_per_s"] = Measured(mem_rate, f"device copy (read+write); {_WHERE}")
     if "launch" in by_role:
@@ -428,8 +428,8 @@ def _gpu_peaks_and_memory(
     return peaks, memory
 
 
-def _gpu_on_chip(props: dict[str, Any], catalog_chip: Chip | None) -> dict[str, Any]:
-    on_chip: dict[str, Any] = {
+def _gpu_on_chip(props: dict[str, Any], catalog_chip: Chip | None) -> dict[str, object]:
+    on_chip: dict[str, object] = {
         "core_name": "SM",
         "cores": Measured(props["sms"], "CUDA device properties"),
         "align_bytes": Measured(16, "NVIDIA Matrix Multiplication Background guide"),
@@ -446,14 +446,14 @@ def _gpu_on_chip(props: dict[str, Any], catalog_chip: Chip | None) -> dict[str, 
 
 
 def fit_gpu(
-    results: list[dict[str, Any]],
+    results: list[dict[str, object]],
     *,
-    props: dict[str, Any],
+    props: dict[str, object],
     identity: str,
     name: str,
     library: str,
     catalog_chip: Chip | None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A chip-file table from GPU calibration results; datasheet peaks from the matching catalog
     chip when there is one (measurement cannot give a datasheet peak)."""
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")

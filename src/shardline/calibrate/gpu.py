@@ -66,7 +66,7 @@ def gpu_properties() -> dict[str, Any]:
     }
 
 
-def torch_dtype(name: str) -> Any:
+def torch_dtype(name: str) -> object:
     torch = require_torch()
     table = {
         "fp32": torch.float32,

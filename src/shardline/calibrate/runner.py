@@ -24,7 +24,7 @@ _THREAD_VARS = (
 class MeasurementFailed(Exception):
     """A worker failed midway; `done` holds the measurements it finished before."""
 
-    def __init__(self, message: str, done: list[dict[str, Any]]) -> None:
+    def __init__(self, message: str, done: list[dict[str, object]]) -> None:
         super().__init__(message)
         self.done = done
 
@@ -80,7 +80,7 @@ def run_jobs(
     *,
     threads: int | None,
     progress: Callable[[str], None] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Run `jobs` in `python -m shardline.calibrate.worker`; return each job with its timing.
 
     With one thread on a CPU the clock is the CPU time of the measuring thread: on an idle machine
@@ -102,7 +102,7 @@ def run_jobs(
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     proc.stdin.write(json.dumps(jobs))
     proc.stdin.close()
-    done: list[dict[str, Any]] = []
+    done: list[dict[str, object]] = []
     error = None
     try:
         for line in proc.stdout:

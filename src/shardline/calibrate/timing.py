@@ -58,7 +58,7 @@ def timing_settings(
     quick: bool, repeats: int | None, budget_s: float = CALIBRATE_BUDGET_S
 ) -> dict[str, Any]:
     """The timing keys of a job: repeats, warm-up calls, sample length, time budget."""
-    timing: dict[str, Any]
+    timing: dict[str, object]
     if quick:
         timing = {"repeats": repeats or 3, "warmup": 1, "min_sample_s": 0.004, "budget_s": 5.0}
     else:
@@ -198,7 +198,7 @@ def noise_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def calibration_noise(results: list[dict[str, Any]]) -> dict[str, Any]:
+def calibration_noise(results: list[dict[str, Any]]) -> dict[str, object]:
     """The `[calibration.noise]` table: the machine's noise during the run (`noise_summary`), a
     warning when it is above the limit, and the reference multiply (the largest square measured,
     its median time) that `validate` measures again to see whether the machine has changed."""

@@ -107,7 +107,7 @@ CSV_COLUMNS = (
 )
 
 
-def suite(kind: str, dtypes: tuple[str, ...], quick: bool = False) -> list[dict[str, Any]]:
+def suite(kind: str, dtypes: tuple[str, ...], quick: bool = False) -> list[dict[str, object]]:
     shapes = _QUICK_SUITE if quick else (_GPU_SUITE if kind == "gpu" else _CPU_SUITE)
     return [
         {"group": g, "m": m, "k": k, "n": n, "dtype": d} for d in dtypes for g, m, k, n in shapes
@@ -156,10 +156,10 @@ class ValidationResult:
     measured_on: str
     backend: str
     threads: int | None
-    cases: list[dict[str, Any]]
+    cases: list[dict[str, object]]
     summary: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         from shardline.basics.serialize import jsonable
 
         return {
@@ -172,7 +172,7 @@ class ValidationResult:
         }
 
 
-def summarize(cases: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(cases: list[dict[str, Any]]) -> dict[str, object]:
     """Median and worst absolute error (fractions) of the prediction and of the roofline."""
     pred = [c["abs_err_predicted"] for c in cases]
     roof = [c["abs_err_roofline"] for c in cases]
@@ -188,7 +188,7 @@ def summarize(cases: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _predict(chip: Chip, cases: list[dict[str, Any]]) -> dict[str, Any]:
+def _predict(chip: Chip, cases: list[dict[str, object]]) -> dict[str, object]:
     from shardline.ops.predict import with_prediction
     from shardline.ops.roofline import matmul
 
@@ -272,15 +272,15 @@ def _reference(info: dict[str, Any], dtypes: tuple[str, ...]) -> dict[str, Any] 
 
 
 def validation_noise(
-    measured: list[dict[str, Any]], info: dict[str, Any], reference: dict[str, Any] | None
-) -> dict[str, Any]:
+    measured: list[dict[str, Any]], info: dict[str, object], reference: dict[str, Any] | None
+) -> dict[str, object]:
     """The noise beside the verdict: this run's (`noise_summary` of its measurements), the
     calibration's (its file's `[calibration.noise]`), and the drift of the reference multiply
     since the calibration (measured / recorded - 1). The verdict is conclusive when neither run
     was noisy and the reference moved by no more than the noise limit."""
     noise = noise_summary(measured)
     table = info.get("noise")
-    recorded: dict[str, Any] = table if isinstance(table, dict) else {}
+    recorded: dict[str, object] = table if isinstance(table, dict) else {}
     noise["calibration_repeat_spread"] = recorded.get("repeat_spread")
     noise["calibration_noisy"] = bool(recorded.get("noisy", False))
     drift = None
@@ -304,7 +304,7 @@ def validation_noise(
     return noise
 
 
-def _backend(device: str, info: dict[str, Any]) -> tuple[str, str, tuple[str, ...]]:
+def _backend(device: str, info: dict[str, object]) -> tuple[str, str, tuple[str, ...]]:
     """(library, device it runs on, dtypes the suite wants) for `device` ("cuda" or "cpu")."""
     if device == "cuda":
         return "torch", "cuda", ("bf16", "fp32")
@@ -316,8 +316,8 @@ def _backend(device: str, info: dict[str, Any]) -> tuple[str, str, tuple[str, ..
 
 
 def _rows(
-    cases: list[dict[str, Any]], measured: list[dict[str, Any]], model: dict[str, Any]
-) -> list[dict[str, Any]]:
+    cases: list[dict[str, object]], measured: list[dict[str, Any]], model: dict[str, Any]
+) -> list[dict[str, object]]:
     """Each case with its measured, predicted and roofline times and the two errors."""
     rows = []
     for i, (case, result) in enumerate(zip(cases, measured, strict=True)):

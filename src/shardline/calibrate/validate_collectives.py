@@ -40,7 +40,7 @@ class CollectiveValidation:
     rows: list[dict[str, Any]]
     summary: dict[str, Any]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         from shardline.basics.serialize import jsonable
 
         return jsonable(
@@ -55,7 +55,7 @@ class CollectiveValidation:
         )
 
 
-def compare(chip: Chip, measured: list[dict[str, Any]], devices: int) -> list[dict[str, Any]]:
+def compare(chip: Chip, measured: list[dict[str, Any]], devices: int) -> list[dict[str, object]]:
     """Each measured collective row with shardline's prediction and the error."""
     from shardline.collectives import collective_cost
 
@@ -179,7 +179,7 @@ def render(result: CollectiveValidation, files: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_from_args(args: Any) -> tuple[dict[str, Any], str]:
+def run_from_args(args: Any) -> tuple[dict[str, object], str]:
     """`validate --collectives`: check the output, measure, write the CSV; (JSON payload, text)."""
     from shardline.calibrate.chipfile import check_output
 

@@ -16,7 +16,6 @@ import json
 import os
 import sys
 import time
-from typing import Any
 
 from shardline.calibrate.cpu import job_bytes, run_numpy_interleaved, run_numpy_job
 from shardline.calibrate.gpu import run_torch_job
@@ -25,8 +24,8 @@ from shardline.calibrate.timing import Timing
 GROUP_BYTES = 512 * 2**20  # arrays kept allocated at once while a group's samples interleave
 
 
-def _timing_args(job: dict[str, Any]) -> dict[str, Any]:
-    timing: dict[str, Any] = {
+def _timing_args(job: dict[str, object]) -> dict[str, object]:
+    timing: dict[str, object] = {
         key: job[key] for key in ("repeats", "warmup", "min_sample_s") if key in job
     }
     if job.get("clock") == "thread":  # CPU time of this thread (see runner.run_jobs)
@@ -34,7 +33,7 @@ def _timing_args(job: dict[str, Any]) -> dict[str, Any]:
     return timing
 
 
-def _record(result: Timing) -> dict[str, Any]:
+def _record(result: Timing) -> dict[str, object]:
     return {
         "seconds": result.median_s,
         "min_s": result.min_s,
@@ -45,18 +44,18 @@ def _record(result: Timing) -> dict[str, Any]:
     }
 
 
-def run_job(job: dict[str, Any]) -> dict[str, Any]:
+def run_job(job: dict[str, object]) -> dict[str, object]:
     timing = _timing_args(job)
     if job.get("backend", "numpy") == "torch":
         return _record(run_torch_job(job, **timing))
     return _record(run_numpy_job(job, **timing))
 
 
-def _interleavable(job: dict[str, Any]) -> bool:
+def _interleavable(job: dict[str, object]) -> bool:
     return job.get("backend", "numpy") == "numpy" and job.get("device", "cpu") == "cpu"
 
 
-def groups(jobs: list[dict[str, Any]]) -> list[list[int]]:
+def groups(jobs: list[dict[str, object]]) -> list[list[int]]:
     """Indices of consecutive numpy jobs whose arrays fit GROUP_BYTES together (at least one job
     each); any other job is a group of its own."""
     out: list[list[int]] = []
@@ -78,7 +77,7 @@ def groups(jobs: list[dict[str, Any]]) -> list[list[int]]:
     return out
 
 
-def _measure(jobs: list[dict[str, Any]], deadline: float | None) -> list[dict[str, Any]]:
+def _measure(jobs: list[dict[str, object]], deadline: float | None) -> list[dict[str, object]]:
     if len(jobs) == 1 or not _interleavable(jobs[0]):
         return [run_job(job) for job in jobs]
     results = run_numpy_interleaved(jobs, deadline=deadline, **_timing_args(jobs[0]))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from shardline.cli.args import add_force_arg, add_json_arg
 from shardline.cli.common import emit_json
@@ -81,7 +80,7 @@ def _add_measurement_args(cal: argparse.ArgumentParser) -> None:
     )
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """A chip table with sourced values ({value, source}) as plain JSON."""
     if hasattr(value, "value") and hasattr(value, "source"):
         return {"value": value.value, "source": value.source}

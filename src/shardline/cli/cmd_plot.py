@@ -7,8 +7,9 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from shardline.basics.values import JSONDict
 from shardline.cli.args import (
     add_chip_args,
     add_compare_args,
@@ -194,7 +195,7 @@ def run_batch(args: argparse.Namespace) -> int:
 
 def _batch_json(
     plot: BatchPlot, batch: np.ndarray, shapes: list[tuple[int, int]], out: Path
-) -> dict[str, Any]:
+) -> JSONDict:
     return {
         "output": str(out),
         "chip": plot.chip_name,
@@ -331,7 +332,7 @@ def _run_cheatsheet(args: argparse.Namespace) -> int:
 
 def _roofline_json(
     plot: RooflinePlot, points: list[RoofPoint], chip_name: str, out: Path
-) -> dict[str, Any]:
+) -> JSONDict:
     return {
         "output": str(out),
         "chip": chip_name,
@@ -383,7 +384,7 @@ def run_strategies(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bar_json(b: StrategyBar) -> dict[str, Any]:
+def _bar_json(b: StrategyBar) -> JSONDict:
     return {
         "label": b.label,
         "bound": b.bound,

@@ -21,6 +21,7 @@ from shardline.cli.execution_args import add_degree_args, add_execution_args
 from shardline.errors import InputError
 
 if TYPE_CHECKING:
+    from shardline.planning.results import PlanResult
     from shardline.report.figures import Figure
     from shardline.report.html import ReportData
 
@@ -85,7 +86,9 @@ def _data(args: argparse.Namespace) -> tuple[ReportData, str]:
     return data, ""
 
 
-def plan_summary(stack_rows: list[tuple[str, str]], best: Any, args: Any) -> list[tuple[str, str]]:
+def plan_summary(
+    stack_rows: list[tuple[str, str]], best: PlanResult, args: argparse.Namespace
+) -> list[tuple[str, str]]:
     """The page's summary with --devices: the plan the timeline draws (its step, predicted and
     lower bound, and its memory per device) in place of the one-device stack's time and memory."""
     from shardline.basics.units import fmt_bytes, fmt_time

@@ -159,7 +159,7 @@ def _add_run(p: argparse.ArgumentParser) -> None:
     g.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
-def _progress(args: argparse.Namespace) -> Any:
+def _progress(args: argparse.Namespace) -> object:
     if args.json or args.quiet:
         return None
 
@@ -233,7 +233,7 @@ def _write_figures(outputs: Any, model: str, phase: str, result: dict[str, Any])
     )
 
 
-def _shown(key: str, value: Any) -> str:
+def _shown(key: str, value: object) -> str:
     """A summary value as a person reads it: dollars and other figures to three or four
     significant figures, never a float's seventeen digits."""
     from shardline.basics.units import fmt_usd
@@ -269,7 +269,7 @@ def _chip_names(text: str | None, default: list[str]) -> list[str]:
     return chips
 
 
-def _workload(args: argparse.Namespace, imported: Any = None) -> tuple[Any, Any, int]:
+def _workload(args: argparse.Namespace, imported: Any = None) -> tuple[Any, object, int]:
     """The search's workload, its model and its sequence length: --model at --seq-len and
     --global-batch, or --from's model, sequence, batch and dtype (flags given win)."""
     from shardline.basics.units import parse_count

@@ -7,13 +7,16 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardline.cli.args import add_chip_args, add_json_arg
 from shardline.cli.common import emit_json
 from shardline.cli.common import positive_arg as _positive
 from shardline.cli.serving_args import add_figure_output_args, add_serving_args, launch_line
 from shardline.errors import InputError
+
+if TYPE_CHECKING:
+    from shardline.serving.config import ServeConfig
 
 __all__ = ["register", "config_from_args", "parse_rate"]
 
@@ -145,7 +148,7 @@ def _disagg(text: str | None) -> tuple[int, int] | None:
     return _positive(p, "--disagg P"), _positive(d, "--disagg D")
 
 
-def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Any:
+def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> ServeConfig:
     from shardline.serving.config import MAX_BATCH, MAX_TOKENS, ServeConfig, parse_lengths
 
     k, alpha, draft = _spec(args.spec_decode)
@@ -207,7 +210,9 @@ def _concurrency(args: argparse.Namespace) -> int | None:
     return _at_most(n, MAX_CONCURRENCY, "--concurrency")
 
 
-def _write_figures(outputs: Any, model: str, hw: str, cfg: Any, options: Any, result: dict) -> None:
+def _write_figures(
+    outputs: Any, model: str, hw: str, cfg: Any, options: object, result: dict
+) -> None:
     """--plot and --html: the simulation's CDFs and KV occupancy, and the rate sweep, of `model`
     as the user gave it (a model file's path: not the zoo model its name may match)."""
     from functools import cache

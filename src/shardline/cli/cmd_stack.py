@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from math import prod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardline.cli.args import add_network_args, add_workload_args
 from shardline.cli.common import (
@@ -29,6 +29,10 @@ from shardline.cli.framework_io import add_emit_args, add_from_arg
 from shardline.cli.plan_outputs import add_plan_output_args
 from shardline.errors import InputError
 from shardline.strategies import strategies
+
+if TYPE_CHECKING:
+    from shardline.workload.stack import StackResult
+    from shardline.workload.workload import Workload
 
 __all__ = ["register"]
 
@@ -142,7 +146,7 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _emit_stack_json(result: Any) -> None:
+def _emit_stack_json(result: StackResult) -> None:
     """`stack --json`: the text of `emit_json(result.to_dict())`, written in pieces (a row per
     layer, 200,000 of them in a second or two); a value JSON cannot hold is emit_json's error."""
     from shardline.report.stack_json import stack_json_pieces
@@ -209,7 +213,7 @@ def _layout_pinned(options: dict[str, Any], devices: int) -> bool:
     return prod(given) == devices
 
 
-def _run_target_mfu(args: argparse.Namespace, workload: Any, devices: int, opts: Any) -> int:
+def _run_target_mfu(args: argparse.Namespace, workload: Workload, devices: int, opts: Any) -> int:
     """`plan --target-mfu F`: the smallest batch some plan reaches MFU F at."""
     from shardline.planning.capacity import batch_for_mfu
     from shardline.report.capacity_text import render_batch_for_mfu
@@ -242,10 +246,10 @@ def _plan_options(options: dict[str, Any], overrides: dict[str, Any]) -> Any:
 
 def _run_capacity(
     args: argparse.Namespace,
-    workload: Any,
+    workload: Workload,
     devices: int,
     options: dict[str, Any],
-    overrides: dict[str, Any],
+    overrides: dict[str, object],
 ) -> int:
     """`plan --max-batch` / `--max-seq-len`: the largest value that fits, by doubling and
     bisection over plan searches (the degrees given stay fixed); `--target-mfu` the smallest
@@ -269,7 +273,7 @@ def _run_capacity(
                 f"{args.workload or args.model} is a {workload.kind}"
             )
 
-        def rebuild(seq_len: int) -> Any:
+        def rebuild(seq_len: int) -> Workload:
             return load_from_args(args, seq_len=seq_len)
 
         result = max_seq_len(rebuild, args.hw, devices, options=opts)

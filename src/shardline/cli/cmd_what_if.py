@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from shardline.cli.args import (
     add_chip_args,
@@ -38,6 +38,8 @@ from shardline.errors import InputError
 if TYPE_CHECKING:
     from shardline.answers.whatif import PrecisionWhatIf, RowFn
     from shardline.hardware import Chip
+    from shardline.planning.results import PlanSet
+    from shardline.workload.workload import Workload
 
 __all__ = ["register"]
 
@@ -145,7 +147,7 @@ def _plan(args: argparse.Namespace, chip: Chip) -> tuple[tuple[str, str, str], R
     devices = positive_count(args.devices, "--devices")
     options = plan_options_from_args(args)
 
-    def one(w: Any) -> Any:
+    def one(w: Workload) -> PlanSet:
         return plan(w, chip, devices, require_fit=False, **options)
 
     subject = f"plan {workload.name} over {devices} x {chip.name}"

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from shardline.basics.units import check_rate, check_time, parse_count, parse_quantity, short
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from shardline.basics.options import RateOverrides
     from shardline.collectives import NetworkOptions
     from shardline.sharding.algebra import ShardOptions
+    from shardline.workload.workload import Workload
 
 __all__ = [
     "add_chip_args",
@@ -221,7 +222,7 @@ def _given_dtype(args: argparse.Namespace) -> str | None:
     return getattr(args, "dtype", None) if getattr(args, "dtype_given", True) else None
 
 
-def load_from_args(args: argparse.Namespace, *, seq_len: int | None = None) -> Any:
+def load_from_args(args: argparse.Namespace, *, seq_len: int | None = None) -> Workload:
     """The workload of `add_workload_args` (a WORKLOAD file or --model), with its overrides
     applied; `seq_len` replaces --seq-len (the --max-seq-len search)."""
     from dataclasses import replace
@@ -256,7 +257,7 @@ def load_from_args(args: argparse.Namespace, *, seq_len: int | None = None) -> A
     )
 
 
-def _model_workload(args: argparse.Namespace, model: str | None, seq_len: int | None) -> Any:
+def _model_workload(args: argparse.Namespace, model: str | None, seq_len: int | None) -> Workload:
     """`--model NAME`: the zoo model's [transformer] template (defaults: training, batch 1,
     sequence length 4096)."""
     from shardline.io.workload_toml import workload_from_dict

@@ -111,13 +111,14 @@ def compute_sharded_einsum(args: argparse.Namespace, spec: EinsumSpec) -> Sharde
     names = (spec.lhs.name, spec.rhs.name, spec.out.name)
     overrides: dict[str, str | None] = dict(dtype_map(args.dtypes))
     dtypes, compute = resolve_dtypes(names, args.dtype, overrides, args.compute_dtype)
+    compute = str(compute)  # one dtype name from the command line
     chip = load_chip(args.hw).with_overrides(compute_dtype=compute, **overrides_from_args(args))
     return plan_sharded(
         spec,
         parse_dims(args.dims),
         mesh,
         chip,
-        Precision(operands=dtypes, compute=compute),
+        Precision(operands={k: str(v) for k, v in dtypes.items()}, compute=compute),
         network_from_args(args, list(mesh.names)),
         shard_options_from_args(args, (spec.lhs.name, spec.rhs.name)),
     )

@@ -62,7 +62,7 @@ def add_degree_args(parser: argparse.ArgumentParser) -> None:
 
 def plan_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """plan()'s keywords from the flags: the degrees given, the microbatches and the execution."""
-    options: dict[str, Any] = {
+    options: dict[str, object] = {
         s.name: count_arg(getattr(args, s.name), f"--{s.word}") for s in strategies()
     }
     for key in ("etp", "edp"):  # parallel folding (shardline.planning.folding)
@@ -89,7 +89,7 @@ def add_execution_args(parser: argparse.ArgumentParser) -> None:
     _add_step_args(g)
 
 
-def add_run_knob_args(g: Any, searched: frozenset[str]) -> None:
+def add_run_knob_args(g: object, searched: frozenset[str]) -> None:
     """The execution flags of how a model runs that a search does not try itself (`searched`:
     the fields it tries): the strategies' knobs but those, the gradient dtype, the optimizer,
     the launch mode and the attention kernel (the training search; its own --framework,
@@ -242,9 +242,9 @@ def _tokens(text: str | None) -> float | None:
     return float(parse_count(text, "--tokens"))
 
 
-def execution_from_args(args: argparse.Namespace) -> dict[str, Any]:
+def execution_from_args(args: argparse.Namespace) -> dict[str, object]:
     """The Execution keywords the user gave (plan() fills the rest with defaults)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for knob in knobs():
         value = getattr(args, knob.field, None)
         if knob.switch:

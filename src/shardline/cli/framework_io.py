@@ -13,6 +13,8 @@ from shardline.errors import InputError
 if TYPE_CHECKING:
     from shardline.io.framework_config import Imported
     from shardline.planning.results import PlanSet
+    from shardline.workload.modelspec import ModelSpec
+    from shardline.workload.workload import Workload
 
 __all__ = [
     "add_from_arg",
@@ -74,7 +76,7 @@ def add_emit_out_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _set(args: argparse.Namespace, name: str, value: Any, given: list[str]) -> None:
+def _set(args: argparse.Namespace, name: str, value: object, given: list[str]) -> None:
     """Fill one flag from the file unless the command line gave it."""
     if getattr(args, name, None) is None:
         setattr(args, name, value)
@@ -176,8 +178,8 @@ def write_emitted(args: argparse.Namespace, text: str) -> dict[str, Any]:
 
 def emit_search_best(
     args: argparse.Namespace,
-    workload: Any,
-    spec: Any,
+    workload: Workload,
+    spec: ModelSpec,
     best: dict[str, Any],
     sizes: tuple[int, str],
 ) -> dict[str, Any]:
@@ -268,10 +270,10 @@ def search_from(args: argparse.Namespace, devices: int) -> Imported | None:
 
 def search_emit(
     args: argparse.Namespace,
-    run: tuple[Any, Any, int],
+    run: tuple[Workload, Any, int],
     result: dict[str, Any],
     imported: Imported | None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """--emit of the search's best layout (`run`: the workload, the model, the sequence):
     {"emit": ...} (with -o, or --json) or {"emit_text": ...} to print alone."""
     workload, spec, seq_len = run

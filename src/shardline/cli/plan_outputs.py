@@ -7,13 +7,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from shardline.cli.args import add_cost_args, add_force_arg
 from shardline.cli.common import emit_json, write_text
 from shardline.errors import InputError
 
 if TYPE_CHECKING:
+    from shardline.hardware import Chip
     from shardline.io.framework_config import Imported
     from shardline.planning.results import PlanSet
 
@@ -31,7 +32,7 @@ def add_plan_output_args(parser: argparse.ArgumentParser) -> None:
     add_force_arg(parser, "STEP.json if it exists")
 
 
-def price_from_args(args: argparse.Namespace, chip: Any) -> float | None:
+def price_from_args(args: argparse.Namespace, chip: Chip) -> float | None:
     """--usd-per-hour, else --prices FILE's row, else the default table's (None if unpriced)."""
     from shardline.costing import chip_name, price_table
     from shardline.costing.tables import MAX_VALUE
@@ -52,7 +53,7 @@ def price_from_args(args: argparse.Namespace, chip: Any) -> float | None:
     return row.usd_per_hour if row is not None else None
 
 
-def _with_costs(result: PlanSet, price: float | None) -> tuple[dict[str, Any], list[str]]:
+def _with_costs(result: PlanSet, price: float | None) -> tuple[dict[str, object], list[str]]:
     from shardline.costing import plan_training_cost
     from shardline.report.cost_text import training_cost_lines
 
@@ -61,7 +62,9 @@ def _with_costs(result: PlanSet, price: float | None) -> tuple[dict[str, Any], l
     if tokens is None or not result.workload.training:
         return payload, []
     lines: list[str] = []
-    for plan, row in zip(result.plans, payload["plans"], strict=True):
+    rows = payload["plans"]
+    assert isinstance(rows, list)
+    for plan, row in zip(result.plans, rows, strict=True):
         cost = plan_training_cost(plan, result.devices, result.chip, tokens, price)
         if cost is None:
             continue

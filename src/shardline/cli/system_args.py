@@ -10,9 +10,12 @@ every command downstream prices the user's cluster without knowing about systems
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
 
 from shardline.errors import InputError
+
+if TYPE_CHECKING:
+    from shardline.hardware import Chip
 
 __all__ = ["add_system_args", "power_capped", "resolve_hardware", "SYSTEM_FLAGS"]
 
@@ -104,7 +107,7 @@ def resolve_hardware(args: argparse.Namespace) -> None:
     args.hw = power_capped(args.hw or "h100-sxm", args.power_cap)
 
 
-def power_capped(hw: Any, text: str) -> Any:
+def power_capped(hw: str | Chip, text: str) -> Chip:
     """The chip `hw` (a name, a file or a Chip) under the power limit --power-cap `text` gives."""
     from shardline.basics.units import parse_quantity
     from shardline.hardware import load_chip

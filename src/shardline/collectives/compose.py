@@ -16,10 +16,10 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from shardline.basics.values import Scalar
 from shardline.collectives.algorithms import TABLE, VOCABULARY
 from shardline.collectives.networks import axis_network
 from shardline.collectives.priced import (
@@ -46,7 +46,7 @@ from shardline.hardware import Chip, resolve_chip
 __all__ = ["collective_cost", "collective_over"]
 
 
-def _step(stage: Stage, array: Any, record: LineRate, grouped: bool = False) -> CollectiveStep:
+def _step(stage: Stage, array: Scalar, record: LineRate, grouped: bool = False) -> CollectiveStep:
     """One stage running `record` on an array of `array` bytes."""
     n = stage.devices
     coef, hops = record.coefficient(n), record.hops(n)
@@ -101,7 +101,7 @@ def _grouped_record(kind: str, stage: Stage, algorithm: str | None) -> LineRate:
 
 
 def _staged(
-    kind: str, nbytes: Any, stages: list[Stage], algorithm: str | None
+    kind: str, nbytes: Scalar, stages: list[Stage], algorithm: str | None
 ) -> list[CollectiveStep]:
     """The steps of an all-gather, reduce-scatter, all-reduce or all-to-all over `stages`."""
     total = math.prod(s.devices for s in stages)
@@ -128,8 +128,8 @@ def _staged(
 
 
 def _combine(
-    nbytes: Any, steps: list[CollectiveStep], multi_axis: str = "sequential", kind: str = ""
-) -> tuple[Any, float, str]:
+    nbytes: Scalar, steps: list[CollectiveStep], multi_axis: str = "sequential", kind: str = ""
+) -> tuple[Scalar, float, str]:
     """Bandwidth time, latency time and the rule: scale-up and scale-out overlap (max)."""
     up = [s for s in steps if not s.stage.scale_out]
     out = [s for s in steps if s.stage.scale_out]
@@ -153,7 +153,7 @@ def _runs_at_once(up: list[CollectiveStep]) -> bool:
     return len(up) > 1 and all(s.stage.topology != "switch" for s in up)
 
 
-def _simultaneous(up: list[CollectiveStep], halves: float) -> Any:
+def _simultaneous(up: list[CollectiveStep], halves: float) -> Scalar:
     """The book's multi-axis form ("How to Scale Your Model", sharding chapter: an AllGather over
     several axes gets the bandwidth of each, bytes / (bidirectional ICI bandwidth x n_axes)): the
     array is split so every stage's links work at once, each part crossing every stage,
@@ -177,12 +177,12 @@ def _simultaneous(up: list[CollectiveStep], halves: float) -> Any:
 
 def _compose(
     kind: str,
-    nbytes: Any,
+    nbytes: Scalar,
     nets: Sequence[AxisNetwork],
     algorithm: str | None = None,
     multi_axis: str = "simultaneous",
     in_switch_ok: bool = True,
-) -> tuple[Any, float, list[CollectiveStep], str]:
+) -> tuple[Scalar, float, list[CollectiveStep], str]:
     """Bandwidth time, latency time, the steps, and how they combine, for `kind` over `nets`.
     `in_switch_ok`: the switches that reduce may (`reduces_in_switch`)."""
     stages = [s for net in nets for s in net.stages if s.devices > 1]
@@ -237,7 +237,7 @@ def _compose(
     return t_bw, t_lat, steps, combine
 
 
-def _bytes_sent(kind: str, nbytes: Any, steps: list[CollectiveStep], devices: int) -> Any:
+def _bytes_sent(kind: str, nbytes: Scalar, steps: list[CollectiveStep], devices: int) -> Scalar:
     """Bytes each device sends: the table's fraction of V for the whole group.
 
     One step: that step's figure. Several stages: the fraction of the first stage's record at
@@ -254,7 +254,7 @@ def _bytes_sent(kind: str, nbytes: Any, steps: list[CollectiveStep], devices: in
     return record.sent(devices) * nbytes
 
 
-def _check_bytes(nbytes: Any) -> Any:
+def _check_bytes(nbytes: Scalar) -> Scalar:
     if isinstance(nbytes, np.ndarray):
         if np.any(nbytes < 0):
             raise InputError("collective bytes must not be negative")
@@ -293,8 +293,8 @@ def _split_algorithm(algorithm: str | None, chip: Chip) -> tuple[str | None, str
 
 
 def _realistic(
-    kind: str, nbytes: Any, nets: Sequence[AxisNetwork], chip: Chip, wanted: _Wanted
-) -> tuple[Any, Any, LibraryChoice | None]:
+    kind: str, nbytes: Scalar, nets: Sequence[AxisNetwork], chip: Chip, wanted: _Wanted
+) -> tuple[Scalar, Scalar, LibraryChoice | None]:
     """(predicted seconds, bandwidth efficiency, the library's choice or None)."""
     t_bw, t_lat, in_switch = wanted.t_bw, wanted.t_lat, wanted.in_switch
     active = [net for net in nets if any(s.devices > 1 for s in net.stages)]
@@ -345,7 +345,7 @@ def _measured_floor(nets: Sequence[AxisNetwork], chip: Chip) -> float:
 class _Wanted:
     """The line-rate result and what the user asked the library for."""
 
-    t_bw: Any
+    t_bw: Scalar
     t_lat: float
     in_switch: bool
     library: str | None
@@ -358,7 +358,7 @@ _LIBRARY_KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 
 def collective_over(
     kind: str,
-    nbytes: Any,
+    nbytes: Scalar,
     nets: Sequence[AxisNetwork],
     chip: Chip,
     algorithm: str | None = None,
@@ -433,7 +433,7 @@ def _formula(steps: list[CollectiveStep], combine: str) -> str:
 
 def collective_cost(
     kind: str,
-    bytes: Any,  # noqa: A002 - the JSON key and the interface name
+    bytes: Scalar,  # noqa: A002 - the JSON key and the interface name
     devices: int,
     chip: Chip | str,
     topology: str | None = None,

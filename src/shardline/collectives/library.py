@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.values import Scalar
 from shardline.errors import InputError
 
 __all__ = [
@@ -135,19 +136,19 @@ class Pair:
 
     net_half_bytes: float = 0.0  # the network reaches half its bandwidth at this size
 
-    def time_s(self, nbytes: Any) -> Any:
+    def time_s(self, nbytes: Scalar) -> Scalar:
         """t(V) = latency(V) + V / (alg_bytes_per_s x ramp(V))."""
         v = np.asarray(nbytes, dtype=np.float64)
         t = self.latency_at(v) + v / (self.alg_bytes_per_s * self.ramp(v))
         return t if isinstance(nbytes, np.ndarray) else float(t)
 
-    def latency_at(self, v: Any) -> Any:
+    def latency_at(self, v: Scalar) -> Scalar:
         """The latency at V bytes: the multi-node Simple ring's plateau from its size on."""
         if self.plateau_latency_s is None:
             return self.latency_s
         return np.where(v >= self.plateau_from_bytes, self.plateau_latency_s, self.latency_s)
 
-    def ramp(self, v: Any) -> Any:
+    def ramp(self, v: Scalar) -> Scalar:
         """The share of alg_bytes_per_s reached at V bytes: the tree correction (`size_factor`)
         times the network's ramp V / (V + V_half), V_half the size at half bandwidth."""
         share = self.size_factor(v)
@@ -155,7 +156,7 @@ class Pair:
             share = share * v / (v + self.net_half_bytes)
         return share
 
-    def size_factor(self, v: Any) -> Any:
+    def size_factor(self, v: Scalar) -> Scalar:
         if not self.tree_correction:
             return 1.0
         table = np.asarray(self.tree_correction)
@@ -168,7 +169,7 @@ class Pair:
 # --- loading -----------------------------------------------------------------------------------
 
 
-def _triples(table: dict[str, Any], where: str) -> dict[str, tuple[float, float, float]]:
+def _triples(table: dict[str, object], where: str) -> dict[str, tuple[float, float, float]]:
     out: dict[str, tuple[float, float, float]] = {}
     for algorithm, values in table.items():
         if algorithm == "source":

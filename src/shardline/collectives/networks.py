@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
 from shardline.basics.units import check_rate, check_time, fmt_rate
+from shardline.basics.values import Scalar
 from shardline.collectives.records import (
     AxisNetwork,
     NetworkOptions,
@@ -364,12 +364,12 @@ def mesh_links(
     return out
 
 
-def concurrent_s(traffic: Iterable[tuple[frozenset[str], Any]]) -> Any:
+def concurrent_s(traffic: Iterable[tuple[frozenset[str], Scalar]]) -> Scalar:
     """Seconds the network needs for traffic that may run at once, given as (links it uses,
     seconds) pairs: traffic that shares a link adds up (groups joined by shared links: connected
     components), separate groups run concurrently, so the answer is the busiest group's sum.
     Traffic whose links are unknown (an empty set) shares one group. 0 without traffic."""
-    groups: list[tuple[set[str], Any]] = []
+    groups: list[tuple[set[str], Scalar]] = []
     for links, seconds in traffic:
         own, total = set(links or {"unknown"}), seconds
         for g in [g for g in groups if g[0] & own]:
@@ -377,7 +377,7 @@ def concurrent_s(traffic: Iterable[tuple[frozenset[str], Any]]) -> Any:
             own |= g[0]
             total = total + g[1]
         groups.append((own, total))
-    out: Any = 0.0
+    out: Scalar = 0.0
     for _, total in groups:
         out = np.maximum(out, total)
     return out if isinstance(out, np.ndarray) else float(out)
@@ -389,8 +389,10 @@ def links_of(nets: Mapping[str, AxisNetwork], axes: Iterable[str]) -> frozenset[
 
 
 def concurrent_rows(
-    nets: Sequence[Mapping[str, AxisNetwork]], axes: Sequence[Iterable[str]], times: Sequence[Any]
-) -> Any:
+    nets: Sequence[Mapping[str, AxisNetwork]],
+    axes: Sequence[Iterable[str]],
+    times: Sequence[np.ndarray],
+) -> Scalar:
     """`concurrent_s` row by row: row i's networks `nets[i]`; collective j over `axes[j]` taking
     `times[j][i]` seconds there."""
     return np.array(

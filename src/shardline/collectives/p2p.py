@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from shardline.basics.values import Scalar
 from shardline.collectives.library import Group, Library, Pair
 
 __all__ = ["P2pPair", "all_to_all_pairs", "p2p_channels", "p2p_rounds"]
@@ -53,7 +53,7 @@ class P2pPair(Pair):
     link_ramp_bytes: float = 0.0  # channels x scale-up chunk (Simple)
     ll_threshold_bytes: float = 16384.0
 
-    def parts_s(self, nbytes: Any) -> tuple[Any, Any]:
+    def parts_s(self, nbytes: Scalar) -> tuple[Scalar, Scalar]:
         """(network seconds, scale-up seconds) of the bandwidth term."""
         v = np.asarray(nbytes, dtype=np.float64)
         n = self.ranks
@@ -63,12 +63,12 @@ class P2pPair(Pair):
         t_link = np.where(local > 0, (local + self.link_ramp_bytes) / self.link_bytes_per_s, 0.0)
         return t_net, t_link
 
-    def time_s(self, nbytes: Any) -> Any:
+    def time_s(self, nbytes: Scalar) -> Scalar:
         t_net, t_link = self.parts_s(nbytes)
         t = self.latency_s + np.maximum(t_net, t_link)
         return t if isinstance(nbytes, np.ndarray) else float(t)
 
-    def selected(self, nbytes: Any) -> Any:
+    def selected(self, nbytes: Scalar) -> object:
         """Where NCCL runs this protocol: LL for messages of at most the LL threshold."""
         message = np.asarray(nbytes, dtype=np.float64) / self.ranks**2
         small = message <= self.ll_threshold_bytes

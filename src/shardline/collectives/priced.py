@@ -15,10 +15,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
 
+from shardline.basics.values import Scalar
 from shardline.collectives.library import PROTOCOLS, Group, Pair, load_library
 from shardline.collectives.records import AxisNetwork, Stage
 from shardline.collectives.vocabulary import library_pairs
@@ -35,11 +35,11 @@ class LibraryChoice:
     library: str  # "nccl 2.30.7"
     algorithm: str
     protocol: str
-    t_s: Any
-    latency_s: Any
-    bus_bytes_per_s: Any
+    t_s: Scalar
+    latency_s: Scalar
+    bus_bytes_per_s: Scalar
     group: Group
-    candidates: tuple[tuple[Pair, Any], ...]  # each pair the library could run, and its seconds
+    candidates: tuple[tuple[Pair, Scalar], ...]  # each pair the library could run, and its seconds
 
 
 def _gather_bandwidth(stage: Stage) -> float:
@@ -117,7 +117,7 @@ def _usable(
     return keep
 
 
-def _selected(pair: Pair, nbytes: Any) -> Any:
+def _selected(pair: Pair, nbytes: Scalar) -> Scalar:
     """Where the library would run `pair` (everywhere, unless the pair says otherwise)."""
     where = getattr(pair, "selected", None)
     return where(nbytes) if where is not None else np.ones(np.shape(nbytes), dtype=bool)
@@ -141,7 +141,7 @@ def _pairs(library: str, kind: str, group: Group) -> list[Pair]:
 
 def library_choice(
     kind: str,
-    nbytes: Any,
+    nbytes: Scalar,
     group: Group,
     library: str,
     algorithm: str | None = None,

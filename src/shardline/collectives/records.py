@@ -21,6 +21,7 @@ import numpy as np
 from shardline.basics.kinds import COLLECTIVE_KINDS
 from shardline.basics.kinds import TOPOLOGIES as AXIS_TOPOLOGIES
 from shardline.basics.serialize import jsonable
+from shardline.basics.values import JSONDict, Scalar
 from shardline.collectives.library import Group, Library, Pair
 from shardline.errors import InputError
 from shardline.hardware import Chip
@@ -144,15 +145,15 @@ class CollectiveStep:
     """One stage of a collective: the array it moves at that step and the time it takes."""
 
     stage: Stage
-    array_bytes: Any  # V at this step
+    array_bytes: Scalar  # V at this step
     coefficient: float  # t_bandwidth = coefficient * array_bytes / W
     hops: float  # t_latency = hops * alpha
-    t_bandwidth_s: Any
+    t_bandwidth_s: Scalar
     t_latency_s: float
     formula: str  # symbolic, in n (this stage's devices), V, W, alpha
     in_switch: bool = False  # an all-reduce reduced inside the switch (NVLink SHARP)
     algorithm: str = ""  # the table entry this step runs (ring, line, switch, in-switch, tree, ..)
-    bytes_sent: Any = 0.0  # bytes each device of this stage sends at this step
+    bytes_sent: Scalar = 0.0  # bytes each device of this stage sends at this step
 
 
 @dataclass(frozen=True)
@@ -160,20 +161,20 @@ class CollectiveCost:
     """A priced collective. Field names are the JSON keys (`to_dict`)."""
 
     kind: str
-    bytes: Any  # V, the whole array
+    bytes: Scalar  # V, the whole array
     devices: int
     topology: str  # the topology word: ring, line, switch, torus, hierarchical, ...
-    t_s: Any  # alpha-beta: t_latency_s + t_bandwidth_s
-    t_bandwidth_s: Any
-    t_latency_s: Any
-    predicted_s: Any  # t_latency_s + t_bandwidth_s / bus_efficiency(V)
-    bus_efficiency: Any
+    t_s: Scalar  # alpha-beta: t_latency_s + t_bandwidth_s
+    t_bandwidth_s: Scalar
+    t_latency_s: Scalar
+    predicted_s: Scalar  # t_latency_s + t_bandwidth_s / bus_efficiency(V)
+    bus_efficiency: Scalar
     formula: str
     combine: str  # how the steps add up: "sum" or "max(scale-up, scale-out)"
     steps: tuple[CollectiveStep, ...] = ()
     topology_detail: str = ""  # the stages in words, e.g. "switch of 8 (NVLink 4)"
     algorithm: str = ""  # the table entry (or entries, "line + switch") the steps run
-    bytes_sent: Any = 0.0  # bytes each device sends (the table's fraction of V)
+    bytes_sent: Scalar = 0.0  # bytes each device sends (the table's fraction of V)
     in_switch: bool = False  # reduced inside the switch (the table entry says so)
     line_rate_algorithm: str = ""  # the table entry (or entries) the bound t_s runs
     protocol: str = ""  # the library's protocol (LL, LL128, Simple); "" without a library
@@ -181,7 +182,7 @@ class CollectiveCost:
     choice: Any = None  # the library's choice (collectives.priced.LibraryChoice) or None
     multi_axis: str = "simultaneous"  # how torus stages of several axes combine
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         out = {
             k: getattr(self, k)
             for k in (
@@ -236,7 +237,7 @@ class CollectiveCost:
         ]
         return jsonable(out)
 
-    def tiers(self) -> list[dict[str, Any]]:
+    def tiers(self) -> list[dict[str, object]]:
         """Per tier (scale-up inside a node, scale-out between nodes): devices, the line-rate
         parts of the bound, and the library's bus bandwidth there."""
         group = self.choice.group if self.choice is not None else None
@@ -245,7 +246,7 @@ class CollectiveCost:
             steps = [s for s in self.steps if s.stage.scale_out == scale_out]
             if not steps:
                 continue
-            row: dict[str, Any] = {
+            row: dict[str, object] = {
                 "tier": "scale_out" if scale_out else "scale_up",
                 "devices": math.prod(s.stage.devices for s in steps),
                 "link": " + ".join(dict.fromkeys(s.stage.link for s in steps)),
@@ -363,7 +364,7 @@ def compose_all_reduce(rs: LineRate, ag: LineRate) -> LineRate:
 # --- efficiency ------------------------------------------------------------------------------
 
 
-def bus_efficiency(nbytes: Any, chip: Chip, *, in_switch: bool = False) -> Any:
+def bus_efficiency(nbytes: Scalar, chip: Chip, *, in_switch: bool = False) -> Scalar:
     """Fraction of line rate a collective of V bytes reaches: `eff_max * V / (V + V_half)`.
 
     eff_max = achievable.collective_bus_efficiency (1 when absent), V_half =
@@ -395,7 +396,7 @@ def end_to_end_efficiency(chip: Chip) -> bool:
     return chip.interconnect is not None and chip.interconnect.library == "xla"
 
 
-def bus_curve_s(t_bw: Any, t_lat: Any, eff: Any, chip: Chip) -> Any:
+def bus_curve_s(t_bw: Scalar, t_lat: Scalar, eff: Scalar, chip: Chip) -> Scalar:
     """Realistic seconds from the bus-efficiency curve: `t_latency + t_bandwidth / eff` for a
     fitted curve; for an end-to-end figure the latency is already inside it, so the time is the
     slower of the line-rate bound and the curve, `max(t_latency + t_bandwidth, t_bandwidth /

@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
 
+from shardline.basics.values import JSONDict
 from shardline.costing.tables import chip_name, idle_fraction, power_table, price_table
 from shardline.errors import InputError
 from shardline.hardware import Chip
@@ -112,7 +112,7 @@ class TrainingCost:
     usd_per_hour: float | None
     power_w: float | None  # per device, at the utilization given
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return asdict(self)
 
 

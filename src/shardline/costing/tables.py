@@ -27,7 +27,7 @@ class PriceRow:
     date: str = ""
 
 
-def _packaged(name: str) -> dict[str, Any]:
+def _packaged(name: str) -> dict[str, object]:
     text = resources.files("shardline.costing").joinpath(name).read_text(encoding="utf-8")
     return tomllib.loads(text)
 
@@ -45,7 +45,7 @@ def _number(value: object, where: str) -> tuple[float, str]:
     return float(value), source
 
 
-def _rows(data: dict[str, Any], what: str) -> dict[str, PriceRow]:
+def _rows(data: dict[str, object], what: str) -> dict[str, PriceRow]:
     out = {}
     for name, row in data.items():
         if not isinstance(row, dict) or "usd_per_hour" not in row:

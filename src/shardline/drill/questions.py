@@ -17,7 +17,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from shardline.basics.units import fmt_bytes
 from shardline.collectives import collective_cost
@@ -75,13 +74,13 @@ class Question:
 
     topic: str
     text: str
-    given: dict[str, Any]
+    given: dict[str, object]
     expected: float | str
     unit: str
     tolerance: float
     choices: tuple[str, ...] = ()
     round_to_int: bool = False
-    worked: Any = field(default=None, repr=False, compare=False)
+    worked: object = field(default=None, repr=False, compare=False)
 
 
 def _chip_words(chip: Chip) -> str:

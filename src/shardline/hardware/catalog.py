@@ -59,7 +59,7 @@ __all__ = [
 # ASSUMED + why, and `shardline hw show` lists it under "assumptions". A catalog file should give
 # the real figure with its source instead. (`display_name` defaults to the name and
 # `on_chip.core_name` to "core": labels, not facts, so they are not listed.)
-DEFAULTS: dict[str, tuple[Any, str]] = {
+DEFAULTS: dict[str, tuple[object, str]] = {
     "vendor": ("unknown", "the file names no vendor"),
     "interconnect.link": ("link", "the file names no scale-up link"),
     "interconnect.topology": (
@@ -102,7 +102,7 @@ class ChipReader(SourcedReader):
 
     value_word = "number"
 
-    def assume(self, path: str) -> Any:
+    def assume(self, path: str) -> object:
         """The default for a field the file left out, recorded as an assumption."""
         value, why = DEFAULTS[path]
         self.sources[path] = ASSUMED + why
@@ -148,7 +148,7 @@ class ChipReader(SourcedReader):
             return self.assume(path)
         return self.text(path, choices=choices)
 
-    def table(self, path: str) -> dict[str, Any]:
+    def table(self, path: str) -> dict[str, object]:
         raw = self.raw(path)
         if raw is None:
             return {}
@@ -388,7 +388,7 @@ def name_and_aliases(r: ChipReader) -> tuple[str, tuple[str, ...]]:
 
 
 def chip_from_dict(
-    data: dict[str, Any], origin: str = "chip file", path: str | None = None
+    data: dict[str, object], origin: str = "chip file", path: str | None = None
 ) -> Chip:
     """Validate a parsed chip table and build the Chip; errors name the bad field. Fields left out
     that the loader fills (DEFAULTS) are recorded in `Chip.sources` as assumptions."""
@@ -443,7 +443,7 @@ def catalog_files() -> list[Traversable]:
     return sorted((e for e in folder.iterdir() if e.name.endswith(".toml")), key=lambda e: e.name)
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path) -> dict[str, object]:
     return read_data_toml(path, "chip file")
 
 

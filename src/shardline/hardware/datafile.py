@@ -8,7 +8,6 @@ import os
 import stat
 import tomllib
 from pathlib import Path
-from typing import Any
 
 from shardline.errors import InputError
 
@@ -35,7 +34,7 @@ def _regular(path: Path, what: str) -> int:
     return info.st_size
 
 
-def read_data_toml(path: Path, what: str) -> dict[str, Any]:
+def read_data_toml(path: Path, what: str) -> dict[str, object]:
     """The parsed TOML of `path` ("chip file", "system file"), or InputError saying why not."""
     _regular(path, what)
     try:
@@ -64,7 +63,7 @@ class SourcedReader:
 
     value_word = "value"  # what the error calls a field's plain form ("number" for chips)
 
-    def __init__(self, data: dict[str, Any], origin: str) -> None:
+    def __init__(self, data: dict[str, object], origin: str) -> None:
         self.data = data
         self.origin = origin
         self.sources: dict[str, str] = {}
@@ -72,16 +71,16 @@ class SourcedReader:
     def fail(self, path: str, why: str) -> InputError:
         return InputError(f"{self.origin}: field '{path}' {why}")
 
-    def raw(self, path: str) -> Any:
+    def raw(self, path: str) -> object:
         """The field at a dotted path as the file has it, or None."""
-        node: Any = self.data
+        node: object = self.data
         for part in path.split("."):
             if not isinstance(node, dict) or part not in node:
                 return None
             node = node[part]
         return node
 
-    def sourced(self, path: str) -> Any:
+    def sourced(self, path: str) -> object:
         """The value of a field (None when absent), unwrapping `{value, source}` and recording
         the source."""
         raw = self.raw(path)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = ["unsourced_fields"]
 
 
@@ -12,7 +10,7 @@ def _is_number(node: object) -> bool:
     return isinstance(node, int | float) and not isinstance(node, bool)
 
 
-def unsourced_fields(data: dict[str, Any], path: str = "") -> list[str]:
+def unsourced_fields(data: dict[str, object], path: str = "") -> list[str]:
     """Every fact in a parsed chip file that lacks a source: each number, or list of numbers, must
     be a table `{value = ..., source = "..."}` with a non-empty source. The dotted paths of those
     that are not, each with why. (`schema` is the file format's version, not a fact.)"""

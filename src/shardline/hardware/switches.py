@@ -20,7 +20,7 @@ __all__ = [
 ]
 
 
-def switch_fields(r: ChipReader) -> dict[str, Any]:
+def switch_fields(r: ChipReader) -> dict[str, object]:
     """A system file's `scale_up.switch_bytes_per_s` (the scale-up switches' aggregate one-way
     capacity), `scale_out.oversubscription` (>= 1; 1 non-blocking) and
     `scale_out.nodes_per_leaf` (beyond them traffic crosses the spine)."""

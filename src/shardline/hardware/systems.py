@@ -239,7 +239,7 @@ def _check_shape(origin: str, gpus: int, domain: int) -> None:
 
 
 def system_from_dict(
-    data: dict[str, Any], origin: str = "system file", path: str | None = None
+    data: dict[str, object], origin: str = "system file", path: str | None = None
 ) -> System:
     """Validate a parsed system table and build the System; errors name the bad field. A scale-out
     latency or efficiency the file leaves out comes from the fabric table, with its source."""
@@ -275,7 +275,7 @@ def system_files() -> list[Traversable]:
     return sorted((e for e in entries if e.name != "fabrics.toml"), key=lambda e: e.name)
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _read_toml(path: Path) -> dict[str, object]:
     return read_data_toml(path, "system file")
 
 
@@ -430,7 +430,7 @@ def _nics_for(system: System, gpus: int) -> int:
     return int(nics)
 
 
-def _with_gpus(system: System, gpus: int, s: dict[str, str]) -> dict[str, Any]:
+def _with_gpus(system: System, gpus: int, s: dict[str, str]) -> dict[str, object]:
     if isinstance(gpus, bool) or not isinstance(gpus, int):
         raise InputError(f"--gpus-per-node must be a whole number, got {gpus!r}")
     domain = _domain_for(system, gpus)
@@ -441,7 +441,7 @@ def _with_gpus(system: System, gpus: int, s: dict[str, str]) -> dict[str, Any]:
     return {"gpus_per_node": gpus, "scale_up_domain_devices": domain}
 
 
-def _with_fabric(word: str, s: dict[str, str]) -> dict[str, Any]:
+def _with_fabric(word: str, s: dict[str, str]) -> dict[str, object]:
     fabric = fabric_table().get(word)
     if fabric is None:
         valid = ", ".join(fabric_table())

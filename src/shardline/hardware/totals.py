@@ -13,9 +13,9 @@ NIC share (a system's leaf/spine oversubscription divides it: hardware.systems).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from shardline.basics.serialize import jsonable
+from shardline.basics.serialize import json_object
+from shardline.basics.values import JSONDict
 from shardline.errors import InputError
 from shardline.hardware.chip import Chip
 
@@ -37,8 +37,8 @@ class PodTotals:
     bisection_bytes_per_s: float | None
     bisection_note: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return jsonable(self)
+    def to_dict(self) -> JSONDict:
+        return json_object(self)
 
 
 def _torus_bisection(chip: Chip, devices: int) -> tuple[float, str]:

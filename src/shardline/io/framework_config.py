@@ -58,7 +58,7 @@ class Imported:
     unknown: tuple[str, ...] = ()  # keys this reader does not know
     not_modelled: tuple[str, ...] = ()  # one line per field read that the plan does not model
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "format": self.format,
             "file": self.origin,
@@ -111,7 +111,7 @@ class LaunchLayout:
         return self.batch // ways
 
 
-def sourced(value: Any, origin: str, key: str, note: str = "") -> dict[str, Any]:
+def sourced(value: object, origin: str, key: str, note: str = "") -> dict[str, object]:
     """A model-file field: the value and the key of the configuration it came from."""
     return {"value": value, "source": f"{origin}: {key}" + (f" ({note})" if note else "")}
 
@@ -162,7 +162,7 @@ def unfolded(layout: LaunchLayout, fmt: str) -> None:
         raise InputError(f"--emit {fmt}: expert tensor parallelism (--etp) is not written")
 
 
-def _names_table() -> dict[str, Any]:
+def _names_table() -> dict[str, object]:
     import tomllib
     from importlib.resources import files
 
@@ -206,7 +206,7 @@ def model_name_of(spec: ModelSpec, path: tuple[str, ...]) -> tuple[str, ...] | N
     the table path and key, or None when the framework names no model of that shape."""
     from shardline.models import load_model
 
-    def walk(table: dict[str, Any], prefix: tuple[str, ...]) -> tuple[str, ...] | None:
+    def walk(table: dict[str, object], prefix: tuple[str, ...]) -> tuple[str, ...] | None:
         for key, value in table.items():
             if isinstance(value, dict) and "model" in value:
                 if _shape(load_model(value["model"])) == _shape(spec):

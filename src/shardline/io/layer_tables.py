@@ -17,7 +17,7 @@ from shardline.workload.workload import check_distinct_count
 __all__ = ["build_layers", "table_content"]
 
 
-def table_content(table: Any) -> str | None:
+def table_content(table: object) -> str | None:
     """What a [[layer]] table holds besides its name, as text that tells apart every value
     TOML can give (`repr`: 1, 1.0, true and "1" differ); None for a table that is not a dict."""
     if not isinstance(table, dict):
@@ -48,7 +48,7 @@ def build_layers(
     return out
 
 
-def _renamed(first: Layer, table: dict[str, Any], index: int) -> Layer:
+def _renamed(first: Layer, table: dict[str, object], index: int) -> Layer:
     """`first` under the name of table `index`, its errors worded as the builder words them."""
     if "name" not in table:
         return first.renamed(f"layer{index}")

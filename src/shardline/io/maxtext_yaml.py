@@ -105,11 +105,11 @@ IGNORED = re.compile(
 )
 
 
-def _overrides(text: str) -> dict[str, Any]:
+def _overrides(text: str) -> dict[str, object]:
     """`key=value` words of a `python3 -m MaxText.train base.yml key=value ...` command."""
     import yaml
 
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     joined = text.replace("\\\n", " ")
     for word in shlex.split(joined, comments=True):
         key, eq, value = word.partition("=")
@@ -118,7 +118,7 @@ def _overrides(text: str) -> dict[str, Any]:
     return out
 
 
-def _load(text: str, origin: str) -> dict[str, Any]:
+def _load(text: str, origin: str) -> dict[str, object]:
     import yaml
 
     if re.search(r"train(\.py)?\b", text) and re.search(r"^\s*(python|bash|\$)", text, re.M):
@@ -133,18 +133,18 @@ def _load(text: str, origin: str) -> dict[str, Any]:
 
 
 class _Keys:
-    def __init__(self, data: dict[str, Any], origin: str) -> None:
+    def __init__(self, data: dict[str, object], origin: str) -> None:
         self.data = data
         self.origin = origin
         self.read: list[str] = []
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> Any:
         if key not in self.data:
             return default
         self.read.append(key)
         return self.data[key]
 
-    def number(self, key: str, default: Any = None) -> Any:
+    def number(self, key: str, default: object = None) -> Any:
         value = self.get(key, default)
         if value is None:
             return None
@@ -184,12 +184,12 @@ def _gated(k: _Keys) -> bool:
     return len(acts) == 2
 
 
-def _model_from_keys(k: _Keys) -> dict[str, Any]:
+def _model_from_keys(k: _Keys) -> dict[str, object]:
     o = k.origin
     emb_x, heads_x, layers_x = _scales(k.count("global_parameter_scale", 1))
     note = "x global_parameter_scale" if (emb_x, heads_x, layers_x) != (1, 1, 1) else ""
     heads = k.need("base_num_query_heads") * heads_x
-    model: dict[str, Any] = {
+    model: dict[str, object] = {
         "schema": 1,
         "name": _name(o),
         "d_model": sourced(k.need("base_emb_dim") * emb_x, o, "base_emb_dim", note),
@@ -262,8 +262,8 @@ def _degrees(k: _Keys, devices: int, notes: list[str]) -> dict[str, int]:
     return degrees
 
 
-def _execution(k: _Keys, notes: list[str]) -> dict[str, Any]:
-    ex: dict[str, Any] = {"framework": "maxtext"}
+def _execution(k: _Keys, notes: list[str]) -> dict[str, object]:
+    ex: dict[str, object] = {"framework": "maxtext"}
     remat = k.get("remat_policy")
     if remat is not None:
         from shardline.basics.recompute import policy
@@ -373,12 +373,12 @@ def _name(origin: str) -> str:
 # --- writing ---------------------------------------------------------------------------------
 
 
-def _shape_keys(layout: LaunchLayout) -> dict[str, Any]:
+def _shape_keys(layout: LaunchLayout) -> dict[str, object]:
     s = layout.model
     named = model_name_of(s, ("maxtext",))
     if named is not None:
         return {"model_name": named[0]}
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "base_emb_dim": s.d_model,
         "base_num_query_heads": s.heads,
         "base_num_kv_heads": s.kv_heads,
@@ -401,12 +401,12 @@ def _shape_keys(layout: LaunchLayout) -> dict[str, Any]:
     return out
 
 
-def _run_keys(layout: LaunchLayout) -> dict[str, Any]:
+def _run_keys(layout: LaunchLayout) -> dict[str, object]:
     d, ex = layout.degrees, layout.execution
     pp = d.get("pp", 1)
     accumulation = 1 if pp > 1 else layout.microbatches
     pdbs = layout.batch / (layout.devices * accumulation)
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "per_device_batch_size": int(pdbs) if pdbs == int(pdbs) else pdbs,
         "gradient_accumulation_steps": accumulation,
         "max_target_length": layout.seq_len,

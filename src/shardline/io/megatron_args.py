@@ -213,7 +213,7 @@ def _moe_layers(f: _Flags, layers: int) -> int:
     return int(m.group(1))
 
 
-def _model(f: _Flags, name: str, tp: int) -> dict[str, Any]:
+def _model(f: _Flags, name: str, tp: int) -> dict[str, object]:
     o = f.origin
     if f.has("multi-latent-attention"):
         raise InputError(f"{o}: --multi-latent-attention: MLA is not read from Megatron args yet")
@@ -315,8 +315,8 @@ def _recompute(f: _Flags, notes: list[str]) -> str | None:
     return "full"
 
 
-def _execution(f: _Flags, notes: list[str], dp_m: int) -> dict[str, Any]:
-    ex: dict[str, Any] = {"framework": "megatron"}
+def _execution(f: _Flags, notes: list[str], dp_m: int) -> dict[str, object]:
+    ex: dict[str, object] = {"framework": "megatron"}
     recompute = _recompute(f, notes)
     if recompute is not None:
         ex["recompute"] = recompute

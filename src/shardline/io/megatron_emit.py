@@ -5,8 +5,7 @@ HSDP) is refused in one line."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from shardline.basics.options import Execution
 from shardline.errors import InputError
 from shardline.io.framework_config import LaunchLayout, plain_model
 
@@ -125,7 +124,7 @@ def _execution_flags(layout: LaunchLayout) -> list[str]:
     return out
 
 
-def _moe_exec_flags(ex: Any) -> list[str]:
+def _moe_exec_flags(ex: Execution) -> list[str]:
     dispatch = {
         "all-to-all": ["--moe-token-dispatcher-type alltoall"],
         "hierarchical": [

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shardline.basics.values import Scalar
 from shardline.errors import InputError
 
 __all__ = [
@@ -201,7 +202,7 @@ def _read_kineto(text: str, path: str) -> Trace:
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
     if not isinstance(events, list):
         raise InputError(f"{path}: a Chrome trace has a traceEvents list")
-    shapes: dict[Any, str] = {}
+    shapes: dict[object, str] = {}
     steps = 0
     for e in events:
         if not isinstance(e, dict):
@@ -241,12 +242,12 @@ def _read_kineto(text: str, path: str) -> Trace:
     return Trace("kineto", tuple(kernels), steps or None)
 
 
-def _args(event: dict[str, Any]) -> dict[str, Any]:
+def _args(event: dict[str, object]) -> dict[str, object]:
     args = event.get("args")
     return args if isinstance(args, dict) else {}
 
 
-def _us(value: Any, path: str, what: str) -> float:
+def _us(value: Scalar, path: str, what: str) -> float:
     """A Chrome-trace time (microseconds): a finite number, not negative."""
     import math
 

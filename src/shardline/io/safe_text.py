@@ -21,7 +21,6 @@ inline string; the live template sets the text type on every name, source and la
 from __future__ import annotations
 
 import re
-from typing import Any
 
 __all__ = ["FORMULA_START", "csv_safe", "md_code", "md_text"]
 
@@ -31,7 +30,7 @@ _MD_SPECIAL = re.compile(r"([\\\[\]|`])")
 _HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
-def csv_safe(value: Any) -> Any:
+def csv_safe(value: object) -> object:
     """`value` as a CSV cell: text that a spreadsheet would run as a formula gets a leading `'`;
     a carriage return inside text becomes a line feed (which the CSV writer quotes: a bare CR
     would start a new row, whose first cell could be a formula); numbers are returned as they

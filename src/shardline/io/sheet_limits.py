@@ -13,7 +13,6 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from shardline.errors import InputError
 from shardline.io.xlsx_writer import MAX_CELL_TEXT, MAX_XLSX_COLUMNS, MAX_XLSX_ROWS
@@ -64,11 +63,11 @@ def check_xlsx_parts(path: Path) -> None:
         )
 
 
-def bounded_rows(path: Path, rows: Iterable[tuple[Any, ...]]) -> list[tuple[int, list[Any]]]:
+def bounded_rows(path: Path, rows: Iterable[tuple[object, ...]]) -> list[tuple[int, list[object]]]:
     """(sheet row number, cells) for each row of an .xlsx sheet (openpyxl's read-only iteration,
     which fills missing rows with empty ones, so the position is the row number), stopping with
     an InputError past Excel's rows, MAX_SHEET_CELLS cells or a cell longer than Excel allows."""
-    out: list[tuple[int, list[Any]]] = []
+    out: list[tuple[int, list[object]]] = []
     cells = 0
     for number, values in enumerate(rows, start=1):
         if number > MAX_XLSX_ROWS:

@@ -6,8 +6,6 @@ here too (`roofline_rows`, `DtypeChoice`, `SheetResult`), as the docs show.
 
 from __future__ import annotations
 
-from typing import Any
-
 from shardline.answers.sheet_model import RESULT_COLUMNS, DtypeChoice, SheetResult, roofline_rows
 from shardline.io.tables import Column, OutputTable, table_payload
 
@@ -21,9 +19,9 @@ __all__ = [
 ]
 
 
-def sheet_records(result: SheetResult) -> list[dict[str, Any]]:
+def sheet_records(result: SheetResult) -> list[dict[str, object]]:
     """One dict per sheet row: every input column, then the results (the JSON rows)."""
-    rows: list[dict[str, Any]] = table_payload(output_table(result))["rows"]
+    rows: list[dict[str, object]] = table_payload(output_table(result))["rows"]
     return rows
 
 

@@ -171,7 +171,7 @@ def _open_workbook(path: Path) -> Any:
         ) from None
 
 
-def _xlsx_rows(path: Path, sheet: str | None) -> tuple[str, list[tuple[int, list[Any]]]]:
+def _xlsx_rows(path: Path, sheet: str | None) -> tuple[str, list[tuple[int, list[object]]]]:
     wb = _open_workbook(path)
     try:
         if sheet is None:
@@ -197,7 +197,7 @@ def _xlsx_rows(path: Path, sheet: str | None) -> tuple[str, list[tuple[int, list
 
 def read_rows(
     path: str | Path, sheet: str | None = None
-) -> tuple[str | None, list[tuple[int, list[Any]]]]:
+) -> tuple[str | None, list[tuple[int, list[object]]]]:
     """Every row of a .csv/.tsv/.xlsx as (sheet row number, cells), and the .xlsx sheet name."""
     p = Path(path)
     _check_input_path(p)
@@ -244,7 +244,7 @@ def accepted_text() -> str:
 
 
 def _find_header(
-    path: Path, rows: list[tuple[int, list[Any]]]
+    path: Path, rows: list[tuple[int, list[object]]]
 ) -> tuple[int, list[str], dict[str, int]]:
     """The header row: the first of the leading rows that names M, K and N columns."""
     first: list[str] | None = None
@@ -344,7 +344,7 @@ def _size(value: Any, what: str, *, minimum: int = 1) -> int:
     return number
 
 
-def _fast_sizes(values: list[Any], minimum: int) -> np.ndarray | None:
+def _fast_sizes(values: list[object], minimum: int) -> np.ndarray | None:
     """The whole column at once when every cell is a clean integer in range (the common case);
     None sends the column to the cell-by-cell parser, which names each bad cell."""
     if not values or any(type(v) is bool or v is None for v in values):
@@ -370,7 +370,7 @@ def _fast_sizes(values: list[Any], minimum: int) -> np.ndarray | None:
 class _Cells:
     """The data rows of a sheet by column, and the bad cells found while parsing them."""
 
-    columns: dict[str, list[Any]]
+    columns: dict[str, list[object]]
     row_numbers: np.ndarray
     ok: np.ndarray
     problems: list[RowProblem]
@@ -417,7 +417,7 @@ class _Cells:
 
 
 def _cells(
-    rows: list[tuple[int, list[Any]]], header_pos: int, raw_headers: list[str]
+    rows: list[tuple[int, list[object]]], header_pos: int, raw_headers: list[str]
 ) -> tuple[list[str], _Cells]:
     """The unique headers and the non-blank data rows below the header row, by column."""
     data = [
@@ -427,7 +427,7 @@ def _cells(
     ]
     width = max([len(raw_headers), *(len(cells) for _, cells in data)])
     headers = _unique_headers(raw_headers, width)
-    columns: dict[str, list[Any]] = {h: [] for h in headers}
+    columns: dict[str, list[object]] = {h: [] for h in headers}
     for _, cells in data:
         for i, h in enumerate(headers):
             columns[h].append(cells[i] if i < len(cells) else None)

@@ -291,7 +291,7 @@ class Column:
 @dataclass(frozen=True)
 class OutputTable:
     columns: list[Column]
-    summary: dict[str, Any] = field(default_factory=dict)  # JSON-ready, SI units in the keys
+    summary: dict[str, object] = field(default_factory=dict)  # JSON-ready, SI units in the keys
     title: str = ""
     sheet_name: str = "results"
 
@@ -300,7 +300,7 @@ class OutputTable:
         return len(self.columns[0].values) if self.columns else 0
 
 
-def json_cell(value: Any) -> Any:
+def json_cell(value: object) -> object:
     """A JSON/CSV-ready Python value: numpy scalars unwrapped, NaN -> None, dates -> ISO text."""
     if isinstance(value, np.generic):
         value = value.item()
@@ -311,10 +311,12 @@ def json_cell(value: Any) -> Any:
     return value
 
 
-def _column_lists(table: OutputTable, start: int = 0, stop: int | None = None) -> list[list[Any]]:
+def _column_lists(
+    table: OutputTable, start: int = 0, stop: int | None = None
+) -> list[list[object]]:
     """Each column (rows start..stop) as a list of JSON/CSV-ready Python values (numpy arrays
     converted in bulk)."""
-    lists: list[list[Any]] = []
+    lists: list[list[object]] = []
     for col in table.columns:
         values = col.values[start:stop]
         if isinstance(values, np.ndarray) and values.dtype.kind == "f":
@@ -327,7 +329,7 @@ def _column_lists(table: OutputTable, start: int = 0, stop: int | None = None) -
     return lists
 
 
-def _float_list(values: np.ndarray, as_int: bool) -> list[Any]:
+def _float_list(values: np.ndarray, as_int: bool) -> list[object]:
     finite = np.isfinite(values)
     if finite.all():
         return values.astype(np.int64).tolist() if as_int else values.tolist()
@@ -340,7 +342,7 @@ def _float_list(values: np.ndarray, as_int: bool) -> list[Any]:
 CHUNK_ROWS = 8192  # rows converted and written at a time: memory does not grow with the table
 
 
-def iter_rows(table: OutputTable) -> Iterator[tuple[Any, ...]]:
+def iter_rows(table: OutputTable) -> Iterator[tuple[object, ...]]:
     """The table's rows as tuples of JSON/CSV-ready values, converted a chunk at a time."""
     for start in range(0, table.n_rows, CHUNK_ROWS):
         yield from zip(*_column_lists(table, start, start + CHUNK_ROWS), strict=True)
@@ -419,8 +421,8 @@ def _write_md(table: OutputTable, tmp: Path) -> None:
             fh.write("\n".join(lines) + "\n")
 
 
-def _flatten(mapping: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
+def _flatten(mapping: dict[str, object], prefix: str = "") -> list[tuple[str, object]]:
+    out: list[tuple[str, object]] = []
     for key, value in mapping.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):

@@ -15,12 +15,15 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shardline.basics.dtypes import DTYPE_BITS, canonical_dtype
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.io.tables import BOUND_FILLS, XLSX_FORMATS
+
+if TYPE_CHECKING:
+    from openpyxl.worksheet.worksheet import Worksheet
 
 __all__ = [
     "TemplateRow",
@@ -184,19 +187,19 @@ def _dtype_name(text: str | None) -> str | None:
     return canonical_dtype(text) if text else None
 
 
-def _yellow() -> Any:
+def _yellow() -> object:
     from openpyxl.styles import PatternFill
 
     return PatternFill("solid", fgColor="FFF2CC")
 
 
-def _bold() -> Any:
+def _bold() -> object:
     from openpyxl.styles import Font
 
     return Font(bold=True)
 
 
-def _put_text(ws: Any, ref: str, text: str) -> None:
+def _put_text(ws: Worksheet, ref: str, text: str) -> None:
     """Write `text` into cell `ref` as a text cell. openpyxl stores a string that starts with "="
     as a live formula: a chip name, display name or source from a user's file (`=HYPERLINK(...)`,
     `=cmd|' /C calc'!A0`, a DDE call) must stay text. Control characters XML cannot hold (openpyxl
@@ -206,7 +209,7 @@ def _put_text(ws: Any, ref: str, text: str) -> None:
     cell.data_type = "s"
 
 
-def _write_header(ws: Any, chip: Chip, default: str, layout: TemplateLayout) -> None:
+def _write_header(ws: Worksheet, chip: Chip, default: str, layout: TemplateLayout) -> None:
     """The title, the formulas in words, the chip, its HBM bandwidth and the default dtype."""
     from openpyxl.styles import Font
 
@@ -232,7 +235,7 @@ def _write_header(ws: Any, chip: Chip, default: str, layout: TemplateLayout) -> 
     ws[default_cell].fill = _yellow()
 
 
-def _write_dtype_table(ws: Any, chip: Chip, layout: TemplateLayout) -> None:
+def _write_dtype_table(ws: Worksheet, chip: Chip, layout: TemplateLayout) -> None:
     """Every dtype's bytes per element and the chip's peak for it (with its source)."""
     h = layout.dtype_header_row
     for col, text in zip(
@@ -252,7 +255,7 @@ def _write_dtype_table(ws: Any, chip: Chip, layout: TemplateLayout) -> None:
         ws[f"C{row}"].fill = _yellow()
 
 
-def _write_column_headers(ws: Any, layout: TemplateLayout) -> None:
+def _write_column_headers(ws: Worksheet, layout: TemplateLayout) -> None:
     for name, letter in COLUMNS:
         cell = ws[f"{letter}{layout.header_row}"]
         cell.value = name
@@ -275,7 +278,7 @@ def _number_formats() -> dict[str, str]:
     return formats
 
 
-def _write_inputs(ws: Any, rr: int, given: TemplateRow) -> None:
+def _write_inputs(ws: Worksheet, rr: int, given: TemplateRow) -> None:
     values = (
         given.name,
         given.m,
@@ -293,7 +296,9 @@ def _write_inputs(ws: Any, rr: int, given: TemplateRow) -> None:
             ws[f"{COL[name]}{rr}"] = value
 
 
-def _write_rows(ws: Any, rows: Sequence[TemplateRow], n_rows: int, layout: TemplateLayout) -> None:
+def _write_rows(
+    ws: Worksheet, rows: Sequence[TemplateRow], n_rows: int, layout: TemplateLayout
+) -> None:
     """The input rows (yellow, the given ones filled in) and every row's formulas."""
     formats, yellow = _number_formats(), _yellow()
     for i in range(n_rows):
@@ -309,7 +314,7 @@ def _write_rows(ws: Any, rows: Sequence[TemplateRow], n_rows: int, layout: Templ
                 cell.number_format = formats[name]
 
 
-def _write_totals(ws: Any, first: int, last: int, layout: TemplateLayout) -> None:
+def _write_totals(ws: Worksheet, first: int, last: int, layout: TemplateLayout) -> None:
     formats, bold = _number_formats(), _bold()
     t = layout.totals_row
     ws[f"A{t}"] = "total over count"
@@ -322,7 +327,7 @@ def _write_totals(ws: Any, first: int, last: int, layout: TemplateLayout) -> Non
             cell.number_format = formats[name]
 
 
-def _color_bounds(ws: Any, first: int, last: int) -> None:
+def _color_bounds(ws: Worksheet, first: int, last: int) -> None:
     """Bound cells filled by regime (conditional formatting: it follows the formulas)."""
     from openpyxl.formatting.rule import CellIsRule
     from openpyxl.styles import PatternFill

@@ -25,7 +25,6 @@ The values of identical lines are shared objects: the result is for reading, not
 from __future__ import annotations
 
 import re
-from typing import Any
 
 __all__ = ["loads_subset"]
 
@@ -58,7 +57,7 @@ class _Outside(Exception):
     """The text leaves the subset: tomllib reads it."""
 
 
-def loads_subset(text: str) -> dict[str, Any] | None:
+def loads_subset(text: str) -> dict[str, object] | None:
     """`tomllib.loads(text)` for text in the subset above; None for any other text."""
     text = text.replace("\r\n", "\n")
     if "\r" in text:
@@ -72,13 +71,13 @@ def loads_subset(text: str) -> dict[str, Any] | None:
 _KV, _TABLE_HEADER, _ARRAY_HEADER, _NOTHING = range(4)  # what a line is
 
 
-def _read(lines: list[str]) -> dict[str, Any]:
+def _read(lines: list[str]) -> dict[str, object]:
     """The lines in one pass: `table` is where keys go, `arrays` the [[name]] lists; a parsed
     line is kept (up to _MAX_CACHED_LINES of them) and reused when the same line comes again."""
-    root: dict[str, Any] = {}
+    root: dict[str, object] = {}
     table = root
-    arrays: dict[str, list[dict[str, Any]]] = {}
-    cache: dict[str, tuple[int, str, Any]] = {}
+    arrays: dict[str, list[dict[str, object]]] = {}
+    cache: dict[str, tuple[int, str, object]] = {}
     for line in lines:
         hit = cache.get(line)
         if hit is None:
@@ -105,7 +104,7 @@ def _read(lines: list[str]) -> dict[str, Any]:
     return root
 
 
-def _parse_line(line: str) -> tuple[int, str, Any]:
+def _parse_line(line: str) -> tuple[int, str, object]:
     """(_KV, key, value), (_TABLE_HEADER or _ARRAY_HEADER, name, None) or (_NOTHING, "", None)
     for a blank or comment line."""
     m = _SIMPLE.fullmatch(line)
@@ -131,7 +130,7 @@ def _parse_line(line: str) -> tuple[int, str, Any]:
     return _KV, m.group(1), value
 
 
-def _value(s: str, i: int, depth: int) -> tuple[Any, int]:
+def _value(s: str, i: int, depth: int) -> tuple[object, int]:
     """The value starting at s[i] and the index after it."""
     c = s[i : i + 1]
     if c in ('"', "'"):
@@ -165,11 +164,11 @@ def _string(s: str, i: int, quote: str) -> tuple[str, int]:
     return body, end + 1
 
 
-def _array(s: str, i: int, depth: int) -> tuple[list[Any], int]:
+def _array(s: str, i: int, depth: int) -> tuple[list[object], int]:
     """A one-line array after its "[": values, commas, an optional trailing comma, "]"."""
     if depth > _MAX_DEPTH:
         raise _Outside
-    out: list[Any] = []
+    out: list[object] = []
     i = _WS.match(s, i).end()  # type: ignore[union-attr]  # [ \t]* always matches
     while s[i : i + 1] != "]":
         value, i = _value(s, i, depth)
@@ -182,11 +181,11 @@ def _array(s: str, i: int, depth: int) -> tuple[list[Any], int]:
     return out, i + 1
 
 
-def _inline_table(s: str, i: int, depth: int) -> tuple[dict[str, Any], int]:
+def _inline_table(s: str, i: int, depth: int) -> tuple[dict[str, object], int]:
     """A one-line inline table after its "{": bare keys, each once, no trailing comma."""
     if depth > _MAX_DEPTH:
         raise _Outside
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     i = _WS.match(s, i).end()  # type: ignore[union-attr]
     if s[i : i + 1] == "}":
         return out, i + 1

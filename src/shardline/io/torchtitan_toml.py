@@ -104,12 +104,12 @@ IGNORED = (
 
 
 class _Toml:
-    def __init__(self, data: dict[str, Any], origin: str) -> None:
+    def __init__(self, data: dict[str, object], origin: str) -> None:
         self.data = data
         self.origin = origin
         self.read: list[str] = []
 
-    def get(self, section: str, key: str, default: Any = None) -> Any:
+    def get(self, section: str, key: str, default: object = None) -> Any:
         table = self.data.get(section, {})
         if not isinstance(table, dict) or key not in table:
             return default
@@ -131,7 +131,7 @@ class _Toml:
         return value
 
 
-def _unknown(data: dict[str, Any]) -> list[str]:
+def _unknown(data: dict[str, object]) -> list[str]:
     out = []
     for section, table in data.items():
         if section in IGNORED:
@@ -175,8 +175,8 @@ def _recompute(t: _Toml) -> str:
     return f"layer-{int(option)}"
 
 
-def _execution(t: _Toml, notes: list[str], layers: int, pp: int) -> dict[str, Any]:
-    ex: dict[str, Any] = {"framework": "torchtitan", "recompute": _recompute(t)}
+def _execution(t: _Toml, notes: list[str], layers: int, pp: int) -> dict[str, object]:
+    ex: dict[str, object] = {"framework": "torchtitan", "recompute": _recompute(t)}
     if t.get("parallelism", "enable_async_tensor_parallel", False):
         ex["tp_overlap"] = True
     reduce = t.get("training", "mixed_precision_reduce")
@@ -320,7 +320,7 @@ def _check_expressible(layout: LaunchLayout) -> None:
         raise InputError(f"--emit torchtitan: dtype {layout.dtype} has no torchtitan setting")
 
 
-def _toml_value(value: Any) -> str:
+def _toml_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -330,12 +330,12 @@ def _toml_value(value: Any) -> str:
     return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _parallelism(layout: LaunchLayout) -> dict[str, Any]:
+def _parallelism(layout: LaunchLayout) -> dict[str, object]:
     """[parallelism]: the shard degree is fsdp x ep (experts split the shard ranks)."""
     d, ex = layout.degrees, layout.execution
     pp = d.get("pp", 1)
     mbs = layout.microbatch_size
-    parallelism: dict[str, Any] = {
+    parallelism: dict[str, object] = {
         "data_parallel_replicate_degree": d.get("dp", 1),
         "data_parallel_shard_degree": d.get("fsdp", 1) * d.get("ep", 1),
         "tensor_parallel_degree": d.get("tp", 1),

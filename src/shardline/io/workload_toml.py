@@ -91,7 +91,7 @@ SHEET_SUFFIXES = (".csv", ".tsv", ".xlsx", ".xlsm")
 MAX_WORKLOAD_BYTES = 100_000_000  # a workload file of 100,000 layers is about 10 MB
 
 
-def _unknown(given: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+def _unknown(given: dict[str, object], allowed: tuple[str, ...], where: str) -> None:
     extra = [key for key in given if key not in allowed]
     if extra:
         raise InputError(f"{where}: unknown field {extra[0]!r}; fields: {', '.join(allowed)}")
@@ -114,9 +114,9 @@ def _str_list(value: object, what: str) -> tuple[str, ...]:
 
 
 def _layer_dims(
-    raw: dict[str, Any],
+    raw: dict[str, object],
     spec_dims: tuple[str, ...],
-    shared: dict[str, Any],
+    shared: dict[str, object],
     where: str,
     spec_text: str,
 ) -> dict[str, int]:
@@ -184,7 +184,7 @@ def _default_tp_dim(
 
 
 def _layer_spec(
-    raw: dict[str, Any], where: str, shared: dict[str, Any]
+    raw: dict[str, Any], where: str, shared: dict[str, object]
 ) -> tuple[str, dict[str, Any], tuple[str, ...]]:
     """The layer's einsum text, sizes and weights: from `einsum` (+ dims, shapes, [dims]) or the
     matmul shorthand m, k, n."""
@@ -219,7 +219,7 @@ def _layer_spec(
     return spec_text, dims, weights
 
 
-def _layer(raw: Any, index: int, shared: dict[str, Any], dtype: str) -> Layer:
+def _layer(raw: object, index: int, shared: dict[str, object], dtype: str) -> Layer:
     if not isinstance(raw, dict):
         raise InputError(f"layer {index}: must be a table ([[layer]])")
     label = raw.get("name", f"layer{index}")
@@ -281,7 +281,7 @@ def _guess_batch_dim(layers: list[Layer]) -> str | None:
 
 
 def _template(
-    data: dict[str, Any],
+    data: dict[str, object],
     key: str,
     phase: str | None,
     batch: int | None,
@@ -327,7 +327,7 @@ def _template(
     return template_precision(transformer(**params), **precision)
 
 
-def _raw_layers(raw: Any, origin: str) -> list[Any]:
+def _raw_layers(raw: object, origin: str) -> list[object]:
     """The [[layer]] tables: at least one, at most MAX_LAYERS (before a Layer is built for each)."""
     if not isinstance(raw, list) or not raw:
         raise InputError(f"{origin}: [[layer]] must list at least one layer")
@@ -336,7 +336,7 @@ def _raw_layers(raw: Any, origin: str) -> list[Any]:
 
 
 def workload_from_dict(
-    data: dict[str, Any],
+    data: dict[str, object],
     *,
     origin: str = "workload",
     phase: str | None = None,
@@ -437,7 +437,7 @@ def workload_from_sheet(
     check_layer_count(len(table), str(path))  # before a Layer is built for each row
     labels = table.labels()
     seen: dict[str, int] = {}
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     for i in range(len(table)):
         count = int(table.count[i])
         if count == 0:

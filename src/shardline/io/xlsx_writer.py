@@ -16,7 +16,6 @@ import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 __all__ = [
@@ -92,7 +91,7 @@ class Sheet:
 
     name: str
     header: Sequence[str]
-    rows: Iterable[Sequence[Any]]
+    rows: Iterable[Sequence[object]]
     styles: Sequence[str]
     widths: Sequence[float] = ()
 

@@ -167,7 +167,7 @@ def _variants(r: _Reader) -> tuple[object, ...]:
         raise InputError(f"{r.origin}: {err}") from None
 
 
-def model_from_dict(data: dict[str, Any], origin: str = "model file") -> ModelSpec:
+def model_from_dict(data: dict[str, object], origin: str = "model file") -> ModelSpec:
     """A validated ModelSpec from a parsed model file, or an InputError naming the bad field."""
     if not isinstance(data, dict):
         raise InputError(f"{origin}: a model file is a TOML table")

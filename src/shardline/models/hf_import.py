@@ -37,7 +37,7 @@ _TIED_DEFAULT = {"gemma3": True, "gemma3_text": True}
 class _Config:
     """Values of one config.json with the key each came from, as `{value, source}` tables."""
 
-    def __init__(self, data: dict[str, Any], origin: str, model_type: str) -> None:
+    def __init__(self, data: dict[str, object], origin: str, model_type: str) -> None:
         self.data = data
         self.origin = origin
         self.model_type = model_type
@@ -46,7 +46,7 @@ class _Config:
     def source(self, key: str) -> str:
         return f"config.json ({self.origin}): {self.prefix}{key}"
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> object:
         value = self.data.get(key)
         return default if value is None else value
 
@@ -71,12 +71,12 @@ class _Config:
             )
         return value
 
-    def field(self, key: str, value: Any = None, note: str = "") -> dict[str, Any]:
+    def field(self, key: str, value: object = None, note: str = "") -> dict[str, object]:
         value = self.need(key) if value is None else value
         return {"value": value, "source": self.source(key) + (f" ({note})" if note else "")}
 
 
-def _base(c: _Config) -> dict[str, Any]:
+def _base(c: _Config) -> dict[str, object]:
     heads = c.need("num_attention_heads")
     d_model = c.need("hidden_size")
     kv_heads = c.get("num_key_value_heads", heads)
@@ -128,7 +128,7 @@ def _layer_pattern(c: _Config) -> int:
     return k
 
 
-def _sliding(c: _Config, model: dict[str, Any]) -> None:
+def _sliding(c: _Config, model: dict[str, object]) -> None:
     if c.get("sliding_window") is None:
         return
     if c.model_type in ("mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe"):
@@ -148,7 +148,7 @@ def _sliding(c: _Config, model: dict[str, Any]) -> None:
     }
 
 
-def _deepseek(c: _Config, model: dict[str, Any]) -> None:
+def _deepseek(c: _Config, model: dict[str, object]) -> None:
     if c.get("moe_layer_freq", 1) != 1:
         raise InputError(
             f"{c.origin}: moe_layer_freq = {c.get('moe_layer_freq')!r} puts dense layers between "
@@ -192,7 +192,7 @@ def _moe(c: _Config, model: dict[str, Any]) -> None:
         model["moe"]["router_bias"] = c.field("model_type", True, "the router has a bias")
 
 
-def _flags(c: _Config, model: dict[str, Any]) -> None:
+def _flags(c: _Config, model: dict[str, object]) -> None:
     t = c.model_type
     if t == "qwen2":
         model["attention_bias"] = "qkv"
@@ -211,7 +211,7 @@ def _flags(c: _Config, model: dict[str, Any]) -> None:
         )
 
 
-def model_from_config(config: dict[str, Any], origin: str, name: str) -> dict[str, Any]:
+def model_from_config(config: dict[str, object], origin: str, name: str) -> dict[str, Any]:
     """The model-file table (`{value, source}` numbers) of a parsed config.json."""
     if not isinstance(config, dict):
         raise InputError(f"{origin}: a config.json is a JSON object")
@@ -226,7 +226,7 @@ def model_from_config(config: dict[str, Any], origin: str, name: str) -> dict[st
         if not isinstance(data, dict):
             raise InputError(f"{origin}: a gemma3 config.json needs a text_config object")
     c = _Config(data, origin, model_type)
-    model: dict[str, Any] = {"schema": 1, "name": name, "attention": "flash"}
+    model: dict[str, object] = {"schema": 1, "name": name, "attention": "flash"}
     model["description"] = f"Imported from {origin} (model_type {model_type})."
     model |= _base(c)
     _flags(c, model)
@@ -249,7 +249,7 @@ def _toml_value(value: object) -> str:
     return json.dumps(str(value))  # a JSON string is a valid TOML basic string
 
 
-def model_toml_from_config(config: dict[str, Any], origin: str, name: str) -> str:
+def model_toml_from_config(config: dict[str, object], origin: str, name: str) -> str:
     """The text of a model file for a parsed config.json, checked by the model loader."""
     model = model_from_config(config, origin, name)
     model_from_dict(model, origin)  # a config with impossible numbers fails here, not later

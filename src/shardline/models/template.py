@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from shardline.workload.modelspec import ModelSpec
+from shardline.workload.workload import Workload
 
 __all__ = [
     "transformer_table",
@@ -57,7 +58,7 @@ def transformer_table(spec: ModelSpec, *, batch: int, seq_len: int) -> dict[str,
     } | _moe_table(spec)
 
 
-def _moe_table(spec: ModelSpec) -> dict[str, Any]:
+def _moe_table(spec: ModelSpec) -> dict[str, object]:
     """The `moe` sub-table of a mixture-of-experts model (dropless, balanced routing: the
     template's defaults)."""
     if spec.moe is None:
@@ -76,7 +77,7 @@ def _moe_table(spec: ModelSpec) -> dict[str, Any]:
 
 def model_workload(
     spec: ModelSpec, *, phase: str, batch: int, seq_len: int, dtype: str | None = None
-) -> Any:
+) -> Workload:
     """The Workload of `spec` at `batch` sequences of `seq_len` tokens in `phase`: the same one
     `--model NAME` and a `[transformer]` file with `transformer_table`'s numbers build (the
     precision fields, weight_dtype, attention_dtype and tied_embeddings, applied after the

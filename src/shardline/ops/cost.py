@@ -7,11 +7,12 @@ function here accepts Python numbers or numpy arrays that broadcast.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, overload
+from typing import overload
 
 import numpy as np
 
 from shardline.basics.kinds import Bound
+from shardline.basics.values import JSONDict, Scalar
 
 __all__ = [
     "Cost",
@@ -33,20 +34,28 @@ class Cost:
     Leaves come from `Cost.roofline` (one op on one chip) or `Cost.network` (a collective); a
     layer, a stage, a stack or a plan is their sum (`+`) and repeats scale them (`*`). Times are
     summed leaf by leaf, so `t_lower_s` of a sum is the sum of the leaves' lower bounds (each op's
-    own max(compute, memory)), not the max of the summed columns. `predicted_s` is the realistic
-    time of the same work where a model for it exists, else the lower bound.
-    Every field is a Python number or a numpy array that broadcasts.
+    own max(compute, memory)), not the max of the summed columns.
+
+    The three times, one meaning each wherever a Cost is made (`Cost.roofline`, `Cost.network`,
+    the sharded layout pricer `shardline.sharding.layout.layout_cost`, the causal kernel):
+    - `t_lower_s`: the overlapped bound, per leaf max(t_compute, t_memory, t_network);
+    - `t_upper_s`: the serial bound, per leaf t_compute + t_memory + t_network, nothing
+      overlapped (collectives on separate links one after another too);
+    - `predicted_s`: the realistic time of the same work where a model for it exists, else the
+      lower bound.
+    Every field is a `Scalar`: a Python number, or a numpy array that broadcasts (one entry per
+    layout priced at once).
     """
 
-    flops: Any = 0
-    hbm_bytes: Any = 0
-    net_bytes: Any = 0  # bytes this device sends over the network
-    t_compute_s: Any = 0.0
-    t_memory_s: Any = 0.0
-    t_network_s: Any = 0.0  # line-rate alpha-beta time of the collectives
-    t_lower_s: Any = 0.0  # per leaf max(t_compute, t_memory, t_network): perfect overlap
-    t_upper_s: Any = 0.0  # per leaf t_compute + t_memory + t_network: no overlap
-    predicted_s: Any = 0.0  # realistic time (achievable rates, efficiencies)
+    flops: Scalar = 0
+    hbm_bytes: Scalar = 0
+    net_bytes: Scalar = 0  # bytes this device sends over the network
+    t_compute_s: Scalar = 0.0
+    t_memory_s: Scalar = 0.0
+    t_network_s: Scalar = 0.0  # line-rate alpha-beta time of the collectives
+    t_lower_s: Scalar = 0.0  # overlapped: per leaf max(t_compute, t_memory, t_network)
+    t_upper_s: Scalar = 0.0  # serial: per leaf t_compute + t_memory + t_network, no overlap
+    predicted_s: Scalar = 0.0  # realistic time (achievable rates, efficiencies)
 
     # field by field, written out (the hot path of every stage's sums)
     def __add__(self, other: Cost) -> Cost:
@@ -64,7 +73,7 @@ class Cost:
             self.predicted_s + other.predicted_s,
         )
 
-    def __mul__(self, count: Any) -> Cost:
+    def __mul__(self, count: Scalar) -> Cost:
         return Cost(
             self.flops * count,
             self.hbm_bytes * count,
@@ -80,13 +89,17 @@ class Cost:
     __rmul__ = __mul__
 
     @property
-    def bound(self) -> Any:
+    def bound(self) -> Bound | np.ndarray:
         """The largest of the three summed times (ties go to compute, then memory)."""
         return bound_of(self.t_compute_s, self.t_memory_s, self.t_network_s)
 
     @staticmethod
     def roofline(
-        flops: Any, hbm_bytes: Any, flops_per_s: Any, mem_bytes_per_s: Any, predicted_s: Any = None
+        flops: Scalar,
+        hbm_bytes: Scalar,
+        flops_per_s: Scalar,
+        mem_bytes_per_s: Scalar,
+        predicted_s: Scalar | None = None,
     ) -> Cost:
         """One op: T_math = F / P, T_mem = Q / W, lower bound max, upper bound sum."""
         times = roofline_times(flops, hbm_bytes, flops_per_s, mem_bytes_per_s)
@@ -101,7 +114,7 @@ class Cost:
         )
 
     @staticmethod
-    def network(net_bytes: Any, t_network_s: Any, predicted_s: Any = None) -> Cost:
+    def network(net_bytes: Scalar, t_network_s: Scalar, predicted_s: Scalar | None = None) -> Cost:
         """One collective (or a send): bytes this device sends and its alpha-beta time."""
         return Cost(
             net_bytes=net_bytes,
@@ -111,7 +124,7 @@ class Cost:
             predicted_s=t_network_s if predicted_s is None else predicted_s,
         )
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JSONDict:
         """The fields by name (for JSON: the result records flatten their Cost with this)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
@@ -123,7 +136,7 @@ def _is_array(*values: object) -> bool:
     return any(isinstance(v, np.ndarray) for v in values)
 
 
-def vmax(a: Any, b: Any) -> Any:
+def vmax(a: Scalar, b: Scalar) -> Scalar:
     """max() for scalars, np.maximum for arrays (keeps Python scalars as Python scalars)."""
     return np.maximum(a, b) if _is_array(a, b) else max(a, b)
 
@@ -133,10 +146,14 @@ def bound_of(t_compute_s: float, t_memory_s: float, t_network_s: float | None = 
 
 
 @overload
-def bound_of(t_compute_s: Any, t_memory_s: Any, t_network_s: Any = None) -> Any: ...
+def bound_of(
+    t_compute_s: Scalar, t_memory_s: Scalar, t_network_s: Scalar | None = None
+) -> Bound | np.ndarray: ...
 
 
-def bound_of(t_compute_s: Any, t_memory_s: Any, t_network_s: Any = None) -> Any:
+def bound_of(
+    t_compute_s: Scalar, t_memory_s: Scalar, t_network_s: Scalar | None = None
+) -> Bound | np.ndarray:
     """Which resource binds: the largest time. Ties go to compute (I >= R is compute-bound).
     Python or numpy scalars give a `Bound` word; numpy arrays give an array of them."""
     if t_network_s is None:
@@ -153,14 +170,16 @@ def bound_of(t_compute_s: Any, t_memory_s: Any, t_network_s: Any = None) -> Any:
 
 @dataclass(frozen=True)
 class Times:
-    t_compute_s: Any
-    t_memory_s: Any
-    t_lower_s: Any  # max: perfect overlap of compute and memory
-    t_upper_s: Any  # sum: no overlap
-    bound: Any
+    t_compute_s: Scalar
+    t_memory_s: Scalar
+    t_lower_s: Scalar  # max: perfect overlap of compute and memory
+    t_upper_s: Scalar  # sum: no overlap
+    bound: Bound | np.ndarray
 
 
-def roofline_times(flops: Any, hbm_bytes: Any, flops_per_s: Any, mem_bytes_per_s: Any) -> Times:
+def roofline_times(
+    flops: Scalar, hbm_bytes: Scalar, flops_per_s: Scalar, mem_bytes_per_s: Scalar
+) -> Times:
     """T_math = F / P, T_mem = Q / W; lower bound max, upper bound sum.
 
     Source: "How to Scale Your Model", roofline chapter."""

@@ -9,6 +9,7 @@ come separately (`parse_dims`, `check_dims`).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from math import prod
@@ -242,7 +243,7 @@ def check_size(value: int, what: str) -> int:
     return value
 
 
-def check_dims(spec: EinsumSpec, dims: dict[str, int]) -> None:
+def check_dims(spec: EinsumSpec, dims: Mapping[str, object]) -> None:
     """Every dim used is sized, and every dim sized is used."""
     missing = [d for d in spec.all_dims if d not in dims]
     if missing:

@@ -69,7 +69,7 @@ def _names(value: Sequence[str] | str | None, what: str) -> tuple[str, ...]:
     return out
 
 
-def _sizes(where: str, parsed: EinsumSpec, raw: Mapping[str, Any]) -> dict[str, int]:
+def _sizes(where: str, parsed: EinsumSpec, raw: Mapping[str, object]) -> dict[str, int]:
     """Positive integer sizes (an integral float is accepted) that cover the einsum's dims."""
     dims: dict[str, int] = {}
     for dim, size in dict(raw).items():
@@ -154,7 +154,7 @@ def _named_dims(
 ROLES = ("weights", "cache", "onchip")
 
 
-class HashedKey(tuple[Any, ...]):
+class HashedKey(tuple[object, ...]):
     """A tuple that computes its hash once (the plain tuple's hash, and equal to it): a nested
     key the caches hash on every lookup."""
 
@@ -165,7 +165,7 @@ class HashedKey(tuple[Any, ...]):
             self._hash: int = tuple.__hash__(self)
             return self._hash
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         # pickled without the hash: a string's hash differs from one process to the next
         return (HashedKey, (tuple(self),))
 
@@ -242,7 +242,7 @@ class Layer:
         return parse_einsum(self.spec)
 
     @cached_property
-    def content_key(self) -> tuple[Any, ...]:
+    def content_key(self) -> tuple[object, ...]:
         """Every field but the name: two layers with the same key cost the same (the plan search
         prices such layers once). Its hash is computed once (`HashedKey`): the caches look it up
         hundreds of thousands of times per search."""
@@ -401,7 +401,7 @@ def backward_stack(layers: Sequence[Layer]) -> list[Layer]:
     """`backward_layers` of each layer, the last layer's first (the backward pass's order).
     Layers of the same content derive theirs once; the others are renamed copies (a backward
     layer is named after its forward layer: "up.grad_w")."""
-    derived: dict[tuple[Any, ...], tuple[Layer, list[Layer]]] = {}
+    derived: dict[tuple[object, ...], tuple[Layer, list[Layer]]] = {}
     out: list[Layer] = []
     for layer in reversed(layers):
         hit = derived.get(layer.content_key)
@@ -418,7 +418,7 @@ def backward_stack(layers: Sequence[Layer]) -> list[Layer]:
 def distinct(layers: Sequence[Layer]) -> list[tuple[Layer, int]]:
     """The layers, those of the same content (all but the name) merged: [(the first such layer,
     the sum of their counts)], in order of first appearance."""
-    merged: dict[tuple[Any, ...], list[Any]] = {}
+    merged: dict[tuple[object, ...], list[Any]] = {}
     for layer in layers:
         merged.setdefault(layer.content_key, [layer, 0])[1] += layer.count
     return [(layer, n) for layer, n in merged.values()]

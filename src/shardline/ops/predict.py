@@ -34,12 +34,14 @@ Everything is vectorized: numpy arrays in, arrays out (the sweep benchmark runs 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from shardline.basics.dtypes import dtype_bits
+from shardline.basics.values import Scalar, Words
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.ops.achievable import achievable_rate
@@ -101,7 +103,7 @@ def kernel_overhead_s(chip: Chip, *, cuda_graphs: bool, gemm: bool = False) -> f
     return floor if cuda_graphs else max(launch, floor)
 
 
-def kernel_time_s(chip: Chip, work_s: Any, *, cuda_graphs: bool, gemm: bool = False) -> Any:
+def kernel_time_s(chip: Chip, work_s: Scalar, *, cuda_graphs: bool, gemm: bool = False) -> Scalar:
     """Seconds one GPU kernel takes to do `work_s` seconds of work (a number or a numpy array).
 
     Eager launches pay the per-kernel launch cost on top of the work, back to back:
@@ -120,7 +122,7 @@ def kernel_time_s(chip: Chip, work_s: Any, *, cuda_graphs: bool, gemm: bool = Fa
 
 def stream_time(
     q_bytes: Any, cache_bytes: float | None, cache_bytes_per_s: float | None, mem_bytes_per_s: float
-) -> Any:
+) -> Scalar:
     """Seconds to stream Q bytes once: the part that the cache holds at the cache rate, the rest at
     the memory rate, `min(Q, C)/W_cache + max(Q - C, 0)/W_mem` (no cache: `Q/W_mem`)."""
     q = np.asarray(q_bytes, dtype=np.float64)
@@ -133,11 +135,11 @@ def stream_time(
 
 
 def pack_read_time(
-    input_bytes: Any,
+    input_bytes: Scalar,
     cache_bytes: float | None,
     cache_bytes_per_s: float | None,
     mem_bytes_per_s: float,
-) -> Any:
+) -> Scalar:
     """Seconds to read a BLAS call's inputs for packing: from the cache when they fit it, else all
     from memory (a packing pass over more than the cache evicts its own data before reuse)."""
     q = np.asarray(input_bytes, dtype=np.float64)
@@ -150,7 +152,7 @@ def _as_array(value: object) -> np.ndarray:
     return np.asarray(value, dtype=np.float64)
 
 
-def _lookup(dtype: Any, table: Any) -> Any:
+def _lookup(dtype: Words, table: Callable[[str], float]) -> Scalar:
     """Apply `table(name) -> float` to a dtype name or an array of names (unique names once)."""
     if isinstance(dtype, np.ndarray):
         names, inverse = np.unique(dtype, return_inverse=True)
@@ -159,11 +161,11 @@ def _lookup(dtype: Any, table: Any) -> Any:
     return table(str(dtype))
 
 
-def _aligned(length: Any, elem_bytes: Any, align_bytes: int) -> Any:
+def _aligned(length: Scalar, elem_bytes: Scalar, align_bytes: int) -> Scalar:
     return np.mod(_as_array(length) * elem_bytes, align_bytes) == 0
 
 
-def gemm_dims(spec_text: str, dims: dict[str, Any]) -> dict[str, Any]:
+def gemm_dims(spec_text: str, dims: Mapping[str, Scalar]) -> dict[str, Any]:
     """The GEMM an einsum runs as: batch (in both inputs and the output), M (left input and output
     only), N (right input and output only), K (contracted), and each operand's row length. A
     single input streams as M = its output's elements, N = 1, K = the reduced elements."""
@@ -171,8 +173,8 @@ def gemm_dims(spec_text: str, dims: dict[str, Any]) -> dict[str, Any]:
     lhs, out = spec.lhs.dims, spec.out.dims
     rhs = () if spec.second is None else spec.second.dims
 
-    def prod(names: list[str]) -> Any:
-        value: Any = 1
+    def prod(names: list[str]) -> Scalar:
+        value: Scalar = 1
         for name in names:
             value = value * dims[name]
         return value
@@ -192,20 +194,21 @@ class GemmWork:
     (from the roofline), bits per element and row length by role ("a", "b", "out"), and the
     compute dtype. Python numbers or numpy arrays that broadcast."""
 
-    batch: Any
-    m: Any
-    k: Any
-    n: Any
-    flops: Any
-    bytes_a: Any
-    bytes_b: Any
-    bytes_total: Any
-    bits: dict[str, Any]
-    rows: dict[str, Any]
-    compute_dtype: Any
+    batch: Scalar
+    m: Scalar
+    k: Scalar
+    n: Scalar
+    flops: Scalar
+    bytes_a: Scalar
+    bytes_b: Scalar
+    bytes_total: Scalar
+    bits: dict[str, Scalar]
+    rows: dict[str, Scalar]
+    compute_dtype: Words
     contracted: bool = True
     # a non-matrix einsum (shardline.ops.roofline.on_vector_units): the vector units' rate
-    vector_rate: Any = None  # FLOP/s, or an array of them per element; None: the matrix path
+    # FLOP/s, or an array of them per element; None: the matrix path
+    vector_rate: Scalar | None = None
 
 
 @dataclass(frozen=True)
@@ -214,20 +217,20 @@ class _Setup:
 
     chip: Chip
     work: GemmWork
-    batch: Any
-    m: Any
-    k: Any
-    n: Any
-    flops: Any
-    q_bytes: Any
-    s: dict[str, Any]  # bytes per element by role
-    rate: Any  # achievable FLOP/s of the compute dtype
+    batch: Scalar
+    m: Scalar
+    k: Scalar
+    n: Scalar
+    flops: Scalar
+    q_bytes: Scalar
+    s: dict[str, Scalar]  # bytes per element by role
+    rate: Scalar  # achievable FLOP/s of the compute dtype
     mem_rate: float  # achievable memory bytes/s
     cuda_graphs: bool = False  # kernels replayed from a CUDA graph (GPU only)
 
 
 # (t_overhead, t_work, compute side?, the kind's named terms)
-_KindTerms = tuple[Any, Any, Any, dict[str, Any]]
+_KindTerms = tuple[Scalar, Scalar, int | np.ndarray, dict[str, Any]]  # terms: numbers, words
 
 
 def _cpu_terms(c: _Setup) -> _KindTerms:
@@ -269,7 +272,7 @@ def _tpu_terms(c: _Setup) -> _KindTerms:
     unit = c.chip.on_chip.matrix_unit_elements or 128
     m, k, n = c.m, c.k, c.n
 
-    def pad(x: Any) -> Any:
+    def pad(x: Scalar) -> Scalar:
         return np.ceil(x / unit) * unit
 
     t_overhead = (c.chip.achievable.launch_overhead_s or 0.0) * np.ones_like(m)
@@ -291,7 +294,7 @@ def _tpu_terms(c: _Setup) -> _KindTerms:
     return t_overhead, np.maximum(t_math, t_memory), t_math >= t_memory, terms
 
 
-def _align_efficiency(c: _Setup) -> Any:
+def _align_efficiency(c: _Setup) -> Scalar:
     """1 where every operand's rows are a multiple of align_bytes, else the unaligned rate."""
     align = c.chip.on_chip.align_bytes
     if not align:
@@ -303,7 +306,7 @@ def _align_efficiency(c: _Setup) -> Any:
     return np.where(ok, 1.0, unaligned)
 
 
-def _best_gpu_tiles(c: _Setup, rate: Any) -> dict[str, Any]:
+def _best_gpu_tiles(c: _Setup, rate: Scalar) -> dict[str, Scalar]:
     """Per element: the candidate tile and split-K factor with the shortest time (the first
     candidate in `GPU_TILE_CANDIDATES` x `SPLIT_K` order on a tie), every candidate timed at
     once over a leading axis."""
@@ -373,7 +376,7 @@ _KIND_MODELS = {"cpu": _cpu_terms, "tpu": _tpu_terms}
 
 
 def predict_gemm(
-    chip: Chip, work: GemmWork, t_lower_s: Any, *, launch: str = "eager"
+    chip: Chip, work: GemmWork, t_lower_s: Scalar, *, launch: str = "eager"
 ) -> dict[str, Any]:
     """The realistic time of a (batched) GEMM on one chip, as a dict of named terms (arrays).
     `launch`: "eager" (the default) or "graphs" (CUDA-graph replay; GPUs only)."""
@@ -431,7 +434,7 @@ def predict_gemm(
     }
 
 
-def _scalarize(value: Any) -> Any:
+def _scalarize(value: object) -> object:
     if (isinstance(value, np.ndarray) and value.ndim == 0) or isinstance(value, np.generic):
         return value.item()
     return value
@@ -450,7 +453,7 @@ def with_prediction(result: RooflineResult, *, launch: str = "eager") -> Rooflin
     # a single input stands in for "b" too (its bits and rows), with no bytes of its own
     names = {"a": spec.lhs.name, "b": (spec.second or spec.lhs).name, "out": spec.out.name}
 
-    def bits_of(dtype: Any) -> Any:
+    def bits_of(dtype: Words) -> Scalar:
         return _lookup(dtype, lambda d: float(dtype_bits(d)))
 
     bits = {role: bits_of(result.dtypes[name]) for role, name in names.items()}
@@ -482,9 +485,9 @@ def with_prediction(result: RooflineResult, *, launch: str = "eager") -> Rooflin
     return dataclasses.replace(result, cost=cost, predicted_bound=bound, prediction=terms)
 
 
-def _scalar_terms(terms: dict[str, Any]) -> dict[str, Any]:
+def _scalar_terms(terms: dict[str, Any]) -> dict[str, object]:
     """The terms of one multiply as Python numbers: counts as ints, flags as bools."""
-    terms = {key: _scalarize(value) for key, value in terms.items()}
+    terms = {key: _scalarize(value) for key, value in terms.items()}  # numbers, words, flags
     for key in ("tile_m", "tile_n", "split_k", "tiles", "waves", "mxu_elements"):
         if key in terms:
             terms[key] = int(terms[key])

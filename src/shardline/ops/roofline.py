@@ -11,14 +11,16 @@ import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
 from shardline.basics.dtypes import canonical_dtype, categorize, dtype_bits
+from shardline.basics.kinds import Bound
 from shardline.basics.options import Precision, RateOverrides
 from shardline.basics.serialize import jsonable
 from shardline.basics.units import check_rate, short
+from shardline.basics.values import JSONDict, Scalar, Words
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.ops.cost import Cost, bound_of
@@ -42,9 +44,9 @@ MATMUL_SPEC = parse_einsum("a[M,K] * b[K,N] -> out[M,N]")
 @dataclass(frozen=True)
 class HardwareUsed:
     name: str
-    flops_per_s: Any
+    flops_per_s: Scalar
     mem_bytes_per_s: float
-    compute_dtype: Any
+    compute_dtype: Words
 
 
 def on_vector_units(spec: EinsumSpec) -> bool:
@@ -57,7 +59,7 @@ def on_vector_units(spec: EinsumSpec) -> bool:
     return set(spec.lhs.dims) == set(spec.rhs.dims)
 
 
-def _vector_rate(spec: EinsumSpec, chip: Chip, compute_dtype: Any) -> Any:
+def _vector_rate(spec: EinsumSpec, chip: Chip, compute_dtype: Words) -> Scalar | None:
     """The chip's vector rate for a non-matrix einsum, per element for an array of compute dtypes
     (None: the matrix path, also where the chip file gives no vector rate for a dtype)."""
     if not on_vector_units(spec):
@@ -78,52 +80,52 @@ class RooflineResult:
     times read as attributes; `to_dict` flattens them into the JSON keys."""
 
     spec: str
-    dims: dict[str, Any]
-    dtypes: dict[str, Any]
-    bytes: dict[str, Any]
-    intensity_flop_per_byte: Any
-    ridge_flop_per_byte: Any
+    dims: dict[str, Scalar]
+    dtypes: dict[str, Words]
+    bytes: dict[str, Scalar]
+    intensity_flop_per_byte: Scalar
+    ridge_flop_per_byte: Scalar
     cost: Cost
     hardware: HardwareUsed
-    critical_m: Any = None
+    critical_m: Scalar | None = None
     accumulate: bool = False
-    predicted_bound: Any = None
+    predicted_bound: Words | None = None
     prediction: dict[str, Any] | None = None
     chip: Chip | None = field(default=None, repr=False, compare=False)
     # "vector": no matrix product, priced at the CUDA cores' / VPU's rate (`on_vector_units`)
     compute_unit: str = "matrix"
 
     @property
-    def flops(self) -> Any:
+    def flops(self) -> Scalar:
         return self.cost.flops
 
     @property
-    def t_compute_s(self) -> Any:
+    def t_compute_s(self) -> Scalar:
         return self.cost.t_compute_s
 
     @property
-    def t_memory_s(self) -> Any:
+    def t_memory_s(self) -> Scalar:
         return self.cost.t_memory_s
 
     @property
-    def t_lower_s(self) -> Any:
+    def t_lower_s(self) -> Scalar:
         return self.cost.t_lower_s
 
     @property
-    def t_upper_s(self) -> Any:
+    def t_upper_s(self) -> Scalar:
         return self.cost.t_upper_s
 
     @property
-    def bound(self) -> Any:
+    def bound(self) -> Bound | np.ndarray:
         """ "compute" or "memory": the larger of the two times (ties go to compute)."""
         return bound_of(self.cost.t_compute_s, self.cost.t_memory_s)
 
     @property
-    def predicted_s(self) -> Any:
+    def predicted_s(self) -> Scalar | None:
         """The realistic time, or None before `with_prediction`."""
         return None if self.prediction is None else self.cost.predicted_s
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         out = {
             "spec": self.spec,
             "dims": self.dims,
@@ -147,15 +149,15 @@ class RooflineResult:
             out["predicted_s"] = self.predicted_s
             out["predicted_bound"] = self.predicted_bound
             out["prediction"] = self.prediction
-        result: dict[str, Any] = jsonable(out)
+        result = jsonable(out)
         return result
 
 
-def _is_array(value: object) -> bool:
+def _is_array(value: object) -> TypeGuard[np.ndarray]:
     return isinstance(value, np.ndarray)
 
 
-def operand_bytes(elements: Any, bits: Any) -> Any:
+def operand_bytes(elements: Scalar, bits: Scalar) -> Scalar:
     """Bytes to hold `elements` values of `bits` each, rounded up to whole bytes (int4: two per
     byte)."""
     if isinstance(elements, int) and isinstance(bits, int):
@@ -163,7 +165,7 @@ def operand_bytes(elements: Any, bits: Any) -> Any:
     return np.ceil(np.asarray(elements, dtype=np.float64) * bits / 8)
 
 
-def _dtype_table(dtype: Any, chip: Chip | None, want_peak: bool) -> tuple[Any, Any]:
+def _dtype_table(dtype: Words, chip: Chip | None, want_peak: bool) -> tuple[Scalar, Scalar | None]:
     """(bits, peak FLOP/s) for a dtype name or an array of names."""
     if isinstance(dtype, np.ndarray):
         names, codes = categorize(dtype)
@@ -178,10 +180,10 @@ def _dtype_table(dtype: Any, chip: Chip | None, want_peak: bool) -> tuple[Any, A
 
 def resolve_dtypes(
     names: tuple[str, ...],
-    dtype: Any,
+    dtype: Words | None,
     overrides: dict[str, str | None],
     compute_dtype: str | None,
-) -> tuple[dict[str, Any], Any]:
+) -> tuple[Mapping[str, Words], Words]:
     """Per-operand storage dtypes and the compute dtype (docs/single-device.md).
 
     `names`: the inputs' names, then the output's (two inputs, or one). Each operand takes its
@@ -199,8 +201,8 @@ def resolve_dtypes(
         if any(d != str(dtype.flat[int(np.argmax(codes == i))]) for i, d in enumerate(distinct)):
             dtype = np.array(distinct)[codes]  # spell every element canonically
     else:
-        dtype = canonical_dtype(dtype)
-    dtypes: dict[str, Any] = {}
+        dtype = canonical_dtype(str(dtype))
+    dtypes: dict[str, Words] = {}
     for name in names:
         given = overrides.get(name)
         dtypes[name] = canonical_dtype(given) if given else dtype
@@ -216,7 +218,7 @@ def resolve_dtypes(
     return dtypes, (rhs if dtype_bits(rhs) > dtype_bits(lhs) else lhs)
 
 
-def _check_dim(value: Any, name: str) -> Any:
+def _check_dim(value: object, name: str) -> Scalar:
     if _is_array(value):
         arr = np.asarray(value)
         if arr.dtype.kind not in "iuf" or np.any(arr <= 0) or np.any(arr != np.floor(arr)):
@@ -232,13 +234,13 @@ def _check_dim(value: Any, name: str) -> Any:
     return check_size(int(value), f"dimension {name}")
 
 
-def _check_finite(spec: EinsumSpec, flops: Any, total: Any) -> None:
+def _check_finite(spec: EinsumSpec, flops: Scalar, total: Scalar) -> None:
     """FLOPs and bytes must fit a float (1.8e308): the times divide them by rates."""
     for value, what in ((flops, "FLOPs"), (total, "bytes")):
         if _is_array(value):
             big = not np.all(np.isfinite(np.asarray(value, dtype=np.float64)))
         else:
-            big = value > sys.float_info.max
+            big = bool(value > sys.float_info.max)
         if big:
             raise InputError(
                 f"the {what} of {spec.text()} overflow a float (above 1.8e308): the sizes are "
@@ -248,21 +250,21 @@ def _check_finite(spec: EinsumSpec, flops: Any, total: Any) -> None:
 
 def evaluate_einsum(
     spec: EinsumSpec,
-    dims: dict[str, Any],
+    dims: Mapping[str, object],
     chip: Chip,
-    dtypes: dict[str, Any],
-    compute_dtype: Any,
+    dtypes: Mapping[str, Words],
+    compute_dtype: Words,
     *,
     accumulate: bool = False,
 ) -> RooflineResult:
     """Counts and roofline for one unsharded einsum (two inputs or one) on one chip."""
-    dims = {name: _check_dim(value, name) for name, value in dims.items()}
-    check_dims(spec, dims)
-    flops = spec.flop_factor * math.prod(dims[d] for d in spec.all_dims)
-    per_operand: dict[str, Any] = {}
+    sizes = {name: _check_dim(value, name) for name, value in dims.items()}
+    check_dims(spec, sizes)
+    flops = spec.flop_factor * math.prod(sizes[d] for d in spec.all_dims)
+    per_operand: dict[str, Scalar] = {}
     for op in spec.operands:
         bits, _ = _dtype_table(dtypes[op.name], None, want_peak=False)
-        elements = math.prod(dims[d] for d in op.dims)
+        elements = math.prod(sizes[d] for d in op.dims)
         per_operand[op.name] = operand_bytes(elements, bits)
     if accumulate:  # beta != 0: the old output is read as well as written
         per_operand[spec.out.name] = 2 * per_operand[spec.out.name]
@@ -271,9 +273,10 @@ def evaluate_einsum(
     unit, peak = "vector", _vector_rate(spec, chip, compute_dtype)
     if peak is None:
         unit, (_, peak) = "matrix", _dtype_table(compute_dtype, chip, want_peak=True)
+    assert peak is not None  # the chip is given: the matrix peak of the compute dtype
     return RooflineResult(
         spec=spec.text(),
-        dims=dims,
+        dims=sizes,
         dtypes={**dtypes, "compute": compute_dtype},
         bytes={**per_operand, "total": total},
         intensity_flop_per_byte=flops / total,
@@ -307,7 +310,7 @@ def check_rates(rates: RateOverrides | None) -> RateOverrides:
 
 def _setup(
     hw: str | Chip, names: tuple[str, ...], precision: Precision, rates: RateOverrides | None
-) -> tuple[Chip, dict[str, Any], Any]:
+) -> tuple[Chip, Mapping[str, Words], Words]:
     dtypes, compute = resolve_dtypes(
         names, precision.dtype, dict(precision.operands), precision.compute
     )
@@ -361,15 +364,15 @@ def _matmul_precision(precision: Precision | None, keywords: dict[str, Any]) -> 
 
 
 def matmul(
-    m: Any,
-    k: Any,
-    n: Any,
+    m: Scalar,
+    k: Scalar,
+    n: Scalar,
     hw: str | Chip = "h100-sxm",
     *,
     precision: Precision | None = None,
     rates: RateOverrides | None = None,
     accumulate: bool = False,
-    **dtypes: Any,
+    **dtypes: object,
 ) -> RooflineResult:
     """C[M,N] = A[M,K] . B[K,N] on one chip: counts, bound, times and the exact critical M.
 
@@ -398,19 +401,19 @@ def matmul(
     return dataclasses.replace(result, critical_m=crit)
 
 
-def _bits(dtype: Any) -> Any:
+def _bits(dtype: Words) -> Scalar:
     return _dtype_table(dtype, None, want_peak=False)[0]
 
 
 def critical_m(
-    k: Any,
-    n: Any,
-    dtypes: dict[str, Any],
-    flops_per_s: Any,
+    k: Scalar,
+    n: Scalar,
+    dtypes: Mapping[str, Words],
+    flops_per_s: Scalar,
     mem_bytes_per_s: float,
     *,
     accumulate: bool = False,
-) -> Any:
+) -> Scalar | None:
     """The smallest integer M at which C = A[M,K] B[K,N] is compute-bound (docs/single-device.md).
 
     Solve M * (2KN/P - (sA*K + sC*N)/W) >= sB*K*N/W; no M exists when the bracket is <= 0.
@@ -428,7 +431,7 @@ def critical_m(
     bracket = 2 * k * n / flops_per_s - (s_a * k + s_c * n) / mem_bytes_per_s
     need = s_b * k * n / mem_bytes_per_s
 
-    def compute_bound(m: Any) -> Any:
+    def compute_bound(m: Scalar) -> bool | np.ndarray:
         flops = 2 * m * k * n
         total = (
             operand_bytes(m * k, bits_a)
@@ -458,9 +461,9 @@ def critical_m(
 
 def einsum(
     spec: str | EinsumSpec,
-    dims: dict[str, Any],
+    dims: Mapping[str, object],
     hw: str | Chip = "h100-sxm",
-    dtype: Any = "bf16",
+    dtype: str | None = "bf16",
     *,
     dtypes: dict[str, str] | None = None,
     precision: Precision | None = None,

@@ -26,8 +26,9 @@ import numpy as np
 
 from shardline.basics.dtypes import ACCUMULATOR_BYTES, canonical_dtype, dtype_bytes
 from shardline.basics.options import Precision
-from shardline.basics.serialize import jsonable
+from shardline.basics.serialize import json_object
 from shardline.basics.units import short
+from shardline.basics.values import JSONDict, Scalar
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.ops.achievable import achievable_rate
@@ -81,16 +82,15 @@ _TILE_TEXT = re.compile(r"^\s*(\d+)\s*[xX×]\s*(\d+)(?:\s*[xX×]\s*(\d+))?\s*$")
 
 @dataclass(frozen=True)
 class Gemm:
-    """A (batched) GEMM: `batch` products A[M,K] . B[K,N] -> C[M,N], with the bytes of one
-    element of A, B and C (Python numbers or numpy arrays that broadcast)."""
+    """A (batched) GEMM: `batch` products A[M,K] . B[K,N] -> C[M,N]; element bytes of A, B, C."""
 
     m: Any
     k: Any
     n: Any
     s_a: Any
     s_b: Any
-    s_c: Any
-    batch: Any = 1
+    s_c: Scalar
+    batch: Scalar = 1
 
 
 @dataclass(frozen=True)
@@ -122,13 +122,13 @@ def parse_tile(text: str, elem_bytes: float = 2.0) -> Tile:
     return Tile(bm, bn, bk)
 
 
-def _ceil_div(a: Any, b: Any) -> Any:
+def _ceil_div(a: Scalar, b: Scalar) -> Scalar:
     if isinstance(a, int) and isinstance(b, int):
         return -(-a // b)
     return np.ceil(np.asarray(a, dtype=np.float64) / b)
 
 
-def tile_traffic_bytes(gemm: Gemm, bm: Any, bn: Any) -> Any:
+def tile_traffic_bytes(gemm: Gemm, bm: Scalar, bn: Scalar) -> Scalar:
     """Bytes moved into output-stationary bm x bn tiles: each tile reads its A panel (bm x K) and
     B panel (K x bn) once and writes its C tile once (docs/prediction.md)."""
     g = gemm
@@ -139,14 +139,14 @@ def tile_traffic_bytes(gemm: Gemm, bm: Any, bn: Any) -> Any:
     )
 
 
-def tile_intensity(bm: Any, bn: Any, s_a: float, s_b: float) -> Any:
+def tile_intensity(bm: Scalar, bn: Scalar, s_a: float, s_b: float) -> Scalar:
     """FLOP per byte loaded by one tile per K step: 2*bm*bn*bk / ((sA*bm + sB*bn)*bk)."""
     return 2 * bm * bn / (s_a * bm + s_b * bn)
 
 
 def working_set_bytes(
-    bm: Any, bn: Any, bk: Any, s_a: float, s_b: float, stages: int = DEFAULT_STAGES
-) -> Any:
+    bm: Scalar, bn: Scalar, bk: Scalar, s_a: float, s_b: float, stages: int = DEFAULT_STAGES
+) -> Scalar:
     """On-chip bytes of one tile: `stages` K slices of A and B plus the fp32 accumulator."""
     return stages * (s_a * bm * bk + s_b * bk * bn) + ACCUMULATOR_BYTES * bm * bn
 
@@ -181,7 +181,7 @@ def l2_blocked_hbm_bytes(gemm: Gemm, bm: int, bn: int, l2_bytes: float | None) -
     return float(np.min(tile_traffic_bytes(gemm, *blocks)))
 
 
-def gpu_tile_fixed_s(chip: Chip, gemm: Gemm, bm: Any, bn: Any, split: int = 1) -> Any:
+def gpu_tile_fixed_s(chip: Chip, gemm: Gemm, bm: Scalar, bn: Scalar, split: int = 1) -> Scalar:
     """Time of one tile outside its math, at one SM's share of the tile feed
     (`OnChip.feed_bytes_per_s`; the memory's where the chip gives none): the pipeline fill (the
     math waits for the first BK slice of its A and B tiles, `bk*(sA*bm + sB*bn)` bytes) and,
@@ -196,7 +196,7 @@ def gpu_tile_fixed_s(chip: Chip, gemm: Gemm, bm: Any, bn: Any, split: int = 1) -
     return (fill_bytes + epilogue_bytes) * cores / feed
 
 
-def gpu_wave_store_s(chip: Chip, gemm: Gemm, bm: Any, bn: Any) -> Any:
+def gpu_wave_store_s(chip: Chip, gemm: Gemm, bm: Scalar, bn: Scalar) -> Scalar:
     """Time for one wave's output tiles to reach memory: the SMs of a persistent kernel run alike
     tiles in step and reach their epilogues together, so the wave's `cores` tiles of `sC*bm*bn`
     bytes leave at the memory's achievable rate (docs/prediction.md, "Short K")."""
@@ -205,8 +205,8 @@ def gpu_wave_store_s(chip: Chip, gemm: Gemm, bm: Any, bn: Any) -> Any:
 
 
 def gpu_tile_time(
-    chip: Chip, gemm: Gemm, bm: Any, bn: Any, rate: Any, split: int = 1
-) -> tuple[Any, Any]:
+    chip: Chip, gemm: Gemm, bm: Scalar, bn: Scalar, rate: Scalar, split: int = 1
+) -> tuple[Scalar, Scalar]:
     """Compute time of one candidate tile and split-K factor: waves x (one tile's FLOPs / one SM's
     rate), plus the tile's fill and epilogue (`gpu_tile_fixed_s`) once per wave, or once where the
     chip's GEMM kernels overlap them (`on_chip.gemm_epilogue_overlapped`), plus, without split-K,
@@ -295,22 +295,22 @@ class TileReport:
     shared_bytes_per_core: float | None
     fits: bool | None
     cores: int | None
-    quantization: dict[str, Any]
+    quantization: dict[str, Scalar]
     smallest: Tile | None  # smallest tile that is compute-bound and fits
     smallest_intensity_flop_per_byte: float | None
     smallest_working_set_bytes: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = jsonable(self)
+    def to_dict(self) -> JSONDict:
+        out = json_object(self)
         out["tile"] = _tile_dict(self.tile)
         out["levels"] = [
-            {**jsonable(level), "compute_bound": level.compute_bound} for level in self.levels
+            {**json_object(level), "compute_bound": level.compute_bound} for level in self.levels
         ]
         out["smallest"] = None if self.smallest is None else _tile_dict(self.smallest)
         return out
 
 
-def _tile_dict(tile: Tile) -> dict[str, Any]:
+def _tile_dict(tile: Tile) -> JSONDict:
     return {"bm": tile.bm, "bn": tile.bn, "bk": tile.bk, "text": tile.text()}
 
 
@@ -422,9 +422,9 @@ def _resolve(m: int, k: int, n: int, precision: Precision | None) -> tuple[Gemm,
     dtypes, compute = resolve_dtypes(
         ("a", "b", "out"), precision.dtype or "bf16", dict(precision.operands), precision.compute
     )
-    s_a, s_b, s_c = (dtype_bytes(dtypes[x]) for x in ("a", "b", "out"))
+    s_a, s_b, s_c = (dtype_bytes(str(dtypes[x])) for x in ("a", "b", "out"))
     names = {x: str(dtypes[x]) for x in dtypes}
-    return Gemm(m, k, n, s_a, s_b, s_c), {**names, "compute": canonical_dtype(compute)}
+    return Gemm(m, k, n, s_a, s_b, s_c), {**names, "compute": canonical_dtype(str(compute))}
 
 
 def _choose_tile(

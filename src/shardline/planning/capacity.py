@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from math import prod
-from typing import Any
 
 from shardline.basics.serialize import jsonable
+from shardline.basics.values import JSONDict
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.planning.results import PlanResult, PlanSet
@@ -68,7 +68,7 @@ class Capacity:
         """True when every value up to `limit` fits: the real largest may be larger."""
         return self.value == self.limit
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         w = self.workload
         return jsonable(
             {
@@ -259,7 +259,7 @@ class BatchForMfu:
     limit: int
     devices: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return jsonable(
             {
                 "target_mfu": self.target,

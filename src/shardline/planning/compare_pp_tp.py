@@ -55,7 +55,7 @@ class PlanNumbers:
     fits: bool
     result: PlanResult = field(repr=False, compare=False)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         keys: tuple[str, ...] = ("name", "latency_s", "predicted_s", "throughput_per_s")
         keys += ("throughput_bound_per_s", "throughput_microbatches")
         keys += ("memory_per_device_bytes", "comm_bytes", "microbatches", "bubble_fraction")
@@ -98,7 +98,7 @@ class PpTpComparison:
     flip: Flip
     compute_floor_s: float  # the step's model FLOPs over D devices at peak
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         w = self.workload
         return jsonable(
             {

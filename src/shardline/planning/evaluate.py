@@ -53,7 +53,7 @@ __all__ = ["Context", "LayerPart", "evaluate_plan", "layer_key"]
 StageLayers = list[tuple[Layer, int]]
 
 
-def layer_key(layer: Layer) -> tuple[str, tuple[Any, ...]]:
+def layer_key(layer: Layer) -> tuple[str, tuple[object, ...]]:
     """A layer's key in the caches: its name and its content (by value, never by identity)."""
     return (layer.name, layer.content_key)
 
@@ -87,18 +87,18 @@ class Context:
         self.head_grads = (
             backward_layers(self.head) if self.head is not None and workload.training else []
         )
-        self._backward: dict[tuple[str, tuple[Any, ...]], list[Layer]] = {}
+        self._backward: dict[tuple[str, tuple[object, ...]], list[Layer]] = {}
         self._index = {layer_key(layer): i for i, layer in enumerate(workload.layers)}
-        self._dims: dict[tuple[Any, ...], dict[str, int]] = {}
-        self._costs: dict[tuple[Any, ...], LayerCost] = {}
+        self._dims: dict[tuple[object, ...], dict[str, int]] = {}
+        self._costs: dict[tuple[object, ...], LayerCost] = {}
         self._networks: dict[Degrees, MeshNetwork] = {}
-        self._priced: dict[Any, Any] = {}  # shared by the networks: keys name their mesh axis
+        self._priced: dict[object, Any] = {}  # shared by the networks: keys name their mesh axis
         self._stage_layers: dict[int, list[tuple[StageLayers, Layer]]] = {}
-        self._stages: dict[tuple[Any, ...], Stage] = {}
-        self._memory: dict[tuple[Any, ...], MemoryCheck] = {}
-        self._once: dict[str, Any] = {}
+        self._stages: dict[tuple[object, ...], Stage] = {}
+        self._memory: dict[tuple[object, ...], MemoryCheck] = {}
+        self._once: dict[str, object] = {}
         self._gradient_ways: dict[Degrees, int] = {}
-        self._parts: dict[tuple[Any, ...], LayerPart] = {}
+        self._parts: dict[tuple[object, ...], LayerPart] = {}
         # what a layer's part depends on of the execution: all of it but the knobs that only
         # change how the stage runs the terms (`tp_variants`, `add_recompute`), so that contexts
         # that differ in those alone may share `_parts`
@@ -106,7 +106,7 @@ class Context:
             self.execution, sequence_parallel=False, recompute="none", tp_overlap=False
         )
         # a stage before its recompute (`_prefix`) depends on all of the execution but that
-        self._prefixes: dict[tuple[Any, ...], Stage] = {}
+        self._prefixes: dict[tuple[object, ...], Stage] = {}
         self._prefix_execution = replace(self.execution, recompute="none")
 
     def share_caches(self, base: Context) -> None:
@@ -125,7 +125,7 @@ class Context:
         self._prefixes = base._prefixes  # keyed by the execution but recompute
         self._gradient_ways = base._gradient_ways
 
-    def once(self, name: str, compute: Callable[[], Any]) -> Any:
+    def once(self, name: str, compute: Callable[[], object]) -> object:
         """A value that depends on the search alone (not the plan), computed once."""
         if name not in self._once:
             self._once[name] = compute()
@@ -224,7 +224,7 @@ class Context:
         return self._stage_layers[pp]
 
     def _merged(self, layers: StageLayers) -> StageLayers:
-        merged: dict[tuple[Any, ...], list[Any]] = {}
+        merged: dict[tuple[object, ...], list[Any]] = {}
         for layer, n in layers:
             key = (layer.content_key, self.following(layer).content_key)
             merged.setdefault(key, [layer, 0])[1] += n

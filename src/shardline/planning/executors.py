@@ -46,12 +46,12 @@ def check_executor(workers: int, executor: str, scheduler: str | None) -> None:
 
 
 def map_chunks(
-    fn: Callable[[Any], Any],
-    chunks: Sequence[Any],
+    fn: Callable[[Any], object],
+    chunks: Sequence[object],
     *,
     workers: int = 1,
     executor: str = "local",
-    scheduler: Any = None,
+    scheduler: object = None,
     progress: Progress | None = None,
 ) -> list[Any]:
     """`[fn(c) for c in chunks]`, run here (workers 1), on `workers` local processes, or on the
@@ -69,7 +69,7 @@ def map_chunks(
         return out
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    results: list[Any] = [None] * total
+    results: list[object] = [None] * total
     with ProcessPoolExecutor(max_workers=min(workers, total)) as pool:
         futures = {pool.submit(fn, chunk): i for i, chunk in enumerate(chunks)}
         for done, future in enumerate(as_completed(futures), start=1):
@@ -128,7 +128,7 @@ def connect(scheduler: str) -> Any:
         ) from None
 
 
-def _check_address(scheduler: Any) -> None:
+def _check_address(scheduler: object) -> None:
     """A TCP or TLS address without a port is refused before any connect, on the caller's
     thread (distributed's own parse, which the connect thread would raise later: under load that
     thread can outlive the handshake deadline first and the error would name the wrong cause)."""
@@ -145,8 +145,11 @@ def _check_address(scheduler: Any) -> None:
 
 
 def _dask(
-    fn: Callable[[Any], Any], chunks: Sequence[Any], scheduler: Any, progress: Progress | None
-) -> list[Any]:
+    fn: Callable[[object], object],
+    chunks: Sequence[object],
+    scheduler: Any,
+    progress: Progress | None,
+) -> list[object]:
     """The chunks as Dask futures on an existing cluster; results in the chunks' order."""
     distributed = _distributed()
     own = not isinstance(scheduler, distributed.Client)
@@ -161,7 +164,7 @@ def _dask(
             ) from None
         futures = client.map(fn, list(chunks), pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
-        results: list[Any] = [None] * len(futures)
+        results: list[object] = [None] * len(futures)
         pending, done, last = set(futures), 0, time.monotonic()
         while pending:
             try:

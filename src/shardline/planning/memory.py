@@ -36,12 +36,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from math import prod
-from typing import Any
 
 import numpy as np
 
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import Execution
+from shardline.basics.values import Scalar
 from shardline.realistic.activations import layer_activation_bytes
 from shardline.realistic.block import LOSS_BYTES
 from shardline.strategies import Degrees, device_share, local_dims
@@ -101,7 +101,7 @@ class StageStates:
         )
 
 
-def in_flight(stages: Any, microbatches: Any, interleave: Any, index: Any) -> Any:
+def in_flight(stages: Scalar, microbatches: Scalar, interleave: Scalar, index: Scalar) -> Scalar:
     """Microbatches whose activations stage `index` holds under 1F1B: min(m, P - index), times
     1 + (P - 1) / (P V) with V interleaved chunks (Korthikanti et al. 2022, section 4.2.3;
     Narayanan et al. 2021). Scalars or numpy arrays."""
@@ -111,7 +111,9 @@ def in_flight(stages: Any, microbatches: Any, interleave: Any, index: Any) -> An
     return held * scale
 
 
-def total_bytes(states: Any, blocks: Any, per_block: Any, held: Any, logits: Any) -> Any:
+def total_bytes(
+    states: Scalar, blocks: Scalar, per_block: Scalar, held: Scalar, logits: Scalar
+) -> Scalar:
     """A stage's bytes per device (module docstring): states + blocks x per_block x held +
     logits. Scalars or numpy arrays."""
     return states + blocks * per_block * held + logits
@@ -380,7 +382,7 @@ def undominated(
     return ~dominated | (i == stages - 1)
 
 
-def _stage_key(layers: StageLayers, index: int, stages: int) -> tuple[Any, ...]:
+def _stage_key(layers: StageLayers, index: int, stages: int) -> tuple[object, ...]:
     content = tuple((layer.content_key, n) for layer, n in layers)
     return (content, index == 0, index == stages - 1)
 

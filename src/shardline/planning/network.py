@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from shardline.collectives import (
     AxisNetwork,
@@ -28,7 +27,7 @@ class MeshNetwork:
         self,
         chip: Chip,
         degrees: Mapping[str, int],
-        memo: dict[Any, Any] | None = None,
+        memo: dict[object, tuple[float, float]] | None = None,
         options: NetworkOptions | None = None,
     ) -> None:
         self.chip = chip
@@ -50,7 +49,7 @@ class MeshNetwork:
             self.links = {axis: net.links for axis, net in self.nets.items()}
         self._cache: dict[tuple[str, float, str], tuple[float, float]] = {}
         # strategies' priced work, shared by the networks of one search (keys name their axis)
-        self.memo: dict[Any, Any] = {} if memo is None else memo
+        self.memo: dict[object, tuple[float, float]] = {} if memo is None else memo
 
     def axis_network(self, axis: str) -> AxisNetwork | None:
         net = self.nets.get(axis)

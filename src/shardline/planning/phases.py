@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from shardline.basics.values import as_number
 from shardline.collectives import concurrent_s
 from shardline.ops.cost import ZERO_COST, Cost
 from shardline.planning.combine import exposed_comm_s
@@ -132,15 +133,15 @@ class Phase:
 
     @property
     def local_s(self) -> float:
-        return self.local.t_lower_s
+        return as_number(self.local.t_lower_s)
 
     @property
     def crit_s(self) -> float:
-        return self.critical.t_network_s
+        return as_number(self.critical.t_network_s)
 
     @property
     def async_s(self) -> float:
-        return self.overlapped.t_network_s
+        return as_number(self.overlapped.t_network_s)
 
     def copy(self) -> Phase:
         """A copy to add to (the Costs are immutable; the part sums are copied)."""
@@ -192,9 +193,11 @@ class Phase:
         for axis, seconds in (extra or {}).items():
             ov = _add_to(ov, axis, seconds)
         axes = sorted(set(ov) | set(self.crit_by_axis))
-        return concurrent_s(
-            (self.links.get(a, frozenset()), ov.get(a, 0.0) + self.crit_by_axis.get(a, 0.0))
-            for a in axes
+        return as_number(
+            concurrent_s(
+                (self.links.get(a, frozenset()), ov.get(a, 0.0) + self.crit_by_axis.get(a, 0.0))
+                for a in axes
+            )
         )
 
     @property
@@ -233,8 +236,9 @@ class Phase:
         self, into: dict[str, float], times: float, extra: Mapping[str, float] | None = None
     ) -> None:
         """Charge this phase's time to what binds it: the network when its busiest group of links
-        carries more than its local compute (the book's T_comms > T_math), else compute and memory by layer, plus to the network what of the critical-path
-        communication the layers' own rooflines do not cover (`time - local`)."""
+        carries more than its local compute (the book's T_comms > T_math), else compute and memory
+        by layer, plus to the network what of the critical-path communication the layers' own
+        rooflines do not cover (`time - local`)."""
         t = self.time_s(extra)
         if self.link_busy_s(extra) > self.local_s:
             into["network"] += times * t
@@ -266,7 +270,7 @@ class Stage:
 
     @property
     def grad_s(self) -> float:
-        return self.grad.t_network_s
+        return as_number(self.grad.t_network_s)
 
     def copy(self) -> Stage:
         """A copy to add to (its phases and its list of terms copied)."""

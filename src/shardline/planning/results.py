@@ -8,6 +8,7 @@ from typing import Any
 from shardline.basics.framework import attention_kernel_of
 from shardline.basics.options import Execution
 from shardline.basics.serialize import jsonable
+from shardline.basics.values import JSONDict, as_number
 from shardline.hardware import Chip
 from shardline.ops.cost import Cost
 from shardline.strategies import CommTerm
@@ -90,22 +91,22 @@ class PlanResult:
     @property
     def comm_bytes(self) -> float:
         """Bytes moved by this device's collectives and sends per step."""
-        return self.cost.net_bytes
+        return as_number(self.cost.net_bytes)
 
     @property
     def t_compute_s(self) -> float:
-        return self.cost.t_compute_s
+        return as_number(self.cost.t_compute_s)
 
     @property
     def t_memory_s(self) -> float:
-        return self.cost.t_memory_s
+        return as_number(self.cost.t_memory_s)
 
     @property
     def t_network_s(self) -> float:
         """All communication time, overlapped or not."""
-        return self.cost.t_network_s
+        return as_number(self.cost.t_network_s)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         head: tuple[str, ...] = ("name", "degrees", "microbatches", "microbatch_size")
         head += ("predicted_s", "latency_s")
         mid: tuple[str, ...] = ("latency_upper_s", "throughput_per_s", "throughput_bound_per_s")
@@ -141,7 +142,7 @@ class PlanSet:
     reason: str
     execution: Execution | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         w = self.workload
         return jsonable(
             {
@@ -169,7 +170,7 @@ class PlanSet:
             }
         )
 
-    def _execution_dict(self) -> dict[str, Any] | None:
+    def _execution_dict(self) -> dict[str, object] | None:
         """The options used, with the attention kernel a run left unnamed resolved (the
         default framework's in training; None: the chip's generic figures)."""
         if self.execution is None:

@@ -405,7 +405,7 @@ def plan(
     objective: str = "predicted",
     require_fit: bool = True,
     options: PlanOptions | None = None,
-    **given: Any,
+    **given: object,
 ) -> PlanSet:
     """Every combination of the registered strategies' degrees over `devices` (a keyword per
     strategy fixes its degree: `tp=`, `pp=`, `dp=`, `fsdp=`, `ep=`, `cp=` today; each strategy's

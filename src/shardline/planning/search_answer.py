@@ -43,7 +43,7 @@ class Group:
     rows: dict[str, np.ndarray] | None = None
 
 
-def layout_of(group: Group, rows: dict[str, np.ndarray], i: int) -> dict[str, Any]:
+def layout_of(group: Group, rows: dict[str, np.ndarray], i: int) -> dict[str, object]:
     """Row i as plan() keywords: degrees, microbatches and the Execution fields."""
     deg = group.assignments[int(rows["a"][i])]
     return {
@@ -57,7 +57,7 @@ def layout_of(group: Group, rows: dict[str, np.ndarray], i: int) -> dict[str, An
     }
 
 
-def _cost(chip: Any, devices: int, train_s: float, plan: PlanResult) -> dict[str, Any]:
+def _cost(chip: Chip, devices: int, train_s: float, plan: PlanResult) -> dict[str, object]:
     """GPU-hours, and USD and MWh where shardline.costing is installed and prices the chip."""
     out: dict[str, Any] = {"gpu_hours": devices * train_s / SECONDS_PER_HOUR}
     try:
@@ -112,12 +112,12 @@ def why_not(best: dict[str, Any], other: dict[str, Any]) -> str:
     return f"{slower:+.3f} s per step, mostly {PARTS[part]} ({worse[part]:+.3f} s)"
 
 
-Engine = Callable[[Workload, Chip, dict[str, Any], "float | None"], PlanResult]
+Engine = Callable[[Workload, Chip, dict[str, object], "float | None"], PlanResult]
 
 
 def _memory_losers(
     w: Workload, group: Any, best: dict[str, Any], screen_s: float, run: tuple[Engine, Any]
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """The fastest layouts that would beat the best on the screening model (`screen_s`: the
     best's step there) but do not fit, each with the plan engine's answer (`run` = the engine,
     the tokens to train)."""
@@ -150,13 +150,13 @@ def _agreement(ranked: list[list[dict[str, Any]]]) -> dict[str, Any]:
     }
 
 
-def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _pareto(points: list[dict[str, object]]) -> list[dict[str, Any]]:
     """The points no other beats on both days (or step time) and cost (USD, else GPU-hours,
     else devices); fastest first."""
     time_key = "days_to_train" if all("days_to_train" in p for p in points) else "predicted_step_s"
     cost_key = next((k for k in ("usd", "gpu_hours") if all(k in p for p in points)), "devices")
 
-    def beats(q: dict[str, Any], p: dict[str, Any]) -> bool:
+    def beats(q: dict[str, object], p: dict[str, Any]) -> bool:
         no_worse = q[time_key] <= p[time_key] and q[cost_key] <= p[cost_key]
         better = q[time_key] < p[time_key] or q[cost_key] < p[cost_key]
         return q is not p and no_worse and better
@@ -165,7 +165,7 @@ def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(front, key=lambda p: p[time_key])
 
 
-def _why_none(stats: dict[str, Any], sequences: int) -> str:
+def _why_none(stats: dict[str, object], sequences: int) -> str:
     """Why the search has no best: no layout of the device counts exists at all (0 evaluated:
     no product of degrees that divide the model and the batch is the count), or none fits."""
     if stats["evaluated"]:

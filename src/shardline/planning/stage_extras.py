@@ -76,7 +76,7 @@ class Context(Protocol):
 
     def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost: ...
 
-    def once(self, name: str, compute: Callable[[], Any]) -> Any: ...
+    def once(self, name: str, compute: Callable[[], object]) -> Any: ...
 
 
 def gather_sm_share(chip: Chip) -> float:
@@ -198,7 +198,7 @@ def _ops_seconds(
     seqs = _sequences(ctx, deg, m)
     ex = ctx.execution
     key = (builder.__name__, seqs, tp, sp, backward, only, ex.cuda_graphs, ex.op_fusion)
-    memo: dict[tuple[Any, ...], float] = ctx.once("memory-bound ops", dict)
+    memo: dict[tuple[object, ...], float] = ctx.once("memory-bound ops", dict)
     found = memo.get(key)
     if found is None:
         ops = _ops(ctx, builder, deg, m)
@@ -422,7 +422,7 @@ def _add_head(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
         return
     ex = ctx.execution
     key = (deg, m, ex.sequence_parallel, ex.tp_overlap)
-    memo: dict[tuple[Any, ...], HeadPart] = ctx.once("head parts", dict)
+    memo: dict[tuple[object, ...], HeadPart] = ctx.once("head parts", dict)
     part = memo.get(key)
     if part is None:
         part = memo[key] = _head_part(ctx, deg, m)

@@ -228,7 +228,7 @@ def tokens_answers(ctx: Context, deg: Degrees, step: RealisticStep) -> dict[str,
     }
 
 
-def recompute_answer(ctx: Context, deg: Degrees, m: int, step: RealisticStep) -> dict[str, Any]:
+def recompute_answer(ctx: Context, deg: Degrees, m: int, step: RealisticStep) -> dict[str, object]:
     """The recompute policy of a training plan (shardline.basics.recompute): its name and
     source, the tensors one block keeps and the ops it reruns, the FLOPs it runs again (and
     their share of the model FLOPs), and the bytes one block keeps per microbatch on one device

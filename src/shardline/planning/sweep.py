@@ -10,6 +10,7 @@ from typing import Any
 
 from shardline.basics.serialize import jsonable
 from shardline.basics.units import short
+from shardline.basics.values import JSONDict
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.planning.results import PlanSet
@@ -66,7 +67,7 @@ class BatchSweep:
     # before it had looked between every pair of neighbouring batches
     crossovers_complete: bool = True
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         w = self.workload
         return jsonable(
             {

@@ -26,7 +26,6 @@ shardline.report.timeline_svg into an SVG.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from shardline.errors import InputError
 from shardline.planning.results import PlanResult
@@ -232,10 +231,10 @@ def _forward_starts(p: int, m: int, f: float) -> dict[tuple[int, Op], float]:
     return {(s, ("F", j, 0)): (j + s) * f for s in range(p) for j in range(m)}
 
 
-def trace_events(timeline: Timeline) -> dict[str, Any]:
+def trace_events(timeline: Timeline) -> dict[str, object]:
     """Chrome trace-event JSON: complete events ("ph": "X", microseconds), one process per
     pipeline stage, one thread per stream (compute, communication, bubble)."""
-    meta: list[dict[str, Any]] = []
+    meta: list[dict[str, object]] = []
     for s in range(timeline.stages):
         meta.append(
             {

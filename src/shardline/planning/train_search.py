@@ -73,7 +73,7 @@ class RunOptions:
 
     workers: int = 1
     executor: str = "local"
-    scheduler: Any = None
+    scheduler: object = None
     progress: Callable[[int, int], None] | None = None
     rerank: int = 12  # fastest fitting layouts per group re-evaluated by the full engine
     scales: int = 4  # device counts D, D/2, ..., D/2**(scales-1)
@@ -105,7 +105,7 @@ class RunOptions:
         return Execution(**{**fixed, **given, "framework": fw.name})
 
     @property
-    def assumed(self) -> dict[str, Any]:
+    def assumed(self) -> dict[str, object]:
         """The execution fields every layout runs with (the search tries the others): what the
         answer prints as assumed."""
         ex = self.base
@@ -293,7 +293,7 @@ def _rerank(
     group: Group,
     k: int,
     run: tuple[Engine, float | None, int | None, tuple[tuple[str, int], ...]],
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """The group's k fastest fitting layouts (vector model) with the engine's answers (`run`:
     the engine, the tokens), sorted by the engine's predicted step (layouts the engine finds too
     large last)."""
@@ -355,7 +355,7 @@ def training_search(
     *,
     tokens: float | None = None,
     run: RunOptions | None = None,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Search every layout (module docstring); the JSON-ready answer (`search_answer`)."""
     run = run or RunOptions()
     _check(workload, devices, tokens, run)

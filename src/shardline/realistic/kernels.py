@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 from shardline.hardware import Chip
 from shardline.ops.achievable import achievable_rate
@@ -85,7 +84,7 @@ def gemm_time_s(layer: Layer, chip: Chip, dims: Mapping[str, int], *, cuda_graph
     """The per-op realistic time of one einsum instance (shardline.ops.predict, with the launch
     mode), with on-chip operands' bytes taken out of its memory time."""
     result = evaluate_einsum(
-        layer.parsed, dict(dims), chip, dict(layer.dtypes), layer.compute_dtype
+        layer.parsed, dict(dims), chip, dict(layer.dtypes), str(layer.compute_dtype)
     )
     predicted = with_prediction(result, launch="graphs" if cuda_graphs else "eager")
     t = float(predicted.cost.predicted_s)
@@ -125,7 +124,7 @@ def attention_work_s(
     attention efficiency, or at least its HBM bytes at achievable bandwidth (decode: the KV cache
     read)."""
     result = evaluate_einsum(
-        layer.parsed, dict(dims), chip, dict(layer.dtypes), layer.compute_dtype
+        layer.parsed, dict(dims), chip, dict(layer.dtypes), str(layer.compute_dtype)
     )
     compute = layer.compute_dtype or layer.dtype
     backward = layer.phase == "backward"
@@ -140,7 +139,7 @@ def attention_work_s(
 # Memo of einsum_time_s across searches (a batch sweep plans the same shapes many times). A Chip
 # holds dicts and has no hash, so the key names it by identity; each entry holds its chip, so that
 # the chip stays alive (its id not reused by another object) for as long as the entry stands.
-_MEMO: dict[tuple[Any, ...], tuple[Chip, float]] = {}
+_MEMO: dict[tuple[object, ...], tuple[Chip, float]] = {}
 _MEMO_MAX = 1 << 18
 
 

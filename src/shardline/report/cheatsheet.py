@@ -108,7 +108,7 @@ def _draw_tables(ax: Any, sheet: CheatSheet) -> None:
         ax.text(0.0, 0.15 - 0.04 * i, line, fontsize=8, va="top", parse_math=False)
 
 
-def _draw_page(sheet: CheatSheet, chip: Chip) -> Any:
+def _draw_page(sheet: CheatSheet, chip: Chip) -> object:
     from shardline.report.plots import draw_roofs, new_figure, roofline_data
 
     fig, ax = new_figure(*PAGE_INCHES)

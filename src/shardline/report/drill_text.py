@@ -3,11 +3,10 @@ called first, as `explain` writes it) and the score; and the JSON object of a se
 
 from __future__ import annotations
 
-from typing import Any
-
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.serialize import jsonable
 from shardline.basics.units import fmt_flops, fmt_int, fmt_num, fmt_time
+from shardline.basics.values import JSONDict
 from shardline.collectives import CollectiveCost
 from shardline.drill import Graded, PipelineDrill, Question, Session
 from shardline.ops.roofline import RooflineResult
@@ -53,16 +52,18 @@ def tolerance_words(q: Question) -> str:
 
 
 def _critical_lines(r: RooflineResult) -> list[str]:
+    crit = r.critical_m
+    assert crit is not None  # asked only where some M is compute-bound
     s = {op: dtype_bits(str(r.dtypes[op])) / 8 for op in ("a", "b", "out")}
     k, n = int(r.dims["K"]), int(r.dims["N"])
     peak, bw = float(r.hardware.flops_per_s), float(r.hardware.mem_bytes_per_s)
     bracket = 2 * k * n / peak - (s["a"] * k + s["out"] * n) / bw
     closed = s["b"] * k * n / bw / bracket
     return [
-        f"**Critical M = {fmt_int(r.critical_m)}.** Compute-bound when 2MKN/P >= "
+        f"**Critical M = {fmt_int(crit)}.** Compute-bound when 2MKN/P >= "
         "(s_a·MK + s_b·KN + s_out·MN)/W, i.e. M >= (s_b·K·N/W) / (2KN/P - (s_a·K + s_out·N)/W) "
         f"= ({fmt_num(s['b'] * k * n / bw)}) / ({fmt_num(bracket)}) = {closed:,.2f}; the "
-        f"smallest whole M is {fmt_int(r.critical_m)} (about the ridge P/W = "
+        f"smallest whole M is {fmt_int(crit)} (about the ridge P/W = "
         f"{float(r.ridge_flop_per_byte):,.4g} when K and N are large, since I ≈ M for bf16). "
         "The multiply at that M:",
         "",
@@ -135,7 +136,7 @@ def render_score(session: Session) -> str:
     )
 
 
-def _question_dict(g: Graded) -> dict[str, Any]:
+def _question_dict(g: Graded) -> JSONDict:
     q = g.question
     return {
         "topic": q.topic,
@@ -153,8 +154,8 @@ def _question_dict(g: Graded) -> dict[str, Any]:
     }
 
 
-def drill_json(session: Session) -> dict[str, Any]:
-    out: dict[str, Any] = jsonable(
+def drill_json(session: Session) -> JSONDict:
+    out: JSONDict = jsonable(
         {
             "questions": [_question_dict(g) for g in session.graded],
             "score": session.score,

@@ -79,7 +79,7 @@ def place_labels(
     return placed
 
 
-def distinct_formatter(fmt: Callable[[float, int], str]) -> Any:
+def distinct_formatter(fmt: Callable[[float, int], str]) -> object:
     """A tick formatter that writes each tick with `fmt(value, digits)`, digits the fewest from 3
     up that tell the ticks apart (no offset, no multiplier above the axis)."""
     from matplotlib.ticker import Formatter

@@ -32,10 +32,10 @@ def _length(value: object) -> int | None:
     return len(value) if isinstance(value, list) else None
 
 
-def to_records(result: dict[str, Any]) -> list[dict[str, Any]]:
+def to_records(result: dict[str, Any]) -> list[dict[str, object]]:
     """Flat records from a result's JSON dict: dims, dtypes, per-operand bytes (`bytes_<operand>`),
     counts, times. Lists (a vectorized result) become one record per element."""
-    columns: dict[str, Any] = {"spec": result.get("spec")}
+    columns: dict[str, object] = {"spec": result.get("spec")}
     for name, value in (result.get("dims") or {}).items():
         columns[name] = value
     for name, value in (result.get("dtypes") or {}).items():
@@ -63,12 +63,12 @@ def to_records(result: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def to_dataframe(result: dict[str, Any]) -> Any:
+def to_dataframe(result: dict[str, object]) -> object:
     """A pandas DataFrame of `to_records(result)`; a clear error when pandas is not installed."""
     return records_to_dataframe(to_records(result))
 
 
-def records_to_dataframe(records: list[dict[str, Any]]) -> Any:
+def records_to_dataframe(records: list[dict[str, object]]) -> object:
     """A pandas DataFrame of flat records; a clear error when pandas is not installed."""
     try:
         import pandas as pd

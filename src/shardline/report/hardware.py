@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from shardline.basics.serialize import jsonable
+from shardline.basics.serialize import json_object
 from shardline.basics.units import fmt_capacity, fmt_rate, fmt_time
 from shardline.hardware import ASSUMED, DEFAULTS, Achievable, Chip
+from shardline.hardware.totals import PodTotals
 from shardline.report.columns import aligned
 
 __all__ = ["chip_summary", "chip_detail", "render_chip_list", "render_chip", "ridges"]
@@ -22,7 +21,7 @@ def ridges(chip: Chip) -> dict[str, float]:
     return {dtype: chip.ridge(dtype) for dtype in chip.peak_flops_per_s}
 
 
-def chip_summary(chip: Chip) -> dict[str, Any]:
+def chip_summary(chip: Chip) -> dict[str, object]:
     return {
         "name": chip.name,
         "display_name": chip.display_name,
@@ -36,8 +35,8 @@ def chip_summary(chip: Chip) -> dict[str, Any]:
     }
 
 
-def chip_detail(chip: Chip) -> dict[str, Any]:
-    detail = jsonable(chip)
+def chip_detail(chip: Chip) -> dict[str, object]:
+    detail = json_object(chip)
     detail["ridge_flop_per_byte"] = ridges(chip)
     detail["usable_capacity_bytes"] = chip.usable_capacity_bytes
     detail["aliases"] = list(chip.aliases)
@@ -255,7 +254,7 @@ def _kernel_figures(ach: Achievable, s: dict[str, str]) -> list[str]:
 
 def _assumed_value(chip: Chip, path: str) -> str:
     """The filled value of a dotted chip-file path (the Chip's attributes carry the same names)."""
-    node: Any = chip
+    node: object = chip
     for part in path.split("."):
         node = getattr(node, part, None)
     if isinstance(node, bool):
@@ -317,7 +316,7 @@ def render_chip(chip: Chip) -> str:
     return "\n".join(out) + "\n"
 
 
-def render_totals(t: Any) -> str:
+def render_totals(t: PodTotals) -> str:
     """`hw totals`: what N chips add up to (shardline.hardware.totals)."""
     from shardline.basics.units import fmt_bytes, fmt_int
 

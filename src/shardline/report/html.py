@@ -36,17 +36,17 @@ class ReportData:
     subtitle: str
     chip: Chip
     columns: list[dict[str, str]]  # key, label, kind
-    rows: list[list[Any]]
-    points: list[list[Any]]  # [row index, intensity FLOP/B, attained FLOP/s, bound]
+    rows: list[list[object]]
+    points: list[list[object]]  # [row index, intensity FLOP/B, attained FLOP/s, bound]
     summary: list[tuple[str, str]]
-    roofs: list[dict[str, Any]] = field(default_factory=list)
-    curves: list[dict[str, Any]] = field(default_factory=list)
+    roofs: list[dict[str, object]] = field(default_factory=list)
+    curves: list[dict[str, object]] = field(default_factory=list)
     curve_peak_flops_per_s: float | None = None
     notes: list[str] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)  # inline SVGs (shardline.report.figures)
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: object) -> object:
     value = json_cell(value)
     if value is None or isinstance(value, bool | int | float | str):
         return value
@@ -67,7 +67,7 @@ def json_for_script(payload: object) -> str:
     )
 
 
-def _roofs(chip: Chip, dtypes: Sequence[str]) -> list[dict[str, Any]]:
+def _roofs(chip: Chip, dtypes: Sequence[str]) -> list[dict[str, object]]:
     plot = roofline_data(chip, levels=True, level_dtype=dtypes[0] if dtypes else None)
     used = set(dtypes)
     roofs = []
@@ -122,7 +122,7 @@ def _sheet_dtypes(result: SheetResult) -> list[str]:
     return [str(d) or default for d in dtypes.tolist()]
 
 
-def _sheet_rows(result: SheetResult, results: Sequence[tuple[str, str, str]]) -> list[list[Any]]:
+def _sheet_rows(result: SheetResult, results: Sequence[tuple[str, str, str]]) -> list[list[object]]:
     """A table row per sheet row: the inputs (as read where the row is bad), results or error."""
     table, cols = result.table, result.columns
     labels, dtypes = table.labels(), _sheet_dtypes(result)
@@ -130,7 +130,7 @@ def _sheet_rows(result: SheetResult, results: Sequence[tuple[str, str, str]]) ->
     for p in result.problems:
         errors[p.row] = (errors[p.row] + "; " if p.row in errors else "") + p.text()
     raw = {role: table.columns[table.roles[role]] for role in ("m", "k", "n")}
-    rows: list[list[Any]] = []
+    rows: list[list[object]] = []
     for i in range(len(table)):
         ok = bool(result.ok[i])
         dims = (
@@ -155,7 +155,7 @@ def _attained(result: SheetResult) -> np.ndarray:
     return attained
 
 
-def _sheet_points(result: SheetResult) -> list[list[Any]]:
+def _sheet_points(result: SheetResult) -> list[list[object]]:
     cols, attained = result.columns, _attained(result)
     return [
         [
@@ -168,10 +168,10 @@ def _sheet_points(result: SheetResult) -> list[list[Any]]:
     ]
 
 
-def _sheet_curves(result: SheetResult, curves: Sequence[SheetCurve]) -> list[dict[str, Any]]:
+def _sheet_curves(result: SheetResult, curves: Sequence[SheetCurve]) -> list[dict[str, object]]:
     """The curves as page data, each with (up to 20 of) the sheet's rows of its shape as marks."""
     table, attained, labels = result.table, _attained(result), result.table.labels()
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
     for c in curves:
         marks = [[int(table.m[j]), float(attained[j]), labels[j]] for j in c.members[:20]]
         out.append(
@@ -266,7 +266,7 @@ _STACK_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _stack_row(layer: Any) -> list[Any]:
+def _stack_row(layer: Any) -> list[object]:
     dims = ", ".join(f"{k}={v:,}" for k, v in layer.dims.items())
     return [
         layer.name,

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from shardline.basics.units import fmt_bytes, fmt_flops, fmt_rate, fmt_time
+from shardline.basics.values import JSONDict
 from shardline.report.frames import to_records
 
 __all__ = ["result_table_html", "records_table_html", "MAX_HTML_ROWS"]
@@ -53,7 +54,7 @@ def _cell(key: str, value: object, tag: str = "td") -> str:
     return f'<{tag} class="{cls.strip()}">{html.escape(_show(key, value))}</{tag}>'
 
 
-def result_table_html(result: dict[str, Any]) -> str:
+def result_table_html(result: JSONDict) -> str:
     """A key/value table for one multiply, or a row per element of a vectorized result."""
     records = to_records(result)
     if len(records) == 1:
@@ -66,7 +67,7 @@ def result_table_html(result: dict[str, Any]) -> str:
     return records_table_html(records)
 
 
-def records_table_html(records: list[dict[str, Any]]) -> str:
+def records_table_html(records: list[JSONDict]) -> str:
     """A table with a row per record (the first MAX_HTML_ROWS) and a column per key."""
     if not records:
         return f'{_STYLE}<table class="shardline-table"></table><p>no rows</p>'

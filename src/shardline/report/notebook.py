@@ -16,6 +16,7 @@ from typing import Any
 
 from shardline.answers.sheet_model import SheetResult
 from shardline.basics.units import fmt_bytes, fmt_time
+from shardline.basics.values import JSONDict
 from shardline.io.sheet_results import sheet_records
 from shardline.ops.roofline import RooflineResult
 from shardline.planning.results import PlanSet
@@ -38,7 +39,7 @@ def _roofline_html(result: RooflineResult) -> str:
     return result_table_html(result.to_dict())
 
 
-def _roofline_pandas(result: RooflineResult) -> Any:
+def _roofline_pandas(result: RooflineResult) -> object:
     """The result as a pandas DataFrame, one row per multiply (needs pandas)."""
     return to_dataframe(result.to_dict())
 
@@ -48,7 +49,7 @@ def _sheet_html(result: SheetResult) -> str:
     return records_table_html(sheet_records(result))
 
 
-def _sheet_pandas(result: SheetResult) -> Any:
+def _sheet_pandas(result: SheetResult) -> object:
     """The rows as a pandas DataFrame: every input column, then the results (needs pandas)."""
     return records_to_dataframe(sheet_records(result))
 
@@ -58,7 +59,7 @@ _LAYER_KEYS += ("intensity_flop_per_byte", "bound", "t_compute_s", "t_memory_s",
 _LAYER_KEYS += ("t_upper_s", "predicted_s", "weight_bytes", "working_set_bytes")
 
 
-def stack_records(result: StackResult) -> list[dict[str, Any]]:
+def stack_records(result: StackResult) -> list[JSONDict]:
     """One record per layer of a stack: the JSON `layers` (FLOPs, bytes and times per instance;
     `count` instances in the stack), without the `dims` table."""
     return [{k: row.to_dict()[k] for k in _LAYER_KEYS} for row in result.layers]
@@ -76,7 +77,7 @@ def _stack_html(result: StackResult) -> str:
     return records_table_html(stack_records(result)) + f"<p>{html.escape(note)}</p>"
 
 
-def _stack_pandas(result: StackResult) -> Any:
+def _stack_pandas(result: StackResult) -> object:
     """The layers as a pandas DataFrame, one row per layer (needs pandas)."""
     return records_to_dataframe(stack_records(result))
 
@@ -87,7 +88,7 @@ _PLAN_KEYS += ("memory_per_device_bytes", "fits")
 _PLAN_KEYS += ("comm_bytes", "bottleneck")
 
 
-def plan_records(result: PlanSet) -> list[dict[str, Any]]:
+def plan_records(result: PlanSet) -> list[JSONDict]:
     """One record per plan, best first: its name, its degrees (`tp`, `pp`, `dp`, `fsdp`, ...) and
     the JSON keys of its times, memory and bottleneck."""
     records = []
@@ -103,7 +104,7 @@ def _plan_html(result: PlanSet) -> str:
     return records_table_html(plan_records(result)) + f"<p>{html.escape(note)}</p>"
 
 
-def _plan_pandas(result: PlanSet) -> Any:
+def _plan_pandas(result: PlanSet) -> object:
     """The plans as a pandas DataFrame, one row per plan, best first (needs pandas)."""
     return records_to_dataframe(plan_records(result))
 
@@ -117,7 +118,7 @@ VIEWS: dict[type, tuple[Callable[[Any], str], Callable[[Any], Any]]] = {
 }
 
 
-def _views(result: object) -> tuple[Callable[[Any], str], Callable[[Any], Any]]:
+def _views(result: object) -> tuple[Callable[[object], str], Callable[[object], object]]:
     for cls in type(result).__mro__:
         if cls in VIEWS:
             return VIEWS[cls]
@@ -130,7 +131,7 @@ def to_html(result: object) -> str:
     return _views(result)[0](result)
 
 
-def to_pandas(result: object) -> Any:
+def to_pandas(result: object) -> object:
     """`result` as a pandas DataFrame (needs pandas; an InputError names the install otherwise)."""
     return _views(result)[1](result)
 

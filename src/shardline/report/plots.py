@@ -202,7 +202,7 @@ def _fmt_si(value: float) -> str:
 
 
 def render_batch(plot: BatchPlot, path: str | Path) -> None:
-    def draw() -> Any:
+    def draw() -> object:
         fig, ax = new_figure(8, 4)
         for i, curve in enumerate(plot.curves):
             (line,) = ax.plot(curve.x, curve.y, label=curve.label)
@@ -279,7 +279,7 @@ def _draw_points(ax: Any, points: Sequence[RoofPoint]) -> None:
             )[0].set_gid(f"point-{i}")
 
 
-def _label_points(fig: Any, ax: Any, points: Sequence[RoofPoint]) -> None:
+def _label_points(fig: object, ax: object, points: Sequence[RoofPoint]) -> None:
     """The first MAX_LABELED_POINTS names, each where it overlaps no other text (a name with no
     free place is left out: the JSON and the sheet have every one)."""
     labels = [(p.label, p.intensity_flop_per_byte, p.flops_per_s) for p in points]
@@ -287,7 +287,7 @@ def _label_points(fig: Any, ax: Any, points: Sequence[RoofPoint]) -> None:
 
 
 def render_roofline(plot: RooflinePlot, path: str | Path) -> None:
-    def draw() -> Any:
+    def draw() -> object:
         fig, ax = new_figure(8, 5)
         draw_roofs(ax, plot)
         _draw_points(ax, plot.points)
@@ -317,7 +317,7 @@ def render_roofline(plot: RooflinePlot, path: str | Path) -> None:
 def render_strategies(bars: Sequence[StrategyBar], path: str | Path, title: str = "") -> None:
     """Per strategy, three bars (compute, memory, network time) and a marker at the lower bound."""
 
-    def draw() -> Any:
+    def draw() -> object:
         fig, ax = new_figure(max(6.0, 1.2 * len(bars) + 2), 4.5)
         x = np.arange(len(bars))
         width = 0.26
@@ -374,7 +374,7 @@ def render_precision(
         if any(key in times for _, times in rows)
     ]
 
-    def draw() -> Any:
+    def draw() -> object:
         fig, ax = new_figure(max(6.0, 1.2 * len(rows) + 2), 4.5)
         x = np.arange(len(rows))
         width = 0.8 / len(parts)

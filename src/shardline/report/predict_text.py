@@ -147,7 +147,7 @@ def render_calibration(path: str, chip: dict[str, Any], measurements: int) -> st
     return "\n".join(out) + "\n"
 
 
-def noise_text(noise: dict[str, Any]) -> str:
+def noise_text(noise: dict[str, object]) -> str:
     """One line: the spread of a run's repeats (and the calibration's, and the reference drift)."""
     if not noise.get("measurements"):
         return "noise: not measured"

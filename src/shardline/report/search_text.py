@@ -30,10 +30,10 @@ def layout_words(lay: dict[str, Any]) -> str:
     return f"{deg} {' '.join(knobs)}{where}"
 
 
-def _training_assumed(assumed: dict[str, Any]) -> str:
+def _training_assumed(assumed: dict[str, object]) -> str:
     """The dtype and the execution every layout runs with: "dtype fp8, ep_overlap on, ..."."""
 
-    def word(v: Any) -> str:
+    def word(v: object) -> str:
         if isinstance(v, list | tuple):  # offload: the tensors held in host memory
             return ",".join(map(str, v)) or "none"
         return (
@@ -120,7 +120,7 @@ def _serving_row(row: dict[str, Any]) -> str:
     )
 
 
-def _serving_assumed(a: dict[str, Any]) -> str:
+def _serving_assumed(a: dict[str, object]) -> str:
     """What every serving system was priced with, in one line."""
     dtypes = ", ".join(f"{k} {a[k]}" for k in ("dtype", "weight_dtype", "kv_dtype") if a.get(k))
     chunk = f"chunks of {a['chunk_tokens']:,} prompt tokens" if a["chunk_tokens"] else "no chunks"

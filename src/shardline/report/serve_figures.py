@@ -208,7 +208,7 @@ def search_points(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def render_search_plot(result: dict[str, Any], path: str | Path, title: str = "") -> None:
+def render_search_plot(result: dict[str, object], path: str | Path, title: str = "") -> None:
     """The Pareto front (cost against latency) of a search answer."""
     p = search_points(result)
     if not p["costs"]:
@@ -224,7 +224,7 @@ def render_search_plot(result: dict[str, Any], path: str | Path, title: str = ""
     )
 
 
-def search_figures(result: dict[str, Any], title: str = "") -> list[Figure]:
+def search_figures(result: dict[str, object], title: str = "") -> list[Figure]:
     if not search_points(result)["costs"]:
         return []
     return [

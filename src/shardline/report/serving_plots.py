@@ -66,7 +66,7 @@ def pareto_front(
     return front
 
 
-def _finish(fig: Any, ax: Any, labels: tuple[str, str], title: str) -> Any:
+def _finish(fig: Any, ax: Any, labels: tuple[str, str], title: str) -> object:
     """Axis labels (x, y), the title, a light grid and the legend; the figure laid out."""
     ax.set_xlabel(labels[0])
     ax.set_ylabel(labels[1])
@@ -90,7 +90,7 @@ def render_latency_throughput(
     if not data:
         raise InputError("no curves to plot")
 
-    def draw() -> Any:
+    def draw() -> object:
         fig, ax = new_figure(7, 4.5)
         for i, (label, xy) in enumerate(data):
             xy = xy[np.argsort(xy[:, 0])]
@@ -118,7 +118,7 @@ def render_pareto(
     if len(names) != len(c):
         raise InputError("labels must have one entry per point")
 
-    def draw() -> Any:
+    def draw() -> object:
         fig, ax = new_figure(7, 4.5)
         ax.scatter(t, c, s=10, color="0.7", label="options").set_gid("options")
         ax.step(t[front], c[front], where="post", color="tab:red", linewidth=1.2)
@@ -157,7 +157,7 @@ def render_cdfs(
     if not sets:
         raise InputError("no samples to plot")
 
-    def draw() -> Any:
+    def draw() -> object:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure as MplFigure
 
@@ -183,7 +183,7 @@ def render_kv_occupancy(
     if t.shape != f.shape:
         raise InputError("times and fractions must have the same length")
 
-    def draw() -> Any:
+    def draw() -> object:
         fig, ax = new_figure(7, 3.5)
         ax.plot(t, f, linewidth=1)[0].set_gid("occupancy")
         ax.axhline(1.0, color="tab:red", linestyle="--", linewidth=0.8, label="KV budget")
@@ -194,7 +194,7 @@ def render_kv_occupancy(
 
 
 def figure_for(
-    render: Callable[..., None], *args: Any, title: str, caption: str = "", **kwargs: Any
+    render: Callable[..., None], *args: object, title: str, caption: str = "", **kwargs: object
 ) -> Figure:
     """`render(*args, path, **kwargs)` drawn to SVG and returned as an inline Figure for the
     HTML report, e.g. `figure_for(render_cdfs, {"TTFT": ttft}, title="TTFT")`."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from shardline.basics.serialize import jsonable
 from shardline.workload.stack import LayerRow, StackResult
@@ -26,7 +25,7 @@ _MARKS = {"layers": "\x00layers\x00", "name": "\x00name\x00", "count": "\x00coun
 _LAYERS, _NAME, _COUNT = (json.dumps(mark) for mark in _MARKS.values())
 
 
-def _dumps(value: Any) -> str:
+def _dumps(value: object) -> str:
     """The encoding `shardline.cli.common.emit_json` uses (a ValueError on inf and NaN)."""
     return json.dumps(value, indent=2, allow_nan=False)
 
@@ -40,9 +39,9 @@ def stack_json_pieces(result: StackResult) -> Iterator[str]:
     return _pieces(head, tail, result.layers, templates)
 
 
-def _row_templates(rows: Sequence[LayerRow]) -> dict[tuple[Any, ...], tuple[str, str, str]]:
+def _row_templates(rows: Sequence[LayerRow]) -> dict[tuple[object, ...], tuple[str, str, str]]:
     """Each distinct row's encoded text, indented as a list item, cut around its name and count."""
-    out: dict[tuple[Any, ...], tuple[str, str, str]] = {}
+    out: dict[tuple[object, ...], tuple[str, str, str]] = {}
     for row in rows:
         key = row.content_key
         if key in out:
@@ -59,7 +58,7 @@ def _pieces(
     head: str,
     tail: str,
     rows: Sequence[LayerRow],
-    templates: dict[tuple[Any, ...], tuple[str, str, str]],
+    templates: dict[tuple[object, ...], tuple[str, str, str]],
 ) -> Iterator[str]:
     if not rows:
         yield head + "[]" + tail + "\n"

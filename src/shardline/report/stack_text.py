@@ -4,7 +4,6 @@ derivation with the numbers put in."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from shardline.basics.dtypes import dtype_bytes
 from shardline.basics.units import fmt_bytes, fmt_flops, fmt_int, fmt_num, fmt_time
@@ -232,7 +231,9 @@ def _layer_table(r: StackResult) -> list[str]:
         "× count",
         "predicted × count",
     )
-    cells: dict[tuple[Any, ...], tuple[str, ...]] = {}  # rows that read the same but for the name
+    cells: dict[
+        tuple[object, ...], tuple[str, ...]
+    ] = {}  # rows that read the same but for the name
     rows = []
     for row in r.layers:
         key = (row.content_key, row.count)

@@ -3,9 +3,9 @@ each field with its source, and the figures derived from them."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from shardline.basics.values import JSONDict
 from shardline.hardware.switches import bisection_bytes_per_s, switch_share_bytes_per_s
+from shardline.hardware.systems import System
 from shardline.report.columns import aligned
 
 __all__ = ["render_system", "render_system_list", "system_detail", "system_summary"]
@@ -24,13 +24,13 @@ def _bits(value: float) -> str:
     return fmt_rate(8 * value, "b/s", digits=4)
 
 
-def _scale_up_rate(system: Any) -> float | None:
+def _scale_up_rate(system: System) -> float | None:
     from shardline.hardware.systems import scale_up_bytes_per_s_per_device
 
     return scale_up_bytes_per_s_per_device(system)
 
 
-def _library(system: Any) -> str:
+def _library(system: System) -> str:
     if system.library:
         return str(system.library)
     from shardline.errors import InputError
@@ -43,7 +43,7 @@ def _library(system: Any) -> str:
     return chip.interconnect.library if chip.interconnect else "-"
 
 
-def _derived(system: Any) -> dict[str, float | None]:
+def _derived(system: System) -> dict[str, float | None]:
     return {
         "node_bytes_per_s": system.node_bytes_per_s,
         "scale_out_bytes_per_s_per_device": system.scale_out_bytes_per_s_per_device,
@@ -56,7 +56,7 @@ def _derived(system: Any) -> dict[str, float | None]:
     }
 
 
-def system_summary(system: Any) -> dict[str, Any]:
+def system_summary(system: System) -> JSONDict:
     return {
         "name": system.name,
         "display_name": system.display_name,
@@ -72,10 +72,10 @@ def system_summary(system: Any) -> dict[str, Any]:
     }
 
 
-def system_detail(system: Any) -> dict[str, Any]:
-    from shardline.basics.serialize import jsonable
+def system_detail(system: System) -> JSONDict:
+    from shardline.basics.serialize import json_object
 
-    detail = jsonable(system)
+    detail = json_object(system)
     detail["aliases"] = list(system.aliases)
     if system.path and system.path.endswith(f"systems/{system.name}.toml"):
         detail["path"] = None  # a catalog system: where the package lies says nothing
@@ -84,7 +84,7 @@ def system_detail(system: Any) -> dict[str, Any]:
     return detail
 
 
-def render_system_list(systems: list[Any]) -> str:
+def render_system_list(systems: list[System]) -> str:
     rows = [("name", "chip", "GPUs/node", "scale-up", "NICs/node", "fabric", "library")]
     for s in systems:
         up = _scale_up_rate(s)
@@ -106,7 +106,7 @@ def _line(label: str, value: str, source: str | None = None) -> str:
     return f"  {label:<32} {value:<20} {('[' + source + ']') if source else ''}".rstrip()
 
 
-def _scale_up(system: Any) -> list[str]:
+def _scale_up(system: System) -> list[str]:
     from shardline.basics.units import fmt_time
 
     s = system.sources
@@ -126,7 +126,7 @@ def _scale_up(system: Any) -> list[str]:
     return out
 
 
-def _scale_out(system: Any) -> list[str]:
+def _scale_out(system: System) -> list[str]:
     from shardline.basics.units import fmt_time
 
     s = system.sources
@@ -158,7 +158,7 @@ def _scale_out(system: Any) -> list[str]:
     ]
 
 
-def _derived_lines(system: Any) -> list[str]:
+def _derived_lines(system: System) -> list[str]:
     g, n = system.gpus_per_node, system.nics_per_node
     out = [
         "derived:",
@@ -206,7 +206,7 @@ def _derived_lines(system: Any) -> list[str]:
     return out
 
 
-def render_system(system: Any) -> str:
+def render_system(system: System) -> str:
     s = system.sources
     head = [f"{system.display_name} ({system.name})"]
     if system.aliases:

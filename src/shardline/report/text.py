@@ -45,7 +45,7 @@ def _count_lines(r: RooflineResult, spec: EinsumSpec, dims: dict[str, int]) -> l
         mult = "2·" if (r.accumulate and op is spec.out) else ""
         terms.append(f"{mult}s_{op.name}·{'·'.join(op.dims)}")
         values.append(
-            f"{'2 × ' if mult else ''}{_size(dtype)} × "
+            f"{'2 × ' if mult else ''}{_size(str(dtype))} × "
             + " × ".join(fmt_int(dims[d]) for d in op.dims)
         )
     reads = "the input read once" if spec.is_unary else "each input read once"

@@ -15,11 +15,12 @@ decoding) and the decode step t_dec(b) at the mean context c = I + O/2:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from shardline.basics.values import Scalar
 from shardline.serving.config import BLOCK_TOKENS, ServeConfig
 from shardline.serving.steptimes import StepTimes
 
@@ -104,7 +105,7 @@ class Replica:
         self.kv_per_seq_bytes = per_seq
         self.limit = int(min(cfg.max_batch, math.floor(self.kv_limit)))
 
-    def t_dec(self, b: Any) -> Any:
+    def t_dec(self, b: Scalar) -> Scalar:
         """A decode step of max(b, 1) sequences at the mean context c, times (1 + k x draft
         cost) with speculative decoding (k draft steps added), and no less than the compute of
         the b (k + 1) tokens verified (StepTimes.verify_floor_s): StepTimes.decode_s."""
@@ -113,7 +114,7 @@ class Replica:
             step = np.maximum(step, self.st.verify_floor_s(b, self.cfg.spec_k))
         return step
 
-    def capacity(self, t_p: float, limit: Any = None) -> Any:
+    def capacity(self, t_p: float, limit: object = None) -> Scalar:
         """Requests/s (array over `limit`, default the replica's): the smaller of the batch
         bound B tau / (O t_dec(B) + B tau t_p) and, with chunked prefill, the chunk bound: a
         full step carries `chunk` prompt tokens, so X = chunk / (I' t_step) with t_step =
@@ -128,7 +129,7 @@ class Replica:
             x = np.minimum(x, chunk / (fresh * (self.t_dec(b_d) + chunk * t_p / fresh)))
         return np.where(b < 1, 0.0, x)
 
-    def chunk_bound_batch(self, limit: Any) -> Any:
+    def chunk_bound_batch(self, limit: Scalar) -> Scalar:
         """Decoding sequences when every step is full of prompt chunks: chunk O / (I' tau)."""
         if self.cfg.chunk_tokens is None:
             return np.asarray(limit, dtype=float)
@@ -201,7 +202,7 @@ def sequence_kv_bytes(st: StepTimes, cfg: ServeConfig) -> float:
     return float(np.mean(st.sequence_kv_bytes(grown)))
 
 
-def _bracket(short: Any, start: int, limit: int) -> tuple[int, int]:
+def _bracket(short: Callable[[int], bool], start: int, limit: int) -> tuple[int, int]:
     """(lo, hi) with short(lo) and not short(hi), 1 <= lo < hi <= limit, given short(1) and not
     short(limit): from `start`, steps of 1, 2, 4, ... up while short, else down while not."""
     if short(start):
@@ -222,7 +223,7 @@ def _ttft(rep: Replica, lam: float, b: float) -> tuple[dict[int, float], dict[in
     cfg, hit = rep.cfg, rep.cfg.prefix_hit
     chunk, t_step = cfg.chunk_tokens, float(rep.t_dec(b))
 
-    def service(x: Any) -> Any:
+    def service(x: Scalar) -> Scalar:
         s = rep.st.prefill_s(x) * (1 - hit)
         return s if chunk is None else s + np.ceil(x * (1 - hit) / chunk) * t_step
 

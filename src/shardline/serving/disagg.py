@@ -11,8 +11,8 @@ TTFT = W_p + t_p + t_kv; capacity = min(R_p / E[t_p], R_d x decode capacity).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
+from shardline.basics.values import Scalar
 from shardline.serving.analytic import (
     INF,
     Analysis,
@@ -28,7 +28,7 @@ from shardline.serving.steptimes import StepTimes
 __all__ = ["analyze_disagg", "kv_transfer_s"]
 
 
-def kv_transfer_s(st: StepTimes, tokens: Any, egress_bytes_per_s: float) -> Any:
+def kv_transfer_s(st: StepTimes, tokens: Scalar, egress_bytes_per_s: float) -> Scalar:
     """Seconds to move the KV cache of `tokens` tokens from a prefill to a decode replica:
     kv_bytes_per_token x tokens / (tp x egress_bytes_per_s), each device sending its shard."""
     return st.kv_bytes_per_token * tokens / (st.tp * egress_bytes_per_s)

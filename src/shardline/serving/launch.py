@@ -45,7 +45,7 @@ def _fmt(value: float) -> str:
 
 
 def launch_command(
-    name: str, repo: str, cfg: Any, dtypes: tuple[str, str, str], kv_fraction: float
+    name: str, repo: str, cfg: object, dtypes: tuple[str, str, str], kv_fraction: float
 ) -> str:
     """The launch command of engine `name` for `cfg` (a ServeConfig) with (compute, weights,
     KV) `dtypes` and the engine's KV memory fraction; one command, lines joined with ` \\`."""

@@ -5,14 +5,14 @@ tables do not list gives None with the reason, unless --usd-per-hour is given.""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from shardline import costing
 from shardline.errors import InputError
+from shardline.hardware import Chip
 
 __all__ = ["Pricing", "pricing"]
 
-Pricing = dict[str, Any]
+Pricing = dict[str, object]
 
 
 def _known(get: Callable[[], float], notes: list[str]) -> float | None:
@@ -25,7 +25,7 @@ def _known(get: Callable[[], float], notes: list[str]) -> float | None:
 
 
 def pricing(
-    chip: Any,
+    chip: Chip,
     devices: int,
     tokens_per_s: float,
     utilization: float,

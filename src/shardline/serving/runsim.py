@@ -79,7 +79,7 @@ def _pooled(runs: list[tuple[Requests, SimResult]]) -> dict[str, Any]:
     summaries = [summarize(replace(sim, requests=orig)) for orig, sim in runs]
     first = runs[0][1]
     timeline_idx = np.linspace(0, max(len(first.time_s) - 1, 0), TIMELINE_POINTS).astype(int)
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "replicas_simulated": len(runs),
         "requests": int(sum(len(o.arrival_s) for o, _ in runs)),
         "throughput_tokens_per_s": float(sum(s["throughput_tokens_per_s"] for s in summaries)),

@@ -46,7 +46,7 @@ MAX_SERVING_DEVICES = 4096  # most devices per system: the search's time grows w
 NEEDS_SLO = "the serving search needs --slo, e.g. --slo ttft=500ms,tpot=30ms"
 # The search serves as the engines' published tables do: TensorRT-LLM, fp8 weights and KV cache.
 SEARCH_ENGINE, SEARCH_DTYPE = "trtllm", "fp8"
-MapChunks = Callable[[Callable[[Any], Any], Sequence[Any]], list[Any]]
+MapChunks = Callable[[Callable[[Any], object], Sequence[object]], list[Any]]
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def pool_splits(devices: int, tp: int) -> list[tuple[int, int] | None]:
     return out
 
 
-def evaluate_chunk(chunk: Chunk) -> list[dict[str, Any]]:
+def evaluate_chunk(chunk: Chunk) -> list[dict[str, object]]:
     """Every device count x batch limit of one (chip, tp), each the steady state `serve` gives
     for that layout (serving.steady.analyze, on step times shared by the chunk)."""
     from shardline.hardware import resolve_chip
@@ -129,10 +129,10 @@ def layout_config(chunk: Chunk, devices: int, max_batch: int) -> ServeConfig:
     )
 
 
-def _assumed(chunk: Chunk, label: str, dtypes: tuple[str, str, str]) -> dict[str, Any]:
+def _assumed(chunk: Chunk, label: str, dtypes: tuple[str, str, str]) -> dict[str, object]:
     """What a row assumed beyond chip, devices, tp and batch: the engine, the dtypes, and the
     expert and attention data parallelism of a MoE layout."""
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "engine": label,
         "dtype": dtypes[0],
         "weight_dtype": dtypes[1],
@@ -150,9 +150,9 @@ def _finite(x: float) -> float | None:
 def _row(
     chunk: Chunk,
     layout: tuple[int, int, int],
-    cost: dict[str, Any],
+    cost: dict[str, object],
     perf: tuple[float, float, float, bool],
-) -> dict[str, Any]:
+) -> dict[str, object]:
     devices, max_batch, limit = layout
     ttft, tpot, tokens, saturated = perf
     slo = chunk.slo
@@ -240,11 +240,11 @@ def _closest(row: dict[str, Any]) -> tuple[float, float, float]:
 
 def _failures(
     rows: list[dict[str, Any]], front: list[dict[str, Any]], best: dict[str, Any] | None
-) -> list[dict[str, Any]]:
+) -> list[dict[str, object]]:
     """Why each option cheaper than the best (one per chip, devices and tp) or on the front
     fails; a faster option on the front that meets the SLO only costs more."""
     key = _cost_key(best)[0] if best else np.inf
-    seen: dict[tuple[str, int, int], dict[str, Any]] = {}
+    seen: dict[tuple[str, int, int], dict[str, object]] = {}
     for row in sorted(rows, key=lambda r: (_cost_key(r)[0], _closest(r))):
         k = (row["chip"], row["devices"], row["tp"])
         if _cost_key(row)[0] < key and not row["meets_slo"] and k not in seen:
@@ -331,7 +331,7 @@ def serving_search(
     return _answer([row for part in run(evaluate_chunk, chunks) for row in part], opts)
 
 
-def _answer(rows: list[dict[str, Any]], opts: SearchOptions) -> dict[str, Any]:
+def _answer(rows: list[dict[str, object]], opts: SearchOptions) -> dict[str, object]:
     """The search's answer from every row: the front, the best, the failures, the assumptions."""
     front = _pareto(rows)
     meeting = sorted((r for r in rows if r["meets_slo"]), key=_cost_key)

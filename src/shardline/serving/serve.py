@@ -43,7 +43,7 @@ class ServeOptions:
     waves: bool = False  # the closed loop in waves (closed.py), fixed lengths
     slo: SLO | None = None
     simulate: bool = False
-    trace: Any = None  # simulate.Requests
+    trace: object = None  # simulate.Requests
     sim_requests: int = 2000
     seed: int = 0
     usd_per_hour: float | None = None
@@ -109,7 +109,7 @@ def _quantiles(values: dict[int, float]) -> dict[str, float | None]:
     return {f"p{q}": finite(v) for q, v in sorted(values.items())}
 
 
-def analysis_dict(a: Analysis) -> dict[str, Any]:
+def analysis_dict(a: Analysis) -> dict[str, object]:
     """The steady state's figures under their JSON keys (SI units; None for unbounded)."""
     return {
         "saturated": a.saturated,
@@ -164,7 +164,7 @@ def serve(
     st = serving_step_times(model, hw, cfg, opts)
     a, cfg = _steady_state(st, cfg, opts)
     compute, weights, kv = serving_dtypes(chip, opts.dtype, opts.weight_dtype, opts.kv_dtype)
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "model": spec.name,
         "hw": chip.name,
         "engine": eng.name,
@@ -212,7 +212,7 @@ def _steady_state(
     return a, replace(cfg, rate_per_s=max(a.requests_per_s, 1e-9))
 
 
-def _add_cost(out: dict[str, Any], cost: dict[str, Any], a: Analysis) -> None:
+def _add_cost(out: dict[str, object], cost: dict[str, Any], a: Analysis) -> None:
     """The price and energy figures, and the same dollars per million input + output tokens."""
     out.update({k: v for k, v in cost.items() if k != "notes"})
     usd = cost["usd_per_million_tokens"]  # per million output tokens; below: input + output
@@ -247,7 +247,7 @@ def _layout_notes(
     return notes
 
 
-def config_dict(cfg: ServeConfig) -> dict[str, Any]:
+def config_dict(cfg: ServeConfig) -> dict[str, object]:
     """The setup as given, with tau = (1 - alpha^(k+1)) / (1 - alpha) tokens per step."""
     return {
         "rate_per_s": cfg.rate_per_s,

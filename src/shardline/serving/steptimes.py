@@ -36,12 +36,17 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from shardline.basics.values import Scalar
 from shardline.errors import InputError
 from shardline.serving.engines import Engine
+
+if TYPE_CHECKING:
+    from shardline.hardware import Chip
+    from shardline.workload.modelspec import ModelSpec
 
 __all__ = [
     "StepTimes",
@@ -104,7 +109,7 @@ class StepTimes:
             self._prefill[key] = float(self.prefill_point(key))
         return self._prefill[key]
 
-    def decode_s(self, batch: Any, context: Any) -> np.ndarray:
+    def decode_s(self, batch: Scalar, context: Scalar) -> np.ndarray:
         """One decode step at mean batch max(`batch`, 1) and mean context max(`context`, 1)
         (arrays broadcast): with n = floor(b), w = b - n, k = floor(c), v = c - k,
         t = sum over the whole points (n + i, k + j), i, j in {0, 1}, of t(n + i, k + j) x
@@ -142,14 +147,14 @@ class StepTimes:
                     t += wb * wc * self.decode_at(n + i, k + j)
         return t
 
-    def prefill_s(self, tokens: Any) -> np.ndarray:
+    def prefill_s(self, tokens: Scalar) -> np.ndarray:
         """The prefill of one prompt of round(`tokens`) tokens (at least one; arrays)."""
         whole = np.maximum(np.rint(np.asarray(tokens, dtype=float)), 1.0).astype(np.int64)
         uniq, inverse = np.unique(whole, return_inverse=True)
         times = np.array([self.prefill_at(int(x)) for x in uniq])
         return times[inverse.reshape(whole.shape)]
 
-    def verify_floor_s(self, sequences: Any, k: int) -> Any:
+    def verify_floor_s(self, sequences: Scalar, k: int) -> Scalar:
         """The least time of a speculative verification step over `sequences` sequences of k + 1
         tokens each: their compute, at the per-token time of a compute-bound prefill of
         VERIFY_REF_TOKENS tokens (the same forward pass over as many tokens). Without it a step
@@ -174,7 +179,7 @@ class StepTimes:
         )
         return (self.kv_devices or self.tp) * per_device
 
-    def sequence_kv_bytes(self, tokens: Any) -> Any:
+    def sequence_kv_bytes(self, tokens: Scalar) -> Scalar:
         """The replica's KV bytes of one sequence of `tokens` cached tokens (arrays)."""
         if self.kv_sequence_bytes is None:
             return self.kv_bytes_per_token * np.asarray(tokens, dtype=float)
@@ -182,7 +187,7 @@ class StepTimes:
 
 
 def serving_dtypes(
-    chip: Any, dtype: str | None, weight_dtype: str | None = None, kv_dtype: str | None = None
+    chip: Chip, dtype: str | None, weight_dtype: str | None = None, kv_dtype: str | None = None
 ) -> tuple[str, str, str]:
     """(compute, weights, KV cache) dtypes of a serving run. Weights: `weight_dtype`, else
     `dtype`, else bf16. Compute: `dtype` where the chip computes in it, else the weights' dtype
@@ -211,8 +216,8 @@ def serving_dtypes(
 
 
 def price_step(
-    spec: Any,
-    chip: Any,
+    spec: ModelSpec,
+    chip: Chip,
     tp: int,
     dtype: str,
     point: tuple[str, int, int],
@@ -238,7 +243,7 @@ def price_step(
     return result.plans[0]
 
 
-def kv_split_devices(spec: Any, tp: int, attention_dp: int = 1) -> int:
+def kv_split_devices(spec: ModelSpec, tp: int, attention_dp: int = 1) -> int:
     """Devices of a replica holding distinct KV: attention_dp x the attention tensor-parallel
     ranks that split the KV heads, min(tp / attention_dp, KV heads) (past the heads a head is
     copied); an MLA latent cache (one latent per token, no heads) is held whole by every
@@ -249,7 +254,7 @@ def kv_split_devices(spec: Any, tp: int, attention_dp: int = 1) -> int:
     return attention_dp * min(attention_tp, spec.kv_heads)
 
 
-def _check_layout(spec: Any, tp: int, dtype: str, attention_dp: int) -> None:
+def _check_layout(spec: ModelSpec, tp: int, dtype: str, attention_dp: int) -> None:
     """tp / attention_dp must split the model (the one tensor-parallel rule, strategies/tp.py);
     DP attention needs experts to split over the replica."""
     from shardline.basics.units import check_whole
@@ -271,7 +276,7 @@ def _check_layout(spec: Any, tp: int, dtype: str, attention_dp: int) -> None:
 
 
 def _kv_fields(
-    spec: Any, chip: Any, eng: Engine, layout: tuple[int, int], kv_dtype: str
+    spec: ModelSpec, chip: Chip, eng: Engine, layout: tuple[int, int], kv_dtype: str
 ) -> dict[str, Any]:
     """StepTimes' KV fields for a replica of `layout` = (tp, attention_dp): bytes per token in
     `kv_dtype`, the engine's budget rule and fraction, the devices holding distinct KV, and a
@@ -294,8 +299,8 @@ def _kv_fields(
 
 
 def step_times(
-    spec: Any,
-    chip: Any,
+    spec: ModelSpec,
+    chip: Chip,
     tp: int,
     dtype: str,
     eng: Engine,

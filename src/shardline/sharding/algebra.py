@@ -10,9 +10,10 @@ tie, the book's default, all-gather).
 This module wraps it for `shardline einsum --mesh` and `shardline shard`: the checks, the
 result record (`ShardedResult`, which holds the per-device `Cost` and flattens it only in
 `to_dict`), and the network-bound thresholds. Bound = the largest of t_compute, t_memory,
-t_network; t_lower_s (overlapped) is the max of all three and t_upper_s (serial: the network step
-waits for, and is waited on by, the local multiply) is `max(t_compute, t_memory) + t_network`,
-exactly the two times `--overlap` and `--no-overlap` give.
+t_network; t_lower_s (overlapped) is the max of all three and t_upper_s (the serial bound, as in
+every `Cost`) is t_compute + t_memory + the collectives one after another. `t_s` is the step:
+t_lower_s with `--overlap`, max(t_compute, t_memory) + the collectives one after another with
+`--no-overlap` (the network step waits for, and is waited on by, the local multiply).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, TypedDict, Unpack
 from shardline.basics.dtypes import ACCUMULATOR_BYTES, dtype_bits
 from shardline.basics.options import DEFAULT_REDUCE_DTYPE, Precision, RateOverrides
 from shardline.basics.serialize import jsonable
+from shardline.basics.values import JSONDict, as_number
 from shardline.collectives import AxisNetwork, NetworkOptions, mesh_networks
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
@@ -37,6 +39,7 @@ from shardline.sharding.layout import (
     check_layout,
     price_layout,
     resolve_precision,
+    serial_network_s,
     step_time,
 )
 from shardline.sharding.mesh import Mesh, parse_mesh
@@ -65,11 +68,11 @@ assert dtype_bits(DEFAULT_REDUCE_DTYPE) == 8 * ACCUMULATOR_BYTES
 class PerDevice:
     """The per-device counts as the JSON `per_device` object (a view of the result's Cost)."""
 
-    flops: Any
-    bytes: dict[str, Any]  # per operand and "total"
-    network_bytes: Any  # bytes each device sends over all collectives
-    t_compute_s: Any
-    t_memory_s: Any
+    flops: float
+    bytes: dict[str, int]  # per operand and "total"
+    network_bytes: float  # bytes each device sends over all collectives
+    t_compute_s: float
+    t_memory_s: float
     shapes: dict[str, list[int]]  # local shapes at compute time
 
 
@@ -113,16 +116,16 @@ class ShardedResult:
     topology: dict[str, str]
     dtypes: dict[str, str]
     cost: Cost  # per device
-    hbm_bytes: dict[str, Any]  # per operand and "total"
+    hbm_bytes: dict[str, int]  # per operand and "total"
     shapes: dict[str, list[int]]  # local shapes at compute time
     collectives: tuple[PlannedCollective, ...]
-    t_network_predicted_s: Any
+    t_network_predicted_s: float
     overlap: bool
     thresholds: tuple[Threshold, ...]
-    total_flops: Any  # every device's FLOPs: the work replicated over an axis counts each time
+    total_flops: float  # every device's FLOPs: the work replicated over an axis counts each time
     steps: tuple[str, ...]  # the decisions, in words
-    alternatives: tuple[dict[str, Any], ...]
-    hardware: dict[str, Any]
+    alternatives: tuple[dict[str, Any], ...]  # JSON objects the text reads back
+    hardware: dict[str, Any]  # JSON: name, rates and dtype, read back by the text
     padded: dict[str, list[int]] = field(default_factory=dict)
     resident: tuple[str, ...] = ()
     strategy: str | None = None  # `shard`: "along k, output split"
@@ -133,15 +136,20 @@ class ShardedResult:
     def per_device(self) -> PerDevice:
         c = self.cost
         return PerDevice(
-            c.flops, self.hbm_bytes, c.net_bytes, c.t_compute_s, c.t_memory_s, self.shapes
+            as_number(c.flops),
+            self.hbm_bytes,
+            as_number(c.net_bytes),
+            as_number(c.t_compute_s),
+            as_number(c.t_memory_s),
+            self.shapes,
         )
 
     @property
-    def t_network_s(self) -> Any:
-        return self.cost.t_network_s
+    def t_network_s(self) -> float:
+        return as_number(self.cost.t_network_s)
 
     @property
-    def unsharded_flops(self) -> Any:
+    def unsharded_flops(self) -> int:
         """The einsum's FLOPs once, on one device (2 x the product of its dims)."""
         from shardline.ops.einsum import parse_einsum
 
@@ -152,20 +160,21 @@ class ShardedResult:
         return str(self.cost.bound)
 
     @property
-    def t_s(self) -> Any:
+    def t_s(self) -> float:
         """The step under the chosen overlap rule."""
-        return step_time(self.cost, self.overlap)
+        return as_number(step_time(self.cost, self.overlap, serial_network_s(self.collectives)))
 
     @property
-    def t_lower_s(self) -> Any:
-        return self.cost.t_lower_s
+    def t_lower_s(self) -> float:
+        return as_number(self.cost.t_lower_s)
 
     @property
-    def t_upper_s(self) -> Any:
-        return self.cost.t_upper_s
+    def t_upper_s(self) -> float:
+        """The serial bound: t_compute + t_memory + the collectives one after another."""
+        return as_number(self.cost.t_upper_s)
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {name: getattr(self, name) for name in _KEYS_BEFORE}
+    def to_dict(self) -> JSONDict:
+        out: dict[str, object] = {name: getattr(self, name) for name in _KEYS_BEFORE}
         out["resident"] = self.resident
         out["per_device"] = self.per_device
         out["collectives"] = [c.to_dict() for c in self.collectives]
@@ -197,7 +206,7 @@ def _result(
         thresholds=(),
         # what the devices run together: per device x devices (an axis that splits no dim of
         # the work repeats it: 2BDF x Z), padding included
-        total_flops=price.cost.flops * mesh.devices,
+        total_flops=as_number(price.cost.flops) * mesh.devices,
         steps=price.steps,
         alternatives=tuple(a.to_dict() for a in price.alternatives),
         hardware={
@@ -303,7 +312,7 @@ def _dim_thresholds(
     # First the bandwidth-only form of docs/sharding.md (K < s_acc·P·(D-1)/(2W) on a
     # switch), then the same with the per-hop latency, which is what `bound` uses.
     current = result.dims[d]
-    t_compute = result.cost.t_compute_s
+    t_compute = as_number(result.cost.t_compute_s)
     bandwidth_value = current * t_bandwidth / t_compute
     value = current * result.t_network_s / t_compute
     out = [

@@ -9,12 +9,9 @@ whole C all-gathered (`--output replicated`); inputs that are not resident are g
 `--pad` pads each dim to the least common multiple of its shard counts, as `shardline einsum --pad`
 does.
 
-The fast path: strategies with the same spec on meshes of the same axes (the factorizations of D)
-are evaluated together, their sizes as numpy arrays. Collective times are linear in the bytes
-(`t = c*V + L` on a fixed network), so each mesh's (c, L) per (kind, axes) is priced once with
-`shardline.collectives` and applied to the array of V. D = 4096 (13 divisors, about 100
-strategies, and the sweep over powers of two) takes milliseconds; tests/test_compare.py checks
-every number against `price_layout` on random layouts.
+The fast path: strategies with the same spec on meshes of the same axes are evaluated together,
+sizes as numpy arrays; collective times are linear in the bytes (`t = c*V + L`), so each mesh's
+(c, L) per (kind, axes) is priced once. D = 4096 takes milliseconds (tests/test_compare.py).
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, Unpack
+from typing import TypedDict, Unpack
 
 import numpy as np
 
@@ -83,7 +80,7 @@ _KEYS_PARTS = ("t_compute_s", "t_memory_s", "t_network_s", "flops", "hbm_bytes",
 _STRATEGY_KEYS = _KEYS_TIMES + _KEYS_PARTS
 
 
-def _cost_float(name: str) -> Any:
+def _cost_float(name: str) -> property:
     """A read-only attribute: the strategy's `cost.<name>` as a float."""
     return property(lambda self: float(getattr(self.cost, name)), doc=f"cost.{name}")
 
@@ -99,6 +96,7 @@ class Strategy:
     cost: Cost  # per device
     overlap: bool
     collectives: tuple[str, ...]
+    t_network_serial_s: float  # the collectives one after another (the no-overlap step's)
 
     @property
     def bound(self) -> str:
@@ -107,7 +105,7 @@ class Strategy:
     @property
     def t_s(self) -> float:
         """The time under the chosen overlap rule (what the ranking uses)."""
-        return float(step_time(self.cost, self.overlap))
+        return float(step_time(self.cost, self.overlap, self.t_network_serial_s))
 
     t_lower_s = _cost_float("t_lower_s")
     t_upper_s = _cost_float("t_upper_s")
@@ -117,7 +115,7 @@ class Strategy:
     flops = _cost_float("flops")  # per device
     hbm_bytes = _cost_float("hbm_bytes")  # per device
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return jsonable({key: getattr(self, key) for key in _STRATEGY_KEYS})
 
 
@@ -139,10 +137,10 @@ class Comparison:
     speedup_2d_over_1d: float | None
     crossover_devices: int | None  # smallest power of two at which 2D beats 1D (sweep)
     sweep_max_devices: int
-    sweep: tuple[dict[str, Any], ...] = field(default=())
+    sweep: tuple[dict[str, object], ...] = field(default=())
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
             if isinstance(value, Strategy):
@@ -310,16 +308,16 @@ def _price_group(run: _Run, rows: list[_Row], unit: _UnitPrices) -> list[Strateg
         raise ValueError(f"{rows[0].spec}: more than one legal choice; price it with price_layout")
     work = layout_work(s, {a: options[0] for a, options in zip(s.names, per_axis, strict=True)})
     assert work is not None  # every row's dims divide (padded where --pad)
-    sent: Any = np.zeros(len(rows))
+    sent = np.zeros(len(rows))
     times = []
     for call in work.calls:
         c = np.array([unit(r.mesh, call.kind, call.axes) for r in rows]).T
         times.append(np.broadcast_to(c[0] * call.bytes + c[1], (len(rows),)))
         sent = sent + c[2] * call.bytes
     nets = [unit.networks(r.mesh) for r in rows]  # disjoint links at once: concurrent_rows
-    t_network = concurrent_rows(nets, [call.axes for call in work.calls], times)
+    t_network, serial = concurrent_rows(nets, [call.axes for call in work.calls], times), sum(times)
     rates = (run.flops_per_s, run.chip.mem_bytes_per_s)
-    cost = layout_cost(work.flops, work.hbm["total"], sent, *rates, t_network, sum(times))
+    cost = layout_cost(work.flops, work.hbm["total"], sent, *rates, t_network, serial)
     labels = tuple(call.label() for call in work.calls)
     return [
         Strategy(
@@ -330,6 +328,7 @@ def _price_group(run: _Run, rows: list[_Row], unit: _UnitPrices) -> list[Strateg
             cost=Cost(*(float(np.asarray(v)[i]) for v in cost.as_dict().values())),
             overlap=run.overlap,
             collectives=labels,
+            t_network_serial_s=float(np.broadcast_to(serial, (len(rows),))[i]),
         )
         for i, r in enumerate(rows)
     ]
@@ -353,8 +352,9 @@ def _before(a: tuple[int, Strategy], b: tuple[int, Strategy]) -> int:
     (i, s), (j, t) = a, b
     if not is_tie(s.t_s, t.t_s):
         return -1 if s.t_s < t.t_s else 1
-    if not is_tie(s.t_upper_s, t.t_upper_s):
-        return -1 if s.t_upper_s < t.t_upper_s else 1
+    su, tu = (float(step_time(x.cost, False, x.t_network_serial_s)) for x in (s, t))
+    if not is_tie(su, tu):  # the lower --no-overlap step
+        return -1 if su < tu else 1
     return -1 if (s.shape, i) < (t.shape, j) else 1
 
 
@@ -424,9 +424,9 @@ def compare(
 
 def _sweep(
     sizes: dict[str, int], run: _Run, top: int, unit: _UnitPrices
-) -> tuple[list[dict[str, Any]], int | None]:
+) -> tuple[list[dict[str, object]], int | None]:
     """Best 1D and best 2D at every power of two from 4 to `top`; the first D where 2D wins."""
-    sweep: list[dict[str, Any]] = []
+    sweep: list[dict[str, object]] = []
     crossover = None
     d = 4
     while d <= top:

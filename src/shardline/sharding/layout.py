@@ -10,24 +10,24 @@ book's default (all-gather).
 
 The per-device cost: t_compute = F / P, t_memory = Q / W_hbm from the local shapes, t_network =
 the sum of the collectives (alpha-beta, line rate). Overlapped, the step takes
-t_lower_s = max(t_compute, t_memory, t_network); serial (the network step waits for, and is waited
-on by, the local multiply) it takes t_upper_s = max(t_compute, t_memory) + t_network, exactly what
-`--overlap` and `--no-overlap` give. predicted_s is the lower bound (no realistic model of the
-local multiply here yet); the realistic network time is `t_network_predicted_s`.
+t_lower_s = max(t_compute, t_memory, t_network); with `--no-overlap` (the network waits for, and is
+waited on by, the local multiply) max(t_compute, t_memory) + the collectives in turn (`step_time`).
+t_upper_s is every Cost's serial bound, t_compute + t_memory + the collectives in turn. predicted_s
+is the lower bound (no realistic model of the local multiply yet); the network's is its own.
 """
 
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from shardline.basics.dtypes import canonical_dtype, dtype_bits
 from shardline.basics.kinds import CollectiveKind
 from shardline.basics.options import Precision
 from shardline.basics.serialize import jsonable
+from shardline.basics.values import JSONDict, Scalar, as_number
 from shardline.collectives import AxisNetwork, CollectiveCost, collective_over, concurrent_s
 from shardline.collectives.networks import links_of
 from shardline.errors import InputError
@@ -57,6 +57,7 @@ __all__ = [
     "resolve_precision",
     "layout_cost",
     "step_time",
+    "serial_network_s",
     "network_bytes",
 ]
 
@@ -78,16 +79,16 @@ class PlannedCollective:
     kind: CollectiveKind
     operand: str
     axes: tuple[str, ...]
-    bytes: Any  # V: the whole array over the axes' group
+    bytes: float  # V: the whole array over the axes' group
     dtype: str
     reason: str
     cost: CollectiveCost
 
     @property
-    def t_s(self) -> Any:
-        return self.cost.t_s
+    def t_s(self) -> float:
+        return as_number(self.cost.t_s)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         c = self.cost
         return jsonable(
             {
@@ -120,7 +121,7 @@ class Alternative:
     collectives: tuple[str, ...]
     chosen: bool
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         return {
             "choice": self.choice,
             "t_s": self.t_s,
@@ -150,9 +151,9 @@ class LayoutPrice:
     alternatives: tuple[Alternative, ...] = field(default=())  # every legal choice, if several
 
     @property
-    def t_s(self) -> Any:
+    def t_s(self) -> Scalar:
         """The step under the chosen overlap rule."""
-        return step_time(self.cost, self.overlap)
+        return step_time(self.cost, self.overlap, serial_network_s(self.collectives))
 
 
 def network_bytes(c: PlannedCollective) -> float:
@@ -163,18 +164,18 @@ def network_bytes(c: PlannedCollective) -> float:
 
 
 def layout_cost(
-    flops: Any,
-    hbm_bytes: Any,
-    net_bytes: Any,
-    flops_per_s: Any,
-    mem_bytes_per_s: Any,
-    t_network_s: Any,
-    t_network_serial_s: Any = None,
+    flops: Scalar,
+    hbm_bytes: Scalar,
+    net_bytes: Scalar,
+    flops_per_s: Scalar,
+    mem_bytes_per_s: Scalar,
+    t_network_s: Scalar,
+    t_network_serial_s: Scalar | None = None,
 ) -> Cost:
-    """Per device: t_compute = F / P, t_memory = Q / W; lower bound max of the three, upper bound
-    max(t_compute, t_memory) + t_network (docs/sharding.md), with the collectives one after
-    another there (`t_network_serial_s`, default t_network: on disjoint links t_network is the
-    busiest links' share, `shardline.collectives.concurrent_s`). Numbers or numpy arrays."""
+    """Per device: t_compute = F / P, t_memory = Q / W; lower bound max of the three, serial bound
+    t_compute + t_memory + the collectives one after another (`t_network_serial_s`, default
+    t_network: on disjoint links t_network is the busiest links' share,
+    `shardline.collectives.concurrent_s`). Numbers or numpy arrays."""
     serial = t_network_s if t_network_serial_s is None else t_network_serial_s
     t_compute_s = flops / flops_per_s
     t_memory_s = hbm_bytes / mem_bytes_per_s
@@ -188,14 +189,19 @@ def layout_cost(
         t_memory_s=t_memory_s,
         t_network_s=t_network_s,
         t_lower_s=lower,
-        t_upper_s=local + serial,
+        t_upper_s=t_compute_s + t_memory_s + serial,
         predicted_s=lower,
     )
 
 
-def step_time(cost: Cost, overlap: bool) -> Any:
-    """The step: overlapped (max of the three) or serial (max(compute, memory) + network)."""
-    return cost.t_lower_s if overlap else cost.t_upper_s
+def step_time(cost: Cost, overlap: bool, serial_s: Scalar) -> Scalar:
+    """The step: t_lower_s, or not overlapped max(t_compute, t_memory) + serial_s (in turn)."""
+    return cost.t_lower_s if overlap else vmax(cost.t_compute_s, cost.t_memory_s) + serial_s
+
+
+def serial_network_s(planned: Iterable[PlannedCollective]) -> float:
+    """The collectives one after another: the sum of their line-rate times."""
+    return sum((float(c.t_s) for c in planned), 0.0)
 
 
 # --- checks ----------------------------------------------------------------------------------
@@ -315,25 +321,25 @@ def _candidate(
     # collectives over axes with disjoint links run at once (the busiest links' sum); the upper
     # bound still runs them one after another
     t_network = concurrent_s((links_of(pricer.networks, c.axes), float(c.t_s)) for c in planned)
-    serial = sum((float(c.t_s) for c in planned), 0.0)
+    serial = serial_network_s(planned)
     sent = sum((network_bytes(c) for c in planned), 0.0)
     cost = layout_cost(
         work.flops, work.hbm["total"], sent, flops_per_s, chip.mem_bytes_per_s, t_network, serial
     )
     predicted = sum((float(c.cost.predicted_s) for c in planned), 0.0)
-    return _Candidate(work, planned, cost, step_time(cost, overlap), predicted)
+    return _Candidate(work, planned, cost, as_number(step_time(cost, overlap, serial)), predicted)
 
 
 def _pick(candidates: list[_Candidate]) -> _Candidate:
-    """The fastest; within a tie the lower serial time; then the book's default (lowest rank)."""
+    """The fastest; ties: the lower --no-overlap step, then the book's default (lowest rank)."""
     best_t = min(c.t_s for c in candidates)
     if not math.isfinite(best_t):  # a rate so small (or a size so large) that every time is inf
         raise InputError(
             "every layout's time is not a finite number: a rate is too small or a size too large"
         )
     close = [c for c in candidates if is_tie(c.t_s, best_t)]
-    best_u = min(c.cost.t_upper_s for c in close)
-    tied = [c for c in close if not strictly_less(best_u, c.cost.t_upper_s)]
+    serial = [as_number(step_time(c.cost, False, serial_network_s(c.collectives))) for c in close]
+    tied = [c for c, u in zip(close, serial, strict=True) if not strictly_less(min(serial), u)]
     return min(tied, key=lambda c: c.work.rank)
 
 

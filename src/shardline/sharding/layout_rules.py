@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from shardline.basics.kinds import CollectiveKind
+from shardline.basics.values import Scalar
 from shardline.ops.einsum import EinsumSpec, Operand
 from shardline.ops.roofline import operand_bytes
 
@@ -92,7 +93,7 @@ class LayoutWork:
     rank: int  # 0 for the book's default choice on every axis; ties go to the lowest
     calls: tuple[CollectiveCall, ...]
     steps: tuple[str, ...]
-    flops: Any
+    flops: Scalar
     hbm: Mapping[str, Any]  # bytes per operand and "total"
     shapes: Mapping[str, list[Any]]  # local shapes at compute time
 
@@ -105,7 +106,7 @@ def _shards(s: LayoutSetup, axes: Iterable[str]) -> Any:
     return math.prod((s.sizes[a] for a in axes), start=1)
 
 
-def _nbytes(elements: Any, bits: int) -> Any:
+def _nbytes(elements: Scalar, bits: int) -> Any:
     if isinstance(elements, int):
         return int(operand_bytes(elements, int(bits)))
     return operand_bytes(elements, int(bits))
@@ -119,7 +120,7 @@ def _block_elements(s: LayoutSetup, op: Operand, layout: Mapping[str, Sequence[s
     return math.prod((s.dims[d] // _shards(s, layout.get(d, ())) for d in op.dims), start=1)
 
 
-def _uneven(size: Any, shards: Any) -> bool:
+def _uneven(size: Scalar, shards: Scalar) -> bool:
     return bool(np.any(np.asarray(size) % shards))
 
 
@@ -259,7 +260,7 @@ def _input_to_choice(
 
 def _local_multiply(
     s: LayoutSetup, choice: Mapping[str, str | None]
-) -> tuple[dict[str, Any], Any, dict[str, Any], dict[str, list[Any]]]:
+) -> tuple[dict[str, object], Scalar, dict[str, object], dict[str, list[object]]]:
     """Local dim sizes, FLOPs (2 per multiply-add when a dim is contracted), HBM bytes."""
     spec = s.spec
     local = {d: s.dims[d] // _shards(s, _split(s, choice, d)) for d in spec.all_dims}
@@ -292,7 +293,7 @@ class _Output:
     """The local output block as the reduction and moves reshape it."""
 
     held: dict[str, tuple[str, ...]]  # which axes split each output dim now
-    block: Any  # elements of the local output block
+    block: Scalar  # elements of the local output block
     wanted: dict[str, str]  # mesh axis -> the output dim the spec asks it to split
 
 

@@ -6,7 +6,6 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from shardline.basics.units import parse_count
 from shardline.errors import InputError
@@ -38,10 +37,10 @@ class Mesh:
         return ",".join(f"{name}={size}" for name, size in self.axes)
 
 
-def _items(text: str | Mapping[str, int]) -> list[tuple[str, Any]]:
+def _items(text: str | Mapping[str, int]) -> list[tuple[str, int | str]]:
     if isinstance(text, Mapping):
         return list(text.items())
-    items: list[tuple[str, Any]] = []
+    items: list[tuple[str, int | str]] = []
     for part in (p.strip() for p in str(text).split(",")):
         if not part:
             continue

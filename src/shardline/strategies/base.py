@@ -89,7 +89,7 @@ class CommTerm:
             self.calls * self.bytes, self.calls * self.t_s, self.calls * self.t_pred_s
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The JSON of a plan's communication term (the keys `shardline plan --json` prints)."""
         return {
             "purpose": self.purpose,
@@ -126,7 +126,7 @@ class Knob:
     switch: bool = False
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
-    parse: Callable[[str], Any] | None = None
+    parse: Callable[[str], object] | None = None
 
 
 @lru_cache(maxsize=1024)
@@ -149,7 +149,7 @@ def divisors(n: int) -> tuple[int, ...]:
 
 class Network(Protocol):
     chip: Chip
-    memo: dict[Any, Any]  # a strategy's own memo of priced work on this network
+    memo: dict[object, Any]  # a strategy's own memo of priced work on this network
 
     def time(self, kind: str, nbytes: float, axis: str) -> float:
         """Seconds for collective `kind` of a V-byte array over the mesh axis `axis`."""

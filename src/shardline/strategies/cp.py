@@ -48,6 +48,7 @@ from typing import Protocol
 
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import CP_KINDS
+from shardline.basics.values import as_number
 from shardline.errors import InputError
 from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
 from shardline.realistic.sustained import sustained_chip, with_attention_kernel
@@ -197,7 +198,9 @@ class ContextParallel(Strategy):
         found = net.memo.get(key)
         if found is None:
             lower = sum(
-                causal_lower_bound(layer_cost(e, net.chip, d).cost, e, view.model).t_lower_s
+                as_number(
+                    causal_lower_bound(layer_cost(e, net.chip, d).cost, e, view.model).t_lower_s
+                )
                 for e, d in einsums
             )
             fused = with_attention_kernel(net.chip, view.attention_kernel)  # as the stage's

@@ -46,7 +46,7 @@ class Degrees(Mapping[str, int]):
         self._hash = hash((*self._d.items(), self._etp))  # immutable: hashed once (a cache key)
         self._of: dict[str, int] = {}  # `of`, by axis
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         """Pickled as its degrees (the hash is this process's: another computes its own)."""
         return (Degrees, (self.as_dict(),))
 
@@ -103,7 +103,7 @@ class Degrees(Mapping[str, int]):
     def values(self) -> ValuesView[int]:
         return self._d.values()
 
-    def get(self, name: str, default: Any = None) -> Any:
+    def get(self, name: str, default: object = None) -> Any:
         return self._d.get(name, default)
 
     def __hash__(self) -> int:

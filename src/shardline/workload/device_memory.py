@@ -124,7 +124,7 @@ def memory_check(
     params = weights = kv = saved = adam = 0.0
     live = biggest_out = 0
     working, working_layer = 0, layers[0][0].name if layers else ""
-    terms: dict[tuple[Any, ...], _MemoryTerms] = {}
+    terms: dict[tuple[object, ...], _MemoryTerms] = {}
     for layer, n in layers:
         one = terms.get(layer.content_key)
         if one is None:

@@ -106,7 +106,7 @@ def _factor(value: object, what: str) -> float:
     return float(value)
 
 
-def moe_shape(value: MoeShape | Mapping[str, Any], d_ff: int) -> MoeShape:
+def moe_shape(value: MoeShape | Mapping[str, object], d_ff: int) -> MoeShape:
     """A checked MoeShape from a MoeShape or a `[moe]` table; expert_d_ff defaults to d_ff."""
     if isinstance(value, MoeShape):
         raw = {f: getattr(value, f) for f in MOE_FIELDS}
@@ -179,7 +179,7 @@ def active_ffn_width(moe: MoeShape) -> int:
 
 
 def moe_part(
-    moe: MoeShape | Mapping[str, Any],
+    moe: MoeShape | Mapping[str, object],
     d: int,
     d_ff: int,
     tokens: tuple[int, int],

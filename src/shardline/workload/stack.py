@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import cached_property, reduce
 from operator import add, attrgetter, mul
-from typing import Any
 
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.serialize import jsonable
 from shardline.basics.units import check_rate
+from shardline.basics.values import JSONDict, as_number
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.ops.cost import ZERO_COST, Cost
@@ -102,7 +102,9 @@ def layer_cost(layer: Layer, chip: Chip, dims: Mapping[str, int] | None = None) 
     """Roofline of one layer instance (shardline.ops.roofline.evaluate_einsum), less the bytes of
     operands kept on chip (flash-attention scores)."""
     sizes = dict(layer.dims if dims is None else dims)
-    result = evaluate_einsum(layer.parsed, sizes, chip, dict(layer.dtypes), layer.compute_dtype)
+    result = evaluate_einsum(
+        layer.parsed, sizes, chip, dict(layer.dtypes), str(layer.compute_dtype)
+    )
     hbm = int(result.bytes["total"]) - sum(int(result.bytes[name]) for name in layer.onchip)
     peak = float(result.hardware.flops_per_s)
     return LayerCost(Cost.roofline(int(result.flops), hbm, peak, chip.mem_bytes_per_s), peak)
@@ -126,7 +128,7 @@ class LayerRow(_ScalarCost):
     run_fraction: float = 1.0
 
     @cached_property
-    def content_key(self) -> tuple[Any, ...]:
+    def content_key(self) -> tuple[object, ...]:
         """Every field but the name and the count: rows of the same key read the same but for
         those two (`renamed` rows, one pricing)."""
         return (
@@ -154,7 +156,7 @@ class LayerRow(_ScalarCost):
         kernel's half of the scores, not the full count)."""
         return self.flops * self.run_fraction / self.bytes if self.bytes else float("nan")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         keys = ("name", "phase", "spec", "dims", "count", "flops", "bytes")
         times = ("t_compute_s", "t_memory_s", "t_lower_s", "t_upper_s", "predicted_s")
         return {
@@ -178,7 +180,7 @@ class StackTotals(_ScalarCost):
     backward_flops: int
     layer_instances: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JSONDict:
         times = ("t_compute_s", "t_memory_s", "t_lower_s", "t_upper_s", "predicted_s")
         return {
             "flops": self.flops,
@@ -199,7 +201,7 @@ class StackResult:
     memory: MemoryCheck
     subtotals: dict[str, dict[str, float]]  # "forward", "backward" (training), "one_block"
 
-    def to_dict(self, *, layers: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, layers: bool = True) -> JSONDict:
         """The result as JSON-ready data; `layers=False` leaves the per-layer list empty."""
         w = self.workload
         summary = jsonable(
@@ -225,11 +227,11 @@ class StackResult:
         return summary | {"layers": layer_dicts(self.layers)} if layers else summary
 
 
-def layer_dicts(rows: Sequence[LayerRow]) -> list[dict[str, Any]]:
+def layer_dicts(rows: Sequence[LayerRow]) -> list[dict[str, object]]:
     """`jsonable(row.to_dict())` of each row, worked out once per content (`content_key`) and
     copied with each row's name and count."""
-    done: dict[tuple[Any, ...], dict[str, Any]] = {}
-    out: list[dict[str, Any]] = []
+    done: dict[tuple[object, ...], dict[str, object]] = {}
+    out: list[dict[str, object]] = []
     for row in rows:
         first = done.get(row.content_key)
         if first is None:
@@ -315,7 +317,7 @@ def _rows(workload: Workload, chip: Chip) -> list[LayerRow]:
     priced once and their rows share that cost (200,000 layers of one shape: one pricing)."""
     from shardline.workload.dense_first import layer_repeats
 
-    priced: dict[tuple[Any, ...], LayerRow] = {}
+    priced: dict[tuple[object, ...], LayerRow] = {}
     rows: list[LayerRow] = []
     for layer in workload.step_layers():
         first = priced.get(layer.content_key)
@@ -345,7 +347,7 @@ def _row(layer: Layer, chip: Chip, workload: Workload) -> LayerRow:
         cost=replace(cost, predicted_s=predicted),
         weight_bytes=layer.weight_bytes(),
         working_set_bytes=sum(layer.operand_bytes(n) for n in names if layer.role(n) != "onchip"),
-        run_fraction=cost.t_compute_s / full.t_compute_s if full.t_compute_s else 1.0,
+        run_fraction=as_number(cost.t_compute_s / full.t_compute_s) if full.t_compute_s else 1.0,
     )
 
 
@@ -370,8 +372,8 @@ def _subtotal(c: Cost, per: int = 1) -> dict[str, float]:
     return {
         "flops": int(c.flops) // per,
         "bytes": int(c.hbm_bytes) // per,
-        "t_compute_s": c.t_compute_s / per,
-        "t_memory_s": c.t_memory_s / per,
-        "t_lower_s": c.t_lower_s / per,
-        "predicted_s": c.predicted_s / per,
+        "t_compute_s": as_number(c.t_compute_s) / per,
+        "t_memory_s": as_number(c.t_memory_s) / per,
+        "t_lower_s": as_number(c.t_lower_s) / per,
+        "predicted_s": as_number(c.predicted_s) / per,
     }

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
 
 from shardline.basics import kinds
 from shardline.basics.units import short
@@ -235,7 +234,7 @@ class Workload:
             out.extend(backward_stack(self.layers))
         return out
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> dict[str, object]:
         """The keys every JSON result names its workload by."""
         return {
             "name": self.name,
