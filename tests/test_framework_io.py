@@ -398,3 +398,163 @@ def test_nemo2_names_and_missing_layout(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match="train.micro_batch_size"):
         read_config(short, 32)
+
+
+# --- Megatron-Bridge recipe files, read without running them -----------------------------------
+
+RECIPES = ROOT / "tests" / "data" / "frameworks"
+QWEN_H100 = str(DATA / "bridge_qwen3_30b_a3b_h100.py")  # recipes/qwen/h100/qwen3_moe.py
+QWEN_GB200 = str(RECIPES / "bridge_qwen3_moe_gb200.py")  # perf_recipes/qwen/gb200 + helpers
+
+
+@pytest.mark.parametrize(
+    ("run", "file", "extra"),
+    [
+        (
+            "qwen3-30b-a3b-h100-ep16-bf16-overlap-off",
+            QWEN_H100,
+            ["--recipe", "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config"],
+        ),
+        # the A/B run: the same recipe with the expert-parallel overlap on, nothing else changed
+        (
+            "qwen3-30b-a3b-h100-ep16-bf16-overlap-on",
+            QWEN_H100,
+            [
+                *("--recipe", "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config"),
+                *("--set", "comm_overlap.overlap_moe_expert_parallel_comm=true"),
+            ],
+        ),
+        (
+            "qwen3-30b-a3b-gb200-ep8-fp8-2608",
+            QWEN_GB200,
+            ["--recipe", "qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_config"],
+        ),
+        (
+            "qwen3-235b-a22b-gb200-pp8-vp3-ep32-fp8-2608",
+            QWEN_GB200,
+            ["--recipe", "qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config"],
+        ),
+    ],
+)
+def test_bridge_recipe_imports_to_the_validated_plan(
+    capsys: pytest.CaptureFixture[str], run: str, file: str, extra: list[str]
+) -> None:
+    row = _row(run)
+    got = _plan_json(
+        capsys, "--from", file, "--hw", row["hw"], "--devices", str(row["devices"]), *extra
+    )
+    plan = got["plans"][0]
+    assert {k: plan["degrees"][k] for k in ("tp", "pp", "dp", "fsdp", "ep")} == {
+        k: row.get(k, 1) for k in ("tp", "pp", "dp", "fsdp", "ep")
+    }
+    assert plan["microbatches"] == row["microbatches"]
+    ex = got["execution"]
+    for key in ("recompute", "interleave", "cuda_graphs", "ep_dispatch", "ep_overlap", "zero"):
+        assert ex[key] == row[key], key
+    assert got["from"]["attention_dtype"] == row.get("attention_dtype")
+    assert got["from"]["unknown"] == []
+    assert plan["predicted_s"] == pytest.approx(_bench_predicted(run), rel=1e-12)
+
+
+def test_bridge_recipe_statements_by_hand(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "recipe.py",
+        'HF = "Qwen/Qwen3-30B-A3B"\n'
+        "def _common(cfg, sms=24):\n"
+        '    if getattr(cfg.model, "moe_flex_dispatcher_backend", None) == "hybridep":\n'
+        "        cfg.model.moe_hybridep_num_sms = sms\n"
+        "    if cfg.model.sequence_parallel:\n"
+        "        cfg.model.moe_hybridep_num_sms = 1\n"
+        "    helper_elsewhere(cfg)\n"
+        "def base_config() -> ConfigContainer:\n"
+        "    cfg = _pretrain_common()\n"
+        "    cfg.model = AutoBridge.from_hf_pretrained(HF).to_megatron_provider()\n"
+        "    cfg.model.tensor_model_parallel_size = 2\n"
+        "    cfg.model.recompute_granularity = 'full'\n"
+        "    return cfg\n"
+        "def run_config() -> ConfigContainer:\n"
+        "    cfg = base_config()\n"
+        "    cfg.mixed_precision = _perf_precision('fp8_cs')\n"
+        "    cfg.model.tensor_model_parallel_size = 1\n"
+        "    cfg.model.pipeline_model_parallel_size = 1\n"
+        "    cfg.model.context_parallel_size = 1\n"
+        "    cfg.model.expert_model_parallel_size = 8\n"
+        "    cfg.model.seq_length = 4096\n"
+        "    cfg.train.micro_batch_size = 2\n"
+        "    cfg.train.global_batch_size = 64\n"
+        "    cfg.model.sequence_parallel = False\n"
+        "    cfg.model.moe_token_dispatcher_type = 'flex'\n"
+        "    cfg.model.moe_flex_dispatcher_backend = 'hybridep'\n"
+        "    cfg.model.cuda_graph_impl = 'transformer_engine'\n"
+        "    cfg.model.cuda_graph_scope = ['attn']\n"
+        "    cfg.comm_overlap = CommOverlapConfig(overlap_moe_expert_parallel_comm=True)\n"
+        "    cfg.model.num_experts_typo = os.environ['X']\n"
+        "    _common(cfg)\n"
+        "    return cfg\n"
+        "    cfg.model.tensor_model_parallel_size = 8\n",
+    )
+    got = read_config(path, 8, "run_config")
+    assert got.model.name == "qwen3-30b-a3b" and got.dtype == "fp8"
+    # the last setting of tp wins (1, not the base's 2); dp = 8 / (tp 1 x pp 1 x cp 1) = 8
+    # Megatron ranks, the experts split them: ep 8, dp 8 / 8 = 1; microbatches = 64 / (2 x 8) = 4
+    assert got.degrees == {"tp": 1, "pp": 1, "dp": 1, "fsdp": 1, "ep": 8, "cp": 1}
+    assert got.microbatches == 4 and got.batch == 64 and got.seq_len == 4096
+    ex = got.execution
+    # the helper's default sms=24 under a condition the reader evaluates (backend hybridep);
+    # the second condition (sequence parallel off) is false
+    assert ex["ep_comm_sms"] == 24 and ex["ep_dispatch"] == "hybridep" and ex["ep_overlap"]
+    assert ex["recompute"] == "full" and "cuda_graphs" not in ex  # scoped graphs: priced off
+    notes = " | ".join(got.not_modelled)
+    assert "_pretrain_common() is not in the file" in notes
+    assert "helper_elsewhere(...) is not in the file" in notes
+    assert "os.environ['X']: a value computed by code the reader does not evaluate" in notes
+    assert "cuda_graph_scope attn" in notes
+    with pytest.raises(InputError, match="2 recipe functions"):
+        read_config(path, 8)
+    with pytest.raises(InputError, match="no function 'nope'"):
+        read_config(path, 8, "nope")
+
+
+def test_bridge_recipe_never_runs_the_file(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    path = _write(
+        tmp_path,
+        "evil.py",
+        f"open({str(marker)!r}, 'w').write('x')\n"
+        "def only_config():\n"
+        f"    open({str(marker)!r}, 'w').write('x')\n"
+        "    cfg = llama3_8b_pretrain_config()\n"
+        "    return cfg\n",
+    )
+    # the base recipe's layout is not in the file: an error naming what to --set
+    with pytest.raises(InputError, match="does not set model.tensor_model_parallel_size"):
+        read_config(path, 8)
+    got = read_config(
+        path,
+        8,
+        None,
+        (
+            *("model.tensor_model_parallel_size=1", "model.pipeline_model_parallel_size=1"),
+            *("model.context_parallel_size=1", "train.micro_batch_size=1"),
+            *("train.global_batch_size=16", "model.seq_length=8192"),
+        ),
+    )
+    assert not marker.exists()
+    # the base recipe's name gives the model; microbatches = 16 / (1 x 8) = 2
+    assert got.model.name == "llama-3.1-8b" and got.microbatches == 2
+
+
+def test_recipe_and_set_need_a_bridge_file(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        capsys,
+        *("plan", "--from", str(DATA / "megatron_gpt_1.7b.sh"), "--hw", "h100-sxm"),
+        *("--devices", "48", "--set", "model.seq_length=2048"),
+    )
+    assert code == 2 and out == "" and "--set applies to a Megatron-Bridge" in err
+    code, out, err = run_cli(
+        capsys,
+        *("plan", "--model", "llama-3.1-8b", "--hw", "h100-sxm", "--devices", "8"),
+        *("--recipe", "x_config"),
+    )
+    assert code == 2 and "--recipe and --set go with --from FILE" in err

@@ -57,6 +57,7 @@ class Imported:
     read: tuple[str, ...] = ()  # the keys read
     unknown: tuple[str, ...] = ()  # keys this reader does not know
     not_modelled: tuple[str, ...] = ()  # one line per field read that the plan does not model
+    attention_dtype: str | None = None  # the fused attention's dtype where the file sets one
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +70,7 @@ class Imported:
             "microbatches": self.microbatches,
             "seq_len": self.seq_len,
             "dtype": self.dtype,
+            "attention_dtype": self.attention_dtype,
             "execution": dict(self.execution),
             "read": list(self.read),
             "unknown": list(self.unknown),
