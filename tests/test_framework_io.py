@@ -405,6 +405,7 @@ def test_nemo2_names_and_missing_layout(tmp_path: Path) -> None:
 RECIPES = ROOT / "tests" / "data" / "frameworks"
 QWEN_H100 = str(DATA / "bridge_qwen3_30b_a3b_h100.py")  # recipes/qwen/h100/qwen3_moe.py
 QWEN_GB200 = str(RECIPES / "bridge_qwen3_moe_gb200.py")  # perf_recipes/qwen/gb200 + helpers
+DSV3_GB200 = str(RECIPES / "bridge_deepseek_v3_gb200.py")  # perf_recipes/deepseek/gb200 + helpers
 
 
 @pytest.mark.parametrize(
@@ -433,6 +434,12 @@ QWEN_GB200 = str(RECIPES / "bridge_qwen3_moe_gb200.py")  # perf_recipes/qwen/gb2
             "qwen3-235b-a22b-gb200-pp8-vp3-ep32-fp8-2608",
             QWEN_GB200,
             ["--recipe", "qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config"],
+        ),
+        # recompute_granularity selective with recompute_modules ["mla_up_proj"]: that module
+        (
+            "deepseek-v3-gb200-pp4-vp4-ep64-fp8-2608",
+            DSV3_GB200,
+            ["--recipe", "deepseek_v3_pretrain_256gpu_gb200_fp8mx_config"],
         ),
     ],
 )
@@ -505,11 +512,14 @@ def test_bridge_recipe_statements_by_hand(tmp_path: Path) -> None:
     # the second condition (sequence parallel off) is false
     assert ex["ep_comm_sms"] == 24 and ex["ep_dispatch"] == "hybridep" and ex["ep_overlap"]
     assert ex["recompute"] == "full" and "cuda_graphs" not in ex  # scoped graphs: priced off
-    notes = " | ".join(got.not_modelled)
-    assert "_pretrain_common() is not in the file" in notes
-    assert "helper_elsewhere(...) is not in the file" in notes
-    assert "os.environ['X']: a value computed by code the reader does not evaluate" in notes
-    assert "cuda_graph_scope attn" in notes
+    # what the reader did not evaluate, one line each (the lines of the file above)
+    assert got.not_read == (
+        "line 9: _pretrain_common() is not in the file",
+        "line 30: model.num_experts_typo = os.environ['X']: a value computed by code the reader "
+        "does not evaluate",
+        "line 7: helper_elsewhere(...) is not in the file",
+    )
+    assert any("cuda_graph_scope attn" in n for n in got.not_modelled)
     with pytest.raises(InputError, match="2 recipe functions"):
         read_config(path, 8)
     with pytest.raises(InputError, match="no function 'nope'"):

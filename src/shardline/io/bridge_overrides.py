@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import replace
 from typing import Any
 
 from shardline.errors import InputError
@@ -254,8 +255,11 @@ def read_bridge_recipe(
             f"{origin}: recipe {got.function} does not set {', '.join(missing)} in this file; "
             "give each with --set KEY=VALUE"
         )
-    notes = [f"{got.function} {n}" for n in got.notes]
-    return _settings_plan(overrides, origin, devices, spec, notes)
+    return replace(
+        _settings_plan(overrides, origin, devices, spec, []),
+        format="megatron-bridge-recipe",
+        not_read=tuple(got.notes),
+    )
 
 
 def _no_shape(overrides: dict[str, str], origin: str, what: str) -> None:
@@ -343,8 +347,6 @@ def _settings_plan(
 ) -> Imported:
     """The plan of a set of Megatron-Bridge settings: each as its Megatron-LM flag where it
     is one (shardline.io.megatron_args), the rest as bridge_keys.toml says."""
-    from dataclasses import replace
-
     overrides = dict(overrides)
     graphs = _graphs(overrides, notes)
     rest, read_apart, apart = _sorted_out(overrides, notes)
@@ -366,6 +368,8 @@ def _settings_plan(
         dict.fromkeys([origin_of.get(f.removeprefix("--"), f) for f in imported.read] + read_apart)
     )
     execution = dict(imported.execution)
+    if "recompute" not in execution and _off(overrides.get("model.recompute_granularity", "x")):
+        execution["recompute"] = "none"  # set to None: no recompute, as the recipe says
     sms = {"hybridep": "model.moe_hybridep_num_sms", "hierarchical": "model.moe_deepep_num_sms"}
     sms_key = sms.get(str(execution.get("ep_dispatch")))
     if sms_key in apart:

@@ -57,6 +57,7 @@ QUIET_GROUPS = (
     "inprocess_restart",
     "dist",
     "peft",
+    "validation",
 )
 # _perf_precision(compute_dtype) -> the mixed-precision preset it returns
 # (NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/perf_recipes/_common.py, commit 067f987d)
@@ -191,8 +192,11 @@ class _Reader:
     def _parameters(self, fn: ast.FunctionDef, call: ast.Call | None, cfg: set[str]) -> dict:
         params = [a.arg for a in fn.args.args]
         given: dict[str, ast.expr] = dict(
-            zip(params[len(params) - len(fn.args.defaults) :], fn.args.defaults, strict=False)
+            zip(params[len(params) - len(fn.args.defaults) :], fn.args.defaults)
         )
+        given |= {
+            a.arg: d for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None
+        }
         if call is not None:
             given |= dict(zip(params, call.args, strict=False))
             given |= {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}
@@ -220,7 +224,7 @@ class _Reader:
                     return True
             elif isinstance(stmt, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
                 kind = type(stmt).__name__.lower()
-                self.note(stmt, f"an `{kind}` block the reader does not evaluate")
+                self.note(stmt, f"an `{kind}` block the reader cannot evaluate")
         return False
 
     def setting(self, node: ast.expr, cfg: set[str]) -> tuple[bool, Any]:
@@ -283,7 +287,7 @@ class _Reader:
             if any(isinstance(a, ast.Name) and a.id in cfg for a in call.args) or any(
                 (_dotted(a) or "").split(".")[0] in cfg for a in call.args
             ):
-                self.note(call, f"{name}(...) is not in the file: what it sets is not read")
+                self.note(call, f"{name}(...) is not in the file")
             return False
         params = [a.arg for a in fn.args.args]
         bound = {
@@ -312,11 +316,11 @@ class _Reader:
                     self.out.recipe = base.group(1)
                     self.note(
                         value,
-                        f"{name}() is not in the file: the base recipe's own settings are not "
-                        f"read (its model is the recipe {base.group(1)}'s)",
+                        f"{name}() is not in the file (a base recipe: the model is the recipe "
+                        f"{base.group(1)}'s)",
                     )
                 else:
-                    self.note(value, f"{name}() is not in the file: what it sets is not read")
+                    self.note(value, f"{name}() is not in the file")
             return
         key = _dotted(target)
         if key is None or key.split(".")[0] not in cfg:

@@ -58,6 +58,7 @@ class Imported:
     unknown: tuple[str, ...] = ()  # keys this reader does not know
     not_modelled: tuple[str, ...] = ()  # one line per field read that the plan does not model
     attention_dtype: str | None = None  # the fused attention's dtype where the file sets one
+    not_read: tuple[str, ...] = ()  # one line per statement of a recipe the reader did not evaluate
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +76,7 @@ class Imported:
             "read": list(self.read),
             "unknown": list(self.unknown),
             "not_modelled": list(self.not_modelled),
+            "not_read": list(self.not_read),
         }
 
 
