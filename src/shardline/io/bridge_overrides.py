@@ -298,8 +298,8 @@ def _graphs(overrides: dict[str, str], notes: list[str]) -> dict[str, str | bool
         return {"cuda-graph-impl": impl}
     notes.append(
         f"model.cuda_graph_impl {impl} with model.cuda_graph_scope {' '.join(scope)}: CUDA "
-        "graphs around those modules only; priced without CUDA graphs (the plan's replay whole "
-        "layers or the step)"
+        "graphs around those modules only; priced without CUDA graphs (the plan's CUDA graphs "
+        "replay whole layers or the step)"
     )
     return {}
 
@@ -338,6 +338,14 @@ def _sorted_out(
     return rest, read, apart
 
 
+def _bridge_name(note: str, origin_of: dict[str, str]) -> str:
+    """A line of the Megatron-LM reader about `--flag: ...` with the setting's own name."""
+    m = re.match(r"--([a-z0-9-]+)(.*)$", note, re.S)
+    if m is None or m.group(1) not in origin_of:
+        return note
+    return origin_of[m.group(1)] + m.group(2)
+
+
 def _settings_plan(
     overrides: dict[str, str],
     origin: str,
@@ -367,6 +375,7 @@ def _settings_plan(
     read = tuple(
         dict.fromkeys([origin_of.get(f.removeprefix("--"), f) for f in imported.read] + read_apart)
     )
+    said = tuple(_bridge_name(n, origin_of) for n in imported.not_modelled)
     execution = dict(imported.execution)
     if "recompute" not in execution and _off(overrides.get("model.recompute_granularity", "x")):
         execution["recompute"] = "none"  # set to None: no recompute, as the recipe says
@@ -379,6 +388,7 @@ def _settings_plan(
         format="megatron-bridge",
         unknown=tuple(unknown),
         read=read,
+        not_modelled=said,
         execution=execution,
         attention_dtype=apart.get("attention_dtype"),
     )

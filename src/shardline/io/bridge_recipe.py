@@ -191,12 +191,12 @@ class _Reader:
 
     def _parameters(self, fn: ast.FunctionDef, call: ast.Call | None, cfg: set[str]) -> dict:
         params = [a.arg for a in fn.args.args]
+        defaults = fn.args.defaults  # the last parameters' defaults
         given: dict[str, ast.expr] = dict(
-            zip(params[len(params) - len(fn.args.defaults) :], fn.args.defaults)
+            zip(params[len(params) - len(defaults) :], defaults, strict=True)
         )
-        given |= {
-            a.arg: d for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None
-        }
+        kw_defaults = zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True)
+        given |= {a.arg: d for a, d in kw_defaults if d is not None}
         if call is not None:
             given |= dict(zip(params, call.args, strict=False))
             given |= {kw.arg: kw.value for kw in call.keywords if kw.arg is not None}

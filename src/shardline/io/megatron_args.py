@@ -25,8 +25,8 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
-from shardline.errors import InputError
 from shardline.basics.recompute import MODULES_PREFIX, module_names
+from shardline.errors import InputError
 from shardline.io.framework_config import Imported, sourced
 from shardline.workload.modelspec import ModelSpec
 
