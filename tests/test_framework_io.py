@@ -568,3 +568,135 @@ def test_recipe_and_set_need_a_bridge_file(capsys: pytest.CaptureFixture[str]) -
         *("--recipe", "x_config"),
     )
     assert code == 2 and "--recipe and --set go with --from FILE" in err
+
+
+# --- the layout presets of Megatron-Bridge's performance scripts -----------------------------
+# scripts/performance/configs/FAMILY/*_workload_base_configs.py at the commit of each summary;
+# the preset is the layout, its base recipe (src/megatron/bridge/recipes, not in the file) the
+# rest: what the base recipe sets that the plan needs is given with --set, as the recipes write
+# it (llama3_70b_pretrain_config and the Qwen3 MoE recipes: cfg.ddp.use_distributed_optimizer =
+# True, cfg.ddp.overlap_param_gather = True; llama3_70b_pretrain_config: cfg.model.seq_length =
+# 8192 and CommOverlapConfig(tp_comm_overlap=True); the Qwen3 performance scripts: seq 4096)
+BASE_DDP = ("--set", "ddp.use_distributed_optimizer=true", "--set", "ddp.overlap_param_gather=true")
+SEQ_4096 = ("--set", "model.seq_length=4096")
+
+
+@pytest.mark.parametrize(
+    ("run", "file", "preset", "extra"),
+    [
+        (
+            "llama3-70b-h100-tp4pp8-fp8",
+            "bridge_llama3_presets_00919dcf.py",
+            "LLAMA3_70B_PRETRAIN_CONFIG_H100_FP8_CS_V1",
+            ("--set", "model.seq_length=8192", "--set", "comm_overlap.tp_comm_overlap=true"),
+        ),
+        (
+            "qwen3-30b-a3b-gb200-ep8-fp8",
+            "bridge_qwen3_presets_c0b9a000.py",
+            "QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1",
+            SEQ_4096,
+        ),
+        (
+            "qwen3-235b-a22b-gb200-pp8-ep32-fp8",
+            "bridge_qwen3_presets_c0b9a000.py",
+            "QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2",
+            SEQ_4096,
+        ),
+        (
+            "qwen3-30b-a3b-b200-ep8-fp8-2604",
+            "bridge_qwen3_presets_21d102f5.py",
+            "QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1",
+            SEQ_4096,
+        ),
+        (
+            "qwen3-235b-a22b-h100-pp8-vp4-ep32-fp8-2604",
+            "bridge_qwen3_presets_21d102f5.py",
+            "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2",
+            SEQ_4096,
+        ),
+        (
+            "qwen3-30b-a3b-h100-ep16-fp8-2606",
+            "bridge_qwen3_presets_63b08b39.py",
+            "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1",
+            SEQ_4096,
+        ),
+        # the row leaves out, as its recompute_source says, the MLP module of the recompute (the
+        # 3 dense blocks only) and takes DeepEP's SMs at Megatron-Core's default of 20
+        (
+            "deepseek-v3-b200-pp8-vp2-ep32-fp8-2604",
+            "bridge_deepseek_presets_21d102f5.py",
+            "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2",
+            (
+                *SEQ_4096,
+                *("--set", "model.recompute_modules=mla_up_proj"),
+                *("--set", "model.moe_deepep_num_sms=20"),
+            ),
+        ),
+        # the row takes the preset's recompute of the layer norms and the expert activation
+        # (memory-bound, "not in the plan", as its `how` says) as none
+        (
+            "gpt-oss-120b-h100-pp4-ep8-bf16-2604",
+            "bridge_gpt_oss_presets_21d102f5.py",
+            "GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2",
+            (*SEQ_4096, "--set", "model.recompute_granularity=none"),
+        ),
+    ],
+)
+def test_bridge_layout_preset_imports_to_the_validated_plan(
+    capsys: pytest.CaptureFixture[str], run: str, file: str, preset: str, extra: tuple[str, ...]
+) -> None:
+    row = _row(run)
+    got = _plan_json(
+        capsys,
+        *("--from", str(RECIPES / file), "--recipe", preset),
+        *("--hw", row["hw"], "--devices", str(row["devices"]), *BASE_DDP, *extra),
+    )
+    plan = got["plans"][0]
+    assert {k: plan["degrees"][k] for k in ("tp", "pp", "dp", "fsdp", "ep")} == {
+        k: row.get(k, 1) for k in ("tp", "pp", "dp", "fsdp", "ep")
+    }
+    assert (
+        plan["degrees"].get("etp") == row.get("etp") and plan["microbatches"] == row["microbatches"]
+    )
+    ex = got["execution"]
+    for key in ("recompute", "interleave", "cuda_graphs", "ep_dispatch", "ep_overlap", "zero"):
+        # a row without the key runs bench_e2e's default (no CUDA graphs, all-to-all, no overlap)
+        assert ex[key] == row.get(key, {"ep_dispatch": "all-to-all"}.get(key, False)), key
+    assert ex["sequence_parallel"] == row["sequence_parallel"]
+    assert got["from"]["unknown"] == []
+    assert plan["predicted_s"] == pytest.approx(_bench_predicted(run), rel=1e-12)
+
+
+def test_layout_preset_by_hand(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "presets.py",
+        "from dataclasses import replace\n"
+        "BASE_QWEN3_30B_A3B_CONFIG = WorkloadBaseConfig(expert_model_parallel_size=8,\n"
+        "    global_batch_size=512, moe_flex_dispatcher_backend='deepep')\n"
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 = replace(BASE_QWEN3_30B_A3B_CONFIG,\n"
+        "    num_gpus=16, tensor_model_parallel_size=2, micro_batch_size=2, moe_a2a_overlap=True,\n"
+        "    recompute_num_layers=4, pp_layout=compute_layout())\n"
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1 = QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1\n",
+    )
+    got = read_config(
+        path, 32, "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1", ("model.seq_length=4096",)
+    )
+    # the model and precision by the preset's name: qwen3_30b_a3b, FP8_MX (an fp8 preset)
+    assert got.model.name == "qwen3-30b-a3b" and got.dtype == "fp8"
+    # Megatron's data parallel = 32 / tp 2 = 16 ranks, split by ep 8: dp 2;
+    # microbatches = 512 / (2 x 16) = 16; sequence parallel with tp > 1 (WorkloadBaseConfig)
+    assert got.degrees == {"tp": 2, "pp": 1, "dp": 2, "fsdp": 1, "ep": 8, "cp": 1}
+    assert got.microbatches == 16 and got.batch == 512
+    ex = got.execution
+    assert ex["sequence_parallel"] and ex["ep_overlap"] and ex["ep_dispatch"] == "hierarchical"
+    # recompute_num_layers 4: full recompute, method block (priced as every block, said)
+    assert ex["recompute"] == "full"
+    assert any("block" in n for n in got.not_modelled)
+    # a field computed by code is not read, and the preset's num_gpus is not the devices
+    assert got.not_read == (
+        "line 6: pp_layout = compute_layout(): not read",
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1: num_gpus 16; priced on --devices 32",
+    )
+    with pytest.raises(InputError, match="does not set model.seq_length"):
+        read_config(path, 32, "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1")

@@ -31,6 +31,7 @@ from dataclasses import replace
 from typing import Any
 
 from shardline.errors import InputError
+from shardline.io.bridge_recipe import bridge_keys
 from shardline.io.framework_config import Imported, named_model
 from shardline.io.megatron_args import read_megatron_flags
 
@@ -242,6 +243,8 @@ def read_bridge_recipe(
 
     got = read_recipe_settings(text, origin, function)
     overrides = got.overrides | (on_top or {})
+    if got.gpus is not None and got.gpus != devices:
+        got.notes.append(f"{got.function}: num_gpus {got.gpus}; priced on --devices {devices}")
     spec = None
     if got.hf_model is not None:
         spec, _source = named_model(("huggingface",), got.hf_model, origin, "model")
@@ -269,14 +272,6 @@ def _no_shape(overrides: dict[str, str], origin: str, what: str) -> None:
             f"{origin}: {what} with its shape overridden ({', '.join(shape)}) is not read; "
             "give the recipe or the shape"
         )
-
-
-def _keys() -> dict[str, Any]:
-    import tomllib
-    from importlib.resources import files
-
-    text = files("shardline.io").joinpath("bridge_keys.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
 
 
 def _off(value: str) -> bool:
@@ -310,7 +305,7 @@ def _sorted_out(
     """Take out the settings of bridge_keys.toml (passed over, or one line per reason where
     on) and the ones read apart (fp8 attention, HybridEP's and DeepEP's SMs); the rest go on
     to the Megatron-LM flags."""
-    table = _keys()
+    table = bridge_keys()
     rest: dict[str, str] = {}
     read: list[str] = []
     apart: dict[str, Any] = {}

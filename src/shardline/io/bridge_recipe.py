@@ -34,11 +34,12 @@ import ast
 import contextlib
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from shardline.errors import InputError
 
-__all__ = ["RecipeSettings", "read_recipe_settings", "recipe_functions"]
+__all__ = ["RecipeSettings", "read_recipe_settings", "recipe_functions", "bridge_keys"]
 
 # groups of the ConfigContainer whose settings do not change the step time: not evaluated
 QUIET_GROUPS = (
@@ -83,6 +84,7 @@ class RecipeSettings:
     function: str
     overrides: dict[str, str] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)  # the same settings as Python values
+    gpus: int | None = None  # a layout preset's num_gpus
     recipe: str | None = None
     hf_model: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -99,6 +101,19 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _is_preset(node: ast.expr) -> bool:
+    """A layout preset of Megatron-Bridge's performance scripts: `WorkloadBaseConfig(k=v)`,
+    `replace(BASE, k=v)` or another preset's name."""
+    if isinstance(node, ast.Name):
+        return node.id.isupper()
+    if isinstance(node, ast.Call):
+        name = (_dotted(node.func) or "").split(".")[-1]
+        return name == "WorkloadBaseConfig" or (
+            name == "replace" and bool(node.args) and isinstance(node.args[0], ast.Name)
+        )
+    return False
+
+
 class _Module:
     """The file's functions, the import aliases of them, and its literal constants."""
 
@@ -106,6 +121,7 @@ class _Module:
         self.functions: dict[str, ast.FunctionDef] = {}
         self.aliases: dict[str, str] = {}
         self.constants: dict[str, Any] = {}
+        self.presets: dict[str, ast.expr] = {}  # NAME = WorkloadBaseConfig(...) / replace(...)
         for node in tree.body:
             if isinstance(node, ast.FunctionDef):
                 self.functions[node.name] = node
@@ -116,9 +132,9 @@ class _Module:
             elif isinstance(node, ast.Assign) and len(node.targets) == 1:
                 target = node.targets[0]
                 if isinstance(target, ast.Name):
-                    with contextlib.suppress(
-                        ValueError, TypeError, SyntaxError, MemoryError, RecursionError
-                    ):
+                    if _is_preset(node.value):
+                        self.presets[target.id] = node.value
+                    with contextlib.suppress(*_NOT_LITERAL):
                         self.constants[target.id] = ast.literal_eval(node.value)
 
     def function(self, name: str) -> ast.FunctionDef | None:
@@ -425,9 +441,107 @@ def read_recipe_settings(text: str, origin: str, function: str | None = None) ->
             )
         function = found[0]
     fn = module.function(function)
+    if fn is None and function in module.presets:
+        return _preset_settings(module, function, origin)
     if fn is None:
         listed = ", ".join(n for n in module.functions if not n.startswith("_")) or "none"
-        raise InputError(f"{origin}: no function {function!r} (defined: {listed})")
+        presets = f"; {len(module.presets)} layout presets" if module.presets else ""
+        raise InputError(f"{origin}: no function {function!r} (defined: {listed}{presets})")
     out = RecipeSettings(function=function)
     _Reader(module, origin, out).run(fn, set(), 0)
     return out
+
+
+# --- the layout presets of scripts/performance/configs/*/*_workload_base_configs.py -------------
+
+# NAME = {MODEL}_{SIZE}_{TASK}_CONFIG_{GPU}_{PRECISION}_{VERSION} (the files' own docstring)
+_PRESET_NAME = re.compile(r"^(.+?)_(PRETRAIN|SFT|PEFT|FINETUNE)_CONFIG_([A-Z0-9]+)_(.+)_V\d+$")
+
+
+def _preset_fields(
+    module: _Module, name: str, origin: str, notes: list[str], depth: int = 0
+) -> dict[str, Any]:
+    """A preset's WorkloadBaseConfig fields it states (a replace() of a base: the base's, then
+    its own)."""
+    if depth > _MAX_DEPTH or name not in module.presets:
+        raise InputError(f"{origin}: no layout preset {name!r} in the file")
+    node = module.presets[name]
+    if isinstance(node, ast.Name):
+        return _preset_fields(module, node.id, origin, notes, depth + 1)
+    assert isinstance(node, ast.Call)
+    fields: dict[str, Any] = {}
+    if node.args:  # replace(BASE, ...)
+        base = node.args[0]
+        assert isinstance(base, ast.Name)
+        fields = _preset_fields(module, base.id, origin, notes, depth + 1)
+    for kw in node.keywords:
+        try:
+            value = ast.literal_eval(kw.value)
+        except _NOT_LITERAL:
+            notes.append(f"line {kw.value.lineno}: {kw.arg} = {ast.unparse(kw.value)}: not read")
+            continue
+        if kw.arg is not None:
+            fields[kw.arg] = value
+    return fields
+
+
+def _preset_settings(module: _Module, name: str, origin: str) -> RecipeSettings:
+    """The settings Megatron-Bridge's scripts/performance make of one layout preset:
+    set_workload_base_configs (scripts/performance/utils/overrides.py, the same at commits
+    00919dcf, c0b9a000, 21d102f5 and 63b08b39) over the WorkloadBaseConfig defaults
+    (scripts/performance/utils/utils.py), as bridge_keys.toml writes them; the model and the
+    precision by the preset's name."""
+    out = RecipeSettings(function=name)
+    table = bridge_keys()["workload_base_config"]
+    known = table["defaults"] | dict.fromkeys(table["optional"])
+    fields = known | _preset_fields(module, name, origin, out.notes)
+    unknown = [k for k in fields if k not in known]
+    if unknown:
+        out.notes.append(f"{', '.join(unknown)}: WorkloadBaseConfig fields not read")
+    m = _PRESET_NAME.match(name)
+    if m is None:
+        raise InputError(
+            f"{origin}: preset {name!r} is not named MODEL_TASK_CONFIG_GPU_PRECISION_VERSION, "
+            "so its model and precision are not known"
+        )
+    out.recipe = m.group(1).lower()
+    precision = PERF_PRECISION.get(m.group(4).lower())
+    if precision is None:
+        raise InputError(f"{origin}: preset {name}: precision {m.group(4)} is not one read")
+    out.overrides["mixed_precision"] = precision
+    for field_name, rule in table["set"].items():
+        value = fields.get(field_name)
+        for key, setting in rule.items():
+            got = _rule(setting, value, fields)
+            if got is not None:
+                out.overrides.pop(key, None)
+                out.overrides[key] = _text(got)
+    out.gpus = fields.get("num_gpus")
+    return out
+
+
+@cache
+def bridge_keys() -> dict[str, Any]:
+    """bridge_keys.toml: the Megatron-Bridge settings that are not Megatron-LM flags, and the
+    layout presets' rules."""
+    import tomllib
+    from importlib.resources import files
+
+    text = files("shardline.io").joinpath("bridge_keys.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+def _rule(setting: Any, value: Any, fields: dict[str, Any]) -> Any:
+    """One setting of set_workload_base_configs (bridge_keys.toml): "=" the field's value;
+    "tp>1" sequence parallel with tensor parallelism; {"if": V, "then": X, "else": Y} X where
+    the field is V (true: set, not None or false), else Y (None: left as it is)."""
+    if setting == "=":
+        return value
+    if setting == "tp>1":
+        return int(fields.get("tensor_model_parallel_size") or 1) > 1
+    if isinstance(setting, dict) and "if" in setting:
+        on = value not in (None, False) if setting["if"] is True else value == setting["if"]
+        if not on:
+            return setting.get("else")
+        return value if setting["then"] == "=" else setting["then"]
+    raise InputError(f"bridge_keys.toml: a rule not read: {setting!r}")

@@ -286,12 +286,13 @@ def _dtype(f: _Flags) -> str | None:
 
 def _recompute(f: _Flags, notes: list[str]) -> str | None:
     granularity = f.text("recompute-granularity")
+    given = f.text("recompute-modules")  # read; Megatron-Core uses it with selective only
     if f.has("recompute-activations"):
         granularity = granularity or "selective"
     if granularity is None:
         return None
     if granularity == "selective":
-        modules = (f.text("recompute-modules") or "core_attn").split()
+        modules = (given or "core_attn").split()
         if modules == ["core_attn"]:
             return "selective"
         if set(modules) <= set(module_names()):
