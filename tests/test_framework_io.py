@@ -677,7 +677,8 @@ def test_layout_preset_by_hand(tmp_path: Path) -> None:
         "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 = replace(BASE_QWEN3_30B_A3B_CONFIG,\n"
         "    num_gpus=16, tensor_model_parallel_size=2, micro_batch_size=2, moe_a2a_overlap=True,\n"
         "    recompute_num_layers=4, pp_layout=compute_layout())\n"
-        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1 = QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1\n",
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1 = \\\n"
+        "    QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1\n",
     )
     got = read_config(
         path, 32, "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1", ("model.seq_length=4096",)

@@ -48,7 +48,8 @@ def add_from_arg(parser: argparse.ArgumentParser) -> None:
         "--recipe",
         default=None,
         metavar="FUNCTION",
-        help="--from RECIPE.py: the recipe function to read (default: the file's only one)",
+        help="--from RECIPE.py: the recipe function (or scripts/performance layout preset) to "
+        "read (default: the file's only recipe function)",
     )
     parser.add_argument(
         "--set",
