@@ -450,14 +450,24 @@ def test_bridge_recipe_imports_to_the_validated_plan(
     got = _plan_json(
         capsys, "--from", file, "--hw", row["hw"], "--devices", str(row["devices"]), *extra
     )
+    _is_the_validated_plan(got, run)
+
+
+def _is_the_validated_plan(got: dict[str, Any], run: str) -> None:
+    """`plan --json` is bench_e2e's plan of the run: its degrees, microbatches, execution
+    choices and fp8 attention as the row states them, nothing unknown, the same predicted_s."""
+    row = _row(run)
     plan = got["plans"][0]
     assert {k: plan["degrees"][k] for k in ("tp", "pp", "dp", "fsdp", "ep")} == {
         k: row.get(k, 1) for k in ("tp", "pp", "dp", "fsdp", "ep")
     }
+    assert plan["degrees"].get("etp") == row.get("etp")
     assert plan["microbatches"] == row["microbatches"]
     ex = got["execution"]
     for key in ("recompute", "interleave", "cuda_graphs", "ep_dispatch", "ep_overlap", "zero"):
-        assert ex[key] == row[key], key
+        # a row without the key runs bench_e2e's default (no CUDA graphs, all-to-all, no overlap)
+        assert ex[key] == row.get(key, {"ep_dispatch": "all-to-all"}.get(key, False)), key
+    assert ex["sequence_parallel"] == row["sequence_parallel"]
     assert got["from"]["attention_dtype"] == row.get("attention_dtype")
     assert got["from"]["unknown"] == []
     assert plan["predicted_s"] == pytest.approx(_bench_predicted(run), rel=1e-12)
@@ -651,20 +661,7 @@ def test_bridge_layout_preset_imports_to_the_validated_plan(
         *("--from", str(RECIPES / file), "--recipe", preset),
         *("--hw", row["hw"], "--devices", str(row["devices"]), *BASE_DDP, *extra),
     )
-    plan = got["plans"][0]
-    assert {k: plan["degrees"][k] for k in ("tp", "pp", "dp", "fsdp", "ep")} == {
-        k: row.get(k, 1) for k in ("tp", "pp", "dp", "fsdp", "ep")
-    }
-    assert (
-        plan["degrees"].get("etp") == row.get("etp") and plan["microbatches"] == row["microbatches"]
-    )
-    ex = got["execution"]
-    for key in ("recompute", "interleave", "cuda_graphs", "ep_dispatch", "ep_overlap", "zero"):
-        # a row without the key runs bench_e2e's default (no CUDA graphs, all-to-all, no overlap)
-        assert ex[key] == row.get(key, {"ep_dispatch": "all-to-all"}.get(key, False)), key
-    assert ex["sequence_parallel"] == row["sequence_parallel"]
-    assert got["from"]["unknown"] == []
-    assert plan["predicted_s"] == pytest.approx(_bench_predicted(run), rel=1e-12)
+    _is_the_validated_plan(got, run)
 
 
 def test_layout_preset_by_hand(tmp_path: Path) -> None:

@@ -215,11 +215,11 @@ def read_bridge(
     if recipe is not None:
         spec, _source = named_model(("megatron_bridge",), recipe, origin, "recipe")
         _no_shape(overrides, origin, f"recipe {recipe}")
-    missing = [k for k in REQUIRED if k not in overrides]
+    missing = _missing(overrides)
     if missing:
         raise InputError(
-            f"{origin}: the override set does not give {', '.join(missing)} (a recipe's own "
-            "defaults are Python and are not read)"
+            f"{origin}: the override set does not give {missing} (a recipe's own defaults are "
+            "Python and are not read)"
         )
     left_out = [k for k in RECIPE_SET if k not in overrides and not _optimizer_given(k, overrides)]
     notes = (
@@ -252,17 +252,22 @@ def read_bridge_recipe(
     elif got.recipe is not None:
         spec, _source = named_model(("megatron_bridge",), got.recipe, origin, "recipe")
         _no_shape(overrides, origin, f"recipe {got.recipe}")
-    missing = [k for k in REQUIRED if k not in overrides]
+    missing = _missing(overrides)
     if missing:
         raise InputError(
-            f"{origin}: recipe {got.function} does not set {', '.join(missing)} in this file; "
-            "give each with --set KEY=VALUE"
+            f"{origin}: recipe {got.function} does not set {missing} in this file; give each "
+            "with --set KEY=VALUE"
         )
     return replace(
         _settings_plan(overrides, origin, devices, spec, []),
         format="megatron-bridge-recipe",
         not_read=tuple(got.notes),
     )
+
+
+def _missing(overrides: dict[str, str]) -> str:
+    """The layout keys the plan needs (REQUIRED) that the settings leave out, listed."""
+    return ", ".join(k for k in REQUIRED if k not in overrides)
 
 
 def _no_shape(overrides: dict[str, str], origin: str, what: str) -> None:
