@@ -698,3 +698,18 @@ def test_layout_preset_by_hand(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match="does not set model.seq_length"):
         read_config(path, 32, "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1")
+
+
+def test_recipe_files_refused_in_one_line(tmp_path: Path) -> None:
+    bad = _write(tmp_path, "bad.py", "def x_config(:\n")
+    with pytest.raises(InputError, match="not Python a recipe reader can parse"):
+        read_config(bad, 8)
+    # a 4-bit preset is refused, not priced as bf16 or fp8 in its place
+    fp4 = _write(
+        tmp_path,
+        "fp4.py",
+        "BASE = WorkloadBaseConfig(global_batch_size=8)\n"
+        "LLAMA3_8B_PRETRAIN_CONFIG_B200_NVFP4_V1 = replace(BASE, micro_batch_size=1)\n",
+    )
+    with pytest.raises(InputError, match="4-bit training presets are not read"):
+        read_config(fp4, 8, "LLAMA3_8B_PRETRAIN_CONFIG_B200_NVFP4_V1", ("model.seq_length=8192",))

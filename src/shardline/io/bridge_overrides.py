@@ -172,6 +172,11 @@ def _true(value: str) -> bool:
 
 def _precision(value: str) -> dict[str, str | bool]:
     name = value.strip().lower()
+    if "fp4" in name:
+        raise InputError(
+            f"mixed_precision {value}: 4-bit training presets are not read yet (not priced as "
+            "bf16 or fp8 in their place)"
+        )
     if "fp8" in name:
         return {"bf16": True, "fp8-format": "hybrid"}
     if "bf16" in name:

@@ -322,6 +322,7 @@ class _Reader:
                     fn = self.m.function(name)
                     assert fn is not None
                     self.run(fn, set(), depth + 1, value)
+                    cfg.add(target.id)  # the ConfigContainer that function built
                     return
                 if target.id not in cfg:
                     return
@@ -423,6 +424,8 @@ def recipe_functions(text: str, origin: str) -> list[str]:
 def _parse(text: str, origin: str) -> ast.Module:
     try:
         return ast.parse(text, filename=origin)
+    except (ValueError, RecursionError, MemoryError) as exc:  # null bytes, nesting too deep
+        raise InputError(f"{origin}: not Python a recipe reader can parse ({exc})") from None
     except SyntaxError as exc:
         raise InputError(
             f"{origin}: not Python a recipe reader can parse ({exc.msg}, line {exc.lineno})"
@@ -463,7 +466,9 @@ def _preset_fields(
 ) -> dict[str, Any]:
     """A preset's WorkloadBaseConfig fields it states (a replace() of a base: the base's, then
     its own)."""
-    if depth > _MAX_DEPTH or name not in module.presets:
+    if depth > _MAX_DEPTH:
+        raise InputError(f"{origin}: preset {name!r} builds on presets deeper than {_MAX_DEPTH}")
+    if name not in module.presets:
         raise InputError(f"{origin}: no layout preset {name!r} in the file")
     node = module.presets[name]
     if isinstance(node, ast.Name):
