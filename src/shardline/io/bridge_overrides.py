@@ -16,8 +16,9 @@ The model: the recipe's name (the script's `pretrain_NAME.py`, `--factory NAME` 
 framework_models.toml) or the override set's own `model.*` shape. The recipe's other defaults are
 Python and are not read here: the layout keys (tensor, pipeline and context parallel, micro and
 global batch, sequence) must be in the set, and what it leaves out of the rest is Megatron-Core's
-default, said in one line. A recipe's Python file is read by shardline.io.bridge_recipe into the
-same settings (`read_bridge_recipe`), with override sets on top.
+default, said in one line. A recipe's Python file is read by shardline.io.bridge_recipe (a
+performance script's layout preset by shardline.io.bridge_presets) into the same settings
+(`read_bridge_recipe`), with override sets on top.
 
 Settings that are not Megatron-LM flags (CUDA-graph scopes, HybridEP's SMs, fp8 attention, the
 kernel fusions, ...) are in bridge_keys.toml: passed over, or read and said not modelled.
@@ -31,7 +32,8 @@ from dataclasses import replace
 from typing import Any
 
 from shardline.errors import InputError
-from shardline.io.bridge_recipe import bridge_keys
+from shardline.io.bridge_presets import bridge_keys, preset_settings
+from shardline.io.bridge_recipe import parse_module, read_recipe_settings
 from shardline.io.framework_config import Imported, named_model
 from shardline.io.megatron_args import read_megatron_flags
 
@@ -244,9 +246,11 @@ def read_bridge_recipe(
 ) -> Imported:
     """The plan of one Megatron-Bridge recipe function of a Python file (read, not run:
     shardline.io.bridge_recipe) with `on_top` overrides applied last."""
-    from shardline.io.bridge_recipe import read_recipe_settings
-
-    got = read_recipe_settings(text, origin, function)
+    module = parse_module(text, origin)
+    if function is not None and module.function(function) is None and function in module.presets:
+        got = preset_settings(module, function, origin)
+    else:
+        got = read_recipe_settings(module, origin, function)
     overrides = got.overrides | (on_top or {})
     if got.gpus is not None and got.gpus != devices:
         got.notes.append(f"{got.function}: num_gpus {got.gpus}; priced on --devices {devices}")

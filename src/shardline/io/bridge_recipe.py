@@ -34,12 +34,20 @@ import ast
 import contextlib
 import re
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Any
 
 from shardline.errors import InputError
 
-__all__ = ["RecipeSettings", "read_recipe_settings", "recipe_functions", "bridge_keys"]
+__all__ = [
+    "RecipeSettings",
+    "read_recipe_settings",
+    "parse_module",
+    "Module",
+    "override_text",
+    "MAX_DEPTH",
+    "NOT_LITERAL",
+    "PERF_PRECISION",
+]
 
 # groups of the ConfigContainer whose settings do not change the step time: not evaluated
 QUIET_GROUPS = (
@@ -70,9 +78,9 @@ PERF_PRECISION = {
     "nvfp4": "bf16_with_nvfp4_mixed",
 }
 _BASE = re.compile(r"^(.+?)_(pretrain|sft|peft|finetune)_config$")
-_MAX_DEPTH = 8  # calls followed into, one inside another
+MAX_DEPTH = 8  # calls followed into, one inside another
 # what ast.literal_eval raises on an expression that is not a literal
-_NOT_LITERAL = (ValueError, TypeError, SyntaxError, MemoryError, RecursionError)
+NOT_LITERAL = (ValueError, TypeError, SyntaxError, MemoryError, RecursionError)
 
 
 @dataclass
@@ -90,14 +98,14 @@ class RecipeSettings:
     notes: list[str] = field(default_factory=list)
 
 
-def _text(value: Any) -> str:
+def override_text(value: Any) -> str:
     """A Python value as override text (true/false, none, a list's items space-separated)."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
         return "none"
     if isinstance(value, (list, tuple)):
-        return " ".join(_text(v) for v in value)
+        return " ".join(override_text(v) for v in value)
     return str(value)
 
 
@@ -114,7 +122,7 @@ def _is_preset(node: ast.expr) -> bool:
     return False
 
 
-class _Module:
+class Module:
     """The file's functions, the import aliases of them, and its literal constants."""
 
     def __init__(self, tree: ast.Module) -> None:
@@ -134,7 +142,7 @@ class _Module:
                 if isinstance(target, ast.Name):
                     if _is_preset(node.value):
                         self.presets[target.id] = node.value
-                    with contextlib.suppress(*_NOT_LITERAL):
+                    with contextlib.suppress(*NOT_LITERAL):
                         self.constants[target.id] = ast.literal_eval(node.value)
 
     def function(self, name: str) -> ast.FunctionDef | None:
@@ -166,7 +174,7 @@ def _callee(call: ast.Call) -> str | None:
 
 
 class _Reader:
-    def __init__(self, module: _Module, origin: str, out: RecipeSettings) -> None:
+    def __init__(self, module: Module, origin: str, out: RecipeSettings) -> None:
         self.m = module
         self.origin = origin
         self.out = out
@@ -180,7 +188,7 @@ class _Reader:
         for a value computed by code."""
         try:
             return True, ast.literal_eval(node)
-        except _NOT_LITERAL:
+        except NOT_LITERAL:
             pass
         if isinstance(node, ast.Name) and node.id in self.scopes[-1]:
             return True, self.scopes[-1][node.id]
@@ -197,8 +205,8 @@ class _Reader:
     ) -> None:
         """One function's statements, in order; `cfg` the names bound to the ConfigContainer,
         the other parameters the literal arguments of `call` or their literal defaults."""
-        if depth > _MAX_DEPTH:
-            raise InputError(f"{self.origin}: recipe calls nest deeper than {_MAX_DEPTH}")
+        if depth > MAX_DEPTH:
+            raise InputError(f"{self.origin}: recipe calls nest deeper than {MAX_DEPTH}")
         self.scopes.append(self._parameters(fn, call, cfg))
         try:
             self.block(fn.body, cfg | _returned(fn), depth)
@@ -364,7 +372,7 @@ class _Reader:
 
     def set(self, key: str, value: Any) -> None:
         self.out.overrides.pop(key, None)  # the latest setting last, in the order it runs
-        self.out.overrides[key] = _text(value)
+        self.out.overrides[key] = override_text(value)
         self.out.values[key] = value
 
     def _drop(self, prefix: str) -> None:
@@ -415,10 +423,9 @@ class _Reader:
         self.note(value, f"model = {ast.unparse(value)}: a model the reader does not evaluate")
 
 
-def recipe_functions(text: str, origin: str) -> list[str]:
-    """The recipe functions of a file: public functions whose name ends with `_config`."""
-    module = _Module(_parse(text, origin))
-    return [n for n in module.functions if not n.startswith("_") and n.endswith("_config")]
+def parse_module(text: str, origin: str) -> Module:
+    """The file's functions, presets and constants (parsed, never run)."""
+    return Module(_parse(text, origin))
 
 
 def _parse(text: str, origin: str) -> ast.Module:
@@ -432,9 +439,10 @@ def _parse(text: str, origin: str) -> ast.Module:
         ) from None
 
 
-def read_recipe_settings(text: str, origin: str, function: str | None = None) -> RecipeSettings:
+def read_recipe_settings(
+    module: Module, origin: str, function: str | None = None
+) -> RecipeSettings:
     """The settings recipe `function` of the file makes (the file's only recipe when None)."""
-    module = _Module(_parse(text, origin))
     if function is None:
         found = [n for n in module.functions if not n.startswith("_") and n.endswith("_config")]
         if len(found) != 1:
@@ -444,8 +452,6 @@ def read_recipe_settings(text: str, origin: str, function: str | None = None) ->
             )
         function = found[0]
     fn = module.function(function)
-    if fn is None and function in module.presets:
-        return _preset_settings(module, function, origin)
     if fn is None:
         listed = ", ".join(n for n in module.functions if not n.startswith("_")) or "none"
         presets = f"; {len(module.presets)} layout presets" if module.presets else ""
@@ -453,100 +459,3 @@ def read_recipe_settings(text: str, origin: str, function: str | None = None) ->
     out = RecipeSettings(function=function)
     _Reader(module, origin, out).run(fn, set(), 0)
     return out
-
-
-# --- the layout presets of scripts/performance/configs/*/*_workload_base_configs.py -------------
-
-# NAME = {MODEL}_{SIZE}_{TASK}_CONFIG_{GPU}_{PRECISION}_{VERSION} (the files' own docstring)
-_PRESET_NAME = re.compile(r"^(.+?)_(PRETRAIN|SFT|PEFT|FINETUNE)_CONFIG_([A-Z0-9]+)_(.+)_V\d+$")
-
-
-def _preset_fields(
-    module: _Module, name: str, origin: str, notes: list[str], depth: int = 0
-) -> dict[str, Any]:
-    """A preset's WorkloadBaseConfig fields it states (a replace() of a base: the base's, then
-    its own)."""
-    if depth > _MAX_DEPTH:
-        raise InputError(f"{origin}: preset {name!r} builds on presets deeper than {_MAX_DEPTH}")
-    if name not in module.presets:
-        raise InputError(f"{origin}: no layout preset {name!r} in the file")
-    node = module.presets[name]
-    if isinstance(node, ast.Name):
-        return _preset_fields(module, node.id, origin, notes, depth + 1)
-    assert isinstance(node, ast.Call)
-    fields: dict[str, Any] = {}
-    if node.args:  # replace(BASE, ...)
-        base = node.args[0]
-        assert isinstance(base, ast.Name)
-        fields = _preset_fields(module, base.id, origin, notes, depth + 1)
-    for kw in node.keywords:
-        try:
-            value = ast.literal_eval(kw.value)
-        except _NOT_LITERAL:
-            notes.append(f"line {kw.value.lineno}: {kw.arg} = {ast.unparse(kw.value)}: not read")
-            continue
-        if kw.arg is not None:
-            fields[kw.arg] = value
-    return fields
-
-
-def _preset_settings(module: _Module, name: str, origin: str) -> RecipeSettings:
-    """The settings Megatron-Bridge's scripts/performance make of one layout preset:
-    set_workload_base_configs (scripts/performance/utils/overrides.py, the same at commits
-    00919dcf, c0b9a000, 21d102f5 and 63b08b39) over the WorkloadBaseConfig defaults
-    (scripts/performance/utils/utils.py), as bridge_keys.toml writes them; the model and the
-    precision by the preset's name."""
-    out = RecipeSettings(function=name)
-    table = bridge_keys()["workload_base_config"]
-    known = table["defaults"] | dict.fromkeys(table["optional"])
-    fields = known | _preset_fields(module, name, origin, out.notes)
-    unknown = [k for k in fields if k not in known]
-    if unknown:
-        out.notes.append(f"{', '.join(unknown)}: WorkloadBaseConfig fields not read")
-    m = _PRESET_NAME.match(name)
-    if m is None:
-        raise InputError(
-            f"{origin}: preset {name!r} is not named MODEL_TASK_CONFIG_GPU_PRECISION_VERSION, "
-            "so its model and precision are not known"
-        )
-    out.recipe = m.group(1).lower()
-    precision = PERF_PRECISION.get(m.group(4).lower())
-    if precision is None:
-        raise InputError(f"{origin}: preset {name}: precision {m.group(4)} is not one read")
-    out.overrides["mixed_precision"] = precision
-    for field_name, rule in table["set"].items():
-        value = fields.get(field_name)
-        for key, setting in rule.items():
-            got = _rule(setting, value, fields)
-            if got is not None:
-                out.overrides.pop(key, None)
-                out.overrides[key] = _text(got)
-    out.gpus = fields.get("num_gpus")
-    return out
-
-
-@cache
-def bridge_keys() -> dict[str, Any]:
-    """bridge_keys.toml: the Megatron-Bridge settings that are not Megatron-LM flags, and the
-    layout presets' rules."""
-    import tomllib
-    from importlib.resources import files
-
-    text = files("shardline.io").joinpath("bridge_keys.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
-
-
-def _rule(setting: Any, value: Any, fields: dict[str, Any]) -> Any:
-    """One setting of set_workload_base_configs (bridge_keys.toml): "=" the field's value;
-    "tp>1" sequence parallel with tensor parallelism; {"if": V, "then": X, "else": Y} X where
-    the field is V (true: set, not None or false), else Y (None: left as it is)."""
-    if setting == "=":
-        return value
-    if setting == "tp>1":
-        return int(fields.get("tensor_model_parallel_size") or 1) > 1
-    if isinstance(setting, dict) and "if" in setting:
-        on = value not in (None, False) if setting["if"] is True else value == setting["if"]
-        if not on:
-            return setting.get("else")
-        return value if setting["then"] == "=" else setting["then"]
-    raise InputError(f"bridge_keys.toml: a rule not read: {setting!r}")

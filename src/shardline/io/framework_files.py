@@ -1,5 +1,6 @@
 """Which framework a configuration file is written for, and its reader and writer
-(shardline.io.megatron_args, shardline.io.bridge_overrides and shardline.io.bridge_recipe,
+(shardline.io.megatron_args, shardline.io.bridge_overrides with shardline.io.bridge_recipe and
+shardline.io.bridge_presets,
 shardline.io.torchtitan_toml, shardline.io.maxtext_yaml; the values they share are in
 shardline.io.framework_config)."""
 
