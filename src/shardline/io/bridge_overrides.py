@@ -220,14 +220,12 @@ def read_bridge(
     overrides |= on_top or {}
     spec = None
     if recipe is not None:
-        spec, _source = named_model(("megatron_bridge",), recipe, origin, "recipe")
-        _no_shape(overrides, origin, f"recipe {recipe}")
-    missing = _missing(overrides)
-    if missing:
-        raise InputError(
-            f"{origin}: the override set does not give {missing} (a recipe's own defaults are "
-            "Python and are not read)"
-        )
+        spec = _named(overrides, origin, "megatron_bridge", recipe, "recipe")
+    _need_layout(
+        overrides,
+        f"{origin}: the override set does not give",
+        " (a recipe's own defaults are Python and are not read)",
+    )
     left_out = [k for k in RECIPE_SET if k not in overrides and not _optimizer_given(k, overrides)]
     notes = (
         [f"{', '.join(left_out)}: the recipe's own values are not read; Megatron-Core's defaults"]
@@ -256,17 +254,14 @@ def read_bridge_recipe(
         got.notes.append(f"{got.function}: num_gpus {got.gpus}; priced on --devices {devices}")
     spec = None
     if got.hf_model is not None:
-        spec, _source = named_model(("huggingface",), got.hf_model, origin, "model")
-        _no_shape(overrides, origin, f"model {got.hf_model}")
+        spec = _named(overrides, origin, "huggingface", got.hf_model, "model")
     elif got.recipe is not None:
-        spec, _source = named_model(("megatron_bridge",), got.recipe, origin, "recipe")
-        _no_shape(overrides, origin, f"recipe {got.recipe}")
-    missing = _missing(overrides)
-    if missing:
-        raise InputError(
-            f"{origin}: recipe {got.function} does not set {missing} in this file; give each "
-            "with --set KEY=VALUE"
-        )
+        spec = _named(overrides, origin, "megatron_bridge", got.recipe, "recipe")
+    _need_layout(
+        overrides,
+        f"{origin}: recipe {got.function} does not set",
+        " in this file; give each with --set KEY=VALUE",
+    )
     return replace(
         _settings_plan(overrides, origin, devices, spec, []),
         format="megatron-bridge-recipe",
@@ -274,9 +269,19 @@ def read_bridge_recipe(
     )
 
 
-def _missing(overrides: dict[str, str]) -> str:
-    """The layout keys the plan needs (REQUIRED) that the settings leave out, listed."""
-    return ", ".join(k for k in REQUIRED if k not in overrides)
+def _named(overrides: dict[str, str], origin: str, table: str, key: str, what: str) -> Any:
+    """The zoo model a recipe's name or a Hugging Face id stands for (framework_models.toml),
+    with the settings' own shape refused beside it."""
+    spec, _source = named_model((table,), key, origin, what)
+    _no_shape(overrides, origin, f"{what} {key}")
+    return spec
+
+
+def _need_layout(overrides: dict[str, str], says: str, hint: str) -> None:
+    """One error naming the layout keys the plan needs (REQUIRED) that the settings leave out."""
+    missing = [k for k in REQUIRED if k not in overrides]
+    if missing:
+        raise InputError(f"{says} {', '.join(missing)}{hint}")
 
 
 def _no_shape(overrides: dict[str, str], origin: str, what: str) -> None:
