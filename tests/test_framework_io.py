@@ -425,3 +425,318 @@ def test_nemo2_names_and_missing_layout(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match="train.micro_batch_size"):
         read_config(short, 32)
+
+
+# --- Megatron-Bridge recipe files, read without running them -----------------------------------
+
+RECIPES = ROOT / "tests" / "data" / "frameworks"
+QWEN_H100 = str(DATA / "bridge_qwen3_30b_a3b_h100.py")  # recipes/qwen/h100/qwen3_moe.py
+QWEN_GB200 = str(RECIPES / "bridge_qwen3_moe_gb200.py")  # perf_recipes/qwen/gb200 + helpers
+DSV3_GB200 = str(RECIPES / "bridge_deepseek_v3_gb200.py")  # perf_recipes/deepseek/gb200 + helpers
+
+
+@pytest.mark.parametrize(
+    ("run", "file", "extra"),
+    [
+        (
+            "qwen3-30b-a3b-h100-ep16-bf16-overlap-off",
+            QWEN_H100,
+            ["--recipe", "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config"],
+        ),
+        # the A/B run: the same recipe with the expert-parallel overlap on, nothing else changed
+        (
+            "qwen3-30b-a3b-h100-ep16-bf16-overlap-on",
+            QWEN_H100,
+            [
+                *("--recipe", "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config"),
+                *("--set", "comm_overlap.overlap_moe_expert_parallel_comm=true"),
+            ],
+        ),
+        (
+            "qwen3-30b-a3b-gb200-ep8-fp8-2608",
+            QWEN_GB200,
+            ["--recipe", "qwen3_30b_a3b_pretrain_8gpu_gb200_fp8mx_config"],
+        ),
+        (
+            "qwen3-235b-a22b-gb200-pp8-vp3-ep32-fp8-2608",
+            QWEN_GB200,
+            ["--recipe", "qwen3_235b_a22b_pretrain_256gpu_gb200_fp8mx_config"],
+        ),
+        # recompute_granularity selective with recompute_modules ["mla_up_proj"]: that module
+        (
+            "deepseek-v3-gb200-pp4-vp4-ep64-fp8-2608",
+            DSV3_GB200,
+            ["--recipe", "deepseek_v3_pretrain_256gpu_gb200_fp8mx_config"],
+        ),
+    ],
+)
+def test_bridge_recipe_imports_to_the_validated_plan(
+    capsys: pytest.CaptureFixture[str], run: str, file: str, extra: list[str]
+) -> None:
+    row = _row(run)
+    got = _plan_json(
+        capsys, "--from", file, "--hw", row["hw"], "--devices", str(row["devices"]), *extra
+    )
+    _is_the_validated_plan(got, run)
+
+
+def _is_the_validated_plan(got: dict[str, Any], run: str) -> None:
+    """`plan --json` is bench_e2e's plan of the run: its degrees, microbatches, execution
+    choices and fp8 attention as the row states them, nothing unknown, the same predicted_s."""
+    row = _row(run)
+    plan = got["plans"][0]
+    assert {k: plan["degrees"][k] for k in ("tp", "pp", "dp", "fsdp", "ep")} == {
+        k: row.get(k, 1) for k in ("tp", "pp", "dp", "fsdp", "ep")
+    }
+    assert plan["degrees"].get("etp") == row.get("etp")
+    assert plan["microbatches"] == row["microbatches"]
+    ex = got["execution"]
+    for key in ("recompute", "interleave", "cuda_graphs", "ep_dispatch", "ep_overlap", "zero"):
+        # a row without the key runs bench_e2e's default (no CUDA graphs, all-to-all, no overlap)
+        assert ex[key] == row.get(key, {"ep_dispatch": "all-to-all"}.get(key, False)), key
+    assert ex["sequence_parallel"] == row["sequence_parallel"]
+    assert got["from"]["attention_dtype"] == row.get("attention_dtype")
+    assert got["from"]["unknown"] == []
+    assert plan["predicted_s"] == pytest.approx(_bench_predicted(run), rel=1e-12)
+
+
+def test_bridge_recipe_statements_by_hand(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "recipe.py",
+        'HF = "Qwen/Qwen3-30B-A3B"\n'
+        "def _common(cfg, sms=24):\n"
+        '    if getattr(cfg.model, "moe_flex_dispatcher_backend", None) == "hybridep":\n'
+        "        cfg.model.moe_hybridep_num_sms = sms\n"
+        "    if cfg.model.sequence_parallel:\n"
+        "        cfg.model.moe_hybridep_num_sms = 1\n"
+        "    helper_elsewhere(cfg)\n"
+        "def base_config() -> ConfigContainer:\n"
+        "    cfg = _pretrain_common()\n"
+        "    cfg.model = AutoBridge.from_hf_pretrained(HF).to_megatron_provider()\n"
+        "    cfg.model.tensor_model_parallel_size = 2\n"
+        "    cfg.model.recompute_granularity = 'full'\n"
+        "    return cfg\n"
+        "def run_config() -> ConfigContainer:\n"
+        "    cfg = base_config()\n"
+        "    cfg.mixed_precision = _perf_precision('fp8_cs')\n"
+        "    cfg.model.tensor_model_parallel_size = 1\n"
+        "    cfg.model.pipeline_model_parallel_size = 1\n"
+        "    cfg.model.context_parallel_size = 1\n"
+        "    cfg.model.expert_model_parallel_size = 8\n"
+        "    cfg.model.seq_length = 4096\n"
+        "    cfg.train.micro_batch_size = 2\n"
+        "    cfg.train.global_batch_size = 64\n"
+        "    cfg.model.sequence_parallel = False\n"
+        "    cfg.model.moe_token_dispatcher_type = 'flex'\n"
+        "    cfg.model.moe_flex_dispatcher_backend = 'hybridep'\n"
+        "    cfg.model.cuda_graph_impl = 'transformer_engine'\n"
+        "    cfg.model.cuda_graph_scope = ['attn']\n"
+        "    cfg.comm_overlap = CommOverlapConfig(overlap_moe_expert_parallel_comm=True)\n"
+        "    cfg.model.num_experts_typo = os.environ['X']\n"
+        "    _common(cfg)\n"
+        "    return cfg\n"
+        "    cfg.model.tensor_model_parallel_size = 8\n",
+    )
+    got = read_config(path, 8, "run_config")
+    assert got.model.name == "qwen3-30b-a3b" and got.dtype == "fp8"
+    # the last setting of tp wins (1, not the base's 2); dp = 8 / (tp 1 x pp 1 x cp 1) = 8
+    # Megatron ranks, the experts split them: ep 8, dp 8 / 8 = 1; microbatches = 64 / (2 x 8) = 4
+    assert got.degrees == {"tp": 1, "pp": 1, "dp": 1, "fsdp": 1, "ep": 8, "cp": 1}
+    assert got.microbatches == 4 and got.batch == 64 and got.seq_len == 4096
+    ex = got.execution
+    # the helper's default sms=24 under a condition the reader evaluates (backend hybridep);
+    # the second condition (sequence parallel off) is false
+    assert ex["ep_comm_sms"] == 24 and ex["ep_dispatch"] == "hybridep" and ex["ep_overlap"]
+    assert ex["recompute"] == "full" and "cuda_graphs" not in ex  # scoped graphs: priced off
+    # what the reader did not evaluate, one line each (the lines of the file above)
+    assert got.not_read == (
+        "line 9: _pretrain_common() is not in the file",
+        "line 30: model.num_experts_typo = os.environ['X']: a value computed by code the reader "
+        "does not evaluate",
+        "line 7: helper_elsewhere(...) is not in the file",
+    )
+    assert any("cuda_graph_scope attn" in n for n in got.not_modelled)
+    with pytest.raises(InputError, match="2 recipe functions"):
+        read_config(path, 8)
+    with pytest.raises(InputError, match="no function 'nope'"):
+        read_config(path, 8, "nope")
+
+
+def test_bridge_recipe_never_runs_the_file(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    path = _write(
+        tmp_path,
+        "evil.py",
+        f"open({str(marker)!r}, 'w').write('x')\n"
+        "def only_config():\n"
+        f"    open({str(marker)!r}, 'w').write('x')\n"
+        "    cfg = llama3_8b_pretrain_config()\n"
+        "    return cfg\n",
+    )
+    # the base recipe's layout is not in the file: an error naming what to --set
+    with pytest.raises(InputError, match="does not set model.tensor_model_parallel_size"):
+        read_config(path, 8)
+    got = read_config(
+        path,
+        8,
+        None,
+        (
+            *("model.tensor_model_parallel_size=1", "model.pipeline_model_parallel_size=1"),
+            *("model.context_parallel_size=1", "train.micro_batch_size=1"),
+            *("train.global_batch_size=16", "model.seq_length=8192"),
+        ),
+    )
+    assert not marker.exists()
+    # the base recipe's name gives the model; microbatches = 16 / (1 x 8) = 2
+    assert got.model.name == "llama-3.1-8b" and got.microbatches == 2
+
+
+def test_recipe_and_set_need_a_bridge_file(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        capsys,
+        *("plan", "--from", str(DATA / "megatron_gpt_1.7b.sh"), "--hw", "h100-sxm"),
+        *("--devices", "48", "--set", "model.seq_length=2048"),
+    )
+    assert code == 2 and out == "" and "--set applies to a Megatron-Bridge" in err
+    code, out, err = run_cli(
+        capsys,
+        *("plan", "--model", "llama-3.1-8b", "--hw", "h100-sxm", "--devices", "8"),
+        *("--recipe", "x_config"),
+    )
+    assert code == 2 and "--recipe and --set go with --from FILE" in err
+
+
+# --- the layout presets of Megatron-Bridge's performance scripts -----------------------------
+# scripts/performance/configs/FAMILY/*_workload_base_configs.py at the commit of each summary;
+# the preset is the layout, its base recipe (src/megatron/bridge/recipes, not in the file) the
+# rest: what the base recipe sets that the plan needs is given with --set, as the recipes write
+# it (llama3_70b_pretrain_config and the Qwen3 MoE recipes: cfg.ddp.use_distributed_optimizer =
+# True, cfg.ddp.overlap_param_gather = True; llama3_70b_pretrain_config: cfg.model.seq_length =
+# 8192 and CommOverlapConfig(tp_comm_overlap=True); the Qwen3 performance scripts: seq 4096)
+BASE_DDP = ("--set", "ddp.use_distributed_optimizer=true", "--set", "ddp.overlap_param_gather=true")
+SEQ_4096 = ("--set", "model.seq_length=4096")
+
+
+@pytest.mark.parametrize(
+    ("run", "file", "preset", "extra"),
+    [
+        (
+            "llama3-70b-h100-tp4pp8-fp8",
+            "bridge_llama3_presets_00919dcf.py",
+            "LLAMA3_70B_PRETRAIN_CONFIG_H100_FP8_CS_V1",
+            ("--set", "model.seq_length=8192", "--set", "comm_overlap.tp_comm_overlap=true"),
+        ),
+        (
+            "qwen3-30b-a3b-gb200-ep8-fp8",
+            "bridge_qwen3_presets_c0b9a000.py",
+            "QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1",
+            SEQ_4096,
+        ),
+        (
+            "qwen3-235b-a22b-gb200-pp8-ep32-fp8",
+            "bridge_qwen3_presets_c0b9a000.py",
+            "QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2",
+            SEQ_4096,
+        ),
+        (
+            "qwen3-30b-a3b-b200-ep8-fp8-2604",
+            "bridge_qwen3_presets_21d102f5.py",
+            "QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1",
+            SEQ_4096,
+        ),
+        (
+            "qwen3-235b-a22b-h100-pp8-vp4-ep32-fp8-2604",
+            "bridge_qwen3_presets_21d102f5.py",
+            "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2",
+            SEQ_4096,
+        ),
+        (
+            "qwen3-30b-a3b-h100-ep16-fp8-2606",
+            "bridge_qwen3_presets_63b08b39.py",
+            "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1",
+            SEQ_4096,
+        ),
+        # the row leaves out, as its recompute_source says, the MLP module of the recompute (the
+        # 3 dense blocks only) and takes DeepEP's SMs at Megatron-Core's default of 20
+        (
+            "deepseek-v3-b200-pp8-vp2-ep32-fp8-2604",
+            "bridge_deepseek_presets_21d102f5.py",
+            "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2",
+            (
+                *SEQ_4096,
+                *("--set", "model.recompute_modules=mla_up_proj"),
+                *("--set", "model.moe_deepep_num_sms=20"),
+            ),
+        ),
+        # the row takes the preset's recompute of the layer norms and the expert activation
+        # (memory-bound, "not in the plan", as its `how` says) as none
+        (
+            "gpt-oss-120b-h100-pp4-ep8-bf16-2604",
+            "bridge_gpt_oss_presets_21d102f5.py",
+            "GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2",
+            (*SEQ_4096, "--set", "model.recompute_granularity=none"),
+        ),
+    ],
+)
+def test_bridge_layout_preset_imports_to_the_validated_plan(
+    capsys: pytest.CaptureFixture[str], run: str, file: str, preset: str, extra: tuple[str, ...]
+) -> None:
+    row = _row(run)
+    got = _plan_json(
+        capsys,
+        *("--from", str(RECIPES / file), "--recipe", preset),
+        *("--hw", row["hw"], "--devices", str(row["devices"]), *BASE_DDP, *extra),
+    )
+    _is_the_validated_plan(got, run)
+
+
+def test_layout_preset_by_hand(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "presets.py",
+        "from dataclasses import replace\n"
+        "BASE_QWEN3_30B_A3B_CONFIG = WorkloadBaseConfig(expert_model_parallel_size=8,\n"
+        "    global_batch_size=512, moe_flex_dispatcher_backend='deepep')\n"
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 = replace(BASE_QWEN3_30B_A3B_CONFIG,\n"
+        "    num_gpus=16, tensor_model_parallel_size=2, micro_batch_size=2, moe_a2a_overlap=True,\n"
+        "    recompute_num_layers=4, pp_layout=compute_layout())\n"
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1 = \\\n"
+        "    QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1\n",
+    )
+    got = read_config(
+        path, 32, "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1", ("model.seq_length=4096",)
+    )
+    # the model and precision by the preset's name: qwen3_30b_a3b, FP8_MX (an fp8 preset)
+    assert got.model.name == "qwen3-30b-a3b" and got.dtype == "fp8"
+    # Megatron's data parallel = 32 / tp 2 = 16 ranks, split by ep 8: dp 2;
+    # microbatches = 512 / (2 x 16) = 16; sequence parallel with tp > 1 (WorkloadBaseConfig)
+    assert got.degrees == {"tp": 2, "pp": 1, "dp": 2, "fsdp": 1, "ep": 8, "cp": 1}
+    assert got.microbatches == 16 and got.batch == 512
+    ex = got.execution
+    assert ex["sequence_parallel"] and ex["ep_overlap"] and ex["ep_dispatch"] == "hierarchical"
+    # recompute_num_layers 4: full recompute, method block (priced as every block, said)
+    assert ex["recompute"] == "full"
+    assert any("block" in n for n in got.not_modelled)
+    # a field computed by code is not read, and the preset's num_gpus is not the devices
+    assert got.not_read == (
+        "line 6: pp_layout = compute_layout(): not read",
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1: num_gpus 16; priced on --devices 32",
+    )
+    with pytest.raises(InputError, match="does not set model.seq_length"):
+        read_config(path, 32, "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1")
+
+
+def test_recipe_files_refused_in_one_line(tmp_path: Path) -> None:
+    bad = _write(tmp_path, "bad.py", "def x_config(:\n")
+    with pytest.raises(InputError, match="not Python a recipe reader can parse"):
+        read_config(bad, 8)
+    # a 4-bit preset is refused, not priced as bf16 or fp8 in its place
+    fp4 = _write(
+        tmp_path,
+        "fp4.py",
+        "BASE = WorkloadBaseConfig(global_batch_size=8)\n"
+        "LLAMA3_8B_PRETRAIN_CONFIG_B200_NVFP4_V1 = replace(BASE, micro_batch_size=1)\n",
+    )
+    with pytest.raises(InputError, match="4-bit training presets are not read"):
+        read_config(fp4, 8, "LLAMA3_8B_PRETRAIN_CONFIG_B200_NVFP4_V1", ("model.seq_length=8192",))

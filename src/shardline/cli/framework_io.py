@@ -42,9 +42,25 @@ def add_from_arg(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="FILE",
         help="a framework's launch configuration: a Megatron-LM argument list or train.sh, a "
-        "torchtitan job .toml or a MaxText .yml; its model, degrees, batch, sequence, precision "
-        "and recompute are read as if given as flags (flags given as well win); "
-        "docs/framework-configs.md",
+        "Megatron-Bridge override set or recipe .py (read, not run), a torchtitan job .toml or "
+        "a MaxText .yml; its model, degrees, batch, sequence, precision and recompute are read "
+        "as if given as flags (flags given as well win); docs/framework-configs.md",
+    )
+    parser.add_argument(
+        "--recipe",
+        default=None,
+        metavar="FUNCTION",
+        help="--from RECIPE.py: the recipe function (or scripts/performance layout preset) to "
+        "read (default: the file's only recipe function)",
+    )
+    parser.add_argument(
+        "--set",
+        dest="bridge_set",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="--from a Megatron-Bridge recipe or override set: a setting applied on top "
+        "(model.X=V, train.X=V, comm_overlap.X=V, ...; repeat for more)",
     )
 
 
@@ -92,11 +108,12 @@ def apply_from(args: argparse.Namespace) -> Imported | None:
 
     path = getattr(args, "from_file", None)
     if path is None:
+        _recipe_args(args)  # refuses --recipe and --set without --from
         return None
     if getattr(args, "model", None) is not None or getattr(args, "workload", None) is not None:
         raise InputError("give --from FILE or a WORKLOAD / --model, not both")
     devices = positive_arg(args.devices, "--devices")
-    imported = read_config(path, devices)
+    imported = read_config(path, devices, *_recipe_args(args))
     kept: list[str] = []
     for name, value in imported.degrees.items():
         _set(args, name, str(value), kept)
@@ -107,12 +124,22 @@ def apply_from(args: argparse.Namespace) -> Imported | None:
     _set(args, "seq_len", str(imported.seq_len), kept)
     if imported.dtype is not None and not getattr(args, "dtype_given", False):
         args.dtype, args.dtype_given = imported.dtype, True
+    if imported.attention_dtype is not None and hasattr(args, "attention_dtype"):
+        _set(args, "attention_dtype", imported.attention_dtype, kept)
     switches = {k.field for k in knobs() if k.switch} | {"cuda_graphs"}
     for key, value in imported.execution.items():
         _set(args, key, bool(value) if key in switches else str(value), kept)
     args.model_spec = imported.model
     args.from_kept = kept
     return imported
+
+
+def _recipe_args(args: argparse.Namespace) -> tuple[str | None, tuple[str, ...]]:
+    """--recipe FUNCTION and the --set KEY=VALUE settings (read with --from)."""
+    recipe, settings = getattr(args, "recipe", None), getattr(args, "bridge_set", None) or []
+    if getattr(args, "from_file", None) is None and (recipe is not None or settings):
+        raise InputError("--recipe and --set go with --from FILE")
+    return recipe, tuple(settings)
 
 
 def _launch_layout(args: argparse.Namespace, result: PlanSet) -> Any:
@@ -258,10 +285,11 @@ def search_from(args: argparse.Namespace, devices: int) -> Imported | None:
     """`search --from FILE`: the configuration (its model, sequence, batch and dtype are the
     search's; its framework's defaults run every layout); and --emit's framework by default."""
     imported = None
+    _recipe_args(args)
     if args.from_file is not None:
         from shardline.io.framework_files import read_config
 
-        imported = read_config(args.from_file, devices)
+        imported = read_config(args.from_file, devices, *_recipe_args(args))
         args.framework = args.framework or imported.execution.get("framework")
     if args.emit is not None and args.framework is None:
         args.framework = args.emit  # the launch is priced with its framework's defaults

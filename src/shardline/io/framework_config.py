@@ -57,6 +57,8 @@ class Imported:
     read: tuple[str, ...] = ()  # the keys read
     unknown: tuple[str, ...] = ()  # keys this reader does not know
     not_modelled: tuple[str, ...] = ()  # one line per field read that the plan does not model
+    attention_dtype: str | None = None  # the fused attention's dtype where the file sets one
+    not_read: tuple[str, ...] = ()  # one line per statement of a recipe the reader did not evaluate
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -69,10 +71,12 @@ class Imported:
             "microbatches": self.microbatches,
             "seq_len": self.seq_len,
             "dtype": self.dtype,
+            "attention_dtype": self.attention_dtype,
             "execution": dict(self.execution),
             "read": list(self.read),
             "unknown": list(self.unknown),
             "not_modelled": list(self.not_modelled),
+            "not_read": list(self.not_read),
         }
 
 

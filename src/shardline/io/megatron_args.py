@@ -25,6 +25,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
+from shardline.basics.recompute import MODULES_PREFIX, module_names
 from shardline.errors import InputError
 from shardline.io.framework_config import Imported, sourced
 from shardline.workload.modelspec import ModelSpec
@@ -285,16 +286,22 @@ def _dtype(f: _Flags) -> str | None:
 
 def _recompute(f: _Flags, notes: list[str]) -> str | None:
     granularity = f.text("recompute-granularity")
+    given = f.text("recompute-modules")  # read; Megatron-Core uses it with selective only
     if f.has("recompute-activations"):
         granularity = granularity or "selective"
     if granularity is None:
         return None
     if granularity == "selective":
-        modules = f.text("recompute-modules")
-        if modules is not None and modules.split() != ["core_attn"]:
-            notes.append(
-                f"--recompute-modules {modules}: priced as selective (the attention core only)"
-            )
+        modules = (given or "core_attn").split()
+        if modules == ["core_attn"]:
+            return "selective"
+        if set(modules) <= set(module_names()):
+            # Megatron-Core's selective recompute of these modules (shardline.basics.recompute)
+            return MODULES_PREFIX + ",".join(modules)
+        notes.append(
+            f"--recompute-modules {' '.join(modules)}: priced as selective (the attention core "
+            f"only; the modules priced are {', '.join(module_names())})"
+        )
         return "selective"
     if granularity != "full":
         raise InputError(f"{f.origin}: --recompute-granularity takes full or selective")

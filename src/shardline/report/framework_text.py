@@ -20,6 +20,8 @@ def render_imported(imported: Imported, flags_given: list[str]) -> str:
         f"{imported.seq_len}, dtype {imported.dtype or 'the default'}, recompute "
         f"{ex.get('recompute', 'the framework default')}, interleave {ex.get('interleave', 1)}",
     ]
+    if imported.attention_dtype is not None:
+        lines.append(f"  attention in {imported.attention_dtype}")
     if imported.etp is not None:
         lines.append(f"  expert tensor parallel {imported.etp}")
     if flags_given:
@@ -27,6 +29,7 @@ def render_imported(imported: Imported, flags_given: list[str]) -> str:
     if imported.unknown:
         lines.append(f"  unknown keys (not read): {', '.join(imported.unknown)}")
     lines += [f"  not modelled: {note}" for note in imported.not_modelled]
+    lines += [f"  not read: {note}" for note in imported.not_read]
     return "\n".join(lines) + "\n\n"
 
 
