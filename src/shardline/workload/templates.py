@@ -304,6 +304,29 @@ def _model_shape(
     )
 
 
+def _shape_of(sizes: dict[str, Any]) -> TransformerShape:
+    """A TransformerShape from `transformer`'s keywords: its fields, and an attention variant's
+    table under the variant's key (shardline.workload.attention)."""
+    from shardline.workload.attention import records_from
+
+    tables = {key: sizes.pop(key) for key in variant_keys_in(sizes)}
+    return TransformerShape(**sizes, attention_variants=records_from(tables))
+
+
+def _variant_attention(shape: TransformerShape, k: _Block, phase: str) -> Any:
+    """The block's attention einsums, the ModelShape fields its variant sets and whether the
+    plain KV-cache formula holds (shardline.workload.attention.template_attention)."""
+    from shardline.workload.attention import AttentionSizes, template_attention
+
+    a = AttentionSizes(k.b, k.q_len, k.k_len, k.d, k.h, k.dtype, k.kv_dtype, k.onchip_scores, phase)
+    return template_attention(
+        shape.attention_variants,
+        a,
+        k.n_layers,
+        lambda keys: _attention_layers(replace(k, k_len=keys)),
+    )
+
+
 def variant_keys_in(sizes: dict[str, Any]) -> list[str]:
     """The attention variants' table names among a template's keyword arguments."""
     from shardline.workload.attention import variant_keys
@@ -330,18 +353,9 @@ def transformer(
     `sliding_window` tables (an attention variant's key: shardline.workload.attention) change the
     attention. Phases: training (forward + backward), forward, prefill and decode (with a KV
     cache)."""
-    from shardline.workload.attention import AttentionSizes, records_from, template_attention
-
-    tables = {key: sizes.pop(key) for key in variant_keys_in(sizes)}
-    shape = shape or TransformerShape(**sizes, attention_variants=records_from(tables))
+    shape = shape or _shape_of(sizes)
     k = _block(shape, phase, dtype, kv_dtype)
-    a = AttentionSizes(k.b, k.q_len, k.k_len, k.d, k.h, k.dtype, k.kv_dtype, k.onchip_scores, phase)
-    attention, variant, plain_cache = template_attention(
-        shape.attention_variants,
-        a,
-        k.n_layers,
-        lambda keys: _attention_layers(replace(k, k_len=keys)),
-    )
+    attention, variant, plain_cache = _variant_attention(shape, k, phase)
     ffn_layers, ffn_width, moe_sizes = (  # dense, or a mixture of experts (shardline.workload.moe)
         (dense_ffn_layers(k.d, k.f, k.b, k.q_len, k.gated, dtype), k.f, (0, 0, 0, 1.0))
         if moe is None
