@@ -48,7 +48,7 @@ from shardline.workload.moe import EXPERT_AXIS, boundary_layer
 from shardline.workload.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.workload.workload import Layer, Workload, backward_layers
 
-__all__ = ["Context", "LayerPart", "evaluate_plan", "layer_key"]
+__all__ = ["Context", "LayerPart", "evaluate_plan", "layer_key", "layer_terms"]
 
 StageLayers = list[tuple[Layer, int]]
 
@@ -285,13 +285,23 @@ def layer_degrees(deg: Degrees, layer: Layer) -> Degrees:
 
 def _layer_part(ctx: Context, layer: Layer, n: int, deg: Degrees, m: int) -> LayerPart:
     deg = layer_degrees(deg, layer)
-    net = ctx.network(deg)
-    active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in ctx.priced_apart]
     view = ctx.view(layer, n, deg, m)
     fwd = (Einsums.of(ctx.cost(layer, view.dims), n, layer.kernel),)
     bwd = tuple(Einsums.of(ctx.cost(grad, gdims), n, grad.kernel) for grad, gdims in view.grads)
+    return LayerPart(fwd, bwd, layer_terms(ctx, view, deg))
+
+
+def layer_terms(
+    ctx: Context, view: LayerView, deg: Degrees, leave: frozenset[str] = frozenset()
+) -> tuple[CommTerm, ...]:
+    """Each strategy's communication terms for the layer of `view` on its degrees `deg`
+    (`layer_degrees`), innermost strategy first, in the order they run: those of the strategies
+    on (degree > 1) but the ones the context prices apart and `leave`."""
+    net = ctx.network(deg)
+    gone = ctx.priced_apart | leave
+    active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in gone]
     terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
-    return LayerPart(fwd, bwd, tuple(sorted(terms, key=lambda t: t.step)))
+    return tuple(sorted(terms, key=lambda t: t.step))
 
 
 def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, Layer]) -> Stage:

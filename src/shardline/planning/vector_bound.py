@@ -4,17 +4,22 @@ cannot change its answer (the best, the re-ranked set, the Pareto front).
 Every layout is enumerated and its memory per device computed (no probe, no network needed).
 Then, per device count, two lower bounds of the vectorized step, each exact:
 
-1. **Einsums alone.** A probed block phase is its einsums' realistic time plus communication,
-   memory-bound ops and recompute, never less; so `(m + (P - 1)/V) x k x (forward + backward
-   einsums, + forward again under full recompute) + optimizer`, with k the fuller stage's blocks,
-   bounds the step from below without a probe (`einsum_floor`: the engine's own einsum costs).
+1. **Einsums and critical communication.** A probed block phase is its einsums' realistic time
+   plus communication, memory-bound ops and recompute, never less; so `(m + (P - 1)/V) x k x
+   (forward + backward einsums, + forward again under full recompute) + optimizer`, with k the
+   fuller stage's blocks, bounds the step from below without a probe (`einsum_floor`: the
+   engine's own einsum costs). Before a block is probed its layers' critical communication
+   (`critical_comm_s`: the all-to-alls of ep, tp's collectives without overlap, cp's ring) is
+   added inside the same product, every strategy's but tp's first: the layouts still at most U are
+   probed. The layers' parts it prices for tp are the probe's own (cached), and it spares the
+   probes of the many blocks whose communication alone puts them above U.
 2. **No own collectives.** With a probe but the assignment's FSDP and ZeRO-3 gathers, pipeline
    sends and gradient traffic at zero, `(m + (P - 1)/V) t_stage + optimizer` bounds it again
    (every part only grows with them; the exposed gradient traffic is dropped).
 
 The assignments whose best fitting bound is lowest are priced first (a chunk); U is then the
 time of the `rerank`-th fastest distinct (degrees, b, V) that fits among those priced. Probes run
-only for the fitting layouts whose first bound is at most U, collectives are priced only for the
+only for the fitting layouts whose first bound (with the communication) is at most U, collectives are priced only for the
 assignments whose second bound is at most U (in rounds, U falling as they come in). A layout above
 U cannot enter the re-ranked set; it keeps its bound (`bound`). A layout that does not fit is
 counted with its memory, and timed only where its assignment is priced and its block probed.
@@ -32,7 +37,7 @@ from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.hardware import Chip
 from shardline.planning.vector_assign import TRAFFIC_KEYS, assignment_shapes
 from shardline.planning.vector_eval import Chunk, columns, layouts, memory_of, price_chunk, step_of
-from shardline.planning.vector_floors import pair_floor
+from shardline.planning.vector_floors import critical_comm_s, pair_floor
 from shardline.planning.vector_tables import (
     Tables,
     build_tables,
@@ -205,6 +210,50 @@ def threshold(space: ChipSpace, rows: np.ndarray, k: int) -> tuple[float, np.nda
     return limit, rows[o["predicted_s"][rows] <= limit]
 
 
+# the comm floor is held this much under its sum: the probed block's critical seconds are a
+# difference of two stages' sums (float rounding, ~1e-16 relative), never a true ceiling
+COMM_SLACK = 1e-9
+
+
+def _with_comm(space: ChipSpace, w: Workload, rows: np.ndarray, limit: float) -> np.ndarray:
+    """The rows (their first bound at most `limit`) whose first bound with their block's
+    critical communication added (`critical_comm_s`, times the same (m + (P - 1)/V) k) stays at
+    most `limit`; their `floor_s` raised to it. Every strategy's terms but tp's first (they
+    rule most rows out without pricing tp's collectives), then tp's for the rows left."""
+    r, o, A = space.r, space.out, space.tables.assign
+    for tp in (False, True):
+        if not len(rows):
+            break
+        inner = A["inner"].astype(np.int64)[r["a"][rows]]
+        keys = np.stack([inner, r["j"][rows], r["sp"][rows], r["rc"][rows], r["ov"][rows]], 1)
+        unique, where = np.unique(keys, axis=0, return_inverse=True)
+        seconds = np.array([_comm_s(space, tp, tuple(key)) for key in unique])
+        a = r["a"][rows]
+        k = np.maximum(A["k_first"][a], A["k_last"][a])
+        sched = o["m"][rows] + (A["pp"][a] - 1) / r["v"][rows]
+        o["floor_s"][rows] += sched * k * seconds[where.ravel()] * (1 - COMM_SLACK)
+        rows = rows[o["floor_s"][rows] <= limit]
+    return rows
+
+
+def _comm_s(space: ChipSpace, tp: bool, key: tuple[int, ...]) -> float:
+    """`critical_comm_s` of one (inner, b, sp, recompute, overlap), tp's terms or the others',
+    once per search. What it reads of the execution: tp's terms run as sequence parallelism
+    and overlap have them (overlap as `block_times` derives it, from the context without); the
+    other strategies' as the knobs the search does not try have them (`tp_variants`: ep
+    overlap, interleave), the same in every probe context; recompute in neither."""
+    i, j, sp, _, ov = (int(x) for x in key)
+    short = (tp, i, j, sp, ov) if tp else (tp, i, j)
+    memo = space.tables.comm_floors
+    found = memo.get(short)
+    if found is None:
+        t = space.tables
+        inner = dict(zip(t.names, t.inner_keys[i], strict=True))
+        ctx = space.ctx[(sp if tp else 0, 0, 0)]
+        found = memo[short] = critical_comm_s(ctx, inner, int(t.seq_b[j]), bool(ov), tp)
+    return found
+
+
 def _fitting(space: ChipSpace, assignments: np.ndarray) -> np.ndarray:
     rows = _rows_of(space, assignments)
     return rows[space.out["fits"][rows]]
@@ -224,7 +273,8 @@ def search_group(space: ChipSpace, w: Workload, g: int, k: int, rounds: tuple[in
         chunk = Chunk(space.tables, w, space.chip, tuple(space.every[i] for i in first))
         fill(space, first, price_chunk(chunk))
     limit, done = threshold(space, done, k)
-    _probe_and_time(space, fits[space.out["floor_s"][fits] <= limit])
+    near = fits[space.out["floor_s"][fits] <= limit]
+    _probe_and_time(space, _with_comm(space, w, near, limit))
     todo, bound = _by_bound(space, g, "lower_s")
     cut = np.searchsorted(bound, limit, side="right")
     todo, bound = todo[:cut], bound[:cut]

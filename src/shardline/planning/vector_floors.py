@@ -1,9 +1,10 @@
-"""The training search's floors of one block's einsums: for each inner assignment (tp, cp, ep,
-...) and microbatch size, the plan engine's own realistic time of every einsum of the block and of
-its gradients at their local sizes, at the sizes `Context.cost` prices them (a matmul from its
-merged shape, the batch folded into a token or an expert's capacity). `vector_bound` bounds a
-layout's step from below with them; `vector_tables.probe_blocks` asks for them once per pair
-(`pair_floor`), sharing pairs whose einsums have the same local sizes.
+"""The training search's floors of one block: for each inner assignment (tp, cp, ep, ...) and
+microbatch size, the plan engine's own realistic time of every einsum of the block and of its
+gradients at their local sizes, at the sizes `Context.cost` prices them (a matmul from its merged
+shape, the batch folded into a token or an expert's capacity); and the block's critical
+communication, its layers' terms as the engine's stage adds them (`critical_comm_s`).
+`vector_bound` bounds a layout's step from below with them; `vector_tables.probe_blocks` asks for
+the einsums once per pair (`pair_floor`), sharing pairs whose einsums have the same local sizes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from math import prod
 from typing import Any, Protocol
 
-from shardline.planning.evaluate import Context
+from shardline.planning.evaluate import Context, layer_degrees, layer_terms
 from shardline.strategies import Degrees, strategies
 from shardline.workload.workload import Workload
 
@@ -25,7 +26,7 @@ class FloorTable(Protocol):
     floors: dict[tuple[Any, ...], tuple[float, float]]
 
 
-__all__ = ["batch_splits", "einsum_floor", "pair_floor", "probe_degrees"]
+__all__ = ["batch_splits", "critical_comm_s", "einsum_floor", "pair_floor", "probe_degrees"]
 
 
 def batch_splits(name: str) -> tuple[str, ...]:
@@ -142,3 +143,35 @@ def _local_sizes(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[A
         for grad in ctx.backward(layer) if w.training else ():
             out.append(tuple(ctx.local(grad, deg, 1).items()))
     return tuple(out)
+
+
+def critical_comm_s(
+    ctx: Context, inner: dict[str, int], sequences: int, overlap: bool, tp: bool
+) -> float:
+    """Realistic seconds of one block's critical, per-microbatch communication in one
+    microbatch's forward and backward, its layers' terms as the probe's stage adds them (run
+    under `ctx`'s execution: `tp_variants`); `tp`: the tensor-parallel terms alone (none with
+    `overlap`, which moves them off the critical path as `block_times` does), from the layers'
+    parts (`Context.part`, cached for the probe), else every other strategy's (without pricing
+    tp's). The probed block (its stage less the stage of no blocks) holds these terms and more
+    (tp's recomputed forward, none of them negative); its phases take compute + critical +
+    max(contention, overlapped - compute), at least compute + critical: so both add to
+    `einsum_floor` in a lower bound of the block (`vector_bound`)."""
+    from shardline.planning.stage_extras import tp_variants
+
+    if tp and overlap:
+        return 0.0
+    deg = probe_degrees(ctx.workload, inner, sequences)
+    total = 0.0
+    for layer in ctx.workload.layers:
+        on = layer_degrees(deg, layer)
+        if tp:
+            terms = ctx.part(layer, layer.count, deg, 1).run(ctx, on)
+        else:
+            view = ctx.view(layer, layer.count, on, 1)
+            found = layer_terms(ctx, view, on, frozenset(("tp",)))
+            terms = tuple(v for term in found for v in tp_variants(term, ctx, on))
+        for term in terms:
+            if term.critical and not term.once_per_step and (term.purpose == "tp") == tp:
+                total += term.calls * term.t_pred_s
+    return total

@@ -201,6 +201,9 @@ class Tables:
     base: Execution = field(default_factory=Execution)
     # pair_floor's: by (inner index, b index) and by the einsums' local sizes
     floors: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
+    # vector_bound's critical communication floors: by (tp's terms or the others', inner, b,
+    # sp, recompute, overlap)
+    comm_floors: dict[tuple[Any, ...], float] = field(default_factory=dict)
 
 
 def hw_flops(
