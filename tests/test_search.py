@@ -214,8 +214,8 @@ def test_comm_floor_stays_under_the_step(model: str, devices: int, sequences: in
     """The first bound with the block's critical communication added (`vector_bound._with_comm`:
     every strategy's critical terms of the block's layers, tp's without overlap, times the same
     (m + (P - 1)/V) k) is at most the exhaustive step of 1,000 seeded random fitting layouts
-    (Mixtral on 16 devices: ep and tp; Llama 3.2 1B on 8: cp and tp), and above the einsum bound alone
-    where a layout has critical communication (the bound is tighter, not the same)."""
+    (Mixtral on 16 devices: ep and tp; Llama 3.2 1B on 8: cp and tp), and above the einsum
+    bound alone where a layout has critical communication (tighter, not the same bound)."""
     w = _workload(model, sequences, 1024)
     chip = resolve_chip("h100-sxm")
     space = prepare(w, chip, [list(degree_assignments(w, devices, {}, every=True))], devices)

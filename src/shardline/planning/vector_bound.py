@@ -10,8 +10,8 @@ Then, per device count, two lower bounds of the vectorized step, each exact:
    fuller stage's blocks, bounds the step from below without a probe (`einsum_floor`: the
    engine's own einsum costs). Before a block is probed its layers' critical communication
    (`critical_comm_s`: the all-to-alls of ep, tp's collectives without overlap, cp's ring) is
-   added inside the same product, every strategy's but tp's first: the layouts still at most U are
-   probed. The layers' parts it prices for tp are the probe's own (cached), and it spares the
+   added inside the same product, every strategy's but tp's first: the layouts still at most U
+   are probed. The layers' parts it prices for tp are the probe's own (cached), and it spares the
    probes of the many blocks whose communication alone puts them above U.
 2. **No own collectives.** With a probe but the assignment's FSDP and ZeRO-3 gathers, pipeline
    sends and gradient traffic at zero, `(m + (P - 1)/V) t_stage + optimizer` bounds it again
@@ -19,10 +19,11 @@ Then, per device count, two lower bounds of the vectorized step, each exact:
 
 The assignments whose best fitting bound is lowest are priced first (a chunk); U is then the
 time of the `rerank`-th fastest distinct (degrees, b, V) that fits among those priced. Probes run
-only for the fitting layouts whose first bound (with the communication) is at most U, collectives are priced only for the
-assignments whose second bound is at most U (in rounds, U falling as they come in). A layout above
-U cannot enter the re-ranked set; it keeps its bound (`bound`). A layout that does not fit is
-counted with its memory, and timed only where its assignment is priced and its block probed.
+only for the fitting layouts whose first bound (with the communication) is at most U,
+collectives are priced only for the assignments whose second bound is at most U (in rounds, U
+falling as they come in). A layout above U cannot enter the re-ranked set; it keeps its bound
+(`bound`). A layout that does not fit is counted with its memory, and timed only where its
+assignment is priced and its block probed.
 """
 
 from __future__ import annotations
