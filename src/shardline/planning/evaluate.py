@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from math import ceil
+from math import ceil, prod
 from typing import Any
 
 from shardline.basics.framework import attention_kernel_of
@@ -42,6 +42,7 @@ from shardline.strategies import (
     by_mesh,
     device_share,
     local_dims,
+    plain_batch_split,
 )
 from shardline.workload.dense_first import after
 from shardline.workload.moe import EXPERT_AXIS, boundary_layer
@@ -90,6 +91,7 @@ class Context:
         self._backward: dict[tuple[str, tuple[Any, ...]], list[Layer]] = {}
         self._index = {layer_key(layer): i for i, layer in enumerate(workload.layers)}
         self._dims: dict[tuple[Any, ...], dict[str, int]] = {}
+        self._sizes_keys: dict[Degrees, Any] = {}
         self._costs: dict[tuple[Any, ...], LayerCost] = {}
         self._networks: dict[Degrees, MeshNetwork] = {}
         self._priced: dict[Any, Any] = {}  # shared by the networks: keys name their mesh axis
@@ -119,6 +121,7 @@ class Context:
         assert base.execution.cuda_graphs == self.execution.cuda_graphs
         assert base.attention_kernel == self.attention_kernel  # kernel_chip carries it
         self._dims, self._costs, self._backward = base._dims, base._costs, base._backward
+        self._sizes_keys = base._sizes_keys
         self._networks, self._priced = base._networks, base._priced
         self.kernel_chip = base.kernel_chip  # one object: the einsum memo keys by its id
         self._parts = base._parts  # keyed by the execution but sp, recompute and overlap
@@ -138,14 +141,31 @@ class Context:
 
     def local(self, layer: Layer, deg: Mapping[str, int], m: int) -> dict[str, int]:
         """The layer's sizes on one device under `deg` with `m` microbatches."""
-        # a Degrees keys by itself (its hash computed once), any other mapping by its items
-        degrees = deg if isinstance(deg, Degrees) else tuple(deg.items())
+        # a Degrees keys by what its sizes read of it (`sizes_key`), any other mapping by its
+        # items
+        degrees = self.sizes_key(deg) if isinstance(deg, Degrees) else tuple(deg.items())
         key = (layer.content_key, degrees, m)
         found = self._dims.get(key)
         if found is None:
             found = self._dims[key] = local_dims(
                 layer, deg, batch_dim=self.workload.batch_dim, microbatches=m
             )
+        return found
+
+    def sizes_key(self, deg: Degrees) -> Any:
+        """What a layer's local sizes read of unfolded degrees: the plain batch splits (dp,
+        fsdp: `split_batch` alone) only through their product, as `local_dims` divides the batch
+        dims rounding up (ceil(ceil(x / a) / b) = ceil(x / (a b))); every other degree as it is.
+        A folded Degrees keys by itself (its experts' degrees are derived from dp)."""
+        found = self._sizes_keys.get(deg)
+        if found is None:
+            if deg.folded:
+                found = deg
+            else:
+                plain = [s.name for s in by_mesh() if plain_batch_split(s)]
+                rest = tuple((s.name, deg[s.name]) for s in by_mesh() if s.name not in plain)
+                found = (prod(deg[n] for n in plain), rest)
+            self._sizes_keys[deg] = found
         return found
 
     def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost:

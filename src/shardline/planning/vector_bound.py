@@ -10,8 +10,8 @@ Then, per device count, two lower bounds of the vectorized step, each exact:
    fuller stage's blocks, bounds the step from below without a probe (`einsum_floor`: the
    engine's own einsum costs). Before a block is probed its layers' critical communication
    (`critical_comm_s`: the all-to-alls of ep, tp's collectives without overlap, cp's ring) is
-   added inside the same product, every strategy's but tp's first: the layouts still at most U
-   are probed. The layers' parts it prices for tp are the probe's own (cached), and it spares the
+   added inside the same product (the expert layers' all-to-alls first, tp's collectives
+   last): the layouts still at most U are probed. The layers' parts it prices for tp are the probe's own (cached), and it spares the
    probes of the many blocks whose communication alone puts them above U.
 2. **No own collectives.** With a probe but the assignment's FSDP and ZeRO-3 gathers, pipeline
    sends and gradient traffic at zero, `(m + (P - 1)/V) t_stage + optimizer` bounds it again
@@ -47,6 +47,7 @@ from shardline.planning.vector_tables import (
     probe_blocks,
 )
 from shardline.strategies import Degrees
+from shardline.workload.moe import EXPERT_AXIS
 from shardline.workload.workload import Workload
 
 __all__ = [
@@ -219,16 +220,21 @@ COMM_SLACK = 1e-9
 def _with_comm(space: ChipSpace, w: Workload, rows: np.ndarray, limit: float) -> np.ndarray:
     """The rows (their first bound at most `limit`) whose first bound with their block's
     critical communication added (`critical_comm_s`, times the same (m + (P - 1)/V) k) stays at
-    most `limit`; their `floor_s` raised to it. Every strategy's terms but tp's first (they
-    rule most rows out without pricing tp's collectives), then tp's for the rows left."""
+    most `limit`; their `floor_s` raised to it. In three disjoint parts, each for the rows the
+    ones before leave: the expert layers' terms but tp's (ep's all-to-alls rule most rows out),
+    the other layers' terms but tp's, then tp's of every layer (its collectives priced last)."""
     r, o, A = space.r, space.out, space.tables.assign
-    for tp in (False, True):
-        if not len(rows):
-            break
-        inner = A["inner"].astype(np.int64)[r["a"][rows]]
-        keys = np.stack([inner, r["j"][rows], r["sp"][rows], r["rc"][rows], r["ov"][rows]], 1)
-        unique, where = np.unique(keys, axis=0, return_inverse=True)
-        seconds = np.array([_comm_s(space, tp, tuple(key)) for key in unique])
+    experts = tuple(x for x in w.layers if x.axis_dims(EXPERT_AXIS))
+    others = tuple(x for x in w.layers if not x.axis_dims(EXPERT_AXIS))
+    for part, (tp, layers) in enumerate(((False, experts), (False, others), (True, w.layers))):
+        if not len(rows) or not layers:
+            continue
+        keys = _probe_keys(space, rows)
+        unique, where = np.unique(keys, return_inverse=True)
+        shape = space.tables.probed["fwd_compute_s"].shape
+        seconds = np.array(
+            [_comm_s(space, (part, tp, layers), np.unravel_index(k, shape)) for k in unique]
+        )
         a = r["a"][rows]
         k = np.maximum(A["k_first"][a], A["k_last"][a])
         sched = o["m"][rows] + (A["pp"][a] - 1) / r["v"][rows]
@@ -237,21 +243,32 @@ def _with_comm(space: ChipSpace, w: Workload, rows: np.ndarray, limit: float) ->
     return rows
 
 
-def _comm_s(space: ChipSpace, tp: bool, key: tuple[int, ...]) -> float:
-    """`critical_comm_s` of one (inner, b, sp, recompute, overlap), tp's terms or the others',
-    once per search. What it reads of the execution: tp's terms run as sequence parallelism
-    and overlap have them (overlap as `block_times` derives it, from the context without); the
-    other strategies' as the knobs the search does not try have them (`tp_variants`: ep
-    overlap, interleave), the same in every probe context; recompute in neither."""
+def _probe_keys(space: ChipSpace, rows: np.ndarray) -> np.ndarray:
+    """Each row's (inner, b, sp, recompute, overlap) as one flat index into `Tables.probed`."""
+    r, t = space.r, space.tables
+    inner = t.assign["inner"].astype(np.int64)[r["a"][rows]]
+    at = (inner, r["j"][rows], r["sp"][rows], r["rc"][rows], r["ov"][rows])
+    return np.ravel_multi_index(at, t.probed["fwd_compute_s"].shape)
+
+
+def _comm_s(space: ChipSpace, which: tuple[int, bool, Any], key: tuple[Any, ...]) -> float:
+    """`critical_comm_s` of one (inner, b, sp, recompute, overlap) and one part (`which`: its
+    index, tp's terms or the others', the layers), once per search. What it reads of the
+    execution: tp's terms run as sequence parallelism and overlap have them (overlap as
+    `block_times` derives it, from the context without); the other strategies' as the knobs the
+    search does not try have them (`tp_variants`: ep overlap, interleave), the same in every
+    probe context; recompute in neither."""
+    part, tp, layers = which
     i, j, sp, _, ov = (int(x) for x in key)
-    short = (tp, i, j, sp, ov) if tp else (tp, i, j)
+    short = (part, i, j, sp, ov) if tp else (part, i, j)
     memo = space.tables.comm_floors
     found = memo.get(short)
     if found is None:
         t = space.tables
         inner = dict(zip(t.names, t.inner_keys[i], strict=True))
         ctx = space.ctx[(sp if tp else 0, 0, 0)]
-        found = memo[short] = critical_comm_s(ctx, inner, int(t.seq_b[j]), bool(ov), tp)
+        b = int(t.seq_b[j])
+        found = memo[short] = critical_comm_s(ctx, inner, b, bool(ov), tp, layers)
     return found
 
 

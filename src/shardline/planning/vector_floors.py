@@ -9,12 +9,13 @@ the einsums once per pair (`pair_floor`), sharing pairs whose einsums have the s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
 from typing import Any, Protocol
 
 from shardline.planning.evaluate import Context, layer_degrees, layer_terms
 from shardline.strategies import Degrees, strategies
-from shardline.workload.workload import Workload
+from shardline.workload.workload import Layer, Workload
 
 
 class FloorTable(Protocol):
@@ -119,34 +120,27 @@ def einsum_floor(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[f
 def pair_floor(t: FloorTable, ctx: Context, i: int, j: int) -> tuple[float, float]:
     """`einsum_floor` of inner key i and microbatch size j, once per search: the contexts share
     their cost cache (`contexts`), so its first call also leaves the merged matmul shapes there
-    for every probe of the pair."""
+    for every probe of the pair. Pairs whose probe degrees give the same local sizes by
+    `Context.sizes_key` (an fsdp inside ep that splits only the batch, as dp would) share one."""
     found = t.floors.get((i, j))
     if found is None:
         inner = dict(zip(t.names, t.inner_keys[i], strict=True))
-        sizes = _local_sizes(ctx, inner, int(t.seq_b[j]))
+        b = int(t.seq_b[j])
+        sizes = ("sizes", ctx.sizes_key(probe_degrees(ctx.workload, inner, b)))
         found = t.floors.get(sizes)
         if found is None:
-            found = t.floors[sizes] = einsum_floor(ctx, inner, int(t.seq_b[j]))
+            found = t.floors[sizes] = einsum_floor(ctx, inner, b)
         t.floors[(i, j)] = found
     return found
 
 
-def _local_sizes(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[Any, ...]:
-    """Every einsum's local sizes in `einsum_floor` (the layers' and their gradients'): all it
-    reads of the degrees, so that pairs with the same sizes (an fsdp inside ep that splits only
-    the batch, as dp would) share one floor and one set of cost-cache entries."""
-    w = ctx.workload
-    deg = probe_degrees(w, inner, sequences)
-    out = []
-    for layer in w.layers:
-        out.append(tuple(ctx.local(layer, deg, 1).items()))
-        for grad in ctx.backward(layer) if w.training else ():
-            out.append(tuple(ctx.local(grad, deg, 1).items()))
-    return tuple(out)
-
-
 def critical_comm_s(
-    ctx: Context, inner: dict[str, int], sequences: int, overlap: bool, tp: bool
+    ctx: Context,
+    inner: dict[str, int],
+    sequences: int,
+    overlap: bool,
+    tp: bool,
+    layers: Sequence[Layer] | None = None,
 ) -> float:
     """Realistic seconds of one block's critical, per-microbatch communication in one
     microbatch's forward and backward, its layers' terms as the probe's stage adds them (run
@@ -156,14 +150,15 @@ def critical_comm_s(
     tp's). The probed block (its stage less the stage of no blocks) holds these terms and more
     (tp's recomputed forward, none of them negative); its phases take compute + critical +
     max(contention, overlapped - compute), at least compute + critical: so both add to
-    `einsum_floor` in a lower bound of the block (`vector_bound`)."""
+    `einsum_floor` in a lower bound of the block (`vector_bound`). `layers`: those of the block
+    whose terms count (default all; disjoint sets add up)."""
     from shardline.planning.stage_extras import tp_variants
 
     if tp and overlap:
         return 0.0
     deg = probe_degrees(ctx.workload, inner, sequences)
     total = 0.0
-    for layer in ctx.workload.layers:
+    for layer in ctx.workload.layers if layers is None else layers:
         on = layer_degrees(deg, layer)
         if tp:
             terms = ctx.part(layer, layer.count, deg, 1).run(ctx, on)

@@ -29,7 +29,7 @@ from shardline.hardware import Chip
 from shardline.planning.evaluate import Context
 from shardline.planning.stage_extras import gather_sm_share
 from shardline.planning.vector_floors import batch_splits, pair_floor, probe_degrees
-from shardline.strategies import Degrees, strategies
+from shardline.strategies import Degrees, plain_batch_split, strategies
 from shardline.workload.workload import Workload, backward_layers
 
 __all__ = [
@@ -58,9 +58,7 @@ def layer_names() -> tuple[str, ...]:
 
 def _plain(s: Any) -> bool:
     """dp, fsdp: the batch split alone."""
-    from shardline.strategies.dp import BatchSplit
-
-    return "batch" in s.splits and type(s).split_dims is BatchSplit.split_dims
+    return plain_batch_split(s)
 
 
 def inner_names() -> tuple[str, ...]:
@@ -201,8 +199,7 @@ class Tables:
     base: Execution = field(default_factory=Execution)
     # pair_floor's: by (inner index, b index) and by the einsums' local sizes
     floors: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
-    # vector_bound's critical communication floors: by (tp's terms or the others', inner, b,
-    # sp, recompute, overlap)
+    # vector_bound's critical communication floors: by (part, inner, b[, sp, overlap])
     comm_floors: dict[tuple[Any, ...], float] = field(default_factory=dict)
 
 

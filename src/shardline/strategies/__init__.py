@@ -3,6 +3,7 @@
 
 from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, StageView, Strategy
 from shardline.strategies.degrees import Degrees, device_share, local_dims
+from shardline.strategies.dp import plain_batch_split
 from shardline.strategies.registry import (
     by_mesh,
     names,
@@ -25,6 +26,7 @@ __all__ = [
     "local_dims",
     "by_mesh",
     "names",
+    "plain_batch_split",
     "registered",
     "serving_layouts",
     "strategies",
