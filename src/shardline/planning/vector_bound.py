@@ -11,8 +11,9 @@ Then, per device count, two lower bounds of the vectorized step, each exact:
    engine's own einsum costs). Before a block is probed its layers' critical communication
    (`critical_comm_s`: the all-to-alls of ep, tp's collectives without overlap, cp's ring) is
    added inside the same product (the expert layers' all-to-alls first, tp's collectives
-   last): the layouts still at most U are probed. The layers' parts it prices for tp are the probe's own (cached), and it spares the
-   probes of the many blocks whose communication alone puts them above U.
+   last): the layouts still at most U are probed. The layers' parts it prices for tp are the
+   probe's own (cached), and it spares the probes of the many blocks whose communication alone
+   puts them above U.
 2. **No own collectives.** With a probe but the assignment's FSDP and ZeRO-3 gathers, pipeline
    sends and gradient traffic at zero, `(m + (P - 1)/V) t_stage + optimizer` bounds it again
    (every part only grows with them; the exposed gradient traffic is dropped).
