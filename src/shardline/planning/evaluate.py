@@ -93,6 +93,9 @@ class Context:
         self._dims: dict[tuple[Any, ...], dict[str, int]] = {}
         self._sizes_keys: dict[Degrees, Any] = {}
         self._costs: dict[tuple[Any, ...], LayerCost] = {}
+        # realistic einsum times found before their Costs, by the same key (the training
+        # search's floors price a matmul from its merged shape): `cost` takes them
+        self.einsum_times: dict[tuple[Any, ...], float] = {}
         self._networks: dict[Degrees, MeshNetwork] = {}
         self._priced: dict[Any, Any] = {}  # shared by the networks: keys name their mesh axis
         self._stage_layers: dict[int, list[tuple[StageLayers, Layer]]] = {}
@@ -121,7 +124,7 @@ class Context:
         assert base.execution.cuda_graphs == self.execution.cuda_graphs
         assert base.attention_kernel == self.attention_kernel  # kernel_chip carries it
         self._dims, self._costs, self._backward = base._dims, base._costs, base._backward
-        self._sizes_keys = base._sizes_keys
+        self._sizes_keys, self.einsum_times = base._sizes_keys, base.einsum_times
         self._networks, self._priced = base._networks, base._priced
         self.kernel_chip = base.kernel_chip  # one object: the einsum memo keys by its id
         self._parts = base._parts  # keyed by the execution but sp, recompute and overlap
@@ -173,9 +176,10 @@ class Context:
         key = (layer.content_key, tuple(dims.items()))
         if key not in self._costs:
             base = layer_cost(layer, self.chip, dims)
-            t = einsum_time_s(
-                layer, self.kernel_chip, dims, self.workload.model, self.execution.cuda_graphs
-            )
+            t = self.einsum_times.get(key)
+            if t is None:
+                model, graphs = self.workload.model, self.execution.cuda_graphs
+                t = einsum_time_s(layer, self.kernel_chip, dims, model, graphs)
             cost = causal_lower_bound(base.cost, layer, self.workload.model)
             self._costs[key] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
         return self._costs[key]

@@ -84,23 +84,19 @@ def _find_target(layer: Any, batch_dim: str) -> str | None:
 
 def _einsum_s(ctx: Context, layer: Any, dims: dict[str, int]) -> float:
     """The engine's realistic time of one einsum (`Context.cost`), a matmul's from its merged
-    shape: the same number, shared by more shapes. Fills the Context's cost cache as
-    `Context.cost` would, so that the probes find it there."""
-    from dataclasses import replace
-
-    from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
-    from shardline.workload.stack import LayerCost, layer_cost
+    shape: the same number, shared by more shapes. Left in `Context.einsum_times`, where
+    `Context.cost` takes it when a probe asks for the einsum's Cost."""
+    from shardline.realistic.kernels import einsum_time_s
 
     merged = _merged(layer, dims, ctx.workload.batch_dim)
     key = (layer.content_key, tuple(dims.items()))
     if merged is None or key in ctx._costs:
         return float(ctx.cost(layer, dims).cost.predicted_s)
-    model, graphs = ctx.workload.model, ctx.execution.cuda_graphs
-    t = einsum_time_s(layer, ctx.kernel_chip, merged, model, graphs)
-    base = layer_cost(layer, ctx.chip, dims)
-    cost = causal_lower_bound(base.cost, layer, model)
-    ctx._costs[key] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
-    return t
+    found = ctx.einsum_times.get(key)
+    if found is None:
+        model, graphs = ctx.workload.model, ctx.execution.cuda_graphs
+        found = ctx.einsum_times[key] = einsum_time_s(layer, ctx.kernel_chip, merged, model, graphs)
+    return found
 
 
 def einsum_floor(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[float, float]:
