@@ -388,16 +388,7 @@ def test_moe_searches_under_ten_seconds(
             break
     assert r["evaluated"] == layouts
     assert r["best"]["fits"]
-    if model in MOE_OPEN:  # not yet under the goal: hold the gain, report the gap
-        assert cpu_s < MOE_OPEN[model]
-        if cpu_s >= 10.0:
-            pytest.xfail(f"{model}: {cpu_s:.1f} s of CPU, the goal is 10 s (issue 23)")
     assert cpu_s < 10.0
-
-
-# The MoE searches still above the 10 s goal, with a bound that holds what was gained (DeepSeek-V3:
-# 48.7 s before the engine's caches by value, about 17-19 s after, 2026-12-04).
-MOE_OPEN = {"deepseek-v3": 30.0}
 
 
 @pytest.mark.slow

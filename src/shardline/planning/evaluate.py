@@ -39,6 +39,7 @@ from shardline.strategies import (
     Degrees,
     LayerView,
     StageView,
+    Strategy,
     by_mesh,
     device_share,
     local_dims,
@@ -49,7 +50,7 @@ from shardline.workload.moe import EXPERT_AXIS, boundary_layer
 from shardline.workload.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.workload.workload import Layer, Workload, backward_layers
 
-__all__ = ["Context", "LayerPart", "evaluate_plan", "layer_key", "layer_terms"]
+__all__ = ["Context", "LayerPart", "communicating", "evaluate_plan", "layer_key", "layer_terms"]
 
 StageLayers = list[tuple[Layer, int]]
 
@@ -320,12 +321,22 @@ def layer_terms(
 ) -> tuple[CommTerm, ...]:
     """Each strategy's communication terms for the layer of `view` on its degrees `deg`
     (`layer_degrees`), innermost strategy first, in the order they run: those of the strategies
-    on (degree > 1) but the ones the context prices apart and `leave`."""
+    on (degree > 1) but the ones the context prices apart and `leave` (`communicating`)."""
+    active = communicating(ctx, deg, leave)
+    if not active:
+        return ()
     net = ctx.network(deg)
-    gone = ctx.priced_apart | leave
-    active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in gone]
     terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
     return tuple(sorted(terms, key=lambda t: t.step))
+
+
+def communicating(
+    ctx: Context, deg: Degrees, leave: frozenset[str] = frozenset()
+) -> list[Strategy]:
+    """The strategies on (degree > 1) in mesh order, innermost first, but the ones the context
+    prices apart and `leave`: those whose terms a layer's part holds."""
+    gone = ctx.priced_apart | leave
+    return [s for s in by_mesh() if deg[s.name] > 1 and s.name not in gone]
 
 
 def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, Layer]) -> Stage:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from math import prod
 from typing import Any, Protocol
 
-from shardline.planning.evaluate import Context, layer_degrees, layer_terms
+from shardline.planning.evaluate import Context, communicating, layer_degrees, layer_terms
 from shardline.strategies import Degrees, strategies
 from shardline.workload.workload import Layer, Workload
 
@@ -130,6 +130,9 @@ def pair_floor(t: FloorTable, ctx: Context, i: int, j: int) -> tuple[float, floa
     return found
 
 
+NOT_TP = frozenset(("tp",))
+
+
 def critical_comm_s(
     ctx: Context,
     inner: dict[str, int],
@@ -156,12 +159,14 @@ def critical_comm_s(
     total = 0.0
     for layer in ctx.workload.layers if layers is None else layers:
         on = layer_degrees(deg, layer)
-        if tp:
+        if tp and on["tp"] > 1:
             terms = ctx.part(layer, layer.count, deg, 1).run(ctx, on)
-        else:
+        elif not tp and communicating(ctx, on, NOT_TP):
             view = ctx.view(layer, layer.count, on, 1)
-            found = layer_terms(ctx, view, on, frozenset(("tp",)))
+            found = layer_terms(ctx, view, on, NOT_TP)
             terms = tuple(v for term in found for v in tp_variants(term, ctx, on))
+        else:  # no strategy of the part on: no terms
+            continue
         for term in terms:
             if term.critical and not term.once_per_step and (term.purpose == "tp") == tp:
                 total += term.calls * term.t_pred_s
