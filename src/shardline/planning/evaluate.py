@@ -310,18 +310,22 @@ def layer_degrees(deg: Degrees, layer: Layer) -> Degrees:
 
 def _layer_part(ctx: Context, layer: Layer, n: int, deg: Degrees, m: int) -> LayerPart:
     deg = layer_degrees(deg, layer)
+    net = ctx.network(deg)
+    active = communicating(ctx, deg)
     view = ctx.view(layer, n, deg, m)
     fwd = (Einsums.of(ctx.cost(layer, view.dims), n, layer.kernel),)
     bwd = tuple(Einsums.of(ctx.cost(grad, gdims), n, grad.kernel) for grad, gdims in view.grads)
-    return LayerPart(fwd, bwd, layer_terms(ctx, view, deg))
+    terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
+    return LayerPart(fwd, bwd, tuple(sorted(terms, key=lambda t: t.step)))
 
 
 def layer_terms(
     ctx: Context, view: LayerView, deg: Degrees, leave: frozenset[str] = frozenset()
 ) -> tuple[CommTerm, ...]:
     """Each strategy's communication terms for the layer of `view` on its degrees `deg`
-    (`layer_degrees`), innermost strategy first, in the order they run: those of the strategies
-    on (degree > 1) but the ones the context prices apart and `leave` (`communicating`)."""
+    (`layer_degrees`), innermost strategy first, in the order they run, as `_layer_part` has
+    them: those of the strategies on (degree > 1) but the ones the context prices apart and
+    `leave` (`communicating`)."""
     active = communicating(ctx, deg, leave)
     if not active:
         return ()
