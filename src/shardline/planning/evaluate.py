@@ -308,17 +308,6 @@ def layer_degrees(deg: Degrees, layer: Layer) -> Degrees:
     return deg.experts if deg.folded and layer.axis_dims(EXPERT_AXIS) else deg
 
 
-def _layer_part(ctx: Context, layer: Layer, n: int, deg: Degrees, m: int) -> LayerPart:
-    deg = layer_degrees(deg, layer)
-    net = ctx.network(deg)
-    active = communicating(ctx, deg)
-    view = ctx.view(layer, n, deg, m)
-    fwd = (Einsums.of(ctx.cost(layer, view.dims), n, layer.kernel),)
-    bwd = tuple(Einsums.of(ctx.cost(grad, gdims), n, grad.kernel) for grad, gdims in view.grads)
-    terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
-    return LayerPart(fwd, bwd, tuple(sorted(terms, key=lambda t: t.step)))
-
-
 def layer_terms(
     ctx: Context, view: LayerView, deg: Degrees, leave: frozenset[str] = frozenset()
 ) -> tuple[CommTerm, ...]:
@@ -341,6 +330,17 @@ def communicating(
     prices apart and `leave`: those whose terms a layer's part holds."""
     gone = ctx.priced_apart | leave
     return [s for s in by_mesh() if deg[s.name] > 1 and s.name not in gone]
+
+
+def _layer_part(ctx: Context, layer: Layer, n: int, deg: Degrees, m: int) -> LayerPart:
+    deg = layer_degrees(deg, layer)
+    net = ctx.network(deg)
+    active = communicating(ctx, deg)
+    view = ctx.view(layer, n, deg, m)
+    fwd = (Einsums.of(ctx.cost(layer, view.dims), n, layer.kernel),)
+    bwd = tuple(Einsums.of(ctx.cost(grad, gdims), n, grad.kernel) for grad, gdims in view.grads)
+    terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
+    return LayerPart(fwd, bwd, tuple(sorted(terms, key=lambda t: t.step)))
 
 
 def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, Layer]) -> Stage:
