@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from math import ceil, prod
+from math import ceil
 from typing import Any
 
 from shardline.basics.framework import attention_kernel_of
@@ -43,14 +43,14 @@ from shardline.strategies import (
     by_mesh,
     device_share,
     local_dims,
-    plain_batch_split,
+    sizes_key,
 )
 from shardline.workload.dense_first import after
 from shardline.workload.moe import EXPERT_AXIS, boundary_layer
 from shardline.workload.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.workload.workload import Layer, Workload, backward_layers
 
-__all__ = ["Context", "LayerPart", "communicating", "evaluate_plan", "layer_key", "layer_terms"]
+__all__ = ["Context", "LayerPart", "communicating", "evaluate_plan", "layer_key"]
 
 StageLayers = list[tuple[Layer, int]]
 
@@ -157,19 +157,10 @@ class Context:
         return found
 
     def sizes_key(self, deg: Degrees) -> Any:
-        """What a layer's local sizes read of unfolded degrees: the plain batch splits (dp,
-        fsdp: `split_batch` alone) only through their product, as `local_dims` divides the batch
-        dims rounding up (ceil(ceil(x / a) / b) = ceil(x / (a b))); every other degree as it is.
-        A folded Degrees keys by itself (its experts' degrees are derived from dp)."""
+        """What a layer's local sizes read of `deg` (`strategies.sizes_key`), once per Degrees."""
         found = self._sizes_keys.get(deg)
         if found is None:
-            if deg.folded:
-                found = deg
-            else:
-                plain = [s.name for s in by_mesh() if plain_batch_split(s)]
-                rest = tuple((s.name, deg[s.name]) for s in by_mesh() if s.name not in plain)
-                found = (prod(deg[n] for n in plain), rest)
-            self._sizes_keys[deg] = found
+            found = self._sizes_keys[deg] = sizes_key(deg)
         return found
 
     def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost:
@@ -306,21 +297,6 @@ def layer_degrees(deg: Degrees, layer: Layer) -> Degrees:
     gradients' reduction (over edp) on the experts' degrees, the same devices
     (`Degrees.experts`); every other layer on `deg`."""
     return deg.experts if deg.folded and layer.axis_dims(EXPERT_AXIS) else deg
-
-
-def layer_terms(
-    ctx: Context, view: LayerView, deg: Degrees, leave: frozenset[str] = frozenset()
-) -> tuple[CommTerm, ...]:
-    """Each strategy's communication terms for the layer of `view` on its degrees `deg`
-    (`layer_degrees`), innermost strategy first, in the order they run, as `_layer_part` has
-    them: those of the strategies on (degree > 1) but the ones the context prices apart and
-    `leave` (`communicating`)."""
-    active = communicating(ctx, deg, leave)
-    if not active:
-        return ()
-    net = ctx.network(deg)
-    terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
-    return tuple(sorted(terms, key=lambda t: t.step))
 
 
 def communicating(

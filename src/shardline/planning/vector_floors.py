@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from math import prod
 from typing import Any, Protocol
 
-from shardline.planning.evaluate import Context, communicating, layer_degrees, layer_terms
-from shardline.strategies import Degrees, strategies
+from shardline.planning.evaluate import Context, communicating, layer_degrees
+from shardline.strategies import CommTerm, Degrees, LayerView, strategies
 from shardline.workload.workload import Layer, Workload
 
 
@@ -128,6 +128,21 @@ def pair_floor(t: FloorTable, ctx: Context, i: int, j: int) -> tuple[float, floa
             found = t.floors[sizes] = einsum_floor(ctx, inner, b)
         t.floors[(i, j)] = found
     return found
+
+
+def layer_terms(
+    ctx: Context, view: LayerView, deg: Degrees, leave: frozenset[str] = frozenset()
+) -> tuple[CommTerm, ...]:
+    """Each strategy's communication terms for the layer of `view` on its degrees `deg`
+    (`layer_degrees`), innermost strategy first, in the order they run, as `evaluate`'s layer
+    parts have them: those of the strategies on (degree > 1) but the ones the context prices
+    apart and `leave` (`communicating`)."""
+    active = communicating(ctx, deg, leave)
+    if not active:
+        return ()
+    net = ctx.network(deg)
+    terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
+    return tuple(sorted(terms, key=lambda t: t.step))
 
 
 NOT_TP = frozenset(("tp",))

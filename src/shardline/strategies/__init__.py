@@ -2,7 +2,7 @@
 `registry.py`; `Degrees` maps strategy names to degrees."""
 
 from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, StageView, Strategy
-from shardline.strategies.degrees import Degrees, device_share, local_dims
+from shardline.strategies.degrees import Degrees, device_share, local_dims, sizes_key
 from shardline.strategies.dp import plain_batch_split
 from shardline.strategies.registry import (
     by_mesh,
@@ -29,6 +29,7 @@ __all__ = [
     "plain_batch_split",
     "registered",
     "serving_layouts",
+    "sizes_key",
     "strategies",
     "strategy",
     "tp_layer_collectives",
