@@ -39,16 +39,18 @@ from shardline.strategies import (
     Degrees,
     LayerView,
     StageView,
+    Strategy,
     by_mesh,
     device_share,
     local_dims,
+    sizes_key,
 )
 from shardline.workload.dense_first import after
 from shardline.workload.moe import EXPERT_AXIS, boundary_layer
 from shardline.workload.stack import LayerCost, MemoryCheck, layer_cost
 from shardline.workload.workload import Layer, Workload, backward_layers
 
-__all__ = ["Context", "LayerPart", "evaluate_plan", "layer_key"]
+__all__ = ["Context", "LayerPart", "communicating", "evaluate_plan", "layer_key"]
 
 StageLayers = list[tuple[Layer, int]]
 
@@ -90,7 +92,11 @@ class Context:
         self._backward: dict[tuple[str, tuple[object, ...]], list[Layer]] = {}
         self._index = {layer_key(layer): i for i, layer in enumerate(workload.layers)}
         self._dims: dict[tuple[object, ...], dict[str, int]] = {}
+        self._sizes_keys: dict[Degrees, object] = {}
         self._costs: dict[tuple[object, ...], LayerCost] = {}
+        # realistic einsum times found before their Costs, by the same key (the training
+        # search's floors price a matmul from its merged shape): `cost` takes them
+        self.einsum_times: dict[tuple[object, ...], float] = {}
         self._networks: dict[Degrees, MeshNetwork] = {}
         self._priced: dict[object, Any] = {}  # shared by the networks: keys name their mesh axis
         self._stage_layers: dict[int, list[tuple[StageLayers, Layer]]] = {}
@@ -119,6 +125,7 @@ class Context:
         assert base.execution.cuda_graphs == self.execution.cuda_graphs
         assert base.attention_kernel == self.attention_kernel  # kernel_chip carries it
         self._dims, self._costs, self._backward = base._dims, base._costs, base._backward
+        self._sizes_keys, self.einsum_times = base._sizes_keys, base.einsum_times
         self._networks, self._priced = base._networks, base._priced
         self.kernel_chip = base.kernel_chip  # one object: the einsum memo keys by its id
         self._parts = base._parts  # keyed by the execution but sp, recompute and overlap
@@ -138,8 +145,9 @@ class Context:
 
     def local(self, layer: Layer, deg: Mapping[str, int], m: int) -> dict[str, int]:
         """The layer's sizes on one device under `deg` with `m` microbatches."""
-        # a Degrees keys by itself (its hash computed once), any other mapping by its items
-        degrees = deg if isinstance(deg, Degrees) else tuple(deg.items())
+        # a Degrees keys by what its sizes read of it (`sizes_key`), any other mapping by its
+        # items
+        degrees = self.sizes_key(deg) if isinstance(deg, Degrees) else tuple(deg.items())
         key = (layer.content_key, degrees, m)
         found = self._dims.get(key)
         if found is None:
@@ -148,14 +156,22 @@ class Context:
             )
         return found
 
+    def sizes_key(self, deg: Degrees) -> Any:
+        """What a layer's local sizes read of `deg` (`strategies.sizes_key`), once per Degrees."""
+        found = self._sizes_keys.get(deg)
+        if found is None:
+            found = self._sizes_keys[deg] = sizes_key(deg)
+        return found
+
     def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost:
         """The layer's roofline Cost at these sizes, with its realistic time as predicted_s."""
         key = (layer.content_key, tuple(dims.items()))
         if key not in self._costs:
             base = layer_cost(layer, self.chip, dims)
-            t = einsum_time_s(
-                layer, self.kernel_chip, dims, self.workload.model, self.execution.cuda_graphs
-            )
+            t = self.einsum_times.get(key)
+            if t is None:
+                model, graphs = self.workload.model, self.execution.cuda_graphs
+                t = einsum_time_s(layer, self.kernel_chip, dims, model, graphs)
             cost = causal_lower_bound(base.cost, layer, self.workload.model)
             self._costs[key] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
         return self._costs[key]
@@ -283,10 +299,19 @@ def layer_degrees(deg: Degrees, layer: Layer) -> Degrees:
     return deg.experts if deg.folded and layer.axis_dims(EXPERT_AXIS) else deg
 
 
+def communicating(
+    ctx: Context, deg: Degrees, leave: frozenset[str] = frozenset()
+) -> list[Strategy]:
+    """The strategies on (degree > 1) in mesh order, innermost first, but the ones the context
+    prices apart and `leave`: those whose terms a layer's part holds."""
+    gone = ctx.priced_apart | leave
+    return [s for s in by_mesh() if deg[s.name] > 1 and s.name not in gone]
+
+
 def _layer_part(ctx: Context, layer: Layer, n: int, deg: Degrees, m: int) -> LayerPart:
     deg = layer_degrees(deg, layer)
     net = ctx.network(deg)
-    active = [s for s in by_mesh() if deg[s.name] > 1 and s.name not in ctx.priced_apart]
+    active = communicating(ctx, deg)
     view = ctx.view(layer, n, deg, m)
     fwd = (Einsums.of(ctx.cost(layer, view.dims), n, layer.kernel),)
     bwd = tuple(Einsums.of(ctx.cost(grad, gdims), n, grad.kernel) for grad, gdims in view.grads)

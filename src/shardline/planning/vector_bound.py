@@ -4,20 +4,27 @@ cannot change its answer (the best, the re-ranked set, the Pareto front).
 Every layout is enumerated and its memory per device computed (no probe, no network needed).
 Then, per device count, two lower bounds of the vectorized step, each exact:
 
-1. **Einsums alone.** A probed block phase is its einsums' realistic time plus communication,
-   memory-bound ops and recompute, never less; so `(m + (P - 1)/V) x k x (forward + backward
-   einsums, + forward again under full recompute) + optimizer`, with k the fuller stage's blocks,
-   bounds the step from below without a probe (`einsum_floor`: the engine's own einsum costs).
+1. **Einsums and critical communication.** A probed block phase is its einsums' realistic time
+   plus communication, memory-bound ops and recompute, never less; so `(m + (P - 1)/V) x k x
+   (forward + backward einsums, + forward again under full recompute) + optimizer`, with k the
+   fuller stage's blocks, bounds the step from below without a probe (`einsum_floor`: the
+   engine's own einsum costs). Before a block is probed its layers' critical communication
+   (`critical_comm_s`: the all-to-alls of ep, tp's collectives without overlap, cp's ring) is
+   added inside the same product (the expert layers' all-to-alls first, tp's collectives
+   last): the layouts still at most U are probed. The layers' parts it prices for tp are the
+   probe's own (cached), and it spares the probes of the many blocks whose communication alone
+   puts them above U.
 2. **No own collectives.** With a probe but the assignment's FSDP and ZeRO-3 gathers, pipeline
    sends and gradient traffic at zero, `(m + (P - 1)/V) t_stage + optimizer` bounds it again
    (every part only grows with them; the exposed gradient traffic is dropped).
 
 The assignments whose best fitting bound is lowest are priced first (a chunk); U is then the
 time of the `rerank`-th fastest distinct (degrees, b, V) that fits among those priced. Probes run
-only for the fitting layouts whose first bound is at most U, collectives are priced only for the
-assignments whose second bound is at most U (in rounds, U falling as they come in). A layout above
-U cannot enter the re-ranked set; it keeps its bound (`bound`). A layout that does not fit is
-counted with its memory, and timed only where its assignment is priced and its block probed.
+only for the fitting layouts whose first bound (with the communication) is at most U,
+collectives are priced only for the assignments whose second bound is at most U (in rounds, U
+falling as they come in). A layout above U cannot enter the re-ranked set; it keeps its bound
+(`bound`). A layout that does not fit is counted with its memory, and timed only where its
+assignment is priced and its block probed.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.hardware import Chip
 from shardline.planning.vector_assign import TRAFFIC_KEYS, assignment_shapes
 from shardline.planning.vector_eval import Chunk, columns, layouts, memory_of, price_chunk, step_of
-from shardline.planning.vector_floors import pair_floor
+from shardline.planning.vector_floors import critical_comm_s, pair_floor
 from shardline.planning.vector_tables import (
     Tables,
     build_tables,
@@ -41,6 +48,7 @@ from shardline.planning.vector_tables import (
     probe_blocks,
 )
 from shardline.strategies import Degrees
+from shardline.workload.moe import EXPERT_AXIS
 from shardline.workload.workload import Workload
 
 __all__ = [
@@ -205,6 +213,66 @@ def threshold(space: ChipSpace, rows: np.ndarray, k: int) -> tuple[float, np.nda
     return limit, rows[o["predicted_s"][rows] <= limit]
 
 
+# the comm floor is held this much under its sum: the probed block's critical seconds are a
+# difference of two stages' sums (float rounding, ~1e-16 relative), never a true ceiling
+COMM_SLACK = 1e-9
+
+
+def _with_comm(space: ChipSpace, w: Workload, rows: np.ndarray, limit: float) -> np.ndarray:
+    """The rows (their first bound at most `limit`) whose first bound with their block's
+    critical communication added (`critical_comm_s`, times the same (m + (P - 1)/V) k) stays at
+    most `limit`; their `floor_s` raised to it. In three disjoint parts, each for the rows the
+    ones before leave: the expert layers' terms but tp's (ep's all-to-alls rule most rows out),
+    the other layers' terms but tp's, then tp's of every layer (its collectives priced last)."""
+    r, o, A = space.r, space.out, space.tables.assign
+    experts = tuple(x for x in w.layers if x.axis_dims(EXPERT_AXIS))
+    others = tuple(x for x in w.layers if not x.axis_dims(EXPERT_AXIS))
+    for part, (tp, layers) in enumerate(((False, experts), (False, others), (True, w.layers))):
+        if not len(rows) or not layers:
+            continue
+        keys = _probe_keys(space, rows)
+        unique, where = np.unique(keys, return_inverse=True)
+        shape = space.tables.probed["fwd_compute_s"].shape
+        seconds = np.array(
+            [_comm_s(space, (part, tp, layers), np.unravel_index(k, shape)) for k in unique]
+        )
+        a = r["a"][rows]
+        k = np.maximum(A["k_first"][a], A["k_last"][a])
+        sched = o["m"][rows] + (A["pp"][a] - 1) / r["v"][rows]
+        o["floor_s"][rows] += sched * k * seconds[where.ravel()] * (1 - COMM_SLACK)
+        rows = rows[o["floor_s"][rows] <= limit]
+    return rows
+
+
+def _probe_keys(space: ChipSpace, rows: np.ndarray) -> np.ndarray:
+    """Each row's (inner, b, sp, recompute, overlap) as one flat index into `Tables.probed`."""
+    r, t = space.r, space.tables
+    inner = t.assign["inner"].astype(np.int64)[r["a"][rows]]
+    at = (inner, r["j"][rows], r["sp"][rows], r["rc"][rows], r["ov"][rows])
+    return np.ravel_multi_index(at, t.probed["fwd_compute_s"].shape)
+
+
+def _comm_s(space: ChipSpace, which: tuple[int, bool, Any], key: tuple[Any, ...]) -> float:
+    """`critical_comm_s` of one (inner, b, sp, recompute, overlap) and one part (`which`: its
+    index, tp's terms or the others', the layers), once per search. What it reads of the
+    execution: tp's terms run as sequence parallelism and overlap have them (overlap as
+    `block_times` derives it, from the context without); the other strategies' as the knobs the
+    search does not try have them (`tp_variants`: ep overlap, interleave), the same in every
+    probe context; recompute in neither."""
+    part, tp, layers = which
+    i, j, sp, _, ov = (int(x) for x in key)
+    short = (part, i, j, sp, ov) if tp else (part, i, j)
+    memo = space.tables.comm_floors
+    found = memo.get(short)
+    if found is None:
+        t = space.tables
+        inner = dict(zip(t.names, t.inner_keys[i], strict=True))
+        ctx = space.ctx[(sp if tp else 0, 0, 0)]
+        b = int(t.seq_b[j])
+        found = memo[short] = critical_comm_s(ctx, inner, b, bool(ov), tp, layers)
+    return found
+
+
 def _fitting(space: ChipSpace, assignments: np.ndarray) -> np.ndarray:
     rows = _rows_of(space, assignments)
     return rows[space.out["fits"][rows]]
@@ -224,7 +292,8 @@ def search_group(space: ChipSpace, w: Workload, g: int, k: int, rounds: tuple[in
         chunk = Chunk(space.tables, w, space.chip, tuple(space.every[i] for i in first))
         fill(space, first, price_chunk(chunk))
     limit, done = threshold(space, done, k)
-    _probe_and_time(space, fits[space.out["floor_s"][fits] <= limit])
+    near = fits[space.out["floor_s"][fits] <= limit]
+    _probe_and_time(space, _with_comm(space, w, near, limit))
     todo, bound = _by_bound(space, g, "lower_s")
     cut = np.searchsorted(bound, limit, side="right")
     todo, bound = todo[:cut], bound[:cut]

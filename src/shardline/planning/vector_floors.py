@@ -1,19 +1,21 @@
-"""The training search's floors of one block's einsums: for each inner assignment (tp, cp, ep,
-...) and microbatch size, the plan engine's own realistic time of every einsum of the block and of
-its gradients at their local sizes, at the sizes `Context.cost` prices them (a matmul from its
-merged shape, the batch folded into a token or an expert's capacity). `vector_bound` bounds a
-layout's step from below with them; `vector_tables.probe_blocks` asks for them once per pair
-(`pair_floor`), sharing pairs whose einsums have the same local sizes.
+"""The training search's floors of one block: for each inner assignment (tp, cp, ep, ...) and
+microbatch size, the plan engine's own realistic time of every einsum of the block and of its
+gradients at their local sizes, at the sizes `Context.cost` prices them (a matmul from its merged
+shape, the batch folded into a token or an expert's capacity); and the block's critical
+communication, its layers' terms as the engine's stage adds them (`critical_comm_s`).
+`vector_bound` bounds a layout's step from below with them; `vector_tables.probe_blocks` asks for
+the einsums once per pair (`pair_floor`), sharing pairs whose einsums have the same local sizes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import prod
 from typing import Any, Protocol
 
-from shardline.planning.evaluate import Context
-from shardline.strategies import Degrees, strategies
-from shardline.workload.workload import Workload
+from shardline.planning.evaluate import Context, communicating, layer_degrees
+from shardline.strategies import CommTerm, Degrees, LayerView, strategies
+from shardline.workload.workload import Layer, Workload
 
 
 class FloorTable(Protocol):
@@ -25,7 +27,7 @@ class FloorTable(Protocol):
     floors: dict[tuple[Any, ...], tuple[float, float]]
 
 
-__all__ = ["batch_splits", "einsum_floor", "pair_floor", "probe_degrees"]
+__all__ = ["batch_splits", "critical_comm_s", "einsum_floor", "pair_floor", "probe_degrees"]
 
 
 def batch_splits(name: str) -> tuple[str, ...]:
@@ -82,23 +84,19 @@ def _find_target(layer: Any, batch_dim: str) -> str | None:
 
 def _einsum_s(ctx: Context, layer: Any, dims: dict[str, int]) -> float:
     """The engine's realistic time of one einsum (`Context.cost`), a matmul's from its merged
-    shape: the same number, shared by more shapes. Fills the Context's cost cache as
-    `Context.cost` would, so that the probes find it there."""
-    from dataclasses import replace
-
-    from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
-    from shardline.workload.stack import LayerCost, layer_cost
+    shape: the same number, shared by more shapes. Left in `Context.einsum_times`, where
+    `Context.cost` takes it when a probe asks for the einsum's Cost."""
+    from shardline.realistic.kernels import einsum_time_s
 
     merged = _merged(layer, dims, ctx.workload.batch_dim)
     key = (layer.content_key, tuple(dims.items()))
     if merged is None or key in ctx._costs:
         return float(ctx.cost(layer, dims).cost.predicted_s)
-    model, graphs = ctx.workload.model, ctx.execution.cuda_graphs
-    t = einsum_time_s(layer, ctx.kernel_chip, merged, model, graphs)
-    base = layer_cost(layer, ctx.chip, dims)
-    cost = causal_lower_bound(base.cost, layer, model)
-    ctx._costs[key] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
-    return t
+    found = ctx.einsum_times.get(key)
+    if found is None:
+        model, graphs = ctx.workload.model, ctx.execution.cuda_graphs
+        found = ctx.einsum_times[key] = einsum_time_s(layer, ctx.kernel_chip, merged, model, graphs)
+    return found
 
 
 def einsum_floor(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[float, float]:
@@ -118,27 +116,73 @@ def einsum_floor(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[f
 def pair_floor(t: FloorTable, ctx: Context, i: int, j: int) -> tuple[float, float]:
     """`einsum_floor` of inner key i and microbatch size j, once per search: the contexts share
     their cost cache (`contexts`), so its first call also leaves the merged matmul shapes there
-    for every probe of the pair."""
+    for every probe of the pair. Pairs whose probe degrees give the same local sizes by
+    `Context.sizes_key` (an fsdp inside ep that splits only the batch, as dp would) share one."""
     found = t.floors.get((i, j))
     if found is None:
         inner = dict(zip(t.names, t.inner_keys[i], strict=True))
-        sizes = _local_sizes(ctx, inner, int(t.seq_b[j]))
+        b = int(t.seq_b[j])
+        sizes = ("sizes", ctx.sizes_key(probe_degrees(ctx.workload, inner, b)))
         found = t.floors.get(sizes)
         if found is None:
-            found = t.floors[sizes] = einsum_floor(ctx, inner, int(t.seq_b[j]))
+            found = t.floors[sizes] = einsum_floor(ctx, inner, b)
         t.floors[(i, j)] = found
     return found
 
 
-def _local_sizes(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[Any, ...]:
-    """Every einsum's local sizes in `einsum_floor` (the layers' and their gradients'): all it
-    reads of the degrees, so that pairs with the same sizes (an fsdp inside ep that splits only
-    the batch, as dp would) share one floor and one set of cost-cache entries."""
-    w = ctx.workload
-    deg = probe_degrees(w, inner, sequences)
-    out = []
-    for layer in w.layers:
-        out.append(tuple(ctx.local(layer, deg, 1).items()))
-        for grad in ctx.backward(layer) if w.training else ():
-            out.append(tuple(ctx.local(grad, deg, 1).items()))
-    return tuple(out)
+def layer_terms(
+    ctx: Context, view: LayerView, deg: Degrees, leave: frozenset[str] = frozenset()
+) -> tuple[CommTerm, ...]:
+    """Each strategy's communication terms for the layer of `view` on its degrees `deg`
+    (`layer_degrees`), innermost strategy first, in the order they run, as `evaluate`'s layer
+    parts have them: those of the strategies on (degree > 1) but the ones the context prices
+    apart and `leave` (`communicating`)."""
+    active = communicating(ctx, deg, leave)
+    if not active:
+        return ()
+    net = ctx.network(deg)
+    terms = [t for s in active for t in s.layer_comm(view, deg[s.name], net)]
+    return tuple(sorted(terms, key=lambda t: t.step))
+
+
+NOT_TP = frozenset(("tp",))
+
+
+def critical_comm_s(
+    ctx: Context,
+    inner: dict[str, int],
+    sequences: int,
+    overlap: bool,
+    tp: bool,
+    layers: Sequence[Layer] | None = None,
+) -> float:
+    """Realistic seconds of one block's critical, per-microbatch communication in one
+    microbatch's forward and backward, its layers' terms as the probe's stage adds them (run
+    under `ctx`'s execution: `tp_variants`); `tp`: the tensor-parallel terms alone (none with
+    `overlap`, which moves them off the critical path as `block_times` does), from the layers'
+    parts (`Context.part`, cached for the probe), else every other strategy's (without pricing
+    tp's). The probed block (its stage less the stage of no blocks) holds these terms and more
+    (tp's recomputed forward, none of them negative); its phases take compute + critical +
+    max(contention, overlapped - compute), at least compute + critical: so both add to
+    `einsum_floor` in a lower bound of the block (`vector_bound`). `layers`: those of the block
+    whose terms count (default all; disjoint sets add up)."""
+    from shardline.planning.stage_extras import tp_variants
+
+    if tp and overlap:
+        return 0.0
+    deg = probe_degrees(ctx.workload, inner, sequences)
+    total = 0.0
+    for layer in ctx.workload.layers if layers is None else layers:
+        on = layer_degrees(deg, layer)
+        if tp and on["tp"] > 1:
+            terms = ctx.part(layer, layer.count, deg, 1).run(ctx, on)
+        elif not tp and communicating(ctx, on, NOT_TP):
+            view = ctx.view(layer, layer.count, on, 1)
+            found = layer_terms(ctx, view, on, NOT_TP)
+            terms = tuple(v for term in found for v in tp_variants(term, ctx, on))
+        else:  # no strategy of the part on: no terms
+            continue
+        for term in terms:
+            if term.critical and not term.once_per_step and (term.purpose == "tp") == tp:
+                total += term.calls * term.t_pred_s
+    return total

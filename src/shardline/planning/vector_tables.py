@@ -30,7 +30,7 @@ from shardline.planning.evaluate import Context
 from shardline.planning.phases import decomposed_exposed_s
 from shardline.planning.stage_extras import gather_sm_share
 from shardline.planning.vector_floors import batch_splits, pair_floor, probe_degrees
-from shardline.strategies import Degrees, strategies
+from shardline.strategies import Degrees, plain_batch_split, strategies
 from shardline.workload.workload import Workload, backward_layers
 
 __all__ = [
@@ -59,9 +59,7 @@ def layer_names() -> tuple[str, ...]:
 
 def _plain(s: Any) -> bool:
     """dp, fsdp: the batch split alone."""
-    from shardline.strategies.dp import BatchSplit
-
-    return "batch" in s.splits and type(s).split_dims is BatchSplit.split_dims
+    return plain_batch_split(s)
 
 
 def inner_names() -> tuple[str, ...]:
@@ -209,6 +207,8 @@ class Tables:
     base: Execution = field(default_factory=Execution)
     # pair_floor's: by (inner index, b index) and by the einsums' local sizes
     floors: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
+    # vector_bound's critical communication floors: by (part, inner, b[, sp, overlap])
+    comm_floors: dict[tuple[Any, ...], float] = field(default_factory=dict)
 
 
 def hw_flops(

@@ -2,7 +2,8 @@
 `registry.py`; `Degrees` maps strategy names to degrees."""
 
 from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, StageView, Strategy
-from shardline.strategies.degrees import Degrees, device_share, local_dims
+from shardline.strategies.degrees import Degrees, device_share, local_dims, sizes_key
+from shardline.strategies.dp import plain_batch_split
 from shardline.strategies.registry import (
     by_mesh,
     names,
@@ -25,8 +26,10 @@ __all__ = [
     "local_dims",
     "by_mesh",
     "names",
+    "plain_batch_split",
     "registered",
     "serving_layouts",
+    "sizes_key",
     "strategies",
     "strategy",
     "tp_layer_collectives",

@@ -9,7 +9,7 @@ from math import ceil, prod
 from typing import Any
 
 from shardline.errors import InputError
-from shardline.strategies.dp import batch_dims
+from shardline.strategies.dp import batch_dims, plain_batch_split
 from shardline.strategies.registry import by_mesh, names, strategies
 from shardline.workload.moe import EXPERT_AXIS
 from shardline.workload.stack import DeviceShare
@@ -221,6 +221,18 @@ def local_dims(
         if degree > 1:
             dims = s.split_dims(layer, dims, degree, batch_dim)
     return dims
+
+
+def sizes_key(degrees: Degrees) -> Any:
+    """What `local_dims` reads of the degrees: the plain batch splits (dp, fsdp:
+    `plain_batch_split`) only through their product, as each divides the batch dims rounding up
+    (ceil(ceil(x / a) / b) = ceil(x / (a b))); every other degree as it is. Folded degrees key
+    by themselves (their experts' degrees are derived from dp)."""
+    if degrees.folded:
+        return degrees
+    plain = [s.name for s in by_mesh() if plain_batch_split(s)]
+    rest = tuple((s.name, degrees[s.name]) for s in by_mesh() if s.name not in plain)
+    return prod(degrees[n] for n in plain), rest
 
 
 # ZeRO stage of the data-parallel axis -> the states it shards (Rajbhandari et al. 2020)

@@ -42,6 +42,13 @@ def batch_degree_ok(workload: Workload, degree: int) -> bool:
     return degree == 1 or (workload.batch_dim is not None and degree <= workload.batch)
 
 
+def plain_batch_split(s: Strategy) -> bool:
+    """A strategy that splits the batch dims alone, as `split_batch` (dp, fsdp): a layer's local
+    sizes read its degree only through the product of such degrees (`local_dims` rounds each
+    split up, and ceil(ceil(x / a) / b) = ceil(x / (a b)))."""
+    return "batch" in s.splits and type(s).split_dims is BatchSplit.split_dims
+
+
 class BatchSplit(Strategy):
     """A strategy that splits the batch (dp, fsdp): valid with a batch dim and one item per
     device, and each layer's batch dims divided by the degree."""
