@@ -94,16 +94,31 @@ def _steps(
 
     _, adp, weights, kv = _layout(row)
     key: tuple[Any, ...] = (row["model"], row["hw"], row["tp"], row["dtype"], row["engine"])
-    key += (adp, weights, kv) + ((figures.tag,) if figures else ())
+    graphs = _graph_batches(row)
+    key += (adp, weights, kv, graphs) + ((figures.tag,) if figures else ())
     if key not in cache:
         eng = figures.engine if figures else engine(row["engine"])
         spec = load_model(row["model"])
         chip = figures.chip if figures else resolve_chip(row["hw"])
         compute, w, k = serving_dtypes(chip, row["dtype"], weights, kv)
         cache[key] = step_times(
-            spec, chip, int(row["tp"]), compute, eng, weight_dtype=w, kv_dtype=k, attention_dp=adp
+            spec,
+            chip,
+            int(row["tp"]),
+            compute,
+            eng,
+            weight_dtype=w,
+            kv_dtype=k,
+            attention_dp=adp,
+            graph_batches=graphs,
         )
     return cache[key]
+
+
+def _graph_batches(row: dict[str, str]) -> tuple[int, ...]:
+    """The CUDA-graph batch sizes the row's recipe captures with padding on (optional column
+    `cuda_graph_batches`, space-separated; empty: no padding stated)."""
+    return tuple(int(x) for x in (row.get("cuda_graph_batches") or "").split())
 
 
 def predict(

@@ -51,6 +51,8 @@ __all__ = [
     "serving_dtypes",
     "kv_split_devices",
     "SCALE_OUT_BYTES_PER_S",
+    "graph_batch",
+    "padded_decode_s",
 ]
 
 # A device without a scale-up fabric in its chip file sends KV over one 400 Gb/s NIC (50 GB/s,
@@ -303,10 +305,14 @@ def step_times(
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
     attention_dp: int = 1,
+    graph_batches: tuple[int, ...] = (),
 ) -> StepTimes:
     """The step times of `spec` on `tp` devices of `chip` (a Chip) computing in `dtype`, weights
     and KV cache in their dtypes (None: `dtype`), with the engine's scheduling overhead and KV
-    budget rule; the memory from the decode step of 256 sequences at 1,024 tokens."""
+    budget rule; the memory from the decode step of 256 sequences at 1,024 tokens.
+    `graph_batches`: the CUDA-graph batch sizes a run captures with padding on (TensorRT-LLM's
+    `cuda_graph_config: enable_padding: true, batch_sizes: [...]`); a decode step of m sequences
+    a rank then runs the graph of the smallest captured size g >= m (`padded_decode_s`)."""
     from functools import partial
 
     _check_layout(spec, tp, dtype, attention_dp)
@@ -323,9 +329,12 @@ def step_times(
     )
     a = attention_dp
 
+    def plain(n: int, c: int) -> float:
+        return float(price(("decode", n, c)).predicted_s) * scale
+
     def decode(n: int, c: int) -> float:
-        padded = a * math.ceil(n / a)  # every rank runs the fullest rank's ceil(n / A)
-        return float(price(("decode", padded, c)).predicted_s) * scale
+        per_rank = math.ceil(n / a)  # every rank runs the fullest rank's ceil(n / A)
+        return padded_decode_s(plain, a, per_rank, c, graph_batches)
 
     def prefill(tokens: int) -> float:
         return float(price(("prefill", a, tokens)).predicted_s) * scale / a
@@ -345,9 +354,39 @@ def step_times(
         ),
         **_kv_fields(spec, chip, eng, (tp, attention_dp), kv_dtype or dtype),
     )
-    if a == 1:
+    if a == 1 and graph_batch(256, graph_batches) == 256:
         st._decode[(256, 1024)] = float(sized.predicted_s) * scale  # priced for the memory: kept
     return st
+
+
+def graph_batch(m: int, graph_batches: tuple[int, ...]) -> int:
+    """The batch a decode step of m sequences runs as with CUDA-graph padding: the smallest
+    captured size >= m; m itself past the largest (no graph: the step runs as it is)."""
+    return min((g for g in graph_batches if g >= m), default=m)
+
+
+def padded_decode_s(
+    step: Callable[[int, int], float],
+    ranks: int,
+    per_rank: int,
+    context: int,
+    graph_batches: tuple[int, ...] = (),
+) -> float:
+    """A decode step of `per_rank` sequences on each of `ranks` attention ranks at context
+    `context`, `step(n, c)` the engine's step of n sequences in all. With CUDA-graph padding to
+    g = graph_batch(per_rank) the step carries g - per_rank dummy generation requests a rank
+    (TensorRT-LLM's model_engine `_get_padded_batch`: one dummy generation request added by
+    `add_dummy_requests(is_gen=True)`, repeated to the captured size): every kernel that scales
+    with the tokens runs on g, the attention reads only the real sequences' KV (the dummies hold
+    one token each). The step is affine in the context (the KV read), so the dummies' share is
+    what g - m sequences add at a context of one token:
+    t = step(R m, c) + step(R g, 1) - step(R m, 1)."""
+    m = per_rank
+    g = graph_batch(m, graph_batches)
+    t = step(ranks * m, context)
+    if g == m:
+        return t
+    return t + step(ranks * g, 1) - step(ranks * m, 1)
 
 
 @lru_cache(maxsize=64)
