@@ -312,10 +312,10 @@ def test_experts_only_checkpoint_keeps_the_other_weights_in_bf16() -> None:
     computes in bf16. By hand, gpt-oss-120b: W_qkv is d_model x (heads + 2 kv_heads) x head_dim
     = 2,880 x (64 + 16) x 64 = 14,745,600 parameters, 29,491,200 bytes in bf16; one expert's
     gate/up matrix 2,880 x 2 x 2,880 = 16,588,800 parameters, 8,294,400 bytes at 4 bits."""
+    from shardline.hardware import load_chip
     from shardline.models import load_model
     from shardline.models.template import model_workload
     from shardline.ops.roofline import evaluate_einsum
-    from shardline.hardware import load_chip
 
     spec = load_model("gpt-oss-120b")
     assert spec.moe is not None and spec.moe.dense_weight_dtype == "bf16"
