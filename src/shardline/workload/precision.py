@@ -114,11 +114,10 @@ def with_tensor_dtypes(
 
     model = workload.model
     dense = _dense_weight_dtype(model, weights)
-    if dense is not None:
-        stored = _experts_only(stored, dense)
-    layers = [stored(layer) for layer in workload.layers]
+    convert: Callable[[Layer], Layer] = stored if dense is None else _experts_only(stored, dense)
+    layers = [convert(layer) for layer in workload.layers]
     if isinstance(workload, DenseFirstWorkload):  # the dense first blocks' FFN einsums too
-        workload = replace(workload, dense_ffn=tuple(stored(x) for x in workload.dense_ffn))
+        workload = replace(workload, dense_ffn=tuple(convert(x) for x in workload.dense_ffn))
     if model is not None and weights is not None:
         model = replace(model, weight_dtype=dense or weights)
     formula = workload.kv_cache_formula
