@@ -40,16 +40,17 @@ def test_padding_adds_the_dummies_token_work_not_their_kv() -> None:
 
 
 def test_step_times_pad_with_the_stated_graphs() -> None:
-    """step_times(graph_batches=...) prices a step of 300 sequences as the plain engine's step at
+    """with_graph_padding prices a step of 300 sequences as the plain engine's step at
     300 plus what 84 more sequences of one cached token add (300 pads to the 384 graph)."""
     from shardline.hardware import load_chip
     from shardline.models import load_model
     from shardline.serving.engines import engine
-    from shardline.serving.steptimes import step_times
+    from shardline.serving.steptimes import step_times, with_graph_padding
 
     spec, chip = load_model("llama-3.1-8b"), load_chip("h100-sxm")
     plain = step_times(spec, chip, 1, "fp8", engine("trtllm"))
-    padded = step_times(spec, chip, 1, "fp8", engine("trtllm"), graph_batches=SIZES)
+    padded = with_graph_padding(step_times(spec, chip, 1, "fp8", engine("trtllm")), 1, SIZES)
+    assert with_graph_padding(plain, 1, ()) is plain
     expected = plain.decode_at(300, 100) + plain.decode_at(384, 1) - plain.decode_at(300, 1)
     assert padded.decode_at(300, 100) == pytest.approx(expected, rel=1e-12)
     assert padded.decode_at(300, 100) > plain.decode_at(300, 100)

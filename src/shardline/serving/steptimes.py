@@ -53,6 +53,7 @@ __all__ = [
     "SCALE_OUT_BYTES_PER_S",
     "graph_batch",
     "padded_decode_s",
+    "with_graph_padding",
 ]
 
 # A device without a scale-up fabric in its chip file sends KV over one 400 Gb/s NIC (50 GB/s,
@@ -305,14 +306,10 @@ def step_times(
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
     attention_dp: int = 1,
-    graph_batches: tuple[int, ...] = (),
 ) -> StepTimes:
     """The step times of `spec` on `tp` devices of `chip` (a Chip) computing in `dtype`, weights
     and KV cache in their dtypes (None: `dtype`), with the engine's scheduling overhead and KV
-    budget rule; the memory from the decode step of 256 sequences at 1,024 tokens.
-    `graph_batches`: the CUDA-graph batch sizes a run captures with padding on (TensorRT-LLM's
-    `cuda_graph_config: enable_padding: true, batch_sizes: [...]`); a decode step of m sequences
-    a rank then runs the graph of the smallest captured size g >= m (`padded_decode_s`)."""
+    budget rule; the memory from the decode step of 256 sequences at 1,024 tokens."""
     from functools import partial
 
     _check_layout(spec, tp, dtype, attention_dp)
@@ -329,12 +326,9 @@ def step_times(
     )
     a = attention_dp
 
-    def plain(n: int, c: int) -> float:
-        return float(price(("decode", n, c)).predicted_s) * scale
-
     def decode(n: int, c: int) -> float:
-        per_rank = math.ceil(n / a)  # every rank runs the fullest rank's ceil(n / A)
-        return padded_decode_s(plain, a, per_rank, c, graph_batches)
+        padded = a * math.ceil(n / a)  # every rank runs the fullest rank's ceil(n / A)
+        return float(price(("decode", padded, c)).predicted_s) * scale
 
     def prefill(tokens: int) -> float:
         return float(price(("prefill", a, tokens)).predicted_s) * scale / a
@@ -354,7 +348,7 @@ def step_times(
         ),
         **_kv_fields(spec, chip, eng, (tp, attention_dp), kv_dtype or dtype),
     )
-    if a == 1 and graph_batch(256, graph_batches) == 256:
+    if a == 1:
         st._decode[(256, 1024)] = float(sized.predicted_s) * scale  # priced for the memory: kept
     return st
 
@@ -387,6 +381,25 @@ def padded_decode_s(
     if g == m:
         return t
     return t + step(ranks * g, 1) - step(ranks * m, 1)
+
+
+def with_graph_padding(
+    st: StepTimes, attention_dp: int, graph_batches: tuple[int, ...]
+) -> StepTimes:
+    """`st` whose decode steps run as CUDA graphs captured at `graph_batches` with padding on
+    (TensorRT-LLM's `cuda_graph_config: enable_padding: true, batch_sizes: [...]`, SGLang's
+    `--cuda-graph-bs`): a step of n sequences over `attention_dp` ranks is `padded_decode_s` of
+    the fullest rank's ceil(n / A); the points priced so far are dropped (prefill kept)."""
+    from dataclasses import replace
+
+    if not graph_batches:
+        return st
+    plain, a = st.decode_point, attention_dp
+
+    def decode(n: int, c: int) -> float:
+        return padded_decode_s(plain, a, math.ceil(n / a), c, graph_batches)
+
+    return replace(st, decode_point=decode, _decode={}, _prefill=st._prefill)
 
 
 @lru_cache(maxsize=64)
