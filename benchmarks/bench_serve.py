@@ -90,20 +90,28 @@ def _steps(
     from shardline.hardware import resolve_chip
     from shardline.models import load_model
     from shardline.serving.engines import engine
-    from shardline.serving.steptimes import serving_dtypes, step_times
+    from shardline.serving.steptimes import serving_dtypes, step_times, with_graph_padding
 
     _, adp, weights, kv = _layout(row)
     key: tuple[Any, ...] = (row["model"], row["hw"], row["tp"], row["dtype"], row["engine"])
-    key += (adp, weights, kv) + ((figures.tag,) if figures else ())
+    graphs = _graph_batches(row)
+    key += (adp, weights, kv, graphs) + ((figures.tag,) if figures else ())
     if key not in cache:
         eng = figures.engine if figures else engine(row["engine"])
         spec = load_model(row["model"])
         chip = figures.chip if figures else resolve_chip(row["hw"])
         compute, w, k = serving_dtypes(chip, row["dtype"], weights, kv)
-        cache[key] = step_times(
+        st = step_times(
             spec, chip, int(row["tp"]), compute, eng, weight_dtype=w, kv_dtype=k, attention_dp=adp
         )
+        cache[key] = with_graph_padding(st, adp, graphs)
     return cache[key]
+
+
+def _graph_batches(row: dict[str, str]) -> tuple[int, ...]:
+    """The CUDA-graph batch sizes the row's recipe captures with padding on (optional column
+    `cuda_graph_batches`, space-separated; empty: no padding stated)."""
+    return tuple(int(x) for x in (row.get("cuda_graph_batches") or "").split())
 
 
 def predict(
@@ -412,11 +420,12 @@ NOTES = [
     "engines.toml, unchanged.",
     "SGLang (one row, its pull request 9359: gpt-oss-120b on four B200s, DP attention 4 with EP 4,",
     "12,800 prompts of 1,024 / 2,048 tokens with 2,560 in flight against a server limit of 2,560,",
-    "so a burst of 12,800 with that batch limit): +88%, as far off as TensorRT-LLM's gpt-oss-120b",
-    "rows on B200 (+45% to +95%), another engine and another publication: the miss is the",
+    "so a burst of 12,800 with that batch limit): +80%, as far off as TensorRT-LLM's gpt-oss-120b",
+    "rows on B200 (+29% to +79%), another engine and another publication: the miss is the",
     "model's step, not an engine figure. At 640 sequences a rank and about 2,000 tokens of",
-    "context the model's decode step is 16.8 ms (KV read 7.2 ms, expert and dense GEMMs 4.4 ms,",
-    "the DP all-to-all 3.8 ms exposed); the run implies about 38 ms.",
+    "context the model's decode step is 17.5 ms (KV read 7.2 ms, expert GEMMs 3.1 ms, the bf16",
+    "attention projections, router and LM head 1.9 ms, other kernels 1.5 ms, the DP all-to-all",
+    "3.8 ms exposed); the run implies about 38 ms.",
     "The 22 rows of TensorRT-LLM's newer overview (developer-guide/perf-overview.md, per-GPU",
     "output throughput times the GPUs; 20 of them mixture-of-experts: DeepSeek-R1-0528,",
     "gpt-oss-120b and 20b, Qwen3-235B-A22B and 30B-A3B, most as DEPn, attention data parallelism",
@@ -425,12 +434,25 @@ NOTES = [
     "taken for 1000/1000 too, and 1,500 at 8192/1024 and 1024/8192), simulated step by step to",
     "the last token, with TensorRT-LLM's max batch (2,048) and max tokens (8,192) per",
     "attention-DP rank, as its DeepSeek-R1 blog states them. The two dense Llama 3.3 70B FP4 rows",
-    "on one B200 are -5.1% and +1.3%: the B200 chip file holds a measured NVFP4 GEMM rate (3370",
+    "on one B200 are -6.1% and -0.6%: the B200 chip file holds a measured NVFP4 GEMM rate (3370",
     "TFLOP/s, FlashInfer's mm_fp4 on B200, 37% of the fp4 peak where its fp8 and bf16 rates are",
-    "76-78%; +38% and +41% without it). The MoE rows are 44.2% off (median), all but one too",
-    "fast: from -0.4% (Qwen3-235B on four H200s, 1000/1000) to +94.6% (gpt-oss-120b on two B200s,",
-    "1024/8192); the Hopper DEP4 rows are close (-0.4% to +19.4%), the Hopper DEP8 rows not",
-    "(+20.2% to +93.6%), the B200 rows from +16.3% to +94.6%. Two mechanisms the model lacks,",
+    "76-78%). Three facts of these runs are priced: a step in fp4 runs its fused",
+    "attention in fp8 (no serving attention kernel takes fp4 q, k, v; it had been priced at the",
+    "fp4 peak, which put DeepSeek-R1's 8,192-token prefills on B200 at half their time: that row",
+    "+30.0% before, +13.0% now); gpt-oss's checkpoint quantizes only its experts (MXFP4; its",
+    "config's modules_to_not_convert keeps attention, router, embeddings and LM head in bf16, as",
+    "TensorRT-LLM's gpt_oss README says), so those matmuls read bf16 weights and compute in bf16",
+    "(with the attention change, the gpt-oss rows 7 to 19 points lower); and the recipes capture",
+    "CUDA graphs with padding (the overview's llm_options.yml: enable_padding, batch sizes 1, 2,",
+    "4, ..., 256, 384, 512, 1024, 2048, 4096, 8192; column cuda_graph_batches), so a rank of 750",
+    "sequences runs the 1,024 graph: TensorRT-LLM's model engine fills the batch with one dummy",
+    "generation request repeated, which runs every token-proportional kernel and reads no KV",
+    "(serving/steptimes.py padded_decode_s; the TensorRT-LLM MoE rows 1 to 11 points lower).",
+    "The overview's 20 MoE rows are 33.4% off (median), all but one too fast: from -1.6%",
+    "(Qwen3-235B on four H200s, 1000/1000)",
+    "to +92.6% (DeepSeek-R1 on eight H200s, 1000/1000); the Hopper DEP4 rows are close (-1.6% to",
+    "+17.7%), the Hopper DEP8 rows not (+17.7% to +92.6%), the B200 rows from +4.7% to +78.8%.",
+    "Two mechanisms the model lacks,",
     "found and not priced: the same table runs Qwen3-30B-A3B at 1000/1000 slower on GB200 than on",
     "B200 (22,856 against 26,971 tokens/s per GPU) although GB200's GPU is the faster one, and",
     "TensorRT-LLM pull request 10273 names host overhead the bottleneck of gpt-oss-120b with",
@@ -452,12 +474,20 @@ NOTES = [
     "to +56%, 28.5% median, and hid this miss); the overview's recipes capture CUDA graphs up",
     "to batch 8,192 with padding, so no step here runs eagerly. Still too fast, by a margin that",
     "does not follow the batch a rank runs: the rows of 44 to 356 sequences a rank on Hopper",
-    "(Qwen3-235B) are -0.4% to +50%, DeepSeek-R1 on eight H200s (117 and 375 a rank) +55% and",
-    "+94%, the small models on B200 (gpt-oss-20b, gpt-oss-120b, Qwen3-30B-A3B, 327 to 2,048 a",
-    "rank) +45% to +95%. Per sequence and step the gap is 29 us for gpt-oss-120b on two B200s",
-    "at 750 a rank (model 21 ms, run 43 ms), the 29 us per request of TensorRT-LLM pull request",
-    "10273's host profile, but about 8 us for gpt-oss-20b at 2,048 (its run could not pay 29",
-    "us), so no per-request host figure explains the set, and none is priced.",
+    "(Qwen3-235B) are -1.6% to +42%, DeepSeek-R1 on eight H200s (117 and 375 a rank) +50% and",
+    "+93%, the small models on B200 (gpt-oss-20b, gpt-oss-120b, Qwen3-30B-A3B, 327 to 2,048 a",
+    "rank) +29% to +79%. Per sequence and step the gap is 27 us for gpt-oss-120b on two B200s",
+    "at 750 a rank (model 23.0 ms, run 43 ms), near the 29 us per request of TensorRT-LLM pull",
+    "request 10273's host profile, but about 7 us for gpt-oss-20b at 2,048 (its run could not pay",
+    "29 us), so no per-request host figure explains the set, and none is priced. What the rows",
+    "do follow is the experts' matmul rate: priced at B200's bf16 rate (1745 TFLOP/s) instead of",
+    "its fp4/fp8 rates (3370 and 3432), TensorRT-LLM's gpt-oss rows fall to +16% to +28% (but",
+    "+78% at 1024/8192, where the KV read dominates) and SGLang's to +55%, measured before the",
+    "changes above; TensorRT-LLM runs these experts as MXFP4 weights",
+    "with MXFP8 activations on Blackwell (tensorrt_llm/_torch/model_config.py,",
+    "get_mxfp4_quant_algo: W4A8_MXFP4_MXFP8 from SM100 unless OVERRIDE_QUANT_ALGO), the fp8",
+    "rate on paper; no published grouped-GEMM rate of that kernel at these shapes was found, so",
+    "the rate is not changed.",
 ]
 
 

@@ -100,3 +100,20 @@ def test_bad_attention_dtype(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["plan", "--model", "llama-3.1-8b", "--hw", "h100", "--devices", "1"]
     assert main([*argv, "--attention-dtype", "fp7"]) == 2
     assert capsys.readouterr().err.startswith("error:")
+
+
+def test_four_bit_inference_runs_attention_in_fp8() -> None:
+    """No serving attention kernel takes 4-bit q, k, v (the narrowest is fp8: TensorRT-LLM's FP8
+    context FMHA, FlashInfer's trtllm-gen FP8-q/kv kernels), so a prefill or decode in fp4 runs
+    the fused attention at the fp8 rate: on B200 the scores einsum takes
+    SCORES_FLOPS / 4.5e15 (the fp8 datasheet peak), not SCORES_FLOPS / 9e15 (fp4's)."""
+    assert default_attention_dtype("fp4", "prefill") == "fp8"
+    assert default_attention_dtype("fp4", "decode") == "fp8"
+    assert default_attention_dtype("fp4", "training") == "bf16"  # Transformer Engine's rule
+    assert default_attention_dtype("fp8", "decode") is None  # 8 bits already: unchanged
+    w = _workload(dtype="fp4", phase="prefill")
+    scores = _attention(w)[0]
+    assert scores.compute_dtype == "fp8"
+    assert next(x for x in w.layers if x.name == "attn_qkv").compute_dtype == "fp4"
+    # 2,147,483,648 FLOPs / 4.5e15 FLOP/s = 0.477 us
+    assert _compute_s(scores, "b200") == pytest.approx(SCORES_FLOPS / 4.5e15, rel=1e-9)

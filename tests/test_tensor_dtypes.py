@@ -303,3 +303,48 @@ def test_kv_dtype_applies_to_mla_and_sliding_window_caches(
         assert main([*argv, "--kv-dtype", kv]) == 0
         cache = json.loads(capsys.readouterr().out)["plans"][0]["memory"]["kv_cache_bytes"]
         assert cache == pytest.approx(bf16_cache_bytes * factor, rel=1e-9)
+
+
+def test_experts_only_checkpoint_keeps_the_other_weights_in_bf16() -> None:
+    """gpt-oss's checkpoint quantizes only its routed experts (MXFP4; its config's
+    modules_to_not_convert keeps attention, router, embeddings and LM head in bf16): served with
+    4-bit weights, the expert einsums hold 4-bit weights while attn_qkv keeps bf16 weights and
+    computes in bf16. By hand, gpt-oss-120b: W_qkv is d_model x (heads + 2 kv_heads) x head_dim
+    = 2,880 x (64 + 16) x 64 = 14,745,600 parameters, 29,491,200 bytes in bf16; one expert's
+    gate/up matrix 2,880 x 2 x 2,880 = 16,588,800 parameters, 8,294,400 bytes at 4 bits."""
+    from shardline.hardware import load_chip
+    from shardline.models import load_model
+    from shardline.models.template import model_workload
+    from shardline.ops.roofline import evaluate_einsum
+
+    spec = load_model("gpt-oss-120b")
+    assert spec.moe is not None and spec.moe.dense_weight_dtype == "bf16"
+    work = model_workload(spec, phase="decode", batch=1, seq_len=1024, dtype="fp4")
+    work = with_tensor_dtypes(work, weight_dtype="fp4", kv_dtype="fp8")
+    layers = {x.name: x for x in work.layers}
+    qkv, experts = layers["attn_qkv"], layers["expert_in"]
+    assert qkv.dtypes["wqkv"] == "bf16" and qkv.compute_dtype == "bf16"
+    assert layers["router"].dtypes["wr"] == "bf16"
+    assert experts.dtypes["wein"] == "fp4" and experts.compute_dtype == "fp4"
+    assert work.model is not None and work.model.weights_dtype == "bf16"  # LM head, embedding
+    b200 = load_chip("b200")
+
+    def weight_bytes(layer: Any, name: str) -> float:
+        result = evaluate_einsum(
+            layer.parsed, dict(layer.dims), b200, dict(layer.dtypes), layer.compute_dtype
+        )
+        return float(result.bytes[name])
+
+    assert weight_bytes(qkv, "wqkv") == 2880 * 80 * 64 * 2 == 29_491_200
+    per_expert = weight_bytes(experts, "wein") / experts.dims["X"]
+    assert per_expert == 2880 * 2 * 2880 / 2 == 8_294_400
+    # a model without the field (Qwen3-30B-A3B, all linear layers in the FP4 checkpoint) keeps
+    # every weight at the dtype served
+    qwen = model_workload(load_model("qwen3-30b-a3b"), phase="decode", batch=1, seq_len=1024)
+    qwen = with_tensor_dtypes(qwen, weight_dtype="fp4")
+    assert next(x for x in qwen.layers if x.name == "attn_qkv").dtypes["wqkv"] == "fp4"
+    # 16-bit weights: nothing to keep apart
+    wide = with_tensor_dtypes(
+        model_workload(spec, phase="decode", batch=1, seq_len=1024), weight_dtype="bf16"
+    )
+    assert next(x for x in wide.layers if x.name == "expert_in").dtypes["wein"] == "bf16"

@@ -53,6 +53,7 @@ MOE_TABLE_FIELDS = (
     "shared_experts",
     "dense_layers_first",
     "router_bias",
+    "dense_weight_dtype",
 )
 # precision per tensor class, optional (docs/models.md, "Precision")
 MODEL_FIELDS = (
@@ -143,6 +144,7 @@ def _moe(r: _Reader) -> MoE | None:
         shared_experts=r.integer("moe.shared_experts", 0, zero=True),
         dense_layers_first=r.integer("moe.dense_layers_first", 0, zero=True),
         router_bias=r.boolean("moe.router_bias", False),
+        dense_weight_dtype=r.dtype("moe.dense_weight_dtype"),
     )
     if moe.experts > MAX_EXPERTS:
         raise r.fail("moe.experts", f"is more than {MAX_EXPERTS:,} (the most this tool models)")

@@ -89,4 +89,15 @@ def model_workload(
     precision = {k: table.pop(k) for k in PRECISION_FIELDS if k in table}
     stated = table.pop("dtype", "bf16")
     work = transformer(**table, phase=phase, dtype=dtype or stated, name=spec.name)
-    return template_precision(work, **precision)
+    return _checkpoint_layout(spec, template_precision(work, **precision))
+
+
+def _checkpoint_layout(spec: ModelSpec, work: Any) -> Any:
+    """`work` told that `spec`'s quantized checkpoint quantizes only its routed experts
+    (`moe.dense_weight_dtype`): `with_tensor_dtypes` then keeps the other weights in that dtype."""
+    from dataclasses import replace
+
+    dense = spec.moe.dense_weight_dtype if spec.moe is not None else ""
+    if not dense or work.model is None:
+        return work
+    return replace(work, model=replace(work.model, dense_weight_dtype=dense))

@@ -55,6 +55,9 @@ class ModelShape:
         ""  # the weights' storage dtype; empty: `dtype` (shardline.workload.precision)
     )
     tied_embeddings: bool = False  # the LM head is the embedding table (counted once)
+    # MoE whose checkpoint quantizes only the routed experts: the dtype of every other weight
+    # (shardline.workload.precision.with_tensor_dtypes); "": the weights are all alike
+    dense_weight_dtype: str = ""
     # MoE with dense first blocks (DeepSeek-V3, shardline.workload.dense_first): so many blocks run
     # a dense feed-forward of width dense_d_ff in place of the experts and the router
     dense_layers_first: int = 0

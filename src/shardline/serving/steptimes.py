@@ -56,6 +56,9 @@ __all__ = [
     "serving_dtypes",
     "kv_split_devices",
     "SCALE_OUT_BYTES_PER_S",
+    "graph_batch",
+    "padded_decode_s",
+    "with_graph_padding",
 ]
 
 # A device without a scale-up fabric in its chip file sends KV over one 400 Gb/s NIC (50 GB/s,
@@ -353,6 +356,55 @@ def step_times(
     if a == 1:
         st._decode[(256, 1024)] = float(sized.predicted_s) * scale  # priced for the memory: kept
     return st
+
+
+def graph_batch(m: int, graph_batches: tuple[int, ...]) -> int:
+    """The batch a decode step of m sequences runs as with CUDA-graph padding: the smallest
+    captured size >= m; m itself past the largest (no graph: the step runs as it is)."""
+    return min((g for g in graph_batches if g >= m), default=m)
+
+
+def padded_decode_s(
+    step: Callable[[int, int], float],
+    ranks: int,
+    per_rank: int,
+    context: int,
+    graph_batches: tuple[int, ...] = (),
+) -> float:
+    """A decode step of `per_rank` sequences on each of `ranks` attention ranks at context
+    `context`, `step(n, c)` the engine's step of n sequences in all. With CUDA-graph padding to
+    g = graph_batch(per_rank) the step carries g - per_rank dummy generation requests a rank
+    (TensorRT-LLM's model_engine `_get_padded_batch`: one dummy generation request added by
+    `add_dummy_requests(is_gen=True)`, repeated to the captured size): every kernel that scales
+    with the tokens runs on g, the attention reads only the real sequences' KV (the dummies hold
+    one token each). The step is affine in the context (the KV read), so the dummies' share is
+    what g - m sequences add at a context of one token:
+    t = step(R m, c) + step(R g, 1) - step(R m, 1)."""
+    m = per_rank
+    g = graph_batch(m, graph_batches)
+    t = step(ranks * m, context)
+    if g == m:
+        return t
+    return t + step(ranks * g, 1) - step(ranks * m, 1)
+
+
+def with_graph_padding(
+    st: StepTimes, attention_dp: int, graph_batches: tuple[int, ...]
+) -> StepTimes:
+    """`st` whose decode steps run as CUDA graphs captured at `graph_batches` with padding on
+    (TensorRT-LLM's `cuda_graph_config: enable_padding: true, batch_sizes: [...]`, SGLang's
+    `--cuda-graph-bs`): a step of n sequences over `attention_dp` ranks is `padded_decode_s` of
+    the fullest rank's ceil(n / A); the points priced so far are dropped (prefill kept)."""
+    from dataclasses import replace
+
+    if not graph_batches:
+        return st
+    plain, a = st.decode_point, attention_dp
+
+    def decode(n: int, c: int) -> float:
+        return padded_decode_s(plain, a, math.ceil(n / a), c, graph_batches)
+
+    return replace(st, decode_point=decode, _decode={}, _prefill=st._prefill)
 
 
 @lru_cache(maxsize=64)

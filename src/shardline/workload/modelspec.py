@@ -53,6 +53,9 @@ class MoE:
     shared_experts: int = 0
     dense_layers_first: int = 0
     router_bias: bool = False
+    # a checkpoint that quantizes only its routed experts (gpt-oss: MXFP4 experts): the dtype it
+    # keeps every other weight in (attention, router, embeddings, LM head); "" when none
+    dense_weight_dtype: str = ""
 
 
 @dataclass(frozen=True)

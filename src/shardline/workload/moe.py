@@ -36,6 +36,7 @@ from shardline.workload.modelspec import MAX_EXPERTS
 
 __all__ = [
     "MoeShape",
+    "ROUTED_EXPERT_LAYERS",
     "moe_shape",
     "MOE_FIELDS",
     "expected_experts",
@@ -53,6 +54,8 @@ __all__ = [
 ]
 
 EXPERT_AXIS = "experts"  # logical axis of the experts dim X (expert parallelism splits it)
+# the routed experts' einsums (a quantized checkpoint may quantize only these: gpt-oss)
+ROUTED_EXPERT_LAYERS = frozenset({"expert_in", "expert_up", "expert_down"})
 SLOT_AXIS = "expert_tokens"  # logical axis of C, the token slots of one expert
 
 

@@ -26,11 +26,13 @@ communication (docs/whole-model.md, "Precision per tensor class").
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from shardline.basics.dtypes import canonical_dtype, dtype_bits
 from shardline.errors import InputError
 from shardline.workload.dense_first import DenseFirstWorkload
+from shardline.workload.moe import ROUTED_EXPERT_LAYERS
 from shardline.workload.workload import Layer, Workload
 
 __all__ = [
@@ -43,12 +45,18 @@ __all__ = [
     "MASTER_WEIGHTS",
     "PRECISION_FIELDS",
     "ATTENTION_DTYPE_8BIT_TRAINING",
+    "ATTENTION_DTYPE_MIN_INFERENCE",
 ]
 
 # Transformer Engine's fp8 training keeps the parameters in bf16 (the GEMMs see fp8 casts).
 MASTER_WEIGHTS = "bf16"
 # ... and its dot-product attention in bf16 (the recipes' fp8_dpa defaults to False).
 ATTENTION_DTYPE_8BIT_TRAINING = "bf16"
+# ... and an inference step in a 4-bit dtype runs its fused attention in fp8: the narrowest q, k, v
+# the serving engines' attention kernels take (TensorRT-LLM's FP8 context FMHA and XQA over an fp8
+# KV cache; FlashInfer's trtllm-gen kernels, vLLM pull request 21716 'Support Flashinfer TRTLLM
+# FP8-q/kv/out Attention Kernel'; FlashAttention-4 is bf16); none computes in fp4.
+ATTENTION_DTYPE_MIN_INFERENCE = "fp8"
 _WIDE_BITS = 16
 # The template fields `template_precision` applies after the template is built.
 PRECISION_FIELDS = ("weight_dtype", "attention_dtype", "tied_embeddings")
@@ -64,9 +72,13 @@ def default_weight_dtype(dtype: str, phase: str) -> str | None:
 
 def default_attention_dtype(dtype: str, phase: str) -> str | None:
     """The attention kernel's dtype when none is given: bf16 for 8-bit training (Transformer
-    Engine's `fp8_dpa = False`), else the workload's (None: leave the layers as they are)."""
+    Engine's `fp8_dpa = False`); fp8 for inference in a dtype under 8 bits (no attention kernel
+    takes 4-bit q, k, v: the narrowest the engines run is fp8, ATTENTION_DTYPE_MIN_INFERENCE);
+    else the workload's (None: leave the layers as they are)."""
     if phase == "training" and dtype_bits(dtype) < _WIDE_BITS:
         return ATTENTION_DTYPE_8BIT_TRAINING
+    if phase != "training" and dtype_bits(dtype) < dtype_bits(ATTENTION_DTYPE_MIN_INFERENCE):
+        return ATTENTION_DTYPE_MIN_INFERENCE
     return None
 
 
@@ -100,16 +112,42 @@ def with_tensor_dtypes(
             return replace(layer, dtype=attention, dtypes=dtypes, compute_dtype=attention)
         return layer if dtypes == dict(layer.dtypes) else replace(layer, dtypes=dtypes)
 
-    layers = [stored(layer) for layer in workload.layers]
-    if isinstance(workload, DenseFirstWorkload):  # the dense first blocks' FFN einsums too
-        workload = replace(workload, dense_ffn=tuple(stored(x) for x in workload.dense_ffn))
     model = workload.model
+    dense = _dense_weight_dtype(model, weights)
+    convert: Callable[[Layer], Layer] = stored if dense is None else _experts_only(stored, dense)
+    layers = [convert(layer) for layer in workload.layers]
+    if isinstance(workload, DenseFirstWorkload):  # the dense first blocks' FFN einsums too
+        workload = replace(workload, dense_ffn=tuple(convert(x) for x in workload.dense_ffn))
     if model is not None and weights is not None:
-        model = replace(model, weight_dtype=weights)
+        model = replace(model, weight_dtype=dense or weights)
     formula = workload.kv_cache_formula
     if formula is not None and cache is not None:
         formula = {**formula, "s_kv_bits": dtype_bits(cache)}
     return replace(workload, layers=tuple(layers), model=model, kv_cache_formula=formula)
+
+
+def _dense_weight_dtype(model: object, weights: str | None) -> str | None:
+    """The dtype the non-expert weights stay in when `weights` narrower than 16 bits are the
+    model's experts-only quantized checkpoint (ModelShape.dense_weight_dtype); None otherwise."""
+    dense = getattr(model, "dense_weight_dtype", "") if model is not None else ""
+    if not dense or weights is None or dtype_bits(weights) >= _WIDE_BITS:
+        return None
+    return canonical_dtype(dense)
+
+
+def _experts_only(stored: Callable[[Layer], Layer], dense: str) -> Callable[[Layer], Layer]:
+    """`stored` for a checkpoint that quantizes only the routed experts (gpt-oss: MXFP4 experts,
+    everything else bf16, the model card's `modules_to_not_convert`): every other matmul
+    (attention projections, router, dense feed-forward) keeps its weights in `dense` and computes
+    in it, as the engines run those layers unquantized; the experts and the KV cache as told."""
+
+    def layout(layer: Layer) -> Layer:
+        if layer.kernel != "gemm" or layer.name in ROUTED_EXPERT_LAYERS:
+            return stored(layer)
+        dtypes = {name: dense for name in layer.dtypes} | {name: dense for name in layer.weights}
+        return replace(layer, dtype=dense, dtypes=dtypes, compute_dtype=dense)
+
+    return layout
 
 
 def weight_dtype_of(workload: Workload) -> str:
