@@ -628,6 +628,12 @@ SEQ_4096 = ("--set", "model.seq_length=4096")
             ("--set", "model.seq_length=8192", "--set", "comm_overlap.tp_comm_overlap=true"),
         ),
         (
+            "llama3-8b-b200-dp8-fp8",
+            "bridge_llama3_presets_00919dcf.py",
+            "LLAMA3_8B_PRETRAIN_CONFIG_B200_FP8_CS_V1",
+            ("--set", "model.seq_length=8192"),
+        ),
+        (
             "qwen3-30b-a3b-gb200-ep8-fp8",
             "bridge_qwen3_presets_c0b9a000.py",
             "QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1",

@@ -20,6 +20,12 @@ from dataclasses import replace
 from utils.utils import WorkloadBaseConfig
 
 
+# line 32
+BASE_LLAMA3_8B_CONFIG = WorkloadBaseConfig(
+    num_gpus=8,
+    global_batch_size=128,
+)
+
 # line 38
 BASE_LLAMA3_70B_CONFIG = WorkloadBaseConfig(
     num_gpus=64,
@@ -32,4 +38,12 @@ LLAMA3_70B_PRETRAIN_CONFIG_H100_FP8_CS_V1 = replace(
     tensor_model_parallel_size=4,
     pipeline_model_parallel_size=8,
     virtual_pipeline_model_parallel_size=5,
+)
+
+# line 446
+LLAMA3_8B_PRETRAIN_CONFIG_B200_FP8_CS_V1 = replace(
+    BASE_LLAMA3_8B_CONFIG,
+    micro_batch_size=2,
+    cuda_graph_impl="local",
+    cuda_graph_scope="full_iteration",
 )
