@@ -98,7 +98,7 @@ def _steps(
     key += (adp, weights, kv, graphs) + ((figures.tag,) if figures else ())
     if key not in cache:
         eng = figures.engine if figures else engine(row["engine"])
-        spec = load_model(row["model"])
+        spec = load_model(_model_ref(row))
         chip = figures.chip if figures else resolve_chip(row["hw"])
         compute, w, k = serving_dtypes(chip, row["dtype"], weights, kv)
         st = step_times(
@@ -106,6 +106,13 @@ def _steps(
         )
         cache[key] = with_graph_padding(st, adp, graphs)
     return cache[key]
+
+
+def _model_ref(row: dict[str, str]) -> str:
+    """A zoo model's name, or a model file beside the data (benchmarks/data/models/*.toml,
+    named from the repository root) for a model only the published rows use."""
+    ref = row["model"]
+    return str(ROOT / ref) if ref.endswith(".toml") else ref
 
 
 def _graph_batches(row: dict[str, str]) -> tuple[int, ...]:
@@ -235,7 +242,7 @@ def evaluate(rows: list[dict[str, str]]) -> list[Outcome]:
     for row in rows:
         o = Outcome(row["name"], row["set"], row["metric"], float(row["measured"]))
         o.engine, o.hw, o.load = row["engine"], row["hw"], row["load"]
-        o.moe = load_model(row["model"]).moe is not None
+        o.moe = load_model(_model_ref(row)).moe is not None
         o.source_id = row_source(row)
         try:
             o.predicted = predict(row, cache)
