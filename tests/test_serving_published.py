@@ -98,8 +98,12 @@ def test_lmdeploy_rows_are_its_a100_table_as_closed_loops() -> None:
     }
     rows = [r for r in _rows() if r["engine"] == "lmdeploy"]
     got = {
-        (int(r["concurrency"]), int(r["input_tokens"]), int(r["output_tokens"]), r["metric"]):
-        float(r["measured"])
+        (
+            int(r["concurrency"]),
+            int(r["input_tokens"]),
+            int(r["output_tokens"]),
+            r["metric"],
+        ): float(r["measured"])
         for r in rows
     }
     assert got == table
