@@ -98,7 +98,7 @@ def _steps(
     key += (adp, weights, kv, graphs) + ((figures.tag,) if figures else ())
     if key not in cache:
         eng = figures.engine if figures else engine(row["engine"])
-        spec = load_model(row["model"])
+        spec = load_model(_model_ref(row))
         chip = figures.chip if figures else resolve_chip(row["hw"])
         compute, w, k = serving_dtypes(chip, row["dtype"], weights, kv)
         st = step_times(
@@ -106,6 +106,13 @@ def _steps(
         )
         cache[key] = with_graph_padding(st, adp, graphs)
     return cache[key]
+
+
+def _model_ref(row: dict[str, str]) -> str:
+    """A zoo model's name, or a model file beside the data (benchmarks/data/models/*.toml,
+    named from the repository root) for a model only the published rows use."""
+    ref = row["model"]
+    return str(ROOT / ref) if ref.endswith(".toml") else ref
 
 
 def _graph_batches(row: dict[str, str]) -> tuple[int, ...]:
@@ -235,7 +242,7 @@ def evaluate(rows: list[dict[str, str]]) -> list[Outcome]:
     for row in rows:
         o = Outcome(row["name"], row["set"], row["metric"], float(row["measured"]))
         o.engine, o.hw, o.load = row["engine"], row["hw"], row["load"]
-        o.moe = load_model(row["model"]).moe is not None
+        o.moe = load_model(_model_ref(row)).moe is not None
         o.source_id = row_source(row)
         try:
             o.predicted = predict(row, cache)
@@ -426,6 +433,17 @@ NOTES = [
     "context the model's decode step is 17.5 ms (KV read 7.2 ms, expert GEMMs 3.1 ms, the bf16",
     "attention projections, router and LM head 1.9 ms, other kernels 1.5 ms, the DP all-to-all",
     "3.8 ms exposed); the run implies about 38 ms.",
+    "LMDeploy (four rows, its docs/en/benchmark/a100_fp16.md: TurboMind v0.2.0, Llama 2 7B in",
+    "fp16 on one A100-80G, profile_generation.py's closed loop of 1 or 16 clients with fixed",
+    "lengths): +12.5% (1 client, 128 / 2,048), +10.9% (16, 128 / 2,048), +9.3% (16, 2,048 /",
+    "2,048) and a mean TTFT of 2,048 tokens at 1 client -2.3%. Decode is priced too fast at every",
+    "batch, by about the same fraction: at 1 client the run gives 10.1 ms per output token",
+    "(98.92 tokens/s), the model 9.0 ms. The engine's figures are its v0.6 ones (engines.toml);",
+    "the run's own KV budget (v0.2.0: half the device) and the v0.6 one (0.8 of what the",
+    "weights leave) both hold these batches (16 x 4,096 tokens x 512 KiB = 32 GiB).",
+    "No TGI row: the TGI v3 benchmarks (docs/source/conceptual/chunking.md) replay prefix-cached",
+    "conversations of variable length, and the text-generation-benchmark tables found (pull",
+    "request 1243) leave the tensor-parallel size of their A100 run unstated.",
     "The 22 rows of TensorRT-LLM's newer overview (developer-guide/perf-overview.md, per-GPU",
     "output throughput times the GPUs; 20 of them mixture-of-experts: DeepSeek-R1-0528,",
     "gpt-oss-120b and 20b, Qwen3-235B-A22B and 30B-A3B, most as DEPn, attention data parallelism",

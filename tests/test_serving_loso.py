@@ -19,7 +19,7 @@ from e2e_loso import Figure  # noqa: E402
 def test_every_row_names_one_serving_source() -> None:
     # counted by hand from the source texts of serving_published.csv: the TensorRT-LLM overview's
     # two tables (60 at commit 00f37686, 22 at 03e27c7), NIM's sweep (24), OCI's vLLM blog (11),
-    # the v0.5.0 performance page (4), SGLang pull request 9359 (1)
+    # the v0.5.0 performance page (4), SGLang pull request 9359 (1), LMDeploy's A100 table (4)
     counts = collections.Counter(LOSO.row_source(r) for r in LOSO.load_rows())
     assert counts == {
         "trtllm-perf-overview": 82,
@@ -27,6 +27,7 @@ def test_every_row_names_one_serving_source() -> None:
         "oci-vllm-mi300x": 11,
         "trtllm-v0.5-performance": 4,
         "sglang-pr-9359": 1,
+        "lmdeploy-a100-fp16": 4,
     }
 
 

@@ -24,7 +24,7 @@ def test_every_row_is_sourced_and_known() -> None:
         assert r["source"].strip() and r["how"].strip(), r["name"]
         assert r["load"] in ("max", "closed", "static"), r["name"]
         assert r["metric"] in ("throughput_tokens_per_s", "ttft_s", "tpot_s", "latency_s")
-        assert r["engine"] in ("trtllm", "vllm", "sglang"), r["name"]
+        assert r["engine"] in ("trtllm", "vllm", "sglang", "tgi", "lmdeploy"), r["name"]
         assert float(r["measured"]) > 0
         if r["metric"] == "latency_s":
             assert r["load"] == "static", r["name"]
@@ -80,3 +80,54 @@ def test_sglang_gpt_oss_row_is_its_closed_loop_as_a_capped_burst() -> None:
     assert (r["requests"], r["max_batch"], r["chunk_tokens"]) == ("12800", "2560", "16384")
     assert r["ep"] == r["attention_dp"] == r["tp"] == r["devices"] == "4"
     assert r["kv_dtype"] == "bf16" and "pull request #9359" in r["source"]
+
+
+def test_lmdeploy_rows_are_its_a100_table_as_closed_loops() -> None:
+    """LMDeploy docs/en/benchmark/a100_fp16.md (v0.2.0 TurboMind, one A100-80G, FP16 llama2-7b,
+    Static Inference Benchmark): throughput(out tok/s) 98.92 at batch 1, 128 in / 2,048 out;
+    1010.62 at batch 16, 128 / 2,048; 601.63 at batch 16, 2,048 / 2,048; FTL(ave) 0.139 s at
+    batch 1, 2,048 / 128. profile_generation.py runs `batch` threads each sending its requests
+    one after another: a closed loop of that concurrency."""
+    import re
+
+    table = {
+        (1, 128, 2048, "throughput_tokens_per_s"): 98.92,
+        (16, 128, 2048, "throughput_tokens_per_s"): 1010.62,
+        (16, 2048, 2048, "throughput_tokens_per_s"): 601.63,
+        (1, 2048, 128, "ttft_s"): 0.139,
+    }
+    rows = [r for r in _rows() if r["engine"] == "lmdeploy"]
+    got = {
+        (
+            int(r["concurrency"]),
+            int(r["input_tokens"]),
+            int(r["output_tokens"]),
+            r["metric"],
+        ): float(r["measured"])
+        for r in rows
+    }
+    assert got == table
+    for r in rows:
+        assert "a100_fp16.md" in r["source"] and "v0.2.0" in r["source"]
+        assert (r["hw"], r["dtype"], r["devices"], r["tp"]) == ("a100-80gb", "fp16", "1", "1")
+        assert r["load"] == "closed"
+        assert int(re.search(r"batch (\d+),", r["how"]).group(1)) == int(r["concurrency"])
+        # TurboMind v0.2.0 defaults: max_batch_size 128, a prompt prefilled in one iteration
+        assert (r["max_batch"], r["chunk_tokens"]) == ("128", "0")
+
+
+def test_llama_2_7b_file_is_the_published_model() -> None:
+    """The LMDeploy rows' model file: Llama 2 7B's 6,738,415,616 parameters (the Hub's count
+    for meta-llama/Llama-2-7b-hf), by hand: untied embedding and head 2 x 32,000 x 4,096, per
+    layer four 4,096^2 attention projections (32 KV heads: no GQA), three 4,096 x 11,008 SwiGLU
+    matrices and two norms, and the final norm; its KV cache per token
+    2 x 32 layers x 4,096 x 2 B = 512 KiB, so 16 sequences of 4,096 tokens hold 32 GiB."""
+    from shardline.models import load_model
+    from shardline.workload.modelspec import params_total
+
+    spec = load_model(str(ROOT / "benchmarks" / "data" / "models" / "llama-2-7b.toml"))
+    d, ff, layers, vocab = 4096, 11008, 32, 32_000
+    by_hand = 2 * vocab * d + layers * (4 * d * d + 3 * d * ff + 2 * d) + d
+    assert by_hand == 6_738_415_616 == params_total(spec)
+    assert (spec.kv_heads, spec.head_dim) == (32, 128)
+    assert 16 * 4096 * (2 * layers * spec.kv_heads * spec.head_dim * 2) == 32 * 2**30
