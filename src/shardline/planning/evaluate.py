@@ -114,6 +114,9 @@ class Context:
         # a stage before its recompute (`_prefix`) depends on all of the execution but that
         self._prefixes: dict[tuple[object, ...], Stage] = {}
         self._prefix_execution = replace(self.execution, recompute="none")
+        # layer Costs by what they are computed from (`_shape_key`), whatever the layer's other
+        # sizes: shared by the searches of a batch sweep (`share_batch_caches`)
+        self._shapes: dict[tuple[object, ...], LayerCost] = {}
 
     def share_caches(self, base: Context) -> None:
         """Use `base`'s caches that do not depend on the execution or that key by it (local
@@ -131,6 +134,14 @@ class Context:
         self._parts = base._parts  # keyed by the execution but sp, recompute and overlap
         self._prefixes = base._prefixes  # keyed by the execution but recompute
         self._gradient_ways = base._gradient_ways
+
+    def share_batch_caches(self, base: Context) -> None:
+        """Use `base`'s caches that do not depend on the workload's sizes (the networks and
+        their priced collectives, the layer Costs by shape): `base` must be of the same chip,
+        network options and execution, its workload the same but for the batch."""
+        assert base.chip is self.chip and base.network_options == self.network_options
+        assert base.execution == self.execution and base.kernel_chip is self.kernel_chip
+        self._networks, self._priced, self._shapes = base._networks, base._priced, base._shapes
 
     def once(self, name: str, compute: Callable[[], object]) -> object:
         """A value that depends on the search alone (not the plan), computed once."""
@@ -166,15 +177,27 @@ class Context:
     def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost:
         """The layer's roofline Cost at these sizes, with its realistic time as predicted_s."""
         key = (layer.content_key, tuple(dims.items()))
-        if key not in self._costs:
-            base = layer_cost(layer, self.chip, dims)
+        found = self._costs.get(key)
+        if found is None:
             t = self.einsum_times.get(key)
-            if t is None:
-                model, graphs = self.workload.model, self.execution.cuda_graphs
-                t = einsum_time_s(layer, self.kernel_chip, dims, model, graphs)
-            cost = causal_lower_bound(base.cost, layer, self.workload.model)
-            self._costs[key] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
-        return self._costs[key]
+            if t is not None:  # its realistic time found before (by the same key)
+                found = self._layer_cost(layer, dims, t)
+            else:
+                shape = _shape_key(layer, dims, self.workload.model)
+                found = self._shapes.get(shape)
+                if found is None:
+                    found = self._shapes[shape] = self._layer_cost(layer, dims, None)
+            self._costs[key] = found
+        return found
+
+    def _layer_cost(self, layer: Layer, dims: Mapping[str, int], t: float | None) -> LayerCost:
+        """The Cost, with `t` (None: `einsum_time_s`) as its realistic time."""
+        base = layer_cost(layer, self.chip, dims)
+        if t is None:
+            model, graphs = self.workload.model, self.execution.cuda_graphs
+            t = einsum_time_s(layer, self.kernel_chip, dims, model, graphs)
+        cost = causal_lower_bound(base.cost, layer, self.workload.model)
+        return LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
 
     def following(self, layer: Layer) -> Layer:
         """The layer after this one: itself when it repeats (count > 1), else the next in the
@@ -268,6 +291,26 @@ class Context:
                 self.execution,
             )
         return self._memory[key]
+
+
+def _shape_key(layer: Layer, dims: Mapping[str, int], model: Any) -> tuple[Any, ...]:
+    """All that `Context._layer_cost` reads (`layer_cost`, `einsum_time_s`,
+    `causal_lower_bound`): the layer's einsum, dtypes, kernel, on-chip operands and phase at
+    `dims`, and the model's attention flags; not the layer's own (global) sizes."""
+    flags = None
+    if model is not None:
+        flags = (model.attention, model.causal, model.decode, model.causal_fraction)
+    return (
+        layer.spec,
+        tuple(dims.items()),
+        layer.dtype,
+        tuple(layer.dtypes.items()),
+        layer.compute_dtype,
+        layer.kernel,
+        layer.onchip,
+        layer.phase,
+        flags,
+    )
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from shardline.basics.values import JSONDict
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.planning.results import PlanSet
-from shardline.planning.search import plan
+from shardline.planning.search import batch_planner
 from shardline.strategies import Degrees
 from shardline.workload.stack import apply_overrides
 from shardline.workload.workload import Workload
@@ -146,12 +146,11 @@ def sweep_batch(
     )
     objective = str(options.get("objective", "predicted"))
     memo: dict[int, PlanSet] = {}
+    search = batch_planner(workload, chip, devices, **options)
 
     def at(batch: int) -> PlanSet:
         if batch not in memo:
-            memo[batch] = plan(
-                workload.with_batch(batch), chip, devices, require_fit=False, **options
-            )
+            memo[batch] = search(batch)
         return memo[batch]
 
     points = [_point(b, at(b)) for b in sizes]
