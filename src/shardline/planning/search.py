@@ -40,7 +40,7 @@ from shardline.workload.workload import Workload
 __all__ = [
     "PlanOptions",
     "plan",
-    "batch_planner",
+    "plan_with",
     "candidates",
     "assignments",
     "divisors",
@@ -421,36 +421,11 @@ def plan(
     """
     w = _as_workload(workload)
     opts = options or _options(microbatches, objective, require_fit, given)
-    return _plan(w, hw, devices, opts, None)
+    return plan_with(w, hw, devices, opts, None)
 
 
-def batch_planner(
-    workload: Workload,
-    chip: Chip,
-    devices: int,
-    *,
-    microbatches: int | None = None,
-    objective: str = "predicted",
-    **given: Any,
-) -> Callable[[int], PlanSet]:
-    """`plan(workload.with_batch(batch), chip, devices, require_fit=False, ...)` for each batch
-    asked for: the searches share what does not depend on the batch (the networks, their priced
-    collectives and the layer Costs by shape: `Context.share_batch_caches`), so that a batch
-    sweep's tens of searches price each shape once."""
-    opts = _options(microbatches, objective, False, given)
-    first: list[Context] = []
-
-    def at(batch: int) -> PlanSet:
-        return _plan(workload.with_batch(batch), chip, devices, opts, first)
-
-    return at
-
-
-def _plan(
-    w: Workload, hw: str | Chip, devices: int, opts: PlanOptions, shared: list[Context] | None
-) -> PlanSet:
-    """`plan` of a Workload under `opts`; `shared` (a batch sweep's): an empty list, or the
-    first search's Context, whose batch-free caches this search uses."""
+def plan_with(w: Workload, hw: str | Chip, devices: int, opts: PlanOptions, shared: Any) -> PlanSet:
+    """`plan` of a Workload under `opts`; `shared`: None, or a batch sweep's dict (`_search`)."""
     _check_options(w, devices, opts)
     rates = opts.rates
     chip = apply_overrides(resolve_chip(hw), w, rates.flops_per_s, rates.mem_bytes_per_s)
@@ -493,19 +468,13 @@ def _check_comm_sms(sms: int, chip: Chip) -> None:
 
 
 def _search(
-    workload: Workload,
-    chip: Chip,
-    devices: int,
-    opts: PlanOptions,
-    shared: list[Context] | None = None,
+    workload: Workload, chip: Chip, devices: int, opts: PlanOptions, shared: Any = None
 ) -> list[PlanResult]:
     """Each candidate with its best microbatch count (on a tie the fewest microbatches, the
     simplest schedule); a candidate where nothing fits keeps its smallest-memory count."""
     ctx = Context(workload, chip, opts.execution, opts.network)
-    if shared:
-        ctx.share_batch_caches(shared[0])
-    elif shared is not None:
-        shared.append(ctx)
+    if shared is not None:  # a batch sweep's: its first search's Context lends its caches
+        ctx.share_batch_caches(shared.setdefault("first", ctx))
     key = _sort_key(opts.objective)
     results: list[PlanResult] = []
     for deg in candidates(workload, devices, opts.degrees, opts.execution.interleave):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import isqrt
 from numbers import Integral
@@ -14,7 +14,7 @@ from shardline.basics.values import JSONDict
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.planning.results import PlanSet
-from shardline.planning.search import batch_planner
+from shardline.planning.search import PlanOptions, _options, plan_with
 from shardline.strategies import Degrees
 from shardline.workload.stack import apply_overrides
 from shardline.workload.workload import Workload
@@ -124,6 +124,24 @@ def _sizes(batches: Sequence[int]) -> list[int]:
             "search of its own)"
         )
     return sizes
+
+
+def batch_planner(
+    workload: Workload,
+    chip: Chip,
+    devices: int,
+    *,
+    microbatches: int | None = None,
+    objective: str = "predicted",
+    **given: Any,
+) -> Callable[[int], PlanSet]:
+    """`plan(workload.with_batch(batch), chip, devices, require_fit=False, ...)` at each batch
+    asked for, the searches sharing what does not depend on the batch (the networks, their
+    priced collectives and the layer Costs by shape: `Context.share_batch_caches`), so that a
+    sweep's tens of searches price each shape once."""
+    opts: PlanOptions = _options(microbatches, objective, False, given)
+    shared: dict[str, Any] = {}
+    return lambda batch: plan_with(workload.with_batch(batch), chip, devices, opts, shared)
 
 
 def sweep_batch(
