@@ -32,7 +32,7 @@ from shardline.planning.stage_extras import (
 )
 from shardline.planning.step import gap_s, realistic_step, recompute_answer, tokens_answers
 from shardline.realistic.block import head_layer
-from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
+from shardline.realistic.kernels import causal_lower_bound, einsum_time_s, shape_key
 from shardline.realistic.sustained import sustained_chip, with_attention_kernel
 from shardline.strategies import (
     CommTerm,
@@ -114,7 +114,7 @@ class Context:
         # a stage before its recompute (`_prefix`) depends on all of the execution but that
         self._prefixes: dict[tuple[object, ...], Stage] = {}
         self._prefix_execution = replace(self.execution, recompute="none")
-        # layer Costs by what they are computed from (`_shape_key`), whatever the layer's other
+        # layer Costs by what they are computed from (`shape_key`), whatever the layer's other
         # sizes: shared by the searches of a batch sweep (`share_batch_caches`)
         self._shapes: dict[tuple[object, ...], LayerCost] = {}
 
@@ -183,7 +183,7 @@ class Context:
             if t is not None:  # its realistic time found before (by the same key)
                 found = self._layer_cost(layer, dims, t)
             else:
-                shape = _shape_key(layer, dims, self.workload.model)
+                shape = shape_key(layer, dims, self.workload.model)
                 found = self._shapes.get(shape)
                 if found is None:
                     found = self._shapes[shape] = self._layer_cost(layer, dims, None)
@@ -291,26 +291,6 @@ class Context:
                 self.execution,
             )
         return self._memory[key]
-
-
-def _shape_key(layer: Layer, dims: Mapping[str, int], model: Any) -> tuple[Any, ...]:
-    """All that `Context._layer_cost` reads (`layer_cost`, `einsum_time_s`,
-    `causal_lower_bound`): the layer's einsum, dtypes, kernel, on-chip operands and phase at
-    `dims`, and the model's attention flags; not the layer's own (global) sizes."""
-    flags = None
-    if model is not None:
-        flags = (model.attention, model.causal, model.decode, model.causal_fraction)
-    return (
-        layer.spec,
-        tuple(dims.items()),
-        layer.dtype,
-        tuple(layer.dtypes.items()),
-        layer.compute_dtype,
-        layer.kernel,
-        layer.onchip,
-        layer.phase,
-        flags,
-    )
 
 
 @dataclass(frozen=True)
