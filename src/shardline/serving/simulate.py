@@ -1,11 +1,11 @@
 """A small discrete-event simulation of one replica, engine step by engine step (numpy over the
-running set), of the same setup as the analytic model: Poisson arrivals (or a trace), FCFS
-admission up to the batch limit (the max batch and the KV limit of the analytic model),
-chunked prefill (a token budget per step, oldest prompt first) or separate prefill steps, and
-decode steps priced by the same engine steps at the running set's mean context (DecodeLine).
-Speculative decoding adds the expected tokens per step (no sampling of acceptances);
-disaggregated pools: an FCFS prefill queue per prefill replica (Lindley's recursion,
-vectorized) then the KV transfer, then a decode replica."""
+running set; a stretch of decode-only steps on Python scalars, `_decode_stretch`), of the same
+setup as the analytic model: Poisson arrivals (or a trace), FCFS admission up to the batch limit
+(the max batch and the KV limit of the analytic model), chunked prefill (a token budget per step,
+oldest prompt first) or separate prefill steps, and decode steps priced by the same engine steps
+at the running set's mean context (DecodeLine). Speculative decoding adds the expected tokens per
+step (no sampling of acceptances); disaggregated pools: an FCFS prefill queue per prefill replica
+(Lindley's recursion, vectorized) then the KV transfer, then a decode replica."""
 
 from __future__ import annotations
 
