@@ -114,9 +114,7 @@ class Context:
         # a stage before its recompute (`_prefix`) depends on all of the execution but that
         self._prefixes: dict[tuple[object, ...], Stage] = {}
         self._prefix_execution = replace(self.execution, recompute="none")
-        # layer Costs by what they are computed from (`shape_key`), whatever the layer's other
-        # sizes: shared by the searches of a batch sweep (`share_batch_caches`)
-        self._shapes: dict[tuple[object, ...], LayerCost] = {}
+        self._shapes: dict[tuple[object, ...], LayerCost] = {}  # `cost` by shape (`sweep`)
 
     def share_caches(self, base: Context) -> None:
         """Use `base`'s caches that do not depend on the execution or that key by it (local
@@ -134,14 +132,6 @@ class Context:
         self._parts = base._parts  # keyed by the execution but sp, recompute and overlap
         self._prefixes = base._prefixes  # keyed by the execution but recompute
         self._gradient_ways = base._gradient_ways
-
-    def share_batch_caches(self, base: Context) -> None:
-        """Use `base`'s caches that do not depend on the workload's sizes (the networks and
-        their priced collectives, the layer Costs by shape): `base` must be of the same chip,
-        network options and execution, its workload the same but for the batch."""
-        assert base.chip is self.chip and base.network_options == self.network_options
-        assert base.execution == self.execution and base.kernel_chip is self.kernel_chip
-        self._networks, self._priced, self._shapes = base._networks, base._priced, base._shapes
 
     def once(self, name: str, compute: Callable[[], object]) -> object:
         """A value that depends on the search alone (not the plan), computed once."""
@@ -177,27 +167,18 @@ class Context:
     def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost:
         """The layer's roofline Cost at these sizes, with its realistic time as predicted_s."""
         key = (layer.content_key, tuple(dims.items()))
-        found = self._costs.get(key)
-        if found is None:
+        if key not in self._costs:
             t = self.einsum_times.get(key)
-            if t is not None:  # its realistic time found before (by the same key)
-                found = self._layer_cost(layer, dims, t)
-            else:
-                shape = shape_key(layer, dims, self.workload.model)
-                found = self._shapes.get(shape)
-                if found is None:
-                    found = self._shapes[shape] = self._layer_cost(layer, dims, None)
-            self._costs[key] = found
-        return found
-
-    def _layer_cost(self, layer: Layer, dims: Mapping[str, int], t: float | None) -> LayerCost:
-        """The Cost, with `t` (None: `einsum_time_s`) as its realistic time."""
-        base = layer_cost(layer, self.chip, dims)
-        if t is None:
-            model, graphs = self.workload.model, self.execution.cuda_graphs
-            t = einsum_time_s(layer, self.kernel_chip, dims, model, graphs)
-        cost = causal_lower_bound(base.cost, layer, self.workload.model)
-        return LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
+            shape = (shape_key(layer, dims, self.workload.model), t)  # what the Cost reads
+            if shape not in self._shapes:
+                base = layer_cost(layer, self.chip, dims)
+                if t is None:
+                    model, graphs = self.workload.model, self.execution.cuda_graphs
+                    t = einsum_time_s(layer, self.kernel_chip, dims, model, graphs)
+                cost = causal_lower_bound(base.cost, layer, self.workload.model)
+                self._shapes[shape] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
+            self._costs[key] = self._shapes[shape]
+        return self._costs[key]
 
     def following(self, layer: Layer) -> Layer:
         """The layer after this one: itself when it repeats (count > 1), else the next in the

@@ -425,7 +425,7 @@ def plan(
 
 
 def plan_with(w: Workload, hw: str | Chip, devices: int, opts: PlanOptions, shared: Any) -> PlanSet:
-    """`plan` of a Workload under `opts`; `shared`: None, or a batch sweep's dict (`_search`)."""
+    """`plan` of a Workload under `opts`; `shared`: None, or a batch sweep's hook (`_search`)."""
     _check_options(w, devices, opts)
     rates = opts.rates
     chip = apply_overrides(resolve_chip(hw), w, rates.flops_per_s, rates.mem_bytes_per_s)
@@ -473,8 +473,8 @@ def _search(
     """Each candidate with its best microbatch count (on a tie the fewest microbatches, the
     simplest schedule); a candidate where nothing fits keeps its smallest-memory count."""
     ctx = Context(workload, chip, opts.execution, opts.network)
-    if shared is not None:  # a batch sweep's: its first search's Context lends its caches
-        ctx.share_batch_caches(shared.setdefault("first", ctx))
+    if shared is not None:  # a batch sweep's (`sweep.batch_planner`)
+        shared(ctx)
     key = _sort_key(opts.objective)
     results: list[PlanResult] = []
     for deg in candidates(workload, devices, opts.degrees, opts.execution.interleave):

@@ -13,6 +13,7 @@ from shardline.basics.units import short
 from shardline.basics.values import JSONDict
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
+from shardline.planning.evaluate import Context
 from shardline.planning.results import PlanSet
 from shardline.planning.search import PlanOptions, _options, plan_with
 from shardline.strategies import Degrees
@@ -137,11 +138,22 @@ def batch_planner(
 ) -> Callable[[int], PlanSet]:
     """`plan(workload.with_batch(batch), chip, devices, require_fit=False, ...)` at each batch
     asked for, the searches sharing what does not depend on the batch (the networks, their
-    priced collectives and the layer Costs by shape: `Context.share_batch_caches`), so that a
+    priced collectives and the layer Costs by shape: `share` below), so that a
     sweep's tens of searches price each shape once."""
     opts: PlanOptions = _options(microbatches, objective, False, given)
-    shared: dict[str, Any] = {}
-    return lambda batch: plan_with(workload.with_batch(batch), chip, devices, opts, shared)
+    first: list[Context] = []
+
+    def share(ctx: Context) -> None:
+        """The first search's caches that do not depend on the batch, for each search: the
+        networks and their priced collectives (same chip and network options) and the layer
+        Costs by shape (`Context.cost`; same execution)."""
+        base = (first or [ctx])[0]
+        first[:] = [base]
+        assert base.chip is ctx.chip and base.network_options == ctx.network_options
+        assert base.execution == ctx.execution and base.kernel_chip is ctx.kernel_chip
+        ctx._networks, ctx._priced, ctx._shapes = base._networks, base._priced, base._shapes
+
+    return lambda batch: plan_with(workload.with_batch(batch), chip, devices, opts, share)
 
 
 def sweep_batch(
