@@ -286,13 +286,18 @@ def test_the_crossover_search_stops_at_its_plan_budget(
     searches; with a budget of 3 it stops after the third and says so."""
     w = ffn(d_model=8192, d_ff=28672, seq_len=1, batch=1, layers=1, phase="decode")
     searched: list[int] = []
-    real_plan = sweep.plan
+    real_planner = sweep.batch_planner
 
     def counted(workload: Any, *args: Any, **kwargs: Any) -> Any:
-        searched.append(workload.batch)
-        return real_plan(workload, *args, **kwargs)
+        search = real_planner(workload, *args, **kwargs)
 
-    monkeypatch.setattr(sweep, "plan", counted)
+        def at(batch: int) -> Any:
+            searched.append(batch)
+            return search(batch)
+
+        return at
+
+    monkeypatch.setattr(sweep, "batch_planner", counted)
     monkeypatch.setattr(sweep, "MAX_SWEEP_PLANS", 3)
     cut = sweep_batch(w, "h100-sxm", 8, [1, 32768])
     assert cut.points[0].recommended != cut.points[1].recommended

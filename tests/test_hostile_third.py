@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -285,11 +286,14 @@ def test_a_wide_batch_range_is_bisected_geometrically(monkeypatch: pytest.Monkey
         def best(self) -> None:
             return None
 
-    def fake_plan(work: Any, *args: Any, **kw: Any) -> Found:
-        calls.append(work.batch)
-        return Found(work.batch)
+    def fake_planner(work: Any, *args: Any, **kw: Any) -> Callable[[int], Found]:
+        def at(batch: int) -> Found:
+            calls.append(batch)
+            return Found(batch)
 
-    monkeypatch.setattr(sweep, "plan", fake_plan)
+        return at
+
+    monkeypatch.setattr(sweep, "batch_planner", fake_planner)
     w = transformer(d_model=256, d_ff=1024, heads=4, seq_len=128, batch=1, layers=2)
     result = sweep.sweep_batch(w, "h100-sxm", 8, [1, 10**9])
     assert [(c.batch, c.from_plan, c.to_plan) for c in result.crossovers] == [

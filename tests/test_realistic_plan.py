@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from shardline.planning.results import PlanResult
 from shardline.strategies import Degrees
 from shardline.workload.templates import transformer
 from shardline.workload.workload import Workload
+from tests.cli_run import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 L70 = Path(__file__).resolve().parent / "data" / "l70.toml"
@@ -513,24 +512,16 @@ CONTRACT = ["--hw", "a100-80gb", "--devices", "64", "--tp", "8", "--pp", "8", "-
 CONTRACT += ["--fsdp", "1", "--microbatches", "64"]
 
 
-def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "shardline.cli.main", *argv],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-    )
-
-
 @pytest.mark.parametrize("attention", ["flash", "standard"])
-def test_cli_plan_json_contract(tmp_path: Path, attention: str) -> None:
+def test_cli_plan_json_contract(
+    tmp_path: Path, attention: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "small.toml"
     path.write_text(SMALL.format(attention=attention), encoding="utf-8")
     argv = ["plan", str(path), *CONTRACT, "--interleave", "3", "--recompute", "full"]
-    proc = _cli(*argv, "--sequence-parallel", "--json")
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout)
+    code, stdout, stderr = run_cli(capsys, *argv, "--sequence-parallel", "--json")
+    assert code == 0, stderr
+    out = json.loads(stdout)
     assert out["execution"]["interleave"] == 3
     assert out["execution"]["recompute"] == "full"
     assert out["execution"]["sequence_parallel"] is True
@@ -555,15 +546,15 @@ def test_cli_plan_json_contract(tmp_path: Path, attention: str) -> None:
     ],
 )
 def test_cli_bad_values_are_one_error_line(
-    tmp_path: Path, attention: str, extra: list[str], bad: str
+    tmp_path: Path, attention: str, extra: list[str], bad: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "small.toml"
     path.write_text(SMALL.format(attention=attention), encoding="utf-8")
-    proc = _cli("plan", str(path), *CONTRACT, *extra, "--json")
-    assert proc.returncode == 2
-    assert proc.stdout == ""
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    code, stdout, stderr = run_cli(capsys, "plan", str(path), *CONTRACT, *extra, "--json")
+    assert code == 2
+    assert stdout == ""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
     assert bad in lines[0]  # the message names the bad value
 
 

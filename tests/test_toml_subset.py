@@ -128,20 +128,26 @@ def _pairs() -> st.SearchStrategy[list[str]]:
     return st.lists(line, max_size=4, unique_by=lambda s: s.split("=")[0].strip())
 
 
+# built once: a strategy built inside each draw is validated (and its lambdas described) anew
+# every time, most of the test's time
+_PAIRS = _pairs()
+_NEWLINES = st.sampled_from(["\n", "\r\n"])
+
+
 @st.composite
 def _documents(draw: st.DrawFn) -> str:
-    lines = draw(_pairs())
+    lines = draw(_PAIRS)
     roots = {line.split("=")[0].strip() for line in lines}
     names = draw(st.lists(_KEYS.filter(lambda k: k not in roots), max_size=3, unique=True))
     for name in names:
         if draw(st.booleans()):
             lines.append(f"[{name}]")
-            lines += draw(_pairs())
+            lines += draw(_PAIRS)
         else:
             for _ in range(draw(st.integers(1, 3))):
                 lines.append(f"[[{name}]]")
-                lines += draw(_pairs())
-    return draw(st.sampled_from(["\n", "\r\n"])).join(lines) + "\n"
+                lines += draw(_PAIRS)
+    return draw(_NEWLINES).join(lines) + "\n"
 
 
 @settings(max_examples=150, deadline=None)

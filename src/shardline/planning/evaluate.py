@@ -32,7 +32,7 @@ from shardline.planning.stage_extras import (
 )
 from shardline.planning.step import gap_s, realistic_step, recompute_answer, tokens_answers
 from shardline.realistic.block import head_layer
-from shardline.realistic.kernels import causal_lower_bound, einsum_time_s
+from shardline.realistic.kernels import causal_lower_bound, einsum_time_s, shape_key
 from shardline.realistic.sustained import sustained_chip, with_attention_kernel
 from shardline.strategies import (
     CommTerm,
@@ -114,6 +114,7 @@ class Context:
         # a stage before its recompute (`_prefix`) depends on all of the execution but that
         self._prefixes: dict[tuple[object, ...], Stage] = {}
         self._prefix_execution = replace(self.execution, recompute="none")
+        self._shapes: dict[tuple[object, ...], LayerCost] = {}  # `cost` by shape (`sweep`)
 
     def share_caches(self, base: Context) -> None:
         """Use `base`'s caches that do not depend on the execution or that key by it (local
@@ -167,13 +168,16 @@ class Context:
         """The layer's roofline Cost at these sizes, with its realistic time as predicted_s."""
         key = (layer.content_key, tuple(dims.items()))
         if key not in self._costs:
-            base = layer_cost(layer, self.chip, dims)
             t = self.einsum_times.get(key)
-            if t is None:
-                model, graphs = self.workload.model, self.execution.cuda_graphs
-                t = einsum_time_s(layer, self.kernel_chip, dims, model, graphs)
-            cost = causal_lower_bound(base.cost, layer, self.workload.model)
-            self._costs[key] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
+            shape = (shape_key(layer, dims, self.workload.model), t)  # what the Cost reads
+            if shape not in self._shapes:
+                base = layer_cost(layer, self.chip, dims)
+                if t is None:
+                    model, graphs = self.workload.model, self.execution.cuda_graphs
+                    t = einsum_time_s(layer, self.kernel_chip, dims, model, graphs)
+                cost = causal_lower_bound(base.cost, layer, self.workload.model)
+                self._shapes[shape] = LayerCost(replace(cost, predicted_s=t), base.flops_per_s)
+            self._costs[key] = self._shapes[shape]
         return self._costs[key]
 
     def following(self, layer: Layer) -> Layer:

@@ -40,6 +40,7 @@ from shardline.workload.workload import Workload
 __all__ = [
     "PlanOptions",
     "plan",
+    "plan_with",
     "candidates",
     "assignments",
     "divisors",
@@ -420,11 +421,16 @@ def plan(
     """
     w = _as_workload(workload)
     opts = options or _options(microbatches, objective, require_fit, given)
+    return plan_with(w, hw, devices, opts, None)
+
+
+def plan_with(w: Workload, hw: str | Chip, devices: int, opts: PlanOptions, shared: Any) -> PlanSet:
+    """`plan` of a Workload under `opts`; `shared`: None, or a batch sweep's hook (`_search`)."""
     _check_options(w, devices, opts)
     rates = opts.rates
     chip = apply_overrides(resolve_chip(hw), w, rates.flops_per_s, rates.mem_bytes_per_s)
     _check_comm_sms(opts.execution.ep_comm_sms, chip)
-    results = _search(w, chip, devices, opts)
+    results = _search(w, chip, devices, opts, shared)
     key = _sort_key(opts.objective)
     results.sort(key=key)
     fits = [r for r in results if r.fits]
@@ -461,10 +467,14 @@ def _check_comm_sms(sms: int, chip: Chip) -> None:
         )
 
 
-def _search(workload: Workload, chip: Chip, devices: int, opts: PlanOptions) -> list[PlanResult]:
+def _search(
+    workload: Workload, chip: Chip, devices: int, opts: PlanOptions, shared: Any = None
+) -> list[PlanResult]:
     """Each candidate with its best microbatch count (on a tie the fewest microbatches, the
     simplest schedule); a candidate where nothing fits keeps its smallest-memory count."""
     ctx = Context(workload, chip, opts.execution, opts.network)
+    if shared is not None:  # a batch sweep's (`sweep.batch_planner`)
+        shared(ctx)
     key = _sort_key(opts.objective)
     results: list[PlanResult] = []
     for deg in candidates(workload, devices, opts.degrees, opts.execution.interleave):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import isqrt
 from numbers import Integral
@@ -13,8 +13,9 @@ from shardline.basics.units import short
 from shardline.basics.values import JSONDict
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
+from shardline.planning.evaluate import Context
 from shardline.planning.results import PlanSet
-from shardline.planning.search import plan
+from shardline.planning.search import PlanOptions, _options, plan_with
 from shardline.strategies import Degrees
 from shardline.workload.stack import apply_overrides
 from shardline.workload.workload import Workload
@@ -126,6 +127,35 @@ def _sizes(batches: Sequence[int]) -> list[int]:
     return sizes
 
 
+def batch_planner(
+    workload: Workload,
+    chip: Chip,
+    devices: int,
+    *,
+    microbatches: int | None = None,
+    objective: str = "predicted",
+    **given: Any,
+) -> Callable[[int], PlanSet]:
+    """`plan(workload.with_batch(batch), chip, devices, require_fit=False, ...)` at each batch
+    asked for, the searches sharing what does not depend on the batch (the networks, their
+    priced collectives and the layer Costs by shape: `share` below), so that a
+    sweep's tens of searches price each shape once."""
+    opts: PlanOptions = _options(microbatches, objective, False, given)
+    first: list[Context] = []
+
+    def share(ctx: Context) -> None:
+        """The first search's caches that do not depend on the batch, for each search: the
+        networks and their priced collectives (same chip and network options) and the layer
+        Costs by shape (`Context.cost`; same execution)."""
+        base = (first or [ctx])[0]
+        first[:] = [base]
+        assert base.chip is ctx.chip and base.network_options == ctx.network_options
+        assert base.execution == ctx.execution and base.kernel_chip is ctx.kernel_chip
+        ctx._networks, ctx._priced, ctx._shapes = base._networks, base._priced, base._shapes
+
+    return lambda batch: plan_with(workload.with_batch(batch), chip, devices, opts, share)
+
+
 def sweep_batch(
     workload: Workload,
     hw: str | Chip,
@@ -146,12 +176,11 @@ def sweep_batch(
     )
     objective = str(options.get("objective", "predicted"))
     memo: dict[int, PlanSet] = {}
+    search = batch_planner(workload, chip, devices, **options)
 
     def at(batch: int) -> PlanSet:
         if batch not in memo:
-            memo[batch] = plan(
-                workload.with_batch(batch), chip, devices, require_fit=False, **options
-            )
+            memo[batch] = search(batch)
         return memo[batch]
 
     points = [_point(b, at(b)) for b in sizes]

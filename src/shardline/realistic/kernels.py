@@ -34,6 +34,7 @@ __all__ = [
     "gemm_time_s",
     "attention_work_s",
     "einsum_time_s",
+    "shape_key",
     "causal_lower_bound",
     "mem_rate",
     "FLASH_BWD_FLOPS_RATIO",
@@ -143,26 +144,34 @@ _MEMO: dict[tuple[object, ...], tuple[Chip, float]] = {}
 _MEMO_MAX = 1 << 18
 
 
-def einsum_time_s(
-    layer: Layer, chip: Chip, dims: Mapping[str, int], model: ModelShape | None, cuda_graphs: bool
-) -> float:
-    """The realistic time of one einsum instance: a GEMM under the launch rule, or its share of
-    the fused attention kernel (one launch per kernel: on the einsum that makes the scores)."""
+def shape_key(
+    layer: Layer, dims: Mapping[str, int], model: ModelShape | None
+) -> tuple[object, ...]:
+    """All that an einsum instance's realistic time (`einsum_time_s`) and roofline (`layer_cost`,
+    `causal_lower_bound`) read: the layer's einsum, dtypes, kernel, on-chip operands and phase
+    at `dims`, and the model's attention flags; not the layer's own (global) sizes."""
     flags = None
     if model is not None:
         flags = (model.attention, model.causal, model.decode, model.causal_fraction)
-    key = (
-        id(chip),
+    return (
         layer.spec,
         tuple(dims.items()),
+        layer.dtype,
         tuple(layer.dtypes.items()),
         layer.compute_dtype,
         layer.kernel,
         layer.onchip,
         layer.phase,
         flags,
-        cuda_graphs,
     )
+
+
+def einsum_time_s(
+    layer: Layer, chip: Chip, dims: Mapping[str, int], model: ModelShape | None, cuda_graphs: bool
+) -> float:
+    """The realistic time of one einsum instance: a GEMM under the launch rule, or its share of
+    the fused attention kernel (one launch per kernel: on the einsum that makes the scores)."""
+    key = (id(chip), shape_key(layer, dims, model), cuda_graphs)
     hit = _MEMO.get(key)
     if hit is not None and hit[0] is chip:
         return hit[1]

@@ -27,9 +27,11 @@ __all__ = ["simulation_dict", "simulate_system", "check_simulation_size", "MAX_S
 
 TIMELINE_POINTS = 200
 MAX_REQUESTS = 20000
-# The most engine steps the event simulation is allowed (each a few numpy calls, tens of
-# microseconds): well under a minute; the default 2000 requests take about 300,000 at a
-# moderate load. A lighter load takes more steps (each request decodes nearly alone).
+# The most engine steps the event simulation is allowed (a step that admits, prefills or
+# finishes: a few numpy calls, tens of microseconds; a decode-only step a few microseconds):
+# well under a minute; the default 2000 requests take about 300,000 at a moderate load (about
+# a second: most are decode-only). A lighter load takes more steps (each request decodes
+# nearly alone).
 MAX_SIM_STEPS = 400_000
 MAX_SIM_REPLICAS = 256  # replicas (and prefill pools) simulated one by one, a few ms each
 

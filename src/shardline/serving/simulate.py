@@ -1,11 +1,11 @@
 """A small discrete-event simulation of one replica, engine step by engine step (numpy over the
-running set), of the same setup as the analytic model: Poisson arrivals (or a trace), FCFS
-admission up to the batch limit (the max batch and the KV limit of the analytic model),
-chunked prefill (a token budget per step, oldest prompt first) or separate prefill steps, and
-decode steps priced by the same engine steps at the running set's mean context (DecodeLine).
-Speculative decoding adds the expected tokens per step (no sampling of acceptances);
-disaggregated pools: an FCFS prefill queue per prefill replica (Lindley's recursion,
-vectorized) then the KV transfer, then a decode replica."""
+running set; a stretch of decode-only steps on Python scalars, `_decode_stretch`), of the same
+setup as the analytic model: Poisson arrivals (or a trace), FCFS admission up to the batch limit
+(the max batch and the KV limit of the analytic model), chunked prefill (a token budget per step,
+oldest prompt first) or separate prefill steps, and decode steps priced by the same engine steps
+at the running set's mean context (DecodeLine). Speculative decoding adds the expected tokens per
+step (no sampling of acceptances); disaggregated pools: an FCFS prefill queue per prefill replica
+(Lindley's recursion, vectorized) then the KV transfer, then a decode replica."""
 
 from __future__ import annotations
 
@@ -151,6 +151,67 @@ def _step(
     return dt, decoding, done_now
 
 
+def _whole_tokens(reqs: Requests, tau: float, per_token_s: np.ndarray) -> bool:
+    """Whether every context the run holds is a whole number of tokens summed exactly in
+    float64 (whole prompts, outputs and tokens per step; totals below 2**52), so that
+    `_decode_stretch` may sum them in another order; and every prompt's per-token prefill time
+    finite (a decode-only step adds 0 x it)."""
+    lengths = np.concatenate((reqs.input_tokens, reqs.output_tokens)).astype(float)
+    return (
+        float(tau).is_integer()
+        and tau >= 1
+        and bool(np.all(np.mod(lengths, 1.0) == 0.0))
+        and float(np.sum(lengths)) + tau < 2.0**52
+        and bool(np.all(np.isfinite(per_token_s)))
+    )
+
+
+def _decode_stretch(
+    s: _State, rep: Replica, reqs: Requests, line: DecodeLine, at: tuple[float, int]
+) -> tuple[float, int]:
+    """The engine steps of a running set that only decodes, up to the step before its first
+    request finishes or until an arrival finds a free slot (the steps `_step` and the loop of
+    `simulate_replica` take there, with the same floating-point results: each context and KV
+    block count is a whole number, summed exactly in any order, `_whole_tokens`), on Python
+    scalars instead of numpy arrays. Returns the time after them and how many were taken (0:
+    the next step ends a request; the loop takes it)."""
+    t, limit = at
+    run, cfg = s.running, rep.cfg
+    n, tau = len(run), int(rep.tau)
+    gen = s.gen[run]
+    to_go = (reqs.output_tokens[run] - gen + tau - 1) // tau  # steps until each finishes
+    last = int(np.min(to_go)) - 1  # steps before the first one finishes
+    if last < 1:
+        return t, 0
+    x = (reqs.input_tokens[run] + gen).astype(np.int64)
+    held = int(np.sum(x))  # the sum of the running contexts
+    kv = int(np.sum(-(-x // BLOCK_TOKENS)))  # KV blocks held
+    residues = np.bincount(x % BLOCK_TOKENS, minlength=BLOCK_TOKENS).tolist()
+    # blocks a context of residue q gains over one step of tau tokens: ceil((q + tau)/B) - ceil(q/B)
+    gain = [(q, -(-(q + tau) // BLOCK_TOKENS) + (-q // BLOCK_TOKENS)) for q in range(BLOCK_TOKENS)]
+    gain = [(q, g) for q, g in gain if g]
+    free = limit > n
+    arrivals, waiting = reqs.arrival_s, s.next_arrival < len(reqs.arrival_s)
+    total = s.total
+    steps = 0
+    while steps < last:
+        if steps and free and waiting and arrivals[s.next_arrival] <= t:
+            break  # `_admit` admits it before the next step
+        step = line.step_s(n, held / n) * cfg.step_cost_factor
+        if cfg.spec_k:
+            step = max(step, float(line.st.verify_floor_s(n, cfg.spec_k)))
+        t += step
+        shift = steps * tau  # the residues have moved by the steps taken
+        kv += sum(residues[(q - shift) % BLOCK_TOKENS] * g for q, g in gain)
+        held += n * tau
+        total += n * tau
+        steps += 1
+        s.log.append((t, n, float(kv * BLOCK_TOKENS), total))
+    s.gen[run] = gen + steps * tau
+    s.total = total
+    return t, steps
+
+
 def _line(st: StepTimes, reqs: Requests) -> DecodeLine:
     """The decode steps of a run whose running contexts lie between the shortest prompt and the
     longest prompt plus the longest output."""
@@ -174,11 +235,16 @@ def simulate_replica(
     s = _State(Requests(reqs.arrival_s, eff_in, reqs.output_tokens), cfg.disagg is not None)
     line = _line(st, reqs)
     t, n = 0.0, len(reqs.arrival_s)
+    whole = _whole_tokens(reqs, rep.tau, per_token_s)
     while s.next_arrival < n or len(s.running):
         _admit(s, reqs, t, limit)
         if len(s.running) == 0:
             t = float(reqs.arrival_s[s.next_arrival])
             continue
+        if whole and not (s.todo[s.running] > 0).any():
+            t, steps = _decode_stretch(s, rep, reqs, line, (t, limit))
+            if steps:
+                continue
         dt, decoding, done_now = _step(s, rep, reqs, per_token_s, line)
         t += dt
         s.first[done_now] = t
