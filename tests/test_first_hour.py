@@ -47,7 +47,7 @@ def test_default_run_skips_slow_tests_and_ci_runs_them() -> None:
     assert '-m "not slow"' in options["addopts"]
     assert any(marker.startswith("slow:") for marker in options["markers"])
     script = (ROOT / ".ci" / "run").read_text().splitlines()
-    readme_command = script.index('pip install -e ".[test]" && python -m pytest')
+    readme_command = script.index('pip install -e ".[test]" && python -m pytest -n auto')
     assert "python -m pytest -m slow" in script[readme_command + 1 :]
     assert "set -euo pipefail" in script  # either run failing fails CI
 

@@ -21,7 +21,7 @@ def test_readme_opens_with_two_setup_commands() -> None:
     commands = _setup_commands()
     assert len(commands) == 2
     assert commands[0].startswith("pip install . && shardline ")
-    assert commands[1] == 'pip install -e ".[test]" && python -m pytest'
+    assert commands[1] == 'pip install -e ".[test]" && python -m pytest -n auto'
 
 
 def test_ci_runs_the_readme_test_command() -> None:

@@ -140,9 +140,9 @@ def test_highly_composite_device_count_answers_in_seconds(
     divide K = 2^15, so the odd factor 225,225 goes to the pipeline (at most 72 stages) and the
     batch splits (at most 8,192): pp = 33 gives dp x fsdp = 7,207,200 / (32 x 33) = 6,825 and
     pp = 35 gives 6,435, both under 8,192."""
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU: other jobs on the machine do not count
     assert main(["plan", SEED003, "--devices", "7207200", "--json"]) == 0
-    assert time.perf_counter() - start < 5.0
+    assert time.process_time() - start < 5.0  # about 2.2 s of CPU
     out = json.loads(capsys.readouterr().out)
     names = {p["name"] for p in out["plans"]}
     assert {"tp32-pp33-dp6825", "tp32-pp35-dp6435"} <= names
