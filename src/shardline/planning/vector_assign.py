@@ -175,9 +175,11 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
 
 def _send_bytes(w: Workload, deg: Degrees) -> float:
     """What a stage boundary sends per sequence, as pp.stage_comm prices it: the block's last
-    layer's output at one sequence's local sizes (S / cp tokens under cp; a MoE block ends in
-    its experts' output, top-k slots per token)."""
-    last = w.layers[-1]
+    layer's output at one sequence's local sizes (S / cp tokens under cp): a MoE block hands on
+    its combined hidden state, not its experts' top-k slots (`workload.moe.boundary_layer`)."""
+    from shardline.workload.moe import boundary_layer
+
+    last = boundary_layer(w.layers, w.layers[-1])
     dims = dict(last.dims)
     if w.batch_dim in dims:
         dims[w.batch_dim] = 1
