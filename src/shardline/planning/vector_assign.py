@@ -156,7 +156,6 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
     model = pr.w.model
     assert model is not None
     per_seq = _send_bytes(pr.w, deg)
-    bucket = min(rule or DP_BUCKET_BYTES, bw.nbytes / weight_ways)
     # ZeRO 1 to 3 send the same gradient traffic: a reduce-scatter, and an all-gather of the
     # updated parameters after the optimizer step (gather_s)
     kinds = ("all_reduce", "reduce_scatter", "all_gather")
@@ -166,11 +165,30 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
         "fsdp_bwd_s": fs[1],
         "z3_fwd_s": z3[0],
         "z3_bwd_s": z3[1],
-        "bucket_s": pr.price(deg, "all_reduce", bucket, "dp") if dp > 1 else 0.0,
+        "bucket_s": _last_bucket_s(pr, deg, bw, weight_ways, rule or DP_BUCKET_BYTES),
         "send_s": [pr.price(deg, "send", b * per_seq, "pp") for b in pr.seq_b],
         "grad_s": [grads[min(z, 1)] for z in ZERO_STAGES],
         "gather_s": [grads[2] if z else 0.0 for z in ZERO_STAGES],
     }
+
+
+def _last_bucket_s(
+    pr: Probe, deg: Degrees, bw: BlockWeights, ways: float, bucket: float
+) -> list[list[float]]:
+    """The last gradient bucket's all-reduce, [first, last stage][ZeRO stage], as
+    `planning.step._dp_exposed_s` sizes it: the framework's bucket, or all of the stage's
+    once-per-step gradient bytes when they are fewer (k blocks of each weight gradient over the
+    ways it is sharded and over cp, once all-reduced, or reduce-scattered and all-gathered under
+    ZeRO >= 1). The inner axes' (cp, ep) once-per-step bytes are left out."""
+    if deg.get("dp", 1) <= 1:
+        return [[0.0] * len(ZERO_STAGES)] * 2
+    ways = ways * deg.get("cp", 1)
+    block = sum(count * gbytes / ways for count, _, g in bw.layers for _, gbytes in g if gbytes)
+    ks = stage_blocks_first_last(pr.w, deg.stages)
+    return [
+        [pr.price(deg, "all_reduce", min(bucket, k * block * (2 if z else 1)), "dp") for z in ZERO_STAGES]
+        for k in ks
+    ]
 
 
 def _send_bytes(w: Workload, deg: Degrees) -> float:
@@ -218,7 +236,9 @@ def _shape_row(
     model = w.model
     assert model is not None
     end = (model.vocab or 0) * model.d_model / tp
-    p_first = k_first * bw.params + end * (2 if deg.stages == 1 else 1)
+    # one stage holds both ends: two tables, or one shared table when the embeddings are tied
+    tables = 1 if deg.stages > 1 or model.tied_embeddings else 2
+    p_first = k_first * bw.params + end * tables
     fit = [v for v in (1, 2, 4, 8) if deg.stages > 1 and w.chunks_fit(deg.stages, v)]
     return {
         "tp": tp,
@@ -293,8 +313,9 @@ def assignment_shapes(
     out = {k: np.array([r[k] for r in rows], dtype=float) for k in SHAPE_KEYS}
     out["mem_index"], out["mem_states"], out["mem_blocks"] = _memory_columns(t, w, assignments)
     n = len(assignments)
-    for k in TRAFFIC_KEYS[:5]:
+    for k in TRAFFIC_KEYS[:4]:
         out[k] = np.zeros(n)
+    out["bucket_s"] = np.zeros((n, 2, len(ZERO_STAGES)))
     out["send_s"] = np.zeros((n, len(t.seq_b)))
     out["grad_s"] = np.zeros((n, len(ZERO_STAGES)))
     out["gather_s"] = np.zeros((n, len(ZERO_STAGES)))

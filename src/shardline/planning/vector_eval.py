@@ -159,7 +159,8 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     # the gradient traffic once per step: dp's (per assignment) and the inner axes' (cp, ep:
     # probed unsharded, so divided by the ways FSDP shards the gradients, as their bytes are)
     grad = k * (A["grad_s"][a, z] + P["grad_s"] / A["weight_ways"][a])
-    exposed = exposed_gradient_s(grad, A["bucket_s"][a], bwd_s)
+    bucket = A["bucket_s"][a, crit_last.astype(np.int64), z]
+    exposed = exposed_gradient_s(grad, bucket, bwd_s)
     # ZeRO's all-gather of the updated parameters: behind the next step's first forward
     exposed = exposed + exposed_gather_s(k * A["gather_s"][a, z], fwd_s)
     n = cycles(True, False, m, pp, v)
