@@ -34,7 +34,7 @@ from shardline.planning.vector_tables import (
     block_weights,
     inner_names,
     probe_key,
-    stage_blocks_first_last,
+    stage_blocks,
 )
 from shardline.strategies import Degrees, strategies
 from shardline.workload.workload import Workload
@@ -49,10 +49,12 @@ SHAPE_KEYS = (
     "weight_ways",
     "inner",
     "k_first",
+    "k_mid",
     "k_last",
     "params_block",
     "wbytes_block",
     "v_max",
+    "opt_stage_s",
     "opt_s",
 )
 TRAFFIC_KEYS = (
@@ -175,16 +177,16 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
 def _last_bucket_s(
     pr: Probe, deg: Degrees, bw: BlockWeights, ways: float, bucket: float
 ) -> list[list[float]]:
-    """The last gradient bucket's all-reduce, [first, last stage][ZeRO stage], as
+    """The last gradient bucket's all-reduce, [first, middle, last stage][ZeRO stage], as
     `planning.step._dp_exposed_s` sizes it: the framework's bucket, or all of the stage's
     once-per-step gradient bytes when they are fewer (k blocks of each weight gradient over the
     ways it is sharded and over cp, once all-reduced, or reduce-scattered and all-gathered under
     ZeRO >= 1). The inner axes' (cp, ep) once-per-step bytes are left out."""
     if deg.get("dp", 1) <= 1:
-        return [[0.0] * len(ZERO_STAGES)] * 2
+        return [[0.0] * len(ZERO_STAGES)] * 3
     ways = ways * deg.get("cp", 1)
     block = sum(count * gbytes / ways for count, _, g in bw.layers for _, gbytes in g if gbytes)
-    ks = stage_blocks_first_last(pr.w, deg.stages)
+    ks = stage_blocks(pr.w, deg.stages)
     return [
         [pr.price(deg, "all_reduce", min(bucket, k * block * (2 if z else 1)), "dp") for z in ZERO_STAGES]
         for k in ks
@@ -232,13 +234,16 @@ def _shape_row(
     """Everything of one assignment that neither the knobs nor the network change."""
     tp, dp = deg.get("tp", 1), deg.get("dp", 1)
     weight_ways = _weight_ways(deg)
-    k_first, k_last = stage_blocks_first_last(w, deg.stages)
+    k_first, k_mid, k_last = stage_blocks(w, deg.stages)
     model = w.model
     assert model is not None
     end = (model.vocab or 0) * model.d_model / tp
-    # one stage holds both ends: two tables, or one shared table when the embeddings are tied
+    # one stage holds both ends: two tables, or one shared table when the embeddings are tied;
+    # else the first stage the embedding's, the last the LM head's, a middle one none
     tables = 1 if deg.stages > 1 or model.tied_embeddings else 2
-    p_first = k_first * bw.params + end * tables
+    params = [k_first * bw.params + end * tables, k_mid * bw.params, k_last * bw.params + end]
+    opt = [_optimizer_s(w, chip, p, weight_ways, dp, ex) for p in params]
+    present = [0, 2] + ([1] if deg.stages > 2 else [])
     fit = [v for v in (1, 2, 4, 8) if deg.stages > 1 and w.chunks_fit(deg.stages, v)]
     return {
         "tp": tp,
@@ -248,11 +253,15 @@ def _shape_row(
         "weight_ways": weight_ways,
         "inner": inner_index,
         "k_first": k_first,
+        "k_mid": k_mid,
         "k_last": k_last,
         "params_block": bw.params,
         "wbytes_block": bw.nbytes,
         "v_max": max(fit, default=1),
-        "opt_s": _optimizer_s(w, chip, p_first, weight_ways, dp, ex),
+        # the optimizer step of the first, a fullest middle and the last stage's parameters;
+        # the least of the stages the pipeline has (the bounds')
+        "opt_stage_s": opt,
+        "opt_s": [min(opt[i][z] for i in present) for z in ZERO_STAGES],
     }
 
 
@@ -315,7 +324,7 @@ def assignment_shapes(
     n = len(assignments)
     for k in TRAFFIC_KEYS[:4]:
         out[k] = np.zeros(n)
-    out["bucket_s"] = np.zeros((n, 2, len(ZERO_STAGES)))
+    out["bucket_s"] = np.zeros((n, 3, len(ZERO_STAGES)))
     out["send_s"] = np.zeros((n, len(t.seq_b)))
     out["grad_s"] = np.zeros((n, len(ZERO_STAGES)))
     out["gather_s"] = np.zeros((n, len(ZERO_STAGES)))
