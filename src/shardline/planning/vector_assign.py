@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from typing import Any
 
@@ -22,8 +22,8 @@ from shardline.basics.options import Execution
 from shardline.hardware import Chip
 from shardline.planning.memory import (
     Candidates,
+    candidate_held,
     candidate_stages,
-    candidate_states,
     undominated,
 )
 from shardline.planning.network import MeshNetwork
@@ -54,8 +54,6 @@ SHAPE_KEYS = (
     "params_block",
     "wbytes_block",
     "v_max",
-    "opt_stage_s",
-    "opt_s",
 )
 TRAFFIC_KEYS = (
     "fsdp_fwd_s",
@@ -209,23 +207,24 @@ def _send_bytes(w: Workload, deg: Degrees) -> float:
     return float(last.operand_bytes(last.output.name, dims))
 
 
-def _optimizer_s(
-    w: Workload, chip: Chip, p_first: float, ways: int, dp: int, ex: Execution
-) -> list[float]:
-    """One optimizer step over the first stage's parameters per ZeRO stage (memory-bound)."""
-    from shardline.realistic.block import optimizer_bytes
-    from shardline.realistic.kernels import memory_kernel_s
+def _optimizer_stage_s(
+    t: Tables, w: Workload, chip: Chip, deg: Degrees, found: tuple[Candidates, list[Any]]
+) -> np.ndarray:
+    """The optimizer step (`planning.step.optimizer_step_s`) of the first, a fullest middle
+    (stage 1 when pp > 2: the first stages hold the extra blocks) and the last stage, per ZeRO
+    stage, from the candidate stages' states (`found`: each's `StageStates` per ZeRO stage)."""
+    from shardline.planning.step import optimizer_step_s
 
-    bits = dtype_bits(w.layers[0].dtype)
-    state = ex.state_bytes_per_param(bits)
-    return [
-        memory_kernel_s(
-            chip,
-            optimizer_bytes(p_first / (ways * (dp if z >= 1 else 1)), bits, state),
-            cuda_graphs=ex.cuda_graphs,
-        )
-        for z in ZERO_STAGES
-    ]
+    c, states = found
+    P = deg.stages
+    at = [c.index.index(i) if i in c.index else 0 for i in (0, 1 if P > 2 else 0, P - 1)]
+    out = np.zeros((3, len(ZERO_STAGES)))
+    for z in ZERO_STAGES:
+        ex = replace(t.base, zero=z)
+        for s, i in enumerate(at):
+            st = states[z][i]
+            out[s, z] = optimizer_step_s(w, chip, ex, deg, (st.params, st.optimizer_bytes))
+    return out
 
 
 def _shape_row(
@@ -238,12 +237,6 @@ def _shape_row(
     model = w.model
     assert model is not None
     end = (model.vocab or 0) * model.d_model / tp
-    # one stage holds both ends: two tables, or one shared table when the embeddings are tied;
-    # else the first stage the embedding's, the last the LM head's, a middle one none
-    tables = 1 if deg.stages > 1 or model.tied_embeddings else 2
-    params = [k_first * bw.params + end * tables, k_mid * bw.params, k_last * bw.params + end]
-    opt = [_optimizer_s(w, chip, p, weight_ways, dp, ex) for p in params]
-    present = [0, 2] + ([1] if deg.stages > 2 else [])
     fit = [v for v in (1, 2, 4, 8) if deg.stages > 1 and w.chunks_fit(deg.stages, v)]
     return {
         "tp": tp,
@@ -258,25 +251,22 @@ def _shape_row(
         "params_block": bw.params,
         "wbytes_block": bw.nbytes,
         "v_max": max(fit, default=1),
-        # the optimizer step of the first, a fullest middle and the last stage's parameters;
-        # the least of the stages the pipeline has (the bounds')
-        "opt_stage_s": opt,
-        "opt_s": [min(opt[i][z] for i in present) for z in ZERO_STAGES],
     }
 
 
 def _memory_columns(
-    t: Tables, w: Workload, assignments: list[Degrees]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    t: Tables, w: Workload, chip: Chip, assignments: list[Degrees]
+) -> tuple[np.ndarray, ...]:
     """Each assignment's candidate stages for the memory (`memory.candidate_stages`), padded:
-    index [a, c] (-1 past the last), states [a, zero stage, c], blocks [a, c]. The stages' sums
+    index [a, c] (-1 past the last), states [a, zero stage, c], blocks [a, c]; and its
+    optimizer step [a, stage, zero stage] (`_optimizer_stage_s`). The stages' sums
     depend on the degrees only through the weights' local sizes (the strategies that split the
     weights' dims: tp, ep), the ways each sequence's tokens split (cp: the KV cache) and the
     stage count, so assignments that share them share the sums."""
     names = tuple(s.name for s in strategies() if s.memory.weights == "dims" or "seq" in s.splits)
     stages: dict[int, list[list[tuple[Any, int]]]] = {}
     memo: dict[tuple[tuple[int, ...], int], Candidates] = {}
-    found = []
+    found, opt = [], []
     for deg in assignments:
         P = deg.stages
         if P not in stages:
@@ -286,7 +276,9 @@ def _memory_columns(
             inner = Degrees({**dict(zip(names, key[0], strict=True)), "pp": P})
             memo[key] = candidate_stages(w, stages[P], inner, t.base)
         c = memo[key]
-        states = np.stack([candidate_states(w, c, deg, z) for z in ZERO_STAGES])
+        held = [candidate_held(w, c, deg, z) for z in ZERO_STAGES]
+        opt.append(_optimizer_stage_s(t, w, chip, deg, (c, held)))
+        states = np.array([[h.total_bytes for h in hz] for hz in held])
         keep = undominated(c.index, states, c.blocks, P)
         picked = [i for i, k in zip(c.index, keep, strict=True) if k]
         found.append((picked, states[:, keep], np.asarray(c.blocks)[keep]))
@@ -298,7 +290,7 @@ def _memory_columns(
         index[a, : len(picked)] = picked
         states_out[a, :, : len(picked)] = st
         blocks[a, : len(picked)] = bl
-    return index, states_out, blocks
+    return index, states_out, blocks, np.array(opt).reshape(len(found), 3, len(ZERO_STAGES))
 
 
 def _weights(t: Tables, w: Workload, key: tuple[int, ...]) -> BlockWeights:
@@ -320,7 +312,11 @@ def assignment_shapes(
         key = probe_key(d, t.names)
         rows.append(_shape_row(w, chip, d, index[key], _weights(t, w, key), t.base))
     out = {k: np.array([r[k] for r in rows], dtype=float) for k in SHAPE_KEYS}
-    out["mem_index"], out["mem_states"], out["mem_blocks"] = _memory_columns(t, w, assignments)
+    memory = _memory_columns(t, w, chip, assignments)
+    out["mem_index"], out["mem_states"], out["mem_blocks"], out["opt_stage_s"] = memory
+    # the bounds' optimizer step: the least of the stages the pipeline has
+    present = np.where((out["pp"] > 2)[:, None], True, np.array([True, False, True]))
+    out["opt_s"] = np.where(present[:, :, None], out["opt_stage_s"], np.inf).min(axis=1)
     n = len(assignments)
     for k in TRAFFIC_KEYS[:4]:
         out[k] = np.zeros(n)
