@@ -30,7 +30,13 @@ from typing import Any
 import numpy as np
 
 from shardline.hardware import Chip
-from shardline.planning.combine import cycles, exposed_gather_s, exposed_gradient_s, phase_s
+from shardline.planning.combine import (
+    TIE,
+    cycles,
+    exposed_gather_s,
+    exposed_gradient_s,
+    phase_s,
+)
 from shardline.planning.memory import layouts_bytes
 from shardline.planning.vector_assign import price_traffic
 from shardline.planning.vector_tables import ZERO_STAGES, Tables
@@ -135,10 +141,13 @@ def _stage(
 
 def _critical(t_first: Any, t_mid: Any, t_last: Any) -> Any:
     """Which stage is the slowest: 0 the first, 1 a fullest middle one, 2 the last; the
-    earliest on a tie, as the engine picks (`evaluate_plan`)."""
-    return np.where(
-        (t_first >= t_mid) & (t_first >= t_last), 0, np.where(t_mid >= t_last, 1, 2)
-    )
+    earliest within `TIE` of the slowest, as the engine picks (`combine.slowest_stage`)."""
+
+    def at_least(x: Any, y: Any) -> Any:
+        return x >= y * (1 - TIE)
+
+    first = at_least(t_first, t_mid) & at_least(t_first, t_last)
+    return np.where(first, 0, np.where(at_least(t_mid, t_last), 1, 2))
 
 
 def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
