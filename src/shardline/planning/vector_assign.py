@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import Execution
 from shardline.hardware import Chip
 from shardline.planning.memory import (
@@ -186,7 +185,10 @@ def _last_bucket_s(
     block = sum(count * gbytes / ways for count, _, g in bw.layers for _, gbytes in g if gbytes)
     ks = stage_blocks(pr.w, deg.stages)
     return [
-        [pr.price(deg, "all_reduce", min(bucket, k * block * (2 if z else 1)), "dp") for z in ZERO_STAGES]
+        [
+            pr.price(deg, "all_reduce", min(bucket, k * block * (2 if z else 1)), "dp")
+            for z in ZERO_STAGES
+        ]
         for k in ks
     ]
 
@@ -227,16 +229,11 @@ def _optimizer_stage_s(
     return out
 
 
-def _shape_row(
-    w: Workload, chip: Chip, deg: Degrees, inner_index: int, bw: BlockWeights, ex: Execution
-) -> dict[str, Any]:
+def _shape_row(w: Workload, deg: Degrees, inner_index: int, bw: BlockWeights) -> dict[str, Any]:
     """Everything of one assignment that neither the knobs nor the network change."""
     tp, dp = deg.get("tp", 1), deg.get("dp", 1)
     weight_ways = _weight_ways(deg)
     k_first, k_mid, k_last = stage_blocks(w, deg.stages)
-    model = w.model
-    assert model is not None
-    end = (model.vocab or 0) * model.d_model / tp
     fit = [v for v in (1, 2, 4, 8) if deg.stages > 1 and w.chunks_fit(deg.stages, v)]
     return {
         "tp": tp,
@@ -310,7 +307,7 @@ def assignment_shapes(
     rows = []
     for d in assignments:
         key = probe_key(d, t.names)
-        rows.append(_shape_row(w, chip, d, index[key], _weights(t, w, key), t.base))
+        rows.append(_shape_row(w, d, index[key], _weights(t, w, key)))
     out = {k: np.array([r[k] for r in rows], dtype=float) for k in SHAPE_KEYS}
     memory = _memory_columns(t, w, chip, assignments)
     out["mem_index"], out["mem_states"], out["mem_blocks"], out["opt_stage_s"] = memory

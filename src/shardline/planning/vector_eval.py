@@ -5,20 +5,23 @@ microbatch size b (so m = batch / (replicas b) microbatches), interleave V, sequ
 recompute and the ZeRO stage. The step mirrors the plan engine (`planning.evaluate` and
 `planning.step`), from the tables the engine priced (`vector_tables`):
 
-    phase    = compute + critical comm + max(0, overlapped comm + gathers - compute), each
-               summed over the stage's k blocks (and the ends: embedding, LM head, loss)
-    t_stage  = forward + backward + pipeline sends of the slower of a fullest middle stage and
-               the last stage (which runs the ends)
+    phase    = compute + critical comm (its pipeline sends too) + max(contention, overlapped
+               comm + gathers - compute), each summed over the stage's k blocks (and its ends:
+               the embedding on the first stage, LM head and loss on the last)
+    t_stage  = forward + backward of the slowest of the first, a fullest middle and the last
+               stage (the earliest on a tie, `combine.slowest_stage`)
     step     = (m + (P - 1) / V) t_stage + max(last bucket, k grad_block - backward)
-               + max(0, k gather_block - forward) + optimizer
+               + max(0, k gather_block - forward) + that stage's optimizer step
     memory   = first stage: k_first params (weights, gradients, optimizer state sharded by FSDP
                and ZeRO) + activations of min(m, P) (1 + (P - 1)/(P V)) microbatches + gathered
                buffers; the last stage the same with one microbatch and the logits.
 
-What it leaves out (the re-ranking with the full engine puts it back): the gradient traffic of
-the LM head and embedding (the engine leaves it out too); the first stage's embedding kernels
-count with the ends of the last stage; the critical stage is taken as a fullest middle stage or
-the last (the first stage's embedding is left out).
+Equal to the engine's `predicted_s` to 1e-9 (tests/test_search_engine.py) but for: a pipeline
+that cuts the blocks ("layers" splits: partial blocks priced as a fraction of the block); cp or
+ep beside dp or FSDP (their once-per-step gradient traffic is probed without FSDP and scaled by
+its ways, and left out of the last bucket's size); models whose blocks differ (DeepSeek-V3's
+dense first layers: one block probed for all). The re-ranking with the full engine puts them
+back.
 """
 
 from __future__ import annotations
@@ -120,7 +123,12 @@ def columns(rows: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _stage(
-    P: dict[str, Any], k: Any, ends: Any, gathers: tuple[Any, Any], sends: tuple[Any, Any], share: float
+    P: dict[str, Any],
+    k: Any,
+    ends: Any,
+    gathers: tuple[Any, Any],
+    sends: tuple[Any, Any],
+    share: float,
 ) -> tuple[Any, Any]:
     """(forward, backward) seconds of a stage of k blocks, one microbatch: per phase compute +
     critical + max(contention, overlapped + gathers - compute), the gathers holding `share` of
@@ -172,9 +180,7 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     ends = (np.where(one, 3, 1), np.zeros_like(pp), np.full_like(pp, 2))
     on, wrap = np.where(one, 0.0, v * send), np.where(one, 0.0, (v - 1) * send)
     sends = ((on, wrap), (on, on), (wrap, on))  # (forward, backward) of each stage
-    phases = [
-        _stage(P, k, e, gathers, s, share) for k, e, s in zip(ks, ends, sends, strict=True)
-    ]
+    phases = [_stage(P, k, e, gathers, s, share) for k, e, s in zip(ks, ends, sends, strict=True)]
     t_first = phases[0][0] + phases[0][1]
     t_mid = np.where(pp > 2, phases[1][0] + phases[1][1], -np.inf)
     t_last = np.where(one, -np.inf, phases[2][0] + phases[2][1])
@@ -197,8 +203,9 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     return {
         "m": m,
         "predicted_s": predicted,
-        # with the assignment's traffic at zero, a lower bound of the step (vector_bound)
-        "lower_s": n * t_stage + opt,
+        # with the assignment's traffic at zero, a lower bound of the step (vector_bound): the
+        # least optimizer step of the stages (the slowest one may change with the traffic)
+        "lower_s": n * t_stage + A["opt_s"][a, z],
         "bubble_s": bubble,
         "exposed_dp_s": exposed,
     }
