@@ -26,7 +26,15 @@ from typing import TypeVar
 
 import numpy as np
 
-__all__ = ["phase_s", "exposed_comm_s", "cycles", "exposed_gradient_s", "exposed_gather_s"]
+__all__ = [
+    "phase_s",
+    "exposed_comm_s",
+    "cycles",
+    "exposed_gradient_s",
+    "exposed_gather_s",
+    "TIE",
+    "slowest_stage",
+]
 
 Seconds = TypeVar("Seconds", float, np.ndarray)
 
@@ -66,3 +74,16 @@ def exposed_gather_s(gather_s: Seconds, forward_s: Seconds) -> Seconds:
     """The parameter all-gather the next forward pass cannot hide (module docstring)."""
     exposed = np.maximum(0.0, gather_s - forward_s)
     return exposed if isinstance(gather_s, np.ndarray) else float(exposed)
+
+
+# relative: stage times this close are one time summed in another order (an end stage and a
+# middle one both bound by the same overlapped traffic come out an ulp apart)
+TIE = 1e-12
+
+
+def slowest_stage(times_s: list[float]) -> int:
+    """The stage whose realistic time paces the pipeline: the earliest within `TIE` of the
+    largest, so that the choice (whose backward pass hides the gradient traffic) does not turn
+    on the order of a sum (the vectorized search picks the same)."""
+    top = max(times_s)
+    return next(i for i, t in enumerate(times_s) if t >= top * (1 - TIE))

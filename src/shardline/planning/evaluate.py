@@ -18,7 +18,7 @@ from shardline.basics.options import Execution
 from shardline.collectives import NetworkOptions
 from shardline.hardware import Chip
 from shardline.ops.cost import ZERO_COST, Cost
-from shardline.planning.combine import cycles
+from shardline.planning.combine import cycles, slowest_stage
 from shardline.planning.memory import stage_memory
 from shardline.planning.network import MeshNetwork
 from shardline.planning.phases import Einsums, Stage
@@ -433,7 +433,7 @@ def evaluate_plan(ctx: Context, deg: Degrees, microbatches: int) -> PlanResult:
     by_bound = _by_bound(crit, m, (n - m) * t_stage)
     memories = [ctx.memory(st.layers, deg, m, i) for i, st in enumerate(stages)]
     memory = max(memories, key=lambda mc: mc.total_bytes)
-    slowest = max(range(len(stages)), key=lambda i: stages[i].t_pred_s)
+    slowest = slowest_stage([st.t_pred_s for st in stages])
     step = realistic_step(ctx, deg, (m, n), stages[slowest], memories[slowest])
     return PlanResult(
         name=deg.name,

@@ -362,9 +362,16 @@ def candidate_stages(
 
 def candidate_states(workload: Workload, found: Candidates, deg: Degrees, zero: int) -> np.ndarray:
     """The candidates' states (bytes) under ZeRO stage `zero` (`states_of`)."""
+    return np.array([s.total_bytes for s in candidate_held(workload, found, deg, zero)])
+
+
+def candidate_held(
+    workload: Workload, found: Candidates, deg: Degrees, zero: int
+) -> list[StageStates]:
+    """What each candidate holds on one device under ZeRO stage `zero` (`states_of`)."""
     buffers = 2 * found.block_weights_bytes if gathers(deg, zero) else 0.0
     ways, training = shards(workload, deg, zero), workload.training
-    return np.array([states_of(s, ways, training, buffers).total_bytes for s in found.sums])
+    return [states_of(s, ways, training, buffers) for s in found.sums]
 
 
 def undominated(

@@ -396,6 +396,11 @@ def _partial_rerun_s(ctx: Context, stage: Stage, deg: Degrees, m: int, p: Policy
     return again * checkpointed_share(model, p)
 
 
+def embedding_s(ctx: Context, deg: Degrees, m: int, backward: bool) -> float:
+    """The first stage's embedding ops, one phase (what `add_end_extras` adds there)."""
+    return _ops_seconds(ctx, embedding_ops, deg, m, backward) if ctx.workload.model else 0.0
+
+
 def add_end_extras(ctx: Context, stage: Stage, deg: Degrees, m: int, index: int) -> None:
     """The embedding (first stage) and the LM head, final norm and loss (last stage)."""
     model = ctx.workload.model

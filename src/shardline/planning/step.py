@@ -21,6 +21,7 @@ from shardline.basics.dtypes import dtype_bits
 from shardline.basics.framework import dp_bucket_params
 from shardline.basics.options import Execution
 from shardline.basics.recompute import policy, rerun_ops, stored_tensors
+from shardline.hardware import Chip
 from shardline.planning.combine import exposed_gather_s, exposed_gradient_s
 from shardline.planning.memory import activation_per_block, microbatch_sequences
 from shardline.planning.phases import PARTS, Stage
@@ -45,6 +46,7 @@ __all__ = [
     "DP_BUCKET_BYTES",
     "dp_bucket_bytes",
     "bucketed_s",
+    "optimizer_step_s",
 ]
 
 # torch.nn.parallel.DistributedDataParallel(bucket_cap_mb=25): gradients are all-reduced in
@@ -130,19 +132,31 @@ def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
 def _optimizer_s(ctx: Context, deg: Degrees, memory: MemoryCheck) -> float:
     """One optimizer step over the device's shard of the slowest stage's parameters: memory-bound
     (shardline.realistic.block.optimizer_bytes)."""
-    if not ctx.workload.training or memory.params <= 0:
+    if not ctx.workload.training:
+        return 0.0
+    held = (memory.params, memory.optimizer_bytes)
+    return optimizer_step_s(ctx.workload, ctx.chip, ctx.execution, deg, held)
+
+
+def optimizer_step_s(
+    w: Workload, chip: Chip, ex: Execution, deg: Degrees, held: tuple[float, float]
+) -> float:
+    """`_optimizer_s` from what the stage holds on one device: held = (parameters, optimizer
+    state bytes); the parameters over the optimizer's ways, or, under ZeRO >= 1 with ep, the
+    state's own parameters (the dense shard is also split over ep)."""
+    params_held, state_bytes = held
+    if params_held <= 0:
         return 0.0
     from shardline.strategies import device_share
 
-    ways = device_share(ctx.workload, deg, zero=ctx.execution.zero).optimizer_ways
-
-    bits = dtype_bits(weight_dtype_of(ctx.workload))
-    state = ctx.execution.state_bytes_per_param(bits)
-    params = memory.params / ways
-    if ctx.execution.zero >= 1 and deg.get("ep", 1) > 1 and state > 0:
-        params = memory.optimizer_bytes / state  # the dense shard is also split over ep
+    ways = device_share(w, deg, zero=ex.zero).optimizer_ways
+    bits = dtype_bits(weight_dtype_of(w))
+    state = ex.state_bytes_per_param(bits)
+    params = params_held / ways
+    if ex.zero >= 1 and deg.get("ep", 1) > 1 and state > 0:
+        params = state_bytes / state
     nbytes = optimizer_bytes(params, bits, state)
-    return memory_kernel_s(ctx.chip, nbytes, cuda_graphs=ctx.execution.cuda_graphs)
+    return memory_kernel_s(chip, nbytes, cuda_graphs=ex.cuda_graphs)
 
 
 def _flops(ctx: Context) -> tuple[float, float]:

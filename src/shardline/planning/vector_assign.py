@@ -11,19 +11,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from typing import Any
 
 import numpy as np
 
-from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import Execution
 from shardline.hardware import Chip
 from shardline.planning.memory import (
     Candidates,
+    candidate_held,
     candidate_stages,
-    candidate_states,
     undominated,
 )
 from shardline.planning.network import MeshNetwork
@@ -34,7 +33,7 @@ from shardline.planning.vector_tables import (
     block_weights,
     inner_names,
     probe_key,
-    stage_blocks_first_last,
+    stage_blocks,
 )
 from shardline.strategies import Degrees, strategies
 from shardline.workload.workload import Workload
@@ -49,11 +48,11 @@ SHAPE_KEYS = (
     "weight_ways",
     "inner",
     "k_first",
+    "k_mid",
     "k_last",
     "params_block",
     "wbytes_block",
     "v_max",
-    "opt_s",
 )
 TRAFFIC_KEYS = (
     "fsdp_fwd_s",
@@ -156,7 +155,6 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
     model = pr.w.model
     assert model is not None
     per_seq = _send_bytes(pr.w, deg)
-    bucket = min(rule or DP_BUCKET_BYTES, bw.nbytes / weight_ways)
     # ZeRO 1 to 3 send the same gradient traffic: a reduce-scatter, and an all-gather of the
     # updated parameters after the optimizer step (gather_s)
     kinds = ("all_reduce", "reduce_scatter", "all_gather")
@@ -166,18 +164,42 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
         "fsdp_bwd_s": fs[1],
         "z3_fwd_s": z3[0],
         "z3_bwd_s": z3[1],
-        "bucket_s": pr.price(deg, "all_reduce", bucket, "dp") if dp > 1 else 0.0,
+        "bucket_s": _last_bucket_s(pr, deg, bw, weight_ways, rule or DP_BUCKET_BYTES),
         "send_s": [pr.price(deg, "send", b * per_seq, "pp") for b in pr.seq_b],
         "grad_s": [grads[min(z, 1)] for z in ZERO_STAGES],
         "gather_s": [grads[2] if z else 0.0 for z in ZERO_STAGES],
     }
 
 
+def _last_bucket_s(
+    pr: Probe, deg: Degrees, bw: BlockWeights, ways: float, bucket: float
+) -> list[list[float]]:
+    """The last gradient bucket's all-reduce, [first, middle, last stage][ZeRO stage], as
+    `planning.step._dp_exposed_s` sizes it: the framework's bucket, or all of the stage's
+    once-per-step gradient bytes when they are fewer (k blocks of each weight gradient over the
+    ways it is sharded and over cp, once all-reduced, or reduce-scattered and all-gathered under
+    ZeRO >= 1). The inner axes' (cp, ep) once-per-step bytes are left out."""
+    if deg.get("dp", 1) <= 1:
+        return [[0.0] * len(ZERO_STAGES)] * 3
+    ways = ways * deg.get("cp", 1)
+    block = sum(count * gbytes / ways for count, _, g in bw.layers for _, gbytes in g if gbytes)
+    ks = stage_blocks(pr.w, deg.stages)
+    return [
+        [
+            pr.price(deg, "all_reduce", min(bucket, k * block * (2 if z else 1)), "dp")
+            for z in ZERO_STAGES
+        ]
+        for k in ks
+    ]
+
+
 def _send_bytes(w: Workload, deg: Degrees) -> float:
     """What a stage boundary sends per sequence, as pp.stage_comm prices it: the block's last
-    layer's output at one sequence's local sizes (S / cp tokens under cp; a MoE block ends in
-    its experts' output, top-k slots per token)."""
-    last = w.layers[-1]
+    layer's output at one sequence's local sizes (S / cp tokens under cp): a MoE block hands on
+    its combined hidden state, not its experts' top-k slots (`workload.moe.boundary_layer`)."""
+    from shardline.workload.moe import boundary_layer
+
+    last = boundary_layer(w.layers, w.layers[-1])
     dims = dict(last.dims)
     if w.batch_dim in dims:
         dims[w.batch_dim] = 1
@@ -187,36 +209,31 @@ def _send_bytes(w: Workload, deg: Degrees) -> float:
     return float(last.operand_bytes(last.output.name, dims))
 
 
-def _optimizer_s(
-    w: Workload, chip: Chip, p_first: float, ways: int, dp: int, ex: Execution
-) -> list[float]:
-    """One optimizer step over the first stage's parameters per ZeRO stage (memory-bound)."""
-    from shardline.realistic.block import optimizer_bytes
-    from shardline.realistic.kernels import memory_kernel_s
+def _optimizer_stage_s(
+    t: Tables, w: Workload, chip: Chip, deg: Degrees, found: tuple[Candidates, list[Any]]
+) -> np.ndarray:
+    """The optimizer step (`planning.step.optimizer_step_s`) of the first, a fullest middle
+    (stage 1 when pp > 2: the first stages hold the extra blocks) and the last stage, per ZeRO
+    stage, from the candidate stages' states (`found`: each's `StageStates` per ZeRO stage)."""
+    from shardline.planning.step import optimizer_step_s
 
-    bits = dtype_bits(w.layers[0].dtype)
-    state = ex.state_bytes_per_param(bits)
-    return [
-        memory_kernel_s(
-            chip,
-            optimizer_bytes(p_first / (ways * (dp if z >= 1 else 1)), bits, state),
-            cuda_graphs=ex.cuda_graphs,
-        )
-        for z in ZERO_STAGES
-    ]
+    c, states = found
+    P = deg.stages
+    at = [c.index.index(i) if i in c.index else 0 for i in (0, 1 if P > 2 else 0, P - 1)]
+    out = np.zeros((3, len(ZERO_STAGES)))
+    for z in ZERO_STAGES:
+        ex = replace(t.base, zero=z)
+        for s, i in enumerate(at):
+            st = states[z][i]
+            out[s, z] = optimizer_step_s(w, chip, ex, deg, (st.params, st.optimizer_bytes))
+    return out
 
 
-def _shape_row(
-    w: Workload, chip: Chip, deg: Degrees, inner_index: int, bw: BlockWeights, ex: Execution
-) -> dict[str, Any]:
+def _shape_row(w: Workload, deg: Degrees, inner_index: int, bw: BlockWeights) -> dict[str, Any]:
     """Everything of one assignment that neither the knobs nor the network change."""
     tp, dp = deg.get("tp", 1), deg.get("dp", 1)
     weight_ways = _weight_ways(deg)
-    k_first, k_last = stage_blocks_first_last(w, deg.stages)
-    model = w.model
-    assert model is not None
-    end = (model.vocab or 0) * model.d_model / tp
-    p_first = k_first * bw.params + end * (2 if deg.stages == 1 else 1)
+    k_first, k_mid, k_last = stage_blocks(w, deg.stages)
     fit = [v for v in (1, 2, 4, 8) if deg.stages > 1 and w.chunks_fit(deg.stages, v)]
     return {
         "tp": tp,
@@ -226,26 +243,27 @@ def _shape_row(
         "weight_ways": weight_ways,
         "inner": inner_index,
         "k_first": k_first,
+        "k_mid": k_mid,
         "k_last": k_last,
         "params_block": bw.params,
         "wbytes_block": bw.nbytes,
         "v_max": max(fit, default=1),
-        "opt_s": _optimizer_s(w, chip, p_first, weight_ways, dp, ex),
     }
 
 
 def _memory_columns(
-    t: Tables, w: Workload, assignments: list[Degrees]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    t: Tables, w: Workload, chip: Chip, assignments: list[Degrees]
+) -> tuple[np.ndarray, ...]:
     """Each assignment's candidate stages for the memory (`memory.candidate_stages`), padded:
-    index [a, c] (-1 past the last), states [a, zero stage, c], blocks [a, c]. The stages' sums
+    index [a, c] (-1 past the last), states [a, zero stage, c], blocks [a, c]; and its
+    optimizer step [a, stage, zero stage] (`_optimizer_stage_s`). The stages' sums
     depend on the degrees only through the weights' local sizes (the strategies that split the
     weights' dims: tp, ep), the ways each sequence's tokens split (cp: the KV cache) and the
     stage count, so assignments that share them share the sums."""
     names = tuple(s.name for s in strategies() if s.memory.weights == "dims" or "seq" in s.splits)
     stages: dict[int, list[list[tuple[Any, int]]]] = {}
     memo: dict[tuple[tuple[int, ...], int], Candidates] = {}
-    found = []
+    found, opt = [], []
     for deg in assignments:
         P = deg.stages
         if P not in stages:
@@ -255,7 +273,9 @@ def _memory_columns(
             inner = Degrees({**dict(zip(names, key[0], strict=True)), "pp": P})
             memo[key] = candidate_stages(w, stages[P], inner, t.base)
         c = memo[key]
-        states = np.stack([candidate_states(w, c, deg, z) for z in ZERO_STAGES])
+        held = [candidate_held(w, c, deg, z) for z in ZERO_STAGES]
+        opt.append(_optimizer_stage_s(t, w, chip, deg, (c, held)))
+        states = np.array([[h.total_bytes for h in hz] for hz in held])
         keep = undominated(c.index, states, c.blocks, P)
         picked = [i for i, k in zip(c.index, keep, strict=True) if k]
         found.append((picked, states[:, keep], np.asarray(c.blocks)[keep]))
@@ -267,7 +287,7 @@ def _memory_columns(
         index[a, : len(picked)] = picked
         states_out[a, :, : len(picked)] = st
         blocks[a, : len(picked)] = bl
-    return index, states_out, blocks
+    return index, states_out, blocks, np.array(opt).reshape(len(found), 3, len(ZERO_STAGES))
 
 
 def _weights(t: Tables, w: Workload, key: tuple[int, ...]) -> BlockWeights:
@@ -287,12 +307,17 @@ def assignment_shapes(
     rows = []
     for d in assignments:
         key = probe_key(d, t.names)
-        rows.append(_shape_row(w, chip, d, index[key], _weights(t, w, key), t.base))
+        rows.append(_shape_row(w, d, index[key], _weights(t, w, key)))
     out = {k: np.array([r[k] for r in rows], dtype=float) for k in SHAPE_KEYS}
-    out["mem_index"], out["mem_states"], out["mem_blocks"] = _memory_columns(t, w, assignments)
+    memory = _memory_columns(t, w, chip, assignments)
+    out["mem_index"], out["mem_states"], out["mem_blocks"], out["opt_stage_s"] = memory
+    # the bounds' optimizer step: the least of the stages the pipeline has
+    present = np.where((out["pp"] > 2)[:, None], True, np.array([True, False, True]))
+    out["opt_s"] = np.where(present[:, :, None], out["opt_stage_s"], np.inf).min(axis=1)
     n = len(assignments)
-    for k in TRAFFIC_KEYS[:5]:
+    for k in TRAFFIC_KEYS[:4]:
         out[k] = np.zeros(n)
+    out["bucket_s"] = np.zeros((n, 3, len(ZERO_STAGES)))
     out["send_s"] = np.zeros((n, len(t.seq_b)))
     out["grad_s"] = np.zeros((n, len(ZERO_STAGES)))
     out["gather_s"] = np.zeros((n, len(ZERO_STAGES)))

@@ -5,20 +5,23 @@ microbatch size b (so m = batch / (replicas b) microbatches), interleave V, sequ
 recompute and the ZeRO stage. The step mirrors the plan engine (`planning.evaluate` and
 `planning.step`), from the tables the engine priced (`vector_tables`):
 
-    phase    = compute + critical comm + max(0, overlapped comm + gathers - compute), each
-               summed over the stage's k blocks (and the ends: embedding, LM head, loss)
-    t_stage  = forward + backward + pipeline sends of the slower of a fullest middle stage and
-               the last stage (which runs the ends)
+    phase    = compute + critical comm (its pipeline sends too) + max(contention, overlapped
+               comm + gathers - compute), each summed over the stage's k blocks (and its ends:
+               the embedding on the first stage, LM head and loss on the last)
+    t_stage  = forward + backward of the slowest of the first, a fullest middle and the last
+               stage (the earliest on a tie, `combine.slowest_stage`)
     step     = (m + (P - 1) / V) t_stage + max(last bucket, k grad_block - backward)
-               + max(0, k gather_block - forward) + optimizer
+               + max(0, k gather_block - forward) + that stage's optimizer step
     memory   = first stage: k_first params (weights, gradients, optimizer state sharded by FSDP
                and ZeRO) + activations of min(m, P) (1 + (P - 1)/(P V)) microbatches + gathered
                buffers; the last stage the same with one microbatch and the logits.
 
-What it leaves out (the re-ranking with the full engine puts it back): the gradient traffic of
-the LM head and embedding (the engine leaves it out too); the first stage's embedding kernels
-count with the ends of the last stage; the critical stage is taken as a fullest middle stage or
-the last (the first stage's embedding is left out).
+Equal to the engine's `predicted_s` to 1e-9 (tests/test_search_engine.py) but for: a pipeline
+that cuts the blocks ("layers" splits: partial blocks priced as a fraction of the block); cp or
+ep beside dp or FSDP (their once-per-step gradient traffic is probed without FSDP and scaled by
+its ways, and left out of the last bucket's size); models whose blocks differ (DeepSeek-V3's
+dense first layers: one block probed for all). The re-ranking with the full engine puts them
+back.
 """
 
 from __future__ import annotations
@@ -30,7 +33,13 @@ from typing import Any
 import numpy as np
 
 from shardline.hardware import Chip
-from shardline.planning.combine import cycles, exposed_gather_s, exposed_gradient_s, phase_s
+from shardline.planning.combine import (
+    TIE,
+    cycles,
+    exposed_gather_s,
+    exposed_gradient_s,
+    phase_s,
+)
 from shardline.planning.memory import layouts_bytes
 from shardline.planning.vector_assign import price_traffic
 from shardline.planning.vector_tables import ZERO_STAGES, Tables
@@ -114,19 +123,39 @@ def columns(rows: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def _stage(
-    P: dict[str, Any], k: Any, ends: Any, gathers: tuple[Any, Any], share: float
+    P: dict[str, Any],
+    k: Any,
+    ends: Any,
+    gathers: tuple[Any, Any],
+    sends: tuple[Any, Any],
+    share: float,
 ) -> tuple[Any, Any]:
-    """(forward, backward) seconds of a stage of k blocks (with the ends where `ends`), one
-    microbatch: per phase compute + critical + max(contention, overlapped + gathers - compute),
-    the gathers holding `share` of the SMs beside the compute (planning.combine.phase_s)."""
+    """(forward, backward) seconds of a stage of k blocks, one microbatch: per phase compute +
+    critical + max(contention, overlapped + gathers - compute), the gathers holding `share` of
+    the SMs beside the compute (planning.combine.phase_s). `ends` per layout: 0 none (a middle
+    stage), 1 the embedding (the first), 2 the LM head and loss (the last), 3 both (pp = 1);
+    `sends` the phases' pipeline sends (critical)."""
     out = []
-    for phase, g in zip(("fwd", "bwd"), gathers, strict=True):
-        e = np.where(ends, 1.0, 0.0)
-        c = k * P[f"{phase}_compute_s"] + e * P[f"ends_{phase}_compute_s"]
-        crit = k * P[f"{phase}_crit_s"] + e * P[f"ends_{phase}_crit_s"]
-        ov = k * (P[f"{phase}_ov_s"] + g) + e * P[f"ends_{phase}_ov_s"]
+    for phase, g, sent in zip(("fwd", "bwd"), gathers, sends, strict=True):
+        head = np.where(ends >= 2, 1.0, 0.0)
+        emb = np.where(ends % 2 == 1, 1.0, 0.0) - head  # the ends' probe holds the embedding
+        c = k * P[f"{phase}_compute_s"] + head * P[f"ends_{phase}_compute_s"]
+        c = c + emb * P[f"emb_{phase}_compute_s"]
+        crit = k * P[f"{phase}_crit_s"] + head * P[f"ends_{phase}_crit_s"] + sent
+        ov = k * (P[f"{phase}_ov_s"] + g) + head * P[f"ends_{phase}_ov_s"]
         out.append(phase_s(c, crit, ov, k * g * share))
     return out[0], out[1]
+
+
+def _critical(t_first: Any, t_mid: Any, t_last: Any) -> Any:
+    """Which stage is the slowest: 0 the first, 1 a fullest middle one, 2 the last; the
+    earliest within `TIE` of the slowest, as the engine picks (`combine.slowest_stage`)."""
+
+    def at_least(x: Any, y: Any) -> Any:
+        return x >= y * (1 - TIE)
+
+    first = at_least(t_first, t_mid) & at_least(t_first, t_last)
+    return np.where(first, 0, np.where(at_least(t_mid, t_last), 1, 2))
 
 
 def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
@@ -145,30 +174,37 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     # sends per microbatch: V each way from a middle stage; an end stage sends one way V times
     # and the interleave wrap V - 1 times the other way (planning.stage_extras)
     send = A["send_s"][a, j]
-    mid_sends = np.where(pp > 2, 2 * v, 2 * v - 1) * send
     share = float(t.extra.get("gather_sm_share", 0.0))
-    first = _stage(P, A["k_first"][a], pp == 1, gathers, share)
-    last = _stage(P, A["k_last"][a], np.ones_like(pp, dtype=bool), gathers, share)
-    t_first = first[0] + first[1] + np.where(pp > 1, mid_sends, 0.0)
-    t_last = last[0] + last[1] + (2 * v - 1) * send
-    crit_last = (pp > 1) & (t_last > t_first)
-    bwd_s = np.where(crit_last, last[1], first[1])
-    fwd_s = np.where(crit_last, last[0], first[0]) if t.base.overlap_param_gather else 0.0
-    t_stage = np.where(crit_last, t_last, t_first)
-    k = np.where(crit_last, A["k_last"][a], A["k_first"][a])
+    one = pp == 1
+    ks = (A["k_first"][a], A["k_mid"][a], A["k_last"][a])
+    ends = (np.where(one, 3, 1), np.zeros_like(pp), np.full_like(pp, 2))
+    on, wrap = np.where(one, 0.0, v * send), np.where(one, 0.0, (v - 1) * send)
+    sends = ((on, wrap), (on, on), (wrap, on))  # (forward, backward) of each stage
+    phases = [_stage(P, k, e, gathers, s, share) for k, e, s in zip(ks, ends, sends, strict=True)]
+    t_first = phases[0][0] + phases[0][1]
+    t_mid = np.where(pp > 2, phases[1][0] + phases[1][1], -np.inf)
+    t_last = np.where(one, -np.inf, phases[2][0] + phases[2][1])
+    c = _critical(t_first, t_mid, t_last)
+    pick = lambda xs: np.choose(c, xs)  # noqa: E731
+    t_stage = pick((t_first, t_mid, t_last))
+    bwd_s = pick(tuple(ph[1] for ph in phases))
+    fwd_s = pick(tuple(ph[0] for ph in phases)) if t.base.overlap_param_gather else 0.0
+    k = pick(ks)
     # the gradient traffic once per step: dp's (per assignment) and the inner axes' (cp, ep:
     # probed unsharded, so divided by the ways FSDP shards the gradients, as their bytes are)
     grad = k * (A["grad_s"][a, z] + P["grad_s"] / A["weight_ways"][a])
-    exposed = exposed_gradient_s(grad, A["bucket_s"][a], bwd_s)
+    exposed = exposed_gradient_s(grad, A["bucket_s"][a, c, z], bwd_s)
     # ZeRO's all-gather of the updated parameters: behind the next step's first forward
     exposed = exposed + exposed_gather_s(k * A["gather_s"][a, z], fwd_s)
     n = cycles(True, False, m, pp, v)
     bubble = (n - m) * t_stage
-    predicted = n * t_stage + exposed + A["opt_s"][a, z]
+    opt = A["opt_stage_s"][a, c, z]
+    predicted = n * t_stage + exposed + opt
     return {
         "m": m,
         "predicted_s": predicted,
-        # with the assignment's traffic at zero, a lower bound of the step (vector_bound)
+        # with the assignment's traffic at zero, a lower bound of the step (vector_bound): the
+        # least optimizer step of the stages (the slowest one may change with the traffic)
         "lower_s": n * t_stage + A["opt_s"][a, z],
         "bubble_s": bubble,
         "exposed_dp_s": exposed,

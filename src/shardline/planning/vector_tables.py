@@ -28,7 +28,7 @@ from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.hardware import Chip
 from shardline.planning.evaluate import Context
 from shardline.planning.phases import decomposed_exposed_s
-from shardline.planning.stage_extras import gather_sm_share
+from shardline.planning.stage_extras import embedding_s, gather_sm_share
 from shardline.planning.vector_floors import batch_splits, pair_floor, probe_degrees
 from shardline.strategies import Degrees, plain_batch_split, strategies
 from shardline.workload.workload import Workload, backward_layers
@@ -106,6 +106,8 @@ class BlockTimes:
     ends_bwd_compute_s: float
     ends_bwd_crit_s: float
     ends_bwd_ov_s: float
+    emb_fwd_compute_s: float  # of the ends' compute: the embedding's, which the first stage runs
+    emb_bwd_compute_s: float
     grad_s: float  # once per step, overlapped: gradient traffic of the inner axes (cp, ep)
 
 
@@ -172,8 +174,9 @@ def block_times(
     s0 = ctx.stage(deg, 1, 0, [], w.layers[-1])  # the ends alone
     ends = _values(s0, overlap)
     values = (*_less(_values(s1, overlap), ends), *ends)
+    emb = (embedding_s(ctx, deg, 1, False), embedding_s(ctx, deg, 1, True))
     grad = _inner_grad_s(s1) - _inner_grad_s(s0)
-    return BlockTimes(**dict(zip(PROBED, (*values, grad), strict=True)))
+    return BlockTimes(**dict(zip(PROBED, (*values, *emb, grad), strict=True)))
 
 
 @dataclass
@@ -319,16 +322,17 @@ def bytes_per_element(w: Workload) -> float:
     return dtype_bits(w.layers[0].dtype) / 8
 
 
-def stage_blocks_first_last(w: Workload, pp: int) -> tuple[float, float]:
-    """Blocks on the first (fullest) and the last stage of `pp`."""
+def stage_blocks(w: Workload, pp: int) -> tuple[float, float, float]:
+    """Blocks on the first (fullest), the fullest middle (0 without one) and the last stage of
+    `pp` (`Workload.stage_blocks`: the first stages hold the extra blocks)."""
     if pp == 1:
-        return float(w.repeat), float(w.repeat)
+        return float(w.repeat), 0.0, float(w.repeat)
     how = w.pipeline_splits(pp)
     if how == "layers":
         k = w.layer_count / pp / w.block_instances
-        return k, k
+        return k, k if pp > 2 else 0.0, k
     sizes = w.stage_blocks(pp)
-    return float(max(sizes)), float(sizes[-1])
+    return float(sizes[0]), float(max(sizes[1:-1], default=0)), float(sizes[-1])
 
 
 @dataclass(frozen=True)
