@@ -15,7 +15,7 @@ from typing import Any
 
 from shardline.errors import InputError
 
-__all__ = ["EXECUTORS", "map_chunks", "check_executor", "connect"]
+__all__ = ["EXECUTORS", "map_chunks", "check_executor", "check_cluster", "connect"]
 
 EXECUTORS = ("local", "dask")
 MAX_WORKERS = 1024
@@ -77,6 +77,18 @@ def map_chunks(
             if progress is not None:
                 progress(done, total)
     return results
+
+
+def ready(_: object) -> bool:
+    """A chunk that does nothing: a worker runs it only if it can import shardline."""
+    return True
+
+
+def check_cluster(scheduler: object) -> None:
+    """Before any work: the Dask cluster at `scheduler` has a worker that can run shardline's
+    chunks (one no-op chunk through `map_chunks`, with its deadlines and messages), so that a
+    search whose bounds leave nothing to send still says the cluster cannot work."""
+    map_chunks(ready, [None], executor="dask", scheduler=scheduler)
 
 
 def _distributed() -> Any:

@@ -206,6 +206,10 @@ def _evaluate(
 ) -> tuple[list[Group], dict[str, int]]:
     """Each device count's layouts, priced as far as their bounds require (`vector_bound`);
     the groups with their rows, and the counts."""
+    if run.executor == "dask":
+        from shardline.planning.executors import check_cluster
+
+        check_cluster(run.scheduler)
     # rounds of the same size on every executor, so that the same assignments are priced and
     # the answer (the fastest that do not fit included) is the same
     rounds = (CHUNK_ASSIGNMENTS * CHUNKS_PER_ROUND, _pricer(workload, run))
