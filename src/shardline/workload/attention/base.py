@@ -18,9 +18,17 @@ from typing import Any, ClassVar
 from shardline.errors import InputError
 from shardline.ops.layer import Layer
 
-__all__ = ["AttentionSizes", "AttentionVariant", "Template", "Extras", "attention_layer"]
+__all__ = [
+    "AttentionSizes",
+    "AttentionVariant",
+    "Template",
+    "Extras",
+    "Standard",
+    "attention_layer",
+]
 
 Extras = dict[str, int | float]  # the realistic ModelShape fields a variant sets
+Standard = Callable[[int], list[Layer]]  # grouped-query attention's einsums at a key length
 Template = tuple[list[Layer], Extras, bool]  # einsums, ModelShape fields, plain KV formula holds
 
 
@@ -107,14 +115,8 @@ class AttentionVariant:
         """Tokens the cache holds over all `layers` for one sequence of `context` tokens."""
         return layers * context
 
-    def template(
-        self,
-        record: object,
-        a: AttentionSizes,
-        layers: int,
-        standard: Callable[[int], list[Layer]],
-    ) -> Template:
-        """The block's attention einsums (`standard(keys)`: grouped-query attention at a key
+    def template(self, record: object, a: AttentionSizes, layers: int, std: Standard) -> Template:
+        """The block's attention einsums (`std(keys)`: grouped-query attention at a key
         length), the ModelShape fields it sets, and whether the KV-cache formula
         2 L n_kv d_head S B s_kv holds."""
-        return standard(a.t), {"key_len": a.t, "causal_fraction": 0.5}, True
+        return std(a.t), {"key_len": a.t, "causal_fraction": 0.5}, True

@@ -21,7 +21,6 @@ docs/context-parallel-and-attention.md. Pure: no printing, no files.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil
 
@@ -30,6 +29,7 @@ from shardline.workload.attention.base import (
     AttentionSizes,
     AttentionVariant,
     Extras,
+    Standard,
     Template,
     attention_layer,
 )
@@ -188,13 +188,7 @@ class LatentAttention(AttentionVariant):
         assert isinstance(record, MLA)
         return mla_cache_width(record)
 
-    def template(
-        self,
-        record: object,
-        a: AttentionSizes,
-        layers: int,
-        standard: Callable[[int], list[Layer]],
-    ) -> Template:
+    def template(self, record: object, a: AttentionSizes, layers: int, std: Standard) -> Template:
         assert isinstance(record, MLA)
         extra: Extras = {
             "head_dim": record.qk_nope_head_dim + record.qk_rope_head_dim,

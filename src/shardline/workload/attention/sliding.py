@@ -18,12 +18,16 @@ docs/context-parallel-and-attention.md. Pure: no printing, no files.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from math import ceil
 
-from shardline.ops.layer import Layer
-from shardline.workload.attention.base import AttentionSizes, AttentionVariant, Extras, Template
+from shardline.workload.attention.base import (
+    AttentionSizes,
+    AttentionVariant,
+    Extras,
+    Standard,
+    Template,
+)
 
 __all__ = ["SlidingWindow", "SlidingLayers", "layer_counts", "mean_key_length", "causal_fraction"]
 
@@ -86,14 +90,8 @@ class SlidingLayers(AttentionVariant):
         sliding = record.sliding_layers(layers)
         return (layers - sliding) * context + sliding * min(context, record.window)
 
-    def template(
-        self,
-        record: object,
-        a: AttentionSizes,
-        layers: int,
-        standard: Callable[[int], list[Layer]],
-    ) -> Template:
+    def template(self, record: object, a: AttentionSizes, layers: int, std: Standard) -> Template:
         assert isinstance(record, SlidingWindow)
         keys = mean_key_length(a.t, layers, record)
         extra: Extras = {"key_len": keys, "causal_fraction": causal_fraction(a.t, layers, record)}
-        return standard(keys), extra, keys == a.t
+        return std(keys), extra, keys == a.t
