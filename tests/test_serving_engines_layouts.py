@@ -471,3 +471,21 @@ def test_search_pools_are_serves_disaggregated_pools(capsys: pytest.CaptureFixtu
     assert out["throughput_tokens_per_s"] == pytest.approx(row["throughput_tokens_per_s"])
     assert out["ttft_s"]["p99"] == pytest.approx(row["ttft_p99_s"])
     assert out["tpot_s"]["p99"] == pytest.approx(row["tpot_p99_s"])
+
+
+def test_weights_that_leave_no_kv_room_are_one_error_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """DeepSeek-V3 in bf16 on 8 B200: 671e9 parameters x 2 B / 8 devices = 168 GB of weights on
+    each 180 GB device; TensorRT-LLM's 0.9 of what the weights leave, less the activations, holds
+    no request of 1,000 + 1,000 tokens. Rate or concurrency, one `error:` line, exit 2 (it was a
+    ZeroDivisionError traceback)."""
+    base = ["serve", "--model", "deepseek-v3", "--hw", "b200", "--devices", "8", "--tp", "8",
+            "--ep", "8", "--attention-dp", "8", "--in", "1000", "--out", "1000"]  # fmt: skip
+    assert 671e9 * 2 / 8 > 0.9 * 180e9  # the weights alone take more than 0.9 of a device
+    for load in (["--rate", "1"], ["--concurrency", "256"], ["--rate", "1", "--json"]):
+        assert main([*base, *load]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: deepseek-v3 (bf16 weights") and "holds no request" in err
+    assert main([*base, "--concurrency", "256", "--weight-dtype", "fp8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kv_limit_sequences"] >= 1

@@ -162,8 +162,9 @@ def serve(
     eng = engine(opts.engine)
     spec, chip = load_model(model), resolve_chip(hw)
     st = serving_step_times(model, hw, cfg, opts)
-    a, cfg = _steady_state(st, cfg, opts)
     compute, weights, kv = serving_dtypes(chip, opts.dtype, opts.weight_dtype, opts.kv_dtype)
+    _check_room(st, cfg, f"{spec.name} ({weights} weights, {kv} KV cache) on {chip.name}")
+    a, cfg = _steady_state(st, cfg, opts)
     out: dict[str, object] = {
         "model": spec.name,
         "hw": chip.name,
@@ -197,6 +198,19 @@ def serve(
         check_simulation_size(cfg, opts, a.batch)
         out["simulation"] = simulation_dict(st, cfg, eng, opts)
     return out
+
+
+def _check_room(st: StepTimes, cfg: ServeConfig, what: str) -> None:
+    """One clear error when the engine's KV budget holds no request at all (the weights leave no
+    room): every rate, concurrency and figure would be 0 or undefined."""
+    if analyze(st, cfg, st.kv_fraction).kv_limit_sequences >= 1:
+        return
+    budget = st.kv_budget_bytes()
+    raise InputError(
+        f"{what}: the KV budget of a replica of {cfg.tp} devices ({budget / 1e9:.3g} GB by the "
+        "engine's rule) holds no request; give the replica more devices (--tp), narrower "
+        "weights or cache (--weight-dtype, --kv-dtype) or a chip with more memory"
+    )
 
 
 def _steady_state(
