@@ -325,6 +325,13 @@ def _tracebacks() -> list[Case]:
                         f"in/{chip}"], "error", NUMERIC, 8))  # fmt: skip
         out.append(Case(f"plan --hw {chip}", ["plan", "--model", "llama-3.2-1b", "--devices",
                         "8", "--hw", f"in/{chip}"], "error", NUMERIC, 8))  # fmt: skip
+    # weights that leave no KV room (DeepSeek-V3 in bf16 on 8 B200): the text and the closed
+    # loop divided by a zero capacity (found 2026-12-05)
+    full = ["serve", "--model", "deepseek-v3", "--hw", "b200", "--devices", "8", "--tp", "8",
+            "--ep", "8", "--attention-dp", "8", "--in", "1000", "--out", "1000"]  # fmt: skip
+    for load in (["--rate", "1"], ["--concurrency", "256"], ["--rate", "1", "--simulate"]):
+        out.append(Case(f"serve, no KV room, {' '.join(load)}", [*full, *load], "error",
+                        NUMERIC, 8))  # fmt: skip
     hop = "in/chip_1e308_interconnect.hop_latency_s.toml"
     shard = ["shard", "8192", "8192", "8192", "--devices", "8", "--along", "k", "--hw", hop]
     out.append(Case("shard --hw chip hop latency 1e308", shard, "error", NUMERIC, 8))
