@@ -163,8 +163,11 @@ def serve(
     spec, chip = load_model(model), resolve_chip(hw)
     st = serving_step_times(model, hw, cfg, opts)
     compute, weights, kv = serving_dtypes(chip, opts.dtype, opts.weight_dtype, opts.kv_dtype)
-    _check_room(st, cfg, f"{spec.name} ({weights} weights, {kv} KV cache) on {chip.name}")
-    a, cfg = _steady_state(st, cfg, opts)
+    open_loop = analyze(st, cfg, st.kv_fraction)
+    _check_room(
+        open_loop, st, cfg, f"{spec.name} ({weights} weights, {kv} KV cache) on {chip.name}"
+    )
+    a, cfg = _steady_state(st, cfg, opts, open_loop)
     out: dict[str, object] = {
         "model": spec.name,
         "hw": chip.name,
@@ -200,10 +203,11 @@ def serve(
     return out
 
 
-def _check_room(st: StepTimes, cfg: ServeConfig, what: str) -> None:
+def _check_room(a: Analysis, st: StepTimes, cfg: ServeConfig, what: str) -> None:
     """One clear error when the engine's KV budget holds no request at all (the weights leave no
-    room): every rate, concurrency and figure would be 0 or undefined."""
-    if analyze(st, cfg, st.kv_fraction).kv_limit_sequences >= 1:
+    room; `a` the open loop at the config's rate): every rate, concurrency and figure would be 0
+    or undefined."""
+    if a.kv_limit_sequences >= 1:
         return
     budget = st.kv_budget_bytes()
     raise InputError(
@@ -214,12 +218,12 @@ def _check_room(st: StepTimes, cfg: ServeConfig, what: str) -> None:
 
 
 def _steady_state(
-    st: StepTimes, cfg: ServeConfig, opts: ServeOptions
+    st: StepTimes, cfg: ServeConfig, opts: ServeOptions, open_loop: Analysis
 ) -> tuple[Analysis, ServeConfig]:
     """The open loop at the config's rate, or the closed loop of `opts.concurrency` requests
     (the config then carries the rate it serves)."""
     if opts.concurrency is None:
-        return analyze(st, cfg, st.kv_fraction), cfg
+        return open_loop, cfg
     from shardline.serving.closed import closed_loop
 
     a = closed_loop(st, cfg, st.kv_fraction, opts.concurrency, opts.waves)

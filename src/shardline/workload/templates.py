@@ -22,6 +22,7 @@ from shardline.errors import InputError
 from shardline.ops.einsum import check_size
 from shardline.ops.layer import Layer
 from shardline.realistic.modelshape import ModelShape
+from shardline.workload.attention.base import Template
 from shardline.workload.dense_first import DenseFirstWorkload
 from shardline.workload.moe import moe_part, moe_shape
 from shardline.workload.workload import Workload
@@ -313,7 +314,7 @@ def _shape_of(sizes: dict[str, Any]) -> TransformerShape:
     return TransformerShape(**sizes, attention_variants=records_from(tables))
 
 
-def _variant_attention(shape: TransformerShape, k: _Block, phase: str) -> Any:
+def _variant_attention(shape: TransformerShape, k: _Block, phase: str) -> Template:
     """The block's attention einsums, the ModelShape fields its variant sets and whether the
     plain KV-cache formula holds (shardline.workload.attention.template_attention)."""
     from shardline.workload.attention import AttentionSizes, template_attention
