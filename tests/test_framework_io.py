@@ -69,6 +69,22 @@ def test_megatron_args_by_hand(tmp_path: Path) -> None:
     assert got.unknown == ("--frobnicate",)  # --lr is known and has no effect on the step
 
 
+def test_megatron_block_recompute_is_full_block(tmp_path: Path) -> None:
+    """--recompute-method block --recompute-num-layers 5: the first 5 blocks of each stage
+    (`full-block:5`), as a flag-pinned plan; --emit megatron writes the three flags back."""
+    args = (
+        "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
+        "--num-query-groups 8 --swiglu --vocab-size 128256 --micro-batch-size 1 "
+        "--global-batch-size 64 --seq-length 4096 --bf16 --pipeline-model-parallel-size 2 "
+        "--recompute-granularity full --recompute-method block --recompute-num-layers 5\n"
+    )
+    got = read_config(_write(tmp_path, "args.txt", args), 8)
+    assert got.execution["recompute"] == "full-block:5" and got.not_modelled == ()
+    bad = _write(tmp_path, "bad.txt", args.replace("method block", "method every"))
+    with pytest.raises(InputError, match="--recompute-method takes uniform or block"):
+        read_config(bad, 8)
+
+
 def test_megatron_without_shape_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -276,6 +292,15 @@ def test_published_config_imports_to_the_validated_plan(
             "megatron",
             ".sh",
             ["--tp", "2", "--pp", "2", "--dp", "2", "--fsdp", "1", "--interleave", "2"],
+        ),
+        # Megatron's block method: the first 3 blocks of each of the 4 virtual stages
+        (
+            "megatron",
+            ".sh",
+            [
+                *("--tp", "2", "--pp", "2", "--dp", "2", "--fsdp", "1", "--interleave", "2"),
+                *("--recompute", "full-block:3"),
+            ],
         ),
         ("torchtitan", ".toml", ["--tp", "2", "--pp", "1", "--dp", "1", "--fsdp", "4"]),
         ("maxtext", ".yml", ["--tp", "2", "--pp", "2", "--dp", "1", "--fsdp", "2"]),
@@ -675,6 +700,18 @@ SEQ_4096 = ("--set", "model.seq_length=4096")
                 *("--set", "model.moe_deepep_num_sms=20"),
             ),
         ),
+        # the first 5 of the 32 blocks recomputed (the preset's recompute_num_layers: Megatron's
+        # block method); Megatron FSDP as the table's run was launched (--use_megatron_fsdp:
+        # _set_megatron_fsdp_overrides in scripts/performance/utils/overrides.py)
+        (
+            "llama3-8b-h100-fsdp-fp8",
+            "bridge_llama3_presets_00919dcf.py",
+            "LLAMA3_8B_PRETRAIN_CONFIG_H100_FP8_CS_V1",
+            (
+                *("--set", "model.seq_length=8192", "--set", "ddp.use_megatron_fsdp=true"),
+                *("--set", "ddp.data_parallel_sharding_strategy=optim_grads_params"),
+            ),
+        ),
         # the row takes the preset's recompute of the layer norms and the expert activation
         # (memory-bound, "not in the plan", as its `how` says) as none
         (
@@ -721,9 +758,9 @@ def test_layout_preset_by_hand(tmp_path: Path) -> None:
     assert got.microbatches == 16 and got.batch == 512
     ex = got.execution
     assert ex["sequence_parallel"] and ex["ep_overlap"] and ex["ep_dispatch"] == "hierarchical"
-    # recompute_num_layers 4: full recompute, method block (priced as every block, said)
-    assert ex["recompute"] == "full"
-    assert any("block" in n for n in got.not_modelled)
+    # recompute_num_layers 4: full recompute, method block: the first 4 blocks of the stage
+    assert ex["recompute"] == "full-block:4"
+    assert not any("recompute" in n for n in got.not_modelled)
     # a field computed by code is not read, and the preset's num_gpus is not the devices
     assert got.not_read == (
         "line 6: pp_layout = compute_layout(): not read",

@@ -159,11 +159,13 @@ def optimizer_step_s(
     return memory_kernel_s(chip, nbytes, cuda_graphs=ex.cuda_graphs)
 
 
-def _flops(ctx: Context) -> tuple[float, float]:
-    """(model FLOPs, hardware FLOPs) of one step over all devices."""
+def _flops(ctx: Context, chunks: int) -> tuple[float, float]:
+    """(model FLOPs, hardware FLOPs) of one step over all devices, the blocks cut into `chunks`
+    (virtual) pipeline stages (what a `full-block:N` policy's share depends on)."""
     w, ex = ctx.workload, ctx.execution
     if w.model is not None:
-        return model_flops(w.model, w.training), hardware_flops(w.model, w.training, ex.recompute)
+        hardware = hardware_flops(w.model, w.training, ex.recompute, chunks)
+        return model_flops(w.model, w.training), hardware
     forward = sum(
         float(layer_cost(layer, ctx.chip).flops) * count * w.repeat
         for layer, count in w.distinct_layers
@@ -194,7 +196,9 @@ def realistic_step(
         "recompute_s": m * sum(ph.lower_parts["recompute"] for ph in phases),
         "exposed_comm_s": m * sum(ph.crit_s for ph in phases),
     }
-    model, hardware = ctx.once("flops", lambda: _flops(ctx))
+    chunks = deg.stages * ctx.execution.interleave
+    key = f"flops/{chunks}" if policy(ctx.execution.recompute).first else "flops"
+    model, hardware = ctx.once(key, lambda: _flops(ctx, chunks))
     peak = ctx.chip.peak(w.layers[0].compute_dtype or w.layers[0].dtype)
     capacity = deg.devices * peak * predicted
     return RealisticStep(
@@ -265,7 +269,7 @@ def recompute_answer(ctx: Context, deg: Degrees, m: int, step: RealisticStep) ->
         "offloaded": [t for t in keeps if t in ex.offload],  # held in host memory
         "reruns": list(rerun),
         "whole_block": rerun == rerun_ops(policy("full"), gated=w.model.gated, flash=flash),
-        "blocks_share": checkpointed_share(w.model, p),
+        "blocks_share": checkpointed_share(w.model, p, chunks=deg.stages * ex.interleave),
         "recomputed_flops": again,
         "recomputed_share": again / step.model_flops if step.model_flops else 0.0,
         "kept_bytes_per_block": kept,
