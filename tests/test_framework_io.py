@@ -682,6 +682,13 @@ SEQ_4096 = ("--set", "model.seq_length=4096")
             "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2",
             SEQ_4096,
         ),
+        # the 25.11 summary's commit names its presets ..._BASE_CONFIG in place of a version
+        (
+            "qwen3-235b-a22b-h100-pp8-vp4-ep32-fp8-2511",
+            "bridge_qwen3_presets_5776a6d9.py",
+            "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_BASE_CONFIG",
+            SEQ_4096,
+        ),
         (
             "qwen3-30b-a3b-h100-ep16-fp8-2606",
             "bridge_qwen3_presets_63b08b39.py",
@@ -770,6 +777,25 @@ def test_layout_preset_by_hand(tmp_path: Path) -> None:
         read_config(path, 32, "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1")
 
 
+@pytest.mark.parametrize(
+    ("name", "model", "dtype"),
+    [
+        ("QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V2", "qwen3-30b-a3b", "fp8"),  # 00919dcf on
+        ("QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG", "qwen3-30b-a3b", "bf16"),  # 5776a6d9
+        ("QWEN3_30B_A3B_B200_FP8_MX_BASE_CONFIG", "qwen3-30b-a3b", "fp8"),  # the 0.2 releases
+    ],
+)
+def test_preset_names_of_each_convention(tmp_path: Path, name: str, model: str, dtype: str) -> None:
+    """The model and precision are read from each naming convention the scripts have used."""
+    path = _write(
+        tmp_path,
+        "presets.py",
+        f"{name} = WorkloadBaseConfig(expert_model_parallel_size=8, global_batch_size=64)\n",
+    )
+    got = read_config(path, 8, name, ("model.seq_length=4096",))
+    assert (got.model.name, got.dtype, got.degrees["ep"], got.batch) == (model, dtype, 8, 64)
+
+
 def test_recipe_files_refused_in_one_line(tmp_path: Path) -> None:
     bad = _write(tmp_path, "bad.py", "def x_config(:\n")
     with pytest.raises(InputError, match="not Python a recipe reader can parse"):
@@ -783,3 +809,7 @@ def test_recipe_files_refused_in_one_line(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match="4-bit training presets are not read"):
         read_config(fp4, 8, "LLAMA3_8B_PRETRAIN_CONFIG_B200_NVFP4_V1", ("model.seq_length=8192",))
+    # a name of no convention: its model is not guessed
+    odd = _write(tmp_path, "odd.py", "MY_LAYOUT = WorkloadBaseConfig(global_batch_size=8)\n")
+    with pytest.raises(InputError, match="is not named MODEL_TASK_CONFIG_GPU_PRECISION_VERSION"):
+        read_config(odd, 8, "MY_LAYOUT", ("model.seq_length=8192",))
