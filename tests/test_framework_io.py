@@ -813,3 +813,72 @@ def test_recipe_files_refused_in_one_line(tmp_path: Path) -> None:
     odd = _write(tmp_path, "odd.py", "MY_LAYOUT = WorkloadBaseConfig(global_batch_size=8)\n")
     with pytest.raises(InputError, match="is not named MODEL_TASK_CONFIG_GPU_PRECISION_VERSION"):
         read_config(odd, 8, "MY_LAYOUT", ("model.seq_length=8192",))
+
+
+# --- NeMo 2.0 recipes (NeMo-Run's run.Partial), read without running them ---------------------
+
+NEMO2_8B = str(RECIPES / "nemo2_llama3_8b_aed13ee8.py")  # nemo/collections/llm/recipes/llama3_8b.py
+
+
+def test_nemo2_recipe_by_hand(capsys: pytest.CaptureFixture[str]) -> None:
+    """pretrain_recipe() of NeMo 2.0's llama3_8b.py: trainer() at its defaults (tp 1, pp 1,
+    context parallel 2, one node of 8 GPUs), MockDataModule(seq_length=8192,
+    global_batch_size=512, micro_batch_size=1), bf16_mixed(), the DDP config's
+    grad_reduce_in_fp32=True; performance_mode False leaves the `if` untaken."""
+    got = read_config(NEMO2_8B, 8)
+    assert got.format == "nemo2-recipe" and got.model.name == "llama-3.1-8b"
+    # data parallel = 8 / (tp 1 x pp 1 x cp 2) = 4; microbatches = 512 / (1 x 4) = 128
+    assert got.degrees == {"tp": 1, "pp": 1, "dp": 4, "fsdp": 1, "ep": 1, "cp": 2}
+    assert (got.batch, got.microbatches, got.seq_len, got.dtype) == (512, 128, 8192, "bf16")
+    assert got.execution["grad_reduce_dtype"] == "fp32" and "zero" not in got.execution
+    # Megatron-LM reads --overlap-param-gather only beside the distributed optimizer, which the
+    # file does not set (below: given with --set, it is read)
+    assert got.unknown == ("ddp.overlap_param_gather",)
+    # the optimizer helper is NeMo's, not the file's: said, and its distributed optimizer not
+    # guessed
+    (line,) = got.not_read
+    assert line.startswith("optim = distributed_fused_adam_with_cosine_annealing(...): not in")
+    # with the distributed optimizer given, the plan is the flag-pinned one
+    imported = _plan_json(
+        capsys, "--from", NEMO2_8B, "--hw", "h100-sxm", "--devices", "8",
+        "--set", "ddp.use_distributed_optimizer=true",
+    )  # fmt: skip
+    pinned = _plan_json(
+        capsys, "--model", "llama-3.1-8b", "--hw", "h100-sxm", "--devices", "8",
+        "--tp", "1", "--pp", "1", "--dp", "4", "--fsdp", "1", "--cp", "2",
+        "--batch", "512", "--seq-len", "8192", "--microbatches", "128", "--dtype", "bf16",
+        "--phase", "training", "--framework", "megatron", "--recompute", "none",
+        "--zero", "1", "--overlap-param-gather", "--grad-reduce-dtype", "fp32",
+    )  # fmt: skip
+    assert imported["from"]["unknown"] == []
+    assert imported["execution"] == pinned["execution"]
+    assert imported["plans"][0]["predicted_s"] == pinned["plans"][0]["predicted_s"]
+
+
+def test_nemo2_performance_mode_and_what_is_not_read(tmp_path: Path) -> None:
+    """The same file with a recipe that calls pretrain_recipe(performance_mode=True, num_nodes=2):
+    pretrain_performance_optimizations runs (`if not recipe.trainer.callbacks` is False: the
+    TimingCallback is there), adding MegatronCommOverlapCallback(tp_comm_overlap=False) and
+    setting the precision plugin's grad_reduce_in_fp32 = False; the optimizer's own config is
+    a helper's, so setting a field of it is said, not followed."""
+    text = Path(NEMO2_8B).read_text(encoding="utf-8")
+    text += "\n\ndef fast_recipe():\n    return pretrain_recipe(performance_mode=True, num_nodes=2)\n"
+    path = _write(tmp_path, "llama3_8b.py", text)
+    got = read_config(path, 16, "fast_recipe")
+    # 2 nodes x 8 GPUs = 16: data parallel 16 / 2 = 8, microbatches 512 / 8 = 64
+    assert got.degrees["dp"] == 8 and got.microbatches == 64
+    assert got.execution.get("grad_reduce_dtype") is None  # the plugin's False, set last
+    # both callbacks followed (the overlap callback's tp_comm_overlap False: no tp overlap)
+    assert got.execution.get("tp_overlap") is None
+    assert not any("callbacks" in n for n in got.not_read)
+    assert any("recipe.optim.config.use_precision_aware_optimizer" in n for n in got.not_read)
+    with pytest.raises(InputError, match="no recipe function 'nope'"):
+        read_config(path, 16, "nope")
+    bare = _write(
+        tmp_path,
+        "bare.py",
+        "import nemo_run as run\n\ndef pretrain_recipe():\n"
+        "    return run.Partial(pretrain, data=run.Config(MockDataModule, seq_length=4096))\n",
+    )
+    with pytest.raises(InputError, match="does not set model.tensor_model_parallel_size"):
+        read_config(bare, 8)

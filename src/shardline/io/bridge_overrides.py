@@ -36,8 +36,15 @@ from shardline.io.bridge_presets import bridge_keys, preset_settings
 from shardline.io.bridge_recipe import parse_module, read_recipe_settings
 from shardline.io.framework_config import Imported, named_model
 from shardline.io.megatron_args import read_megatron_flags
+from shardline.io.nemo_recipe import read_nemo2_settings
 
-__all__ = ["read_bridge", "read_bridge_recipe", "looks_like_bridge", "parse_overrides"]
+__all__ = [
+    "read_bridge",
+    "read_bridge_recipe",
+    "read_nemo2_recipe",
+    "looks_like_bridge",
+    "parse_overrides",
+]
 
 # Megatron-Bridge name -> Megatron-LM flag, where they differ (the mapping guide above)
 RENAMED = {
@@ -265,6 +272,34 @@ def read_bridge_recipe(
     return replace(
         _settings_plan(overrides, origin, devices, spec, []),
         format="megatron-bridge-recipe",
+        not_read=tuple(got.notes),
+    )
+
+
+def read_nemo2_recipe(
+    text: str,
+    origin: str,
+    devices: int,
+    function: str | None = None,
+    on_top: dict[str, str] | None = None,
+) -> Imported:
+    """The plan of one NeMo 2.0 recipe function (read, not run: shardline.io.nemo_recipe) with
+    `on_top` overrides applied last; its settings are Megatron-Bridge's keys."""
+    got = read_nemo2_settings(parse_module(text, origin), origin, function)
+    overrides = got.overrides | (on_top or {})
+    if got.gpus is not None and got.gpus != devices:
+        got.notes.append(f"{got.function}: {got.gpus} GPUs by default; priced on --devices {devices}")
+    spec = None
+    if got.recipe is not None:
+        spec = _named(overrides, origin, "nemo2", got.recipe, "model config")
+    _need_layout(
+        overrides,
+        f"{origin}: recipe {got.function} does not set",
+        " in this file; give each with --set KEY=VALUE",
+    )
+    return replace(
+        _settings_plan(overrides, origin, devices, spec, []),
+        format="nemo2-recipe",
         not_read=tuple(got.notes),
     )
 
