@@ -370,6 +370,28 @@ def test_emit_refuses_what_the_format_cannot_say(capsys: pytest.CaptureFixture[s
         "megatron",
     )
     assert code == 2 and out == "" and "recompute policy 'minimal'" in err
+    # Megatron's block method has no torchtitan or MaxText setting: one line each
+    for fmt in ("torchtitan", "maxtext"):
+        code, out, err = run_cli(
+            capsys, *PLAN_8B_FSDP8, "--recompute", "full-block:4", "--emit", fmt
+        )
+        assert code == 2 and out == "" and "'full-block:4'" in err and len(err.splitlines()) == 1
+
+
+def test_bridge_block_recompute_override(tmp_path: Path) -> None:
+    """model.recompute_method=block with model.recompute_num_layers=3: Megatron-LM's flags,
+    full-block:3 (the first 3 blocks of each of the 2 stages)."""
+    path = _write(
+        tmp_path,
+        "run.sh",
+        "python pretrain_llama3_8b.py model.tensor_model_parallel_size=1 "
+        "model.pipeline_model_parallel_size=2 model.context_parallel_size=1 "
+        "train.micro_batch_size=1 train.global_batch_size=32 model.seq_length=4096 "
+        "model.recompute_granularity=full model.recompute_method=block "
+        "model.recompute_num_layers=3\n",
+    )
+    got = read_config(path, 8)
+    assert got.execution["recompute"] == "full-block:3" and got.unknown == ()
 
 
 def test_torchtitan_unknown_flavor_lists_the_known(tmp_path: Path) -> None:
