@@ -793,7 +793,7 @@ def test_layout_preset_by_hand(tmp_path: Path) -> None:
     # a field computed by code is not read, and the preset's num_gpus is not the devices
     assert got.not_read == (
         "line 6: pp_layout = compute_layout(): not read",
-        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1: num_gpus 16; priced on --devices 32",
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1: 16 GPUs; priced on --devices 32",
     )
     with pytest.raises(InputError, match="does not set model.seq_length"):
         read_config(path, 32, "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1")
@@ -803,7 +803,11 @@ def test_layout_preset_by_hand(tmp_path: Path) -> None:
     ("name", "model", "dtype"),
     [
         ("QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V2", "qwen3-30b-a3b", "fp8"),  # 00919dcf on
-        ("QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG", "qwen3-30b-a3b", "bf16"),  # 5776a6d9
+        (
+            "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG",
+            "qwen3-30b-a3b",
+            "bf16",
+        ),  # 5776a6d9
         ("QWEN3_30B_A3B_B200_FP8_MX_BASE_CONFIG", "qwen3-30b-a3b", "fp8"),  # the 0.2 releases
     ],
 )
@@ -884,7 +888,9 @@ def test_nemo2_performance_mode_and_what_is_not_read(tmp_path: Path) -> None:
     setting the precision plugin's grad_reduce_in_fp32 = False; the optimizer's own config is
     a helper's, so setting a field of it is said, not followed."""
     text = Path(NEMO2_8B).read_text(encoding="utf-8")
-    text += "\n\ndef fast_recipe():\n    return pretrain_recipe(performance_mode=True, num_nodes=2)\n"
+    text += (
+        "\n\ndef fast_recipe():\n    return pretrain_recipe(performance_mode=True, num_nodes=2)\n"
+    )
     path = _write(tmp_path, "llama3_8b.py", text)
     got = read_config(path, 16, "fast_recipe")
     # 2 nodes x 8 GPUs = 16: data parallel 16 / 2 = 8, microbatches 512 / 8 = 64

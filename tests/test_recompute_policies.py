@@ -183,8 +183,8 @@ def test_full_block_counts_the_first_blocks_of_each_virtual_stage() -> None:
 
 
 def _plan(capsys: pytest.CaptureFixture[str], recompute: str, *extra: str) -> dict:
-    argv = ["plan", "--model", "llama-3.2-1b", "--hw", "h100-sxm", "--batch", "8",
-            "--seq-len", "1024", "--phase", "training", "--json", "--recompute", recompute]  # fmt: skip
+    argv = ["plan", "--model", "llama-3.2-1b", "--hw", "h100-sxm", "--batch", "8", "--seq-len",
+            "1024", "--phase", "training", "--json", "--recompute", recompute]  # fmt: skip
     code, out, err = run_cli(capsys, *argv, *extra)
     assert code == 0, err
     return json.loads(out)["plans"][0]
@@ -213,14 +213,16 @@ def test_full_block_reruns_its_share_of_each_stage(capsys: pytest.CaptureFixture
     five = _plan(capsys, "full-block:5", *one)["memory"]["activations_bytes"]
     assert five == pytest.approx(5 / 16 * mem["full"] + 11 / 16 * mem["none"], rel=1e-12)
     # as many blocks as a stage holds: full
-    assert _plan(capsys, "full-block:16", *one)["predicted_s"] == _plan(capsys, "full", *one)[
-        "predicted_s"
-    ]
+    assert (
+        _plan(capsys, "full-block:16", *one)["predicted_s"]
+        == _plan(capsys, "full", *one)["predicted_s"]
+    )
 
 
 def test_search_refuses_full_block(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(
-        capsys, "search", "--model", "llama-3.2-1b", "--devices", "8", "--recompute", "full-block:2",
+        capsys, "search", "--model", "llama-3.2-1b", "--devices", "8",
+        "--recompute", "full-block:2",
     )  # fmt: skip
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert err.startswith("error: search --recompute full-block:2: the search prices one block")

@@ -33,7 +33,7 @@ from typing import Any
 
 from shardline.errors import InputError
 from shardline.io.bridge_presets import bridge_keys, preset_settings
-from shardline.io.bridge_recipe import parse_module, read_recipe_settings
+from shardline.io.bridge_recipe import RecipeSettings, parse_module, read_recipe_settings
 from shardline.io.framework_config import Imported, named_model
 from shardline.io.megatron_args import read_megatron_flags
 from shardline.io.nemo_recipe import read_nemo2_settings
@@ -256,24 +256,12 @@ def read_bridge_recipe(
         got = preset_settings(module, function, origin)
     else:
         got = read_recipe_settings(module, origin, function)
-    overrides = got.overrides | (on_top or {})
-    if got.gpus is not None and got.gpus != devices:
-        got.notes.append(f"{got.function}: num_gpus {got.gpus}; priced on --devices {devices}")
-    spec = None
+    model = None
     if got.hf_model is not None:
-        spec = _named(overrides, origin, "huggingface", got.hf_model, "model")
+        model = ("huggingface", got.hf_model, "model")
     elif got.recipe is not None:
-        spec = _named(overrides, origin, "megatron_bridge", got.recipe, "recipe")
-    _need_layout(
-        overrides,
-        f"{origin}: recipe {got.function} does not set",
-        " in this file; give each with --set KEY=VALUE",
-    )
-    return replace(
-        _settings_plan(overrides, origin, devices, spec, []),
-        format="megatron-bridge-recipe",
-        not_read=tuple(got.notes),
-    )
+        model = ("megatron_bridge", got.recipe, "recipe")
+    return _recipe_plan(got, origin, devices, on_top, model, "megatron-bridge-recipe")
 
 
 def read_nemo2_recipe(
@@ -286,12 +274,24 @@ def read_nemo2_recipe(
     """The plan of one NeMo 2.0 recipe function (read, not run: shardline.io.nemo_recipe) with
     `on_top` overrides applied last; its settings are Megatron-Bridge's keys."""
     got = read_nemo2_settings(parse_module(text, origin), origin, function)
+    model = None if got.recipe is None else ("nemo2", got.recipe, "model config")
+    return _recipe_plan(got, origin, devices, on_top, model, "nemo2-recipe")
+
+
+def _recipe_plan(
+    got: RecipeSettings,
+    origin: str,
+    devices: int,
+    on_top: dict[str, str] | None,
+    model: tuple[str, str, str] | None,
+    fmt: str,
+) -> Imported:
+    """The plan of a recipe's settings with `on_top` applied last; `model` (the
+    framework_models.toml table, the name, what it is) the zoo model the recipe names."""
     overrides = got.overrides | (on_top or {})
     if got.gpus is not None and got.gpus != devices:
-        got.notes.append(f"{got.function}: {got.gpus} GPUs by default; priced on --devices {devices}")
-    spec = None
-    if got.recipe is not None:
-        spec = _named(overrides, origin, "nemo2", got.recipe, "model config")
+        got.notes.append(f"{got.function}: {got.gpus} GPUs; priced on --devices {devices}")
+    spec = None if model is None else _named(overrides, origin, *model)
     _need_layout(
         overrides,
         f"{origin}: recipe {got.function} does not set",
@@ -299,7 +299,7 @@ def read_nemo2_recipe(
     )
     return replace(
         _settings_plan(overrides, origin, devices, spec, []),
-        format="nemo2-recipe",
+        format=fmt,
         not_read=tuple(got.notes),
     )
 

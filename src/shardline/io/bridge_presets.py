@@ -92,7 +92,9 @@ def preset_settings(module: Module, name: str, origin: str) -> RecipeSettings:
     out.recipe = m.group("model").lower()
     precision = PERF_PRECISION.get(m.group("precision").lower())
     if precision is None:
-        raise InputError(f"{origin}: preset {name}: precision {m.group('precision')} is not one read")
+        raise InputError(
+            f"{origin}: preset {name}: precision {m.group('precision')} is not one read"
+        )
     out.overrides["mixed_precision"] = precision
     for field_name, rule in table["set"].items():
         value = fields.get(field_name)

@@ -7,9 +7,9 @@ NeMo-Run configurations:
     def pretrain_recipe(num_nodes: int = 1, num_gpus_per_node: int = 8, ...) -> run.Partial:
         recipe = run.Partial(
             fn,
-            model=model(),                      # run.Config(LlamaModel, config=run.Config(Llama3Config8B))
+            model=model(),  # run.Config(LlamaModel, config=run.Config(Llama3Config8B))
             trainer=trainer(num_nodes=num_nodes, ...),  # run.Config(nl.Trainer, strategy=...)
-            data=run.Config(MockDataModule, seq_length=8192, global_batch_size=512, micro_batch_size=1),
+            data=run.Config(MockDataModule, seq_length=8192, global_batch_size=512, ...),
             optim=distributed_fused_adam_with_cosine_annealing(max_lr=3e-4),
             ...
         )
@@ -40,7 +40,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shardline.errors import InputError
-from shardline.io.bridge_recipe import MAX_DEPTH, NOT_LITERAL, Module, RecipeSettings, override_text
+from shardline.io.bridge_recipe import (
+    MAX_DEPTH,
+    NOT_LITERAL,
+    Module,
+    RecipeSettings,
+    override_text,
+)
+from shardline.io.bridge_recipe import dotted_name as _dotted
 
 __all__ = ["looks_like_nemo2", "read_nemo2_settings"]
 
@@ -80,16 +87,6 @@ class Unknown:
 def looks_like_nemo2(text: str) -> bool:
     """A NeMo 2.0 recipe: it imports NeMo-Run and builds a run.Partial or run.Config."""
     return "nemo_run" in text and ("run.Partial(" in text or "run.Config(" in text)
-
-
-def _dotted(node: ast.expr) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return ".".join([node.id, *reversed(parts)])
 
 
 class _Eval:
@@ -143,7 +140,9 @@ class _Eval:
         done, value = self.block(fn.body, scope, depth)
         return value if done else Unknown(f"{fn.name}()", fn.lineno)
 
-    def _parameters(self, fn: ast.FunctionDef, call: ast.Call | None, outer: dict, depth: int):
+    def _parameters(
+        self, fn: ast.FunctionDef, call: ast.Call | None, outer: dict, depth: int
+    ) -> dict[str, Any]:
         params = [a.arg for a in fn.args.args]
         defaults = fn.args.defaults
         out: dict[str, Any] = {}
@@ -175,7 +174,9 @@ class _Eval:
             elif isinstance(stmt, ast.If):
                 test = self.truth(stmt.test, scope, depth)
                 if test is None:
-                    self.note(stmt, f"`if {ast.unparse(stmt.test)}`: a test the reader cannot evaluate")
+                    self.note(
+                        stmt, f"`if {ast.unparse(stmt.test)}`: a test the reader cannot evaluate"
+                    )
                     continue
                 done, value = self.block(stmt.body if test else stmt.orelse, scope, depth)
                 if done:
