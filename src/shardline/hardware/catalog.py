@@ -336,6 +336,7 @@ def _on_chip(r: ChipReader) -> OnChip:
         l1_bytes_per_core=opt_float(r.number("on_chip.l1_bytes_per_core")),
         registers_bytes_per_core=opt_float(r.number("on_chip.registers_bytes_per_core")),
         gemm_epilogue_overlapped=_opt_bool(r, "on_chip.gemm_epilogue_overlapped"),
+        matrix_vector_tiled=_opt_bool(r, "on_chip.matrix_vector_tiled"),
         tile_feed_bytes_per_s=opt_float(r.number("on_chip.tile_feed_bytes_per_s")),
     )
 
