@@ -391,6 +391,15 @@ def test_two_node_tree_reads_intra_bandwidth_from_nccl_2_14_3() -> None:
     assert simple("2.18.3", "ring") == pytest.approx(47.5e9 * 16 / 30)
     # three nodes: the network bandwidth again (bwInter), min(230 / (7/8), 47.5) x 0.92 / 2
     assert simple("2.18.3", "tree", nodes=3) == pytest.approx(47.5e9 * 0.92 / 2)
+    # RCCL loads hand-built topology models instead of NCCL's search: no raise, the ring's bus
+    rccl = load_library("rccl")
+    g = Group(16, 2, "nvlink", 230e9, 47.5e9, None, False, "cdna4", 20e-6)
+    tree = next(
+        p.alg_bytes_per_s
+        for p in library_pairs(rccl, "all_reduce", g)
+        if (p.algorithm, p.protocol) == ("tree", "Simple")
+    )
+    assert tree == pytest.approx(47.5e9 * 0.92 / 2)
     assert version_at_least("2.14.3", "2.14.3") and not version_at_least("2.9.9", "2.14.3")
     assert version_at_least("unknown (not printed)", "2.14.3")
 
