@@ -380,17 +380,15 @@ def collective_over(
     nbytes = _check_bytes(nbytes)
     given = next((net.options for net in nets if net.options is not None), NetworkOptions())
     algorithm = algorithm if algorithm is not None else given.algorithm
-    protocol = protocol if protocol is not None else given.protocol
     multi_axis = multi_axis or given.multi_axis
     gpus_per_process = gpus_per_process or given.gpus_per_process
     table_alg, lib_alg = _split_algorithm(algorithm, chip)
     in_switch_ok = reduces_in_switch(algorithm)
     t_bw, t_lat, steps, combine = _compose(kind, nbytes, nets, table_alg, multi_axis, in_switch_ok)
     in_switch = any(step.in_switch for step in steps)
-    protocol = canonical_protocol(protocol)
-    wanted = _Wanted(
-        t_bw, t_lat, in_switch, lib_alg, protocol, gpus_per_process, given.library_version
-    )
+    protocol = canonical_protocol(protocol if protocol is not None else given.protocol)
+    version = given.library_version
+    wanted = _Wanted(t_bw, t_lat, in_switch, lib_alg, protocol, gpus_per_process, version)
     predicted, eff, choice = _realistic(kind, nbytes, nets, chip, wanted)
     devices = math.prod(net.devices for net in nets)
     detail = " + ".join(net.describe() for net in nets) if nets else "a single device"

@@ -99,21 +99,8 @@ def group_for(
     generation = lib.generation(chip.name)
     so_ = ic.scale_out
     nic, cpu = (so_.nic_bytes_per_s, so_.host_cpu) if so_ is not None else (None, None)
-    return Group(
-        ranks,
-        nodes,
-        link,
-        up_w * eff,
-        inter,
-        nvls,
-        sharp,
-        generation,
-        net_step,
-        floor,
-        nic,
-        cpu,
-        library_version or lib.version,
-    )
+    shape = (ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, net_step, floor)
+    return Group(*shape, nic, cpu, library_version or lib.version)
 
 
 def _usable(

@@ -2,9 +2,8 @@
 
 The file form is documented in docs/chip-schema.md. Every number of a catalog file is
 `{value, source}` (`unsourced_fields` finds those that are not; the test suite runs it over every
-catalog file). A field left out is either required (an error naming it) or filled from `DEFAULTS`
-and recorded as an assumption.
-"""
+catalog file). A field left out is required (an error naming it) or filled from `DEFAULTS` and
+recorded as an assumption."""
 
 from __future__ import annotations
 

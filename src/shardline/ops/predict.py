@@ -342,9 +342,8 @@ def _gpu_terms(c: _Setup) -> _KindTerms:
     best = _best_gpu_tiles(c, c.rate * align_eff)
     bm, bn, split, waves = best["bm"], best["bn"], best["split"], best["waves"]
     tiles = batch * np.ceil(m / bm) * np.ceil(n / bn) * split
-    # a matrix-vector product (or an einsum without a contraction) runs a streaming kernel:
-    # no output tiles to quantize, and a streaming kernel's floor; unless the chip's library runs
-    # matrix-vector products with its tiled GEMM kernels (`on_chip.matrix_vector_tiled`)
+    # a matrix-vector product (or an einsum without a contraction) runs a streaming kernel: no
+    # output tiles, a streaming kernel's floor (unless the library tiles it: matrix_vector_tiled)
     vector = ((m == 1) | (n == 1)) & (not c.chip.on_chip.matrix_vector_tiled)
     plain = (not c.work.contracted) | vector
     t_overhead = np.where(
