@@ -55,6 +55,9 @@ class OnChip:
     # the GEMM library's kernels are persistent and overlap a tile's epilogue (and the next tile's
     # loads) with another tile's math (CUTLASS warp-specialized ping-pong, Hopper and later)
     gemm_epilogue_overlapped: bool | None = None
+    # the GEMM library runs a matrix-vector product (M or N = 1) with its tiled GEMM kernels, not
+    # a streaming gemv kernel, so it pays the tiled kernel's floor (AMD's aiter / hipBLASLt)
+    matrix_vector_tiled: bool | None = None
     # the aggregate rate at which a GEMM's tiles load their operand panels, where it is not the
     # L2's: a chip whose L2 is split among dies that workgroups are dispatched to round-robin
     # (AMD's XCDs) feeds the tiles from its memory-side cache (docs/prediction.md, "Tile feed")
