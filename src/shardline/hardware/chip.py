@@ -155,6 +155,10 @@ class Achievable:
     # the same two efficiencies per named kernel ("fa2", "cudnn", "fa3", ...): a framework that
     # runs a given kernel (Execution.attention_kernel) uses its figures in place of the two above
     attention_kernels: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # the decode attention kernel over a multi-head latent (MLA) cache that the serving engines
+    # run on this chip (FlashMLA on Hopper): its compute-bound FLOP/s, whatever the step's dtype
+    # (it multiplies in bf16); absent: the fused attention figures above
+    mla_decode_flops_per_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,16 @@ def attention_efficiency(chip: Chip, compute_dtype: str, backward: bool) -> floa
     return achievable_rate(chip, compute_dtype)[0] / chip.peak(compute_dtype)
 
 
+def latent_attention(layer: Layer) -> bool:
+    """An attention einsum over a latent shared by every query head (MLA's absorbed scores
+    q[B,S,H,K] * c[B,T,K] and values p[B,H,S,T] * cv[B,T,V]): its two inputs share no dim that
+    the output keeps but the sequences' B, where grouped-query attention's share their KV head
+    (q[B,S,G,R,E] * k[B,T,G,E] -> p[B,G,R,S,T] keeps G)."""
+    first, second = layer.inputs
+    kept = set(first.dims) & set(second.dims) & set(layer.output.dims)
+    return len(kept) == 1
+
+
 def attention_work_s(
     layer: Layer,
     chip: Chip,
@@ -133,6 +143,9 @@ def attention_work_s(
     if backward:
         flops *= _BWD_PER_GRAD_EINSUM
     rate = attention_efficiency(chip, compute, backward) * chip.peak(compute)
+    mla_rate = chip.achievable.mla_decode_flops_per_s
+    if decode and mla_rate and latent_attention(layer):
+        rate = mla_rate  # the chip's MLA decode kernel (FlashMLA on Hopper), bf16 math
     hbm = float(result.bytes["total"]) - sum(float(result.bytes[n]) for n in layer.onchip)
     return max(flops / rate, hbm / mem_rate(chip))
 
