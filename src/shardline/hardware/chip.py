@@ -159,6 +159,10 @@ class Achievable:
     # run on this chip (FlashMLA on Hopper): its compute-bound FLOP/s, whatever the step's dtype
     # (it multiplies in bf16); absent: the fused attention figures above
     mla_decode_flops_per_s: float | None = None
+    # the HBM rate at which the engines' fused MoE kernel streams a decode step's routed expert
+    # weights (one grouped GEMM over many experts of a few rows each falls short of a streaming
+    # read); absent: mem_bytes_per_s
+    moe_decode_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -176,6 +176,7 @@ def shape_key(
         layer.onchip,
         layer.phase,
         flags,
+        layer.name in ROUTED_EXPERT_LAYERS,  # a decode step's experts: moe_decode_chip
     )
 
 
@@ -210,7 +211,30 @@ def _einsum_time_s(
         if layer.output.name in layer.onchip:
             return launch_rule_s(chip, work, cuda_graphs=cuda_graphs)
         return work
+    if model is not None and model.decode and layer.name in ROUTED_EXPERT_LAYERS:
+        chip = moe_decode_chip(chip)
     return gemm_time_s(layer, chip, dims, cuda_graphs=cuda_graphs)
+
+
+# the routed experts' einsums of a MoE block (shardline.workload.moe builds them; a quantized
+# checkpoint may quantize only these: gpt-oss)
+ROUTED_EXPERT_LAYERS = frozenset({"expert_in", "expert_up", "expert_down"})
+_MOE_CHIPS: dict[int, tuple[Chip, Chip]] = {}
+
+
+def moe_decode_chip(chip: Chip) -> Chip:
+    """`chip` as a decode step's routed expert einsums see it: its HBM read at the fused MoE
+    kernel's rate, `achievable.moe_decode_bytes_per_s`, where the chip file gives one (the
+    engines run a decode step's experts as one grouped kernel over every expert of a few rows,
+    which streams the weights below a plain read's rate); `chip` itself otherwise."""
+    rate = chip.achievable.moe_decode_bytes_per_s
+    if not rate:
+        return chip
+    kept = _MOE_CHIPS.get(id(chip))
+    if kept is None or kept[0] is not chip:
+        slower = replace(chip, achievable=replace(chip.achievable, mem_bytes_per_s=rate))
+        kept = _MOE_CHIPS[id(chip)] = (chip, slower)
+    return kept[1]
 
 
 def causal_lower_bound(cost: Cost, layer: Layer, model: ModelShape | None) -> Cost:
