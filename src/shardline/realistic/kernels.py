@@ -145,7 +145,7 @@ def attention_work_s(
     rate = attention_efficiency(chip, compute, backward) * chip.peak(compute)
     mla_rate = chip.achievable.mla_decode_flops_per_s
     if decode and mla_rate and latent_attention(layer):
-        rate = mla_rate  # the chip's MLA decode kernel (FlashMLA on Hopper), bf16 math
+        rate = mla_rate  # the chip's MLA decode kernel (FlashMLA on Hopper)
     hbm = float(result.bytes["total"]) - sum(float(result.bytes[n]) for n in layer.onchip)
     return max(flops / rate, hbm / mem_rate(chip))
 
