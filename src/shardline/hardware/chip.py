@@ -158,6 +158,14 @@ class Achievable:
     # the same two efficiencies per named kernel ("fa2", "cudnn", "fa3", ...): a framework that
     # runs a given kernel (Execution.attention_kernel) uses its figures in place of the two above
     attention_kernels: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # the decode attention kernel over a multi-head latent (MLA) cache that the serving engines
+    # run on this chip (FlashMLA on Hopper): its compute-bound FLOP/s, whatever the step's dtype
+    # (the published figure is the bf16 kernel's); absent: the fused attention figures above
+    mla_decode_flops_per_s: float | None = None
+    # the HBM rate at which the engines' fused MoE kernel streams a decode step's routed expert
+    # weights (one grouped GEMM over many experts of a few rows each falls short of a streaming
+    # read); absent: mem_bytes_per_s
+    moe_decode_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True)
