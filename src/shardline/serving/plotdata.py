@@ -66,8 +66,8 @@ def _requests(cfg: ServeConfig, trace: Any, n: int, seed: int) -> tuple[ServeCon
     if trace is not None:
         return cfg, trace
     if cfg.disagg is None:
-        share = cfg.devices // cfg.tp
-        run = replace(cfg, rate_per_s=cfg.rate_per_s / share, devices=cfg.tp)
+        share = cfg.replicas
+        run = replace(cfg, rate_per_s=cfg.rate_per_s / share, devices=cfg.replica_devices)
         return run, poisson_requests(run, run.rate_per_s, n, seed)
     return cfg, poisson_requests(cfg, cfg.rate_per_s, n * (cfg.disagg[1] // cfg.tp), seed)
 

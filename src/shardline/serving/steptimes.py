@@ -18,6 +18,17 @@ thousands of steps prices each distinct point once.
   rank (the engines pad the ranks to the fullest one), so it is the plan's step of
   A x ceil(n / A) sequences; one prompt's prefill is 1 / A of the plan's prefill of A prompts
   (each rank prefills one).
+- pipeline parallelism (`pp` P, as vLLM's --pipeline-parallel-size, SGLang's --pp-size and
+  TensorRT-LLM's --pp_size run it): a replica is tp x P devices, each stage holds 1/P of the
+  blocks' weights and KV cache and sends its activations to the next stage point to point. The
+  engine keeps P microbatches in flight (vLLM's virtual engines), so a decode step of n
+  sequences, every sequence one token on, is the plan's decode step of n sequences in
+  m = min(n, P) microbatches on P stages: max(m, P) = P times the slowest stage's time for one
+  microbatch of ceil(n / m) sequences (the stage's layers plus the send of its activations;
+  planning/combine.py `cycles`). A prompt's prefill is the plan's prefill of one microbatch,
+  P stage times from end to end (`prefill_pass_s`, its latency); the pipeline takes the next
+  prompt after one stage time (`prefill_s`, what the replica's throughput pays: the plan's
+  step less its bubble). The KV budget is the engine's rule on each of the P stages' devices.
 
 The engine has no step at a fractional batch or context; the queueing model asks for one at the
 mean running batch b and mean context c, which `decode_s` answers from whole points only: with
@@ -73,9 +84,11 @@ class StepTimes:
     """One replica's step times (seconds) and its memory. `decode_point(n, c)` and
     `prefill_point(L)` price one whole point (the plan engine, or a formula in tests); each is
     called once per distinct point. The KV budget: `kv_rule` (engines.toml) with the engine's
-    fraction `kv_fraction` per device, on `kv_devices` devices holding distinct KV (default tp);
-    `kv_sequence_bytes(c)` the replica's KV bytes of one sequence of c tokens (default c x
-    kv_bytes_per_token; sliding-window layers hold at most their window)."""
+    fraction `kv_fraction` per device, on `kv_devices` devices holding distinct KV (default
+    tp x pp); `kv_sequence_bytes(c)` the replica's KV bytes of one sequence of c tokens (default
+    c x kv_bytes_per_token; sliding-window layers hold at most their window). With `pp` stages
+    `prefill_point(L)` is the stage time a prompt holds the pipeline and `prefill_pass_point(L)`
+    its pass through every stage (its latency)."""
 
     chip: str
     tp: int
@@ -86,12 +99,15 @@ class StepTimes:
     capacity_bytes_per_device: float
     kv_bytes_per_token: float  # the replica's (all tp devices together)
     egress_bytes_per_s: float = SCALE_OUT_BYTES_PER_S  # one device's, for the KV transfer
+    pp: int = 1  # pipeline stages of the replica (the replica is tp x pp devices)
+    prefill_pass_point: Callable[[int], float] | None = None  # None: prefill_point
     kv_rule: str = "fraction_of_capacity"
     kv_fraction: float = 0.9
-    kv_devices: int = 0  # devices holding distinct KV (0: tp)
+    kv_devices: int = 0  # devices holding distinct KV (0: tp x pp)
     kv_sequence_bytes: Callable[[float], float] | None = None
     _decode: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
     _prefill: dict[int, float] = field(default_factory=dict, repr=False)
+    _prefill_pass: dict[int, float] = field(default_factory=dict, repr=False)
 
     @property
     def points_priced(self) -> int:
@@ -111,6 +127,16 @@ class StepTimes:
         if key not in self._prefill:
             self._prefill[key] = float(self.prefill_point(key))
         return self._prefill[key]
+
+    def prefill_pass_at(self, tokens: int) -> float:
+        """One whole prompt's pass through every pipeline stage (its latency): the engine's,
+        kept; the prefill itself without a pipeline."""
+        if self.prefill_pass_point is None:
+            return self.prefill_at(tokens)
+        key = int(tokens)
+        if key not in self._prefill_pass:
+            self._prefill_pass[key] = float(self.prefill_pass_point(key))
+        return self._prefill_pass[key]
 
     def decode_s(self, batch: Scalar, context: Scalar) -> np.ndarray:
         """One decode step at mean batch max(`batch`, 1) and mean context max(`context`, 1)
@@ -151,11 +177,14 @@ class StepTimes:
         return t
 
     def prefill_s(self, tokens: Scalar) -> np.ndarray:
-        """The prefill of one prompt of round(`tokens`) tokens (at least one; arrays)."""
-        whole = np.maximum(np.rint(np.asarray(tokens, dtype=float)), 1.0).astype(np.int64)
-        uniq, inverse = np.unique(whole, return_inverse=True)
-        times = np.array([self.prefill_at(int(x)) for x in uniq])
-        return times[inverse.reshape(whole.shape)]
+        """The prefill of one prompt of round(`tokens`) tokens (at least one; arrays): the
+        replica's time it holds (one stage time through a pipeline)."""
+        return _whole_points(tokens, self.prefill_at)
+
+    def prefill_pass_s(self, tokens: Scalar) -> np.ndarray:
+        """One prompt's pass through every stage, round(`tokens`) tokens (arrays): its latency,
+        prefill_s without a pipeline."""
+        return _whole_points(tokens, self.prefill_pass_at)
 
     def verify_floor_s(self, sequences: Scalar, k: int) -> Scalar:
         """The least time of a speculative verification step over `sequences` sequences of k + 1
@@ -180,13 +209,21 @@ class StepTimes:
             self.weights_bytes_per_device,
             self.activations_bytes_per_device,
         )
-        return (self.kv_devices or self.tp) * per_device
+        return (self.kv_devices or self.tp * self.pp) * per_device
 
     def sequence_kv_bytes(self, tokens: Scalar) -> Scalar:
         """The replica's KV bytes of one sequence of `tokens` cached tokens (arrays)."""
         if self.kv_sequence_bytes is None:
             return self.kv_bytes_per_token * np.asarray(tokens, dtype=float)
         return np.vectorize(self.kv_sequence_bytes, otypes=[float])(tokens)
+
+
+def _whole_points(tokens: Scalar, at: Callable[[int], float]) -> np.ndarray:
+    """`at(L)` at L = round(`tokens`) (at least one), each distinct L once (arrays)."""
+    whole = np.maximum(np.rint(np.asarray(tokens, dtype=float)), 1.0).astype(np.int64)
+    uniq, inverse = np.unique(whole, return_inverse=True)
+    times = np.array([at(int(x)) for x in uniq])
+    return times[inverse.reshape(whole.shape)]
 
 
 def serving_dtypes(
@@ -228,10 +265,13 @@ def price_step(
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
     attention_dp: int = 1,
+    pp: int = 1,
 ) -> Any:
-    """The plan engine's plan of one step, `point` = (phase, batch, seq_len), on tp devices
-    (`attention_dp` of them data parallel for attention: the plan's tp / attention_dp x ep =
-    attention_dp), weights and KV stored in their dtypes (None: `dtype`)."""
+    """The plan engine's plan of one step, `point` = (phase, batch, seq_len), on tp x pp devices
+    (`attention_dp` of a stage's tp data parallel for attention: the plan's tp / attention_dp x
+    ep = attention_dp; `pp` pipeline stages), weights and KV stored in their dtypes (None:
+    `dtype`). Microbatches: a decode step min(batch, pp) (the engine's in-flight microbatches),
+    a prefill one (`pipeline_microbatches`)."""
     from shardline.models.template import model_workload
     from shardline.planning.api import plan
     from shardline.workload.precision import with_tensor_dtypes
@@ -239,11 +279,19 @@ def price_step(
     phase, batch, seq_len = point
     work = model_workload(spec, phase=phase, batch=batch, seq_len=seq_len, dtype=dtype)
     work = with_tensor_dtypes(work, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    degrees: dict[str, Any] = {"tp": tp // attention_dp, "pp": 1, "dp": 1, "fsdp": 1}
+    degrees: dict[str, Any] = {"tp": tp // attention_dp, "pp": pp, "dp": 1, "fsdp": 1}
     if attention_dp > 1:
         degrees["ep"] = attention_dp
-    result = plan(work, chip, tp, microbatches=1, require_fit=False, **degrees)
+    m = pipeline_microbatches(phase, batch, pp)
+    result = plan(work, chip, tp * pp, microbatches=m, require_fit=False, **degrees)
     return result.plans[0]
+
+
+def pipeline_microbatches(phase: str, batch: int, pp: int) -> int:
+    """Microbatches in flight through `pp` stages: a decode step of `batch` sequences splits
+    them over min(batch, pp) (vLLM keeps pp virtual engines, one scheduled batch each: every
+    stage busy once the batch has pp sequences); a prompt's prefill is one."""
+    return min(batch, pp) if phase == "decode" else 1
 
 
 def kv_split_devices(spec: ModelSpec, tp: int, attention_dp: int = 1) -> int:
@@ -257,9 +305,10 @@ def kv_split_devices(spec: ModelSpec, tp: int, attention_dp: int = 1) -> int:
     return attention_dp * min(attention_tp, spec.kv_heads)
 
 
-def _check_layout(spec: ModelSpec, tp: int, dtype: str, attention_dp: int) -> None:
+def _check_layout(spec: ModelSpec, tp: int, dtype: str, attention_dp: int, pp: int = 1) -> None:
     """tp / attention_dp must split the model (the one tensor-parallel rule, strategies/tp.py);
-    DP attention needs experts to split over the replica."""
+    DP attention needs experts to split over the replica; pp stages hold whole blocks, as many
+    each (`check_serving_stages`)."""
     from shardline.basics.units import check_whole
     from shardline.models.template import model_workload
     from shardline.strategies.tp import uneven_reason
@@ -271,6 +320,7 @@ def _check_layout(spec: ModelSpec, tp: int, dtype: str, attention_dp: int) -> No
     why = uneven_reason(shape, tp // attention_dp, f"--tp {tp}")
     if why is not None:
         raise InputError(why)
+    check_serving_stages(shape, pp)
     if attention_dp > 1 and spec.moe is None:
         raise InputError(
             f"--attention-dp {attention_dp} needs a mixture-of-experts model (DP attention runs "
@@ -278,23 +328,39 @@ def _check_layout(spec: ModelSpec, tp: int, dtype: str, attention_dp: int) -> No
         )
 
 
+def check_serving_stages(shape: Any, pp: int) -> None:
+    """`pp` pipeline stages of a serving replica: a whole number that divides the model's
+    blocks (each stage holds L / pp blocks' weights and KV cache, as the engines split the
+    layers evenly by default) and at most the pp strategy's limit."""
+    from shardline.basics.units import check_whole
+    from shardline.strategies.pp import MAX_STAGES
+
+    check_whole(pp, "--pp", most=MAX_STAGES)
+    if shape.repeat % pp:
+        raise InputError(
+            f"--pp {pp} does not divide the model's {shape.repeat} blocks: each pipeline stage "
+            "holds an equal share of them"
+        )
+
+
 def _kv_fields(
-    spec: ModelSpec, chip: Chip, eng: Engine, layout: tuple[int, int], kv_dtype: str
+    spec: ModelSpec, chip: Chip, eng: Engine, layout: tuple[int, int, int], kv_dtype: str
 ) -> dict[str, Any]:
-    """StepTimes' KV fields for a replica of `layout` = (tp, attention_dp): bytes per token in
-    `kv_dtype`, the engine's budget rule and fraction, the devices holding distinct KV, and a
-    sliding-window model's bytes of one sequence (its local layers hold at most the window)."""
+    """StepTimes' KV fields for a replica of `layout` = (tp, attention_dp, pp): bytes per token
+    in `kv_dtype`, the engine's budget rule and fraction, the devices holding distinct KV (each
+    stage's holders, times pp: a stage caches its 1 / pp of the layers), and a sliding-window
+    model's bytes of one sequence (its local layers hold at most the window)."""
     from shardline.basics.dtypes import dtype_bits
     from shardline.workload.modelspec import kv_bytes_at, kv_bytes_per_token
 
-    tp, attention_dp = layout
+    tp, attention_dp, pp = layout
     kv_bytes = dtype_bits(kv_dtype) / 8
     windowed = not spec.variant()[0].kv_linear_in_context  # sliding windows: kv_bytes_at
     return {
         "kv_bytes_per_token": kv_bytes_per_token(spec, kv_bytes),
         "kv_rule": eng.kv_budget_rule,
         "kv_fraction": eng.memory_fraction(float(chip.capacity_bytes), tp, attention_dp),
-        "kv_devices": kv_split_devices(spec, tp, attention_dp),
+        "kv_devices": kv_split_devices(spec, tp, attention_dp) * pp,
         "kv_sequence_bytes": (
             (lambda c: kv_bytes_at(spec, max(int(round(c)), 0), kv_bytes)) if windowed else None
         ),
@@ -311,13 +377,15 @@ def step_times(
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
     attention_dp: int = 1,
+    pp: int = 1,
 ) -> StepTimes:
-    """The step times of `spec` on `tp` devices of `chip` (a Chip) computing in `dtype`, weights
-    and KV cache in their dtypes (None: `dtype`), with the engine's scheduling overhead and KV
-    budget rule; the memory from the decode step of 256 sequences at 1,024 tokens."""
+    """The step times of `spec` on `tp` x `pp` devices of `chip` (a Chip) computing in `dtype`,
+    weights and KV cache in their dtypes (None: `dtype`), with the engine's scheduling overhead
+    and KV budget rule; the memory from the decode step of 256 sequences at 1,024 tokens (its
+    fullest stage with `pp` stages)."""
     from functools import partial
 
-    _check_layout(spec, tp, dtype, attention_dp)
+    _check_layout(spec, tp, dtype, attention_dp, pp)
     scale = 1.0 + eng.scheduling_overhead_fraction
     price = partial(
         price_step,
@@ -328,6 +396,7 @@ def step_times(
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
         attention_dp=attention_dp,
+        pp=pp,
     )
     a = attention_dp
 
@@ -335,8 +404,14 @@ def step_times(
         padded = a * math.ceil(n / a)  # every rank runs the fullest rank's ceil(n / A)
         return float(price(("decode", padded, c)).predicted_s) * scale
 
-    def prefill(tokens: int) -> float:
-        return float(price(("prefill", a, tokens)).predicted_s) * scale / a
+    prefills = lru_cache(maxsize=None)(lambda tokens: price(("prefill", a, tokens)))
+
+    def prefill_pass(tokens: int) -> float:
+        return float(prefills(tokens).predicted_s) * scale / a
+
+    def prefill(tokens: int) -> float:  # the pipeline's next prompt enters after its bubble
+        step = prefills(tokens)
+        return float(step.predicted_s - step.predicted_breakdown_s["bubble_s"]) * scale / a
 
     sized = price(("decode", 256, 1024))
     memory = sized.memory
@@ -351,7 +426,9 @@ def step_times(
         egress_bytes_per_s=(
             chip.interconnect.egress_bytes_per_s if chip.interconnect else SCALE_OUT_BYTES_PER_S
         ),
-        **_kv_fields(spec, chip, eng, (tp, attention_dp), kv_dtype or dtype),
+        pp=pp,
+        prefill_pass_point=prefill_pass if pp > 1 else None,
+        **_kv_fields(spec, chip, eng, (tp, attention_dp, pp), kv_dtype or dtype),
     )
     if a == 1:
         st._decode[(256, 1024)] = float(sized.predicted_s) * scale  # priced for the memory: kept
@@ -417,6 +494,7 @@ def cached_step_times(
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
     attention_dp: int = 1,
+    pp: int = 1,
 ) -> StepTimes:
     """`step_times` of a zoo model (or model file) on a chip by name, one per process and
     arguments, so that `serve`, its figures and the serving search share the points priced."""
@@ -433,4 +511,5 @@ def cached_step_times(
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
         attention_dp=attention_dp,
+        pp=pp,
     )
