@@ -3,8 +3,9 @@ max batch, chunk size, KV memory fraction, dtypes), in each engine's flag names:
 
 - vLLM (`vllm serve`, docs.vllm.ai "Engine Arguments"): --tensor-parallel-size,
   --pipeline-parallel-size, --data-parallel-size with --enable-expert-parallel (DP attention
-  and EP experts, "Expert Parallel Deployment"), --max-num-seqs (per data-parallel rank), --max-num-batched-tokens,
-  --enable-chunked-prefill / --no-enable-chunked-prefill, --gpu-memory-utilization,
+  and EP experts, "Expert Parallel Deployment"), --max-num-seqs (per data-parallel rank),
+  --max-num-batched-tokens, --enable-chunked-prefill / --no-enable-chunked-prefill,
+  --gpu-memory-utilization,
   --kv-cache-dtype, --quantization.
 - SGLang (`python -m sglang.launch_server`, docs.sglang.ai "Server Arguments"): --tp-size,
   --pp-size, --dp-size with --enable-dp-attention, --ep-size, --max-running-requests,
