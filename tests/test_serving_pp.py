@@ -18,7 +18,7 @@ from shardline.serving.analytic import Replica
 from shardline.serving.config import Lengths, ServeConfig
 from shardline.serving.engines import engine
 from shardline.serving.steady import analyze
-from shardline.serving.steptimes import StepTimes, price_step, step_times
+from shardline.serving.steptimes import Split, StepTimes, price_step, step_times
 from tests.cli_run import run_cli
 
 MODEL, HW = "llama-3.2-1b", "h100-sxm"  # 16 blocks, d_model 2,048, vocab 128,256
@@ -34,7 +34,7 @@ def steps() -> tuple[StepTimes, StepTimes]:
     spec, chip, eng = load_model(MODEL), resolve_chip(HW), engine("trtllm")
     return (
         step_times(spec, chip, 1, "bf16", eng),
-        step_times(spec, chip, 1, "bf16", eng, pp=2),
+        step_times(spec, chip, 1, "bf16", eng, split=Split(pp=2)),
     )
 
 
@@ -81,7 +81,7 @@ def test_a_decode_step_is_two_stage_times_of_half_the_layers_and_a_send(
     _, two = steps
     spec, chip = load_model(MODEL), resolve_chip(HW)
     n, c = 64, 1500
-    plan = price_step(spec, chip, 1, "bf16", ("decode", n, c), pp=2)
+    plan = price_step(spec, chip, 1, "bf16", ("decode", n, c), split=Split(pp=2))
     first, last = plan.stages
     assert plan.microbatches == 2  # the engine's two microbatches of 32 sequences in flight
     # the first stage sends its microbatch's activations on: 32 sequences x 2,048 x 2 B, point
@@ -99,7 +99,7 @@ def test_a_decode_step_is_two_stage_times_of_half_the_layers_and_a_send(
     step = 2 * max(first["predicted_s"], last["predicted_s"])
     assert two.decode_at(n, c) == pytest.approx(step, rel=1e-12)
     # one sequence: one microbatch, still two stage times (the other stage idles)
-    lone = price_step(spec, chip, 1, "bf16", ("decode", 1, c), pp=2)
+    lone = price_step(spec, chip, 1, "bf16", ("decode", 1, c), split=Split(pp=2))
     assert lone.microbatches == 1
     assert two.decode_at(1, c) == pytest.approx(
         2 * max(s["predicted_s"] for s in lone.stages), rel=1e-12
@@ -111,7 +111,7 @@ def test_a_prompt_passes_both_stages_and_holds_the_pipeline_one(
 ) -> None:
     _, two = steps
     spec, chip = load_model(MODEL), resolve_chip(HW)
-    plan = price_step(spec, chip, 1, "bf16", ("prefill", 1, 2000), pp=2)
+    plan = price_step(spec, chip, 1, "bf16", ("prefill", 1, 2000), split=Split(pp=2))
     stage = max(s["predicted_s"] for s in plan.stages)
     # one microbatch through two stages: m + P - 1 = 2 stage times end to end
     assert plan.predicted_s == pytest.approx(2 * stage, rel=1e-12)
@@ -125,14 +125,13 @@ def test_a_prompt_passes_both_stages_and_holds_the_pipeline_one(
 
 def _formula_steps(stage_s: float, per_seq_s: float, prompt_stage_s: float) -> StepTimes:
     """Two stages: a stage time of stage_s + per_seq_s x (its microbatch); a prompt's stage
-    time prompt_stage_s."""
+    time prompt_stage_s (its pass through both: twice that)."""
     return StepTimes(
         chip="formula",
         tp=1,
         pp=2,
         decode_point=lambda n, c: 2 * (stage_s + per_seq_s * math.ceil(n / min(n, 2))),
         prefill_point=lambda tokens: prompt_stage_s,
-        prefill_pass_point=lambda tokens: 2 * prompt_stage_s,
         weights_bytes_per_device=0.0,
         activations_bytes_per_device=0.0,
         capacity_bytes_per_device=1e12,
@@ -288,3 +287,17 @@ def test_waves_refuse_pipeline_stages(capsys: pytest.CaptureFixture[str]) -> Non
         capsys, *argv, "--concurrency", "8", "--waves", "--in", "100", "--out", "10"
     )
     assert code == 2 and err.count("error:") == 1 and "--pp 1" in err
+
+
+def test_the_simulation_runs_the_pipeline(capsys: pytest.CaptureFixture[str]) -> None:
+    """At a trickle of 2 req/s nobody queues: a simulated prompt's first token leaves the last
+    stage after its pass through both, twice the stage time it holds the replica (t_p)."""
+    out = _json(
+        capsys,
+        *("serve", "--model", MODEL, "--hw", HW, "--devices", "2", "--pp", "2", "--rate", "2"),
+        *("--in", "2000", "--out", "100", "--simulate", "--requests", "400"),
+    )
+    sim = out["simulation"]["ttft_s"]["p50"]
+    # the pass 2 t_p; the analytic TTFT adds one decode step for the prompt's chunk
+    assert sim >= 2 * out["prefill_s"] * (1 - 1e-9)
+    assert sim <= out["ttft_s"]["p50"]

@@ -117,7 +117,8 @@ def serve_plot_data(model: str, hw: str, cfg: ServeConfig, opts: Any) -> ServePl
     spec, chip = load_model(model), resolve_chip(hw)
     st = serving_step_times(model, hw, cfg, opts)
     title = (
-        f"{spec.name} on {cfg.devices} x {chip.name} (tp {cfg.tp}), {eng.name}, "
+        f"{spec.name} on {cfg.devices} x {chip.name} (tp {cfg.tp}"
+        f"{f', pp {cfg.pp}' if cfg.pp > 1 else ''}), {eng.name}, "
         f"{cfg.rate_per_s:g} req/s, in {cfg.input_tokens.label()} / out "
         f"{cfg.output_tokens.label()}"
     )

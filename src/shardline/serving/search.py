@@ -22,7 +22,7 @@ from shardline.errors import InputError
 from shardline.serving.config import Lengths, ServeConfig, as_lengths, check_serving_rate
 from shardline.serving.engines import engine
 from shardline.serving.slo import SLO
-from shardline.serving.steptimes import serving_dtypes
+from shardline.serving.steptimes import Split, serving_dtypes
 from shardline.strategies.tp import SERVING_DEGREES
 
 __all__ = [
@@ -100,8 +100,7 @@ def evaluate_chunk(chunk: Chunk) -> list[dict[str, object]]:
         dtypes[0],
         eng.name,
         *dtypes[1:],
-        chunk.attention_dp,
-        chunk.pp,
+        Split(chunk.attention_dp, chunk.pp),
     )
     p = chunk.slo.percentile
     rows = []

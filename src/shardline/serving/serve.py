@@ -14,7 +14,7 @@ from shardline.serving.config import ServeConfig
 from shardline.serving.engines import Engine, engine
 from shardline.serving.slo import SLO
 from shardline.serving.steady import analyze
-from shardline.serving.steptimes import StepTimes, cached_step_times, serving_dtypes
+from shardline.serving.steptimes import Split, StepTimes, cached_step_times, serving_dtypes
 
 __all__ = [
     "ServeOptions",
@@ -141,9 +141,8 @@ def serving_step_times(model: str, hw: str, cfg: ServeConfig, opts: ServeOptions
     chip = resolve_chip(hw)
     compute, weights, kv = serving_dtypes(chip, opts.dtype, opts.weight_dtype, opts.kv_dtype)
     name = engine(opts.engine).name
-    return cached_step_times(
-        model, hw, cfg.tp, compute, name, weights, kv, cfg.attention_dp, cfg.pp
-    )
+    split = Split(cfg.attention_dp, cfg.pp)
+    return cached_step_times(model, hw, cfg.tp, compute, name, weights, kv, split)
 
 
 def serve(

@@ -25,10 +25,10 @@ thousands of steps prices each distinct point once.
   sequences, every sequence one token on, is the plan's decode step of n sequences in
   m = min(n, P) microbatches on P stages: max(m, P) = P times the slowest stage's time for one
   microbatch of ceil(n / m) sequences (the stage's layers plus the send of its activations;
-  planning/combine.py `cycles`). A prompt's prefill is the plan's prefill of one microbatch,
-  P stage times from end to end (`prefill_pass_s`, its latency); the pipeline takes the next
-  prompt after one stage time (`prefill_s`, what the replica's throughput pays: the plan's
-  step less its bubble). The KV budget is the engine's rule on each of the P stages' devices.
+  planning/combine.py `cycles`). A prompt passes the P stages in P stage times (the plan's
+  prefill of one microbatch; `prefill_pass_s`, its latency); the pipeline takes the next prompt
+  after one (`prefill_s`, what throughput pays: the plan's step less its bubble). The KV budget
+  is the engine's rule on each of the P stages' devices.
 
 The engine has no step at a fractional batch or context; the queueing model asks for one at the
 mean running batch b and mean context c, which `decode_s` answers from whole points only: with
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "StepTimes",
+    "Split",
     "step_times",
     "cached_step_times",
     "price_step",
@@ -79,6 +80,16 @@ SCALE_OUT_BYTES_PER_S = 50e9
 VERIFY_REF_TOKENS = 4096
 
 
+@dataclass(frozen=True)
+class Split:
+    """How a replica's devices split beyond its tensor-parallel group of tp: `attention_dp`
+    data-parallel attention ranks of the tp devices (dividing tp) and `pp` pipeline stages of
+    tp devices each (the replica tp x pp devices)."""
+
+    attention_dp: int = 1
+    pp: int = 1
+
+
 @dataclass
 class StepTimes:
     """One replica's step times (seconds) and its memory. `decode_point(n, c)` and
@@ -87,8 +98,7 @@ class StepTimes:
     fraction `kv_fraction` per device, on `kv_devices` devices holding distinct KV (default
     tp x pp); `kv_sequence_bytes(c)` the replica's KV bytes of one sequence of c tokens (default
     c x kv_bytes_per_token; sliding-window layers hold at most their window). With `pp` stages
-    `prefill_point(L)` is the stage time a prompt holds the pipeline and `prefill_pass_point(L)`
-    its pass through every stage (its latency)."""
+    `prefill_point(L)` is the stage time a prompt holds the pipeline."""
 
     chip: str
     tp: int
@@ -100,14 +110,12 @@ class StepTimes:
     kv_bytes_per_token: float  # the replica's (all tp devices together)
     egress_bytes_per_s: float = SCALE_OUT_BYTES_PER_S  # one device's, for the KV transfer
     pp: int = 1  # pipeline stages of the replica (the replica is tp x pp devices)
-    prefill_pass_point: Callable[[int], float] | None = None  # None: prefill_point
     kv_rule: str = "fraction_of_capacity"
     kv_fraction: float = 0.9
     kv_devices: int = 0  # devices holding distinct KV (0: tp x pp)
     kv_sequence_bytes: Callable[[float], float] | None = None
     _decode: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
     _prefill: dict[int, float] = field(default_factory=dict, repr=False)
-    _prefill_pass: dict[int, float] = field(default_factory=dict, repr=False)
 
     @property
     def points_priced(self) -> int:
@@ -127,16 +135,6 @@ class StepTimes:
         if key not in self._prefill:
             self._prefill[key] = float(self.prefill_point(key))
         return self._prefill[key]
-
-    def prefill_pass_at(self, tokens: int) -> float:
-        """One whole prompt's pass through every pipeline stage (its latency): the engine's,
-        kept; the prefill itself without a pipeline."""
-        if self.prefill_pass_point is None:
-            return self.prefill_at(tokens)
-        key = int(tokens)
-        if key not in self._prefill_pass:
-            self._prefill_pass[key] = float(self.prefill_pass_point(key))
-        return self._prefill_pass[key]
 
     def decode_s(self, batch: Scalar, context: Scalar) -> np.ndarray:
         """One decode step at mean batch max(`batch`, 1) and mean context max(`context`, 1)
@@ -179,12 +177,15 @@ class StepTimes:
     def prefill_s(self, tokens: Scalar) -> np.ndarray:
         """The prefill of one prompt of round(`tokens`) tokens (at least one; arrays): the
         replica's time it holds (one stage time through a pipeline)."""
-        return _whole_points(tokens, self.prefill_at)
+        whole = np.maximum(np.rint(np.asarray(tokens, dtype=float)), 1.0).astype(np.int64)
+        uniq, inverse = np.unique(whole, return_inverse=True)
+        times = np.array([self.prefill_at(int(x)) for x in uniq])
+        return times[inverse.reshape(whole.shape)]
 
     def prefill_pass_s(self, tokens: Scalar) -> np.ndarray:
-        """One prompt's pass through every stage, round(`tokens`) tokens (arrays): its latency,
-        prefill_s without a pipeline."""
-        return _whole_points(tokens, self.prefill_pass_at)
+        """One prompt's pass through all pp stages (its latency): pp stage times, the plan's
+        prefill of one microbatch (m + P - 1 = P stage times); prefill_s without a pipeline."""
+        return self.pp * self.prefill_s(tokens)
 
     def verify_floor_s(self, sequences: Scalar, k: int) -> Scalar:
         """The least time of a speculative verification step over `sequences` sequences of k + 1
@@ -216,14 +217,6 @@ class StepTimes:
         if self.kv_sequence_bytes is None:
             return self.kv_bytes_per_token * np.asarray(tokens, dtype=float)
         return np.vectorize(self.kv_sequence_bytes, otypes=[float])(tokens)
-
-
-def _whole_points(tokens: Scalar, at: Callable[[int], float]) -> np.ndarray:
-    """`at(L)` at L = round(`tokens`) (at least one), each distinct L once (arrays)."""
-    whole = np.maximum(np.rint(np.asarray(tokens, dtype=float)), 1.0).astype(np.int64)
-    uniq, inverse = np.unique(whole, return_inverse=True)
-    times = np.array([at(int(x)) for x in uniq])
-    return times[inverse.reshape(whole.shape)]
 
 
 def serving_dtypes(
@@ -264,34 +257,28 @@ def price_step(
     *,
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
-    attention_dp: int = 1,
-    pp: int = 1,
+    split: Split = Split(),
 ) -> Any:
     """The plan engine's plan of one step, `point` = (phase, batch, seq_len), on tp x pp devices
-    (`attention_dp` of a stage's tp data parallel for attention: the plan's tp / attention_dp x
-    ep = attention_dp; `pp` pipeline stages), weights and KV stored in their dtypes (None:
-    `dtype`). Microbatches: a decode step min(batch, pp) (the engine's in-flight microbatches),
-    a prefill one (`pipeline_microbatches`)."""
+    (`split`: `attention_dp` of a stage's tp data parallel for attention, the plan's
+    tp / attention_dp x ep = attention_dp; `pp` pipeline stages), weights and KV stored in their
+    dtypes (None: `dtype`)."""
     from shardline.models.template import model_workload
     from shardline.planning.api import plan
     from shardline.workload.precision import with_tensor_dtypes
 
     phase, batch, seq_len = point
+    attention_dp, pp = split.attention_dp, split.pp
     work = model_workload(spec, phase=phase, batch=batch, seq_len=seq_len, dtype=dtype)
     work = with_tensor_dtypes(work, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     degrees: dict[str, Any] = {"tp": tp // attention_dp, "pp": pp, "dp": 1, "fsdp": 1}
     if attention_dp > 1:
         degrees["ep"] = attention_dp
-    m = pipeline_microbatches(phase, batch, pp)
+    # a decode step's sequences over min(batch, pp) microbatches (vLLM keeps pp virtual engines,
+    # one scheduled batch each: every stage busy once pp sequences run); a prompt is one
+    m = min(batch, pp) if phase == "decode" else 1
     result = plan(work, chip, tp * pp, microbatches=m, require_fit=False, **degrees)
     return result.plans[0]
-
-
-def pipeline_microbatches(phase: str, batch: int, pp: int) -> int:
-    """Microbatches in flight through `pp` stages: a decode step of `batch` sequences splits
-    them over min(batch, pp) (vLLM keeps pp virtual engines, one scheduled batch each: every
-    stage busy once the batch has pp sequences); a prompt's prefill is one."""
-    return min(batch, pp) if phase == "decode" else 1
 
 
 def kv_split_devices(spec: ModelSpec, tp: int, attention_dp: int = 1) -> int:
@@ -308,9 +295,10 @@ def kv_split_devices(spec: ModelSpec, tp: int, attention_dp: int = 1) -> int:
 def _check_layout(spec: ModelSpec, tp: int, dtype: str, attention_dp: int, pp: int = 1) -> None:
     """tp / attention_dp must split the model (the one tensor-parallel rule, strategies/tp.py);
     DP attention needs experts to split over the replica; pp stages hold whole blocks, as many
-    each (`check_serving_stages`)."""
+    each (strategies/pp.py `serving_stages_reason`)."""
     from shardline.basics.units import check_whole
     from shardline.models.template import model_workload
+    from shardline.strategies.pp import serving_stages_reason
     from shardline.strategies.tp import uneven_reason
 
     check_whole(attention_dp, "--attention-dp")
@@ -320,26 +308,13 @@ def _check_layout(spec: ModelSpec, tp: int, dtype: str, attention_dp: int, pp: i
     why = uneven_reason(shape, tp // attention_dp, f"--tp {tp}")
     if why is not None:
         raise InputError(why)
-    check_serving_stages(shape, pp)
+    why = serving_stages_reason(shape, check_whole(pp, "--pp"), "--pp")
+    if why is not None:
+        raise InputError(why)
     if attention_dp > 1 and spec.moe is None:
         raise InputError(
             f"--attention-dp {attention_dp} needs a mixture-of-experts model (DP attention runs "
             f"with expert-parallel experts); {spec.name} is dense: serve replicas of --tp instead"
-        )
-
-
-def check_serving_stages(shape: Any, pp: int) -> None:
-    """`pp` pipeline stages of a serving replica: a whole number that divides the model's
-    blocks (each stage holds L / pp blocks' weights and KV cache, as the engines split the
-    layers evenly by default) and at most the pp strategy's limit."""
-    from shardline.basics.units import check_whole
-    from shardline.strategies.pp import MAX_STAGES
-
-    check_whole(pp, "--pp", most=MAX_STAGES)
-    if shape.repeat % pp:
-        raise InputError(
-            f"--pp {pp} does not divide the model's {shape.repeat} blocks: each pipeline stage "
-            "holds an equal share of them"
         )
 
 
@@ -367,6 +342,24 @@ def _kv_fields(
     }
 
 
+def _points(
+    price: Callable[[tuple[str, int, int]], Any], a: int, scale: float
+) -> tuple[Callable[[int, int], float], Callable[[int], float]]:
+    """The engine's decode step of n sequences at context c (each of `a` attention-DP ranks
+    runs the fullest rank's ceil(n / a)) and a prompt's prefill (1 / a of a prefill of a
+    prompts; the stage time it holds a pipeline: the plan's step less its bubble), x `scale`."""
+
+    def decode(n: int, c: int) -> float:
+        padded = a * math.ceil(n / a)
+        return float(price(("decode", padded, c)).predicted_s) * scale
+
+    def prefill(tokens: int) -> float:
+        step = price(("prefill", a, tokens))
+        return float(step.predicted_s - step.predicted_breakdown_s["bubble_s"]) * scale / a
+
+    return decode, prefill
+
+
 def step_times(
     spec: ModelSpec,
     chip: Chip,
@@ -376,15 +369,15 @@ def step_times(
     *,
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
-    attention_dp: int = 1,
-    pp: int = 1,
+    split: Split = Split(),
 ) -> StepTimes:
-    """The step times of `spec` on `tp` x `pp` devices of `chip` (a Chip) computing in `dtype`,
-    weights and KV cache in their dtypes (None: `dtype`), with the engine's scheduling overhead
-    and KV budget rule; the memory from the decode step of 256 sequences at 1,024 tokens (its
-    fullest stage with `pp` stages)."""
+    """The step times of `spec` on `tp` x `split.pp` devices of `chip` (a Chip) computing in
+    `dtype`, weights and KV cache in their dtypes (None: `dtype`), with the engine's scheduling
+    overhead and KV budget rule; the memory from the decode step of 256 sequences at 1,024
+    tokens (its fullest stage with pipeline stages)."""
     from functools import partial
 
+    attention_dp, pp = split.attention_dp, split.pp
     _check_layout(spec, tp, dtype, attention_dp, pp)
     scale = 1.0 + eng.scheduling_overhead_fraction
     price = partial(
@@ -395,24 +388,9 @@ def step_times(
         dtype,
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
-        attention_dp=attention_dp,
-        pp=pp,
+        split=split,
     )
-    a = attention_dp
-
-    def decode(n: int, c: int) -> float:
-        padded = a * math.ceil(n / a)  # every rank runs the fullest rank's ceil(n / A)
-        return float(price(("decode", padded, c)).predicted_s) * scale
-
-    prefills = lru_cache(maxsize=None)(lambda tokens: price(("prefill", a, tokens)))
-
-    def prefill_pass(tokens: int) -> float:
-        return float(prefills(tokens).predicted_s) * scale / a
-
-    def prefill(tokens: int) -> float:  # the pipeline's next prompt enters after its bubble
-        step = prefills(tokens)
-        return float(step.predicted_s - step.predicted_breakdown_s["bubble_s"]) * scale / a
-
+    decode, prefill = _points(price, attention_dp, scale)
     sized = price(("decode", 256, 1024))
     memory = sized.memory
     st = StepTimes(
@@ -427,10 +405,9 @@ def step_times(
             chip.interconnect.egress_bytes_per_s if chip.interconnect else SCALE_OUT_BYTES_PER_S
         ),
         pp=pp,
-        prefill_pass_point=prefill_pass if pp > 1 else None,
         **_kv_fields(spec, chip, eng, (tp, attention_dp, pp), kv_dtype or dtype),
     )
-    if a == 1:
+    if attention_dp == 1:
         st._decode[(256, 1024)] = float(sized.predicted_s) * scale  # priced for the memory: kept
     return st
 
@@ -493,8 +470,7 @@ def cached_step_times(
     engine_name: str,
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
-    attention_dp: int = 1,
-    pp: int = 1,
+    split: Split = Split(),
 ) -> StepTimes:
     """`step_times` of a zoo model (or model file) on a chip by name, one per process and
     arguments, so that `serve`, its figures and the serving search share the points priced."""
@@ -510,6 +486,5 @@ def cached_step_times(
         engine(engine_name),
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
-        attention_dp=attention_dp,
-        pp=pp,
+        split=split,
     )

@@ -11,7 +11,13 @@ from shardline.errors import InputError
 from shardline.strategies.base import CommTerm, Knob, MemorySplit, Network, StageView, Strategy
 from shardline.workload.workload import Workload
 
-__all__ = ["PipelineParallel", "STRATEGY", "MAX_STAGES", "SERVING_STAGES"]
+__all__ = [
+    "PipelineParallel",
+    "STRATEGY",
+    "MAX_STAGES",
+    "SERVING_STAGES",
+    "serving_stages_reason",
+]
 
 # At most 1,024 pipeline stages: each plan's evaluation and its report walk every stage, and
 # published pipelines use far fewer (Megatron-LM's 1-trillion-parameter run: 64 stages,
@@ -21,6 +27,20 @@ MAX_STAGES = 1024
 # (vLLM's and SGLang's multi-node recipes run tensor parallel inside a node and pipeline
 # parallel across nodes; shardline.serving's search).
 SERVING_STAGES = (1, 2, 4)
+
+
+def serving_stages_reason(workload: Workload, degree: int, what: str) -> str | None:
+    """Why `degree` pipeline stages cannot split a serving replica of `workload` (None: they
+    can): each stage holds an equal share of the blocks (their weights and KV cache, as the
+    engines split the layers by default), at most MAX_STAGES."""
+    if degree > MAX_STAGES:
+        return f"{what} {degree}: at most {MAX_STAGES:,} pipeline stages"
+    if workload.repeat % degree:
+        return (
+            f"{what} {degree} does not divide the model's {workload.repeat} blocks: each "
+            "pipeline stage holds an equal share of them"
+        )
+    return None
 
 
 def _interleave(text: str) -> int:
@@ -58,9 +78,13 @@ class PipelineParallel(Strategy):
         return degree <= MAX_STAGES and workload.pipeline_splits(degree) is not None
 
     def serving_range(self, workload: Workload, max_devices: int) -> tuple[int, ...]:
-        """The SERVING_STAGES up to `max_devices` that divide the blocks (each stage an equal
-        share of the layers and their KV cache)."""
-        return tuple(d for d in SERVING_STAGES if d <= max_devices and workload.repeat % d == 0)
+        """The SERVING_STAGES up to `max_devices` that split a serving replica
+        (`serving_stages_reason`: an equal share of the blocks a stage)."""
+        return tuple(
+            d
+            for d in SERVING_STAGES
+            if d <= max_devices and serving_stages_reason(workload, d, "pp") is None
+        )
 
     def check(self, workload: Workload, degree: int) -> None:
         if degree > MAX_STAGES:
