@@ -204,6 +204,25 @@ def test_serve_pp_decode_step_is_plans_step(capsys: pytest.CaptureFixture[str]) 
     )
 
 
+def test_dp_attention_in_each_stage_is_plans_ep_pp_step(capsys: pytest.CaptureFixture[str]) -> None:
+    """DP attention over 4 ranks in each of 2 stages of 4 devices is the plan's tp 1 x ep 4 x
+    pp 2 on 8 devices, each rank's 64 of the 256 sequences in 2 microbatches of 32."""
+    out = _json(
+        capsys,
+        *("serve", "--model", "qwen3-30b-a3b", "--hw", "h100-sxm", "--devices", "8", "--tp", "4"),
+        *("--ep", "4", "--attention-dp", "4", "--pp", "2", "--rate", "1000", "--in", "1000"),
+        *("--out", "1000", "--dtype", "fp8"),
+    )
+    assert out["batch"] == 256 and out["mean_context_tokens"] == 1500
+    plan = _json(
+        capsys,
+        *("plan", "--model", "qwen3-30b-a3b", "--hw", "h100-sxm", "--devices", "8", "--tp", "1"),
+        *("--ep", "4", "--pp", "2", "--microbatches", "2", "--phase", "decode", "--batch", "256"),
+        *("--seq-len", "1500", "--dtype", "fp8"),
+    )
+    assert plan["plans"][0]["predicted_s"] == pytest.approx(out["decode_step_s"], rel=1e-12)
+
+
 @pytest.mark.parametrize(
     ("name", "flag"),
     [
@@ -269,6 +288,7 @@ def test_search_takes_pipeline_stages_when_a_node_does_not_hold_the_model(
         (("--devices", "2", "--pp", "0"), "--pp"),
         (("--devices", "2", "--pp", "two"), "--pp"),
         (("--devices", "4", "--pp", "2", "--disagg", "2:2"), "--pp with --disagg"),
+        (("--devices", "2048", "--pp", "2048"), "--pp must be at most 1,024"),
     ],
 )
 def test_bad_pipeline_input_is_one_error_line(

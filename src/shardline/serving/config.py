@@ -10,6 +10,7 @@ import numpy as np
 from shardline.basics.units import check_real, check_whole, short
 from shardline.errors import InputError
 from shardline.ops.einsum import check_size
+from shardline.strategies.pp import MAX_STAGES
 
 __all__ = [
     "Lengths",
@@ -202,7 +203,7 @@ class ServeConfig:
                 )
         check_size(check_whole(self.devices, "--devices"), "--devices")
         check_whole(self.tp, "--tp")
-        check_whole(self.pp, "--pp")
+        check_whole(self.pp, "--pp", most=MAX_STAGES)
         check_whole(self.max_batch, "--max-batch", most=MAX_BATCH)
         if self.chunk_tokens is not None:
             check_whole(self.chunk_tokens, "--chunk", most=MAX_TOKENS)

@@ -274,9 +274,10 @@ def price_step(
     degrees: dict[str, Any] = {"tp": tp // attention_dp, "pp": pp, "dp": 1, "fsdp": 1}
     if attention_dp > 1:
         degrees["ep"] = attention_dp
-    # a decode step's sequences over min(batch, pp) microbatches (vLLM keeps pp virtual engines,
-    # one scheduled batch each: every stage busy once pp sequences run); a prompt is one
-    m = min(batch, pp) if phase == "decode" else 1
+    # a decode step's sequences (batch / attention_dp a rank) over min(that, pp) microbatches
+    # (vLLM keeps pp virtual engines, one scheduled batch each: every stage busy once pp
+    # sequences run); a prompt is one
+    m = min(batch // attention_dp, pp) if phase == "decode" else 1
     result = plan(work, chip, tp * pp, microbatches=m, require_fit=False, **degrees)
     return result.plans[0]
 
