@@ -193,6 +193,16 @@ def test_serve_pp_decode_step_is_plans_step(capsys: pytest.CaptureFixture[str]) 
         *("--dtype", "fp8", "--microbatches", "2"),
     )
     assert plan["plans"][0]["predicted_s"] == pytest.approx(out["decode_step_s"], rel=1e-12)
+    # left to pick, the plan picks the same 2 microbatches: m x t_stage(256 / m) for m > 2
+    # reads each stage's weights m times, fewer than 2 leave a stage idle
+    free = _json(
+        capsys,
+        *("plan", "--model", "llama-3.1-8b", "--hw", "h100-sxm", "--devices", "2", "--tp", "1"),
+        *("--pp", "2", "--phase", "decode", "--batch", "256", "--seq-len", "1500"),
+        *("--dtype", "fp8"),
+    )
+    assert free["plans"][0]["microbatches"] == 2
+    assert free["plans"][0]["predicted_s"] == plan["plans"][0]["predicted_s"]
     # two replicas of two stages serve twice one replica's capacity
     one = _json(
         capsys,
