@@ -28,6 +28,7 @@ __all__ = [
     "attention_kernel_of",
     "dp_bucket_params",
     "framework_names",
+    "fsdp_copies",
     "load_framework",
     "optimizer_step_tensors",
 ]
@@ -42,7 +43,10 @@ class Framework:
     """A framework's execution defaults (field -> value) and the source of each; `buckets`:
     its data-parallel gradient bucket rule (params_min, params_per_dp_rank), None if it states
     none; `optimizer_step`: the fp32 tensors its optimizer step reads and writes per parameter
-    element (reads, writes), None if it runs a fused multi-tensor Adam (one pass)."""
+    element (reads, writes), None if it runs a fused multi-tensor Adam (one pass);
+    `fsdp_copies`: whether its FSDP copies each all-gathered weight out of the gather buffer
+    and each weight gradient into the reduce-scatter buffer on the compute stream (PyTorch
+    FSDP2), (copy-out, copy-in)."""
 
     name: str
     display_name: str
@@ -50,6 +54,7 @@ class Framework:
     sources: dict[str, str] = field(default_factory=dict)
     buckets: tuple[float, float] | None = None
     optimizer_step: tuple[float, float] | None = None
+    fsdp_copies: tuple[bool, bool] = (False, False)
 
 
 def _files() -> dict[str, Any]:
@@ -106,7 +111,9 @@ def _load(key: str) -> Framework:
     name = data["name"]
     buckets = _bucket_rule(key, data.get("gradient_buckets"))
     step = _optimizer_step(key, data.get("optimizer_step"))
-    return Framework(name, data.get("display_name", name), defaults, sources, buckets, step)
+    copies = _fsdp_copies(key, data.get("fsdp_copies"))
+    display = data.get("display_name", name)
+    return Framework(name, display, defaults, sources, buckets, step, copies)
 
 
 def attention_kernel_of(named: str | None, training: bool) -> str | None:
@@ -148,6 +155,29 @@ def _optimizer_step(key: str, table: Any) -> tuple[float, float] | None:
         reads += k["reads"]
         writes += k["writes"]
     return reads, writes
+
+
+def _fsdp_copies(key: str, table: Any) -> tuple[bool, bool]:
+    """(all_gather_copy_out, reduce_scatter_copy_in) of the framework file's [fsdp_copies], each
+    a sourced boolean; (False, False) when the file states none."""
+    if not table:
+        return False, False
+    out = []
+    for name in ("all_gather_copy_out", "reduce_scatter_copy_in"):
+        entry = table.get(name)
+        if not isinstance(entry, dict) or not entry.get("source"):
+            raise InputError(f"framework {key}: fsdp_copies.{name} is not a sourced boolean")
+        if not isinstance(entry.get("value"), bool):
+            raise InputError(f"framework {key}: fsdp_copies.{name} must be true or false")
+        out.append(entry["value"])
+    return out[0], out[1]
+
+
+def fsdp_copies(framework: str) -> tuple[bool, bool]:
+    """Whether `framework`'s FSDP copies each gathered weight out of the all-gather buffer and
+    each weight gradient into the reduce-scatter buffer on the compute stream (frameworks/*.toml
+    [fsdp_copies]): (copy-out, copy-in)."""
+    return load_framework(framework).fsdp_copies
 
 
 def optimizer_step_tensors(framework: str) -> tuple[float, float] | None:

@@ -26,6 +26,7 @@ from shardline.planning.results import PlanResult
 from shardline.planning.stage_extras import (
     add_block_extras,
     add_end_extras,
+    add_fsdp_copies,
     add_interleave_wrap,
     add_recompute,
     tp_variants,
@@ -357,6 +358,7 @@ def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, La
         prefix = ctx._prefixes[key] = _prefix(ctx, deg, m, layers)
     stage = prefix.copy()
     add_recompute(ctx, stage, deg, m)
+    add_fsdp_copies(ctx, stage)  # after the recompute: a rerun forward gathers nothing again
     add_end_extras(ctx, stage, deg, m, index)
     boundary = StageView(last, ctx.local(last, deg, m), index, deg.stages, ctx.workload.training)
     for s in active:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import Execution
 from shardline.hardware import Chip
 from shardline.planning.memory import (
@@ -63,6 +64,8 @@ TRAFFIC_KEYS = (
     "send_s",
     "grad_s",
     "gather_s",
+    "copy_fwd_s",
+    "copy_bwd_s",
 )
 
 
@@ -168,6 +171,41 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
         "send_s": [pr.price(deg, "send", b * per_seq, "pp") for b in pr.seq_b],
         "grad_s": [grads[min(z, 1)] for z in ZERO_STAGES],
         "gather_s": [grads[2] if z else 0.0 for z in ZERO_STAGES],
+        **_fsdp_copies_s(pr, bw, deg),
+    }
+
+
+def _fsdp_copies_s(pr: Probe, bw: BlockWeights, deg: Degrees) -> dict[str, float]:
+    """One block's FSDP copies on the compute stream per microbatch, forward and backward, as
+    `stage_extras.add_fsdp_copies` prices them: copy-out 2 W per gather, copy-in (own + reduce
+    dtype) bytes per weight gradient, one kernel per block for each kind a phase runs."""
+    from shardline.basics.framework import fsdp_copies
+    from shardline.ops.predict import kernel_overhead_s
+    from shardline.realistic.kernels import mem_rate
+
+    ex = pr.base if pr.base is not None else Execution()
+    copy_out, copy_in = fsdp_copies(ex.framework)
+    model = pr.w.model
+    if not (copy_out or copy_in) or model is None or deg.get("fsdp", 1) <= 1:
+        return {"copy_fwd_s": 0.0, "copy_bwd_s": 0.0}
+    own = dtype_bits(model.weights_dtype)
+    reduce = dtype_bits(ex.grad_reduce_dtype) if ex.grad_reduce_dtype else own
+    fwd = bwd = 0.0
+    gathers_bwd = reduces = False
+    for count, wbytes, grads in bw.layers:
+        fwd += count * 2 * wbytes if copy_out else 0.0
+        for has_weights, gbytes in grads:
+            if has_weights and copy_out:
+                bwd += count * 2 * wbytes
+                gathers_bwd = True
+            if gbytes and copy_in:  # the gradient in its own dtype, read, and in the reduce dtype
+                bwd += count * gbytes * (1 + reduce / own)
+                reduces = True
+    rate = mem_rate(pr.chip)
+    launch = kernel_overhead_s(pr.chip, cuda_graphs=ex.cuda_graphs)
+    return {
+        "copy_fwd_s": fwd / rate + (launch if fwd else 0.0),
+        "copy_bwd_s": bwd / rate + launch * (gathers_bwd + reduces),
     }
 
 
@@ -315,7 +353,7 @@ def assignment_shapes(
     present = np.where((out["pp"] > 2)[:, None], True, np.array([True, False, True]))
     out["opt_s"] = np.where(present[:, :, None], out["opt_stage_s"], np.inf).min(axis=1)
     n = len(assignments)
-    for k in TRAFFIC_KEYS[:4]:
+    for k in (*TRAFFIC_KEYS[:4], "copy_fwd_s", "copy_bwd_s"):
         out[k] = np.zeros(n)
     out["bucket_s"] = np.zeros((n, 3, len(ZERO_STAGES)))
     out["send_s"] = np.zeros((n, len(t.seq_b)))
