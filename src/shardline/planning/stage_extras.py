@@ -243,7 +243,7 @@ def add_fsdp_copies(ctx: Context, stage: Stage) -> None:
     reduce = ctx.execution.grad_reduce_dtype
     read_share = own / dtype_bits(reduce) if reduce else 1.0
     nbytes = {"forward": 0.0, "backward": 0.0}
-    kinds = {"forward": set(), "backward": set()}
+    kinds: dict[str, set[str]] = {"forward": set(), "backward": set()}
     for term in stage.terms:
         if term.purpose != "fsdp" or term.phase not in nbytes:
             continue
