@@ -8,9 +8,6 @@ work, the lower bound too):
   other policies (shardline.basics.recompute) the ops they do not keep the outputs of;
 - the embedding on the first stage; the LM head (an einsum, vocab split by tensor parallelism),
   the final norm and the loss on the last;
-- FSDP2's copies on the compute stream where the framework runs them (frameworks/*.toml
-  [fsdp_copies]): each gathered weight copied out of the all-gather buffer into its parameter
-  before its use, each weight gradient copied into the reduce-scatter buffer in the reduce dtype;
 - the execution's variants of the tensor-parallel collectives: sequence parallelism turns each
   all-reduce into a reduce-scatter and an all-gather of the same array; `tp_overlap` moves them
   off the critical path, each beside its own GEMM (`CommTerm.paired_s`, set where the layer's
@@ -27,7 +24,6 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from shardline.basics.dtypes import dtype_bits
-from shardline.basics.framework import fsdp_copies
 from shardline.basics.options import Execution
 from shardline.basics.recompute import Policy, kept_tensors, policy, rerun_ops
 from shardline.collectives.library import collective_sm_share
@@ -45,7 +41,7 @@ from shardline.realistic.block import (
     moe_layer_kernels,
 )
 from shardline.realistic.flops import matmul_params
-from shardline.realistic.kernels import mem_rate, vector_kernel_s
+from shardline.realistic.kernels import vector_kernel_s
 from shardline.realistic.modelshape import ModelShape
 from shardline.strategies import CommTerm, Degrees
 from shardline.strategies.cp import query_ways
@@ -57,7 +53,6 @@ __all__ = [
     "tp_variants",
     "add_block_extras",
     "add_end_extras",
-    "add_fsdp_copies",
     "add_recompute",
     "add_interleave_wrap",
 ]
@@ -225,41 +220,6 @@ def add_block_extras(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     stage.fwd.add_predicted("other_ops", small_s + gemms_fwd_s)
     if ctx.workload.training:
         stage.bwd.add_predicted("other_ops", small_s + gemms_bwd_s)
-
-
-def add_fsdp_copies(ctx: Context, stage: Stage) -> None:
-    """The stage's FSDP copies on the compute stream, where its framework runs them
-    (basics.framework.fsdp_copies, PyTorch FSDP2), one microbatch: for each FSDP all-gather
-    of W bytes the copy-out reads and writes W (before the forward, and before the backward's
-    re-gather); for each reduce-scatter of R bytes (in the reduce dtype) the copy-in reads the
-    gradient in the weights' own dtype, R x own / reduce bits, and writes R. Each phase's bytes
-    at the achievable HBM bandwidth, one kernel per block for each gather and each
-    reduce-scatter the phase runs (FSDP2 copies a block's parameters as one group)."""
-    copy_out, copy_in = fsdp_copies(ctx.execution.framework)
-    model = ctx.workload.model
-    if not (copy_out or copy_in) or not ctx.workload.training or model is None:
-        return
-    own = dtype_bits(model.weights_dtype)
-    reduce = ctx.execution.grad_reduce_dtype
-    read_share = own / dtype_bits(reduce) if reduce else 1.0
-    nbytes = {"forward": 0.0, "backward": 0.0}
-    kinds: dict[str, set[str]] = {"forward": set(), "backward": set()}
-    for term in stage.terms:
-        if term.purpose != "fsdp" or term.phase not in nbytes:
-            continue
-        if term.kind == "all_gather" and copy_out:
-            nbytes[term.phase] += term.calls * 2 * term.bytes
-        elif term.kind == "reduce_scatter" and copy_in:
-            nbytes[term.phase] += term.calls * (read_share + 1) * term.bytes
-        else:
-            continue
-        kinds[term.phase].add(term.kind)
-    blocks = ctx.workload.blocks_in(stage.layers)
-    launch = kernel_overhead_s(ctx.chip, cuda_graphs=ctx.execution.cuda_graphs)
-    for phase, where in (("forward", stage.fwd), ("backward", stage.bwd)):
-        if nbytes[phase]:
-            kernels = blocks * len(kinds[phase])
-            where.add_predicted("other_ops", nbytes[phase] / mem_rate(ctx.chip) + kernels * launch)
 
 
 MOE_KERNEL_FRAMEWORKS = ("megatron",)  # whose MoE layer realistic.block.moe_layer_kernels counts

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import Execution
 from shardline.hardware import Chip
 from shardline.planning.memory import (
@@ -176,37 +175,14 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
 
 
 def _fsdp_copies_s(pr: Probe, bw: BlockWeights, deg: Degrees) -> dict[str, float]:
-    """One block's FSDP copies on the compute stream per microbatch, forward and backward, as
-    `stage_extras.add_fsdp_copies` prices them: copy-out 2 W per gather, copy-in (own + reduce
-    dtype) bytes per weight gradient, one kernel per block for each kind a phase runs."""
-    from shardline.basics.framework import fsdp_copies
-    from shardline.ops.predict import kernel_overhead_s
-    from shardline.realistic.kernels import mem_rate
+    """One block's FSDP copies on the compute stream per microbatch (planning.fsdp_copies)."""
+    from shardline.planning.fsdp_copies import block_copies_s
 
-    ex = pr.base if pr.base is not None else Execution()
-    copy_out, copy_in = fsdp_copies(ex.framework)
-    model = pr.w.model
-    if not (copy_out or copy_in) or model is None or deg.get("fsdp", 1) <= 1:
+    if deg.get("fsdp", 1) <= 1:
         return {"copy_fwd_s": 0.0, "copy_bwd_s": 0.0}
-    own = dtype_bits(model.weights_dtype)
-    reduce = dtype_bits(ex.grad_reduce_dtype) if ex.grad_reduce_dtype else own
-    fwd = bwd = 0.0
-    gathers_bwd = reduces = False
-    for count, wbytes, grads in bw.layers:
-        fwd += count * 2 * wbytes if copy_out else 0.0
-        for has_weights, gbytes in grads:
-            if has_weights and copy_out:
-                bwd += count * 2 * wbytes
-                gathers_bwd = True
-            if gbytes and copy_in:  # the gradient in its own dtype, read, and in the reduce dtype
-                bwd += count * gbytes * (1 + reduce / own)
-                reduces = True
-    rate = mem_rate(pr.chip)
-    launch = kernel_overhead_s(pr.chip, cuda_graphs=ex.cuda_graphs)
-    return {
-        "copy_fwd_s": fwd / rate + (launch if fwd else 0.0),
-        "copy_bwd_s": bwd / rate + launch * (gathers_bwd + reduces),
-    }
+    ex = pr.base if pr.base is not None else Execution()
+    fwd, bwd = block_copies_s(pr.chip, ex, pr.w.model, bw.layers)
+    return {"copy_fwd_s": fwd, "copy_bwd_s": bwd}
 
 
 def _last_bucket_s(
