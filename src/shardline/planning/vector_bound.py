@@ -128,7 +128,7 @@ def prepare(
     pp = A["pp"][a]
     again = np.array([2.0 if name == "full" else 1.0 for name in t.recomputes])  # full: fwd twice
     block = fwd[inner[f], r["j"][f]] * again[rc] + bwd[inner[f], r["j"][f]]
-    k = np.maximum(A["k_first"][a], A["k_last"][a])
+    k = A["k_floor"][a]
     sched = m[f] + (pp - 1) / r["v"][f]
     space.out["floor_s"][f] = sched * k * block + A["opt_s"][a, r["z"][f]]
     return space
@@ -150,7 +150,7 @@ def _probed(space: ChipSpace, rows: np.ndarray) -> np.ndarray:
     r, t = space.r, space.tables
     inner = t.assign["inner"].astype(np.int64)[r["a"][rows]]
     at = (inner, r["j"][rows], r["sp"][rows], r["rc"][rows], r["ov"][rows])
-    return np.isfinite(t.probed["fwd_compute_s"][at])
+    return np.isfinite(t.probed["ends_fwd_compute_s"][at])
 
 
 def _probe_and_time(space: ChipSpace, rows: np.ndarray) -> None:
@@ -232,12 +232,12 @@ def _with_comm(space: ChipSpace, w: Workload, rows: np.ndarray, limit: float) ->
             continue
         keys = _probe_keys(space, rows)
         unique, where = np.unique(keys, return_inverse=True)
-        shape = space.tables.probed["fwd_compute_s"].shape
+        shape = space.tables.probed["ends_fwd_compute_s"].shape
         seconds = np.array(
             [_comm_s(space, (part, tp, layers), np.unravel_index(k, shape)) for k in unique]
         )
         a = r["a"][rows]
-        k = np.maximum(A["k_first"][a], A["k_last"][a])
+        k = A["k_floor"][a]
         sched = o["m"][rows] + (A["pp"][a] - 1) / r["v"][rows]
         o["floor_s"][rows] += sched * k * seconds[where.ravel()] * (1 - COMM_SLACK)
         rows = rows[o["floor_s"][rows] <= limit]
@@ -249,7 +249,7 @@ def _probe_keys(space: ChipSpace, rows: np.ndarray) -> np.ndarray:
     r, t = space.r, space.tables
     inner = t.assign["inner"].astype(np.int64)[r["a"][rows]]
     at = (inner, r["j"][rows], r["sp"][rows], r["rc"][rows], r["ov"][rows])
-    return np.ravel_multi_index(at, t.probed["fwd_compute_s"].shape)
+    return np.ravel_multi_index(at, t.probed["ends_fwd_compute_s"].shape)
 
 
 def _comm_s(space: ChipSpace, which: tuple[int, bool, Any], key: tuple[Any, ...]) -> float:
