@@ -32,7 +32,8 @@ from shardline.planning.vector_tables import (
     Tables,
     block_weights,
     finish_contents,
-    floor_blocks,
+    floor_counts,
+    floor_pieces,
     inner_names,
     probe_key,
     stage_candidates,
@@ -49,7 +50,6 @@ SHAPE_KEYS = (
     "replicas",
     "weight_ways",
     "inner",
-    "k_floor",
     "params_block",
     "wbytes_block",
     "v_max",
@@ -269,7 +269,6 @@ def _shape_row(w: Workload, deg: Degrees, inner_index: int, bw: BlockWeights) ->
         "replicas": deg.replicas,
         "weight_ways": weight_ways,
         "inner": inner_index,
-        "k_floor": floor_blocks(w, deg.stages),
         "params_block": bw.params,
         "wbytes_block": bw.nbytes,
         "v_max": max(fit, default=1),
@@ -372,7 +371,8 @@ def assignment_shapes(
     t: Tables, w: Workload, chip: Chip, assignments: list[Degrees]
 ) -> dict[str, np.ndarray]:
     """`SHAPE_KEYS` of every assignment, its candidate stages of the step (their contents and
-    ends, -1 and 0 past the last), and its `TRAFFIC_KEYS` at zero (filled by `price_traffic`
+    ends, -1 and 0 past the last; their counts of the floors' pieces, `floor_k`), and its
+    `TRAFFIC_KEYS` at zero (filled by `price_traffic`
     for the assignments that can win)."""
     _step_candidates(t, w, chip, assignments)
     index = {key: i for i, key in enumerate(t.inner_keys)}
@@ -384,10 +384,13 @@ def assignment_shapes(
     n, C, Z = len(assignments), _width(t), len(ZERO_STAGES)
     out["cand_content"] = np.full((n, C), -1, dtype=np.int64)
     out["cand_ends"] = np.zeros((n, C), dtype=np.int64)
+    out["floor_k"] = np.zeros((n, C, len(floor_pieces(w))))
+    counts = {P: floor_counts(w, P, plan) for P, plan in t.plans.items()}
     for a, d in enumerate(assignments):
         plan = t.plans[d.stages]
         out["cand_content"][a, : len(plan)] = [c.content for c in plan]
         out["cand_ends"][a, : len(plan)] = [c.ends for c in plan]
+        out["floor_k"][a, : len(plan)] = counts[d.stages]
     memory = _memory_columns(t, w, chip, assignments)
     out["mem_index"], out["mem_states"], out["mem_blocks"], out["opt_stage_s"] = memory
     # the bounds' optimizer step: the least of the stages the pipeline has

@@ -6,11 +6,13 @@ Then, per device count, two lower bounds of the vectorized step, each exact:
 
 1. **Einsums and critical communication.** A probed block phase is its einsums' realistic time
    plus communication, memory-bound ops and recompute, never less; so `(m + (P - 1)/V) x k x
-   (forward + backward einsums, + forward again under full recompute) + optimizer`, with k the
-   fuller stage's blocks, bounds the step from below without a probe (`einsum_floor`: the
-   engine's own einsum costs). Before a block is probed its layers' critical communication
+   (forward + backward einsums, + forward again under full recompute) + optimizer`, with k x
+   the block the einsums of the stage of most (its blocks times the block's einsums, plus its
+   dense blocks times theirs where the first blocks are dense; a pipeline that cuts the blocks
+   holds the same share of them on every stage), bounds the step from below without a probe
+   (`einsum_floor`: the engine's own einsum costs). Before a block is probed its layers' critical communication
    (`critical_comm_s`: the all-to-alls of ep, tp's collectives without overlap, cp's ring) is
-   added inside the same product (the expert layers' all-to-alls first, tp's collectives
+   added inside the same product, for that stage's blocks (the expert layers' all-to-alls first, tp's collectives
    last): the layouts still at most U are probed. The layers' parts it prices for tp are the
    probe's own (cached), and it spares the probes of the many blocks whose communication alone
    puts them above U.
@@ -45,6 +47,7 @@ from shardline.planning.vector_tables import (
     build_tables,
     contexts,
     empty_probes,
+    floor_pieces,
     probe_blocks,
 )
 from shardline.strategies import Degrees
@@ -80,6 +83,8 @@ class ChipSpace:
     priced: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     probes: int = 0
     row_start: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    # per row: the blocks of the block on the stage its first bound prices (`_floor`)
+    floor_k: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def prepare(
@@ -116,22 +121,36 @@ def prepare(
         "exposed_dp_s": np.full(n, np.nan),
         "bound": np.zeros(n, dtype=bool),
     }
+    _floor(space, w, fits, m)
+    return space
+
+
+def _floor(space: ChipSpace, w: Workload, fits: np.ndarray, m: np.ndarray) -> None:
+    """The first bound of the fitting rows: `(m + (P - 1)/V)` x the einsum floor of the stage
+    of most (its counts of `floor_pieces` times their floors) + the least optimizer step; that
+    stage's blocks of the block kept (`floor_k`) for its communication (`_with_comm`)."""
+    t, r = space.tables, space.r
+    A = t.assign
     inner = A["inner"].astype(np.int64)[r["a"]]
     pairs = np.zeros((len(t.inner_keys), len(t.seq_b)), dtype=bool)
     pairs[inner[fits], r["j"][fits]] = True
-    fwd, bwd = np.full(pairs.shape, np.inf), np.full(pairs.shape, np.inf)
+    pieces = floor_pieces(w)
+    fwd, bwd = (np.full((*pairs.shape, len(pieces)), np.inf) for _ in range(2))
     probe_ctx = space.ctx[(0, 0, 0)]
     for i, j in zip(*np.nonzero(pairs), strict=True):
-        fwd[i, j], bwd[i, j] = pair_floor(t, probe_ctx, int(i), int(j))
+        for p, layers in enumerate(pieces):
+            fwd[i, j, p], bwd[i, j, p] = pair_floor(t, probe_ctx, int(i), int(j), layers)
     f = np.flatnonzero(fits)
     a, rc = r["a"][f], r["rc"][f]
     pp = A["pp"][a]
     again = np.array([2.0 if name == "full" else 1.0 for name in t.recomputes])  # full: fwd twice
-    block = fwd[inner[f], r["j"][f]] * again[rc] + bwd[inner[f], r["j"][f]]
-    k = A["k_floor"][a]
+    block = fwd[inner[f], r["j"][f]] * again[rc][:, None] + bwd[inner[f], r["j"][f]]
+    each = np.einsum("rcp,rp->rc", A["floor_k"][a], block)
+    most = np.argmax(each, axis=1)
     sched = m[f] + (pp - 1) / r["v"][f]
-    space.out["floor_s"][f] = sched * k * block + A["opt_s"][a, r["z"][f]]
-    return space
+    space.out["floor_s"][f] = sched * each[np.arange(len(f)), most] + A["opt_s"][a, r["z"][f]]
+    space.floor_k = np.zeros(len(m))
+    space.floor_k[f] = A["floor_k"][a, most, 0]
 
 
 def _span(space: ChipSpace, g: int) -> tuple[int, int]:
@@ -237,7 +256,7 @@ def _with_comm(space: ChipSpace, w: Workload, rows: np.ndarray, limit: float) ->
             [_comm_s(space, (part, tp, layers), np.unravel_index(k, shape)) for k in unique]
         )
         a = r["a"][rows]
-        k = A["k_floor"][a]
+        k = space.floor_k[rows]
         sched = o["m"][rows] + (A["pp"][a] - 1) / r["v"][rows]
         o["floor_s"][rows] += sched * k * seconds[where.ravel()] * (1 - COMM_SLACK)
         rows = rows[o["floor_s"][rows] <= limit]

@@ -6,22 +6,20 @@ recompute and the ZeRO stage. The step mirrors the plan engine (`planning.evalua
 `planning.step`), from the tables the engine priced (`vector_tables`):
 
     phase    = compute + critical comm (its pipeline sends too) + max(contention, overlapped
-               comm + gathers - compute), each summed over the stage's k blocks (and its ends:
-               the embedding on the first stage, LM head and loss on the last)
-    t_stage  = forward + backward of the slowest of the first, a fullest middle and the last
-               stage (the earliest on a tie, `combine.slowest_stage`)
-    step     = (m + (P - 1) / V) t_stage + max(last bucket, k grad_block - backward)
-               + max(0, k gather_block - forward) + that stage's optimizer step
-    memory   = first stage: k_first params (weights, gradients, optimizer state sharded by FSDP
-               and ZeRO) + activations of min(m, P) (1 + (P - 1)/(P V)) microbatches + gathered
-               buffers; the last stage the same with one microbatch and the logits.
+               comm + gathers - compute), each the sum of the stage's pieces (whole blocks,
+               dense blocks, single layers: `vector_tables.stage_candidates`) and its ends (the
+               embedding on the first stage, LM head and loss on the last)
+    t_stage  = forward + backward of the slowest of the stages whose times can differ (the
+               earliest on a tie, `combine.slowest_stage`, which the engine calls too)
+    step     = (m + (P - 1) / V) t_stage + max(last bucket, grad - backward)
+               + max(0, gather - forward) + that stage's optimizer step, its gradient traffic
+               the data-parallel and the inner axes' (cp, ep) of its pieces on the
+               assignment's mesh
+    memory   = the engine's stage memory over arrays (`planning.memory.layouts_bytes`).
 
-Equal to the engine's `predicted_s` to 1e-9 (tests/test_search_engine.py) but for: a pipeline
-that cuts the blocks ("layers" splits: partial blocks priced as a fraction of the block); cp or
-ep beside dp or FSDP (their once-per-step gradient traffic is probed without FSDP and scaled by
-its ways, and left out of the last bucket's size); models whose blocks differ (DeepSeek-V3's
-dense first layers: one block probed for all). The re-ranking with the full engine puts them
-back.
+Equal to the engine's `predicted_s` and `memory_per_device_bytes` to 1e-9 on every layout
+(tests/test_search_engine.py: seeded random layouts of five models, a pipeline that cuts the
+blocks and DeepSeek-V3's dense first blocks among them).
 """
 
 from __future__ import annotations

@@ -1,12 +1,15 @@
 """The tables the vectorized training search reads, priced once by the plan engine itself.
 
 A layout's step splits into parts that depend on few of its choices (docs/search.md):
-- one block's forward and backward for one microbatch (compute, tensor-parallel and any other
+- one piece's forward and backward for one microbatch (compute, tensor-parallel and any other
   per-layer critical communication, the memory-bound ops, recompute) depends on the "inner"
   degrees (`inner_names`: tp, cp, and ep, which splits the experts as well as the batch; with ep
   on, the fsdp inside it on the mesh too: `probe_key`), the microbatch's sequences b, sequence
-  parallelism and the recompute mode: the engine's own stage (`Context.stage`) of one block and
-  of none gives the block (the difference) and the ends (embedding, LM head and loss);
+  parallelism and the recompute mode: the engine's own stage (`Context.stage`) of one piece and
+  of none gives the piece (the difference) and the ends (embedding, LM head and loss). A piece
+  is a block, a dense block (DeepSeek-V3's first blocks) or a single layer (what a pipeline
+  that cuts the blocks leaves over); each stage is the sum of its pieces (`stage_candidates`),
+  and the engine's stage is the sum of its layers' parts, so the sums are the engine's;
 - the pipeline send, the data-parallel gradient traffic and FSDP's gathers depend on the whole
   assignment of degrees: priced per assignment on its mesh (`vector_assign`), as the strategies
   price them. Which probes and which assignments are needed at all: `vector_bound`.
@@ -44,7 +47,8 @@ __all__ = [
     "Candidate",
     "stage_candidates",
     "finish_contents",
-    "floor_blocks",
+    "floor_pieces",
+    "floor_counts",
     "build_tables",
     "probe_blocks",
     "empty_probes",
@@ -494,14 +498,31 @@ def finish_contents(t: Tables) -> None:
             t.contents[s, k] = c
 
 
-def floor_blocks(w: Workload, pp: int) -> float:
-    """The most blocks of the block (`Workload.layers`; MoE blocks where the first are dense) a
-    stage of `pp` holds, for the floors: each of them costs at least the block's floor. A
-    pipeline that cuts the blocks holds the same fraction on every stage (the mean, so the
-    slowest stage holds at least that much)."""
+def floor_pieces(w: Workload) -> list[StageLayers | None]:
+    """The blocks the floors price (`vector_floors.pair_floor`): the block (None), and where
+    the first blocks are dense (DeepSeek-V3) the layers a dense block shares with it (its
+    attention: a dense block's einsums cost at least theirs, and they are already priced)."""
+    from shardline.workload.dense_first import DenseFirstWorkload
+
+    if not isinstance(w, DenseFirstWorkload) or not w.dense_blocks:
+        return [None]
+    return [None, tuple((x, x.count) for x in w.layers if x.name not in w.replaced)]
+
+
+def floor_counts(w: Workload, pp: int, plan: list[Candidate]) -> list[list[float]]:
+    """Each candidate stage's count of each of `floor_pieces`: its blocks of the block (MoE
+    blocks where the first are dense) and its dense blocks; each costs at least its piece's
+    floor. A pipeline that cuts the blocks holds the same share of the layers on every stage,
+    so its blocks (a fraction) are the mean, which the slowest stage holds at least."""
     from shardline.workload.dense_first import moe_blocks_in
 
-    return max(moe_blocks_in(w, layers) for layers, _ in w.pipeline_stages(pp))
+    stages = w.pipeline_stages(pp)
+    out = []
+    for c in plan:
+        layers = stages[c.index][0]
+        moe = moe_blocks_in(w, layers)
+        out.append([moe, w.blocks_in(layers) - moe][: len(floor_pieces(w))])
+    return out
 
 
 @dataclass(frozen=True)
