@@ -70,14 +70,14 @@ def _sampled(model: str, devices: int, sequences: int, seq_len: int, want: str, 
 
 
 def _pipeline_tags(w: Workload, pp: int) -> set[str]:
-    """"layers": a pipeline that cuts the blocks (its stages hold parts of blocks); "dense":
+    """ "layers": a pipeline that cuts the blocks (its stages hold parts of blocks); "dense":
     a pipeline whose stages differ in their kinds of block (some hold dense first blocks)."""
     from shardline.workload.dense_first import DenseFirstWorkload
 
     if pp == 1:
         return set()
     tags = {"layers"} if w.pipeline_splits(pp) == "layers" else set()
-    dense = isinstance(w, DenseFirstWorkload) and 0 < w.dense_blocks
+    dense = isinstance(w, DenseFirstWorkload) and w.dense_blocks > 0
     return tags | ({"dense"} if dense else set())
 
 
@@ -142,8 +142,7 @@ def _sampled_steps(model: str, devices: int, sequences: int, seq_len: int, n: in
 STEP_CLASSES = ["inner+dp", "inner+dp", "inner+dp", "layers inner+dp", "dense inner+dp"]
 
 
-@pytest.mark.parametrize(("case", "classes"), list(zip(CASES, STEP_CLASSES, strict=True)), ids=IDS
-)
+@pytest.mark.parametrize(("case", "classes"), list(zip(CASES, STEP_CLASSES, strict=True)), ids=IDS)
 def test_step_time_is_the_engines(case: tuple, classes: str) -> None:
     """The vectorized step time and memory equal the engine's to 1e-9 on 200 seeded random
     layouts per model, every one compared: 200, not 1,000, to keep the five near 15 s (the
@@ -152,8 +151,7 @@ def test_step_time_is_the_engines(case: tuple, classes: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("case", "classes"), list(zip(CASES, STEP_CLASSES, strict=True)), ids=IDS
-)
+@pytest.mark.parametrize(("case", "classes"), list(zip(CASES, STEP_CLASSES, strict=True)), ids=IDS)
 def test_step_time_is_the_engines_on_1000_layouts(case: tuple, classes: str) -> None:
     assert set(classes.split()) <= _sampled_steps(*case[:4], n=SAMPLES)
 

@@ -9,7 +9,6 @@ from shardline.models import load_model
 from shardline.models.template import transformer_table
 from shardline.workload.workload import Workload
 
-
 DENSE_FIRST = "dense-first-7"  # `dense_first_workload`, by name
 
 

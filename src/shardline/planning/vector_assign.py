@@ -170,9 +170,9 @@ def _piece_traffic(
 
 
 def _traffic(pr: Probe, deg: Degrees, t: Tables, inner: int) -> dict[str, Any]:
-    """Each candidate stage's (`vector_tables.stage_candidates`) FSDP and ZeRO-3 gathers, last gradient
-    bucket, pipeline sends per b and gradient traffic per ZeRO stage: the sums of its pieces'
-    (`_piece_traffic`)."""
+    """Each candidate stage's (`vector_tables.stage_candidates`) FSDP and ZeRO-3 gathers, last
+    gradient bucket, pipeline sends per b and gradient traffic per ZeRO stage: the sums of its
+    pieces' (`_piece_traffic`)."""
     from shardline.planning.step import DP_BUCKET_BYTES, dp_bucket_bytes
 
     plan = t.plans[deg.stages]
@@ -248,10 +248,11 @@ def _optimizer_stage_s(
     from shardline.planning.step import optimizer_step_s
 
     c, states = found
-    out = np.zeros((len(c.index), len(ZERO_STAGES)))
+    n = len(states[0])
+    out = np.zeros((n, len(ZERO_STAGES)))
     for z in ZERO_STAGES:
         ex = replace(t.base, zero=z)
-        for s in range(len(c.index)):
+        for s in range(n):
             st = states[z][s]
             out[s, z] = optimizer_step_s(w, chip, ex, deg, (st.params, st.optimizer_bytes))
     return out
@@ -300,7 +301,10 @@ def _memory_columns(
             memo[(*key, "step")] = _on_step(w, memo[key], stages[P], inner, t)
         c, on_step = memo[key], memo[(*key, "step")]
         held = [candidate_held(w, c, deg, z) for z in ZERO_STAGES]
-        step_held = [candidate_held(w, on_step, deg, z) for z in ZERO_STAGES]
+        if on_step is c:  # the step's stages are the memory's first ones
+            step_held = [hz[: len(t.plans[P])] for hz in held]
+        else:
+            step_held = [candidate_held(w, on_step, deg, z) for z in ZERO_STAGES]
         opt.append(_optimizer_stage_s(t, w, chip, deg, (on_step, step_held)))
         states = np.array([[h.total_bytes for h in hz] for hz in held])
         keep = undominated(c.index, states, c.blocks, P)
@@ -327,6 +331,8 @@ def _on_step(
     them all (a stage whose time differs from the one before it differs in its layers or
     ends, so its memory candidate is there too), else summed for them."""
     timed = [s.index for s in t.plans[inner.stages]]
+    if c.index[: len(timed)] == timed:
+        return c
     if all(i in c.index for i in timed):
         at = [c.index.index(i) for i in timed]
         sums, blocks = [c.sums[k] for k in at], [c.blocks[k] for k in at]
@@ -339,7 +345,9 @@ def _width(t: Tables) -> int:
     return max((len(p) for p in t.plans.values()), default=1)
 
 
-def _weights(t: Tables, w: Workload, key: tuple[int, ...], piece: int | None = None) -> BlockWeights:
+def _weights(
+    t: Tables, w: Workload, key: tuple[int, ...], piece: int | None = None
+) -> BlockWeights:
     """One block's (or, `piece`, one of `Tables.pieces`') weights under the inner degrees."""
     memo = t.extra.setdefault("block_weights", {})
     if (key, piece) not in memo:

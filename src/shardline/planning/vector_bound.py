@@ -5,17 +5,18 @@ Every layout is enumerated and its memory per device computed (no probe, no netw
 Then, per device count, two lower bounds of the vectorized step, each exact:
 
 1. **Einsums and critical communication.** A probed block phase is its einsums' realistic time
-   plus communication, memory-bound ops and recompute, never less; so `(m + (P - 1)/V) x k x
-   (forward + backward einsums, + forward again under full recompute) + optimizer`, with k x
-   the block the einsums of the stage of most (its blocks times the block's einsums, plus its
-   dense blocks times theirs where the first blocks are dense; a pipeline that cuts the blocks
-   holds the same share of them on every stage), bounds the step from below without a probe
-   (`einsum_floor`: the engine's own einsum costs). Before a block is probed its layers' critical communication
-   (`critical_comm_s`: the all-to-alls of ep, tp's collectives without overlap, cp's ring) is
-   added inside the same product, for that stage's blocks (the expert layers' all-to-alls first, tp's collectives
-   last): the layouts still at most U are probed. The layers' parts it prices for tp are the
-   probe's own (cached), and it spares the probes of the many blocks whose communication alone
-   puts them above U.
+   plus communication, memory-bound ops and recompute, never less; so `(m + (P - 1)/V) x
+   (forward + backward einsums of the stage of most, + forward again under full recompute) +
+   optimizer` bounds the step from below without a probe (`einsum_floor`: the engine's own
+   einsum costs). A stage's einsums: its k blocks times the block's, plus, where the first
+   blocks are dense, its dense blocks times the einsums they share with the block; a pipeline
+   that cuts the blocks holds the same share of them on every stage. Before a block is probed
+   its layers' critical communication (`critical_comm_s`: the all-to-alls of ep, tp's
+   collectives without overlap, cp's ring) is added for the same stage's k blocks, inside the
+   same product (the expert layers' all-to-alls first, tp's collectives last): the layouts
+   still at most U are probed. The layers' parts it prices for tp are the probe's own
+   (cached), and it spares the probes of the many blocks whose communication alone puts them
+   above U.
 2. **No own collectives.** With a probe but the assignment's FSDP and ZeRO-3 gathers, pipeline
    sends and gradient traffic at zero, `(m + (P - 1)/V) t_stage + optimizer` bounds it again
    (every part only grows with them; the exposed gradient traffic is dropped).

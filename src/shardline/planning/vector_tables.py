@@ -100,8 +100,9 @@ def probe_key(deg: Any, names: tuple[str, ...]) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class BlockTimes:
     """Per microbatch (seconds): each probed piece's realistic compute, critical communication
-    and overlapped communication, forward and backward (arrays over the pieces: `Pieces`); the
-    same of the ends (embedding, LM head and loss: a stage of no blocks)."""
+    and overlapped communication, forward and backward (arrays over the pieces probed, of
+    `Tables.pieces`); the same of the ends (embedding, LM head and loss: a stage of no
+    blocks)."""
 
     fwd_compute_s: np.ndarray
     fwd_crit_s: np.ndarray
@@ -195,7 +196,9 @@ def block_times(
     each = np.array([_less(_values(s, overlap), ends) for s in stages]).reshape(-1, 6)
     deg = probe_degrees(w, inner, sequences)
     emb = (embedding_s(ctx, deg, 1, False), embedding_s(ctx, deg, 1, True))
-    return BlockTimes(*(each[:, f].copy() for f in range(6)), *ends, *emb)
+    values: dict[str, Any] = {k: each[:, f].copy() for f, k in enumerate(PIECE_FIELDS)}
+    values |= dict(zip(ENDS_FIELDS, (*ends, *emb), strict=True))
+    return BlockTimes(**values)
 
 
 # (axis, collective kind, bytes, the probe's gradient ways, calls)
@@ -307,25 +310,23 @@ def empty_probes(t: Tables) -> None:
     t.probed |= {k: np.full((*shape, len(t.contents)), np.inf) for k in PIECE_FIELDS}
 
 
-def _probe_one(
-    t: Tables, ctx: Context, at: tuple[int, int, int, int], overlap: int
-) -> None:
+def _probe_one(t: Tables, ctx: Context, at: tuple[int, int, int, int], overlap: int) -> None:
     """The probe of one (inner key, b, sp, recompute) and tp overlap: its ends, and each stage
     content's sums (the pieces it needs, times their counts)."""
     i, j, sp, r = at
     inner = dict(zip(t.names, t.inner_keys[i], strict=True))
     need = np.flatnonzero(t.piece_need[i])
     bt = block_times(ctx, inner, int(t.seq_b[j]), bool(overlap), [t.pieces[k] for k in need])
-    for k in ENDS_FIELDS:
-        t.probed[k][i, j, sp, r, overlap] = getattr(bt, k)
+    for name in ENDS_FIELDS:
+        t.probed[name][i, j, sp, r, overlap] = getattr(bt, name)
     counts = t.contents[:, need]
     whole = (t.contents.sum(axis=1) == counts.sum(axis=1)) & (counts.sum(axis=1) > 0)
-    for k in PIECE_FIELDS:
-        t.probed[k][i, j, sp, r, overlap] = np.where(whole, counts @ getattr(bt, k), np.inf)
-    for k in need:
-        if (i, int(k)) not in t.grad_terms:
+    for name in PIECE_FIELDS:
+        t.probed[name][i, j, sp, r, overlap] = np.where(whole, counts @ getattr(bt, name), np.inf)
+    for k in (int(x) for x in need):
+        if (i, k) not in t.grad_terms:
             terms = inner_grad_terms(ctx, inner, int(t.seq_b[j]), [t.pieces[k]])
-            t.grad_terms[(i, int(k))] = terms[0]
+            t.grad_terms[(i, k)] = terms[0]
 
 
 def probe_blocks(
@@ -350,7 +351,8 @@ def probe_blocks(
             inner = dict(zip(t.names, t.inner_keys[i], strict=True))
             if sp and inner.get("tp", 1) == 1:
                 continue
-            pair_floor(t, ctx, int(i), int(j))  # the matmuls from their merged shapes
+            for layers in floor_pieces(ctx.workload):  # the matmuls from their merged shapes
+                pair_floor(t, ctx, int(i), int(j), layers)
             runs += 1
             for o in (0, 1) if inner.get("tp", 1) > 1 else (0,):
                 _probe_one(t, ctx, (int(i), int(j), sp, r), o)
@@ -411,8 +413,10 @@ class Candidate:
         (every phase sum grows with each piece), so a later `other` never paces the step."""
         mine = dict(self.coef)
         same = self.boundary is other.boundary or self.boundary == other.boundary
-        return self.ends == other.ends == 0 and same and all(
-            mine.get(k, 0) >= n for k, n in other.coef
+        return (
+            self.ends == other.ends == 0
+            and same
+            and all(mine.get(k, 0) >= n for k, n in other.coef)
         )
 
 
@@ -437,7 +441,7 @@ def _block_pieces(w: Workload) -> list[StageLayers]:
 
     block = tuple((layer, layer.count) for layer in w.layers)
     if isinstance(w, DenseFirstWorkload) and w.dense_blocks:
-        return [tuple(w._split(1, 1)), block]
+        return [tuple(w.one_block(dense=True)), block]
     return [block]
 
 
@@ -500,13 +504,8 @@ def finish_contents(t: Tables) -> None:
 
 def floor_pieces(w: Workload) -> list[StageLayers | None]:
     """The blocks the floors price (`vector_floors.pair_floor`): the block (None), and where
-    the first blocks are dense (DeepSeek-V3) the layers a dense block shares with it (its
-    attention: a dense block's einsums cost at least theirs, and they are already priced)."""
-    from shardline.workload.dense_first import DenseFirstWorkload
-
-    if not isinstance(w, DenseFirstWorkload) or not w.dense_blocks:
-        return [None]
-    return [None, tuple((x, x.count) for x in w.layers if x.name not in w.replaced)]
+    the first blocks are dense (DeepSeek-V3) the dense block."""
+    return [None, *_block_pieces(w)[:-1]]
 
 
 def floor_counts(w: Workload, pp: int, plan: list[Candidate]) -> list[list[float]]:
