@@ -355,7 +355,7 @@ def candidate_stages(
     and `in_flight` never grows with i; so among stages with the same layers and ends (the same
     states and blocks) the first holds the most, and only the first of each run of equal stages
     and the last stage (which keeps the logits) can be the largest. `picked`: these stages
-    instead (the training search's step candidates, `vector_tables.stage_candidates`)."""
+    instead (the training search's step candidates, `vector_stages.stage_candidates`)."""
     P = deg.stages
     if picked is None:
         keys = [_stage_key(layers, i, P) for i, layers in enumerate(stages)]

@@ -26,17 +26,19 @@ from shardline.planning.memory import (
     undominated,
 )
 from shardline.planning.network import MeshNetwork
+from shardline.planning.vector_stages import (
+    finish_contents,
+    floor_counts,
+    floor_pieces,
+    stage_candidates,
+)
 from shardline.planning.vector_tables import (
     ZERO_STAGES,
     BlockWeights,
     Tables,
     block_weights,
-    finish_contents,
-    floor_counts,
-    floor_pieces,
     inner_names,
     probe_key,
-    stage_candidates,
 )
 from shardline.strategies import Degrees, strategies
 from shardline.workload.workload import Workload
@@ -170,7 +172,7 @@ def _piece_traffic(
 
 
 def _traffic(pr: Probe, deg: Degrees, t: Tables, inner: int) -> dict[str, Any]:
-    """Each candidate stage's (`vector_tables.stage_candidates`) FSDP and ZeRO-3 gathers, last
+    """Each candidate stage's (`vector_stages.stage_candidates`) FSDP and ZeRO-3 gathers, last
     gradient bucket, pipeline sends per b and gradient traffic per ZeRO stage: the sums of its
     pieces' (`_piece_traffic`)."""
     from shardline.planning.step import DP_BUCKET_BYTES, dp_bucket_bytes

@@ -43,12 +43,12 @@ from shardline.hardware import Chip
 from shardline.planning.vector_assign import TRAFFIC_KEYS, assignment_shapes
 from shardline.planning.vector_eval import Chunk, columns, layouts, memory_of, price_chunk, step_of
 from shardline.planning.vector_floors import critical_comm_s, pair_floor
+from shardline.planning.vector_stages import floor_pieces
 from shardline.planning.vector_tables import (
     Tables,
     build_tables,
     contexts,
     empty_probes,
-    floor_pieces,
     probe_blocks,
 )
 from shardline.strategies import Degrees

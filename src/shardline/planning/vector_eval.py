@@ -7,7 +7,7 @@ recompute and the ZeRO stage. The step mirrors the plan engine (`planning.evalua
 
     phase    = compute + critical comm (its pipeline sends too) + max(contention, overlapped
                comm + gathers - compute), each the sum of the stage's pieces (whole blocks,
-               dense blocks, single layers: `vector_tables.stage_candidates`) and its ends (the
+               dense blocks, single layers: `vector_stages.stage_candidates`) and its ends (the
                embedding on the first stage, LM head and loss on the last)
     t_stage  = forward + backward of the slowest of the stages whose times can differ (the
                earliest on a tie, `combine.slowest_stage`, which the engine calls too)
