@@ -37,7 +37,7 @@ from shardline.planning.vector_floors import einsum_floor
 from shardline.planning.vector_tables import block_times, contexts
 from shardline.strategies import Degrees
 from shardline.workload.workload import Workload
-from tests.training import training_workload
+from tests.training import DENSE_FIRST, training_workload
 
 STEP_TOLERANCE = 0.03  # the vectorized step within 3% of the engine's (docs/search.md)
 MEMORY_TOLERANCE = 1e-9  # the memory is the engine's formula over arrays (planning/memory.py)
@@ -208,14 +208,23 @@ def test_probe_shortcuts_are_the_engines() -> None:
 
 
 @pytest.mark.parametrize(
-    ("model", "devices", "sequences"), [("mixtral-8x7b", 16, 16), ("llama-3.2-1b", 8, 16)]
+    ("model", "devices", "sequences"),
+    [
+        ("mixtral-8x7b", 16, 16),
+        ("llama-3.2-1b", 8, 16),
+        ("llama-3.2-1b", 24, 48),
+        (DENSE_FIRST, 16, 16),
+    ],
 )
 def test_comm_floor_stays_under_the_step(model: str, devices: int, sequences: int) -> None:
     """The first bound with the block's critical communication added (`vector_bound._with_comm`:
     every strategy's critical terms of the block's layers, tp's without overlap, times the same
     (m + (P - 1)/V) k) is at most the exhaustive step of 1,000 seeded random fitting layouts
-    (Mixtral on 16 devices: ep and tp; Llama 3.2 1B on 8: cp and tp), and above the einsum
-    bound alone where a layout has critical communication (tighter, not the same bound)."""
+    (Mixtral on 16 devices: ep and tp; Llama 3.2 1B on 8: cp and tp; on 24: pipelines of 3, 6,
+    12 and 24 stages that cut its 16 blocks; a small model whose first 3 of 7 blocks are dense,
+    as DeepSeek-V3's, on 16: its first stages hold the dense blocks, priced at the einsums they
+    share with the block), and above the einsum bound alone where a
+    layout has critical communication (tighter, not the same bound)."""
     w = _workload(model, sequences, 1024)
     chip = resolve_chip("h100-sxm")
     space = prepare(w, chip, [list(degree_assignments(w, devices, {}, every=True))], devices)

@@ -22,7 +22,7 @@ layout, the training search (`planning.vector_eval`) for every layout at once.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -81,9 +81,12 @@ def exposed_gather_s(gather_s: Seconds, forward_s: Seconds) -> Seconds:
 TIE = 1e-12
 
 
-def slowest_stage(times_s: list[float]) -> int:
+def slowest_stage(times_s: list[float] | np.ndarray) -> Any:
     """The stage whose realistic time paces the pipeline: the earliest within `TIE` of the
     largest, so that the choice (whose backward pass hides the gradient traffic) does not turn
-    on the order of a sum (the vectorized search picks the same)."""
-    top = max(times_s)
-    return next(i for i, t in enumerate(times_s) if t >= top * (1 - TIE))
+    on the order of a sum. `times_s` [stage] (the plan engine: an int) or [stage, layout] (the
+    vectorized search: an index per layout)."""
+    times = np.asarray(times_s, dtype=float)
+    top = times.max(axis=0)
+    found = np.argmax(times >= top * (1 - TIE), axis=0)
+    return int(found) if times.ndim == 1 else found

@@ -11,12 +11,15 @@
 A phase's copies run at the achievable HBM bandwidth, one kernel per block for each kind the
 phase runs (FSDP2 copies a block's parameters as one group). The engine adds them after the
 recompute (a rerun forward gathers nothing again: the backward's re-gather serves it); the
-vectorized search prices the same per block (`block_copies_s`).
+vectorized search sums the same over a stage's pieces (`block_copy_parts`, `copies_s`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
 
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.framework import fsdp_copies
@@ -27,7 +30,7 @@ from shardline.planning.phases import Stage
 from shardline.realistic.kernels import mem_rate
 from shardline.realistic.modelshape import ModelShape
 
-__all__ = ["add_fsdp_copies", "block_copies_s", "copy_in_bytes"]
+__all__ = ["add_fsdp_copies", "block_copy_parts", "copies_s", "copy_in_bytes"]
 
 
 def copy_in_bytes(reduced: float, model: ModelShape, ex: Execution) -> float:
@@ -68,19 +71,20 @@ def add_fsdp_copies(
             where.add_predicted("other_ops", _phase_s(chip, ex, nbytes, blocks * len(kinds)))
 
 
-def block_copies_s(
-    chip: Chip,
+def block_copy_parts(
     ex: Execution,
     model: ModelShape | None,
     layers: Iterable[tuple[int, float, Iterable[tuple[bool, float]]]],
-) -> tuple[float, float]:
-    """One block's copies, (forward, backward) seconds, from its weight layers as the
-    vectorized search holds them (`vector_tables.BlockWeights.layers`: count, gathered bytes W,
-    and per backward einsum whether it gathers the weights and its gradient's own bytes G, which
-    the reduce-scatter carries as G x reduce / own bits)."""
+) -> tuple[float, float, bool, bool]:
+    """A piece of a stage's copies as the vectorized search holds its weight layers
+    (`vector_tables.BlockWeights.layers`: count, gathered bytes W, and per backward einsum
+    whether it gathers the weights and its gradient's own bytes G, which the reduce-scatter
+    carries as G x reduce / own bits): (forward bytes, backward bytes, whether the backward
+    gathers, whether it reduce-scatters). Bytes add over a stage's pieces; the kinds are the
+    stage's (`copies_s`)."""
     copy_out, copy_in = fsdp_copies(ex.framework)
     if not (copy_out or copy_in) or model is None:
-        return 0.0, 0.0
+        return 0.0, 0.0, False, False
     own = dtype_bits(model.weights_dtype)
     reduce = dtype_bits(ex.grad_reduce_dtype) if ex.grad_reduce_dtype else own
     fwd = bwd = 0.0
@@ -94,6 +98,21 @@ def block_copies_s(
             if gbytes and copy_in:
                 bwd += count * copy_in_bytes(gbytes * reduce / own, model, ex)
                 reduces = True
-    fwd_s = _phase_s(chip, ex, fwd, 1.0) if fwd else 0.0
-    bwd_s = _phase_s(chip, ex, bwd, gathers + reduces) if bwd else 0.0
+    return fwd, bwd, gathers, reduces
+
+
+def copies_s(
+    chip: Chip, ex: Execution, parts: tuple[Any, Any, Any, Any], blocks: Any
+) -> tuple[Any, Any]:
+    """A stage's copies, (forward, backward) seconds, from its pieces' summed
+    `block_copy_parts` (the flags summed: more than zero where a piece has the kind) and its
+    blocks (fractional where a pipeline cuts a block), as `add_fsdp_copies` prices the stage:
+    bytes at the HBM rate and one kernel per block for each kind the phase runs. Floats or
+    arrays over stages alike."""
+    fwd, bwd, gathers, reduces = (np.asarray(x, dtype=float) for x in parts)
+    launch = kernel_overhead_s(chip, cuda_graphs=ex.cuda_graphs)
+    rate = mem_rate(chip)
+    kinds_bwd = (gathers > 0).astype(float) + (reduces > 0)
+    fwd_s = np.where(fwd > 0, fwd / rate + blocks * launch, 0.0)
+    bwd_s = np.where(bwd > 0, bwd / rate + blocks * kinds_bwd * launch, 0.0)
     return fwd_s, bwd_s

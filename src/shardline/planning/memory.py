@@ -357,17 +357,23 @@ class Candidates:
 
 
 def candidate_stages(
-    workload: Workload, stages: list[StageLayers], deg: Degrees, ex: Execution | None = None
+    workload: Workload,
+    stages: list[StageLayers],
+    deg: Degrees,
+    ex: Execution | None = None,
+    picked: list[int] | None = None,
 ) -> Candidates:
     """The stages of `deg` (`stages`: their layers) that can hold the most, with their sums.
 
     Stage i holds `total_bytes(states_i, blocks_i, per_block, in_flight(P, m, V, i), logits_i)`,
     and `in_flight` never grows with i; so among stages with the same layers and ends (the same
     states and blocks) the first holds the most, and only the first of each run of equal stages
-    and the last stage (which keeps the logits) can be the largest."""
+    and the last stage (which keeps the logits) can be the largest. `picked`: these stages
+    instead (the training search's step candidates, `vector_stages.stage_candidates`)."""
     P = deg.stages
-    keys = [_stage_key(layers, i, P) for i, layers in enumerate(stages)]
-    picked = [i for i in range(P) if i in (0, P - 1) or keys[i] != keys[i - 1]]
+    if picked is None:
+        keys = [_stage_key(layers, i, P) for i, layers in enumerate(stages)]
+        picked = [i for i in range(P) if i in (0, P - 1) or keys[i] != keys[i - 1]]
     ex = ex or Execution()
     sums = [stage_sums(workload, stages[i], deg, i, ex) for i in picked]
     blocks = [workload.blocks_in(stages[i]) for i in picked]

@@ -26,6 +26,12 @@ from shardline.planning.memory import (
     undominated,
 )
 from shardline.planning.network import MeshNetwork
+from shardline.planning.vector_stages import (
+    finish_contents,
+    floor_counts,
+    floor_pieces,
+    stage_candidates,
+)
 from shardline.planning.vector_tables import (
     ZERO_STAGES,
     BlockWeights,
@@ -33,7 +39,6 @@ from shardline.planning.vector_tables import (
     block_weights,
     inner_names,
     probe_key,
-    stage_blocks,
 )
 from shardline.strategies import Degrees, strategies
 from shardline.workload.workload import Workload
@@ -47,9 +52,6 @@ SHAPE_KEYS = (
     "replicas",
     "weight_ways",
     "inner",
-    "k_first",
-    "k_mid",
-    "k_last",
     "params_block",
     "wbytes_block",
     "v_max",
@@ -144,76 +146,119 @@ def _weight_ways(deg: Degrees) -> int:
     return prod(deg[s.name] for s in strategies() if s.memory.weights == "sharded")
 
 
-def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
-    """FSDP and ZeRO-3 gathers per block, the last gradient bucket, pipeline sends per b and the
-    gradient traffic per ZeRO stage."""
-    from shardline.planning.step import DP_BUCKET_BYTES, dp_bucket_bytes
+def _piece_traffic(
+    pr: Probe, deg: Degrees, bw: BlockWeights, terms: list[Any], rule: float | None
+) -> np.ndarray:
+    """One piece's traffic on this assignment's mesh: FSDP's gathers (forward, backward),
+    ZeRO-3's, the data-parallel gradient traffic (all-reduce, reduce-scatter, all-gather), its
+    once-per-step bytes (all-reduce), and the inner axes' once-per-step seconds and bytes (the
+    probe's terms at this assignment's gradient ways: `vector_tables.inner_grad_terms`)."""
+    from shardline.strategies import device_share
 
-    weight_ways = _weight_ways(deg)
-    dp = deg.get("dp", 1)
-    rule = dp_bucket_bytes(pr.w, pr.base, dp) if pr.base is not None else None
+    weight_ways, dp = _weight_ways(deg), deg.get("dp", 1)
     fs = _fsdp_s(pr.price, deg, bw, "fsdp") if deg.get("fsdp", 1) > 1 else (0.0, 0.0)
     z3 = _fsdp_s(pr.price, deg, bw, "dp") if dp > 1 else (0.0, 0.0)
-    model = pr.w.model
-    assert model is not None
-    per_seq = _send_bytes(pr.w, deg)
     # ZeRO 1 to 3 send the same gradient traffic: a reduce-scatter, and an all-gather of the
     # updated parameters after the optimizer step (gather_s)
     kinds = ("all_reduce", "reduce_scatter", "all_gather")
     grads = [_grad_s(pr.price, deg, bw, weight_ways, k, rule) if dp > 1 else 0.0 for k in kinds]
+    ways = weight_ways * deg.get("cp", 1)
+    dp_bytes = sum(count * g / ways for count, _, gs in bw.layers for _, g in gs if g)
+    gways = device_share(pr.w, deg).gradients_ways
+    inner_s = inner_bytes = 0.0
+    for axis, kind, nbytes, probe_ways, calls in terms:
+        at = nbytes if probe_ways == gways else nbytes * probe_ways / gways
+        inner_s += calls * pr.price(deg, kind, at, axis)
+        inner_bytes += calls * at
+    return np.array([*fs, *z3, *grads, dp_bytes if dp > 1 else 0.0, inner_s, inner_bytes])
+
+
+def _traffic(pr: Probe, deg: Degrees, t: Tables, inner: int) -> dict[str, Any]:
+    """Each candidate stage's (`vector_stages.stage_candidates`) FSDP and ZeRO-3 gathers, last
+    gradient bucket, pipeline sends per b and gradient traffic per ZeRO stage: the sums of its
+    pieces' (`_piece_traffic`)."""
+    from shardline.planning.step import DP_BUCKET_BYTES, dp_bucket_bytes
+
+    plan = t.plans[deg.stages]
+    width = t.assign["cand_content"].shape[1]
+    rule = dp_bucket_bytes(pr.w, pr.base, deg.get("dp", 1)) if pr.base is not None else None
+    coef = t.contents[[c.content for c in plan]]
+    pieces = np.zeros((len(t.pieces), 15))
+    key = t.inner_keys[inner]
+    for k in np.flatnonzero(coef.any(axis=0)):
+        bw = _weights(t, pr.w, key, int(k))
+        pieces[k, :10] = _piece_traffic(pr, deg, bw, t.grad_terms[(inner, int(k))], rule)
+        pieces[k, 10:] = _piece_copies(pr, deg, bw, t.pieces[k])
+    st = coef @ pieces  # [candidate, quantity]
+    copies = _copies_s(pr, st)
+    grad = np.array([st[:, 4 + min(z, 1)] + st[:, 8] for z in ZERO_STAGES]).T
+    gather = np.array([st[:, 6] * (z > 0) for z in ZERO_STAGES]).T
+    bucket = _last_bucket_s(pr, deg, st, rule or DP_BUCKET_BYTES)
+    per_seq = [_send_bytes(pr.w, deg, c.boundary) for c in plan]
+    sends = [[pr.price(deg, "send", b * v, "pp") for b in pr.seq_b] for v in per_seq]
+
+    def pad(x: Any) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        out = np.zeros((width, *x.shape[1:]))
+        out[: len(x)] = x
+        return out
+
     return {
-        "fsdp_fwd_s": fs[0],
-        "fsdp_bwd_s": fs[1],
-        "z3_fwd_s": z3[0],
-        "z3_bwd_s": z3[1],
-        "bucket_s": _last_bucket_s(pr, deg, bw, weight_ways, rule or DP_BUCKET_BYTES),
-        "send_s": [pr.price(deg, "send", b * per_seq, "pp") for b in pr.seq_b],
-        "grad_s": [grads[min(z, 1)] for z in ZERO_STAGES],
-        "gather_s": [grads[2] if z else 0.0 for z in ZERO_STAGES],
-        **_fsdp_copies_s(pr, bw, deg),
+        "fsdp_fwd_s": pad(st[:, 0]),
+        "fsdp_bwd_s": pad(st[:, 1]),
+        "z3_fwd_s": pad(st[:, 2]),
+        "z3_bwd_s": pad(st[:, 3]),
+        "bucket_s": pad(bucket),
+        "send_s": pad(sends),
+        "grad_s": pad(grad),
+        "gather_s": pad(gather),
+        "copy_fwd_s": pad(copies[0]),
+        "copy_bwd_s": pad(copies[1]),
     }
 
 
-def _fsdp_copies_s(pr: Probe, bw: BlockWeights, deg: Degrees) -> dict[str, float]:
-    """One block's FSDP copies on the compute stream per microbatch (planning.fsdp_copies)."""
-    from shardline.planning.fsdp_copies import block_copies_s
+def _piece_copies(pr: Probe, deg: Degrees, bw: BlockWeights, piece: Any) -> list[float]:
+    """A piece's FSDP copies on the compute stream (`fsdp_copies.block_copy_parts`) and its
+    blocks (`Workload.blocks_in`), which add over a stage's pieces; none without FSDP."""
+    from shardline.planning.fsdp_copies import block_copy_parts
 
     if deg.get("fsdp", 1) <= 1:
-        return {"copy_fwd_s": 0.0, "copy_bwd_s": 0.0}
+        return [0.0] * 5
     ex = pr.base if pr.base is not None else Execution()
-    fwd, bwd = block_copies_s(pr.chip, ex, pr.w.model, bw.layers)
-    return {"copy_fwd_s": fwd, "copy_bwd_s": bwd}
+    parts = block_copy_parts(ex, pr.w.model, bw.layers)
+    return [*map(float, parts), pr.w.blocks_in(piece)]
 
 
-def _last_bucket_s(
-    pr: Probe, deg: Degrees, bw: BlockWeights, ways: float, bucket: float
-) -> list[list[float]]:
-    """The last gradient bucket's all-reduce, [first, middle, last stage][ZeRO stage], as
+def _copies_s(pr: Probe, st: np.ndarray) -> tuple[Any, Any]:
+    """Each candidate stage's FSDP copies, (forward, backward) seconds per microbatch, from its
+    pieces' sums (`fsdp_copies.copies_s`, as the engine prices the stage)."""
+    from shardline.planning.fsdp_copies import copies_s
+
+    ex = pr.base if pr.base is not None else Execution()
+    return copies_s(pr.chip, ex, (st[:, 10], st[:, 11], st[:, 12], st[:, 13]), st[:, 14])
+
+
+def _last_bucket_s(pr: Probe, deg: Degrees, st: np.ndarray, bucket: float) -> np.ndarray:
+    """The last gradient bucket's all-reduce, [candidate stage, ZeRO stage], as
     `planning.step._dp_exposed_s` sizes it: the framework's bucket, or all of the stage's
-    once-per-step gradient bytes when they are fewer (k blocks of each weight gradient over the
-    ways it is sharded and over cp, once all-reduced, or reduce-scattered and all-gathered under
-    ZeRO >= 1). The inner axes' (cp, ep) once-per-step bytes are left out."""
+    once-per-step gradient bytes when they are fewer (each weight gradient over the ways it is
+    sharded and over cp, once all-reduced, or reduce-scattered and all-gathered under ZeRO
+    >= 1; and the inner axes' (cp, ep) once-per-step bytes)."""
+    out = np.zeros((len(st), len(ZERO_STAGES)))
     if deg.get("dp", 1) <= 1:
-        return [[0.0] * len(ZERO_STAGES)] * 3
-    ways = ways * deg.get("cp", 1)
-    block = sum(count * gbytes / ways for count, _, g in bw.layers for _, gbytes in g if gbytes)
-    ks = stage_blocks(pr.w, deg.stages)
-    return [
-        [
-            pr.price(deg, "all_reduce", min(bucket, k * block * (2 if z else 1)), "dp")
-            for z in ZERO_STAGES
-        ]
-        for k in ks
-    ]
+        return out
+    for c, row in enumerate(st):
+        for z in ZERO_STAGES:
+            size = min(bucket, row[7] * (2 if z else 1) + row[9])
+            out[c, z] = pr.price(deg, "all_reduce", size, "dp")
+    return out
 
 
-def _send_bytes(w: Workload, deg: Degrees) -> float:
-    """What a stage boundary sends per sequence, as pp.stage_comm prices it: the block's last
-    layer's output at one sequence's local sizes (S / cp tokens under cp): a MoE block hands on
-    its combined hidden state, not its experts' top-k slots (`workload.moe.boundary_layer`)."""
-    from shardline.workload.moe import boundary_layer
-
-    last = boundary_layer(w.layers, w.layers[-1])
+def _send_bytes(w: Workload, deg: Degrees, last: Any) -> float:
+    """What a stage boundary sends per sequence, as pp.stage_comm prices it: the output of the
+    stage's boundary layer (`Context.stages`: a MoE block hands on its combined hidden state,
+    not its experts' top-k slots, `workload.moe.boundary_layer`) at one sequence's local sizes
+    (S / cp tokens under cp)."""
     dims = dict(last.dims)
     if w.batch_dim in dims:
         dims[w.batch_dim] = 1
@@ -226,19 +271,18 @@ def _send_bytes(w: Workload, deg: Degrees) -> float:
 def _optimizer_stage_s(
     t: Tables, w: Workload, chip: Chip, deg: Degrees, found: tuple[Candidates, list[Any]]
 ) -> np.ndarray:
-    """The optimizer step (`planning.step.optimizer_step_s`) of the first, a fullest middle
-    (stage 1 when pp > 2: the first stages hold the extra blocks) and the last stage, per ZeRO
-    stage, from the candidate stages' states (`found`: each's `StageStates` per ZeRO stage)."""
+    """The optimizer step (`planning.step.optimizer_step_s`) of each candidate stage of the
+    step (`found`: those stages' sums, `memory.candidate_stages` with them picked, and each's
+    `StageStates` per ZeRO stage), per ZeRO stage [candidate, ZeRO stage]."""
     from shardline.planning.step import optimizer_step_s
 
     c, states = found
-    P = deg.stages
-    at = [c.index.index(i) if i in c.index else 0 for i in (0, 1 if P > 2 else 0, P - 1)]
-    out = np.zeros((3, len(ZERO_STAGES)))
+    n = len(states[0])
+    out = np.zeros((n, len(ZERO_STAGES)))
     for z in ZERO_STAGES:
         ex = replace(t.base, zero=z)
-        for s, i in enumerate(at):
-            st = states[z][i]
+        for s in range(n):
+            st = states[z][s]
             out[s, z] = optimizer_step_s(w, chip, ex, deg, (st.params, st.optimizer_bytes))
     return out
 
@@ -247,7 +291,6 @@ def _shape_row(w: Workload, deg: Degrees, inner_index: int, bw: BlockWeights) ->
     """Everything of one assignment that neither the knobs nor the network change."""
     tp, dp = deg.get("tp", 1), deg.get("dp", 1)
     weight_ways = _weight_ways(deg)
-    k_first, k_mid, k_last = stage_blocks(w, deg.stages)
     fit = [v for v in (1, 2, 4, 8) if deg.stages > 1 and w.chunks_fit(deg.stages, v)]
     return {
         "tp": tp,
@@ -256,9 +299,6 @@ def _shape_row(w: Workload, deg: Degrees, inner_index: int, bw: BlockWeights) ->
         "replicas": deg.replicas,
         "weight_ways": weight_ways,
         "inner": inner_index,
-        "k_first": k_first,
-        "k_mid": k_mid,
-        "k_last": k_last,
         "params_block": bw.params,
         "wbytes_block": bw.nbytes,
         "v_max": max(fit, default=1),
@@ -269,26 +309,32 @@ def _memory_columns(
     t: Tables, w: Workload, chip: Chip, assignments: list[Degrees]
 ) -> tuple[np.ndarray, ...]:
     """Each assignment's candidate stages for the memory (`memory.candidate_stages`), padded:
-    index [a, c] (-1 past the last), states [a, zero stage, c], blocks [a, c]; and its
-    optimizer step [a, stage, zero stage] (`_optimizer_stage_s`). The stages' sums
-    depend on the degrees only through the weights' local sizes (the strategies that split the
-    weights' dims: tp, ep), the ways each sequence's tokens split (cp: the KV cache) and the
-    stage count, so assignments that share them share the sums."""
+    index [a, c] (-1 past the last), states [a, zero stage, c], blocks [a, c]; and the
+    optimizer step of each candidate stage of its step [a, candidate, zero stage]
+    (`_optimizer_stage_s`, 0 past the last). The stages' sums depend on the degrees only
+    through the weights' local sizes (the strategies that split the weights' dims: tp, ep), the
+    ways each sequence's tokens split (cp: the KV cache) and the stage count, so assignments
+    that share them share the sums."""
     names = tuple(s.name for s in strategies() if s.memory.weights == "dims" or "seq" in s.splits)
     stages: dict[int, list[list[tuple[Any, int]]]] = {}
-    memo: dict[tuple[tuple[int, ...], int], Candidates] = {}
+    memo: dict[tuple[Any, ...], Candidates] = {}
     found, opt = [], []
     for deg in assignments:
         P = deg.stages
         if P not in stages:
             stages[P] = [layers for layers, _ in w.pipeline_stages(P)]
         key = (tuple(deg[n] for n in names), P)
+        inner = Degrees({**dict(zip(names, key[0], strict=True)), "pp": P})
         if key not in memo:
-            inner = Degrees({**dict(zip(names, key[0], strict=True)), "pp": P})
             memo[key] = candidate_stages(w, stages[P], inner, t.base)
-        c = memo[key]
+            memo[(*key, "step")] = _on_step(w, memo[key], stages[P], inner, t)
+        c, on_step = memo[key], memo[(*key, "step")]
         held = [candidate_held(w, c, deg, z) for z in ZERO_STAGES]
-        opt.append(_optimizer_stage_s(t, w, chip, deg, (c, held)))
+        if on_step is c:  # the step's stages are the memory's first ones
+            step_held = [hz[: len(t.plans[P])] for hz in held]
+        else:
+            step_held = [candidate_held(w, on_step, deg, z) for z in ZERO_STAGES]
+        opt.append(_optimizer_stage_s(t, w, chip, deg, (on_step, step_held)))
         states = np.array([[h.total_bytes for h in hz] for hz in held])
         keep = undominated(c.index, states, c.blocks, P)
         picked = [i for i, k in zip(c.index, keep, strict=True) if k]
@@ -301,40 +347,98 @@ def _memory_columns(
         index[a, : len(picked)] = picked
         states_out[a, :, : len(picked)] = st
         blocks[a, : len(picked)] = bl
-    return index, states_out, blocks, np.array(opt).reshape(len(found), 3, len(ZERO_STAGES))
+    steps = np.zeros((len(found), _width(t), len(ZERO_STAGES)))
+    for a, o in enumerate(opt):
+        steps[a, : len(o)] = o
+    return index, states_out, blocks, steps
 
 
-def _weights(t: Tables, w: Workload, key: tuple[int, ...]) -> BlockWeights:
+def _on_step(
+    w: Workload, c: Candidates, stages: list[Any], inner: Degrees, t: Tables
+) -> Candidates:
+    """The sums of the step's candidate stages (`Tables.plans`): the memory's where it has
+    them all (a stage whose time differs from the one before it differs in its layers or
+    ends, so its memory candidate is there too), else summed for them."""
+    timed = [s.index for s in t.plans[inner.stages]]
+    if c.index[: len(timed)] == timed:
+        return c
+    if all(i in c.index for i in timed):
+        at = [c.index.index(i) for i in timed]
+        sums, blocks = [c.sums[k] for k in at], [c.blocks[k] for k in at]
+        return Candidates(timed, sums, blocks, c.block_weights_bytes)
+    return candidate_stages(w, stages, inner, t.base, timed)
+
+
+def _width(t: Tables) -> int:
+    """The most candidate stages of any assignment's step."""
+    return max((len(p) for p in t.plans.values()), default=1)
+
+
+def _weights(
+    t: Tables, w: Workload, key: tuple[int, ...], piece: int | None = None
+) -> BlockWeights:
+    """One block's (or, `piece`, one of `Tables.pieces`') weights under the inner degrees."""
     memo = t.extra.setdefault("block_weights", {})
-    if key not in memo:
+    if (key, piece) not in memo:
         grads = t.extra.setdefault("backward_layers", {})
-        memo[key] = block_weights(w, dict(zip(t.names, key, strict=True)), grads)
-    return memo[key]
+        layers = None if piece is None else t.pieces[piece]
+        inner = dict(zip(t.names, key, strict=True))
+        memo[(key, piece)] = block_weights(w, inner, grads, layers)
+    return memo[(key, piece)]
+
+
+def _step_candidates(t: Tables, w: Workload, chip: Chip, assignments: list[Degrees]) -> None:
+    """Each pipeline's candidate stages of the step (`stage_candidates`), and the pieces each
+    inner key needs (`Tables.piece_need`)."""
+    from shardline.planning.evaluate import Context
+
+    ctx = Context(w, chip, t.base)
+    index = {key: i for i, key in enumerate(t.inner_keys)}
+    used: dict[int, set[int]] = {}
+    for d in assignments:
+        plan = stage_candidates(t, ctx, d.stages)
+        used.setdefault(index[probe_key(d, t.names)], set()).update(c.content for c in plan)
+    finish_contents(t)
+    t.piece_need = np.zeros((len(t.inner_keys), len(t.pieces)), dtype=bool)
+    for i, contents in used.items():
+        t.piece_need[i] = t.contents[sorted(contents)].any(axis=0)
 
 
 def assignment_shapes(
     t: Tables, w: Workload, chip: Chip, assignments: list[Degrees]
 ) -> dict[str, np.ndarray]:
-    """`SHAPE_KEYS` of every assignment, and its `TRAFFIC_KEYS` at zero (filled by
-    `price_traffic` for the assignments that can win)."""
+    """`SHAPE_KEYS` of every assignment, its candidate stages of the step (their contents and
+    ends, -1 and 0 past the last; their counts of the floors' pieces, `floor_k`), and its
+    `TRAFFIC_KEYS` at zero (filled by `price_traffic`
+    for the assignments that can win)."""
+    _step_candidates(t, w, chip, assignments)
     index = {key: i for i, key in enumerate(t.inner_keys)}
     rows = []
     for d in assignments:
         key = probe_key(d, t.names)
         rows.append(_shape_row(w, d, index[key], _weights(t, w, key)))
     out = {k: np.array([r[k] for r in rows], dtype=float) for k in SHAPE_KEYS}
+    n, C, Z = len(assignments), _width(t), len(ZERO_STAGES)
+    out["cand_content"] = np.full((n, C), -1, dtype=np.int64)
+    out["cand_ends"] = np.zeros((n, C), dtype=np.int64)
+    out["floor_k"] = np.zeros((n, C, len(floor_pieces(w))))
+    counts = {P: floor_counts(w, P, plan) for P, plan in t.plans.items()}
+    for a, d in enumerate(assignments):
+        plan = t.plans[d.stages]
+        out["cand_content"][a, : len(plan)] = [c.content for c in plan]
+        out["cand_ends"][a, : len(plan)] = [c.ends for c in plan]
+        out["floor_k"][a, : len(plan)] = counts[d.stages]
     memory = _memory_columns(t, w, chip, assignments)
     out["mem_index"], out["mem_states"], out["mem_blocks"], out["opt_stage_s"] = memory
     # the bounds' optimizer step: the least of the stages the pipeline has
-    present = np.where((out["pp"] > 2)[:, None], True, np.array([True, False, True]))
+    present = out["cand_content"] >= 0
     out["opt_s"] = np.where(present[:, :, None], out["opt_stage_s"], np.inf).min(axis=1)
-    n = len(assignments)
     for k in (*TRAFFIC_KEYS[:4], "copy_fwd_s", "copy_bwd_s"):
-        out[k] = np.zeros(n)
-    out["bucket_s"] = np.zeros((n, 3, len(ZERO_STAGES)))
-    out["send_s"] = np.zeros((n, len(t.seq_b)))
-    out["grad_s"] = np.zeros((n, len(ZERO_STAGES)))
-    out["gather_s"] = np.zeros((n, len(ZERO_STAGES)))
+        out[k] = np.zeros((n, C))
+    out["bucket_s"] = np.zeros((n, C, Z))
+    out["send_s"] = np.zeros((n, C, len(t.seq_b)))
+    out["grad_s"] = np.zeros((n, C, Z))
+    out["gather_s"] = np.zeros((n, C, Z))
     return out
 
 
@@ -345,5 +449,6 @@ def price_traffic(
     if t.priced is None:
         t.priced = Priced(chip)
     pr = Probe(w, chip, [int(b) for b in t.seq_b], t.priced, t.base)
-    rows = [_traffic(pr, d, _weights(t, w, probe_key(d, t.names))) for d in assignments]
+    index = {key: i for i, key in enumerate(t.inner_keys)}
+    rows = [_traffic(pr, d, t, index[probe_key(d, t.names)]) for d in assignments]
     return {k: np.array([r[k] for r in rows], dtype=float) for k in TRAFFIC_KEYS}

@@ -5,15 +5,18 @@ Every layout is enumerated and its memory per device computed (no probe, no netw
 Then, per device count, two lower bounds of the vectorized step, each exact:
 
 1. **Einsums and critical communication.** A probed block phase is its einsums' realistic time
-   plus communication, memory-bound ops and recompute, never less; so `(m + (P - 1)/V) x k x
-   (forward + backward einsums, + forward again under full recompute) + optimizer`, with k the
-   fuller stage's blocks, bounds the step from below without a probe (`einsum_floor`: the
-   engine's own einsum costs). Before a block is probed its layers' critical communication
-   (`critical_comm_s`: the all-to-alls of ep, tp's collectives without overlap, cp's ring) is
-   added inside the same product (the expert layers' all-to-alls first, tp's collectives
-   last): the layouts still at most U are probed. The layers' parts it prices for tp are the
-   probe's own (cached), and it spares the probes of the many blocks whose communication alone
-   puts them above U.
+   plus communication, memory-bound ops and recompute, never less; so `(m + (P - 1)/V) x
+   (forward + backward einsums of the stage of most, + forward again under full recompute) +
+   optimizer` bounds the step from below without a probe (`einsum_floor`: the engine's own
+   einsum costs). A stage's einsums: its k blocks times the block's, plus, where the first
+   blocks are dense, its dense blocks times the einsums they share with the block; a pipeline
+   that cuts the blocks holds the same share of them on every stage. Before a block is probed
+   its layers' critical communication (`critical_comm_s`: the all-to-alls of ep, tp's
+   collectives without overlap, cp's ring) is added for the same stage's k blocks, inside the
+   same product (the expert layers' all-to-alls first, tp's collectives last): the layouts
+   still at most U are probed. The layers' parts it prices for tp are the probe's own
+   (cached), and it spares the probes of the many blocks whose communication alone puts them
+   above U.
 2. **No own collectives.** With a probe but the assignment's FSDP and ZeRO-3 gathers, pipeline
    sends and gradient traffic at zero, `(m + (P - 1)/V) t_stage + optimizer` bounds it again
    (every part only grows with them; the exposed gradient traffic is dropped).
@@ -40,6 +43,7 @@ from shardline.hardware import Chip
 from shardline.planning.vector_assign import TRAFFIC_KEYS, assignment_shapes
 from shardline.planning.vector_eval import Chunk, columns, layouts, memory_of, price_chunk, step_of
 from shardline.planning.vector_floors import critical_comm_s, pair_floor
+from shardline.planning.vector_stages import floor_pieces
 from shardline.planning.vector_tables import (
     Tables,
     build_tables,
@@ -80,6 +84,8 @@ class ChipSpace:
     priced: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     probes: int = 0
     row_start: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    # per row: the blocks of the block on the stage its first bound prices (`_floor`)
+    floor_k: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def prepare(
@@ -116,22 +122,36 @@ def prepare(
         "exposed_dp_s": np.full(n, np.nan),
         "bound": np.zeros(n, dtype=bool),
     }
+    _floor(space, w, fits, m)
+    return space
+
+
+def _floor(space: ChipSpace, w: Workload, fits: np.ndarray, m: np.ndarray) -> None:
+    """The first bound of the fitting rows: `(m + (P - 1)/V)` x the einsum floor of the stage
+    of most (its counts of `floor_pieces` times their floors) + the least optimizer step; that
+    stage's blocks of the block kept (`floor_k`) for its communication (`_with_comm`)."""
+    t, r = space.tables, space.r
+    A = t.assign
     inner = A["inner"].astype(np.int64)[r["a"]]
     pairs = np.zeros((len(t.inner_keys), len(t.seq_b)), dtype=bool)
     pairs[inner[fits], r["j"][fits]] = True
-    fwd, bwd = np.full(pairs.shape, np.inf), np.full(pairs.shape, np.inf)
+    pieces = floor_pieces(w)
+    fwd, bwd = (np.full((*pairs.shape, len(pieces)), np.inf) for _ in range(2))
     probe_ctx = space.ctx[(0, 0, 0)]
     for i, j in zip(*np.nonzero(pairs), strict=True):
-        fwd[i, j], bwd[i, j] = pair_floor(t, probe_ctx, int(i), int(j))
+        for p, layers in enumerate(pieces):
+            fwd[i, j, p], bwd[i, j, p] = pair_floor(t, probe_ctx, int(i), int(j), layers)
     f = np.flatnonzero(fits)
     a, rc = r["a"][f], r["rc"][f]
     pp = A["pp"][a]
     again = np.array([2.0 if name == "full" else 1.0 for name in t.recomputes])  # full: fwd twice
-    block = fwd[inner[f], r["j"][f]] * again[rc] + bwd[inner[f], r["j"][f]]
-    k = np.maximum(A["k_first"][a], A["k_last"][a])
+    block = fwd[inner[f], r["j"][f]] * again[rc][:, None] + bwd[inner[f], r["j"][f]]
+    each = np.einsum("rcp,rp->rc", A["floor_k"][a], block)
+    most = np.argmax(each, axis=1)
     sched = m[f] + (pp - 1) / r["v"][f]
-    space.out["floor_s"][f] = sched * k * block + A["opt_s"][a, r["z"][f]]
-    return space
+    space.out["floor_s"][f] = sched * each[np.arange(len(f)), most] + A["opt_s"][a, r["z"][f]]
+    space.floor_k = np.zeros(len(m))
+    space.floor_k[f] = A["floor_k"][a, most, 0]
 
 
 def _span(space: ChipSpace, g: int) -> tuple[int, int]:
@@ -150,7 +170,7 @@ def _probed(space: ChipSpace, rows: np.ndarray) -> np.ndarray:
     r, t = space.r, space.tables
     inner = t.assign["inner"].astype(np.int64)[r["a"][rows]]
     at = (inner, r["j"][rows], r["sp"][rows], r["rc"][rows], r["ov"][rows])
-    return np.isfinite(t.probed["fwd_compute_s"][at])
+    return np.isfinite(t.probed["ends_fwd_compute_s"][at])
 
 
 def _probe_and_time(space: ChipSpace, rows: np.ndarray) -> None:
@@ -232,12 +252,12 @@ def _with_comm(space: ChipSpace, w: Workload, rows: np.ndarray, limit: float) ->
             continue
         keys = _probe_keys(space, rows)
         unique, where = np.unique(keys, return_inverse=True)
-        shape = space.tables.probed["fwd_compute_s"].shape
+        shape = space.tables.probed["ends_fwd_compute_s"].shape
         seconds = np.array(
             [_comm_s(space, (part, tp, layers), np.unravel_index(k, shape)) for k in unique]
         )
         a = r["a"][rows]
-        k = np.maximum(A["k_first"][a], A["k_last"][a])
+        k = space.floor_k[rows]
         sched = o["m"][rows] + (A["pp"][a] - 1) / r["v"][rows]
         o["floor_s"][rows] += sched * k * seconds[where.ravel()] * (1 - COMM_SLACK)
         rows = rows[o["floor_s"][rows] <= limit]
@@ -249,7 +269,7 @@ def _probe_keys(space: ChipSpace, rows: np.ndarray) -> np.ndarray:
     r, t = space.r, space.tables
     inner = t.assign["inner"].astype(np.int64)[r["a"][rows]]
     at = (inner, r["j"][rows], r["sp"][rows], r["rc"][rows], r["ov"][rows])
-    return np.ravel_multi_index(at, t.probed["fwd_compute_s"].shape)
+    return np.ravel_multi_index(at, t.probed["ends_fwd_compute_s"].shape)
 
 
 def _comm_s(space: ChipSpace, which: tuple[int, bool, Any], key: tuple[Any, ...]) -> float:

@@ -6,22 +6,20 @@ recompute and the ZeRO stage. The step mirrors the plan engine (`planning.evalua
 `planning.step`), from the tables the engine priced (`vector_tables`):
 
     phase    = compute + critical comm (its pipeline sends too) + max(contention, overlapped
-               comm + gathers - compute), each summed over the stage's k blocks (and its ends:
-               the embedding on the first stage, LM head and loss on the last)
-    t_stage  = forward + backward of the slowest of the first, a fullest middle and the last
-               stage (the earliest on a tie, `combine.slowest_stage`)
-    step     = (m + (P - 1) / V) t_stage + max(last bucket, k grad_block - backward)
-               + max(0, k gather_block - forward) + that stage's optimizer step
-    memory   = first stage: k_first params (weights, gradients, optimizer state sharded by FSDP
-               and ZeRO) + activations of min(m, P) (1 + (P - 1)/(P V)) microbatches + gathered
-               buffers; the last stage the same with one microbatch and the logits.
+               comm + gathers - compute), each the sum of the stage's pieces (whole blocks,
+               dense blocks, single layers: `vector_stages.stage_candidates`) and its ends (the
+               embedding on the first stage, LM head and loss on the last)
+    t_stage  = forward + backward of the slowest of the stages whose times can differ (the
+               earliest on a tie, `combine.slowest_stage`, which the engine calls too)
+    step     = (m + (P - 1) / V) t_stage + max(last bucket, grad - backward)
+               + max(0, gather - forward) + that stage's optimizer step, its gradient traffic
+               the data-parallel and the inner axes' (cp, ep) of its pieces on the
+               assignment's mesh
+    memory   = the engine's stage memory over arrays (`planning.memory.layouts_bytes`).
 
-Equal to the engine's `predicted_s` to 1e-9 (tests/test_search_engine.py) but for: a pipeline
-that cuts the blocks ("layers" splits: partial blocks priced as a fraction of the block); cp or
-ep beside dp or FSDP (their once-per-step gradient traffic is probed without FSDP and scaled by
-its ways, and left out of the last bucket's size); models whose blocks differ (DeepSeek-V3's
-dense first layers: one block probed for all). The re-ranking with the full engine puts them
-back.
+Equal to the engine's `predicted_s` and `memory_per_device_bytes` to 1e-9 on every layout
+(tests/test_search_engine.py: seeded random layouts of five models, a pipeline that cuts the
+blocks and DeepSeek-V3's dense first blocks among them).
 """
 
 from __future__ import annotations
@@ -34,14 +32,16 @@ import numpy as np
 
 from shardline.hardware import Chip
 from shardline.planning.combine import (
-    TIE,
     cycles,
     exposed_gather_s,
     exposed_gradient_s,
     phase_s,
+    slowest_stage,
 )
 from shardline.planning.memory import layouts_bytes
 from shardline.planning.vector_assign import price_traffic
+from shardline.planning.vector_tables import ENDS_FIELDS as ENDS
+from shardline.planning.vector_tables import PIECE_FIELDS as PIECES
 from shardline.planning.vector_tables import ZERO_STAGES, Tables
 from shardline.strategies import Degrees
 from shardline.workload.workload import Workload
@@ -124,86 +124,80 @@ def columns(rows: np.ndarray) -> dict[str, np.ndarray]:
 
 def _stage(
     P: dict[str, Any],
-    k: Any,
     ends: Any,
     gathers: tuple[Any, Any],
     sends: tuple[Any, Any],
     share: float,
     copies: tuple[Any, Any],
 ) -> tuple[Any, Any]:
-    """(forward, backward) seconds of a stage of k blocks, one microbatch: per phase compute +
-    critical + max(contention, overlapped + gathers - compute), the gathers holding `share` of
-    the SMs beside the compute (planning.combine.phase_s); `copies` the blocks' FSDP copies on
-    the compute stream (vector_assign._fsdp_copies_s). `ends` per layout: 0 none (a middle
-    stage), 1 the embedding (the first), 2 the LM head and loss (the last), 3 both (pp = 1);
-    `sends` the phases' pipeline sends (critical)."""
+    """(forward, backward) seconds of a stage, one microbatch: per phase compute + critical +
+    max(contention, overlapped + gathers - compute), the gathers holding `share` of the SMs
+    beside the compute (planning.combine.phase_s). `P` the stage's content's sums
+    (`Tables.contents`) and the ends'; `ends` per layout: 0 none (a middle stage), 1 the
+    embedding (the first), 2 the LM head and loss (the last), 3 both (pp = 1); `gathers` the
+    stage's FSDP and ZeRO-3 gathers, `sends` the phases' pipeline sends (critical); `copies`
+    the stage's FSDP copies on the compute stream (`vector_assign._copies_s`)."""
     out = []
+    head = np.where(ends >= 2, 1.0, 0.0)
+    emb = np.where(ends % 2 == 1, 1.0, 0.0) - head  # the ends' probe holds the embedding
     for phase, g, sent, copy in zip(("fwd", "bwd"), gathers, sends, copies, strict=True):
-        head = np.where(ends >= 2, 1.0, 0.0)
-        emb = np.where(ends % 2 == 1, 1.0, 0.0) - head  # the ends' probe holds the embedding
-        c = k * (P[f"{phase}_compute_s"] + copy) + head * P[f"ends_{phase}_compute_s"]
+        c = P[f"{phase}_compute_s"] + copy + head * P[f"ends_{phase}_compute_s"]
         c = c + emb * P[f"emb_{phase}_compute_s"]
-        crit = k * P[f"{phase}_crit_s"] + head * P[f"ends_{phase}_crit_s"] + sent
-        ov = k * (P[f"{phase}_ov_s"] + g) + head * P[f"ends_{phase}_ov_s"]
-        out.append(phase_s(c, crit, ov, k * g * share))
+        crit = P[f"{phase}_crit_s"] + head * P[f"ends_{phase}_crit_s"] + sent
+        ov = P[f"{phase}_ov_s"] + g + head * P[f"ends_{phase}_ov_s"]
+        out.append(phase_s(c, crit, ov, g * share))
     return out[0], out[1]
 
 
-def _critical(t_first: Any, t_mid: Any, t_last: Any) -> Any:
-    """Which stage is the slowest: 0 the first, 1 a fullest middle one, 2 the last; the
-    earliest within `TIE` of the slowest, as the engine picks (`combine.slowest_stage`)."""
-
-    def at_least(x: Any, y: Any) -> Any:
-        return x >= y * (1 - TIE)
-
-    first = at_least(t_first, t_mid) & at_least(t_first, t_last)
-    return np.where(first, 0, np.where(at_least(t_mid, t_last), 1, 2))
+def _sends(v: Any, send: Any, ends: Any, one: Any) -> tuple[Any, Any]:
+    """A stage's pipeline sends per microbatch, (forward, backward): V each way from a middle
+    stage; an end stage sends one way V times and the interleave wrap V - 1 times the other way
+    (planning.stage_extras); none without a pipeline."""
+    on, wrap = np.where(one, 0.0, v * send), np.where(one, 0.0, (v - 1) * send)
+    fwd = np.where(ends == 2, wrap, on)
+    bwd = np.where(ends == 1, wrap, on)
+    return fwd, bwd
 
 
 def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     A = t.assign
     a, j, v, z = r["a"], r["j"], r["v"], r["z"]
     inner = A["inner"][a].astype(np.int64)
-    at = (inner, j, r["sp"], r["rc"], r["ov"])
+    at = np.ravel_multi_index((inner, j, r["sp"], r["rc"], r["ov"]), t.probed[ENDS[0]].shape)
     pp, dp = A["pp"][a], A["dp"][a]
     m = t.batch / (A["replicas"][a] * t.seq_b[j])
-    P = {k: col[at] for k, col in t.probed.items()}
+    E = {k: t.probed[k].ravel()[at] for k in ENDS}
     z3 = (z == 3) & (dp > 1)
-    gathers = (
-        A["fsdp_fwd_s"][a] + np.where(z3, A["z3_fwd_s"][a], 0.0),
-        A["fsdp_bwd_s"][a] + np.where(z3, A["z3_bwd_s"][a], 0.0),
-    )
-    # sends per microbatch: V each way from a middle stage; an end stage sends one way V times
-    # and the interleave wrap V - 1 times the other way (planning.stage_extras)
-    send = A["send_s"][a, j]
     share = float(t.extra.get("gather_sm_share", 0.0))
     one = pp == 1
-    ks = (A["k_first"][a], A["k_mid"][a], A["k_last"][a])
-    ends = (np.where(one, 3, 1), np.zeros_like(pp), np.full_like(pp, 2))
-    on, wrap = np.where(one, 0.0, v * send), np.where(one, 0.0, (v - 1) * send)
-    sends = ((on, wrap), (on, on), (wrap, on))  # (forward, backward) of each stage
-    copies = (A["copy_fwd_s"][a], A["copy_bwd_s"][a])
-    phases = [
-        _stage(P, k, e, gathers, s, share, copies) for k, e, s in zip(ks, ends, sends, strict=True)
-    ]
-    t_first = phases[0][0] + phases[0][1]
-    t_mid = np.where(pp > 2, phases[1][0] + phases[1][1], -np.inf)
-    t_last = np.where(one, -np.inf, phases[2][0] + phases[2][1])
-    c = _critical(t_first, t_mid, t_last)
-    pick = lambda xs: np.choose(c, xs)  # noqa: E731
-    t_stage = pick((t_first, t_mid, t_last))
-    bwd_s = pick(tuple(ph[1] for ph in phases))
-    fwd_s = pick(tuple(ph[0] for ph in phases)) if t.base.overlap_param_gather else 0.0
-    k = pick(ks)
-    # the gradient traffic once per step: dp's (per assignment) and the inner axes' (cp, ep:
-    # probed unsharded, so divided by the ways FSDP shards the gradients, as their bytes are)
-    grad = k * (A["grad_s"][a, z] + P["grad_s"] / A["weight_ways"][a])
-    exposed = exposed_gradient_s(grad, A["bucket_s"][a, c, z], bwd_s)
+    contents = A["cand_content"][a]
+    S = len(t.contents)
+    times, phases = [], []
+    for c in range(contents.shape[1]):
+        s = contents[:, c]
+        P = {k: t.probed[k].ravel()[at * S + np.maximum(s, 0)] for k in PIECES}
+        gathers = (
+            A["fsdp_fwd_s"][a, c] + np.where(z3, A["z3_fwd_s"][a, c], 0.0),
+            A["fsdp_bwd_s"][a, c] + np.where(z3, A["z3_bwd_s"][a, c], 0.0),
+        )
+        ends = A["cand_ends"][a, c]
+        sends = _sends(v, A["send_s"][a, c, j], ends, one)
+        copies = (A["copy_fwd_s"][a, c], A["copy_bwd_s"][a, c])
+        fwd, bwd = _stage({**P, **E}, ends, gathers, sends, share, copies)
+        phases.append((fwd, bwd))
+        times.append(np.where(s >= 0, fwd + bwd, -np.inf))
+    crit = slowest_stage(np.array(times))
+    pick = lambda xs: np.choose(crit, xs)  # noqa: E731
+    t_stage = pick(times)
+    bwd_s = pick([ph[1] for ph in phases])
+    fwd_s = pick([ph[0] for ph in phases]) if t.base.overlap_param_gather else 0.0
+    # the gradient traffic once per step: dp's and the inner axes' (cp, ep), of the stage
+    exposed = exposed_gradient_s(A["grad_s"][a, crit, z], A["bucket_s"][a, crit, z], bwd_s)
     # ZeRO's all-gather of the updated parameters: behind the next step's first forward
-    exposed = exposed + exposed_gather_s(k * A["gather_s"][a, z], fwd_s)
+    exposed = exposed + exposed_gather_s(A["gather_s"][a, crit, z], fwd_s)
     n = cycles(True, False, m, pp, v)
     bubble = (n - m) * t_stage
-    opt = A["opt_stage_s"][a, c, z]
+    opt = A["opt_stage_s"][a, crit, z]
     predicted = n * t_stage + exposed + opt
     return {
         "m": m,

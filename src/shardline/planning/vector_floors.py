@@ -99,34 +99,41 @@ def _einsum_s(ctx: Context, layer: Any, dims: dict[str, int]) -> float:
     return found
 
 
-def einsum_floor(ctx: Context, inner: dict[str, int], sequences: int) -> tuple[float, float]:
-    """(forward, backward) realistic seconds of one block's einsums alone, as the engine prices
-    them: each probed phase adds communication, memory-bound ops and recompute to these, never
-    less (`vector_bound`'s first bound)."""
+def einsum_floor(
+    ctx: Context, inner: dict[str, int], sequences: int, layers: Sequence[Any] | None = None
+) -> tuple[float, float]:
+    """(forward, backward) realistic seconds of one block's einsums alone (or of `layers`,
+    [(layer, instances)]: the dense block of a model whose first blocks are dense), as the
+    engine prices them: each probed phase adds communication, memory-bound ops and recompute to
+    these, never less (`vector_bound`'s first bound)."""
     w = ctx.workload
     deg = probe_degrees(w, inner, sequences)
     fwd = bwd = 0.0
-    for layer in w.layers:  # each layer's local sizes and its gradients' (`Context.view`)
-        fwd += layer.count * _einsum_s(ctx, layer, dict(ctx.local(layer, deg, 1)))
+    for layer, n in layers or [(x, x.count) for x in w.layers]:  # as `Context.view` sizes them
+        fwd += n * _einsum_s(ctx, layer, dict(ctx.local(layer, deg, 1)))
         for grad in ctx.backward(layer) if w.training else ():
-            bwd += layer.count * _einsum_s(ctx, grad, dict(ctx.local(grad, deg, 1)))
+            bwd += n * _einsum_s(ctx, grad, dict(ctx.local(grad, deg, 1)))
     return fwd, bwd
 
 
-def pair_floor(t: FloorTable, ctx: Context, i: int, j: int) -> tuple[float, float]:
-    """`einsum_floor` of inner key i and microbatch size j, once per search: the contexts share
-    their cost cache (`contexts`), so its first call also leaves the merged matmul shapes there
-    for every probe of the pair. Pairs whose probe degrees give the same local sizes by
-    `Context.sizes_key` (an fsdp inside ep that splits only the batch, as dp would) share one."""
-    found = t.floors.get((i, j))
+def pair_floor(
+    t: FloorTable, ctx: Context, i: int, j: int, layers: Sequence[Any] | None = None
+) -> tuple[float, float]:
+    """`einsum_floor` of inner key i and microbatch size j (of the block, or of `layers`), once
+    per search: the contexts share their cost cache (`contexts`), so its first call also leaves
+    the merged matmul shapes there for every probe of the pair. Pairs whose probe degrees give
+    the same local sizes by `Context.sizes_key` (an fsdp inside ep that splits only the batch,
+    as dp would) share one."""
+    piece = None if layers is None else tuple((x.name, n) for x, n in layers)
+    found = t.floors.get((i, j, piece))
     if found is None:
         inner = dict(zip(t.names, t.inner_keys[i], strict=True))
         b = int(t.seq_b[j])
-        sizes = ("sizes", ctx.sizes_key(probe_degrees(ctx.workload, inner, b)))
+        sizes = ("sizes", ctx.sizes_key(probe_degrees(ctx.workload, inner, b)), piece)
         found = t.floors.get(sizes)
         if found is None:
-            found = t.floors[sizes] = einsum_floor(ctx, inner, b)
-        t.floors[(i, j)] = found
+            found = t.floors[sizes] = einsum_floor(ctx, inner, b, layers)
+        t.floors[(i, j, piece)] = found
     return found
 
 

@@ -1,12 +1,15 @@
 """The tables the vectorized training search reads, priced once by the plan engine itself.
 
 A layout's step splits into parts that depend on few of its choices (docs/search.md):
-- one block's forward and backward for one microbatch (compute, tensor-parallel and any other
+- one piece's forward and backward for one microbatch (compute, tensor-parallel and any other
   per-layer critical communication, the memory-bound ops, recompute) depends on the "inner"
   degrees (`inner_names`: tp, cp, and ep, which splits the experts as well as the batch; with ep
   on, the fsdp inside it on the mesh too: `probe_key`), the microbatch's sequences b, sequence
-  parallelism and the recompute mode: the engine's own stage (`Context.stage`) of one block and
-  of none gives the block (the difference) and the ends (embedding, LM head and loss);
+  parallelism and the recompute mode: the engine's own stage (`Context.stage`) of one piece and
+  of none gives the piece (the difference) and the ends (embedding, LM head and loss). A piece
+  is a block, a dense block (DeepSeek-V3's first blocks) or a single layer (what a pipeline
+  that cuts the blocks leaves over); each stage is the sum of its pieces (`vector_stages`),
+  and the engine's stage is the sum of its layers' parts, so the sums are the engine's;
 - the pipeline send, the data-parallel gradient traffic and FSDP's gathers depend on the whole
   assignment of degrees: priced per assignment on its mesh (`vector_assign`), as the strategies
   price them. Which probes and which assignments are needed at all: `vector_bound`.
@@ -30,6 +33,7 @@ from shardline.planning.evaluate import Context
 from shardline.planning.phases import decomposed_exposed_s
 from shardline.planning.stage_extras import embedding_s, gather_sm_share
 from shardline.planning.vector_floors import batch_splits, pair_floor, probe_degrees
+from shardline.planning.vector_stages import Candidate, StageLayers, floor_pieces
 from shardline.strategies import Degrees, plain_batch_split, strategies
 from shardline.workload.workload import Workload, backward_layers
 
@@ -40,6 +44,7 @@ __all__ = [
     "batch_names",
     "layer_names",
     "block_times",
+    "inner_grad_terms",
     "build_tables",
     "probe_blocks",
     "empty_probes",
@@ -90,16 +95,17 @@ def probe_key(deg: Any, names: tuple[str, ...]) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class BlockTimes:
-    """Per microbatch (seconds): one block's realistic compute, critical communication and
-    overlapped communication, forward and backward; the same of the ends (embedding, LM head and
-    loss: a stage of no blocks)."""
+    """Per microbatch (seconds): each probed piece's realistic compute, critical communication
+    and overlapped communication, forward and backward (arrays over the pieces probed, of
+    `Tables.pieces`); the same of the ends (embedding, LM head and loss: a stage of no
+    blocks)."""
 
-    fwd_compute_s: float
-    fwd_crit_s: float
-    fwd_ov_s: float
-    bwd_compute_s: float
-    bwd_crit_s: float
-    bwd_ov_s: float
+    fwd_compute_s: np.ndarray
+    fwd_crit_s: np.ndarray
+    fwd_ov_s: np.ndarray
+    bwd_compute_s: np.ndarray
+    bwd_crit_s: np.ndarray
+    bwd_ov_s: np.ndarray
     ends_fwd_compute_s: float
     ends_fwd_crit_s: float
     ends_fwd_ov_s: float
@@ -108,10 +114,11 @@ class BlockTimes:
     ends_bwd_ov_s: float
     emb_fwd_compute_s: float  # of the ends' compute: the embedding's, which the first stage runs
     emb_bwd_compute_s: float
-    grad_s: float  # once per step, overlapped: gradient traffic of the inner axes (cp, ep)
 
 
 PROBED = tuple(BlockTimes.__dataclass_fields__)
+PIECE_FIELDS = PROBED[:6]  # summed over a stage's pieces (`Tables.contents`)
+ENDS_FIELDS = PROBED[6:]
 
 
 def _phase(ph: Any, shift: float = 0.0) -> tuple[float, ...]:
@@ -128,12 +135,6 @@ def _less(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
 
 # their traffic is priced per assignment (vector_assign); the probes' stages leave it out
 PER_ASSIGNMENT = frozenset(("dp", "fsdp"))
-
-
-def _inner_grad_s(stage: Any) -> float:
-    """The once-per-step traffic of a probe's stage (the inner axes': dp's and fsdp's are
-    priced per assignment)."""
-    return sum(t.calls * t.t_pred_s for t in stage.terms if t.once_per_step)
 
 
 def _tp_critical_s(stage: Any, phase: str) -> float:
@@ -161,22 +162,61 @@ def _values(stage: Any, overlap: bool) -> tuple[float, ...]:
     )
 
 
-def block_times(
-    ctx: Context, inner: dict[str, int], sequences: int, overlap: bool = False
-) -> BlockTimes:
-    """Probe the engine: a stage of one block and one of none (the ends alone), pp = 1, with the
-    batch split so that each device holds `sequences` sequences per microbatch. `overlap`: the
-    same with tensor-parallel overlap, from a context without it (the terms turn overlapped)."""
+def _probe_stages(
+    ctx: Context, inner: dict[str, int], sequences: int, pieces: list[StageLayers]
+) -> tuple[Any, list[Any]]:
+    """The engine's stage of no block (the ends alone) and of each piece, pp = 1, the batch
+    split so that each device holds `sequences` sequences per microbatch."""
     w = ctx.workload
     deg = probe_degrees(w, inner, sequences)
-    one = [(layer, layer.count) for layer in w.layers]
-    s1 = ctx.stage(deg, 1, 0, one, w.layers[-1])
-    s0 = ctx.stage(deg, 1, 0, [], w.layers[-1])  # the ends alone
+    s0 = ctx.stage(deg, 1, 0, [], w.layers[-1])
+    return s0, [ctx.stage(deg, 1, 0, list(piece), w.layers[-1]) for piece in pieces]
+
+
+def block_times(
+    ctx: Context,
+    inner: dict[str, int],
+    sequences: int,
+    overlap: bool = False,
+    pieces: list[StageLayers] | None = None,
+) -> BlockTimes:
+    """Probe the engine: a stage of each piece (default the one block) less the stage of none
+    (the ends alone), pp = 1. `overlap`: the same with tensor-parallel overlap, from a context
+    without it (the terms turn overlapped)."""
+    w = ctx.workload
+    pieces = pieces or [tuple((layer, layer.count) for layer in w.layers)]
+    s0, stages = _probe_stages(ctx, inner, sequences, pieces)
     ends = _values(s0, overlap)
-    values = (*_less(_values(s1, overlap), ends), *ends)
+    each = np.array([_less(_values(s, overlap), ends) for s in stages]).reshape(-1, 6)
+    deg = probe_degrees(w, inner, sequences)
     emb = (embedding_s(ctx, deg, 1, False), embedding_s(ctx, deg, 1, True))
-    grad = _inner_grad_s(s1) - _inner_grad_s(s0)
-    return BlockTimes(**dict(zip(PROBED, (*values, *emb, grad), strict=True)))
+    values: dict[str, Any] = {k: each[:, f].copy() for f, k in enumerate(PIECE_FIELDS)}
+    values |= dict(zip(ENDS_FIELDS, (*ends, *emb), strict=True))
+    return BlockTimes(**values)
+
+
+# (axis, collective kind, bytes, the probe's gradient ways, calls)
+GradTerm = tuple[str, str, float, int, float]
+
+
+def inner_grad_terms(
+    ctx: Context, inner: dict[str, int], sequences: int, pieces: list[StageLayers]
+) -> list[list[GradTerm]]:
+    """Each piece's once-per-step terms of the inner axes (cp's reduce-scatter and all-gather
+    of the weight gradients, ep's all-reduce of the dense ones; dp's and fsdp's are priced per
+    assignment), with the ways the probe shards the gradients: an assignment prices them on its
+    own mesh at its own ways (`vector_assign`), as its stage's terms would be."""
+    s0, stages = _probe_stages(ctx, inner, sequences, pieces)
+    ways = ctx.gradient_ways(probe_degrees(ctx.workload, inner, sequences))
+
+    def terms(stage: Any, sign: float) -> list[GradTerm]:
+        return [
+            (t.purpose, t.kind, t.bytes, ways, sign * t.calls)
+            for t in stage.terms
+            if t.once_per_step
+        ]
+
+    return [terms(s, 1.0) + terms(s0, -1.0) for s in stages]
 
 
 @dataclass
@@ -212,6 +252,15 @@ class Tables:
     floors: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
     # vector_bound's critical communication floors: by (part, inner, b[, sp, overlap])
     comm_floors: dict[tuple[Any, ...], float] = field(default_factory=dict)
+    # what a stage holds, as sums of probed pieces (`stage_candidates`): the pieces, each
+    # stage content's count of each piece [content, piece], the pieces each inner key needs
+    pieces: list[StageLayers] = field(default_factory=list)
+    contents: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    piece_need: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
+    # pp -> the stages whose times can differ (`Candidate`); the inner once-per-step terms of
+    # each (inner key, piece) probed (`inner_grad_terms`)
+    plans: dict[int, list[Candidate]] = field(default_factory=dict)
+    grad_terms: dict[tuple[int, int], list[GradTerm]] = field(default_factory=dict)
 
 
 def hw_flops(
@@ -251,7 +300,27 @@ def contexts(
 
 def empty_probes(t: Tables) -> None:
     shape = (len(t.inner_keys), len(t.seq_b), 2, len(t.recomputes), 2)
-    t.probed = {k: np.full(shape, np.inf) for k in PROBED}
+    t.probed = {k: np.full(shape, np.inf) for k in ENDS_FIELDS}
+    t.probed |= {k: np.full((*shape, len(t.contents)), np.inf) for k in PIECE_FIELDS}
+
+
+def _probe_one(t: Tables, ctx: Context, at: tuple[int, int, int, int], overlap: int) -> None:
+    """The probe of one (inner key, b, sp, recompute) and tp overlap: its ends, and each stage
+    content's sums (the pieces it needs, times their counts)."""
+    i, j, sp, r = at
+    inner = dict(zip(t.names, t.inner_keys[i], strict=True))
+    need = np.flatnonzero(t.piece_need[i])
+    bt = block_times(ctx, inner, int(t.seq_b[j]), bool(overlap), [t.pieces[k] for k in need])
+    for name in ENDS_FIELDS:
+        t.probed[name][i, j, sp, r, overlap] = getattr(bt, name)
+    counts = t.contents[:, need]
+    whole = (t.contents.sum(axis=1) == counts.sum(axis=1)) & (counts.sum(axis=1) > 0)
+    for name in PIECE_FIELDS:
+        t.probed[name][i, j, sp, r, overlap] = np.where(whole, counts @ getattr(bt, name), np.inf)
+    for k in (int(x) for x in need):
+        if (i, k) not in t.grad_terms:
+            terms = inner_grad_terms(ctx, inner, int(t.seq_b[j]), [t.pieces[k]])
+            t.grad_terms[(i, k)] = terms[0]
 
 
 def probe_blocks(
@@ -271,17 +340,16 @@ def probe_blocks(
     for (sp, r, ov), ctx in contexts.items():
         if ov:  # from the context without overlap (`block_times`): its stages are cached
             continue
-        todo = needed[:, :, sp, r] & np.isinf(out["fwd_compute_s"][:, :, sp, r, 0])
+        todo = needed[:, :, sp, r] & np.isinf(out["ends_fwd_compute_s"][:, :, sp, r, 0])
         for i, j in zip(*np.nonzero(todo), strict=True):
             inner = dict(zip(t.names, t.inner_keys[i], strict=True))
             if sp and inner.get("tp", 1) == 1:
                 continue
-            pair_floor(t, ctx, int(i), int(j))  # the matmuls from their merged shapes
+            for layers in floor_pieces(ctx.workload):  # the matmuls from their merged shapes
+                pair_floor(t, ctx, int(i), int(j), layers)
             runs += 1
             for o in (0, 1) if inner.get("tp", 1) > 1 else (0,):
-                bt = block_times(ctx, inner, int(t.seq_b[j]), overlap=bool(o))
-                for k in PROBED:
-                    out[k][i, j, sp, r, o] = getattr(bt, k)
+                _probe_one(t, ctx, (int(i), int(j), sp, r), o)
     if twin:
         for k in PROBED:
             out[k][:, :, :, 1] = out[k][:, :, :, 0]
@@ -322,19 +390,6 @@ def bytes_per_element(w: Workload) -> float:
     return dtype_bits(w.layers[0].dtype) / 8
 
 
-def stage_blocks(w: Workload, pp: int) -> tuple[float, float, float]:
-    """Blocks on the first (fullest), the fullest middle (0 without one) and the last stage of
-    `pp` (`Workload.stage_blocks`: the first stages hold the extra blocks)."""
-    if pp == 1:
-        return float(w.repeat), 0.0, float(w.repeat)
-    how = w.pipeline_splits(pp)
-    if how == "layers":
-        k = w.layer_count / pp / w.block_instances
-        return k, k if pp > 2 else 0.0, k
-    sizes = w.stage_blocks(pp)
-    return float(sizes[0]), float(max(sizes[1:-1], default=0)), float(sizes[-1])
-
-
 @dataclass(frozen=True)
 class BlockWeights:
     """One block's weight layers on one device under the inner degrees: (count, weight bytes,
@@ -346,16 +401,19 @@ class BlockWeights:
 
 
 def block_weights(
-    w: Workload, inner: dict[str, int], grads_memo: dict[Any, list[Any]] | None = None
+    w: Workload,
+    inner: dict[str, int],
+    grads_memo: dict[Any, list[Any]] | None = None,
+    layers: Any = None,
 ) -> BlockWeights:
-    """`grads_memo`: each layer's backward einsums, kept across calls (by the layer's name and
-    content)."""
+    """`layers`: [(layer, instances)] (default the block's distinct layers); `grads_memo`: each
+    layer's backward einsums, kept across calls (by the layer's name and content)."""
     from shardline.strategies import local_dims
 
     memo = {} if grads_memo is None else grads_memo
     out = []
     params = nbytes = 0.0
-    for layer, count in w.distinct_layers:
+    for layer, count in w.distinct_layers if layers is None else layers:
         dims = local_dims(layer, inner, batch_dim=w.batch_dim)
         wbytes = float(sum(layer.operand_bytes(x, dims) for x in layer.weights))
         if not wbytes:

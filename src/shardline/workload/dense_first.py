@@ -55,6 +55,10 @@ class DenseFirstWorkload(Workload):
         out += [(layer, layer.count * dense) for layer in self.dense_ffn]
         return [(layer, n) for layer, n in out if n > 0]
 
+    def one_block(self, dense: bool) -> StageLayers:
+        """One block as [(layer, instances)]: a dense one, or the MoE block."""
+        return self._split(1, int(dense))
+
     def all_layers(self) -> StageLayers:
         """The whole stack as [(layer, instances)]."""
         return self._split(self.repeat, self.dense_blocks)
