@@ -192,7 +192,8 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     c = _critical(t_first, t_mid, t_last)
     pick = lambda xs: np.choose(c, xs)  # noqa: E731
     t_stage = pick((t_first, t_mid, t_last))
-    bwd_s = pick(tuple(ph[1] for ph in phases))
+    hidden = t.extra.get("grad_reduce_hidden", 1.0) > 0  # planning.step.grad_reduce_hidden
+    bwd_s = pick(tuple(ph[1] for ph in phases)) if hidden else 0.0
     fwd_s = pick(tuple(ph[0] for ph in phases)) if t.base.overlap_param_gather else 0.0
     k = pick(ks)
     # the gradient traffic once per step: dp's (per assignment) and the inner axes' (cp, ep:
