@@ -107,12 +107,17 @@ def load_run_workload(run: dict[str, Any], notes: list[str]) -> Any:
 
 def run_chip(run: dict[str, Any], removed: list[Any] | None = None) -> Any:
     """The run's chip: its catalog file without the `removed` figures (leave one source out),
-    under the run's published power limit (`power_cap_w`) where it states one."""
+    in the run's published cluster (`system`, a catalog system such as 'a3-high-tcpx') and under
+    its published power limit (`power_cap_w`) where it states them."""
     from e2e_loso import chip_without
 
     from shardline.hardware import with_power_limit
+    from shardline.hardware.cluster import system_chip
+    from shardline.hardware.systems import load_system
 
     chip = chip_without(run["hw"], removed or [])
+    if "system" in run:
+        chip = system_chip(chip, load_system(run["system"]))
     if "power_cap_w" in run:
         chip = with_power_limit(chip, float(run["power_cap_w"]))
     return chip

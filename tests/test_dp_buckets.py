@@ -89,3 +89,75 @@ def test_parameter_gather_behind_the_next_forward() -> None:
     ((layers, last_flag),) = off.stages(1)
     stage_off = off.stage(deg, 8, 0, layers, last_flag)
     assert _dp_exposed_s(off, deg, stage_off) == pytest.approx(reduce + gather_s, rel=1e-12)
+
+
+def test_gradient_reduce_waited_for_without_overlap() -> None:
+    """overlap_grad_reduce=False (Megatron-LM without --overlap-grad-reduce) leaves no backward
+    pass to hide the gradient traffic behind:
+    max(last bucket, grad - 0) = grad, plus the parameter all-gather as before; on, the reduce
+    shows only as max(last bucket, grad - backward)."""
+    from shardline.planning.step import _dp_exposed_s
+
+    w = training_workload("llama-3.2-1b", 64, 1024)
+    deg = Degrees({"tp": 1, "pp": 1, "dp": 64, "fsdp": 1, "ep": 1, "cp": 1})
+    got = {}
+    for overlap in (True, False):
+        ctx = Context(w, resolve_chip("h100-sxm"), Execution(zero=1, overlap_grad_reduce=overlap))
+        ((layers, last_flag),) = ctx.stages(1)
+        stage = ctx.stage(deg, 8, 0, layers, last_flag)
+        grad_s, gather_s = _dp_grad_s(ctx, deg, stage)
+        last = ctx.network(deg).predicted("all_reduce", 128e6, "dp")
+        gather = max(0.0, gather_s - stage.fwd.predicted_s)
+        hidden = stage.bwd.predicted_s if overlap else 0.0
+        want = max(last, grad_s - hidden) + gather
+        got[overlap] = _dp_exposed_s(ctx, deg, stage)
+        assert got[overlap] == pytest.approx(want, rel=1e-12)
+    assert got[False] == pytest.approx(grad_s + gather, rel=1e-12)
+    assert got[False] > got[True]
+
+
+def test_maxtext_waits_for_the_gradient_reduce_on_gpus_only() -> None:
+    """MaxText's framework file: under XLA:GPU the gradient all-reduce is not overlapped
+    (openxla/xla issue 1539), so a GPU plan waits for all of it; the TPU's scheduler is not
+    covered by that source, so there the reduction stays behind the backward pass."""
+    from shardline.basics.framework import grad_reduce_waited_on
+    from shardline.planning.step import grad_reduce_hidden
+
+    assert grad_reduce_waited_on("maxtext") == ("gpu",)
+    assert grad_reduce_waited_on("megatron") == ()
+    maxtext = Execution(framework="maxtext")
+    assert not grad_reduce_hidden(maxtext, resolve_chip("h100-sxm"))
+    assert grad_reduce_hidden(maxtext, resolve_chip("tpu-v5e"))
+    assert grad_reduce_hidden(Execution(), resolve_chip("h100-sxm"))
+    assert not grad_reduce_hidden(Execution(overlap_grad_reduce=False), resolve_chip("tpu-v5e"))
+
+
+def test_vectorized_search_waits_as_the_engine_does() -> None:
+    """The vectorized search prices MaxText's GPU gradient reduce as the plan engine does: every
+    layout with dp > 1 (the reduction waited for after the backward pass) against
+    `engine_result` under the same execution. The gradients travel in their own dtype here: the
+    vectorized tables size them without `grad_reduce_dtype` (planning.vector_tables.block_weights),
+    a gap of their own."""
+    import numpy as np
+
+    from shardline.planning.search import assignments as degree_assignments
+    from shardline.planning.search_answer import layout_of
+    from shardline.planning.step import grad_reduce_hidden
+    from shardline.planning.train_search import Group, engine_result
+    from shardline.planning.vector_bound import exhaustive, group_rows, prepare
+
+    w = training_workload("llama-3.2-1b", 16, 1024)
+    chip = resolve_chip("h100-sxm")
+    base = Execution(framework="maxtext", recompute="none")
+    every = list(degree_assignments(w, 8, {"tp": 1, "pp": 1, "cp": 1, "ep": 1}, every=True))
+    space = prepare(w, chip, [every], 8, ("none",), base)
+    exhaustive(space, w)
+    rows = group_rows(space, 0)
+    group = Group(chip, 8, every, space.tables, rows)
+    dp = np.array([d["dp"] for d in every])[rows["a"]]
+    picks = np.flatnonzero(dp > 1)[:6]
+    assert len(picks) > 0
+    assert not grad_reduce_hidden(base, chip)
+    for i in picks:
+        res = engine_result(w, chip, layout_of(group, rows, int(i)), None, base=base)
+        assert rows["predicted_s"][i] == pytest.approx(res.predicted_s, rel=1e-6)

@@ -29,6 +29,7 @@ __all__ = [
     "dp_bucket_params",
     "framework_names",
     "fsdp_copies",
+    "grad_reduce_waited_on",
     "load_framework",
     "optimizer_step_tensors",
 ]
@@ -46,7 +47,8 @@ class Framework:
     element (reads, writes), None if it runs a fused multi-tensor Adam (one pass);
     `fsdp_copies`: whether its FSDP copies each all-gathered weight out of the gather buffer
     and each weight gradient into the reduce-scatter buffer on the compute stream (PyTorch
-    FSDP2), (copy-out, copy-in)."""
+    FSDP2), (copy-out, copy-in); `grad_reduce_waited_on`: the chip kinds ("gpu", "tpu") on
+    which its data-parallel gradient reduction runs after the backward pass, not behind it."""
 
     name: str
     display_name: str
@@ -55,6 +57,7 @@ class Framework:
     buckets: tuple[float, float] | None = None
     optimizer_step: tuple[float, float] | None = None
     fsdp_copies: tuple[bool, bool] = (False, False)
+    grad_reduce_waited_on: tuple[str, ...] = ()
 
 
 def _files() -> dict[str, Any]:
@@ -76,6 +79,7 @@ SETTABLE = (
     "tp_overlap",
     "zero",
     "overlap_param_gather",
+    "overlap_grad_reduce",
     "optimizer",
     "cuda_graphs",
     "cp_kind",
@@ -112,8 +116,9 @@ def _load(key: str) -> Framework:
     buckets = _bucket_rule(key, data.get("gradient_buckets"))
     step = _optimizer_step(key, data.get("optimizer_step"))
     copies = _fsdp_copies(key, data.get("fsdp_copies"))
+    waited = _waited_on(key, data.get("gradient_reduce"))
     display = data.get("display_name", name)
-    return Framework(name, display, defaults, sources, buckets, step, copies)
+    return Framework(name, display, defaults, sources, buckets, step, copies, waited)
 
 
 def attention_kernel_of(named: str | None, training: bool) -> str | None:
@@ -171,6 +176,26 @@ def _fsdp_copies(key: str, table: Any) -> tuple[bool, bool]:
             raise InputError(f"framework {key}: fsdp_copies.{name} must be true or false")
         out.append(entry["value"])
     return out[0], out[1]
+
+
+def _waited_on(key: str, table: Any) -> tuple[str, ...]:
+    """The chip kinds of the framework file's [gradient_reduce] waited_on, a sourced list; ()
+    when the file states none (the reduction overlaps the backward pass everywhere)."""
+    if not table:
+        return ()
+    entry = table.get("waited_on")
+    if not isinstance(entry, dict) or not entry.get("source"):
+        raise InputError(f"framework {key}: gradient_reduce.waited_on is not a sourced list")
+    kinds = entry.get("value")
+    if not isinstance(kinds, list) or not all(k in ("gpu", "tpu") for k in kinds):
+        raise InputError(f"framework {key}: gradient_reduce.waited_on lists chip kinds gpu, tpu")
+    return tuple(kinds)
+
+
+def grad_reduce_waited_on(framework: str) -> tuple[str, ...]:
+    """The chip kinds on which `framework` waits for its data-parallel gradient reduction after
+    the backward pass (frameworks/*.toml [gradient_reduce]): MaxText's XLA:GPU scheduler."""
+    return load_framework(framework).grad_reduce_waited_on
 
 
 def fsdp_copies(framework: str) -> tuple[bool, bool]:

@@ -108,7 +108,11 @@ class Execution:
     `overlap_param_gather`: with ZeRO >= 1 the updated parameters are all-gathered over dp
     after the optimizer step, so never behind the backward pass: True overlaps that all-gather
     with the next step's first forward pass (Megatron-Core's --overlap-param-gather), False
-    waits for it;
+    waits for it; `overlap_grad_reduce`: the once-per-step data-parallel gradient reduction
+    runs behind the last backward pass (Megatron-Core's --overlap-grad-reduce, PyTorch DDP's
+    buckets): True hides all of it but the last bucket and what outlasts the backward pass,
+    False waits for all of it after the backward pass (planning.combine.exposed_gradient_s
+    with no backward pass to hide behind);
     `optimizer`: a name of OPTIMIZER_STATE_BYTES or bytes of state per parameter; `cuda_graphs`:
     kernels replayed from a CUDA graph (no per-kernel launch overhead); `tokens`: tokens to train
     on, for the days-to-train answer; `ep_overlap`: the expert-parallel all-to-alls run beside
@@ -153,6 +157,7 @@ class Execution:
     op_fusion: str = "fused"
     memory_convention: int = 16  # bytes per parameter of training state (MEMORY_CONVENTIONS)
     overlap_param_gather: bool = True
+    overlap_grad_reduce: bool = True
     # block tensors the recompute policy keeps that are held in host memory, not the device's
     # (MaxText's remat_policy 'custom' with a tensor set to 'offload')
     offload: tuple[str, ...] = ()

@@ -18,7 +18,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from shardline.basics.dtypes import dtype_bits
-from shardline.basics.framework import dp_bucket_params, optimizer_step_tensors
+from shardline.basics.framework import (
+    dp_bucket_params,
+    grad_reduce_waited_on,
+    optimizer_step_tensors,
+)
 from shardline.basics.options import Execution
 from shardline.basics.recompute import policy, rerun_ops, stored_tensors
 from shardline.hardware import Chip
@@ -117,6 +121,13 @@ def _dp_grad_s(ctx: Context, deg: Degrees, crit: Stage) -> tuple[float, float]:
     return rest + traffic(reduce), traffic(gather)
 
 
+def grad_reduce_hidden(ex: Execution, chip: Chip) -> bool:
+    """Whether the data-parallel gradient reduction runs behind the last backward pass: the
+    run's `overlap_grad_reduce`, unless its framework waits for it on this kind of chip
+    (shardline.basics.framework.grad_reduce_waited_on)."""
+    return ex.overlap_grad_reduce and chip.kind not in grad_reduce_waited_on(ex.framework)
+
+
 def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
     grad_s, gather_s = _dp_grad_s(ctx, deg, crit)
     net = ctx.network(deg)
@@ -124,7 +135,8 @@ def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
     bucket = min(rule or DP_BUCKET_BYTES, float(crit.grad.net_bytes))
     last_bucket_s = net.predicted("all_reduce", bucket, "dp") if grad_s > 0 else 0.0
     forward_s = crit.fwd.predicted_s if ctx.execution.overlap_param_gather else 0.0
-    return exposed_gradient_s(grad_s, last_bucket_s, crit.bwd.predicted_s) + exposed_gather_s(
+    backward_s = crit.bwd.predicted_s if grad_reduce_hidden(ctx.execution, ctx.chip) else 0.0
+    return exposed_gradient_s(grad_s, last_bucket_s, backward_s) + exposed_gather_s(
         gather_s, forward_s
     )
 

@@ -189,7 +189,8 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     crit = slowest_stage(np.array(times))
     pick = lambda xs: np.choose(crit, xs)  # noqa: E731
     t_stage = pick(times)
-    bwd_s = pick([ph[1] for ph in phases])
+    hidden = t.extra.get("grad_reduce_hidden", 1.0) > 0  # planning.step.grad_reduce_hidden
+    bwd_s = pick([ph[1] for ph in phases]) if hidden else 0.0
     fwd_s = pick([ph[0] for ph in phases]) if t.base.overlap_param_gather else 0.0
     # the gradient traffic once per step: dp's and the inner axes' (cp, ep), of the stage
     exposed = exposed_gradient_s(A["grad_s"][a, crit, z], A["bucket_s"][a, crit, z], bwd_s)

@@ -32,6 +32,7 @@ from shardline.hardware import Chip
 from shardline.planning.evaluate import Context
 from shardline.planning.phases import decomposed_exposed_s
 from shardline.planning.stage_extras import embedding_s, gather_sm_share
+from shardline.planning.step import grad_reduce_hidden
 from shardline.planning.vector_floors import batch_splits, pair_floor, probe_degrees
 from shardline.planning.vector_stages import Candidate, StageLayers, floor_pieces
 from shardline.strategies import Degrees, plain_batch_split, strategies
@@ -481,5 +482,7 @@ def build_tables(
         "state_bytes": base.state_bytes_per_param(bits),
         # the SM share FSDP's and ZeRO-3's overlapped collectives hold (stage_extras)
         "gather_sm_share": gather_sm_share(chip),
+        # 1: the dp gradient reduction runs behind the last backward pass (step.grad_reduce_hidden)
+        "grad_reduce_hidden": 1.0 if grad_reduce_hidden(base, chip) else 0.0,
     }
     return t

@@ -90,6 +90,13 @@ class DataParallel(BatchSplit):
             "forward pass (default: on; --no-overlap-param-gather waits for it)",
             switch=True,
         ),
+        Knob(
+            "overlap_grad_reduce",
+            "--overlap-grad-reduce",
+            "reduce the gradients over dp behind the last backward pass (default: on, but where "
+            "the framework waits for it: MaxText on GPUs; --no-overlap-grad-reduce waits for it)",
+            switch=True,
+        ),
     )
 
     def layer_comm(self, view: LayerView, degree: int, net: Network) -> list[CommTerm]:
