@@ -230,8 +230,9 @@ def moe_kernels_s(
 ) -> tuple[float, float, float]:
     """The MoE blocks' kernels that their einsums and ops leave out (realistic.block.
     moe_layer_kernels), seconds of one microbatch through `layers`: (the small kernels' in each
-    pass, the extra per-expert GEMMs' forward, and backward). Each small kernel at the chip's
-    per-kernel cost, each extra per-expert GEMM at a GEMM kernel's;
+    pass, the extra per-expert GEMMs' and quantizations' forward, and backward). Each small or
+    quantization kernel at the chip's per-kernel cost, each extra per-expert GEMM at a GEMM
+    kernel's;
     the per-expert GEMMs only where the experts run eagerly (no full-iteration CUDA graph, which
     needs the single grouped GEMM). One MoE block per expert_down einsum; local experts from
     that einsum's X on the degrees the experts run on (parallel folding: Degrees.experts).
@@ -255,10 +256,18 @@ def moe_kernels_s(
     local = int(ctx.local(layer, deg.experts, m).get("X", 1))
     fp8 = dtype_bits(model.dtype) < 16
     training = ctx.workload.training
-    k = moe_layer_kernels(local, fp8=fp8, per_expert_gemms=not ex.cuda_graphs, training=training)
-    small = k.small * kernel_overhead_s(ctx.chip, cuda_graphs=ex.cuda_graphs)
+    k = moe_layer_kernels(
+        local,
+        fp8=fp8,
+        per_expert_gemms=not ex.cuda_graphs,
+        training=training,
+        fp8_recipe=ex.fp8_recipe,
+    )
+    kernel = kernel_overhead_s(ctx.chip, cuda_graphs=ex.cuda_graphs)
     gemm = kernel_overhead_s(ctx.chip, cuda_graphs=ex.cuda_graphs, gemm=True)
-    return blocks * small, blocks * k.gemms_fwd * gemm, blocks * k.gemms_bwd * gemm
+    # each grouped linear's per-expert quantization runs with its GEMMs, in either pass
+    fwd, bwd = k.gemms_fwd * gemm + k.quantize * kernel, k.gemms_bwd * gemm + k.quantize * kernel
+    return blocks * k.small * kernel, blocks * fwd, blocks * bwd
 
 
 def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
