@@ -99,3 +99,25 @@ def test_quantize_kernels_reach_the_stage() -> None:
 def test_an_unknown_recipe_is_refused() -> None:
     with pytest.raises(InputError, match="fp8_recipe must be one of delayed, current, mxfp8"):
         Execution(fp8_recipe="e4m3")
+
+
+def _a2a_calls(framework: str, recompute: str) -> float:
+    w = transformer(batch=64, moe=MOE, **SMALL)
+    chip = resolve_chip("tpu-v5p")
+    kw = dict(ep=4, microbatches=1, require_fit=False, framework=framework, recompute=recompute)
+    best = plan(w, chip, 4, **kw).plans[0]
+    return sum(c.calls for c in best.comm if c.purpose == "ep" and c.kind == "all_to_all")
+
+
+def test_jax_remat_routes_the_rerun_experts_tokens_again() -> None:
+    # 8 MoE blocks, one microbatch: a dispatch and a combine forward, their two gradients
+    # backward, 4 all-to-alls a block: 32
+    assert _a2a_calls("megatron", "keep:x,q,k,v") == 32
+    assert _a2a_calls("maxtext", "none") == 32
+    # JAX's remat recomputes what the policy does not save: keeping x, q, k and v only, the
+    # expert einsums rerun, and with them the dispatch and the combine: 6 a block, 48
+    assert _a2a_calls("maxtext", "keep:x,q,k,v") == 48
+    from shardline.basics.framework import load_framework
+
+    assert load_framework("maxtext").remat_collectives
+    assert not load_framework("megatron").remat_collectives

@@ -47,6 +47,8 @@ class Framework:
     defaults: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     buckets: tuple[float, float] | None = None
+    # whether recomputing a rematerialized op reruns the collectives it needs ([remat] collectives)
+    remat_collectives: bool = False
 
 
 def _files() -> dict[str, Any]:
@@ -102,7 +104,20 @@ def _load(key: str) -> Framework:
         defaults[knob], sources[knob] = entry["value"], entry["source"]
     name = data["name"]
     buckets = _bucket_rule(key, data.get("gradient_buckets"))
-    return Framework(name, data.get("display_name", name), defaults, sources, buckets)
+    remat = _sourced_flag(key, "remat.collectives", data.get("remat", {}).get("collectives"))
+    return Framework(name, data.get("display_name", name), defaults, sources, buckets, remat)
+
+
+def _sourced_flag(key: str, name: str, entry: Any) -> bool:
+    """A framework file's sourced true/false (`{ value = true, source = "..." }`); False when
+    the file states none."""
+    if entry is None:
+        return False
+    if not isinstance(entry, dict) or not isinstance(entry.get("value"), bool):
+        raise InputError(f"framework {key}: {name} is not a sourced true or false")
+    if not entry.get("source"):
+        raise InputError(f"framework {key}: {name} has no source")
+    return bool(entry["value"])
 
 
 def attention_kernel_of(named: str | None, training: bool) -> str | None:

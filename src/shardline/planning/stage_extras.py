@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from shardline.basics.dtypes import dtype_bits
+from shardline.basics.framework import load_framework
 from shardline.basics.options import Execution
 from shardline.basics.recompute import Policy, kept_tensors, policy, rerun_ops
 from shardline.collectives.library import collective_sm_share
@@ -45,6 +46,7 @@ from shardline.realistic.kernels import vector_kernel_s
 from shardline.realistic.modelshape import ModelShape
 from shardline.strategies import CommTerm, Degrees
 from shardline.strategies.cp import query_ways
+from shardline.workload.moe import ROUTED_EXPERT_LAYERS
 from shardline.workload.stack import LayerCost
 from shardline.workload.workload import Layer, Workload
 
@@ -77,6 +79,8 @@ class Context(Protocol):
     def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost: ...
 
     def once(self, name: str, compute: Callable[[], object]) -> Any: ...
+
+    def part(self, layer: Layer, n: int, deg: Degrees, m: int) -> Any: ...
 
 
 def gather_sm_share(chip: Chip) -> float:
@@ -294,6 +298,27 @@ def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     again = _partial_rerun_s(ctx, stage, deg, m, p)
     if again:
         stage.bwd.add_predicted("recompute", again)
+    _rerun_expert_collectives(ctx, stage, deg, m, p)
+
+
+def _rerun_expert_collectives(ctx: Context, stage: Stage, deg: Degrees, m: int, p: Policy) -> None:
+    """Under a framework whose rematerialization reruns collectives (`remat_collectives`,
+    frameworks/*.toml: JAX's remat recomputes every output the policy does not save), a rerun
+    expert einsum routes its tokens again: the forward expert-parallel terms of each expert
+    layer the policy reruns (the dispatch with the gate and up projections, the combine with
+    the down projection, `_layer_matmuls`) run once more in the backward pass, as the
+    execution runs them, on the checkpointed share of the blocks."""
+    model = ctx.workload.model
+    if model is None or not load_framework(ctx.execution.framework).remat_collectives:
+        return
+    rerun = set(rerun_ops(p, gated=model.gated, flash=model.attention != "standard"))
+    share = checkpointed_share(model, p)
+    for layer, n in stage.layers:
+        if layer.name not in ROUTED_EXPERT_LAYERS or not rerun & set(_layer_matmuls(layer, model.gated)):
+            continue
+        for term in ctx.part(layer, n, deg, m).run(ctx, deg):
+            if term.purpose == "ep" and term.phase == "forward" and not term.once_per_step:
+                stage.add_comm(replace(term, phase="backward", calls=term.calls * share))
 
 
 def _rerun_forward(stage: Stage, share: float) -> None:
