@@ -121,3 +121,50 @@ def test_jax_remat_routes_the_rerun_experts_tokens_again() -> None:
 
     assert load_framework("maxtext").remat_collectives
     assert not load_framework("megatron").remat_collectives
+
+
+def test_random_routing_load_by_hand() -> None:
+    # Qwen3-30B-A3B on 16 H100s at MBS 1: a rank receives 4096 tokens x 8 copies = 32,768 pairs
+    # a microbatch on average. s^2 = 32768 x (128 - 8) / 127 = 30,962, s = 175.96; the largest
+    # of 16 standard normals, Blom: PHI^-1(15.625 / 16.25) = PHI^-1(0.961538) = 1.76883; load =
+    # 1 + 1.76883 x 175.96 / 32768 = 1.009498
+    from statistics import NormalDist
+
+    from shardline.workload.moe import random_routing_load
+
+    e16 = NormalDist().inv_cdf(15.625 / 16.25)
+    assert e16 == pytest.approx(1.76883, abs=1e-5)
+    assert random_routing_load(32768, 128, 8, 16) == pytest.approx(1.009498, abs=1e-6)
+    # 8 GB200s at MBS 4: 131,072 pairs over 8 ranks, e_8 = PHI^-1(7.625 / 8.25) = 1.43420
+    expect = 1 + 1.43420 * (131072 * 120 / 127) ** 0.5 / 131072
+    assert random_routing_load(131072, 128, 8, 8) == pytest.approx(expect, rel=1e-6)
+    # one rank, or every expert chosen, leaves nothing to draw
+    assert random_routing_load(32768, 128, 8, 1) == 1.0
+    assert random_routing_load(32768, 8, 8, 4) == 1.0
+
+
+def test_random_routing_slows_the_expert_einsums_by_the_load() -> None:
+    # 8 blocks of 16 experts over ep 4, 4 local, batch 64 of 256 tokens in 4 microbatches: a
+    # rank's experts receive 16 x 256 x 2 / 4 = 2048 pairs a microbatch; the expert einsums'
+    # time grows by load - 1 and nothing else does
+    from shardline.workload.moe import random_routing_load
+
+    w = transformer(batch=64, moe=MOE, **SMALL)
+    chip = resolve_chip("h100-sxm")
+    kw = dict(ep=4, microbatches=4, require_fit=False)
+    drawn = plan(w, chip, 4, random_routing=True, **kw).plans[0]
+    even = plan(w, chip, 4, **kw).plans[0]
+    load = random_routing_load(16 * 256 * 2 / 4, 16, 2, 4)
+    # e_4 = PHI^-1(3.625 / 4.25) = 1.04913; s = sqrt(2048 x 14 / 15)
+    assert load == pytest.approx(1 + 1.04913 * (2048 * 14 / 15) ** 0.5 / 2048, rel=1e-6)
+    ctx = Context(w, chip, Execution())
+    experts = 0.0
+    for layer, n in ctx.stages(1)[0][0]:
+        if layer.name in ("expert_in", "expert_down"):
+            part = ctx.part(layer, n, Degrees(ep=4), 4)
+            experts += sum(e.predicted_s for e in part.fwd + part.bwd)
+    added = drawn.predicted_breakdown_s["gemm_s"] - even.predicted_breakdown_s["gemm_s"]
+    assert added == pytest.approx(4 * (load - 1) * experts, rel=1e-9)
+    for key in ("attention_s", "other_ops_s"):
+        assert drawn.predicted_breakdown_s[key] == even.predicted_breakdown_s[key]
+

@@ -230,6 +230,7 @@ def test_knob_flags_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
             "16",
             "--fp8-recipe",
             "current",
+            "--random-routing",
             "--cp-kind",
             "all-gather",
         ]
@@ -244,6 +245,7 @@ def test_knob_flags_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
         "ep_dispatch": "hierarchical",
         "ep_comm_sms": 16,
         "fp8_recipe": "current",
+        "random_routing": True,
         "cp_kind": "all-gather",
     }
     assert [k.flag for k in knobs()] == [
@@ -256,6 +258,7 @@ def test_knob_flags_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
         "--ep-dispatch",
         "--ep-comm-sms",
         "--fp8-recipe",
+        "--random-routing",
         "--cp-kind",
     ]
     argv = ("plan", "--model", "llama-3.1-8b", "--devices", "8", "--interleave", "0")

@@ -141,7 +141,10 @@ class Execution:
     copies over the host link are taken as hidden behind the compute, not priced;
     `fp8_recipe`: Transformer Engine's fp8 scaling recipe (FP8_RECIPES) of an 8-bit training
     run; it sets how many kernels quantize each local expert's GEMM inputs in an eager MoE layer
-    (shardline.realistic.block.quantize_kernels), nothing else."""
+    (shardline.realistic.block.quantize_kernels), nothing else; `random_routing`: the router's
+    logits are random (Megatron-Core's moe_router_force_load_balancing, the benchmarks'
+    "force-balanced" routing): balanced only on average, so each MoE layer waits for the
+    expert-parallel rank that drew the most tokens (shardline.workload.moe.random_routing_load)."""
 
     interleave: int = 1
     recompute: str = "none"
@@ -165,6 +168,7 @@ class Execution:
     # (MaxText's remat_policy 'custom' with a tensor set to 'offload')
     offload: tuple[str, ...] = ()
     fp8_recipe: str = "delayed"
+    random_routing: bool = False
 
     @property
     def gradients_held(self) -> bool:

@@ -344,6 +344,8 @@ def _execution(f: _Flags, notes: list[str], dp_m: int) -> dict[str, object]:
         ex["grad_reduce_dtype"] = "fp32"
     if f.has("overlap-moe-expert-parallel-comm"):
         ex["ep_overlap"] = True
+    if f.has("moe-router-force-load-balancing"):  # random router logits (RandomSTE)
+        ex["random_routing"] = True
     recipe = f.text("fp8-recipe")
     if recipe is not None:
         # Megatron-LM's --fp8-recipe (arguments.py: tensorwise, delayed, mxfp8, blockwise,

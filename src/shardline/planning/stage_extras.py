@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from math import prod
 from typing import Any, Protocol
 
 from shardline.basics.dtypes import dtype_bits
@@ -46,7 +47,12 @@ from shardline.realistic.kernels import vector_kernel_s
 from shardline.realistic.modelshape import ModelShape
 from shardline.strategies import CommTerm, Degrees
 from shardline.strategies.cp import query_ways
-from shardline.workload.moe import ROUTED_EXPERT_LAYERS
+from shardline.workload.moe import (
+    EXPERT_AXIS,
+    ROUTED_EXPERT_LAYERS,
+    SLOT_AXIS,
+    random_routing_load,
+)
 from shardline.workload.stack import LayerCost
 from shardline.workload.workload import Layer, Workload
 
@@ -224,6 +230,35 @@ def add_block_extras(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     stage.fwd.add_predicted("other_ops", small_s + gemms_fwd_s)
     if ctx.workload.training:
         stage.bwd.add_predicted("other_ops", small_s + gemms_bwd_s)
+    busiest_fwd_s, busiest_bwd_s = random_routing_s(ctx, stage.layers, deg, m)
+    stage.fwd.add_predicted("gemm", busiest_fwd_s)
+    stage.bwd.add_predicted("gemm", busiest_bwd_s)
+
+
+def random_routing_s(
+    ctx: Context, layers: StageLayers, deg: Degrees, m: int
+) -> tuple[float, float]:
+    """Under random routing (`Execution.random_routing`) the expert einsums of one microbatch
+    run the busiest expert-parallel rank's tokens, `random_routing_load` times the mean (each
+    MoE layer's all-to-alls wait for it): (forward, backward) seconds beyond the mean's. The
+    pairs a rank receives: its expert einsum's rows x slots x local experts."""
+    model = ctx.workload.model
+    if model is None or not ctx.execution.random_routing or not model.router_experts:
+        return 0.0, 0.0
+    fwd = bwd = 0.0
+    ranks = deg.experts.get("ep", 1)
+    for layer, n in layers:
+        if layer.name not in ROUTED_EXPERT_LAYERS:
+            continue
+        dims = ctx.local(layer, deg.experts, m)
+        rows = prod(dims[d] for d in layer.axis_dims("batch"))
+        slots = prod(dims[d] for d in layer.axis_dims(SLOT_AXIS))
+        pairs = rows * slots * prod(dims[d] for d in layer.axis_dims(EXPERT_AXIS))
+        extra = random_routing_load(pairs, model.router_experts, model.expert_copies, ranks) - 1
+        part = ctx.part(layer, n, deg, m)
+        fwd += extra * sum(e.predicted_s for e in part.fwd)
+        bwd += extra * sum(e.predicted_s for e in part.bwd)
+    return fwd, bwd
 
 
 MOE_KERNEL_FRAMEWORKS = ("megatron",)  # whose MoE layer realistic.block.moe_layer_kernels counts

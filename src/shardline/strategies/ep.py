@@ -102,6 +102,13 @@ KNOBS = (
         "fused kernel for all under delayed",
         choices=FP8_RECIPES,
     ),
+    Knob(
+        "random_routing",
+        "--random-routing",
+        "the router's logits are random (Megatron-Core's --moe-router-force-load-balancing): "
+        "each MoE layer waits for the expert-parallel rank that drew the most tokens",
+        switch=True,
+    ),
 )
 
 
