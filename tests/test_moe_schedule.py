@@ -13,7 +13,7 @@ from shardline.errors import InputError
 from shardline.hardware import resolve_chip
 from shardline.planning.api import plan
 from shardline.planning.evaluate import Context
-from shardline.planning.stage_extras import moe_kernels_s
+from shardline.planning.moe_stage import moe_kernels_s
 from shardline.planning.step import ep_unpaired_passes
 from shardline.realistic.block import moe_layer_kernels, quantize_kernels
 from shardline.strategies import Degrees
@@ -59,9 +59,15 @@ def test_the_first_forward_and_last_backward_keep_their_all_to_alls() -> None:
     busy = {k: v for k, v in on.predicted_breakdown_s.items() if k != "optimizer_s"}
     assert sum(busy.values()) == pytest.approx((m - 1) * t_on + t_off, rel=1e-9)
     exposed = on.predicted_breakdown_s["exposed_comm_s"]
-    per_microbatch = on.stages[0]["predicted_s"] - sum(
-        v for k, v in on.predicted_breakdown_s.items() if k not in ("exposed_comm_s", "optimizer_s")
-    ) / m
+    per_microbatch = (
+        on.stages[0]["predicted_s"]
+        - sum(
+            v
+            for k, v in on.predicted_breakdown_s.items()
+            if k not in ("exposed_comm_s", "optimizer_s")
+        )
+        / m
+    )
     assert exposed == pytest.approx(m * per_microbatch + (t_off - t_on), rel=1e-9)
 
 
@@ -76,8 +82,12 @@ def test_quantize_kernels_per_recipe() -> None:
     # two grouped linears, in each pass; only on the per-expert (eager) path and in fp8
     k = moe_layer_kernels(8, fp8=True, per_expert_gemms=True, fp8_recipe="current")
     assert k.quantize == 2 * 23
-    assert moe_layer_kernels(8, fp8=True, per_expert_gemms=False, fp8_recipe="current").quantize == 0
-    assert moe_layer_kernels(8, fp8=False, per_expert_gemms=True, fp8_recipe="current").quantize == 0
+    assert (
+        moe_layer_kernels(8, fp8=True, per_expert_gemms=False, fp8_recipe="current").quantize == 0
+    )
+    assert (
+        moe_layer_kernels(8, fp8=False, per_expert_gemms=True, fp8_recipe="current").quantize == 0
+    )
 
 
 def test_quantize_kernels_reach_the_stage() -> None:
@@ -167,4 +177,3 @@ def test_random_routing_slows_the_expert_einsums_by_the_load() -> None:
     assert added == pytest.approx(4 * (load - 1) * experts, rel=1e-9)
     for key in ("attention_s", "other_ops_s"):
         assert drawn.predicted_breakdown_s[key] == even.predicted_breakdown_s[key]
-
