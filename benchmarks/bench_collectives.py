@@ -15,7 +15,9 @@ Conventions. nccl-tests' `size` is the whole array V for all-reduce, all-gather 
 result) and reduce-scatter (the input), and one rank's buffer for all-to-all, so V = size x n
 there. The row's environment is honoured where it constrains the library: NCCL_ALGO=RING forces
 the ring; NVLS disabled (or shown not engaged by the source) removes the in-switch reduction; a
-process driving several GPUs (nccl-tests `-g 8`) is `--gpus-per-process 8`.
+process driving several GPUs (nccl-tests `-g 8`) is `--gpus-per-process 8`; the library release
+the row names (`library_version`) is the one priced where the model's rules changed between
+releases (the two-node tree, NCCL 2.14.3).
 Error: predicted / measured - 1 (negative: the prediction is faster than the measurement).
 """
 
@@ -104,7 +106,9 @@ def predict(raw: dict[str, str], chip: Any = None) -> Row | None:
     ranks = int(raw["gpus_per_node"]) * int(raw["nodes"])
     size = int(raw["size_bytes"])
     v = size * ranks if raw["collective"] == "all_to_all" else size
-    options = NetworkOptions(gpus_per_process=int(raw["gpus_per_process"]))
+    options = NetworkOptions(
+        gpus_per_process=int(raw["gpus_per_process"]), library_version=raw["library_version"]
+    )
     cost = collective_cost(raw["collective"], v, ranks, chip, algorithm=algorithm, options=options)
     return Row(
         raw["case_id"],

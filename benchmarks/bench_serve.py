@@ -90,7 +90,7 @@ def _steps(
     from shardline.hardware import resolve_chip
     from shardline.models import load_model
     from shardline.serving.engines import engine
-    from shardline.serving.steptimes import serving_dtypes, step_times, with_graph_padding
+    from shardline.serving.steptimes import Split, serving_dtypes, step_times, with_graph_padding
 
     _, adp, weights, kv = _layout(row)
     key: tuple[Any, ...] = (row["model"], row["hw"], row["tp"], row["dtype"], row["engine"])
@@ -102,7 +102,7 @@ def _steps(
         chip = figures.chip if figures else resolve_chip(row["hw"])
         compute, w, k = serving_dtypes(chip, row["dtype"], weights, kv)
         st = step_times(
-            spec, chip, int(row["tp"]), compute, eng, weight_dtype=w, kv_dtype=k, attention_dp=adp
+            spec, chip, int(row["tp"]), compute, eng, weight_dtype=w, kv_dtype=k, split=Split(adp)
         )
         cache[key] = with_graph_padding(st, adp, graphs)
     return cache[key]
@@ -427,10 +427,10 @@ NOTES = [
     "engines.toml, unchanged.",
     "SGLang (one row, its pull request 9359: gpt-oss-120b on four B200s, DP attention 4 with EP 4,",
     "12,800 prompts of 1,024 / 2,048 tokens with 2,560 in flight against a server limit of 2,560,",
-    "so a burst of 12,800 with that batch limit): +80%, as far off as TensorRT-LLM's gpt-oss-120b",
-    "rows on B200 (+29% to +79%), another engine and another publication: the miss is the",
+    "so a burst of 12,800 with that batch limit): +76%, as far off as TensorRT-LLM's gpt-oss-120b",
+    "rows on B200 (+24% to +64%), another engine and another publication: the miss is the",
     "model's step, not an engine figure. At 640 sequences a rank and about 2,000 tokens of",
-    "context the model's decode step is 17.5 ms (KV read 7.2 ms, expert GEMMs 3.1 ms, the bf16",
+    "context the model's decode step is 18.0 ms (KV read 7.2 ms, expert GEMMs 3.6 ms, the bf16",
     "attention projections, router and LM head 1.9 ms, other kernels 1.5 ms, the DP all-to-all",
     "3.8 ms exposed); the run implies about 38 ms.",
     "LMDeploy (four rows, its docs/en/benchmark/a100_fp16.md: TurboMind v0.2.0, Llama 2 7B in",
@@ -457,7 +457,7 @@ NOTES = [
     "76-78%). Three facts of these runs are priced: a step in fp4 runs its fused",
     "attention in fp8 (no serving attention kernel takes fp4 q, k, v; it had been priced at the",
     "fp4 peak, which put DeepSeek-R1's 8,192-token prefills on B200 at half their time: that row",
-    "+30.0% before, +13.0% now); gpt-oss's checkpoint quantizes only its experts (MXFP4; its",
+    "+30.0% before, +13.0% after); gpt-oss's checkpoint quantizes only its experts (MXFP4; its",
     "config's modules_to_not_convert keeps attention, router, embeddings and LM head in bf16, as",
     "TensorRT-LLM's gpt_oss README says), so those matmuls read bf16 weights and compute in bf16",
     "(with the attention change, the gpt-oss rows 7 to 19 points lower); and the recipes capture",
@@ -466,10 +466,10 @@ NOTES = [
     "sequences runs the 1,024 graph: TensorRT-LLM's model engine fills the batch with one dummy",
     "generation request repeated, which runs every token-proportional kernel and reads no KV",
     "(serving/steptimes.py padded_decode_s; the TensorRT-LLM MoE rows 1 to 11 points lower).",
-    "The overview's 20 MoE rows are 33.4% off (median), all but one too fast: from -1.6%",
+    "The overview's 20 MoE rows are 21.3% off (median), all but one too fast: from -1.6%",
     "(Qwen3-235B on four H200s, 1000/1000)",
-    "to +92.6% (DeepSeek-R1 on eight H200s, 1000/1000); the Hopper DEP4 rows are close (-1.6% to",
-    "+17.7%), the Hopper DEP8 rows not (+17.7% to +92.6%), the B200 rows from +4.7% to +78.8%.",
+    "to +83.5% (DeepSeek-R1 on eight H200s, 1000/1000); the Hopper DEP4 rows are close (-1.6% to",
+    "+17.7%), the Hopper DEP8 rows not (+17.7% to +83.5%), the B200 rows from +1.0% to +64.4%.",
     "Two mechanisms the model lacks,",
     "found and not priced: the same table runs Qwen3-30B-A3B at 1000/1000 slower on GB200 than on",
     "B200 (22,856 against 26,971 tokens/s per GPU) although GB200's GPU is the faster one, and",
@@ -479,7 +479,7 @@ NOTES = [
     "engine's per-request host work. That one figure (another host, another front end) taken as a",
     "floor of the step would put gpt-oss-20b at 1000/1000 far too slow, so it is not used. And",
     "the blog's own H200 DEP8 DeepSeek-R1 run (1K/2K, 128 requests per rank) gives 1,436 tokens/s",
-    "per GPU, about 89 ms a step with its prefills, 1.9 times the model's 47 ms decode step",
+    "per GPU, about 89 ms a step with its prefills, 1.8 times the model's 50 ms decode step",
     "there: the Hopper FP8 block-scaled MoE path of the engine runs well below the HBM rate the",
     "plan gives it. Nothing here is fitted; the KV budget, the DP-attention padding and the fp8",
     "KV cache of these recipes are the engine's as its docs state them.",
@@ -492,10 +492,11 @@ NOTES = [
     "to +56%, 28.5% median, and hid this miss); the overview's recipes capture CUDA graphs up",
     "to batch 8,192 with padding, so no step here runs eagerly. Still too fast, by a margin that",
     "does not follow the batch a rank runs: the rows of 44 to 356 sequences a rank on Hopper",
-    "(Qwen3-235B) are -1.6% to +42%, DeepSeek-R1 on eight H200s (117 and 375 a rank) +50% and",
-    "+93%, the small models on B200 (gpt-oss-20b, gpt-oss-120b, Qwen3-30B-A3B, 327 to 2,048 a",
-    "rank) +29% to +79%. Per sequence and step the gap is 27 us for gpt-oss-120b on two B200s",
-    "at 750 a rank (model 23.0 ms, run 43 ms), near the 29 us per request of TensorRT-LLM pull",
+    "(Qwen3-235B) are -1.6% to +42%, DeepSeek-R1 on eight H200s (117 and 375 a rank) +36% and",
+    "+84%, the small models on B200 (gpt-oss-20b, gpt-oss-120b, Qwen3-30B-A3B, 327 to 2,048 a",
+    "rank) +29% to +79% (before the fused MoE rate below). Per sequence and step the gap was",
+    "27 us for gpt-oss-120b on two B200s at 750 a rank (model 23.0 ms, run 43 ms), near the 29 us",
+    "per request of TensorRT-LLM pull",
     "request 10273's host profile, but about 7 us for gpt-oss-20b at 2,048 (its run could not pay",
     "29 us), so no per-request host figure explains the set, and none is priced. What the rows",
     "do follow is the experts' matmul rate: priced at B200's bf16 rate (1745 TFLOP/s) instead of",
@@ -506,6 +507,37 @@ NOTES = [
     "get_mxfp4_quant_algo: W4A8_MXFP4_MXFP8 from SM100 unless OVERRIDE_QUANT_ALGO), the fp8",
     "rate on paper; no published grouped-GEMM rate of that kernel at these shapes was found, so",
     "the rate is not changed.",
+    "MLA decode on Hopper runs FlashMLA: TensorRT-LLM enables it for every MLA model of head",
+    "dim 576 on SM90 (tensorrt_llm/_torch/model_config.py, ModelConfig.enable_flash_mla), and",
+    "FlashMLA's dense decoding kernel (its support matrix: SM90, BF16 KV cache) runs at up to",
+    "660 TFLOP/s compute-bound on an H800 SXM5 (its README), which the H100,",
+    "H200 and H800 chip files hold as mla_decode_flops_per_s. A decode step's latent scores and",
+    "values had been priced at the fused attention efficiency times the fp8 peak (0.748 x 1979 =",
+    "1480 TFLOP/s, above FlashAttention-3's own fp8 forward); at 660 the two DeepSeek-R1 rows on",
+    "eight H200s went from +92.6% to +83.5% (1000/1000) and from +50.2% to +36.1% (1024/8192),",
+    "no other row moved. The recipe's fp8 KV cache may run TensorRT-LLM's fp8 FlashMLA variant",
+    "(cpp/tensorrt_llm/kernels/flashMLA/flash_fwd_mla_fp8_sm90.cu, FlashMLA pull request 54),",
+    "whose rate is published only as a chart; the bf16 kernel's figure stands for it, so if",
+    "anything these two rows are priced slow there. The B200 rows keep the fused figures: no",
+    "published rate of TensorRT-LLM's Blackwell MLA decode kernel at these shapes was found.",
+    "A decode step's experts run as one fused kernel over every local expert of a few rows each,",
+    "which reads their weights below a plain read's rate: FlashInfer's DeepSeek-V3 MoE benchmark",
+    "on a B200 (pull request 4048, benchmarks/bench_moe_deepseek.py, CUDA graphs, CUPTI; EP8's 32",
+    "local experts, TensorRT-LLM's NVFP4 kernel) takes 0.164 ms at 256 tokens, 8 rows an expert,",
+    "where the 792.7 MB of weights (4 bits and an E4M3 scale per 16) bind: 4.83e12 B/s against",
+    "the 7.26e12 of the B200 file's streaming read. The B200 file holds it as",
+    "moe_decode_bytes_per_s and a decode step's routed expert einsums read at it. The B200 MoE",
+    "rows fell by 3 to 20 points (DeepSeek-R1 1024/8192 +38.1% to +18.4%, Qwen3-235B +13.9% to",
+    "+11.4%, gpt-oss-120b 1000/1000 +28.7% to +24.3%, gpt-oss-20b +46.0% to +43.7%, Qwen3-30B-A3B",
+    "+51.8% to +47.5%, SGLang's +79.9% to +75.6%); no dense row and no Hopper row moved. The",
+    "kernel measured is TensorRT-LLM's trtllm-gen NVFP4 MoE, and the overview's recipes name the",
+    "CUTLASS backend (moe_config backend: CUTLASS for gpt-oss and DeepSeek-R1, the default for",
+    "Qwen3), which the same benchmark runs slower at the token counts it times with both (1 to",
+    "16 tokens, pull request 4985); gpt-oss's experts are MXFP4 with MXFP8 activations, of which",
+    "no fused-kernel benchmark at its shapes was found. So the figure is, if anything, fast for",
+    "these rows. Its compute-bound point (0.255 ms at 4,096 tokens, 1412 TFLOP/s) is not priced:",
+    "one point at 128 rows an expert, where the rows run 47 to 256; taken as a floor it moved the",
+    "MoE median 1.4 points.",
 ]
 
 

@@ -371,6 +371,21 @@ def _miss_lines(rows: list[Scored]) -> list[str]:
         f"{_pair(rows, 'collective', ('oci-hpc-oke',), 'across nodes')} and "
         f"{_pair(rows, 'collective', ('hisohara-ai-scripts',), 'across nodes')} across nodes: "
         "each is priced with the other's step (12.1 and 10.7 us), which moves them little.",
+        "- Two nodes: from NCCL 2.14.3 (NVIDIA/nccl commit c4e2aa6) the tuner reads a tree's "
+        "intra-node bandwidth on up to two nodes (src/graph/tuning.cc) and its topology search "
+        "raises that to at most twice the network's (src/graph/search.cc, pass 2), so a two-node "
+        "tree all-reduce sends V a direction where a ring sends 2(n-1)/n V: its bus bandwidth "
+        "reaches up to 2 x 0.92 of the NICs' (the p4de sweep: 78 GB/s over four 100 Gb/s EFA "
+        "NICs; A100 80GB across nodes: "
+        f"{_pair(rows, 'collective', ('awsome-distributed-training',), chip='a100-80gb')}). The "
+        "row's NCCL release is priced (`library_version`): the p4d sweep's NCCL 2.9.9 keeps the "
+        "ring. RCCL is left out: it loads hand-built topology models of its platforms instead "
+        "of searching (rccl.toml), and the MI355X two-node sweep runs at the ring's rate.",
+        "- Matrix-vector products on AMD: aiter and hipBLASLt have no gemv path; the tuned "
+        "kernel for every M = 1 shape in aiter's tables is a tiled split-K GEMM "
+        "(`on_chip.matrix_vector_tiled`), so it pays the GEMM kernel floor, not the streaming "
+        "one (MI300X, aiter PR 1092's fp8 rows: "
+        f"{_pair(rows, 'gemm', ('aiter-pr-1092',), chip='mi300x')}).",
         "- Not yet priced: how each harness treats the L2. `triton.testing.do_bench_cudagraph` "
         "(the vLLM tables) clears no cache between replays (triton-lang/triton PR 8384), so "
         "weights that fit the L2 are read from it; DeepGEMM's `bench_kineto` memsets 8 GB before "

@@ -214,3 +214,47 @@ def test_a_variant_registered_in_one_line_reaches_reader_counts_and_template(
     assert work.repeat == 6 and work.model.key_len == 1000
     with pytest.raises(InputError, match="cross_layer.share must be a positive integer"):
         transformer(d_model=64, d_ff=128, heads=4, batch=1, seq_len=8, cross_layer={"share": 0})
+
+
+def test_mla_decode_attention_runs_at_the_chips_mla_kernel_rate() -> None:
+    """On Hopper the engines run MLA decode as FlashMLA: its compute-bound 660 TFLOP/s
+    (deepseek-ai/FlashMLA README, H800 SXM5; the h200 chip file's mla_decode_flops_per_s),
+    whatever the step's dtype; grouped-query attention and chips without the figure keep the
+    fused attention efficiency x the peak."""
+    from shardline.realistic.kernels import attention_work_s, latent_attention
+
+    m = DEEPSEEK.mla
+    assert m is not None
+    b, t, h = 64, 4096, 128
+    w = transformer(
+        d_model=7168, d_ff=18432, heads=h, kv_heads=h, head_dim=192, layers=1, batch=b,
+        seq_len=t, phase="decode", mla=dict(vars(m)), dtype="fp8",
+    )  # fmt: skip
+    scores = next(x for x in w.layers if x.name == "attn_scores")
+    values = next(x for x in w.layers if x.name == "attn_values")
+    assert latent_attention(scores) and latent_attention(values)
+    h200 = load_chip("h200")
+    assert h200.achievable.mla_decode_flops_per_s == 660e12
+    # scores: 2 B H T K FLOPs (K = 512 + 64 = 576) against the fp8 latent read once,
+    # B T K bytes, and the queries B H K: 256 FLOP/B of latent, so compute-bound at 660e12
+    flops = 2 * b * h * t * 576
+    read = b * t * 576 + b * h * 576
+    got = attention_work_s(scores, h200, scores.dims, causal=True, decode=True)
+    assert got == pytest.approx(max(flops / 660e12, read / 3.888e12))
+    assert got == pytest.approx(flops / 660e12)
+    # the values (V = 512) reuse the latent on chip: their FLOPs at the same rate
+    got_v = attention_work_s(values, h200, values.dims, causal=True, decode=True)
+    assert got_v >= 2 * b * h * t * 512 / 660e12
+    # a B200 has no figure: the fused attention efficiency x its fp8 peak, as before
+    b200 = load_chip("b200")
+    assert b200.achievable.mla_decode_flops_per_s is None
+    fused = attention_work_s(scores, b200, scores.dims, causal=True, decode=True)
+    eff = b200.achievable.attention_fwd_efficiency
+    assert eff is not None
+    assert fused == pytest.approx(
+        max(flops / (eff * b200.peak("fp8")), read / b200.achievable.mem_bytes_per_s)
+    )
+    # grouped-query attention shares its KV head with the queries: not a latent
+    gqa = transformer(d_model=4096, d_ff=14336, heads=32, kv_heads=8, head_dim=128, layers=1,
+                      batch=8, seq_len=1024, phase="decode")  # fmt: skip
+    assert not latent_attention(next(x for x in gqa.layers if x.name == "attn_scores"))

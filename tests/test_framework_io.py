@@ -69,6 +69,22 @@ def test_megatron_args_by_hand(tmp_path: Path) -> None:
     assert got.unknown == ("--frobnicate",)  # --lr is known and has no effect on the step
 
 
+def test_megatron_block_recompute_is_full_block(tmp_path: Path) -> None:
+    """--recompute-method block --recompute-num-layers 5: the first 5 blocks of each stage
+    (`full-block:5`), as a flag-pinned plan; --emit megatron writes the three flags back."""
+    args = (
+        "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
+        "--num-query-groups 8 --swiglu --vocab-size 128256 --micro-batch-size 1 "
+        "--global-batch-size 64 --seq-length 4096 --bf16 --pipeline-model-parallel-size 2 "
+        "--recompute-granularity full --recompute-method block --recompute-num-layers 5\n"
+    )
+    got = read_config(_write(tmp_path, "args.txt", args), 8)
+    assert got.execution["recompute"] == "full-block:5" and got.not_modelled == ()
+    bad = _write(tmp_path, "bad.txt", args.replace("method block", "method every"))
+    with pytest.raises(InputError, match="--recompute-method takes uniform or block"):
+        read_config(bad, 8)
+
+
 def test_megatron_without_shape_is_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -277,6 +293,15 @@ def test_published_config_imports_to_the_validated_plan(
             ".sh",
             ["--tp", "2", "--pp", "2", "--dp", "2", "--fsdp", "1", "--interleave", "2"],
         ),
+        # Megatron's block method: the first 3 blocks of each of the 4 virtual stages
+        (
+            "megatron",
+            ".sh",
+            [
+                *("--tp", "2", "--pp", "2", "--dp", "2", "--fsdp", "1", "--interleave", "2"),
+                *("--recompute", "full-block:3"),
+            ],
+        ),
         ("torchtitan", ".toml", ["--tp", "2", "--pp", "1", "--dp", "1", "--fsdp", "4"]),
         ("maxtext", ".yml", ["--tp", "2", "--pp", "2", "--dp", "1", "--fsdp", "2"]),
     ],
@@ -345,6 +370,28 @@ def test_emit_refuses_what_the_format_cannot_say(capsys: pytest.CaptureFixture[s
         "megatron",
     )
     assert code == 2 and out == "" and "recompute policy 'minimal'" in err
+    # Megatron's block method has no torchtitan or MaxText setting: one line each
+    for fmt in ("torchtitan", "maxtext"):
+        code, out, err = run_cli(
+            capsys, *PLAN_8B_FSDP8, "--recompute", "full-block:4", "--emit", fmt
+        )
+        assert code == 2 and out == "" and "'full-block:4'" in err and len(err.splitlines()) == 1
+
+
+def test_bridge_block_recompute_override(tmp_path: Path) -> None:
+    """model.recompute_method=block with model.recompute_num_layers=3: Megatron-LM's flags,
+    full-block:3 (the first 3 blocks of each of the 2 stages)."""
+    path = _write(
+        tmp_path,
+        "run.sh",
+        "python pretrain_llama3_8b.py model.tensor_model_parallel_size=1 "
+        "model.pipeline_model_parallel_size=2 model.context_parallel_size=1 "
+        "train.micro_batch_size=1 train.global_batch_size=32 model.seq_length=4096 "
+        "model.recompute_granularity=full model.recompute_method=block "
+        "model.recompute_num_layers=3\n",
+    )
+    got = read_config(path, 8)
+    assert got.execution["recompute"] == "full-block:3" and got.unknown == ()
 
 
 def test_torchtitan_unknown_flavor_lists_the_known(tmp_path: Path) -> None:
@@ -667,6 +714,13 @@ MOE_4096 = (*SEQ_4096, *FORCED)
             "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2",
             MOE_4096,
         ),
+        # the 25.11 summary's commit names its presets ..._BASE_CONFIG in place of a version
+        (
+            "qwen3-235b-a22b-h100-pp8-vp4-ep32-fp8-2511",
+            "bridge_qwen3_presets_5776a6d9.py",
+            "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_BASE_CONFIG",
+            SEQ_4096,
+        ),
         (
             "qwen3-30b-a3b-h100-ep16-fp8-2606",
             "bridge_qwen3_presets_63b08b39.py",
@@ -683,6 +737,18 @@ MOE_4096 = (*SEQ_4096, *FORCED)
                 *MOE_4096,
                 *("--set", "model.recompute_modules=mla_up_proj"),
                 *("--set", "model.moe_deepep_num_sms=20"),
+            ),
+        ),
+        # the first 5 of the 32 blocks recomputed (the preset's recompute_num_layers: Megatron's
+        # block method); Megatron FSDP as the table's run was launched (--use_megatron_fsdp:
+        # _set_megatron_fsdp_overrides in scripts/performance/utils/overrides.py)
+        (
+            "llama3-8b-h100-fsdp-fp8",
+            "bridge_llama3_presets_00919dcf.py",
+            "LLAMA3_8B_PRETRAIN_CONFIG_H100_FP8_CS_V1",
+            (
+                *("--set", "model.seq_length=8192", "--set", "ddp.use_megatron_fsdp=true"),
+                *("--set", "ddp.data_parallel_sharding_strategy=optim_grads_params"),
             ),
         ),
         # the row takes the preset's recompute of the layer norms and the expert activation
@@ -731,16 +797,39 @@ def test_layout_preset_by_hand(tmp_path: Path) -> None:
     assert got.microbatches == 16 and got.batch == 512
     ex = got.execution
     assert ex["sequence_parallel"] and ex["ep_overlap"] and ex["ep_dispatch"] == "hierarchical"
-    # recompute_num_layers 4: full recompute, method block (priced as every block, said)
-    assert ex["recompute"] == "full"
-    assert any("block" in n for n in got.not_modelled)
+    # recompute_num_layers 4: full recompute, method block: the first 4 blocks of the stage
+    assert ex["recompute"] == "full-block:4"
+    assert not any("recompute" in n for n in got.not_modelled)
     # a field computed by code is not read, and the preset's num_gpus is not the devices
     assert got.not_read == (
         "line 6: pp_layout = compute_layout(): not read",
-        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1: num_gpus 16; priced on --devices 32",
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1: 16 GPUs; priced on --devices 32",
     )
     with pytest.raises(InputError, match="does not set model.seq_length"):
         read_config(path, 32, "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_MX_V1")
+
+
+@pytest.mark.parametrize(
+    ("name", "model", "dtype"),
+    [
+        ("QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V2", "qwen3-30b-a3b", "fp8"),  # 00919dcf on
+        (
+            "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_BF16_BASE_CONFIG",
+            "qwen3-30b-a3b",
+            "bf16",
+        ),  # 5776a6d9
+        ("QWEN3_30B_A3B_B200_FP8_MX_BASE_CONFIG", "qwen3-30b-a3b", "fp8"),  # the 0.2 releases
+    ],
+)
+def test_preset_names_of_each_convention(tmp_path: Path, name: str, model: str, dtype: str) -> None:
+    """The model and precision are read from each naming convention the scripts have used."""
+    path = _write(
+        tmp_path,
+        "presets.py",
+        f"{name} = WorkloadBaseConfig(expert_model_parallel_size=8, global_batch_size=64)\n",
+    )
+    got = read_config(path, 8, name, ("model.seq_length=4096",))
+    assert (got.model.name, got.dtype, got.degrees["ep"], got.batch) == (model, dtype, 8, 64)
 
 
 def test_recipe_files_refused_in_one_line(tmp_path: Path) -> None:
@@ -756,3 +845,78 @@ def test_recipe_files_refused_in_one_line(tmp_path: Path) -> None:
     )
     with pytest.raises(InputError, match="4-bit training presets are not read"):
         read_config(fp4, 8, "LLAMA3_8B_PRETRAIN_CONFIG_B200_NVFP4_V1", ("model.seq_length=8192",))
+    # a name of no convention: its model is not guessed
+    odd = _write(tmp_path, "odd.py", "MY_LAYOUT = WorkloadBaseConfig(global_batch_size=8)\n")
+    with pytest.raises(InputError, match="is not named MODEL_TASK_CONFIG_GPU_PRECISION_VERSION"):
+        read_config(odd, 8, "MY_LAYOUT", ("model.seq_length=8192",))
+
+
+# --- NeMo 2.0 recipes (NeMo-Run's run.Partial), read without running them ---------------------
+
+NEMO2_8B = str(RECIPES / "nemo2_llama3_8b_aed13ee8.py")  # nemo/collections/llm/recipes/llama3_8b.py
+
+
+def test_nemo2_recipe_by_hand(capsys: pytest.CaptureFixture[str]) -> None:
+    """pretrain_recipe() of NeMo 2.0's llama3_8b.py: trainer() at its defaults (tp 1, pp 1,
+    context parallel 2, one node of 8 GPUs), MockDataModule(seq_length=8192,
+    global_batch_size=512, micro_batch_size=1), bf16_mixed(), the DDP config's
+    grad_reduce_in_fp32=True; performance_mode False leaves the `if` untaken."""
+    got = read_config(NEMO2_8B, 8)
+    assert got.format == "nemo2-recipe" and got.model.name == "llama-3.1-8b"
+    # data parallel = 8 / (tp 1 x pp 1 x cp 2) = 4; microbatches = 512 / (1 x 4) = 128
+    assert got.degrees == {"tp": 1, "pp": 1, "dp": 4, "fsdp": 1, "ep": 1, "cp": 2}
+    assert (got.batch, got.microbatches, got.seq_len, got.dtype) == (512, 128, 8192, "bf16")
+    assert got.execution["grad_reduce_dtype"] == "fp32" and "zero" not in got.execution
+    # Megatron-LM reads --overlap-param-gather only beside the distributed optimizer, which the
+    # file does not set (below: given with --set, it is read)
+    assert got.unknown == ("ddp.overlap_param_gather",)
+    # the optimizer helper is NeMo's, not the file's: said, and its distributed optimizer not
+    # guessed
+    (line,) = got.not_read
+    assert line.startswith("optim = distributed_fused_adam_with_cosine_annealing(...): not in")
+    # with the distributed optimizer given, the plan is the flag-pinned one
+    imported = _plan_json(
+        capsys, "--from", NEMO2_8B, "--hw", "h100-sxm", "--devices", "8",
+        "--set", "ddp.use_distributed_optimizer=true",
+    )  # fmt: skip
+    pinned = _plan_json(
+        capsys, "--model", "llama-3.1-8b", "--hw", "h100-sxm", "--devices", "8",
+        "--tp", "1", "--pp", "1", "--dp", "4", "--fsdp", "1", "--cp", "2",
+        "--batch", "512", "--seq-len", "8192", "--microbatches", "128", "--dtype", "bf16",
+        "--phase", "training", "--framework", "megatron", "--recompute", "none",
+        "--zero", "1", "--overlap-param-gather", "--grad-reduce-dtype", "fp32",
+    )  # fmt: skip
+    assert imported["from"]["unknown"] == []
+    assert imported["execution"] == pinned["execution"]
+    assert imported["plans"][0]["predicted_s"] == pinned["plans"][0]["predicted_s"]
+
+
+def test_nemo2_performance_mode_and_what_is_not_read(tmp_path: Path) -> None:
+    """The same file with a recipe that calls pretrain_recipe(performance_mode=True, num_nodes=2):
+    pretrain_performance_optimizations runs (`if not recipe.trainer.callbacks` is False: the
+    TimingCallback is there), adding MegatronCommOverlapCallback(tp_comm_overlap=False) and
+    setting the precision plugin's grad_reduce_in_fp32 = False; the optimizer's own config is
+    a helper's, so setting a field of it is said, not followed."""
+    text = Path(NEMO2_8B).read_text(encoding="utf-8")
+    text += (
+        "\n\ndef fast_recipe():\n    return pretrain_recipe(performance_mode=True, num_nodes=2)\n"
+    )
+    path = _write(tmp_path, "llama3_8b.py", text)
+    got = read_config(path, 16, "fast_recipe")
+    # 2 nodes x 8 GPUs = 16: data parallel 16 / 2 = 8, microbatches 512 / 8 = 64
+    assert got.degrees["dp"] == 8 and got.microbatches == 64
+    assert got.execution.get("grad_reduce_dtype") is None  # the plugin's False, set last
+    # both callbacks followed (the overlap callback's tp_comm_overlap False: no tp overlap)
+    assert got.execution.get("tp_overlap") is None
+    assert not any("callbacks" in n for n in got.not_read)
+    assert any("recipe.optim.config.use_precision_aware_optimizer" in n for n in got.not_read)
+    with pytest.raises(InputError, match="no recipe function 'nope'"):
+        read_config(path, 16, "nope")
+    bare = _write(
+        tmp_path,
+        "bare.py",
+        "import nemo_run as run\n\ndef pretrain_recipe():\n"
+        "    return run.Partial(pretrain, data=run.Config(MockDataModule, seq_length=4096))\n",
+    )
+    with pytest.raises(InputError, match="does not set model.tensor_model_parallel_size"):
+        read_config(bare, 8)

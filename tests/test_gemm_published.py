@@ -169,3 +169,33 @@ def test_mi300x_fp8_skinny_gemm_by_hand() -> None:
     assert p.prediction["t_compute_s"] == pytest.approx(t_compute, rel=1e-9)
     assert p.predicted_s == pytest.approx(expected, rel=1e-9)
     assert p.predicted_s / 10.79625e-6 - 1 == pytest.approx(-0.0135, abs=1e-3)
+
+
+def test_matrix_vector_runs_the_tiled_kernel_where_the_library_has_no_gemv() -> None:
+    """M = 1, K = N = 4096, bf16 under CUDA graphs on a 3 TB/s chip: Q = 2 x 4096 + 2 x 4096^2 +
+    2 x 4096 = 33,570,816 B, t_memory = Q / 3e12 = 11.19 us, far above the math. A streaming
+    gemv kernel pays kernel_floor_s (1.3 us); a library that runs it with its tiled GEMM kernels
+    (on_chip.matrix_vector_tiled, AMD's aiter / hipBLASLt) pays gemm_kernel_floor_s (5 us)."""
+    from shardline.ops.predict import with_prediction
+    from shardline.ops.roofline import matmul
+
+    q = 2 * 4096 + 2 * 4096 * 4096 + 2 * 4096
+    times = {}
+    for tiled in (False, True):
+        chip = chip_from_dict(
+            {
+                "name": "g",
+                "kind": "gpu",
+                "peak_flops_per_s": {"bf16": 1e15},
+                "memory": {"capacity_bytes": 8e10, "bytes_per_s": 3e12},
+                "on_chip": {"cores": 100, "matrix_vector_tiled": tiled},
+                "achievable": {"kernel_floor_s": 1.3e-6, "gemm_kernel_floor_s": 5e-6},
+            }
+        )
+        result = with_prediction(matmul(1, 4096, 4096, hw=chip), launch="graphs")
+        terms = result.prediction
+        assert terms["streaming_kernel"] is (not tiled)
+        assert terms["t_compute_s"] < terms["t_memory_s"] == pytest.approx(q / 3e12)
+        times[tiled] = result.predicted_s
+    assert times[False] == pytest.approx(1.3e-6 + q / 3e12)
+    assert times[True] == pytest.approx(5e-6 + q / 3e12)

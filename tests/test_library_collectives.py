@@ -8,6 +8,7 @@ the chip figures of src/shardline/hardware/catalog/h100-sxm.toml (18 NVLink 4 li
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -361,3 +362,62 @@ def test_host_cpu_flag_and_system_field(capsys: pytest.CaptureFixture[str]) -> N
         main(["collective", "all-reduce", "--bytes", "8", "--devices", "16", "--host-cpu", "x"])
     assert bad.value.code == 2
     assert capsys.readouterr().err.startswith("error: argument --host-cpu")
+
+
+def test_two_node_tree_reads_intra_bandwidth_from_nccl_2_14_3() -> None:
+    # NCCL >= 2.14.3 reads a tree's intra-node bandwidth on <= 2 nodes (tuning.cc) and its
+    # search raises that to at most 2 x the network's (search.cc pass 2). 2 nodes of 8 A100,
+    # four 100 Gb/s EFA NICs (p4de): network 50 GB/s x 0.95 = 47.5 GB/s, in-node ring 230 GB/s.
+    # Tree bus = min(230, 2 x 47.5) x 0.92 = 87.4 GB/s (under 16 channels x Ampere's 23.6 GB/s
+    # per channel on 2 nodes = 377.6); algbw = bus / 2 = 43.7 GB/s, against the ring's
+    # 47.5 x 16/30 = 25.3 GB/s. NCCL 2.9.9 predates it: the tree's bus is the ring's, 47.5.
+    from shardline.collectives.library import Group, load_library, version_at_least
+    from shardline.collectives.vocabulary import library_pairs
+
+    lib = load_library("nccl")
+
+    def simple(version: str, algorithm: str, nodes: int = 2) -> float:
+        g = Group(8 * nodes, nodes, "nvlink", 230e9, 47.5e9, None, False, "ampere", 20e-6)
+        g = dataclasses.replace(g, library_version=version)
+        return next(
+            p.alg_bytes_per_s
+            for p in library_pairs(lib, "all_reduce", g)
+            if (p.algorithm, p.protocol) == (algorithm, "Simple")
+        )
+
+    assert simple("2.18.3", "tree") == pytest.approx(min(230e9, 2 * 47.5e9) * 0.92 / 2)
+    assert simple("", "tree") == pytest.approx(43.7e9)  # unknown: the current release
+    assert simple("2.9.9", "tree") == pytest.approx(47.5e9 * 0.92 / 2)
+    assert simple("2.18.3", "ring") == pytest.approx(47.5e9 * 16 / 30)
+    # three nodes: the network bandwidth again (bwInter), min(230 / (7/8), 47.5) x 0.92 / 2
+    assert simple("2.18.3", "tree", nodes=3) == pytest.approx(47.5e9 * 0.92 / 2)
+    # RCCL loads hand-built topology models instead of NCCL's search: no raise, the ring's bus
+    rccl = load_library("rccl")
+    g = Group(16, 2, "nvlink", 230e9, 47.5e9, None, False, "cdna4", 20e-6)
+    tree = next(
+        p.alg_bytes_per_s
+        for p in library_pairs(rccl, "all_reduce", g)
+        if (p.algorithm, p.protocol) == ("tree", "Simple")
+    )
+    assert tree == pytest.approx(47.5e9 * 0.92 / 2)
+    assert version_at_least("2.14.3", "2.14.3") and not version_at_least("2.9.9", "2.14.3")
+    assert version_at_least("unknown (not printed)", "2.14.3")
+
+
+def test_library_version_reaches_the_price_of_a_two_node_all_reduce() -> None:
+    # 1 GiB over 2 p4de-like nodes: NCCL 2.9.9 prices the ring (25.3 GB/s of algbw), the
+    # current release the tree at up to 1.7x that (43.7 GB/s); both with the same latency terms.
+    chip = chip_with_cluster(
+        load_chip("a100-80gb"),
+        gpus_per_node=8,
+        nics_per_node=4,
+        nic_bytes_per_s=12.5e9,
+        scale_out="efa",
+    )
+    v = 2**30
+    old = collective_cost(
+        "all_reduce", v, 16, chip, options=NetworkOptions(library_version="2.9.9")
+    )
+    new = collective_cost("all_reduce", v, 16, chip)
+    assert (old.algorithm, new.algorithm) == ("ring", "tree")
+    assert 1.4 < old.predicted_s / new.predicted_s < 1.75

@@ -127,3 +127,39 @@ def test_constant_inputs_are_checked() -> None:
               constant=("w",))  # fmt: skip
     with pytest.raises(InputError, match="constant names inputs"):
         Layer("up", "x[B,D] * w[D,F] -> h[B,F]", {"B": 2, "D": 4, "F": 8}, constant=("h",))
+
+
+def test_decode_experts_read_their_weights_at_the_fused_moe_kernel_rate() -> None:
+    """A decode step's routed expert einsums read HBM at the chip's fused MoE kernel rate
+    (b200: achievable.moe_decode_bytes_per_s = 4.83e12, FlashInfer PR 4048's DeepSeek-V3 MoE at
+    256 tokens over 32 local experts) instead of its streaming rate (7.26e12): every byte the
+    einsum moves takes 1 / 4.83e12 - 1 / 7.26e12 s more; the other einsums of the step and chips
+    without the figure (gb200) are unchanged."""
+    from shardline.hardware import load_chip
+    from shardline.models import load_model
+    from shardline.models.template import model_workload
+    from shardline.realistic.kernels import einsum_time_s, gemm_time_s, moe_decode_chip
+
+    w = model_workload(load_model("qwen3-30b-a3b"), phase="decode", batch=8, seq_len=1024,
+                       dtype="fp4")  # fmt: skip
+    assert w.model is not None and w.model.decode
+    b200 = load_chip("b200")
+    assert b200.achievable.moe_decode_bytes_per_s == 4.83e12
+    assert b200.achievable.mem_bytes_per_s == 7.26e12
+    up = next(x for x in w.layers if x.name == "expert_in")
+    # 8 tokens x top-8 over 128 experts touch ceil(128 (1 - (1 - 8/128)^8)) = 52 experts,
+    # 8 sequences over the step's B = 2 rows of C = 1 slot (decode_rows)
+    assert up.dims == {"B": 2, "X": 52, "C": 1, "D": 2048, "F": 768, "U": 2}
+    moved = 52 * 2048 * 768 * 2 // 2 + 2 * 52 * 2048 * 2 + 2 * 52 * 768 * 2 // 2  # w, x, h
+    plain = gemm_time_s(up, b200, up.dims, cuda_graphs=True)
+    got = einsum_time_s(up, b200, up.dims, w.model, True)
+    assert got - plain == pytest.approx(moved * (1 / 4.83e12 - 1 / 7.26e12), rel=1e-6)
+    qkv = next(x for x in w.layers if x.name == "attn_qkv")
+    assert einsum_time_s(qkv, b200, qkv.dims, w.model, True) == pytest.approx(
+        gemm_time_s(qkv, b200, qkv.dims, cuda_graphs=True)
+    )
+    gb200 = load_chip("gb200")  # no fused MoE figure: its streaming rate
+    assert moe_decode_chip(gb200) is gb200
+    assert einsum_time_s(up, gb200, up.dims, w.model, True) == pytest.approx(
+        gemm_time_s(up, gb200, up.dims, cuda_graphs=True)
+    )

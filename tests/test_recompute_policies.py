@@ -32,7 +32,7 @@ from shardline.planning.evaluate import Context
 from shardline.planning.search import assignments as degree_assignments
 from shardline.planning.search_answer import Group, layout_of
 from shardline.planning.vector_bound import prepare
-from shardline.realistic.activations import layer_activation_bytes
+from shardline.realistic.activations import checkpointed_share, layer_activation_bytes
 from shardline.realistic.flops import recomputed_flops
 from shardline.realistic.modelshape import ModelShape
 from shardline.strategies import Degrees
@@ -73,6 +73,8 @@ GELU_BYTES = {
     "keep:q,k,v,context": (2 + 6 + 2) * SBH,
     # every 2nd of 4 blocks fully recomputed: half keep 2sbh, half everything
     "layer-2": (2 * SBH + 34 * SBH + SCORES) / 2,
+    # Megatron's block method, the first of the 4 blocks of the one stage: 1 keeps 2sbh, 3 all
+    "full-block:1": (2 * SBH + 3 * (34 * SBH + SCORES)) / 4,
 }
 
 
@@ -127,6 +129,7 @@ GATED_FLASH_FLOPS = {
     "save_out_proj": L * (2 * (3 * H * H + 3 * H * F) + ATT),
     "keep:q,k,v,context": L * 2 * (H * H + 3 * H * F),
     "layer-2": L // 2 * (2 * (4 * H * H + 3 * H * F) + ATT),
+    "full-block:3": 3 * (2 * (4 * H * H + 3 * H * F) + ATT),  # 3 of the 4 blocks
 }
 
 
@@ -161,7 +164,73 @@ def test_megatron_three_are_unchanged() -> None:
     assert recomputed_flops(m, "full") == tokens * (2 * m.block_params + 4 * L * A * (H // A) * S)
 
 
-@pytest.mark.parametrize("bad", ["bogus", "layer-0", "layer-x", "keep:q,foo", 3])
+def test_full_block_counts_the_first_blocks_of_each_virtual_stage() -> None:
+    """Megatron's block method checkpoints the first N blocks of each model chunk: 32 blocks on
+    pp 2 x vp 2 are 4 chunks of 8, N = 5 checkpoints 4 x 5 = 20; on pp 4 x vp 2 (8 chunks of 4)
+    every block; a stage of 9 blocks in 2 chunks (5 + 4) with N = 5: 5 + 4 = 9; N = 3: 6."""
+    m = _model(gated=False, attention="flash", layers=32)
+    five = policy("full-block:5")
+    assert checkpointed_share(m, five, chunks=4) == 20 / 32
+    assert checkpointed_share(m, five, chunks=8) == 1.0
+    assert checkpointed_share(m, five, blocks=9, chunks=2) == 1.0
+    assert checkpointed_share(m, policy("full-block:3"), blocks=9, chunks=2) == 6 / 9
+    assert recomputed_flops(m, "full-block:5", chunks=4) == pytest.approx(
+        20 / 32 * recomputed_flops(m, "full"), rel=1e-12
+    )
+    # kept bytes: 20 blocks the input only (2sbh), 12 everything (34sbh with FlashAttention)
+    got = layer_activation_bytes(m, B, tp=1, sp=False, recompute="full-block:5", chunks=4)
+    assert got == pytest.approx((20 * 2 * SBH + 12 * 34 * SBH) / 32, rel=1e-15)
+
+
+def _plan(capsys: pytest.CaptureFixture[str], recompute: str, *extra: str) -> dict:
+    argv = ["plan", "--model", "llama-3.2-1b", "--hw", "h100-sxm", "--batch", "8", "--seq-len",
+            "1024", "--phase", "training", "--json", "--recompute", recompute]  # fmt: skip
+    code, out, err = run_cli(capsys, *argv, *extra)
+    assert code == 0, err
+    return json.loads(out)["plans"][0]
+
+
+def test_full_block_reruns_its_share_of_each_stage(capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-3.2-1b's 16 blocks on pp 2 x vp 2: chunks of 4, full-block:3 reruns 3 of each, 12 of
+    16 = 3/4 of full's recompute time and FLOPs; on pp 2 alone (stages of 8) 3 of 8. One stage
+    (pp 1) with full-block:5: 5 of 16 blocks keep the input only, the rest everything, so the
+    activations are 5/16 of full's and 11/16 of none's."""
+    vp = ("--devices", "2", "--tp", "1", "--pp", "2", "--dp", "1", "--microbatches", "8")
+    full = _plan(capsys, "full", *vp, "--interleave", "2")
+    three = _plan(capsys, "full-block:3", *vp, "--interleave", "2")
+    for key in ("recompute_s",):
+        assert three["predicted_breakdown_s"][key] == pytest.approx(
+            0.75 * full["predicted_breakdown_s"][key], rel=1e-12
+        )
+    assert three["recompute"]["recomputed_flops"] == pytest.approx(
+        0.75 * full["recompute"]["recomputed_flops"], rel=1e-12
+    )
+    assert three["recompute"]["blocks_share"] == 0.75
+    no_vp = _plan(capsys, "full-block:3", *vp)
+    assert no_vp["recompute"]["blocks_share"] == 3 / 8
+    one = ("--devices", "1", "--microbatches", "8")
+    mem = {rc: _plan(capsys, rc, *one)["memory"]["activations_bytes"] for rc in ("none", "full")}
+    five = _plan(capsys, "full-block:5", *one)["memory"]["activations_bytes"]
+    assert five == pytest.approx(5 / 16 * mem["full"] + 11 / 16 * mem["none"], rel=1e-12)
+    # as many blocks as a stage holds: full
+    assert (
+        _plan(capsys, "full-block:16", *one)["predicted_s"]
+        == _plan(capsys, "full", *one)["predicted_s"]
+    )
+
+
+def test_search_refuses_full_block(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(
+        capsys, "search", "--model", "llama-3.2-1b", "--devices", "8",
+        "--recompute", "full-block:2",
+    )  # fmt: skip
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert err.startswith("error: search --recompute full-block:2: the search prices one block")
+
+
+@pytest.mark.parametrize(
+    "bad", ["bogus", "layer-0", "layer-x", "keep:q,foo", 3, "full-block:0", "full-block:x"]
+)
 def test_unknown_policy_is_an_input_error(bad: object) -> None:
     with pytest.raises(InputError) as err:
         Execution(recompute=bad)  # type: ignore[arg-type]

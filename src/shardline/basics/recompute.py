@@ -14,7 +14,10 @@ The block, in forward order (`OPS`: an op, the tensors it writes, the tensors it
 a matmul, norm, activation and the softmax, and the dropout masks); an op runs again when one of
 its outputs is wanted and not kept, and it wants its own inputs that are not kept (`rerun_ops`).
 Names: the policies of recompute.toml, `layer-N` (every Nth block fully recomputed, the others
-keep everything: torchtitan's selective_ac_option = "N") and `keep:T1,T2,...` (keep these
+keep everything: torchtitan's selective_ac_option = "N"), `full-block:N` (the first N blocks of
+each pipeline stage, of each virtual stage with interleaving, fully recomputed, the others keep
+everything: Megatron-LM's --recompute-granularity full --recompute-method block
+--recompute-num-layers N) and `keep:T1,T2,...` (keep these
 tensors, the rest recomputed) and `modules:M1,M2,...` (Megatron-Core's recompute_modules:
 `none`'s tensors less those the modules discard). Pure: the TOML is package data.
 """
@@ -43,6 +46,7 @@ __all__ = [
     "kept_tensors",
     "stored_tensors",
     "read_tensors",
+    "checkpointed_blocks",
 ]
 
 # name -> (where it lives, the dtype it is kept in): "hidden" (d_model wide, on every
@@ -97,6 +101,7 @@ MATMULS = (
     ("down_proj", "ffn_out"),
 )
 LAYER_PREFIX = "layer-"
+FULL_BLOCK_PREFIX = "full-block:"
 KEEP_PREFIX = "keep:"
 MODULES_PREFIX = "modules:"
 
@@ -104,8 +109,10 @@ MODULES_PREFIX = "modules:"
 @dataclass(frozen=True)
 class Policy:
     """One policy: the tensors it keeps (besides x), ops it reruns beyond what they require,
-    whether it keeps every second matmul's output (`odd_matmuls`), and, for `layer-N`, the
-    period N of fully recomputed blocks (1: the policy applies to every block)."""
+    whether it keeps every second matmul's output (`odd_matmuls`), for `layer-N` the period N
+    of fully recomputed blocks (1: the policy applies to every block), and for `full-block:N`
+    the N blocks at the start of each (virtual) pipeline stage it applies to (`first`; 0: not
+    so limited)."""
 
     name: str
     keep: frozenset[str]
@@ -115,6 +122,7 @@ class Policy:
     source: str = ""
     note: str = ""
     residuals_only: bool = False  # recompute.toml `saves = "residuals"`: only what is read
+    first: int = 0
 
     def kept(self, gated: bool) -> frozenset[str]:
         """The tensors kept in a block (x always): with every second matmul's output where the
@@ -199,6 +207,7 @@ def policy_names() -> tuple[str, ...]:
 def _unknown(name: object) -> InputError:
     return InputError(
         f"recompute must be one of {', '.join(policy_names())}, layer-N (every Nth block fully "
+        f"recomputed), full-block:N (the first N blocks of each pipeline stage fully "
         f"recomputed), keep:T1,T2,... (tensors {', '.join(TENSORS)}) or modules:M1,M2,... "
         f"({', '.join(module_names())}); got {name!r}"
     )
@@ -226,12 +235,41 @@ def _policy(name: str) -> Policy:
             "ptd_checkpoint_wrapper._count % ac_freq == 0)"
         )
         return Policy(name, frozenset(), every=int(n), source=source, note="")
+    if name.startswith(FULL_BLOCK_PREFIX):
+        return _full_block(name)
     if name.startswith(KEEP_PREFIX):
         items = [t.strip() for t in name[len(KEEP_PREFIX) :].split(",") if t.strip()]
         return Policy(name, _checked(items, name), source="the user's keep list")
     if name.startswith(MODULES_PREFIX):
         return _modules(name)
     raise _unknown(name)
+
+
+def _full_block(name: str) -> Policy:
+    """`full-block:N`: Megatron-LM's block method, the first N blocks of each (virtual) pipeline
+    stage fully recomputed, the rest keeping everything."""
+    n = name[len(FULL_BLOCK_PREFIX) :]
+    if not n.isdigit() or int(n) < 1:
+        raise _unknown(name)
+    source = (
+        "Megatron-LM --recompute-granularity full --recompute-method block --recompute-num-layers "
+        "N (megatron/core/transformer/transformer_block.py _checkpointed_forward, method 'block': "
+        "the first recompute_num_layers layers of the block, the layers of one pipeline stage or "
+        "of one virtual stage, are checkpointed whole, the rest not)"
+    )
+    return Policy(name, frozenset(), source=source, first=int(n))
+
+
+def checkpointed_blocks(p: Policy, blocks: float, chunks: int) -> float:
+    """How many of `blocks` blocks, cut into `chunks` (virtual) pipeline stages as evenly as
+    they go (the first `blocks % chunks` one more), a policy checkpoints whole under Megatron's
+    block method: min(N, chunk's blocks) in each chunk. Every block for any other policy (a
+    `layer-N` share is counted over the model: shardline.realistic.activations)."""
+    if not p.first:
+        return blocks
+    q, r = divmod(int(round(blocks)), max(1, chunks))
+    sizes = [q + 1] * r + [q] * (max(1, chunks) - r)
+    return float(sum(min(p.first, size) for size in sizes))
 
 
 def kept_tensors(p: Policy, *, gated: bool, flash: bool) -> frozenset[str]:

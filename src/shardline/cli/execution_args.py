@@ -192,6 +192,8 @@ def recompute_help() -> str:
     return (
         "activation recompute policy in the backward pass (docs/whole-model.md#recompute-policies):"
         f" {', '.join(policy_names())}; layer-N (every Nth block fully recomputed, torchtitan); "
+        "full-block:N (the first N blocks of each pipeline stage, of each virtual stage with "
+        "--interleave, fully recomputed: Megatron-LM's --recompute-method block); "
         f"keep:T1,T2,... (keep these block tensors: {', '.join(TENSORS)}); modules:M1,M2,... "
         f"(Megatron-Core's recompute_modules: {', '.join(module_names())}). Default none"
     )

@@ -40,6 +40,7 @@ from shardline.collectives.library import (
     ring_alg_bytes_per_s,
     ring_bus_bytes_per_s,
     ring_steps,
+    version_at_least,
 )
 from shardline.collectives.p2p import all_to_all_pairs
 from shardline.collectives.records import (
@@ -176,9 +177,34 @@ def _ring_pairs(lib: Library, kind: str, group: Group) -> list[Pair]:
 # --- library pricing: trees, in-switch and in-network reduction, PAT, sends ------------------
 
 
+def _tree_bus(lib: Library, group: Group) -> float:
+    """The tree all-reduce's Simple bus bandwidth before NCCL's 0.92: the ring's, except on two
+    nodes from the release that reads a tree's intra-node bandwidth there and lets its search
+    raise it to `tree_two_node_intra_max` x the network's (library file, protocol_factors): the
+    node's scale-up bus rate, at most that many times its network's. Capped at channels x
+    NCCL's per-channel tree bandwidth (perChMaxTreeBws) where the file gives it."""
+    f = lib.factors
+    bus = ring_bus_bytes_per_s(lib, "all_reduce", group, 2)
+    inter = group.inter_bus_bytes_per_s
+    since = f.get("tree_two_node_since")
+    if (
+        group.nodes == 2
+        and group.ppn > 1
+        and inter is not None
+        and since is not None
+        and version_at_least(group.library_version, since)
+    ):
+        bus = min(group.intra_bus_bytes_per_s, f["tree_two_node_intra_max"] * inter)
+    per_channel = f.get("tree_max_per_channel_gb_s", {}).get(group.generation)
+    if per_channel is not None:
+        column = 0 if group.nodes <= 1 else (1 if group.nodes == 2 else 2)
+        bus = min(bus * f["tree"], f["channels"] * per_channel[column] * 1e9) / f["tree"]
+    return bus
+
+
 def _tree_pair(lib: Library, group: Group, p: int) -> Pair:
     f = lib.factors
-    bus = ring_bus_bytes_per_s(lib, "all_reduce", group, 2) * f["tree"]
+    bus = _tree_bus(lib, group) * f["tree"]
     if PROTOCOLS[p] == "LL":
         bus = min(bus * f["tree_ll"], lib.ll_max(group))
     elif PROTOCOLS[p] == "LL128":

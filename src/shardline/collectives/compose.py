@@ -299,7 +299,7 @@ def _realistic(
     t_bw, t_lat, in_switch = wanted.t_bw, wanted.t_lat, wanted.in_switch
     active = [net for net in nets if any(s.devices > 1 for s in net.stages)]
     sharp = bool(active) and all(net.in_network_reduction for net in active)
-    group = group_for(nets, chip, sharp, wanted.gpus_per_process)
+    group = group_for(nets, chip, sharp, wanted.gpus_per_process, wanted.library_version)
     if group is None or kind not in _LIBRARY_KINDS:
         if wanted.protocol is not None:
             raise InputError(
@@ -351,6 +351,7 @@ class _Wanted:
     library: str | None
     protocol: str | None
     gpus_per_process: int = 1
+    library_version: str | None = None
 
 
 _LIBRARY_KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
@@ -379,15 +380,15 @@ def collective_over(
     nbytes = _check_bytes(nbytes)
     given = next((net.options for net in nets if net.options is not None), NetworkOptions())
     algorithm = algorithm if algorithm is not None else given.algorithm
-    protocol = protocol if protocol is not None else given.protocol
     multi_axis = multi_axis or given.multi_axis
     gpus_per_process = gpus_per_process or given.gpus_per_process
     table_alg, lib_alg = _split_algorithm(algorithm, chip)
     in_switch_ok = reduces_in_switch(algorithm)
     t_bw, t_lat, steps, combine = _compose(kind, nbytes, nets, table_alg, multi_axis, in_switch_ok)
     in_switch = any(step.in_switch for step in steps)
-    protocol = canonical_protocol(protocol)
-    wanted = _Wanted(t_bw, t_lat, in_switch, lib_alg, protocol, gpus_per_process)
+    protocol = canonical_protocol(protocol if protocol is not None else given.protocol)
+    version = given.library_version
+    wanted = _Wanted(t_bw, t_lat, in_switch, lib_alg, protocol, gpus_per_process, version)
     predicted, eff, choice = _realistic(kind, nbytes, nets, chip, wanted)
     devices = math.prod(net.devices for net in nets)
     detail = " + ".join(net.describe() for net in nets) if nets else "a single device"

@@ -25,6 +25,7 @@ scale it, and the ring's own record prices with it.
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -53,6 +54,7 @@ __all__ = [
     "ring_bus_bytes_per_s",
     "ring_steps",
     "scale_up_share",
+    "version_at_least",
 ]
 
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -114,6 +116,7 @@ class Group:
     floor_s: float = 0.0  # the shortest collective this group runs (measured; 0: none known)
     nic_bytes_per_s: float | None = None  # one NIC's line rate, one way (None: not known)
     host_cpu: str | None = None  # the nodes' CPU vendor: intel, amd, arm (None: not known)
+    library_version: str = ""  # the library release that runs ("": not known, the current one)
 
     @property
     def ppn(self) -> int:
@@ -248,6 +251,17 @@ def collective_sm_share(library: str, cores: int) -> float:
 def log2i(n: int) -> int:
     """NCCL's log2i: the floor of log2 n (0 for n < 1)."""
     return int(math.floor(math.log2(n))) if n >= 1 else 0
+
+
+def version_at_least(version: str, since: str) -> bool:
+    """Whether a release ("2.26.6 (gIB plugin v1.0.6)", "2.9.9") is `since` ("2.14.3") or
+    later, by its leading dotted numbers; a text without them ("unknown", "") is taken as the
+    current release, so True."""
+    found = re.match(r"\s*(\d+(?:\.\d+)*)", version)
+    if found is None:
+        return True
+    have = tuple(int(x) for x in found.group(1).split("."))
+    return have >= tuple(int(x) for x in since.split("."))
 
 
 def _node_index(nodes: int) -> int:

@@ -48,12 +48,17 @@ def _gather_bandwidth(stage: Stage) -> float:
 
 
 def group_for(
-    nets: Sequence[AxisNetwork], chip: Chip, in_switch: bool, gpus_per_process: int = 1
+    nets: Sequence[AxisNetwork],
+    chip: Chip,
+    in_switch: bool,
+    gpus_per_process: int = 1,
+    library_version: str | None = None,
 ) -> Group | None:
     """The communicator the axes form, or None where no library model applies.
 
     `gpus_per_process` > 1 is one process driving several GPUs (nccl-tests `-g`): it launches
-    their kernels one after another, so no collective is shorter than that many launches."""
+    their kernels one after another, so no collective is shorter than that many launches.
+    `library_version` is the release that runs (None: the library file's own)."""
     ic = chip.interconnect
     if ic is None or ic.library not in ("nccl", "rccl"):
         return None
@@ -94,9 +99,8 @@ def group_for(
     generation = lib.generation(chip.name)
     so_ = ic.scale_out
     nic, cpu = (so_.nic_bytes_per_s, so_.host_cpu) if so_ is not None else (None, None)
-    return Group(
-        ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, net_step, floor, nic, cpu
-    )
+    shape = (ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, net_step, floor)
+    return Group(*shape, nic, cpu, library_version or lib.version)
 
 
 def _usable(

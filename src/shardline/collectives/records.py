@@ -138,6 +138,8 @@ class NetworkOptions:
     protocol: str | None = None  # the library's protocol (LL, LL128, Simple); None: its choice
     multi_axis: str = "simultaneous"  # torus stages of several axes at once, or "sequential"
     gpus_per_process: int = 1  # GPUs one process drives (nccl-tests -g): their launches serialize
+    # the library release that runs ("2.9.9"); None: the library file's own (the current one)
+    library_version: str | None = None
 
 
 @dataclass(frozen=True)

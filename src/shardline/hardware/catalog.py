@@ -2,9 +2,8 @@
 
 The file form is documented in docs/chip-schema.md. Every number of a catalog file is
 `{value, source}` (`unsourced_fields` finds those that are not; the test suite runs it over every
-catalog file). A field left out is either required (an error naming it) or filled from `DEFAULTS`
-and recorded as an assumption.
-"""
+catalog file). A field left out is required (an error naming it) or filled from `DEFAULTS` and
+recorded as an assumption."""
 
 from __future__ import annotations
 
@@ -336,6 +335,7 @@ def _on_chip(r: ChipReader) -> OnChip:
         l1_bytes_per_core=opt_float(r.number("on_chip.l1_bytes_per_core")),
         registers_bytes_per_core=opt_float(r.number("on_chip.registers_bytes_per_core")),
         gemm_epilogue_overlapped=_opt_bool(r, "on_chip.gemm_epilogue_overlapped"),
+        matrix_vector_tiled=_opt_bool(r, "on_chip.matrix_vector_tiled"),
         tile_feed_bytes_per_s=opt_float(r.number("on_chip.tile_feed_bytes_per_s")),
     )
 

@@ -55,6 +55,9 @@ class OnChip:
     # the GEMM library's kernels are persistent and overlap a tile's epilogue (and the next tile's
     # loads) with another tile's math (CUTLASS warp-specialized ping-pong, Hopper and later)
     gemm_epilogue_overlapped: bool | None = None
+    # the GEMM library runs a matrix-vector product (M or N = 1) with its tiled GEMM kernels, not
+    # a streaming gemv kernel, so it pays the tiled kernel's floor (AMD's aiter / hipBLASLt)
+    matrix_vector_tiled: bool | None = None
     # the aggregate rate at which a GEMM's tiles load their operand panels, where it is not the
     # L2's: a chip whose L2 is split among dies that workgroups are dispatched to round-robin
     # (AMD's XCDs) feeds the tiles from its memory-side cache (docs/prediction.md, "Tile feed")
@@ -155,6 +158,14 @@ class Achievable:
     # the same two efficiencies per named kernel ("fa2", "cudnn", "fa3", ...): a framework that
     # runs a given kernel (Execution.attention_kernel) uses its figures in place of the two above
     attention_kernels: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # the decode attention kernel over a multi-head latent (MLA) cache that the serving engines
+    # run on this chip (FlashMLA on Hopper): its compute-bound FLOP/s, whatever the step's dtype
+    # (the published figure is the bf16 kernel's); absent: the fused attention figures above
+    mla_decode_flops_per_s: float | None = None
+    # the HBM rate at which the engines' fused MoE kernel streams a decode step's routed expert
+    # weights (one grouped GEMM over many experts of a few rows each falls short of a streaming
+    # read); absent: mem_bytes_per_s
+    moe_decode_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -33,11 +33,18 @@ from typing import Any
 
 from shardline.errors import InputError
 from shardline.io.bridge_presets import bridge_keys, preset_settings
-from shardline.io.bridge_recipe import parse_module, read_recipe_settings
+from shardline.io.bridge_recipe import RecipeSettings, parse_module, read_recipe_settings
 from shardline.io.framework_config import Imported, named_model
 from shardline.io.megatron_args import read_megatron_flags
+from shardline.io.nemo_recipe import read_nemo2_settings
 
-__all__ = ["read_bridge", "read_bridge_recipe", "looks_like_bridge", "parse_overrides"]
+__all__ = [
+    "read_bridge",
+    "read_bridge_recipe",
+    "read_nemo2_recipe",
+    "looks_like_bridge",
+    "parse_overrides",
+]
 
 # Megatron-Bridge name -> Megatron-LM flag, where they differ (the mapping guide above)
 RENAMED = {
@@ -273,14 +280,42 @@ def read_bridge_recipe(
         got = preset_settings(module, function, origin)
     else:
         got = read_recipe_settings(module, origin, function)
+    model = None
+    if got.hf_model is not None:
+        model = ("huggingface", got.hf_model, "model")
+    elif got.recipe is not None:
+        model = ("megatron_bridge", got.recipe, "recipe")
+    return _recipe_plan(got, origin, devices, on_top, model, "megatron-bridge-recipe")
+
+
+def read_nemo2_recipe(
+    text: str,
+    origin: str,
+    devices: int,
+    function: str | None = None,
+    on_top: dict[str, str] | None = None,
+) -> Imported:
+    """The plan of one NeMo 2.0 recipe function (read, not run: shardline.io.nemo_recipe) with
+    `on_top` overrides applied last; its settings are Megatron-Bridge's keys."""
+    got = read_nemo2_settings(parse_module(text, origin), origin, function)
+    model = None if got.recipe is None else ("nemo2", got.recipe, "model config")
+    return _recipe_plan(got, origin, devices, on_top, model, "nemo2-recipe")
+
+
+def _recipe_plan(
+    got: RecipeSettings,
+    origin: str,
+    devices: int,
+    on_top: dict[str, str] | None,
+    model: tuple[str, str, str] | None,
+    fmt: str,
+) -> Imported:
+    """The plan of a recipe's settings with `on_top` applied last; `model` (the
+    framework_models.toml table, the name, what it is) the zoo model the recipe names."""
     overrides = got.overrides | (on_top or {})
     if got.gpus is not None and got.gpus != devices:
-        got.notes.append(f"{got.function}: num_gpus {got.gpus}; priced on --devices {devices}")
-    spec = None
-    if got.hf_model is not None:
-        spec = _named(overrides, origin, "huggingface", got.hf_model, "model")
-    elif got.recipe is not None:
-        spec = _named(overrides, origin, "megatron_bridge", got.recipe, "recipe")
+        got.notes.append(f"{got.function}: {got.gpus} GPUs; priced on --devices {devices}")
+    spec = None if model is None else _named(overrides, origin, *model)
     _need_layout(
         overrides,
         f"{origin}: recipe {got.function} does not set",
@@ -288,7 +323,7 @@ def read_bridge_recipe(
     )
     return replace(
         _settings_plan(overrides, origin, devices, spec, []),
-        format="megatron-bridge-recipe",
+        format=fmt,
         not_read=tuple(got.notes),
     )
 

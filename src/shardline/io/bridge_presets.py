@@ -25,8 +25,20 @@ from shardline.io.bridge_recipe import (
 
 __all__ = ["preset_settings", "bridge_keys"]
 
-# NAME = {MODEL}_{SIZE}_{TASK}_CONFIG_{GPU}_{PRECISION}_{VERSION} (the files' own docstring)
-_PRESET_NAME = re.compile(r"^(.+?)_(PRETRAIN|SFT|PEFT|FINETUNE)_CONFIG_([A-Z0-9]+)_(.+)_V\d+$")
+# NAME = {MODEL}_{SIZE}_{TASK}_CONFIG_{GPU}_{PRECISION}_{VERSION} (the files' own docstring,
+# commit 00919dcf on); before the versions (commit 5776a6d9, the 25.11 summary's) the suffix is
+# _BASE_CONFIG in place of the version, and in the 0.2 releases' configs/FAMILY/
+# workload_base_configs.py the task is left out: {MODEL}_{SIZE}_{GPU}_{PRECISION}_BASE_CONFIG
+_PRESET_NAME = re.compile(
+    r"^(?P<model>.+?)_(?P<task>PRETRAIN|SFT|PEFT|FINETUNE)_CONFIG_(?P<gpu>[A-Z0-9]+)_"
+    r"(?P<precision>.+)_(?:V\d+|BASE_CONFIG)$"
+)
+# the GPUs the scripts' presets are named for (argument_parser.py --gpu choices at 5776a6d9: h100,
+# b200, gb200, gb300; later files also b300, r100, vr200)
+_GPUS = "GB300|GB200|B300|B200|H100|R100|VR200"
+_RELEASE_NAME = re.compile(
+    rf"^(?P<model>.+?)_(?P<gpu>{_GPUS})_(?P<precision>BF16|FP8_CS|FP8_DS|FP8_MX|NVFP4)_BASE_CONFIG$"
+)
 
 
 def _preset_fields(
@@ -71,16 +83,18 @@ def preset_settings(module: Module, name: str, origin: str) -> RecipeSettings:
     unknown = [k for k in fields if k not in known]
     if unknown:
         out.notes.append(f"{', '.join(unknown)}: WorkloadBaseConfig fields not read")
-    m = _PRESET_NAME.match(name)
+    m = _PRESET_NAME.match(name) or _RELEASE_NAME.match(name)
     if m is None:
         raise InputError(
-            f"{origin}: preset {name!r} is not named MODEL_TASK_CONFIG_GPU_PRECISION_VERSION, "
-            "so its model and precision are not known"
+            f"{origin}: preset {name!r} is not named MODEL_TASK_CONFIG_GPU_PRECISION_VERSION "
+            "(or _BASE_CONFIG for the version), so its model and precision are not known"
         )
-    out.recipe = m.group(1).lower()
-    precision = PERF_PRECISION.get(m.group(4).lower())
+    out.recipe = m.group("model").lower()
+    precision = PERF_PRECISION.get(m.group("precision").lower())
     if precision is None:
-        raise InputError(f"{origin}: preset {name}: precision {m.group(4)} is not one read")
+        raise InputError(
+            f"{origin}: preset {name}: precision {m.group('precision')} is not one read"
+        )
     out.overrides["mixed_precision"] = precision
     for field_name, rule in table["set"].items():
         value = fields.get(field_name)

@@ -47,6 +47,7 @@ __all__ = [
     "MAX_DEPTH",
     "NOT_LITERAL",
     "PERF_PRECISION",
+    "dotted_name",
 ]
 
 # groups of the ConfigContainer whose settings do not change the step time: not evaluated
@@ -167,6 +168,9 @@ def _returned(fn: ast.FunctionDef) -> set[str]:
         for node in ast.walk(fn)
         if isinstance(node, ast.Return) and isinstance(node.value, ast.Name)
     }
+
+
+dotted_name = _dotted
 
 
 def _callee(call: ast.Call) -> str | None:

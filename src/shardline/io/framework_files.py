@@ -14,24 +14,27 @@ from shardline.io.bridge_overrides import (
     parse_overrides,
     read_bridge,
     read_bridge_recipe,
+    read_nemo2_recipe,
 )
 from shardline.io.framework_config import FORMATS, Imported, LaunchLayout
 from shardline.io.maxtext_yaml import emit_maxtext, read_maxtext
 from shardline.io.megatron_args import read_megatron
 from shardline.io.megatron_emit import emit_megatron
+from shardline.io.nemo_recipe import looks_like_nemo2
 from shardline.io.torchtitan_toml import emit_torchtitan, read_torchtitan
 
 __all__ = ["detect_format", "read_config", "emit_config"]
 
 
 def detect_format(path: str, text: str) -> str:
-    """The format of a configuration: by suffix (.py a Megatron-Bridge recipe, .toml torchtitan,
+    """The format of a configuration: by suffix (.py a Megatron-Bridge recipe, or a NeMo 2.0
+    recipe where it imports NeMo-Run, .toml torchtitan,
     .yml/.yaml MaxText), else by
     content (Megatron-Bridge's dotted model.X=V overrides, Megatron-LM's --num-layers, or MaxText
     key=value overrides of train.py)."""
     suffix = Path(path).suffix.lower()
     if suffix == ".py":
-        return "megatron-bridge-recipe"
+        return "nemo2-recipe" if looks_like_nemo2(text) else "megatron-bridge-recipe"
     if suffix == ".toml":
         return "torchtitan"
     if suffix in (".yml", ".yaml"):
@@ -60,9 +63,9 @@ def read_config(
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a text file") from None
     kind = detect_format(path, text)
-    if recipe is not None and kind != "megatron-bridge-recipe":
+    if recipe is not None and kind not in ("megatron-bridge-recipe", "nemo2-recipe"):
         raise InputError(f"--recipe names a function of a Megatron-Bridge recipe .py, not {path}")
-    if settings and not kind.startswith("megatron-bridge"):
+    if settings and not kind.startswith(("megatron-bridge", "nemo2")):
         raise InputError(
             f"--set applies to a Megatron-Bridge recipe or override set, not {path} ({kind})"
         )
@@ -71,6 +74,8 @@ def read_config(
         return read_megatron(text, path, devices)
     if kind == "megatron-bridge-recipe":
         return read_bridge_recipe(text, path, devices, recipe, on_top)
+    if kind == "nemo2-recipe":
+        return read_nemo2_recipe(text, path, devices, recipe, on_top)
     if kind == "megatron-bridge":
         return read_bridge(text, path, devices, on_top)
     if kind == "torchtitan":

@@ -427,7 +427,8 @@ def _run_keys(layout: LaunchLayout) -> dict[str, object]:
     if quant:
         out["quantization"] = quant
     out["weight_dtype"] = "bfloat16" if ex.grad_reduce_dtype == "bf16" else "float32"
-    if ex.recompute.startswith(("layer-", "keep:")) or ex.recompute in ("selective", "op"):
+    not_remat = ex.recompute.startswith(("layer-", "keep:", "full-block:"))
+    if not_remat or ex.recompute in ("selective", "op"):
         raise InputError(f"--emit maxtext: recompute policy {ex.recompute!r} is no remat_policy")
     out["remat_policy"] = ex.recompute
     if ex.optimizer not in ("adam", "sgd"):

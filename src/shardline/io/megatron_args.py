@@ -26,7 +26,7 @@ from importlib.resources import files
 from typing import Any
 
 from shardline.basics.options import FP8_RECIPES
-from shardline.basics.recompute import MODULES_PREFIX, module_names
+from shardline.basics.recompute import FULL_BLOCK_PREFIX, MODULES_PREFIX, module_names
 from shardline.errors import InputError
 from shardline.io.framework_config import Imported, sourced
 from shardline.workload.modelspec import ModelSpec
@@ -311,16 +311,15 @@ def _recompute(f: _Flags, notes: list[str]) -> str | None:
     if method == "uniform" and n == 1:
         return "full"
     if method == "block":
-        notes.append(
-            f"--recompute-method block --recompute-num-layers {n}: priced as full recompute of "
-            "every layer (the plan recomputes every block or none)"
-        )
-    else:
+        # the first n blocks of each (virtual) pipeline stage (shardline.basics.recompute)
+        return f"{FULL_BLOCK_PREFIX}{n}"
+    if method == "uniform":
         notes.append(
             f"--recompute-method uniform --recompute-num-layers {n}: priced as full recompute "
             "with one layer per checkpoint (the extra memory of groups is not modelled)"
         )
-    return "full"
+        return "full"
+    raise InputError(f"{f.origin}: --recompute-method takes uniform or block, got {method!r}")
 
 
 def _execution(f: _Flags, notes: list[str], dp_m: int) -> dict[str, object]:

@@ -6,6 +6,7 @@ HSDP) is refused in one line."""
 from __future__ import annotations
 
 from shardline.basics.options import Execution
+from shardline.basics.recompute import FULL_BLOCK_PREFIX
 from shardline.errors import InputError
 from shardline.io.framework_config import LaunchLayout, plain_model
 
@@ -107,6 +108,13 @@ def _execution_flags(layout: LaunchLayout) -> list[str]:
             "--recompute-num-layers 1",
         ],
     }
+    if ex.recompute.startswith(FULL_BLOCK_PREFIX):  # Megatron-LM's block method
+        n = ex.recompute.removeprefix(FULL_BLOCK_PREFIX)
+        recompute[ex.recompute] = [
+            "--recompute-granularity full",
+            "--recompute-method block",
+            f"--recompute-num-layers {n}",
+        ]
     if ex.recompute not in recompute:
         raise InputError(f"--emit megatron: recompute policy {ex.recompute!r} has no Megatron flag")
     out += recompute[ex.recompute]

@@ -11,7 +11,8 @@ or a file written by `shardline calibrate`) and adds what the lower bound leaves
   (`tile intensity * L2 bytes/s / SMs`: the hierarchical roofline of docs/prediction.md). Of a small
   set of candidate tiles and split-K factors (K cut into slices when there are too few tiles for
   the SMs; the fp32 partial outputs are written and read back) the fastest is taken, as a library
-  heuristic would; a matrix-vector product (M or N = 1) is a streaming kernel. Dimensions whose rows
+  heuristic would; a matrix-vector product (M or N = 1) is a streaming kernel, unless the chip's
+  library runs it with its tiled GEMM kernels (`on_chip.matrix_vector_tiled`). Dimensions whose rows
   are not a multiple of `align_bytes` lose the fast path (`unaligned_matmul_efficiency`). The time
   is then one kernel doing `max(t_compute, t_memory)` of work (`t_memory = Q / achievable
   bytes/s`), timed by `kernel_time_s` under the caller's launch mode: launched eagerly,
@@ -341,9 +342,10 @@ def _gpu_terms(c: _Setup) -> _KindTerms:
     best = _best_gpu_tiles(c, c.rate * align_eff)
     bm, bn, split, waves = best["bm"], best["bn"], best["split"], best["waves"]
     tiles = batch * np.ceil(m / bm) * np.ceil(n / bn) * split
-    # a matrix-vector product (or an einsum without a contraction) runs a streaming kernel:
-    # no output tiles to quantize, and a streaming kernel's floor
-    plain = (not c.work.contracted) | (m == 1) | (n == 1)
+    # a matrix-vector product (or an einsum without a contraction) runs a streaming kernel: no
+    # output tiles, a streaming kernel's floor (unless the library tiles it: matrix_vector_tiled)
+    vector = ((m == 1) | (n == 1)) & (not c.chip.on_chip.matrix_vector_tiled)
+    plain = (not c.work.contracted) | vector
     t_overhead = np.where(
         plain,
         kernel_overhead_s(c.chip, cuda_graphs=c.cuda_graphs),

@@ -276,18 +276,31 @@ def logits_bytes(workload: Workload, deg: Degrees, sequences: float) -> float:
 
 
 def activation_per_block(
-    workload: Workload, deg: Degrees, sequences: float, ex: Execution
+    workload: Workload,
+    deg: Degrees,
+    sequences: float,
+    ex: Execution,
+    blocks: float | None = None,
 ) -> float:
     """One block's activations kept in device memory for the backward (Korthikanti et al. 2022)
     at `sequences`: the recompute policy's stored tensors less those `ex.offload` holds in host
-    memory."""
+    memory; a `full-block:N` policy's mean over a stage of `blocks` blocks in `ex.interleave`
+    virtual stages (the model's blocks in pp x interleave when not given)."""
     model = workload.model
     assert model is not None
     tp = deg["tp"]
     sp = ex.sequence_parallel and tp > 1
     offload = frozenset(ex.offload)
+    chunks = ex.interleave if blocks is not None else deg.stages * ex.interleave
     return layer_activation_bytes(
-        model, sequences, tp=tp, sp=sp, recompute=ex.recompute, offload=offload
+        model,
+        sequences,
+        tp=tp,
+        sp=sp,
+        recompute=ex.recompute,
+        offload=offload,
+        blocks=blocks,
+        chunks=chunks,
     )
 
 
@@ -310,11 +323,12 @@ def stage_memory(
     if workload.training and workload.model is not None:
         seqs = microbatch_sequences(workload, deg, m)
         blocks = workload.blocks_in(layers)
-        per_block = activation_per_block(workload, deg, seqs, ex)
+        per_block = activation_per_block(workload, deg, seqs, ex, blocks)
         logits = logits_bytes(workload, deg, seqs) if index == P - 1 else 0.0
         total = float(total_bytes(states.total_bytes, blocks, per_block, held, logits))
         activations = total - states.total_bytes
-        on_host = activation_per_block(workload, deg, seqs, replace(ex, offload=())) - per_block
+        everything = activation_per_block(workload, deg, seqs, replace(ex, offload=()), blocks)
+        on_host = everything - per_block
         host = blocks * on_host * held
     else:  # the stack's own count (module docstring)
         activations = base.activations_bytes

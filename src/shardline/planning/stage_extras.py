@@ -231,7 +231,8 @@ def add_block_extras(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
 def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     """Recompute in the backward pass under the execution's policy (call before the stage's
     boundary sends are added): a policy that reruns every op of the block ("full", `layer-N` on
-    its share of the blocks) runs the stage's forward again, collectives included; any other the
+    its share of the blocks, `full-block:N` on the first N of each of the stage's virtual
+    stages) runs the stage's forward again, collectives included; any other the
     ops `rerun_ops` names (`_partial_rerun_s`)."""
     if not ctx.workload.training:
         return
@@ -243,7 +244,9 @@ def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     if not rerun:
         return
     if rerun == rerun_ops(policy("full"), gated=gated, flash=flash):
-        share = 1.0 if model is None else checkpointed_share(model, p)
+        blocks = ctx.workload.blocks_in(stage.layers)
+        chunks = ctx.execution.interleave
+        share = 1.0 if model is None else checkpointed_share(model, p, blocks, chunks)
         if share:  # layer-N with N above the layers: no block is checkpointed
             _rerun_forward(stage, share)
         return

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from shardline.basics.dtypes import dtype_bits
-from shardline.basics.framework import dp_bucket_params
+from shardline.basics.framework import dp_bucket_params, optimizer_step_tensors
 from shardline.basics.options import Execution
 from shardline.basics.recompute import policy, rerun_ops, stored_tensors
 from shardline.hardware import Chip
@@ -27,7 +27,7 @@ from shardline.planning.memory import activation_per_block, microbatch_sequences
 from shardline.planning.phases import PARTS, Phase, Stage
 from shardline.planning.stage_extras import Context
 from shardline.realistic.activations import checkpointed_share
-from shardline.realistic.block import optimizer_bytes
+from shardline.realistic.block import optimizer_bytes, optimizer_loop_bytes
 from shardline.realistic.flops import hardware_flops, model_flops
 from shardline.realistic.kernels import memory_kernel_s
 from shardline.strategies import Degrees
@@ -215,15 +215,22 @@ def optimizer_step_s(
     params = params_held / ways
     if ex.zero >= 1 and deg.get("ep", 1) > 1 and state > 0:
         params = state_bytes / state
-    nbytes = optimizer_bytes(params, bits, state)
+    # the framework's op-by-op step counts Adam's two moments: another optimizer runs fused
+    loop = optimizer_step_tensors(ex.framework) if ex.optimizer == "adam" else None
+    if loop is None:  # a fused multi-tensor Adam: one pass
+        nbytes = optimizer_bytes(params, bits, state)
+    else:  # the framework's optimizer op by op (frameworks/*.toml [optimizer_step])
+        nbytes = optimizer_loop_bytes(params, *loop)
     return memory_kernel_s(chip, nbytes, cuda_graphs=ex.cuda_graphs)
 
 
-def _flops(ctx: Context) -> tuple[float, float]:
-    """(model FLOPs, hardware FLOPs) of one step over all devices."""
+def _flops(ctx: Context, chunks: int) -> tuple[float, float]:
+    """(model FLOPs, hardware FLOPs) of one step over all devices, the blocks cut into `chunks`
+    (virtual) pipeline stages (what a `full-block:N` policy's share depends on)."""
     w, ex = ctx.workload, ctx.execution
     if w.model is not None:
-        return model_flops(w.model, w.training), hardware_flops(w.model, w.training, ex.recompute)
+        hardware = hardware_flops(w.model, w.training, ex.recompute, chunks)
+        return model_flops(w.model, w.training), hardware
     forward = sum(
         float(layer_cost(layer, ctx.chip).flops) * count * w.repeat
         for layer, count in w.distinct_layers
@@ -255,7 +262,9 @@ def realistic_step(
         "recompute_s": m * sum(ph.lower_parts["recompute"] for ph in phases),
         "exposed_comm_s": m * sum(ph.crit_s for ph in phases),
     }
-    model, hardware = ctx.once("flops", lambda: _flops(ctx))
+    chunks = deg.stages * ctx.execution.interleave
+    key = f"flops/{chunks}" if policy(ctx.execution.recompute).first else "flops"
+    model, hardware = ctx.once(key, lambda: _flops(ctx, chunks))
     peak = ctx.chip.peak(w.layers[0].compute_dtype or w.layers[0].dtype)
     capacity = deg.devices * peak * predicted
     return RealisticStep(
@@ -326,7 +335,7 @@ def recompute_answer(ctx: Context, deg: Degrees, m: int, step: RealisticStep) ->
         "offloaded": [t for t in keeps if t in ex.offload],  # held in host memory
         "reruns": list(rerun),
         "whole_block": rerun == rerun_ops(policy("full"), gated=w.model.gated, flash=flash),
-        "blocks_share": checkpointed_share(w.model, p),
+        "blocks_share": checkpointed_share(w.model, p, chunks=deg.stages * ex.interleave),
         "recomputed_flops": again,
         "recomputed_share": again / step.model_flops if step.model_flops else 0.0,
         "kept_bytes_per_block": kept,

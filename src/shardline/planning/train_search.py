@@ -127,8 +127,12 @@ def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptio
         raise InputError(f"rerank must be an integer from 1 to 1000, got {run.rerank!r}")
     if not isinstance(run.scales, int) or not 1 <= run.scales <= 16:
         raise InputError(f"scales must be an integer from 1 to 16, got {run.scales!r}")
-    if run.recompute is not None:
-        policy(run.recompute)  # InputError naming the policies if unknown
+    # policy(): an InputError naming the policies if unknown
+    if run.recompute is not None and policy(run.recompute).first:
+        raise InputError(
+            f"search --recompute {run.recompute}: the search prices one block per layout, and "
+            "a full-block:N policy's share depends on each stage's blocks; pin it on `plan`"
+        )
     if run.framework is not None:
         load_framework(run.framework)  # InputError naming the frameworks if unknown
     searched = SEARCHED_KNOBS & {k for k, _ in run.execution}

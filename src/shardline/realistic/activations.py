@@ -23,7 +23,14 @@ MaxText's) stores only the kept tensors the backward reads (`read_tensors`); the
 from __future__ import annotations
 
 from shardline.basics.dtypes import dtype_bits
-from shardline.basics.recompute import TENSORS, Policy, kept_tensors, policy, read_tensors
+from shardline.basics.recompute import (
+    TENSORS,
+    Policy,
+    checkpointed_blocks,
+    kept_tensors,
+    policy,
+    read_tensors,
+)
 from shardline.realistic.block import MASK_BYTES, activation_dtype
 from shardline.realistic.modelshape import ModelShape
 
@@ -43,15 +50,18 @@ def layer_activation_bytes(
     sp: bool,
     recompute: str,
     offload: frozenset[str] = frozenset(),
+    blocks: float | None = None,
+    chunks: int = 1,
 ) -> float:
     """Bytes one block keeps in device memory for the backward pass, for `sequences` sequences on
     one device, under the recompute policy `recompute` (shardline.basics.recompute): the sum of
     the tensors it stores, less those `offload` moves to host memory. `layer-N` (every Nth block
-    fully recomputed): the mean over the model's blocks, checkpointed_share of them keeping the
-    input only and the rest everything."""
+    fully recomputed) and `full-block:N` (the first N of each of `chunks` virtual stages of
+    `blocks` blocks): the mean over the blocks, checkpointed_share of them keeping the input
+    only and the rest everything."""
     p = policy(recompute)
-    if p.every > 1:
-        share = checkpointed_share(model, p)
+    if p.every > 1 or p.first:
+        share = checkpointed_share(model, p, blocks, chunks)
         full = kept_bytes(model, sequences, tp=tp, sp=sp, kept=_kept(model, p) - offload)
         every = _kept(model, policy("none")) - offload
         rest = kept_bytes(model, sequences, tp=tp, sp=sp, kept=every)
@@ -59,9 +69,16 @@ def layer_activation_bytes(
     return kept_bytes(model, sequences, tp=tp, sp=sp, kept=_kept(model, p) - offload)
 
 
-def checkpointed_share(model: ModelShape, p: Policy) -> float:
-    """The share of the blocks a policy applies to: 1, or for `layer-N` floor(L / N) / L
-    (torchtitan wraps block i, counted from 1, when i % N == 0)."""
+def checkpointed_share(
+    model: ModelShape, p: Policy, blocks: float | None = None, chunks: int = 1
+) -> float:
+    """The share of the blocks a policy applies to: 1; for `layer-N` floor(L / N) / L
+    (torchtitan wraps block i, counted from 1, when i % N == 0); for `full-block:N` of `blocks`
+    blocks (the model's L unless given) cut into `chunks` (virtual) pipeline stages, the
+    checkpointed blocks (shardline.basics.recompute.checkpointed_blocks) over them."""
+    if p.first:
+        total = float(model.layers if blocks is None else blocks)
+        return checkpointed_blocks(p, total, chunks) / total if total else 0.0
     if p.every == 1:
         return 1.0
     return (model.layers // p.every) / model.layers

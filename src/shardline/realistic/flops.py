@@ -11,7 +11,7 @@ and the attention core if it reruns it.
 
 from __future__ import annotations
 
-from shardline.basics.recompute import policy, rerun_ops
+from shardline.basics.recompute import checkpointed_blocks, policy, rerun_ops
 from shardline.realistic.modelshape import ModelShape
 
 __all__ = ["model_flops", "hardware_flops", "recomputed_flops", "matmul_params"]
@@ -32,9 +32,10 @@ def model_flops(model: ModelShape, training: bool) -> float:
     return tokens * per_token
 
 
-def hardware_flops(model: ModelShape, training: bool, recompute: str) -> float:
+def hardware_flops(model: ModelShape, training: bool, recompute: str, chunks: int = 1) -> float:
     """Model FLOPs plus the recomputed forward work of the policy `recompute`
-    (`recomputed_flops`)."""
+    (`recomputed_flops`); `full-block:N` on the model's blocks cut into `chunks` (virtual)
+    pipeline stages (pp x interleave)."""
     total = model_flops(model, training)
     if not training:
         return total
@@ -45,19 +46,21 @@ def hardware_flops(model: ModelShape, training: bool, recompute: str) -> float:
     tokens = model.batch * model.q_len
     a = _attention_per_token(model)
     params = sum(n for op, n in matmul_params(model).items() if op in rerun)
-    if p.every > 1:
-        share = (model.layers // p.every) / model.layers
+    if p.every > 1 or p.first:
+        L = model.layers
+        share = (checkpointed_blocks(p, L, chunks) if p.first else L // p.every) / L
         return total + share * tokens * (2 * params + 4 * a)
     if not params:  # the attention core alone (selective), or no matmul at all
         return total + tokens * 4 * a if "attention" in rerun else total
     return total + tokens * (2 * params + 4 * a * ("attention" in rerun))
 
 
-def recomputed_flops(model: ModelShape, recompute: str) -> float:
+def recomputed_flops(model: ModelShape, recompute: str, chunks: int = 1) -> float:
     """The FLOPs one training step runs again under the policy: `2 P + 4 L H Q T` per token,
     with P the weights of the matmuls the policy reruns (`matmul_params`) and the attention
-    term if it reruns the attention core (a `layer-N` policy: its share of the blocks)."""
-    return hardware_flops(model, True, recompute) - model_flops(model, True)
+    term if it reruns the attention core (a `layer-N` or `full-block:N` policy: its share of the
+    blocks)."""
+    return hardware_flops(model, True, recompute, chunks) - model_flops(model, True)
 
 
 def matmul_params(model: ModelShape) -> dict[str, int]:

@@ -111,6 +111,16 @@ def attention_efficiency(chip: Chip, compute_dtype: str, backward: bool) -> floa
     return achievable_rate(chip, compute_dtype)[0] / chip.peak(compute_dtype)
 
 
+def latent_attention(layer: Layer) -> bool:
+    """An attention einsum over a latent shared by every query head (MLA's absorbed scores
+    q[B,S,H,K] * c[B,T,K] and values p[B,H,S,T] * cv[B,T,V]): its two inputs share no dim that
+    the output keeps but the sequences' B, where grouped-query attention's share their KV head
+    (q[B,S,G,R,E] * k[B,T,G,E] -> p[B,G,R,S,T] keeps G)."""
+    first, second = layer.inputs
+    kept = set(first.dims) & set(second.dims) & set(layer.output.dims)
+    return len(kept) == 1
+
+
 def attention_work_s(
     layer: Layer,
     chip: Chip,
@@ -133,6 +143,9 @@ def attention_work_s(
     if backward:
         flops *= _BWD_PER_GRAD_EINSUM
     rate = attention_efficiency(chip, compute, backward) * chip.peak(compute)
+    mla_rate = chip.achievable.mla_decode_flops_per_s
+    if decode and mla_rate and latent_attention(layer):
+        rate = mla_rate  # the chip's MLA decode kernel (FlashMLA on Hopper)
     hbm = float(result.bytes["total"]) - sum(float(result.bytes[n]) for n in layer.onchip)
     return max(flops / rate, hbm / mem_rate(chip))
 
@@ -163,6 +176,7 @@ def shape_key(
         layer.onchip,
         layer.phase,
         flags,
+        layer.name in ROUTED_EXPERT_LAYERS,  # a decode step's experts: moe_decode_chip
     )
 
 
@@ -197,7 +211,30 @@ def _einsum_time_s(
         if layer.output.name in layer.onchip:
             return launch_rule_s(chip, work, cuda_graphs=cuda_graphs)
         return work
+    if model is not None and model.decode and layer.name in ROUTED_EXPERT_LAYERS:
+        chip = moe_decode_chip(chip)
     return gemm_time_s(layer, chip, dims, cuda_graphs=cuda_graphs)
+
+
+# the routed experts' einsums of a MoE block (shardline.workload.moe builds them; a quantized
+# checkpoint may quantize only these: gpt-oss)
+ROUTED_EXPERT_LAYERS = frozenset({"expert_in", "expert_up", "expert_down"})
+_MOE_CHIPS: dict[int, tuple[Chip, Chip]] = {}
+
+
+def moe_decode_chip(chip: Chip) -> Chip:
+    """`chip` as a decode step's routed expert einsums see it: its HBM read at the fused MoE
+    kernel's rate, `achievable.moe_decode_bytes_per_s`, where the chip file gives one (the
+    engines run a decode step's experts as one grouped kernel over every expert of a few rows,
+    which streams the weights below a plain read's rate); `chip` itself otherwise."""
+    rate = chip.achievable.moe_decode_bytes_per_s
+    if not rate:
+        return chip
+    kept = _MOE_CHIPS.get(id(chip))
+    if kept is None or kept[0] is not chip:
+        slower = replace(chip, achievable=replace(chip.achievable, mem_bytes_per_s=rate))
+        kept = _MOE_CHIPS[id(chip)] = (chip, slower)
+    return kept[1]
 
 
 def causal_lower_bound(cost: Cost, layer: Layer, model: ModelShape | None) -> Cost:

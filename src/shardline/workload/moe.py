@@ -32,6 +32,7 @@ from shardline.basics.dtypes import canonical_dtype, dtype_bits
 from shardline.errors import InputError
 from shardline.ops.einsum import check_size
 from shardline.ops.layer import Layer
+from shardline.realistic.kernels import ROUTED_EXPERT_LAYERS
 from shardline.realistic.modelshape import ModelShape
 from shardline.workload.modelspec import MAX_EXPERTS
 
@@ -56,8 +57,6 @@ __all__ = [
 ]
 
 EXPERT_AXIS = "experts"  # logical axis of the experts dim X (expert parallelism splits it)
-# the routed experts' einsums (a quantized checkpoint may quantize only these: gpt-oss)
-ROUTED_EXPERT_LAYERS = frozenset({"expert_in", "expert_up", "expert_down"})
 SLOT_AXIS = "expert_tokens"  # logical axis of C, the token slots of one expert
 
 

@@ -47,3 +47,10 @@ LLAMA3_8B_PRETRAIN_CONFIG_B200_FP8_CS_V1 = replace(
     cuda_graph_impl="local",
     cuda_graph_scope="full_iteration",
 )
+
+# line 468
+LLAMA3_8B_PRETRAIN_CONFIG_H100_FP8_CS_V1 = replace(
+    BASE_LLAMA3_8B_CONFIG,
+    context_parallel_size=1,
+    recompute_num_layers=5,
+)
