@@ -483,9 +483,9 @@ DSV3_GB200 = str(RECIPES / "bridge_deepseek_v3_gb200.py")  # perf_recipes/deepse
 
 
 # the MoE tables' routing is force-balanced (their note), which the family configs of the
-# performance scripts set (scripts/performance/configs/qwen/qwen3_llm_pretrain.py at c0b9a000,
-# deepseek_llm_pretrain.py and gpt_oss_llm_pretrain.py at 21d102f5:
-# cfg.model.moe_router_force_load_balancing = True), not the layout preset
+# performance scripts set, not the layout preset: cfg.model.moe_router_force_load_balancing =
+# True in scripts/performance/configs/qwen/qwen3_llm_pretrain.py at c0b9a000 and 5776a6d9,
+# and in deepseek_llm_pretrain.py and gpt_oss_llm_pretrain.py at 21d102f5
 FORCED = ("--set", "model.moe_router_force_load_balancing=true")
 
 
@@ -719,7 +719,7 @@ MOE_4096 = (*SEQ_4096, *FORCED)
             "qwen3-235b-a22b-h100-pp8-vp4-ep32-fp8-2511",
             "bridge_qwen3_presets_5776a6d9.py",
             "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_BASE_CONFIG",
-            SEQ_4096,
+            MOE_4096,
         ),
         (
             "qwen3-30b-a3b-h100-ep16-fp8-2606",
