@@ -45,6 +45,8 @@ OPTIONAL_PLAN_KEYWORDS = (
     "ep_comm_sms",
     "offload",  # kept tensors held in host memory (MaxText's remat_policy custom 'offload')
     "optimizer",  # the optimizer whose state the devices hold
+    "fp8_recipe",  # Transformer Engine's fp8 scaling recipe (per-expert quantization kernels)
+    "random_routing",  # the router's logits random (Megatron-Core's force_load_balancing)
 )
 DEGREES = ("tp", "pp", "dp", "fsdp", "ep")  # a run without ep has ep = 1
 

@@ -482,20 +482,29 @@ QWEN_GB200 = str(RECIPES / "bridge_qwen3_moe_gb200.py")  # perf_recipes/qwen/gb2
 DSV3_GB200 = str(RECIPES / "bridge_deepseek_v3_gb200.py")  # perf_recipes/deepseek/gb200 + helpers
 
 
+# the MoE tables' routing is force-balanced (their note), which the family configs of the
+# performance scripts set, not the layout preset: cfg.model.moe_router_force_load_balancing =
+# True in scripts/performance/configs/qwen/qwen3_llm_pretrain.py at c0b9a000 and 5776a6d9,
+# and in deepseek_llm_pretrain.py and gpt_oss_llm_pretrain.py at 21d102f5
+FORCED = ("--set", "model.moe_router_force_load_balancing=true")
+
+
 @pytest.mark.parametrize(
     ("run", "file", "extra"),
     [
         (
             "qwen3-30b-a3b-h100-ep16-bf16-overlap-off",
             QWEN_H100,
-            ["--recipe", "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config"],
+            # the measured run's routing is forced-balanced (the row's how); the recipe leaves
+            # moe_router_force_load_balancing off
+            ["--recipe", "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config", *FORCED],
         ),
         # the A/B run: the same recipe with the expert-parallel overlap on, nothing else changed
         (
             "qwen3-30b-a3b-h100-ep16-bf16-overlap-on",
             QWEN_H100,
             [
-                *("--recipe", "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config"),
+                *("--recipe", "qwen3_30b_a3b_pretrain_16gpu_h100_bf16_config", *FORCED),
                 *("--set", "comm_overlap.overlap_moe_expert_parallel_comm=true"),
             ],
         ),
@@ -663,6 +672,7 @@ def test_recipe_and_set_need_a_bridge_file(capsys: pytest.CaptureFixture[str]) -
 # 8192 and CommOverlapConfig(tp_comm_overlap=True); the Qwen3 performance scripts: seq 4096)
 BASE_DDP = ("--set", "ddp.use_distributed_optimizer=true", "--set", "ddp.overlap_param_gather=true")
 SEQ_4096 = ("--set", "model.seq_length=4096")
+MOE_4096 = (*SEQ_4096, *FORCED)
 
 
 @pytest.mark.parametrize(
@@ -684,38 +694,38 @@ SEQ_4096 = ("--set", "model.seq_length=4096")
             "qwen3-30b-a3b-gb200-ep8-fp8",
             "bridge_qwen3_presets_c0b9a000.py",
             "QWEN3_30B_A3B_PRETRAIN_CONFIG_GB200_FP8_MX_V1",
-            SEQ_4096,
+            MOE_4096,
         ),
         (
             "qwen3-235b-a22b-gb200-pp8-ep32-fp8",
             "bridge_qwen3_presets_c0b9a000.py",
             "QWEN3_235B_A22B_PRETRAIN_CONFIG_GB200_FP8_MX_V2",
-            SEQ_4096,
+            MOE_4096,
         ),
         (
             "qwen3-30b-a3b-b200-ep8-fp8-2604",
             "bridge_qwen3_presets_21d102f5.py",
             "QWEN3_30B_A3B_PRETRAIN_CONFIG_B200_FP8_MX_V1",
-            SEQ_4096,
+            MOE_4096,
         ),
         (
             "qwen3-235b-a22b-h100-pp8-vp4-ep32-fp8-2604",
             "bridge_qwen3_presets_21d102f5.py",
             "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2",
-            SEQ_4096,
+            MOE_4096,
         ),
         # the 25.11 summary's commit names its presets ..._BASE_CONFIG in place of a version
         (
             "qwen3-235b-a22b-h100-pp8-vp4-ep32-fp8-2511",
             "bridge_qwen3_presets_5776a6d9.py",
             "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_BASE_CONFIG",
-            SEQ_4096,
+            MOE_4096,
         ),
         (
             "qwen3-30b-a3b-h100-ep16-fp8-2606",
             "bridge_qwen3_presets_63b08b39.py",
             "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1",
-            SEQ_4096,
+            MOE_4096,
         ),
         # the row leaves out, as its recompute_source says, the MLP module of the recompute (the
         # 3 dense blocks only) and takes DeepEP's SMs at Megatron-Core's default of 20
@@ -724,7 +734,7 @@ SEQ_4096 = ("--set", "model.seq_length=4096")
             "bridge_deepseek_presets_21d102f5.py",
             "DEEPSEEK_V3_PRETRAIN_CONFIG_B200_FP8_MX_V2",
             (
-                *SEQ_4096,
+                *MOE_4096,
                 *("--set", "model.recompute_modules=mla_up_proj"),
                 *("--set", "model.moe_deepep_num_sms=20"),
             ),
@@ -747,7 +757,7 @@ SEQ_4096 = ("--set", "model.seq_length=4096")
             "gpt-oss-120b-h100-pp4-ep8-bf16-2604",
             "bridge_gpt_oss_presets_21d102f5.py",
             "GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2",
-            (*SEQ_4096, "--set", "model.recompute_granularity=none"),
+            (*MOE_4096, "--set", "model.recompute_granularity=none"),
         ),
     ],
 )

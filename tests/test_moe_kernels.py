@@ -12,7 +12,7 @@ from shardline.errors import InputError
 from shardline.hardware import resolve_chip
 from shardline.ops.layer import Layer, backward_layers
 from shardline.planning.evaluate import Context
-from shardline.planning.stage_extras import moe_kernels_s
+from shardline.planning.moe_stage import moe_kernels_s
 from shardline.realistic.block import moe_layer_kernels
 from shardline.strategies import Degrees
 from shardline.workload.templates import transformer
@@ -75,14 +75,14 @@ def test_an_inference_step_runs_the_engines_fused_moe(phase: str) -> None:
 def test_kernels_reach_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     # the step's memory-bound ops grow by exactly the kernels: forward small + fwd GEMMs,
     # backward small + bwd GEMMs (one microbatch, one stage)
-    from shardline.planning import stage_extras
+    from shardline.planning import moe_stage
     from shardline.planning.api import plan
 
     w = transformer(batch=64, moe=MOE, **SMALL)
     chip = resolve_chip("h100-sxm")
     with_kernels = plan(w, chip, 4, ep=4, microbatches=1, require_fit=False).plans[0]
     small, fwd, bwd = _stage_kernels(Execution(), 4)
-    monkeypatch.setattr(stage_extras, "MOE_KERNEL_FRAMEWORKS", ())
+    monkeypatch.setattr(moe_stage, "MOE_KERNEL_FRAMEWORKS", ())
     without = plan(w, chip, 4, ep=4, microbatches=1, require_fit=False).plans[0]
     key = "other_ops_s"
     added = with_kernels.predicted_breakdown_s[key] - without.predicted_breakdown_s[key]

@@ -239,6 +239,9 @@ def test_knob_flags_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
             "hierarchical",
             "--ep-comm-sms",
             "16",
+            "--fp8-recipe",
+            "current",
+            "--random-routing",
             "--cp-kind",
             "all-gather",
         ]
@@ -253,6 +256,8 @@ def test_knob_flags_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
         "ep_overlap": True,
         "ep_dispatch": "hierarchical",
         "ep_comm_sms": 16,
+        "fp8_recipe": "current",
+        "random_routing": True,
         "cp_kind": "all-gather",
     }
     assert [k.flag for k in knobs()] == [
@@ -265,6 +270,8 @@ def test_knob_flags_reach_the_plan(capsys: pytest.CaptureFixture[str]) -> None:
         "--ep-overlap",
         "--ep-dispatch",
         "--ep-comm-sms",
+        "--fp8-recipe",
+        "--random-routing",
         "--cp-kind",
     ]
     argv = ("plan", "--model", "llama-3.1-8b", "--devices", "8", "--interleave", "0")

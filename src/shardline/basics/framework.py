@@ -58,6 +58,8 @@ class Framework:
     optimizer_step: tuple[float, float] | None = None
     fsdp_copies: tuple[bool, bool] = (False, False)
     grad_reduce_waited_on: tuple[str, ...] = ()
+    # whether recomputing a rematerialized op reruns the collectives it needs ([remat] collectives)
+    remat_collectives: bool = False
 
 
 def _files() -> dict[str, Any]:
@@ -117,8 +119,21 @@ def _load(key: str) -> Framework:
     step = _optimizer_step(key, data.get("optimizer_step"))
     copies = _fsdp_copies(key, data.get("fsdp_copies"))
     waited = _waited_on(key, data.get("gradient_reduce"))
+    remat = _sourced_flag(key, "remat.collectives", data.get("remat", {}).get("collectives"))
     display = data.get("display_name", name)
-    return Framework(name, display, defaults, sources, buckets, step, copies, waited)
+    return Framework(name, display, defaults, sources, buckets, step, copies, waited, remat)
+
+
+def _sourced_flag(key: str, name: str, entry: Any) -> bool:
+    """A framework file's sourced true/false (`{ value = true, source = "..." }`); False when
+    the file states none."""
+    if entry is None:
+        return False
+    if not isinstance(entry, dict) or not isinstance(entry.get("value"), bool):
+        raise InputError(f"framework {key}: {name} is not a sourced true or false")
+    if not entry.get("source"):
+        raise InputError(f"framework {key}: {name} has no source")
+    return bool(entry["value"])
 
 
 def attention_kernel_of(named: str | None, training: bool) -> str | None:

@@ -22,6 +22,7 @@ __all__ = [
     "RECOMPUTE_MODES",
     "CP_KINDS",
     "EP_DISPATCHES",
+    "FP8_RECIPES",
     "OPTIMIZER_STATE_BYTES",
     "MEMORY_CONVENTIONS",
     "offloaded",
@@ -60,6 +61,10 @@ RECOMPUTE_MODES = ("none", "selective", "full")
 CP_KINDS = ("ring", "all-gather")
 # the expert-parallel dispatch across nodes (shardline.strategies.ep_dispatch)
 EP_DISPATCHES = ("all-to-all", "hierarchical", "hybridep")
+# Transformer Engine's fp8 scaling recipes (transformer_engine/common/recipe/__init__.py:
+# DelayedScaling, Float8CurrentScaling, MXFP8BlockScaling, Float8BlockScaling); "delayed" is
+# its and Megatron-LM's default (--fp8-recipe delayed)
+FP8_RECIPES = ("delayed", "current", "mxfp8", "blockwise")
 # How the memory-bound ops between the matmuls run (shardline.realistic.block): "fused" as
 # Megatron-LM's and Transformer Engine's fused kernels, torch.compile's generated kernels or XLA's
 # fusions run them (one kernel per op, reading and writing HBM once); "eager" as PyTorch runs a
@@ -137,7 +142,13 @@ class Execution:
     policy keeps, held in host memory between the forward and the backward pass instead of the
     device's (MaxText's remat_policy 'custom' with the tensor set to 'offload': JAX's
     save_and_offload_only_these_names to pinned_host): they leave the device's memory; their
-    copies over the host link are taken as hidden behind the compute, not priced."""
+    copies over the host link are taken as hidden behind the compute, not priced;
+    `fp8_recipe`: Transformer Engine's fp8 scaling recipe (FP8_RECIPES) of an 8-bit training
+    run; it sets how many kernels quantize each local expert's GEMM inputs in an eager MoE layer
+    (shardline.realistic.block.quantize_kernels), nothing else; `random_routing`: the router's
+    logits are random (Megatron-Core's moe_router_force_load_balancing, the benchmarks'
+    "force-balanced" routing): balanced only on average, so each MoE layer waits for the
+    expert-parallel rank that drew the most tokens (shardline.workload.moe.random_routing_load)."""
 
     interleave: int = 1
     recompute: str = "none"
@@ -161,6 +172,8 @@ class Execution:
     # block tensors the recompute policy keeps that are held in host memory, not the device's
     # (MaxText's remat_policy 'custom' with a tensor set to 'offload')
     offload: tuple[str, ...] = ()
+    fp8_recipe: str = "delayed"
+    random_routing: bool = False
 
     @property
     def gradients_held(self) -> bool:
@@ -205,6 +218,10 @@ class Execution:
         if self.ep_dispatch not in EP_DISPATCHES:
             raise InputError(
                 f"ep_dispatch must be one of {', '.join(EP_DISPATCHES)}, got {self.ep_dispatch!r}"
+            )
+        if self.fp8_recipe not in FP8_RECIPES:
+            raise InputError(
+                f"fp8_recipe must be one of {', '.join(FP8_RECIPES)}, got {short(self.fp8_recipe)}"
             )
         if self.op_fusion not in OP_FUSIONS:
             raise InputError(

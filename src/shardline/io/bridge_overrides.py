@@ -179,6 +179,28 @@ def _true(value: str) -> bool:
     return value.strip().lower() in ("true", "1", "yes")
 
 
+# The fp8 recipe of each of Megatron-Bridge's fp8 presets, as Megatron-LM's --fp8-recipe
+# (NVIDIA-NeMo/Megatron-Bridge src/megatron/bridge/training/mixed_precision.py, commit 067f987d:
+# each preset's cfg.fp8_recipe; MixedPrecisionConfig's own default is "tensorwise")
+FP8_PRESET_RECIPES = {
+    "bf16_with_fp8_delayed_scaling_mixed": "delayed",
+    "fp16_with_fp8_delayed_scaling_mixed": "delayed",
+    "bf16_with_mxfp8_mixed": "mxfp8",
+    "fp16_with_mxfp8_mixed": "mxfp8",
+    "bf16_with_fp8_current_scaling_mixed": "tensorwise",
+    "fp16_with_fp8_current_scaling_mixed": "tensorwise",
+    "nemotron_h_bf16_with_fp8_current_scaling_mixed": "tensorwise",
+    "nanov2_bf16_with_fp8_current_scaling_mixed": "blockwise",
+    "bf16_with_fp8_subchannel_scaling_mixed": "blockwise",
+    "fp16_with_fp8_subchannel_scaling_mixed": "blockwise",
+}
+
+
+def _fp8_recipe(name: str) -> str:
+    """The --fp8-recipe of an fp8 preset (MixedPrecisionConfig's default for one not listed)."""
+    return FP8_PRESET_RECIPES.get(name.removesuffix("()"), "tensorwise")
+
+
 def _precision(value: str) -> dict[str, str | bool]:
     name = value.strip().lower()
     if "fp4" in name:
@@ -187,7 +209,7 @@ def _precision(value: str) -> dict[str, str | bool]:
             "bf16 or fp8 in their place)"
         )
     if "fp8" in name:
-        return {"bf16": True, "fp8-format": "hybrid"}
+        return {"bf16": True, "fp8-format": "hybrid", "fp8-recipe": _fp8_recipe(name)}
     if "bf16" in name:
         return {"bf16": True}
     if "fp16" in name:
@@ -199,6 +221,8 @@ def _flag(key: str, value: str) -> dict[str, str | bool] | None:
     """One override as Megatron-LM flags; None when it is not one the reader takes."""
     if key == "mixed_precision":
         return _precision(value)
+    if key == "mixed_precision.fp8_recipe":
+        return {"fp8-recipe": value.strip().strip("'\"")}
     group, _, name = key.partition(".")
     if group in ("train", "ddp", "optimizer", "comm_overlap"):
         name = {"optimizer": "optimizer"}.get(name, name)

@@ -25,6 +25,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
+from shardline.basics.options import FP8_RECIPES
 from shardline.basics.recompute import FULL_BLOCK_PREFIX, MODULES_PREFIX, module_names
 from shardline.errors import InputError
 from shardline.io.framework_config import Imported, sourced
@@ -342,6 +343,17 @@ def _execution(f: _Flags, notes: list[str], dp_m: int) -> dict[str, object]:
         ex["grad_reduce_dtype"] = "fp32"
     if f.has("overlap-moe-expert-parallel-comm"):
         ex["ep_overlap"] = True
+    if f.has("moe-router-force-load-balancing"):  # random router logits (RandomSTE)
+        ex["random_routing"] = True
+    recipe = f.text("fp8-recipe")
+    if recipe is not None:
+        # Megatron-LM's --fp8-recipe (arguments.py: tensorwise, delayed, mxfp8, blockwise,
+        # custom); tensorwise is Transformer Engine's Float8CurrentScaling
+        named = {"tensorwise": "current"}.get(recipe, recipe)
+        if named in FP8_RECIPES:
+            ex["fp8_recipe"] = named
+        else:
+            notes.append(f"--fp8-recipe {recipe}: priced as delayed scaling")
     dispatcher = f.text("moe-token-dispatcher-type")
     backend = f.text("moe-flex-dispatcher-backend")
     if f.has("moe-enable-deepep") or (dispatcher == "flex" and backend in (None, "deepep")):

@@ -23,12 +23,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from shardline.basics.dtypes import dtype_bits
+from shardline.basics.framework import load_framework
 from shardline.basics.options import Execution
 from shardline.basics.recompute import Policy, kept_tensors, policy, rerun_ops
 from shardline.collectives.library import collective_sm_share
 from shardline.hardware import Chip
 from shardline.ops.predict import kernel_overhead_s
+from shardline.planning.moe_stage import moe_kernels_s, random_routing_s
 from shardline.planning.network import MeshNetwork
 from shardline.planning.phases import Einsums, Stage
 from shardline.realistic.activations import checkpointed_share
@@ -38,13 +39,13 @@ from shardline.realistic.block import (
     block_ops,
     embedding_ops,
     head_ops,
-    moe_layer_kernels,
 )
 from shardline.realistic.flops import matmul_params
 from shardline.realistic.kernels import vector_kernel_s
 from shardline.realistic.modelshape import ModelShape
 from shardline.strategies import CommTerm, Degrees
 from shardline.strategies.cp import query_ways
+from shardline.workload.moe import ROUTED_EXPERT_LAYERS
 from shardline.workload.stack import LayerCost
 from shardline.workload.workload import Layer, Workload
 
@@ -77,6 +78,8 @@ class Context(Protocol):
     def cost(self, layer: Layer, dims: Mapping[str, int]) -> LayerCost: ...
 
     def once(self, name: str, compute: Callable[[], object]) -> Any: ...
+
+    def part(self, layer: Layer, n: int, deg: Degrees, m: int) -> Any: ...
 
 
 def gather_sm_share(chip: Chip) -> float:
@@ -220,45 +223,9 @@ def add_block_extras(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     stage.fwd.add_predicted("other_ops", small_s + gemms_fwd_s)
     if ctx.workload.training:
         stage.bwd.add_predicted("other_ops", small_s + gemms_bwd_s)
-
-
-MOE_KERNEL_FRAMEWORKS = ("megatron",)  # whose MoE layer realistic.block.moe_layer_kernels counts
-
-
-def moe_kernels_s(
-    ctx: Context, layers: StageLayers, deg: Degrees, m: int
-) -> tuple[float, float, float]:
-    """The MoE blocks' kernels that their einsums and ops leave out (realistic.block.
-    moe_layer_kernels), seconds of one microbatch through `layers`: (the small kernels' in each
-    pass, the extra per-expert GEMMs' forward, and backward). Each small kernel at the chip's
-    per-kernel cost, each extra per-expert GEMM at a GEMM kernel's;
-    the per-expert GEMMs only where the experts run eagerly (no full-iteration CUDA graph, which
-    needs the single grouped GEMM). One MoE block per expert_down einsum; local experts from
-    that einsum's X on the degrees the experts run on (parallel folding: Degrees.experts).
-    Training only: `framework` names the training framework, and an inference step (prefill,
-    decode) runs an inference engine's fused MoE, one grouped kernel over every local expert
-    for each of the two projections with the routing and permutation fused around them
-    (vLLM's fused_moe, model_executor/layers/fused_moe/fused_moe.py: `invoke_fused_moe_kernel`
-    once per projection over all experts; TensorRT-LLM's CUTLASS fused MoE; the permutation is
-    priced by the block's moe_permute and moe_unpermute ops), not Megatron-Core's layer."""
-    model = ctx.workload.model
-    ex = ctx.execution
-    if model is None or not model.expert_copies or ex.framework not in MOE_KERNEL_FRAMEWORKS:
-        return 0.0, 0.0, 0.0
-    if not ctx.workload.training:
-        return 0.0, 0.0, 0.0
-    found = [(layer, n) for layer, n in layers if layer.name == "expert_down"]
-    if not found:
-        return 0.0, 0.0, 0.0
-    layer = found[0][0]
-    blocks = sum(n for _, n in found) / layer.count
-    local = int(ctx.local(layer, deg.experts, m).get("X", 1))
-    fp8 = dtype_bits(model.dtype) < 16
-    training = ctx.workload.training
-    k = moe_layer_kernels(local, fp8=fp8, per_expert_gemms=not ex.cuda_graphs, training=training)
-    small = k.small * kernel_overhead_s(ctx.chip, cuda_graphs=ex.cuda_graphs)
-    gemm = kernel_overhead_s(ctx.chip, cuda_graphs=ex.cuda_graphs, gemm=True)
-    return blocks * small, blocks * k.gemms_fwd * gemm, blocks * k.gemms_bwd * gemm
+    busiest_fwd_s, busiest_bwd_s = random_routing_s(ctx, stage.layers, deg, m)
+    stage.fwd.add_predicted("gemm", busiest_fwd_s)
+    stage.bwd.add_predicted("gemm", busiest_bwd_s)
 
 
 def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
@@ -288,6 +255,29 @@ def add_recompute(ctx: Context, stage: Stage, deg: Degrees, m: int) -> None:
     again = _partial_rerun_s(ctx, stage, deg, m, p)
     if again:
         stage.bwd.add_predicted("recompute", again)
+    _rerun_expert_collectives(ctx, stage, deg, m, p)
+
+
+def _rerun_expert_collectives(ctx: Context, stage: Stage, deg: Degrees, m: int, p: Policy) -> None:
+    """Under a framework whose rematerialization reruns collectives (`remat_collectives`,
+    frameworks/*.toml: JAX's remat recomputes every output the policy does not save), a rerun
+    expert einsum routes its tokens again: the forward expert-parallel terms of each expert
+    layer the policy reruns (the dispatch with the gate and up projections, the combine with
+    the down projection, `_layer_matmuls`) run once more in the backward pass, as the
+    execution runs them, on the checkpointed share of the blocks."""
+    model = ctx.workload.model
+    if model is None or not load_framework(ctx.execution.framework).remat_collectives:
+        return
+    rerun = set(rerun_ops(p, gated=model.gated, flash=model.attention != "standard"))
+    share = checkpointed_share(model, p)
+    for layer, n in stage.layers:
+        if layer.name not in ROUTED_EXPERT_LAYERS or not rerun & set(
+            _layer_matmuls(layer, model.gated)
+        ):
+            continue
+        for term in ctx.part(layer, n, deg, m).run(ctx, deg):
+            if term.purpose == "ep" and term.phase == "forward" and not term.once_per_step:
+                stage.add_comm(replace(term, phase="backward", calls=term.calls * share))
 
 
 def _rerun_forward(stage: Stage, share: float) -> None:

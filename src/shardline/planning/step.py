@@ -26,9 +26,9 @@ from shardline.basics.framework import (
 from shardline.basics.options import Execution
 from shardline.basics.recompute import policy, rerun_ops, stored_tensors
 from shardline.hardware import Chip
-from shardline.planning.combine import exposed_gather_s, exposed_gradient_s
+from shardline.planning.combine import exposed_comm_s, exposed_gather_s, exposed_gradient_s
 from shardline.planning.memory import activation_per_block, microbatch_sequences
-from shardline.planning.phases import PARTS, Stage
+from shardline.planning.phases import PARTS, Phase, Stage
 from shardline.planning.stage_extras import Context
 from shardline.realistic.activations import checkpointed_share
 from shardline.realistic.block import optimizer_bytes, optimizer_loop_bytes
@@ -141,6 +141,66 @@ def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
     )
 
 
+def ep_unpaired_passes(stages: int, interleave: int, m: int) -> int:
+    """Passes of model chunks (one of `interleave` per stage) that Megatron-Core's combined 1F1B
+    schedule (overlap_moe_expert_parallel_comm) runs with no other microbatch beside them, in
+    the forward (the warmup) and as many in the backward (the cooldown), on the pipeline's
+    first stage. NVIDIA/Megatron-LM at commit d98e8a64: without a pipeline,
+    `combined_1f1b_schedule_for_no_pipelining` (pipeline_parallel/combined_1f1b.py) runs "the
+    forward step for the first microbatch ... alone, no a2a overlapping" and "the backward step
+    for the last microbatch ... alone": 1. With one, `get_pp_rank_microbatches`
+    (pipeline_parallel/schedules.py) gives rank r (P - r - 1) x 2 + (V - 1) x g warmup
+    forwards, "one extra micro-batch forward step" with the overlap, g the microbatch group per
+    virtual stage (`microbatch_group_size_per_vp_stage`, by default the pipeline size P,
+    model_parallel_config.py); rank 0: 2 (P - 1) + (V - 1) P + 1, at most m V. Megatron-Core
+    asserts a virtual pipeline for the overlap with P > 1 (transformer_config.py), so a plan
+    with P > 1 and V = 1 runs another schedule (DeepSeek-V3's DualPipe pairs its chunks from
+    both ends of the pipeline, arXiv 2412.19437 section 3.2.1): 0, as before."""
+    if stages <= 1:
+        return min(1, m)
+    if interleave <= 1:
+        return 0
+    warmup = 2 * (stages - 1) + (interleave - 1) * stages + 1
+    return min(warmup, m * interleave)
+
+
+def _unpaired_extra_s(phase: Phase, ep_terms: list[CommTerm]) -> float:
+    """What a phase's overlapped expert-parallel all-to-alls add when no other microbatch's
+    compute runs beside them: they wait on the critical path (and hold no compute's SMs)."""
+    moved = sum(t.calls * t.t_pred_s for t in ep_terms)
+    if moved <= 0:
+        return 0.0
+    held = sum(t.calls * t.t_pred_s * t.sm_share for t in ep_terms)
+    alone = exposed_comm_s(
+        phase.compute_pred_s,
+        float(phase.critical.predicted_s) + phase.pinned_s + moved,
+        float(phase.overlapped.predicted_s) - moved,
+        phase.contention_s - held,
+    )
+    return float(alone) - phase.exposed_comm_pred_s
+
+
+def ep_unpaired_s(ctx: Context, deg: Degrees, crit: Stage, m: int) -> float:
+    """The overlapped expert-parallel all-to-alls of the chunk passes that have no partner
+    (`ep_unpaired_passes`), exposed: per pass, one chunk's share (1 / V) of a microbatch's
+    forward or backward phase run with its all-to-alls on the critical path."""
+    ex = ctx.execution
+    if not (ctx.workload.training and ex.ep_overlap):
+        return 0.0
+    ep = [t for t in crit.terms if t.purpose == "ep" and not t.critical and not t.once_per_step]
+    if not ep:
+        return 0.0
+    v = max(ex.interleave, 1)
+    passes = ep_unpaired_passes(deg.get("pp", 1), v, m)
+    if not passes:
+        return 0.0
+    extra = sum(
+        _unpaired_extra_s(phase, [t for t in ep if t.phase == name])
+        for name, phase in (("forward", crit.fwd), ("backward", crit.bwd))
+    )
+    return passes * extra / v
+
+
 def _optimizer_s(ctx: Context, deg: Degrees, memory: MemoryCheck) -> float:
     """One optimizer step over the device's shard of the slowest stage's parameters: memory-bound
     (shardline.realistic.block.optimizer_bytes)."""
@@ -204,6 +264,7 @@ def realistic_step(
     breakdown = {f"{k}_s": m * v for k, v in parts.items()}
     breakdown["bubble_s"] = (n - m) * t_stage
     breakdown["exposed_comm_s"] += _dp_exposed_s(ctx, deg, crit) if w.training else 0.0
+    breakdown["exposed_comm_s"] += ep_unpaired_s(ctx, deg, crit, m)
     breakdown["optimizer_s"] = _optimizer_s(ctx, deg, memory)
     predicted = sum(breakdown.values())
     phases = [crit.fwd, crit.bwd] if w.training else [crit.fwd]

@@ -45,6 +45,7 @@ __all__ = [
     "head_ops",
     "head_layer",
     "moe_layer_kernels",
+    "quantize_kernels",
     "optimizer_bytes",
     "optimizer_loop_bytes",
 ]
@@ -260,10 +261,39 @@ class MoeKernels:
     small: int
     gemms_fwd: int
     gemms_bwd: int
+    quantize: int = 0  # per pass: the per-expert quantization kernels beyond the block's cast op
+
+
+# Kernels that quantize one tensor to fp8 under each Transformer Engine recipe
+# (shardline.basics.options.FP8_RECIPES), read from NVIDIA/TransformerEngine
+# transformer_engine/pytorch/csrc/quantizer.cpp (commit 0064fbd6): current scaling
+# (Float8CurrentScalingQuantizer::quantize_impl) runs nvte_compute_amax_with_config,
+# nvte_compute_scale_from_amax and nvte_quantize_v2; MXFP8 and fp8 block scaling one
+# nvte_quantize_v2; delayed scaling one cast-transpose (its scale is the last steps').
+QUANTIZE_KERNELS = {"delayed": 1, "current": 3, "mxfp8": 1, "blockwise": 1}
+
+
+def quantize_kernels(local_experts: int, recipe: str) -> int:
+    """Kernels one grouped linear launches to quantize its input (forward) or its output
+    gradient (backward) over `local_experts` experts, beyond the one the block's cast op
+    prices. GroupedLinear quantizes the expert splits with tex.split_quantize, whose
+    multi_tensor_quantize_impl (NVIDIA/TransformerEngine transformer_engine/pytorch/csrc/
+    extensions/cast.cpp, commit 006b3360) has a fused kernel for delayed scaling only
+    (nvte_multi_cast_transpose over every split, "Currently only have fused kernel for FP8
+    delayed scaling") and otherwise quantizes "kernels individually", one quantizer call per
+    expert (QUANTIZE_KERNELS each)."""
+    if recipe == "delayed":
+        return 0
+    return QUANTIZE_KERNELS[recipe] * max(local_experts, 1) - 1
 
 
 def moe_layer_kernels(
-    local_experts: int, *, fp8: bool, per_expert_gemms: bool, training: bool = True
+    local_experts: int,
+    *,
+    fp8: bool,
+    per_expert_gemms: bool,
+    training: bool = True,
+    fp8_recipe: str = "delayed",
 ) -> MoeKernels:
     """The MoE block's router (and, training, load-balancing loss), dispatch-bookkeeping (and fp8
     padding) kernels, and, where
@@ -274,11 +304,15 @@ def moe_layer_kernels(
     CUDA streams", which "cannot be captured in a CUDA graph"; the single grouped GEMM (all
     experts in one cuBLASLt call, counts on the device) is the CUDA-graph-capturable path. Each
     grouped linear runs local_experts - 1 GEMMs more forward, and twice that backward (data and
-    weight gradients)."""
+    weight gradients). In fp8 the per-expert path also quantizes each expert's split apart
+    (`quantize_kernels` per grouped linear and pass, under `fp8_recipe`); the single grouped
+    GEMM's path quantizes the group at once."""
     small = MOE_TOPK_KERNELS + (MOE_AUX_LOSS_KERNELS if training else 0) + MOE_DISPATCH_KERNELS
     small += MOE_FP8_PAD_KERNELS if fp8 else 0
     extra = GROUPED_LINEARS * max(local_experts - 1, 0) if per_expert_gemms else 0
-    return MoeKernels(small, extra, 2 * extra)
+    split = per_expert_gemms and fp8
+    quantize = GROUPED_LINEARS * quantize_kernels(local_experts, fp8_recipe) if split else 0
+    return MoeKernels(small, extra, 2 * extra, quantize)
 
 
 def _cast_ops(model: ModelShape, z: _Sizes, training: bool) -> list[MemOp]:

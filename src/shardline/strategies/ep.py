@@ -29,7 +29,7 @@ from __future__ import annotations
 from math import ceil, prod
 
 from shardline.basics.dtypes import dtype_bits
-from shardline.basics.options import EP_DISPATCHES
+from shardline.basics.options import EP_DISPATCHES, FP8_RECIPES
 from shardline.basics.units import parse_count
 from shardline.errors import InputError
 from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, Network
@@ -92,6 +92,22 @@ KNOBS = (
         "--ep-overlap the compute beside them runs on the rest (default 0)",
         metavar="N",
         parse=sm_count,
+    ),
+    Knob(
+        "fp8_recipe",
+        "--fp8-recipe",
+        "Transformer Engine's fp8 scaling recipe of an fp8 run: delayed (default), current, "
+        "mxfp8 or blockwise; an eager MoE layer quantizes each local expert's GEMM inputs "
+        "apart, 3 kernels an expert under current scaling, 1 under mxfp8 and blockwise, one "
+        "fused kernel for all under delayed",
+        choices=FP8_RECIPES,
+    ),
+    Knob(
+        "random_routing",
+        "--random-routing",
+        "the router's logits are random (Megatron-Core's --moe-router-force-load-balancing): "
+        "each MoE layer waits for the expert-parallel rank that drew the most tokens",
+        switch=True,
     ),
 )
 

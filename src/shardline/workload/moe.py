@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from math import ceil
+from math import ceil, sqrt
+from statistics import NormalDist
 from typing import Any
 
 from shardline.basics.dtypes import canonical_dtype, dtype_bits
@@ -42,6 +43,7 @@ __all__ = [
     "MOE_FIELDS",
     "expected_experts",
     "expert_slots",
+    "random_routing_load",
     "moe_layers",
     "moe_part",
     "decode_experts",
@@ -160,6 +162,27 @@ def expected_experts(experts: int, k: int, tokens: int) -> float:
     if experts < 1 or k < 1 or k > experts or tokens < 0:
         raise InputError("expected_experts needs 1 <= k <= experts and tokens >= 0")
     return experts * (1.0 - (1.0 - k / experts) ** tokens)
+
+
+def random_routing_load(pairs: float, experts: int, k: int, ranks: int) -> float:
+    """The busiest of `ranks` expert-parallel ranks' routed tokens over the mean when every
+    token's k experts are a uniform random k-subset of the `experts` (Megatron-Core's forced
+    load balancing draws the router's logits as normal samples: RandomSTE in
+    megatron/core/transformer/moe/moe_utils.py, NVIDIA/Megatron-LM commit d98e8a64); `pairs`:
+    the (token, expert) pairs one rank receives on average, per microbatch and MoE layer.
+
+    A token sends H of its k copies to a rank that holds X/n of the X experts: H is
+    hypergeometric, and the ranks' loads over the group's N = n pairs / k independent tokens
+    are multivariate hypergeometric sums, Var = s^2 (1 - 1/n) and Cov = -s^2 / n with
+    s^2 = pairs (X - k) / (X - 1): the structure of Z_i - mean(Z) for independent Z_i of
+    variance s^2, whose largest is on average s e_n above the mean. The loads are near normal
+    (hundreds of pairs or more); e_n, the expected largest of n standard normals, by Blom's
+    approximation PHI^-1((n - 0.375) / (n + 0.25)) (G. Blom, Statistical Estimates and
+    Transformed Beta-Variables, 1958). So load = 1 + e_n sqrt((X - k) / ((X - 1) pairs))."""
+    if ranks <= 1 or pairs <= 0 or experts <= k:
+        return 1.0
+    e_n = NormalDist().inv_cdf((ranks - 0.375) / (ranks + 0.25))
+    return 1.0 + e_n * sqrt((experts - k) / ((experts - 1) * pairs))
 
 
 def expert_slots(q_len: int, moe: MoeShape) -> int:
