@@ -566,9 +566,10 @@ NOTES = [
     "and fp4 GEMM rates are 3432 and 3370 TFLOP/s, so pricing it at fp8 moves nothing). What the",
     "set points to and the model lacks is per-request host work at the largest batches: in the",
     "same table GB200 runs Llama 70B 10% to 17% faster than B200 at every length and gpt-oss-20b",
-    "9% to 13% faster at every length but 1000/1000 and 1024/1024 (+3.7%, +5.7%), the two runs",
-    "of 2,048 sequences, where Qwen3-30B-A3B runs 15% and 17% slower: Grace's cores run the",
-    "engine's Python loop slower. No published per-request figure fits both gpt-oss models",
+    "9% to 13% faster at every length but 1000/1000 and 1024/1024 (+3.7%, +5.7%), its runs of",
+    "2,048 sequences, where Qwen3-30B-A3B (about 1,500 sequences, its KV limit) runs 15% and 17%",
+    "slower: Grace's cores run the engine's Python loop slower. No published per-request figure",
+    "fits both gpt-oss models",
     "(above), so none is priced.",
 ]
 
