@@ -90,7 +90,7 @@ def _steps(
     from shardline.hardware import resolve_chip
     from shardline.models import load_model
     from shardline.serving.engines import engine
-    from shardline.serving.steptimes import serving_dtypes, step_times, with_graph_padding
+    from shardline.serving.steptimes import Split, serving_dtypes, step_times, with_graph_padding
 
     _, adp, weights, kv = _layout(row)
     key: tuple[Any, ...] = (row["model"], row["hw"], row["tp"], row["dtype"], row["engine"])
@@ -102,7 +102,7 @@ def _steps(
         chip = figures.chip if figures else resolve_chip(row["hw"])
         compute, w, k = serving_dtypes(chip, row["dtype"], weights, kv)
         st = step_times(
-            spec, chip, int(row["tp"]), compute, eng, weight_dtype=w, kv_dtype=k, attention_dp=adp
+            spec, chip, int(row["tp"]), compute, eng, weight_dtype=w, kv_dtype=k, split=Split(adp)
         )
         cache[key] = with_graph_padding(st, adp, graphs)
     return cache[key]

@@ -16,7 +16,13 @@ from shardline.hardware import resolve_chip
 from shardline.models import load_model
 from shardline.serving.config import Lengths, ServeConfig
 from shardline.serving.engines import GIB, engine, kv_budget_per_device
-from shardline.serving.steptimes import StepTimes, kv_split_devices, serving_dtypes, step_times
+from shardline.serving.steptimes import (
+    Split,
+    StepTimes,
+    kv_split_devices,
+    serving_dtypes,
+    step_times,
+)
 
 
 def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -323,7 +329,12 @@ def test_dp_attention_pads_the_ranks_and_splits_the_kv(capsys: pytest.CaptureFix
     # the dense part is copied on every DP rank)
     assert dp["kv_limit_sequences"] > 5 * tp["kv_limit_sequences"]
     st = step_times(
-        load_model("deepseek-v3"), resolve_chip("h200"), 8, "fp8", engine("trtllm"), attention_dp=8
+        load_model("deepseek-v3"),
+        resolve_chip("h200"),
+        8,
+        "fp8",
+        engine("trtllm"),
+        split=Split(attention_dp=8),
     )
     assert st.decode_at(1, 2000) == st.decode_at(8, 2000)  # one sequence pads every rank to 1
     with pytest.raises(InputError, match="mixture-of-experts"):
@@ -333,7 +344,7 @@ def test_dp_attention_pads_the_ranks_and_splits_the_kv(capsys: pytest.CaptureFix
             2,
             "bf16",
             engine("sglang"),
-            attention_dp=2,
+            split=Split(attention_dp=2),
         )
     assert main([*argv, "--attention-dp", "3"]) == 2
     assert main([*argv, "--ep", "3"]) == 2  # divides neither 8 nor 8 x 1

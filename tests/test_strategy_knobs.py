@@ -83,16 +83,26 @@ def test_plan_search_and_serving_use_the_tp_rule() -> None:
     free = {name: None for name in names()}
     assert sorted({d["tp"] for d in candidates(w, 8, free)}) == [1, 2, 4]  # not 8
     # the serving search's replicas: 1, 2, 4, 8 devices where the rule allows
-    assert [d["tp"] for d in serving_layouts(w, 64)] == [1, 2, 4]
-    assert [d["tp"] for d in serving_layouts(w, 2)] == [1, 2]
+    assert [d["tp"] for d in serving_layouts(w, 64) if d["pp"] == 1] == [1, 2, 4]
+    assert [d["tp"] for d in serving_layouts(w, 2) if d["pp"] == 1] == [1, 2]
+    # pipeline stages: 2 (the two blocks split evenly), not 4; tp x pp within the devices
+    assert [(d["tp"], d["pp"]) for d in serving_layouts(w, 4)] == [
+        (1, 1),
+        (1, 2),
+        (2, 1),
+        (2, 2),
+        (4, 1),
+    ]
     # a fixed degree may still be uneven (6 <= the room 12): the plan rounds the split up
     assert {p.degrees["tp"] for p in plan(w, "h100-sxm", 6, tp=6).plans} == {6}
 
 
 def test_serving_layouts_of_llama_8b_are_tp_1_2_4_8() -> None:
     w = model_workload(load_model("llama-3.1-8b"), phase="decode", batch=1, seq_len=1024)
-    assert [d["tp"] for d in serving_layouts(w, 64)] == [1, 2, 4, 8]
-    assert [s.name for s in strategies() if s.serving] == ["tp"]
+    assert [d["tp"] for d in serving_layouts(w, 64) if d["pp"] == 1] == [1, 2, 4, 8]
+    # 32 blocks: 1, 2 and 4 pipeline stages (strategies/pp.py SERVING_STAGES)
+    assert sorted({d["pp"] for d in serving_layouts(w, 64)}) == [1, 2, 4]
+    assert [s.name for s in strategies() if s.serving] == ["tp", "pp"]
 
 
 def test_serving_uses_the_tp_rule(capsys: pytest.CaptureFixture[str]) -> None:

@@ -28,7 +28,9 @@ __all__ = [
     "attention_kernel_of",
     "dp_bucket_params",
     "framework_names",
+    "fsdp_copies",
     "load_framework",
+    "optimizer_step_tensors",
 ]
 
 DEFAULT_FRAMEWORK = "megatron"
@@ -40,13 +42,19 @@ ATTENTION_KERNELS = ("fa2", "cudnn", "fa3")
 class Framework:
     """A framework's execution defaults (field -> value) and the source of each; `buckets`:
     its data-parallel gradient bucket rule (params_min, params_per_dp_rank), None if it states
-    none."""
+    none; `optimizer_step`: the fp32 tensors its optimizer step reads and writes per parameter
+    element (reads, writes), None if it runs a fused multi-tensor Adam (one pass);
+    `fsdp_copies`: whether its FSDP copies each all-gathered weight out of the gather buffer
+    and each weight gradient into the reduce-scatter buffer on the compute stream (PyTorch
+    FSDP2), (copy-out, copy-in)."""
 
     name: str
     display_name: str
     defaults: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     buckets: tuple[float, float] | None = None
+    optimizer_step: tuple[float, float] | None = None
+    fsdp_copies: tuple[bool, bool] = (False, False)
 
 
 def _files() -> dict[str, Any]:
@@ -102,7 +110,10 @@ def _load(key: str) -> Framework:
         defaults[knob], sources[knob] = entry["value"], entry["source"]
     name = data["name"]
     buckets = _bucket_rule(key, data.get("gradient_buckets"))
-    return Framework(name, data.get("display_name", name), defaults, sources, buckets)
+    step = _optimizer_step(key, data.get("optimizer_step"))
+    copies = _fsdp_copies(key, data.get("fsdp_copies"))
+    display = data.get("display_name", name)
+    return Framework(name, display, defaults, sources, buckets, step, copies)
 
 
 def attention_kernel_of(named: str | None, training: bool) -> str | None:
@@ -124,6 +135,56 @@ def _bucket_rule(key: str, table: Any) -> tuple[float, float] | None:
         if not isinstance(entry, dict) or not entry.get("source"):
             raise InputError(f"framework {key}: gradient_buckets.{name} is not a sourced number")
     return float(table["params_min"]["value"]), float(table["params_per_dp_rank"]["value"])
+
+
+def _optimizer_step(key: str, table: Any) -> tuple[float, float] | None:
+    """(reads, writes) summed over the kernels of the framework file's [optimizer_step]
+    (`[[optimizer_step.kernel]]`: fp32 tensors each kernel reads and writes per parameter
+    element, each with its source; the gradient clipping's kernels among them); None when the
+    file states none."""
+    if not table:
+        return None
+    kernels = table.get("kernel")
+    if not isinstance(kernels, list) or not kernels:
+        raise InputError(f"framework {key}: optimizer_step has no [[optimizer_step.kernel]]")
+    reads = writes = 0.0
+    for k in kernels:
+        ok = isinstance(k, dict) and k.get("source") and k.get("name")
+        if not ok or not all(isinstance(k.get(n), int) and k[n] >= 0 for n in ("reads", "writes")):
+            raise InputError(f"framework {key}: optimizer_step kernel {k!r} is not sourced counts")
+        reads += k["reads"]
+        writes += k["writes"]
+    return reads, writes
+
+
+def _fsdp_copies(key: str, table: Any) -> tuple[bool, bool]:
+    """(all_gather_copy_out, reduce_scatter_copy_in) of the framework file's [fsdp_copies], each
+    a sourced boolean; (False, False) when the file states none."""
+    if not table:
+        return False, False
+    out = []
+    for name in ("all_gather_copy_out", "reduce_scatter_copy_in"):
+        entry = table.get(name)
+        if not isinstance(entry, dict) or not entry.get("source"):
+            raise InputError(f"framework {key}: fsdp_copies.{name} is not a sourced boolean")
+        if not isinstance(entry.get("value"), bool):
+            raise InputError(f"framework {key}: fsdp_copies.{name} must be true or false")
+        out.append(entry["value"])
+    return out[0], out[1]
+
+
+def fsdp_copies(framework: str) -> tuple[bool, bool]:
+    """Whether `framework`'s FSDP copies each gathered weight out of the all-gather buffer and
+    each weight gradient into the reduce-scatter buffer on the compute stream (frameworks/*.toml
+    [fsdp_copies]): (copy-out, copy-in)."""
+    return load_framework(framework).fsdp_copies
+
+
+def optimizer_step_tensors(framework: str) -> tuple[float, float] | None:
+    """The fp32 tensors `framework`'s optimizer step reads and writes per parameter element
+    (frameworks/*.toml [optimizer_step]); None for a fused multi-tensor Adam, one pass
+    (shardline.realistic.block.optimizer_bytes)."""
+    return load_framework(framework).optimizer_step
 
 
 def dp_bucket_params(framework: str, dp: int) -> float | None:

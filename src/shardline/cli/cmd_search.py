@@ -466,6 +466,7 @@ def _launch(args: argparse.Namespace, result: dict[str, Any]) -> str:
         weight_dtype=best["weight_dtype"],
         kv_dtype=best["kv_dtype"],
         attention_dp=best.get("attention_dp", 1),
+        pp=best.get("pp", 1),
     )
     cfg = layout_config(chunk, best["devices"], best["max_batch"])
     options = ServeOptions(

@@ -176,6 +176,7 @@ def config_from_args(args: argparse.Namespace, chunk_default: int | None) -> Ser
         disagg=disagg,
         ep=ep,
         attention_dp=adp,
+        pp=_positive(args.pp, "--pp"),
     )
 
 
@@ -245,8 +246,9 @@ def run_serve(args: argparse.Namespace) -> int:
     eng = engine(_engine_name(args))
     cfg = config_from_args(args, eng.default_chunk_tokens if eng.chunked_prefill else None)
     cfg = replace(cfg, kv_reservation=eng.kv_reservation)
-    if cfg.devices % cfg.tp:
-        raise InputError(f"--devices {cfg.devices} is not a multiple of --tp {cfg.tp}")
+    if cfg.devices % cfg.replica_devices:
+        replica = f"--tp {cfg.tp}" if cfg.pp == 1 else f"--tp x --pp = {cfg.replica_devices}"
+        raise InputError(f"--devices {cfg.devices} is not a multiple of {replica}")
     outputs = check_figure_outputs(args, [args.trace, args.model, args.hw])
     trace = None
     if args.trace is not None:

@@ -70,8 +70,8 @@ def add_serving_args(parser: argparse.ArgumentParser, *, layout: bool = True) ->
 
 
 def _add_layout_args(g: argparse._ArgumentGroup) -> None:
-    """`serve`'s load and layout: --concurrency, --devices, --tp, --ep, --attention-dp and
-    --max-batch."""
+    """`serve`'s load and layout: --concurrency, --devices, --tp, --pp, --ep, --attention-dp
+    and --max-batch."""
     g.add_argument(
         "--concurrency",
         default=None,
@@ -82,6 +82,13 @@ def _add_layout_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--devices", required=True, metavar="D", help="devices serving in all")
     g.add_argument(
         "--tp", default="1", metavar="N", help="devices of a replica (its tensor-parallel size)"
+    )
+    g.add_argument(
+        "--pp",
+        default="1",
+        metavar="N",
+        help="pipeline stages of a replica (a replica is --tp x --pp devices; N divides the "
+        "model's blocks)",
     )
     g.add_argument(
         "--ep",

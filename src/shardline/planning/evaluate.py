@@ -19,6 +19,7 @@ from shardline.collectives import NetworkOptions
 from shardline.hardware import Chip
 from shardline.ops.cost import ZERO_COST, Cost
 from shardline.planning.combine import cycles, slowest_stage
+from shardline.planning.fsdp_copies import add_fsdp_copies
 from shardline.planning.memory import stage_memory
 from shardline.planning.network import MeshNetwork
 from shardline.planning.phases import Einsums, Stage
@@ -357,6 +358,9 @@ def _stage(ctx: Context, deg: Degrees, m: int, where: tuple[int, StageLayers, La
         prefix = ctx._prefixes[key] = _prefix(ctx, deg, m, layers)
     stage = prefix.copy()
     add_recompute(ctx, stage, deg, m)
+    # after the recompute: a rerun forward gathers nothing again
+    blocks = ctx.workload.blocks_in(stage.layers)
+    add_fsdp_copies(ctx.chip, ctx.execution, ctx.workload.model, stage, blocks)
     add_end_extras(ctx, stage, deg, m, index)
     boundary = StageView(last, ctx.local(last, deg, m), index, deg.stages, ctx.workload.training)
     for s in active:

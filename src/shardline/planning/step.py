@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from shardline.basics.dtypes import dtype_bits
-from shardline.basics.framework import dp_bucket_params
+from shardline.basics.framework import dp_bucket_params, optimizer_step_tensors
 from shardline.basics.options import Execution
 from shardline.basics.recompute import policy, rerun_ops, stored_tensors
 from shardline.hardware import Chip
@@ -27,7 +27,7 @@ from shardline.planning.memory import activation_per_block, microbatch_sequences
 from shardline.planning.phases import PARTS, Stage
 from shardline.planning.stage_extras import Context
 from shardline.realistic.activations import checkpointed_share
-from shardline.realistic.block import optimizer_bytes
+from shardline.realistic.block import optimizer_bytes, optimizer_loop_bytes
 from shardline.realistic.flops import hardware_flops, model_flops
 from shardline.realistic.kernels import memory_kernel_s
 from shardline.strategies import Degrees
@@ -155,7 +155,12 @@ def optimizer_step_s(
     params = params_held / ways
     if ex.zero >= 1 and deg.get("ep", 1) > 1 and state > 0:
         params = state_bytes / state
-    nbytes = optimizer_bytes(params, bits, state)
+    # the framework's op-by-op step counts Adam's two moments: another optimizer runs fused
+    loop = optimizer_step_tensors(ex.framework) if ex.optimizer == "adam" else None
+    if loop is None:  # a fused multi-tensor Adam: one pass
+        nbytes = optimizer_bytes(params, bits, state)
+    else:  # the framework's optimizer op by op (frameworks/*.toml [optimizer_step])
+        nbytes = optimizer_loop_bytes(params, *loop)
     return memory_kernel_s(chip, nbytes, cuda_graphs=ex.cuda_graphs)
 
 

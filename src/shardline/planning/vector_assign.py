@@ -63,6 +63,8 @@ TRAFFIC_KEYS = (
     "send_s",
     "grad_s",
     "gather_s",
+    "copy_fwd_s",
+    "copy_bwd_s",
 )
 
 
@@ -168,7 +170,19 @@ def _traffic(pr: Probe, deg: Degrees, bw: BlockWeights) -> dict[str, Any]:
         "send_s": [pr.price(deg, "send", b * per_seq, "pp") for b in pr.seq_b],
         "grad_s": [grads[min(z, 1)] for z in ZERO_STAGES],
         "gather_s": [grads[2] if z else 0.0 for z in ZERO_STAGES],
+        **_fsdp_copies_s(pr, bw, deg),
     }
+
+
+def _fsdp_copies_s(pr: Probe, bw: BlockWeights, deg: Degrees) -> dict[str, float]:
+    """One block's FSDP copies on the compute stream per microbatch (planning.fsdp_copies)."""
+    from shardline.planning.fsdp_copies import block_copies_s
+
+    if deg.get("fsdp", 1) <= 1:
+        return {"copy_fwd_s": 0.0, "copy_bwd_s": 0.0}
+    ex = pr.base if pr.base is not None else Execution()
+    fwd, bwd = block_copies_s(pr.chip, ex, pr.w.model, bw.layers)
+    return {"copy_fwd_s": fwd, "copy_bwd_s": bwd}
 
 
 def _last_bucket_s(
@@ -315,7 +329,7 @@ def assignment_shapes(
     present = np.where((out["pp"] > 2)[:, None], True, np.array([True, False, True]))
     out["opt_s"] = np.where(present[:, :, None], out["opt_stage_s"], np.inf).min(axis=1)
     n = len(assignments)
-    for k in TRAFFIC_KEYS[:4]:
+    for k in (*TRAFFIC_KEYS[:4], "copy_fwd_s", "copy_bwd_s"):
         out[k] = np.zeros(n)
     out["bucket_s"] = np.zeros((n, 3, len(ZERO_STAGES)))
     out["send_s"] = np.zeros((n, len(t.seq_b)))

@@ -129,17 +129,19 @@ def _stage(
     gathers: tuple[Any, Any],
     sends: tuple[Any, Any],
     share: float,
+    copies: tuple[Any, Any],
 ) -> tuple[Any, Any]:
     """(forward, backward) seconds of a stage of k blocks, one microbatch: per phase compute +
     critical + max(contention, overlapped + gathers - compute), the gathers holding `share` of
-    the SMs beside the compute (planning.combine.phase_s). `ends` per layout: 0 none (a middle
+    the SMs beside the compute (planning.combine.phase_s); `copies` the blocks' FSDP copies on
+    the compute stream (vector_assign._fsdp_copies_s). `ends` per layout: 0 none (a middle
     stage), 1 the embedding (the first), 2 the LM head and loss (the last), 3 both (pp = 1);
     `sends` the phases' pipeline sends (critical)."""
     out = []
-    for phase, g, sent in zip(("fwd", "bwd"), gathers, sends, strict=True):
+    for phase, g, sent, copy in zip(("fwd", "bwd"), gathers, sends, copies, strict=True):
         head = np.where(ends >= 2, 1.0, 0.0)
         emb = np.where(ends % 2 == 1, 1.0, 0.0) - head  # the ends' probe holds the embedding
-        c = k * P[f"{phase}_compute_s"] + head * P[f"ends_{phase}_compute_s"]
+        c = k * (P[f"{phase}_compute_s"] + copy) + head * P[f"ends_{phase}_compute_s"]
         c = c + emb * P[f"emb_{phase}_compute_s"]
         crit = k * P[f"{phase}_crit_s"] + head * P[f"ends_{phase}_crit_s"] + sent
         ov = k * (P[f"{phase}_ov_s"] + g) + head * P[f"ends_{phase}_ov_s"]
@@ -180,7 +182,10 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     ends = (np.where(one, 3, 1), np.zeros_like(pp), np.full_like(pp, 2))
     on, wrap = np.where(one, 0.0, v * send), np.where(one, 0.0, (v - 1) * send)
     sends = ((on, wrap), (on, on), (wrap, on))  # (forward, backward) of each stage
-    phases = [_stage(P, k, e, gathers, s, share) for k, e, s in zip(ks, ends, sends, strict=True)]
+    copies = (A["copy_fwd_s"][a], A["copy_bwd_s"][a])
+    phases = [
+        _stage(P, k, e, gathers, s, share, copies) for k, e, s in zip(ks, ends, sends, strict=True)
+    ]
     t_first = phases[0][0] + phases[0][1]
     t_mid = np.where(pp > 2, phases[1][0] + phases[1][1], -np.inf)
     t_last = np.where(one, -np.inf, phases[2][0] + phases[2][1])

@@ -46,6 +46,7 @@ __all__ = [
     "head_layer",
     "moe_layer_kernels",
     "optimizer_bytes",
+    "optimizer_loop_bytes",
 ]
 
 # 8-bit (fp8, int8) models keep the activations between the matmuls in bf16; only a GEMM's inputs
@@ -355,3 +356,11 @@ def optimizer_bytes(params: float, weight_bits: int, state_bytes: float) -> floa
     again for the norm clipping) and the state, write the weights and the state."""
     w = weight_bits / 8
     return params * (2 * w + 2 * w + 2 * state_bytes)
+
+
+def optimizer_loop_bytes(params: float, reads: float, writes: float) -> float:
+    """One optimizer step run op by op (frameworks/*.toml [optimizer_step]) over `params` local
+    parameters: each kernel reads and writes whole fp32 tensors of the parameter's size (the
+    sharded fp32 parameter, its gradient, its moments and the temporaries between them),
+    `reads + writes` of them in all."""
+    return params * (reads + writes) * FP32_BYTES

@@ -102,10 +102,11 @@ def render_training(r: dict[str, Any]) -> str:
 
 
 def _serving_row(row: dict[str, Any]) -> str:
-    replicas = row["devices"] // row["tp"]
+    pp = row.get("pp", 1)
+    replicas = row["devices"] // (row["tp"] * pp)
     cost = row.get("usd_per_million_tokens")
     price = f"${cost:.3f} per million output tokens" if cost is not None else "no price"
-    layout = f"tp{row['tp']}"
+    layout = f"tp{row['tp']}{_pp_word(row)}"
     if row.get("attention_dp", 1) > 1:
         layout += f" ep{row['ep']} attention-dp{row['attention_dp']}"
     if row.get("pools"):
@@ -153,7 +154,13 @@ def render_serving(r: dict[str, Any]) -> str:
     if r.get("failures"):
         lines += ["", "cheaper systems that fail:"]
         lines += [
-            f"  {f['devices']} x {f['chip']} (tp{f['tp']}, batch <= {f['max_batch']}): {f['why']}"
+            f"  {f['devices']} x {f['chip']} (tp{f['tp']}{_pp_word(f)}, batch <= "
+            f"{f['max_batch']}): {f['why']}"
             for f in r["failures"][:8]
         ]
     return "\n".join(lines) + "\n"
+
+
+def _pp_word(row: dict[str, Any]) -> str:
+    """` ppN` for a layout with pipeline stages, else nothing."""
+    return f" pp{row['pp']}" if row.get("pp", 1) > 1 else ""

@@ -141,7 +141,11 @@ def serve_summary(result: dict[str, Any]) -> list[tuple[str, str]]:
     c = result["config"]
     rows = [
         ("model", str(result.get("model"))),
-        ("hardware", f"{c['devices']} x {result.get('hw')}, tp {c['tp']}"),
+        (
+            "hardware",
+            f"{c['devices']} x {result.get('hw')}, tp {c['tp']}"
+            + (f", pp {c['pp']}" if c.get("pp", 1) > 1 else ""),
+        ),
         ("engine", str(result.get("engine"))),
         ("dtype", str(result.get("dtype"))),
         (

@@ -17,7 +17,7 @@ def _q(d: dict[str, float | None]) -> str:
 
 def _verdict(r: dict[str, Any]) -> list[str]:
     c = r["config"]
-    layout = f"tp {c['tp']}"
+    layout = f"tp {c['tp']}" + (f", pp {c['pp']}" if c.get("pp", 1) > 1 else "")
     if c.get("ep", 1) > 1 or c.get("attention_dp", 1) > 1:
         layout += f", ep {c['ep']}, attention-dp {c['attention_dp']}"
     dtypes = r["dtype"]

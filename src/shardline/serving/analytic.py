@@ -10,6 +10,12 @@ decoding) and the decode step t_dec(b) at the mean context c = I + O/2:
   Poisson prefill work that lands in one request's lifetime (normal quantiles);
 - TTFT = queueing W + service S of an M/G/1 prefill queue: mean W by Pollaczek-Khinchine,
   quantiles by the exponential tail P(W > t) = rho exp(-rho t / W) (exact for M/M/1).
+
+With P pipeline stages (StepTimes.pp) the same formulas hold with the pipeline's own steps: t_dec
+is P stage times (every sequence one token on, P microbatches in flight), t_p the stage time a
+prompt holds the pipeline, each of the P microbatches carries a prompt chunk (P x chunk tokens a
+step), and a prompt's TTFT service is its pass through every stage, of which the queue behind it
+waits 1 / P (P prompts in flight): TTFT = W(S / P) + S.
 """
 
 from __future__ import annotations
@@ -98,6 +104,8 @@ class Replica:
         self.tp1 = inp.expect(lambda x: st.prefill_s(x) * (1 - hit))  # E[t_p]
         self.tp2 = inp.expect(lambda x: (st.prefill_s(x) * (1 - hit)) ** 2)  # E[t_p^2]
         self.tau = cfg.tokens_per_step
+        # prompt tokens a decode step carries: one chunk in each of the pp microbatches
+        self.chunk = None if cfg.chunk_tokens is None else cfg.chunk_tokens * st.pp
         budget = st.kv_budget_bytes(kv_fraction)
         self.kv_budget_bytes = budget
         per_seq = sequence_kv_bytes(st, cfg)
@@ -123,7 +131,7 @@ class Replica:
         b = np.asarray(self.limit if limit is None else limit, dtype=float)
         safe = np.maximum(b, 1.0)
         x = safe * self.tau / (self.mean_out * self.t_dec(safe) + safe * self.tau * t_p)
-        chunk, fresh = self.cfg.chunk_tokens, self.mean_in * (1 - self.cfg.prefix_hit)
+        chunk, fresh = self.chunk, self.mean_in * (1 - self.cfg.prefix_hit)
         if chunk is not None and t_p > 0:
             b_d = self.chunk_bound_batch(safe)
             x = np.minimum(x, chunk / (fresh * (self.t_dec(b_d) + chunk * t_p / fresh)))
@@ -131,10 +139,10 @@ class Replica:
 
     def chunk_bound_batch(self, limit: Scalar) -> Scalar:
         """Decoding sequences when every step is full of prompt chunks: chunk O / (I' tau)."""
-        if self.cfg.chunk_tokens is None:
+        if self.chunk is None:
             return np.asarray(limit, dtype=float)
         fresh = self.mean_in * (1 - self.cfg.prefix_hit)
-        return np.minimum(limit, self.cfg.chunk_tokens * self.mean_out / (fresh * self.tau))
+        return np.minimum(limit, self.chunk * self.mean_out / (fresh * self.tau))
 
     def batch(self, lam: float, t_p: float) -> float:
         """The running batch b of Little's law, b tau (1 - lam t_p) = lam O t_dec(b), on [0, B].
@@ -219,17 +227,19 @@ def _bracket(short: Callable[[int], bool], start: int, limit: int) -> tuple[int,
 def _ttft(rep: Replica, lam: float, b: float) -> tuple[dict[int, float], dict[int, float], float]:
     """TTFT quantiles, the queueing part, and the mean service time of one prefill. Chunked: a
     prompt of I' tokens spans n = ceil(I'/chunk) steps, S = n t_dec(b) + t_p; separate prefill:
-    S = t_p (the prefill step runs alone)."""
+    S = t_p (the prefill step runs alone). Through P pipeline stages t_p is the prompt's pass
+    through all of them (StepTimes.prefill_pass_s) and the queue's service S / P (P prompts in
+    flight, one a microbatch): E[S] / P and E[S^2] / P^2 in Pollaczek-Khinchine."""
     cfg, hit = rep.cfg, rep.cfg.prefix_hit
-    chunk, t_step = cfg.chunk_tokens, float(rep.t_dec(b))
+    chunk, t_step, pp = cfg.chunk_tokens, float(rep.t_dec(b)), rep.st.pp
 
     def service(x: Scalar) -> Scalar:
-        s = rep.st.prefill_s(x) * (1 - hit)
+        s = rep.st.prefill_pass_s(x) * (1 - hit)
         return s if chunk is None else s + np.ceil(x * (1 - hit) / chunk) * t_step
 
     s1 = cfg.input_tokens.expect(service)
     s2 = cfg.input_tokens.expect(lambda x: service(x) ** 2)
-    wait, rho = pk_wait_s(lam, s1, s2)
+    wait, rho = pk_wait_s(lam, s1 / pp, s2 / pp**2)
     waits, ttft = {}, {}
     for q in Z:
         w = INF if wait == INF else queue_wait_quantile_s(wait, rho, q / 100)
@@ -243,7 +253,7 @@ def analyze_colocated(st: StepTimes, cfg: ServeConfig, kv_fraction: float) -> An
     """The steady state of `cfg` (every replica prefills and decodes) with one replica's step
     times `st`."""
     rep = Replica(st, cfg, kv_fraction)
-    replicas = cfg.devices // cfg.tp
+    replicas = cfg.replicas
     lam = cfg.rate_per_s / replicas
     cap = float(rep.capacity(rep.tp1))
     return colocated(rep, lam, cap, replicas)

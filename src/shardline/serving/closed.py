@@ -53,17 +53,17 @@ def closed_loop(
     whose requests stay in step."""
     if waves:
         fixed = cfg.input_tokens.kind == "fixed" and cfg.output_tokens.kind == "fixed"
-        if not fixed or cfg.disagg is not None or cfg.output_tokens.mean <= 1:
+        if not fixed or cfg.disagg is not None or cfg.output_tokens.mean <= 1 or cfg.pp > 1:
             raise InputError(
                 "--waves prices fixed lengths (--in N --out N, N > 1 output tokens) on colocated "
-                "replicas"
+                "replicas without pipeline stages (--pp 1)"
             )
         return in_waves(st, cfg, kv_fraction, concurrency)
     return _steady(st, cfg, kv_fraction, concurrency)
 
 
 def _steady(st: StepTimes, cfg: ServeConfig, kv_fraction: float, concurrency: int) -> Analysis:
-    replicas = cfg.devices // cfg.tp
+    replicas = cfg.replicas
     per = concurrency / replicas
     out = cfg.output_tokens.mean
     cap = analyze(st, cfg, kv_fraction).capacity_requests_per_s
@@ -89,7 +89,7 @@ def _steady(st: StepTimes, cfg: ServeConfig, kv_fraction: float, concurrency: in
 
 def in_waves(st: StepTimes, cfg: ServeConfig, kv_fraction: float, concurrency: int) -> Analysis:
     """Fixed-length closed loop in waves (the module's docstring has every formula)."""
-    replicas = cfg.devices // cfg.tp
+    replicas = cfg.replicas
     per = concurrency / replicas
     rep = Replica(st, cfg, kv_fraction)
     base = analyze(st, cfg, kv_fraction)

@@ -10,6 +10,7 @@ import numpy as np
 from shardline.basics.units import check_real, check_whole, short
 from shardline.errors import InputError
 from shardline.ops.einsum import check_size
+from shardline.strategies.pp import MAX_STAGES
 
 __all__ = [
     "Lengths",
@@ -183,6 +184,7 @@ class ServeConfig:
     kv_reservation: str = "on_demand"  # or "full_output" (the engine's, engines.toml)
     ep: int = 1  # expert-parallel ranks of a replica (the engine's flag; divides tp)
     attention_dp: int = 1  # attention data-parallel ranks of a replica (divides tp)
+    pp: int = 1  # pipeline stages of a replica: a replica is tp x pp devices
 
     def __post_init__(self) -> None:
         check_serving_rate(self.rate_per_s)
@@ -201,6 +203,7 @@ class ServeConfig:
                 )
         check_size(check_whole(self.devices, "--devices"), "--devices")
         check_whole(self.tp, "--tp")
+        check_whole(self.pp, "--pp", most=MAX_STAGES)
         check_whole(self.max_batch, "--max-batch", most=MAX_BATCH)
         if self.chunk_tokens is not None:
             check_whole(self.chunk_tokens, "--chunk", most=MAX_TOKENS)
@@ -220,13 +223,29 @@ class ServeConfig:
             check_whole(self.disagg[0], "--disagg P")
             check_whole(self.disagg[1], "--disagg D")
         pools = self.disagg or (self.devices, 0)
+        if self.pp > 1 and self.disagg is not None:
+            raise InputError("--pp with --disagg is not modelled: give one or the other")
         for n in pools:
-            if n % self.tp:
-                raise InputError(f"{n} devices do not split into replicas of --tp {self.tp}")
+            if n % self.replica_devices:
+                raise InputError(f"{n} devices do not split into replicas of {self._replica}")
         if self.disagg is not None and min(self.disagg) < self.tp:
             raise InputError("--disagg P:D needs at least --tp devices in each pool")
         if self.kv_reservation not in ("on_demand", "full_output"):
             raise InputError(f"unknown KV reservation {self.kv_reservation!r}")
+
+    @property
+    def replica_devices(self) -> int:
+        """Devices of one replica: tp x pp (each of the pp stages on tp devices)."""
+        return self.tp * self.pp
+
+    @property
+    def replicas(self) -> int:
+        """Replicas serving in all (colocated): devices / (tp x pp)."""
+        return self.devices // self.replica_devices
+
+    @property
+    def _replica(self) -> str:
+        return f"--tp {self.tp}" if self.pp == 1 else f"--tp {self.tp} x --pp {self.pp}"
 
     @property
     def kv_tokens_per_sequence(self) -> float:

@@ -2,16 +2,17 @@
 max batch, chunk size, KV memory fraction, dtypes), in each engine's flag names:
 
 - vLLM (`vllm serve`, docs.vllm.ai "Engine Arguments"): --tensor-parallel-size,
-  --data-parallel-size with --enable-expert-parallel (DP attention and EP experts, "Expert Parallel
-  Deployment"), --max-num-seqs (per data-parallel rank), --max-num-batched-tokens,
-  --enable-chunked-prefill / --no-enable-chunked-prefill, --gpu-memory-utilization,
+  --pipeline-parallel-size, --data-parallel-size with --enable-expert-parallel (DP attention
+  and EP experts, "Expert Parallel Deployment"), --max-num-seqs (per data-parallel rank),
+  --max-num-batched-tokens, --enable-chunked-prefill / --no-enable-chunked-prefill,
+  --gpu-memory-utilization,
   --kv-cache-dtype, --quantization.
 - SGLang (`python -m sglang.launch_server`, docs.sglang.ai "Server Arguments"): --tp-size,
-  --dp-size with --enable-dp-attention, --ep-size, --max-running-requests,
+  --pp-size, --dp-size with --enable-dp-attention, --ep-size, --max-running-requests,
   --chunked-prefill-size (-1: off), --mem-fraction-static, --kv-cache-dtype, --quantization,
   --cuda-graph-max-bs.
 - TensorRT-LLM (`trtllm-serve`, nvidia.github.io/TensorRT-LLM "trtllm-serve"): --backend pytorch,
-  --tp_size, --ep_size, --max_batch_size (per attention-DP rank), --max_num_tokens,
+  --tp_size, --pp_size, --ep_size, --max_batch_size (per attention-DP rank), --max_num_tokens,
   --kv_cache_free_gpu_memory_fraction;
   attention DP, the KV dtype and chunked prefill through --extra_llm_api_options (a YAML of the
   LLM API's fields: enable_attention_dp, kv_cache_config.dtype, enable_chunked_prefill).
@@ -67,6 +68,12 @@ def per_rank_batch(cfg: Any) -> int:
     return -(-cfg.max_batch // cfg.attention_dp)
 
 
+def _pp(cfg: Any, flag: str) -> list[str]:
+    """The engine's pipeline-parallel flag with the replica's stages, when it has more than
+    one (each engine's default is 1)."""
+    return [f"{flag}{cfg.pp}"] if getattr(cfg, "pp", 1) > 1 else []
+
+
 def _join(parts: list[str]) -> str:
     return " \\\n    ".join(parts) + "\n"
 
@@ -74,6 +81,7 @@ def _join(parts: list[str]) -> str:
 def _vllm(repo: str, cfg: Any, weights: str, kv: str, f: float) -> list[str]:
     adp = cfg.attention_dp
     parts = [f"vllm serve {repo}", f"--tensor-parallel-size {cfg.tp // adp}"]
+    parts += _pp(cfg, "--pipeline-parallel-size ")
     if adp > 1:
         parts.append(f"--data-parallel-size {adp}")
     if cfg.ep > 1 or adp > 1:
@@ -93,6 +101,7 @@ def _vllm(repo: str, cfg: Any, weights: str, kv: str, f: float) -> list[str]:
 
 def _sglang(repo: str, cfg: Any, weights: str, kv: str, f: float) -> list[str]:
     parts = [f"python -m sglang.launch_server --model-path {repo}", f"--tp-size {cfg.tp}"]
+    parts += _pp(cfg, "--pp-size ")
     if cfg.attention_dp > 1:
         parts += [f"--dp-size {cfg.attention_dp}", "--enable-dp-attention"]
     if cfg.ep > 1:
@@ -117,6 +126,7 @@ def _trtllm(repo: str, cfg: Any, kv: str, f: float) -> str:
         f"trtllm-serve {repo}",
         "--backend pytorch",
         f"--tp_size {cfg.tp}",
+        *_pp(cfg, "--pp_size "),
         f"--ep_size {cfg.ep}",
         f"--max_batch_size {per_rank_batch(cfg)}",
         f"--max_num_tokens {cfg.chunk_tokens or 8192}",

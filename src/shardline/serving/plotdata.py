@@ -66,8 +66,8 @@ def _requests(cfg: ServeConfig, trace: Any, n: int, seed: int) -> tuple[ServeCon
     if trace is not None:
         return cfg, trace
     if cfg.disagg is None:
-        share = cfg.devices // cfg.tp
-        run = replace(cfg, rate_per_s=cfg.rate_per_s / share, devices=cfg.tp)
+        share = cfg.replicas
+        run = replace(cfg, rate_per_s=cfg.rate_per_s / share, devices=cfg.replica_devices)
         return run, poisson_requests(run, run.rate_per_s, n, seed)
     return cfg, poisson_requests(cfg, cfg.rate_per_s, n * (cfg.disagg[1] // cfg.tp), seed)
 
@@ -117,7 +117,8 @@ def serve_plot_data(model: str, hw: str, cfg: ServeConfig, opts: Any) -> ServePl
     spec, chip = load_model(model), resolve_chip(hw)
     st = serving_step_times(model, hw, cfg, opts)
     title = (
-        f"{spec.name} on {cfg.devices} x {chip.name} (tp {cfg.tp}), {eng.name}, "
+        f"{spec.name} on {cfg.devices} x {chip.name} (tp {cfg.tp}"
+        f"{f', pp {cfg.pp}' if cfg.pp > 1 else ''}), {eng.name}, "
         f"{cfg.rate_per_s:g} req/s, in {cfg.input_tokens.label()} / out "
         f"{cfg.output_tokens.label()}"
     )

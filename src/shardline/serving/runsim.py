@@ -60,7 +60,7 @@ def simulate_system(
     """Each decode-capable replica's run over its share of `reqs` (original arrivals kept for
     TTFT: a disaggregated request's first token is its KV's arrival)."""
     if cfg.disagg is None:
-        replicas = cfg.devices // cfg.tp
+        replicas = cfg.replicas
         return [
             (part, simulate_replica(st, cfg, st.kv_fraction, part))
             for part in (_split(reqs, k, replicas) for k in range(replicas))
@@ -109,7 +109,7 @@ def _check_replicas(cfg: ServeConfig, opts: Any, n: int) -> None:
     as many prefill pools) are simulated: Poisson arrivals simulate one replica of alike ones;
     a trace, or disaggregated pools, every one."""
     pools = cfg.disagg[0] // cfg.tp if cfg.disagg else 0
-    replicas = cfg.disagg[1] // cfg.tp if cfg.disagg else cfg.devices // cfg.tp
+    replicas = cfg.disagg[1] // cfg.tp if cfg.disagg else cfg.replicas
     if opts.trace is None and cfg.disagg is None:
         replicas = 1
     if max(replicas, pools) > MAX_SIM_REPLICAS:
@@ -158,8 +158,8 @@ def simulation_dict(st: StepTimes, cfg: ServeConfig, eng: Engine, opts: Any) -> 
     if opts.trace is not None:
         reqs, run_cfg = opts.trace, cfg
     elif cfg.disagg is None:  # replicas are alike: simulate one at its share, count them all
-        scale = cfg.devices // cfg.tp
-        run_cfg = replace(cfg, rate_per_s=cfg.rate_per_s / scale, devices=cfg.tp)
+        scale = cfg.replicas
+        run_cfg = replace(cfg, rate_per_s=cfg.rate_per_s / scale, devices=cfg.replica_devices)
         reqs = poisson_requests(run_cfg, run_cfg.rate_per_s, opts.sim_requests, opts.seed)
     else:
         run_cfg = cfg

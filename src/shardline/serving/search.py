@@ -1,4 +1,5 @@
-"""The serving search: every chip x device count x tensor-parallel degree x batch limit for one
+"""The serving search: every chip x device count x replica layout (tensor parallel, pipeline
+stages across nodes, DP attention with experts for a MoE model) x batch limit for one
 request rate, lengths and SLO, each layout the steady state `serve` gives it (the same
 `serving.steady.analyze`), one chunk of work per (chip, tp) so that `map_chunks` can spread the
 chunks over processes. The chunk's layouts share one StepTimes: each engine step (a decode at a
@@ -21,7 +22,7 @@ from shardline.errors import InputError
 from shardline.serving.config import Lengths, ServeConfig, as_lengths, check_serving_rate
 from shardline.serving.engines import engine
 from shardline.serving.slo import SLO
-from shardline.serving.steptimes import serving_dtypes
+from shardline.serving.steptimes import Split, serving_dtypes
 from shardline.strategies.tp import SERVING_DEGREES
 
 __all__ = [
@@ -51,7 +52,8 @@ MapChunks = Callable[[Callable[[Any], object], Sequence[object]], list[Any]]
 
 @dataclass(frozen=True)
 class Chunk:
-    """One (chip, tp): every device count (multiples of tp up to max_devices) x batch limit."""
+    """One (chip, replica layout): every device count (multiples of tp x pp up to max_devices)
+    x batch limit."""
 
     model: str
     chip: str
@@ -67,6 +69,7 @@ class Chunk:
     kv_dtype: str | None = None
     attention_dp: int = 1  # DP attention with experts over the replica (ep = tp) when > 1
     disagg: bool = False  # also every prefill:decode split of each device count
+    pp: int = 1  # pipeline stages of a replica (tp x pp devices)
 
 
 def pool_splits(devices: int, tp: int) -> list[tuple[int, int] | None]:
@@ -91,12 +94,19 @@ def evaluate_chunk(chunk: Chunk) -> list[dict[str, object]]:
     eng, chip = engine(chunk.engine), resolve_chip(chunk.chip)
     dtypes = serving_dtypes(chip, chunk.dtype, chunk.weight_dtype, chunk.kv_dtype)
     st = cached_step_times(
-        chunk.model, chunk.chip, chunk.tp, dtypes[0], eng.name, *dtypes[1:], chunk.attention_dp
+        chunk.model,
+        chunk.chip,
+        chunk.tp,
+        dtypes[0],
+        eng.name,
+        *dtypes[1:],
+        Split(chunk.attention_dp, chunk.pp),
     )
     p = chunk.slo.percentile
     rows = []
-    for devices in range(chunk.tp, chunk.max_devices + 1, chunk.tp):
-        splits = pool_splits(devices, chunk.tp) if chunk.disagg else [None]
+    replica = chunk.tp * chunk.pp
+    for devices in range(replica, chunk.max_devices + 1, replica):
+        splits = pool_splits(devices, chunk.tp) if chunk.disagg and chunk.pp == 1 else [None]
         for split, max_batch in ((x, b) for x in splits for b in BATCH_LIMITS):
             cfg = replace(layout_config(chunk, devices, max_batch), disagg=split)
             a = analyze(st, cfg, st.kv_fraction)
@@ -126,18 +136,22 @@ def layout_config(chunk: Chunk, devices: int, max_batch: int) -> ServeConfig:
         kv_reservation=eng.kv_reservation,
         ep=chunk.tp if chunk.attention_dp > 1 else 1,
         attention_dp=chunk.attention_dp,
+        pp=chunk.pp,
     )
 
 
 def _assumed(chunk: Chunk, label: str, dtypes: tuple[str, str, str]) -> dict[str, object]:
-    """What a row assumed beyond chip, devices, tp and batch: the engine, the dtypes, and the
-    expert and attention data parallelism of a MoE layout."""
+    """What a row assumed beyond chip, devices, tp and batch: the engine, the dtypes, the
+    pipeline stages of a replica, and the expert and attention data parallelism of a MoE
+    layout."""
     out: dict[str, object] = {
         "engine": label,
         "dtype": dtypes[0],
         "weight_dtype": dtypes[1],
         "kv_dtype": dtypes[2],
     }
+    if chunk.pp > 1:
+        out["pp"] = chunk.pp
     if chunk.attention_dp > 1:
         out.update(ep=chunk.tp, attention_dp=chunk.attention_dp)
     return out
@@ -186,8 +200,10 @@ def _row(
 
 def _chunks(model: str, chips: Sequence[str], common: dict[str, Any]) -> list[Chunk]:
     """One chunk per chip and replica layout: the serving strategies' ranges from the registry
-    (`strategies.serving_layouts`: tp = 1, 2, 4, 8 where it splits the model evenly; tp is the
-    only strategy that splits a replica today, and the one a Chunk carries)."""
+    (`strategies.serving_layouts`: tp = 1, 2, 4, 8 where it splits the model evenly, pp = 1, 2,
+    4 where it divides the blocks). A pipeline spans nodes: pp > 1 only on the largest tp of
+    the range (a node's tensor-parallel group per stage, as the engines' multi-node recipes run
+    it), with plain attention."""
     from shardline.models import load_model
     from shardline.models.template import model_workload
     from shardline.strategies import serving_layouts
@@ -195,11 +211,13 @@ def _chunks(model: str, chips: Sequence[str], common: dict[str, Any]) -> list[Ch
     spec = load_model(model)
     shape = model_workload(spec, phase="decode", batch=1, seq_len=1024)
     layouts = serving_layouts(shape, common["max_devices"])
+    widest = max((layout["tp"] for layout in layouts), default=1)
+    layouts = [x for x in layouts if x["pp"] == 1 or x["tp"] == widest]
     out = []
     for chip in chips:
         for layout in layouts:
-            out.append(Chunk(model=model, chip=chip, tp=layout["tp"], **common))
-            if spec.moe is not None and layout["tp"] > 1:  # DP attention, experts over tp
+            out.append(Chunk(model=model, chip=chip, tp=layout["tp"], pp=layout["pp"], **common))
+            if spec.moe is not None and layout["tp"] > 1 and layout["pp"] == 1:  # DP attention
                 out.append(
                     Chunk(
                         model=model, chip=chip, tp=layout["tp"], attention_dp=layout["tp"], **common
@@ -244,9 +262,9 @@ def _failures(
     """Why each option cheaper than the best (one per chip, devices and tp) or on the front
     fails; a faster option on the front that meets the SLO only costs more."""
     key = _cost_key(best)[0] if best else np.inf
-    seen: dict[tuple[str, int, int], dict[str, object]] = {}
+    seen: dict[tuple[str, int, int, int], dict[str, object]] = {}
     for row in sorted(rows, key=lambda r: (_cost_key(r)[0], _closest(r))):
-        k = (row["chip"], row["devices"], row["tp"])
+        k = (row["chip"], row["devices"], row["tp"], row.get("pp", 1))
         if _cost_key(row)[0] < key and not row["meets_slo"] and k not in seen:
             seen[k] = row  # its batch limit that comes closest
     out = [
@@ -254,6 +272,7 @@ def _failures(
             "chip": r["chip"],
             "devices": r["devices"],
             "tp": r["tp"],
+            **({"pp": r["pp"]} if "pp" in r else {}),
             "max_batch": r["max_batch"],
             "why": r["why_not"],
         }

@@ -14,7 +14,7 @@ from shardline.serving.config import ServeConfig
 from shardline.serving.engines import Engine, engine
 from shardline.serving.slo import SLO
 from shardline.serving.steady import analyze
-from shardline.serving.steptimes import StepTimes, cached_step_times, serving_dtypes
+from shardline.serving.steptimes import Split, StepTimes, cached_step_times, serving_dtypes
 
 __all__ = [
     "ServeOptions",
@@ -141,7 +141,8 @@ def serving_step_times(model: str, hw: str, cfg: ServeConfig, opts: ServeOptions
     chip = resolve_chip(hw)
     compute, weights, kv = serving_dtypes(chip, opts.dtype, opts.weight_dtype, opts.kv_dtype)
     name = engine(opts.engine).name
-    return cached_step_times(model, hw, cfg.tp, compute, name, weights, kv, cfg.attention_dp)
+    split = Split(cfg.attention_dp, cfg.pp)
+    return cached_step_times(model, hw, cfg.tp, compute, name, weights, kv, split)
 
 
 def serve(
@@ -211,8 +212,9 @@ def _check_room(a: Analysis, st: StepTimes, cfg: ServeConfig, what: str) -> None
         return
     budget = st.kv_budget_bytes()
     raise InputError(
-        f"{what}: the KV budget of a replica of {cfg.tp} devices ({budget / 1e9:.3g} GB by the "
-        "engine's rule) holds no request; give the replica more devices (--tp), narrower "
+        f"{what}: the KV budget of a replica of {cfg.replica_devices} devices ({budget / 1e9:.3g} "
+        "GB by the engine's rule) holds no request; give the replica more devices (--tp, --pp), "
+        "narrower "
         "weights or cache (--weight-dtype, --kv-dtype) or a chip with more memory"
     )
 
@@ -255,6 +257,12 @@ def _layout_notes(
             f"(the plan's tp x ep; --ep {cfg.ep} is the engine's flag); attention on "
             f"{cfg.attention_dp} data-parallel ranks of tp {cfg.tp // cfg.attention_dp}"
         )
+    if cfg.pp > 1:
+        notes.append(
+            f"{cfg.pp} pipeline stages of tp {cfg.tp} per replica, each holding 1/{cfg.pp} of "
+            f"the layers and their KV cache; {cfg.pp} microbatches in flight: a decode step is "
+            f"{cfg.pp} stage times"
+        )
     if dtype_bits(weights) < dtype_bits(compute):
         notes.append(f"{weights} weights dequantized to compute in {compute}")
     if eng.cuda_graph_max_batch and batch > eng.cuda_graph_max_batch:
@@ -285,6 +293,7 @@ def config_dict(cfg: ServeConfig) -> dict[str, object]:
         "disagg": list(cfg.disagg) if cfg.disagg else None,
         "ep": cfg.ep,
         "attention_dp": cfg.attention_dp,
+        "pp": cfg.pp,
     }
 
 

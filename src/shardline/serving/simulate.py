@@ -232,6 +232,9 @@ def simulate_replica(
     hit = cfg.prefix_hit
     eff_in = np.maximum(np.rint(reqs.input_tokens * (1 - hit)), 1.0)
     per_token_s = st.prefill_s(reqs.input_tokens) * (1 - hit) / eff_in
+    # through a pipeline a prompt's first token leaves the last stage after its pass, the
+    # stage time it held the replica plus the stages after it (0 without a pipeline)
+    pass_s = (st.prefill_pass_s(reqs.input_tokens) - st.prefill_s(reqs.input_tokens)) * (1 - hit)
     s = _State(Requests(reqs.arrival_s, eff_in, reqs.output_tokens), cfg.disagg is not None)
     line = _line(st, reqs)
     t, n = 0.0, len(reqs.arrival_s)
@@ -247,7 +250,7 @@ def simulate_replica(
                 continue
         dt, decoding, done_now = _step(s, rep, reqs, per_token_s, line)
         t += dt
-        s.first[done_now] = t
+        s.first[done_now] = t + pass_s[done_now]
         s.gen[done_now] = 1.0
         s.gen[decoding] += rep.tau
         s.total += len(decoding) * rep.tau + len(done_now)

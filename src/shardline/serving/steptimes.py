@@ -18,6 +18,17 @@ thousands of steps prices each distinct point once.
   rank (the engines pad the ranks to the fullest one), so it is the plan's step of
   A x ceil(n / A) sequences; one prompt's prefill is 1 / A of the plan's prefill of A prompts
   (each rank prefills one).
+- pipeline parallelism (`pp` P, as vLLM's --pipeline-parallel-size, SGLang's --pp-size and
+  TensorRT-LLM's --pp_size run it): a replica is tp x P devices, each stage holds 1/P of the
+  blocks' weights and KV cache and sends its activations to the next stage point to point. The
+  engine keeps P microbatches in flight (vLLM's virtual engines), so a decode step of n
+  sequences, every sequence one token on, is the plan's decode step of n sequences in
+  m = min(n, P) microbatches on P stages: max(m, P) = P times the slowest stage's time for one
+  microbatch of ceil(n / m) sequences (the stage's layers plus the send of its activations;
+  planning/combine.py `cycles`). A prompt passes the P stages in P stage times (the plan's
+  prefill of one microbatch; `prefill_pass_s`, its latency); the pipeline takes the next prompt
+  after one (`prefill_s`, what throughput pays: the plan's step less its bubble). The KV budget
+  is the engine's rule on each of the P stages' devices.
 
 The engine has no step at a fractional batch or context; the queueing model asks for one at the
 mean running batch b and mean context c, which `decode_s` answers from whole points only: with
@@ -50,6 +61,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "StepTimes",
+    "Split",
     "step_times",
     "cached_step_times",
     "price_step",
@@ -68,14 +80,25 @@ SCALE_OUT_BYTES_PER_S = 50e9
 VERIFY_REF_TOKENS = 4096
 
 
+@dataclass(frozen=True)
+class Split:
+    """How a replica's devices split beyond its tensor-parallel group of tp: `attention_dp`
+    data-parallel attention ranks of the tp devices (dividing tp) and `pp` pipeline stages of
+    tp devices each (the replica tp x pp devices)."""
+
+    attention_dp: int = 1
+    pp: int = 1
+
+
 @dataclass
 class StepTimes:
     """One replica's step times (seconds) and its memory. `decode_point(n, c)` and
     `prefill_point(L)` price one whole point (the plan engine, or a formula in tests); each is
     called once per distinct point. The KV budget: `kv_rule` (engines.toml) with the engine's
-    fraction `kv_fraction` per device, on `kv_devices` devices holding distinct KV (default tp);
-    `kv_sequence_bytes(c)` the replica's KV bytes of one sequence of c tokens (default c x
-    kv_bytes_per_token; sliding-window layers hold at most their window)."""
+    fraction `kv_fraction` per device, on `kv_devices` devices holding distinct KV (default
+    tp x pp); `kv_sequence_bytes(c)` the replica's KV bytes of one sequence of c tokens (default
+    c x kv_bytes_per_token; sliding-window layers hold at most their window). With `pp` stages
+    `prefill_point(L)` is the stage time a prompt holds the pipeline."""
 
     chip: str
     tp: int
@@ -86,9 +109,10 @@ class StepTimes:
     capacity_bytes_per_device: float
     kv_bytes_per_token: float  # the replica's (all tp devices together)
     egress_bytes_per_s: float = SCALE_OUT_BYTES_PER_S  # one device's, for the KV transfer
+    pp: int = 1  # pipeline stages of the replica (the replica is tp x pp devices)
     kv_rule: str = "fraction_of_capacity"
     kv_fraction: float = 0.9
-    kv_devices: int = 0  # devices holding distinct KV (0: tp)
+    kv_devices: int = 0  # devices holding distinct KV (0: tp x pp)
     kv_sequence_bytes: Callable[[float], float] | None = None
     _decode: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
     _prefill: dict[int, float] = field(default_factory=dict, repr=False)
@@ -151,11 +175,17 @@ class StepTimes:
         return t
 
     def prefill_s(self, tokens: Scalar) -> np.ndarray:
-        """The prefill of one prompt of round(`tokens`) tokens (at least one; arrays)."""
+        """The prefill of one prompt of round(`tokens`) tokens (at least one; arrays): the
+        replica's time it holds (one stage time through a pipeline)."""
         whole = np.maximum(np.rint(np.asarray(tokens, dtype=float)), 1.0).astype(np.int64)
         uniq, inverse = np.unique(whole, return_inverse=True)
         times = np.array([self.prefill_at(int(x)) for x in uniq])
         return times[inverse.reshape(whole.shape)]
+
+    def prefill_pass_s(self, tokens: Scalar) -> np.ndarray:
+        """One prompt's pass through all pp stages (its latency): pp stage times, the plan's
+        prefill of one microbatch (m + P - 1 = P stage times); prefill_s without a pipeline."""
+        return self.pp * self.prefill_s(tokens)
 
     def verify_floor_s(self, sequences: Scalar, k: int) -> Scalar:
         """The least time of a speculative verification step over `sequences` sequences of k + 1
@@ -180,7 +210,7 @@ class StepTimes:
             self.weights_bytes_per_device,
             self.activations_bytes_per_device,
         )
-        return (self.kv_devices or self.tp) * per_device
+        return (self.kv_devices or self.tp * self.pp) * per_device
 
     def sequence_kv_bytes(self, tokens: Scalar) -> Scalar:
         """The replica's KV bytes of one sequence of `tokens` cached tokens (arrays)."""
@@ -227,22 +257,28 @@ def price_step(
     *,
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
-    attention_dp: int = 1,
+    split: Split = Split(),
 ) -> Any:
-    """The plan engine's plan of one step, `point` = (phase, batch, seq_len), on tp devices
-    (`attention_dp` of them data parallel for attention: the plan's tp / attention_dp x ep =
-    attention_dp), weights and KV stored in their dtypes (None: `dtype`)."""
+    """The plan engine's plan of one step, `point` = (phase, batch, seq_len), on tp x pp devices
+    (`split`: `attention_dp` of a stage's tp data parallel for attention, the plan's
+    tp / attention_dp x ep = attention_dp; `pp` pipeline stages), weights and KV stored in their
+    dtypes (None: `dtype`)."""
     from shardline.models.template import model_workload
     from shardline.planning.api import plan
     from shardline.workload.precision import with_tensor_dtypes
 
     phase, batch, seq_len = point
+    attention_dp, pp = split.attention_dp, split.pp
     work = model_workload(spec, phase=phase, batch=batch, seq_len=seq_len, dtype=dtype)
     work = with_tensor_dtypes(work, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    degrees: dict[str, Any] = {"tp": tp // attention_dp, "pp": 1, "dp": 1, "fsdp": 1}
+    degrees: dict[str, Any] = {"tp": tp // attention_dp, "pp": pp, "dp": 1, "fsdp": 1}
     if attention_dp > 1:
         degrees["ep"] = attention_dp
-    result = plan(work, chip, tp, microbatches=1, require_fit=False, **degrees)
+    # a decode step's sequences (batch / attention_dp a rank) over min(that, pp) microbatches
+    # (vLLM keeps pp virtual engines, one scheduled batch each: every stage busy once pp
+    # sequences run); a prompt is one
+    m = min(batch // attention_dp, pp) if phase == "decode" else 1
+    result = plan(work, chip, tp * pp, microbatches=m, require_fit=False, **degrees)
     return result.plans[0]
 
 
@@ -257,11 +293,13 @@ def kv_split_devices(spec: ModelSpec, tp: int, attention_dp: int = 1) -> int:
     return attention_dp * min(attention_tp, spec.kv_heads)
 
 
-def _check_layout(spec: ModelSpec, tp: int, dtype: str, attention_dp: int) -> None:
+def _check_layout(spec: ModelSpec, tp: int, dtype: str, attention_dp: int, pp: int = 1) -> None:
     """tp / attention_dp must split the model (the one tensor-parallel rule, strategies/tp.py);
-    DP attention needs experts to split over the replica."""
+    DP attention needs experts to split over the replica; pp stages hold whole blocks, as many
+    each (strategies/pp.py `serving_stages_reason`)."""
     from shardline.basics.units import check_whole
     from shardline.models.template import model_workload
+    from shardline.strategies.pp import serving_stages_reason
     from shardline.strategies.tp import uneven_reason
 
     check_whole(attention_dp, "--attention-dp")
@@ -269,6 +307,9 @@ def _check_layout(spec: ModelSpec, tp: int, dtype: str, attention_dp: int) -> No
         raise InputError(f"--attention-dp {attention_dp} does not divide --tp {tp}")
     shape = model_workload(spec, phase="decode", batch=1, seq_len=1024, dtype=dtype)
     why = uneven_reason(shape, tp // attention_dp, f"--tp {tp}")
+    if why is not None:
+        raise InputError(why)
+    why = serving_stages_reason(shape, check_whole(pp, "--pp"), "--pp")
     if why is not None:
         raise InputError(why)
     if attention_dp > 1 and spec.moe is None:
@@ -279,18 +320,19 @@ def _check_layout(spec: ModelSpec, tp: int, dtype: str, attention_dp: int) -> No
 
 
 def _kv_fields(
-    spec: ModelSpec, chip: Chip, eng: Engine, layout: tuple[int, int], kv_dtype: str
+    spec: ModelSpec, chip: Chip, eng: Engine, layout: tuple[int, int, int], kv_dtype: str
 ) -> dict[str, Any]:
-    """StepTimes' KV fields for a replica of `layout` = (tp, attention_dp): bytes per token in
-    `kv_dtype`, the engine's budget rule and fraction, the devices holding distinct KV, and a
-    sliding-window model's bytes of one sequence (its local layers hold at most the window),
-    unless the engine's cache holds every token of those layers (`Engine.sliding_window_kv`
-    "full": TensorRT-LLM, whose memory allocation follows the largest attention window), where
-    a sequence of c tokens holds c x kv_bytes_per_token like a model without windows."""
+    """StepTimes' KV fields for a replica of `layout` = (tp, attention_dp, pp): bytes per token
+    in `kv_dtype`, the engine's budget rule and fraction, the devices holding distinct KV (each
+    stage's holders, times pp: a stage caches its 1 / pp of the layers), and a sliding-window
+    model's bytes of one sequence (its local layers hold at most the window), unless the
+    engine's cache holds every token of those layers (`Engine.sliding_window_kv` "full":
+    TensorRT-LLM, whose memory allocation follows the largest attention window), where a
+    sequence of c tokens holds c x kv_bytes_per_token like a model without windows."""
     from shardline.basics.dtypes import dtype_bits
     from shardline.workload.modelspec import kv_bytes_at, kv_bytes_per_token
 
-    tp, attention_dp = layout
+    tp, attention_dp, pp = layout
     kv_bytes = dtype_bits(kv_dtype) / 8
     windowed = (  # sliding windows the engine's cache honours: kv_bytes_at
         not spec.variant()[0].kv_linear_in_context and eng.sliding_window_kv == "window"
@@ -299,11 +341,29 @@ def _kv_fields(
         "kv_bytes_per_token": kv_bytes_per_token(spec, kv_bytes),
         "kv_rule": eng.kv_budget_rule,
         "kv_fraction": eng.memory_fraction(float(chip.capacity_bytes), tp, attention_dp),
-        "kv_devices": kv_split_devices(spec, tp, attention_dp),
+        "kv_devices": kv_split_devices(spec, tp, attention_dp) * pp,
         "kv_sequence_bytes": (
             (lambda c: kv_bytes_at(spec, max(int(round(c)), 0), kv_bytes)) if windowed else None
         ),
     }
+
+
+def _points(
+    price: Callable[[tuple[str, int, int]], Any], a: int, scale: float
+) -> tuple[Callable[[int, int], float], Callable[[int], float]]:
+    """The engine's decode step of n sequences at context c (each of `a` attention-DP ranks
+    runs the fullest rank's ceil(n / a)) and a prompt's prefill (1 / a of a prefill of a
+    prompts; the stage time it holds a pipeline: the plan's step less its bubble), x `scale`."""
+
+    def decode(n: int, c: int) -> float:
+        padded = a * math.ceil(n / a)
+        return float(price(("decode", padded, c)).predicted_s) * scale
+
+    def prefill(tokens: int) -> float:
+        step = price(("prefill", a, tokens))
+        return float(step.predicted_s - step.predicted_breakdown_s["bubble_s"]) * scale / a
+
+    return decode, prefill
 
 
 def step_times(
@@ -315,14 +375,16 @@ def step_times(
     *,
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
-    attention_dp: int = 1,
+    split: Split = Split(),
 ) -> StepTimes:
-    """The step times of `spec` on `tp` devices of `chip` (a Chip) computing in `dtype`, weights
-    and KV cache in their dtypes (None: `dtype`), with the engine's scheduling overhead and KV
-    budget rule; the memory from the decode step of 256 sequences at 1,024 tokens."""
+    """The step times of `spec` on `tp` x `split.pp` devices of `chip` (a Chip) computing in
+    `dtype`, weights and KV cache in their dtypes (None: `dtype`), with the engine's scheduling
+    overhead and KV budget rule; the memory from the decode step of 256 sequences at 1,024
+    tokens (its fullest stage with pipeline stages)."""
     from functools import partial
 
-    _check_layout(spec, tp, dtype, attention_dp)
+    attention_dp, pp = split.attention_dp, split.pp
+    _check_layout(spec, tp, dtype, attention_dp, pp)
     scale = 1.0 + eng.scheduling_overhead_fraction
     price = partial(
         price_step,
@@ -332,17 +394,9 @@ def step_times(
         dtype,
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
-        attention_dp=attention_dp,
+        split=split,
     )
-    a = attention_dp
-
-    def decode(n: int, c: int) -> float:
-        padded = a * math.ceil(n / a)  # every rank runs the fullest rank's ceil(n / A)
-        return float(price(("decode", padded, c)).predicted_s) * scale
-
-    def prefill(tokens: int) -> float:
-        return float(price(("prefill", a, tokens)).predicted_s) * scale / a
-
+    decode, prefill = _points(price, attention_dp, scale)
     sized = price(("decode", 256, 1024))
     memory = sized.memory
     st = StepTimes(
@@ -356,9 +410,10 @@ def step_times(
         egress_bytes_per_s=(
             chip.interconnect.egress_bytes_per_s if chip.interconnect else SCALE_OUT_BYTES_PER_S
         ),
-        **_kv_fields(spec, chip, eng, (tp, attention_dp), kv_dtype or dtype),
+        pp=pp,
+        **_kv_fields(spec, chip, eng, (tp, attention_dp, pp), kv_dtype or dtype),
     )
-    if a == 1:
+    if attention_dp == 1:
         st._decode[(256, 1024)] = float(sized.predicted_s) * scale  # priced for the memory: kept
     return st
 
@@ -421,7 +476,7 @@ def cached_step_times(
     engine_name: str,
     weight_dtype: str | None = None,
     kv_dtype: str | None = None,
-    attention_dp: int = 1,
+    split: Split = Split(),
 ) -> StepTimes:
     """`step_times` of a zoo model (or model file) on a chip by name, one per process and
     arguments, so that `serve`, its figures and the serving search share the points priced."""
@@ -437,5 +492,5 @@ def cached_step_times(
         engine(engine_name),
         weight_dtype=weight_dtype,
         kv_dtype=kv_dtype,
-        attention_dp=attention_dp,
+        split=split,
     )

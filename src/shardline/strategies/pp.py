@@ -11,12 +11,36 @@ from shardline.errors import InputError
 from shardline.strategies.base import CommTerm, Knob, MemorySplit, Network, StageView, Strategy
 from shardline.workload.workload import Workload
 
-__all__ = ["PipelineParallel", "STRATEGY", "MAX_STAGES"]
+__all__ = [
+    "PipelineParallel",
+    "STRATEGY",
+    "MAX_STAGES",
+    "SERVING_STAGES",
+    "serving_stages_reason",
+]
 
 # At most 1,024 pipeline stages: each plan's evaluation and its report walk every stage, and
 # published pipelines use far fewer (Megatron-LM's 1-trillion-parameter run: 64 stages,
 # Narayanan et al. 2021).
 MAX_STAGES = 1024
+# The pipeline stages of a serving replica: 2 or 4 stages, each a node's tensor-parallel group
+# (vLLM's and SGLang's multi-node recipes run tensor parallel inside a node and pipeline
+# parallel across nodes; shardline.serving's search).
+SERVING_STAGES = (1, 2, 4)
+
+
+def serving_stages_reason(workload: Workload, degree: int, what: str) -> str | None:
+    """Why `degree` pipeline stages cannot split a serving replica of `workload` (None: they
+    can): each stage holds an equal share of the blocks (their weights and KV cache, as the
+    engines split the layers by default), at most MAX_STAGES."""
+    if degree > MAX_STAGES:
+        return f"{what} {degree}: at most {MAX_STAGES:,} pipeline stages"
+    if workload.repeat % degree:
+        return (
+            f"{what} {degree} does not divide the model's {workload.repeat} blocks: each "
+            "pipeline stage holds an equal share of them"
+        )
+    return None
 
 
 def _interleave(text: str) -> int:
@@ -33,6 +57,7 @@ class PipelineParallel(Strategy):
     help = "pipeline stages"
     splits = ("layers",)
     mesh_rank = 3
+    serving = True  # a serving replica is tp x pp devices (shardline.serving)
     tier = "outermost: the scale-out network once the inner axes fill a node"
     comm_where = "critical path"
     memory = MemorySplit("stage", "stage", "stage", "stage", "stage")
@@ -51,6 +76,15 @@ class PipelineParallel(Strategy):
 
     def valid(self, workload: Workload, degree: int) -> bool:
         return degree <= MAX_STAGES and workload.pipeline_splits(degree) is not None
+
+    def serving_range(self, workload: Workload, max_devices: int) -> tuple[int, ...]:
+        """The SERVING_STAGES up to `max_devices` that split a serving replica
+        (`serving_stages_reason`: an equal share of the blocks a stage)."""
+        return tuple(
+            d
+            for d in SERVING_STAGES
+            if d <= max_devices and serving_stages_reason(workload, d, "pp") is None
+        )
 
     def check(self, workload: Workload, degree: int) -> None:
         if degree > MAX_STAGES:
