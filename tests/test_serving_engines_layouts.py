@@ -113,6 +113,44 @@ def test_sliding_window_layers_hold_their_window() -> None:
     assert sequence_kv_bytes(st, cfg) == pytest.approx(per * (18 * 2508 + 18 * 128))
 
 
+def test_trtllm_holds_sliding_window_layers_at_full_length() -> None:
+    """TensorRT-LLM sizes every layer's KV at the sequence's full length (engines.toml
+    sliding_window_kv = "full": its memory allocation follows the largest attention window).
+    gpt-oss-120b in fp8 KV: 36 layers x 2 x 8 x 64 = 36,864 B a token, so 4,000 tokens hold
+    147,456,000 B, where the windowed count (vLLM) is 1024 x (18 x 4000 + 18 x 128) =
+    76,087,296 B."""
+    spec, chip = load_model("gpt-oss-120b"), resolve_chip("b200")
+    trt = step_times(spec, chip, 1, "fp4", engine("trtllm"), weight_dtype="fp4", kv_dtype="fp8")
+    vll = step_times(spec, chip, 1, "fp4", engine("vllm"), weight_dtype="fp4", kv_dtype="fp8")
+    assert engine("trtllm").sliding_window_kv == "full"
+    assert engine("vllm").sliding_window_kv == "window"
+    assert float(trt.sequence_kv_bytes(4000)) == pytest.approx(36 * 2 * 8 * 64 * 4000)
+    assert float(trt.sequence_kv_bytes(4000)) == pytest.approx(147_456_000)
+    assert float(vll.sequence_kv_bytes(4000)) == pytest.approx(1024 * (18 * 4000 + 18 * 128))
+    # a dense model is unchanged by the rule: Llama 3.1 70B, 80 x 2 x 8 x 128 B a token in fp8
+    llama = step_times(
+        load_model("llama-3.1-70b"), resolve_chip("h100-sxm"), 1, "fp8", engine("trtllm")
+    )
+    assert float(llama.sequence_kv_bytes(1000)) == pytest.approx(80 * 2 * 8 * 128 * 1000)
+
+
+def test_trtllm_gpt_oss_20b_kv_limit_on_b200(capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt-oss-20b on one B200 with TensorRT-LLM, 1000/1000, fp8 KV: a sequence reserves
+    1000 + 1000 + 8 tokens in all 24 layers (24 x 1,024 B a token = 24,576 B), so the KV limit
+    is floor(budget / (24,576 x 2,008)) = 3,042 for the 150.16 GB budget, not the 5,720 of
+    12 full layers and 12 windows of 128."""
+    out = _json(
+        capsys,
+        *("serve", "--model", "gpt-oss-20b", "--hw", "b200", "--devices", "1"),
+        *("--dtype", "fp4", "--weight-dtype", "fp4", "--kv-dtype", "fp8", "--engine", "trtllm"),
+        *("--rate", "1e8", "--in", "1000", "--out", "1000", "--max-batch", "2048"),
+    )
+    per_seq = 24 * 1024 * 2008
+    assert out["kv_limit_sequences"] == math.floor(out["kv_budget_bytes"] / per_seq)
+    assert out["kv_limit_sequences"] == 3042
+    assert out["batch"] == pytest.approx(2048)  # the batch limit binds
+
+
 def test_trtllm_tp1_fp8_70b_budget(capsys: pytest.CaptureFixture[str]) -> None:
     """The issue's case: 0.9 x (80 GB - 70.6 GB of fp8 weights - activations), not 0.9 x 80 GB
     - weights (which leaves about 1.4 GB)."""

@@ -51,12 +51,14 @@ def test_the_engine_measured_figure_is_its_scheduling_overhead() -> None:
 
 def test_the_overview_gave_a_stated_fraction_only() -> None:
     """TensorRT-LLM's KV memory fraction cites the overview beside the LLM API reference (both
-    0.9): a stated configuration, kept out of source; no measured figure names a serving
-    publication, so no row moves."""
+    0.9), and its sliding-window KV rule cites the overview's GPT-OSS recipe (no
+    max_attention_window) beside the engine's long-sequence docs: stated configuration, kept
+    out of source; no measured figure names a serving publication, so no row moves."""
     own = LOSO.own_figures("trtllm-perf-overview", "h200", "trtllm")
     assert own.removed == []
-    assert [(f.file, f.path, f.value) for f in own.stated] == [
-        ("trtllm", "kv_memory_fraction", 0.9)
+    assert sorted((f.file, f.path, f.value) for f in own.stated) == [
+        ("trtllm", "kv_memory_fraction", 0.9),
+        ("trtllm", "sliding_window_kv", "full"),
     ]
     assert LOSO.own_figures("nim-llm-benchmarking", "h100-sxm", "trtllm").stated == []
 

@@ -27,6 +27,9 @@ _FIELDS = (
     "moe_kernel",
 )
 RESERVATIONS = ("full_output", "on_demand")
+# how the engine's KV cache holds a sliding-window layer: "window" (its last `window` tokens, as
+# the model's attention reads them) or "full" (every token of the sequence, as a full layer)
+SLIDING_WINDOW_KV = ("window", "full")
 # f x (C - W - A); f x C - W - A; f x C - W (engines.toml's header)
 KV_BUDGET_RULES = ("fraction_of_free", "fraction_of_capacity", "static_fraction")
 
@@ -34,7 +37,10 @@ KV_BUDGET_RULES = ("fraction_of_free", "fraction_of_capacity", "static_fraction"
 @dataclass(frozen=True)
 class Engine:
     """One engine release's figures and where each comes from. `reserved_memory`: (below GiB,
-    base GiB, GiB per rank) tiers of an engine whose memory fraction follows the device."""
+    base GiB, GiB per rank) tiers of an engine whose memory fraction follows the device.
+    `sliding_window_kv`: "full" where the engine's KV cache holds every token of a sequence in a
+    sliding-window layer too (engines.toml says so, with its source); "window" otherwise, the
+    model's own sizing (its local layers hold their last `window` tokens)."""
 
     name: str
     display_name: str
@@ -51,6 +57,7 @@ class Engine:
     sources: dict[str, str]
     reserved_memory: tuple[tuple[float, float, float], ...] = ()
     reserved_memory_dp_attention_gib: float = 0.0
+    sliding_window_kv: str = "window"
 
     @property
     def label(self) -> str:
@@ -102,6 +109,11 @@ def _engine_of(name: str, row: dict) -> Engine:
     rule, reservation = str(row["kv_budget_rule"]), str(row["kv_reservation"])
     if rule not in KV_BUDGET_RULES or reservation not in RESERVATIONS:
         raise ValueError(f"engines.toml [engine.{name}]: unknown rule {rule} or {reservation}")
+    window_kv = str(row.get("sliding_window_kv", "window"))
+    if window_kv not in SLIDING_WINDOW_KV:
+        raise ValueError(f"engines.toml [engine.{name}]: unknown sliding_window_kv {window_kv}")
+    if "sliding_window_kv" in row:
+        sources["sliding_window_kv"] = str(row["sliding_window_kv_source"])
     return Engine(
         name=name,
         display_name=str(row["display_name"]),
@@ -118,6 +130,7 @@ def _engine_of(name: str, row: dict) -> Engine:
         sources=sources,
         reserved_memory=tiers,
         reserved_memory_dp_attention_gib=float(row.get("reserved_memory_dp_attention_gib", 0.0)),
+        sliding_window_kv=window_kv,
     )
 
 

@@ -325,13 +325,18 @@ def _kv_fields(
     """StepTimes' KV fields for a replica of `layout` = (tp, attention_dp, pp): bytes per token
     in `kv_dtype`, the engine's budget rule and fraction, the devices holding distinct KV (each
     stage's holders, times pp: a stage caches its 1 / pp of the layers), and a sliding-window
-    model's bytes of one sequence (its local layers hold at most the window)."""
+    model's bytes of one sequence (its local layers hold at most the window), unless the
+    engine's cache holds every token of those layers (`Engine.sliding_window_kv` "full":
+    TensorRT-LLM, whose memory allocation follows the largest attention window), where a
+    sequence of c tokens holds c x kv_bytes_per_token like a model without windows."""
     from shardline.basics.dtypes import dtype_bits
     from shardline.workload.modelspec import kv_bytes_at, kv_bytes_per_token
 
     tp, attention_dp, pp = layout
     kv_bytes = dtype_bits(kv_dtype) / 8
-    windowed = not spec.variant()[0].kv_linear_in_context  # sliding windows: kv_bytes_at
+    windowed = (  # sliding windows the engine's cache honours: kv_bytes_at
+        not spec.variant()[0].kv_linear_in_context and eng.sliding_window_kv == "window"
+    )
     return {
         "kv_bytes_per_token": kv_bytes_per_token(spec, kv_bytes),
         "kv_rule": eng.kv_budget_rule,
