@@ -299,6 +299,8 @@ def test_search_takes_pipeline_stages_when_a_node_does_not_hold_the_model(
         (("--devices", "2", "--pp", "two"), "--pp"),
         (("--devices", "4", "--pp", "2", "--disagg", "2:2"), "--pp with --disagg"),
         (("--devices", "2048", "--pp", "2048"), "--pp must be at most 1,024"),
+        # a huge value is shown short, not as a hundred digits
+        (("--devices", "2", "--pp", "1e99"), "--pp must be at most 1,024, got 1e+99"),
     ],
 )
 def test_bad_pipeline_input_is_one_error_line(

@@ -144,7 +144,8 @@ def check_whole(value: object, what: str, *, least: int = 1, most: float | None 
         kind = "a positive integer" if least == 1 else f"a whole number >= {least}"
         raise InputError(f"{what} must be {kind}, got {short(value)}")
     if most is not None and value > most:
-        raise InputError(f"{what} must be at most {most:,.0f}, got {int(value):,}")
+        got = f"{int(value):,}" if value < 10**15 else f"{float(value):.3g}"
+        raise InputError(f"{what} must be at most {most:,.0f}, got {got}")
     return int(value)
 
 

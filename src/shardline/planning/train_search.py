@@ -130,8 +130,8 @@ def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptio
     # policy(): an InputError naming the policies if unknown
     if run.recompute is not None and policy(run.recompute).first:
         raise InputError(
-            f"search --recompute {run.recompute}: the search prices one block per layout, and "
-            "a full-block:N policy's share depends on each stage's blocks; pin it on `plan`"
+            f"search --recompute {run.recompute}: the search prices each stage's blocks under one "
+            "recompute setting, and full-block:N mixes two in a stage; pin it on `plan`"
         )
     if run.framework is not None:
         load_framework(run.framework)  # InputError naming the frameworks if unknown
