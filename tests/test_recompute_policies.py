@@ -225,7 +225,8 @@ def test_search_refuses_full_block(capsys: pytest.CaptureFixture[str]) -> None:
         "--recompute", "full-block:2",
     )  # fmt: skip
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
-    assert err.startswith("error: search --recompute full-block:2: the search prices each stage's blocks")
+    says = "error: search --recompute full-block:2: the search prices each stage's blocks"
+    assert err.startswith(says)
 
 
 @pytest.mark.parametrize(

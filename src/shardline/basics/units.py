@@ -137,6 +137,16 @@ def check_in_range(value: float, what: str, low: float, high: float, unit: str =
     return value
 
 
+def _whole_text(n: int) -> str:
+    """A whole number as an error shows it: with commas below 1e15, else short (1e+99), and past
+    a float's range by its size (Python will not print an int of over 4,300 digits)."""
+    if n < 10**15:
+        return f"{n:,}"
+    if n.bit_length() <= 1000:
+        return f"{float(n):.3g}"
+    return f"a number of about {int(n.bit_length() * math.log10(2)) + 1:,} digits"
+
+
 def check_whole(value: object, what: str, *, least: int = 1, most: float | None = None) -> int:
     """A whole number given to the API or read from a flag: an int (not a bool) of at least
     `least` (1: "a positive integer"; 0: "a whole number >= 0") and at most `most`."""
@@ -144,8 +154,7 @@ def check_whole(value: object, what: str, *, least: int = 1, most: float | None 
         kind = "a positive integer" if least == 1 else f"a whole number >= {least}"
         raise InputError(f"{what} must be {kind}, got {short(value)}")
     if most is not None and value > most:
-        got = f"{int(value):,}" if value < 10**15 else f"{float(value):.3g}"
-        raise InputError(f"{what} must be at most {most:,.0f}, got {got}")
+        raise InputError(f"{what} must be at most {most:,.0f}, got {_whole_text(int(value))}")
     return int(value)
 
 
