@@ -390,10 +390,8 @@ def collective_over(
     t_bw, t_lat, steps, combine = _compose(kind, nbytes, nets, table_alg, multi_axis, in_switch_ok)
     in_switch = any(step.in_switch for step in steps)
     protocol = canonical_protocol(protocol if protocol is not None else given.protocol)
-    version = given.library_version
-    wanted = _Wanted(
-        t_bw, t_lat, in_switch, lib_alg, protocol, gpus_per_process, version, given.channels
-    )
+    pins = (gpus_per_process, given.library_version, given.channels)
+    wanted = _Wanted(t_bw, t_lat, in_switch, lib_alg, protocol, *pins)
     predicted, eff, choice = _realistic(kind, nbytes, nets, chip, wanted)
     devices = math.prod(net.devices for net in nets)
     detail = " + ".join(net.describe() for net in nets) if nets else "a single device"
