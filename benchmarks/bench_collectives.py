@@ -14,7 +14,9 @@ sections are kept).
 Conventions. nccl-tests' `size` is the whole array V for all-reduce, all-gather (the gathered
 result) and reduce-scatter (the input), and one rank's buffer for all-to-all, so V = size x n
 there. The row's environment is honoured where it constrains the library: NCCL_ALGO=RING forces
-the ring; NVLS disabled (or shown not engaged by the source) removes the in-switch reduction; a
+the ring; NCCL_PROTO forces the protocol; NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS pins the
+collective channels (the network ramp's depth, `library.collective_channels`); NVLS disabled (or
+shown not engaged by the source) removes the in-switch reduction; a
 process driving several GPUs (nccl-tests `-g 8`) is `--gpus-per-process 8`; the library release
 the row names (`library_version`) is the one priced where the model's rules changed between
 releases (the two-node tree, NCCL 2.14.3).
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import re
 import statistics
 import sys
 from dataclasses import dataclass
@@ -74,6 +77,21 @@ def _forced(env: str) -> tuple[str | None, bool]:
     return algorithm, nvls_off
 
 
+def _env_number(text: str, name: str) -> int | None:
+    found = re.search(rf"\b{name}=(\d+)", text)
+    return int(found.group(1)) if found else None
+
+
+def _pinned(env: str) -> tuple[str | None, int | None]:
+    """(protocol forced by NCCL_PROTO, channels pinned by NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS)
+    from the row's environment text (NCCL environment variables documentation)."""
+    text = env.upper()
+    proto = re.search(r"\bNCCL_PROTO=(LL128|LL|SIMPLE)\b", text)
+    protocol = {"LL": "LL", "LL128": "LL128", "SIMPLE": "Simple"}[proto.group(1)] if proto else None
+    low, high = _env_number(text, "NCCL_MIN_NCHANNELS"), _env_number(text, "NCCL_MAX_NCHANNELS")
+    return protocol, (low if low is not None and low == high else None)
+
+
 def _flags(raw: dict[str, str]) -> dict[str, object]:
     """The system flags of a row (what a user would type on the command line)."""
     flags: dict[str, object] = {"gpus_per_node": int(raw["gpus_per_node"])}
@@ -102,12 +120,16 @@ def predict(raw: dict[str, str], chip: Any = None) -> Row | None:
     except InputError:
         return None
     algorithm, nvls_off = _forced(raw["env"])
+    protocol, channels = _pinned(raw["env"])
     chip = chip_with_cluster(chip, nvls=not nvls_off, **_flags(raw))  # type: ignore[arg-type]
     ranks = int(raw["gpus_per_node"]) * int(raw["nodes"])
     size = int(raw["size_bytes"])
     v = size * ranks if raw["collective"] == "all_to_all" else size
     options = NetworkOptions(
-        gpus_per_process=int(raw["gpus_per_process"]), library_version=raw["library_version"]
+        protocol=protocol,
+        gpus_per_process=int(raw["gpus_per_process"]),
+        library_version=raw["library_version"],
+        channels=channels,
     )
     cost = collective_cost(raw["collective"], v, ranks, chip, algorithm=algorithm, options=options)
     return Row(

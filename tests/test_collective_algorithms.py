@@ -417,3 +417,18 @@ def test_no_other_module_names_an_algorithm() -> None:
         text = "\n".join(line for line in path.read_text().splitlines() if ">>>" not in line)
         for word in words:
             assert f'"{word}"' not in text, (path.name, word)
+
+
+def test_pinned_channels_set_the_network_ramp() -> None:
+    """NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS = 8 (Google's GPUDirect-TCPX nccl-tests script,
+    google/nccl-plugin-gpudirecttcpx scripts/run-nccl.sh) halves the Simple ring's ramp depth:
+    V_half = channels x NCCL_BUFFSIZE = 8 x 4 MiB = 32 MiB instead of the file's 16 x 4 MiB; the
+    multi-node plateau starts at 64 B x 8 channels x 16 ranks = 8192 B."""
+    from dataclasses import replace
+
+    pinned = replace(_two_nodes(), channels=8)
+    ring = _pair("ring", "all_gather", pinned)
+    assert ring.net_half_bytes == 8 * MIB4 == 32 * 2**20
+    assert _pair("ring", "all_gather", _two_nodes()).net_half_bytes == 16 * MIB4
+    plateau = _pair("ring", "all_reduce", pinned)
+    assert plateau.plateau_from_bytes == 64.0 * 8 * 16

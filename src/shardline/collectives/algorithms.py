@@ -32,6 +32,7 @@ from shardline.collectives.library import (
     Group,
     Library,
     Pair,
+    collective_channels,
     inter_latency,
     log2i,
     nvls_channels,
@@ -166,7 +167,7 @@ def _ring_pair(lib: Library, kind: str, group: Group, p: int) -> Pair:
     if nodes > 1 and kind == "all_reduce" and PROTOCOLS[p] == "Simple":
         plateau = latency * lib.factors["ring_plateau_latency"]
     # NCCL raises the latency once each channel's chunk reaches 64 B (V >= 64 x channels x n)
-    start = 64.0 * lib.factors["channels"] * n
+    start = 64.0 * collective_channels(lib, group) * n
     return Pair("ring", PROTOCOLS[p], latency, alg * steps / n, alg, (), plateau, start)
 
 
@@ -198,7 +199,8 @@ def _tree_bus(lib: Library, group: Group) -> float:
     per_channel = f.get("tree_max_per_channel_gb_s", {}).get(group.generation)
     if per_channel is not None:
         column = 0 if group.nodes <= 1 else (1 if group.nodes == 2 else 2)
-        bus = min(bus * f["tree"], f["channels"] * per_channel[column] * 1e9) / f["tree"]
+        channels = collective_channels(lib, group)
+        bus = min(bus * f["tree"], channels * per_channel[column] * 1e9) / f["tree"]
     return bus
 
 

@@ -299,7 +299,9 @@ def _realistic(
     t_bw, t_lat, in_switch = wanted.t_bw, wanted.t_lat, wanted.in_switch
     active = [net for net in nets if any(s.devices > 1 for s in net.stages)]
     sharp = bool(active) and all(net.in_network_reduction for net in active)
-    group = group_for(nets, chip, sharp, wanted.gpus_per_process, wanted.library_version)
+    group = group_for(
+        nets, chip, sharp, wanted.gpus_per_process, wanted.library_version, wanted.channels
+    )
     if group is None or kind not in _LIBRARY_KINDS:
         if wanted.protocol is not None:
             raise InputError(
@@ -352,6 +354,7 @@ class _Wanted:
     protocol: str | None
     gpus_per_process: int = 1
     library_version: str | None = None
+    channels: int | None = None
 
 
 _LIBRARY_KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
@@ -387,8 +390,8 @@ def collective_over(
     t_bw, t_lat, steps, combine = _compose(kind, nbytes, nets, table_alg, multi_axis, in_switch_ok)
     in_switch = any(step.in_switch for step in steps)
     protocol = canonical_protocol(protocol if protocol is not None else given.protocol)
-    version = given.library_version
-    wanted = _Wanted(t_bw, t_lat, in_switch, lib_alg, protocol, gpus_per_process, version)
+    pins = (gpus_per_process, given.library_version, given.channels)
+    wanted = _Wanted(t_bw, t_lat, in_switch, lib_alg, protocol, *pins)
     predicted, eff, choice = _realistic(kind, nbytes, nets, chip, wanted)
     devices = math.prod(net.devices for net in nets)
     detail = " + ".join(net.describe() for net in nets) if nets else "a single device"

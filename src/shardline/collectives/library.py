@@ -39,6 +39,7 @@ from shardline.errors import InputError
 
 __all__ = [
     "PROTOCOLS",
+    "collective_channels",
     "collective_sm_share",
     "Group",
     "Library",
@@ -117,6 +118,7 @@ class Group:
     nic_bytes_per_s: float | None = None  # one NIC's line rate, one way (None: not known)
     host_cpu: str | None = None  # the nodes' CPU vendor: intel, amd, arm (None: not known)
     library_version: str = ""  # the library release that runs ("": not known, the current one)
+    channels: int | None = None  # collective channels pinned by the run (None: the library's)
 
     @property
     def ppn(self) -> int:
@@ -294,6 +296,13 @@ def protocol_bus(lib: Library, group: Group, bus: float, p: int) -> float:
     return bus
 
 
+def collective_channels(lib: Library, group: Group) -> int:
+    """The collective channels a group runs: the run's own where it pins them
+    (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS, e.g. 8 in Google's GPUDirect-TCPX nccl-tests script,
+    google/nccl-plugin-gpudirecttcpx scripts/run-nccl.sh), else the library file's typical count."""
+    return int(group.channels or lib.factors["channels"])
+
+
 def ramp(lib: Library, pair: Pair, group: Group, channels: int | None = None) -> Pair:
     """Across nodes the Simple protocol streams through the network proxies' buffers (NCCL:
     NCCL_BUFFSIZE per channel); a message reaches half the network's bandwidth when it fills
@@ -301,7 +310,7 @@ def ramp(lib: Library, pair: Pair, group: Group, channels: int | None = None) ->
     channels are the library's collective channels unless the algorithm runs its own count."""
     if group.nodes <= 1 or pair.protocol != "Simple":
         return pair
-    half = (channels or lib.factors["channels"]) * lib.factors["buffer_bytes"]
+    half = (channels or collective_channels(lib, group)) * lib.factors["buffer_bytes"]
     return replace(pair, net_half_bytes=float(half))
 
 

@@ -53,12 +53,14 @@ def group_for(
     in_switch: bool,
     gpus_per_process: int = 1,
     library_version: str | None = None,
+    channels: int | None = None,
 ) -> Group | None:
     """The communicator the axes form, or None where no library model applies.
 
     `gpus_per_process` > 1 is one process driving several GPUs (nccl-tests `-g`): it launches
     their kernels one after another, so no collective is shorter than that many launches.
-    `library_version` is the release that runs (None: the library file's own)."""
+    `library_version` is the release that runs (None: the library file's own); `channels` the
+    collective channels the run pins (None: the library file's typical count)."""
     ic = chip.interconnect
     if ic is None or ic.library not in ("nccl", "rccl"):
         return None
@@ -100,7 +102,7 @@ def group_for(
     so_ = ic.scale_out
     nic, cpu = (so_.nic_bytes_per_s, so_.host_cpu) if so_ is not None else (None, None)
     shape = (ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, net_step, floor)
-    return Group(*shape, nic, cpu, library_version or lib.version)
+    return Group(*shape, nic, cpu, library_version or lib.version, channels)
 
 
 def _usable(

@@ -140,6 +140,9 @@ class NetworkOptions:
     gpus_per_process: int = 1  # GPUs one process drives (nccl-tests -g): their launches serialize
     # the library release that runs ("2.9.9"); None: the library file's own (the current one)
     library_version: str | None = None
+    # the library's collective channels where the run pins them (NCCL_MIN_NCHANNELS =
+    # NCCL_MAX_NCHANNELS); None: the library file's typical count (`channels`)
+    channels: int | None = None
 
 
 @dataclass(frozen=True)
