@@ -394,7 +394,8 @@ def bytes_per_element(w: Workload) -> float:
 @dataclass(frozen=True)
 class BlockWeights:
     """One block's weight layers on one device under the inner degrees: (count, weight bytes,
-    [(has weights, weight-gradient bytes or 0) per backward einsum]), its parameters and bytes."""
+    [(has weights, weight-gradient bytes as reduced, or 0) per backward einsum]), its parameters
+    and bytes."""
 
     layers: tuple[tuple[int, float, tuple[tuple[bool, float], ...]], ...]
     params: float
@@ -406,10 +407,15 @@ def block_weights(
     inner: dict[str, int],
     grads_memo: dict[Any, list[Any]] | None = None,
     layers: Any = None,
+    reduce_dtype: str | None = None,
 ) -> BlockWeights:
     """`layers`: [(layer, instances)] (default the block's distinct layers); `grads_memo`: each
-    layer's backward einsums, kept across calls (by the layer's name and content)."""
+    layer's backward einsums, kept across calls (by the layer's name and content); the weight
+    gradients' bytes as the reduction moves them, in `reduce_dtype` (the run's
+    `grad_reduce_dtype`; None: their own), as the engine's strategies size them
+    (`strategies.base.reduced_gradient_bytes`)."""
     from shardline.strategies import local_dims
+    from shardline.strategies.base import reduced_gradient_bytes
 
     memo = {} if grads_memo is None else grads_memo
     out = []
@@ -429,7 +435,7 @@ def block_weights(
             gbytes = 0.0
             if grad.grad_of is not None:
                 gdims = local_dims(grad, inner, batch_dim=w.batch_dim)
-                gbytes = float(grad.operand_bytes(grad.output.name, gdims))
+                gbytes = float(reduced_gradient_bytes(grad, gdims, reduce_dtype))
             grads.append((bool(grad.weights), gbytes))
         out.append((count, wbytes, tuple(grads)))
     return BlockWeights(tuple(out), params, nbytes)
