@@ -32,7 +32,7 @@ from shardline.hardware import Chip
 from shardline.planning.evaluate import Context
 from shardline.planning.phases import decomposed_exposed_s
 from shardline.planning.stage_extras import embedding_s, gather_sm_share
-from shardline.planning.step import grad_reduce_hidden
+from shardline.planning.step import ep_overlapped_s, grad_reduce_hidden
 from shardline.planning.vector_floors import batch_splits, pair_floor, probe_degrees
 from shardline.planning.vector_stages import Candidate, StageLayers, floor_pieces
 from shardline.strategies import Degrees, plain_batch_split, strategies
@@ -96,38 +96,52 @@ def probe_key(deg: Any, names: tuple[str, ...]) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class BlockTimes:
-    """Per microbatch (seconds): each probed piece's realistic compute, critical communication
-    and overlapped communication, forward and backward (arrays over the pieces probed, of
-    `Tables.pieces`); the same of the ends (embedding, LM head and loss: a stage of no
-    blocks)."""
+    """Per microbatch (seconds): each probed piece's realistic compute, critical communication,
+    overlapped communication and contention (the compute its overlapped kernels' SMs take),
+    forward and backward (arrays over the pieces probed, of `Tables.pieces`), and its
+    overlapped expert-parallel all-to-alls and the compute they hold (`step.ep_overlapped_s`,
+    what an unpaired pass of `--ep-overlap` exposes); the same of the ends (embedding, LM head
+    and loss: a stage of no blocks)."""
 
     fwd_compute_s: np.ndarray
     fwd_crit_s: np.ndarray
     fwd_ov_s: np.ndarray
+    fwd_held_s: np.ndarray
     bwd_compute_s: np.ndarray
     bwd_crit_s: np.ndarray
     bwd_ov_s: np.ndarray
+    bwd_held_s: np.ndarray
+    fwd_ep_s: np.ndarray
+    fwd_ep_held_s: np.ndarray
+    bwd_ep_s: np.ndarray
+    bwd_ep_held_s: np.ndarray
     ends_fwd_compute_s: float
     ends_fwd_crit_s: float
     ends_fwd_ov_s: float
+    ends_fwd_held_s: float
     ends_bwd_compute_s: float
     ends_bwd_crit_s: float
     ends_bwd_ov_s: float
+    ends_bwd_held_s: float
     emb_fwd_compute_s: float  # of the ends' compute: the embedding's, which the first stage runs
     emb_bwd_compute_s: float
 
 
 PROBED = tuple(BlockTimes.__dataclass_fields__)
-PIECE_FIELDS = PROBED[:6]  # summed over a stage's pieces (`Tables.contents`)
-ENDS_FIELDS = PROBED[6:]
+PIECE_FIELDS = PROBED[:12]  # summed over a stage's pieces (`Tables.contents`)
+ENDS_FIELDS = PROBED[12:]
 
 
 def _phase(ph: Any, shift: float = 0.0) -> tuple[float, ...]:
-    """(compute, critical, overlapped) realistic seconds of a stage's phase, `shift` seconds of
-    the critical communication moved to the overlapped."""
+    """(compute, critical, overlapped, contention) realistic seconds of a stage's phase, `shift`
+    seconds of the critical communication moved to the overlapped."""
     crit = float(ph.critical.predicted_s) + ph.pinned_s
     ov = float(ph.overlapped.predicted_s)
-    return ph.compute_pred_s, crit - shift, ov + shift
+    return ph.compute_pred_s, crit - shift, ov + shift, ph.contention_s
+
+
+def _ep_values(stage: Any) -> tuple[float, ...]:
+    return (*ep_overlapped_s(stage.terms, "forward"), *ep_overlapped_s(stage.terms, "backward"))
 
 
 def _less(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
@@ -188,7 +202,9 @@ def block_times(
     pieces = pieces or [tuple((layer, layer.count) for layer in w.layers)]
     s0, stages = _probe_stages(ctx, inner, sequences, pieces)
     ends = _values(s0, overlap)
-    each = np.array([_less(_values(s, overlap), ends) for s in stages]).reshape(-1, 6)
+    each = np.array(
+        [(*_less(_values(s, overlap), ends), *_less(_ep_values(s), _ep_values(s0))) for s in stages]
+    ).reshape(-1, len(PIECE_FIELDS))
     deg = probe_degrees(w, inner, sequences)
     emb = (embedding_s(ctx, deg, 1, False), embedding_s(ctx, deg, 1, True))
     values: dict[str, Any] = {k: each[:, f].copy() for f, k in enumerate(PIECE_FIELDS)}
