@@ -128,7 +128,9 @@ def _sampled_steps(
     w = _workload(model, sequences, seq_len, dtype)
     chip = resolve_chip("h100-sxm")
     base = (run or RunOptions()).base
-    space = prepare(w, chip, [list(degree_assignments(w, devices, {}, every=True))], devices, base=base)
+    space = prepare(
+        w, chip, [list(degree_assignments(w, devices, {}, every=True))], devices, base=base
+    )
     exhaustive(space, w)
     rows = {**space.r, **space.out}
     group = Group(chip, devices, space.every, space.tables, rows)

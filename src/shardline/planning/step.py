@@ -181,16 +181,15 @@ def ep_overlapped_s(terms: Iterable[CommTerm], phase: str) -> tuple[float, float
     return moved, sum(t.calls * t.t_pred_s * t.sm_share for t in ep)
 
 
-def unpaired_extra_s(
-    phase: tuple[Any, Any, Any, Any], moved: Any, held: Any
-) -> Any:
+def unpaired_extra_s(phase: tuple[Any, Any, Any, Any], moved: Any, held: Any) -> Any:
     """What a phase's overlapped expert-parallel all-to-alls (`moved` seconds, holding `held`
     seconds of compute) add when no other microbatch's compute runs beside them: they wait on
     the critical path and hold no compute's SMs. `phase` = (compute, critical, overlapped,
     contention) seconds (`combine.exposed_comm_s`); numbers or arrays over layouts alike."""
     compute, critical, overlapped, contention = phase
     alone = exposed_comm_s(compute, critical + moved, overlapped - moved, contention - held)
-    out = np.where(moved > 0, alone - exposed_comm_s(compute, critical, overlapped, contention), 0.0)
+    paired = exposed_comm_s(compute, critical, overlapped, contention)
+    out = np.where(moved > 0, alone - paired, 0.0)
     return out if out.ndim else float(out)
 
 
