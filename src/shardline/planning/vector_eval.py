@@ -131,16 +131,17 @@ def _stage(
     sends: tuple[Any, Any],
     share: float,
     copies: tuple[Any, Any],
+    unpaired: bool,
 ) -> list[tuple[Any, Any]]:
     """Per phase (forward, backward) of a stage, one microbatch: its seconds, compute +
     critical + max(contention, overlapped + gathers - compute), the gathers holding `share` of
     the SMs beside the compute (planning.combine.phase_s), and what an unpaired pass of the
-    overlapped expert-parallel all-to-alls adds (`step.unpaired_extra_s`). `P` the stage's
-    content's sums (`Tables.contents`) and the ends'; `ends` per layout: 0 none (a middle
-    stage), 1 the embedding (the first), 2 the LM head and loss (the last), 3 both (pp = 1);
-    `gathers` the stage's FSDP and ZeRO-3 gathers, `sends` the phases' pipeline sends
-    (critical); `copies` the stage's FSDP copies on the compute stream
-    (`vector_assign._copies_s`)."""
+    overlapped expert-parallel all-to-alls adds (`step.unpaired_extra_s`; 0 unless `unpaired`:
+    under --ep-overlap). `P` the stage's content's sums (`Tables.contents`) and the ends';
+    `ends` per layout: 0 none (a middle stage), 1 the embedding (the first), 2 the LM head and
+    loss (the last), 3 both (pp = 1); `gathers` the stage's FSDP and ZeRO-3 gathers, `sends`
+    the phases' pipeline sends (critical); `copies` the stage's FSDP copies on the compute
+    stream (`vector_assign._copies_s`)."""
     out = []
     head = np.where(ends >= 2, 1.0, 0.0)
     emb = np.where(ends % 2 == 1, 1.0, 0.0) - head  # the ends' probe holds the embedding
@@ -150,7 +151,10 @@ def _stage(
         crit = P[f"{phase}_crit_s"] + head * P[f"ends_{phase}_crit_s"] + sent
         ov = P[f"{phase}_ov_s"] + g + head * P[f"ends_{phase}_ov_s"]
         held = P[f"{phase}_held_s"] + g * share + head * P[f"ends_{phase}_held_s"]
-        extra = unpaired_extra_s((c, crit, ov, held), P[f"{phase}_ep_s"], P[f"{phase}_ep_held_s"])
+        extra = 0.0
+        if unpaired:
+            moved = (P[f"{phase}_ep_s"], P[f"{phase}_ep_held_s"])
+            extra = unpaired_extra_s((c, crit, ov, held), *moved)
         out.append((phase_s(c, crit, ov, held), extra))
     return out
 
@@ -179,9 +183,11 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     contents = A["cand_content"][a]
     S = len(t.contents)
     times, phases, extras = [], [], []
+    unpaired = t.base.ep_overlap
+    keys = [k for k in PIECES if unpaired or "_ep_" not in k]  # the all-to-alls: --ep-overlap's
     for c in range(contents.shape[1]):
         s = contents[:, c]
-        P = {k: t.probed[k].ravel()[at * S + np.maximum(s, 0)] for k in PIECES}
+        P = {k: t.probed[k].ravel()[at * S + np.maximum(s, 0)] for k in keys}
         gathers = (
             A["fsdp_fwd_s"][a, c] + np.where(z3, A["z3_fwd_s"][a, c], 0.0),
             A["fsdp_bwd_s"][a, c] + np.where(z3, A["z3_bwd_s"][a, c], 0.0),
@@ -189,7 +195,9 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
         ends = A["cand_ends"][a, c]
         sends = _sends(v, A["send_s"][a, c, j], ends, one)
         copies = (A["copy_fwd_s"][a, c], A["copy_bwd_s"][a, c])
-        (fwd, fwd_extra), (bwd, bwd_extra) = _stage({**P, **E}, ends, gathers, sends, share, copies)
+        (fwd, fwd_extra), (bwd, bwd_extra) = _stage(
+            {**P, **E}, ends, gathers, sends, share, copies, unpaired
+        )
         phases.append((fwd, bwd))
         extras.append(fwd_extra + bwd_extra)
         times.append(np.where(s >= 0, fwd + bwd, -np.inf))
