@@ -27,6 +27,7 @@ from shardline.basics.framework import (
 )
 from shardline.basics.options import Execution
 from shardline.basics.recompute import policy, rerun_ops, stored_tensors
+from shardline.basics.values import Scalar
 from shardline.hardware import Chip
 from shardline.planning.combine import exposed_comm_s, exposed_gather_s, exposed_gradient_s
 from shardline.planning.memory import activation_per_block, microbatch_sequences
@@ -146,7 +147,7 @@ def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
     )
 
 
-def ep_unpaired_passes(stages: Any, interleave: Any, m: Any) -> Any:
+def ep_unpaired_passes(stages: Scalar, interleave: Scalar, m: Scalar) -> Scalar:
     """Passes of model chunks (one of `interleave` per stage) that Megatron-Core's combined 1F1B
     schedule (overlap_moe_expert_parallel_comm) runs with no other microbatch beside them, in
     the forward (the warmup) and as many in the backward (the cooldown), on the pipeline's
@@ -181,12 +182,14 @@ def ep_overlapped_s(terms: Iterable[CommTerm], phase: str) -> tuple[float, float
     return moved, sum(t.calls * t.t_pred_s * t.sm_share for t in ep)
 
 
-def unpaired_extra_s(phase: tuple[Any, Any, Any, Any], moved: Any, held: Any) -> Any:
+def unpaired_extra_s(
+    phase: tuple[Scalar, Scalar, Scalar, Scalar], moved: Scalar, held: Scalar
+) -> Scalar:
     """What a phase's overlapped expert-parallel all-to-alls (`moved` seconds, holding `held`
     seconds of compute) add when no other microbatch's compute runs beside them: they wait on
     the critical path and hold no compute's SMs. `phase` = (compute, critical, overlapped,
     contention) seconds (`combine.exposed_comm_s`); numbers or arrays over layouts alike."""
-    compute, critical, overlapped, contention = phase
+    compute, critical, overlapped, contention = (np.asarray(x, dtype=float) for x in phase)
     alone = exposed_comm_s(compute, critical + moved, overlapped - moved, contention - held)
     paired = exposed_comm_s(compute, critical, overlapped, contention)
     out = np.where(moved > 0, alone - paired, 0.0)
@@ -214,7 +217,7 @@ def ep_unpaired_s(ctx: Context, deg: Degrees, crit: Stage, m: int) -> float:
         _unpaired_extra_s(phase, ep_overlapped_s(crit.terms, name))
         for name, phase in (("forward", crit.fwd), ("backward", crit.bwd))
     )
-    return passes * extra / v
+    return float(passes * extra / v)
 
 
 def _optimizer_s(ctx: Context, deg: Degrees, memory: MemoryCheck) -> float:

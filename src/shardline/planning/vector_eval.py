@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.values import Scalar
 from shardline.hardware import Chip
 from shardline.planning.combine import (
     cycles,
@@ -132,7 +133,7 @@ def _stage(
     share: float,
     copies: tuple[Any, Any],
     unpaired: bool,
-) -> list[tuple[Any, Any]]:
+) -> list[tuple[Scalar, Scalar]]:
     """Per phase (forward, backward) of a stage, one microbatch: its seconds, compute +
     critical + max(contention, overlapped + gathers - compute), the gathers holding `share` of
     the SMs beside the compute (planning.combine.phase_s), and what an unpaired pass of the
@@ -142,7 +143,7 @@ def _stage(
     loss (the last), 3 both (pp = 1); `gathers` the stage's FSDP and ZeRO-3 gathers, `sends`
     the phases' pipeline sends (critical); `copies` the stage's FSDP copies on the compute
     stream (`vector_assign._copies_s`)."""
-    out = []
+    out: list[tuple[Scalar, Scalar]] = []
     head = np.where(ends >= 2, 1.0, 0.0)
     emb = np.where(ends % 2 == 1, 1.0, 0.0) - head  # the ends' probe holds the embedding
     for phase, g, sent, copy in zip(("fwd", "bwd"), gathers, sends, copies, strict=True):
@@ -151,7 +152,7 @@ def _stage(
         crit = P[f"{phase}_crit_s"] + head * P[f"ends_{phase}_crit_s"] + sent
         ov = P[f"{phase}_ov_s"] + g + head * P[f"ends_{phase}_ov_s"]
         held = P[f"{phase}_held_s"] + g * share + head * P[f"ends_{phase}_held_s"]
-        extra = 0.0
+        extra: Scalar = 0.0
         if unpaired:
             moved = (P[f"{phase}_ep_s"], P[f"{phase}_ep_held_s"])
             extra = unpaired_extra_s((c, crit, ov, held), *moved)
@@ -226,7 +227,7 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _ep_unpaired_s(t: Tables, extra: Any, pp: Any, v: Any, m: Any) -> Any:
+def _ep_unpaired_s(t: Tables, extra: Scalar, pp: Scalar, v: Scalar, m: Scalar) -> Scalar:
     """Under `--ep-overlap`, the slowest stage's overlapped expert-parallel all-to-alls of the
     chunk passes that have no partner, exposed (`step.ep_unpaired_s`): passes x (forward's and
     backward's extra) / V."""

@@ -30,7 +30,7 @@ from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.hardware import Chip
 from shardline.planning.evaluate import Context
-from shardline.planning.phases import decomposed_exposed_s
+from shardline.planning.phases import Stage, decomposed_exposed_s
 from shardline.planning.stage_extras import embedding_s, gather_sm_share
 from shardline.planning.step import ep_overlapped_s, grad_reduce_hidden
 from shardline.planning.vector_floors import batch_splits, pair_floor, probe_degrees
@@ -140,7 +140,7 @@ def _phase(ph: Any, shift: float = 0.0) -> tuple[float, ...]:
     return ph.compute_pred_s, crit - shift, ov + shift, ph.contention_s
 
 
-def _ep_values(stage: Any) -> tuple[float, ...]:
+def _ep_values(stage: Stage) -> tuple[float, ...]:
     return (*ep_overlapped_s(stage.terms, "forward"), *ep_overlapped_s(stage.terms, "backward"))
 
 
