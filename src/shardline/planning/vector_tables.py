@@ -30,7 +30,7 @@ from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.hardware import Chip
 from shardline.planning.evaluate import Context
-from shardline.planning.phases import Stage, decomposed_exposed_s
+from shardline.planning.phases import decomposed_exposed_s
 from shardline.planning.stage_extras import embedding_s, gather_sm_share
 from shardline.planning.step import ep_overlapped_s, grad_reduce_hidden
 from shardline.planning.vector_floors import batch_splits, pair_floor, probe_degrees
@@ -96,12 +96,10 @@ def probe_key(deg: Any, names: tuple[str, ...]) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class BlockTimes:
-    """Per microbatch (seconds): each probed piece's realistic compute, critical communication,
-    overlapped communication and contention (the compute its overlapped kernels' SMs take),
-    forward and backward (arrays over the pieces probed, of `Tables.pieces`), and its
-    overlapped expert-parallel all-to-alls and the compute they hold (`step.ep_overlapped_s`,
-    what an unpaired pass of `--ep-overlap` exposes); the same of the ends (embedding, LM head
-    and loss: a stage of no blocks)."""
+    """Per microbatch (seconds): each probed piece's realistic compute, critical, overlapped
+    communication and contention (compute its overlapped kernels' SMs take), forward and
+    backward (arrays over `Tables.pieces`), its overlapped all-to-alls and the compute they hold
+    (`step.ep_overlapped_s`); the same of the ends (embedding, LM head, loss: no blocks)."""
 
     fwd_compute_s: np.ndarray
     fwd_crit_s: np.ndarray
@@ -140,10 +138,6 @@ def _phase(ph: Any, shift: float = 0.0) -> tuple[float, ...]:
     return ph.compute_pred_s, crit - shift, ov + shift, ph.contention_s
 
 
-def _ep_values(stage: Stage) -> tuple[float, ...]:
-    return (*ep_overlapped_s(stage.terms, "forward"), *ep_overlapped_s(stage.terms, "backward"))
-
-
 def _less(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
     return tuple(x - y for x, y in zip(a, b, strict=True))
 
@@ -171,10 +165,8 @@ def _exposed(t: Any) -> float:
 def _values(stage: Any, overlap: bool) -> tuple[float, ...]:
     fwd = _tp_critical_s(stage, "forward") if overlap else 0.0
     bwd = _tp_critical_s(stage, "backward") if overlap else 0.0
-    return (
-        *_phase(stage.fwd, fwd),
-        *_phase(stage.bwd, bwd),
-    )
+    ep = (*ep_overlapped_s(stage.terms, "forward"), *ep_overlapped_s(stage.terms, "backward"))
+    return (*_phase(stage.fwd, fwd), *_phase(stage.bwd, bwd), *ep)
 
 
 def _probe_stages(
@@ -202,13 +194,12 @@ def block_times(
     pieces = pieces or [tuple((layer, layer.count) for layer in w.layers)]
     s0, stages = _probe_stages(ctx, inner, sequences, pieces)
     ends = _values(s0, overlap)
-    each = np.array(
-        [(*_less(_values(s, overlap), ends), *_less(_ep_values(s), _ep_values(s0))) for s in stages]
-    ).reshape(-1, len(PIECE_FIELDS))
+    rows = [_less(_values(s, overlap), ends) for s in stages]
+    each = np.array(rows).reshape(-1, len(PIECE_FIELDS))
     deg = probe_degrees(w, inner, sequences)
     emb = (embedding_s(ctx, deg, 1, False), embedding_s(ctx, deg, 1, True))
     values: dict[str, Any] = {k: each[:, f].copy() for f, k in enumerate(PIECE_FIELDS)}
-    values |= dict(zip(ENDS_FIELDS, (*ends, *emb), strict=True))
+    values |= dict(zip(ENDS_FIELDS, (*ends[:8], *emb), strict=True))  # the ends: no all-to-all
     return BlockTimes(**values)
 
 
@@ -426,10 +417,8 @@ def block_weights(
     reduce_dtype: str | None = None,
 ) -> BlockWeights:
     """`layers`: [(layer, instances)] (default the block's distinct layers); `grads_memo`: each
-    layer's backward einsums, kept across calls (by the layer's name and content); the weight
-    gradients' bytes as the reduction moves them, in `reduce_dtype` (the run's
-    `grad_reduce_dtype`; None: their own), as the engine's strategies size them
-    (`strategies.base.reduced_gradient_bytes`)."""
+    layer's backward einsums, kept across calls (by the layer's name and content); gradients in
+    `reduce_dtype`, as the engine sizes them (`strategies.base.reduced_gradient_bytes`)."""
     from shardline.strategies import local_dims
     from shardline.strategies.base import reduced_gradient_bytes
 
