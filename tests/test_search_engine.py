@@ -20,6 +20,7 @@ from shardline.hardware import resolve_chip
 from shardline.planning.evaluate import Context
 from shardline.planning.search import assignments as degree_assignments
 from shardline.planning.search_answer import Group, layout_of
+from shardline.planning.train_search import RunOptions
 from shardline.planning.vector_bound import prepare
 from shardline.strategies import Degrees
 from shardline.workload.workload import Workload
@@ -105,26 +106,41 @@ def test_memory_is_the_engines_on_1000_layouts(case: tuple) -> None:
     _sampled(*case, n=SAMPLES)
 
 
-def _sampled_steps(model: str, devices: int, sequences: int, seq_len: int, n: int) -> set[str]:
+def _sampled_steps(
+    model: str,
+    devices: int,
+    sequences: int,
+    seq_len: int,
+    n: int,
+    run: RunOptions | None = None,
+    dtype: str | None = None,
+) -> set[str]:
     """The vectorized step and memory of n seeded random layouts (every one sampled, whatever
-    its class) against the engine's `predicted_s` and `memory_per_device_bytes`; returns the
-    classes the sample held (`_pipeline_tags`, and "inner+dp": cp or ep beside dp or FSDP,
-    whose once-per-step gradient traffic each assignment prices on its own mesh)."""
+    its class) against the engine's `predicted_s` and `memory_per_device_bytes`, under the
+    execution `run` gives (`RunOptions.base`: a framework's defaults, `--ep-overlap`, ...) and
+    the workload's `dtype`; returns the classes the sample held (`_pipeline_tags`, "inner+dp":
+    cp or ep beside dp or FSDP, whose once-per-step gradient traffic each assignment prices on
+    its own mesh, and "moved": a layout whose step the knobs change, against the engine's
+    under the default execution)."""
     from shardline.planning.train_search import engine_result
     from shardline.planning.vector_bound import exhaustive
 
-    w = _workload(model, sequences, seq_len)
+    w = _workload(model, sequences, seq_len, dtype)
     chip = resolve_chip("h100-sxm")
-    space = prepare(w, chip, [list(degree_assignments(w, devices, {}, every=True))], devices)
+    base = (run or RunOptions()).base
+    space = prepare(
+        w, chip, [list(degree_assignments(w, devices, {}, every=True))], devices, base=base
+    )
     exhaustive(space, w)
     rows = {**space.r, **space.out}
     group = Group(chip, devices, space.every, space.tables, rows)
     shared = Context(w, chip, space.tables.base)
+    plain = Context(w, chip, Execution()) if run is not None else None
     rng = np.random.default_rng(2026)
     seen: set[str] = set()
     for i in rng.choice(len(rows["a"]), size=min(n, len(rows["a"])), replace=False):
         layout = layout_of(group, rows, int(i))
-        engine = engine_result(w, chip, layout, None, shared)
+        engine = engine_result(w, chip, layout, None, shared, base)
         assert rows["predicted_s"][i] == pytest.approx(engine.predicted_s, rel=EXACT), json.dumps(
             layout
         )
@@ -135,6 +151,9 @@ def _sampled_steps(model: str, devices: int, sequences: int, seq_len: int, n: in
         seen |= _pipeline_tags(w, deg["pp"])
         inner = deg["cp"] > 1 or deg["ep"] > 1
         seen |= {"inner+dp"} if inner and (deg["dp"] > 1 or deg["fsdp"] > 1) else set()
+        if plain is not None and "moved" not in seen:
+            default = engine_result(w, chip, layout, None, plain).predicted_s
+            seen |= {"moved"} if abs(engine.predicted_s / default - 1) > 1e-6 else set()
     return seen
 
 
@@ -154,6 +173,51 @@ def test_step_time_is_the_engines(case: tuple, classes: str) -> None:
 @pytest.mark.parametrize(("case", "classes"), list(zip(CASES, STEP_CLASSES, strict=True)), ids=IDS)
 def test_step_time_is_the_engines_on_1000_layouts(case: tuple, classes: str) -> None:
     assert set(classes.split()) <= _sampled_steps(*case[:4], n=SAMPLES)
+
+
+KNOB_CASES = [
+    # Megatron-Core's combined 1F1B: the unpaired passes' all-to-alls stay exposed
+    ("mixtral-8x7b", RunOptions(execution=(("ep_overlap", True),)), None),
+    # fp32 gradient reduction, FSDP2's copies, FlashAttention-2, eager ops
+    ("mixtral-8x7b", RunOptions(framework="torchtitan"), None),
+    # the remat reruns the all-to-alls, XLA waits on the gradient reduction, CUDA graphs
+    ("mixtral-8x7b", RunOptions(framework="maxtext"), None),
+    # the optimizer step op by op, fp32 gradient reduction
+    ("mixtral-8x7b", RunOptions(framework="llm-foundry"), None),
+    ("llama-3.2-1b", RunOptions(framework="maxtext"), None),
+    # 8-bit training, Transformer Engine's current scaling: quantize kernels per local expert
+    ("mixtral-8x7b", RunOptions(execution=(("fp8_recipe", "current"),)), "fp8"),
+    # the busiest expert-parallel rank's tokens under random routing
+    ("mixtral-8x7b", RunOptions(execution=(("random_routing", True),)), None),
+    # the overlap's SMs held beside the compute
+    ("mixtral-8x7b", RunOptions(execution=(("ep_overlap", True), ("ep_comm_sms", 24))), None),
+]
+KNOB_IDS = [
+    "ep-overlap", "torchtitan", "maxtext", "llm-foundry", "dense-maxtext", "fp8-current",
+    "random-routing", "ep-overlap-sms",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("model", "run", "dtype"), KNOB_CASES, ids=KNOB_IDS)
+def test_step_time_is_the_engines_under_knobs(
+    model: str, run: RunOptions, dtype: str | None
+) -> None:
+    """Under a framework's defaults and the knobs the search does not try itself, the
+    vectorized step time and memory equal the engine's to 1e-9 on 100 seeded random layouts
+    over 16 H100s (64 x 1,024 tokens), every one compared, and the knobs change the step of
+    some of them (the engine's under the default execution differs); 1,000 over 64 H100s under
+    -m slow."""
+    seen = _sampled_steps(model, 16, 64, 1024, n=100, run=run, dtype=dtype)
+    assert {"moved", "inner+dp"} <= seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("model", "run", "dtype"), KNOB_CASES, ids=KNOB_IDS)
+def test_step_time_is_the_engines_under_knobs_on_1000_layouts(
+    model: str, run: RunOptions, dtype: str | None
+) -> None:
+    seen = _sampled_steps(model, 64, 64, 1024, n=SAMPLES, run=run, dtype=dtype)
+    assert {"moved", "inner+dp"} <= seen
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:

@@ -13,15 +13,17 @@ DENSE_FIRST = "dense-first-7"  # `dense_first_workload`, by name
 
 
 @lru_cache(maxsize=8)
-def training_workload(model: str, sequences: int, seq_len: int) -> Workload:
+def training_workload(
+    model: str, sequences: int, seq_len: int, dtype: str | None = None
+) -> Workload:
     """`model` (a zoo model, or `DENSE_FIRST`) training on `sequences` sequences of `seq_len`
-    tokens per step."""
+    tokens per step; `dtype` as `--dtype` sets it (None: the model's)."""
     if model == DENSE_FIRST:
         return dense_first_workload(sequences, seq_len)
     spec = load_model(model)
     table = transformer_table(spec, batch=sequences, seq_len=seq_len)
     return workload_from_dict(
-        {"name": spec.name, "phase": "training", "transformer": table}, origin="test"
+        {"name": spec.name, "phase": "training", "transformer": table}, origin="test", dtype=dtype
     )
 
 

@@ -78,15 +78,13 @@ def block_copy_parts(
 ) -> tuple[float, float, bool, bool]:
     """A piece of a stage's copies as the vectorized search holds its weight layers
     (`vector_tables.BlockWeights.layers`: count, gathered bytes W, and per backward einsum
-    whether it gathers the weights and its gradient's own bytes G, which the reduce-scatter
-    carries as G x reduce / own bits): (forward bytes, backward bytes, whether the backward
+    whether it gathers the weights and its gradient's bytes G as the reduce-scatter carries
+    them, in the reduce dtype): (forward bytes, backward bytes, whether the backward
     gathers, whether it reduce-scatters). Bytes add over a stage's pieces; the kinds are the
     stage's (`copies_s`)."""
     copy_out, copy_in = fsdp_copies(ex.framework)
     if not (copy_out or copy_in) or model is None:
         return 0.0, 0.0, False, False
-    own = dtype_bits(model.weights_dtype)
-    reduce = dtype_bits(ex.grad_reduce_dtype) if ex.grad_reduce_dtype else own
     fwd = bwd = 0.0
     gathers = reduces = False
     for count, wbytes, grads in layers:
@@ -96,7 +94,7 @@ def block_copy_parts(
                 bwd += count * 2 * wbytes
                 gathers = True
             if gbytes and copy_in:
-                bwd += count * copy_in_bytes(gbytes * reduce / own, model, ex)
+                bwd += count * copy_in_bytes(gbytes, model, ex)
                 reduces = True
     return fwd, bwd, gathers, reduces
 

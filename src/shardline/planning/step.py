@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.framework import (
     dp_bucket_params,
@@ -25,6 +27,7 @@ from shardline.basics.framework import (
 )
 from shardline.basics.options import Execution
 from shardline.basics.recompute import policy, rerun_ops, stored_tensors
+from shardline.basics.values import Scalar
 from shardline.hardware import Chip
 from shardline.planning.combine import exposed_comm_s, exposed_gather_s, exposed_gradient_s
 from shardline.planning.memory import activation_per_block, microbatch_sequences
@@ -51,6 +54,9 @@ __all__ = [
     "dp_bucket_bytes",
     "bucketed_s",
     "optimizer_step_s",
+    "ep_unpaired_passes",
+    "ep_overlapped_s",
+    "unpaired_extra_s",
 ]
 
 # torch.nn.parallel.DistributedDataParallel(bucket_cap_mb=25): gradients are all-reduced in
@@ -141,7 +147,7 @@ def _dp_exposed_s(ctx: Context, deg: Degrees, crit: Stage) -> float:
     )
 
 
-def ep_unpaired_passes(stages: int, interleave: int, m: int) -> int:
+def ep_unpaired_passes(stages: Scalar, interleave: Scalar, m: Scalar) -> Scalar:
     """Passes of model chunks (one of `interleave` per stage) that Megatron-Core's combined 1F1B
     schedule (overlap_moe_expert_parallel_comm) runs with no other microbatch beside them, in
     the forward (the warmup) and as many in the backward (the cooldown), on the pipeline's
@@ -155,29 +161,45 @@ def ep_unpaired_passes(stages: int, interleave: int, m: int) -> int:
     model_parallel_config.py); rank 0: 2 (P - 1) + (V - 1) P + 1, at most m V. Megatron-Core
     asserts a virtual pipeline for the overlap with P > 1 (transformer_config.py), so a plan
     with P > 1 and V = 1 runs another schedule (DeepSeek-V3's DualPipe pairs its chunks from
-    both ends of the pipeline, arXiv 2412.19437 section 3.2.1): 0, as before."""
-    if stages <= 1:
-        return min(1, m)
-    if interleave <= 1:
-        return 0
-    warmup = 2 * (stages - 1) + (interleave - 1) * stages + 1
-    return min(warmup, m * interleave)
+    both ends of the pipeline, arXiv 2412.19437 section 3.2.1): 0, as before. Numbers or
+    arrays over layouts alike (the training search calls it for every layout at once)."""
+    warmup = 2 * (np.asarray(stages) - 1) + (np.asarray(interleave) - 1) * stages + 1
+    piped = np.where(np.asarray(interleave) <= 1, 0, np.minimum(warmup, m * interleave))
+    out = np.where(np.asarray(stages) <= 1, np.minimum(1, m), piped)
+    return out if out.ndim else int(out)
 
 
-def _unpaired_extra_s(phase: Phase, ep_terms: list[CommTerm]) -> float:
-    """What a phase's overlapped expert-parallel all-to-alls add when no other microbatch's
-    compute runs beside them: they wait on the critical path (and hold no compute's SMs)."""
-    moved = sum(t.calls * t.t_pred_s for t in ep_terms)
-    if moved <= 0:
-        return 0.0
-    held = sum(t.calls * t.t_pred_s * t.sm_share for t in ep_terms)
-    alone = exposed_comm_s(
-        phase.compute_pred_s,
-        float(phase.critical.predicted_s) + phase.pinned_s + moved,
-        float(phase.overlapped.predicted_s) - moved,
-        phase.contention_s - held,
-    )
-    return float(alone) - phase.exposed_comm_pred_s
+def ep_overlapped_s(terms: Iterable[CommTerm], phase: str) -> tuple[float, float]:
+    """A phase's overlapped expert-parallel all-to-alls (not once per step): (their seconds,
+    the compute seconds they hold: seconds x their SM share), what an unpaired pass moves onto
+    the critical path (`unpaired_extra_s`)."""
+    ep = [
+        t
+        for t in terms
+        if t.purpose == "ep" and not t.critical and not t.once_per_step and t.phase == phase
+    ]
+    moved = sum(t.calls * t.t_pred_s for t in ep)
+    return moved, sum(t.calls * t.t_pred_s * t.sm_share for t in ep)
+
+
+def unpaired_extra_s(
+    phase: tuple[Scalar, Scalar, Scalar, Scalar], moved: Scalar, held: Scalar
+) -> Scalar:
+    """What a phase's overlapped expert-parallel all-to-alls (`moved` seconds, holding `held`
+    seconds of compute) add when no other microbatch's compute runs beside them: they wait on
+    the critical path and hold no compute's SMs. `phase` = (compute, critical, overlapped,
+    contention) seconds (`combine.exposed_comm_s`); numbers or arrays over layouts alike."""
+    compute, critical, overlapped, contention = (np.asarray(x, dtype=float) for x in phase)
+    alone = exposed_comm_s(compute, critical + moved, overlapped - moved, contention - held)
+    paired = exposed_comm_s(compute, critical, overlapped, contention)
+    out = np.where(moved > 0, alone - paired, 0.0)
+    return out if out.ndim else float(out)
+
+
+def _unpaired_extra_s(phase: Phase, moved_held: tuple[float, float]) -> float:
+    crit = float(phase.critical.predicted_s) + phase.pinned_s
+    sums = (phase.compute_pred_s, crit, float(phase.overlapped.predicted_s), phase.contention_s)
+    return float(unpaired_extra_s(sums, *moved_held))
 
 
 def ep_unpaired_s(ctx: Context, deg: Degrees, crit: Stage, m: int) -> float:
@@ -187,18 +209,15 @@ def ep_unpaired_s(ctx: Context, deg: Degrees, crit: Stage, m: int) -> float:
     ex = ctx.execution
     if not (ctx.workload.training and ex.ep_overlap):
         return 0.0
-    ep = [t for t in crit.terms if t.purpose == "ep" and not t.critical and not t.once_per_step]
-    if not ep:
-        return 0.0
     v = max(ex.interleave, 1)
     passes = ep_unpaired_passes(deg.get("pp", 1), v, m)
     if not passes:
         return 0.0
     extra = sum(
-        _unpaired_extra_s(phase, [t for t in ep if t.phase == name])
+        _unpaired_extra_s(phase, ep_overlapped_s(crit.terms, name))
         for name, phase in (("forward", crit.fwd), ("backward", crit.bwd))
     )
-    return passes * extra / v
+    return float(passes * extra / v)
 
 
 def _optimizer_s(ctx: Context, deg: Degrees, memory: MemoryCheck) -> float:

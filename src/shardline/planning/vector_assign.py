@@ -383,7 +383,7 @@ def _weights(
         grads = t.extra.setdefault("backward_layers", {})
         layers = None if piece is None else t.pieces[piece]
         inner = dict(zip(t.names, key, strict=True))
-        memo[(key, piece)] = block_weights(w, inner, grads, layers)
+        memo[(key, piece)] = block_weights(w, inner, grads, layers, t.base.grad_reduce_dtype)
     return memo[(key, piece)]
 
 

@@ -12,7 +12,8 @@ recompute and the ZeRO stage. The step mirrors the plan engine (`planning.evalua
     t_stage  = forward + backward of the slowest of the stages whose times can differ (the
                earliest on a tie, `combine.slowest_stage`, which the engine calls too)
     step     = (m + (P - 1) / V) t_stage + max(last bucket, grad - backward)
-               + max(0, gather - forward) + that stage's optimizer step, its gradient traffic
+               + max(0, gather - forward) + that stage's optimizer step
+               + (under --ep-overlap) its unpaired passes' exposed all-to-alls, its gradient traffic
                the data-parallel and the inner axes' (cp, ep) of its pieces on the
                assignment's mesh
     memory   = the engine's stage memory over arrays (`planning.memory.layouts_bytes`).
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from shardline.basics.values import Scalar
 from shardline.hardware import Chip
 from shardline.planning.combine import (
     cycles,
@@ -39,6 +41,7 @@ from shardline.planning.combine import (
     slowest_stage,
 )
 from shardline.planning.memory import layouts_bytes
+from shardline.planning.step import ep_unpaired_passes, unpaired_extra_s
 from shardline.planning.vector_assign import price_traffic
 from shardline.planning.vector_tables import ENDS_FIELDS as ENDS
 from shardline.planning.vector_tables import PIECE_FIELDS as PIECES
@@ -129,15 +132,18 @@ def _stage(
     sends: tuple[Any, Any],
     share: float,
     copies: tuple[Any, Any],
-) -> tuple[Any, Any]:
-    """(forward, backward) seconds of a stage, one microbatch: per phase compute + critical +
-    max(contention, overlapped + gathers - compute), the gathers holding `share` of the SMs
-    beside the compute (planning.combine.phase_s). `P` the stage's content's sums
-    (`Tables.contents`) and the ends'; `ends` per layout: 0 none (a middle stage), 1 the
-    embedding (the first), 2 the LM head and loss (the last), 3 both (pp = 1); `gathers` the
-    stage's FSDP and ZeRO-3 gathers, `sends` the phases' pipeline sends (critical); `copies`
-    the stage's FSDP copies on the compute stream (`vector_assign._copies_s`)."""
-    out = []
+    unpaired: bool,
+) -> list[tuple[Scalar, Scalar]]:
+    """Per phase (forward, backward) of a stage, one microbatch: its seconds, compute +
+    critical + max(contention, overlapped + gathers - compute), the gathers holding `share` of
+    the SMs beside the compute (planning.combine.phase_s), and what an unpaired pass of the
+    overlapped expert-parallel all-to-alls adds (`step.unpaired_extra_s`; 0 unless `unpaired`:
+    under --ep-overlap). `P` the stage's content's sums (`Tables.contents`) and the ends';
+    `ends` per layout: 0 none (a middle stage), 1 the embedding (the first), 2 the LM head and
+    loss (the last), 3 both (pp = 1); `gathers` the stage's FSDP and ZeRO-3 gathers, `sends`
+    the phases' pipeline sends (critical); `copies` the stage's FSDP copies on the compute
+    stream (`vector_assign._copies_s`)."""
+    out: list[tuple[Scalar, Scalar]] = []
     head = np.where(ends >= 2, 1.0, 0.0)
     emb = np.where(ends % 2 == 1, 1.0, 0.0) - head  # the ends' probe holds the embedding
     for phase, g, sent, copy in zip(("fwd", "bwd"), gathers, sends, copies, strict=True):
@@ -145,8 +151,13 @@ def _stage(
         c = c + emb * P[f"emb_{phase}_compute_s"]
         crit = P[f"{phase}_crit_s"] + head * P[f"ends_{phase}_crit_s"] + sent
         ov = P[f"{phase}_ov_s"] + g + head * P[f"ends_{phase}_ov_s"]
-        out.append(phase_s(c, crit, ov, g * share))
-    return out[0], out[1]
+        held = P[f"{phase}_held_s"] + g * share + head * P[f"ends_{phase}_held_s"]
+        extra: Scalar = 0.0
+        if unpaired:
+            moved = (P[f"{phase}_ep_s"], P[f"{phase}_ep_held_s"])
+            extra = unpaired_extra_s((c, crit, ov, held), *moved)
+        out.append((phase_s(c, crit, ov, held), extra))
+    return out
 
 
 def _sends(v: Any, send: Any, ends: Any, one: Any) -> tuple[Any, Any]:
@@ -172,10 +183,12 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     one = pp == 1
     contents = A["cand_content"][a]
     S = len(t.contents)
-    times, phases = [], []
+    times, phases, extras = [], [], []
+    unpaired = t.base.ep_overlap
+    keys = [k for k in PIECES if unpaired or "_ep_" not in k]  # the all-to-alls: --ep-overlap's
     for c in range(contents.shape[1]):
         s = contents[:, c]
-        P = {k: t.probed[k].ravel()[at * S + np.maximum(s, 0)] for k in PIECES}
+        P = {k: t.probed[k].ravel()[at * S + np.maximum(s, 0)] for k in keys}
         gathers = (
             A["fsdp_fwd_s"][a, c] + np.where(z3, A["z3_fwd_s"][a, c], 0.0),
             A["fsdp_bwd_s"][a, c] + np.where(z3, A["z3_bwd_s"][a, c], 0.0),
@@ -183,8 +196,11 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
         ends = A["cand_ends"][a, c]
         sends = _sends(v, A["send_s"][a, c, j], ends, one)
         copies = (A["copy_fwd_s"][a, c], A["copy_bwd_s"][a, c])
-        fwd, bwd = _stage({**P, **E}, ends, gathers, sends, share, copies)
+        (fwd, fwd_extra), (bwd, bwd_extra) = _stage(
+            {**P, **E}, ends, gathers, sends, share, copies, unpaired
+        )
         phases.append((fwd, bwd))
+        extras.append(fwd_extra + bwd_extra)
         times.append(np.where(s >= 0, fwd + bwd, -np.inf))
     crit = slowest_stage(np.array(times))
     pick = lambda xs: np.choose(crit, xs)  # noqa: E731
@@ -199,7 +215,7 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     n = cycles(True, False, m, pp, v)
     bubble = (n - m) * t_stage
     opt = A["opt_stage_s"][a, crit, z]
-    predicted = n * t_stage + exposed + opt
+    predicted = n * t_stage + exposed + opt + _ep_unpaired_s(t, pick(extras), pp, v, m)
     return {
         "m": m,
         "predicted_s": predicted,
@@ -209,6 +225,15 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
         "bubble_s": bubble,
         "exposed_dp_s": exposed,
     }
+
+
+def _ep_unpaired_s(t: Tables, extra: Scalar, pp: Scalar, v: Scalar, m: Scalar) -> Scalar:
+    """Under `--ep-overlap`, the slowest stage's overlapped expert-parallel all-to-alls of the
+    chunk passes that have no partner, exposed (`step.ep_unpaired_s`): passes x (forward's and
+    backward's extra) / V."""
+    if not t.base.ep_overlap:
+        return 0.0
+    return ep_unpaired_passes(pp, v, m) * extra / v
 
 
 def price_chunk(chunk: Chunk) -> dict[str, np.ndarray]:

@@ -32,7 +32,7 @@ from shardline.hardware import Chip
 from shardline.planning.evaluate import Context
 from shardline.planning.phases import decomposed_exposed_s
 from shardline.planning.stage_extras import embedding_s, gather_sm_share
-from shardline.planning.step import grad_reduce_hidden
+from shardline.planning.step import ep_overlapped_s, grad_reduce_hidden
 from shardline.planning.vector_floors import batch_splits, pair_floor, probe_degrees
 from shardline.planning.vector_stages import Candidate, StageLayers, floor_pieces
 from shardline.strategies import Degrees, plain_batch_split, strategies
@@ -96,38 +96,46 @@ def probe_key(deg: Any, names: tuple[str, ...]) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class BlockTimes:
-    """Per microbatch (seconds): each probed piece's realistic compute, critical communication
-    and overlapped communication, forward and backward (arrays over the pieces probed, of
-    `Tables.pieces`); the same of the ends (embedding, LM head and loss: a stage of no
-    blocks)."""
+    """Per microbatch (seconds): each probed piece's realistic compute, critical, overlapped
+    communication and contention (compute its overlapped kernels' SMs take), forward and
+    backward (arrays over `Tables.pieces`), its overlapped all-to-alls and the compute they hold
+    (`step.ep_overlapped_s`); the same of the ends (embedding, LM head, loss: no blocks)."""
 
     fwd_compute_s: np.ndarray
     fwd_crit_s: np.ndarray
     fwd_ov_s: np.ndarray
+    fwd_held_s: np.ndarray
     bwd_compute_s: np.ndarray
     bwd_crit_s: np.ndarray
     bwd_ov_s: np.ndarray
+    bwd_held_s: np.ndarray
+    fwd_ep_s: np.ndarray
+    fwd_ep_held_s: np.ndarray
+    bwd_ep_s: np.ndarray
+    bwd_ep_held_s: np.ndarray
     ends_fwd_compute_s: float
     ends_fwd_crit_s: float
     ends_fwd_ov_s: float
+    ends_fwd_held_s: float
     ends_bwd_compute_s: float
     ends_bwd_crit_s: float
     ends_bwd_ov_s: float
+    ends_bwd_held_s: float
     emb_fwd_compute_s: float  # of the ends' compute: the embedding's, which the first stage runs
     emb_bwd_compute_s: float
 
 
 PROBED = tuple(BlockTimes.__dataclass_fields__)
-PIECE_FIELDS = PROBED[:6]  # summed over a stage's pieces (`Tables.contents`)
-ENDS_FIELDS = PROBED[6:]
+PIECE_FIELDS = PROBED[:12]  # summed over a stage's pieces (`Tables.contents`)
+ENDS_FIELDS = PROBED[12:]
 
 
 def _phase(ph: Any, shift: float = 0.0) -> tuple[float, ...]:
-    """(compute, critical, overlapped) realistic seconds of a stage's phase, `shift` seconds of
-    the critical communication moved to the overlapped."""
+    """(compute, critical, overlapped, contention) realistic seconds of a stage's phase, `shift`
+    seconds of the critical communication moved to the overlapped."""
     crit = float(ph.critical.predicted_s) + ph.pinned_s
     ov = float(ph.overlapped.predicted_s)
-    return ph.compute_pred_s, crit - shift, ov + shift
+    return ph.compute_pred_s, crit - shift, ov + shift, ph.contention_s
 
 
 def _less(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, ...]:
@@ -157,10 +165,8 @@ def _exposed(t: Any) -> float:
 def _values(stage: Any, overlap: bool) -> tuple[float, ...]:
     fwd = _tp_critical_s(stage, "forward") if overlap else 0.0
     bwd = _tp_critical_s(stage, "backward") if overlap else 0.0
-    return (
-        *_phase(stage.fwd, fwd),
-        *_phase(stage.bwd, bwd),
-    )
+    ep = (*ep_overlapped_s(stage.terms, "forward"), *ep_overlapped_s(stage.terms, "backward"))
+    return (*_phase(stage.fwd, fwd), *_phase(stage.bwd, bwd), *ep)
 
 
 def _probe_stages(
@@ -188,11 +194,12 @@ def block_times(
     pieces = pieces or [tuple((layer, layer.count) for layer in w.layers)]
     s0, stages = _probe_stages(ctx, inner, sequences, pieces)
     ends = _values(s0, overlap)
-    each = np.array([_less(_values(s, overlap), ends) for s in stages]).reshape(-1, 6)
+    rows = [_less(_values(s, overlap), ends) for s in stages]
+    each = np.array(rows).reshape(-1, len(PIECE_FIELDS))
     deg = probe_degrees(w, inner, sequences)
     emb = (embedding_s(ctx, deg, 1, False), embedding_s(ctx, deg, 1, True))
     values: dict[str, Any] = {k: each[:, f].copy() for f, k in enumerate(PIECE_FIELDS)}
-    values |= dict(zip(ENDS_FIELDS, (*ends, *emb), strict=True))
+    values |= dict(zip(ENDS_FIELDS, (*ends[:8], *emb), strict=True))  # the ends: no all-to-all
     return BlockTimes(**values)
 
 
@@ -394,7 +401,8 @@ def bytes_per_element(w: Workload) -> float:
 @dataclass(frozen=True)
 class BlockWeights:
     """One block's weight layers on one device under the inner degrees: (count, weight bytes,
-    [(has weights, weight-gradient bytes or 0) per backward einsum]), its parameters and bytes."""
+    [(has weights, weight-gradient bytes as reduced, or 0) per backward einsum]), its parameters
+    and bytes."""
 
     layers: tuple[tuple[int, float, tuple[tuple[bool, float], ...]], ...]
     params: float
@@ -406,10 +414,13 @@ def block_weights(
     inner: dict[str, int],
     grads_memo: dict[Any, list[Any]] | None = None,
     layers: Any = None,
+    reduce_dtype: str | None = None,
 ) -> BlockWeights:
     """`layers`: [(layer, instances)] (default the block's distinct layers); `grads_memo`: each
-    layer's backward einsums, kept across calls (by the layer's name and content)."""
+    layer's backward einsums, kept across calls (by the layer's name and content); gradients in
+    `reduce_dtype`, as the engine sizes them (`strategies.base.reduced_gradient_bytes`)."""
     from shardline.strategies import local_dims
+    from shardline.strategies.base import reduced_gradient_bytes
 
     memo = {} if grads_memo is None else grads_memo
     out = []
@@ -429,7 +440,7 @@ def block_weights(
             gbytes = 0.0
             if grad.grad_of is not None:
                 gdims = local_dims(grad, inner, batch_dim=w.batch_dim)
-                gbytes = float(grad.operand_bytes(grad.output.name, gdims))
+                gbytes = float(reduced_gradient_bytes(grad, gdims, reduce_dtype))
             grads.append((bool(grad.weights), gbytes))
         out.append((count, wbytes, tuple(grads)))
     return BlockWeights(tuple(out), params, nbytes)

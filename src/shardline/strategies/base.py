@@ -36,6 +36,7 @@ __all__ = [
     "Split",
     "Knob",
     "divisors",
+    "reduced_gradient_bytes",
 ]
 
 # The logical axes a strategy can split ("layers": whole layers, i.e. pipeline stages; "tensor":
@@ -192,14 +193,23 @@ class LayerView:
 
     def gradient_bytes(self, grad: Layer, dims: Mapping[str, int]) -> float:
         """Bytes of the weight gradient `grad` computes (at local sizes `dims`) as the gradient
-        reduction moves it: in `grad_reduce_dtype` when one is set."""
-        nbytes = grad.operand_bytes(grad.output.name, dims)
-        if self.grad_reduce_dtype is None:
-            return nbytes
-        from shardline.basics.dtypes import dtype_bits
+        reduction moves it (`reduced_gradient_bytes`)."""
+        return reduced_gradient_bytes(grad, dims, self.grad_reduce_dtype)
 
-        own = dtype_bits(grad.dtypes.get(grad.output.name, grad.dtype))
-        return nbytes * dtype_bits(self.grad_reduce_dtype) / own
+
+def reduced_gradient_bytes(grad: Layer, dims: Mapping[str, int], reduce_dtype: str | None) -> float:
+    """Bytes of the weight gradient `grad` computes (at local sizes `dims`) as the gradient
+    reduction moves it: in `reduce_dtype` when one is set (the run's `grad_reduce_dtype`: a
+    bf16 gradient reduced in fp32 moves twice its own bytes), else in its own dtype. The plan
+    engine's strategies (`LayerView.gradient_bytes`) and the vectorized search's block weights
+    (`planning.vector_tables.block_weights`) both size gradients here."""
+    nbytes = grad.operand_bytes(grad.output.name, dims)
+    if reduce_dtype is None:
+        return nbytes
+    from shardline.basics.dtypes import dtype_bits
+
+    own = dtype_bits(grad.dtypes.get(grad.output.name, grad.dtype))
+    return nbytes * dtype_bits(reduce_dtype) / own
 
 
 @dataclass(frozen=True)
