@@ -144,30 +144,41 @@ def test_every_case_has_a_note() -> None:
         assert f"`{case_id}`" in text, f"{case_id} is not described in {NOTES.name}"
 
 
-def test_tcpx_rows_are_priced_as_their_script_pins_them() -> None:
-    """dstack's A3 High table runs Google's run-nccl.sh (NCCL_ALGO=Ring, NCCL_PROTO=Simple,
-    8 channels, 4 MiB buffers): the benchmark reads the pins from the row's env, so the 8 MiB row
-    is a Simple ring all-gather of 16 ranks over 2 nodes whose network ramp is 8 x 4 MiB.
-    By hand: node egress 4 NICs x 25e9 B/s (no TCPX efficiency figure), algbw = busbw x 16/15;
+def test_a_script_s_pinned_channels_and_protocol_are_priced() -> None:
+    """Google's GPUDirect-TCPX nccl-tests script (google/nccl-plugin-gpudirecttcpx
+    scripts/run-nccl.sh, commit 91e8693) pins NCCL_ALGO=Ring, NCCL_PROTO=Simple and 8 channels of
+    4 MiB buffers; the benchmark reads the pins from a row's env text, and the pricing ramps over
+    them. An 8 MiB all-gather of 16 ranks over 2 nodes of 8 H100 with 4 x 200 Gb/s TCPX NICs, by
+    hand: node egress 4 NICs x 25e9 B/s (no TCPX efficiency figure), algbw = busbw x 16/15;
     latency = base 8.4 + 14 intra steps x max(NVLink 3.4, 3 x net overhead 1.0) + 1 network
     step x max(NET Simple 14, fabric 20) us = 8.4 + 47.6 + 20 = 76 us;
-    t = 76 us + V / (algbw x V / (V + 32 MiB))."""
+    t = 76 us + V / (algbw x V / (V + 8 x 4 MiB))."""
     import sys
 
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import bench_collectives
 
-    assert bench_collectives._pinned(CASES["h100x8x2-nccl-allgather-a3high-tcpx"][0]["env"]) == (
-        "Simple",
-        8,
+    from shardline.collectives import NetworkOptions, collective_cost
+    from shardline.hardware import load_chip
+    from shardline.hardware.cluster import chip_with_cluster
+
+    env = (
+        "NCCL_ALGO=Ring NCCL_PROTO=Simple NCCL_MIN_NCHANNELS=8 NCCL_MAX_NCHANNELS=8 "
+        "NCCL_BUFFSIZE=4194304"
     )
-    raw = next(
-        r for r in CASES["h100x8x2-nccl-allgather-a3high-tcpx"] if r["size_bytes"] == "8388608"
+    assert bench_collectives._pinned(env) == ("Simple", 8)
+    assert bench_collectives._pinned("NCCL_MIN_NCHANNELS=4 NCCL_MAX_NCHANNELS=8") == (None, None)
+    chip = chip_with_cluster(
+        load_chip("h100-sxm"),
+        gpus_per_node=8,
+        nics_per_node=4,
+        nic_bytes_per_s=25e9,
+        scale_out="tcpx",
+        host_cpu="intel",
     )
-    row = bench_collectives.predict(raw)
-    assert row is not None and (row.algorithm, row.protocol) == ("ring", "Simple")
     v = 8388608
+    options = NetworkOptions(protocol="Simple", channels=8)
+    cost = collective_cost("all_gather", v, 16, chip, algorithm="ring", options=options)
     algbw = 100e9 * 16 / 15
     expected = (8.4 + 14 * 3.4 + 20) * 1e-6 + v / (algbw * v / (v + 8 * 4 * 2**20))
-    assert row.predicted_s == pytest.approx(expected, rel=1e-9)
-    assert row.measured_s == pytest.approx(784.9e-6)
+    assert cost.predicted_s == pytest.approx(expected, rel=1e-9)

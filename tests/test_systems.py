@@ -250,15 +250,11 @@ def test_system_show_names_the_host_cpu_behind_the_ll_cap(
     assert line.split()[5] == "intel" and "8480C" in line
 
 
-def test_a3_high_ring_all_gather_at_line_rate_and_dstack_run_at_half(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_a3_high_ring_all_gather_at_line_rate(capsys: pytest.CaptureFixture[str]) -> None:
     """GCP A3 High: 4 x 200 Gb/s GPUDirect-TCPX NICs per 8 GPUs = 100e9 B/s out of a node, 12.5e9
     per GPU. A ring all-gather of V = 8 GiB over 2 x 8 ranks sends 15/16 V out of each node:
     15/16 x 8589934592 / 100e9 = 80.53 ms at line rate (no efficiency figure for TCPX), plus
-    latency. dstackai/dstack examples/clusters/a3high/README.md prints an all_gather on this
-    machine (run-allgather.sh; redop 'none', busbw = 15/16 algbw): 160.5 ms at 8 GiB, busbw
-    50.2 GB/s, half the line rate (collectives_heldout.csv, h100x8x2-nccl-allgather-a3high-tcpx)."""
+    latency."""
     a3 = load_system("a3-high")
     assert (a3.nics_per_node, a3.nic_bytes_per_s, a3.fabric) == (4, 25e9, "tcpx")
     assert a3.scale_out_bytes_per_s_per_device == 4 * 25e9 / 8 == 12.5e9
@@ -267,4 +263,3 @@ def test_a3_high_ring_all_gather_at_line_rate_and_dstack_run_at_half(
     got = json.loads(capsys.readouterr().out)["predicted_s"]
     line_rate_s = 15 / 16 * 8589934592 / 100e9
     assert got == pytest.approx(line_rate_s, rel=0.02)
-    assert 0.160505 / got == pytest.approx(2.0, rel=0.03)
