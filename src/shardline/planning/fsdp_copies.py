@@ -24,6 +24,7 @@ import numpy as np
 from shardline.basics.dtypes import dtype_bits
 from shardline.basics.framework import fsdp_copies
 from shardline.basics.options import Execution
+from shardline.basics.values import Scalar
 from shardline.hardware import Chip
 from shardline.ops.predict import kernel_overhead_s
 from shardline.planning.phases import Stage
@@ -41,7 +42,8 @@ def copy_in_bytes(reduced: float, model: ModelShape, ex: Execution) -> float:
     return reduced * (own / reduce + 1)
 
 
-def _phase_s(chip: Chip, ex: Execution, nbytes: float, kernels: float) -> float:
+def _phase_s(chip: Chip, ex: Execution, nbytes: Scalar, kernels: Scalar) -> Scalar:
+    """One phase's copies: the bytes at the HBM rate and a launch per kernel (floats or arrays)."""
     launch = kernel_overhead_s(chip, cuda_graphs=ex.cuda_graphs)
     return nbytes / mem_rate(chip) + kernels * launch
 
@@ -68,7 +70,7 @@ def add_fsdp_copies(
                 continue
             kinds.add(term.kind)
         if nbytes:
-            where.add_predicted("other_ops", _phase_s(chip, ex, nbytes, blocks * len(kinds)))
+            where.add_predicted("other_ops", float(_phase_s(chip, ex, nbytes, blocks * len(kinds))))
 
 
 def block_copy_parts(
@@ -108,9 +110,7 @@ def copies_s(
     bytes at the HBM rate and one kernel per block for each kind the phase runs. Floats or
     arrays over stages alike."""
     fwd, bwd, gathers, reduces = (np.asarray(x, dtype=float) for x in parts)
-    launch = kernel_overhead_s(chip, cuda_graphs=ex.cuda_graphs)
-    rate = mem_rate(chip)
     kinds_bwd = (gathers > 0).astype(float) + (reduces > 0)
-    fwd_s = np.where(fwd > 0, fwd / rate + blocks * launch, 0.0)
-    bwd_s = np.where(bwd > 0, bwd / rate + blocks * kinds_bwd * launch, 0.0)
+    fwd_s = np.where(fwd > 0, _phase_s(chip, ex, fwd, blocks), 0.0)
+    bwd_s = np.where(bwd > 0, _phase_s(chip, ex, bwd, blocks * kinds_bwd), 0.0)
     return fwd_s, bwd_s
