@@ -230,7 +230,18 @@ def test_search_refuses_full_block(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "bad", ["bogus", "layer-0", "layer-x", "keep:q,foo", 3, "full-block:0", "full-block:x"]
+    "bad",
+    [
+        "bogus",
+        "layer-0",
+        "layer-x",
+        "keep:q,foo",
+        3,
+        "full-block:0",
+        "full-block:x",
+        "layer-²",
+        "full-block:²",
+    ],
 )
 def test_unknown_policy_is_an_input_error(bad: object) -> None:
     with pytest.raises(InputError) as err:

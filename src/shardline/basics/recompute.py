@@ -226,15 +226,13 @@ def _policy(name: str) -> Policy:
     if name in table:
         return table[name]
     if name.startswith(LAYER_PREFIX):
-        n = name[len(LAYER_PREFIX) :]
-        if not n.isdigit() or int(n) < 1:
-            raise _unknown(name)
+        every = _count_after(name, LAYER_PREFIX)
         source = (
             'torchtitan selective_ac_option = "N" (torchtitan/distributed/activation_checkpoint.py '
             "at commit 21799393c3e6: a block is wrapped in a full checkpoint when "
             "ptd_checkpoint_wrapper._count % ac_freq == 0)"
         )
-        return Policy(name, frozenset(), every=int(n), source=source, note="")
+        return Policy(name, frozenset(), every=every, source=source, note="")
     if name.startswith(FULL_BLOCK_PREFIX):
         return _full_block(name)
     if name.startswith(KEEP_PREFIX):
@@ -248,16 +246,23 @@ def _policy(name: str) -> Policy:
 def _full_block(name: str) -> Policy:
     """`full-block:N`: Megatron-LM's block method, the first N blocks of each (virtual) pipeline
     stage fully recomputed, the rest keeping everything."""
-    n = name[len(FULL_BLOCK_PREFIX) :]
-    if not n.isdigit() or int(n) < 1:
-        raise _unknown(name)
+    first = _count_after(name, FULL_BLOCK_PREFIX)
     source = (
         "Megatron-LM --recompute-granularity full --recompute-method block --recompute-num-layers "
         "N (megatron/core/transformer/transformer_block.py _checkpointed_forward, method 'block': "
         "the first recompute_num_layers layers of the block, the layers of one pipeline stage or "
         "of one virtual stage, are checkpointed whole, the rest not)"
     )
-    return Policy(name, frozenset(), source=source, first=int(n))
+    return Policy(name, frozenset(), source=source, first=first)
+
+
+def _count_after(name: str, prefix: str) -> int:
+    """The whole count N >= 1 of `PREFIX` + N (ASCII digits only: '²' is a digit to
+    str.isdigit but not to int); InputError naming the policies otherwise."""
+    n = name[len(prefix) :]
+    if not (n.isascii() and n.isdigit()) or int(n) < 1:
+        raise _unknown(name)
+    return int(n)
 
 
 def checkpointed_blocks(p: Policy, blocks: float, chunks: int) -> float:
