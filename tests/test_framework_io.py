@@ -400,6 +400,15 @@ def test_torchtitan_unknown_flavor_lists_the_known(tmp_path: Path) -> None:
         read_config(path, 8)
 
 
+@pytest.mark.parametrize("option", ["0", "x", "²"])
+def test_torchtitan_bad_ac_option_is_an_input_error(tmp_path: Path, option: str) -> None:
+    """'²' is a digit to str.isdigit but not to int: still the one InputError."""
+    text = '[model]\nname = "llama3"\nflavor = "8B"\n[activation_checkpoint]\nmode = "selective"\n'
+    path = _write(tmp_path, "j.toml", text + f'selective_ac_option = "{option}"\n')
+    with pytest.raises(InputError, match="selective_ac_option must be 'op' or a positive"):
+        read_config(path, 8)
+
+
 def test_search_emit_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "best.sh"
     argv = ["--model", "llama-3.1-8b", "--devices", "16", "--scales", "1", "--quiet"]

@@ -255,7 +255,11 @@ def _remove_stale(directory: Path, prefix: str) -> None:
         return
     for name in names:
         pid_text, _, rest = name[len(prefix) :].partition(".")
-        if not pid_text.isdigit() or not rest.endswith(".tmp") or _alive(int(pid_text)):
+        if (
+            not (pid_text.isascii() and pid_text.isdigit())
+            or not rest.endswith(".tmp")
+            or _alive(int(pid_text))
+        ):
             continue
         with contextlib.suppress(OSError):
             os.unlink(directory / name)

@@ -167,7 +167,7 @@ def _recompute(t: _Toml) -> str:
         raise InputError(f"{t.origin}: activation_checkpoint.mode {mode!r} is not read")
     if option == "op":
         return "op"
-    if not option.isdigit() or int(option) < 1:
+    if not (option.isascii() and option.isdigit()) or int(option) < 1:
         raise InputError(
             f"{t.origin}: activation_checkpoint.selective_ac_option must be 'op' or a positive "
             f"whole number, got {option!r}"
