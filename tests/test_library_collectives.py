@@ -421,3 +421,50 @@ def test_library_version_reaches_the_price_of_a_two_node_all_reduce() -> None:
     new = collective_cost("all_reduce", v, 16, chip)
     assert (old.algorithm, new.algorithm) == ("ring", "tree")
     assert 1.4 < old.predicted_s / new.predicted_s < 1.75
+
+
+# --- the network plugin's own latency (aws-ofi-nccl on EFA) ---------------------------------
+
+
+def _efa_candidates(chip: str) -> dict[tuple[str, str], float]:
+    """(algorithm, protocol) -> latency (us) of each pair NCCL could run for a 32 KiB all-reduce
+    over 2 nodes of 8 GPUs with 4 x 100 Gb/s EFA NICs each (p4de.24xlarge's shape)."""
+    gpu = chip_with_cluster(
+        load_chip(chip), gpus_per_node=8, nics_per_node=4, nic_bytes_per_s=12.5e9, scale_out="efa"
+    )
+    cost = collective_cost("all_reduce", 32768, 16, gpu)
+    return {(p.algorithm, p.protocol): p.latency_s / US for p, _ in cost.choice.candidates}
+
+
+def test_efa_plugin_latency_joins_each_network_step_on_a100() -> None:
+    """On p4d/p4de (A100) aws-ofi-nccl reports a network latency of 75 us to NCCL
+    (src/platform-aws.cpp platform_data_map) and NCCL's own tuner adds it to every network step,
+    twice for Simple (tuning.cc: interLat = hwLat[NET] + latencyInter; the flush adds it again).
+    One node's 8 ranks: 7 NVLink steps a tree direction, 2(16-1) - 2 = 28 NVLink steps and 2
+    network steps a ring; NVLink per step: tree LL 0.6, tree Simple 4.0, ring LL 0.6 raised to
+    the 1 us network proxy overhead, ring Simple 3.4 (x3 proxy overhead = 3.0 is lower)."""
+    got = _efa_candidates("a100-80gb")
+    assert got[("tree", "LL")] == pytest.approx(6.8 + 2 * (7 * 0.6 + (5.0 + 75.0)))  # 175.2
+    assert got[("tree", "Simple")] == pytest.approx(8.4 + 2 * (7 * 4.0 + (14.0 + 2 * 75.0)))
+    assert got[("ring", "LL")] == pytest.approx(6.6 + 28 * 1.0 + 2 * (2.7 + 75.0))  # 190.0
+    assert got[("ring", "Simple")] == pytest.approx(8.4 + 28 * 3.4 + 2 * (14.0 + 2 * 75.0))
+
+
+def test_efa_on_hopper_keeps_aws_tuner_step() -> None:
+    """On p5 (H100) aws-ofi-nccl's own tuner decides, with its 20 us network step
+    (nccl_ofi_model.cpp, P5 net_lat); the A100 plugin latency does not apply: tree LL = 6.8 +
+    2 x (7 x 0.6 + max(5.0, 20)) us."""
+    got = _efa_candidates("h100-sxm")
+    assert got[("tree", "LL")] == pytest.approx(6.8 + 2 * (7 * 0.6 + 20.0))  # 55.2
+
+
+def test_plugin_latency_is_efa_only() -> None:
+    """The same A100 nodes on InfiniBand pay NCCL's measured RDMA step (network_step_us.ib,
+    11.4 us), not the EFA plugin's 75 us: tree LL = 6.8 + 2 x (7 x 0.6 + 11.4) us."""
+    gpu = chip_with_cluster(
+        load_chip("a100-80gb"), gpus_per_node=8, nics_per_node=4, nic_bytes_per_s=25e9,
+        scale_out="ib",
+    )  # fmt: skip
+    lowest = NetworkOptions(protocol="LL")
+    cost = collective_cost("all_reduce", 32768, 16, gpu, algorithm="tree", options=lowest)
+    assert cost.choice.latency_s == pytest.approx((6.8 + 2 * (7 * 0.6 + 11.4)) * US)

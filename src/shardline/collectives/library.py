@@ -48,6 +48,7 @@ __all__ = [
     "load_library",
     "log2i",
     "nvls_channels",
+    "plugin_setting",
     "protocol_bus",
     "protocols_for",
     "ramp",
@@ -79,6 +80,8 @@ class Library:
     # across nodes the LL caps go by the host CPU: "amd" and "other" -> [1, 2, >2 nodes]
     ll_max_by_host_bytes_per_s: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     p2p: dict[str, Any] = field(default_factory=dict)  # point-to-point (all-to-all) parameters
+    # fabric -> what the network plugin that runs the library over it sets (`net_plugin`)
+    net_plugin: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def generation(self, chip_name: str) -> str:
         return self.generations.get(chip_name, self.factors.get("default_generation", "hopper"))
@@ -119,6 +122,7 @@ class Group:
     host_cpu: str | None = None  # the nodes' CPU vendor: intel, amd, arm (None: not known)
     library_version: str = ""  # the library release that runs ("": not known, the current one)
     channels: int | None = None  # collective channels pinned by the run (None: the library's)
+    fabric: str = ""  # the scale-out fabric word (ib, roce, efa, ...; "": none or not known)
 
     @property
     def ppn(self) -> int:
@@ -211,6 +215,9 @@ def _library_from_dict(data: dict[str, Any]) -> Library:
     sources["network_step_us"] = steps.get("source", "")
     p2p = {k: v for k, v in data.get("p2p", {}).items() if k != "source"}
     sources["p2p"] = data.get("p2p", {}).get("source", "")
+    plugins = data.get("net_plugin", {})
+    if plugins:
+        sources["net_plugin"] = plugins["source"]
     return Library(
         name=data["name"],
         version=str(data["version"]["value"]),
@@ -223,6 +230,7 @@ def _library_from_dict(data: dict[str, Any]) -> Library:
         network_step_s={k: float(v) * _US for k, v in steps.items() if k != "source"},
         ll_max_by_host_bytes_per_s=by_host,
         p2p=p2p,
+        net_plugin={k: dict(v) for k, v in plugins.items() if k != "source"},
     )
 
 
@@ -270,6 +278,19 @@ def _node_index(nodes: int) -> int:
     return 0 if nodes <= 1 else (1 if nodes == 2 else 2)
 
 
+def plugin_setting(lib: Library, group: Group, key: str) -> Any:
+    """What the network plugin of the group's fabric sets (`net_plugin.<fabric>.<key>` in the
+    library file) for the group's GPU generation, or None: a plugin setting that names
+    generations (`{ ampere = ..., hopper = ... }`) applies to those only (a cloud's instance
+    types differ by GPU: AWS's p4d/p4de are A100, p5 H100)."""
+    if group.nodes <= 1:
+        return None
+    value = lib.net_plugin.get(group.fabric, {}).get(key)
+    if isinstance(value, dict):
+        return value.get(group.generation)
+    return value
+
+
 def protocols_for(group: Group) -> tuple[int, ...]:
     """The protocols (indices into PROTOCOLS) a ring or tree may run on `group`.
 
@@ -279,10 +300,20 @@ def protocols_for(group: Group) -> tuple[int, ...]:
 
 
 def inter_latency(lib: Library, group: Group, key: str, p: int) -> float:
-    """One network step with the constants under `key` (the library file's row): the library's
-    per-step network latency, or the fabric's own where that is longer (a cloud transport such
-    as EFA or TCPXO: aws-ofi-nccl's tuner charges 20 us a step on P5, where NCCL's constants
-    assume RDMA)."""
+    """One network step with the constants under `key` (the library file's row).
+
+    Where the fabric's network plugin reports a latency of its own to NCCL's tuner
+    (`net_plugin.<fabric>.latency_us`, ncclNetProperties_t.latency), the step is NCCL's:
+    hwLatencies[NET] + that latency, twice that latency for Simple (its flush; tuning.cc,
+    ncclTopoTuneModel: `interLat = hwLat[NET][a][p] + graphs[a]->latencyInter`, `if (p ==
+    NCCL_PROTO_SIMPLE) interLat += graphs[a]->latencyInter`). Otherwise the library's per-step
+    network latency, or the fabric's own where that is longer (a cloud transport such as EFA or
+    TCPXO: aws-ofi-nccl's tuner charges 20 us a step on P5, where NCCL's constants assume
+    RDMA)."""
+    own = plugin_setting(lib, group, "latency_us")
+    if own is not None:
+        flushes = 2 if PROTOCOLS[p] == "Simple" else 1
+        return lib.hw_latency_s["net"][key][p] + flushes * float(own) * _US
     return max(lib.hw_latency_s["net"][key][p], group.net_latency_s)
 
 

@@ -102,7 +102,8 @@ def group_for(
     so_ = ic.scale_out
     nic, cpu = (so_.nic_bytes_per_s, so_.host_cpu) if so_ is not None else (None, None)
     shape = (ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, net_step, floor)
-    return Group(*shape, nic, cpu, library_version or lib.version, channels)
+    fabric = so_.fabric if so_ is not None and nodes > 1 else ""
+    return Group(*shape, nic, cpu, library_version or lib.version, channels, fabric)
 
 
 def _usable(
