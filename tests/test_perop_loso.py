@@ -40,6 +40,15 @@ def test_every_source_can_be_left_out() -> None:
         assert LOSO.unrebuildable(sid) == [], sid
 
 
+def test_network_plugin_figures_come_from_no_benchmark_row() -> None:
+    """The EFA plugin latency (nccl.toml [net_plugin]) is read from aws-ofi-nccl's source code,
+    not from a published sweep: its source text names none of the row sources, so leaving any
+    source out keeps it, and the scored rows stay out of sample for it."""
+    text = load_library("nccl").sources["net_plugin"]
+    assert "aws-ofi-nccl" in text
+    assert LOSO.names(text) == []
+
+
 def test_derived_figures_are_the_mean_of_their_sources() -> None:
     """nccl.toml network_step_us: ib / roce = mean(10.7, 12.1) = 11.4 us; tcpxo = 54 us."""
     data = tomllib.loads((DATA / "perop_sources.toml").read_text(encoding="utf-8"))
