@@ -189,6 +189,8 @@ def test_bad_cluster_flags(capsys: pytest.CaptureFixture[str]) -> None:
         (["--system", "no-such-system"], "system"),
         (["--protocol", "LL64"], "unknown protocol"),
         (["--gpus-per-node", "0"], "gpus-per-node"),
+        # 16 devices on nodes of 6: 2 full nodes and 4 left over, not two equal nodes of 8
+        (["--gpus-per-node", "6"], "(2 full node(s) and 4 device(s) left over)"),
     ):
         assert main([*base, *extra]) == 2, extra
         err = capsys.readouterr().err.strip().splitlines()

@@ -85,11 +85,28 @@ def _priced(args: argparse.Namespace, kind: str, nbytes: float, chip: Chip) -> C
     from shardline.collectives import collective_cost, parse_topology
 
     devices = positive_count(args.devices, "--devices")
+    _check_whole_nodes(args, devices, chip)
     network = network_from_args(args, ["X"])
     words = parse_topology(args.topology, ["X"])
     return collective_cost(
         kind, nbytes, devices, chip, words.get("X"), algorithm=args.algorithm, options=network
     )
+
+
+def _check_whole_nodes(args: argparse.Namespace, devices: int, chip: Chip) -> None:
+    """With --gpus-per-node given, X devices fill whole scale-up domains (X at most one domain,
+    or a multiple of it): the model prices equal domains, and X = 6 on nodes of 4 would
+    otherwise be priced as 2 nodes of 3 without a word. (An NVL72 rack keeps its 72.)"""
+    ic = chip.interconnect
+    if getattr(args, "gpus_per_node", None) is None or ic is None or ic.scale_out is None:
+        return
+    per_domain = ic.scale_up_devices
+    if devices > per_domain and devices % per_domain:
+        raise InputError(
+            f"--devices {devices} does not fill nodes of {per_domain} GPUs "
+            f"({devices // per_domain} full node(s) and {devices % per_domain} device(s) left "
+            f"over); give a multiple of {per_domain}, or the GPUs each node uses (--gpus-per-node)"
+        )
 
 
 def _over_mesh(args: argparse.Namespace, kind: str, nbytes: float, chip: Chip) -> CollectiveCost:
