@@ -161,3 +161,45 @@ def test_vectorized_search_waits_as_the_engine_does() -> None:
     for i in picks:
         res = engine_result(w, chip, layout_of(group, rows, int(i)), None, base=base)
         assert rows["predicted_s"][i] == pytest.approx(res.predicted_s, rel=1e-6)
+
+
+def test_deepspeed_reduces_the_gradients_after_the_backward_pass() -> None:
+    """DeepSpeed's engine calls allreduce_gradients() after loss.backward() returns, and its
+    pipeline schedule appends ReduceGrads() after the batch's last BackwardPass
+    (frameworks/deepspeed.toml overlap_grad_reduce = false): a plan made with
+    framework="deepspeed" waits for all of the data-parallel gradient traffic,
+    exposed = grad + max(0, gather - forward), against max(last bucket, grad - backward) + gather
+    when the same run overlaps it."""
+    from shardline.basics.framework import load_framework
+    from shardline.planning.api import plan
+    from shardline.planning.step import _dp_exposed_s, grad_reduce_hidden
+
+    assert load_framework("deepspeed").defaults["overlap_grad_reduce"] is False
+    assert "overlap_grad_reduce" not in load_framework("megatron").defaults
+    w = training_workload("llama-3.2-1b", 64, 1024)
+    chip = resolve_chip("h100-sxm")
+    given = {"tp": 1, "pp": 1, "dp": 64, "fsdp": 1, "microbatches": 1}
+    result = plan(w, chip, 64, require_fit=False, framework="deepspeed", **given)
+    assert result.execution.overlap_grad_reduce is False  # the framework's default, applied
+    (waited,) = result.plans
+    ds = Execution(framework="deepspeed", overlap_grad_reduce=False)
+    assert not grad_reduce_hidden(ds, chip)
+    deg = Degrees({"tp": 1, "pp": 1, "dp": 64, "fsdp": 1, "ep": 1, "cp": 1})
+    exposed = {}
+    for overlap in (True, False):
+        ctx = Context(w, chip, Execution(framework="deepspeed", overlap_grad_reduce=overlap))
+        ((layers, last_flag),) = ctx.stages(1)
+        stage = ctx.stage(deg, 1, 0, layers, last_flag)
+        grad_s, gather_s = _dp_grad_s(ctx, deg, stage)
+        gather = max(0.0, gather_s - stage.fwd.predicted_s)
+        exposed[overlap] = _dp_exposed_s(ctx, deg, stage)
+        if not overlap:
+            assert exposed[overlap] == pytest.approx(grad_s + gather, rel=1e-12)
+    assert exposed[False] > exposed[True]
+    (hidden,) = plan(
+        w, chip, 64, require_fit=False, framework="deepspeed", overlap_grad_reduce=True, **given
+    ).plans
+    # the one difference between the two plans is the wait for the gradient traffic
+    assert waited.predicted_s - hidden.predicted_s == pytest.approx(
+        exposed[False] - exposed[True], rel=1e-6
+    )

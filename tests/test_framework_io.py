@@ -760,13 +760,13 @@ MOE_4096 = (*SEQ_4096, *FORCED)
                 *("--set", "ddp.data_parallel_sharding_strategy=optim_grads_params"),
             ),
         ),
-        # the row takes the preset's recompute of the layer norms and the expert activation
-        # (memory-bound, "not in the plan", as its `how` says) as none
+        # the preset's recompute of the layer norms and the expert activation (V1's
+        # recompute_modules, which V2 keeps) is the row's modules:layernorm,moe_act
         (
             "gpt-oss-120b-h100-pp4-ep8-bf16-2604",
             "bridge_gpt_oss_presets_21d102f5.py",
             "GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16_V2",
-            (*MOE_4096, "--set", "model.recompute_granularity=none"),
+            MOE_4096,
         ),
     ],
 )
