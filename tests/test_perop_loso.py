@@ -117,6 +117,21 @@ def test_out_of_aiters_config_tables_its_pull_request_prices_mi355x_gemms() -> N
     assert LOSO.chip_out_of("mi355x", "aiter-pr-1092").achievable.gemm_kernel_floor_s == 5.25e-6
 
 
+def test_a_fallback_comes_from_another_publication_than_the_figure_it_replaces() -> None:
+    """A `[[fallback]]` stands in for a figure out of that figure's sources, so its own source
+    text must name none of them (else a source's rows would be scored with its own figure); and
+    every fallback replaces a figure that exists, in every file it lists."""
+    data = tomllib.loads((DATA / "perop_sources.toml").read_text(encoding="utf-8"))
+    shipped = {(f.file, f.path): f for f in LOSO.figures() if f.kind == "chip"}
+    assert data["fallback"]
+    for entry in data["fallback"]:
+        for file in entry["files"]:
+            figure = shipped[(file, entry["path"])]
+            replaced = set(LOSO.names(figure.source))
+            assert replaced, (file, entry["path"])  # it has a per-op source to stand in for
+            assert not replaced & set(LOSO.names(entry["source"])), (file, entry["path"])
+
+
 def test_a_figure_another_publication_states_stands_in_out_of_source() -> None:
     """MI300X's bus efficiency 0.705 comes from hisohara/ai-scripts' rccl-tests sweep; out of it
     AMD's stated xGMI ceiling stands in: 48 of 64 GB/s per link = 0.75 (ROCm/rccl issue 1210)."""
