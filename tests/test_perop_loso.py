@@ -93,6 +93,45 @@ def test_out_of_the_openxla_tables_another_publications_shortest_gemm_stands_in(
         assert "#19566" in out.sources["achievable.gemm_kernel_floor_s"]
 
 
+def test_out_of_aiters_config_tables_its_pull_request_prices_mi355x_gemms() -> None:
+    """MI355X's GEMM floor (5.25 us) and its tiled M = 1 kernels come from aiter's config tables.
+    Out of them aiter PR 5497's shortest gfx950 kernel stands in: FlyDSL MXFP8 M = 1, N = 7168,
+    K = 3072 in 7.931 us, which runs M = 1 as a tiled split-K GEMM. The table's M = 1, K = 2048,
+    N = 6144 bf16 row (fp32 out, kernel time) stays a tiled kernel streaming its weights:
+    Q = 2*2048 + 2*2048*6144 + 4*6144 = 25,194,496 B over 7.2e12 B/s = 3.499 us, so
+    5.25 + 3.499 = 8.749 us in sample and 7.931 + 3.499 = 11.430 us out of source (measured
+    10.861 us: -19% -> +5%)."""
+    import bench_gemm
+
+    out = LOSO.chip_out_of("mi355x", "aiter-tuned-gemm")
+    assert out.achievable.gemm_kernel_floor_s == pytest.approx(7.931e-6)
+    assert out.on_chip.matrix_vector_tiled is True
+    for path in ("achievable.gemm_kernel_floor_s", "on_chip.matrix_vector_tiled"):
+        assert "#5497" in out.sources[path]
+    row = bench_gemm.Row("mi355x", "bf16", "fp32", 1, 2048, 6144, 10.8611e-6, "graphs", "", 1)
+    work = (2 * 2048 + 2 * 2048 * 6144 + 4 * 6144) / 7.2e12
+    assert work == pytest.approx(3.499e-6, rel=1e-3)
+    assert bench_gemm.predict_row(row).predicted_s == pytest.approx(5.25e-6 + work)
+    assert bench_gemm.predict_row(row, out).predicted_s == pytest.approx(7.931e-6 + work)
+    # another source's rows keep the shipped figures
+    assert LOSO.chip_out_of("mi355x", "aiter-pr-1092").achievable.gemm_kernel_floor_s == 5.25e-6
+
+
+def test_a_fallback_comes_from_another_publication_than_the_figure_it_replaces() -> None:
+    """A `[[fallback]]` stands in for a figure out of that figure's sources, so its own source
+    text must name none of them (else a source's rows would be scored with its own figure); and
+    every fallback replaces a figure that exists, in every file it lists."""
+    data = tomllib.loads((DATA / "perop_sources.toml").read_text(encoding="utf-8"))
+    shipped = {(f.file, f.path): f for f in LOSO.figures() if f.kind == "chip"}
+    assert data["fallback"]
+    for entry in data["fallback"]:
+        for file in entry["files"]:
+            figure = shipped[(file, entry["path"])]
+            replaced = set(LOSO.names(figure.source))
+            assert replaced, (file, entry["path"])  # it has a per-op source to stand in for
+            assert not replaced & set(LOSO.names(entry["source"])), (file, entry["path"])
+
+
 def test_a_figure_another_publication_states_stands_in_out_of_source() -> None:
     """MI300X's bus efficiency 0.705 comes from hisohara/ai-scripts' rccl-tests sweep; out of it
     AMD's stated xGMI ceiling stands in: 48 of 64 GB/s per link = 0.75 (ROCm/rccl issue 1210)."""
