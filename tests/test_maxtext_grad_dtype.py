@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from shardline.basics.framework import load_framework
 from shardline.hardware import resolve_chip
 from shardline.io.framework_files import read_config
