@@ -102,11 +102,12 @@ def test_framework_defaults_fill_what_the_flags_leave_out(
     ex = json.loads(out)["execution"]
     assert (ex["framework"], ex["grad_reduce_dtype"], ex["recompute"]) == ("megatron", None, "none")
     code, out, _ = run_cli(capsys, *base, "--framework", "maxtext")
-    ex = json.loads(out)["execution"]  # MaxText base.yml: remat_policy full, weight_dtype fp32
+    # MaxText base.yml: remat_policy full; its sharding guide: gradients all-reduced in bf16
+    ex = json.loads(out)["execution"]
     assert (ex["framework"], ex["recompute"], ex["grad_reduce_dtype"]) == (
         "maxtext",
         "full",
-        "fp32",
+        "bf16",
     )
     assert ex["cuda_graphs"] is True
     code, out, _ = run_cli(capsys, *base, "--framework", "maxtext", "--recompute", "none")

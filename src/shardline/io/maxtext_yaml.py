@@ -271,8 +271,9 @@ def _execution(k: _Keys, notes: list[str]) -> dict[str, object]:
         ex.update(remat_execution(k.get, str(remat), k.origin))
         policy(ex["recompute"])  # an unknown policy is one error listing the known ones
     weight = k.get("weight_dtype")
-    if weight is not None:
-        ex["grad_reduce_dtype"] = {"float32": "fp32", "bfloat16": "bf16"}.get(weight, weight)
+    activations = k.get("dtype")  # the gradients are reduced at the matmuls' output, in `dtype`
+    if activations in ("float32", "bfloat16"):  # (frameworks/maxtext.toml grad_reduce_dtype)
+        ex["grad_reduce_dtype"] = {"float32": "fp32", "bfloat16": "bf16"}[activations]
     opt = k.get("opt_type")
     if opt is not None:
         if opt in ("adamw", "adam_pax"):
@@ -426,7 +427,7 @@ def _run_keys(layout: LaunchLayout) -> dict[str, object]:
     out["dtype"], quant = dtypes[layout.dtype]
     if quant:
         out["quantization"] = quant
-    out["weight_dtype"] = "bfloat16" if ex.grad_reduce_dtype == "bf16" else "float32"
+    out["weight_dtype"] = "bfloat16" if ex.optimizer == "sgd-plain" else "float32"
     not_remat = ex.recompute.startswith(("layer-", "keep:", "full-block:"))
     if not_remat or ex.recompute in ("selective", "op"):
         raise InputError(f"--emit maxtext: recompute policy {ex.recompute!r} is no remat_policy")
