@@ -10,7 +10,7 @@ tensorrt_llm/bench/tuning/heuristics.py calc_engine_setting, in GiB:
     engine      = the checkpoint's bytes
     available   = GPUs x device memory - engine,  or with attention DP each rank's
                   pp x device memory - engine / tp
-    requests    = f x available / (per_token x (ISL + OSL))      (f: --kv_cache_free_gpu_mem_fraction)
+    requests    = f x available / (per_token x (ISL + OSL))   (f: kv_cache_free_gpu_mem_fraction)
 finetune_setting: raw_bs = min(requests, 4096) / pp; raw_token = min(raw_bs (1 + ISL / OSL),
 32768); each rounded up on its tiers; then, with chunked prefill off (trtllm-bench's default),
 max_num_tokens = max(max_num_tokens, max ISL + max_batch_size) (general.py get_settings).
