@@ -133,14 +133,14 @@ def predict(
 
     eng = figures.engine if figures else engine(row["engine"])
     st = _steps(row, cache, figures)
-    chunk = int(row["chunk_tokens"])
+    max_batch, chunk = _limits(row)
     cfg = ServeConfig(
         rate_per_s=1e8,  # saturating (below the 1e9 limit of --rate)
         input_tokens=Lengths("fixed", float(row["input_tokens"])),
         output_tokens=Lengths("fixed", float(row["output_tokens"])),
         devices=int(row["devices"]),
         tp=int(row["tp"]),
-        max_batch=int(row["max_batch"]) * _per_rank(row),
+        max_batch=max_batch * _per_rank(row),
         chunk_tokens=chunk * _per_rank(row) or None,
         kv_reservation=eng.kv_reservation,
         ep=_layout(row)[0],
@@ -162,6 +162,30 @@ def predict(
     if metric == "tpot_s":
         return float(a.tpot_s[50])
     raise ValueError(f"unknown metric {metric}")
+
+
+def _limits(row: dict[str, str]) -> tuple[int, int]:
+    """(max batch, prefill tokens a step) of one engine rank: the row's own, or, where the row
+    names its checkpoint's quantization for trtllm-bench (column `trtllm_bench_quant`: a run
+    whose command line gives no --max_batch_size or --max_num_tokens), what trtllm-bench derives
+    for its dataset (serving/trtllm_bench.py), with its KV cache in fp8 where the row's is."""
+    quant = row.get("trtllm_bench_quant") or ""
+    if not quant:
+        return int(row["max_batch"]), int(row["chunk_tokens"])
+    from shardline.hardware import resolve_chip
+    from shardline.models import load_model
+    from shardline.serving.trtllm_bench import bench_settings
+
+    kv = row.get("kv_dtype") or row["dtype"]
+    s = bench_settings(
+        load_model(_model_ref(row)),
+        quant,
+        "FP8" if kv == "fp8" else None,
+        (int(row["tp"]), 1, _layout(row)[1] > 1),
+        float(resolve_chip(row["hw"]).capacity_bytes),
+        (float(row["input_tokens"]), float(row["output_tokens"])),
+    )
+    return s.max_batch, s.max_num_tokens
 
 
 def _per_rank(row: dict[str, str]) -> int:
@@ -450,8 +474,8 @@ NOTES = [
     "with expert parallelism over n GPUs, priced as `--tp n --ep n --attention-dp n`) are runs of",
     "a fixed number of requests queued at once (the overview's dataset table: 3,000 at 1024/1024,",
     "taken for 1000/1000 too, and 1,500 at 8192/1024 and 1024/8192), simulated step by step to",
-    "the last token, with TensorRT-LLM's max batch (2,048) and max tokens (8,192) per",
-    "attention-DP rank, as its DeepSeek-R1 blog states them. The two dense Llama 3.3 70B FP4 rows",
+    "the last token, with the max batch and max tokens per attention-DP rank that trtllm-bench",
+    "picks itself (below). The two dense Llama 3.3 70B FP4 rows",
     "on one B200 are -6.1% and -0.6%: the B200 chip file holds a measured NVFP4 GEMM rate (3370",
     "TFLOP/s, FlashInfer's mm_fp4 on B200, 37% of the fp4 peak where its fp8 and bf16 rates are",
     "76-78%). Three facts of these runs are priced: a step in fp4 runs its fused",
@@ -466,10 +490,28 @@ NOTES = [
     "sequences runs the 1,024 graph: TensorRT-LLM's model engine fills the batch with one dummy",
     "generation request repeated, which runs every token-proportional kernel and reads no KV",
     "(serving/steptimes.py padded_decode_s; the TensorRT-LLM MoE rows 1 to 11 points lower).",
-    "The overview's 20 MoE rows are 19.6% off (median), all but one too fast: from -1.6%",
-    "(Qwen3-235B on four H200s, 1000/1000)",
-    "to +83.5% (DeepSeek-R1 on eight H200s, 1000/1000); the Hopper DEP4 rows are close (-1.6% to",
-    "+17.7%), the Hopper DEP8 rows not (+17.7% to +83.5%), the B200 rows from +1.0% to +53.8%.",
+    "Both overviews run `trtllm-bench throughput` with no --max_batch_size or --max_num_tokens,",
+    "so the tool picks them (bench/benchmark/utils/general.py get_settings; its heuristic,",
+    "bench/tuning/heuristics.py, in src/shardline/serving/trtllm_bench.toml with a source per",
+    "figure): for an NVFP4, FP8 or unquantized checkpoint the requests of the dataset's ISL + OSL",
+    "that 0.9 of the memory the checkpoint leaves holds (an MLA cache by its latent; with",
+    "attention DP each rank by itself, its KV heads counted as max(tp, KV heads)), rounded up on",
+    "its tiers, and max_num_tokens from that batch, at least the prompt plus the batch since",
+    "trtllm-bench leaves chunked prefill off; BuildConfig's 2,048 and 8,192 for gpt-oss's MXFP4",
+    "(column trtllm_bench_quant; serving/trtllm_bench.py). It moves the Hopper DEP8 rows, whose",
+    "ranks the heuristic caps below the 375 sequences a rank the run would otherwise hold",
+    "(Qwen3-235B on eight H100s 128 a rank: +42.2% to +23.8%; DeepSeek-R1 on eight H200s 768 a",
+    "rank but 2,048 prefill tokens a step: +83.5% to +75.8%); the dense rows by less than a point",
+    "(Llama 3.1 8B at 128/128 on an H200 runs 4,096 sequences where it ran 2,048, but its decode",
+    "step is compute-bound there: 36.3 ms at 2,048, 70.8 ms at 4,096). The earlier form of",
+    "the heuristic (bench/build/tuning.py) counted DeepSeek's cache as 128 heads of 56 and the",
+    "whole replica's memory: 64 sequences a rank at 1024/8192 on four B200s, where reading the",
+    "experts alone (94 GB a rank at 4.8 TB/s, 20 ms a step) caps the run at 3,200 tokens/s per",
+    "GPU against the 3,862 measured; so the current form is taken.",
+    "The overview's 20 MoE rows, all but two too fast: from -4.2% (DeepSeek-R1 on four B200s,",
+    "1000/1000) to +75.8% (DeepSeek-R1 on eight H200s, 1000/1000); the Hopper DEP4 rows are close",
+    "(-2.0% to +17.7%), the Hopper DEP8 rows less so (+17.7% to +75.8%), the B200 rows from -4.2%",
+    "to +54.0%.",
     "Two mechanisms the model lacks,",
     "found and not priced: the same table runs Qwen3-30B-A3B at 1000/1000 slower on GB200 than on",
     "B200 (22,856 against 26,971 tokens/s per GPU) although GB200's GPU is the faster one, and",

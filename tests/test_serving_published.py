@@ -131,3 +131,23 @@ def test_llama_2_7b_file_is_the_published_model() -> None:
     assert by_hand == 6_738_415_616 == params_total(spec)
     assert (spec.kv_heads, spec.head_dim) == (32, 128)
     assert 16 * 4096 * (2 * layers * spec.kv_heads * spec.head_dim * 2) == 32 * 2**30
+
+
+def test_trtllm_bench_rows_take_the_tools_own_limits() -> None:
+    """The TensorRT-LLM overviews run `trtllm-bench throughput` with no --max_batch_size or
+    --max_num_tokens, so their rows name the checkpoint's quantization for trtllm-bench's own
+    choice (serving/trtllm_bench.py) and leave max_batch and chunk_tokens empty; gpt-oss's MXFP4
+    experts are W4A8_MXFP4_MXFP8 on Blackwell, DeepSeek-R1's own FP8 weights are block-scaled."""
+    named = [r for r in _rows() if r["trtllm_bench_quant"]]
+    assert {r["trtllm_bench_quant"] for r in named} == {
+        "NVFP4",
+        "FP8",
+        "FP8_BLOCK_SCALES",
+        "W4A8_MXFP4_MXFP8",
+    }
+    for r in named:
+        assert "perf-overview.md" in r["source"], r["name"]
+        assert r["max_batch"] == r["chunk_tokens"] == "", r["name"]
+        assert ("gpt-oss" in r["model"]) == (r["trtllm_bench_quant"] == "W4A8_MXFP4_MXFP8")
+    overview = [r for r in _rows() if "perf-overview.md" in r["source"]]
+    assert len(named) == len(overview) == 22 + 60
