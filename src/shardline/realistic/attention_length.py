@@ -33,8 +33,9 @@ def _interp_log2(lengths: tuple[float, ...], values: tuple[float, ...], length: 
         return values[0]
     if length >= lengths[-1]:
         return values[-1]
-    for (l0, v0), (l1, v1) in zip(zip(lengths, values), zip(lengths[1:], values[1:])):
-        if length <= l1:
+    for i in range(1, len(lengths)):
+        if length <= lengths[i]:
+            l0, l1, v0, v1 = lengths[i - 1], lengths[i], values[i - 1], values[i]
             t = (math.log2(length) - math.log2(l0)) / (math.log2(l1) - math.log2(l0))
             return v0 + t * (v1 - v0)
     return values[-1]
@@ -43,9 +44,7 @@ def _interp_log2(lengths: tuple[float, ...], values: tuple[float, ...], length: 
 def length_ratios(length: float) -> list[float]:
     """Each measured kernel's rate at `length` over its rate at the reference length."""
     reference, kernels = _table()
-    return [
-        _interp_log2(ls, vs, length) / _interp_log2(ls, vs, reference) for ls, vs in kernels
-    ]
+    return [_interp_log2(ls, vs, length) / _interp_log2(ls, vs, reference) for ls, vs in kernels]
 
 
 def attention_length_factor(length: float) -> float:
