@@ -330,8 +330,16 @@ def protocol_bus(lib: Library, group: Group, bus: float, p: int) -> float:
 def collective_channels(lib: Library, group: Group) -> int:
     """The collective channels a group runs: the run's own where it pins them
     (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS, e.g. 8 in Google's GPUDirect-TCPX nccl-tests script,
-    google/nccl-plugin-gpudirecttcpx scripts/run-nccl.sh), else the library file's typical count."""
-    return int(group.channels or lib.factors["channels"])
+    google/nccl-plugin-gpudirecttcpx scripts/run-nccl.sh); across nodes of one GPU each, the
+    count the library's topology search settles on there where its file gives one
+    (`channels_one_gpu_per_node`: NCCL logs 4 on two nodes of one GPU); else the library file's
+    typical count for 8-GPU nodes."""
+    if group.channels:
+        return int(group.channels)
+    single = lib.factors.get("channels_one_gpu_per_node")
+    if single is not None and group.nodes > 1 and group.ppn == 1:
+        return int(single)
+    return int(lib.factors["channels"])
 
 
 def ramp(lib: Library, pair: Pair, group: Group, channels: int | None = None) -> Pair:
