@@ -78,7 +78,7 @@ def _ffn(r: dict[str, Any]) -> list[str]:
 def _seed003(r: dict[str, Any]) -> list[str]:
     p = _plans(r)
     mix, best = p["tp4-pp2-dp2"], p[r["recommended"]]
-    assert r["recommended"] == "tp4-dp2-fsdp2"
+    assert r["recommended"] == "tp8-pp2"
     return [
         f"`tp4-pp2-dp2`, {ms(mix['latency_s'])}\nms against {ms(best['latency_s'])} ms",
         f"{ms(mix['predicted_s'])} ms against {ms(best['predicted_s'])} ms",
