@@ -432,3 +432,29 @@ def test_pinned_channels_set_the_network_ramp() -> None:
     assert _pair("ring", "all_gather", _two_nodes()).net_half_bytes == 16 * MIB4
     plateau = _pair("ring", "all_reduce", pinned)
     assert plateau.plateau_from_bytes == 64.0 * 8 * 16
+
+
+def test_one_gpu_per_node_runs_the_channels_nccl_logs_there() -> None:
+    """Two nodes that hold one H100 and one 400 Gb/s NIC each: NCCL logs 4 collective channels there
+    (NVIDIA/nccl issue 1291, two GH200 nodes: 'nRanks 2 nNodes 2 localRanks 1', 'Channel
+    00/04'), so the Simple ring reaches half the network's bandwidth at 4 x NCCL_BUFFSIZE =
+    16 MiB, not at the 8-GPU node's 16 x 4 MiB = 64 MiB, and the multi-node plateau starts at
+    64 B x 4 channels x 2 ranks = 512 B. At 64 MiB the all-gather's bandwidth term is then
+    V / (alg x 64 / (64 + 16)) instead of V / (alg x 64 / (64 + 64))."""
+    from dataclasses import replace
+
+    one = Group(2, 2, "nvlink", RING_BUS, 48e9, None, False, "hopper", 11.4e-6, gpus_per_node=1)
+    ring = _pair("ring", "all_gather", one)
+    assert ring.net_half_bytes == 4 * MIB4 == 16 * 2**20
+    assert _pair("ring", "all_reduce", one).plateau_from_bytes == 64.0 * 4 * 2
+    v = 64 * 2**20
+    assert ring.time_s(v) == pytest.approx(
+        ring.latency_s + v / (ring.alg_bytes_per_s * 64 / (64 + 16)), rel=1e-12
+    )
+    # a count the run pins still wins; two GPUs a node keep the file's 16, and so does a group of
+    # one rank a node on nodes of 8 GPUs (a data-parallel group: its rank sees the node's 8 NICs)
+    assert _pair("ring", "all_gather", replace(one, channels=8)).net_half_bytes == 8 * MIB4
+    two = Group(4, 2, "nvlink", RING_BUS, 96e9, None, False, "hopper", 11.4e-6, gpus_per_node=2)
+    assert _pair("ring", "all_gather", two).net_half_bytes == 16 * MIB4
+    data_parallel = replace(one, gpus_per_node=8)
+    assert _pair("ring", "all_gather", data_parallel).net_half_bytes == 16 * MIB4

@@ -123,6 +123,7 @@ class Group:
     library_version: str = ""  # the library release that runs ("": not known, the current one)
     channels: int | None = None  # collective channels pinned by the run (None: the library's)
     fabric: str = ""  # the scale-out fabric word (ib, roce, efa, ...; "": none or not known)
+    gpus_per_node: int | None = None  # GPUs one node holds, in the group or not (None: not known)
 
     @property
     def ppn(self) -> int:
@@ -330,8 +331,18 @@ def protocol_bus(lib: Library, group: Group, bus: float, p: int) -> float:
 def collective_channels(lib: Library, group: Group) -> int:
     """The collective channels a group runs: the run's own where it pins them
     (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS, e.g. 8 in Google's GPUDirect-TCPX nccl-tests script,
-    google/nccl-plugin-gpudirecttcpx scripts/run-nccl.sh), else the library file's typical count."""
-    return int(group.channels or lib.factors["channels"])
+    google/nccl-plugin-gpudirecttcpx scripts/run-nccl.sh); across nodes that hold one GPU each,
+    the count the library's topology search settles on there where its file gives one
+    (`channels_one_gpu_per_node`: NCCL logs 4 on two nodes of one GPU and one NIC); else the
+    library file's typical count for 8-GPU nodes. A group of one rank a node on nodes of several
+    GPUs (a data-parallel group) keeps the typical count: its rank sees all the node's NICs,
+    which the one-GPU log does not cover."""
+    if group.channels:
+        return int(group.channels)
+    single = lib.factors.get("channels_one_gpu_per_node")
+    if single is not None and group.nodes > 1 and group.ppn == 1 and group.gpus_per_node == 1:
+        return int(single)
+    return int(lib.factors["channels"])
 
 
 def ramp(lib: Library, pair: Pair, group: Group, channels: int | None = None) -> Pair:

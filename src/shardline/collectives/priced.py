@@ -103,7 +103,8 @@ def group_for(
     nic, cpu = (so_.nic_bytes_per_s, so_.host_cpu) if so_ is not None else (None, None)
     shape = (ranks, nodes, link, up_w * eff, inter, nvls, sharp, generation, net_step, floor)
     fabric = so_.fabric if so_ is not None and nodes > 1 else ""
-    return Group(*shape, nic, cpu, library_version or lib.version, channels, fabric)
+    per_node = so_.devices_per_node if so_ is not None else None
+    return Group(*shape, nic, cpu, library_version or lib.version, channels, fabric, per_node)
 
 
 def _usable(
