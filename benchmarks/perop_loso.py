@@ -391,13 +391,21 @@ def _miss_lines(rows: list[Scored]) -> list[str]:
         "(`on_chip.matrix_vector_tiled`), so it pays the GEMM kernel floor, not the streaming "
         "one (MI300X, aiter PR 1092's fp8 rows: "
         f"{_pair(rows, 'gemm', ('aiter-pr-1092',), chip='mi300x')}).",
-        "- Not yet priced: how each harness treats the L2. `triton.testing.do_bench_cudagraph` "
+        "- Not yet priced: how each harness treats the L2 (each GEMM row's harness is its "
+        '`timing` column, docs/validation.md "Single GEMMs"). `triton.testing.do_bench_cudagraph` '
         "(the vLLM tables) clears no cache between replays (triton-lang/triton PR 8384), so "
         "weights that fit the L2 are read from it; DeepGEMM's `bench_kineto` memsets 8 GB before "
         "every call by default (deep_gemm/utils.py, `flush_l2=True`); `triton.testing.do_bench` "
-        "zeroes 256 MB before every call, and that queued kernel also hides the timed call's "
-        "launch (triton-lang/triton issue 404). A warm-L2 price needs the chip's L2 read rate: the "
-        "B200 file has none measured, and the H100 rows' weights (66-132 MB) exceed its 50 MB L2.",
+        "zeroes 256 MB before every call, and the call, queued behind that kernel, has its launch "
+        "hidden (python/triton/testing.py: `cache.zero_()`, then the event pair around the call). "
+        "A warm-L2 price needs the chip's L2 read rate: no published B200 L2 bandwidth "
+        "measurement was found (SemiAnalysisAI/microbench-blackwell measures HBM only; the "
+        "rmsnorm and softmax tables of NVIDIA/TileGym PRs 113, 118 and 126 on GB200 show "
+        "do_bench_cudagraph overstating bandwidth up to 1.6x against L2-flushed profiler timings, "
+        "a kernel's rate, not the L2's). The A100 file has no GEMM kernel floor (no published "
+        "A100 GEMM kernel time at tiny sizes was found), so the do_bench squares on A100 stay "
+        "priced eagerly: "
+        f"{_pair(rows, 'gemm', ('triton-issue-3551',), 'small')} on A100's small squares.",
         "",
     ]
 

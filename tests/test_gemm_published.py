@@ -199,3 +199,54 @@ def test_matrix_vector_runs_the_tiled_kernel_where_the_library_has_no_gemv() -> 
         times[tiled] = result.predicted_s
     assert times[False] == pytest.approx(1.3e-6 + q / 3e12)
     assert times[True] == pytest.approx(5e-6 + q / 3e12)
+
+
+def _harness_named_by(source: str) -> str:
+    """The harness a row's source text names (the `timing` column must agree with it)."""
+    if "do_bench_cudagraph" in source:
+        return "do_bench_cudagraph"
+    for words, timing in (
+        ("do_bench", "do_bench"),
+        ("bench_kineto", "kineto-flush"),
+        ("CUPTI", "cupti"),
+        ("torch.utils.benchmark", "torch-timer"),
+        ("back-to-back launches", "back-to-back"),
+        ("aiter's", "aiter-perftest"),
+    ):
+        if words in source:
+            return timing
+    return "unstated"
+
+
+def test_every_row_names_the_harness_its_source_text_names() -> None:
+    rows = BENCH.load_rows()
+    for r in rows:
+        assert r.timing in BENCH.TIMINGS, r
+        assert r.timing == _harness_named_by(r.source), r
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.timing] = counts.get(r.timing, 0) + 1
+    # triton issues 3551 and 3672 (5 squares each) and sglang PR 2752 (4 int8 rows) use do_bench;
+    # vLLM PRs 18778 and 19566 (14 rows each) and 49363 (8) replay CUDA graphs
+    assert counts["do_bench"] == 5 + 5 + 4
+    assert counts["do_bench_cudagraph"] == 14 + 14 + 8
+
+
+def test_an_unknown_harness_stops_the_benchmark(tmp_path: Path) -> None:
+    text = (ROOT / "benchmarks/data/gemm_published.csv").read_text(encoding="utf-8")
+    header, first = text.splitlines()[:2]
+    bad = first.replace(",graphs,cupti,", ",graphs,stopwatch,")
+    assert bad != first
+    path = tmp_path / "rows.csv"
+    path.write_text(f"{header}\n{bad}\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="unknown timing 'stopwatch'"):
+        BENCH.load_rows(path)
+
+
+def test_do_bench_window_against_the_cupti_kernel_on_h100() -> None:
+    """The H100 squares timed both ways: triton issue 3672's do_bench (fp16) and the OpenXLA
+    table's CUPTI kernel time (bf16, the same tensor-core peak): 2 x 512^3 / 28.630062e12 =
+    9.376 us against 2 x 512^3 / 40.721398e12 = 6.592 us."""
+    text = BENCH._window_excess(BENCH.load_rows())
+    assert "512^3: 9.38 us against 6.59 us" in text
+    assert "1024^3: 17.73 us against 9.09 us" in text
