@@ -65,6 +65,9 @@ TIMINGS = {
     "aiter-perftest": "aiter's perftest (tuner): kernel time alone; L2 state not stated in the row",
     "unstated": "the publication does not say how it timed",
 }
+# The harnesses that leave the operands in the L2 for the next call: their rows are priced with
+# `--warm-l2` (operands that fit the L2 read at its resident-read rate).
+WARM_L2_TIMINGS = frozenset({"do_bench_cudagraph", "torch-timer"})
 
 
 @dataclass(frozen=True)
@@ -129,10 +132,10 @@ def _timing(name: str, path: Path) -> str:
     return name
 
 
-def predict_row(row: Row, chip: Any = None) -> Row:
+def predict_row(row: Row, chip: Any = None, warm_l2: bool | None = None) -> Row:
     """The row with shardline's realistic time (`shardline matmul M K N --hw CHIP ...`); `chip`, a
     Chip, stands in for the row's catalog chip (benchmarks/perop_loso.py: without the figures of
-    the row's own source)."""
+    the row's own source); `warm_l2`, when given, overrides the row's harness (WARM_L2_TIMINGS)."""
     from dataclasses import replace
 
     from shardline.basics.options import Precision
@@ -153,7 +156,8 @@ def predict_row(row: Row, chip: Any = None) -> Row:
         )
     else:
         result = matmul(row.m, row.k, row.n, hw=chip or row.chip, compute_dtype=row.dtype, **dtypes)
-    predicted = with_prediction(result, launch=row.launch).predicted_s
+    warm = row.timing in WARM_L2_TIMINGS if warm_l2 is None else warm_l2
+    predicted = with_prediction(result, launch=row.launch, warm_l2=warm).predicted_s
     return replace(row, predicted_s=float(predicted))
 
 
@@ -251,6 +255,14 @@ def _timing_lines(rows: list[Row]) -> list[str]:
     return lines
 
 
+def _span_median(rows: list[Row]) -> str:
+    """'a% to b%, median |error| c%' over `rows`."""
+    if not rows:
+        return "-"
+    median = statistics.median(abs(r.error) for r in rows)
+    return f"{_span(rows)}, median |error| {median:.1%}"
+
+
 def _out_of_source_notes(rows: list[Row]) -> list[str]:
     """Residuals of the rows added as out-of-source checks (benchmarks/perop_loso.py)."""
     triton = ("triton-issue-3672", "triton-issue-3551")
@@ -307,7 +319,9 @@ def section(rows: list[Row], stats: dict[str, dict[str, float]], date: str) -> s
         "`shardline einsum 'a[G,M,K] * b[G,K,N] -> out[G,M,N]'`), "
         "with `--cuda-graphs` for rows timed as kernel time alone (profiler "
         "kernel durations, graph replay) and without it for rows timed over back-to-back "
-        "launches. Nothing in the chip files is fitted to these rows: the achievable rates, "
+        "launches, and `--warm-l2` for rows whose harness leaves the operands in the L2 "
+        "(`timing` do_bench_cudagraph and torch-timer, below). "
+        "Nothing in the chip files is fitted to these rows: the achievable rates, "
         "bandwidths and launch figures come from their own sources (the chip files name them); "
         "the shapes that are themselves the source of a chip figure are left out (MI300X fp8 "
         "8192^3, its achievable fp8 rate; the OpenXLA tables' shortest kernels, H100 bf16 256^3 "
@@ -319,17 +333,31 @@ def section(rows: list[Row], stats: dict[str, dict[str, float]], date: str) -> s
         "the largest dimension), square (the rest).",
         "",
     ]
+    decode = [
+        r
+        for r in rows
+        if r.chip == "b200" and r.timing == "do_bench_cudagraph" and 16 <= r.m <= 512
+    ]
+    gemv = [r for r in rows if r.chip == "b200" and r.timing == "do_bench_cudagraph" and r.m == 1]
+    h100_warm = [r for r in rows if r.timing == "torch-timer" and r.n == r.k == 4096]
     notes = [
         "",
         "What the residuals say:",
         "",
         "- Decode-shaped GEMMs on B200 timed by CUDA-graph replay (the vLLM tables, M = 16..512, "
-        "33-50 MB of weights) come out 25-50% slow: the benchmark replays the same GEMM, and the "
-        "weights stay in B200's 126 MB L2, so they stream at L2 rather than HBM speed. The model "
-        "streams them from HBM, as they would in a model where other layers evict them. On H100 "
-        "(50 MB L2) the 132 MB gemma weights do not fit and the same rows are within 15%.",
+        "17-61 MB in all): the benchmark replays the same GEMM, and the operands stay in the L2 "
+        '(93.8 MB of it at speed, 18.8 TB/s: docs/prediction.md, "Warm L2"). Priced so they '
+        "come out "
+        + _span_median(decode)
+        + "; streamed from HBM, as in a model whose other layers evict them, they came out "
+        + _span_median([predict_row(r, warm_l2=False) for r in decode])
+        + ". What is left at M = 128..512 in bf16 is the tiles' time, not the operands'. On "
+        "H100 the 66-132 MB gemma weights exceed the 41.4 MB its L2 holds at speed and those "
+        "rows stay within 15%.",
         "- M = 1 is predicted as a streaming kernel (matrix-vector product: the streaming floor, "
-        "1.26 us); cuBLAS and CUTLASS run a GEMM kernel there and take 5-12 us on B200.",
+        "1.26 us), on B200 from a warm L2 ("
+        + _span(gemv)
+        + "); cuBLAS and CUTLASS run a GEMM kernel there and take 5-12 us on B200.",
         "- DeepGEMM's fp8 kernels with K = 2048 finish in 6.4-7.4 us on H800, below the 5.2 us "
         "GEMM floor plus their weight traffic: that library's floor is lower than the OpenXLA "
         "table's.",
@@ -349,13 +377,13 @@ def section(rows: list[Row], stats: dict[str, dict[str, float]], date: str) -> s
         *_out_of_source_notes(rows),
         "",
         "How each row was timed (`timing` in the CSV, from the harness's code or the row's "
-        "publication). Not priced beyond the launch mode: a warm L2 would need the chip's L2 read "
-        "rate, which the B200 file does not have (no published B200 L2 bandwidth measurement was "
-        "found). On H100 the do_bench_cudagraph rows' weights (66-132 MB) exceed its 50 MB L2; "
-        "the torch-timer rows of vLLM PR 5144 at N = K = 4096 (17 MB of fp8 weights, which fit) "
-        "come out "
-        + _span([r for r in rows if r.timing == "torch-timer" and r.n == r.k == 4096])
-        + ".",
+        "publication). The rows of harnesses that clear no cache between calls "
+        f"({', '.join(sorted(WARM_L2_TIMINGS))}) are priced with `--warm-l2`. On H100 the "
+        "torch-timer rows of vLLM PR 5144 at N = K = 4096 (17 MB, which fit) come out "
+        + _span(h100_warm)
+        + " (from HBM: "
+        + _span([predict_row(r, warm_l2=False) for r in h100_warm])
+        + "); its 45.4 MB rows (K = 11008) exceed the 41.4 MB the L2 holds at speed.",
         "",
         *_timing_lines(rows),
         "",

@@ -337,6 +337,8 @@ def _on_chip(r: ChipReader) -> OnChip:
         gemm_epilogue_overlapped=_opt_bool(r, "on_chip.gemm_epilogue_overlapped"),
         matrix_vector_tiled=_opt_bool(r, "on_chip.matrix_vector_tiled"),
         tile_feed_bytes_per_s=opt_float(r.number("on_chip.tile_feed_bytes_per_s")),
+        l2_read_bytes_per_s=opt_float(r.number("on_chip.l2_read_bytes_per_s")),
+        l2_resident_bytes=opt_float(r.number("on_chip.l2_resident_bytes")),
     )
 
 

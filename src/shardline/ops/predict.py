@@ -18,7 +18,11 @@ or a file written by `shardline calibrate`) and adds what the lower bound leaves
   bytes/s`), timed by `kernel_time_s` under the caller's launch mode: launched eagerly,
   `max(launch_overhead_s, floor) + work`; replayed from a CUDA graph, `floor + work`, the floor
   being the chip's `gemm_kernel_floor_s` for a tiled kernel and `kernel_floor_s` for a streaming
-  one (docs/prediction.md, "Launch mode").
+  one (docs/prediction.md, "Launch mode"). With a warm L2 (`warm_l2`: a benchmark that replays
+  one kernel on the same buffers without clearing the cache) a working set that fits what the L2
+  holds at speed (`on_chip.l2_resident_bytes`, else `l2_bytes`) is read at its resident-read
+  rate (`on_chip.resident_read_bytes_per_s`), all of it; a larger one evicts itself and streams
+  from HBM, as `pack_read_time` prices a CPU's packing pass (docs/prediction.md, "Warm L2").
 - TPU: the MXU pads M, K and N to its size (128, or 256 on v6e); no waves (one or two cores).
 - CPU (a calibrated file): a BLAS call costs a fixed per-call overhead, then packs both inputs
   into its blocked layout, then runs the math at the measured rate: `t = t_call + t_pack + F/P`.
@@ -228,6 +232,7 @@ class _Setup:
     rate: Scalar  # achievable FLOP/s of the compute dtype
     mem_rate: float  # achievable memory bytes/s
     cuda_graphs: bool = False  # kernels replayed from a CUDA graph (GPU only)
+    warm_l2: bool = False  # operands left in the L2 by the previous call (GPU only)
 
 
 # (t_overhead, t_work, compute side?, the kind's named terms)
@@ -333,6 +338,16 @@ def _best_gpu_tiles(c: _Setup, rate: Scalar) -> dict[str, Scalar]:
     }
 
 
+def _gpu_memory_time(c: _Setup) -> Scalar:
+    """Seconds to move the GEMM's bytes: from HBM at the achievable rate, or, with a warm L2
+    whose resident-read rate the chip file has, from the L2 where they all fit it."""
+    oc = c.chip.on_chip
+    held = oc.l2_resident_bytes or oc.l2_bytes
+    if not c.warm_l2 or not held or not oc.resident_read_bytes_per_s:
+        return c.q_bytes / c.mem_rate
+    return pack_read_time(c.q_bytes, held, oc.resident_read_bytes_per_s, c.mem_rate)
+
+
 def _gpu_terms(c: _Setup) -> _KindTerms:
     """GPU: the best of the library's tiles and split-K factors, waves over the SMs, one kernel
     timed by `kernel_time_s` (its overhead here, the work in `max(t_compute, t_memory)`)."""
@@ -352,7 +367,7 @@ def _gpu_terms(c: _Setup) -> _KindTerms:
         kernel_overhead_s(c.chip, cuda_graphs=c.cuda_graphs, gemm=True),
     ) * np.ones_like(m)
     t_math = np.where(plain, c.flops / (c.rate * align_eff), best["t"])
-    t_memory = c.q_bytes / c.mem_rate
+    t_memory = _gpu_memory_time(c)
     terms = {
         "model": f"gpu: best of {len(GPU_TILE_CANDIDATES)} library tiles, waves over "
         f"{cores} SMs, "
@@ -378,10 +393,11 @@ _KIND_MODELS = {"cpu": _cpu_terms, "tpu": _tpu_terms}
 
 
 def predict_gemm(
-    chip: Chip, work: GemmWork, t_lower_s: Scalar, *, launch: str = "eager"
+    chip: Chip, work: GemmWork, t_lower_s: Scalar, *, launch: str = "eager", warm_l2: bool = False
 ) -> dict[str, Any]:
     """The realistic time of a (batched) GEMM on one chip, as a dict of named terms (arrays).
-    `launch`: "eager" (the default) or "graphs" (CUDA-graph replay; GPUs only)."""
+    `launch`: "eager" (the default) or "graphs" (CUDA-graph replay; GPUs only). `warm_l2`: the
+    operands are left in the L2 by the previous call (GPUs only; module docstring)."""
     cuda_graphs = check_launch(launch)
     compute_dtype = work.compute_dtype
     if work.vector_rate is not None:  # elementwise work: the vector units' peak (no measurement)
@@ -412,6 +428,7 @@ def predict_gemm(
         rate=rate,
         mem_rate=mem_rate,
         cuda_graphs=cuda_graphs,
+        warm_l2=warm_l2,
     )
     t_overhead, t_work, compute_side, kind_terms = _KIND_MODELS.get(chip.kind, _gpu_terms)(setup)
     if chip.kind in _KIND_MODELS:
@@ -442,11 +459,15 @@ def _scalarize(value: object) -> object:
     return value
 
 
-def with_prediction(result: RooflineResult, *, launch: str = "eager") -> RooflineResult:
+def with_prediction(
+    result: RooflineResult, *, launch: str = "eager", warm_l2: bool = False
+) -> RooflineResult:
     """The roofline result with `predicted_s`, `predicted_bound` and the named terms in
     `prediction` (which also repeats the lower bound, so that the two are never confused).
     `launch`: "eager" (kernels launched one by one, the default) or "graphs" (replayed from a
-    CUDA graph: the launch overhead hidden, the per-kernel floor kept)."""
+    CUDA graph: the launch overhead hidden, the per-kernel floor kept). `warm_l2`: the operands
+    are left in the L2 by the previous call (a benchmark replaying one kernel on the same
+    buffers; GPUs only): where they fit it they are read at the L2's resident-read rate."""
     chip = result.chip
     if chip is None:
         return result
@@ -475,7 +496,7 @@ def with_prediction(result: RooflineResult, *, launch: str = "eager") -> Rooflin
         contracted=bool(spec.contracted) and not spec.is_unary,
         vector_rate=result.hardware.flops_per_s if result.compute_unit == "vector" else None,
     )
-    terms = predict_gemm(chip, work, result.t_lower_s, launch=launch)
+    terms = predict_gemm(chip, work, result.t_lower_s, launch=launch, warm_l2=warm_l2)
     vector = any(
         isinstance(v, np.ndarray)
         for v in (*result.dims.values(), result.dtypes["compute"], result.flops)
