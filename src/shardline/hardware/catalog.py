@@ -162,9 +162,7 @@ SCHEMA_VERSIONS = (1,)
 
 def _check_schema(r: ChipReader) -> None:
     version = r.data.get("schema")
-    if version is None:
-        return
-    if isinstance(version, bool) or version not in SCHEMA_VERSIONS:
+    if version is not None and (isinstance(version, bool) or version not in SCHEMA_VERSIONS):
         raise r.fail(
             "schema",
             f"is {version!r}, a format version this shardline does not read (it reads "

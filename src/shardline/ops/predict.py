@@ -50,6 +50,7 @@ from shardline.basics.values import Scalar, Words
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.ops.achievable import achievable_rate
+from shardline.ops.cache_reads import gpu_read_time, pack_read_time, stream_time
 from shardline.ops.einsum import parse_einsum
 from shardline.ops.roofline import RooflineResult
 from shardline.ops.tiling import GPU_TILE_CANDIDATES, SPLIT_K, Gemm, choose_gpu_tile, gpu_tile_time
@@ -123,34 +124,6 @@ def kernel_time_s(chip: Chip, work_s: Scalar, *, cuda_graphs: bool, gemm: bool =
     if isinstance(work_s, np.ndarray):
         return overhead + work_s
     return overhead + float(work_s)
-
-
-def stream_time(
-    q_bytes: Any, cache_bytes: float | None, cache_bytes_per_s: float | None, mem_bytes_per_s: float
-) -> Scalar:
-    """Seconds to stream Q bytes once: the part that the cache holds at the cache rate, the rest at
-    the memory rate, `min(Q, C)/W_cache + max(Q - C, 0)/W_mem` (no cache: `Q/W_mem`)."""
-    q = np.asarray(q_bytes, dtype=np.float64)
-    if not cache_bytes or not cache_bytes_per_s:
-        return q / mem_bytes_per_s
-    return (
-        np.minimum(q, cache_bytes) / cache_bytes_per_s
-        + np.maximum(q - cache_bytes, 0.0) / mem_bytes_per_s
-    )
-
-
-def pack_read_time(
-    input_bytes: Scalar,
-    cache_bytes: float | None,
-    cache_bytes_per_s: float | None,
-    mem_bytes_per_s: float,
-) -> Scalar:
-    """Seconds to read a BLAS call's inputs for packing: from the cache when they fit it, else all
-    from memory (a packing pass over more than the cache evicts its own data before reuse)."""
-    q = np.asarray(input_bytes, dtype=np.float64)
-    if not cache_bytes or not cache_bytes_per_s:
-        return q / mem_bytes_per_s
-    return np.where(q <= cache_bytes, q / cache_bytes_per_s, q / mem_bytes_per_s)
 
 
 def _as_array(value: object) -> np.ndarray:
@@ -338,16 +311,6 @@ def _best_gpu_tiles(c: _Setup, rate: Scalar) -> dict[str, Scalar]:
     }
 
 
-def _gpu_memory_time(c: _Setup) -> Scalar:
-    """Seconds to move the GEMM's bytes: from HBM at the achievable rate, or, with a warm L2
-    whose resident-read rate the chip file has, from the L2 where they all fit it."""
-    oc = c.chip.on_chip
-    held = oc.l2_resident_bytes or oc.l2_bytes
-    if not c.warm_l2 or not held or not oc.resident_read_bytes_per_s:
-        return c.q_bytes / c.mem_rate
-    return pack_read_time(c.q_bytes, held, oc.resident_read_bytes_per_s, c.mem_rate)
-
-
 def _gpu_terms(c: _Setup) -> _KindTerms:
     """GPU: the best of the library's tiles and split-K factors, waves over the SMs, one kernel
     timed by `kernel_time_s` (its overhead here, the work in `max(t_compute, t_memory)`)."""
@@ -367,7 +330,11 @@ def _gpu_terms(c: _Setup) -> _KindTerms:
         kernel_overhead_s(c.chip, cuda_graphs=c.cuda_graphs, gemm=True),
     ) * np.ones_like(m)
     t_math = np.where(plain, c.flops / (c.rate * align_eff), best["t"])
-    t_memory = _gpu_memory_time(c)
+    t_memory = (
+        gpu_read_time(c.chip, c.q_bytes, c.mem_rate, warm_l2=True)
+        if c.warm_l2
+        else c.q_bytes / c.mem_rate
+    )
     terms = {
         "model": f"gpu: best of {len(GPU_TILE_CANDIDATES)} library tiles, waves over "
         f"{cores} SMs, "
