@@ -49,6 +49,8 @@ SOURCES = ROOT / "benchmarks" / "data" / "perop_sources.toml"
 LIBRARIES = ROOT / "src" / "shardline" / "collectives" / "libraries"
 DOC = ROOT / "docs" / "validation.md"
 HEADING = "## Per-op truth out of source"
+# the vLLM kernel-benchmark tables on B200 (triton do_bench_cudagraph: a warm L2)
+VLLM_B200 = ("vllm-pr-18778", "vllm-pr-19566")
 _US = 1e-6
 
 
@@ -334,6 +336,17 @@ def _pair(
     return f"{inside:.1%} -> {outside:.1%} ({len(members)} rows)"
 
 
+def _cold_median(source_ids: tuple[str, ...], chip: str) -> float:
+    """Median |error| of those sources' GEMM rows on `chip` in sample, priced without a warm L2."""
+    return _median(
+        [
+            bench_gemm.predict_row(r, warm_l2=False).error
+            for r in bench_gemm.load_rows()
+            if r.source_id in source_ids and r.chip == chip
+        ]
+    )
+
+
 def _miss_lines(rows: list[Scored]) -> list[str]:
     """Where leaving a source out moves the medians, and the figure behind each move."""
     return [
@@ -391,13 +404,25 @@ def _miss_lines(rows: list[Scored]) -> list[str]:
         "(`on_chip.matrix_vector_tiled`), so it pays the GEMM kernel floor, not the streaming "
         "one (MI300X, aiter PR 1092's fp8 rows: "
         f"{_pair(rows, 'gemm', ('aiter-pr-1092',), chip='mi300x')}).",
-        "- Not yet priced: how each harness treats the L2. `triton.testing.do_bench_cudagraph` "
-        "(the vLLM tables) clears no cache between replays (triton-lang/triton PR 8384), so "
-        "weights that fit the L2 are read from it; DeepGEMM's `bench_kineto` memsets 8 GB before "
-        "every call by default (deep_gemm/utils.py, `flush_l2=True`); `triton.testing.do_bench` "
-        "zeroes 256 MB before every call, and that queued kernel also hides the timed call's "
-        "launch (triton-lang/triton issue 404). A warm-L2 price needs the chip's L2 read rate: the "
-        "B200 file has none measured, and the H100 rows' weights (66-132 MB) exceed its 50 MB L2.",
+        "- How each harness treats the L2 (each GEMM row's harness is its `timing` column, "
+        'docs/validation.md "Single GEMMs"): `triton.testing.do_bench_cudagraph` (the vLLM '
+        "tables) clears no cache between replays (triton-lang/triton PR 8384) and "
+        "`torch.utils.benchmark.Timer` none between calls, so operands that fit the L2 are read "
+        'from it: those rows are priced with `--warm-l2` (docs/prediction.md, "Warm L2"), at '
+        "the rate and up to the size a replayed-read benchmark holds (te42kyfo/gpu-benches "
+        "`gpu-l2-cache`: on H200, H100's die, 9.8 TB/s up to 41.4 MB; on GB200, B200's die pair, "
+        "18.8 TB/s up to 93.8 MB, xxrjun/gpu-benches `gb200.txt`; neither publishes GEMM rows "
+        "here). B200 decode GEMMs of the vLLM tables: "
+        f"{_pair(rows, 'gemm', VLLM_B200, chip='b200')}; priced from HBM, "
+        f"{_cold_median(VLLM_B200, 'b200'):.1%} in sample. "
+        "DeepGEMM's `bench_kineto` memsets 8 GB before every call by default (deep_gemm/utils.py, "
+        "`flush_l2=True`) and `triton.testing.do_bench` zeroes 256 MB: their rows stay cold. "
+        "do_bench queues the call behind that kernel, which hides its launch "
+        "(python/triton/testing.py: `cache.zero_()`, then the event pair around the call), yet "
+        "its windows on H100 hold 3-9 us more than the OpenXLA table's CUPTI kernel at the same "
+        "squares; the A100 file has no GEMM kernel floor (no published A100 GEMM kernel time at "
+        "tiny sizes was found), so the do_bench squares keep the eager price: "
+        f"{_pair(rows, 'gemm', ('triton-issue-3551',), 'small')} on A100's small squares.",
         "",
     ]
 

@@ -199,3 +199,116 @@ def test_matrix_vector_runs_the_tiled_kernel_where_the_library_has_no_gemv() -> 
         times[tiled] = result.predicted_s
     assert times[False] == pytest.approx(1.3e-6 + q / 3e12)
     assert times[True] == pytest.approx(5e-6 + q / 3e12)
+
+
+def _harness_named_by(source: str) -> str:
+    """The harness a row's source text names (the `timing` column must agree with it)."""
+    if "do_bench_cudagraph" in source:
+        return "do_bench_cudagraph"
+    for words, timing in (
+        ("do_bench", "do_bench"),
+        ("bench_kineto", "kineto-flush"),
+        ("CUPTI", "cupti"),
+        ("torch.utils.benchmark", "torch-timer"),
+        ("back-to-back launches", "back-to-back"),
+        ("aiter's", "aiter-perftest"),
+    ):
+        if words in source:
+            return timing
+    return "unstated"
+
+
+def test_every_row_names_the_harness_its_source_text_names() -> None:
+    rows = BENCH.load_rows()
+    for r in rows:
+        assert r.timing in BENCH.TIMINGS, r
+        assert r.timing == _harness_named_by(r.source), r
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.timing] = counts.get(r.timing, 0) + 1
+    # triton issues 3551 and 3672 (5 squares each) and sglang PR 2752 (4 int8 rows) use do_bench;
+    # vLLM PRs 18778 and 19566 (14 rows each) and 49363 (8) replay CUDA graphs
+    assert counts["do_bench"] == 5 + 5 + 4
+    assert counts["do_bench_cudagraph"] == 14 + 14 + 8
+
+
+def test_an_unknown_harness_stops_the_benchmark(tmp_path: Path) -> None:
+    text = (ROOT / "benchmarks/data/gemm_published.csv").read_text(encoding="utf-8")
+    header, first = text.splitlines()[:2]
+    bad = first.replace(",graphs,cupti,", ",graphs,stopwatch,")
+    assert bad != first
+    path = tmp_path / "rows.csv"
+    path.write_text(f"{header}\n{bad}\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="unknown timing 'stopwatch'"):
+        BENCH.load_rows(path)
+
+
+def test_do_bench_window_against_the_cupti_kernel_on_h100() -> None:
+    """The H100 squares timed both ways: triton issue 3672's do_bench (fp16) and the OpenXLA
+    table's CUPTI kernel time (bf16, the same tensor-core peak): 2 x 512^3 / 28.630062e12 =
+    9.376 us against 2 x 512^3 / 40.721398e12 = 6.592 us."""
+    text = BENCH._window_excess(BENCH.load_rows())
+    assert "512^3: 9.38 us against 6.59 us" in text
+    assert "1024^3: 17.73 us against 9.09 us" in text
+
+
+def test_warm_l2_reads_a_resident_working_set_at_the_l2_rate(capsys) -> None:  # type: ignore[no-untyped-def]
+    """`--warm-l2` (a benchmark replaying one kernel on the same buffers): B200 fp8 16 x 4096 x
+    4096 with bf16 out moves 16*4096 + 4096*4096 + 2*16*4096 = 16,973,824 B, within the 93.8e6 B
+    the B200 L2 holds at speed (gb200.txt), so it is read at 18.8e12 B/s instead of HBM's
+    7.26e12; a 201 MB working set (bf16 1 x 4096 x 24576) evicts itself and stays at HBM's."""
+    q = 16 * 4096 + 4096 * 4096 + 2 * 16 * 4096
+    assert q == 16_973_824
+    r = matmul(16, 4096, 4096, hw="b200", dtype="fp8", out_dtype="bf16")
+    cold = with_prediction(r, launch="graphs")
+    warm = with_prediction(r, launch="graphs", warm_l2=True)
+    assert cold.prediction["t_memory_s"] == pytest.approx(q / 7.26e12)
+    assert warm.prediction["t_memory_s"] == pytest.approx(q / 18.8e12)
+    assert warm.predicted_s < cold.predicted_s
+    big = matmul(1, 4096, 24576, hw="b200", dtype="bf16")
+    q_big = 2 * (4096 + 4096 * 24576 + 24576)
+    assert q_big > 93.8e6
+    for warm_l2 in (False, True):
+        terms = with_prediction(big, launch="graphs", warm_l2=warm_l2).prediction
+        assert terms["t_memory_s"] == pytest.approx(q_big / 7.26e12)
+    out = {}
+    for flag in ([], ["--warm-l2"]):
+        cmd = ["matmul", "16", "4096", "4096", "--hw", "b200", "--dtype", "fp8", "--out-dtype"]
+        assert main([*cmd, "bf16", "--cuda-graphs", "--json", *flag]) == 0
+        out[bool(flag)] = json.loads(capsys.readouterr().out)["predicted_s"]
+    assert out[False] == pytest.approx(cold.predicted_s)
+    assert out[True] == pytest.approx(warm.predicted_s)
+
+
+def test_warm_l2_on_h100_uses_its_l2_rate_up_to_the_resident_size() -> None:
+    """H100 has no separate resident-read rate: its l2_bytes_per_s (9.8e12, gpu-l2-cache on H200)
+    stands in, up to the 41.4e6 B its L2 holds at speed. fp8 16 x 4096 x 4096 (17.0 MB) is read
+    from the L2; fp8 16 x 11008 x 4096 moves 16*11008 + 11008*4096 + 2*16*4096 = 45,395,968 B,
+    more than that, and streams from HBM (3.14e12 B/s) warm or not."""
+    chip = load_chip("h100-sxm")
+    assert chip.on_chip.l2_read_bytes_per_s is None
+    assert chip.on_chip.resident_read_bytes_per_s == 9.8e12
+    q = 16 * 4096 + 4096 * 4096 + 2 * 16 * 4096
+    small = matmul(16, 4096, 4096, hw=chip, dtype="fp8", out_dtype="bf16")
+    warm = with_prediction(small, warm_l2=True).prediction
+    assert warm["t_memory_s"] == pytest.approx(q / 9.8e12)
+    q_big = 16 * 11008 + 11008 * 4096 + 2 * 16 * 4096
+    assert q_big == 45_395_968
+    big = matmul(16, 11008, 4096, hw=chip, dtype="fp8", out_dtype="bf16")
+    assert with_prediction(big, warm_l2=True).prediction["t_memory_s"] == pytest.approx(
+        q_big / 3.14e12
+    )
+
+
+def test_rows_of_harnesses_that_keep_the_l2_warm_are_priced_warm() -> None:
+    """do_bench_cudagraph and torch.utils.benchmark.Timer clear no cache between calls; do_bench
+    zeroes 256 MB before each and DeepGEMM's bench_kineto flushes 8 GB."""
+    assert {"do_bench_cudagraph", "torch-timer"} == BENCH.WARM_L2_TIMINGS
+    row = next(
+        r
+        for r in BENCH.load_rows()
+        if r.source_id == "vllm-pr-19566" and r.dtype == "fp8" and r.m == 16
+    )
+    r = matmul(16, 4096, 4096, hw="b200", dtype="fp8", out_dtype="bf16")
+    expected = with_prediction(r, launch="graphs", warm_l2=True).predicted_s
+    assert BENCH.predict_row(row).predicted_s == pytest.approx(expected)

@@ -145,6 +145,16 @@ def add_cuda_graphs_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_warm_l2_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--warm-l2",
+        action="store_true",
+        help="the operands are left in the L2 by the previous call (a benchmark replaying one "
+        "kernel on the same buffers): where they fit it they are read at the L2's rate "
+        "(default: from memory)",
+    )
+
+
 def add_matmul_args(parser: argparse.ArgumentParser) -> None:
     """Arguments of `shardline matmul M K N` (also `explain matmul`)."""
     reject_empty(parser)
@@ -157,6 +167,7 @@ def add_matmul_args(parser: argparse.ArgumentParser) -> None:
         help="C += A.B (beta != 0): the old C is read as well as written",
     )
     add_cuda_graphs_arg(parser)
+    add_warm_l2_arg(parser)
 
 
 def add_einsum_args(parser: argparse.ArgumentParser) -> None:
@@ -171,6 +182,7 @@ def add_einsum_args(parser: argparse.ArgumentParser) -> None:
     add_chip_args(parser)
     parser.add_argument("--accumulate", action="store_true", help="the output is accumulated into")
     add_cuda_graphs_arg(parser)
+    add_warm_l2_arg(parser)
     add_mesh_args(parser)
 
 

@@ -61,7 +61,9 @@ def compute_matmul(args: argparse.Namespace) -> RooflineResult:
         accumulate=args.accumulate,
         rates=RateOverrides(**overrides_from_args(args)),
     )
-    return with_prediction(result, launch=_launch_mode(args))
+    return with_prediction(
+        result, launch=_launch_mode(args), warm_l2=bool(getattr(args, "warm_l2", False))
+    )
 
 
 def compute_einsum(args: argparse.Namespace) -> RooflineResult | ShardedResult:
@@ -84,7 +86,9 @@ def compute_einsum(args: argparse.Namespace) -> RooflineResult | ShardedResult:
         accumulate=args.accumulate,
         rates=RateOverrides(**overrides_from_args(args)),
     )
-    return with_prediction(result, launch=_launch_mode(args))
+    return with_prediction(
+        result, launch=_launch_mode(args), warm_l2=bool(getattr(args, "warm_l2", False))
+    )
 
 
 def compute_sharded_einsum(args: argparse.Namespace, spec: EinsumSpec) -> ShardedResult:

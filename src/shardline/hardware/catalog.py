@@ -162,9 +162,7 @@ SCHEMA_VERSIONS = (1,)
 
 def _check_schema(r: ChipReader) -> None:
     version = r.data.get("schema")
-    if version is None:
-        return
-    if isinstance(version, bool) or version not in SCHEMA_VERSIONS:
+    if version is not None and (isinstance(version, bool) or version not in SCHEMA_VERSIONS):
         raise r.fail(
             "schema",
             f"is {version!r}, a format version this shardline does not read (it reads "
@@ -337,6 +335,8 @@ def _on_chip(r: ChipReader) -> OnChip:
         gemm_epilogue_overlapped=_opt_bool(r, "on_chip.gemm_epilogue_overlapped"),
         matrix_vector_tiled=_opt_bool(r, "on_chip.matrix_vector_tiled"),
         tile_feed_bytes_per_s=opt_float(r.number("on_chip.tile_feed_bytes_per_s")),
+        l2_read_bytes_per_s=opt_float(r.number("on_chip.l2_read_bytes_per_s")),
+        l2_resident_bytes=opt_float(r.number("on_chip.l2_resident_bytes")),
     )
 
 

@@ -62,11 +62,23 @@ class OnChip:
     # L2's: a chip whose L2 is split among dies that workgroups are dispatched to round-robin
     # (AMD's XCDs) feeds the tiles from its memory-side cache (docs/prediction.md, "Tile feed")
     tile_feed_bytes_per_s: float | None = None
+    # the rate at which kernels read data already resident in the L2 (a warm L2: a benchmark that
+    # replays one kernel on the same buffers), where the file keeps it apart from `l2_bytes_per_s`
+    # because the L2 does not feed the GEMM tiles at that rate (Blackwell's paired-SM MMA kernels)
+    l2_read_bytes_per_s: float | None = None
+    # the largest working set the L2 holds at that rate (where a replayed read's plateau ends: less
+    # than l2_bytes, as the L2 is split in partitions that duplicate data); absent: l2_bytes
+    l2_resident_bytes: float | None = None
 
     @property
     def feed_bytes_per_s(self) -> float | None:
         """The rate that feeds a GEMM's tiles: `tile_feed_bytes_per_s`, else the L2's."""
         return self.tile_feed_bytes_per_s or self.l2_bytes_per_s
+
+    @property
+    def resident_read_bytes_per_s(self) -> float | None:
+        """The rate of reading L2-resident data: `l2_read_bytes_per_s`, else the L2's."""
+        return self.l2_read_bytes_per_s or self.l2_bytes_per_s
 
 
 @dataclass(frozen=True)

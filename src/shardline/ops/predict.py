@@ -18,7 +18,11 @@ or a file written by `shardline calibrate`) and adds what the lower bound leaves
   bytes/s`), timed by `kernel_time_s` under the caller's launch mode: launched eagerly,
   `max(launch_overhead_s, floor) + work`; replayed from a CUDA graph, `floor + work`, the floor
   being the chip's `gemm_kernel_floor_s` for a tiled kernel and `kernel_floor_s` for a streaming
-  one (docs/prediction.md, "Launch mode").
+  one (docs/prediction.md, "Launch mode"). With a warm L2 (`warm_l2`: a benchmark that replays
+  one kernel on the same buffers without clearing the cache) a working set that fits what the L2
+  holds at speed (`on_chip.l2_resident_bytes`, else `l2_bytes`) is read at its resident-read
+  rate (`on_chip.resident_read_bytes_per_s`), all of it; a larger one evicts itself and streams
+  from HBM, as `pack_read_time` prices a CPU's packing pass (docs/prediction.md, "Warm L2").
 - TPU: the MXU pads M, K and N to its size (128, or 256 on v6e); no waves (one or two cores).
 - CPU (a calibrated file): a BLAS call costs a fixed per-call overhead, then packs both inputs
   into its blocked layout, then runs the math at the measured rate: `t = t_call + t_pack + F/P`.
@@ -46,6 +50,7 @@ from shardline.basics.values import Scalar, Words
 from shardline.errors import InputError
 from shardline.hardware import Chip
 from shardline.ops.achievable import achievable_rate
+from shardline.ops.cache_reads import gpu_read_time, pack_read_time, stream_time
 from shardline.ops.einsum import parse_einsum
 from shardline.ops.roofline import RooflineResult
 from shardline.ops.tiling import GPU_TILE_CANDIDATES, SPLIT_K, Gemm, choose_gpu_tile, gpu_tile_time
@@ -119,34 +124,6 @@ def kernel_time_s(chip: Chip, work_s: Scalar, *, cuda_graphs: bool, gemm: bool =
     if isinstance(work_s, np.ndarray):
         return overhead + work_s
     return overhead + float(work_s)
-
-
-def stream_time(
-    q_bytes: Any, cache_bytes: float | None, cache_bytes_per_s: float | None, mem_bytes_per_s: float
-) -> Scalar:
-    """Seconds to stream Q bytes once: the part that the cache holds at the cache rate, the rest at
-    the memory rate, `min(Q, C)/W_cache + max(Q - C, 0)/W_mem` (no cache: `Q/W_mem`)."""
-    q = np.asarray(q_bytes, dtype=np.float64)
-    if not cache_bytes or not cache_bytes_per_s:
-        return q / mem_bytes_per_s
-    return (
-        np.minimum(q, cache_bytes) / cache_bytes_per_s
-        + np.maximum(q - cache_bytes, 0.0) / mem_bytes_per_s
-    )
-
-
-def pack_read_time(
-    input_bytes: Scalar,
-    cache_bytes: float | None,
-    cache_bytes_per_s: float | None,
-    mem_bytes_per_s: float,
-) -> Scalar:
-    """Seconds to read a BLAS call's inputs for packing: from the cache when they fit it, else all
-    from memory (a packing pass over more than the cache evicts its own data before reuse)."""
-    q = np.asarray(input_bytes, dtype=np.float64)
-    if not cache_bytes or not cache_bytes_per_s:
-        return q / mem_bytes_per_s
-    return np.where(q <= cache_bytes, q / cache_bytes_per_s, q / mem_bytes_per_s)
 
 
 def _as_array(value: object) -> np.ndarray:
@@ -228,6 +205,7 @@ class _Setup:
     rate: Scalar  # achievable FLOP/s of the compute dtype
     mem_rate: float  # achievable memory bytes/s
     cuda_graphs: bool = False  # kernels replayed from a CUDA graph (GPU only)
+    warm_l2: bool = False  # operands left in the L2 by the previous call (GPU only)
 
 
 # (t_overhead, t_work, compute side?, the kind's named terms)
@@ -352,7 +330,11 @@ def _gpu_terms(c: _Setup) -> _KindTerms:
         kernel_overhead_s(c.chip, cuda_graphs=c.cuda_graphs, gemm=True),
     ) * np.ones_like(m)
     t_math = np.where(plain, c.flops / (c.rate * align_eff), best["t"])
-    t_memory = c.q_bytes / c.mem_rate
+    t_memory = (
+        gpu_read_time(c.chip, c.q_bytes, c.mem_rate, warm_l2=True)
+        if c.warm_l2
+        else c.q_bytes / c.mem_rate
+    )
     terms = {
         "model": f"gpu: best of {len(GPU_TILE_CANDIDATES)} library tiles, waves over "
         f"{cores} SMs, "
@@ -378,10 +360,11 @@ _KIND_MODELS = {"cpu": _cpu_terms, "tpu": _tpu_terms}
 
 
 def predict_gemm(
-    chip: Chip, work: GemmWork, t_lower_s: Scalar, *, launch: str = "eager"
+    chip: Chip, work: GemmWork, t_lower_s: Scalar, *, launch: str = "eager", warm_l2: bool = False
 ) -> dict[str, Any]:
     """The realistic time of a (batched) GEMM on one chip, as a dict of named terms (arrays).
-    `launch`: "eager" (the default) or "graphs" (CUDA-graph replay; GPUs only)."""
+    `launch`: "eager" (the default) or "graphs" (CUDA-graph replay; GPUs only). `warm_l2`: the
+    operands are left in the L2 by the previous call (GPUs only; module docstring)."""
     cuda_graphs = check_launch(launch)
     compute_dtype = work.compute_dtype
     if work.vector_rate is not None:  # elementwise work: the vector units' peak (no measurement)
@@ -412,6 +395,7 @@ def predict_gemm(
         rate=rate,
         mem_rate=mem_rate,
         cuda_graphs=cuda_graphs,
+        warm_l2=warm_l2,
     )
     t_overhead, t_work, compute_side, kind_terms = _KIND_MODELS.get(chip.kind, _gpu_terms)(setup)
     if chip.kind in _KIND_MODELS:
@@ -442,11 +426,15 @@ def _scalarize(value: object) -> object:
     return value
 
 
-def with_prediction(result: RooflineResult, *, launch: str = "eager") -> RooflineResult:
+def with_prediction(
+    result: RooflineResult, *, launch: str = "eager", warm_l2: bool = False
+) -> RooflineResult:
     """The roofline result with `predicted_s`, `predicted_bound` and the named terms in
     `prediction` (which also repeats the lower bound, so that the two are never confused).
     `launch`: "eager" (kernels launched one by one, the default) or "graphs" (replayed from a
-    CUDA graph: the launch overhead hidden, the per-kernel floor kept)."""
+    CUDA graph: the launch overhead hidden, the per-kernel floor kept). `warm_l2`: the operands
+    are left in the L2 by the previous call (a benchmark replaying one kernel on the same
+    buffers; GPUs only): where they fit it they are read at the L2's resident-read rate."""
     chip = result.chip
     if chip is None:
         return result
@@ -475,7 +463,7 @@ def with_prediction(result: RooflineResult, *, launch: str = "eager") -> Rooflin
         contracted=bool(spec.contracted) and not spec.is_unary,
         vector_rate=result.hardware.flops_per_s if result.compute_unit == "vector" else None,
     )
-    terms = predict_gemm(chip, work, result.t_lower_s, launch=launch)
+    terms = predict_gemm(chip, work, result.t_lower_s, launch=launch, warm_l2=warm_l2)
     vector = any(
         isinstance(v, np.ndarray)
         for v in (*result.dims.values(), result.dtypes["compute"], result.flops)
