@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from math import prod
+from typing import Any
 
 import numpy as np
 
@@ -184,12 +185,18 @@ class StageSums:
 
 
 def stage_sums(
-    workload: Workload, layers: StageLayers, deg: Degrees, index: int, ex: Execution
+    workload: Workload,
+    layers: StageLayers,
+    deg: Degrees,
+    index: int,
+    ex: Execution,
+    memo: dict[Any, Any] | None = None,
 ) -> StageSums:
-    """`StageSums` of the stage `index` of `deg` (what `stage_states` shards)."""
+    """`StageSums` of the stage `index` of `deg` (what `stage_states` shards); `memo`: the
+    layers' terms (`memory_check`), kept across the stages of degrees that cut them alike."""
     P = deg.stages
     share = _share(workload, deg, 1, replace(ex, zero=0))
-    base = memory_check(workload, 0.0, layers=layers, share=share)
+    base = memory_check(workload, 0.0, layers=layers, share=share, memo=memo)
     ways = share.weights_ways  # the ways every state is sharded without ZeRO (FSDP)
     weights, adam = base.weights_bytes * ways, base.optimizer_bytes * ways
     model = workload.model
@@ -362,6 +369,7 @@ def candidate_stages(
     deg: Degrees,
     ex: Execution | None = None,
     picked: list[int] | None = None,
+    memo: dict[Any, Any] | None = None,
 ) -> Candidates:
     """The stages of `deg` (`stages`: their layers) that can hold the most, with their sums.
 
@@ -369,13 +377,14 @@ def candidate_stages(
     and `in_flight` never grows with i; so among stages with the same layers and ends (the same
     states and blocks) the first holds the most, and only the first of each run of equal stages
     and the last stage (which keeps the logits) can be the largest. `picked`: these stages
-    instead (the training search's step candidates, `vector_stages.stage_candidates`)."""
+    instead (the training search's step candidates, `vector_stages.stage_candidates`); `memo`
+    as `stage_sums` takes it."""
     P = deg.stages
     if picked is None:
         keys = [_stage_key(layers, i, P) for i, layers in enumerate(stages)]
         picked = [i for i in range(P) if i in (0, P - 1) or keys[i] != keys[i - 1]]
     ex = ex or Execution()
-    sums = [stage_sums(workload, stages[i], deg, i, ex) for i in picked]
+    sums = [stage_sums(workload, stages[i], deg, i, ex, memo) for i in picked]
     blocks = [workload.blocks_in(stages[i]) for i in picked]
     return Candidates(picked, sums, blocks, block_weights_bytes(workload, deg))
 

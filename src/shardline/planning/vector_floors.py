@@ -27,7 +27,14 @@ class FloorTable(Protocol):
     floors: dict[tuple[Any, ...], tuple[float, float]]
 
 
-__all__ = ["batch_splits", "critical_comm_s", "einsum_floor", "pair_floor", "probe_degrees"]
+__all__ = [
+    "batch_splits",
+    "critical_comm_s",
+    "einsum_floor",
+    "pair_floor",
+    "prefetch_floors",
+    "probe_degrees",
+]
 
 
 def batch_splits(name: str) -> tuple[str, ...]:
@@ -114,6 +121,44 @@ def einsum_floor(
         for grad in ctx.backward(layer) if w.training else ():
             bwd += n * _einsum_s(ctx, grad, dict(ctx.local(grad, deg, 1)))
     return fwd, bwd
+
+
+def prefetch_floors(
+    t: FloorTable, ctx: Context, pairs: Sequence[tuple[int, int]], pieces: Sequence[Any]
+) -> None:
+    """Price the merged matmuls that `pair_floor` of these (inner index, b index) pairs and
+    `pieces` (`floor_pieces`) will ask for, each einsum's at once over its sizes
+    (`kernels.einsum_times_s`: the same numbers as one by one), and leave them in
+    `Context.einsum_times`, where `_einsum_s` finds them."""
+    from shardline.realistic.kernels import einsum_times_s, shape_key
+
+    w = ctx.workload
+    # by einsum (its name and content): the einsum, and each merged shape's sizes and keys
+    want: dict[Any, tuple[Any, dict[Any, tuple[dict[str, int], list[Any]]]]] = {}
+    for i, j in pairs:
+        inner = dict(zip(t.names, t.inner_keys[i], strict=True))
+        deg = probe_degrees(w, inner, int(t.seq_b[j]))
+        sizes = ctx.sizes_key(deg)
+        for layers in pieces:
+            piece = None if layers is None else tuple((x.name, n) for x, n in layers)
+            if (i, j, piece) in t.floors or ("sizes", sizes, piece) in t.floors:
+                continue
+            for layer, _ in layers or [(x, x.count) for x in w.layers]:
+                for x in (layer, *(ctx.backward(layer) if w.training else ())):
+                    dims = ctx.local(x, deg, 1)
+                    key = (x.content_key, tuple(dims.items()))
+                    merged = _merged(x, dims, w.batch_dim)
+                    if merged is None or key in ctx._costs or key in ctx.einsum_times:
+                        continue
+                    shapes = want.setdefault((x.name, x.content_key), (x, {}))[1]
+                    shape = shape_key(x, merged, w.model)
+                    shapes.setdefault(shape, (merged, []))[1].append(key)
+    model, graphs = w.model, ctx.execution.cuda_graphs
+    for x, shapes in want.values():
+        found = einsum_times_s(x, ctx.kernel_chip, [m for m, _ in shapes.values()], model, graphs)
+        for (_, keys), seconds in zip(shapes.values(), found, strict=True):
+            for key in keys:
+                ctx.einsum_times[key] = seconds
 
 
 def pair_floor(

@@ -49,6 +49,7 @@ __all__ = [
     "build_tables",
     "probe_blocks",
     "empty_probes",
+    "piece_at",
     "contexts",
 ]
 
@@ -240,8 +241,11 @@ class Tables:
     model_flops: float  # one step, all devices
     hardware_flops: dict[str, float]  # by recompute policy
     seq_b: np.ndarray  # the microbatch sizes (sequences) probed
-    # PROBED name -> [inner index, b index, sp, recompute, tp overlap] -> seconds
+    # PROBED name -> seconds: the ends' [inner index, b index, sp, recompute, tp overlap], the
+    # pieces' sums [slot, sp, recompute, tp overlap, content], a slot per probed (inner, b)
+    # (`slots`, -1 before its first probe: a few hundred of the many thousand pairs are probed)
     probed: dict[str, np.ndarray] = field(default_factory=dict)
+    slots: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     act_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))  # one block, b seqs
     logits_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))  # [inner, b]
     assign: dict[str, np.ndarray] = field(default_factory=dict)  # per assignment
@@ -309,7 +313,29 @@ def contexts(
 def empty_probes(t: Tables) -> None:
     shape = (len(t.inner_keys), len(t.seq_b), 2, len(t.recomputes), 2)
     t.probed = {k: np.full(shape, np.inf) for k in ENDS_FIELDS}
-    t.probed |= {k: np.full((*shape, len(t.contents)), np.inf) for k in PIECE_FIELDS}
+    t.probed |= {k: np.full((0, *shape[2:], len(t.contents)), np.inf) for k in PIECE_FIELDS}
+    t.slots = np.full(shape[:2], -1, dtype=np.int64)
+
+
+def _add_slots(t: Tables, pairs: np.ndarray) -> None:
+    """A slot of the pieces' arrays for each (inner, b) of `pairs` [inner, b] that has none."""
+    new = pairs & (t.slots < 0)
+    count = int(new.sum())
+    if not count:
+        return
+    first = len(t.probed[PIECE_FIELDS[0]])
+    t.slots[new] = np.arange(first, first + count)
+    for k in PIECE_FIELDS:
+        more = np.full((count, *t.probed[k].shape[1:]), np.inf)
+        t.probed[k] = np.concatenate([t.probed[k], more])
+
+
+def piece_at(t: Tables, at: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The flat index of (inner, b, sp, recompute, overlap) into the pieces' arrays, less their
+    last axis (the content): its slot's (`Tables.slots`; every probed pair has one)."""
+    inner, j, *rest = at
+    shape = t.probed[PIECE_FIELDS[0]].shape[:-1]
+    return np.ravel_multi_index((t.slots[inner, j], *rest), shape)
 
 
 def _probe_one(t: Tables, ctx: Context, at: tuple[int, int, int, int], overlap: int) -> None:
@@ -323,8 +349,9 @@ def _probe_one(t: Tables, ctx: Context, at: tuple[int, int, int, int], overlap: 
         t.probed[name][i, j, sp, r, overlap] = getattr(bt, name)
     counts = t.contents[:, need]
     whole = (t.contents.sum(axis=1) == counts.sum(axis=1)) & (counts.sum(axis=1) > 0)
+    slot = t.slots[i, j]
     for name in PIECE_FIELDS:
-        t.probed[name][i, j, sp, r, overlap] = np.where(whole, counts @ getattr(bt, name), np.inf)
+        t.probed[name][slot, sp, r, overlap] = np.where(whole, counts @ getattr(bt, name), np.inf)
     for k in (int(x) for x in need):
         if (i, k) not in t.grad_terms:
             terms = inner_grad_terms(ctx, inner, int(t.seq_b[j]), [t.pieces[k]])
@@ -345,6 +372,7 @@ def probe_blocks(
         needed = needed.copy()
         needed[:, :, :, 0] |= needed[:, :, :, 1]
         needed[:, :, :, 1] = False
+    _add_slots(t, needed.any(axis=(2, 3)))
     for (sp, r, ov), ctx in contexts.items():
         if ov:  # from the context without overlap (`block_times`): its stages are cached
             continue
@@ -359,8 +387,10 @@ def probe_blocks(
             for o in (0, 1) if inner.get("tp", 1) > 1 else (0,):
                 _probe_one(t, ctx, (int(i), int(j), sp, r), o)
     if twin:
-        for k in PROBED:
+        for k in ENDS_FIELDS:
             out[k][:, :, :, 1] = out[k][:, :, :, 0]
+        for k in PIECE_FIELDS:
+            out[k][:, :, 1] = out[k][:, :, 0]
     return runs
 
 
@@ -373,8 +403,6 @@ def activation_table(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Activation bytes of one block (inner x b x sp x recompute) and one microbatch's fp32
     logits on the last stage (inner x b), as the engine's memory check counts them."""
-    from shardline.planning.memory import activation_per_block, logits_bytes
-
     names = probe_names()
     base = base or Execution()
     act = np.zeros((len(inner_keys), len(seq_b), 2, len(recomputes)))
@@ -384,13 +412,31 @@ def activation_table(
         for sp in (0, 1)
         for r, rc in enumerate(recomputes)
     }
+    # both read of the degrees tp and the stages alone (`activation_per_block`, `logits_bytes`):
+    # the inner keys that share them and cp's split share the rows
+    done: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
     for i, key in enumerate(inner_keys):
         inner = Degrees(dict(zip(names, key, strict=True)))
         seq = inner.of("seq")  # cp: S / cp tokens per device
-        for j, b in enumerate(seq_b):
-            logits[i, j] = logits_bytes(w, inner, b / seq)
-            for (sp, r), ex in runs.items():
-                act[i, j, sp, r] = activation_per_block(w, inner, b / seq, ex)
+        same = (inner["tp"], inner.stages, seq)
+        if same not in done:
+            done[same] = _activation_rows(w, inner, [b / seq for b in seq_b], runs)
+        act[i], logits[i] = done[same]
+    return act, logits
+
+
+def _activation_rows(
+    w: Workload, inner: Degrees, sequences: list[float], runs: dict[tuple[int, int], Execution]
+) -> tuple[np.ndarray, np.ndarray]:
+    """`activation_table`'s rows of one inner key: [b, sp, recompute] and [b]."""
+    from shardline.planning.memory import activation_per_block, logits_bytes
+
+    act = np.zeros((len(sequences), 2, len(runs) // 2))
+    logits = np.zeros(len(sequences))
+    for j, seqs in enumerate(sequences):
+        logits[j] = logits_bytes(w, inner, seqs)
+        for (sp, r), ex in runs.items():
+            act[j, sp, r] = activation_per_block(w, inner, seqs, ex)
     return act, logits
 
 

@@ -112,10 +112,13 @@ def memory_check(
     layers: Sequence[tuple[Layer, int]] | None = None,
     share: DeviceShare | None = None,
     in_flight: float = 1,
+    memo: dict[tuple[object, ...], _MemoryTerms] | None = None,
 ) -> MemoryCheck:
     """Memory on one device holding `layers` [(layer, instances)] (default: the whole stack) cut
     as `share` says (local sizes per layer; weights, gradients and optimizer state sharded so
-    many ways), with `in_flight` microbatches whose activations are kept."""
+    many ways), with `in_flight` microbatches whose activations are kept. `memo`: each layer's
+    terms by its content, kept across calls whose shares cut the layers alike (the same local
+    sizes and state bytes per parameter)."""
     share = share or DeviceShare()
     if layers is None:
         from shardline.workload.dense_first import stack_layers
@@ -124,7 +127,7 @@ def memory_check(
     params = weights = kv = saved = adam = 0.0
     live = biggest_out = 0
     working, working_layer = 0, layers[0][0].name if layers else ""
-    terms: dict[tuple[object, ...], _MemoryTerms] = {}
+    terms: dict[tuple[object, ...], _MemoryTerms] = {} if memo is None else memo
     for layer, n in layers:
         one = terms.get(layer.content_key)
         if one is None:
