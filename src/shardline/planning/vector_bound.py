@@ -42,7 +42,7 @@ from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.hardware import Chip
 from shardline.planning.vector_assign import TRAFFIC_KEYS, assignment_shapes
 from shardline.planning.vector_eval import Chunk, layouts, memory_of, price_chunk, step_of
-from shardline.planning.vector_floors import critical_comm_s, pair_floor, prefetch_floors
+from shardline.planning.vector_floors import critical_comm_s, pair_floor, pair_floors
 from shardline.planning.vector_stages import floor_pieces
 from shardline.planning.vector_tables import (
     Tables,
@@ -138,7 +138,7 @@ def _floor(space: ChipSpace, w: Workload, fits: np.ndarray, m: np.ndarray) -> No
     pieces = floor_pieces(w)
     fwd, bwd = (np.full((*pairs.shape, len(pieces)), np.inf) for _ in range(2))
     probe_ctx = space.ctx[(0, 0, 0)]
-    prefetch_floors(t, probe_ctx, list(zip(*np.nonzero(pairs), strict=True)), pieces)
+    pair_floors(t, probe_ctx, list(zip(*np.nonzero(pairs), strict=True)), pieces)
     for i, j in zip(*np.nonzero(pairs), strict=True):
         for p, layers in enumerate(pieces):
             fwd[i, j, p], bwd[i, j, p] = pair_floor(t, probe_ctx, int(i), int(j), layers)

@@ -241,7 +241,7 @@ def price_chunk(chunk: Chunk) -> dict[str, np.ndarray]:
     return price_traffic(chunk.tables, chunk.workload, chunk.chip, list(chunk.assignments))
 
 
-MEMORY_ROWS = 1 << 20  # layouts sized per slice: their temporaries stay a few hundred MB
+MEMORY_ROWS = 1 << 16  # layouts sized per slice: their temporaries stay a few MB, reused
 
 
 def memory_of(t: Tables, r: dict[str, np.ndarray]) -> np.ndarray:

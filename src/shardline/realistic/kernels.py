@@ -258,9 +258,7 @@ def _gemm_times_s(
     """`gemm_time_s` at each of `sizes` (`_exact` ones), the per-op model run once over arrays of
     the sizes: every step elementwise, as the scalar call runs it."""
     dims = {d: np.array([x[d] for x in sizes], dtype=np.float64) for d in sizes[0]}
-    result = evaluate_einsum(
-        layer.parsed, dims, chip, dict(layer.dtypes), str(layer.compute_dtype)
-    )
+    result = evaluate_einsum(layer.parsed, dims, chip, dict(layer.dtypes), str(layer.compute_dtype))
     predicted = with_prediction(result, launch="graphs" if cuda_graphs else "eager")
     t = np.asarray(predicted.cost.predicted_s, dtype=np.float64)
     if layer.onchip:  # as `gemm_time_s`: the on-chip operands' bytes out of the memory time
