@@ -331,9 +331,9 @@ def _memory_columns(
         key = (tuple(deg[n] for n in names), P)
         inner = Degrees({**dict(zip(names, key[0], strict=True)), "pp": P})
         if key not in memo:
-            held = terms.setdefault(key[0], {})
-            memo[key] = candidate_stages(w, stages[P], inner, t.base, memo=held)
-            memo[(*key, "step")] = _on_step(w, memo[key], (stages[P], held), inner, t)
+            known = terms.setdefault(key[0], {})
+            memo[key] = candidate_stages(w, stages[P], inner, t.base, memo=known)
+            memo[(*key, "step")] = _on_step(w, memo[key], (stages[P], known), inner, t)
         c, on_step = memo[key], memo[(*key, "step")]
         held = [candidate_held(w, c, deg, z) for z in ZERO_STAGES]
         if on_step is c:  # the step's stages are the memory's first ones

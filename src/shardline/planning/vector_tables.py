@@ -372,7 +372,7 @@ def probe_blocks(
         needed = needed.copy()
         needed[:, :, :, 0] |= needed[:, :, :, 1]
         needed[:, :, :, 1] = False
-    _add_slots(t, needed.any(axis=(2, 3)))
+    _add_slots(t, np.asarray(needed.any(axis=(2, 3))))
     for (sp, r, ov), ctx in contexts.items():
         if ov:  # from the context without overlap (`block_times`): its stages are cached
             continue
