@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from math import prod
-from typing import Any
 
 import numpy as np
 
@@ -48,6 +47,7 @@ from shardline.realistic.block import LOSS_BYTES
 from shardline.strategies import Degrees, device_share, local_dims
 from shardline.strategies.cp import query_ways
 from shardline.workload.dense_first import moe_blocks_in
+from shardline.workload.device_memory import TermsMemo
 from shardline.workload.moe import EXPERT_AXIS, idle_params_per_rank
 from shardline.workload.stack import DeviceShare, MemoryCheck, memory_check
 from shardline.workload.workload import Layer, Workload
@@ -190,7 +190,7 @@ def stage_sums(
     deg: Degrees,
     index: int,
     ex: Execution,
-    memo: dict[Any, Any] | None = None,
+    memo: TermsMemo | None = None,
 ) -> StageSums:
     """`StageSums` of the stage `index` of `deg` (what `stage_states` shards); `memo`: the
     layers' terms (`memory_check`), kept across the stages of degrees that cut them alike."""
@@ -369,7 +369,7 @@ def candidate_stages(
     deg: Degrees,
     ex: Execution | None = None,
     picked: list[int] | None = None,
-    memo: dict[Any, Any] | None = None,
+    memo: TermsMemo | None = None,
 ) -> Candidates:
     """The stages of `deg` (`stages`: their layers) that can hold the most, with their sums.
 

@@ -21,6 +21,7 @@ from shardline.basics.options import Execution
 from shardline.hardware import Chip
 from shardline.planning.memory import (
     Candidates,
+    StageLayers,
     candidate_held,
     candidate_stages,
     undominated,
@@ -41,6 +42,7 @@ from shardline.planning.vector_tables import (
     probe_key,
 )
 from shardline.strategies import Degrees, strategies
+from shardline.workload.device_memory import TermsMemo
 from shardline.workload.workload import Workload
 
 __all__ = ["Priced", "SHAPE_KEYS", "TRAFFIC_KEYS", "assignment_shapes", "price_traffic"]
@@ -322,7 +324,7 @@ def _memory_columns(
     stages: dict[int, list[list[tuple[Any, int]]]] = {}
     memo: dict[tuple[Any, ...], Candidates] = {}
     # the layers' memory terms (`memory_check`) by those degrees alone: pp splits no layer's dims
-    terms: dict[tuple[int, ...], dict[Any, Any]] = {}
+    terms: dict[tuple[int, ...], TermsMemo] = {}
     found, opt = [], []
     for deg in assignments:
         P = deg.stages
@@ -360,7 +362,11 @@ def _memory_columns(
 
 
 def _on_step(
-    w: Workload, c: Candidates, stages: tuple[list[Any], dict[Any, Any]], inner: Degrees, t: Tables
+    w: Workload,
+    c: Candidates,
+    stages: tuple[list[StageLayers], TermsMemo],
+    inner: Degrees,
+    t: Tables,
 ) -> Candidates:
     """The sums of the step's candidate stages (`Tables.plans`): the memory's where it has
     them all (a stage whose time differs from the one before it differs in its layers or

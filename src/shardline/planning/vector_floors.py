@@ -89,20 +89,22 @@ def _find_target(layer: Any, batch_dim: str) -> str | None:
     return next((d for d in layer.dims if d != batch_dim and d not in ends and same(d)), None)
 
 
+Piece = Sequence[tuple[Layer, int]]  # a block's layers (or a dense block's), with instances
 # one einsum of a floor: the layer, its local sizes, its key in the caches, its merged sizes
 # (None: priced as the engine's Cost, `Context.cost`)
-Einsum = tuple[Any, dict[str, int], tuple[Any, ...], dict[str, int] | None]
+Key = tuple[object, ...]
+Einsum = tuple[Layer, dict[str, int], Key, dict[str, int] | None]
 # (instances, einsum) of a block's forward and of its backward
 Plan = tuple[list[tuple[int, Einsum]], list[tuple[int, Einsum]]]
 
 
-def _einsum(ctx: Context, layer: Any, deg: Degrees) -> Einsum:
+def _einsum(ctx: Context, layer: Layer, deg: Degrees) -> Einsum:
     dims = dict(ctx.local(layer, deg, 1))
     key = (layer.content_key, tuple(dims.items()))
     return layer, dims, key, _merged(layer, dims, ctx.workload.batch_dim)
 
 
-def _einsums(ctx: Context, deg: Degrees, layers: Sequence[Any] | None) -> Plan:
+def _einsums(ctx: Context, deg: Degrees, layers: Piece | None) -> Plan:
     """The einsums of one block (or of `layers`, [(layer, instances)]) at the sizes of `deg`,
     forward and backward, each with its instances."""
     w = ctx.workload
@@ -150,19 +152,19 @@ def einsum_floor(
     return _floor_of(ctx, _einsums(ctx, probe_degrees(ctx.workload, inner, sequences), layers))
 
 
-def _piece(layers: Sequence[Any] | None) -> Any:
+def _piece(layers: Piece | None) -> tuple[tuple[str, int], ...] | None:
     return None if layers is None else tuple((x.name, n) for x, n in layers)
 
 
 def pair_floors(
-    t: FloorTable, ctx: Context, pairs: Sequence[tuple[int, int]], pieces: Sequence[Any]
+    t: FloorTable, ctx: Context, pairs: Sequence[tuple[int, int]], pieces: Sequence[Piece | None]
 ) -> None:
     """`pair_floor` of each of these (inner index, b index) pairs and `pieces`
     (`floor_pieces`), their merged matmuls priced first, each einsum's at once over its sizes
     (`_price`: the same numbers as one by one)."""
     w = ctx.workload
-    plans: dict[Any, Plan] = {}
-    shared = []
+    plans: dict[Key, Plan] = {}
+    shared: list[tuple[Key, Key]] = []
     for i, j in pairs:
         inner = dict(zip(t.names, t.inner_keys[i], strict=True))
         deg = probe_degrees(w, inner, int(t.seq_b[j]))
@@ -171,15 +173,15 @@ def pair_floors(
             piece = _piece(layers)
             if (i, j, piece) in t.floors:
                 continue
-            whole = ("sizes", sizes, piece)
+            whole: Key = ("sizes", sizes, piece)
             if whole not in t.floors and whole not in plans:
                 plans[whole] = _einsums(ctx, deg, layers)
             shared.append(((i, j, piece), whole))
     _price(ctx, [e for plan in plans.values() for part in plan for _, e in part])
-    for whole, plan in plans.items():
-        t.floors[whole] = _floor_of(ctx, plan)
-    for at, whole in shared:
-        t.floors[at] = t.floors[whole]
+    for key, plan in plans.items():
+        t.floors[key] = _floor_of(ctx, plan)
+    for at, key in shared:
+        t.floors[at] = t.floors[key]
 
 
 def _price(ctx: Context, einsums: list[Einsum]) -> None:
@@ -189,7 +191,7 @@ def _price(ctx: Context, einsums: list[Einsum]) -> None:
 
     w = ctx.workload
     # by einsum (its name and content): the einsum, and each merged shape's sizes and keys
-    want: dict[Any, tuple[Any, dict[Any, tuple[dict[str, int], list[Any]]]]] = {}
+    want: dict[Key, tuple[Layer, dict[Key, tuple[dict[str, int], list[Key]]]]] = {}
     for layer, _, key, merged in einsums:
         if merged is None or key in ctx._costs or key in ctx.einsum_times:
             continue

@@ -18,6 +18,7 @@ from shardline.basics.dtypes import dtype_bits
 from shardline.workload.workload import Layer, Workload
 
 __all__ = [
+    "TermsMemo",
     "ADAM_MOMENTS_BYTES_PER_PARAM",
     "OPTIMIZER_BYTES_PER_PARAM",
     "optimizer_bytes_per_param",
@@ -112,7 +113,7 @@ def memory_check(
     layers: Sequence[tuple[Layer, int]] | None = None,
     share: DeviceShare | None = None,
     in_flight: float = 1,
-    memo: dict[tuple[object, ...], _MemoryTerms] | None = None,
+    memo: TermsMemo | None = None,
 ) -> MemoryCheck:
     """Memory on one device holding `layers` [(layer, instances)] (default: the whole stack) cut
     as `share` says (local sizes per layer; weights, gradients and optimizer state sharded so
@@ -171,6 +172,8 @@ def memory_check(
 # one instance's parameters, weight bytes, optimizer-state bytes, KV-cache bytes, activation
 # input bytes and activation output bytes
 _MemoryTerms = tuple[int, int, float, int, int, int]
+# `memory_check`'s terms of each layer by its content, kept across calls that cut layers alike
+TermsMemo = dict[tuple[object, ...], _MemoryTerms]
 
 
 def _memory_terms(layer: Layer, share: DeviceShare) -> _MemoryTerms:
