@@ -40,7 +40,7 @@ from math import prod
 import numpy as np
 
 from shardline.basics.dtypes import dtype_bits
-from shardline.basics.options import Execution
+from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.basics.values import Scalar
 from shardline.realistic.activations import layer_activation_bytes
 from shardline.realistic.block import LOSS_BYTES
@@ -74,6 +74,7 @@ __all__ = [
     "microbatch_sequences",
     "activation_per_block",
     "logits_bytes",
+    "activation_table",
 ]
 
 StageLayers = list[tuple[Layer, int]]
@@ -444,3 +445,49 @@ def layouts_bytes(
         total = total_bytes(states[:, c], blocks[:, c], layout["per_block"], held, logits)
         best = np.where(i >= 0, np.maximum(best, total), best)
     return best
+
+
+def activation_table(
+    w: Workload,
+    names: tuple[str, ...],
+    inner_keys: list[tuple[int, ...]],
+    seq_b: list[int],
+    recomputes: tuple[str, ...] = RECOMPUTE_MODES,
+    base: Execution | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The training search's table of `activation_per_block` (one block, [inner key x b x sp x
+    recompute]) and of `logits_bytes` (one microbatch's fp32 logits on the last stage, [inner
+    key x b]): `names` the degrees of each inner key (`vector_tables.probe_names`), `seq_b`
+    the microbatch sizes (sequences)."""
+    base = base or Execution()
+    act = np.zeros((len(inner_keys), len(seq_b), 2, len(recomputes)))
+    logits = np.zeros((len(inner_keys), len(seq_b)))
+    runs = {
+        (sp, r): replace(base, sequence_parallel=bool(sp), recompute=rc)
+        for sp in (0, 1)
+        for r, rc in enumerate(recomputes)
+    }
+    # both read of the degrees tp and the stages alone (`activation_per_block`, `logits_bytes`):
+    # the inner keys that share them and cp's split share the rows
+    done: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+    for i, key in enumerate(inner_keys):
+        inner = Degrees(dict(zip(names, key, strict=True)))
+        seq = inner.of("seq")  # cp: S / cp tokens per device
+        same = (inner["tp"], inner.stages, seq)
+        if same not in done:
+            done[same] = _activation_rows(w, inner, [b / seq for b in seq_b], runs)
+        act[i], logits[i] = done[same]
+    return act, logits
+
+
+def _activation_rows(
+    w: Workload, inner: Degrees, sequences: list[float], runs: dict[tuple[int, int], Execution]
+) -> tuple[np.ndarray, np.ndarray]:
+    """`activation_table`'s rows of one inner key: [b, sp, recompute] and [b]."""
+    act = np.zeros((len(sequences), 2, len(runs) // 2))
+    logits = np.zeros(len(sequences))
+    for j, seqs in enumerate(sequences):
+        logits[j] = logits_bytes(w, inner, seqs)
+        for (sp, r), ex in runs.items():
+            act[j, sp, r] = activation_per_block(w, inner, seqs, ex)
+    return act, logits

@@ -30,6 +30,7 @@ from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.hardware import Chip
 from shardline.planning.evaluate import Context
+from shardline.planning.memory import activation_table
 from shardline.planning.phases import decomposed_exposed_s
 from shardline.planning.stage_extras import embedding_s, gather_sm_share
 from shardline.planning.step import ep_overlapped_s, grad_reduce_hidden
@@ -394,52 +395,6 @@ def probe_blocks(
     return runs
 
 
-def activation_table(
-    w: Workload,
-    inner_keys: list[tuple[int, ...]],
-    seq_b: list[int],
-    recomputes: tuple[str, ...] = RECOMPUTE_MODES,
-    base: Execution | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Activation bytes of one block (inner x b x sp x recompute) and one microbatch's fp32
-    logits on the last stage (inner x b), as the engine's memory check counts them."""
-    names = probe_names()
-    base = base or Execution()
-    act = np.zeros((len(inner_keys), len(seq_b), 2, len(recomputes)))
-    logits = np.zeros((len(inner_keys), len(seq_b)))
-    runs = {
-        (sp, r): replace(base, sequence_parallel=bool(sp), recompute=rc)
-        for sp in (0, 1)
-        for r, rc in enumerate(recomputes)
-    }
-    # both read of the degrees tp and the stages alone (`activation_per_block`, `logits_bytes`):
-    # the inner keys that share them and cp's split share the rows
-    done: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
-    for i, key in enumerate(inner_keys):
-        inner = Degrees(dict(zip(names, key, strict=True)))
-        seq = inner.of("seq")  # cp: S / cp tokens per device
-        same = (inner["tp"], inner.stages, seq)
-        if same not in done:
-            done[same] = _activation_rows(w, inner, [b / seq for b in seq_b], runs)
-        act[i], logits[i] = done[same]
-    return act, logits
-
-
-def _activation_rows(
-    w: Workload, inner: Degrees, sequences: list[float], runs: dict[tuple[int, int], Execution]
-) -> tuple[np.ndarray, np.ndarray]:
-    """`activation_table`'s rows of one inner key: [b, sp, recompute] and [b]."""
-    from shardline.planning.memory import activation_per_block, logits_bytes
-
-    act = np.zeros((len(sequences), 2, len(runs) // 2))
-    logits = np.zeros(len(sequences))
-    for j, seqs in enumerate(sequences):
-        logits[j] = logits_bytes(w, inner, seqs)
-        for (sp, r), ex in runs.items():
-            act[j, sp, r] = activation_per_block(w, inner, seqs, ex)
-    return act, logits
-
-
 def bytes_per_element(w: Workload) -> float:
     return dtype_bits(w.layers[0].dtype) / 8
 
@@ -526,7 +481,7 @@ def build_tables(
         recomputes=recomputes,
         base=base,
     )
-    t.act_bytes, t.logits_bytes = activation_table(w, inner_keys, seq_b, recomputes, base)
+    t.act_bytes, t.logits_bytes = activation_table(w, names, inner_keys, seq_b, recomputes, base)
     model = w.model
     assert model is not None
     bits = dtype_bits(

@@ -117,9 +117,8 @@ def memory_check(
 ) -> MemoryCheck:
     """Memory on one device holding `layers` [(layer, instances)] (default: the whole stack) cut
     as `share` says (local sizes per layer; weights, gradients and optimizer state sharded so
-    many ways), with `in_flight` microbatches whose activations are kept. `memo`: each layer's
-    terms by its content, kept across calls whose shares cut the layers alike (the same local
-    sizes and state bytes per parameter)."""
+    many ways), with `in_flight` microbatches whose activations are kept; `memo`: the layers'
+    terms, kept across calls whose shares cut the layers alike (`TermsMemo`)."""
     share = share or DeviceShare()
     if layers is None:
         from shardline.workload.dense_first import stack_layers
