@@ -351,25 +351,49 @@ def test_fixed_degrees_hold() -> None:
 SEARCH_TRIES = 3  # the least CPU time of up to three runs, as timing benchmarks report
 
 
+def _cold_search(args: tuple[str, str, int, int, int]) -> dict[str, object]:
+    """One search (model, chip, devices, --scales, sequences of 8,192 tokens per step) with its
+    CPU seconds, the answer's counts, best and agreement; run in a fresh process."""
+    model, chip, devices, scales, sequences = args
+    w = _workload(model, sequences, 8192)
+    cpu = time.process_time()
+    r = training_search(w, [chip], devices, tokens=15e12, run=RunOptions(scales=scales))
+    cpu_s = time.process_time() - cpu
+    keep = ("evaluated", "search_counts", "best", "agreement")
+    return {"cpu_s": cpu_s, **{k: r[k] for k in keep}}
+
+
+def _cold_cpu_s(args: tuple[str, str, int, int, int]) -> tuple[float, dict[str, object]]:
+    """The least CPU time of up to `SEARCH_TRIES` searches, each in a new process (cold caches,
+    as the CLI runs it: none finds another's memo warm; a shared VM's noise only ever adds CPU
+    time), stopping at the first under 10 s; and that search's answer."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    best: tuple[float, dict[str, object]] = (float("inf"), {})
+    for _ in range(SEARCH_TRIES):
+        with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+            r = pool.submit(_cold_search, args).result()
+        cpu_s = float(r["cpu_s"])  # type: ignore[arg-type]
+        best = min(best, (cpu_s, r), key=lambda x: x[0])
+        if cpu_s < 10.0:
+            break
+    return best
+
+
 @pytest.mark.slow
 def test_405b_on_16384_h100_under_ten_seconds() -> None:
     """The issue's target: Llama-3.1-405B, 16,384 H100, 2,048 x 8,192 tokens per step, four
     device counts (16,384 down to 2,048), every strategy (cp included): 2,568,705 layouts, the
-    search in under 10 s of CPU."""
-    w = _workload("llama-3.1-405b", 2048, 8192)
-    cpu_s = float("inf")
-    for _ in range(SEARCH_TRIES):  # a shared VM's noise (+-15%) only ever adds CPU time
-        cpu = time.process_time()
-        r = training_search(w, ["h100-sxm"], 16384, tokens=15e12, run=RunOptions(scales=4))
-        cpu_s = min(cpu_s, time.process_time() - cpu)
-        if cpu_s < 10.0:
-            break
+    search in under 10 s of CPU, cold (a fresh process)."""
+    cpu_s, r = _cold_cpu_s(("llama-3.1-405b", "h100-sxm", 16384, 4, 2048))
     assert r["evaluated"] == 2_568_705
     c = r["search_counts"]
-    assert c["timed_in_full"] + c["bounded"] >= c["fit_in_memory"]
+    assert isinstance(c, dict) and c["timed_in_full"] + c["bounded"] >= c["fit_in_memory"]
     assert cpu_s < 10.0
-    assert r["best"]["devices"] == 16384 and r["best"]["fits"]
-    assert r["agreement"]["step_time_rel_gap_max"] < STEP_TOLERANCE
+    best, agreement = r["best"], r["agreement"]
+    assert isinstance(best, dict) and best["devices"] == 16384 and best["fits"]
+    assert isinstance(agreement, dict) and agreement["step_time_rel_gap_max"] < STEP_TOLERANCE
 
 
 @pytest.mark.slow
@@ -385,18 +409,12 @@ def test_moe_searches_under_ten_seconds(
 ) -> None:
     """The issue's MoE targets (`shardline search --model deepseek-v3 --hw h800 --devices 2048
     --scales 1`; `--model mixtral-8x7b --devices 512`, the default four device counts), 2,048 x
-    8,192 tokens per step, each in under 10 s of CPU on one core (benchmarks/bench_search.py
-    reports them beside the dense 405B search)."""
-    w = _workload(model, 2048, 8192)
-    cpu_s = float("inf")
-    for _ in range(SEARCH_TRIES):  # a shared VM's noise only ever adds CPU time
-        cpu = time.process_time()
-        r = training_search(w, [chip], devices, run=RunOptions(scales=scales))
-        cpu_s = min(cpu_s, time.process_time() - cpu)
-        if cpu_s < 10.0:
-            break
+    8,192 tokens per step, each in under 10 s of CPU on one core, cold (a fresh process;
+    benchmarks/bench_search.py reports them beside the dense 405B search)."""
+    cpu_s, r = _cold_cpu_s((model, chip, devices, scales, 2048))
     assert r["evaluated"] == layouts
-    assert r["best"]["fits"]
+    best = r["best"]
+    assert isinstance(best, dict) and best["fits"]
     assert cpu_s < 10.0
 
 

@@ -40,13 +40,14 @@ from math import prod
 import numpy as np
 
 from shardline.basics.dtypes import dtype_bits
-from shardline.basics.options import Execution
+from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.basics.values import Scalar
 from shardline.realistic.activations import layer_activation_bytes
 from shardline.realistic.block import LOSS_BYTES
 from shardline.strategies import Degrees, device_share, local_dims
 from shardline.strategies.cp import query_ways
 from shardline.workload.dense_first import moe_blocks_in
+from shardline.workload.device_memory import TermsMemo
 from shardline.workload.moe import EXPERT_AXIS, idle_params_per_rank
 from shardline.workload.stack import DeviceShare, MemoryCheck, memory_check
 from shardline.workload.workload import Layer, Workload
@@ -73,6 +74,7 @@ __all__ = [
     "microbatch_sequences",
     "activation_per_block",
     "logits_bytes",
+    "activation_table",
 ]
 
 StageLayers = list[tuple[Layer, int]]
@@ -184,12 +186,18 @@ class StageSums:
 
 
 def stage_sums(
-    workload: Workload, layers: StageLayers, deg: Degrees, index: int, ex: Execution
+    workload: Workload,
+    layers: StageLayers,
+    deg: Degrees,
+    index: int,
+    ex: Execution,
+    memo: TermsMemo | None = None,
 ) -> StageSums:
-    """`StageSums` of the stage `index` of `deg` (what `stage_states` shards)."""
+    """`StageSums` of the stage `index` of `deg` (what `stage_states` shards); `memo`: the
+    layers' terms (`memory_check`), kept across the stages of degrees that cut them alike."""
     P = deg.stages
     share = _share(workload, deg, 1, replace(ex, zero=0))
-    base = memory_check(workload, 0.0, layers=layers, share=share)
+    base = memory_check(workload, 0.0, layers=layers, share=share, memo=memo)
     ways = share.weights_ways  # the ways every state is sharded without ZeRO (FSDP)
     weights, adam = base.weights_bytes * ways, base.optimizer_bytes * ways
     model = workload.model
@@ -362,6 +370,7 @@ def candidate_stages(
     deg: Degrees,
     ex: Execution | None = None,
     picked: list[int] | None = None,
+    memo: TermsMemo | None = None,
 ) -> Candidates:
     """The stages of `deg` (`stages`: their layers) that can hold the most, with their sums.
 
@@ -369,13 +378,14 @@ def candidate_stages(
     and `in_flight` never grows with i; so among stages with the same layers and ends (the same
     states and blocks) the first holds the most, and only the first of each run of equal stages
     and the last stage (which keeps the logits) can be the largest. `picked`: these stages
-    instead (the training search's step candidates, `vector_stages.stage_candidates`)."""
+    instead (the training search's step candidates, `vector_stages.stage_candidates`); `memo`
+    as `stage_sums` takes it."""
     P = deg.stages
     if picked is None:
         keys = [_stage_key(layers, i, P) for i, layers in enumerate(stages)]
         picked = [i for i in range(P) if i in (0, P - 1) or keys[i] != keys[i - 1]]
     ex = ex or Execution()
-    sums = [stage_sums(workload, stages[i], deg, i, ex) for i in picked]
+    sums = [stage_sums(workload, stages[i], deg, i, ex, memo) for i in picked]
     blocks = [workload.blocks_in(stages[i]) for i in picked]
     return Candidates(picked, sums, blocks, block_weights_bytes(workload, deg))
 
@@ -435,3 +445,49 @@ def layouts_bytes(
         total = total_bytes(states[:, c], blocks[:, c], layout["per_block"], held, logits)
         best = np.where(i >= 0, np.maximum(best, total), best)
     return best
+
+
+def activation_table(
+    w: Workload,
+    names: tuple[str, ...],
+    inner_keys: list[tuple[int, ...]],
+    seq_b: list[int],
+    recomputes: tuple[str, ...] = RECOMPUTE_MODES,
+    base: Execution | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The training search's table of `activation_per_block` (one block, [inner key x b x sp x
+    recompute]) and of `logits_bytes` (one microbatch's fp32 logits on the last stage, [inner
+    key x b]): `names` the degrees of each inner key (`vector_tables.probe_names`), `seq_b`
+    the microbatch sizes (sequences)."""
+    base = base or Execution()
+    act = np.zeros((len(inner_keys), len(seq_b), 2, len(recomputes)))
+    logits = np.zeros((len(inner_keys), len(seq_b)))
+    runs = {
+        (sp, r): replace(base, sequence_parallel=bool(sp), recompute=rc)
+        for sp in (0, 1)
+        for r, rc in enumerate(recomputes)
+    }
+    # both read of the degrees tp and the stages alone (`activation_per_block`, `logits_bytes`):
+    # the inner keys that share them and cp's split share the rows
+    done: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+    for i, key in enumerate(inner_keys):
+        inner = Degrees(dict(zip(names, key, strict=True)))
+        seq = inner.of("seq")  # cp: S / cp tokens per device
+        same = (inner["tp"], inner.stages, seq)
+        if same not in done:
+            done[same] = _activation_rows(w, inner, [b / seq for b in seq_b], runs)
+        act[i], logits[i] = done[same]
+    return act, logits
+
+
+def _activation_rows(
+    w: Workload, inner: Degrees, sequences: list[float], runs: dict[tuple[int, int], Execution]
+) -> tuple[np.ndarray, np.ndarray]:
+    """`activation_table`'s rows of one inner key: [b, sp, recompute] and [b]."""
+    act = np.zeros((len(sequences), 2, len(runs) // 2))
+    logits = np.zeros(len(sequences))
+    for j, seqs in enumerate(sequences):
+        logits[j] = logits_bytes(w, inner, seqs)
+        for (sp, r), ex in runs.items():
+            act[j, sp, r] = activation_per_block(w, inner, seqs, ex)
+    return act, logits

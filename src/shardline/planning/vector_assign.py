@@ -21,6 +21,7 @@ from shardline.basics.options import Execution
 from shardline.hardware import Chip
 from shardline.planning.memory import (
     Candidates,
+    StageLayers,
     candidate_held,
     candidate_stages,
     undominated,
@@ -41,6 +42,7 @@ from shardline.planning.vector_tables import (
     probe_key,
 )
 from shardline.strategies import Degrees, strategies
+from shardline.workload.device_memory import TermsMemo
 from shardline.workload.workload import Workload
 
 __all__ = ["Priced", "SHAPE_KEYS", "TRAFFIC_KEYS", "assignment_shapes", "price_traffic"]
@@ -279,8 +281,11 @@ def _optimizer_stage_s(
     c, states = found
     n = len(states[0])
     out = np.zeros((n, len(ZERO_STAGES)))
+    runs = t.extra.get("zero_runs")
+    if runs is None:  # the base execution under each ZeRO stage, made once
+        runs = t.extra["zero_runs"] = [replace(t.base, zero=z) for z in ZERO_STAGES]
     for z in ZERO_STAGES:
-        ex = replace(t.base, zero=z)
+        ex = runs[z]
         for s in range(n):
             st = states[z][s]
             out[s, z] = optimizer_step_s(w, chip, ex, deg, (st.params, st.optimizer_bytes))
@@ -318,6 +323,8 @@ def _memory_columns(
     names = tuple(s.name for s in strategies() if s.memory.weights == "dims" or "seq" in s.splits)
     stages: dict[int, list[list[tuple[Any, int]]]] = {}
     memo: dict[tuple[Any, ...], Candidates] = {}
+    # the layers' memory terms (`memory_check`) by those degrees alone: pp splits no layer's dims
+    terms: dict[tuple[int, ...], TermsMemo] = {}
     found, opt = [], []
     for deg in assignments:
         P = deg.stages
@@ -326,8 +333,9 @@ def _memory_columns(
         key = (tuple(deg[n] for n in names), P)
         inner = Degrees({**dict(zip(names, key[0], strict=True)), "pp": P})
         if key not in memo:
-            memo[key] = candidate_stages(w, stages[P], inner, t.base)
-            memo[(*key, "step")] = _on_step(w, memo[key], stages[P], inner, t)
+            known = terms.setdefault(key[0], {})
+            memo[key] = candidate_stages(w, stages[P], inner, t.base, memo=known)
+            memo[(*key, "step")] = _on_step(w, memo[key], (stages[P], known), inner, t)
         c, on_step = memo[key], memo[(*key, "step")]
         held = [candidate_held(w, c, deg, z) for z in ZERO_STAGES]
         if on_step is c:  # the step's stages are the memory's first ones
@@ -354,11 +362,16 @@ def _memory_columns(
 
 
 def _on_step(
-    w: Workload, c: Candidates, stages: list[Any], inner: Degrees, t: Tables
+    w: Workload,
+    c: Candidates,
+    stages: tuple[list[StageLayers], TermsMemo],
+    inner: Degrees,
+    t: Tables,
 ) -> Candidates:
     """The sums of the step's candidate stages (`Tables.plans`): the memory's where it has
     them all (a stage whose time differs from the one before it differs in its layers or
-    ends, so its memory candidate is there too), else summed for them."""
+    ends, so its memory candidate is there too), else summed for them (`stages`: the stages'
+    layers and the layers' memory terms, `candidate_stages`)."""
     timed = [s.index for s in t.plans[inner.stages]]
     if c.index[: len(timed)] == timed:
         return c
@@ -366,7 +379,7 @@ def _on_step(
         at = [c.index.index(i) for i in timed]
         sums, blocks = [c.sums[k] for k in at], [c.blocks[k] for k in at]
         return Candidates(timed, sums, blocks, c.block_weights_bytes)
-    return candidate_stages(w, stages, inner, t.base, timed)
+    return candidate_stages(w, stages[0], inner, t.base, timed, stages[1])
 
 
 def _width(t: Tables) -> int:

@@ -41,8 +41,8 @@ import numpy as np
 from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.hardware import Chip
 from shardline.planning.vector_assign import TRAFFIC_KEYS, assignment_shapes
-from shardline.planning.vector_eval import Chunk, columns, layouts, memory_of, price_chunk, step_of
-from shardline.planning.vector_floors import critical_comm_s, pair_floor
+from shardline.planning.vector_eval import Chunk, layouts, memory_of, price_chunk, step_of
+from shardline.planning.vector_floors import critical_comm_s, pair_floor, pair_floors
 from shardline.planning.vector_stages import floor_pieces
 from shardline.planning.vector_tables import (
     Tables,
@@ -103,7 +103,7 @@ def prepare(
     t = build_tables(w, chip, every, devices, recomputes, base)
     t.assign = assignment_shapes(t, w, chip, every)
     empty_probes(t)
-    r = columns(layouts(t).astype(np.int32))
+    r = layouts(t)
     memory = memory_of(t, r)
     fits = memory <= t.capacity_bytes
     space = ChipSpace(t, chip, every, starts, r, contexts(w, chip, recomputes, t.base))
@@ -138,6 +138,7 @@ def _floor(space: ChipSpace, w: Workload, fits: np.ndarray, m: np.ndarray) -> No
     pieces = floor_pieces(w)
     fwd, bwd = (np.full((*pairs.shape, len(pieces)), np.inf) for _ in range(2))
     probe_ctx = space.ctx[(0, 0, 0)]
+    pair_floors(t, probe_ctx, list(zip(*np.nonzero(pairs), strict=True)), pieces)
     for i, j in zip(*np.nonzero(pairs), strict=True):
         for p, layers in enumerate(pieces):
             fwd[i, j, p], bwd[i, j, p] = pair_floor(t, probe_ctx, int(i), int(j), layers)

@@ -45,7 +45,7 @@ from shardline.planning.step import ep_unpaired_passes, unpaired_extra_s
 from shardline.planning.vector_assign import price_traffic
 from shardline.planning.vector_tables import ENDS_FIELDS as ENDS
 from shardline.planning.vector_tables import PIECE_FIELDS as PIECES
-from shardline.planning.vector_tables import ZERO_STAGES, Tables
+from shardline.planning.vector_tables import ZERO_STAGES, Tables, piece_at
 from shardline.strategies import Degrees
 from shardline.workload.workload import Workload
 
@@ -54,7 +54,6 @@ __all__ = [
     "INTERLEAVES",
     "KNOBS",
     "layouts",
-    "columns",
     "price_chunk",
     "memory_of",
     "step_of",
@@ -90,14 +89,14 @@ def _grids(recomputes: int) -> list[np.ndarray]:
     return out
 
 
-def layouts(t: Tables) -> np.ndarray:
-    """Every layout of the assignments (`t.assign`), one row each (`KNOBS`), ordered by
-    assignment, b, V, then the knobs: b divides the batch per replica; interleave V > 1 needs a
-    pipeline and, as Megatron-LM's interleaved schedule asserts, a microbatch count that is a
-    multiple of the stages."""
+def layouts(t: Tables) -> dict[str, np.ndarray]:
+    """Every layout of the assignments (`t.assign`), one row each, as columns (`KNOBS`, int32),
+    ordered by assignment, b, V, then the knobs: b divides the batch per replica; interleave
+    V > 1 needs a pipeline and, as Megatron-LM's interleaved schedule asserts, a microbatch
+    count that is a multiple of the stages."""
     A = t.assign
     if not len(A.get("tp", ())):
-        return np.zeros((0, len(KNOBS)), dtype=np.int64)
+        return {k: np.zeros(0, dtype=np.int32) for k in KNOBS}
     b = t.seq_b.astype(np.int64)
     replicas, pp = A["replicas"].astype(np.int64), A["pp"].astype(np.int64)
     ok = t.batch % (replicas[:, None] * b[None, :]) == 0
@@ -108,21 +107,20 @@ def layouts(t: Tables) -> np.ndarray:
         (vs[None, :] <= A["v_max"][ai, None]) & (m[:, None] % pp[ai, None] == 0)
     )
     bi, vi = np.nonzero(v_ok)
-    base = np.stack([ai[bi], ji[bi], vs[vi]], axis=1)
-    cls = 2 * (A["tp"][base[:, 0]] > 1) + (A["dp"][base[:, 0]] > 1)
+    base = (ai[bi], ji[bi], vs[vi])
+    cls = 2 * (A["tp"][base[0]] > 1) + (A["dp"][base[0]] > 1)
     grids = _grids(len(t.recomputes))
     counts = np.array([len(g) for g in grids])[cls]
-    owner = np.repeat(np.arange(len(base)), counts)
-    offset = np.arange(len(owner)) - np.repeat(np.cumsum(counts) - counts, counts)
-    knobs = np.empty((len(owner), 4), dtype=np.int64)
+    start = np.cumsum(counts) - counts  # each (a, b, V)'s first row: its knobs follow in order
+    out = {k: np.empty(int(counts.sum()), dtype=np.int32) for k in KNOBS}
     for c, grid in enumerate(grids):
-        sel = cls[owner] == c
-        knobs[sel] = grid[offset[sel]]
-    return np.concatenate([base[owner], knobs], axis=1)
-
-
-def columns(rows: np.ndarray) -> dict[str, np.ndarray]:
-    return {k: rows[:, i] for i, k in enumerate(KNOBS)}
+        own = np.flatnonzero(cls == c)
+        at = (start[own][:, None] + np.arange(len(grid))[None, :]).ravel()
+        for k, col in zip(KNOBS[:3], base, strict=True):
+            out[k][at] = np.repeat(col[own], len(grid))
+        for k, col in zip(KNOBS[3:], grid.T, strict=True):
+            out[k][at] = np.tile(col, len(own))
+    return out
 
 
 def _stage(
@@ -174,7 +172,9 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     A = t.assign
     a, j, v, z = r["a"], r["j"], r["v"], r["z"]
     inner = A["inner"][a].astype(np.int64)
-    at = np.ravel_multi_index((inner, j, r["sp"], r["rc"], r["ov"]), t.probed[ENDS[0]].shape)
+    key = (inner, j, r["sp"], r["rc"], r["ov"])
+    at = np.ravel_multi_index(key, t.probed[ENDS[0]].shape)
+    at_pieces = piece_at(t, key)
     pp, dp = A["pp"][a], A["dp"][a]
     m = t.batch / (A["replicas"][a] * t.seq_b[j])
     E = {k: t.probed[k].ravel()[at] for k in ENDS}
@@ -188,7 +188,7 @@ def _step(t: Tables, r: dict[str, Any]) -> dict[str, Any]:
     keys = [k for k in PIECES if unpaired or "_ep_" not in k]  # the all-to-alls: --ep-overlap's
     for c in range(contents.shape[1]):
         s = contents[:, c]
-        P = {k: t.probed[k].ravel()[at * S + np.maximum(s, 0)] for k in keys}
+        P = {k: t.probed[k].ravel()[at_pieces * S + np.maximum(s, 0)] for k in keys}
         gathers = (
             A["fsdp_fwd_s"][a, c] + np.where(z3, A["z3_fwd_s"][a, c], 0.0),
             A["fsdp_bwd_s"][a, c] + np.where(z3, A["z3_bwd_s"][a, c], 0.0),
@@ -241,7 +241,7 @@ def price_chunk(chunk: Chunk) -> dict[str, np.ndarray]:
     return price_traffic(chunk.tables, chunk.workload, chunk.chip, list(chunk.assignments))
 
 
-MEMORY_ROWS = 1 << 20  # layouts sized per slice: their temporaries stay a few hundred MB
+MEMORY_ROWS = 1 << 16  # layouts sized per slice: their temporaries stay a few MB, reused
 
 
 def memory_of(t: Tables, r: dict[str, np.ndarray]) -> np.ndarray:

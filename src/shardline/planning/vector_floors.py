@@ -27,7 +27,14 @@ class FloorTable(Protocol):
     floors: dict[tuple[Any, ...], tuple[float, float]]
 
 
-__all__ = ["batch_splits", "critical_comm_s", "einsum_floor", "pair_floor", "probe_degrees"]
+__all__ = [
+    "batch_splits",
+    "critical_comm_s",
+    "einsum_floor",
+    "pair_floor",
+    "pair_floors",
+    "probe_degrees",
+]
 
 
 def batch_splits(name: str) -> tuple[str, ...]:
@@ -82,14 +89,41 @@ def _find_target(layer: Any, batch_dim: str) -> str | None:
     return next((d for d in layer.dims if d != batch_dim and d not in ends and same(d)), None)
 
 
-def _einsum_s(ctx: Context, layer: Any, dims: dict[str, int]) -> float:
+Piece = Sequence[tuple[Layer, int]]  # a block's layers (or a dense block's), with instances
+# one einsum of a floor: the layer, its local sizes, its key in the caches, its merged sizes
+# (None: priced as the engine's Cost, `Context.cost`)
+Key = tuple[object, ...]
+Einsum = tuple[Layer, dict[str, int], Key, dict[str, int] | None]
+# (instances, einsum) of a block's forward and of its backward
+Plan = tuple[list[tuple[int, Einsum]], list[tuple[int, Einsum]]]
+
+
+def _einsum(ctx: Context, layer: Layer, deg: Degrees) -> Einsum:
+    dims = dict(ctx.local(layer, deg, 1))
+    key = (layer.content_key, tuple(dims.items()))
+    return layer, dims, key, _merged(layer, dims, ctx.workload.batch_dim)
+
+
+def _einsums(ctx: Context, deg: Degrees, layers: Piece | None) -> Plan:
+    """The einsums of one block (or of `layers`, [(layer, instances)]) at the sizes of `deg`,
+    forward and backward, each with its instances."""
+    w = ctx.workload
+    fwd: list[tuple[int, Einsum]] = []
+    bwd: list[tuple[int, Einsum]] = []
+    for layer, n in layers or [(x, x.count) for x in w.layers]:  # as `Context.view` sizes them
+        fwd.append((n, _einsum(ctx, layer, deg)))
+        for grad in ctx.backward(layer) if w.training else ():
+            bwd.append((n, _einsum(ctx, grad, deg)))
+    return fwd, bwd
+
+
+def _einsum_s(ctx: Context, einsum: Einsum) -> float:
     """The engine's realistic time of one einsum (`Context.cost`), a matmul's from its merged
     shape: the same number, shared by more shapes. Left in `Context.einsum_times`, where
     `Context.cost` takes it when a probe asks for the einsum's Cost."""
     from shardline.realistic.kernels import einsum_time_s
 
-    merged = _merged(layer, dims, ctx.workload.batch_dim)
-    key = (layer.content_key, tuple(dims.items()))
+    layer, dims, key, merged = einsum
     if merged is None or key in ctx._costs:
         return float(ctx.cost(layer, dims).cost.predicted_s)
     found = ctx.einsum_times.get(key)
@@ -99,6 +133,15 @@ def _einsum_s(ctx: Context, layer: Any, dims: dict[str, int]) -> float:
     return found
 
 
+def _floor_of(ctx: Context, plan: Plan) -> tuple[float, float]:
+    fwd = bwd = 0.0
+    for n, einsum in plan[0]:
+        fwd += n * _einsum_s(ctx, einsum)
+    for n, einsum in plan[1]:
+        bwd += n * _einsum_s(ctx, einsum)
+    return fwd, bwd
+
+
 def einsum_floor(
     ctx: Context, inner: dict[str, int], sequences: int, layers: Sequence[Any] | None = None
 ) -> tuple[float, float]:
@@ -106,14 +149,61 @@ def einsum_floor(
     [(layer, instances)]: the dense block of a model whose first blocks are dense), as the
     engine prices them: each probed phase adds communication, memory-bound ops and recompute to
     these, never less (`vector_bound`'s first bound)."""
+    return _floor_of(ctx, _einsums(ctx, probe_degrees(ctx.workload, inner, sequences), layers))
+
+
+def _piece(layers: Piece | None) -> tuple[tuple[str, int], ...] | None:
+    return None if layers is None else tuple((x.name, n) for x, n in layers)
+
+
+def pair_floors(
+    t: FloorTable, ctx: Context, pairs: Sequence[tuple[int, int]], pieces: Sequence[Piece | None]
+) -> None:
+    """`pair_floor` of each of these (inner index, b index) pairs and `pieces`
+    (`floor_pieces`), their merged matmuls priced first, each einsum's at once over its sizes
+    (`_price`: the same numbers as one by one)."""
     w = ctx.workload
-    deg = probe_degrees(w, inner, sequences)
-    fwd = bwd = 0.0
-    for layer, n in layers or [(x, x.count) for x in w.layers]:  # as `Context.view` sizes them
-        fwd += n * _einsum_s(ctx, layer, dict(ctx.local(layer, deg, 1)))
-        for grad in ctx.backward(layer) if w.training else ():
-            bwd += n * _einsum_s(ctx, grad, dict(ctx.local(grad, deg, 1)))
-    return fwd, bwd
+    plans: dict[Key, Plan] = {}
+    shared: list[tuple[Key, Key]] = []
+    for i, j in pairs:
+        inner = dict(zip(t.names, t.inner_keys[i], strict=True))
+        deg = probe_degrees(w, inner, int(t.seq_b[j]))
+        sizes = ctx.sizes_key(deg)
+        for layers in pieces:
+            piece = _piece(layers)
+            if (i, j, piece) in t.floors:
+                continue
+            whole: Key = ("sizes", sizes, piece)
+            if whole not in t.floors and whole not in plans:
+                plans[whole] = _einsums(ctx, deg, layers)
+            shared.append(((i, j, piece), whole))
+    _price(ctx, [e for plan in plans.values() for part in plan for _, e in part])
+    for key, plan in plans.items():
+        t.floors[key] = _floor_of(ctx, plan)
+    for at, key in shared:
+        t.floors[at] = t.floors[key]
+
+
+def _price(ctx: Context, einsums: list[Einsum]) -> None:
+    """Leave in `Context.einsum_times` the merged matmuls of these einsums that `_einsum_s`
+    would price, each einsum's shapes at once (`kernels.einsum_times_s`)."""
+    from shardline.realistic.kernels import einsum_times_s, shape_key
+
+    w = ctx.workload
+    # by einsum (its name and content): the einsum, and each merged shape's sizes and keys
+    want: dict[Key, tuple[Layer, dict[Key, tuple[dict[str, int], list[Key]]]]] = {}
+    for layer, _, key, merged in einsums:
+        if merged is None or key in ctx._costs or key in ctx.einsum_times:
+            continue
+        shapes = want.setdefault((layer.name, layer.content_key), (layer, {}))[1]
+        shapes.setdefault(shape_key(layer, merged, w.model), (merged, []))[1].append(key)
+    model, graphs = w.model, ctx.execution.cuda_graphs
+    for layer, shapes in want.values():
+        sizes = [m for m, _ in shapes.values()]
+        found = einsum_times_s(layer, ctx.kernel_chip, sizes, model, graphs)
+        for (_, keys), seconds in zip(shapes.values(), found, strict=True):
+            for key in keys:
+                ctx.einsum_times[key] = seconds
 
 
 def pair_floor(
@@ -124,7 +214,7 @@ def pair_floor(
     the merged matmul shapes there for every probe of the pair. Pairs whose probe degrees give
     the same local sizes by `Context.sizes_key` (an fsdp inside ep that splits only the batch,
     as dp would) share one."""
-    piece = None if layers is None else tuple((x.name, n) for x, n in layers)
+    piece = _piece(layers)
     found = t.floors.get((i, j, piece))
     if found is None:
         inner = dict(zip(t.names, t.inner_keys[i], strict=True))

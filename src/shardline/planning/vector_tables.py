@@ -30,6 +30,7 @@ from shardline.basics.dtypes import dtype_bits
 from shardline.basics.options import RECOMPUTE_MODES, Execution
 from shardline.hardware import Chip
 from shardline.planning.evaluate import Context
+from shardline.planning.memory import activation_table
 from shardline.planning.phases import decomposed_exposed_s
 from shardline.planning.stage_extras import embedding_s, gather_sm_share
 from shardline.planning.step import ep_overlapped_s, grad_reduce_hidden
@@ -49,6 +50,7 @@ __all__ = [
     "build_tables",
     "probe_blocks",
     "empty_probes",
+    "piece_at",
     "contexts",
 ]
 
@@ -240,8 +242,11 @@ class Tables:
     model_flops: float  # one step, all devices
     hardware_flops: dict[str, float]  # by recompute policy
     seq_b: np.ndarray  # the microbatch sizes (sequences) probed
-    # PROBED name -> [inner index, b index, sp, recompute, tp overlap] -> seconds
+    # PROBED name -> seconds: the ends' [inner index, b index, sp, recompute, tp overlap], the
+    # pieces' sums [slot, sp, recompute, tp overlap, content], a slot per probed (inner, b)
+    # (`slots`, -1 before its first probe: a few hundred of the many thousand pairs are probed)
     probed: dict[str, np.ndarray] = field(default_factory=dict)
+    slots: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     act_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))  # one block, b seqs
     logits_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0))  # [inner, b]
     assign: dict[str, np.ndarray] = field(default_factory=dict)  # per assignment
@@ -309,7 +314,29 @@ def contexts(
 def empty_probes(t: Tables) -> None:
     shape = (len(t.inner_keys), len(t.seq_b), 2, len(t.recomputes), 2)
     t.probed = {k: np.full(shape, np.inf) for k in ENDS_FIELDS}
-    t.probed |= {k: np.full((*shape, len(t.contents)), np.inf) for k in PIECE_FIELDS}
+    t.probed |= {k: np.full((0, *shape[2:], len(t.contents)), np.inf) for k in PIECE_FIELDS}
+    t.slots = np.full(shape[:2], -1, dtype=np.int64)
+
+
+def _add_slots(t: Tables, pairs: np.ndarray) -> None:
+    """A slot of the pieces' arrays for each (inner, b) of `pairs` [inner, b] that has none."""
+    new = pairs & (t.slots < 0)
+    count = int(new.sum())
+    if not count:
+        return
+    first = len(t.probed[PIECE_FIELDS[0]])
+    t.slots[new] = np.arange(first, first + count)
+    for k in PIECE_FIELDS:
+        more = np.full((count, *t.probed[k].shape[1:]), np.inf)
+        t.probed[k] = np.concatenate([t.probed[k], more])
+
+
+def piece_at(t: Tables, at: tuple[np.ndarray, ...]) -> np.ndarray:
+    """The flat index of (inner, b, sp, recompute, overlap) into the pieces' arrays, less their
+    last axis (the content): its slot's (`Tables.slots`; every probed pair has one)."""
+    inner, j, *rest = at
+    shape = t.probed[PIECE_FIELDS[0]].shape[:-1]
+    return np.ravel_multi_index((t.slots[inner, j], *rest), shape)
 
 
 def _probe_one(t: Tables, ctx: Context, at: tuple[int, int, int, int], overlap: int) -> None:
@@ -323,8 +350,9 @@ def _probe_one(t: Tables, ctx: Context, at: tuple[int, int, int, int], overlap: 
         t.probed[name][i, j, sp, r, overlap] = getattr(bt, name)
     counts = t.contents[:, need]
     whole = (t.contents.sum(axis=1) == counts.sum(axis=1)) & (counts.sum(axis=1) > 0)
+    slot = t.slots[i, j]
     for name in PIECE_FIELDS:
-        t.probed[name][i, j, sp, r, overlap] = np.where(whole, counts @ getattr(bt, name), np.inf)
+        t.probed[name][slot, sp, r, overlap] = np.where(whole, counts @ getattr(bt, name), np.inf)
     for k in (int(x) for x in need):
         if (i, k) not in t.grad_terms:
             terms = inner_grad_terms(ctx, inner, int(t.seq_b[j]), [t.pieces[k]])
@@ -345,6 +373,7 @@ def probe_blocks(
         needed = needed.copy()
         needed[:, :, :, 0] |= needed[:, :, :, 1]
         needed[:, :, :, 1] = False
+    _add_slots(t, np.asarray(needed.any(axis=(2, 3))))
     for (sp, r, ov), ctx in contexts.items():
         if ov:  # from the context without overlap (`block_times`): its stages are cached
             continue
@@ -359,39 +388,11 @@ def probe_blocks(
             for o in (0, 1) if inner.get("tp", 1) > 1 else (0,):
                 _probe_one(t, ctx, (int(i), int(j), sp, r), o)
     if twin:
-        for k in PROBED:
+        for k in ENDS_FIELDS:
             out[k][:, :, :, 1] = out[k][:, :, :, 0]
+        for k in PIECE_FIELDS:
+            out[k][:, :, 1] = out[k][:, :, 0]
     return runs
-
-
-def activation_table(
-    w: Workload,
-    inner_keys: list[tuple[int, ...]],
-    seq_b: list[int],
-    recomputes: tuple[str, ...] = RECOMPUTE_MODES,
-    base: Execution | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Activation bytes of one block (inner x b x sp x recompute) and one microbatch's fp32
-    logits on the last stage (inner x b), as the engine's memory check counts them."""
-    from shardline.planning.memory import activation_per_block, logits_bytes
-
-    names = probe_names()
-    base = base or Execution()
-    act = np.zeros((len(inner_keys), len(seq_b), 2, len(recomputes)))
-    logits = np.zeros((len(inner_keys), len(seq_b)))
-    runs = {
-        (sp, r): replace(base, sequence_parallel=bool(sp), recompute=rc)
-        for sp in (0, 1)
-        for r, rc in enumerate(recomputes)
-    }
-    for i, key in enumerate(inner_keys):
-        inner = Degrees(dict(zip(names, key, strict=True)))
-        seq = inner.of("seq")  # cp: S / cp tokens per device
-        for j, b in enumerate(seq_b):
-            logits[i, j] = logits_bytes(w, inner, b / seq)
-            for (sp, r), ex in runs.items():
-                act[i, j, sp, r] = activation_per_block(w, inner, b / seq, ex)
-    return act, logits
 
 
 def bytes_per_element(w: Workload) -> float:
@@ -480,7 +481,7 @@ def build_tables(
         recomputes=recomputes,
         base=base,
     )
-    t.act_bytes, t.logits_bytes = activation_table(w, inner_keys, seq_b, recomputes, base)
+    t.act_bytes, t.logits_bytes = activation_table(w, names, inner_keys, seq_b, recomputes, base)
     model = w.model
     assert model is not None
     bits = dtype_bits(

@@ -18,9 +18,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from math import prod
 
+import numpy as np
+
+from shardline.basics.dtypes import dtype_bits
 from shardline.hardware import Chip
 from shardline.ops.achievable import achievable_rate
 from shardline.ops.cost import Cost
@@ -37,6 +41,7 @@ __all__ = [
     "gemm_time_s",
     "attention_work_s",
     "einsum_time_s",
+    "einsum_times_s",
     "shape_key",
     "causal_lower_bound",
     "mem_rate",
@@ -203,11 +208,80 @@ def einsum_time_s(
     hit = _MEMO.get(key)
     if hit is not None and hit[0] is chip:
         return hit[1]
+    return _remember(key, chip, _einsum_time_s(layer, chip, dims, model, cuda_graphs))
+
+
+def _remember(key: tuple[object, ...], chip: Chip, seconds: float) -> float:
     if len(_MEMO) >= _MEMO_MAX:
         _MEMO.clear()
-    seconds = _einsum_time_s(layer, chip, dims, model, cuda_graphs)
     _MEMO[key] = (chip, seconds)
     return seconds
+
+
+EXACT_BELOW = 2**53  # every integer below it is a float64 exactly
+
+
+def einsum_times_s(
+    layer: Layer,
+    chip: Chip,
+    sizes: Sequence[Mapping[str, int]],
+    model: ModelShape | None,
+    cuda_graphs: bool,
+) -> list[float]:
+    """`einsum_time_s` of one einsum at many sizes, the same numbers: a GEMM's priced at once
+    over arrays (`_gemm_times_s`) where every count it forms is exact as a float (`_exact`), the
+    rest one by one."""
+    out: list[float] = [0.0] * len(sizes)
+    keys = [(id(chip), shape_key(layer, dims, model), cuda_graphs) for dims in sizes]
+    gemm = not (layer.kernel == "attention" and model is not None and model.attention == "flash")
+    batch = []
+    for k, (key, dims) in enumerate(zip(keys, sizes, strict=True)):
+        hit = _MEMO.get(key)
+        if hit is not None and hit[0] is chip:
+            out[k] = hit[1]
+        elif gemm and _exact(layer, dims):
+            batch.append(k)
+        else:
+            out[k] = einsum_time_s(layer, chip, dims, model, cuda_graphs)
+    if batch:
+        routed = model is not None and model.decode and layer.name in ROUTED_EXPERT_LAYERS
+        on = moe_decode_chip(chip) if routed else chip
+        found = _gemm_times_s(layer, on, [sizes[k] for k in batch], cuda_graphs)
+        for k, seconds in zip(batch, found, strict=True):
+            out[k] = _remember(keys[k], chip, seconds)
+    return out
+
+
+def _exact(layer: Layer, dims: Mapping[str, int]) -> bool:
+    """Whether every count the per-op model forms of this einsum (FLOPs, each operand's bits,
+    the GEMM's M, N, K and batch: products of its dims) is an integer below 2**53: then the
+    scalar call's integer arithmetic and the arrays' float arithmetic give the same numbers."""
+    spec = layer.parsed
+    every = prod(dims[d] for d in spec.all_dims)
+    if every * max(spec.flop_factor, 1) >= EXACT_BELOW:
+        return False
+    return all(
+        prod(dims[d] for d in op.dims) * dtype_bits(layer.dtypes[op.name]) < EXACT_BELOW
+        for op in spec.operands
+    )
+
+
+def _gemm_times_s(
+    layer: Layer, chip: Chip, sizes: Sequence[Mapping[str, int]], cuda_graphs: bool
+) -> list[float]:
+    """`gemm_time_s` at each of `sizes` (`_exact` ones), the per-op model run once over arrays of
+    the sizes: every step elementwise, as the scalar call runs it."""
+    dims = {d: np.array([x[d] for x in sizes], dtype=np.float64) for d in sizes[0]}
+    result = evaluate_einsum(layer.parsed, dims, chip, dict(layer.dtypes), str(layer.compute_dtype))
+    predicted = with_prediction(result, launch="graphs" if cuda_graphs else "eager")
+    t = np.asarray(predicted.cost.predicted_s, dtype=np.float64)
+    if layer.onchip:  # as `gemm_time_s`: the on-chip operands' bytes out of the memory time
+        terms = predicted.prediction or {}
+        overhead = terms.get("t_overhead_s", 0.0)
+        onchip = sum(result.bytes[name] for name in layer.onchip)
+        t_mem = (result.bytes["total"] - onchip) / mem_rate(chip)
+        t = overhead + np.maximum(terms.get("t_compute_s", t - overhead), t_mem)
+    return [float(x) for x in np.broadcast_to(t, (len(sizes),))]
 
 
 def _einsum_time_s(

@@ -255,14 +255,15 @@ def device_share(
     """One device's share for the memory check: local sizes, the ways each state is sharded
     (FSDP shards all three; ZeRO stage `zero` shards some over dp), and the resident KV cache's
     sizes (every sequence of the device's replica, not one microbatch)."""
-
-    def ways(term: str) -> int:
-        return prod(
-            degrees.get(s.name, 1)
-            for s in strategies()
-            if getattr(s.memory, term) == "sharded"
-            or (s.name == "dp" and term in ZERO_SHARDS[zero])
-        )
+    terms, by_zero = ("weights", "gradients", "optimizer"), ZERO_SHARDS[zero]
+    ways = dict.fromkeys(terms, 1)
+    for s in strategies():  # one pass: the strategies on (degree > 1) that shard each term
+        degree = degrees.get(s.name, 1)
+        if degree == 1:
+            continue
+        for term in terms:
+            if getattr(s.memory, term) == "sharded" or (s.name == "dp" and term in by_zero):
+                ways[term] *= degree
 
     def dims(layer: Layer) -> dict[str, int]:
         return local_dims(layer, degrees, batch_dim=workload.batch_dim, microbatches=microbatches)
@@ -270,5 +271,5 @@ def device_share(
     def cache_dims(layer: Layer) -> dict[str, int]:
         return local_dims(layer, degrees, batch_dim=workload.batch_dim, microbatches=1)
 
-    share = DeviceShare(dims, ways("weights"), ways("gradients"), ways("optimizer"), cache_dims)
+    share = DeviceShare(dims, ways["weights"], ways["gradients"], ways["optimizer"], cache_dims)
     return replace(share, state_bytes=state_bytes) if state_bytes is not None else share

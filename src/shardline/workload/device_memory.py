@@ -18,6 +18,7 @@ from shardline.basics.dtypes import dtype_bits
 from shardline.workload.workload import Layer, Workload
 
 __all__ = [
+    "TermsMemo",
     "ADAM_MOMENTS_BYTES_PER_PARAM",
     "OPTIMIZER_BYTES_PER_PARAM",
     "optimizer_bytes_per_param",
@@ -112,10 +113,12 @@ def memory_check(
     layers: Sequence[tuple[Layer, int]] | None = None,
     share: DeviceShare | None = None,
     in_flight: float = 1,
+    memo: TermsMemo | None = None,
 ) -> MemoryCheck:
     """Memory on one device holding `layers` [(layer, instances)] (default: the whole stack) cut
     as `share` says (local sizes per layer; weights, gradients and optimizer state sharded so
-    many ways), with `in_flight` microbatches whose activations are kept."""
+    many ways), with `in_flight` microbatches whose activations are kept; `memo`: the layers'
+    terms, kept across calls whose shares cut the layers alike (`TermsMemo`)."""
     share = share or DeviceShare()
     if layers is None:
         from shardline.workload.dense_first import stack_layers
@@ -124,7 +127,7 @@ def memory_check(
     params = weights = kv = saved = adam = 0.0
     live = biggest_out = 0
     working, working_layer = 0, layers[0][0].name if layers else ""
-    terms: dict[tuple[object, ...], _MemoryTerms] = {}
+    terms: dict[tuple[object, ...], _MemoryTerms] = {} if memo is None else memo
     for layer, n in layers:
         one = terms.get(layer.content_key)
         if one is None:
@@ -168,6 +171,8 @@ def memory_check(
 # one instance's parameters, weight bytes, optimizer-state bytes, KV-cache bytes, activation
 # input bytes and activation output bytes
 _MemoryTerms = tuple[int, int, float, int, int, int]
+# `memory_check`'s terms of each layer by its content, kept across calls that cut layers alike
+TermsMemo = dict[tuple[object, ...], _MemoryTerms]
 
 
 def _memory_terms(layer: Layer, share: DeviceShare) -> _MemoryTerms:
