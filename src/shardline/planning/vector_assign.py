@@ -37,10 +37,11 @@ from shardline.planning.vector_tables import (
     BlockWeights,
     Tables,
     block_weights,
+    fold_key,
     inner_names,
     probe_key,
 )
-from shardline.strategies import Degrees, strategies
+from shardline.strategies import Degrees, folded_from, strategies
 from shardline.workload.workload import Workload
 
 __all__ = ["Priced", "SHAPE_KEYS", "TRAFFIC_KEYS", "assignment_shapes", "price_traffic"]
@@ -312,9 +313,9 @@ def _memory_columns(
     index [a, c] (-1 past the last), states [a, zero stage, c], blocks [a, c]; and the
     optimizer step of each candidate stage of its step [a, candidate, zero stage]
     (`_optimizer_stage_s`, 0 past the last). The stages' sums depend on the degrees only
-    through the weights' local sizes (the strategies that split the weights' dims: tp, ep), the
-    ways each sequence's tokens split (cp: the KV cache) and the stage count, so assignments
-    that share them share the sums."""
+    through the weights' local sizes (the strategies that split the weights' dims: tp, ep; a
+    folded layout's etp, `fold_key`), the ways each sequence's tokens split (cp: the KV cache)
+    and the stage count, so assignments that share them share the sums."""
     names = tuple(s.name for s in strategies() if s.memory.weights == "dims" or "seq" in s.splits)
     stages: dict[int, list[list[tuple[Any, int]]]] = {}
     memo: dict[tuple[Any, ...], Candidates] = {}
@@ -323,8 +324,8 @@ def _memory_columns(
         P = deg.stages
         if P not in stages:
             stages[P] = [layers for layers, _ in w.pipeline_stages(P)]
-        key = (tuple(deg[n] for n in names), P)
-        inner = Degrees({**dict(zip(names, key[0], strict=True)), "pp": P})
+        key = (tuple(deg[n] for n in names), P, fold_key(deg))
+        inner = folded_from({**dict(zip(names, key[0], strict=True)), "pp": P}, key[2])
         if key not in memo:
             memo[key] = candidate_stages(w, stages[P], inner, t.base)
             memo[(*key, "step")] = _on_step(w, memo[key], stages[P], inner, t)

@@ -14,7 +14,7 @@ from math import prod
 from typing import Any, Protocol
 
 from shardline.planning.evaluate import Context, communicating, layer_degrees
-from shardline.strategies import CommTerm, Degrees, LayerView, strategies
+from shardline.strategies import CommTerm, Degrees, LayerView, folded_from, strategies
 from shardline.workload.workload import Layer, Workload
 
 
@@ -34,10 +34,20 @@ def batch_splits(name: str) -> tuple[str, ...]:
     return next(s.splits for s in strategies() if s.name == name)
 
 
+def inner_degrees(inner: dict[str, int]) -> Degrees:
+    """A probe key's degrees (`vector_tables.probe_key`): the strategies' as given, folded to
+    the experts' etp where its "etp" entry is not 0 (`folded_from`)."""
+    plain = {k: v for k, v in inner.items() if k != "etp"}
+    return folded_from(plain, inner.get("etp", 0))
+
+
 def probe_degrees(w: Workload, inner: dict[str, int], sequences: int) -> Degrees:
-    """The probe's degrees: `sequences` per device per microbatch, dp taking the rest."""
-    split = prod(v for k, v in inner.items() if "batch" in batch_splits(k))  # ep (and fsdp inside)
-    return Degrees({**inner, "dp": max(1, w.batch // (sequences * split))})
+    """The probe's degrees: `sequences` per device per microbatch, dp taking the rest (the
+    unfolded dp of a folded layout: `inner_degrees`)."""
+    split = prod(
+        v for k, v in inner.items() if k != "etp" and "batch" in batch_splits(k)
+    )  # ep (and fsdp inside)
+    return inner_degrees({**inner, "dp": max(1, w.batch // (sequences * split))})
 
 
 def _merged(layer: Any, dims: dict[str, int], batch_dim: str | None) -> dict[str, int] | None:

@@ -33,7 +33,12 @@ from shardline.planning.evaluate import Context
 from shardline.planning.phases import decomposed_exposed_s
 from shardline.planning.stage_extras import embedding_s, gather_sm_share
 from shardline.planning.step import ep_overlapped_s, grad_reduce_hidden
-from shardline.planning.vector_floors import batch_splits, pair_floor, probe_degrees
+from shardline.planning.vector_floors import (
+    batch_splits,
+    inner_degrees,
+    pair_floor,
+    probe_degrees,
+)
 from shardline.planning.vector_stages import Candidate, StageLayers, floor_pieces
 from shardline.strategies import Degrees, plain_batch_split, strategies
 from shardline.workload.workload import Workload, backward_layers
@@ -77,21 +82,36 @@ def inner_names() -> tuple[str, ...]:
 
 def probe_names() -> tuple[str, ...]:
     """The inner names, then the plain batch splits inside an inner batch split on the mesh
-    (fsdp inside ep): they place its network (`probe_key`)."""
+    (fsdp inside ep): they place its network (`probe_key`); then `FOLD_NAME`, the experts'
+    tensor parallelism of a folded layout."""
     from shardline.strategies import by_mesh
 
     mesh = [s for s in by_mesh() if "layers" not in s.splits]
     splits = [i for i, s in enumerate(mesh) if "batch" in s.splits and not _plain(s)]
     inside = [s.name for i, s in enumerate(mesh) if _plain(s) and splits and i < max(splits)]
-    return (*inner_names(), *inside)
+    return (*inner_names(), *inside, FOLD_NAME)
+
+
+# a probe key's last entry: a folded layout's etp (the experts run on etp x ep x tp / etp of
+# the attention's tp x ep ranks: `Degrees.experts`), 0 for one whose experts run on tp
+FOLD_NAME = "etp"
+
+
+def fold_key(deg: Degrees) -> int:
+    """`FOLD_NAME`'s entry of an assignment's probe key: its etp when folded to another than
+    tp, else 0."""
+    return deg.etp if deg.folded and deg.etp != deg["tp"] else 0
 
 
 def probe_key(deg: Any, names: tuple[str, ...]) -> tuple[int, ...]:
     """An assignment's probe: its inner degrees, and the plain batch splits inside an inner
-    batch split where that split is on (> 1), else 1 (a dense model's fsdp changes no probe)."""
+    batch split where that split is on (> 1), else 1 (a dense model's fsdp changes no probe);
+    a folded layout's etp (`fold_key`)."""
     inner = inner_names()
     on = any(deg[n] > 1 for n in inner if "batch" in batch_splits(n))
-    return tuple(deg[n] if n in inner or on else 1 for n in names)
+    return tuple(
+        fold_key(deg) if n == FOLD_NAME else deg[n] if n in inner or on else 1 for n in names
+    )
 
 
 @dataclass(frozen=True)
@@ -385,7 +405,7 @@ def activation_table(
         for r, rc in enumerate(recomputes)
     }
     for i, key in enumerate(inner_keys):
-        inner = Degrees(dict(zip(names, key, strict=True)))
+        inner = inner_degrees(dict(zip(names, key, strict=True)))
         seq = inner.of("seq")  # cp: S / cp tokens per device
         for j, b in enumerate(seq_b):
             logits[i, j] = logits_bytes(w, inner, b / seq)
@@ -423,10 +443,11 @@ def block_weights(
     from shardline.strategies.base import reduced_gradient_bytes
 
     memo = {} if grads_memo is None else grads_memo
+    deg = inner_degrees(inner)
     out = []
     params = nbytes = 0.0
     for layer, count in w.distinct_layers if layers is None else layers:
-        dims = local_dims(layer, inner, batch_dim=w.batch_dim)
+        dims = local_dims(layer, deg, batch_dim=w.batch_dim)
         wbytes = float(sum(layer.operand_bytes(x, dims) for x in layer.weights))
         if not wbytes:
             continue
@@ -439,7 +460,7 @@ def block_weights(
         for grad in memo[key]:
             gbytes = 0.0
             if grad.grad_of is not None:
-                gdims = local_dims(grad, inner, batch_dim=w.batch_dim)
+                gdims = local_dims(grad, deg, batch_dim=w.batch_dim)
                 gbytes = float(reduced_gradient_bytes(grad, gdims, reduce_dtype))
             grads.append((bool(grad.weights), gbytes))
         out.append((count, wbytes, tuple(grads)))
