@@ -119,6 +119,7 @@ def _sampled_steps(
     n: int,
     run: RunOptions | None = None,
     dtype: str | None = None,
+    etp: int | None = None,
 ) -> set[str]:
     """The vectorized step and memory of n seeded random layouts (every one sampled, whatever
     its class) against the engine's `predicted_s` and `memory_per_device_bytes`, under the
@@ -134,7 +135,7 @@ def _sampled_steps(
     chip = resolve_chip("h100-sxm")
     base = (run or RunOptions()).base
     space = prepare(
-        w, chip, [search_assignments(w, devices, {})], devices, base=base
+        w, chip, [search_assignments(w, devices, {}, etp)], devices, base=base
     )
     exhaustive(space, w)
     rows = {**space.r, **space.out}
@@ -225,6 +226,13 @@ def test_step_time_is_the_engines_under_knobs_on_1000_layouts(
 ) -> None:
     seen = _sampled_steps(model, 64, 64, 1024, n=SAMPLES, run=run, dtype=dtype)
     assert {"moved", "inner+dp"} <= seen
+
+
+def test_step_time_is_the_engines_with_etp_held() -> None:
+    """--etp 2 held: the folded layouts include experts on more tensor-parallel ranks than the
+    attention's (tp 1 with ep 2, 4, 8: etp 2 over two of its dp ranks); 100 seeded random
+    layouts over 16 H100s, every one compared, as above."""
+    assert "folded" in _sampled_steps("mixtral-8x7b", 16, 64, 1024, n=100, etp=2)
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
