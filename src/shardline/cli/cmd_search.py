@@ -105,8 +105,9 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         "--etp",
         default=None,
         metavar="N",
-        help="hold expert tensor parallelism (parallel folding) at N; default: the layouts as "
-        "found (etp = tp) and the folded variant of each re-ranked one (etp 1)",
+        help="hold expert tensor parallelism (parallel folding) at N, as --fix etp=N does; "
+        "default: every layout with its experts on tp (etp = tp) and folded onto each etp below "
+        "tp",
     )
     add_recompute_arg(g)  # pins the policy; without it none, selective and full are searched
     g.add_argument(

@@ -172,6 +172,7 @@ def critical_comm_s(
     overlap: bool,
     tp: bool,
     layers: Sequence[Layer] | None = None,
+    rerun: bool = False,
 ) -> float:
     """Realistic seconds of one block's critical, per-microbatch communication in one
     microbatch's forward and backward, its layers' terms as the probe's stage adds them (run
@@ -182,7 +183,8 @@ def critical_comm_s(
     (tp's recomputed forward, none of them negative); its phases take compute + critical +
     max(contention, overlapped - compute), at least compute + critical: so both add to
     `einsum_floor` in a lower bound of the block (`vector_bound`). `layers`: those of the block
-    whose terms count (default all; disjoint sets add up)."""
+    whose terms count (default all; disjoint sets add up). `rerun`: only the forward terms a
+    full recompute runs again in the backward (`stage_extras._rerun_terms`: tp's, ep's)."""
     from shardline.planning.stage_extras import tp_variants
 
     if tp and overlap:
@@ -201,5 +203,7 @@ def critical_comm_s(
             continue
         for term in terms:
             if term.critical and not term.once_per_step and (term.purpose == "tp") == tp:
+                if rerun and (term.phase != "forward" or term.purpose not in ("tp", "ep")):
+                    continue
                 total += term.calls * term.t_pred_s
     return total
