@@ -134,9 +134,7 @@ def _sampled_steps(
     w = _workload(model, sequences, seq_len, dtype)
     chip = resolve_chip("h100-sxm")
     base = (run or RunOptions()).base
-    space = prepare(
-        w, chip, [search_assignments(w, devices, {}, etp)], devices, base=base
-    )
+    space = prepare(w, chip, [search_assignments(w, devices, {}, etp)], devices, base=base)
     exhaustive(space, w)
     rows = {**space.r, **space.out}
     group = Group(chip, devices, space.every, space.tables, rows)

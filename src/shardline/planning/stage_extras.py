@@ -311,8 +311,7 @@ def _rerun_terms(stage: Stage) -> list[CommTerm]:
     return [
         t
         for t in stage.terms
-        if t.phase == "forward"
-        and (t.purpose == "tp" or t.purpose == "ep" and not t.once_per_step)
+        if t.phase == "forward" and (t.purpose == "tp" or t.purpose == "ep" and not t.once_per_step)
     ]
 
 
