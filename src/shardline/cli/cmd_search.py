@@ -106,8 +106,7 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="hold expert tensor parallelism (parallel folding) at N, as --fix etp=N does; "
-        "default: every layout with its experts on tp (etp = tp) and, where tp > 1, folded to "
-        "etp 1",
+        "default: each layout's experts on tp and, where tp > 1, folded to etp 1",
     )
     add_recompute_arg(g)  # pins the policy; without it none, selective and full are searched
     g.add_argument(

@@ -26,6 +26,7 @@ from shardline.planning.memory import (
     undominated,
 )
 from shardline.planning.network import MeshNetwork
+from shardline.planning.vector_floors import fold_key, inner_degrees
 from shardline.planning.vector_stages import (
     finish_contents,
     floor_counts,
@@ -37,7 +38,6 @@ from shardline.planning.vector_tables import (
     BlockWeights,
     Tables,
     block_weights,
-    fold_key,
     inner_names,
     probe_key,
 )
@@ -383,7 +383,7 @@ def _weights(
     if (key, piece) not in memo:
         grads = t.extra.setdefault("backward_layers", {})
         layers = None if piece is None else t.pieces[piece]
-        inner = dict(zip(t.names, key, strict=True))
+        inner = inner_degrees(dict(zip(t.names, key, strict=True)))  # folded where keyed so
         memo[(key, piece)] = block_weights(w, inner, grads, layers, t.base.grad_reduce_dtype)
     return memo[(key, piece)]
 

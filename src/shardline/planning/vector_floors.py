@@ -27,25 +27,46 @@ class FloorTable(Protocol):
     floors: dict[tuple[Any, ...], tuple[float, float]]
 
 
-__all__ = ["batch_splits", "critical_comm_s", "einsum_floor", "pair_floor", "probe_degrees"]
+__all__ = [
+    "FOLD_NAME",
+    "batch_splits",
+    "critical_comm_s",
+    "einsum_floor",
+    "fold_key",
+    "inner_degrees",
+    "pair_floor",
+    "probe_degrees",
+]
 
 
 def batch_splits(name: str) -> tuple[str, ...]:
     return next(s.splits for s in strategies() if s.name == name)
 
 
+# a probe key's last entry (`vector_tables.probe_key`): a folded layout's etp (its experts run
+# on etp x ep x tp / etp of the attention's tp x ep ranks: `Degrees.experts`), 0 for one whose
+# experts run on tp
+FOLD_NAME = "etp"
+
+
+def fold_key(deg: Degrees) -> int:
+    """`FOLD_NAME`'s entry of an assignment's probe key: its etp when folded to another than
+    tp, else 0."""
+    return deg.etp if deg.folded and deg.etp != deg["tp"] else 0
+
+
 def inner_degrees(inner: dict[str, int]) -> Degrees:
     """A probe key's degrees (`vector_tables.probe_key`): the strategies' as given, folded to
     the experts' etp where its "etp" entry is not 0 (`folded_from`)."""
-    plain = {k: v for k, v in inner.items() if k != "etp"}
-    return folded_from(plain, inner.get("etp", 0))
+    plain = {k: v for k, v in inner.items() if k != FOLD_NAME}
+    return folded_from(plain, inner.get(FOLD_NAME, 0))
 
 
 def probe_degrees(w: Workload, inner: dict[str, int], sequences: int) -> Degrees:
     """The probe's degrees: `sequences` per device per microbatch, dp taking the rest (the
     unfolded dp of a folded layout: `inner_degrees`)."""
     split = prod(
-        v for k, v in inner.items() if k != "etp" and "batch" in batch_splits(k)
+        v for k, v in inner.items() if k != FOLD_NAME and "batch" in batch_splits(k)
     )  # ep (and fsdp inside)
     return inner_degrees({**inner, "dp": max(1, w.batch // (sequences * split))})
 

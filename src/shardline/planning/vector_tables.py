@@ -33,12 +33,7 @@ from shardline.planning.evaluate import Context
 from shardline.planning.phases import decomposed_exposed_s
 from shardline.planning.stage_extras import embedding_s, gather_sm_share
 from shardline.planning.step import ep_overlapped_s, grad_reduce_hidden
-from shardline.planning.vector_floors import (
-    batch_splits,
-    inner_degrees,
-    pair_floor,
-    probe_degrees,
-)
+from shardline.planning.vector_floors import batch_splits, inner_degrees, pair_floor, probe_degrees
 from shardline.planning.vector_stages import Candidate, StageLayers, floor_pieces
 from shardline.strategies import Degrees, plain_batch_split, strategies
 from shardline.workload.workload import Workload, backward_layers
@@ -82,8 +77,8 @@ def inner_names() -> tuple[str, ...]:
 
 def probe_names() -> tuple[str, ...]:
     """The inner names, then the plain batch splits inside an inner batch split on the mesh
-    (fsdp inside ep): they place its network (`probe_key`); then `FOLD_NAME`, the experts'
-    tensor parallelism of a folded layout."""
+    (fsdp inside ep): they place its network (`probe_key`); then a folded layout's etp."""
+    from shardline.planning.vector_floors import FOLD_NAME
     from shardline.strategies import by_mesh
 
     mesh = [s for s in by_mesh() if "layers" not in s.splits]
@@ -92,21 +87,11 @@ def probe_names() -> tuple[str, ...]:
     return (*inner_names(), *inside, FOLD_NAME)
 
 
-# a probe key's last entry: a folded layout's etp (the experts run on etp x ep x tp / etp of
-# the attention's tp x ep ranks: `Degrees.experts`), 0 for one whose experts run on tp
-FOLD_NAME = "etp"
-
-
-def fold_key(deg: Degrees) -> int:
-    """`FOLD_NAME`'s entry of an assignment's probe key: its etp when folded to another than
-    tp, else 0."""
-    return deg.etp if deg.folded and deg.etp != deg["tp"] else 0
-
-
 def probe_key(deg: Any, names: tuple[str, ...]) -> tuple[int, ...]:
     """An assignment's probe: its inner degrees, and the plain batch splits inside an inner
-    batch split where that split is on (> 1), else 1 (a dense model's fsdp changes no probe);
-    a folded layout's etp (`fold_key`)."""
+    batch split where that split is on (> 1), else 1 (a dense model's fsdp changes no probe)."""
+    from shardline.planning.vector_floors import FOLD_NAME, fold_key  # a folded layout's etp
+
     inner = inner_names()
     on = any(deg[n] > 1 for n in inner if "batch" in batch_splits(n))
     return tuple(
@@ -414,10 +399,6 @@ def activation_table(
     return act, logits
 
 
-def bytes_per_element(w: Workload) -> float:
-    return dtype_bits(w.layers[0].dtype) / 8
-
-
 @dataclass(frozen=True)
 class BlockWeights:
     """One block's weight layers on one device under the inner degrees: (count, weight bytes,
@@ -431,23 +412,22 @@ class BlockWeights:
 
 def block_weights(
     w: Workload,
-    inner: dict[str, int],
+    inner: Degrees,
     grads_memo: dict[Any, list[Any]] | None = None,
     layers: Any = None,
     reduce_dtype: str | None = None,
 ) -> BlockWeights:
-    """`layers`: [(layer, instances)] (default the block's distinct layers); `grads_memo`: each
-    layer's backward einsums, kept across calls (by the layer's name and content); gradients in
-    `reduce_dtype`, as the engine sizes them (`strategies.base.reduced_gradient_bytes`)."""
+    """`inner`: a probe key's degrees (`inner_degrees`); `layers`: [(layer, instances)] (default
+    the block's distinct layers); `grads_memo`: each layer's backward einsums (kept across calls,
+    by name and content); gradients in `reduce_dtype` (`base.reduced_gradient_bytes`)."""
     from shardline.strategies import local_dims
     from shardline.strategies.base import reduced_gradient_bytes
 
     memo = {} if grads_memo is None else grads_memo
-    deg = inner_degrees(inner)
     out = []
     params = nbytes = 0.0
     for layer, count in w.distinct_layers if layers is None else layers:
-        dims = local_dims(layer, deg, batch_dim=w.batch_dim)
+        dims = local_dims(layer, inner, batch_dim=w.batch_dim)
         wbytes = float(sum(layer.operand_bytes(x, dims) for x in layer.weights))
         if not wbytes:
             continue
@@ -460,7 +440,7 @@ def block_weights(
         for grad in memo[key]:
             gbytes = 0.0
             if grad.grad_of is not None:
-                gdims = local_dims(grad, deg, batch_dim=w.batch_dim)
+                gdims = local_dims(grad, inner, batch_dim=w.batch_dim)
                 gbytes = float(reduced_gradient_bytes(grad, gdims, reduce_dtype))
             grads.append((bool(grad.weights), gbytes))
         out.append((count, wbytes, tuple(grads)))
