@@ -136,7 +136,7 @@ def test_vectorized_search_waits_as_the_engine_does() -> None:
     """The vectorized search prices MaxText's GPU gradient reduce as the plan engine does: every
     layout with dp > 1 (the reduction waited for after the backward pass) against
     `engine_result` under the same execution. The gradients travel in their own dtype here: the
-    vectorized tables size them without `grad_reduce_dtype` (planning.vector_tables.block_weights),
+    vectorized tables size them without `grad_reduce_dtype` (planning.vector_weights.block_weights),
     a gap of their own."""
     import numpy as np
 

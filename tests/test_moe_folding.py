@@ -79,12 +79,13 @@ def test_plan_folded_exchanges_tokens_over_the_experts_ep(
     assert plan["degrees"]["etp"] == 1 and plan["degrees"]["edp"] == 2
     comm = {(c["purpose"], c["kind"]): c for c in plan["comm"]}
     a2a = comm[("ep", "all_to_all")]
-    # the all-to-all spans the 8 ranks holding the 8 experts; per MoE layer 4 of them
-    # (dispatch, combine and both gradients); a device's part: 8 rows x 1 expert x 1024 slots
-    # x d x 2 bytes, V = 8 x that
+    # the all-to-all spans the 8 ranks holding the 8 experts; per MoE layer 6 of them
+    # (dispatch, combine and both gradients, and under --recompute full the dispatch and
+    # combine again: stage_extras._rerun_terms); a device's part: 8 rows x 1 expert x 1024
+    # slots x d x 2 bytes, V = 8 x that
     assert a2a["devices"] == 8
-    assert a2a["calls"] == 4 * L
-    assert a2a["bytes"] == 4 * L * 8 * (8 * 1024 * D * 2)
+    assert a2a["calls"] == 6 * L
+    assert a2a["bytes"] == 6 * L * 8 * (8 * 1024 * D * 2)
     # the expert gradients reduce over edp = 2 (ZeRO-1: reduce-scatter), the dense ones also
     # over the other 4 of the attention's 8 dp ranks
     assert comm[("dp", "reduce_scatter")]["devices"] == 2
@@ -162,11 +163,12 @@ def test_training_search_takes_the_run_flags_and_folds(
     r = json.loads(out)
     assert r["assumed"]["dtype"] == "fp8" and r["assumed"]["ep_overlap"] is True
     shown = [r["best"], *r["alternatives"]]
-    # tp 2 over 16 devices leaves dp x ep = 8 (ep 1, 2, 4 or 8); each with ep > 1 re-ranked
-    # also folded: etp 1, the experts over ep x 2 ranks, the attention's dp = dp x ep = 8
+    # tp 2 over 16 devices leaves dp x ep = 8 (ep 1, 2, 4 or 8); each is enumerated folded
+    # too: etp 1, the experts over ep x 2 ranks (2, 4 or 8; 16 would not divide Mixtral's 8
+    # experts), the attention's dp = dp x ep = 8
     folded = [s["degrees"] for s in shown if "etp" in s["degrees"]]
     assert folded
-    assert all(d["etp"] == 1 and d["dp"] == 8 and d["ep"] in (4, 8) for d in folded)
+    assert all(d["etp"] == 1 and d["dp"] == 8 and d["ep"] in (2, 4, 8) for d in folded)
 
 
 # DeepSeek-V3 technical report (arXiv 2412.19437): pre-training on 14.8T tokens took 2,664K
@@ -191,3 +193,71 @@ def test_search_prices_deepseek_v3_pretraining_within_10_percent(
     # GPU-hours = devices x days x 24
     assert best["gpu_hours"] == pytest.approx(2048 * best["days_to_train"] * 24, rel=1e-9)
     assert best["gpu_hours"] == pytest.approx(DEEPSEEK_PRETRAIN_GPU_HOURS, rel=0.10)
+
+
+def test_folded_from_states_the_unfolded_degrees_megatrons_way() -> None:
+    from shardline.strategies import folded_from
+
+    # 16 devices: the attention tp 4 x dp 2 x ep 2 (ep inside dp); the experts on etp 1: their
+    # ep = ep x tp / etp = 2 x 4 / 1 = 8, edp = 16 / (1 x 8) = 2, the attention's dp = 2 x 2 = 4
+    deg = folded_from({"tp": 4, "dp": 2, "ep": 2}, 1)
+    assert deg.folded and (deg["tp"], deg["dp"], deg["ep"]) == (4, 2, 2)  # the unfolded mapping
+    shown = deg.as_dict()
+    assert (shown["dp"], shown["ep"], shown["etp"], shown["edp"]) == (4, 8, 1, 2)
+    assert deg.experts == Degrees(tp=1, dp=2, ep=8)
+    # etp = tp (or none): the layout itself, unfolded
+    assert not folded_from({"tp": 4, "dp": 2, "ep": 2}, 4).folded
+    assert folded_from({"tp": 4, "dp": 2, "ep": 2}, 0) == Degrees(tp=4, dp=2, ep=2)
+    with pytest.raises(InputError, match="etp=3 does not divide ep x tp = 1 x 4"):
+        folded_from({"tp": 4}, 3)
+
+
+def test_search_enumerates_the_folded_layouts() -> None:
+    from shardline.planning.train_search import search_assignments
+
+    # Mixtral (8 experts, 8 kv heads) on 8 devices, one stage, no FSDP or cp: the unfolded
+    # tp x dp x ep = 8; each with tp > 1 also folded to etp 1 where its experts' ep = ep x tp
+    # divides the 8 experts: tp2 ep1 dp4 (ep 2), tp2 ep2 dp2 (ep 4), tp2 ep4 (ep 8), tp4 ep1 dp2
+    # (ep 4), tp4 ep2 (ep 8), tp8 (ep 8); tp2 ep8 (ep 16) does not fold
+    w = _mixtral(seq=1024, batch=64)
+    fixed = {"pp": 1, "fsdp": 1, "cp": 1}
+    found = search_assignments(w, 8, fixed)
+    folded = sorted((d["tp"], d["ep"], d.etp, d.expert_ep) for d in found if d.folded)
+    assert folded == [
+        (2, 1, 1, 2),
+        (2, 2, 1, 4),
+        (2, 4, 1, 8),
+        (4, 1, 1, 4),
+        (4, 2, 1, 8),
+        (8, 1, 1, 8),
+    ]
+    # etp held (--etp 2, --fix etp=2): the unfolded layouts of tp 2 and every fold to etp 2,
+    # above tp too where etp divides tp x ep: tp 1 with ep 2, 4, 8 (the experts' ep 1, 2, 4),
+    # tp 4 with ep 1, 2 and tp 8 with ep 1
+    held = search_assignments(w, 8, fixed, 2)
+    assert all(d.etp == 2 for d in held)
+    assert sorted((d["tp"], d["ep"]) for d in held if d.folded) == [
+        (1, 2), (1, 4), (1, 8), (4, 1), (4, 2), (8, 1)
+    ]  # fmt: skip
+    # the degrees held stated Megatron-Core's way: ep 8 is the experts' (an unfolded ep 8, or
+    # tp 2 x ep 4 on etp 1, tp 4 x ep 2 on etp 1, tp 8 on etp 1)
+    eight = search_assignments(w, 8, {**fixed, "ep": 8})
+    assert sorted((d["tp"], d.etp) for d in eight) == [(1, 1), (2, 1), (4, 1), (8, 1)]
+
+
+def test_search_holds_etp_from_fix_or_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = (
+        "search", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "16",
+        "--seq-len", "1024", "--global-batch", "64Ki", "--scales", "1", "--rerank", "3",
+    )  # fmt: skip
+    code, out, _ = run_cli(capsys, *argv, "--fix", "tp=4,etp=2", "--json")
+    assert code == 0
+    r = json.loads(out)
+    for lay in [r["best"], *r["alternatives"]]:
+        assert lay["degrees"]["tp"] == 4 and lay["degrees"]["etp"] == 2
+    code, _, err = run_cli(capsys, *argv, "--fix", "etp=1", "--etp", "2")
+    assert code == 2 and err.strip() == "error: --etp 2 and --fix etp=1 disagree; give one"
+    code, _, err = run_cli(
+        capsys, "search", "--model", "llama-3.2-1b", "--devices", "8", "--etp", "1"
+    )
+    assert code == 2 and "needs a mixture of experts" in err

@@ -133,6 +133,28 @@ def test_jax_remat_routes_the_rerun_experts_tokens_again() -> None:
     assert not load_framework("megatron").remat_collectives
 
 
+def test_full_recompute_reruns_the_dispatch_and_combine() -> None:
+    # Megatron-Core's full recompute checkpoints whole transformer layers, and a MoE layer's
+    # forward routes, dispatches, runs the experts and combines in one function
+    # (MoELayer.forward): its recompute routes the tokens again. 8 MoE blocks, one
+    # microbatch: 4 all-to-alls a block without recompute (32), 6 with the rerun dispatch and
+    # combine (48), under Megatron-Core and MaxText alike
+    assert _a2a_calls("megatron", "none") == 32
+    assert _a2a_calls("megatron", "full") == 48
+    assert _a2a_calls("maxtext", "full") == 48
+    # every all-to-all moves the same top-k token slots (the dispatch, the combine and their
+    # gradients alike), so the step's all-to-all bytes grow by the same 6 / 4
+    w = transformer(batch=64, moe=MOE, **SMALL)
+    kw = dict(ep=4, microbatches=1, require_fit=False)
+    full = plan(w, "h100-sxm", 4, recompute="full", **kw).plans[0]
+    none = plan(w, "h100-sxm", 4, recompute="none", **kw).plans[0]
+
+    def moved(p: object) -> float:  # a plan's terms: calls and bytes summed over the step
+        return sum(c.bytes for c in p.comm if c.purpose == "ep" and c.kind == "all_to_all")
+
+    assert moved(full) == pytest.approx(moved(none) * 6 / 4, rel=1e-12)
+
+
 def test_random_routing_load_by_hand() -> None:
     # Qwen3-30B-A3B on 16 H100s at MBS 1: a rank receives 4096 tokens x 8 copies = 32,768 pairs
     # a microbatch on average. s^2 = 32768 x (128 - 8) / 127 = 30,962, s = 175.96; the largest

@@ -18,9 +18,8 @@ from shardline.basics.options import Execution
 from shardline.cli.main import main
 from shardline.hardware import resolve_chip
 from shardline.planning.evaluate import Context
-from shardline.planning.search import assignments as degree_assignments
 from shardline.planning.search_answer import Group, layout_of
-from shardline.planning.train_search import RunOptions
+from shardline.planning.train_search import RunOptions, search_assignments
 from shardline.planning.vector_bound import prepare
 from shardline.strategies import Degrees
 from shardline.workload.workload import Workload
@@ -51,7 +50,7 @@ def _engine_memory(w: Workload, chip_name: str, layout: dict) -> float:
 def _sampled(model: str, devices: int, sequences: int, seq_len: int, want: str, n: int) -> None:
     w = _workload(model, sequences, seq_len)
     chip = resolve_chip("h100-sxm")
-    space = prepare(w, chip, [list(degree_assignments(w, devices, {}, every=True))], devices)
+    space = prepare(w, chip, [search_assignments(w, devices, {})], devices)
     rows = {**space.r, **space.out}
     group = Group(chip, devices, space.every, space.tables, rows)
     rng = np.random.default_rng(2026)
@@ -66,7 +65,7 @@ def _sampled(model: str, devices: int, sequences: int, seq_len: int, want: str, 
         seen |= {"interleave"} if layout["interleave"] > 1 else set()
         seen |= {"zero>=1"} if layout["zero"] >= 1 else set()
         seen |= {"recompute"} if layout["recompute"] != "none" else set()
-        seen |= _pipeline_tags(w, deg["pp"])
+        seen |= _pipeline_tags(w, deg["pp"]) | _folded_tag(deg)
     assert set(want.split()) <= seen  # the sample holds the layouts the test is about
 
 
@@ -82,14 +81,20 @@ def _pipeline_tags(w: Workload, pp: int) -> set[str]:
     return tags | ({"dense"} if dense else set())
 
 
+def _folded_tag(deg: dict) -> set[str]:
+    """ "folded": a layout whose experts run on another tensor parallelism than its attention
+    (parallel folding: etp < tp, the experts' ep over tp / etp times the attention's ep)."""
+    return {"folded"} if deg.get("etp", deg["tp"]) != deg["tp"] else set()
+
+
 CASES = [
     ("llama-3.2-1b", 64, 64, 1024, "tp pp dp fsdp interleave zero>=1 recompute"),
-    ("mixtral-8x7b", 64, 64, 1024, "ep zero>=1 pp"),
+    ("mixtral-8x7b", 64, 64, 1024, "ep zero>=1 pp folded"),
     ("llama-3.2-1b", 32, 8, 8192, "cp interleave recompute"),
     # 16 blocks of 6 layers on 24 devices: pp 3, 6, 12 and 24 cut the blocks
     ("llama-3.2-1b", 24, 48, 1024, "layers interleave cp fsdp dp"),
     # 61 blocks, the first 3 dense, on 16 devices: the first stage holds the dense blocks
-    ("deepseek-v3", 16, 16, 1024, "dense ep cp zero>=1"),
+    ("deepseek-v3", 16, 16, 1024, "dense ep cp zero>=1 folded"),
 ]
 IDS = ["dense", "moe-ep-zero", "cp-interleave-recompute", "layer-split", "dense-first-blocks"]
 
@@ -114,6 +119,7 @@ def _sampled_steps(
     n: int,
     run: RunOptions | None = None,
     dtype: str | None = None,
+    etp: int | None = None,
 ) -> set[str]:
     """The vectorized step and memory of n seeded random layouts (every one sampled, whatever
     its class) against the engine's `predicted_s` and `memory_per_device_bytes`, under the
@@ -128,9 +134,7 @@ def _sampled_steps(
     w = _workload(model, sequences, seq_len, dtype)
     chip = resolve_chip("h100-sxm")
     base = (run or RunOptions()).base
-    space = prepare(
-        w, chip, [list(degree_assignments(w, devices, {}, every=True))], devices, base=base
-    )
+    space = prepare(w, chip, [search_assignments(w, devices, {}, etp)], devices, base=base)
     exhaustive(space, w)
     rows = {**space.r, **space.out}
     group = Group(chip, devices, space.every, space.tables, rows)
@@ -148,7 +152,7 @@ def _sampled_steps(
             engine.memory_per_device_bytes, rel=EXACT
         )
         deg = layout["degrees"]
-        seen |= _pipeline_tags(w, deg["pp"])
+        seen |= _pipeline_tags(w, deg["pp"]) | _folded_tag(deg)
         inner = deg["cp"] > 1 or deg["ep"] > 1
         seen |= {"inner+dp"} if inner and (deg["dp"] > 1 or deg["fsdp"] > 1) else set()
         if plain is not None and "moved" not in seen:
@@ -158,7 +162,9 @@ def _sampled_steps(
 
 
 # the classes each case's sample must hold (the vectorized step was once inexact on them)
-STEP_CLASSES = ["inner+dp", "inner+dp", "inner+dp", "layers inner+dp", "dense inner+dp"]
+STEP_CLASSES = [
+    "inner+dp", "inner+dp folded", "inner+dp", "layers inner+dp", "dense inner+dp folded",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("case", "classes"), list(zip(CASES, STEP_CLASSES, strict=True)), ids=IDS)
@@ -218,6 +224,13 @@ def test_step_time_is_the_engines_under_knobs_on_1000_layouts(
 ) -> None:
     seen = _sampled_steps(model, 64, 64, 1024, n=SAMPLES, run=run, dtype=dtype)
     assert {"moved", "inner+dp"} <= seen
+
+
+def test_step_time_is_the_engines_with_etp_held() -> None:
+    """--etp 2 held: the folded layouts include experts on more tensor-parallel ranks than the
+    attention's (tp 1 with ep 2, 4, 8: etp 2 over two of its dp ranks); 100 seeded random
+    layouts over 16 H100s, every one compared, as above."""
+    assert "folded" in _sampled_steps("mixtral-8x7b", 16, 64, 1024, n=100, etp=2)
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
@@ -289,10 +302,10 @@ def test_dominated_stages_are_dropped() -> None:
 
 
 def test_folded_listed_layouts_plan_the_same(capsys: pytest.CaptureFixture[str]) -> None:
-    """The folded variants (parallel folding, `--etp`) that the re-rank adds are the engine's
-    alone, never the vectorized model's: each one `search` lists, planned again with its degrees
-    (etp and edp included) and knobs pinned, has the same predicted step and memory, to 1e-9.
-    tp 2 over 16 devices with ep > 1 folds: etp 1, the experts over ep x 2 ranks."""
+    """The folded layouts (parallel folding, `--etp`) the search enumerates beside the
+    unfolded ones: each one `search` lists, planned again with its degrees (etp and edp
+    included) and knobs pinned, has the same predicted step and memory, to 1e-9. tp 2 over 16
+    devices folds only to etp 1, the experts over ep x 2 ranks."""
     r = _run(
         capsys, "search", "--model", "mixtral-8x7b", "--hw", "h100-sxm", "--devices", "16",
         "--seq-len", "1024", "--global-batch", "64Ki", "--scales", "1", "--rerank", "4",

@@ -105,8 +105,8 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         "--etp",
         default=None,
         metavar="N",
-        help="hold expert tensor parallelism (parallel folding) at N; default: the layouts as "
-        "found (etp = tp) and the folded variant of each re-ranked one (etp 1)",
+        help="hold expert tensor parallelism (parallel folding) at N, as --fix etp=N does; "
+        "default: each layout's experts on tp and, where tp > 1, folded to etp 1",
     )
     add_recompute_arg(g)  # pins the policy; without it none, selective and full are searched
     g.add_argument(

@@ -79,7 +79,7 @@ def block_copy_parts(
     layers: Iterable[tuple[int, float, Iterable[tuple[bool, float]]]],
 ) -> tuple[float, float, bool, bool]:
     """A piece of a stage's copies as the vectorized search holds its weight layers
-    (`vector_tables.BlockWeights.layers`: count, gathered bytes W, and per backward einsum
+    (`vector_weights.BlockWeights.layers`: count, gathered bytes W, and per backward einsum
     whether it gathers the weights and its gradient's bytes G as the reduce-scatter carries
     them, in the reduce dtype): (forward bytes, backward bytes, whether the backward
     gathers, whether it reduce-scatters). Bytes add over a stage's pieces; the kinds are the

@@ -449,31 +449,29 @@ def layouts_bytes(
 
 def activation_table(
     w: Workload,
-    names: tuple[str, ...],
-    inner_keys: list[tuple[int, ...]],
+    inners: list[Degrees],
     seq_b: list[int],
     recomputes: tuple[str, ...] = RECOMPUTE_MODES,
     base: Execution | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The training search's table of `activation_per_block` (one block, [inner key x b x sp x
     recompute]) and of `logits_bytes` (one microbatch's fp32 logits on the last stage, [inner
-    key x b]): `names` the degrees of each inner key (`vector_tables.probe_names`), `seq_b`
+    key x b]): `inners` the degrees of each inner key (`vector_floors.inner_degrees`), `seq_b`
     the microbatch sizes (sequences)."""
     base = base or Execution()
-    act = np.zeros((len(inner_keys), len(seq_b), 2, len(recomputes)))
-    logits = np.zeros((len(inner_keys), len(seq_b)))
+    act = np.zeros((len(inners), len(seq_b), 2, len(recomputes)))
+    logits = np.zeros((len(inners), len(seq_b)))
     runs = {
         (sp, r): replace(base, sequence_parallel=bool(sp), recompute=rc)
         for sp in (0, 1)
         for r, rc in enumerate(recomputes)
     }
-    # both read of the degrees tp and the stages alone (`activation_per_block`, `logits_bytes`):
-    # the inner keys that share them and cp's split share the rows
-    done: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
-    for i, key in enumerate(inner_keys):
-        inner = Degrees(dict(zip(names, key, strict=True)))
+    # both read of the degrees tp, a fold's etp and the stages alone (`activation_per_block`,
+    # `logits_bytes`): the inner keys that share them and cp's split share the rows
+    done: dict[tuple[int, int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+    for i, inner in enumerate(inners):
         seq = inner.of("seq")  # cp: S / cp tokens per device
-        same = (inner["tp"], inner.stages, seq)
+        same = (inner["tp"], inner.etp if inner.folded else 0, inner.stages, seq)
         if same not in done:
             done[same] = _activation_rows(w, inner, [b / seq for b in seq_b], runs)
         act[i], logits[i] = done[same]

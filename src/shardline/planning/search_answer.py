@@ -134,9 +134,8 @@ def _memory_losers(
 
 
 def _agreement(ranked: list[list[dict[str, Any]]]) -> dict[str, Any]:
-    """Relative gap of the vectorized model to the engine over every re-ranked layout the
-    vectorized model priced (a folded variant, `train_search._with_folded`, the engine alone)."""
-    priced = [e for g in ranked for e in g if e["vector_predicted_s"] is not None]
+    """Relative gap of the vectorized model to the engine over every re-ranked layout."""
+    priced = [e for g in ranked for e in g]
     t = [abs(e["vector_predicted_s"] / e["engine"].predicted_s - 1) for e in priced]
     m = [abs(e["vector_memory_bytes"] / e["engine"].memory_per_device_bytes - 1) for e in priced]
     if not t:
@@ -214,12 +213,7 @@ def answer(
     out["best"] = best
     others = layouts[groups.index(group)][1 : 1 + WHY_NOT]
     out["alternatives"] = [{**o, "why": why_not(best, o)} for o in others]
-    # the best's step on the screening model: the fastest the vectorized model priced (a
-    # folded best, priced by the engine alone, screens as the layout it folds)
-    screen_s = next(
-        e["vector_predicted_s"]
-        for e in ranked[groups.index(group)]
-        if e["vector_predicted_s"] is not None
-    )
+    # the best's step on the screening model (the vectorized model's)
+    screen_s = ranked[groups.index(group)][0]["vector_predicted_s"]
     out["alternatives"] += _memory_losers(w, group, best, screen_s, run)
     return jsonable(out)

@@ -281,9 +281,11 @@ def _rerun_expert_collectives(ctx: Context, stage: Stage, deg: Degrees, m: int, 
 
 
 def _rerun_forward(stage: Stage, share: float) -> None:
-    """The stage's forward again in its backward (on `share` of its blocks)."""
+    """The stage's forward again in its backward (on `share` of its blocks), with the
+    collectives that run inside its blocks: tp's, and a MoE layer's expert-parallel dispatch
+    and combine (`_rerun_terms`)."""
     fwd = stage.fwd
-    rerun = [t for t in stage.terms if t.phase == "forward" and t.purpose == "tp"]
+    rerun = _rerun_terms(stage)
     if share == 1.0:
         stage.bwd.local = stage.bwd.local + fwd.local
         for term in rerun:  # the recomputed forward runs its collectives again
@@ -296,6 +298,21 @@ def _rerun_forward(stage: Stage, share: float) -> None:
         stage.add_comm(replace(term, phase="backward", calls=term.calls * share))
     stage.bwd.add_predicted("recompute", share * fwd.compute_pred_s)
     stage.bwd.lower_parts["recompute"] += share * fwd.local_s
+
+
+def _rerun_terms(stage: Stage) -> list[CommTerm]:
+    """The forward collectives a recomputed block runs again: tensor parallelism's, and the
+    expert-parallel dispatch and combine of each MoE layer (its per-microbatch all-to-alls;
+    not the once-per-step gradient terms). Megatron-Core checkpoints whole transformer layers
+    under --recompute-granularity full (`TransformerBlock._checkpointed_forward`), and a MoE
+    layer's forward is route -> dispatch -> experts -> combine in one function
+    (megatron/core/transformer/moe/moe_layer.py, `MoELayer.forward`'s `custom_forward`, commit
+    001199898c), so its recompute reruns the token dispatcher's all-to-alls."""
+    return [
+        t
+        for t in stage.terms
+        if t.phase == "forward" and (t.purpose == "tp" or t.purpose == "ep" and not t.once_per_step)
+    ]
 
 
 # each block layer's share of the work of the block's matmuls (shardline.basics.recompute.MATMULS)

@@ -3,8 +3,9 @@ knobs over a cluster, vectorized (`vector_eval`), its best re-ranked by the full
 
 1. Enumerate: for each chip and device count (D, D/2, ... `scales` of them), every assignment of
    degrees the plan search allows (`planning.search.assignments`: one per registered strategy,
-   so a new strategy joins without edits here), times microbatch size, interleave, sequence
-   parallelism, recompute and ZeRO stage.
+   so a new strategy joins without edits here) and, for a mixture of experts, each with its
+   experts folded onto fewer tensor-parallel ranks (`search_assignments`: parallel folding),
+   times microbatch size, interleave, sequence parallelism, recompute and ZeRO stage.
 2. Evaluate every layout with the vectorized model as far as its answer needs
    (`vector_bound`: memory for all; lower bounds that prove the rest slower than the re-ranked
    set), pricing the assignments' collectives in rounds of chunks
@@ -32,6 +33,7 @@ from shardline.basics.serialize import jsonable
 from shardline.errors import InputError
 from shardline.hardware import Chip, resolve_chip
 from shardline.planning.evaluate import Context, evaluate_plan
+from shardline.planning.folding import FOLD_KEY, FOLDED_ONE
 from shardline.planning.results import PlanResult
 from shardline.planning.search import MAX_DEVICES, assignments
 from shardline.planning.search_answer import Engine, Group, answer, layout_of
@@ -45,12 +47,13 @@ from shardline.planning.vector_bound import (
 )
 from shardline.planning.vector_bound import counts as bound_counts
 from shardline.planning.vector_eval import Chunk, price_chunk
-from shardline.strategies import Degrees, names
+from shardline.strategies import Degrees, folded_from, names
 from shardline.strategies.ep import experts_of
 from shardline.workload.workload import Workload
 
 __all__ = [
     "RunOptions",
+    "search_assignments",
     "Group",
     "layout_of",
     "training_search",
@@ -88,8 +91,8 @@ class RunOptions:
     # ep_overlap, ep_dispatch, grad_reduce_dtype, optimizer, cuda_graphs, ...), e.g.
     # (("ep_overlap", True),): every layout runs so
     execution: tuple[tuple[str, Any], ...] = ()
-    # expert tensor parallelism (parallel folding): None tries etp = tp and the folded layouts
-    # of the re-ranked ones (etp 1); a number holds it
+    # expert tensor parallelism (parallel folding): None searches etp = tp and etp 1
+    # (`search_assignments`); a number holds it (as --fix etp=N does)
     etp: int | None = None
 
     @property
@@ -146,12 +149,25 @@ def _check(workload: Workload, devices: int, tokens: float | None, run: RunOptio
     assert isinstance(run.base, Execution)  # a bad value: the Execution's own InputError
     if run.etp is not None and (isinstance(run.etp, bool) or run.etp < 1):
         raise InputError(f"etp must be a positive integer, got {run.etp!r}")
-    known = names()
+    known = (*names(), FOLD_KEY)
     for name, degree in run.fixed:
         if name not in known:
             raise InputError(f"--fix: unknown strategy {name!r}; known: {', '.join(known)}")
         if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
             raise InputError(f"--fix {name}={degree!r}: a degree is a positive integer")
+    if held_etp(run) is not None and not experts_of(workload):
+        raise InputError(
+            "--etp (expert tensor parallelism) needs a mixture of experts; this model has none"
+        )
+
+
+def held_etp(run: RunOptions) -> int | None:
+    """The experts' tensor parallelism the search holds: --etp, or --fix etp=N (the same
+    number where both are given); None: searched."""
+    fixed = dict(run.fixed).get(FOLD_KEY)
+    if run.etp is not None and fixed is not None and run.etp != fixed:
+        raise InputError(f"--etp {run.etp} and --fix etp={fixed} disagree; give one")
+    return run.etp if run.etp is not None else fixed
 
 
 def _spaces(
@@ -159,10 +175,11 @@ def _spaces(
 ) -> list[tuple[ChipSpace, list[int]]]:
     """Each chip's layouts over the device counts (`vector_bound.prepare`), with the counts."""
     counts = [devices >> k for k in range(run.scales) if devices % (1 << k) == 0 and devices >> k]
-    fixed = dict(run.fixed)
+    fixed = {k: v for k, v in run.fixed if k != FOLD_KEY}
+    etp = held_etp(run)
     out = []
     for chip in chips:
-        found = {d: list(assignments(workload, d, fixed, every=True)) for d in counts}
+        found = {d: search_assignments(workload, d, fixed, etp) for d in counts}
         kept = [d for d in counts if found[d]]
         if kept:
             recomputes = RECOMPUTE_MODES if run.recompute is None else (run.recompute,)
@@ -297,63 +314,76 @@ def _first_shapes(rows: dict[str, np.ndarray], fits: np.ndarray, k: int) -> np.n
 
 
 def _rerank(
-    workload: Workload,
-    group: Group,
-    k: int,
-    run: tuple[Engine, float | None, int | None, tuple[tuple[str, int], ...]],
+    workload: Workload, group: Group, k: int, run: tuple[Engine, float | None]
 ) -> list[dict[str, object]]:
     """The group's k fastest fitting layouts (vector model) with the engine's answers (`run`:
     the engine, the tokens), sorted by the engine's predicted step (layouts the engine finds too
     large last)."""
-    engine, tokens, etp, fixed = run
+    engine, tokens = run
     rows = group.rows
     assert rows is not None
     out: list[dict[str, Any]] = []
     for i in top_layouts(rows, k):
-        first = layout_of(group, rows, int(i))
-        for layout in _with_folded(workload, first, etp, fixed):
-            res = engine(workload, group.chip, layout, tokens)
-            vector = layout is first  # a folded variant is the engine's alone
-            out.append(
-                {
-                    "layout": layout,
-                    "engine": res,
-                    "vector_predicted_s": float(rows["predicted_s"][i]) if vector else None,
-                    "vector_memory_bytes": (
-                        float(rows["memory_per_device_bytes"][i]) if vector else None
-                    ),
-                }
-            )
+        layout = layout_of(group, rows, int(i))
+        out.append(
+            {
+                "layout": layout,
+                "engine": engine(workload, group.chip, layout, tokens),
+                "vector_predicted_s": float(rows["predicted_s"][i]),
+                "vector_memory_bytes": float(rows["memory_per_device_bytes"][i]),
+            }
+        )
     out.sort(key=lambda e: (not e["engine"].fits, e["engine"].predicted_s))
     return out
 
 
-def _with_folded(
-    workload: Workload,
-    layout: dict[str, Any],
-    etp: int | None,
-    fixed: tuple[tuple[str, int], ...] = (),
-) -> list[dict[str, Any]]:
-    """A re-ranked layout and its folded variant (parallel folding, `Degrees`): with tp > 1
-    and ep > 1 the experts may run without tensor parallelism, etp (1 unless `etp` holds
-    another) x the ep x tp / etp ranks of the same devices, the attention as it is. `etp`
-    given: only the layouts whose experts run on that etp (an unfolded one's etp is its tp).
-    A variant whose stated ep or dp differs from one `fixed` (--fix) is left out."""
-    deg = Degrees(layout["degrees"])
-    out = [layout] if etp is None or deg.tp == etp else []
-    want = 1 if etp is None else etp
-    if deg.ep > 1 and deg.tp > 1 and want != deg.tp:
-        stated = {**deg.as_dict(), "dp": deg.dp * deg.ep, "ep": deg.ep * deg.tp // want}
-        try:
-            folded = Degrees({**stated, "etp": want})
-        except InputError:
-            return out
-        experts = experts_of(workload) or 0
-        stated = folded.as_dict()
-        held = all(stated[name] == degree for name, degree in fixed if name in ("dp", "ep"))
-        if deg.tp % want == 0 and experts % folded.expert_ep == 0 and held:
-            out.append({**layout, "degrees": folded.as_dict()})
+def search_assignments(
+    workload: Workload, devices: int, fixed: dict[str, int], etp: int | None = None
+) -> list[Degrees]:
+    """The assignments of degrees the training search prices: the plan search's (`assignments`,
+    every strategy's range; the experts on the attention's tp, etp = tp), then the folded
+    layouts of a mixture of experts (Megatron-Core's parallel folding, `Degrees`): each
+    assignment without FSDP and cp with its experts on another etp (`_etps`) over the same
+    ranks, the experts' ep = ep x tp / etp, which must divide the experts. `fixed` (--fix)
+    holds the degrees as stated (a folded layout's dp and ep Megatron-Core's:
+    `Degrees.as_dict`); `etp` holds the experts' tensor parallelism (an unfolded layout's etp is
+    its tp)."""
+    out = [
+        d
+        for d in assignments(workload, devices, fixed, every=True)
+        if etp is None or d["tp"] == etp
+    ]
+    experts = experts_of(workload) or 0
+    if not experts or any(fixed.get(k, 1) > 1 for k in FOLDED_ONE):
+        return out
+    # dp and ep as folded (below); no FSDP and no cp (`FOLDED_ONE`), as `plan` states a folded
+    # layout: the vectorized model prices an assignment's FSDP gathers and cp's gradient terms
+    # on the attention's mesh, where the experts' (etp innermost) would place them otherwise
+    stated = {k: v for k, v in fixed.items() if k not in ("dp", "ep")}
+    stated |= {k: 1 for k in FOLDED_ONE}
+    for d in assignments(workload, devices, stated, every=True):
+        for e in _etps(d, etp):
+            folded = folded_from(d, e)
+            shown = folded.as_dict()
+            held = all(shown[k] == v for k, v in fixed.items() if k in ("dp", "ep"))
+            if held and experts % folded.expert_ep == 0:
+                out.append(folded)
     return out
+
+
+def _etps(deg: Degrees, etp: int | None) -> list[int]:
+    """The experts' tensor parallelism a folded variant of `deg` takes: `etp` where given (and
+    not tp: that is the unfolded layout; above tp too, the experts split over dp ranks as
+    well), else 1 below a tp > 1: the experts without tensor parallelism over ep x tp ranks,
+    the fold Megatron-Core's recipes run (DeepSeek-V3's and Qwen3's ETP 1; the parallel folding
+    paper, arXiv 2504.14960). The etps between (2 and 4 under tp 8) are searched where --etp
+    holds them: every one of them enumerated took the DeepSeek-V3 search of docs/search.md from
+    14,282 engine probes to 18,052 for the same answer. The experts' ep x etp ranks are the
+    attention's tp x ep, so etp divides tp x ep."""
+    tp, ep = deg["tp"], deg["ep"]
+    if etp is not None:
+        return [etp] if etp != tp and (tp * ep) % etp == 0 else []
+    return [1] if tp > 1 else []
 
 
 def training_search(
@@ -379,9 +409,7 @@ def training_search(
             "devices": devices,
         }
         engine = _engine(workload, chips, run.base)
-        ranked = [
-            _rerank(workload, g, run.rerank, (engine, tokens, run.etp, run.fixed)) for g in groups
-        ]
+        ranked = [_rerank(workload, g, run.rerank, (engine, tokens)) for g in groups]
         stats["elapsed_s"] = time.perf_counter() - start
         found = answer(workload, groups, ranked, (engine, tokens), stats)
         dtype = workload.model.dtype if workload.model is not None else None

@@ -27,6 +27,7 @@ from shardline.planning.memory import (
     undominated,
 )
 from shardline.planning.network import MeshNetwork
+from shardline.planning.vector_floors import fold_key, inner_degrees
 from shardline.planning.vector_stages import (
     finish_contents,
     floor_counts,
@@ -35,13 +36,12 @@ from shardline.planning.vector_stages import (
 )
 from shardline.planning.vector_tables import (
     ZERO_STAGES,
-    BlockWeights,
     Tables,
-    block_weights,
     inner_names,
     probe_key,
 )
-from shardline.strategies import Degrees, strategies
+from shardline.planning.vector_weights import BlockWeights, block_weights
+from shardline.strategies import Degrees, folded_from, strategies
 from shardline.workload.device_memory import TermsMemo
 from shardline.workload.workload import Workload
 
@@ -317,23 +317,23 @@ def _memory_columns(
     index [a, c] (-1 past the last), states [a, zero stage, c], blocks [a, c]; and the
     optimizer step of each candidate stage of its step [a, candidate, zero stage]
     (`_optimizer_stage_s`, 0 past the last). The stages' sums depend on the degrees only
-    through the weights' local sizes (the strategies that split the weights' dims: tp, ep), the
-    ways each sequence's tokens split (cp: the KV cache) and the stage count, so assignments
-    that share them share the sums."""
+    through the weights' local sizes (the strategies that split the weights' dims: tp, ep; a
+    folded layout's etp, `fold_key`), the ways each sequence's tokens split (cp: the KV cache)
+    and the stage count, so assignments that share them share the sums."""
     names = tuple(s.name for s in strategies() if s.memory.weights == "dims" or "seq" in s.splits)
     stages: dict[int, list[list[tuple[Any, int]]]] = {}
     memo: dict[tuple[Any, ...], Candidates] = {}
     # the layers' memory terms (`memory_check`) by those degrees alone: pp splits no layer's dims
-    terms: dict[tuple[int, ...], TermsMemo] = {}
+    terms: dict[tuple[tuple[int, ...], int], TermsMemo] = {}
     found, opt = [], []
     for deg in assignments:
         P = deg.stages
         if P not in stages:
             stages[P] = [layers for layers, _ in w.pipeline_stages(P)]
-        key = (tuple(deg[n] for n in names), P)
-        inner = Degrees({**dict(zip(names, key[0], strict=True)), "pp": P})
+        key = (tuple(deg[n] for n in names), P, fold_key(deg))
+        inner = folded_from({**dict(zip(names, key[0], strict=True)), "pp": P}, key[2])
         if key not in memo:
-            known = terms.setdefault(key[0], {})
+            known = terms.setdefault((key[0], key[2]), {})  # a fold splits the experts' dims
             memo[key] = candidate_stages(w, stages[P], inner, t.base, memo=known)
             memo[(*key, "step")] = _on_step(w, memo[key], (stages[P], known), inner, t)
         c, on_step = memo[key], memo[(*key, "step")]
@@ -395,7 +395,7 @@ def _weights(
     if (key, piece) not in memo:
         grads = t.extra.setdefault("backward_layers", {})
         layers = None if piece is None else t.pieces[piece]
-        inner = dict(zip(t.names, key, strict=True))
+        inner = inner_degrees(dict(zip(t.names, key, strict=True)))  # folded where keyed so
         memo[(key, piece)] = block_weights(w, inner, grads, layers, t.base.grad_reduce_dtype)
     return memo[(key, piece)]
 

@@ -257,12 +257,37 @@ def _with_comm(space: ChipSpace, w: Workload, rows: np.ndarray, limit: float) ->
         seconds = np.array(
             [_comm_s(space, (part, tp, layers), np.unravel_index(k, shape)) for k in unique]
         )
+        rerun = _rerun_comm_s(space, (part, tp, layers), rows, (keys, unique, where))
         a = r["a"][rows]
         k = space.floor_k[rows]
         sched = o["m"][rows] + (A["pp"][a] - 1) / r["v"][rows]
-        o["floor_s"][rows] += sched * k * seconds[where.ravel()] * (1 - COMM_SLACK)
+        o["floor_s"][rows] += sched * k * (seconds[where.ravel()] + rerun) * (1 - COMM_SLACK)
         rows = rows[o["floor_s"][rows] <= limit]
     return rows
+
+
+def _rerun_comm_s(
+    space: ChipSpace, which: tuple[int, bool, Any], rows: np.ndarray, keyed: tuple[Any, ...]
+) -> np.ndarray | float:
+    """The critical forward terms of a part that a full recompute runs again in the backward
+    (`stage_extras._rerun_terms`), per row: 0 but on the rows under "full" (`keyed`: their
+    probe keys, the distinct ones and where each row's is, as `_with_comm` has them)."""
+    recomputes = space.tables.recomputes
+    if "full" not in recomputes:
+        return 0.0
+    full = space.r["rc"][rows] == recomputes.index("full")
+    if not full.any():
+        return 0.0
+    keys, unique, where = keyed
+    shape = space.tables.probed["ends_fwd_compute_s"].shape
+    used = np.isin(unique, keys[full])
+    again = np.array(
+        [
+            _comm_s(space, which, np.unravel_index(k, shape), True) if u else 0.0
+            for k, u in zip(unique, used, strict=True)
+        ]
+    )
+    return again[where.ravel()] * full
 
 
 def _probe_keys(space: ChipSpace, rows: np.ndarray) -> np.ndarray:
@@ -273,16 +298,19 @@ def _probe_keys(space: ChipSpace, rows: np.ndarray) -> np.ndarray:
     return np.ravel_multi_index(at, t.probed["ends_fwd_compute_s"].shape)
 
 
-def _comm_s(space: ChipSpace, which: tuple[int, bool, Any], key: tuple[Any, ...]) -> float:
+def _comm_s(
+    space: ChipSpace, which: tuple[int, bool, Any], key: tuple[Any, ...], rerun: bool = False
+) -> float:
     """`critical_comm_s` of one (inner, b, sp, recompute, overlap) and one part (`which`: its
     index, tp's terms or the others', the layers), once per search. What it reads of the
     execution: tp's terms run as sequence parallelism and overlap have them (overlap as
     `block_times` derives it, from the context without); the other strategies' as the knobs the
     search does not try have them (`tp_variants`: ep overlap, interleave), the same in every
-    probe context; recompute in neither."""
+    probe context; recompute in neither (`rerun`: the forward terms a full recompute runs
+    again, `critical_comm_s`)."""
     part, tp, layers = which
     i, j, sp, _, ov = (int(x) for x in key)
-    short = (part, i, j, sp, ov) if tp else (part, i, j)
+    short = (part, i, j, sp, ov, rerun) if tp else (part, i, j, rerun)
     memo = space.tables.comm_floors
     found = memo.get(short)
     if found is None:
@@ -290,7 +318,7 @@ def _comm_s(space: ChipSpace, which: tuple[int, bool, Any], key: tuple[Any, ...]
         inner = dict(zip(t.names, t.inner_keys[i], strict=True))
         ctx = space.ctx[(sp if tp else 0, 0, 0)]
         b = int(t.seq_b[j])
-        found = memo[short] = critical_comm_s(ctx, inner, b, bool(ov), tp, layers)
+        found = memo[short] = critical_comm_s(ctx, inner, b, bool(ov), tp, layers, rerun)
     return found
 
 

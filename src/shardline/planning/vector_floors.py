@@ -14,7 +14,7 @@ from math import prod
 from typing import Any, Protocol
 
 from shardline.planning.evaluate import Context, communicating, layer_degrees
-from shardline.strategies import CommTerm, Degrees, LayerView, strategies
+from shardline.strategies import CommTerm, Degrees, LayerView, folded_from, strategies
 from shardline.workload.workload import Layer, Workload
 
 
@@ -28,9 +28,12 @@ class FloorTable(Protocol):
 
 
 __all__ = [
+    "FOLD_NAME",
     "batch_splits",
     "critical_comm_s",
     "einsum_floor",
+    "fold_key",
+    "inner_degrees",
     "pair_floor",
     "pair_floors",
     "probe_degrees",
@@ -41,10 +44,32 @@ def batch_splits(name: str) -> tuple[str, ...]:
     return next(s.splits for s in strategies() if s.name == name)
 
 
+# a probe key's last entry (`vector_tables.probe_key`): a folded layout's etp (its experts run
+# on etp x ep x tp / etp of the attention's tp x ep ranks: `Degrees.experts`), 0 for one whose
+# experts run on tp
+FOLD_NAME = "etp"
+
+
+def fold_key(deg: Degrees) -> int:
+    """`FOLD_NAME`'s entry of an assignment's probe key: its etp when folded to another than
+    tp, else 0."""
+    return deg.etp if deg.folded and deg.etp != deg["tp"] else 0
+
+
+def inner_degrees(inner: dict[str, int]) -> Degrees:
+    """A probe key's degrees (`vector_tables.probe_key`): the strategies' as given, folded to
+    the experts' etp where its "etp" entry is not 0 (`folded_from`)."""
+    plain = {k: v for k, v in inner.items() if k != FOLD_NAME}
+    return folded_from(plain, inner.get(FOLD_NAME, 0))
+
+
 def probe_degrees(w: Workload, inner: dict[str, int], sequences: int) -> Degrees:
-    """The probe's degrees: `sequences` per device per microbatch, dp taking the rest."""
-    split = prod(v for k, v in inner.items() if "batch" in batch_splits(k))  # ep (and fsdp inside)
-    return Degrees({**inner, "dp": max(1, w.batch // (sequences * split))})
+    """The probe's degrees: `sequences` per device per microbatch, dp taking the rest (the
+    unfolded dp of a folded layout: `inner_degrees`)."""
+    split = prod(
+        v for k, v in inner.items() if k != FOLD_NAME and "batch" in batch_splits(k)
+    )  # ep (and fsdp inside)
+    return inner_degrees({**inner, "dp": max(1, w.batch // (sequences * split))})
 
 
 def _merged(layer: Any, dims: dict[str, int], batch_dim: str | None) -> dict[str, int] | None:
@@ -252,6 +277,7 @@ def critical_comm_s(
     overlap: bool,
     tp: bool,
     layers: Sequence[Layer] | None = None,
+    rerun: bool = False,
 ) -> float:
     """Realistic seconds of one block's critical, per-microbatch communication in one
     microbatch's forward and backward, its layers' terms as the probe's stage adds them (run
@@ -262,7 +288,8 @@ def critical_comm_s(
     (tp's recomputed forward, none of them negative); its phases take compute + critical +
     max(contention, overlapped - compute), at least compute + critical: so both add to
     `einsum_floor` in a lower bound of the block (`vector_bound`). `layers`: those of the block
-    whose terms count (default all; disjoint sets add up)."""
+    whose terms count (default all; disjoint sets add up). `rerun`: only the forward terms a
+    full recompute runs again in the backward (`stage_extras._rerun_terms`: tp's, ep's)."""
     from shardline.planning.stage_extras import tp_variants
 
     if tp and overlap:
@@ -281,5 +308,7 @@ def critical_comm_s(
             continue
         for term in terms:
             if term.critical and not term.once_per_step and (term.purpose == "tp") == tp:
+                if rerun and (term.phase != "forward" or term.purpose not in ("tp", "ep")):
+                    continue
                 total += term.calls * term.t_pred_s
     return total

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from itertools import product
-from math import prod
 from typing import Any
 
 import numpy as np
@@ -34,10 +33,10 @@ from shardline.planning.memory import activation_table
 from shardline.planning.phases import decomposed_exposed_s
 from shardline.planning.stage_extras import embedding_s, gather_sm_share
 from shardline.planning.step import ep_overlapped_s, grad_reduce_hidden
-from shardline.planning.vector_floors import batch_splits, pair_floor, probe_degrees
+from shardline.planning.vector_floors import batch_splits, inner_degrees, pair_floor, probe_degrees
 from shardline.planning.vector_stages import Candidate, StageLayers, floor_pieces
 from shardline.strategies import Degrees, plain_batch_split, strategies
-from shardline.workload.workload import Workload, backward_layers
+from shardline.workload.workload import Workload
 
 __all__ = [
     "Tables",
@@ -79,21 +78,26 @@ def inner_names() -> tuple[str, ...]:
 
 def probe_names() -> tuple[str, ...]:
     """The inner names, then the plain batch splits inside an inner batch split on the mesh
-    (fsdp inside ep): they place its network (`probe_key`)."""
+    (fsdp inside ep): they place its network (`probe_key`); then a folded layout's etp."""
+    from shardline.planning.vector_floors import FOLD_NAME
     from shardline.strategies import by_mesh
 
     mesh = [s for s in by_mesh() if "layers" not in s.splits]
     splits = [i for i, s in enumerate(mesh) if "batch" in s.splits and not _plain(s)]
     inside = [s.name for i, s in enumerate(mesh) if _plain(s) and splits and i < max(splits)]
-    return (*inner_names(), *inside)
+    return (*inner_names(), *inside, FOLD_NAME)
 
 
 def probe_key(deg: Any, names: tuple[str, ...]) -> tuple[int, ...]:
     """An assignment's probe: its inner degrees, and the plain batch splits inside an inner
     batch split where that split is on (> 1), else 1 (a dense model's fsdp changes no probe)."""
+    from shardline.planning.vector_floors import FOLD_NAME, fold_key  # a folded layout's etp
+
     inner = inner_names()
     on = any(deg[n] > 1 for n in inner if "batch" in batch_splits(n))
-    return tuple(deg[n] if n in inner or on else 1 for n in names)
+    return tuple(
+        fold_key(deg) if n == FOLD_NAME else deg[n] if n in inner or on else 1 for n in names
+    )
 
 
 @dataclass(frozen=True)
@@ -395,58 +399,6 @@ def probe_blocks(
     return runs
 
 
-def bytes_per_element(w: Workload) -> float:
-    return dtype_bits(w.layers[0].dtype) / 8
-
-
-@dataclass(frozen=True)
-class BlockWeights:
-    """One block's weight layers on one device under the inner degrees: (count, weight bytes,
-    [(has weights, weight-gradient bytes as reduced, or 0) per backward einsum]), its parameters
-    and bytes."""
-
-    layers: tuple[tuple[int, float, tuple[tuple[bool, float], ...]], ...]
-    params: float
-    nbytes: float
-
-
-def block_weights(
-    w: Workload,
-    inner: dict[str, int],
-    grads_memo: dict[Any, list[Any]] | None = None,
-    layers: Any = None,
-    reduce_dtype: str | None = None,
-) -> BlockWeights:
-    """`layers`: [(layer, instances)] (default the block's distinct layers); `grads_memo`: each
-    layer's backward einsums, kept across calls (by the layer's name and content); gradients in
-    `reduce_dtype`, as the engine sizes them (`strategies.base.reduced_gradient_bytes`)."""
-    from shardline.strategies import local_dims
-    from shardline.strategies.base import reduced_gradient_bytes
-
-    memo = {} if grads_memo is None else grads_memo
-    out = []
-    params = nbytes = 0.0
-    for layer, count in w.distinct_layers if layers is None else layers:
-        dims = local_dims(layer, inner, batch_dim=w.batch_dim)
-        wbytes = float(sum(layer.operand_bytes(x, dims) for x in layer.weights))
-        if not wbytes:
-            continue
-        nbytes += count * wbytes
-        params += count * sum(prod(dims[d] for d in layer.operand(x).dims) for x in layer.weights)
-        grads = []
-        key = (layer.name, layer.content_key)
-        if key not in memo:
-            memo[key] = backward_layers(layer)
-        for grad in memo[key]:
-            gbytes = 0.0
-            if grad.grad_of is not None:
-                gdims = local_dims(grad, inner, batch_dim=w.batch_dim)
-                gbytes = float(reduced_gradient_bytes(grad, gdims, reduce_dtype))
-            grads.append((bool(grad.weights), gbytes))
-        out.append((count, wbytes, tuple(grads)))
-    return BlockWeights(tuple(out), params, nbytes)
-
-
 def build_tables(
     w: Workload,
     chip: Chip,
@@ -481,7 +433,13 @@ def build_tables(
         recomputes=recomputes,
         base=base,
     )
-    t.act_bytes, t.logits_bytes = activation_table(w, names, inner_keys, seq_b, recomputes, base)
+    t.act_bytes, t.logits_bytes = activation_table(
+        w,
+        [inner_degrees(dict(zip(names, key, strict=True))) for key in inner_keys],
+        seq_b,
+        recomputes,
+        base,
+    )
     model = w.model
     assert model is not None
     bits = dtype_bits(

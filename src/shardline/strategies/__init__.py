@@ -2,7 +2,13 @@
 `registry.py`; `Degrees` maps strategy names to degrees."""
 
 from shardline.strategies.base import CommTerm, Knob, LayerView, MemorySplit, StageView, Strategy
-from shardline.strategies.degrees import Degrees, device_share, local_dims, sizes_key
+from shardline.strategies.degrees import (
+    Degrees,
+    device_share,
+    folded_from,
+    local_dims,
+    sizes_key,
+)
 from shardline.strategies.dp import plain_batch_split
 from shardline.strategies.registry import (
     by_mesh,
@@ -23,6 +29,7 @@ __all__ = [
     "Strategy",
     "Degrees",
     "device_share",
+    "folded_from",
     "local_dims",
     "by_mesh",
     "names",

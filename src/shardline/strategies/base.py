@@ -202,7 +202,7 @@ def reduced_gradient_bytes(grad: Layer, dims: Mapping[str, int], reduce_dtype: s
     reduction moves it: in `reduce_dtype` when one is set (the run's `grad_reduce_dtype`: a
     bf16 gradient reduced in fp32 moves twice its own bytes), else in its own dtype. The plan
     engine's strategies (`LayerView.gradient_bytes`) and the vectorized search's block weights
-    (`planning.vector_tables.block_weights`) both size gradients here."""
+    (`planning.vector_weights.block_weights`) both size gradients here."""
     nbytes = grad.operand_bytes(grad.output.name, dims)
     if reduce_dtype is None:
         return nbytes

@@ -15,7 +15,7 @@ from shardline.workload.moe import EXPERT_AXIS
 from shardline.workload.stack import DeviceShare
 from shardline.workload.workload import Layer, Workload
 
-__all__ = ["Degrees", "fold", "local_dims", "device_share"]
+__all__ = ["Degrees", "fold", "folded_from", "local_dims", "device_share"]
 
 
 class Degrees(Mapping[str, int]):
@@ -202,6 +202,23 @@ def fold(stated: dict[str, int], etp: int, edp: int | None = None) -> tuple[dict
             f"{ranks // (etp * ep)}"
         )
     return {**stated, "dp": dp // inner, "ep": inner}, etp
+
+
+def folded_from(unfolded: Mapping[str, int], etp: int | None) -> Degrees:
+    """The layout whose unfolded degrees (what every strategy prices: `Degrees`' mapping) are
+    `unfolded` and whose experts run on `etp` ways of tensor parallelism, the same devices;
+    the unfolded layout itself when etp is None, 0 or its tp. Stated Megatron-Core's way for
+    `fold`, which gives back `unfolded`: dp x ep attention ranks, the experts' ep = ep x tp /
+    etp (`Degrees.expert_ep`), which must be whole."""
+    tp, ep, dp = unfolded.get("tp", 1), unfolded.get("ep", 1), unfolded.get("dp", 1)
+    if not etp or etp == tp:
+        return Degrees(unfolded)
+    if (ep * tp) % etp:
+        raise InputError(
+            f"etp={etp} does not divide ep x tp = {ep} x {tp}: the experts' ep x etp ranks "
+            "must be the attention's tp x ep"
+        )
+    return Degrees({**unfolded, "dp": dp * ep, "ep": ep * tp // etp, "etp": etp})
 
 
 def local_dims(
