@@ -310,16 +310,16 @@ def _comm_s(
     again, `critical_comm_s`)."""
     part, tp, layers = which
     i, j, sp, _, ov = (int(x) for x in key)
-    short = (part, i, j, sp, ov, rerun) if tp else (part, i, j, rerun)
+    short = (part, i, j, sp, ov) if tp else (part, i, j)
     memo = space.tables.comm_floors
     found = memo.get(short)
-    if found is None:
+    if found is None:  # the total and its rerun share one pass
         t = space.tables
         inner = dict(zip(t.names, t.inner_keys[i], strict=True))
         ctx = space.ctx[(sp if tp else 0, 0, 0)]
         b = int(t.seq_b[j])
-        found = memo[short] = critical_comm_s(ctx, inner, b, bool(ov), tp, layers, rerun)
-    return found
+        found = memo[short] = critical_comm_s(ctx, inner, b, bool(ov), tp, layers)
+    return found[1] if rerun else found[0]
 
 
 def _fitting(space: ChipSpace, assignments: np.ndarray) -> np.ndarray:

@@ -277,8 +277,7 @@ def critical_comm_s(
     overlap: bool,
     tp: bool,
     layers: Sequence[Layer] | None = None,
-    rerun: bool = False,
-) -> float:
+) -> tuple[float, float]:
     """Realistic seconds of one block's critical, per-microbatch communication in one
     microbatch's forward and backward, its layers' terms as the probe's stage adds them (run
     under `ctx`'s execution: `tp_variants`); `tp`: the tensor-parallel terms alone (none with
@@ -288,14 +287,15 @@ def critical_comm_s(
     (tp's recomputed forward, none of them negative); its phases take compute + critical +
     max(contention, overlapped - compute), at least compute + critical: so both add to
     `einsum_floor` in a lower bound of the block (`vector_bound`). `layers`: those of the block
-    whose terms count (default all; disjoint sets add up). `rerun`: only the forward terms a
-    full recompute runs again in the backward (`stage_extras._rerun_terms`: tp's, ep's)."""
+    whose terms count (default all; disjoint sets add up). Returned beside the total, from the
+    same pass: its forward terms a full recompute runs again in the backward
+    (`stage_extras._rerun_terms`: tp's, ep's)."""
     from shardline.planning.stage_extras import tp_variants
 
     if tp and overlap:
-        return 0.0
+        return 0.0, 0.0
     deg = probe_degrees(ctx.workload, inner, sequences)
-    total = 0.0
+    total = rerun = 0.0
     for layer in ctx.workload.layers if layers is None else layers:
         on = layer_degrees(deg, layer)
         if tp and on["tp"] > 1:
@@ -308,7 +308,7 @@ def critical_comm_s(
             continue
         for term in terms:
             if term.critical and not term.once_per_step and (term.purpose == "tp") == tp:
-                if rerun and (term.phase != "forward" or term.purpose not in ("tp", "ep")):
-                    continue
                 total += term.calls * term.t_pred_s
-    return total
+                if term.phase == "forward" and term.purpose in ("tp", "ep"):
+                    rerun += term.calls * term.t_pred_s
+    return total, rerun

@@ -268,7 +268,7 @@ class Tables:
     # pair_floor's: by (inner index, b index) and by the einsums' local sizes
     floors: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
     # vector_bound's critical communication floors: by (part, inner, b[, sp, overlap])
-    comm_floors: dict[tuple[Any, ...], float] = field(default_factory=dict)
+    comm_floors: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
     # what a stage holds, as sums of probed pieces (`stage_candidates`): the pieces, each
     # stage content's count of each piece [content, piece], the pieces each inner key needs
     pieces: list[StageLayers] = field(default_factory=list)
