@@ -261,3 +261,30 @@ def test_search_holds_etp_from_fix_or_the_flag(capsys: pytest.CaptureFixture[str
         capsys, "search", "--model", "llama-3.2-1b", "--devices", "8", "--etp", "1"
     )
     assert code == 2 and "needs a mixture of experts" in err
+
+
+def test_moe_search_runs_tensor_parallelism_only_with_sequence_parallelism(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Megatron-Core's MoELayer.forward raises in training when tp > 1 without sequence
+    # parallelism (megatron/core/transformer/moe/moe_layer.py): the search's knob grid of a
+    # tp > 1 assignment keeps sp = 1 for a mixture of experts, both for a dense model
+    from shardline.planning.vector_eval import _grids
+    from shardline.planning.vector_tables import ZERO_STAGES
+
+    recomputes = 3
+    dense, moe = _grids(recomputes), _grids(recomputes, tp_needs_sp=True)
+    tp_dp = 3  # class 2 x (tp > 1) + (dp > 1)
+    # sp x recompute x ZeRO x tp overlap: 2 x 3 x 4 x 2 dense, 1 x 3 x 4 x 2 for the experts
+    assert len(dense[tp_dp]) == 2 * recomputes * len(ZERO_STAGES) * 2
+    assert len(moe[tp_dp]) == 1 * recomputes * len(ZERO_STAGES) * 2
+    assert set(moe[tp_dp][:, 0]) == {1} and set(dense[tp_dp][:, 0]) == {0, 1}
+    assert [len(g) for g in moe[:2]] == [len(g) for g in dense[:2]]  # tp = 1: no sp to pick
+    code, out, _ = run_cli(
+        capsys, "search", "--model", "mixtral-8x7b", "--devices", "16", "--scales", "1",
+        "--global-batch", "64Ki", "--seq-len", "4096", "--fix", "tp=2,pp=1,fsdp=1,cp=1",
+        "--rerank", "8", "--json",
+    )  # fmt: skip
+    assert code == 0
+    r = json.loads(out)
+    assert all(s["sequence_parallel"] for s in [r["best"], *r["alternatives"]])

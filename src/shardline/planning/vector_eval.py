@@ -76,16 +76,18 @@ class Chunk:
     assignments: tuple[Degrees, ...]
 
 
-def _grids(recomputes: int) -> list[np.ndarray]:
+def _grids(recomputes: int, tp_needs_sp: bool = False) -> list[np.ndarray]:
     """The (sp, recompute, ZeRO, tp overlap) combinations of each class 2 (tp > 1) + (dp > 1):
-    sequence parallelism and tp overlap need tp, a ZeRO stage needs dp; recompute indexes the
+    sequence parallelism and tp overlap need tp (`tp_needs_sp`: tp only with sequence
+    parallelism, `Tables.tp_needs_sp`), a ZeRO stage needs dp; recompute indexes the
     `recomputes` policies searched (`Tables.recomputes`)."""
     out = []
     RECOMPUTE = range(recomputes)
     for tp_on, dp_on in product((False, True), (False, True)):
-        sps = (0, 1) if tp_on else (0,)
+        ovs = (0, 1) if tp_on else (0,)
+        sps = (1,) if tp_on and tp_needs_sp else ovs
         zs = ZERO_STAGES if dp_on else (0,)
-        out.append(np.array(list(product(sps, RECOMPUTE, zs, sps)), dtype=np.int64))
+        out.append(np.array(list(product(sps, RECOMPUTE, zs, ovs)), dtype=np.int64))
     return out
 
 
@@ -109,7 +111,7 @@ def layouts(t: Tables) -> dict[str, np.ndarray]:
     bi, vi = np.nonzero(v_ok)
     base = (ai[bi], ji[bi], vs[vi])
     cls = 2 * (A["tp"][base[0]] > 1) + (A["dp"][base[0]] > 1)
-    grids = _grids(len(t.recomputes))
+    grids = _grids(len(t.recomputes), t.tp_needs_sp)
     counts = np.array([len(g) for g in grids])[cls]
     start = np.cumsum(counts) - counts  # each (a, b, V)'s first row: its knobs follow in order
     out = {k: np.empty(int(counts.sum()), dtype=np.int32) for k in KNOBS}

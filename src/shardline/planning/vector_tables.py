@@ -36,6 +36,7 @@ from shardline.planning.step import ep_overlapped_s, grad_reduce_hidden
 from shardline.planning.vector_floors import batch_splits, inner_degrees, pair_floor, probe_degrees
 from shardline.planning.vector_stages import Candidate, StageLayers, floor_pieces
 from shardline.strategies import Degrees, plain_batch_split, strategies
+from shardline.strategies.ep import experts_of
 from shardline.workload.workload import Workload
 
 __all__ = [
@@ -262,6 +263,11 @@ class Tables:
     # the recompute policies searched (the layouts' "rc" indexes them): Megatron's three, or the
     # one --recompute pins
     recomputes: tuple[str, ...] = RECOMPUTE_MODES
+    # a mixture of experts runs tp > 1 only with sequence parallelism: Megatron-Core's
+    # MoELayer.forward raises in training when tensor_model_parallel_size > 1 and not
+    # sequence_parallel (megatron/core/transformer/moe/moe_layer.py); torchtitan and MaxText
+    # shard the activations over the tensor axis anyway
+    tp_needs_sp: bool = False
     # the execution fields the search does not try (a framework's: its gradient dtype, launch
     # mode, attention kernel, optimizer); every layout runs on them
     base: Execution = field(default_factory=Execution)
@@ -431,6 +437,7 @@ def build_tables(
         inner_keys=inner_keys,
         names=names,
         recomputes=recomputes,
+        tp_needs_sp=experts_of(w) is not None,
         base=base,
     )
     t.act_bytes, t.logits_bytes = activation_table(
