@@ -50,5 +50,5 @@ def gpu_read_time(chip: Chip, q_bytes: Any, mem_rate: float, *, warm_l2: bool) -
     oc = chip.on_chip
     held = oc.l2_resident_bytes or oc.l2_bytes
     if not warm_l2 or not held or not oc.resident_read_bytes_per_s:
-        return np.asarray(q_bytes, dtype=np.float64) / mem_rate
+        return q_bytes / mem_rate
     return pack_read_time(q_bytes, held, oc.resident_read_bytes_per_s, mem_rate)

@@ -330,11 +330,7 @@ def _gpu_terms(c: _Setup) -> _KindTerms:
         kernel_overhead_s(c.chip, cuda_graphs=c.cuda_graphs, gemm=True),
     ) * np.ones_like(m)
     t_math = np.where(plain, c.flops / (c.rate * align_eff), best["t"])
-    t_memory = (
-        gpu_read_time(c.chip, c.q_bytes, c.mem_rate, warm_l2=True)
-        if c.warm_l2
-        else c.q_bytes / c.mem_rate
-    )
+    t_memory = gpu_read_time(c.chip, c.q_bytes, c.mem_rate, warm_l2=c.warm_l2)
     terms = {
         "model": f"gpu: best of {len(GPU_TILE_CANDIDATES)} library tiles, waves over "
         f"{cores} SMs, "

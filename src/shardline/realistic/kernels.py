@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from math import prod
+from typing import Any
 
 import numpy as np
 
@@ -92,18 +93,22 @@ def vector_kernel_s(
 def gemm_time_s(layer: Layer, chip: Chip, dims: Mapping[str, int], *, cuda_graphs: bool) -> float:
     """The per-op realistic time of one einsum instance (shardline.ops.predict, with the launch
     mode), with on-chip operands' bytes taken out of its memory time."""
-    result = evaluate_einsum(
-        layer.parsed, dict(dims), chip, dict(layer.dtypes), str(layer.compute_dtype)
-    )
+    return float(_predicted_gemm_s(layer, chip, dict(dims), cuda_graphs))
+
+
+def _predicted_gemm_s(layer: Layer, chip: Chip, dims: dict[str, Any], cuda_graphs: bool) -> Any:
+    """The per-op prediction at `dims` (ints, or float arrays of many sizes: elementwise), with
+    on-chip operands' bytes taken out of its memory time."""
+    result = evaluate_einsum(layer.parsed, dims, chip, dict(layer.dtypes), str(layer.compute_dtype))
     predicted = with_prediction(result, launch="graphs" if cuda_graphs else "eager")
-    t = float(predicted.cost.predicted_s)
+    t = np.asarray(predicted.cost.predicted_s, dtype=np.float64)
     if not layer.onchip:
         return t
     terms = predicted.prediction or {}
-    overhead = float(terms.get("t_overhead_s", 0.0))
-    onchip = sum(float(result.bytes[name]) for name in layer.onchip)
-    t_mem = (float(result.bytes["total"]) - onchip) / mem_rate(chip)
-    return overhead + max(float(terms.get("t_compute_s", t - overhead)), t_mem)
+    overhead = np.asarray(terms.get("t_overhead_s", 0.0), dtype=np.float64)
+    onchip = sum(np.asarray(result.bytes[name], dtype=np.float64) for name in layer.onchip)
+    t_mem = (np.asarray(result.bytes["total"], dtype=np.float64) - onchip) / mem_rate(chip)
+    return overhead + np.maximum(terms.get("t_compute_s", t - overhead), t_mem)
 
 
 def attention_efficiency(chip: Chip, compute_dtype: str, backward: bool) -> float:
@@ -205,10 +210,15 @@ def einsum_time_s(
     """The realistic time of one einsum instance: a GEMM under the launch rule, or its share of
     the fused attention kernel (one launch per kernel: on the einsum that makes the scores)."""
     key = (id(chip), shape_key(layer, dims, model), cuda_graphs)
-    hit = _MEMO.get(key)
-    if hit is not None and hit[0] is chip:
-        return hit[1]
+    hit = _recalled(key, chip)
+    if hit is not None:
+        return hit
     return _remember(key, chip, _einsum_time_s(layer, chip, dims, model, cuda_graphs))
+
+
+def _recalled(key: tuple[object, ...], chip: Chip) -> float | None:
+    hit = _MEMO.get(key)
+    return hit[1] if hit is not None and hit[0] is chip else None
 
 
 def _remember(key: tuple[object, ...], chip: Chip, seconds: float) -> float:
@@ -233,16 +243,16 @@ def einsum_times_s(
     rest one by one."""
     out: list[float] = [0.0] * len(sizes)
     keys = [(id(chip), shape_key(layer, dims, model), cuda_graphs) for dims in sizes]
-    gemm = not (layer.kernel == "attention" and model is not None and model.attention == "flash")
+    gemm = model is None or not _fused_attention(layer, model)
     batch = []
     for k, (key, dims) in enumerate(zip(keys, sizes, strict=True)):
-        hit = _MEMO.get(key)
-        if hit is not None and hit[0] is chip:
-            out[k] = hit[1]
+        hit = _recalled(key, chip)
+        if hit is not None:
+            out[k] = hit
         elif gemm and _exact(layer, dims):
             batch.append(k)
         else:
-            out[k] = einsum_time_s(layer, chip, dims, model, cuda_graphs)
+            out[k] = _remember(key, chip, _einsum_time_s(layer, chip, dims, model, cuda_graphs))
     if batch:
         routed = model is not None and model.decode and layer.name in ROUTED_EXPERT_LAYERS
         on = moe_decode_chip(chip) if routed else chip
@@ -272,22 +282,19 @@ def _gemm_times_s(
     """`gemm_time_s` at each of `sizes` (`_exact` ones), the per-op model run once over arrays of
     the sizes: every step elementwise, as the scalar call runs it."""
     dims = {d: np.array([x[d] for x in sizes], dtype=np.float64) for d in sizes[0]}
-    result = evaluate_einsum(layer.parsed, dims, chip, dict(layer.dtypes), str(layer.compute_dtype))
-    predicted = with_prediction(result, launch="graphs" if cuda_graphs else "eager")
-    t = np.asarray(predicted.cost.predicted_s, dtype=np.float64)
-    if layer.onchip:  # as `gemm_time_s`: the on-chip operands' bytes out of the memory time
-        terms = predicted.prediction or {}
-        overhead = terms.get("t_overhead_s", 0.0)
-        onchip = sum(result.bytes[name] for name in layer.onchip)
-        t_mem = (result.bytes["total"] - onchip) / mem_rate(chip)
-        t = overhead + np.maximum(terms.get("t_compute_s", t - overhead), t_mem)
+    t = _predicted_gemm_s(layer, chip, dims, cuda_graphs)
     return [float(x) for x in np.broadcast_to(t, (len(sizes),))]
+
+
+def _fused_attention(layer: Layer, model: ModelShape) -> bool:
+    """Whether the einsum runs inside the fused attention kernel (FlashAttention-style)."""
+    return layer.kernel == "attention" and model.attention == "flash"
 
 
 def _einsum_time_s(
     layer: Layer, chip: Chip, dims: Mapping[str, int], model: ModelShape | None, cuda_graphs: bool
 ) -> float:
-    if layer.kernel == "attention" and model is not None and model.attention == "flash":
+    if model is not None and _fused_attention(layer, model):
         work = attention_work_s(
             layer,
             chip,
