@@ -52,6 +52,7 @@ from shardline.workload.workload import Layer, Workload
 __all__ = [
     "Context",
     "tp_variants",
+    "rerun_by_recompute",
     "add_block_extras",
     "add_end_extras",
     "add_recompute",
@@ -308,11 +309,14 @@ def _rerun_terms(stage: Stage) -> list[CommTerm]:
     layer's forward is route -> dispatch -> experts -> combine in one function
     (megatron/core/transformer/moe/moe_layer.py, `MoELayer.forward`'s `custom_forward`, commit
     001199898c), so its recompute reruns the token dispatcher's all-to-alls."""
-    return [
-        t
-        for t in stage.terms
-        if t.phase == "forward" and (t.purpose == "tp" or t.purpose == "ep" and not t.once_per_step)
-    ]
+    return [t for t in stage.terms if rerun_by_recompute(t)]
+
+
+def rerun_by_recompute(term: CommTerm) -> bool:
+    """Whether a recomputed block runs `term` again (`_rerun_terms`; the training search's
+    communication floor asks the same, `vector_floors.critical_comm_s`)."""
+    ep = term.purpose == "ep" and not term.once_per_step
+    return term.phase == "forward" and (term.purpose == "tp" or ep)
 
 
 # each block layer's share of the work of the block's matmuls (shardline.basics.recompute.MATMULS)

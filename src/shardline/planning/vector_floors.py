@@ -290,7 +290,7 @@ def critical_comm_s(
     whose terms count (default all; disjoint sets add up). Returned beside the total, from the
     same pass: its forward terms a full recompute runs again in the backward
     (`stage_extras._rerun_terms`: tp's, ep's)."""
-    from shardline.planning.stage_extras import tp_variants
+    from shardline.planning.stage_extras import rerun_by_recompute, tp_variants
 
     if tp and overlap:
         return 0.0, 0.0
@@ -309,6 +309,6 @@ def critical_comm_s(
         for term in terms:
             if term.critical and not term.once_per_step and (term.purpose == "tp") == tp:
                 total += term.calls * term.t_pred_s
-                if term.phase == "forward" and term.purpose in ("tp", "ep"):
+                if rerun_by_recompute(term):
                     rerun += term.calls * term.t_pred_s
     return total, rerun
